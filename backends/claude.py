@@ -1,0 +1,190 @@
+"""Adapter for Anthropic's ``claude`` CLI (``-p ... --output-format stream-json --verbose``).
+
+The prompt goes to stdin, never to argv: it can start with ``-``, hold
+newlines or NUL-free megabytes, and never be read as a flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.events import Event, EventKind
+
+from ._common import as_int, preview, str_list
+
+__all__ = ["ClaudeBackend", "ClaudeTranslator"]
+
+#: Tools whose input names a file they modify.
+_FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+
+
+class ClaudeBackend:
+    name = "claude"
+    executable = "claude"
+    path_env_var = "GENESIS_CLAUDE_PATH"
+    supports_resume = True
+
+    def default_program(self) -> Sequence[str] | None:
+        return None
+
+    def install_hint(self) -> str:
+        return "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
+
+    def build_command(self, request: RunRequest) -> CommandSpec:
+        opts = request.options
+        args: list[str] = ["-p", "--output-format", "stream-json", "--verbose"]
+        if request.model:
+            args.append(f"--model={request.model}")
+        if opts.get("max_turns") is not None:
+            args.append(f"--max-turns={int(opts['max_turns'])}")
+        if opts.get("permission_mode"):
+            args.append(f"--permission-mode={opts['permission_mode']}")
+        allowed = list(str_list(opts.get("allowed_tools")))
+        if allowed:
+            args.append("--allowedTools=" + ",".join(allowed))
+        disallowed = list(str_list(opts.get("disallowed_tools")))
+        if disallowed:
+            args.append("--disallowedTools=" + ",".join(disallowed))
+        if opts.get("append_system_prompt"):
+            args.append(f"--append-system-prompt={opts['append_system_prompt']}")
+        for directory in str_list(opts.get("add_dirs")):
+            args.append(f"--add-dir={directory}")
+        if opts.get("mcp_config"):
+            args.append(f"--mcp-config={opts['mcp_config']}")
+        if request.resume_session:
+            args.append(f"--resume={request.resume_session}")
+        args.extend(request.extra_args)
+        return CommandSpec(
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            # A parent Claude Code session's variables make the CLI refuse to start.
+            unset_env=("CLAUDECODE", "CLAUDE_CODE_*"),
+        )
+
+    def translator(self) -> ClaudeTranslator:
+        return ClaudeTranslator()
+
+
+class ClaudeTranslator:
+    """claude stream-json lines to normalized events."""
+
+    __slots__ = ("_tool_names",)
+
+    def __init__(self) -> None:
+        self._tool_names: dict[str, str] = {}
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        kind = obj.get("type")
+        if kind == "assistant":
+            return self._assistant(obj)
+        if kind == "user":
+            return self._user(obj)
+        if kind == "result":
+            return self._result(obj)
+        if kind == "system":
+            return self._system(obj)
+        return ()
+
+    def _system(self, obj: dict[str, Any]) -> Sequence[Event]:
+        subtype = obj.get("subtype")
+        if subtype == "init":
+            return (
+                Event(
+                    EventKind.SESSION,
+                    {"session_id": obj.get("session_id"), "model": obj.get("model"), "cwd": obj.get("cwd")},
+                ),
+            )
+        if subtype == "api_retry":
+            return (
+                Event(
+                    EventKind.CLI_RETRY,
+                    {
+                        "attempt": obj.get("attempt"),
+                        "max_retries": obj.get("max_retries"),
+                        "retry_delay_ms": obj.get("retry_delay_ms"),
+                        "error_status": as_int(obj.get("error_status")),
+                        "error": obj.get("error"),
+                    },
+                ),
+            )
+        return ()
+
+    def _assistant(self, obj: dict[str, Any]) -> Sequence[Event]:
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            return ()
+        events: list[Event] = []
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                events.append(Event(EventKind.TEXT, {"text": str(block.get("text") or "")}))
+            elif btype == "tool_use":
+                name = str(block.get("name") or "unknown")
+                tool_id = str(block.get("id") or "")
+                self._tool_names[tool_id] = name
+                tool_input = block.get("input")
+                data: dict[str, Any] = {"id": tool_id, "name": name, "input": tool_input}
+                key = _FILE_TOOLS.get(name)
+                if key and isinstance(tool_input, Mapping) and isinstance(tool_input.get(key), str):
+                    data["files"] = [tool_input[key]]
+                events.append(Event(EventKind.TOOL_CALL, data))
+        return events
+
+    def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            return ()
+        events: list[Event] = []
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                tool_id = str(block.get("tool_use_id") or "")
+                events.append(
+                    Event(
+                        EventKind.TOOL_RESULT,
+                        {
+                            "id": tool_id,
+                            "name": self._tool_names.get(tool_id, "unknown"),
+                            "is_error": bool(block.get("is_error")),
+                            "output": preview(block.get("content")),
+                        },
+                    )
+                )
+        return events
+
+    def _result(self, obj: dict[str, Any]) -> Sequence[Event]:
+        errors = obj.get("errors")
+        text = obj.get("result")
+        if not isinstance(text, str):
+            text = "; ".join(str(e) for e in errors) if isinstance(errors, list) else None
+        denials = obj.get("permission_denials")
+        result = {
+            "is_error": bool(obj.get("is_error")) or (obj.get("subtype") not in (None, "success")),
+            "subtype": obj.get("subtype"),
+            "text": text,
+            "session_id": obj.get("session_id"),
+            "num_turns": as_int(obj.get("num_turns")),
+            "duration_ms": obj.get("duration_ms"),
+            "api_error_status": as_int(obj.get("api_error_status")),
+            "stop_reason": obj.get("stop_reason"),
+            "terminal_reason": obj.get("terminal_reason"),
+            "permission_denials": denials if isinstance(denials, list) else [],
+            "errors": errors if isinstance(errors, list) else [],
+        }
+        events = []
+        usage = obj.get("usage")
+        cost = obj.get("total_cost_usd")
+        if usage is not None or cost is not None:
+            events.append(
+                Event(
+                    EventKind.USAGE,
+                    {"usage": usage if isinstance(usage, dict) else None, "cost_usd": cost if isinstance(cost, int | float) else None},
+                )
+            )
+        events.append(Event(EventKind.RESULT, result))
+        return events

@@ -1,0 +1,171 @@
+"""Adapter for OpenAI's ``codex`` CLI (``codex exec --json --skip-git-repo-check``).
+
+The prompt goes to stdin (the ``-`` argument), so it is never read as a flag
+and has no argv size limit.  Both the current event format (``thread.started``,
+``item.*``, ``turn.*``) and the old one (``{"id", "msg": {...}}``, codex <= 0.43)
+are understood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.events import Event, EventKind
+
+from ._common import as_int, preview
+
+__all__ = ["CodexBackend", "CodexTranslator"]
+
+_TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
+
+
+class CodexBackend:
+    name = "codex"
+    executable = "codex"
+    path_env_var = "GENESIS_CODEX_PATH"
+    supports_resume = True
+
+    def default_program(self) -> Sequence[str] | None:
+        return None
+
+    def install_hint(self) -> str:
+        return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
+
+    def build_command(self, request: RunRequest) -> CommandSpec:
+        opts = request.options
+        args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
+        if request.model:
+            args += ["-m", request.model]
+        if opts.get("sandbox"):
+            args += ["-s", str(opts["sandbox"])]
+        if opts.get("profile"):
+            args += ["-p", str(opts["profile"])]
+        config = opts.get("config")
+        if isinstance(config, Mapping):
+            for key, value in config.items():
+                args += ["-c", f"{key}={value}"]
+        args.extend(request.extra_args)
+        if request.resume_session:
+            args += ["resume", request.resume_session]
+        args.append("-")  # read the prompt from stdin
+        return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
+
+    def translator(self) -> CodexTranslator:
+        return CodexTranslator()
+
+
+class CodexTranslator:
+    """codex exec --json lines to normalized events."""
+
+    __slots__ = ("_started",)
+
+    def __init__(self) -> None:
+        self._started: set[str] = set()
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        kind = obj.get("type")
+        if kind is None and isinstance(obj.get("msg"), Mapping):
+            return self._legacy(obj["msg"])
+        if kind == "item.completed" or kind == "item.started":
+            item = obj.get("item")
+            if isinstance(item, Mapping):
+                return self._item(item, completed=kind == "item.completed")
+            return ()
+        if kind == "thread.started":
+            return (Event(EventKind.SESSION, {"session_id": obj.get("thread_id")}),)
+        if kind == "turn.completed":
+            return (
+                Event(EventKind.USAGE, {"usage": obj.get("usage") if isinstance(obj.get("usage"), dict) else None}),
+                Event(EventKind.RESULT, {"is_error": False, "subtype": "turn.completed", "text": None}),
+            )
+        if kind == "turn.failed":
+            error = obj.get("error")
+            message = error.get("message") if isinstance(error, Mapping) else None
+            return (
+                Event(
+                    EventKind.RESULT,
+                    {"is_error": True, "subtype": "turn.failed", "text": str(message or "turn failed"), "errors": [message]},
+                ),
+            )
+        if kind == "error":
+            return (Event(EventKind.ERROR, {"message": str(obj.get("message") or ""), "fatal": False}),)
+        return ()
+
+    def _item(self, item: Mapping[str, Any], *, completed: bool) -> Sequence[Event]:
+        itype = item.get("type")
+        item_id = str(item.get("id") or "")
+        if itype == "agent_message":
+            return (Event(EventKind.TEXT, {"text": str(item.get("text") or "")}),) if completed else ()
+        if itype == "error":
+            return (Event(EventKind.ERROR, {"message": str(item.get("message") or ""), "fatal": False}),) if completed else ()
+        if itype not in _TOOL_ITEMS:
+            return ()  # reasoning, todo_list and types we do not know
+        events: list[Event] = []
+        name, tool_input, files = _describe_tool(item)
+        if item_id not in self._started:
+            self._started.add(item_id)
+            call: dict[str, Any] = {"id": item_id, "name": name, "input": tool_input}
+            if files:
+                call["files"] = files
+            events.append(Event(EventKind.TOOL_CALL, call))
+        if completed:
+            exit_code = as_int(item.get("exit_code"))
+            status = item.get("status")
+            is_error = (exit_code not in (None, 0)) or status == "failed" or bool(item.get("error"))
+            output = item.get("aggregated_output") if itype == "command_execution" else item.get("result")
+            events.append(
+                Event(
+                    EventKind.TOOL_RESULT,
+                    {"id": item_id, "name": name, "is_error": is_error, "exit_code": exit_code, "output": preview(output)},
+                )
+            )
+        return events
+
+    def _legacy(self, msg: Mapping[str, Any]) -> Sequence[Event]:
+        mtype = msg.get("type")
+        if mtype == "agent_message":
+            return (Event(EventKind.TEXT, {"text": str(msg.get("message") or "")}),)
+        if mtype == "exec_command_begin":
+            call_id = str(msg.get("call_id") or "")
+            command = msg.get("command")
+            cmd = " ".join(command) if isinstance(command, list) else command
+            return (Event(EventKind.TOOL_CALL, {"id": call_id, "name": "command_execution", "input": {"command": cmd}}),)
+        if mtype == "exec_command_end":
+            exit_code = as_int(msg.get("exit_code"))
+            return (
+                Event(
+                    EventKind.TOOL_RESULT,
+                    {
+                        "id": str(msg.get("call_id") or ""),
+                        "name": "command_execution",
+                        "is_error": exit_code not in (None, 0),
+                        "exit_code": exit_code,
+                        "output": preview(msg.get("stdout") or msg.get("stderr")),
+                    },
+                ),
+            )
+        if mtype == "token_count":
+            return (Event(EventKind.USAGE, {"usage": dict(msg)}),)
+        if mtype == "task_complete":
+            text = msg.get("last_agent_message")
+            return (Event(EventKind.RESULT, {"is_error": False, "subtype": "task_complete", "text": text if isinstance(text, str) else None}),)
+        if mtype == "error":
+            return (Event(EventKind.ERROR, {"message": str(msg.get("message") or ""), "fatal": False}),)
+        return ()
+
+
+def _describe_tool(item: Mapping[str, Any]) -> tuple[str, Any, list[str]]:
+    itype = str(item.get("type"))
+    if itype == "command_execution":
+        return "command_execution", {"command": item.get("command")}, []
+    if itype == "file_change":
+        changes = item.get("changes")
+        files = [
+            str(c["path"]) for c in changes if isinstance(c, Mapping) and isinstance(c.get("path"), str)
+        ] if isinstance(changes, list) else []
+        return "file_change", {"changes": changes}, files
+    if itype == "mcp_tool_call":
+        return f"mcp:{item.get('server')}/{item.get('tool')}", item.get("arguments"), []
+    return itype, {"query": item.get("query")}, []

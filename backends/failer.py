@@ -1,0 +1,51 @@
+"""Adapter for the embedded Process Failer (``coding_genesis/failer.py``).
+
+It speaks claude's stream-json, so it reuses the claude translator; it needs
+no PATH lookup and no credentials, which makes it the default for trying
+coding-genesis out.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import coding_genesis
+from coding_genesis.backend import CommandSpec, RunRequest
+
+from .claude import ClaudeTranslator
+
+__all__ = ["FailerBackend"]
+
+FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("failer.py"))
+
+
+class FailerBackend:
+    name = "failer"
+    executable = "genesis-failer"
+    path_env_var = "GENESIS_FAILER_PATH"
+    supports_resume = True
+
+    def default_program(self) -> Sequence[str] | None:
+        return (sys.executable, FAILER_SCRIPT)
+
+    def install_hint(self) -> str:
+        return "it ships with coding-genesis; reinstall the package"
+
+    def build_command(self, request: RunRequest) -> CommandSpec:
+        args = ["-p", "--output-format", "stream-json", "--verbose"]
+        if request.request_key:
+            args.append(f"--request-key={request.request_key}")
+        state_dir = request.options.get("state_dir")
+        if state_dir:
+            args.append(f"--state-dir={state_dir}")
+        if request.model:
+            args.append(f"--model={request.model}")
+        if request.resume_session:
+            args.append(f"--resume={request.resume_session}")
+        args.extend(request.extra_args)
+        return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
+
+    def translator(self) -> ClaudeTranslator:
+        return ClaudeTranslator()

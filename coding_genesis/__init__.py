@@ -1,0 +1,54 @@
+"""coding-genesis: run coding-agent CLIs as supervised subprocesses and always
+get a clear, structured answer back.
+
+    from coding_genesis import CodingGenesisAgent
+    agent = CodingGenesisAgent(backend="claude", timeout=300)
+    result = agent.run_sync("Add a test for parse_date")
+    result["status"], result["message"], result["tool_calls"]
+"""
+
+from __future__ import annotations
+
+from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
+from .backend import Backend, CommandSpec, RunRequest, Translator
+from .errors import (
+    AgentUsageError,
+    ConfigError,
+    GenesisError,
+    InvalidCwdError,
+    InvalidTimeoutError,
+    UnknownBackendError,
+)
+from .events import Event, EventKind, EventStream, Subscription
+from .parser import JsonLinesParser
+from .process import StopReason, SupervisorConfig
+from .result import RunResult
+from .states import AgentState, Status
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "AgentState",
+    "AgentUsageError",
+    "Backend",
+    "CodingGenesisAgent",
+    "CommandSpec",
+    "ConfigError",
+    "Event",
+    "EventKind",
+    "EventStream",
+    "GenesisError",
+    "InvalidCwdError",
+    "InvalidTimeoutError",
+    "JsonLinesParser",
+    "RunRequest",
+    "RunResult",
+    "Status",
+    "StopReason",
+    "Subscription",
+    "SupervisorConfig",
+    "Translator",
+    "UnknownBackendError",
+    "__version__",
+]

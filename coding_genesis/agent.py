@@ -1,0 +1,564 @@
+"""``CodingGenesisAgent``: a small state machine around one supervised CLI run."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import math
+import os
+import re
+import shutil
+import signal as _signal
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from .backend import Backend, RunRequest
+from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
+from .events import Event, EventBus, EventKind, EventStream, Subscription
+from .parser import DEFAULT_MAX_LINE_BYTES
+from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
+from .redact import Redactor
+from .result import RunResult, RunTally
+from .states import AgentState, Status
+
+__all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
+
+log = logging.getLogger("coding_genesis.agent")
+
+DEFAULT_TIMEOUT = 300.0
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
+
+
+def _seconds(name: str, value: object, *, allow_none: bool = False, allow_zero: bool = False) -> float | None:
+    """Validate a duration: a finite real number of seconds."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise (InvalidTimeoutError if name == "timeout" else ConfigError)(
+            f"{name} must be a number of seconds, got {value!r}"
+        )
+    seconds = float(value)
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise (InvalidTimeoutError if name == "timeout" else ConfigError)(
+            f"{name} must be a finite number of seconds {bound}, got {value!r}"
+        )
+    return seconds
+
+
+def _check_cwd(cwd: str | os.PathLike[str]) -> str:
+    path = os.path.abspath(os.fspath(cwd))
+    if not os.path.exists(path):
+        raise InvalidCwdError(f"cwd {path!r} does not exist")
+    if not os.path.isdir(path):
+        raise InvalidCwdError(f"cwd {path!r} is not a directory")
+    if not os.access(path, os.X_OK):
+        raise InvalidCwdError(f"cwd {path!r} is not accessible")
+    return path
+
+
+class CodingGenesisAgent:
+    """Runs one coding-agent CLI request at a time and always answers with a dict.
+
+    States: ``READY`` → ``BUSY`` while a run is in flight → ``READY`` after any
+    outcome (success, failure, timeout, crash, cancellation).  A request made
+    while ``BUSY`` is answered at once with status 75 and starts nothing.
+
+    Every state change and every normalized run event is published to
+    :meth:`subscribe` callbacks and :meth:`events` streams.
+    """
+
+    def __init__(
+        self,
+        backend: str | Backend = "claude",
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        cli_path: str | Sequence[str] | None = None,
+        model: str | None = None,
+        grace: float = 5.0,
+        idle_timeout: float | None = None,
+        linger: float | None = 2.0,
+        eof_grace: float = 0.5,
+        stop_signals: Sequence[int] = (_signal.SIGTERM,),
+        kill_leftovers: bool = True,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        options: Mapping[str, Any] | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        stderr_tail_bytes: int = 64 * 1024,
+    ) -> None:
+        if isinstance(backend, str):
+            from backends import get_backend
+
+            self._backend: Backend = get_backend(backend)
+        elif isinstance(backend, Backend):
+            self._backend = backend
+        else:
+            raise ConfigError(f"backend must be a backend name or a Backend object, got {backend!r}")
+        self._timeout = _seconds("timeout", timeout)
+        self._grace = _seconds("grace", grace, allow_zero=True)
+        self._idle_timeout = _seconds("idle_timeout", idle_timeout, allow_none=True)
+        self._linger = _seconds("linger", linger, allow_none=True, allow_zero=True)
+        self._eof_grace = _seconds("eof_grace", eof_grace, allow_zero=True)
+        self._cwd = _check_cwd(cwd) if cwd is not None else None
+        if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+            raise ConfigError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
+        if not isinstance(stderr_tail_bytes, int) or stderr_tail_bytes < 0:
+            raise ConfigError(f"stderr_tail_bytes must be a non-negative integer, got {stderr_tail_bytes!r}")
+        signals = tuple(int(s) for s in stop_signals)
+        for signum in signals:
+            try:
+                _signal.Signals(signum)
+            except ValueError:
+                raise ConfigError(f"unknown signal {signum!r} in stop_signals") from None
+        if isinstance(cli_path, str | os.PathLike):
+            self._cli_path: tuple[str, ...] | None = (os.fspath(cli_path),)
+        elif cli_path is not None:
+            self._cli_path = tuple(os.fspath(p) for p in cli_path)
+            if not self._cli_path:
+                raise ConfigError("cli_path must not be empty")
+        else:
+            self._cli_path = None
+        if any(not isinstance(a, str) or "\0" in a for a in extra_args):
+            raise ConfigError("extra_args must be strings without NUL bytes")
+        self._model = model
+        self._env = dict(env or {})
+        self._extra_args = tuple(extra_args)
+        self._options = dict(options or {})
+        self._supervisor = SupervisorConfig(
+            timeout=self._timeout,
+            grace=self._grace or 0.0,
+            idle_timeout=self._idle_timeout,
+            linger=self._linger,
+            eof_grace=self._eof_grace or 0.0,
+            stop_signals=signals,
+            kill_leftovers=kill_leftovers,
+            max_line_bytes=max_line_bytes,
+            stderr_tail_bytes=stderr_tail_bytes,
+        )
+        self.name = name or f"{self._backend.name}-agent"
+        self._state = AgentState.READY
+        self._state_reason = "created"
+        self._run_id: str | None = None
+        self._bus = EventBus(self.name)
+        self._last: RunResult | None = None
+
+    # -- introspection -------------------------------------------------
+
+    @property
+    def timeout(self) -> float:
+        """Wall-clock limit of one run, in seconds (300.0 by default)."""
+        return self._timeout  # type: ignore[return-value]
+
+    @property
+    def state(self) -> AgentState:
+        return self._state
+
+    @property
+    def state_reason(self) -> str:
+        return self._state_reason
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    @property
+    def backend_name(self) -> str:
+        return self._backend.name
+
+    @property
+    def supervisor_config(self) -> SupervisorConfig:
+        return self._supervisor
+
+    @property
+    def last_result(self) -> RunResult | None:
+        """The typed model behind the dict of the last run."""
+        return self._last
+
+    def __repr__(self) -> str:
+        return f"CodingGenesisAgent(backend={self.backend_name!r}, name={self.name!r}, state={self._state.value})"
+
+    # -- events --------------------------------------------------------
+
+    def subscribe(self, callback: Any) -> Subscription:
+        """Call ``callback(event)`` for every event; returns an unsubscribe handle."""
+        return self._bus.subscribe(callback)
+
+    def events(self, max_buffer: int = 10_000) -> EventStream:
+        """An async iterator of events from now on (use ``async with``)."""
+        return self._bus.stream(max_buffer)
+
+    def _set_state(self, state: AgentState, reason: str) -> None:
+        previous = self._state
+        self._state = state
+        self._state_reason = reason
+        self._bus.publish(
+            Event(EventKind.STATE, {"state": state.value, "previous_state": previous.value, "reason": reason}),
+            self._run_id,
+        )
+
+    # -- running -------------------------------------------------------
+
+    def run_sync(self, prompt: str, **overrides: Any) -> dict[str, Any]:
+        """Blocking :meth:`run` for code without an event loop."""
+        library = _running_event_loop()
+        if library is not None:
+            raise AgentUsageError(
+                f"run_sync() cannot be called from a running {library} event loop; use `await agent.run(...)`"
+            )
+        return anyio.run(functools.partial(self.run, prompt, **overrides))
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        model: str | None = None,
+        resume: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        request_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one request; return the response dict.  Never raises for a
+        runtime failure; re-raises cancellation after the process tree is gone."""
+        if self._state is AgentState.BUSY:
+            return self._busy().to_dict()
+        run_id = uuid.uuid4().hex
+        self._run_id = run_id
+        self._set_state(AgentState.BUSY, "run started")
+        outcome_reason = "run finished"
+        try:
+            result = await self._attempt(
+                prompt,
+                run_id,
+                timeout=timeout,
+                cwd=cwd,
+                model=model,
+                resume=resume,
+                options=options,
+                request_key=request_key,
+            )
+        except anyio.get_cancelled_exc_class():
+            outcome_reason = "run cancelled"
+            self._bus.publish(Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}), run_id)
+            raise
+        except Exception as exc:  # a bug of ours: still answer
+            log.exception("internal error in run %s", run_id)
+            result = self._failure(run_id, Status.INTERNAL, f"internal error in coding-genesis: {exc!r}", "internal")
+        finally:
+            self._set_state(AgentState.READY, outcome_reason)
+        self._last = result
+        out = result.to_dict()
+        self._bus.publish(Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id)
+        return out
+
+    # -- internals -----------------------------------------------------
+
+    def _failure(self, run_id: str, status: int, message: str, error: str, **extra: Any) -> RunResult:
+        return RunResult(
+            status=int(status),
+            message=message,
+            backend=self.backend_name,
+            agent=self.name,
+            run_id=run_id,
+            is_error=True,
+            error=error,
+            **extra,
+        )
+
+    def _busy(self) -> RunResult:
+        return self._failure(
+            "",
+            Status.BUSY,
+            f"agent {self.name!r} is busy with run {self._run_id}; nothing was started. "
+            "Wait for it to finish or use another agent.",
+            "busy",
+        )
+
+    def _resolve_program(self, run_id: str) -> list[str] | RunResult:
+        backend = self._backend
+        explicit = self._cli_path
+        if explicit is None and os.environ.get(backend.path_env_var):
+            explicit = (os.environ[backend.path_env_var],)
+        if explicit is None:
+            default = backend.default_program()
+            if default:
+                return list(default)
+            found = shutil.which(backend.executable)
+            if found is None:
+                return self._failure(
+                    run_id,
+                    Status.NOT_FOUND,
+                    f"{backend.name} CLI not found: no {backend.executable!r} on PATH; {backend.install_hint()}",
+                    "not_found",
+                )
+            return [found]
+        program, *rest = explicit
+        program = os.path.expanduser(program)
+        if os.sep not in program:
+            found = shutil.which(program)
+            if found is None:
+                return self._failure(
+                    run_id, Status.NOT_FOUND, f"{backend.name} CLI not found: no {program!r} on PATH", "not_found"
+                )
+            program = found
+        if not os.path.exists(program):
+            return self._failure(
+                run_id, Status.NOT_FOUND, f"{backend.name} CLI not found at {program!r}", "not_found"
+            )
+        if os.path.isdir(program):
+            return self._failure(
+                run_id, Status.NOT_EXECUTABLE, f"{backend.name} CLI path {program!r} is a directory", "not_executable"
+            )
+        if not rest and not os.access(program, os.X_OK):
+            return self._failure(
+                run_id,
+                Status.NOT_EXECUTABLE,
+                f"{backend.name} CLI at {program!r} is not executable (chmod +x it)",
+                "not_executable",
+            )
+        return [program, *rest]
+
+    async def _attempt(
+        self,
+        prompt: str,
+        run_id: str,
+        *,
+        timeout: float | None,
+        cwd: str | os.PathLike[str] | None,
+        model: str | None,
+        resume: str | None,
+        options: Mapping[str, Any] | None,
+        request_key: str | None,
+    ) -> RunResult:
+        # Per-call problems are answered, not raised: an orchestrator gets a dict.
+        try:
+            run_timeout = _seconds("timeout", timeout) if timeout is not None else self._timeout
+            run_cwd = _check_cwd(cwd) if cwd is not None else (self._cwd or _check_cwd(os.getcwd()))
+        except ConfigError as exc:
+            return self._failure(run_id, Status.USAGE, str(exc), "invalid_request")
+        if not isinstance(prompt, str):
+            return self._failure(run_id, Status.USAGE, f"prompt must be a string, got {type(prompt).__name__}", "invalid_request")
+        if not prompt.strip():
+            return self._failure(run_id, Status.USAGE, "prompt is empty: say what the agent should do", "invalid_request")
+        if "\0" in prompt:
+            return self._failure(run_id, Status.USAGE, "prompt contains a NUL byte, which no CLI accepts", "invalid_request")
+        if resume is not None and not _SESSION_ID.match(resume):
+            return self._failure(run_id, Status.USAGE, f"invalid session id to resume: {resume!r}", "invalid_request")
+        try:
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            return self._failure(run_id, Status.USAGE, "prompt is not valid Unicode (lone surrogate)", "invalid_request")
+
+        program = self._resolve_program(run_id)
+        if isinstance(program, RunResult):
+            return program
+
+        backend = self._backend
+        merged_options = {**self._options, **(options or {})}
+        request = RunRequest(
+            prompt=prompt,
+            cwd=run_cwd,
+            model=model or self._model,
+            resume_session=resume,
+            request_key=request_key
+            or hashlib.sha256(f"{backend.name}\0{run_cwd}\0{prompt}".encode()).hexdigest()[:32],
+            options=merged_options,
+            extra_args=self._extra_args,
+        )
+        spec = backend.build_command(request)
+        argv = [*program, *spec.args]
+        env = build_env(os.environ, unset=spec.unset_env, add={**spec.env, **self._env}, marker=run_id)
+        redactor = Redactor(os.environ, self._env)
+        config = self._supervisor
+        if run_timeout != config.timeout:
+            config = SupervisorConfig(**{**_config_dict(config), "timeout": run_timeout})
+
+        translator = backend.translator()
+        tally = RunTally(run_cwd)
+        bus = self._bus
+        translate = translator.translate
+        add = tally.add
+
+        def sink(objs: list[dict[str, Any]]) -> bool:
+            terminal = False
+            publish = bus.has_listeners
+            for obj in objs:
+                for event in translate(obj):
+                    if add(event):
+                        terminal = True
+                    if publish:
+                        if redactor.active:
+                            event.data = redactor.deep(event.data)
+                        bus.publish(event, run_id)
+            return terminal
+
+        bus.publish(
+            Event(
+                EventKind.RUN_STARTED,
+                {"backend": backend.name, "program": argv[0], "cwd": run_cwd, "timeout": run_timeout},
+            ),
+            run_id,
+        )
+        outcome = await run_process(
+            argv,
+            cwd=run_cwd,
+            env=env,
+            stdin=spec.stdin,
+            config=config,
+            sink=sink,
+            marker=run_id,
+        )
+        return self._result(run_id, outcome, tally, run_timeout, redactor)
+
+    def _result(
+        self, run_id: str, outcome: ProcessOutcome, tally: RunTally, timeout: float, redactor: Redactor
+    ) -> RunResult:
+        name = self.backend_name
+        rc = outcome.returncode
+        stderr_tail = redactor.text(outcome.stderr_tail)
+        common: dict[str, Any] = {
+            "backend": name,
+            "agent": self.name,
+            "run_id": run_id,
+            "exit_code": rc,
+            "signal": _signal_name(-rc) if rc is not None and rc < 0 else None,
+            "duration_s": round(outcome.duration_s, 6),
+            "skipped_lines": outcome.skipped_lines,
+            "lines": outcome.lines,
+            "tool_calls": tally.tool_calls,
+            "tool_usage": dict(tally.tool_usage),
+            "files_modified": list(tally.files),
+            "last_successful_tool": tally.last_successful_tool,
+            "session_id": tally.session_id,
+            "model": tally.model,
+            "num_turns": tally.num_turns,
+            "usage": tally.usage,
+            "cost_usd": tally.cost_usd,
+            "cli_retries": tally.cli_retries,
+            "stop_reason": outcome.stop_reason.value if outcome.stop_reason else None,
+            "completed": tally.result is not None,
+            "stderr_tail": stderr_tail,
+            "leftovers_stopped": outcome.leftovers_stopped,
+        }
+        warnings: list[str] = []
+        text = tally.final_text()
+
+        if outcome.spawn_error is not None:
+            exc = outcome.spawn_error
+            missing = isinstance(exc, FileNotFoundError)
+            return self._failure(
+                run_id,
+                Status.NOT_FOUND if missing else Status.NOT_EXECUTABLE,
+                f"could not start {name} CLI: {exc.strerror or exc}",
+                "not_found" if missing else "not_executable",
+                **{k: v for k, v in common.items() if k not in {"backend", "agent", "run_id"}},
+            )
+
+        if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE):
+            stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+            progress = f"{tally.tool_calls} tool call(s) made before the stop"
+            if outcome.stop_reason is StopReason.TIMEOUT:
+                message = f"{name} timed out after {timeout:g}s; process tree stopped ({stopped}); {progress}"
+                error = "timeout"
+            else:
+                idle = self._idle_timeout or 0.0
+                message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
+                error = "idle_timeout"
+            return RunResult(
+                status=Status.TIMEOUT, message=redactor.text(message), is_error=True, error=error, **common
+            )
+
+        result = tally.result
+        if result is not None:
+            if result.get("is_error"):
+                status = rc if rc is not None and 0 < rc < 126 else int(Status.FAILED)
+                message = text or "; ".join(str(e) for e in result.get("errors") or ()) or f"{name} reported an error"
+                return RunResult(
+                    status=status,
+                    message=redactor.text(message),
+                    is_error=True,
+                    error="cli_error",
+                    data=RunTally.parse_data(text),
+                    **common,
+                )
+            if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
+                warnings.append(f"{name} exited with code {rc} after a successful result")
+            if outcome.stop_reason is StopReason.LINGER:
+                warnings.append(f"{name} kept running after its result; stopped after {self._linger:g}s")
+            message = redactor.text(text or "")
+            return RunResult(
+                status=Status.OK, message=message, data=RunTally.parse_data(message), warnings=warnings, **common
+            )
+
+        last_err = _last_line(stderr_tail)
+        if rc is not None and rc < 0:
+            sig = -rc
+            message = f"{name} was killed by signal {_signal_name(sig)}" + (f": {last_err}" if last_err else "")
+            return RunResult(
+                status=Status.for_signal(sig), message=message, is_error=True, error="killed", **common
+            )
+        if rc not in (0, None):
+            assert rc is not None
+            message = f"{name} exited with code {rc}" + (f": {last_err}" if last_err else " (no error output)")
+            status = rc if 0 < rc < 256 else int(Status.FAILED)
+            return RunResult(status=status, message=message, is_error=True, error="cli_error", **common)
+        if not tally.events_seen:
+            detail = f" ({outcome.skipped_lines} unparseable line(s))" if outcome.skipped_lines else ""
+            return RunResult(
+                status=Status.OK,
+                message=f"{name} exited 0 without producing any events{detail}",
+                error="empty_output",
+                warnings=["no_output"],
+                **common,
+            )
+        message = f"{name} exited before finishing (no result event)"
+        if text:
+            message += f"; last output: {text[:2000]}"
+        return RunResult(
+            status=Status.FAILED, message=redactor.text(message), is_error=True, error="incomplete", **common
+        )
+
+
+def _running_event_loop() -> str | None:
+    """Name of the event loop running in this thread, if any."""
+    import asyncio
+    import sys
+
+    try:
+        asyncio.get_running_loop()
+        return "asyncio"
+    except RuntimeError:
+        pass
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+            return "trio"
+        except RuntimeError:
+            pass
+    return None
+
+
+def _config_dict(config: SupervisorConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+def _signal_name(signum: int) -> str:
+    with contextlib.suppress(ValueError):
+        return _signal.Signals(signum).name
+    return f"signal {signum}"
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:500]
+    return ""

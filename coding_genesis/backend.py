@@ -1,0 +1,85 @@
+"""The one boundary between the core and the CLI adapters.
+
+A backend is pure: it builds the command line for a request and turns each
+parsed stdout object into normalized events.  It never spawns, signals, reads
+or waits on a process; the core does all of that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .events import Event
+
+__all__ = ["Backend", "CommandSpec", "RunRequest", "Translator"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What one attempt asks of a backend."""
+
+    prompt: str
+    cwd: str
+    model: str | None = None
+    #: Continue this CLI session instead of starting a new one.
+    resume_session: str | None = None
+    #: Stable across retries of the same logical request.
+    request_key: str = ""
+    #: Backend-specific options (max_turns, permission_mode, allowed_tools, sandbox, ...).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: Extra CLI arguments, appended before the prompt marker.
+    extra_args: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """How to start the CLI: arguments after the program, stdin, environment."""
+
+    args: tuple[str, ...]
+    #: Written to stdin, which is then closed.  None: stdin is /dev/null.
+    stdin: bytes | None = None
+    #: Variables added to the inherited environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Inherited variables to remove; a trailing ``*`` matches a prefix.
+    unset_env: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class Translator(Protocol):
+    """Per-run, stateful line translator (e.g. remembers tool ids)."""
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        """Normalized events for one parsed stdout object.  Unknown types give ()."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A coding-agent CLI adapter."""
+
+    #: Registry name, e.g. "claude".
+    name: str
+    #: Program name looked up on PATH, e.g. "claude".
+    executable: str
+    #: Environment variable that overrides the program path, e.g. GENESIS_CLAUDE_PATH.
+    path_env_var: str
+    #: Whether a failed attempt can continue the CLI's own session.
+    supports_resume: bool
+
+    def default_program(self) -> Sequence[str] | None:
+        """A program that needs no PATH lookup (the embedded failer), else None."""
+        ...
+
+    def build_command(self, request: RunRequest) -> CommandSpec:
+        """The CLI arguments for a request.  The prompt must never become a flag."""
+        ...
+
+    def translator(self) -> Translator:
+        """A fresh translator for one run."""
+        ...
+
+    def install_hint(self) -> str:
+        """How to install the CLI, for 'not found' messages."""
+        ...

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The Process Failer: an embedded test agent that speaks claude's stream-json.
+
+It needs no model and no credentials, and fails on request so that the whole
+error-handling path can be exercised.  Commands in the prompt:
+
+  (none)                 success
+  /fail                  immediate error (AGENT_ERROR), exit 1
+  /timeout N             really waits N seconds, then responds normally
+  /fail-then-succeed N   fails N times (state kept per request key), then succeeds
+  /partial               incomplete, malformed output, no result event
+  /rate-limit            RATE_LIMIT error with retry_after_seconds 30 (HTTP 429)
+
+Standard library only, run as a script (not ``-m``) so it starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from typing import Any
+
+_COMMAND = re.compile(r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit)(?![\w-])(?:[ \t]+(\S+))?")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _state_dir(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    env = os.environ.get("GENESIS_FAILER_STATE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "coding-genesis", "failer")
+
+
+def _error_body(code: str, message: str, mode: str, retry: bool, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "status": "error",
+        "error_code": code,
+        "error_message": message,
+        "timestamp": _now(),
+        "details": {"failure_mode": mode, "retry_recommended": retry},
+    }
+    body.update(extra)
+    return body
+
+
+class _Run:
+    def __init__(self, session_id: str, started: float) -> None:
+        self.session_id = session_id
+        self.started = started
+
+    def init(self) -> None:
+        _emit(
+            {
+                "type": "system",
+                "subtype": "init",
+                "session_id": self.session_id,
+                "model": "process-failer",
+                "cwd": os.getcwd(),
+                "tools": [],
+                "permissionMode": "default",
+            }
+        )
+
+    def text(self, text: str) -> None:
+        _emit(
+            {
+                "type": "assistant",
+                "message": {"role": "assistant", "model": "process-failer", "content": [{"type": "text", "text": text}]},
+                "session_id": self.session_id,
+            }
+        )
+
+    def result(self, body: dict[str, Any], *, is_error: bool, subtype: str = "success", api_error_status: int | None = None) -> None:
+        text = json.dumps(body, ensure_ascii=False)
+        self.text(text)
+        _emit(
+            {
+                "type": "result",
+                "subtype": subtype,
+                "is_error": is_error,
+                "api_error_status": api_error_status,
+                "result": text,
+                "session_id": self.session_id,
+                "num_turns": 1,
+                "duration_ms": int((time.monotonic() - self.started) * 1000),
+                "total_cost_usd": 0.0,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }
+        )
+
+
+def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -> int:
+    import fcntl
+
+    os.makedirs(state_dir, exist_ok=True)
+    path = os.path.join(state_dir, hashlib.sha256(key.encode()).hexdigest()[:32] + ".count")
+    with open(path, "a+", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        raw = fh.read().strip()
+        count = int(raw) if raw.isdigit() else 0
+        attempt = count + 1
+        if count < n:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(attempt))
+            fh.flush()
+        else:
+            fh.seek(0)
+            fh.truncate()  # cycle complete: the next request starts over
+    if count < n:
+        body = _error_body(
+            "TRANSIENT_ERROR",
+            f"Simulated transient failure {attempt} of {n} (connection reset)",
+            mode,
+            True,
+        )
+        body["details"]["attempt"] = attempt
+        run.result(body, is_error=True, subtype="error_during_execution")
+        sys.stderr.write(f"Error: simulated transient failure {attempt} of {n}: connection reset\n")
+        return 1
+    run.result(
+        {"status": "success", "message": f"Succeeded after {n} failures", "retry_count": attempt, "timestamp": _now()},
+        is_error=False,
+    )
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="genesis-failer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("prompt", nargs="?", help="the request; read from stdin when absent")
+    parser.add_argument("-p", "--print", action="store_true", help="accepted for claude compatibility")
+    parser.add_argument("--output-format", default="stream-json")
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--model")
+    parser.add_argument("--resume", help="continue this session id")
+    parser.add_argument("--request-key", help="state key shared by retries of one request")
+    parser.add_argument("--state-dir", help="where /fail-then-succeed keeps its counters")
+    args, _unknown = parser.parse_known_args(argv)
+
+    prompt = args.prompt
+    if prompt is None:
+        prompt = sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
+
+    started = time.monotonic()
+    run = _Run(args.resume or str(uuid.uuid4()), started)
+    run.init()
+
+    match = _COMMAND.search(prompt)
+    command = match.group(1) if match else None
+    argument = match.group(2) if match else None
+    mode = f"/{command}" + (f" {argument}" if argument else "") if command else "none"
+
+    if command is None:
+        run.result(
+            {"status": "success", "message": "No failure mode specified, responding normally", "timestamp": _now()},
+            is_error=False,
+        )
+        return 0
+
+    if command == "fail":
+        body = _error_body("AGENT_ERROR", "Simulated agent failure for testing", mode, False)
+        run.result(body, is_error=True, subtype="error_during_execution")
+        sys.stderr.write("Error: AGENT_ERROR: Simulated agent failure for testing\n")
+        return 1
+
+    if command == "rate-limit":
+        body = _error_body("RATE_LIMIT", "Rate limit exceeded (429). Please retry.", mode, True, retry_after_seconds=30)
+        run.result(body, is_error=True, api_error_status=429)
+        sys.stderr.write("API Error: 429 Rate limit exceeded. Retry after 30 seconds.\n")
+        return 1
+
+    if command == "partial":
+        run.text(json.dumps({"status": "partial", "warning": "Output may be incomplete", "data": None}))
+        sys.stdout.write('{"type":"result","subtype":"success","is_error":false,"result":"{\\"status\\": \\"par\n')
+        sys.stdout.flush()
+        return 0
+
+    try:
+        number = float(argument) if argument is not None else None
+    except ValueError:
+        number = None
+    if number is None or number < 0 or number != number or number == float("inf"):
+        body = _error_body("INVALID_COMMAND", f"{mode}: expects a non-negative number", mode, False)
+        run.result(body, is_error=True, subtype="error_during_execution")
+        sys.stderr.write(f"Error: INVALID_COMMAND: {mode} expects a non-negative number\n")
+        return 2
+
+    if command == "timeout":
+        time.sleep(number)
+        run.result(
+            {"status": "success", "message": f"Waited {number:g} seconds, responding normally", "timestamp": _now()},
+            is_error=False,
+        )
+        return 0
+
+    key = args.request_key or hashlib.sha256((os.getcwd() + "\0" + prompt).encode()).hexdigest()
+    return _fail_then_succeed(run, int(number), mode, key, _state_dir(args.state_dir))
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(141)

@@ -1,0 +1,187 @@
+"""What a run produced: a running tally of normalized events, and the typed
+response model built from it once, at the end."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from .events import Event, EventKind
+
+__all__ = ["RunResult", "RunTally"]
+
+_MAX_FILES = 1000
+_MAX_ERRORS = 20
+
+
+class RunResult(BaseModel):
+    """The response of one request.  ``to_dict()`` is what ``run()`` returns."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    status: int
+    message: str
+    tool_calls: int = 0
+    session_id: str | None = None
+    backend: str = ""
+    agent: str = ""
+    run_id: str = ""
+    exit_code: int | None = None
+    #: Name of the signal that ended the CLI, if one did.
+    signal: str | None = None
+    duration_s: float = 0.0
+    skipped_lines: int = 0
+    lines: int = 0
+    usage: dict[str, Any] | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+    num_turns: int | None = None
+    #: Why the runner stopped the process ("timeout", "idle", "linger", "cancelled").
+    stop_reason: str | None = None
+    #: The CLI's terminal event was seen.
+    completed: bool = False
+    is_error: bool = False
+    #: Short machine-readable error code; None on success.
+    error: str | None = None
+    stderr_tail: str = ""
+    tool_usage: dict[str, int] = Field(default_factory=dict)
+    files_modified: list[str] = Field(default_factory=list)
+    last_successful_tool: str | None = None
+    #: API retries the CLI made by itself (claude ``api_retry`` lines, codex "Reconnecting").
+    cli_retries: int = 0
+    #: The final answer parsed as JSON, when it is a JSON object.
+    data: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    leftovers_stopped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class RunTally:
+    """Folds normalized events into what the response needs; holds no event."""
+
+    __slots__ = (
+        "api_error_status",
+        "cli_retries",
+        "cost_usd",
+        "cwd",
+        "errors",
+        "failed_tools",
+        "files",
+        "last_successful_tool",
+        "last_text",
+        "model",
+        "num_turns",
+        "result",
+        "session_id",
+        "tool_calls",
+        "tool_names",
+        "tool_usage",
+        "usage",
+    )
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.tool_calls = 0
+        self.tool_usage: dict[str, int] = {}
+        self.tool_names: dict[str, str] = {}
+        self.failed_tools: list[str] = []
+        self.last_successful_tool: str | None = None
+        self.files: dict[str, None] = {}
+        self.last_text: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.cost_usd: float | None = None
+        self.num_turns: int | None = None
+        self.result: dict[str, Any] | None = None
+        self.errors: list[str] = []
+        self.cli_retries = 0
+        self.api_error_status: int | None = None
+
+    @property
+    def events_seen(self) -> bool:
+        return bool(self.session_id or self.tool_calls or self.last_text is not None or self.result)
+
+    def add(self, event: Event) -> bool:
+        """Fold one event in; True if it is the CLI's terminal event."""
+        kind = event.kind
+        data = event.data
+        if kind == EventKind.TEXT:
+            self.last_text = data.get("text") or ""
+        elif kind == EventKind.TOOL_CALL:
+            self.tool_calls += 1
+            name = str(data.get("name") or "unknown")
+            self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
+            tool_id = data.get("id")
+            if tool_id is not None and len(self.tool_names) < 10_000:
+                self.tool_names[str(tool_id)] = name
+            for path in data.get("files") or ():
+                self._add_file(path)
+        elif kind == EventKind.TOOL_RESULT:
+            name = data.get("name") or self.tool_names.get(str(data.get("id")), "unknown")
+            if data.get("is_error"):
+                if len(self.failed_tools) < _MAX_ERRORS:
+                    self.failed_tools.append(str(name))
+            else:
+                self.last_successful_tool = str(name)
+            for path in data.get("files") or ():
+                self._add_file(path)
+        elif kind == EventKind.SESSION:
+            self.session_id = data.get("session_id") or self.session_id
+            self.model = data.get("model") or self.model
+        elif kind == EventKind.USAGE:
+            if data.get("usage") is not None:
+                self.usage = data["usage"]
+            if data.get("cost_usd") is not None:
+                self.cost_usd = data["cost_usd"]
+        elif kind == EventKind.RESULT:
+            self.result = data
+            if data.get("session_id"):
+                self.session_id = data["session_id"]
+            if data.get("num_turns") is not None:
+                self.num_turns = data["num_turns"]
+            if data.get("api_error_status") is not None:
+                self.api_error_status = data["api_error_status"]
+            return True
+        elif kind == EventKind.ERROR:
+            if len(self.errors) >= _MAX_ERRORS:
+                del self.errors[0]
+            self.errors.append(str(data.get("message", "")))
+        elif kind == EventKind.CLI_RETRY:
+            self.cli_retries += 1
+            if data.get("error_status") is not None:
+                self.api_error_status = data["error_status"]
+        return False
+
+    def _add_file(self, path: object) -> None:
+        if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:
+            return
+        if os.path.isabs(path):
+            try:
+                rel = os.path.relpath(path, self.cwd)
+            except ValueError:
+                rel = path
+            if not rel.startswith(".."):
+                path = rel
+        self.files[path] = None
+
+    def final_text(self) -> str | None:
+        """The answer: the terminal event's text, else the last assistant text."""
+        if self.result is not None and self.result.get("text"):
+            return str(self.result["text"])
+        return self.last_text
+
+    @staticmethod
+    def parse_data(text: str | None) -> dict[str, Any] | None:
+        if not text or text.lstrip()[:1] != "{":
+            return None
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        return obj if isinstance(obj, dict) else None
