@@ -400,13 +400,15 @@ class CodingGenesisAgent:
                         bus.publish(event, run_id)
             return terminal
 
-        bus.publish(
-            Event(
-                EventKind.RUN_STARTED,
-                {"backend": backend.name, "program": argv[0], "cwd": run_cwd, "timeout": run_timeout},
-            ),
-            run_id,
-        )
+        def spawned(pid: int) -> None:
+            bus.publish(
+                Event(
+                    EventKind.RUN_STARTED,
+                    {"backend": backend.name, "program": argv[0], "pid": pid, "cwd": run_cwd, "timeout": run_timeout},
+                ),
+                run_id,
+            )
+
         outcome = await run_process(
             argv,
             cwd=run_cwd,
@@ -415,6 +417,7 @@ class CodingGenesisAgent:
             config=config,
             sink=sink,
             marker=run_id,
+            on_spawn=spawned,
         )
         return self._result(run_id, outcome, tally, run_timeout, redactor)
 
@@ -447,6 +450,8 @@ class CodingGenesisAgent:
             "completed": tally.result is not None,
             "stderr_tail": stderr_tail,
             "leftovers_stopped": outcome.leftovers_stopped,
+            "signals_sent": list(outcome.signals_sent),
+            "pid": outcome.pid,
         }
         warnings: list[str] = []
         text = tally.final_text()

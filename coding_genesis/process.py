@@ -337,6 +337,7 @@ async def run_process(
     sink: ObjectSink,
     marker: str,
     stdout_tap: Callable[[bytes], object] | None = None,
+    on_spawn: Callable[[int], object] | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
@@ -368,6 +369,11 @@ async def run_process(
 
     outcome.pid = proc.pid
     _active_mains.add(proc.pid)
+    if on_spawn is not None:
+        try:
+            on_spawn(proc.pid)
+        except Exception:
+            log.exception("on_spawn callback failed")
     tree = _Tree(proc.pid, marker, wall_started)
     last_output = started
     terminal_at: float | None = None

@@ -56,6 +56,10 @@ class RunResult(BaseModel):
     data: dict[str, Any] | None = None
     warnings: list[str] = Field(default_factory=list)
     leftovers_stopped: int = 0
+    #: Signals the runner sent to stop the process tree, in order.
+    signals_sent: list[str] = Field(default_factory=list)
+    #: The CLI's process id (gone by the time you read it).
+    pid: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

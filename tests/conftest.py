@@ -1,0 +1,38 @@
+"""Fixtures for the whole suite.  Step modules are registered here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from tests.support import FakeCLI, leaked_processes
+
+pytest_plugins = ["tests.steps.agent_steps"]
+
+
+@pytest.fixture
+def portal() -> Iterator[BlockingPortal]:
+    """Run async code from synchronous pytest-bdd steps."""
+    with start_blocking_portal(backend="asyncio") as portal:
+        yield portal
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path) -> FakeCLI:
+    return FakeCLI(tmp_path, "claude")
+
+
+@pytest.fixture
+def fake_codex(tmp_path: Path) -> FakeCLI:
+    return FakeCLI(tmp_path, "codex")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_processes() -> Iterator[None]:
+    """Every test must leave no process of any run behind, alive or zombie."""
+    yield
+    leaks = leaked_processes()
+    assert not leaks, f"processes left behind by the test: {leaks}"

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""A scriptable fake coding-agent CLI (standard library only).
+
+``bin/claude`` and ``bin/codex`` run this with their flavour.  Without a script
+it behaves like a well-mannered CLI: it reads the prompt from stdin and answers
+in its flavour's JSON-lines format.  With ``FAKE_CLI_SCRIPT`` (a JSON list of
+steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
+
+  {"emit": {...}}                 one JSON line
+  {"raw": "text", "nl": true}     raw text (``raw_hex`` for arbitrary bytes)
+  {"recording": "path"}           copy a recorded .jsonl stream to stdout
+  {"answer": "text"}              the flavour's session/text/result lines
+  {"init": true}                  the flavour's session line only
+  {"result": "text"}              the flavour's terminal line only
+  {"echo_prompt": true}           answer with the prompt it read
+  {"sleep": 1.5} / {"hang": true}
+  {"ignore_sigterm": true}        SIGTERM is ignored from now on
+  {"trap_sigterm": 143}           on SIGTERM: record it, exit with that code
+  {"grandchild": {"setsid": true, "ignore_sigterm": true, "hold_stdout": true,
+                  "sleep": 600, "double_fork": false}}
+  {"stderr": "text"}              a line on stderr
+  {"stderr_flood": N}             N bytes on stderr
+  {"stdout_flood": N, "line": L}  N bytes of valid JSON lines of about L bytes
+  {"long_line": N}                one JSON line N bytes long
+  {"close_stdout": true}          close stdout but keep running
+  {"kill_self": "SIGKILL"}        die by a signal
+  {"exit": 3}                     exit with a code (default 0 at the end)
+
+``FAKE_CLI_RECORD=path`` appends one JSON object per event of interest
+(argv, stdin, signals received, pids of children) so tests can check them.
+Every process it starts inherits the environment, so a test can find them
+all by the ``FAKE_CLI_MARK`` variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+FLAVOUR = os.environ.get("FAKE_CLI_FLAVOUR", "claude")
+
+
+def record(**entry: Any) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    if not path:
+        return
+    entry["pid"] = os.getpid()
+    entry["t"] = time.time()
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry) + "\n")
+
+
+def out(data: bytes) -> None:
+    try:
+        os.write(1, data) if len(data) < 65536 else _write_all(data)
+    except BrokenPipeError:
+        sys.exit(141)
+
+
+def _write_all(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(1, view)
+        view = view[n:]
+
+
+def emit(obj: dict[str, Any]) -> None:
+    out((json.dumps(obj) + "\n").encode())
+
+
+SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
+
+
+def init_line() -> dict[str, Any]:
+    if FLAVOUR == "codex":
+        return {"type": "thread.started", "thread_id": SESSION}
+    return {"type": "system", "subtype": "init", "session_id": SESSION, "model": "fake-model", "cwd": os.getcwd(), "tools": ["Bash"]}
+
+
+def text_line(text: str) -> dict[str, Any]:
+    if FLAVOUR == "codex":
+        return {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": text}}
+    return {
+        "type": "assistant",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        "session_id": SESSION,
+    }
+
+
+def result_line(text: str, is_error: bool = False) -> dict[str, Any]:
+    if FLAVOUR == "codex":
+        if is_error:
+            return {"type": "turn.failed", "error": {"message": text}}
+        return {"type": "turn.completed", "usage": {"input_tokens": 3, "output_tokens": 5}}
+    return {
+        "type": "result",
+        "subtype": "success",
+        "is_error": is_error,
+        "result": text,
+        "session_id": SESSION,
+        "num_turns": 1,
+        "total_cost_usd": 0.0001,
+        "usage": {"input_tokens": 3, "output_tokens": 5},
+    }
+
+
+def answer(text: str) -> None:
+    emit(init_line())
+    if FLAVOUR == "codex":
+        emit({"type": "turn.started"})
+    emit(text_line(text))
+    emit(result_line(text))
+
+
+GRANDCHILD = """
+import os, signal, sys, time
+if {ignore}:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if {double_fork}:
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+path = os.environ.get("FAKE_CLI_RECORD")
+if path:
+    with open(path, "a") as fh:
+        fh.write('{{"grandchild": %d}}\\n' % os.getpid())
+time.sleep({sleep})
+"""
+
+
+def spawn_grandchild(spec: dict[str, Any]) -> None:
+    code = GRANDCHILD.format(
+        ignore=bool(spec.get("ignore_sigterm")),
+        double_fork=bool(spec.get("double_fork")),
+        sleep=float(spec.get("sleep", 600)),
+    )
+    hold = spec.get("hold_stdout", True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        stdout=None if hold else subprocess.DEVNULL,
+        stderr=None if hold else subprocess.DEVNULL,
+        start_new_session=bool(spec.get("setsid", True)),
+    )
+    record(child=proc.pid)
+    if spec.get("double_fork"):
+        proc.wait()
+
+
+def flood(fd: int, total: int, line: int) -> None:
+    payload = json.dumps({"type": "stream_event", "data": "x" * max(line - 40, 1)}).encode() + b"\n"
+    block = payload * max(1, 262144 // len(payload))
+    sent = 0
+    while sent < total:
+        chunk = block if total - sent >= len(block) else block[: total - sent]
+        view = memoryview(chunk)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        sent += len(chunk)
+
+
+def main() -> int:
+    record(argv=sys.argv[1:])
+    raw = os.environ.get("FAKE_CLI_SCRIPT")
+    path = os.environ.get("FAKE_CLI_SCRIPT_FILE")
+    if path:
+        with open(path, encoding="utf-8") as fh:
+            raw = fh.read()
+    steps: list[dict[str, Any]] = json.loads(raw) if raw else [{"echo_prompt": True}]
+
+    prompt = ""
+    if not any(s.get("no_stdin") for s in steps) and not sys.stdin.isatty():
+        prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    record(stdin_len=len(prompt), stdin_head=prompt[:200])
+
+    for step in steps:
+        if "emit" in step:
+            emit(step["emit"])
+        elif "raw" in step:
+            out(step["raw"].encode() + (b"\n" if step.get("nl", True) else b""))
+        elif "raw_hex" in step:
+            out(bytes.fromhex(step["raw_hex"]))
+        elif "recording" in step:
+            with open(step["recording"], "rb") as fh:
+                out(fh.read())
+        elif "answer" in step:
+            answer(step["answer"])
+        elif "init" in step:
+            emit(init_line())
+        elif "result" in step:
+            emit(result_line(step["result"], bool(step.get("is_error"))))
+        elif "echo_prompt" in step:
+            answer(f"fake {FLAVOUR} got: {prompt}")
+        elif "sleep" in step:
+            time.sleep(float(step["sleep"]))
+        elif "hang" in step:
+            while True:
+                time.sleep(3600)
+        elif "ignore_sigterm" in step:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        elif "trap_sigterm" in step:
+            code = int(step["trap_sigterm"])
+
+            def on_term(signum: int, frame: object, code: int = code) -> None:
+                record(signal="SIGTERM")
+                os._exit(code)
+
+            signal.signal(signal.SIGTERM, on_term)
+        elif "grandchild" in step:
+            spawn_grandchild(step["grandchild"])
+        elif "stderr" in step:
+            os.write(2, (step["stderr"] + "\n").encode())
+        elif "stderr_flood" in step:
+            flood(2, int(step["stderr_flood"]), int(step.get("line", 200)))
+        elif "stdout_flood" in step:
+            flood(1, int(step["stdout_flood"]), int(step.get("line", 1000)))
+        elif "long_line" in step:
+            size = int(step["long_line"])
+            head = b'{"type":"stream_event","data":"'
+            out(head)
+            block = b"y" * 1048576
+            left = size - len(head) - 3
+            while left > 0:
+                out(block[: min(left, len(block))])
+                left -= len(block)
+            out(b'"}\n')
+        elif "close_stdout" in step:
+            os.close(1)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+        elif "kill_self" in step:
+            os.kill(os.getpid(), getattr(signal, step["kill_self"]))
+            time.sleep(5)
+        elif "exit" in step:
+            return int(step["exit"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Shared test helpers: fake CLIs, their scripts, and process-leak checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from coding_genesis import CodingGenesisAgent, Event
+from coding_genesis.process import RUN_MARKER_ENV
+
+FAKES = Path(__file__).parent / "fakes"
+FAKE_BIN = FAKES / "bin"
+RECORDINGS = FAKES / "recordings"
+
+
+@dataclass
+class FakeCLI:
+    """One fake CLI set-up: its script file, its record file, its mark."""
+
+    tmp: Path
+    flavour: str = "claude"
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        self.script_file = self.tmp / f"script-{self.mark}.json"
+        self.record_file = self.tmp / f"record-{self.mark}.jsonl"
+        self.script([{"echo_prompt": True}])
+
+    @property
+    def path(self) -> str:
+        return str(FAKE_BIN / self.flavour)
+
+    def script(self, steps: list[dict[str, Any]]) -> None:
+        self.script_file.write_text(json.dumps(steps))
+
+    def env(self) -> dict[str, str]:
+        return {
+            "FAKE_CLI_SCRIPT_FILE": str(self.script_file),
+            "FAKE_CLI_RECORD": str(self.record_file),
+            "FAKE_CLI_MARK": self.mark,
+        }
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.record_file.exists():
+            return []
+        return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
+
+    def agent(self, **kwargs: Any) -> CodingGenesisAgent:
+        kwargs.setdefault("grace", 0.5)
+        kwargs.setdefault("timeout", 10.0)
+        env = {**self.env(), **kwargs.pop("env", {})}
+        return CodingGenesisAgent(self.flavour, cli_path=self.path, env=env, **kwargs)
+
+
+class EventLog:
+    """Subscribes to an agent and keeps its events as dicts."""
+
+    def __init__(self, agent: CodingGenesisAgent) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.unsubscribe = agent.subscribe(self._add)
+
+    def _add(self, event: Event) -> None:
+        self.events.append(event.to_dict())
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+    def states(self) -> list[str]:
+        return [e["state"] for e in self.of("state")]
+
+
+def marked_processes(markers: Iterable[str] = (), env_names: Iterable[str] = (RUN_MARKER_ENV, "FAKE_CLI_MARK")) -> list[psutil.Process]:
+    """Live or zombie processes carrying one of our markers (not us, not our ancestors)."""
+    wanted = set(markers)
+    names = tuple(env_names)
+    me = os.getpid()
+    ancestors = {p.pid for p in psutil.Process(me).parents()}
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == me or proc.pid in ancestors:
+            continue
+        try:
+            if proc.uids().real != os.getuid():
+                continue
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        for name in names:
+            value = env.get(name)
+            if value is not None and (not wanted or value in wanted):
+                found.append(proc)
+                break
+    return found
+
+
+def zombie_children() -> list[psutil.Process]:
+    out = []
+    for child in psutil.Process().children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                out.append(child)
+        except psutil.Error:
+            continue
+    return out
+
+
+def leaked_processes(wait: float = 1.0) -> list[str]:
+    """Describe processes of runs still around after ``wait`` seconds (then kill them)."""
+    deadline = time.monotonic() + wait
+    while True:
+        procs = marked_processes()
+        zombies = zombie_children()
+        if (not procs and not zombies) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    described = []
+    for proc in procs:
+        try:
+            described.append(f"{proc.pid} {proc.status()} {' '.join(proc.cmdline())[:120]}")
+            proc.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            continue
+    for zombie in zombies:
+        described.append(f"{zombie.pid} zombie child")
+        try:
+            os.waitpid(zombie.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return described
+
+
+def is_reaped(pid: int) -> bool:
+    """True when ``pid`` is no unreaped child of ours and is not a zombie."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    else:
+        return False  # it was our child and still waiting to be reaped (or running)
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE or proc.ppid() != os.getpid()
+    except psutil.NoSuchProcess:
+        return True

@@ -1,0 +1,5 @@
+"""Bind every feature file in tests/features to the step definitions."""
+
+from pytest_bdd import scenarios
+
+scenarios("timeout.feature", "crash.feature", "parse_errors.feature", "empty_response.feature", "state_recovery.feature")
