@@ -1,0 +1,1 @@
+"""One module per ``genesis`` subcommand, each with ``register(subparsers)``."""
