@@ -15,7 +15,14 @@ from .claude import ClaudeBackend
 from .codex import CodexBackend
 from .failer import FailerBackend
 
-__all__ = ["ClaudeBackend", "CodexBackend", "FailerBackend", "available_backends", "get_backend", "register_backend"]
+__all__ = [
+    "ClaudeBackend",
+    "CodexBackend",
+    "FailerBackend",
+    "available_backends",
+    "get_backend",
+    "register_backend",
+]
 
 _REGISTRY: dict[str, Callable[[], Backend]] = {
     "claude": ClaudeBackend,

@@ -17,7 +17,12 @@ from ._common import as_int, preview, str_list
 __all__ = ["ClaudeBackend", "ClaudeTranslator"]
 
 #: Tools whose input names a file they modify.
-_FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+_FILE_TOOLS = {
+    "Edit": "file_path",
+    "Write": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
 
 
 class ClaudeBackend:
@@ -30,7 +35,9 @@ class ClaudeBackend:
         return None
 
     def install_hint(self) -> str:
-        return "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
+        return (
+            "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
+        )
 
     def build_command(self, request: RunRequest) -> CommandSpec:
         opts = request.options
@@ -93,7 +100,11 @@ class ClaudeTranslator:
             return (
                 Event(
                     EventKind.SESSION,
-                    {"session_id": obj.get("session_id"), "model": obj.get("model"), "cwd": obj.get("cwd")},
+                    {
+                        "session_id": obj.get("session_id"),
+                        "model": obj.get("model"),
+                        "cwd": obj.get("cwd"),
+                    },
                 ),
             )
         if subtype == "api_retry":
@@ -183,7 +194,10 @@ class ClaudeTranslator:
             events.append(
                 Event(
                     EventKind.USAGE,
-                    {"usage": usage if isinstance(usage, dict) else None, "cost_usd": cost if isinstance(cost, int | float) else None},
+                    {
+                        "usage": usage if isinstance(usage, dict) else None,
+                        "cost_usd": cost if isinstance(cost, int | float) else None,
+                    },
                 )
             )
         events.append(Event(EventKind.RESULT, result))

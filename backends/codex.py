@@ -77,8 +77,13 @@ class CodexTranslator:
             return (Event(EventKind.SESSION, {"session_id": obj.get("thread_id")}),)
         if kind == "turn.completed":
             return (
-                Event(EventKind.USAGE, {"usage": obj.get("usage") if isinstance(obj.get("usage"), dict) else None}),
-                Event(EventKind.RESULT, {"is_error": False, "subtype": "turn.completed", "text": None}),
+                Event(
+                    EventKind.USAGE,
+                    {"usage": obj.get("usage") if isinstance(obj.get("usage"), dict) else None},
+                ),
+                Event(
+                    EventKind.RESULT, {"is_error": False, "subtype": "turn.completed", "text": None}
+                ),
             )
         if kind == "turn.failed":
             error = obj.get("error")
@@ -86,20 +91,37 @@ class CodexTranslator:
             return (
                 Event(
                     EventKind.RESULT,
-                    {"is_error": True, "subtype": "turn.failed", "text": str(message or "turn failed"), "errors": [message]},
+                    {
+                        "is_error": True,
+                        "subtype": "turn.failed",
+                        "text": str(message or "turn failed"),
+                        "errors": [message],
+                    },
                 ),
             )
         if kind == "error":
-            return (Event(EventKind.ERROR, {"message": str(obj.get("message") or ""), "fatal": False}),)
+            return (
+                Event(EventKind.ERROR, {"message": str(obj.get("message") or ""), "fatal": False}),
+            )
         return ()
 
     def _item(self, item: Mapping[str, Any], *, completed: bool) -> Sequence[Event]:
         itype = item.get("type")
         item_id = str(item.get("id") or "")
         if itype == "agent_message":
-            return (Event(EventKind.TEXT, {"text": str(item.get("text") or "")}),) if completed else ()
+            return (
+                (Event(EventKind.TEXT, {"text": str(item.get("text") or "")}),) if completed else ()
+            )
         if itype == "error":
-            return (Event(EventKind.ERROR, {"message": str(item.get("message") or ""), "fatal": False}),) if completed else ()
+            return (
+                (
+                    Event(
+                        EventKind.ERROR, {"message": str(item.get("message") or ""), "fatal": False}
+                    ),
+                )
+                if completed
+                else ()
+            )
         if itype not in _TOOL_ITEMS:
             return ()  # reasoning, todo_list and types we do not know
         events: list[Event] = []
@@ -114,11 +136,21 @@ class CodexTranslator:
             exit_code = as_int(item.get("exit_code"))
             status = item.get("status")
             is_error = (exit_code not in (None, 0)) or status == "failed" or bool(item.get("error"))
-            output = item.get("aggregated_output") if itype == "command_execution" else item.get("result")
+            output = (
+                item.get("aggregated_output")
+                if itype == "command_execution"
+                else item.get("result")
+            )
             events.append(
                 Event(
                     EventKind.TOOL_RESULT,
-                    {"id": item_id, "name": name, "is_error": is_error, "exit_code": exit_code, "output": preview(output)},
+                    {
+                        "id": item_id,
+                        "name": name,
+                        "is_error": is_error,
+                        "exit_code": exit_code,
+                        "output": preview(output),
+                    },
                 )
             )
         return events
@@ -131,7 +163,12 @@ class CodexTranslator:
             call_id = str(msg.get("call_id") or "")
             command = msg.get("command")
             cmd = " ".join(command) if isinstance(command, list) else command
-            return (Event(EventKind.TOOL_CALL, {"id": call_id, "name": "command_execution", "input": {"command": cmd}}),)
+            return (
+                Event(
+                    EventKind.TOOL_CALL,
+                    {"id": call_id, "name": "command_execution", "input": {"command": cmd}},
+                ),
+            )
         if mtype == "exec_command_end":
             exit_code = as_int(msg.get("exit_code"))
             return (
@@ -150,9 +187,20 @@ class CodexTranslator:
             return (Event(EventKind.USAGE, {"usage": dict(msg)}),)
         if mtype == "task_complete":
             text = msg.get("last_agent_message")
-            return (Event(EventKind.RESULT, {"is_error": False, "subtype": "task_complete", "text": text if isinstance(text, str) else None}),)
+            return (
+                Event(
+                    EventKind.RESULT,
+                    {
+                        "is_error": False,
+                        "subtype": "task_complete",
+                        "text": text if isinstance(text, str) else None,
+                    },
+                ),
+            )
         if mtype == "error":
-            return (Event(EventKind.ERROR, {"message": str(msg.get("message") or ""), "fatal": False}),)
+            return (
+                Event(EventKind.ERROR, {"message": str(msg.get("message") or ""), "fatal": False}),
+            )
         return ()
 
 
@@ -162,9 +210,15 @@ def _describe_tool(item: Mapping[str, Any]) -> tuple[str, Any, list[str]]:
         return "command_execution", {"command": item.get("command")}, []
     if itype == "file_change":
         changes = item.get("changes")
-        files = [
-            str(c["path"]) for c in changes if isinstance(c, Mapping) and isinstance(c.get("path"), str)
-        ] if isinstance(changes, list) else []
+        files = (
+            [
+                str(c["path"])
+                for c in changes
+                if isinstance(c, Mapping) and isinstance(c.get("path"), str)
+            ]
+            if isinstance(changes, list)
+            else []
+        )
         return "file_change", {"changes": changes}, files
     if itype == "mcp_tool_call":
         return f"mcp:{item.get('server')}/{item.get('tool')}", item.get("arguments"), []

@@ -34,7 +34,9 @@ DEFAULT_TIMEOUT = 300.0
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
 
 
-def _seconds(name: str, value: object, *, allow_none: bool = False, allow_zero: bool = False) -> float | None:
+def _seconds(
+    name: str, value: object, *, allow_none: bool = False, allow_zero: bool = False
+) -> float | None:
     """Validate a duration: a finite real number of seconds."""
     if value is None and allow_none:
         return None
@@ -43,11 +45,22 @@ def _seconds(name: str, value: object, *, allow_none: bool = False, allow_zero: 
             f"{name} must be a number of seconds, got {value!r}"
         )
     seconds = float(value)
-    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+    if (
+        math.isnan(seconds)
+        or math.isinf(seconds)
+        or seconds < 0
+        or (seconds == 0 and not allow_zero)
+    ):
         bound = ">= 0" if allow_zero else "> 0"
         raise (InvalidTimeoutError if name == "timeout" else ConfigError)(
             f"{name} must be a finite number of seconds {bound}, got {value!r}"
         )
+    return seconds
+
+
+def _required_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    seconds = _seconds(name, value, allow_zero=allow_zero)
+    assert seconds is not None
     return seconds
 
 
@@ -101,17 +114,21 @@ class CodingGenesisAgent:
         elif isinstance(backend, Backend):
             self._backend = backend
         else:
-            raise ConfigError(f"backend must be a backend name or a Backend object, got {backend!r}")
-        self._timeout = _seconds("timeout", timeout)
-        self._grace = _seconds("grace", grace, allow_zero=True)
+            raise ConfigError(
+                f"backend must be a backend name or a Backend object, got {backend!r}"
+            )
+        self._timeout = _required_seconds("timeout", timeout)
+        self._grace = _required_seconds("grace", grace, allow_zero=True)
         self._idle_timeout = _seconds("idle_timeout", idle_timeout, allow_none=True)
         self._linger = _seconds("linger", linger, allow_none=True, allow_zero=True)
-        self._eof_grace = _seconds("eof_grace", eof_grace, allow_zero=True)
+        self._eof_grace = _required_seconds("eof_grace", eof_grace, allow_zero=True)
         self._cwd = _check_cwd(cwd) if cwd is not None else None
         if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
             raise ConfigError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
         if not isinstance(stderr_tail_bytes, int) or stderr_tail_bytes < 0:
-            raise ConfigError(f"stderr_tail_bytes must be a non-negative integer, got {stderr_tail_bytes!r}")
+            raise ConfigError(
+                f"stderr_tail_bytes must be a non-negative integer, got {stderr_tail_bytes!r}"
+            )
         signals = tuple(int(s) for s in stop_signals)
         for signum in signals:
             try:
@@ -134,10 +151,10 @@ class CodingGenesisAgent:
         self._options = dict(options or {})
         self._supervisor = SupervisorConfig(
             timeout=self._timeout,
-            grace=self._grace or 0.0,
+            grace=self._grace,
             idle_timeout=self._idle_timeout,
             linger=self._linger,
-            eof_grace=self._eof_grace or 0.0,
+            eof_grace=self._eof_grace,
             stop_signals=signals,
             kill_leftovers=kill_leftovers,
             max_line_bytes=max_line_bytes,
@@ -155,7 +172,7 @@ class CodingGenesisAgent:
     @property
     def timeout(self) -> float:
         """Wall-clock limit of one run, in seconds (300.0 by default)."""
-        return self._timeout  # type: ignore[return-value]
+        return self._timeout
 
     @property
     def state(self) -> AgentState:
@@ -200,7 +217,10 @@ class CodingGenesisAgent:
         self._state = state
         self._state_reason = reason
         self._bus.publish(
-            Event(EventKind.STATE, {"state": state.value, "previous_state": previous.value, "reason": reason}),
+            Event(
+                EventKind.STATE,
+                {"state": state.value, "previous_state": previous.value, "reason": reason},
+            ),
             self._run_id,
         )
 
@@ -247,21 +267,30 @@ class CodingGenesisAgent:
             )
         except anyio.get_cancelled_exc_class():
             outcome_reason = "run cancelled"
-            self._bus.publish(Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}), run_id)
+            self._bus.publish(
+                Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}),
+                run_id,
+            )
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
-            result = self._failure(run_id, Status.INTERNAL, f"internal error in coding-genesis: {exc!r}", "internal")
+            result = self._failure(
+                run_id, Status.INTERNAL, f"internal error in coding-genesis: {exc!r}", "internal"
+            )
         finally:
             self._set_state(AgentState.READY, outcome_reason)
         self._last = result
         out = result.to_dict()
-        self._bus.publish(Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id)
+        self._bus.publish(
+            Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id
+        )
         return out
 
     # -- internals -----------------------------------------------------
 
-    def _failure(self, run_id: str, status: int, message: str, error: str, **extra: Any) -> RunResult:
+    def _failure(
+        self, run_id: str, status: int, message: str, error: str, **extra: Any
+    ) -> RunResult:
         return RunResult(
             status=int(status),
             message=message,
@@ -306,16 +335,25 @@ class CodingGenesisAgent:
             found = shutil.which(program)
             if found is None:
                 return self._failure(
-                    run_id, Status.NOT_FOUND, f"{backend.name} CLI not found: no {program!r} on PATH", "not_found"
+                    run_id,
+                    Status.NOT_FOUND,
+                    f"{backend.name} CLI not found: no {program!r} on PATH",
+                    "not_found",
                 )
             program = found
         if not os.path.exists(program):
             return self._failure(
-                run_id, Status.NOT_FOUND, f"{backend.name} CLI not found at {program!r}", "not_found"
+                run_id,
+                Status.NOT_FOUND,
+                f"{backend.name} CLI not found at {program!r}",
+                "not_found",
             )
         if os.path.isdir(program):
             return self._failure(
-                run_id, Status.NOT_EXECUTABLE, f"{backend.name} CLI path {program!r} is a directory", "not_executable"
+                run_id,
+                Status.NOT_EXECUTABLE,
+                f"{backend.name} CLI path {program!r} is a directory",
+                "not_executable",
             )
         if not rest and not os.access(program, os.X_OK):
             return self._failure(
@@ -340,22 +378,44 @@ class CodingGenesisAgent:
     ) -> RunResult:
         # Per-call problems are answered, not raised: an orchestrator gets a dict.
         try:
-            run_timeout = _seconds("timeout", timeout) if timeout is not None else self._timeout
+            run_timeout = _required_seconds("timeout", timeout) if timeout is not None else self._timeout
             run_cwd = _check_cwd(cwd) if cwd is not None else (self._cwd or _check_cwd(os.getcwd()))
         except ConfigError as exc:
             return self._failure(run_id, Status.USAGE, str(exc), "invalid_request")
         if not isinstance(prompt, str):
-            return self._failure(run_id, Status.USAGE, f"prompt must be a string, got {type(prompt).__name__}", "invalid_request")
+            return self._failure(
+                run_id,
+                Status.USAGE,
+                f"prompt must be a string, got {type(prompt).__name__}",
+                "invalid_request",
+            )
         if not prompt.strip():
-            return self._failure(run_id, Status.USAGE, "prompt is empty: say what the agent should do", "invalid_request")
+            return self._failure(
+                run_id,
+                Status.USAGE,
+                "prompt is empty: say what the agent should do",
+                "invalid_request",
+            )
         if "\0" in prompt:
-            return self._failure(run_id, Status.USAGE, "prompt contains a NUL byte, which no CLI accepts", "invalid_request")
+            return self._failure(
+                run_id,
+                Status.USAGE,
+                "prompt contains a NUL byte, which no CLI accepts",
+                "invalid_request",
+            )
         if resume is not None and not _SESSION_ID.match(resume):
-            return self._failure(run_id, Status.USAGE, f"invalid session id to resume: {resume!r}", "invalid_request")
+            return self._failure(
+                run_id, Status.USAGE, f"invalid session id to resume: {resume!r}", "invalid_request"
+            )
         try:
             prompt.encode("utf-8")
         except UnicodeEncodeError:
-            return self._failure(run_id, Status.USAGE, "prompt is not valid Unicode (lone surrogate)", "invalid_request")
+            return self._failure(
+                run_id,
+                Status.USAGE,
+                "prompt is not valid Unicode (lone surrogate)",
+                "invalid_request",
+            )
 
         program = self._resolve_program(run_id)
         if isinstance(program, RunResult):
@@ -375,7 +435,9 @@ class CodingGenesisAgent:
         )
         spec = backend.build_command(request)
         argv = [*program, *spec.args]
-        env = build_env(os.environ, unset=spec.unset_env, add={**spec.env, **self._env}, marker=run_id)
+        env = build_env(
+            os.environ, unset=spec.unset_env, add={**spec.env, **self._env}, marker=run_id
+        )
         redactor = Redactor(os.environ, self._env)
         config = self._supervisor
         if run_timeout != config.timeout:
@@ -404,7 +466,13 @@ class CodingGenesisAgent:
             bus.publish(
                 Event(
                     EventKind.RUN_STARTED,
-                    {"backend": backend.name, "program": argv[0], "pid": pid, "cwd": run_cwd, "timeout": run_timeout},
+                    {
+                        "backend": backend.name,
+                        "program": argv[0],
+                        "pid": pid,
+                        "cwd": run_cwd,
+                        "timeout": run_timeout,
+                    },
                 ),
                 run_id,
             )
@@ -422,7 +490,12 @@ class CodingGenesisAgent:
         return self._result(run_id, outcome, tally, run_timeout, redactor)
 
     def _result(
-        self, run_id: str, outcome: ProcessOutcome, tally: RunTally, timeout: float, redactor: Redactor
+        self,
+        run_id: str,
+        outcome: ProcessOutcome,
+        tally: RunTally,
+        timeout: float,
+        redactor: Redactor,
     ) -> RunResult:
         name = self.backend_name
         rc = outcome.returncode
@@ -478,14 +551,22 @@ class CodingGenesisAgent:
                 message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
                 error = "idle_timeout"
             return RunResult(
-                status=Status.TIMEOUT, message=redactor.text(message), is_error=True, error=error, **common
+                status=Status.TIMEOUT,
+                message=redactor.text(message),
+                is_error=True,
+                error=error,
+                **common,
             )
 
         result = tally.result
         if result is not None:
             if result.get("is_error"):
                 status = rc if rc is not None and 0 < rc < 126 else int(Status.FAILED)
-                message = text or "; ".join(str(e) for e in result.get("errors") or ()) or f"{name} reported an error"
+                message = (
+                    text
+                    or "; ".join(str(e) for e in result.get("errors") or ())
+                    or f"{name} reported an error"
+                )
                 return RunResult(
                     status=status,
                     message=redactor.text(message),
@@ -497,26 +578,44 @@ class CodingGenesisAgent:
             if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
                 warnings.append(f"{name} exited with code {rc} after a successful result")
             if outcome.stop_reason is StopReason.LINGER:
-                warnings.append(f"{name} kept running after its result; stopped after {self._linger:g}s")
+                warnings.append(
+                    f"{name} kept running after its result; stopped after {self._linger:g}s"
+                )
             message = redactor.text(text or "")
             return RunResult(
-                status=Status.OK, message=message, data=RunTally.parse_data(message), warnings=warnings, **common
+                status=Status.OK,
+                message=message,
+                data=RunTally.parse_data(message),
+                warnings=warnings,
+                **common,
             )
 
         last_err = _last_line(stderr_tail)
         if rc is not None and rc < 0:
             sig = -rc
-            message = f"{name} was killed by signal {_signal_name(sig)}" + (f": {last_err}" if last_err else "")
+            message = f"{name} was killed by signal {_signal_name(sig)}" + (
+                f": {last_err}" if last_err else ""
+            )
             return RunResult(
-                status=Status.for_signal(sig), message=message, is_error=True, error="killed", **common
+                status=Status.for_signal(sig),
+                message=message,
+                is_error=True,
+                error="killed",
+                **common,
             )
         if rc not in (0, None):
             assert rc is not None
-            message = f"{name} exited with code {rc}" + (f": {last_err}" if last_err else " (no error output)")
+            message = f"{name} exited with code {rc}" + (
+                f": {last_err}" if last_err else " (no error output)"
+            )
             status = rc if 0 < rc < 256 else int(Status.FAILED)
-            return RunResult(status=status, message=message, is_error=True, error="cli_error", **common)
+            return RunResult(
+                status=status, message=message, is_error=True, error="cli_error", **common
+            )
         if not tally.events_seen:
-            detail = f" ({outcome.skipped_lines} unparseable line(s))" if outcome.skipped_lines else ""
+            detail = (
+                f" ({outcome.skipped_lines} unparseable line(s))" if outcome.skipped_lines else ""
+            )
             return RunResult(
                 status=Status.OK,
                 message=f"{name} exited 0 without producing any events{detail}",
@@ -528,7 +627,11 @@ class CodingGenesisAgent:
         if text:
             message += f"; last output: {text[:2000]}"
         return RunResult(
-            status=Status.FAILED, message=redactor.text(message), is_error=True, error="incomplete", **common
+            status=Status.FAILED,
+            message=redactor.text(message),
+            is_error=True,
+            error="incomplete",
+            **common,
         )
 
 

@@ -9,6 +9,7 @@ plain dict only when someone asks.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import logging
@@ -194,19 +195,17 @@ class EventBus:
             try:
                 callback(event)
             except Exception:
-                log.exception("event subscriber %r failed; event %s dropped for it", callback, event.kind)
+                log.exception(
+                    "event subscriber %r failed; event %s dropped for it", callback, event.kind
+                )
         for stream in tuple(self._streams):
             stream._offer(event)
         return event
 
     def _remove_callback(self, callback: Callback) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
-        except ValueError:
-            pass
 
     def _remove_stream(self, stream: EventStream) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._streams.remove(stream)
-        except ValueError:
-            pass

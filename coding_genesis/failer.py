@@ -28,7 +28,9 @@ import time
 import uuid
 from typing import Any
 
-_COMMAND = re.compile(r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit)(?![\w-])(?:[ \t]+(\S+))?")
+_COMMAND = re.compile(
+    r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit)(?![\w-])(?:[ \t]+(\S+))?"
+)
 
 
 def _now() -> str:
@@ -46,7 +48,9 @@ def _state_dir(explicit: str | None) -> str:
     env = os.environ.get("GENESIS_FAILER_STATE_DIR")
     if env:
         return env
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return os.path.join(base, "coding-genesis", "failer")
 
 
@@ -84,12 +88,23 @@ class _Run:
         _emit(
             {
                 "type": "assistant",
-                "message": {"role": "assistant", "model": "process-failer", "content": [{"type": "text", "text": text}]},
+                "message": {
+                    "role": "assistant",
+                    "model": "process-failer",
+                    "content": [{"type": "text", "text": text}],
+                },
                 "session_id": self.session_id,
             }
         )
 
-    def result(self, body: dict[str, Any], *, is_error: bool, subtype: str = "success", api_error_status: int | None = None) -> None:
+    def result(
+        self,
+        body: dict[str, Any],
+        *,
+        is_error: bool,
+        subtype: str = "success",
+        api_error_status: int | None = None,
+    ) -> None:
         text = json.dumps(body, ensure_ascii=False)
         self.text(text)
         _emit(
@@ -139,7 +154,12 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
         sys.stderr.write(f"Error: simulated transient failure {attempt} of {n}: connection reset\n")
         return 1
     run.result(
-        {"status": "success", "message": f"Succeeded after {n} failures", "retry_count": attempt, "timestamp": _now()},
+        {
+            "status": "success",
+            "message": f"Succeeded after {n} failures",
+            "retry_count": attempt,
+            "timestamp": _now(),
+        },
         is_error=False,
     )
     with contextlib.suppress(OSError):
@@ -148,9 +168,15 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="genesis-failer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="genesis-failer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("prompt", nargs="?", help="the request; read from stdin when absent")
-    parser.add_argument("-p", "--print", action="store_true", help="accepted for claude compatibility")
+    parser.add_argument(
+        "-p", "--print", action="store_true", help="accepted for claude compatibility"
+    )
     parser.add_argument("--output-format", default="stream-json")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--model")
@@ -161,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
 
     prompt = args.prompt
     if prompt is None:
-        prompt = sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
+        prompt = (
+            sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
+        )
 
     started = time.monotonic()
     run = _Run(args.resume or str(uuid.uuid4()), started)
@@ -174,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if command is None:
         run.result(
-            {"status": "success", "message": "No failure mode specified, responding normally", "timestamp": _now()},
+            {
+                "status": "success",
+                "message": "No failure mode specified, responding normally",
+                "timestamp": _now(),
+            },
             is_error=False,
         )
         return 0
@@ -186,14 +218,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     if command == "rate-limit":
-        body = _error_body("RATE_LIMIT", "Rate limit exceeded (429). Please retry.", mode, True, retry_after_seconds=30)
+        body = _error_body(
+            "RATE_LIMIT",
+            "Rate limit exceeded (429). Please retry.",
+            mode,
+            True,
+            retry_after_seconds=30,
+        )
         run.result(body, is_error=True, api_error_status=429)
         sys.stderr.write("API Error: 429 Rate limit exceeded. Retry after 30 seconds.\n")
         return 1
 
     if command == "partial":
-        run.text(json.dumps({"status": "partial", "warning": "Output may be incomplete", "data": None}))
-        sys.stdout.write('{"type":"result","subtype":"success","is_error":false,"result":"{\\"status\\": \\"par\n')
+        run.text(
+            json.dumps({"status": "partial", "warning": "Output may be incomplete", "data": None})
+        )
+        sys.stdout.write(
+            '{"type":"result","subtype":"success","is_error":false,"result":"{\\"status\\": \\"par\n'
+        )
         sys.stdout.flush()
         return 0
 
@@ -210,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "timeout":
         time.sleep(number)
         run.result(
-            {"status": "success", "message": f"Waited {number:g} seconds, responding normally", "timestamp": _now()},
+            {
+                "status": "success",
+                "message": f"Waited {number:g} seconds, responding normally",
+                "timestamp": _now(),
+            },
             is_error=False,
         )
         return 0

@@ -124,7 +124,9 @@ class JsonLinesParser:
             self.skipped += 1
 
 
-def parse_lines(chunks: Iterable[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
+def parse_lines(
+    chunks: Iterable[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[dict[str, Any]]:
     """Parse a whole byte stream offline (replay, tests)."""
     parser = JsonLinesParser(max_line_bytes)
     for chunk in chunks:

@@ -246,7 +246,9 @@ class _Tree:
             with contextlib.suppress(psutil.Error, OSError):
                 proc.send_signal(signum)
 
-    async def wait_gone(self, procs: Mapping[int, psutil.Process], timeout: float) -> dict[int, psutil.Process]:
+    async def wait_gone(
+        self, procs: Mapping[int, psutil.Process], timeout: float
+    ) -> dict[int, psutil.Process]:
         deadline = anyio.current_time() + max(timeout, 0.0)
         delay = 0.005
         while True:
@@ -454,7 +456,11 @@ async def run_process(
             reason, deadline = StopReason.TIMEOUT, started + config.timeout
             if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
                 reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
-            if terminal_at is not None and config.linger is not None and terminal_at + config.linger < deadline:
+            if (
+                terminal_at is not None
+                and config.linger is not None
+                and terminal_at + config.linger < deadline
+            ):
                 reason, deadline = StopReason.LINGER, terminal_at + config.linger
             if now >= deadline:
                 break

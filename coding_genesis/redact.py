@@ -9,7 +9,9 @@ from typing import Any
 
 __all__ = ["Redactor"]
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I)
+_SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I
+)
 _MIN_LEN = 8
 MASK = "[REDACTED]"
 
@@ -26,7 +28,9 @@ class Redactor:
                 if _SECRET_NAME.search(name) and len(value) >= _MIN_LEN and not value.isspace():
                     values.add(value)
         self._pattern = (
-            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))) if values else None
+            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+            if values
+            else None
         )
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -52,7 +53,9 @@ class FakeCLI:
     def records(self) -> list[dict[str, Any]]:
         if not self.record_file.exists():
             return []
-        return [json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()]
+        return [
+            json.loads(line) for line in self.record_file.read_text().splitlines() if line.strip()
+        ]
 
     def agent(self, **kwargs: Any) -> CodingGenesisAgent:
         kwargs.setdefault("grace", 0.5)
@@ -78,7 +81,9 @@ class EventLog:
         return [e["state"] for e in self.of("state")]
 
 
-def marked_processes(markers: Iterable[str] = (), env_names: Iterable[str] = (RUN_MARKER_ENV, "FAKE_CLI_MARK")) -> list[psutil.Process]:
+def marked_processes(
+    markers: Iterable[str] = (), env_names: Iterable[str] = (RUN_MARKER_ENV, "FAKE_CLI_MARK")
+) -> list[psutil.Process]:
     """Live or zombie processes carrying one of our markers (not us, not our ancestors)."""
     wanted = set(markers)
     names = tuple(env_names)
@@ -131,17 +136,15 @@ def leaked_processes(wait: float = 1.0) -> list[str]:
             continue
     for zombie in zombies:
         described.append(f"{zombie.pid} zombie child")
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(zombie.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
     return described
 
 
 def is_reaped(pid: int) -> bool:
     """True when ``pid`` is no unreaped child of ours and is not a zombie."""
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        _done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
     else:

@@ -2,4 +2,10 @@
 
 from pytest_bdd import scenarios
 
-scenarios("timeout.feature", "crash.feature", "parse_errors.feature", "empty_response.feature", "state_recovery.feature")
+scenarios(
+    "timeout.feature",
+    "crash.feature",
+    "parse_errors.feature",
+    "empty_response.feature",
+    "state_recovery.feature",
+)

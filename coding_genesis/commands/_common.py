@@ -23,7 +23,9 @@ def positive_seconds(text: str) -> float:
 
 
 def print_json(obj: object) -> None:
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    sys.stdout.buffer.write(
+        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    )
     sys.stdout.flush()
 
 

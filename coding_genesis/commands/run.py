@@ -32,19 +32,42 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", help='the request; "-" reads it from stdin (use -- before a prompt starting with -)')
+    parser.add_argument(
+        "prompt",
+        help='the request; "-" reads it from stdin (use -- before a prompt starting with -)',
+    )
     parser.add_argument(
         "--backend",
         "-b",
         default=os.environ.get("GENESIS_BACKEND", "failer"),
         help="claude, codex or failer (default: $GENESIS_BACKEND or failer, which needs no credentials)",
     )
-    parser.add_argument("--timeout", "-t", type=positive_seconds, default=300.0, help="wall-clock limit in seconds (default 300)")
-    parser.add_argument("--idle-timeout", type=positive_seconds, default=None, help="stop after this many seconds without output")
-    parser.add_argument("--grace", type=positive_seconds, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
-    parser.add_argument("--cwd", "-C", default=None, help="working directory of the agent (default: here)")
+    parser.add_argument(
+        "--timeout",
+        "-t",
+        type=positive_seconds,
+        default=300.0,
+        help="wall-clock limit in seconds (default 300)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=positive_seconds,
+        default=None,
+        help="stop after this many seconds without output",
+    )
+    parser.add_argument(
+        "--grace",
+        type=positive_seconds,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL (default 5)",
+    )
+    parser.add_argument(
+        "--cwd", "-C", default=None, help="working directory of the agent (default: here)"
+    )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
-    parser.add_argument("--cli-path", default=None, help="path of the CLI binary (default: found on PATH)")
+    parser.add_argument(
+        "--cli-path", default=None, help="path of the CLI binary (default: found on PATH)"
+    )
     parser.add_argument("--resume", default=None, help="continue this CLI session id")
     parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
     parser.set_defaults(handler=handle)

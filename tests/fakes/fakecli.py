@@ -80,12 +80,22 @@ SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
 def init_line() -> dict[str, Any]:
     if FLAVOUR == "codex":
         return {"type": "thread.started", "thread_id": SESSION}
-    return {"type": "system", "subtype": "init", "session_id": SESSION, "model": "fake-model", "cwd": os.getcwd(), "tools": ["Bash"]}
+    return {
+        "type": "system",
+        "subtype": "init",
+        "session_id": SESSION,
+        "model": "fake-model",
+        "cwd": os.getcwd(),
+        "tools": ["Bash"],
+    }
 
 
 def text_line(text: str) -> dict[str, Any]:
     if FLAVOUR == "codex":
-        return {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": text}}
+        return {
+            "type": "item.completed",
+            "item": {"id": "item_0", "type": "agent_message", "text": text},
+        }
     return {
         "type": "assistant",
         "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},

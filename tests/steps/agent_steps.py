@@ -101,7 +101,12 @@ def agent_custom_timeout(world: World, seconds: float) -> None:
 
 @given(parsers.parse("the subprocess runs for longer than {seconds:g} seconds without completing"))
 def runs_too_long(world: World, seconds: float) -> None:
-    world.steps += [{"init": True}, {"trap_sigterm": 143}, {"sleep": seconds * 30}, {"answer": "too late"}]
+    world.steps += [
+        {"init": True},
+        {"trap_sigterm": 143},
+        {"sleep": seconds * 30},
+        {"answer": "too late"},
+    ]
 
 
 @given(parsers.parse("the subprocess exits with return code {code:d}"))
@@ -144,7 +149,12 @@ def emits_mixed(world: World) -> None:
     world.steps += [
         {"emit": {"type": "thread.started", "thread_id": "thread-mixed-1"}},
         {"raw": "{this is not json"},
-        {"emit": {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": "Mixed text"}}},
+        {
+            "emit": {
+                "type": "item.completed",
+                "item": {"id": "item_0", "type": "agent_message", "text": "Mixed text"},
+            }
+        },
         {"raw": "[1, 2, 3]"},
         {"emit": {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 2}}},
     ]
@@ -165,7 +175,12 @@ def busy_timed_out(world: World) -> None:
 
 @given(parsers.parse('a CodingGenesisAgent in "BUSY" state due to a crashed subprocess'))
 def busy_crashed(world: World) -> None:
-    world.steps += [{"init": True}, {"sleep": 0.3}, {"stderr": "Segmentation fault (simulated)"}, {"kill_self": "SIGSEGV"}]
+    world.steps += [
+        {"init": True},
+        {"sleep": 0.3},
+        {"stderr": "Segmentation fault (simulated)"},
+        {"kill_self": "SIGSEGV"},
+    ]
     world.start()
     assert world.agent is not None and world.agent.state is AgentState.BUSY
 
@@ -205,7 +220,9 @@ def crash_handled(world: World) -> None:
 def terminated_via_sigterm(world: World) -> None:
     assert world.response is not None and world.fake is not None
     assert world.response["signals_sent"][:1] == ["SIGTERM"]
-    assert {"signal": "SIGTERM"}.items() <= next(r for r in world.fake.records() if "signal" in r).items()
+    assert {"signal": "SIGTERM"}.items() <= next(
+        r for r in world.fake.records() if "signal" in r
+    ).items()
     assert world.response["exit_code"] == 143
 
 
