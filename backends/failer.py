@@ -13,10 +13,19 @@ from pathlib import Path
 
 import coding_genesis
 from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.result import RunResult
 
 from .claude import ClaudeTranslator
 
 __all__ = ["FailerBackend"]
+
+#: Failer error codes -> failure categories.
+_HINTS = {
+    "AGENT_ERROR": "internal",
+    "RATE_LIMIT": "rate_limit",
+    "TRANSIENT_ERROR": "network",
+    "INVALID_COMMAND": "invalid_task",
+}
 
 FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("failer.py"))
 
@@ -46,6 +55,11 @@ class FailerBackend:
             args.append(f"--resume={request.resume_session}")
         args.extend(request.extra_args)
         return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
+
+    def failure_hint(self, result: RunResult) -> str | None:
+        """The failer names its failures with error codes in its JSON body."""
+        code = (result.data or {}).get("error_code")
+        return _HINTS.get(code) if isinstance(code, str) else None
 
     def translator(self) -> ClaudeTranslator:
         return ClaudeTranslator()

@@ -20,6 +20,7 @@ import anyio
 from .backend import Backend, RunRequest
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
 from .events import Event, EventBus, EventKind, EventStream, Subscription
+from .failures import classify
 from .parser import DEFAULT_MAX_LINE_BYTES
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
@@ -249,7 +250,7 @@ class CodingGenesisAgent:
         """Run one request; return the response dict.  Never raises for a
         runtime failure; re-raises cancellation after the process tree is gone."""
         if self._state is AgentState.BUSY:
-            return self._busy().to_dict()
+            return self._classified(self._busy()).to_dict()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
         self._set_state(AgentState.BUSY, "run started")
@@ -279,6 +280,8 @@ class CodingGenesisAgent:
             )
         finally:
             self._set_state(AgentState.READY, outcome_reason)
+        if result.is_error and result.failure is None:
+            result = self._classified(result)
         self._last = result
         out = result.to_dict()
         self._bus.publish(
@@ -301,6 +304,29 @@ class CodingGenesisAgent:
             error=error,
             **extra,
         )
+
+    def _classified(self, result: RunResult) -> RunResult:
+        hint_fn = getattr(self._backend, "failure_hint", None)
+        hint = hint_fn(result) if callable(hint_fn) else None
+        found = classify(
+            error=result.error,
+            message=result.message,
+            stderr_tail=result.stderr_tail,
+            api_error_status=result.api_error_status,
+            cli_errors=tuple(result.cli_errors),
+            backend_hint=hint,
+            data=result.data,
+            failed_tools=len(result.failed_tools),
+            permission_denials=result.permission_denials,
+            result_subtype=result.result_subtype,
+        )
+        failure = {
+            "category": found.category.value,
+            "retryable": found.retryable,
+            "reason": found.reason,
+            "retry_after_s": found.retry_after_s,
+        }
+        return result.model_copy(update={"failure": failure})
 
     def _busy(self) -> RunResult:
         return self._failure(
@@ -378,7 +404,9 @@ class CodingGenesisAgent:
     ) -> RunResult:
         # Per-call problems are answered, not raised: an orchestrator gets a dict.
         try:
-            run_timeout = _required_seconds("timeout", timeout) if timeout is not None else self._timeout
+            run_timeout = (
+                _required_seconds("timeout", timeout) if timeout is not None else self._timeout
+            )
             run_cwd = _check_cwd(cwd) if cwd is not None else (self._cwd or _check_cwd(os.getcwd()))
         except ConfigError as exc:
             return self._failure(run_id, Status.USAGE, str(exc), "invalid_request")
@@ -525,6 +553,11 @@ class CodingGenesisAgent:
             "leftovers_stopped": outcome.leftovers_stopped,
             "signals_sent": list(outcome.signals_sent),
             "pid": outcome.pid,
+            "api_error_status": tally.api_error_status,
+            "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
+            "failed_tools": list(tally.failed_tools),
+            "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+            "result_subtype": (tally.result or {}).get("subtype"),
         }
         warnings: list[str] = []
         text = tally.final_text()

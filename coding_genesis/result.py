@@ -56,6 +56,17 @@ class RunResult(BaseModel):
     data: dict[str, Any] | None = None
     warnings: list[str] = Field(default_factory=list)
     leftovers_stopped: int = 0
+    #: HTTP status of the API error the CLI reported, if any.
+    api_error_status: int | None = None
+    #: The CLI's error lines (last few), e.g. codex "Reconnecting..." messages.
+    cli_errors: list[str] = Field(default_factory=list)
+    #: Names of tools whose calls failed.
+    failed_tools: list[str] = Field(default_factory=list)
+    permission_denials: int = 0
+    #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
+    result_subtype: str | None = None
+    #: Failure record (category, retryable, reason, ...) on every failed response.
+    failure: dict[str, Any] | None = None
     #: Signals the runner sent to stop the process tree, in order.
     signals_sent: list[str] = Field(default_factory=list)
     #: The CLI's process id (gone by the time you read it).

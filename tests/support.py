@@ -18,6 +18,11 @@ import psutil
 from coding_genesis import CodingGenesisAgent, Event
 from coding_genesis.process import RUN_MARKER_ENV
 
+#: Set in this test session's environment and inherited by every process it
+#: starts, so leak checks never touch another session's processes.
+SESSION_ENV = "GENESIS_TEST_SESSION"
+SESSION_ID = os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+
 FAKES = Path(__file__).parent / "fakes"
 FAKE_BIN = FAKES / "bin"
 RECORDINGS = FAKES / "recordings"
@@ -84,7 +89,7 @@ class EventLog:
 def marked_processes(
     markers: Iterable[str] = (), env_names: Iterable[str] = (RUN_MARKER_ENV, "FAKE_CLI_MARK")
 ) -> list[psutil.Process]:
-    """Live or zombie processes carrying one of our markers (not us, not our ancestors)."""
+    """Processes of this test session carrying one of our markers (not us, not our ancestors)."""
     wanted = set(markers)
     names = tuple(env_names)
     me = os.getpid()
@@ -98,6 +103,8 @@ def marked_processes(
                 continue
             env = proc.environ()
         except (psutil.Error, OSError):
+            continue
+        if env.get(SESSION_ENV) != SESSION_ID:
             continue
         for name in names:
             value = env.get(name)
