@@ -1,0 +1,1048 @@
+"""The seven figures.  Each runs in its own worker process (``benchmarks.worker``)
+and returns a JSON-ready dict: rows of medians, ratios against a baseline
+measured in the same process, interleaved with it, and whether the aim is met.
+
+Heavy imports stay inside the functions, so a worker only loads what its
+figure needs (that matters for the memory figure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .stats import (
+    Timing,
+    median,
+    paired_ratio,
+    peak_rss_mib,
+    percentile,
+    reset_peak_rss,
+    rss_mib,
+    timed,
+)
+
+__all__ = ["FIGURES", "PROBES"]
+
+HERE = Path(__file__).parent
+FAKE_SOURCE = HERE / "fakecli.py"
+MIB = 1024 * 1024
+PROMPT = "benchmark: stream the recorded session"
+CLI_ARGS = ["-p", "--output-format", "stream-json", "--verbose"]
+
+Params = dict[str, Any]
+Result = dict[str, Any]
+
+
+# -- helpers ---------------------------------------------------------------
+
+
+def launcher(workdir: Path) -> str:
+    """The fake CLI as one executable file run by this interpreter, so our
+    runner, the bare baseline and claude-agent-sdk all start the same program."""
+    path = workdir / "fake-claude"
+    if not path.exists():
+        # -S: the fake needs only the standard library, so it starts faster.
+        path.write_text(f"#!{sys.executable} -S\n" + FAKE_SOURCE.read_text())
+        path.chmod(0o755)
+    return str(path)
+
+
+def stream_bytes(p: Params) -> bytes:
+    s = p["stream"]
+    return b"".join(Path(s[k]).read_bytes() for k in ("head", "body", "tail"))
+
+
+def stream_files(p: Params, body_repeat: int = 1) -> str:
+    s = p["stream"]
+    return f"{s['head']}\n{s['body']}*{body_repeat}\n{s['tail']}"
+
+
+def row(
+    what: str,
+    value: float,
+    unit: str,
+    *,
+    ratio: float | None = None,
+    baseline: bool = False,
+    note: str = "",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "what": what,
+        "value": value,
+        "unit": unit,
+        "ratio": ratio,
+        "baseline": baseline,
+        "note": note,
+        **extra,
+    }
+
+
+def interleave(reps: int, variants: dict[str, Callable[[], Any]]) -> dict[str, list[Timing]]:
+    """Run every variant once per repetition, rotating the order, so drift and
+    noise on the shared machine spread evenly over all of them."""
+    names = list(variants)
+    out: dict[str, list[Timing]] = {n: [] for n in names}
+    for rep in range(reps):
+        k = rep % len(names)
+        for name in names[k:] + names[:k]:
+            out[name].append(timed(variants[name]))
+    return out
+
+
+def walls(ts: list[Timing]) -> list[float]:
+    return [t.wall for t in ts]
+
+
+def cpus(ts: list[Timing]) -> list[float]:
+    return [t.cpu for t in ts]
+
+
+def _agent(cli: str | list[str], env: dict[str, str], **kw: Any) -> Any:
+    from coding_genesis import CodingGenesisAgent
+
+    kw.setdefault("timeout", 600.0)
+    return CodingGenesisAgent("claude", cli_path=cli, env=env, **kw)
+
+
+def _check_run(result: dict[str, Any], lines: int) -> None:
+    if result["status"] != 0 or result["lines"] != lines or result["skipped_lines"]:
+        raise RuntimeError(
+            f"runner did not read the stream: status={result['status']} "
+            f"lines={result['lines']}/{lines} skipped={result['skipped_lines']} "
+            f"message={result['message'][:300]!r}"
+        )
+
+
+# -- 1. parser vs the limit -------------------------------------------------
+
+
+def fig_parser(p: Params) -> Result:
+    import orjson
+
+    from backends.claude import ClaudeTranslator
+    from coding_genesis.parser import JsonLinesParser
+    from coding_genesis.result import RunTally
+
+    data = stream_bytes(p)
+    chunks = [data[i : i + MIB] for i in range(0, len(data), MIB)]
+    lines = p["stream"]["lines"]
+    loads = orjson.loads
+
+    def bare() -> int:
+        n = 0
+        for line in data.splitlines():
+            loads(line)
+            n += 1
+        return n
+
+    def bare_hot() -> int:
+        translate = ClaudeTranslator().translate
+        add = RunTally("/tmp").add
+        n = 0
+        for line in data.splitlines():
+            for event in translate(loads(line)):
+                add(event)
+            n += 1
+        return n
+
+    def _feeder(parser: Any) -> Callable[[bytes, Callable[[dict[str, Any]], object]], None]:
+        # The hot-path entry point if the parser has one, else the list API.
+        each = getattr(parser, "feed_each", None)
+        if each is not None:
+            return each  # type: ignore[no-any-return]
+
+        def via_list(chunk: bytes, emit: Callable[[dict[str, Any]], object]) -> None:
+            for obj in parser.feed(chunk):
+                emit(obj)
+
+        return via_list
+
+    def parse() -> int:
+        parser = JsonLinesParser()
+        if hasattr(parser, "feed_each"):
+            n = 0
+
+            def count(obj: dict[str, Any]) -> None:
+                nonlocal n
+                n += 1
+
+            for chunk in chunks:
+                parser.feed_each(chunk, count)
+        else:
+            for chunk in chunks:
+                parser.feed(chunk)
+        parser.close()
+        return int(parser.lines)
+
+    def hot() -> int:
+        parser = JsonLinesParser()
+        translate = ClaudeTranslator().translate
+        add = RunTally("/tmp").add
+
+        def sink(obj: dict[str, Any]) -> bool:
+            terminal = False
+            for event in translate(obj):
+                if add(event):
+                    terminal = True
+            return terminal
+
+        feed = _feeder(parser)
+        for chunk in chunks:
+            feed(chunk, sink)
+        for obj in parser.close():
+            sink(obj)
+        return int(parser.lines)
+
+    for fn in (bare, parse, hot):  # warm up, and check every variant sees every line
+        if fn() != lines:
+            raise RuntimeError(f"{fn.__name__} did not see all {lines} lines")
+    res = interleave(p["reps"], {"bare": bare, "parser": parse, "hot": hot, "bare_hot": bare_hot})
+    base = cpus(res["bare"])
+    mib = len(data) / MIB
+
+    def r(name: str) -> float:
+        return paired_ratio(cpus(res[name]), base)
+
+    def rate(name: str) -> str:
+        return f"{mib / median(cpus(res[name])):.0f} MiB/s, {lines / median(cpus(res[name])) / 1000:.0f}k lines/s"
+
+    parser_ratio = r("parser")
+    return {
+        "aim": "JsonLinesParser ≤ 1.25× the bare loop",
+        "aim_met": parser_ratio <= 1.25,
+        "summary": f"parser {parser_ratio:.2f}× bare; hot path {r('hot'):.2f}× bare "
+        f"({paired_ratio(cpus(res['hot']), cpus(res['bare_hot'])):.2f}× bare+translator+tally)",
+        "rows": [
+            row(
+                "bare: `orjson.loads` over `bytes.splitlines()`",
+                median(base),
+                "s CPU",
+                baseline=True,
+                note=rate("bare"),
+            ),
+            row(
+                "`JsonLinesParser`, 1 MiB chunks",
+                median(cpus(res["parser"])),
+                "s CPU",
+                ratio=parser_ratio,
+                note=rate("parser"),
+            ),
+            row(
+                "hot path: parser + `ClaudeTranslator` + `RunTally`",
+                median(cpus(res["hot"])),
+                "s CPU",
+                ratio=r("hot"),
+                note=rate("hot"),
+            ),
+            row(
+                "bare loop + `ClaudeTranslator` + `RunTally` (the hot path's own limit)",
+                median(cpus(res["bare_hot"])),
+                "s CPU",
+                ratio=r("bare_hot"),
+                note=f"hot path / this = {paired_ratio(cpus(res['hot']), cpus(res['bare_hot'])):.2f}×",
+            ),
+        ],
+        "notes": [
+            f"{lines:,} lines, {mib:.0f} MiB in memory; CPU time of this process "
+            f"(less sensitive than wall time to the other jobs on the machine); "
+            f"{p['reps']} interleaved repetitions.",
+        ],
+    }
+
+
+# -- 2. end to end vs the limit ---------------------------------------------
+
+
+def fig_e2e(p: Params) -> Result:
+    import orjson
+
+    workdir = Path(p["workdir"])
+    cli = launcher(workdir)
+    env = {"BENCH_FAKE_FILES": stream_files(p)}
+    lines = p["stream"]["lines"]
+    loads = orjson.loads
+
+    def bare() -> int:
+        proc = subprocess.Popen(
+            [cli, *CLI_ARGS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env={**os.environ, **env},
+        )
+        assert proc.stdout is not None
+        n = 0
+        with proc.stdout:
+            for line in proc.stdout:
+                loads(line)
+                n += 1
+        proc.wait()
+        return n
+
+    def runner() -> dict[str, Any]:
+        result: dict[str, Any] = _agent(cli, env).run_sync(PROMPT)
+        return result
+
+    if bare() != lines:
+        raise RuntimeError("bare baseline did not read the stream")
+    _check_run(runner(), lines)
+    res = interleave(p["reps"], {"bare": bare, "runner": runner})
+    for t in res["runner"]:
+        _check_run(t.value, lines)
+    ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
+    cpu_ratio = paired_ratio(cpus(res["runner"]), cpus(res["bare"]))
+    mib = p["stream"]["size"] / MIB
+    return {
+        "aim": "`CodingGenesisAgent` ≤ 1.5× a bare subprocess read (wall)",
+        "aim_met": ratio <= 1.5,
+        "summary": f"runner {ratio:.2f}× bare wall time ({cpu_ratio:.2f}× its CPU)",
+        "rows": [
+            row(
+                "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
+                median(walls(res["bare"])),
+                "s",
+                baseline=True,
+                note=f"CPU {median(cpus(res['bare'])):.2f} s; {mib / median(walls(res['bare'])):.0f} MiB/s",
+            ),
+            row(
+                "`CodingGenesisAgent('claude').run()` (supervised, parsed, translated, tallied)",
+                median(walls(res["runner"])),
+                "s",
+                ratio=ratio,
+                note=f"CPU {median(cpus(res['runner'])):.2f} s ({cpu_ratio:.2f}×); "
+                f"{mib / median(walls(res['runner'])):.0f} MiB/s",
+            ),
+        ],
+        "notes": [
+            f"The fake CLI (`benchmarks/fakecli.py`) `sendfile`s {lines:,} lines ({mib:.0f} MiB) "
+            f"to its stdout; both sides start the same program. {p['reps']} interleaved repetitions; "
+            "CPU is this process's only (the fake's is the same on both sides).",
+        ],
+    }
+
+
+# -- 3. against claude-agent-sdk --------------------------------------------
+
+
+async def _sdk_count(cli: str, env: dict[str, str], max_buffer: int | None) -> tuple[int, str]:
+    from claude_agent_sdk import ClaudeAgentOptions, query
+
+    options = ClaudeAgentOptions(cli_path=cli, env=env, max_buffer_size=max_buffer)
+    n = 0
+    t0 = time.perf_counter()
+    try:
+        async for _message in query(prompt=PROMPT, options=options):
+            n += 1
+    except Exception as exc:
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return n, f"raised {type(exc).__name__} after {time.perf_counter() - t0:.1f} s: {text[:80]}"
+    return n, "ok"
+
+
+def _sdk_version() -> str | None:
+    try:
+        from importlib import metadata
+
+        return metadata.version("claude-agent-sdk")
+    except Exception:
+        return None
+
+
+def fig_sdk(p: Params) -> Result:
+    import logging
+
+    import anyio
+
+    # The SDK logs each failure of the correctness runs at ERROR; they are reported below.
+    logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
+
+    version = _sdk_version()
+    try:
+        import claude_agent_sdk  # noqa: F401
+    except ImportError as exc:
+        return {
+            "aim": "≥ 2× claude-agent-sdk's throughput",
+            "aim_met": None,
+            "skipped": f"claude-agent-sdk is not importable ({exc}); "
+            "install it with `pip install -e '.[bench]'`",
+        }
+    from coding_genesis import Event
+
+    workdir = Path(p["workdir"])
+    cli = launcher(workdir)
+    env = {"BENCH_FAKE_FILES": stream_files(p)}
+    lines = p["stream"]["lines"]
+    # Our default line limit; the SDK's default (1 MiB) stops at the first big tool result.
+    big_buffer = 64 * MIB
+
+    def sdk() -> int:
+        n, outcome = anyio.run(_sdk_count, cli, env, big_buffer)
+        if outcome != "ok" or n != lines:
+            raise RuntimeError(f"claude-agent-sdk read {n}/{lines} messages: {outcome}")
+        return n
+
+    def ours_events() -> dict[str, Any]:
+        agent = _agent(cli, env)
+        seen = 0
+
+        def on_event(event: Event) -> None:
+            nonlocal seen
+            seen += 1
+
+        agent.subscribe(on_event)
+        result: dict[str, Any] = agent.run_sync(PROMPT)
+        result["events_delivered"] = seen
+        return result
+
+    def ours() -> dict[str, Any]:
+        result: dict[str, Any] = _agent(cli, env).run_sync(PROMPT)
+        return result
+
+    sdk()
+    _check_run(ours_events(), lines)
+    res = interleave(p["reps"], {"sdk": sdk, "ours_events": ours_events, "ours": ours})
+    for t in res["ours_events"] + res["ours"]:
+        _check_run(t.value, lines)
+    delivered = res["ours_events"][0].value["events_delivered"]
+
+    def mps(name: str) -> float:
+        return lines / median(walls(res[name]))
+
+    def speedup(name: str) -> float:
+        # msg/s ratio = inverse wall-time ratio, per pair
+        return 1.0 / paired_ratio(walls(res[name]), walls(res["sdk"]))
+
+    def cpu_note(name: str) -> str:
+        return f"CPU {median(cpus(res[name])):.2f} s ({paired_ratio(cpus(res[name]), cpus(res['sdk'])):.2f}× the SDK's)"
+
+    rows = [
+        row(
+            f"claude-agent-sdk {version} `query()` (`max_buffer_size` 64 MiB)",
+            mps("sdk"),
+            "msg/s",
+            baseline=True,
+            note=f"CPU {median(cpus(res['sdk'])):.2f} s; wall {median(walls(res['sdk'])):.2f} s",
+        ),
+        row(
+            "coding-genesis, every event delivered to a subscriber",
+            mps("ours_events"),
+            "msg/s",
+            ratio=speedup("ours_events"),
+            note=cpu_note("ours_events") + f"; {delivered:,} events delivered",
+        ),
+        row(
+            "coding-genesis, default (events folded into the result)",
+            mps("ours"),
+            "msg/s",
+            ratio=speedup("ours"),
+            note=cpu_note("ours"),
+        ),
+    ]
+    correctness = _sdk_correctness(workdir, cli)
+    worst = min(speedup("ours_events"), speedup("ours"))
+    return {
+        "aim": "≥ 2× claude-agent-sdk's throughput",
+        "aim_met": worst >= 2.0,
+        "summary": f"{speedup('ours_events'):.1f}× the SDK's msg/s with a subscriber, "
+        f"{speedup('ours'):.1f}× without",
+        "rows": rows,
+        "ratio_label": "× SDK msg/s",
+        "correctness": correctness,
+        "notes": [
+            f"Same fake CLI and stream ({lines:,} lines); the fake answers the SDK's "
+            "`initialize` control request, then streams. Ratios are msg/s ÷ the SDK's msg/s "
+            f"(higher is better), medians of {p['reps']} interleaved repetitions; CPU is this "
+            "process's only.",
+        ],
+    }
+
+
+def _sdk_correctness(workdir: Path, cli: str) -> list[dict[str, Any]]:
+    """One bad line among 1,000 good ones: what does each side deliver?"""
+    import anyio
+
+    from . import data
+
+    gen = data.generate(workdir / "correct", 1000, seed=3)
+    body = gen.body.read_bytes().splitlines(keepends=True)
+    cases = {
+        "a valid 2 MiB line (a big tool result)": (data.line_with("big", 2 * MIB), 1),
+        "one invalid UTF-8 byte in a line": (data.line_with("invalid_utf8"), 0),
+        "a broken line: `{` cut short": (data.line_with("broken"), 0),
+    }
+    envs = []
+    for i, (bad, _) in enumerate(cases.values()):
+        path = workdir / f"correct-{i}.jsonl"
+        path.write_bytes(
+            gen.head.read_bytes()
+            + b"".join(body[:500])
+            + bad
+            + b"".join(body[500:])
+            + gen.tail.read_bytes()
+        )
+        envs.append({"BENCH_FAKE_FILES": str(path)})
+
+    async def sdk_all() -> dict[int, tuple[int, str]]:
+        # Concurrently: after a failure the SDK waits 5 s for the CLI (blocked on a
+        # full pipe) before it terminates it.
+        got: dict[int, tuple[int, str]] = {}
+
+        async def one(i: int) -> None:
+            got[i] = await _sdk_count(cli, envs[i], None)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(envs)):
+                tg.start_soon(one, i)
+        gc.collect()  # the SDK leaves its transport to the collector: let it close in this loop
+        await anyio.sleep(0.05)
+        return got
+
+    sdk = anyio.run(sdk_all)
+    out = []
+    for i, (label, (_, extra_valid)) in enumerate(cases.items()):
+        t0 = time.perf_counter()
+        result = _agent(cli, envs[i]).run_sync(PROMPT)
+        took = time.perf_counter() - t0
+        n_sdk, sdk_outcome = sdk[i]
+        out.append(
+            {
+                "input": label,
+                "valid_lines": gen.lines + extra_valid,
+                "sdk_messages": n_sdk,
+                "sdk_outcome": sdk_outcome,
+                "ours_messages": result["lines"] - result["skipped_lines"],
+                "ours_outcome": f"status {result['status']} after {took:.1f} s, "
+                f"{result['skipped_lines']} line(s) skipped",
+            }
+        )
+    return out
+
+
+# -- 4. stop precision --------------------------------------------------------
+
+
+def _pids(path: Path) -> tuple[float, list[int]]:
+    """The fake's readiness time and the pids of its tree (see fakecli.py)."""
+    for _ in range(400):
+        with contextlib.suppress(OSError, ValueError):
+            text = path.read_text()
+            if text.endswith("\n"):
+                first, *pids = text.split()
+                return float(first), [int(x) for x in pids]
+        time.sleep(0.005)
+    return math.inf, []
+
+
+def _gone(pid: int) -> bool:
+    """Not running and not a zombie: reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _cleanup(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2
+    for pid in pids:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            if _gone(pid):
+                break
+            time.sleep(0.005)
+
+
+def fig_stop(p: Params) -> Result:
+    import anyio
+
+    workdir = Path(p["workdir"])
+    cli = launcher(workdir)
+    timeout = p["stop_timeout"]
+    grace = p["stop_grace"]
+    pidfile = workdir / "stop.pids"
+    ignore = "hang-ignore-term"
+
+    def env(mode: str) -> dict[str, str]:
+        return {
+            "BENCH_FAKE_MODE": mode,
+            "BENCH_FAKE_CHILD": "1",
+            "BENCH_FAKE_PIDFILE": str(pidfile),
+        }
+
+    def expected(mode: str) -> float:
+        return timeout + (grace if mode == ignore else 0.0)
+
+    async def runner(mode: str) -> tuple[float | None, bool]:
+        """Overshoot (None: the fake was not set up by the deadline), tree reaped."""
+        pidfile.unlink(missing_ok=True)
+        agent = _agent(cli, env(mode), timeout=timeout, grace=grace)
+        t0 = time.perf_counter()
+        wall0 = time.time()
+        result = await agent.run(PROMPT)
+        elapsed = time.perf_counter() - t0
+        ready, pids = _pids(pidfile)
+        reaped = bool(pids) and all(_gone(pid) for pid in pids)
+        _cleanup(pids)
+        if result["status"] != 124:
+            raise RuntimeError(f"expected a timeout, got {result['status']}: {result['message']}")
+        killed = "SIGKILL" in result["signals_sent"]
+        if ready > wall0 + timeout or killed != (mode == ignore):
+            return None, reaped
+        return elapsed - expected(mode), reaped
+
+    async def bare(mode: str) -> float | None:
+        pidfile.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        wall0 = time.time()
+        proc = await anyio.open_process(
+            [cli, *CLI_ARGS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **env(mode)},
+            start_new_session=True,
+        )
+        async with proc:
+            with anyio.move_on_after(timeout):
+                await proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)
+            with anyio.move_on_after(grace):
+                await proc.wait()
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        over = time.perf_counter() - t0 - expected(mode)
+        ready, pids = _pids(pidfile)
+        _cleanup(pids)
+        killed = proc.returncode == -signal.SIGKILL
+        if ready > wall0 + timeout or killed != (mode == ignore):
+            return None
+        return over
+
+    async def measure(mode: str) -> dict[str, Any]:
+        await runner(mode)  # warm-up
+        n, nb = p["stop_samples"], p["stop_bare_samples"]
+        samples: list[float] = []
+        base: list[float] = []
+        reaped = invalid = 0
+        for i in range(n):
+            over, ok = await runner(mode)
+            reaped += ok
+            if over is None:
+                invalid += 1
+            else:
+                samples.append(over * 1000)
+            if i % max(1, n // nb) == 0 and len(base) < nb:
+                b = await bare(mode)
+                if b is not None:
+                    base.append(b * 1000)
+        return {"samples": samples, "base": base, "reaped": reaped, "n": n, "invalid": invalid}
+
+    async def main() -> dict[str, dict[str, Any]]:
+        return {mode: await measure(mode) for mode in ("hang", ignore)}
+
+    measured = anyio.run(main)
+    rows = []
+    met = True
+    summary = []
+    for mode, label in (("hang", "cooperative CLI"), (ignore, "CLI ignoring SIGTERM")):
+        m = measured[mode]
+        ms, bms = m["samples"], m["base"]
+        p99 = percentile(ms, 99)
+        met = met and p99 < 50 and m["reaped"] == m["n"]
+        summary.append(f"{label}: median {median(ms):.1f} ms, p99 {p99:.1f} ms")
+        rows.append(
+            row(
+                f"bare anyio, {label}: `move_on_after` → `killpg` (→ SIGKILL after grace) → `wait()`",
+                median(bms),
+                "ms",
+                baseline=True,
+                note=f"p99 {percentile(bms, 99):.1f} ms, max {max(bms, default=math.nan):.1f} ms "
+                f"({len(bms)} samples); waits for the main process only",
+            )
+        )
+        rows.append(
+            row(
+                f"coding-genesis, {label}: deadline → whole tree reaped → result dict",
+                median(ms),
+                "ms",
+                ratio=median(ms) / median(bms) if bms and median(bms) > 0 else None,
+                note=f"**p99 {p99:.1f} ms**, max {max(ms, default=math.nan):.1f} ms "
+                f"({len(ms)} samples); tree (CLI + child) reaped at return in "
+                f"{m['reaped']}/{m['n']}"
+                + (
+                    f"; {m['invalid']} sample(s) dropped: fake not set up by the deadline"
+                    if m["invalid"]
+                    else ""
+                ),
+                p99=p99,
+            )
+        )
+    return {
+        "aim": "p99 overshoot < 50 ms",
+        "aim_met": met,
+        "summary": "; ".join(summary),
+        "rows": rows,
+        "notes": [
+            f"Overshoot = time from `await agent.run()` to its result, minus the timeout "
+            f"({timeout * 1000:.0f} ms), minus the grace ({grace * 1000:.0f} ms) for the CLI "
+            "that ignores SIGTERM; all samples in one event loop. It counts spawning, validation "
+            "and building the result, so it bounds the stop latency from above. The fake CLI "
+            "forks a child (a process tree); 'reaped' means neither process exists any more, not "
+            "even as a zombie. Ratio = median ÷ the bare median.",
+        ],
+    }
+
+
+# -- 5. concurrency -----------------------------------------------------------
+
+
+def _raise_nofile() -> None:
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def _short_cli(workdir: Path) -> tuple[str, int]:
+    recording = HERE / "templates" / "claude_bash_allowed.jsonl"
+    script = workdir / "fake-short"
+    if not script.exists():
+        # Reads its prompt (stdin) to the end, then prints a real 5-line session.
+        script.write_text(f'#!/bin/sh\nwhile read -r _; do :; done\nexec cat "{recording}"\n')
+        script.chmod(0o755)
+    return str(script), len([x for x in recording.read_bytes().splitlines() if x.strip()])
+
+
+def _batch(which: str, script: str, expected: int, n: int) -> int:
+    """``n`` concurrent runs in one event loop; how many succeeded."""
+    import anyio
+    import orjson
+
+    ok = 0
+
+    async def bare_one() -> None:
+        nonlocal ok
+        done = await anyio.run_process([script, *CLI_ARGS], input=PROMPT.encode())
+        objs = [orjson.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        ok += done.returncode == 0 and len(objs) == expected
+
+    async def runner_one() -> None:
+        nonlocal ok
+        result = await _agent(script, {}, timeout=60.0).run(PROMPT)
+        ok += result["status"] == 0 and result["lines"] == expected
+
+    async def batch() -> None:
+        one = bare_one if which == "bare" else runner_one
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(one)
+
+    anyio.run(batch)
+    return ok
+
+
+def probe_concurrency_rss(p: Params) -> Result:
+    """In a fresh process: RSS growth during one batch of concurrent runs."""
+    _raise_nofile()
+    script, expected = _short_cli(Path(p["workdir"]))
+    _batch(p["which"], script, expected, 1)  # imports and first-use caches
+    gc.collect()
+    before = rss_mib()
+    if not reset_peak_rss():
+        return {"per_run_kib": math.nan}
+    ok = _batch(p["which"], script, expected, p["concurrent"])
+    return {"per_run_kib": (peak_rss_mib() - before) * 1024 / p["concurrent"], "ok": ok}
+
+
+def fig_concurrency(p: Params) -> Result:
+    _raise_nofile()
+    script, expected = _short_cli(Path(p["workdir"]))
+    n = p["concurrent"]
+
+    def bare() -> int:
+        return _batch("bare", script, expected, n)
+
+    def runner() -> int:
+        return _batch("runner", script, expected, n)
+
+    runner()
+    bare()
+    res = interleave(p["reps"], {"bare": bare, "runner": runner})
+    for name in ("bare", "runner"):
+        for t in res[name]:
+            if t.value != n:
+                raise RuntimeError(f"{name}: only {t.value}/{n} runs succeeded")
+    peaks = {
+        which: median(
+            [
+                _run_probe("probe_concurrency_rss", {**p, "which": which})["per_run_kib"]
+                for _ in range(2)
+            ]
+        )
+        for which in ("bare", "runner")
+    }
+    wb, wr = median(walls(res["bare"])), median(walls(res["runner"]))
+    cb, cr = median(cpus(res["bare"])), median(cpus(res["runner"]))
+    ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
+    return {
+        "aim": "report: runs/s and per-run overhead vs bare `anyio.run_process`",
+        "aim_met": None,
+        "summary": f"{n / wr:.0f} runs/s vs {n / wb:.0f} bare ({ratio:.2f}× the batch time); "
+        f"+{(cr - cb) / n * 1000:.2f} ms CPU per run; {peaks['runner']:.0f} KiB peak RSS per run",
+        "rows": [
+            row(
+                f"bare: {n} × `anyio.run_process` of the same command, one event loop",
+                n / wb,
+                "runs/s",
+                baseline=True,
+                note=f"batch {wb:.2f} s; CPU {cb / n * 1000:.2f} ms/run; peak RSS +{peaks['bare']:.0f} KiB/run",
+            ),
+            row(
+                f"coding-genesis: {n} concurrent `CodingGenesisAgent.run()`",
+                n / wr,
+                "runs/s",
+                ratio=ratio,
+                note=f"batch {wr:.2f} s; CPU {cr / n * 1000:.2f} ms/run "
+                f"(overhead +{(cr - cb) / n * 1000:.2f} ms CPU, +{(wr - wb) / n * 1000:.2f} ms wall per run); "
+                f"peak RSS +{peaks['runner']:.0f} KiB/run",
+                overhead_ms=(cr - cb) / n * 1000,
+                rss_kib=peaks["runner"],
+            ),
+        ],
+        "ratio_label": "× bare batch time",
+        "notes": [
+            "The short CLI is an `sh` script that reads its prompt, then `exec cat`s a real "
+            "5-line recording (a Bash tool call), so the runner's own cost shows rather than "
+            "Python's start-up. Ratio = batch wall time ÷ bare batch wall time (lower is "
+            f"better); {p['reps']} interleaved repetitions. Peak RSS per run = (peak RSS during "
+            "one batch − RSS before it) ÷ runs, each in a fresh process after one warm-up run.",
+        ],
+    }
+
+
+# -- 6. memory ----------------------------------------------------------------
+
+
+def probe_memory(p: Params) -> Result:
+    """In a fresh process: stream ``size`` bytes through the runner (or the bare
+    loop); report peak RSS.  Runs as its own worker so nothing else counts."""
+    which = p["which"]
+    repeat = p["body_repeat"]
+    env = {"BENCH_FAKE_FILES": stream_files(p, repeat)}
+    workdir = Path(p["workdir"])
+    cli = launcher(workdir)
+    lines = p["stream"]["head_lines"] + p["stream"]["body_lines"] * repeat + 1
+    if which == "bare":
+        import orjson
+
+        idle = rss_mib()
+        proc = subprocess.Popen(
+            [cli, *CLI_ARGS],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env={**os.environ, **env},
+        )
+        assert proc.stdout is not None
+        n = 0
+        t0 = time.perf_counter()
+        with proc.stdout:
+            for line in proc.stdout:
+                orjson.loads(line)
+                n += 1
+        proc.wait()
+        wall = time.perf_counter() - t0
+        if n != lines:
+            raise RuntimeError(f"bare read {n}/{lines} lines")
+    else:
+        import backends.claude  # noqa: F401
+        import coding_genesis  # noqa: F401
+
+        idle = rss_mib()
+        t0 = time.perf_counter()
+        _check_run(_agent(cli, env).run_sync(PROMPT), lines)
+        wall = time.perf_counter() - t0
+    return {"peak_mib": peak_rss_mib(), "idle_mib": idle, "wall": wall}
+
+
+def fig_memory(p: Params) -> Result:
+    body = Path(p["stream"]["body"]).stat().st_size
+    repeat = max(1, math.ceil(p["memory_bytes"] / body))
+    total = p["stream"]["size"] + body * (repeat - 1)
+    probes: dict[str, list[dict[str, Any]]] = {"bare": [], "runner": []}
+    for _ in range(p["memory_reps"]):
+        for which in ("bare", "runner"):
+            probes[which].append(
+                _run_probe("probe_memory", {**p, "which": which, "body_repeat": repeat})
+            )
+    peak_b = median([x["peak_mib"] for x in probes["bare"]])
+    peak_r = median([x["peak_mib"] for x in probes["runner"]])
+    idle_b = median([x["idle_mib"] for x in probes["bare"]])
+    idle_r = median([x["idle_mib"] for x in probes["runner"]])
+    biggest = p["stream"]["max_line"] / MIB
+    return {
+        "aim": "runner's peak RSS < 64 MiB",
+        "aim_met": peak_r < 64,
+        "summary": f"peak RSS {peak_r:.1f} MiB for {total / 2**30:.2f} GiB of stdout "
+        f"(bare loop {peak_b:.1f} MiB)",
+        "rows": [
+            row(
+                "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
+                peak_b,
+                "MiB",
+                baseline=True,
+                note=f"after imports {idle_b:.1f} MiB; {median([x['wall'] for x in probes['bare']]):.1f} s",
+            ),
+            row(
+                "coding-genesis: one `CodingGenesisAgent.run()`",
+                peak_r,
+                "MiB",
+                ratio=peak_r / peak_b,
+                note=f"after imports {idle_r:.1f} MiB (+{peak_r - idle_r:.1f} MiB while streaming); "
+                f"{median([x['wall'] for x in probes['runner']]):.1f} s",
+            ),
+        ],
+        "notes": [
+            f"{total / MIB:,.0f} MiB of stdout: the stream's body repeated {repeat}×; its longest "
+            f"line is {biggest:.1f} MiB, and a line must be held whole to be parsed, so the peak "
+            f"is about the imports plus ~2× the longest line, whatever the total. Each probe is a "
+            f"fresh process (VmHWM); medians of {p['memory_reps']}.",
+        ],
+    }
+
+
+def _run_probe(probe: str, p: Params) -> dict[str, Any]:
+    """Run a probe in a fresh worker process (its peak RSS is its own)."""
+    out = Path(p["workdir"]) / f"{probe}-{p['which']}.json"
+    params = Path(p["workdir"]) / f"{probe}-{p['which']}-params.json"
+    params.write_text(json.dumps(p))
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.worker", probe, str(params), str(out)],
+        check=True,
+        cwd=HERE.parent,
+    )
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+# -- 7. start-up --------------------------------------------------------------
+
+
+def _genesis() -> list[str]:
+    script = Path(sys.executable).with_name("genesis")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "coding_genesis.cli"]
+
+
+def _importtime() -> tuple[float, list[tuple[str, float]]]:
+    """``-X importtime``: the package's cumulative ms, and the heaviest top-level
+    packages it pulls in (cumulative ms of each package's own first import)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import coding_genesis"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    total = math.nan
+    packages: dict[str, float] = {}
+    for line in out.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if not m:
+            continue
+        cumulative, depth, name = int(m.group(2)) / 1000, len(m.group(3)), m.group(4)
+        if name == "coding_genesis" and depth == 1:
+            total = cumulative
+        elif "." not in name and not name.startswith("_"):
+            packages[name] = max(packages.get(name, 0.0), cumulative)
+    top = sorted(packages.items(), key=lambda x: -x[1])
+    return total, top[:6]
+
+
+def fig_startup(p: Params) -> Result:
+    genesis = _genesis()
+    env = dict(os.environ)
+
+    def cmd(argv: list[str]) -> Callable[[], int]:
+        def go() -> int:
+            return subprocess.run(argv, capture_output=True, env=env, check=False).returncode
+
+        return go
+
+    variants = {
+        "python": cmd([sys.executable, "-c", "pass"]),
+        "import": cmd([sys.executable, "-c", "import coding_genesis"]),
+        "genesis": cmd([*genesis, "run", "--backend", "failer", "hello"]),
+    }
+    for fn in variants.values():
+        fn()
+    res = interleave(p["startup_reps"], variants)
+    if any(t.value != 0 for t in res["genesis"]):
+        raise RuntimeError("genesis run --backend failer hello failed")
+    base = walls(res["python"])
+    imports = [_importtime() for _ in range(3)]
+    import_ms = median([t for t, _ in imports])
+    top = imports[-1][1]
+    return {
+        "aim": "report: start-up and import time",
+        "aim_met": None,
+        "summary": f"`genesis run --backend failer hello` {median(walls(res['genesis'])) * 1000:.0f} ms "
+        f"({paired_ratio(walls(res['genesis']), base):.1f}× `python -c pass`); "
+        f"`import coding_genesis` {import_ms:.0f} ms",
+        "rows": [
+            row("`python -c pass`", median(base) * 1000, "ms", baseline=True),
+            row(
+                "`python -c 'import coding_genesis'`",
+                median(walls(res["import"])) * 1000,
+                "ms",
+                ratio=paired_ratio(walls(res["import"]), base),
+                note=f"`-X importtime`: {import_ms:.0f} ms cumulative; heaviest: "
+                + ", ".join(f"{n} {c:.0f} ms" for n, c in top[:5]),
+            ),
+            row(
+                "`genesis run --backend failer hello`",
+                median(walls(res["genesis"])) * 1000,
+                "ms",
+                ratio=paired_ratio(walls(res["genesis"]), base),
+                note="two interpreters: the CLI, then the embedded failer it supervises",
+            ),
+        ],
+        "notes": [f"Wall time of each command, {p['startup_reps']} interleaved repetitions."],
+    }
+
+
+PROBES: dict[str, Callable[[Params], Result]] = {
+    "probe_memory": probe_memory,
+    "probe_concurrency_rss": probe_concurrency_rss,
+}
+
+FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
+    "parser": ("1. Parser vs the limit", fig_parser),
+    "e2e": ("2. End to end vs the limit", fig_e2e),
+    "sdk": ("3. Against claude-agent-sdk", fig_sdk),
+    "stop": ("4. Stop precision", fig_stop),
+    "concurrency": ("5. Concurrency", fig_concurrency),
+    "memory": ("6. Memory", fig_memory),
+    "startup": ("7. Start-up", fig_startup),
+}
