@@ -477,17 +477,19 @@ class CodingGenesisAgent:
         translate = translator.translate
         add = tally.add
 
-        def sink(objs: list[dict[str, Any]]) -> bool:
+        def sink(obj: dict[str, Any]) -> bool:
+            events = translate(obj)
+            if not events:
+                return False
             terminal = False
             publish = bus.has_listeners
-            for obj in objs:
-                for event in translate(obj):
-                    if add(event):
-                        terminal = True
-                    if publish:
-                        if redactor.active:
-                            event.data = redactor.deep(event.data)
-                        bus.publish(event, run_id)
+            for event in events:
+                if add(event):
+                    terminal = True
+                if publish:
+                    if redactor.active:
+                        event.data = redactor.deep(event.data)
+                    bus.publish(event, run_id)
             return terminal
 
         def spawned(pid: int) -> None:

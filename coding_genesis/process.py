@@ -326,7 +326,10 @@ def _reap_orphan_zombies(since: float) -> None:
             continue
 
 
-ObjectSink = Callable[[list[dict[str, Any]]], bool]
+#: Receives each parsed stdout object as soon as its line is parsed; returns
+#: True for the CLI's terminal event.  One call per object, no list per chunk:
+#: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
+ObjectSink = Callable[[dict[str, Any]], bool]
 
 
 async def run_process(
@@ -343,8 +346,8 @@ async def run_process(
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
-    ``sink`` receives the parsed objects of each stdout chunk and returns True
-    once the CLI's terminal event has been seen (which starts the linger clock).
+    ``sink`` receives each parsed stdout object and returns True for the
+    CLI's terminal event (which starts the linger clock).
     Never raises for process failures: they are in the outcome.  Re-raises
     cancellation after the tree is stopped and reaped.
     """
@@ -389,13 +392,17 @@ async def run_process(
         if readers_left == 0:
             readers_done.set()
 
-    def feed(objs: list[dict[str, Any]]) -> None:
-        nonlocal terminal_at, wake
+    sink_errors = 0
+
+    def feed(obj: dict[str, Any]) -> None:
+        nonlocal terminal_at, sink_errors
         try:
-            terminal = sink(objs)
+            terminal = sink(obj)
         except Exception:
-            log.exception("event sink failed on a chunk of %d objects; skipped", len(objs))
-            parser.skipped += len(objs)
+            if not sink_errors:
+                log.exception("event sink failed on an object; skipped (logged once per run)")
+            sink_errors += 1
+            parser.skipped += 1
             return
         if terminal and terminal_at is None:
             terminal_at = anyio.current_time()
@@ -406,6 +413,7 @@ async def run_process(
         assert proc.stdout is not None
         receive = proc.stdout.receive
         size = config.read_size
+        feed_each = parser.feed_each
         try:
             while True:
                 chunk = await receive(size)
@@ -413,14 +421,11 @@ async def run_process(
                 outcome.stdout_bytes += len(chunk)
                 if stdout_tap is not None:
                     stdout_tap(chunk)
-                objs = parser.feed(chunk)
-                if objs:
-                    feed(objs)
+                feed_each(chunk, feed)
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             outcome.stdout_eof = True
-        objs = parser.close()
-        if objs:
-            feed(objs)
+        for obj in parser.close():
+            feed(obj)
         reader_finished()
 
     async def drain_stderr() -> None:
