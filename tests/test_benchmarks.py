@@ -1,0 +1,111 @@
+"""The benchmark harness's moving parts still work (no speed is asserted here).
+
+The smoke run itself (``python -m benchmarks --smoke``, 40-60 s on two busy
+cores) is too slow for the test suite; ``.ci/run`` runs it after the tests,
+and it is what exercises the fake CLI against claude-agent-sdk (importing the
+SDK alone takes seconds).  These check, in under a second each, what would
+make it rot: the deterministic workload, the fake CLI streaming it through the
+runner, and the report rendering every state of a figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from benchmarks import data
+from benchmarks.figures import PROMPT, launcher
+from benchmarks.run import render_markdown, render_text
+from coding_genesis import CodingGenesisAgent
+
+
+def _stream(tmp_path: Path) -> data.Stream:
+    return data.generate(tmp_path / "stream", 300, big_mib=(0.25,), seed=5)
+
+
+def test_workload_is_deterministic_and_well_formed(tmp_path: Path) -> None:
+    stream = _stream(tmp_path)
+    again = data.generate(tmp_path / "again", 300, big_mib=(0.25,), seed=5)
+    raw = stream.read()
+    assert raw == again.read()
+    lines = raw.splitlines()
+    assert len(lines) == stream.lines
+    assert stream.size == len(raw)
+    objs = [orjson.loads(line) for line in lines]
+    assert objs[0]["type"] == "system" and objs[-1]["type"] == "result"
+    assert {o["type"] for o in objs[1:-1]} <= {"assistant", "user"}
+    assert max(len(line) + 1 for line in lines) == stream.max_line >= 256 * 1024
+
+
+def test_correctness_lines_are_what_they_claim(tmp_path: Path) -> None:
+    assert len(data.line_with("big", 300_000)) >= 300_000
+    orjson.loads(data.line_with("big", 300_000))
+    for kind in ("invalid_utf8", "broken"):
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(data.line_with(kind))
+    with pytest.raises(ValueError):
+        data.line_with("nope")
+
+
+def test_fake_cli_streams_through_the_runner(tmp_path: Path) -> None:
+    stream = _stream(tmp_path)
+    agent = CodingGenesisAgent(
+        "claude",
+        cli_path=launcher(tmp_path),
+        env={"BENCH_FAKE_FILES": stream.files(body_repeat=2)},
+        timeout=30,
+    )
+    result = agent.run_sync(PROMPT)
+    assert result["status"] == 0, result["message"]
+    assert result["lines"] == stream.lines + stream.body_lines
+    assert result["skipped_lines"] == 0
+    assert result["message"] == "Done: the benchmark stream is complete."
+
+
+def test_reports_render_every_state() -> None:
+    report = {
+        "mode": "smoke",
+        "date": "2026-01-01T00:00:00+00:00",
+        "duration_s": 1.0,
+        "command": "python -m benchmarks --smoke",
+        "machine": {
+            k: "x"
+            for k in (
+                "cpu",
+                "cores",
+                "memory_gib",
+                "os",
+                "python",
+                "coding_genesis",
+                "orjson",
+                "anyio",
+                "psutil",
+                "pydantic",
+                "claude-agent-sdk",
+                "load_average",
+            )
+        },
+        "stream": {"lines": 3, "mib": 0.1, "longest_mib": 0.1},
+        "figures": {
+            "parser": {
+                "title": "1. Parser",
+                "aim": "≤ 1.25×",
+                "aim_met": True,
+                "summary": "fine",
+                "rows": [
+                    {"what": "bare", "value": 1.0, "unit": "s", "baseline": True, "note": ""},
+                    {"what": "ours", "value": 1.1, "unit": "s", "ratio": 1.1, "note": "n"},
+                ],
+            },
+            "sdk": {"title": "3. SDK", "skipped": "not installed"},
+            "stop": {"title": "4. Stop", "error": "worker exited with 1:\nboom"},
+        },
+    }
+    md = render_markdown(report, before=report, before_label="earlier")
+    assert "| 1. Parser | fine | ≤ 1.25× | yes |" in md
+    assert "Skipped: not installed" in md
+    assert "boom" in md
+    assert "## Before and after the fixes" in md
+    assert "1.10×" in render_text(report)
