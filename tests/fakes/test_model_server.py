@@ -35,6 +35,7 @@ from tests.fakes.real_cli import (
     claude_run,
     clean_env,
     codex_run,
+    find_cli,
     kill_marked,
     marked_processes,
 )
@@ -343,6 +344,22 @@ def test_context_manager() -> None:
         http_request(server.url, "HEAD", "/")
 
 
+def test_find_cli_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GENESIS_CLAUDE_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert find_cli("claude", "GENESIS_CLAUDE_PATH", tmp_path) is None
+    tools = tmp_path / ".tools" / "node_modules" / ".bin"
+    tools.mkdir(parents=True)
+    (tools / "claude").write_text("#!/bin/sh\n")
+    (tools / "claude").chmod(0o755)
+    assert find_cli("claude", "GENESIS_CLAUDE_PATH", tmp_path) == str(tools / "claude")
+    other = tmp_path / "my-claude"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("GENESIS_CLAUDE_PATH", str(other))
+    assert find_cli("claude", "GENESIS_CLAUDE_PATH", tmp_path) == str(other)
+
+
 def test_clean_env_strips_parent_session() -> None:
     env = clean_env(
         {
@@ -503,6 +520,13 @@ def test_claude_sleep_tool_then_kill_the_tree(
         assert proc.pid in marked and sleeper in marked
         # The tool shell runs in a session of its own: killing the CLI's group misses it.
         assert os.getsid(sleeper) != os.getsid(proc.pid)
+        try:
+            import psutil
+        except ImportError:
+            pass
+        else:
+            assert psutil.Process(sleeper).cmdline() == ["sleep", "600"]
+            assert sleeper in {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
