@@ -101,6 +101,12 @@ class CodingGenesisAgent:
     outcome (success, failure, timeout, crash, cancellation).  A request made
     while ``BUSY`` is answered at once with status 75 and starts nothing.
 
+    ``retry=`` (a :class:`~coding_genesis.retry.RetryPolicy`, "default" or a
+    number of retries) retries failures per category, resuming the CLI session;
+    without it a request is one attempt.  ``circuit_breaker=`` makes the agent
+    ``DEGRADED`` (status 69 at once) after repeated failures no retry fixes
+    (CLI missing, auth) until a cooldown passes and a probe succeeds.
+
     Every state change and every normalized run event is published to
     :meth:`subscribe` callbacks and :meth:`events` streams.
     """
