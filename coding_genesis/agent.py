@@ -531,7 +531,13 @@ class CodingGenesisAgent:
                     ),
                     run_id,
                 )
-                return result.model_copy(update={"retry_count": retries, "retry_history": history})
+                return result.model_copy(
+                    update={
+                        "retry_count": retries,
+                        "attempts": retries + 1,
+                        "retry_history": history,
+                    }
+                )
             if result.failure is None:
                 result = self._classified(result)
             failure = result.failure or {}
@@ -594,7 +600,11 @@ class CodingGenesisAgent:
             history.append(entry)
             bus.publish(Event(EventKind.ATTEMPT, {"phase": "finished", **entry}), run_id)
             if not retrying:
-                update: dict[str, Any] = {"retry_count": retries, "retry_history": history}
+                update: dict[str, Any] = {
+                    "retry_count": retries,
+                    "attempts": retries + 1,
+                    "retry_history": history,
+                }
                 if decision.action is Action.ESCALATE:
                     update["escalation"] = escalation_record(
                         run_id=run_id,

@@ -13,7 +13,7 @@ Feature: Retry and recovery
     When the agent runs "/fail-then-succeed 2"
     Then the run succeeded on attempt 3
     And the answer is the failer's success body "Succeeded after 2 failures" with retry_count 3
-    And the response has retry_count 2 and a history of 2 "network" failures with action "retry"
+    And the response has retry_count 2, attempts 3 and a history of 2 "network" failures with action "retry"
     And the retries waited 1, 2 seconds of virtual time
     And every retry resumed the session of the first attempt
     And every attempt was published as an event

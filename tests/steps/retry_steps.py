@@ -336,13 +336,16 @@ def failer_success_body(retry_world: RetryWorld, message: str, count: int) -> No
 
 @then(
     parsers.parse(
-        'the response has retry_count {count:d} and a history of {n:d} "{category}" '
+        'the response has retry_count {count:d}, attempts {attempts:d} and a history of {n:d} "{category}" '
         'failures with action "{action}"'
     )
 )
-def history_of(retry_world: RetryWorld, count: int, n: int, category: str, action: str) -> None:
+def history_of(
+    retry_world: RetryWorld, count: int, attempts: int, n: int, category: str, action: str
+) -> None:
     response = retry_world.response
     assert response["retry_count"] == count
+    assert response["attempts"] == attempts
     history = response["retry_history"]
     assert [e["attempt"] for e in history] == list(range(1, n + 1))
     assert {e["category"] for e in history} == {category}
