@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["as_int", "preview", "str_list"]
@@ -17,7 +17,7 @@ def preview(value: Any, limit: int = _PREVIEW) -> str:
     if isinstance(value, list):
         parts = []
         for item in value:
-            if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
                 parts.append(item["text"])
             elif isinstance(item, str):
                 parts.append(item)

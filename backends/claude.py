@@ -6,7 +6,7 @@ newlines or NUL-free megabytes, and never be read as a flag.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from coding_genesis.backend import CommandSpec, RunRequest
@@ -75,7 +75,11 @@ class ClaudeBackend:
 
 
 class ClaudeTranslator:
-    """claude stream-json lines to normalized events."""
+    """claude stream-json lines to normalized events.
+
+    Runs once per line on the hot path: parsed JSON objects are plain dicts, so
+    the type checks are against ``dict`` (an ABC check costs several times more).
+    """
 
     __slots__ = ("_tool_names",)
 
@@ -124,12 +128,12 @@ class ClaudeTranslator:
 
     def _assistant(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")
-        content = message.get("content") if isinstance(message, Mapping) else None
+        content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
         for block in content:
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
             btype = block.get("type")
             if btype == "text":
@@ -141,19 +145,19 @@ class ClaudeTranslator:
                 tool_input = block.get("input")
                 data: dict[str, Any] = {"id": tool_id, "name": name, "input": tool_input}
                 key = _FILE_TOOLS.get(name)
-                if key and isinstance(tool_input, Mapping) and isinstance(tool_input.get(key), str):
+                if key and isinstance(tool_input, dict) and isinstance(tool_input.get(key), str):
                     data["files"] = [tool_input[key]]
                 events.append(Event(EventKind.TOOL_CALL, data))
         return events
 
     def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")
-        content = message.get("content") if isinstance(message, Mapping) else None
+        content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
         for block in content:
-            if isinstance(block, Mapping) and block.get("type") == "tool_result":
+            if isinstance(block, dict) and block.get("type") == "tool_result":
                 tool_id = str(block.get("tool_use_id") or "")
                 events.append(
                     Event(

@@ -90,6 +90,7 @@ class RunTally:
     """Folds normalized events into what the response needs; holds no event."""
 
     __slots__ = (
+        "_paths_seen",
         "api_error_status",
         "cli_retries",
         "cost_usd",
@@ -119,6 +120,7 @@ class RunTally:
         self.failed_tools: list[str] = []
         self.last_successful_tool: str | None = None
         self.files: dict[str, None] = {}
+        self._paths_seen: set[str] = set()
         self.last_text: str | None = None
         self.usage: dict[str, Any] | None = None
         self.cost_usd: float | None = None
@@ -186,6 +188,9 @@ class RunTally:
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:
             return
+        if path in self._paths_seen:  # relpath() is slow; the same files come back
+            return
+        self._paths_seen.add(path)
         if os.path.isabs(path):
             try:
                 rel = os.path.relpath(path, self.cwd)
