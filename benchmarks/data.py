@@ -116,6 +116,19 @@ class Stream:
         """The ``BENCH_FAKE_FILES`` value that makes the fake CLI send this stream."""
         return f"{self.head}\n{self.body}*{body_repeat}\n{self.tail}"
 
+    def params(self) -> dict[str, Any]:
+        """JSON-ready description, as the figures take it."""
+        return {
+            "head": str(self.head),
+            "body": str(self.body),
+            "tail": str(self.tail),
+            "lines": self.lines,
+            "size": self.size,
+            "body_lines": self.body_lines,
+            "head_lines": 1,
+            "max_line": self.max_line,
+        }
+
     def read(self) -> bytes:
         return self.head.read_bytes() + self.body.read_bytes() + self.tail.read_bytes()
 

@@ -44,7 +44,8 @@ MODES: dict[str, dict[str, Any]] = {
         "stop_grace": 0.2,
         "concurrent": 200,
         "memory_bytes": 1024 * MIB,
-        "memory_reps": 3,
+        "memory_plain_events": 50_000,
+        "memory_reps": 2,
         "startup_reps": 15,
     },
     "smoke": {
@@ -57,6 +58,7 @@ MODES: dict[str, dict[str, Any]] = {
         "stop_grace": 0.1,
         "concurrent": 50,
         "memory_bytes": 64 * MIB,
+        "memory_plain_events": 10_000,
         "memory_reps": 1,
         "startup_reps": 3,
     },
@@ -79,19 +81,6 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--before-label", default="before", help="what the earlier run was")
     return ap.parse_args(argv)
-
-
-def _stream_params(stream: data.Stream) -> dict[str, Any]:
-    return {
-        "head": str(stream.head),
-        "body": str(stream.body),
-        "tail": str(stream.tail),
-        "lines": stream.lines,
-        "size": stream.size,
-        "body_lines": stream.body_lines,
-        "head_lines": 1,
-        "max_line": stream.max_line,
-    }
 
 
 def _run_figure(name: str, params: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -149,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         base = {
             "smoke": mode == "smoke",
             "workdir": str(workdir),
-            "stream": _stream_params(stream),
+            "stream": stream.params(),
             **{k: v for k, v in cfg.items() if k not in ("reps", "big_mib")},
         }
         for name in names:
@@ -353,8 +342,10 @@ def _before_after(report: dict[str, Any], before: dict[str, Any], label: str) ->
         if not old or "rows" not in old or "rows" not in res:
             continue
         label_r = res.get("ratio_label", "×")
-        for new_row, old_row in zip(res["rows"], old["rows"], strict=False):
-            if new_row.get("baseline"):
+        old_rows = {r["what"]: r for r in old["rows"]}
+        for new_row in res["rows"]:
+            old_row = old_rows.get(new_row["what"])
+            if old_row is None or new_row.get("baseline"):
                 continue
             out.append(
                 f"| {res['title']} | {new_row['what']} | {_fmt(old_row['value'], old_row['unit'])} "
