@@ -291,23 +291,54 @@ def fig_e2e(p: Params) -> Result:
         proc.wait()
         return n
 
+    def bare_wide() -> int:
+        """The best a bare reader can do: a 1 MiB pipe read 1 MiB at a time."""
+        r, w = os.pipe()
+        with contextlib.suppress(ImportError, AttributeError, OSError):
+            import fcntl
+
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, MIB)
+        proc = subprocess.Popen(
+            [cli, *CLI_ARGS], stdin=subprocess.DEVNULL, stdout=w, env={**os.environ, **env}
+        )
+        os.close(w)
+        n = 0
+        held = bytearray()
+        try:
+            while chunk := os.read(r, MIB):
+                end = chunk.rfind(b"\n")
+                if end < 0:
+                    held += chunk
+                    continue
+                held += memoryview(chunk)[:end]
+                for line in held.split(b"\n"):
+                    loads(line)
+                    n += 1
+                held = bytearray(memoryview(chunk)[end + 1 :])
+        finally:
+            os.close(r)
+        proc.wait()
+        return n
+
     def runner() -> dict[str, Any]:
         result: dict[str, Any] = _agent(cli, env).run_sync(PROMPT)
         return result
 
-    if bare() != lines:
-        raise RuntimeError("bare baseline did not read the stream")
+    if bare() != lines or bare_wide() != lines:
+        raise RuntimeError("a bare baseline did not read the stream")
     _check_run(runner(), lines)
-    res = interleave(p["reps"], {"bare": bare, "runner": runner})
+    res = interleave(p["reps"], {"bare": bare, "runner": runner, "bare_wide": bare_wide})
     for t in res["runner"]:
         _check_run(t.value, lines)
     ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
     cpu_ratio = paired_ratio(cpus(res["runner"]), cpus(res["bare"]))
+    wide_ratio = paired_ratio(walls(res["runner"]), walls(res["bare_wide"]))
     mib = p["stream"]["size"] / MIB
     return {
         "aim": "`CodingGenesisAgent` ≤ 1.5× a bare subprocess read (wall)",
         "aim_met": ratio <= 1.5,
-        "summary": f"runner {ratio:.2f}× bare wall time ({cpu_ratio:.2f}× its CPU)",
+        "summary": f"runner {ratio:.2f}× bare wall time ({cpu_ratio:.2f}× its CPU); "
+        f"{wide_ratio:.2f}× a bare reader with the same 1 MiB pipe",
         "rows": [
             row(
                 "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
@@ -322,13 +353,25 @@ def fig_e2e(p: Params) -> Result:
                 "s",
                 ratio=ratio,
                 note=f"CPU {median(cpus(res['runner'])):.2f} s ({cpu_ratio:.2f}×); "
-                f"{mib / median(walls(res['runner'])):.0f} MiB/s",
+                f"{mib / median(walls(res['runner'])):.0f} MiB/s; "
+                f"{wide_ratio:.2f}× the 1 MiB-pipe bare reader below",
+            ),
+            row(
+                "bare, best case: a 1 MiB pipe, `os.read` 1 MiB at a time, split, `orjson.loads`",
+                median(walls(res["bare_wide"])),
+                "s",
+                ratio=paired_ratio(walls(res["bare_wide"]), walls(res["bare"])),
+                note=f"CPU {median(cpus(res['bare_wide'])):.2f} s; "
+                f"{mib / median(walls(res['bare_wide'])):.0f} MiB/s",
             ),
         ],
         "notes": [
             f"The fake CLI (`benchmarks/fakecli.py`) `sendfile`s {lines:,} lines ({mib:.0f} MiB) "
-            f"to its stdout; both sides start the same program. {p['reps']} interleaved repetitions; "
-            "CPU is this process's only (the fake's is the same on both sides).",
+            f"to its stdout; every side starts the same program. {p['reps']} interleaved "
+            "repetitions; CPU is this process's only (the fake's is the same on every side). "
+            "The aim is against the first row, the plain `for line in proc.stdout` loop (8 KiB "
+            "buffered reads from a 64 KiB pipe); the last row is the limit a reader can reach "
+            "with the runner's own pipe settings.",
         ],
     }
 
