@@ -8,7 +8,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,3 +161,14 @@ def is_reaped(pid: int) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE or proc.ppid() != os.getpid()
     except psutil.NoSuchProcess:
         return True
+
+
+async def poll_until(predicate: Callable[[], bool], limit: float = 30.0) -> bool:
+    """Check ``predicate`` every 50 ms for up to ``limit`` seconds (the process
+    table has no event to wait on); return its last value."""
+    import anyio
+
+    with anyio.move_on_after(limit):
+        while not predicate():  # noqa: ASYNC110 - polling the process table
+            await anyio.sleep(0.05)
+    return predicate()
