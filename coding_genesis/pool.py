@@ -24,6 +24,7 @@ from .agent import CodingGenesisAgent, _running_event_loop
 from .errors import AgentUsageError, ConfigError
 from .failures import classify
 from .result import RunResult
+from .retry import RetryPolicy
 from .states import Status
 
 __all__ = [
@@ -43,7 +44,16 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis.pool")
 
-_AGENT_FIELDS = ("timeout", "idle_timeout", "grace", "cwd", "model", "cli_path", "name")
+_AGENT_FIELDS = (
+    "timeout",
+    "idle_timeout",
+    "grace",
+    "cwd",
+    "model",
+    "cli_path",
+    "name",
+    "retry",
+)
 
 
 class RunSpec(BaseModel):
@@ -70,6 +80,9 @@ class RunSpec(BaseModel):
     options: dict[str, Any] | None = None
     resume: str | None = None
     request_key: str | None = None
+    #: The agent's retry policy: a RetryPolicy, "default", a number of retries,
+    #: or its fields as a dict (None: one attempt).  It runs where the run runs.
+    retry: RetryPolicy | int | str | None = None
 
     def agent_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :class:`CodingGenesisAgent` (defaults left out)."""

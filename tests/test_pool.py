@@ -11,6 +11,7 @@ import pytest
 
 from coding_genesis import AgentUsageError, ConfigError
 from coding_genesis.pool import InvalidRequest, RunSpec, run_many, run_many_sync
+from coding_genesis.retry import RetryPolicy
 from tests.support import FakeCLI, marked_processes, poll_until
 
 pytestmark = pytest.mark.anyio
@@ -214,3 +215,45 @@ def test_run_spec_is_frozen_and_picklable() -> None:
         spec.prompt = "other"  # type: ignore[misc]
     assert spec.agent_kwargs() == {"extra_args": ("-x",)}
     assert spec.run_kwargs() == {"resume": None, "options": {"max_turns": 3}, "request_key": None}
+
+
+def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
+    """Fails once (a network-like failure), then succeeds; retried after 0.05 s."""
+    policy = RetryPolicy.default().with_category("network", base_delay_s=0.05)
+    return RunSpec(
+        prompt="/fail-then-succeed 1",
+        backend="failer",
+        name=name,
+        grace=0.5,
+        options={"state_dir": str(tmp_path / name)},
+        retry=policy,
+    )
+
+
+async def test_the_agent_retry_policy_runs_inside_each_run(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    specs = [
+        quick_retry_spec(tmp_path, "r0"),
+        RunSpec(
+            prompt="/fail-then-succeed 1",
+            backend="failer",
+            name="r1",
+            options={"state_dir": str(tmp_path / "r1")},
+        ),
+    ]
+    results = await run_many(specs, concurrency=2, on_event=events.append)
+    assert (results[0]["status"], results[0]["retry_count"]) == (0, 1)
+    assert results[0]["retry_history"][0]["category"] == "network"
+    assert (results[1]["status"], results[1]["retry_count"]) == (1, 0), "no policy: one attempt"
+    attempts = [e for e in events if e["type"] == "attempt"]
+    assert attempts and {e["index"] for e in attempts} == {0}
+
+
+def test_retry_policies_validate_from_json() -> None:
+    spec = RunSpec.model_validate({"prompt": "x", "backend": "failer", "retry": 2})
+    assert spec.agent_kwargs() == {"retry": 2}
+    spec = RunSpec.model_validate(
+        {"prompt": "x", "backend": "failer", "retry": {"deadline_s": 60, "resume": False}}
+    )
+    assert isinstance(spec.retry, RetryPolicy)
+    assert (spec.retry.deadline_s, spec.retry.resume) == (60, False)

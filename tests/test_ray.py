@@ -14,7 +14,7 @@ import pytest
 from coding_genesis import ConfigError
 from coding_genesis.pool import RunSpec, run_many
 from tests.support import FakeCLI, marked_processes, poll_until
-from tests.test_pool import check_events, check_mixed, mixed_specs
+from tests.test_pool import check_events, check_mixed, mixed_specs, quick_retry_spec
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -168,3 +168,13 @@ def test_cli_run_many_on_ray(
     assert [(r["index"], r["status"]) for r in results] == [(0, 0), (1, 1), (2, 64)]
     assert len([line for line in err.splitlines() if line.startswith("[")]) == 3
     assert ray.is_initialized()
+
+
+async def test_our_retry_policy_runs_inside_the_ray_task(cluster: None, tmp_path: Path) -> None:
+    """Ray's retries are off; the agent's policy retries within the task."""
+    events: list[dict[str, Any]] = []
+    results = await RayRunner().run_many(
+        [quick_retry_spec(tmp_path, "ray-r0")], on_event=events.append
+    )
+    assert (results[0]["status"], results[0]["retry_count"]) == (0, 1)
+    assert [e["phase"] for e in events if e["type"] == "attempt"].count("started") == 2

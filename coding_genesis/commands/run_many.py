@@ -21,7 +21,8 @@ examples:
 
 each input line is a JSON object with at least "prompt" and "backend"; optional:
   timeout, idle_timeout, grace, cwd, model, cli_path, name, env, extra_args,
-  options, resume, request_key.  Blank lines are skipped.
+  options, resume, request_key, retry ("default", a number, or a policy object).
+  Blank lines are skipped.
 stdout: one JSON result per request, in input order, each with its "index"
 (0-based among the non-blank lines).  A bad line gets a failure result (status 64).
 exit code: 0 when every run succeeded, 1 when any failed, 64 for a usage error,
