@@ -261,7 +261,8 @@ async def run_many(
     request, in input order, each with its ``index``.
 
     ``executor`` is ``"local"`` (this machine), ``"ray"`` (a default
-    :class:`~coding_genesis.integrations.ray.RayRunner`) or any :class:`Executor`.
+    :class:`~coding_genesis.integrations.ray.RayRunner`: the Ray already
+    initialised, else a local cluster left running) or any :class:`Executor`.
     ``on_event`` gets every run event tagged with ``index``; ``on_result`` gets
     each result as its run finishes.  A failing callback is logged and ignored.
     """

@@ -178,3 +178,27 @@ async def test_our_retry_policy_runs_inside_the_ray_task(cluster: None, tmp_path
     )
     assert (results[0]["status"], results[0]["retry_count"]) == (0, 1)
     assert [e["phase"] for e in events if e["type"] == "attempt"].count("started") == 2
+
+
+async def test_a_task_cancelled_by_someone_else_is_answered(
+    cluster: None, fake_claude: FakeCLI, tmp_path: Path
+) -> None:
+    """ray.cancel from outside the batch: that request answers 130, the others go on."""
+    submitted: dict[int, Any] = {}
+
+    class Recording(RayRunner):
+        def submit(self, spec: RunSpec, index: int = 0, *, events: bool = True) -> Any:
+            submitted[index] = super().submit(spec, index, events=events)
+            return submitted[index]
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "session" and event["index"] == 0:
+            ray.cancel(submitted[0])
+
+    results = await Recording().run_many(
+        [sticky_tree_script(fake_claude), RunSpec(prompt="hello", backend="failer")],
+        concurrency=2,
+        on_event=on_event,
+    )
+    assert [(r["status"], r["error"]) for r in results] == [(130, "cancelled"), (0, None)]
+    assert marked_processes([fake_claude.mark]) == []

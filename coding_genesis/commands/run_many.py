@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -129,7 +130,10 @@ def handle(args: argparse.Namespace) -> int:
             runner = RayRunner(
                 num_cpus=DEFAULT_NUM_CPUS if args.num_cpus is None else args.num_cpus,
                 address=args.ray_address,
-                init_kwargs={"include_dashboard": False} if args.ray_address is None else {},
+                # A local cluster of our own needs no dashboard; a remote one takes no such option.
+                init_kwargs={}
+                if args.ray_address or os.environ.get("RAY_ADDRESS")
+                else {"include_dashboard": False},
             )
         except (ConfigError, ImportError) as exc:
             print(f"genesis run-many: error: {exc}", file=sys.stderr)

@@ -207,6 +207,14 @@ class RayRunner:
         except anyio.get_cancelled_exc_class():
             await self._cancel(ray, generator)
             raise
+        except ray.exceptions.TaskCancelledError:
+            return failure_result(
+                index,
+                "the ray task was cancelled outside this batch; its process tree was stopped",
+                status=Status.CANCELLED,
+                error="cancelled",
+                backend=spec.backend,
+            )
         except ray.exceptions.RayError as exc:
             log.warning("ray task of request %d failed: %s", index, exc)
             return failure_result(
