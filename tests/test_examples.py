@@ -8,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import SUBREAPER_WRAPPER
+
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
 README = (ROOT / "README.md").read_text()
 
 
 def run_example(name: str, timeout: float = 60) -> str:
+    # Under a subreaper of its own: the processes of the example's Ray cluster
+    # outlive it briefly, and must not become children of this test process.
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, "-c", SUBREAPER_WRAPPER, sys.executable, str(EXAMPLES / name)],
         capture_output=True,
         text=True,
         timeout=timeout,

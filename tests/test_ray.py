@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 
 from coding_genesis import ConfigError
 from coding_genesis.pool import RunSpec, run_many
-from tests.support import FakeCLI, marked_processes, poll_until
+from tests.support import RAY_MARK_ENV, FakeCLI, marked_processes, poll_until, wait_ended
 from tests.test_pool import check_events, check_mixed, mixed_specs, quick_retry_spec
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -30,16 +32,24 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-    )
+    mark = uuid.uuid4().hex
+    os.environ[RAY_MARK_ENV] = mark  # inherited by every process of the cluster
+    try:
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+        )
+    finally:
+        del os.environ[RAY_MARK_ENV]
     try:
         yield
     finally:
+        processes = marked_processes([mark], env_names=(RAY_MARK_ENV,))
         ray.shutdown()
+        left = wait_ended(processes)
+        assert not left, f"ray processes still running after shutdown: {left}"
 
 
 def sticky_tree_script(fake: FakeCLI) -> RunSpec:
