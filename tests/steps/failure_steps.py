@@ -1,0 +1,1 @@
+"""Step definitions for tests/features/failures.feature (placeholder)."""
