@@ -561,7 +561,7 @@ class CodingGenesisAgent:
             "lines": outcome.lines,
             "tool_calls": tally.tool_calls,
             "tool_usage": dict(tally.tool_usage),
-            "files_modified": list(tally.files),
+            "files_modified": redactor.deep(list(tally.files)),
             "last_successful_tool": tally.last_successful_tool,
             "session_id": tally.session_id,
             "model": tally.model,

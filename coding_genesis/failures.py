@@ -314,7 +314,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
         C.NETWORK,
         re.compile(
             r"stream disconnected|connection (?:refused|reset|error|closed|aborted)|"
-            r"econn(?:refused|reset|aborted)|enotfound|eai_again|etimedout|getaddrinfo|"
+            r"\beconn(?:refused|reset|aborted)\b|\benotfound\b|\beai_again\b|\betimedout\b|getaddrinfo|"
             r"network (?:error|is unreachable)|reconnecting|socket hang up|fetch failed|"
             r"request timed out|connection timed out|temporary failure in name resolution|"
             r"broken pipe",
@@ -325,7 +325,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
         C.TOOL_ERROR,
         re.compile(
             r"modulenotfounderror|no module named|importerror|command not found|"
-            r"permission denied|eacces|enoent|not installed|executable file not found",
+            r"permission denied|\beacces\b|\benoent\b|not installed|executable file not found",
             re.I,
         ),
     ),

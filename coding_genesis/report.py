@@ -26,7 +26,14 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .failures import RETRYABLE, Classification, Evidence, FailureCategory, classify_evidence
+from .failures import (
+    LAST_RESORT_MESSAGES,
+    RETRYABLE,
+    Classification,
+    Evidence,
+    FailureCategory,
+    classify_evidence,
+)
 from .result import RunResult
 
 __all__ = [
@@ -83,6 +90,11 @@ class ChildFailure(BaseModel):
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @field_validator("files_modified")
+    @classmethod
+    def _no_empty_paths(cls, value: list[str]) -> list[str]:
+        return [path for path in value if path]  # an empty path names no file
 
     @field_validator("duration")
     @classmethod
@@ -274,7 +286,7 @@ def analyze_failure(
         denied_tools=denied,
         evidence_text=Evidence.from_result(result).text(),
     )
-    message = result.message.strip() or found.reason
+    message = result.message.strip() or LAST_RESORT_MESSAGES[found.category]
     return ChildFailure(
         category=found.category,
         message=message[:_MAX_MESSAGE],
@@ -416,7 +428,10 @@ _META_LINE = re.compile(r"^\s*<(\w+)>(.*)</\1>\s*$")
 
 
 def _after(line: str, prefix: str) -> str | None:
-    return line[len(prefix) :] if line.startswith(prefix) else None
+    """The rest of ``line`` after ``prefix`` (an empty value lost its trailing space)."""
+    if line.startswith(prefix):
+        return line[len(prefix) :]
+    return "" if line == prefix.rstrip() else None
 
 
 def parse_failure_report(text: str) -> ChildFailure:
@@ -428,10 +443,10 @@ def parse_failure_report(text: str) -> ChildFailure:
     if not isinstance(text, str):
         raise ReportParseError(f"expected report text, got {type(text).__name__}")
     lines = [line.rstrip(" \t\r") for line in text.split("\n")]
-    start = next((i for i, line in enumerate(lines) if line.startswith(REPORT_PREFIX)), None)
+    start = next((i for i, ln in enumerate(lines) if _after(ln, REPORT_PREFIX) is not None), None)
     if start is None:
         raise ReportParseError(f"no {REPORT_PREFIX.strip()!r} line")
-    fields: dict[str, Any] = {"message": _unescape(lines[start][len(REPORT_PREFIX) :])}
+    fields: dict[str, Any] = {"message": _unescape(_after(lines[start], REPORT_PREFIX) or "")}
     steps: list[str] = []
     actions: list[str] = []
     meta: dict[str, str] = {}

@@ -175,7 +175,7 @@ def read_runs(
     now: float | None = None,
     stats: Counter[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Records of the log (and its rotated part) in the window, oldest first.
+    """Records of the log (its rotated part first) in the window, in file order.
 
     Lines that are not records are skipped (counted in ``stats["malformed"]``).
     """

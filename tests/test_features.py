@@ -8,4 +8,5 @@ scenarios(
     "parse_errors.feature",
     "empty_response.feature",
     "state_recovery.feature",
+    "failures.feature",
 )
