@@ -292,7 +292,15 @@ class CodingGenesisAgent:
         out = result.to_dict()
         self._log_run(out)
         self._bus.publish(
-            Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id
+            Event(
+                EventKind.RUN_FINISHED,
+                {
+                    "status": result.status,
+                    "error": result.error,
+                    "category": (result.failure or {}).get("category"),
+                },
+            ),
+            run_id,
         )
         return out
 

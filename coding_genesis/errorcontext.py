@@ -203,6 +203,12 @@ def describe_failure(
         install_hint=install_hint,
         now=now,
     )
+    redactor = redactor or Redactor()
+    if redactor.active:
+        # Redact the record itself, before the report escapes any of its text.
+        fields: dict[str, Any] = redactor.deep(failure.model_dump())
+        fields["tool_usage"] = {redactor.text(k): v for k, v in failure.tool_usage.items()}
+        failure = ChildFailure(**fields)
     update: dict[str, Any] = {
         "failure": failure.to_dict(),
         "error_context": dict(error_context_for_failure(failure, node=node, result=result)),
@@ -210,8 +216,7 @@ def describe_failure(
     }
     if not result.message.strip():
         update["message"] = last_resort_message(failure.category)
-    redacted: dict[str, Any] = (redactor or Redactor()).deep(update)
-    return redacted
+    return update
 
 
 def fallback_failure(result: RunResult, *, node: str, error: BaseException) -> dict[str, Any]:

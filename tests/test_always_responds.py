@@ -344,3 +344,17 @@ def test_run_sync_answers_too(fake_claude: FakeCLI) -> None:
     response = fake_claude.agent().run_sync("hi")
     assert_answered(response, "rate_limit")
     assert os.environ["GENESIS_RUN_LOG"]  # the suite never logs to the real home
+
+
+def test_run_finished_event_names_the_category(
+    fake_claude: FakeCLI, portal: BlockingPortal
+) -> None:
+    from tests.support import EventLog
+
+    fake_claude.script([{"init": True}, {"stderr": "HTTP 429 Too Many Requests"}, {"exit": 1}])
+    agent = fake_claude.agent()
+    log = EventLog(agent)
+    portal.call(agent.run, "hi")
+    (finished,) = log.of("run_finished")
+    assert finished["category"] == "rate_limit"
+    assert finished["error"] == "cli_error"

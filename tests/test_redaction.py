@@ -89,3 +89,26 @@ def test_secrets_are_redacted_everywhere(
     else:
         assert response["status"] == 0
         assert response["message"] == "done with [REDACTED]"
+
+
+def test_a_secret_with_characters_the_report_escapes(
+    tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    odd = "p@ss\\w0rd, <status>x"
+    monkeypatch.setenv("DB_PASSWORD", odd)
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script(
+        [
+            {"init": True},
+            tool_use("t1", "Write", file_path=f"cfg {odd}.ini", content="x"),
+            tool_result("t1", "ok"),
+            {"result": f"login failed: {odd}\nsecond line", "is_error": True},
+            {"exit": 1},
+        ]
+    )
+    response = portal.call(fake.agent(run_log=tmp_path / "runs.jsonl").run, "do it")
+    report = response["failure_report"]
+    assert odd not in json.dumps(response) and odd not in report
+    assert "p@ss" not in report  # neither raw nor escaped
+    assert response["failure"]["files_modified"] == ["cfg [REDACTED].ini"]
+    assert parse_failure_report(report).message == "login failed: [REDACTED]\nsecond line"
