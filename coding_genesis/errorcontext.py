@@ -191,6 +191,7 @@ def describe_failure(
     idle_timeout: float | None = None,
     install_hint: str = "",
     redactor: Redactor | None = None,
+    retry_after_s: float | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
     """What a failed response gains: ``failure`` (the ChildFailure record),
@@ -201,6 +202,7 @@ def describe_failure(
         timeout=timeout,
         idle_timeout=idle_timeout,
         install_hint=install_hint,
+        retry_after_s=retry_after_s,
         now=now,
     )
     redactor = redactor or Redactor()

@@ -267,10 +267,14 @@ def analyze_failure(
     timeout: float | None = None,
     idle_timeout: float | None = None,
     install_hint: str = "",
+    retry_after_s: float | None = None,
     now: float | None = None,
 ) -> ChildFailure:
-    """The ChildFailure record of a failed run."""
+    """The ChildFailure record of a failed run (``retry_after_s`` overrides the
+    wait read from the output)."""
     found = classify_evidence(Evidence.from_result(result, backend_hint), now=now)
+    if retry_after_s is not None:
+        found = Classification(found.category, found.reason, retry_after_s)
     progress = result.tool_calls > 0
     blocked_on = _blocked_on(found, result)
     denied = list(result.denied_tools)

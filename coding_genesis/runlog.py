@@ -113,6 +113,7 @@ def run_record(
         "session_id": response.get("session_id"),
         "model": response.get("model"),
         "cli_retries": response.get("cli_retries"),
+        "attempts": response.get("attempts"),
         "api_error_status": response.get("api_error_status"),
     }
     redactor = redactor or Redactor()

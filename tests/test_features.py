@@ -9,4 +9,6 @@ scenarios(
     "empty_response.feature",
     "state_recovery.feature",
     "failures.feature",
+    "retry.feature",
+    "degraded.feature",
 )
