@@ -951,7 +951,9 @@ class CodingGenesisAgent:
             "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
             "denied_tools": _denied_tools(tally.result),
             "completed_steps": redactor.deep(tally.steps),
-            "unfinished_steps": redactor.deep(list(tally.pending.values())[-10:]),
+            "unfinished_steps": redactor.deep(
+                tally.unfinished_steps(outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE))
+            ),
             "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
             "cli_retry_delay_s": tally.retry_delay_s,
             "timeout_s": timeout,

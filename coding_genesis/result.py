@@ -74,7 +74,8 @@ class RunResult(BaseModel):
     failure: dict[str, Any] | None = None
     #: Successful tool calls, one line each ("Ran Bash: pytest", "Wrote src/x.py").
     completed_steps: list[str] = Field(default_factory=list)
-    #: Tool calls still running when the run ended.
+    #: Tool calls still running when the run ended (or, after our timeout, the
+    #: last one if the stop made it fail).
     unfinished_steps: list[str] = Field(default_factory=list)
     #: First line of the last failed tool call's output.
     last_tool_error: str | None = None
@@ -116,6 +117,7 @@ class RunTally:
         "errors",
         "failed_tools",
         "files",
+        "last_failed_step",
         "last_successful_tool",
         "last_text",
         "last_tool_error",
@@ -153,6 +155,8 @@ class RunTally:
         self.steps: list[str] = []
         self.pending: dict[str, str] = {}
         self.last_tool_error: str | None = None
+        #: The last tool call, if the last tool event was its failure.
+        self.last_failed_step: str | None = None
         self.retry_delay_s: float | None = None
 
     @property
@@ -176,6 +180,7 @@ class RunTally:
                 self._add_file(path)
             if len(self.pending) < 10_000:
                 self.pending[str(tool_id)] = describe_step(name, data.get("input"), self.cwd)
+            self.last_failed_step = None
         elif kind == EventKind.TOOL_RESULT:
             name = data.get("name") or self.tool_names.get(str(data.get("id")), "unknown")
             step = self.pending.pop(str(data.get("id")), None)
@@ -189,7 +194,9 @@ class RunTally:
                 self.last_tool_error = f"{name} failed" + (
                     f": {first[:_MAX_TOOL_ERROR]}" if first else ""
                 )
+                self.last_failed_step = step
             else:
+                self.last_failed_step = None
                 self.last_successful_tool = str(name)
                 if step is not None and len(self.steps) < _MAX_STEPS:
                     self.steps.append(step)
@@ -224,6 +231,14 @@ class RunTally:
             if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
                 self.retry_delay_s = round(delay / 1000, 3)
         return False
+
+    def unfinished_steps(self, stopped: bool) -> list[str]:
+        """Tool calls without a result; when we stopped the run, also the last
+        call if it failed last (the CLI reports its tool killed by our signal)."""
+        steps = list(self.pending.values())[-10:]
+        if stopped and not steps and self.last_failed_step:
+            steps.append(self.last_failed_step)
+        return steps
 
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:

@@ -223,6 +223,25 @@ def test_timeout_with_progress_suggests_a_doubled_timeout(
     assert "Retryable: Yes" in response["failure_report"]
 
 
+def test_a_tool_killed_by_our_stop_is_what_the_run_was_doing(
+    fake_claude: FakeCLI, portal: BlockingPortal
+) -> None:
+    """The real claude, on SIGTERM, reports its running tool as failed (exit 137)."""
+    fake_claude.script(
+        [
+            {"init": True},
+            tool_use("t1", "Bash", command="sleep 60"),
+            tool_result("t1", "Exit code 137", is_error=True),
+            {"hang": True},
+        ]
+    )
+    response = portal.call(fake_claude.agent(timeout=1.0).run, "hi")
+    failure = assert_answered(response, "timeout")
+    assert response["unfinished_steps"] == ["Ran Bash: sleep 60"]
+    assert failure["blocked_on"] == "Time limit insufficient (while: Ran Bash: sleep 60)"
+    assert failure["completed_steps"] == []
+
+
 def test_timeout_without_progress_suggests_breaking_the_task_up(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
