@@ -35,7 +35,11 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("invalid_task", re.compile(r"prompt is too long|cannot be used with root", re.I)),
     (
         "network",
-        re.compile(r"request timed out|connection error|fetch failed|socket hang up", re.I),
+        re.compile(
+            r"request timed out|connection ?error|connection ?refused|unable to connect to api|"
+            r"fetch failed|socket hang up",
+            re.I,
+        ),
     ),
 )
 

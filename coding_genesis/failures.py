@@ -313,7 +313,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
     (
         C.NETWORK,
         re.compile(
-            r"stream disconnected|connection (?:refused|reset|error|closed|aborted)|"
+            r"stream disconnected|connection ?(?:refused|reset|error|closed|aborted|failed)|"
             r"\beconn(?:refused|reset|aborted)\b|\benotfound\b|\beai_again\b|\betimedout\b|getaddrinfo|"
             r"network (?:error|is unreachable)|reconnecting|socket hang up|fetch failed|"
             r"request timed out|connection timed out|temporary failure in name resolution|"

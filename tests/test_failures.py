@@ -98,6 +98,14 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     ({"error": "cli_error", "stderr_tail": "connect ECONNREFUSED 127.0.0.1"}, C.NETWORK, "text"),
     ({"error": "cli_error", "message": "stream disconnected before completion"}, C.NETWORK, "text"),
     (
+        {
+            "error": "cli_error",
+            "message": "API Error: Unable to connect to API (ConnectionRefused)",
+        },
+        C.NETWORK,
+        "text",
+    ),
+    (
         {"error": "cli_error", "last_tool_error": "Bash failed: ModuleNotFoundError: No module"},
         C.TOOL_ERROR,
         "text",
@@ -239,6 +247,7 @@ def _result(**fields: Any) -> RunResult:
         ({"message": "OAuth token has expired"}, "auth"),
         ({"message": "Claude AI usage limit reached|1767225600"}, "rate_limit"),
         ({"message": "API Error: Request timed out."}, "network"),
+        ({"message": "API Error: Unable to connect to API (ConnectionRefused)"}, "network"),
         ({"message": "Prompt is too long"}, "invalid_task"),
         ({"message": "Invalid API key", "api_error_status": 401}, None),  # the status decides
         ({"message": "all good"}, None),
