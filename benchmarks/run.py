@@ -14,6 +14,7 @@ import argparse
 import datetime as _dt
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="a RESULTS.json from an earlier run: adds a before/after section",
     )
     ap.add_argument("--before-label", default="before", help="what the earlier run was")
+    ap.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS.json",
+        help="only re-write the Markdown report of an earlier run (no measuring)",
+    )
     return ap.parse_args(argv)
 
 
@@ -122,11 +129,21 @@ def main(argv: list[str] | None = None) -> int:
             else Path(tempfile.gettempdir()) / "genesis-bench-smoke" / "RESULTS.md"
         )
     before = json.loads(args.before.read_text()) if args.before else None
+    if args.render:
+        report = json.loads(args.render.read_text())
+        out = args.out or args.render.with_suffix(".md")
+        out.write_text(render_markdown(report, before, args.before_label))
+        _say(f"wrote {out}")
+        return 0
 
     started = time.perf_counter()
     now = _dt.datetime.now(_dt.UTC)
     info = machine_info(ROOT)
     workdir = Path(tempfile.mkdtemp(prefix="genesis-bench-"))
+    # Runs keep their default bookkeeping (the run log, the failer's counters),
+    # but in the scratch directory, not in the user's ~/.local/state.
+    os.environ["XDG_STATE_HOME"] = str(workdir / "state")
+    os.environ["GENESIS_RUN_LOG"] = str(workdir / "state" / "runs.jsonl")
     results: dict[str, dict[str, Any]] = {}
     try:
         t0 = time.perf_counter()
@@ -153,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             _say(f"    {_headline(res)}  ({res['seconds']} s)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    info["load_average_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
+    info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     report = {
         "mode": mode,
         "date": now.isoformat(timespec="seconds"),
@@ -323,6 +340,9 @@ def render_markdown(
             out += ["", note]
     if before:
         out += _before_after(report, before, before_label)
+    findings = HERE / "FINDINGS.md"
+    if findings.exists():
+        out += ["", findings.read_text().rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
