@@ -81,6 +81,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         help="a RESULTS.json from an earlier run: adds a before/after section",
     )
     ap.add_argument("--before-label", default="before", help="what the earlier run was")
+    ap.add_argument("--before-note", default="", help="a sentence under the before/after table")
     ap.add_argument(
         "--render",
         type=Path,
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         report = json.loads(args.render.read_text())
         out = args.out or args.render.with_suffix(".md")
-        out.write_text(render_markdown(report, before, args.before_label))
+        out.write_text(render_markdown(report, before, args.before_label, args.before_note))
         _say(f"wrote {out}")
         return 0
 
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(render_text(report))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_markdown(report, before, args.before_label))
+    out.write_text(render_markdown(report, before, args.before_label, args.before_note))
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     _say(f"wrote {out} and {out.with_suffix('.json').name} ({report['duration_s']} s in all)")
     failed = [n for n, r in results.items() if "error" in r]
@@ -265,7 +266,10 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 def render_markdown(
-    report: dict[str, Any], before: dict[str, Any] | None = None, before_label: str = "before"
+    report: dict[str, Any],
+    before: dict[str, Any] | None = None,
+    before_label: str = "before",
+    before_note: str = "",
 ) -> str:
     m = report["machine"]
     s = report["stream"]
@@ -339,14 +343,16 @@ def render_markdown(
         for note in res.get("notes", []):
             out += ["", note]
     if before:
-        out += _before_after(report, before, before_label)
+        out += _before_after(report, before, before_label, before_note)
     findings = HERE / "FINDINGS.md"
     if findings.exists():
         out += ["", findings.read_text().rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
-def _before_after(report: dict[str, Any], before: dict[str, Any], label: str) -> list[str]:
+def _before_after(
+    report: dict[str, Any], before: dict[str, Any], label: str, note: str
+) -> list[str]:
     out = [
         "",
         "## Before and after the fixes",
@@ -372,4 +378,6 @@ def _before_after(report: dict[str, Any], before: dict[str, Any], label: str) ->
                 f"({_ratio(old_row, label_r)}) | {_fmt(new_row['value'], new_row['unit'])} "
                 f"({_ratio(new_row, label_r)}) |"
             )
+    if note:
+        out += ["", note]
     return out
