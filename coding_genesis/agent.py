@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal as _signal
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,11 +22,12 @@ from .backend import Backend, RunRequest
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
 from .events import Event, EventBus, EventKind, EventStream, Subscription
 from .failures import classify
-from .parser import DEFAULT_MAX_LINE_BYTES
+from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
 from .result import RunResult, RunTally
 from .states import AgentState, Status
+from .transcript import Transcript, now_meta, resolve_transcript_dir
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -107,6 +109,7 @@ class CodingGenesisAgent:
         options: Mapping[str, Any] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_tail_bytes: int = 64 * 1024,
+        transcripts: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         if isinstance(backend, str):
             from backends import get_backend
@@ -167,6 +170,9 @@ class CodingGenesisAgent:
         self._run_id: str | None = None
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
+        # Where run directories go (None: off); see coding_genesis.transcript.
+        self._transcript_dir = resolve_transcript_dir(transcripts)
+        self._transcript: Transcript | None = None
 
     # -- introspection -------------------------------------------------
 
@@ -194,6 +200,11 @@ class CodingGenesisAgent:
     @property
     def supervisor_config(self) -> SupervisorConfig:
         return self._supervisor
+
+    @property
+    def transcript_dir(self) -> str | None:
+        """Directory holding one sub-directory per run, or None when transcripts are off."""
+        return str(self._transcript_dir) if self._transcript_dir is not None else None
 
     @property
     def last_result(self) -> RunResult | None:
@@ -253,6 +264,7 @@ class CodingGenesisAgent:
             return self._classified(self._busy()).to_dict()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
+        transcript = self._open_transcript(run_id, prompt, cwd, timeout, model, resume)
         self._set_state(AgentState.BUSY, "run started")
         outcome_reason = "run finished"
         try:
@@ -272,6 +284,7 @@ class CodingGenesisAgent:
                 Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}),
                 run_id,
             )
+            self._close_transcript(transcript, None)
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
@@ -282,14 +295,138 @@ class CodingGenesisAgent:
             self._set_state(AgentState.READY, outcome_reason)
         if result.is_error and result.failure is None:
             result = self._classified(result)
+        if transcript is not None:
+            result = self._with_transcript(result, transcript)
         self._last = result
         out = result.to_dict()
         self._bus.publish(
             Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id
         )
+        self._close_transcript(transcript, out)
         return out
 
+    def replay(
+        self,
+        stdout: bytes,
+        *,
+        returncode: int | None = 0,
+        stderr: str = "",
+        cwd: str | os.PathLike[str] | None = None,
+        stop_reason: StopReason | str | None = None,
+        duration_s: float = 0.0,
+    ) -> dict[str, Any]:
+        """What :meth:`run` would have returned for a CLI that printed ``stdout``,
+        wrote ``stderr`` and exited with ``returncode``: the same parser,
+        translator, tally and result building, offline.  Starts nothing,
+        publishes nothing, writes no transcript."""
+        run_id = uuid.uuid4().hex
+        base = os.path.abspath(os.fspath(cwd)) if cwd is not None else (self._cwd or os.getcwd())
+        parser = JsonLinesParser(self._supervisor.max_line_bytes)
+        translate = self._backend.translator().translate
+        tally = RunTally(base)
+        for obj in (*parser.feed(stdout), *parser.close()):
+            for event in translate(obj):
+                tally.add(event)
+        tail = self._supervisor.stderr_tail_bytes
+        err = stderr.encode("utf-8", "replace")
+        outcome = ProcessOutcome(
+            returncode=returncode,
+            stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
+            stderr_tail=err[-tail:].decode("utf-8", "replace") if tail else "",
+            stderr_bytes=len(err),
+            stdout_bytes=len(stdout),
+            lines=parser.lines,
+            skipped_lines=parser.skipped,
+            stdout_eof=True,
+            duration_s=duration_s,
+        )
+        result = self._result(
+            run_id, outcome, tally, self._timeout, Redactor(os.environ, self._env)
+        )
+        if result.is_error and result.failure is None:
+            result = self._classified(result)
+        return result.to_dict()
+
     # -- internals -----------------------------------------------------
+
+    def _open_transcript(
+        self,
+        run_id: str,
+        prompt: object,
+        cwd: object,
+        timeout: object,
+        model: object,
+        resume: object,
+    ) -> Transcript | None:
+        """Start this run's directory and record its events until it ends."""
+        if self._transcript_dir is None:
+            return None
+        transcript = Transcript(self._transcript_dir, run_id, Redactor(os.environ, self._env))
+        if not transcript.ok:
+            return transcript
+        from . import __version__
+
+        transcript.write_meta(
+            {
+                **now_meta(),
+                "agent": self.name,
+                "backend": self.backend_name,
+                "cwd": os.path.abspath(os.fspath(cwd))
+                if isinstance(cwd, str | os.PathLike)
+                else self._cwd or os.getcwd(),
+                "timeout": timeout if timeout is not None else self._timeout,
+                "model": model or self._model,
+                "resume": resume,
+                "prompt": prompt[:100_000] if isinstance(prompt, str) else repr(prompt)[:1000],
+                "runner_pid": os.getpid(),
+                "version": __version__,
+            }
+        )
+        self._transcript = transcript
+        transcript.unsubscribe = self._bus.subscribe(transcript.event)
+        return transcript
+
+    def _close_transcript(self, transcript: Transcript | None, out: dict[str, Any] | None) -> None:
+        if transcript is None:
+            return
+        if transcript.unsubscribe is not None:
+            transcript.unsubscribe()
+        if self._transcript is transcript:
+            self._transcript = None
+        if out is None:
+            # Cancelled: no outcome, but what the run did so far is in its tally.
+            tally: RunTally | None = transcript.tally
+            facts: dict[str, Any] = {}
+            if tally is not None:
+                facts = {
+                    "tool_calls": tally.tool_calls,
+                    "tool_usage": dict(tally.tool_usage),
+                    "files_modified": list(tally.files),
+                    "last_successful_tool": tally.last_successful_tool,
+                    "failed_tools": list(tally.failed_tools),
+                    "session_id": tally.session_id,
+                    "model": tally.model,
+                    "usage": tally.usage,
+                    "cost_usd": tally.cost_usd,
+                    "cli_retries": tally.cli_retries,
+                }
+            out = self._failure(
+                transcript.run_id,
+                Status.CANCELLED,
+                f"{self.backend_name} run cancelled by the caller; process tree stopped",
+                "cancelled",
+                stop_reason=StopReason.CANCELLED.value,
+                duration_s=round(time.monotonic() - transcript.started, 6),
+                **facts,
+            ).to_dict()
+        transcript.finish(out)
+
+    @staticmethod
+    def _with_transcript(result: RunResult, transcript: Transcript) -> RunResult:
+        if transcript.ok:
+            return result.model_copy(update={"transcript": str(transcript.path)})
+        warning = f"transcript not written: {transcript.error}"
+        return result.model_copy(update={"warnings": [*result.warnings, warning]})
 
     def _failure(
         self, run_id: str, status: int, message: str, error: str, **extra: Any
@@ -476,6 +613,11 @@ class CodingGenesisAgent:
         bus = self._bus
         translate = translator.translate
         add = tally.add
+        transcript = self._transcript
+        flush = None
+        if transcript is not None:
+            flush = transcript.flush
+            transcript.tally = tally
 
         def sink(objs: list[dict[str, Any]]) -> bool:
             terminal = False
@@ -488,6 +630,8 @@ class CodingGenesisAgent:
                         if redactor.active:
                             event.data = redactor.deep(event.data)
                         bus.publish(event, run_id)
+            if flush is not None:
+                flush()
             return terminal
 
         def spawned(pid: int) -> None:
@@ -514,6 +658,7 @@ class CodingGenesisAgent:
             sink=sink,
             marker=run_id,
             on_spawn=spawned,
+            stdout_tap=transcript.stdout_tap() if transcript is not None else None,
         )
         return self._result(run_id, outcome, tally, run_timeout, redactor)
 

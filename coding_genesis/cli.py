@@ -16,7 +16,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run",)
+COMMANDS = ("run", "runs", "show", "replay", "doctor")
 
 EPILOG = """\
 examples:
@@ -24,12 +24,23 @@ examples:
   genesis run --backend failer "/fail"            see a failure response
   genesis run --backend claude --timeout 600 "Add a test for parse_date"
   genesis run --json --backend codex -- "--prompt that starts with dashes"
+  genesis run --events --backend failer "hi" | jq -c .type   events as JSON lines
+  genesis doctor --backend claude                 why would it not start here?
+  genesis runs                                    recent runs (every run is recorded)
+  genesis show last                               summary, tools, failure report
+  genesis replay recording.jsonl                  what a recorded stream would return
+
+each command has its own examples: genesis COMMAND --help
 
 status codes (also the exit code of `genesis run`):
   0 success, 1 the CLI reported an error or did not finish, 64 invalid request,
   69 backend degraded, 70 internal error, 75 agent busy, 124 timed out / idle,
   126 CLI not executable, 127 CLI not found, 128+N killed by signal N,
   130 cancelled (Ctrl-C); other values are the CLI's own exit code.
+  2 is a command-line usage error (the message says what is allowed).
+
+environment: GENESIS_BACKEND (default backend), GENESIS_TRANSCRIPTS (a directory or
+"off"), GENESIS_CLAUDE_PATH / GENESIS_CODEX_PATH (CLI binaries).
 """
 
 

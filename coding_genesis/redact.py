@@ -19,7 +19,7 @@ MASK = "[REDACTED]"
 class Redactor:
     """Replaces the values of secret-looking environment variables."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_longest", "_pattern")
 
     def __init__(self, *envs: Mapping[str, str]) -> None:
         values: set[str] = set()
@@ -32,6 +32,8 @@ class Redactor:
             if values
             else None
         )
+        #: Length in UTF-8 bytes of the longest secret (0: none).
+        self._longest = max((len(v.encode("utf-8", "replace")) for v in values), default=0)
 
     @property
     def active(self) -> bool:
@@ -41,6 +43,13 @@ class Redactor:
         if self._pattern is None or not value:
             return value
         return self._pattern.sub(MASK, value)
+
+    def raw_pattern(self) -> tuple[re.Pattern[bytes], int] | None:
+        """The secrets as a bytes pattern and the longest one's length, for
+        redacting raw output (transcripts); None when there is nothing to hide."""
+        if self._pattern is None:
+            return None
+        return re.compile(self._pattern.pattern.encode("utf-8", "replace")), self._longest
 
     def deep(self, value: Any) -> Any:
         """Redact strings inside dicts, lists and tuples (returns new containers)."""

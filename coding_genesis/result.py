@@ -71,6 +71,8 @@ class RunResult(BaseModel):
     signals_sent: list[str] = Field(default_factory=list)
     #: The CLI's process id (gone by the time you read it).
     pid: int | None = None
+    #: This run's transcript directory (see coding_genesis.transcript), if one was written.
+    transcript: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

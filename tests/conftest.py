@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,17 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tests.support import FakeCLI, leaked_processes
 
 pytest_plugins = ["tests.steps.agent_steps"]
+
+#: Transcripts of every run in this session go here, never into the real home
+#: (set before any agent is built; inherited by `genesis` subprocesses).
+TRANSCRIPTS = tempfile.mkdtemp(prefix="genesis-test-transcripts-")
+os.environ["GENESIS_TRANSCRIPTS"] = TRANSCRIPTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_transcripts() -> Iterator[str]:
+    yield TRANSCRIPTS
+    shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
 
 
 @pytest.fixture

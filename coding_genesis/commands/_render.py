@@ -1,0 +1,96 @@
+"""Text shown to people by several subcommands (plain ASCII lines; rich
+is only used where a table helps)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "failure_report",
+    "short_id",
+    "stopped_lines",
+    "summary_lines",
+    "tools_text",
+]
+
+
+def short_id(run_id: str | None) -> str:
+    return (run_id or "")[:12]
+
+
+def tools_text(usage: Mapping[str, int], limit: int = 6) -> str:
+    items = sorted(usage.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{name} x{count}" if count > 1 else name for name, count in items[:limit]]
+    if len(items) > limit:
+        parts.append(f"+{len(items) - limit} more")
+    return ", ".join(parts)
+
+
+def _seconds(value: object) -> str:
+    return f"{value:.1f}s" if isinstance(value, int | float) else "?"
+
+
+def summary_lines(result: Mapping[str, Any]) -> list[str]:
+    """One line of what happened, one of what failed (if it did), one pointer."""
+    status = result.get("status")
+    head = "ok" if status == 0 else f"failed with status {status} ({result.get('error')})"
+    parts = [head, _seconds(result.get("duration_s"))]
+    calls = result.get("tool_calls") or 0
+    tools = f"{calls} tool call(s)"
+    if calls and result.get("tool_usage"):
+        tools += f" ({tools_text(result['tool_usage'])})"
+    parts.append(tools)
+    if result.get("cli_retries"):
+        parts.append(f"{result['cli_retries']} CLI API retries")
+    if result.get("session_id"):
+        parts.append(f"session {result['session_id']}")
+    lines = ["genesis: " + " - ".join(parts)]
+    failure = result.get("failure")
+    if isinstance(failure, Mapping):
+        line = f"failure: {failure.get('category')} (retryable: {failure.get('retryable')})"
+        if failure.get("reason"):
+            line += f" - {failure['reason']}"
+        if failure.get("retry_after_s") is not None:
+            line += f" - retry after {failure['retry_after_s']:g}s"
+        lines.append(line)
+    for warning in result.get("warnings") or ():
+        lines.append(f"warning: {warning}")
+    if result.get("transcript"):
+        lines.append(f"transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
+    """What a person sees after Ctrl-C: that it stopped, and what it did so far."""
+    lines = [f"genesis run: {result['message']}."]
+    for i, line in enumerate(outcome.tracker.summary_lines()):
+        lines.append(("  so far: " if i == 0 else "          ") + line)
+    if result.get("transcript"):
+        lines.append(f"  transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def failure_report(result: Mapping[str, Any], tool_lines: Iterable[str] = ()) -> str:
+    """A failure report in the shape of the user's spec 004, from a response dict."""
+    if isinstance(result.get("failure_report"), str):
+        return str(result["failure_report"])
+    failure = result.get("failure") if isinstance(result.get("failure"), Mapping) else {}
+    assert isinstance(failure, Mapping)
+    retryable = failure.get("retryable")
+    lines = [
+        f"{result.get('backend') or 'agent'} failed: {result.get('message')}",
+        "",
+        f"Category: {failure.get('category', 'unknown')}",
+        f"Duration: {_seconds(result.get('duration_s'))}",
+        f"Retryable: {retryable if retryable is not None else 'unknown'}",
+        "",
+        "Work completed before failure:",
+    ]
+    done = [f"  + {line}" for line in tool_lines]
+    lines += done or ["  None"]
+    files = result.get("files_modified") or []
+    lines += ["", f"Files modified: {', '.join(files) if files else 'none'}"]
+    if failure.get("reason"):
+        lines += ["", f"Blocked on: {failure['reason']}"]
+    return "\n".join(lines)
