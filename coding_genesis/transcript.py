@@ -110,13 +110,14 @@ def _iso(ts: float) -> str:
 class _RawFile:
     """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
 
-    __slots__ = ("_carry", "_fd", "_keep", "_pattern")
+    __slots__ = ("_carry", "_fd", "_keep", "_pattern", "_secrets")
 
     def __init__(self, path: Path, redactor: Redactor) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         raw = redactor.raw_pattern()
         self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
         self._keep = raw[1] - 1 if raw else 0
+        self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
         self._carry = b""
 
     def write(self, chunk: bytes) -> None:
@@ -130,6 +131,10 @@ class _RawFile:
         cut = data.rfind(b"\n") + 1
         if len(data) - cut > _MAX_HOLD:
             cut = max(cut, len(data) - self._keep)
+        if not any(secret in data for secret in self._secrets):
+            _write_all(self._fd, data[:cut])
+            self._carry = data[cut:]
+            return
         out: list[bytes] = []
         pos = 0
         for match in pattern.finditer(data):

@@ -235,3 +235,20 @@ def test_runs_are_listed_newest_first_and_found_by_prefix(tmp_path: Path) -> Non
         find_run(base, "../etc")
     with pytest.raises(RunLookupError, match="out of range"):
         find_run(base, "-3")
+
+
+def test_event_timestamps_are_exactly_what_datetime_gives() -> None:
+    import datetime as dt
+    import random
+
+    from coding_genesis.events import _iso
+
+    rng = random.Random(6)
+    now = time.time()
+    samples = [now + rng.uniform(-1e8, 1e8) for _ in range(20_000)]
+    samples += [now + k * 1e-7 for k in range(20_000)]  # many in one second, all roundings
+    samples += [1795309431.9999996, 1795309431.0000004, 1795309431.9995, 1.5]
+    for ts in samples:
+        expected = dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
+        assert _iso(ts) == expected, ts
+    assert _iso(0.0) == "" and _iso(float("nan")) == ""
