@@ -7,6 +7,7 @@ only when the caller refreshes it (no drawing thread), so nothing races.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -141,14 +142,21 @@ class RunTracker:
             note = f"API retry {attempt}/{most}" if attempt and most else "API retry"
             self.last_cli_retry = note + (f" (HTTP {status})" if status else "")
         elif kind == EventKind.ATTEMPT:
+            # coding-genesis's own retry policy: "started" then "finished" per attempt.
             number = data.get("attempt")
             if isinstance(number, int):
                 self.attempt = number
-            else:
-                self.attempt += 1
-            reason = data.get("reason") or data.get("category") or data.get("error")
-            self.last_attempt = f"attempt {self.attempt}" + (f" after {reason}" if reason else "")
-            self.running.clear()
+            if data.get("phase") == "started":
+                self.running.clear()
+                if self.attempt > 1:
+                    how = "resuming the session" if data.get("resume_session") else "fresh"
+                    self.last_attempt = f"attempt {self.attempt} ({how})"
+            elif data.get("action") == "retry":
+                delay = data.get("delay_s")
+                wait = f" in {delay:g}s" if isinstance(delay, int | float) else ""
+                self.last_attempt = (
+                    f"attempt {self.attempt} failed ({data.get('category')}); retrying{wait}"
+                )
         elif kind == EventKind.ERROR:
             self.errors += 1
             self.last_error = _last_line(str(data.get("message") or "")) or None
@@ -190,8 +198,8 @@ class RunTracker:
             lines.append("files: " + ", ".join(shown) + more)
         if self.cli_retries:
             lines.append(f"CLI API retries: {self.cli_retries} (last: {self.last_cli_retry})")
-        if self.attempt > 1:
-            lines.append(f"attempts: {self.attempt}")
+        if self.last_attempt:
+            lines.append(f"attempts: {self.attempt} (last: {self.last_attempt})")
         if self.last_text:
             lines.append(f"last text: {self.last_text[:200]}")
         return lines
@@ -220,13 +228,15 @@ class ProgressView:
         from rich.live import Live
 
         self.tracker = tracker
-        self.console = console if console is not None else Console(stderr=True)
+        # The real stderr, fixed now: while the panel is up, other writes to
+        # sys.stderr (attempt lines, log warnings) are printed above it.
+        self.console = console if console is not None else Console(file=sys.stderr)
         self._live = Live(
             console=self.console,
             auto_refresh=False,
             transient=True,
             redirect_stdout=False,
-            redirect_stderr=False,
+            redirect_stderr=True,
         )
         self._frame = 0
 
@@ -288,8 +298,8 @@ class ProgressView:
             now = "running " + "; ".join(list(t.running.values())[-2:])
             lines.append(Text(now, style="yellow", overflow="ellipsis", no_wrap=True))
         retry = []
-        if t.attempt > 1:
-            retry.append(t.last_attempt or f"attempt {t.attempt}")
+        if t.last_attempt:
+            retry.append(t.last_attempt)
         if t.cli_retries:
             retry.append(f"CLI retries {t.cli_retries} (last: {t.last_cli_retry})")
         if retry:

@@ -13,7 +13,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tests.support import FakeCLI, leaked_processes
 
-pytest_plugins = ["tests.steps.agent_steps"]
+pytest_plugins = ["tests.steps.agent_steps", "tests.steps.retry_steps"]
 
 #: Transcripts of every run in this session go here, never into the real home
 #: (set before any agent is built; inherited by `genesis` subprocesses).

@@ -13,6 +13,7 @@ from ..states import Status
 from ._common import positive_seconds, print_json, status_exit_code
 from ._live import EventWriter, LiveOutcome, execute, stopped_response
 from ._render import stopped_lines, summary_lines
+from ._retry import add_retry_arguments, attempt_printer, retry_policy
 
 __all__ = ["register"]
 
@@ -20,6 +21,7 @@ EXAMPLES = """\
 examples:
   genesis run --backend failer "hello"
   genesis run --backend failer --json "/fail-then-succeed 2"
+  genesis run --backend failer --retries 3 "/fail-then-succeed 2"
   genesis run --backend claude --model sonnet --timeout 900 "Fix the failing test in tests/test_io.py"
   echo "a long prompt" | genesis run --backend codex -
   genesis run --backend claude -- "-prompt starting with a dash"
@@ -100,6 +102,7 @@ def register(subparsers: Any) -> None:
         help='where run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
         "else $XDG_STATE_HOME/coding-genesis/runs)",
     )
+    add_retry_arguments(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -119,10 +122,13 @@ def handle(args: argparse.Namespace) -> int:
             model=args.model,
             cli_path=args.cli_path,
             transcripts=args.transcript_dir,
+            retry=retry_policy(args),
         )
     except ConfigError as exc:
         print(f"genesis run: error: {exc}", file=sys.stderr)
         return int(Status.USAGE)
+    if agent.retry_policy is not None and not args.quiet:
+        agent.subscribe(attempt_printer("genesis run"))
     events = EventWriter(sys.stdout.buffer) if args.events else None
     outcome = execute(
         agent,

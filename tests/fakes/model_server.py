@@ -1,0 +1,997 @@
+"""A fake model server for driving the real ``claude`` and ``codex`` CLIs in tests.
+
+Standard library only. One server answers both wire protocols on 127.0.0.1:
+
+* Anthropic Messages API (what ``claude`` speaks): ``HEAD /`` and ``POST /v1/messages``, streaming
+  (SSE) or not; any other path gets a harmless answer.
+* OpenAI Responses API (what ``codex`` speaks): ``POST /v1/responses`` (SSE).
+
+What the "model" does is chosen by a keyword in the user's prompt, ``SCENARIO:<name> [args]``
+(see ``MODEL_SERVER.md`` next to this file for the full list). Every request is recorded in
+memory (headers without credentials, parsed JSON body) so tests can inspect what the CLI sent.
+
+    with FakeModelServer() as server:
+        env["ANTHROPIC_BASE_URL"] = server.url                 # claude
+        base_url = server.openai_base_url                      # codex: http://127.0.0.1:PORT/v1
+        ...
+        assert server.requests_for("/v1/messages")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import http.server
+import itertools
+import json
+import re
+import shlex
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "DEFAULT_TEXT",
+    "FakeModelServer",
+    "RecordedRequest",
+    "Scenario",
+    "parse_scenario",
+]
+
+DEFAULT_TEXT = "Hello from the fake model."
+TOOL_DONE_PREFIX = "The tool finished. Output: "
+TOOL_ERROR_PREFIX = "The tool finished (tool reported an error). Output: "
+# Tool output quoted back in the final answer is cut to this many characters.
+MAX_QUOTED_OUTPUT = 4000
+
+_SCENARIO_RE = re.compile(r"SCENARIO:([A-Za-z0-9_\-]+)[ \t]*([^\r\n]*)")
+_STATUS_RE = re.compile(r"^([1-5][0-9][0-9])(once)?$")
+_WORKDIR_RE = re.compile(r"(?:working directory|<cwd>)\s*:?\s*([^\s<]+)", re.IGNORECASE)
+_SENSITIVE_HEADERS = frozenset(
+    {"authorization", "x-api-key", "proxy-authorization", "cookie", "api-key", "openai-api-key"}
+)
+
+# Error bodies per HTTP status, in each API's own error shape.
+_ANTHROPIC_ERRORS = {
+    400: ("invalid_request_error", "Bad request (fake)."),
+    401: ("authentication_error", "Invalid API key (fake)."),
+    403: ("permission_error", "Permission denied (fake)."),
+    404: ("not_found_error", "Not found (fake)."),
+    413: ("request_too_large", "Request too large (fake)."),
+    429: ("rate_limit_error", "Number of requests has exceeded your rate limit (fake)."),
+    500: ("api_error", "Internal server error (fake)."),
+    529: ("overloaded_error", "Overloaded (fake)."),
+}
+_OPENAI_ERRORS = {
+    400: ("invalid_request_error", "invalid_request", "Bad request (fake)."),
+    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided (fake)."),
+    403: ("invalid_request_error", "forbidden", "Forbidden (fake)."),
+    404: ("invalid_request_error", "not_found", "Not found (fake)."),
+    429: ("requests", "rate_limit_exceeded", "Rate limit reached (fake)."),
+    500: ("server_error", "server_error", "The server had an error (fake)."),
+    503: ("server_error", "server_overloaded", "Service unavailable (fake)."),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scenario:
+    """A parsed ``SCENARIO:<name> <arg>`` keyword. ``arg`` is the rest of that line, stripped."""
+
+    name: str
+    arg: str = ""
+
+    @property
+    def line(self) -> str:
+        return f"SCENARIO:{self.name} {self.arg}".strip()
+
+
+def parse_scenario(text: str) -> Scenario | None:
+    """The last ``SCENARIO:`` keyword in ``text``, or None."""
+    found = None
+    for m in _SCENARIO_RE.finditer(text):
+        found = Scenario(m.group(1).lower(), m.group(2).strip())
+    return found
+
+
+@dataclasses.dataclass(slots=True)
+class RecordedRequest:
+    """One request as the server saw it. ``headers`` has lower-case names, credentials removed."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or the raw text if it was not JSON, or None if empty
+    api: str | None  # "anthropic", "openai" or None (anything else)
+    scenario: Scenario | None = None
+    state_key: tuple[str, ...] | None = None
+    status: int | None = None  # HTTP status answered; None while pending / never answered
+    action: str | None = None  # what the server did: "text", "tool_use", "error", "hang", ...
+    time: float = dataclasses.field(default_factory=time.time)
+
+
+@dataclasses.dataclass(slots=True)
+class _Conversation:
+    """What the server needs to know about one request to decide its answer."""
+
+    scenario: Scenario | None
+    tool_output: str | None  # output of the tool call answering our last tool request, if any
+    tool_is_error: bool
+    conversation_id: str
+    workdir: str | None
+    model: str
+
+
+@dataclasses.dataclass(slots=True)
+class _Reply:
+    """What to answer. kind: text | tool | error | hang | stall | stream_error."""
+
+    kind: str
+    text: str = ""
+    status: int = 200
+    tool_name: str = ""
+    tool_input: Any = None  # dict for JSON tools, str for freeform (custom) tools
+
+
+def _text_of(content: Any) -> str:
+    """Concatenated text of an Anthropic/OpenAI content value (string or list of blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict):
+                if block.get("type") in ("text", "input_text", "output_text") and isinstance(
+                    block.get("text"), str
+                ):
+                    parts.append(block["text"])
+                elif block.get("type") == "tool_result":
+                    parts.append(_text_of(block.get("content")))
+    return "\n".join(parts)
+
+
+def _anthropic_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conversation:
+    messages = body.get("messages") or []
+    scenario: Scenario | None = None
+    scen_index = -1
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        if isinstance(content, list):
+            text = "\n".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict)
+                and b.get("type") == "text"
+                and isinstance(b.get("text"), str)
+            )
+        else:
+            text = _text_of(content)
+        scenario = parse_scenario(text)
+        if scenario is not None:
+            scen_index = i
+            break
+    tool_output: str | None = None
+    tool_is_error = False
+    for msg in messages[scen_index + 1 :]:
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                tool_output = _text_of(block.get("content"))
+                tool_is_error = bool(block.get("is_error"))
+    system_text = _text_of(body.get("system"))
+    m = _WORKDIR_RE.search(system_text)
+    conv_id = headers.get("x-claude-code-session-id", "")
+    if not conv_id:
+        meta = body.get("metadata")
+        if isinstance(meta, dict):
+            conv_id = str(meta.get("user_id", ""))
+    return _Conversation(
+        scenario=scenario,
+        tool_output=tool_output,
+        tool_is_error=tool_is_error,
+        conversation_id=conv_id,
+        workdir=m.group(1) if m else None,
+        model=str(body.get("model") or "claude-fake"),
+    )
+
+
+def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conversation:
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    if not isinstance(items, list):
+        items = []
+    scenario: Scenario | None = None
+    scen_index = -1
+    workdir: str | None = None
+    for i in range(len(items) - 1, -1, -1):
+        item = items[i]
+        if not isinstance(item, dict) or item.get("role") != "user":
+            continue
+        if item.get("type", "message") != "message":
+            continue
+        text = _text_of(item.get("content"))
+        if workdir is None:
+            m = _WORKDIR_RE.search(text)
+            if m:
+                workdir = m.group(1)
+        if scenario is None:
+            scenario = parse_scenario(text)
+            if scenario is not None:
+                scen_index = i
+    tool_output: str | None = None
+    tool_is_error = False
+    for item in items[scen_index + 1 :]:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in (
+            "function_call_output",
+            "custom_tool_call_output",
+            "local_shell_call_output",
+        ):
+            out = item.get("output")
+            if isinstance(out, dict):  # {"content": ..., "success": ...} in some versions
+                tool_is_error = out.get("success") is False
+                out = out.get("content", out)
+            tool_output = out if isinstance(out, str) else _text_of(out)
+    conv_id = (
+        headers.get("session-id")
+        or headers.get("session_id")
+        or headers.get("thread-id")
+        or str(body.get("prompt_cache_key") or "")
+    )
+    return _Conversation(
+        scenario=scenario,
+        tool_output=tool_output,
+        tool_is_error=tool_is_error,
+        conversation_id=conv_id,
+        workdir=workdir,
+        model=str(body.get("model") or "gpt-fake"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    fake: FakeModelServer
+
+
+class FakeModelServer:
+    """Fake Anthropic + OpenAI model endpoint on 127.0.0.1 (see module docstring).
+
+    ``retry_after`` is the value of the ``retry-after`` header sent with 429/529/503 answers
+    (seconds, as a string). ``default_text`` is the answer when the prompt has no scenario.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        retry_after: str = "0",
+        default_text: str = DEFAULT_TEXT,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.retry_after = retry_after
+        self.default_text = default_text
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._counts: dict[tuple[str, ...], int] = {}
+        self._stopping = threading.Event()
+        self._server: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: set[socket.socket] = set()
+        self._ids = itertools.count(1)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> str:
+        """Bind (port 0 = any free port), serve in a background thread, return the base URL."""
+        if self._server is not None:
+            return self.url
+        self._stopping.clear()
+        server = _HTTPServer((self.host, self.port), _Handler)
+        server.fake = self
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-model-server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self.url
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving. Releases hanging requests and closes open connections; never hangs."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()  # wakes "hang"/"stall" handlers
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        done = threading.Event()
+
+        def _shutdown() -> None:
+            server.shutdown()
+            done.set()
+
+        threading.Thread(target=_shutdown, daemon=True).start()
+        done.wait(timeout)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> FakeModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """Base URL for claude's ``ANTHROPIC_BASE_URL``: ``http://127.0.0.1:PORT``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """Base URL for a codex model provider: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self.url}/v1"
+
+    # ---------------------------------------------------------------- inspection
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every request received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def requests_for(self, path: str, method: str = "POST") -> list[RecordedRequest]:
+        """Recorded requests whose path (query string ignored) is ``path``."""
+        return [
+            r
+            for r in self.requests
+            if r.method == method and r.path.split("?", 1)[0].rstrip("/") == path.rstrip("/")
+        ]
+
+    def model_requests(self) -> list[RecordedRequest]:
+        """Recorded model calls (``/v1/messages`` and ``/v1/responses``)."""
+        return [r for r in self.requests if r.api is not None]
+
+    def clear(self) -> None:
+        """Forget recorded requests and per-conversation counters."""
+        with self._lock:
+            self._requests.clear()
+            self._counts.clear()
+
+    # ---------------------------------------------------------------- internals
+
+    def _record(self, rec: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(rec)
+
+    def _bump(self, key: tuple[str, ...]) -> int:
+        """Count one more request for ``key``; return how many came before this one."""
+        with self._lock:
+            n = self._counts.get(key, 0)
+            self._counts[key] = n + 1
+            return n
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}_fake_{uuid.uuid4().hex[:16]}"
+
+    def _decide(self, api: str, conv: _Conversation, rec: RecordedRequest) -> _Reply:
+        scen = conv.scenario
+        rec.scenario = scen
+        if scen is None:
+            if conv.tool_output is not None:
+                return self._after_tool(conv)
+            return _Reply("text", self.default_text)
+        key = (api, conv.conversation_id, scen.line)
+        rec.state_key = key
+        seen = self._bump(key)
+        name, arg = scen.name, scen.arg
+
+        status = _STATUS_RE.match(name)
+        if status:
+            code, once = int(status.group(1)), bool(status.group(2))
+            if not once or seen == 0:
+                return _Reply("error", status=code)
+            name = "text"  # recovered: answer normally (the arg, if any, is the text)
+
+        if conv.tool_output is not None:
+            return self._after_tool(conv)
+        if name == "hang":
+            return _Reply("hang")
+        if name == "stall":
+            return _Reply("stall")
+        if name == "stream_error":
+            return _Reply("stream_error")
+        if name in ("bash", "shell", "sh"):
+            return _Reply("tool", tool_name="shell", tool_input=arg or "echo hi")
+        if name == "sleep":
+            secs = arg.split()[0] if arg.split() else "30"
+            if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", secs):
+                secs = "30"
+            return _Reply("tool", tool_name="shell", tool_input=f"sleep {secs}")
+        if name == "write":
+            parts = arg.split(None, 1)
+            path = parts[0] if parts else "fake_written.txt"
+            content = parts[1] if len(parts) > 1 else "hello file"
+            return _Reply("tool", tool_name="write", tool_input={"path": path, "content": content})
+        if name == "tool":
+            # SCENARIO:tool <Name> <json input>  (raw tool call, e.g. claude's Read/Glob)
+            parts = arg.split(None, 1)
+            tname = parts[0] if parts else "Bash"
+            try:
+                tinput = json.loads(parts[1]) if len(parts) > 1 else {}
+            except ValueError:
+                tinput = parts[1]
+            return _Reply("tool", tool_name="raw:" + tname, tool_input=tinput)
+        # "text" and anything unknown
+        return _Reply("text", arg or self.default_text)
+
+    def _after_tool(self, conv: _Conversation) -> _Reply:
+        out = conv.tool_output or ""
+        if len(out) > MAX_QUOTED_OUTPUT:
+            out = out[:MAX_QUOTED_OUTPUT]
+        prefix = TOOL_ERROR_PREFIX if conv.tool_is_error else TOOL_DONE_PREFIX
+        return _Reply("text", prefix + out)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+    server_version = "FakeModelServer/1.0"
+    sys_version = ""
+
+    # quiet
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.fake._lock:
+            self.server.fake._conns.add(self.connection)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        with self.server.fake._lock:
+            self.server.fake._conns.discard(self.connection)
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            super().handle()
+
+    # ------------------------------------------------------------- plumbing
+
+    @property
+    def fake(self) -> FakeModelServer:
+        return self.server.fake
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 0:
+            return self.rfile.read(length)
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size_line = self.rfile.readline()
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        return b""
+
+    def _record(self, api: str | None, raw: bytes) -> RecordedRequest:
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        headers = {
+            k.lower(): v for k, v in self.headers.items() if k.lower() not in _SENSITIVE_HEADERS
+        }
+        rec = RecordedRequest(self.command, self.path, headers, body, api)
+        self.fake._record(rec)
+        return rec
+
+    def _request_id(self) -> str:
+        return f"req_fake_{uuid.uuid4().hex[:12]}"
+
+    def _send_json(
+        self,
+        status: int,
+        payload: Any,
+        extra_headers: dict[str, str] | None = None,
+        rec: RecordedRequest | None = None,
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        rid = self._request_id()
+        self.send_header("request-id", rid)
+        self.send_header("x-request-id", rid)
+        for k, v in (extra_headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        self.wfile.flush()
+        if rec is not None:
+            rec.status = status
+
+    def _start_sse(self, rec: RecordedRequest) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        rid = self._request_id()
+        self.send_header("request-id", rid)
+        self.send_header("x-request-id", rid)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        rec.status = 200
+
+    def _sse(self, event: str, data: dict[str, Any]) -> None:
+        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+    def _hang(self, rec: RecordedRequest, action: str = "hang") -> None:
+        """Hold the request until the server stops, then drop the connection unanswered."""
+        rec.action = action
+        self.fake._stopping.wait()
+        self.close_connection = True
+
+    # ------------------------------------------------------------- verbs
+
+    def do_HEAD(self) -> None:
+        self._record(None, b"")
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        rec = self._record(None, b"")
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/models"):
+            payload: Any = {"data": [], "object": "list", "has_more": False, "models": []}
+        else:
+            payload = {}
+        self._send_json(200, payload, rec=rec)
+
+    def do_DELETE(self) -> None:
+        rec = self._record(None, self._read_body())
+        self._send_json(200, {}, rec=rec)
+
+    do_PUT = do_DELETE
+    do_PATCH = do_DELETE
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/messages/count_tokens"):
+            rec = self._record(None, raw)
+            self._send_json(200, {"input_tokens": 12}, rec=rec)
+        elif path.endswith("/messages"):
+            rec = self._record("anthropic", raw)
+            self._anthropic(rec)
+        elif path.endswith("/responses"):
+            rec = self._record("openai", raw)
+            self._openai(rec)
+        else:
+            rec = self._record(None, raw)
+            self._send_json(200, {}, rec=rec)
+
+    # ------------------------------------------------------------- Anthropic
+
+    def _anthropic(self, rec: RecordedRequest) -> None:
+        body = rec.body if isinstance(rec.body, dict) else {}
+        conv = _anthropic_conversation(body, rec.headers)
+        reply = self.fake._decide("anthropic", conv, rec)
+        rec.action = reply.kind
+        if reply.kind == "error":
+            self._anthropic_error(reply.status, rec)
+            return
+        if reply.kind == "hang":
+            self._hang(rec)
+            return
+        blocks: list[dict[str, Any]]
+        if reply.kind == "tool":
+            blocks = [self._anthropic_tool_block(reply, conv)]
+            stop_reason = "tool_use"
+        else:
+            blocks = [{"type": "text", "text": reply.text or DEFAULT_TEXT}]
+            stop_reason = "end_turn"
+        msg_id = self.fake._new_id("msg")
+        usage = {
+            "input_tokens": 12,
+            "output_tokens": 7,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        if not body.get("stream"):
+            if reply.kind in ("stall", "stream_error"):
+                blocks = [{"type": "text", "text": DEFAULT_TEXT}]
+                stop_reason = "end_turn"
+            self._send_json(
+                200,
+                {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": conv.model,
+                    "content": blocks,
+                    "stop_reason": stop_reason,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+                rec=rec,
+            )
+            return
+        self._start_sse(rec)
+        self._sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": conv.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": dict(usage, output_tokens=1),
+                },
+            },
+        )
+        if reply.kind == "stall":
+            self._sse("ping", {"type": "ping"})
+            self._hang(rec, "stall")
+            return
+        if reply.kind == "stream_error":
+            self._sse(
+                "error",
+                {
+                    "type": "error",
+                    "error": {"type": "overloaded_error", "message": "The model failed (fake)."},
+                },
+            )
+            return
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                self._sse(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+                self._sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": block["text"]},
+                    },
+                )
+            else:
+                start = dict(block, input={})
+                self._sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+                js = json.dumps(block["input"])
+                cut = len(js) // 2
+                for piece in (js[:cut], js[cut:]):
+                    self._sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                    )
+            self._sse("content_block_stop", {"type": "content_block_stop", "index": index})
+        self._sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+        self._sse("message_stop", {"type": "message_stop"})
+
+    def _anthropic_tool_block(self, reply: _Reply, conv: _Conversation) -> dict[str, Any]:
+        tool_id = self.fake._new_id("toolu")
+        if reply.tool_name == "shell":
+            name = "Bash"
+            tool_input: Any = {
+                "command": reply.tool_input,
+                "description": "Run a command for the fake scenario",
+            }
+        elif reply.tool_name == "write":
+            name = "Write"
+            path = reply.tool_input["path"]
+            if not path.startswith("/") and conv.workdir:
+                path = conv.workdir.rstrip("/") + "/" + path
+            tool_input = {"file_path": path, "content": reply.tool_input["content"] + "\n"}
+        else:
+            name = reply.tool_name.removeprefix("raw:")
+            tool_input = copy.deepcopy(reply.tool_input)
+            if not isinstance(tool_input, dict):
+                tool_input = {"input": tool_input}
+        return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+    def _anthropic_error(self, status: int, rec: RecordedRequest) -> None:
+        etype, message = _ANTHROPIC_ERRORS.get(
+            status,
+            ("api_error" if status >= 500 else "invalid_request_error", f"HTTP {status} (fake)."),
+        )
+        headers = {}
+        if status in (429, 529, 503):
+            headers["retry-after"] = self.fake.retry_after
+        self._send_json(
+            status,
+            {"type": "error", "error": {"type": etype, "message": message}},
+            extra_headers=headers,
+            rec=rec,
+        )
+
+    # ------------------------------------------------------------- OpenAI Responses
+
+    def _openai(self, rec: RecordedRequest) -> None:
+        body = rec.body if isinstance(rec.body, dict) else {}
+        conv = _openai_conversation(body, rec.headers)
+        reply = self.fake._decide("openai", conv, rec)
+        rec.action = reply.kind
+        if reply.kind == "error":
+            self._openai_error(reply.status, rec)
+            return
+        if reply.kind == "hang":
+            self._hang(rec)
+            return
+        resp_id = self.fake._new_id("resp")
+        base = {
+            "id": resp_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": conv.model,
+            "status": "in_progress",
+            "output": [],
+        }
+        if reply.kind == "tool":
+            item = self._openai_tool_item(reply, body)
+        else:
+            item = {
+                "type": "message",
+                "id": self.fake._new_id("msg"),
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": reply.text or DEFAULT_TEXT, "annotations": []}
+                ],
+            }
+        if not body.get("stream", True):
+            done = dict(base, status="completed", output=[item], usage=_openai_usage())
+            self._send_json(200, done, rec=rec)
+            return
+        self._start_sse(rec)
+        seq = itertools.count()
+        self._sse(
+            "response.created",
+            {"type": "response.created", "sequence_number": next(seq), "response": base},
+        )
+        if reply.kind == "stall":
+            self._hang(rec, "stall")
+            return
+        if reply.kind == "stream_error":
+            failed = dict(
+                base,
+                status="failed",
+                error={"code": "server_error", "message": "The model failed (fake)."},
+            )
+            self._sse(
+                "response.failed",
+                {"type": "response.failed", "sequence_number": next(seq), "response": failed},
+            )
+            return
+        if item["type"] == "message":
+            added = dict(item, status="in_progress", content=[])
+            self._sse(
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": next(seq),
+                    "output_index": 0,
+                    "item": added,
+                },
+            )
+            self._sse(
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": item["content"][0]["text"],
+                },
+            )
+        self._sse(
+            "response.output_item.done",
+            {
+                "type": "response.output_item.done",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            },
+        )
+        done = dict(base, status="completed", output=[item], usage=_openai_usage())
+        self._sse(
+            "response.completed",
+            {"type": "response.completed", "sequence_number": next(seq), "response": done},
+        )
+
+    def _openai_tool_item(self, reply: _Reply, body: dict[str, Any]) -> dict[str, Any]:
+        tools = {
+            t.get("name"): t
+            for t in body.get("tools") or []
+            if isinstance(t, dict) and t.get("name")
+        }
+        call_id = self.fake._new_id("call")
+        if reply.tool_name == "shell":
+            cmd: str = reply.tool_input
+            if "exec_command" in tools or not tools:
+                return _function_call(call_id, "exec_command", {"cmd": cmd})
+            if "shell_command" in tools:
+                return _function_call(call_id, "shell_command", {"command": cmd})
+            if "shell" in tools:
+                return _function_call(call_id, "shell", {"command": ["bash", "-lc", cmd]})
+            return _function_call(call_id, "exec_command", {"cmd": cmd})
+        if reply.tool_name == "write":
+            path = reply.tool_input["path"]
+            lines = reply.tool_input["content"].split("\n")
+            patch = (
+                "*** Begin Patch\n*** Add File: "
+                + path
+                + "\n"
+                + "".join(f"+{line}\n" for line in lines)
+                + "*** End Patch\n"
+            )
+            spec = tools.get("apply_patch")
+            if spec is not None and spec.get("type") == "custom":
+                return {
+                    "type": "custom_tool_call",
+                    "id": self.fake._new_id("ctc"),
+                    "call_id": call_id,
+                    "name": "apply_patch",
+                    "input": patch,
+                    "status": "completed",
+                }
+            if spec is not None:
+                return _function_call(call_id, "apply_patch", {"input": patch})
+            # No apply_patch tool offered: write the file with the shell instead.
+            quoted = shlex.quote(path)
+            text = shlex.quote(reply.tool_input["content"] + "\n")
+            script = f'mkdir -p "$(dirname {quoted})" && printf %s {text} > {quoted}'
+            return _function_call(call_id, "exec_command", {"cmd": script})
+        name = reply.tool_name.removeprefix("raw:")
+        spec = tools.get(name)
+        if spec is not None and spec.get("type") == "custom":
+            return {
+                "type": "custom_tool_call",
+                "id": self.fake._new_id("ctc"),
+                "call_id": call_id,
+                "name": name,
+                "input": reply.tool_input
+                if isinstance(reply.tool_input, str)
+                else json.dumps(reply.tool_input),
+                "status": "completed",
+            }
+        args = (
+            reply.tool_input if isinstance(reply.tool_input, dict) else {"input": reply.tool_input}
+        )
+        return _function_call(call_id, name, args)
+
+    def _openai_error(self, status: int, rec: RecordedRequest) -> None:
+        etype, code, message = _OPENAI_ERRORS.get(
+            status,
+            (
+                "server_error" if status >= 500 else "invalid_request_error",
+                None,
+                f"HTTP {status} (fake).",
+            ),
+        )
+        headers = {}
+        if status in (429, 503):
+            headers["retry-after"] = self.fake.retry_after
+        self._send_json(
+            status,
+            {"error": {"message": message, "type": etype, "param": None, "code": code}},
+            extra_headers=headers,
+            rec=rec,
+        )
+
+
+def _function_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
+
+
+def _openai_usage() -> dict[str, Any]:
+    return {
+        "input_tokens": 12,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 7,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 19,
+    }
+
+
+@contextlib.contextmanager
+def running_server(**kwargs: Any) -> Iterator[FakeModelServer]:
+    """``with running_server() as s:`` — same as ``with FakeModelServer(**kwargs) as s:``."""
+    server = FakeModelServer(**kwargs)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":  # manual use: python model_server.py [PORT]
+    import sys
+
+    srv = FakeModelServer(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(srv.start(), flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()

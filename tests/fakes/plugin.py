@@ -1,0 +1,45 @@
+"""Pytest fixtures for the fake model server and the real CLIs.
+
+Active for ``tests/fakes`` through ``tests/fakes/conftest.py``; elsewhere load it with
+``pytest_plugins = ["tests.fakes.plugin"]`` in the root ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.real_cli import find_claude, find_codex
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """A started :class:`FakeModelServer` on 127.0.0.1 (random port), stopped after the test."""
+    server = FakeModelServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def real_claude() -> str:
+    """Path of the real claude CLI; skips the test when it is not installed."""
+    path = find_claude()
+    if path is None:
+        pytest.skip(
+            "real claude CLI not found (GENESIS_CLAUDE_PATH, .tools/node_modules/.bin, PATH)"
+        )
+    return path
+
+
+@pytest.fixture
+def real_codex() -> str:
+    """Path of the real codex CLI; skips the test when it is not installed."""
+    path = find_codex()
+    if path is None:
+        pytest.skip("real codex CLI not found (GENESIS_CODEX_PATH, .tools/node_modules/.bin, PATH)")
+    return path
