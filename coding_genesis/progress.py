@@ -146,8 +146,8 @@ class RunTracker:
             number = data.get("attempt")
             if isinstance(number, int):
                 self.attempt = number
+            self.running.clear()  # one attempt's process is gone, or a new one starts
             if data.get("phase") == "started":
-                self.running.clear()
                 if self.attempt > 1:
                     how = "resuming the session" if data.get("resume_session") else "fresh"
                     self.last_attempt = f"attempt {self.attempt} ({how})"

@@ -42,9 +42,12 @@ def test_json_prints_one_parseable_dict_and_exits_with_its_status(tmp_path: Path
     assert done.returncode == 3 == result["status"]
     assert result["error"] == "cli_error"
     assert "fatal: no luck" in result["message"]
-    assert b"[status" not in done.stdout  # people's lines go to stderr
-    assert b"\x1b[" not in done.stderr  # no panel: stderr is not a terminal
-    assert b"failure: " in done.stderr
+    assert done.stderr == b""  # no panel (not a terminal), no lines for people with --json
+
+    done = genesis([*run_args(fake), "do it"], env=fake.env())
+    assert done.returncode == 3 and done.stdout == b""
+    assert b"\x1b[" not in done.stderr
+    assert b"[status 3: cli_error]" in done.stderr and b"failure: " in done.stderr
 
 
 def test_events_stream_json_lines_and_end_with_the_response(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
     if calls and result.get("tool_usage"):
         tools += f" ({tools_text(result['tool_usage'])})"
     parts.append(tools)
+    if (result.get("attempts") or 1) > 1:
+        parts.append(f"{result['attempts']} attempts")
     if result.get("cli_retries"):
         parts.append(f"{result['cli_retries']} CLI API retries")
     if result.get("session_id"):

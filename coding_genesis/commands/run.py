@@ -169,7 +169,8 @@ def report(
             print(result["message"], file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
-    if not args.quiet and (sys.stderr.isatty() or result["status"] != 0):
+    machine = events is not None or args.json
+    if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
         for line in summary_lines(result):
             print(line, file=sys.stderr)
     return status_exit_code(result["status"])
