@@ -66,7 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = handler(args)
+    try:
+        code: int = handler(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run (reading a prompt from stdin, say): nothing to stop.
+        print(f"genesis {args.command}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

@@ -122,6 +122,10 @@ def test_ctrl_c_stops_the_whole_tree_says_what_was_done_and_exits_130(
     assert marked_processes([fake.mark])  # the CLI and its grandchild are running
 
     terminal.send(b"\x03")
+    # An impatient second Ctrl-C while the grandchild sits out its SIGTERM grace
+    # must not cut the cleanup short.
+    assert terminal.wait_for("stopping the process tree"), terminal.screen
+    terminal.send(b"\x03")
     assert terminal.wait() == 130
     screen = terminal.screen
     assert "genesis run: stopped by Ctrl-C after" in screen

@@ -122,3 +122,35 @@ def test_replay_errors_say_what_is_wrong(
     assert "invalid choice: 'gemini' (choose from 'claude', 'codex', 'failer')" in (
         capsys.readouterr().err
     )
+
+
+def test_a_retried_run_keeps_every_attempt_and_replays_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from coding_genesis import retry as retry_mod
+
+    monkeypatch.setenv("GENESIS_FAILER_STATE_DIR", str(tmp_path / "failer"))
+    base = tmp_path / "runs"
+    agent = CodingGenesisAgent("failer", retry=3, transcripts=base, cwd=tmp_path)
+    with retry_mod.testing():
+        live = agent.run_sync("/fail-then-succeed 1")
+    assert live["status"] == 0 and live["attempts"] == 2
+    run_dir = base / live["run_id"]
+    assert sorted(p.name for p in run_dir.glob("stdout*")) == ["stdout-2.jsonl", "stdout.jsonl"]
+
+    # The last attempt is the one the response came from...
+    assert main(["replay", str(run_dir), "--json"]) == 0
+    last = json.loads(capsys.readouterr().out)
+    assert last["message"] == live["message"] and last["session_id"] == live["session_id"]
+    # ...and the first one failed the way the retry history says.
+    assert main(["replay", str(run_dir), "--attempt", "1", "--json"]) == 1
+    first = json.loads(capsys.readouterr().out)
+    assert first["failure"]["category"] == live["retry_history"][0]["category"] == "network"
+    assert main(["replay", str(run_dir), "--attempt", "3"]) == 2
+    assert "--attempt must be 1..2" in capsys.readouterr().err
+
+    assert main(["show", "last", "--transcript-dir", str(base)]) == 0
+    shown = capsys.readouterr().out
+    assert "  --- attempt 2 ---" in shown
+    assert "  attempts  2" in shown
+    assert "    1. network: " in shown and "-> retry" in shown

@@ -58,7 +58,7 @@ def tool_lines(events: Iterable[Mapping[str, Any]]) -> list[str]:
             index = calls.pop(str(event.get("id") or ""), None)
             if index is not None:
                 lines[index] += " -> error" if event.get("is_error") else " -> ok"
-        elif kind == "attempt":
+        elif kind == "attempt" and event.get("phase") == "started" and event.get("attempt") != 1:
             lines.append(f"--- attempt {event.get('attempt', '?')} ---")
     for index in calls.values():
         lines[index] += " -> (no result)"
@@ -145,6 +145,15 @@ def render(record: RunRecord) -> str:
             lines.append("  message   " + message.strip().replace("\n", "\n            ")[:4000])
         for warning in result.get("warnings") or ():
             lines.append(f"  warning   {warning}")
+        history = result.get("retry_history") or []
+        if history:
+            lines.append(f"  attempts  {result.get('attempts', len(history) + 1)}")
+            for entry in history:
+                if isinstance(entry, Mapping):
+                    lines.append(
+                        f"    {entry.get('attempt')}. {entry.get('category')}: "
+                        f"{entry.get('message')} -> {entry.get('action')}"
+                    )
     tools = tool_lines(events)
     calls = sum(1 for e in events if e.get("type") == "tool_call")
     usage: dict[str, int] = {}
@@ -154,7 +163,13 @@ def render(record: RunRecord) -> str:
             usage[name] = usage.get(name, 0) + 1
     lines.append("")
     lines.append(f"tools: {calls} call(s)" + (f" ({tools_text(usage)})" if usage else ""))
-    lines += [f"  {i}. {line}" for i, line in enumerate(tools, 1)]
+    number = 0
+    for line in tools:
+        if line.startswith("---"):
+            lines.append(f"  {line}")
+        else:
+            number += 1
+            lines.append(f"  {number}. {line}")
     files = (result or {}).get("files_modified") or []
     if files:
         lines.append(f"files modified: {', '.join(files)}")
