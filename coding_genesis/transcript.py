@@ -56,6 +56,7 @@ __all__ = [
     "now_meta",
     "read_run",
     "resolve_transcript_dir",
+    "safe_dumps",
 ]
 
 log = logging.getLogger("coding_genesis.transcript")
@@ -99,8 +100,26 @@ def resolve_transcript_dir(option: str | os.PathLike[str] | bool | None = None) 
     return default_transcript_dir()
 
 
-def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=str, option=_DUMPS_OPTS)
+def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
+    """JSON that never fails: text that is not valid Unicode (a lone surrogate
+    in a prompt, say) is stored with U+FFFD in its place."""
+    try:
+        return orjson.dumps(obj, default=str, option=option)
+    except (TypeError, ValueError):
+        return orjson.dumps(_valid_text(obj), default=str, option=option)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {str(_valid_text(k)): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid_text(v) for v in value]
+    return value
 
 
 def _iso(ts: float) -> str:
@@ -188,16 +207,16 @@ class Transcript:
             base.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.path.mkdir(mode=0o700)
             self._events = open(self.path / EVENTS, "ab")  # noqa: SIM115 - closed in close()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: Exception) -> None:
         if self.error is None:
-            self.error = f"transcript {self.path}: {exc.strerror or exc}"
+            self.error = f"transcript {self.path}: {getattr(exc, 'strerror', None) or exc}"
             log.warning("transcript disabled for this run: %s", self.error)
         self._close_files()
 
@@ -214,7 +233,7 @@ class Transcript:
         name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
         try:
             self._raw = _RawFile(self.path / name, self._redactor)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
             return None
         return self.raw
@@ -225,13 +244,13 @@ class Transcript:
             return
         try:
             raw.write(chunk)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
 
     def event(self, event: Event) -> None:
         """Bus callback: buffer one event (flushed by :meth:`flush`)."""
         if self._events is not None:
-            self._pending.append(_dumps(event.to_dict()))
+            self._pending.append(safe_dumps(event.to_dict()))
 
     def flush(self) -> None:
         """Write the buffered events (called after every stdout chunk)."""
@@ -242,7 +261,7 @@ class Transcript:
         try:
             self._events.write(b"\n".join(lines) + b"\n")
             self._events.flush()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
 
     def finish(self, result: Mapping[str, Any]) -> None:
@@ -252,7 +271,8 @@ class Transcript:
         if self.error is None:
             stderr = result.get("stderr_tail") or ""
             if stderr:
-                self._write_bytes(STDERR, self._redactor.text(str(stderr)).encode("utf-8"))
+                text = self._redactor.text(str(stderr))
+                self._write_bytes(STDERR, text.encode("utf-8", "replace"))
             self._write_json(RESULT, self._redactor.deep(dict(result)))
         self._close_files()
 
@@ -261,7 +281,7 @@ class Transcript:
         self._close_files()
 
     def _write_json(self, name: str, obj: Any) -> None:
-        self._write_bytes(name, orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2))
+        self._write_bytes(name, safe_dumps(obj, _DUMPS_OPTS | orjson.OPT_INDENT_2))
 
     def _write_bytes(self, name: str, data: bytes) -> None:
         """Atomic: a reader sees the old file or the whole new one."""
@@ -273,7 +293,7 @@ class Transcript:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path / name)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
 
     def _close_raw(self) -> None:
@@ -281,7 +301,7 @@ class Transcript:
         if raw is not None:
             try:
                 raw.close()
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 self._fail(exc)
 
     def _close_files(self) -> None:

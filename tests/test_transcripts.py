@@ -252,3 +252,19 @@ def test_event_timestamps_are_exactly_what_datetime_gives() -> None:
         expected = dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
         assert _iso(ts) == expected, ts
     assert _iso(0.0) == "" and _iso(float("nan")) == ""
+
+
+def test_text_that_is_not_unicode_and_impossible_paths_never_break_a_run(
+    tmp_path: Path,
+) -> None:
+    fake = FakeCLI(tmp_path, "claude")
+    base = tmp_path / "runs"
+    result = fake.agent(transcripts=base).run_sync("bad \ud800 text")
+    assert result["status"] == 64 and result["error"] == "invalid_request"
+    meta = json.loads((base / result["run_id"] / "meta.json").read_text())
+    assert meta["prompt"] == "bad \ufffd text"
+    assert json.loads((base / result["run_id"] / "result.json").read_text())["status"] == 64
+
+    result = fake.agent(transcripts=str(tmp_path / "nul\0byte")).run_sync("hello")
+    assert result["status"] == 0
+    assert any("transcript not written" in w for w in result["warnings"])

@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 import anyio
-import orjson
 
 from ..events import Event
 from ..progress import ProgressView, RunTracker
 from ..states import Status
+from ..transcript import safe_dumps
 
 __all__ = ["LiveOutcome", "execute"]
 
@@ -58,7 +58,7 @@ class EventWriter:
         if self.broken:
             return
         try:
-            self._out.write(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+            self._out.write(safe_dumps(obj) + b"\n")
             self._out.flush()
         except (BrokenPipeError, ValueError, OSError):
             self.broken = True
