@@ -85,7 +85,8 @@ def test_show_prints_summary_tools_and_failure_report(
     out = capsys.readouterr().out
     assert "status    1 cli_error" in out
     assert "failure report:" in out
-    assert "Category: rate_limit" in out and "Retryable: yes" in out
+    assert "Category: rate_limit" in out and "Retryable: Yes" in out
+    assert "Suggested recovery actions:" in out
     assert "Error: 429 Too Many Requests" in out  # stderr tail
 
 

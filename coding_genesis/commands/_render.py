@@ -3,7 +3,7 @@ is only used where a table helps)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -73,26 +73,20 @@ def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def failure_report(result: Mapping[str, Any], tool_lines: Iterable[str] = ()) -> str:
-    """A failure report in the shape of the user's spec 004, from a response dict."""
-    if isinstance(result.get("failure_report"), str):
-        return str(result["failure_report"])
-    failure = result.get("failure") if isinstance(result.get("failure"), Mapping) else {}
-    assert isinstance(failure, Mapping)
-    retryable = failure.get("retryable")
-    lines = [
-        f"{result.get('backend') or 'agent'} failed: {result.get('message')}",
-        "",
-        f"Category: {failure.get('category', 'unknown')}",
-        f"Duration: {_seconds(result.get('duration_s'))}",
-        f"Retryable: {retryable if retryable is not None else 'unknown'}",
-        "",
-        "Work completed before failure:",
-    ]
-    done = [f"  + {line}" for line in tool_lines]
-    lines += done or ["  None"]
-    files = result.get("files_modified") or []
-    lines += ["", f"Files modified: {', '.join(files) if files else 'none'}"]
-    if failure.get("reason"):
-        lines += ["", f"Blocked on: {failure['reason']}"]
-    return "\n".join(lines)
+def failure_report(result: Mapping[str, Any]) -> str | None:
+    """Spec 004's failure report of a response: the one it carries, else one
+    formatted from its failure record; None when it has neither."""
+    text = result.get("failure_report")
+    if isinstance(text, str) and text.strip():
+        return text
+    failure = result.get("failure")
+    if not isinstance(failure, Mapping):
+        return None
+    from pydantic import ValidationError
+
+    from ..report import ChildFailure, format_failure_report
+
+    try:
+        return format_failure_report(ChildFailure.model_validate(dict(failure)))
+    except (ValidationError, ValueError, TypeError):
+        return None

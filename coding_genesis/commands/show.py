@@ -173,11 +173,11 @@ def render(record: RunRecord) -> str:
     files = (result or {}).get("files_modified") or []
     if files:
         lines.append(f"files modified: {', '.join(files)}")
-    if result is not None and result.get("failure"):
+    report = failure_report(result) if result is not None else None
+    if report:
         lines.append("")
         lines.append("failure report:")
-        done = [t for t in tools if t.endswith("-> ok")]
-        lines += ["  " + line for line in failure_report(result, done).splitlines()]
+        lines += [f"  {line}".rstrip() for line in report.strip().splitlines()]
     stderr = record.stderr().strip()
     if stderr:
         tail = stderr.splitlines()[-10:]
