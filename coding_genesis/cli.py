@@ -16,7 +16,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "runs", "show", "replay", "doctor", "stats")
+COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats")
 
 EPILOG = """\
 examples:
@@ -29,6 +29,7 @@ examples:
   genesis runs                                    recent runs (every run is recorded)
   genesis show last                               summary, tools, failure report
   genesis replay recording.jsonl                  what a recorded stream would return
+  genesis run-many tasks.jsonl --concurrency 8    a batch: one result line per request
   genesis stats --since 7d                        failure counts and rates by category
 
 each command has its own examples: genesis COMMAND --help
