@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
@@ -23,6 +23,9 @@ from ..events import Event
 from ..progress import ProgressView, RunTracker
 from ..states import Status
 from ..transcript import safe_dumps
+
+if TYPE_CHECKING:
+    from ..agent import CodingGenesisAgent
 
 __all__ = ["LiveOutcome", "execute"]
 
@@ -78,7 +81,7 @@ def _signal_name(signum: int) -> str:
 
 
 def execute(
-    agent: Any,
+    agent: CodingGenesisAgent,
     start: Callable[[], Awaitable[dict[str, Any]]],
     *,
     progress: bool,
@@ -144,7 +147,7 @@ def execute(
     return LiveOutcome(result, stop[0] if stop else None, tracker)
 
 
-def stopped_response(outcome: LiveOutcome, agent: Any) -> dict[str, Any]:
+def stopped_response(outcome: LiveOutcome, agent: CodingGenesisAgent) -> dict[str, Any]:
     """The dict printed for ``--json`` / ``--events`` when a signal stopped the run."""
     t = outcome.tracker
     signum = outcome.signum or signal.SIGINT

@@ -32,10 +32,11 @@ def _seconds(value: object) -> str:
 
 
 def summary_lines(result: Mapping[str, Any]) -> list[str]:
-    """One line of what happened, one of what failed (if it did), one pointer."""
-    status = result.get("status")
-    head = "ok" if status == 0 else f"failed with status {status} ({result.get('error')})"
-    parts = [head, _seconds(result.get("duration_s"))]
+    """One line of what happened, one of why it failed (if it did), warnings,
+    and where the transcript is."""
+    # A failure's status is on the "[status N: error]" line printed just before.
+    parts = ["ok"] if result.get("status") == 0 else []
+    parts.append(_seconds(result.get("duration_s")))
     calls = result.get("tool_calls") or 0
     tools = f"{calls} tool call(s)"
     if calls and result.get("tool_usage"):

@@ -203,8 +203,6 @@ def handle(args: argparse.Namespace) -> int:
             print(result["message"], file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
-        for line in (
-            summary_lines(result)[:-1] if result.get("transcript") else summary_lines(result)
-        ):
+        for line in summary_lines(result):  # a replay writes no transcript
             print(line.replace("genesis:", "replay:", 1), file=sys.stderr)
     return status_exit_code(result["status"])

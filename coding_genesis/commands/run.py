@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..states import Status
@@ -14,6 +14,9 @@ from ._common import positive_seconds, print_json, status_exit_code
 from ._live import EventWriter, LiveOutcome, execute, stopped_response
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
+
+if TYPE_CHECKING:
+    from ..agent import CodingGenesisAgent
 
 __all__ = ["register"]
 
@@ -148,7 +151,7 @@ def _wants_progress(args: argparse.Namespace) -> bool:
 
 def report(
     outcome: LiveOutcome,
-    agent: Any,
+    agent: CodingGenesisAgent,
     args: argparse.Namespace,
     events: EventWriter | None,
 ) -> int:
@@ -158,8 +161,9 @@ def report(
         events.line({"type": "response", **result})
     elif args.json:
         print_json(result)
+    machine = events is not None or args.json
     if outcome.stopped:
-        if not args.quiet:
+        if not args.quiet and not machine:
             for line in stopped_lines(outcome, result):
                 print(line, file=sys.stderr)
         return status_exit_code(result["status"])
@@ -169,7 +173,6 @@ def report(
             print(result["message"], file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
-    machine = events is not None or args.json
     if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
         for line in summary_lines(result):
             print(line, file=sys.stderr)

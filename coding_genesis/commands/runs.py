@@ -92,16 +92,14 @@ def handle(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (
-        ("RUN", "left"),
-        ("STARTED", "left"),
-        ("BACKEND", "left"),
-        ("STATUS", "right"),
-        ("TIME", "right"),
-        ("TOOLS", "right"),
-        ("PROMPT", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name != "PROMPT", overflow="ellipsis")  # type: ignore[arg-type]
+    right = {"STATUS", "TIME", "TOOLS"}
+    for name in ("RUN", "STARTED", "BACKEND", "STATUS", "TIME", "TOOLS", "PROMPT"):
+        table.add_column(
+            name,
+            justify="right" if name in right else "left",
+            no_wrap=name != "PROMPT",
+            overflow="ellipsis",
+        )
     for record in records:
         r = row(record)
         status = "-" if r["status"] is None else str(r["status"])
