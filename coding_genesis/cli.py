@@ -7,7 +7,9 @@ Subcommands live in :mod:`coding_genesis.commands`; each module there has
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -74,7 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C outside a run (reading a prompt from stdin, say): nothing to stop.
         print(f"genesis {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`genesis show last | head`): stop quietly, like SIGPIPE.
+        _silence_stdout()
+        return 141
     return code
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -202,3 +202,22 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
     shown = genesis(["show", "last"], env={"GENESIS_TRANSCRIPTS": str(runs)})
     assert b"unfinished" in shown.stdout
     assert b"1. Bash: ls -> (no result)" in shown.stdout
+
+
+def test_a_reader_that_stops_early_ends_show_quietly(tmp_path: Path) -> None:
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script([{"init": True}, {"stdout_flood": 2_000_000, "line": 500}, {"answer": "ok"}])
+    runs = tmp_path / "runs"
+    assert fake.agent(transcripts=runs).run_sync("flood")["status"] == 0
+    with subprocess.Popen(
+        [*GENESIS, "show", "last", "--raw"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "GENESIS_TRANSCRIPTS": str(runs)},
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(100)  # like `| head -c 100`
+        proc.stdout.close()
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=30) == 141
+    assert stderr == b""

@@ -106,8 +106,6 @@ def _copy(path: Any) -> None:
         out.flush()
     except FileNotFoundError:
         pass
-    except BrokenPipeError:
-        pass
 
 
 def render(record: RunRecord) -> str:
