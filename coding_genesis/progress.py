@@ -262,7 +262,7 @@ class ProgressView:
         width = max(self.console.width - 2, 20)
         spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[self._frame % 10]
         head = Table.grid(padding=(0, 1))
-        head.add_column()
+        head.add_column(no_wrap=True)
         head.add_column(ratio=1)
         head.add_column(justify="right")
         elapsed = t.elapsed
