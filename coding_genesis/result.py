@@ -71,6 +71,16 @@ class RunResult(BaseModel):
     signals_sent: list[str] = Field(default_factory=list)
     #: The CLI's process id (gone by the time you read it).
     pid: int | None = None
+    #: Retries coding-genesis made under its retry policy (attempts = retry_count + 1).
+    retry_count: int = 0
+    #: Attempts made for this request (retry_count + 1): the Process Failer's
+    #: "retry_count" in its success body counts attempts the same way.
+    attempts: int = 1
+    #: One entry per failed attempt: attempt, category, error, message, at, action
+    #: ("retry", "fail", "escalate"), reason, delay_s, scheduled_at, timeout_s, ...
+    retry_history: list[dict[str, Any]] = Field(default_factory=list)
+    #: Spec 002's escalation record when the retry policy gave up by escalating.
+    escalation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

@@ -8,4 +8,6 @@ scenarios(
     "parse_errors.feature",
     "empty_response.feature",
     "state_recovery.feature",
+    "retry.feature",
+    "degraded.feature",
 )
