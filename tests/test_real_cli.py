@@ -25,7 +25,7 @@ import anyio
 import psutil
 import pytest
 
-from coding_genesis import CodingGenesisAgent, Event
+from coding_genesis import CodingGenesisAgent, Event, retry
 from coding_genesis.process import RUN_MARKER_ENV
 from coding_genesis.redact import MASK
 from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelServer
@@ -41,11 +41,17 @@ pytestmark = pytest.mark.timeout(90)
 
 #: Agent timeout for runs that should finish on their own (a real CLI takes ~1-3 s here).
 RUN_TIMEOUT = 60.0
-#: Agent timeout that must stop a CLI in the middle of ``sleep 600``. Long enough for either CLI
-#: to start and launch the command on a loaded machine, and below 10 s: codex's exec_command
-#: yields ("Process running with session ID ...") 10 s after the command starts, after which the
-#: fake model would end the turn and codex would exit by itself.
-STOP_TIMEOUT = 8.0
+#: Agent timeouts that must stop a CLI in the middle of ``sleep 600``, tried in turn while the CLI
+#: was too slow to even start the command before the timeout (a loaded machine). All stay below
+#: the 30 s for which codex's exec_command waits on a command before it yields ("Process running
+#: with session ID ..."; after that the fake model ends the turn and codex exits by itself), and
+#: below the 120 s limit of claude's Bash tool.
+STOP_TIMEOUTS = (8.0, 16.0, 24.0)
+#: The long tool command, through each CLI's shell tool (codex: ask for the longest yield).
+SLEEP_PROMPTS = {
+    "claude": "SCENARIO:sleep 600",
+    "codex": 'SCENARIO:tool exec_command {"cmd": "sleep 600", "yield_time_ms": 30000}',
+}
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +101,7 @@ class Rig:
         timeout: float = RUN_TIMEOUT,
         env: dict[str, str] | None = None,
         stop_signals: tuple[int, ...] = (signal.SIGTERM,),
+        retry: str | None = None,
     ) -> CodingGenesisAgent:
         return CodingGenesisAgent(
             self.backend,
@@ -103,6 +110,7 @@ class Rig:
             timeout=timeout,
             grace=1.0,
             stop_signals=stop_signals,
+            retry=retry,
             env=self.env() if env is None else env,
             options=self.options(tools),
         )
@@ -261,18 +269,22 @@ def test_file_write(rig: Rig) -> None:
 
 
 def test_claude_recovers_from_one_429_by_itself(claude_rig: Rig) -> None:
-    """Issue 5: the CLI retried internally and succeeded; the response says so, once."""
-    agent = claude_rig.agent()
-    result, events = run(agent, "SCENARIO:429once")
+    """Issue 5: the CLI retried internally and succeeded. With our retry policy on, the response
+    reports the CLI's retry and the agent does not retry on top of it."""
+    agent = claude_rig.agent(retry="default")
+    with retry.testing() as clock:  # a retry of ours would not wait for real (and is recorded)
+        result, events = run(agent, "SCENARIO:429once")
     assert result["status"] == 0, explain(result, events)
     assert result["message"] == DEFAULT_TEXT
     assert result["cli_retries"] >= 1, explain(result, events)
-    (retry,) = events.of("cli_retry")
-    assert retry["error_status"] == 429
+    (cli_retry,) = events.of("cli_retry")
+    assert cli_retry["error_status"] == 429
     assert [r.status for r in claude_rig.server.model_requests()] == [429, 200]
-    # coding-genesis did not retry on top of the CLI's own recovery: one process, no retries.
-    assert len(events.of("run_started")) == 1
+    # coding-genesis did not retry on top of the CLI's own recovery: one attempt, one process.
     assert result.get("retry_count", 0) == 0, explain(result)
+    assert result["attempts"] == 1 and result["retry_history"] == []
+    assert [e["phase"] for e in events.of("attempt")] == ["started", "finished"]
+    assert len(events.of("run_started")) == 1 and clock.sleeps == []
     assert_session_id(claude_rig, result, events)
 
 
@@ -331,7 +343,39 @@ def _gone(sleeper: Sleeper) -> bool:
 def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int, ...]) -> None:
     """Issue 3: the CLI is stopped by our timeout while its shell tool runs ``sleep 600`` in a
     session of its own; afterwards no process of the run exists."""
-    agent = rig.agent(tools=True, timeout=STOP_TIMEOUT, stop_signals=stop_signals)
+    for timeout in STOP_TIMEOUTS:
+        agent = rig.agent(tools=True, timeout=timeout, stop_signals=stop_signals)
+        result, events, sleeper = _run_watching_for_sleep(agent, SLEEP_PROMPTS[rig.backend])
+        # Whatever the CLI had reached, our timeout stopped it and nothing of the run is left.
+        assert result["status"] == 124, explain(result, events)
+        assert "timed out" in result["message"], explain(result)
+        assert result["stop_reason"] == "timeout" and result["error"] == "timeout"
+        assert agent.state.value == "READY"
+        assert_nothing_left(events.run_id())
+        assert is_reaped(result["pid"])
+        if sleeper is not None:
+            break
+        # The CLI had not started the command yet (a loaded machine): give it longer.
+    else:
+        pytest.fail(f"the CLI never started `sleep 600` within {STOP_TIMEOUTS} s")
+
+    expected = [signal.Signals(s).name for s in stop_signals]
+    assert result["signals_sent"][: len(expected)] == expected, explain(result)
+    if not stop_signals:
+        assert result["signals_sent"][0] == "SIGKILL" and result["signal"] == "SIGKILL"
+    assert result["tool_calls"] >= 1, explain(result, events)
+    calls = events.of("tool_call")
+    assert calls and "sleep 600" in str(calls[0]["input"]), calls
+    if rig.backend == "claude":
+        # Claude's Bash tool runs the command under setsid: out of the CLI's session and group.
+        assert sleeper.sid != sleeper.cli_sid, sleeper
+    assert _gone(sleeper), f"sleep 600 (pid {sleeper.pid}) survived the run"
+
+
+def _run_watching_for_sleep(
+    agent: CodingGenesisAgent, prompt: str
+) -> tuple[dict[str, Any], Recorder, Sleeper | None]:
+    """Run ``prompt`` while polling for the run's ``sleep 600`` process (by its run marker)."""
     events = Recorder(agent)
     seen: list[Sleeper] = []
 
@@ -358,30 +402,12 @@ def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int
         agent.subscribe(on_event)
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
-            result = await agent.run("SCENARIO:sleep 600")
+            result = await agent.run(prompt)
             tg.cancel_scope.cancel()
         return result
 
     result = anyio.run(main)
-    assert seen, "no `sleep 600` of the run was ever seen:\n" + explain(result, events)
-    (sleeper,) = seen
-    assert result["status"] == 124, explain(result, events)
-    assert "timed out" in result["message"], explain(result)
-    assert result["stop_reason"] == "timeout" and result["error"] == "timeout"
-    expected = [signal.Signals(s).name for s in stop_signals]
-    assert result["signals_sent"][: len(expected)] == expected, explain(result)
-    if not stop_signals:
-        assert result["signals_sent"][0] == "SIGKILL" and result["signal"] == "SIGKILL"
-    assert result["tool_calls"] >= 1, explain(result, events)
-    calls = events.of("tool_call")
-    assert calls and "sleep 600" in str(calls[0]["input"]["command"]), calls
-    if rig.backend == "claude":
-        # Claude's Bash tool runs the command under setsid: out of the CLI's session and group.
-        assert sleeper.sid != sleeper.cli_sid, sleeper
-    assert agent.state.value == "READY"
-    assert _gone(sleeper), f"sleep 600 (pid {sleeper.pid}) survived the run"
-    assert_nothing_left(events.run_id())
-    assert is_reaped(result["pid"])
+    return result, events, seen[0] if seen else None
 
 
 # ------------------------------------------------------------------------------ claude environment
