@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 
 from .backend import Backend, RunRequest
+from .errorcontext import describe_failure, fallback_failure
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
 from .events import Event, EventBus, EventKind, EventStream, Subscription
-from .failures import classify
 from .parser import DEFAULT_MAX_LINE_BYTES
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
@@ -39,6 +39,7 @@ from .retry import (
     iso,
     suggested_actions,
 )
+from .runlog import append_run, resolve_run_log, run_record
 from .states import AgentState, Status
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -131,6 +132,7 @@ class CodingGenesisAgent:
         options: Mapping[str, Any] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_tail_bytes: int = 64 * 1024,
+        run_log: str | os.PathLike[str] | bool | None = None,
         retry: RetryPolicy | str | int | None = None,
         circuit_breaker: CircuitBreaker | None = _DEFAULT_BREAKER,
         clock: Clock | None = None,
@@ -173,6 +175,10 @@ class CodingGenesisAgent:
             self._cli_path = None
         if any(not isinstance(a, str) or "\0" in a for a in extra_args):
             raise ConfigError("extra_args must be strings without NUL bytes")
+        if run_log is not None and not isinstance(run_log, bool | str | os.PathLike):
+            raise ConfigError(f"run_log must be a path, True or False, got {run_log!r}")
+        #: Where each run appends its record (None: $GENESIS_RUN_LOG / XDG default).
+        self._run_log = run_log
         self._model = model
         self._env = dict(env or {})
         self._extra_args = tuple(extra_args)
@@ -382,8 +388,17 @@ class CodingGenesisAgent:
             self._after_run(result, probe, clock)
         self._last = result
         out = result.to_dict()
+        self._log_run(out)
         self._bus.publish(
-            Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id
+            Event(
+                EventKind.RUN_FINISHED,
+                {
+                    "status": result.status,
+                    "error": result.error,
+                    "category": (result.failure or {}).get("category"),
+                },
+            ),
+            run_id,
         )
         return out
 
@@ -452,10 +467,10 @@ class CodingGenesisAgent:
                 f"a probe request is accepted in {remaining:.1f}s "
                 "(or call reset_circuit() once the cause is fixed).",
                 "degraded",
-            )
+            ),
+            retry_after_s=round(remaining, 3),
         )
-        failure = {**(result.failure or {}), "retry_after_s": round(remaining, 3)}
-        return result.model_copy(update={"failure": failure})
+        return result
 
     async def _retrying(
         self,
@@ -659,28 +674,52 @@ class CodingGenesisAgent:
             **extra,
         )
 
-    def _classified(self, result: RunResult) -> RunResult:
-        hint_fn = getattr(self._backend, "failure_hint", None)
-        hint = hint_fn(result) if callable(hint_fn) else None
-        found = classify(
-            error=result.error,
-            message=result.message,
-            stderr_tail=result.stderr_tail,
-            api_error_status=result.api_error_status,
-            cli_errors=tuple(result.cli_errors),
-            backend_hint=hint,
-            data=result.data,
-            failed_tools=len(result.failed_tools),
-            permission_denials=result.permission_denials,
-            result_subtype=result.result_subtype,
-        )
-        failure = {
-            "category": found.category.value,
-            "retryable": found.retryable,
-            "reason": found.reason,
-            "retry_after_s": found.retry_after_s,
-        }
-        return result.model_copy(update={"failure": failure})
+    def _classified(
+        self, result: RunResult, timeout: object = None, retry_after_s: float | None = None
+    ) -> RunResult:
+        """Attach ``failure`` (spec 004 ChildFailure), ``error_context`` (spec 003)
+        and ``failure_report`` to a failed result; never raises.
+
+        ``timeout``: the attempt's timeout, when the result does not carry it;
+        ``retry_after_s``: a wait we know better than the output (a circuit's cooldown).
+        """
+        try:
+            hint_fn = getattr(self._backend, "failure_hint", None)
+            try:
+                hint = hint_fn(result) if callable(hint_fn) else None
+            except Exception:
+                log.exception("failure_hint of backend %s failed", self.backend_name)
+                hint = None
+            run_timeout = result.timeout_s
+            if run_timeout is None:
+                run_timeout = (
+                    float(timeout)
+                    if isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                    else self._timeout
+                )
+            update = describe_failure(
+                result,
+                node=self.name,
+                backend_hint=hint if isinstance(hint, str) else None,
+                timeout=run_timeout,
+                idle_timeout=self._idle_timeout,
+                install_hint=self._backend.install_hint(),
+                redactor=Redactor(os.environ, self._env),
+                retry_after_s=retry_after_s,
+            )
+        except Exception as exc:
+            log.exception("failure analysis of run %s failed", result.run_id)
+            update = fallback_failure(result, node=self.name, error=exc)
+        return result.model_copy(update=update)
+
+    def _log_run(self, response: dict[str, Any]) -> None:
+        """Append the run's record to the run log (spec 004 monitoring); never raises."""
+        try:
+            path = resolve_run_log(self._run_log)
+            if path is not None:
+                append_run(path, run_record(response, redactor=Redactor(os.environ, self._env)))
+        except Exception:
+            log.exception("could not log run %s", response.get("run_id"))
 
     def _busy(self) -> RunResult:
         return self._failure(
@@ -892,7 +931,7 @@ class CodingGenesisAgent:
             "lines": outcome.lines,
             "tool_calls": tally.tool_calls,
             "tool_usage": dict(tally.tool_usage),
-            "files_modified": list(tally.files),
+            "files_modified": redactor.deep(list(tally.files)),
             "last_successful_tool": tally.last_successful_tool,
             "session_id": tally.session_id,
             "model": tally.model,
@@ -910,6 +949,14 @@ class CodingGenesisAgent:
             "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
             "failed_tools": list(tally.failed_tools),
             "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+            "denied_tools": _denied_tools(tally.result),
+            "completed_steps": redactor.deep(tally.steps),
+            "unfinished_steps": redactor.deep(
+                tally.unfinished_steps(outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE))
+            ),
+            "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
+            "cli_retry_delay_s": tally.retry_delay_s,
+            "timeout_s": timeout,
             "result_subtype": (tally.result or {}).get("subtype"),
         }
         warnings: list[str] = []
@@ -958,7 +1005,7 @@ class CodingGenesisAgent:
                     message=redactor.text(message),
                     is_error=True,
                     error="cli_error",
-                    data=RunTally.parse_data(text),
+                    data=RunTally.parse_data(redactor.text(text or "")),
                     **common,
                 )
             if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
@@ -967,6 +1014,9 @@ class CodingGenesisAgent:
                 warnings.append(
                     f"{name} kept running after its result; stopped after {self._linger:g}s"
                 )
+            if common["denied_tools"]:
+                denied = ", ".join(dict.fromkeys(common["denied_tools"]))
+                warnings.append(f"permission denied for tool call(s): {denied}")
             message = redactor.text(text or "")
             return RunResult(
                 status=Status.OK,
@@ -1049,6 +1099,12 @@ def _signal_name(signum: int) -> str:
     with contextlib.suppress(ValueError):
         return _signal.Signals(signum).name
     return f"signal {signum}"
+
+
+def _denied_tools(result: Mapping[str, Any] | None) -> list[str]:
+    """Tool names of claude's ``permission_denials`` in the terminal event."""
+    denials = (result or {}).get("permission_denials") or ()
+    return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
 
 
 def _last_line(text: str) -> str:
