@@ -9,9 +9,7 @@ from typing import Any
 
 __all__ = ["Redactor"]
 
-_SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I
-)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE)", re.I)
 _MIN_LEN = 8
 MASK = "[REDACTED]"
 

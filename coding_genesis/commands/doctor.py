@@ -126,24 +126,18 @@ def _claude_credentials() -> Check:
             helper = bool(json.loads(settings.read_text()).get("apiKeyHelper"))
         except (OSError, ValueError, AttributeError):
             helper = False
-    stripped = _env_set(
-        "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"
-    )
-    where = [f"${n} is set" for n in found] + [f"{p} exists" for p in files]
+    kept = [
+        n
+        for n in _env_set(
+            "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"
+        )
+        if n not in _claude_stripped()
+    ]
+    where = [f"${n} is set" for n in (*found, *kept)] + [f"{p} exists" for p in files]
     if helper:
         where.append(f"apiKeyHelper in {settings}")
     if where:
         return Check("claude", "credentials", "ok", "; ".join(where))
-    if stripped:
-        return Check(
-            "claude",
-            "credentials",
-            "warn",
-            f"only {', '.join('$' + n for n in stripped)}, which coding-genesis removes from the "
-            "CLI's environment (with every CLAUDE_CODE_* variable)",
-            "pass it explicitly: CodingGenesisAgent(..., env={'CLAUDE_CODE_OAUTH_TOKEN': ...}), "
-            "or set ANTHROPIC_API_KEY",
-        )
     return Check(
         "claude",
         "credentials",
@@ -153,8 +147,20 @@ def _claude_credentials() -> Check:
     )
 
 
+def _claude_stripped() -> list[str]:
+    """Inherited variables the claude backend removes from the CLI's environment."""
+    from backends.claude import ClaudeBackend
+
+    from ..backend import RunRequest
+    from ..process import build_env
+
+    spec = ClaudeBackend().build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
+    kept = build_env(os.environ, unset=spec.unset_env)
+    return sorted(n for n in os.environ if n not in kept)
+
+
 def _claude_environment() -> list[Check]:
-    inherited = sorted(n for n in os.environ if n == "CLAUDECODE" or n.startswith("CLAUDE_CODE_"))
+    inherited = _claude_stripped()
     checks = []
     if inherited:
         checks.append(
@@ -164,7 +170,8 @@ def _claude_environment() -> list[Check]:
                 "warn",
                 f"inherited {', '.join(inherited[:6])}{' ...' if len(inherited) > 6 else ''}: "
                 "claude refuses to start inside another Claude Code session",
-                "nothing to do for genesis (it removes them for every run); "
+                "nothing to do for genesis (it removes these for every run, keeping your own "
+                "CLAUDE_CODE_* configuration and credentials); "
                 "unset them to run `claude` yourself",
             )
         )
