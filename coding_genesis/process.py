@@ -144,19 +144,33 @@ def build_env(
     add: Mapping[str, str] | None = None,
     marker: str | None = None,
 ) -> dict[str, str]:
-    """The child's environment: ``base`` minus ``unset`` (``X*`` = prefix), plus ``add``."""
+    """The child's environment: ``base`` minus ``unset``, plus ``add``.
+
+    In ``unset`` a trailing ``*`` matches a prefix, and an entry starting with
+    ``!`` keeps what it matches (e.g. ``CLAUDE_CODE_*`` but ``!CLAUDE_CODE_OAUTH_TOKEN``).
+    """
     env = dict(base)
     if unset:
-        exact = {u for u in unset if not u.endswith("*")}
-        prefixes = tuple(u[:-1] for u in unset if u.endswith("*"))
+        drop = [u for u in unset if not u.startswith("!")]
+        keep = [u[1:] for u in unset if u.startswith("!")]
         for key in list(env):
-            if key in exact or (prefixes and key.startswith(prefixes)):
+            if _env_match(key, drop) and not _env_match(key, keep):
                 del env[key]
     if add:
         env.update(add)
     if marker is not None:
         env[RUN_MARKER_ENV] = marker
     return env
+
+
+def _env_match(key: str, patterns: Sequence[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if key.startswith(pattern[:-1]):
+                return True
+        elif key == pattern:
+            return True
+    return False
 
 
 class _Tail:
@@ -365,11 +379,13 @@ async def run_process(
     marker: str,
     stdout_tap: Callable[[bytes], object] | None = None,
     on_spawn: Callable[[int], object] | None = None,
+    on_chunk: Callable[[], object] | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
     ``sink`` receives each parsed stdout object and returns True for the
-    CLI's terminal event (which starts the linger clock).
+    CLI's terminal event (which starts the linger clock); ``on_chunk`` is
+    called once the objects of a stdout chunk have all been through it.
     Never raises for process failures: they are in the outcome.  Re-raises
     cancellation after the tree is stopped and reaped.
     """
@@ -437,6 +453,13 @@ async def run_process(
             terminal_at = anyio.current_time()
             wake.set()
 
+    def chunk_done() -> None:
+        try:
+            if on_chunk is not None:
+                on_chunk()
+        except Exception:
+            log.exception("on_chunk callback failed")
+
     async def read_stdout() -> None:
         # Straight from our end of the pipe: one read() per pipe-full (1 MiB),
         # no stream buffer copying in between.
@@ -460,9 +483,13 @@ async def run_process(
             if stdout_tap is not None:
                 stdout_tap(chunk)
             feed_each(chunk, feed)
+            if on_chunk is not None:
+                chunk_done()
             await anyio.lowlevel.checkpoint()  # a CLI that never pauses must not starve the loop
         for obj in parser.close():
             feed(obj)
+        if on_chunk is not None:
+            chunk_done()
         reader_finished()
 
     async def drain_stderr() -> None:
