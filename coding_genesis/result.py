@@ -157,7 +157,9 @@ class RunTally:
         self.cli_retries = 0
         self.api_error_status: int | None = None
         self.steps: list[str] = []
-        self.pending: dict[str, str] = {}
+        #: Tool calls without a result yet: (name, input), described only if a
+        #: report needs them (describing every call cost ~15% of the hot path).
+        self.pending: dict[str, tuple[str, Any]] = {}
         self.last_tool_error: str | None = None
         #: The last tool call, if the last tool event was its failure.
         self.last_failed_step: str | None = None
@@ -183,12 +185,13 @@ class RunTally:
             for path in data.get("files") or ():
                 self._add_file(path)
             if len(self.pending) < 10_000:
-                self.pending[str(tool_id)] = describe_step(name, data.get("input"), self.cwd)
+                self.pending[str(tool_id)] = (name, data.get("input"))
             self.last_failed_step = None
         elif kind == EventKind.TOOL_RESULT:
             name = data.get("name") or self.tool_names.get(str(data.get("id")), "unknown")
-            step = self.pending.pop(str(data.get("id")), None)
+            call = self.pending.pop(str(data.get("id")), None)
             if data.get("is_error"):
+                step = self._describe(call)
                 if len(self.failed_tools) < _MAX_ERRORS:
                     self.failed_tools.append(str(name))
                 output = data.get("output")
@@ -202,8 +205,8 @@ class RunTally:
             else:
                 self.last_failed_step = None
                 self.last_successful_tool = str(name)
-                if step is not None and len(self.steps) < _MAX_STEPS:
-                    self.steps.append(step)
+                if call is not None and len(self.steps) < _MAX_STEPS:
+                    self.steps.append(describe_step(call[0], call[1], self.cwd))
             for path in data.get("files") or ():
                 self._add_file(path)
         elif kind == EventKind.SESSION:
@@ -239,10 +242,16 @@ class RunTally:
     def unfinished_steps(self, stopped: bool) -> list[str]:
         """Tool calls without a result; when we stopped the run, also the last
         call if it failed last (the CLI reports its tool killed by our signal)."""
-        steps = list(self.pending.values())[-10:]
+        steps = [
+            describe_step(name, tool_input, self.cwd)
+            for name, tool_input in list(self.pending.values())[-10:]
+        ]
         if stopped and not steps and self.last_failed_step:
             steps.append(self.last_failed_step)
         return steps
+
+    def _describe(self, call: tuple[str, Any] | None) -> str | None:
+        return describe_step(call[0], call[1], self.cwd) if call is not None else None
 
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:

@@ -112,3 +112,27 @@ def test_a_secret_with_characters_the_report_escapes(
     assert "p@ss" not in report  # neither raw nor escaped
     assert response["failure"]["files_modified"] == ["cfg [REDACTED].ini"]
     assert parse_failure_report(report).message == "login failed: [REDACTED]\nsecond line"
+
+
+def test_deep_redaction_finds_secrets_that_json_escapes() -> None:
+    """``deep`` checks one serialisation for the secrets before walking: the
+    check must see a secret wherever it sits, however JSON escapes it."""
+    from coding_genesis.redact import MASK, Redactor
+
+    odd = 'se"cr\\et-€-\n-0123'
+    redactor = Redactor({"MY_TOKEN": odd, "API_KEY": SECRET})
+    data = {
+        "a": [{"b": f"x {odd} y"}],
+        7: SECRET,  # a non-string key
+        "t": (SECRET,),
+        "huge": 2**70,  # beyond what orjson encodes: walked instead
+    }
+    assert redactor.deep(data) == {
+        "a": [{"b": f"x {MASK} y"}],
+        7: MASK,
+        "t": [MASK],
+        "huge": 2**70,
+    }
+    clean = {"a": [1, {"b": "nothing to hide"}], 2: None}
+    assert redactor.deep(clean) is clean  # no secret: no copy
+    assert redactor.deep(f"{odd}!") == f"{MASK}!"
