@@ -70,6 +70,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,8 +98,10 @@ RUN_MARKER_ENV = "GENESIS_RUN_ID"
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
-#: Main pids of runs in flight: owned by the event loop's child watcher, never reaped by us.
-_active_mains: set[int] = set()
+#: Main pids of runs in flight: owned by the event loop's child watcher, never
+#: reaped by us.  Counted: with pid reuse a new run may get a pid whose old run
+#: is still cleaning up.
+_active_mains: Counter[int] = Counter()
 #: Runs inside ``open_process``: a main pid not yet in ``_active_mains`` may exist.
 _spawning = 0
 #: Seconds a zombie of unknown origin must stay unreaped before we take it.
@@ -229,6 +232,13 @@ def _alive(proc: psutil.Process) -> bool:
     """Still the same process (pid + start time) and not a zombie."""
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _same_process(proc: psutil.Process, born: float) -> bool:
+    try:
+        return abs(proc.create_time() - born) < 0.01
     except psutil.Error:
         return False
 
@@ -425,7 +435,9 @@ class _Tree:
             if ids is None or ids[0] == self._own_sid:
                 continue  # a child of the host program, not of a run
             sid, pgid = ids
-            if pid in self.members or sid in self.sessions or pgid in self.groups:
+            member = self.members.get(pid)
+            known = member is not None and _same_process(member, born)
+            if known or sid in self.sessions or pgid in self.groups:
                 _waitpid(pid)
                 continue
             if born < self.since - 1.0:
@@ -544,7 +556,7 @@ async def run_process(
                 env=dict(env),
                 start_new_session=True,
             )
-        _active_mains.add(proc.pid)
+        _active_mains[proc.pid] += 1
     except OSError as exc:
         outcome.spawn_error = exc
         outcome.duration_s = anyio.current_time() - started
@@ -564,7 +576,9 @@ async def run_process(
         )
     finally:
         if proc.returncode is not None:
-            _active_mains.discard(proc.pid)
+            _active_mains[proc.pid] -= 1
+            if _active_mains[proc.pid] <= 0:
+                del _active_mains[proc.pid]
 
 
 async def _supervise(

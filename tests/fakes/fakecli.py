@@ -26,6 +26,9 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
                  "setsid": false, "sleep": 600}}
                                   a grandchild that keeps forking (bounded by
                                   ``count``), each child optionally in its own session
+  {"await_records": {"key": "grandchild", "count": 2}}
+                                  wait (up to 30 s) until the record file holds that
+                                  many entries with ``key`` (so the tree is in place)
   {"stderr": "text"}              a line on stderr
   {"stderr_flood": N}             N bytes on stderr
   {"stdout_flood": N, "line": L}  N bytes of valid JSON lines of about L bytes
@@ -244,6 +247,17 @@ def flood(fd: int, total: int, line: int) -> None:
         sent += len(chunk)
 
 
+def await_records(spec: dict[str, Any]) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    key, count = spec["key"], int(spec.get("count", 1))
+    deadline = time.monotonic() + float(spec.get("within", 30))
+    while path and time.monotonic() < deadline:
+        with open(path, encoding="utf-8") as fh:
+            if sum(1 for line in fh if f'"{key}"' in line) >= count:
+                return
+        time.sleep(0.01)
+
+
 def trap(signum: int, code: int | None) -> None:
     def handler(received: int, frame: object) -> None:
         record(signal=signal.Signals(received).name)
@@ -311,6 +325,8 @@ def main() -> int:
             trap(getattr(signal, step["trap"]), step.get("exit"))
         elif "grandchild" in step:
             spawn_grandchild(step["grandchild"])
+        elif "await_records" in step:
+            await_records(step["await_records"])
         elif "fork_bomb" in step:
             spawn_fork_bomb(step["fork_bomb"])
         elif "stderr" in step:
