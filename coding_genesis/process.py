@@ -69,6 +69,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -104,6 +105,8 @@ _subreaper: bool | None = None
 _active_mains: Counter[int] = Counter()
 #: Runs inside ``open_process``: a main pid not yet in ``_active_mains`` may exist.
 _spawning = 0
+#: Runs may go on in several threads at once (``run_sync`` from a thread pool).
+_registry_lock = threading.Lock()
 #: Seconds a zombie of unknown origin must stay unreaped before we take it.
 _ORPHAN_SETTLE = 0.1
 #: When each unknown zombie was first seen (pid, start time) -> monotonic time.
@@ -465,6 +468,19 @@ class _Tree:
             await anyio.sleep(_ORPHAN_SETTLE / 4)
 
 
+def _spawn_count(delta: int) -> None:
+    global _spawning
+    with _registry_lock:
+        _spawning += delta
+
+
+def _main_count(pid: int, delta: int) -> None:
+    with _registry_lock:
+        _active_mains[pid] += delta
+        if _active_mains[pid] <= 0:
+            del _active_mains[pid]
+
+
 def _waitpid(pid: int) -> bool:
     """Reap ``pid`` if it is a zombie child of ours; True if it was reaped."""
     try:
@@ -535,14 +551,13 @@ async def run_process(
     Never raises for process failures: they are in the outcome.  Re-raises
     cancellation after the tree is stopped and reaped.
     """
-    global _spawning
     outcome = ProcessOutcome()
     parser = JsonLinesParser(config.max_line_bytes)
     tail = _Tail(config.stderr_tail_bytes)
     subreaper_enabled()
     wall_started = time.time()
     started = anyio.current_time()
-    _spawning += 1
+    _spawn_count(+1)
     try:
         # Shielded: a cancellation landing mid-spawn would lose the process.
         # It is delivered at the first await below, with the tree known.
@@ -556,13 +571,13 @@ async def run_process(
                 env=dict(env),
                 start_new_session=True,
             )
-        _active_mains[proc.pid] += 1
+        _main_count(proc.pid, +1)
     except OSError as exc:
         outcome.spawn_error = exc
         outcome.duration_s = anyio.current_time() - started
         return outcome
     finally:
-        _spawning -= 1
+        _spawn_count(-1)
 
     outcome.pid = proc.pid
     try:
@@ -576,9 +591,7 @@ async def run_process(
         )
     finally:
         if proc.returncode is not None:
-            _active_mains[proc.pid] -= 1
-            if _active_mains[proc.pid] <= 0:
-                del _active_mains[proc.pid]
+            _main_count(proc.pid, -1)
 
 
 async def _supervise(

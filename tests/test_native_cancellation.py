@@ -135,3 +135,28 @@ async def test_trio_cancel_scope_stops_the_tree(fake_claude: FakeCLI) -> None:
         await agent.run("go")
     assert scope.cancelled_caught
     _cancelled_cleanly(agent, log, fake_claude)
+
+
+@pytest.mark.anyio
+@asyncio_only
+@pytest.mark.timeout(15)
+async def test_repeated_task_cancel_during_a_timeout_stop(fake_claude: FakeCLI) -> None:
+    """The timeout's stop is under way (waiting out a 1 s grace: the CLI
+    records SIGTERM and ignores it) when the caller starts cancelling again
+    and again: the stop still completes, then the cancellation comes out."""
+    fake_claude.script(
+        [{"trap": "SIGTERM"}, {"grandchild": HOLDER}, {"init": True}, {"hang": True}]
+    )
+    agent = fake_claude.agent(timeout=0.5, grace=1.0)
+    log = EventLog(agent)
+    task = asyncio.create_task(agent.run("go"))
+    await wait_for_record(fake_claude, "signal")  # the timeout's SIGTERM arrived
+    cancels = 0
+    while not task.done():
+        task.cancel()
+        cancels += 1
+        await asyncio.sleep(0.02)
+    assert cancels > 5
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    _cancelled_cleanly(agent, log, fake_claude)

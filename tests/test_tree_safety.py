@@ -143,3 +143,29 @@ def test_without_the_subreaper_the_marker_scan_finds_the_escapees(
         except (psutil.NoSuchProcess, ChildProcessError):
             continue
     assert_tree_gone(fake_claude)
+
+
+@pytest.mark.timeout(30)
+def test_runs_in_several_threads_at_once(tmp_path: Path) -> None:
+    """run_sync from a thread pool: one event loop per thread, one registry of
+    run main pids for all; exit codes stay exact and nothing is left."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fakes = [FakeCLI(tmp_path, "claude") for _ in range(4)]
+    for i, fake in enumerate(fakes):
+        fake.script(
+            [
+                {"grandchild": {"double_fork": True, "hold_stdout": False, "sleep": 0.05}},
+                {"grandchild": {"setsid": True, "ignore_sigterm": True, "sleep": 600}},
+                {"init": True},
+                {"sleep": 0.2},
+                {"exit": 10 + i},
+            ]
+        )
+    agents = [fake.agent(timeout=10.0, grace=0.2) for fake in fakes]
+    with ThreadPoolExecutor(len(agents)) as pool:
+        results = list(pool.map(lambda a: a.run_sync("go"), agents))
+    assert [r["status"] for r in results] == [10, 11, 12, 13], [describe(r) for r in results]
+    assert all(r["leftovers_stopped"] >= 1 for r in results)
+    for fake in fakes:
+        assert_tree_gone(fake)
