@@ -6,15 +6,42 @@ newlines or NUL-free megabytes, and never be read as a flag.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.events import Event, EventKind
+from coding_genesis.result import RunResult
 
 from ._common import as_int, preview, str_list
 
-__all__ = ["ClaudeBackend", "ClaudeTranslator"]
+__all__ = ["ClaudeBackend", "ClaudeTranslator", "claude_failure_hint"]
+
+#: claude's own wording for its failures, most specific first.
+_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "auth",
+        re.compile(
+            r"invalid api key|please run /login|oauth token (?:has )?expired|"
+            r"authentication_error|credit balance is too low|not logged in",
+            re.I,
+        ),
+    ),
+    (
+        "rate_limit",
+        re.compile(r"usage limit reached|\blimit reached\b|overloaded|rate_limit_error", re.I),
+    ),
+    ("invalid_task", re.compile(r"prompt is too long|cannot be used with root", re.I)),
+    (
+        "network",
+        re.compile(
+            r"request timed out|connection ?error|connection ?refused|unable to connect to api|"
+            r"fetch failed|socket hang up",
+            re.I,
+        ),
+    ),
+)
 
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {
@@ -72,6 +99,24 @@ class ClaudeBackend:
 
     def translator(self) -> ClaudeTranslator:
         return ClaudeTranslator()
+
+    def failure_hint(self, result: RunResult) -> str | None:
+        return claude_failure_hint(result)
+
+
+def claude_failure_hint(result: RunResult) -> str | None:
+    """Category from claude's own words for its failure (the result text, stderr).
+
+    The HTTP status (``api_error_status``) is read by the core; this adds what
+    only the wording says (an expired login, a usage limit, an oversized prompt).
+    """
+    if result.api_error_status is not None:
+        return None  # the status is more precise than any wording
+    for text in (result.message, result.stderr_tail[-4000:]):
+        for category, pattern in _HINTS:
+            if text and pattern.search(text):
+                return category
+    return None
 
 
 class ClaudeTranslator:

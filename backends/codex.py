@@ -8,17 +8,55 @@ are understood.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.events import Event, EventKind
+from coding_genesis.result import RunResult
 
 from ._common import as_int, preview
 
-__all__ = ["CodexBackend", "CodexTranslator"]
+__all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
+
+#: "Reconnecting... 2/5 (...)": codex retrying the API by itself (not fatal).
+_RECONNECTING = re.compile(r"^Reconnecting\.\.\.\s*(\d+)/(\d+)")
+#: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
+_STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")
+
+#: Messages whose meaning codex words itself, most specific first.
+_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # codex's wording for HTTP 5xx from the model API (see the codex_500 recording).
+    ("internal", re.compile(r"experiencing high demand|internal server error", re.I)),
+    ("rate_limit", re.compile(r"usage limit|quota|too many requests", re.I)),
+    ("auth", re.compile(r"unauthorized|not logged in|please log ?in|invalid api key", re.I)),
+    (
+        "network",
+        re.compile(
+            r"stream disconnected|error sending request|waiting for network|connection (?:refused|reset|closed)|idle timeout waiting",
+            re.I,
+        ),
+    ),
+)
+
+
+def http_status(message: str) -> int | None:
+    """The HTTP status a codex error message names, if any."""
+    match = _STATUS.search(message)
+    return int(match.group(1)) if match else None
+
+
+def codex_failure_hint(result: RunResult) -> str | None:
+    """Category from codex's own words for its failure (turn.failed, last error line)."""
+    texts = [result.message, *reversed(result.cli_errors)]
+    for text in texts:
+        for category, pattern in _HINTS:
+            if text and pattern.search(text):
+                return category
+    return None
 
 
 class CodexBackend:
@@ -54,6 +92,9 @@ class CodexBackend:
 
     def translator(self) -> CodexTranslator:
         return CodexTranslator()
+
+    def failure_hint(self, result: RunResult) -> str | None:
+        return codex_failure_hint(result)
 
 
 class CodexTranslator:
@@ -96,12 +137,27 @@ class CodexTranslator:
                         "subtype": "turn.failed",
                         "text": str(message or "turn failed"),
                         "errors": [message],
+                        "api_error_status": http_status(str(message or "")),
                     },
                 ),
             )
         if kind == "error":
+            text = str(obj.get("message") or "")
+            error = Event(EventKind.ERROR, {"message": text, "fatal": False})
+            retry = _RECONNECTING.match(text)
+            if retry is None:
+                return (error,)
             return (
-                Event(EventKind.ERROR, {"message": str(obj.get("message") or ""), "fatal": False}),
+                Event(
+                    EventKind.CLI_RETRY,
+                    {
+                        "attempt": int(retry.group(1)),
+                        "max_retries": int(retry.group(2)),
+                        "error_status": http_status(text),
+                        "error": text,
+                    },
+                ),
+                error,
             )
         return ()
 

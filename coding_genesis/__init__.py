@@ -20,8 +20,10 @@ from .errors import (
     UnknownBackendError,
 )
 from .events import Event, EventKind, EventStream, Subscription
+from .failures import FailureCategory
 from .parser import JsonLinesParser
 from .process import StopReason, SupervisorConfig
+from .report import ChildFailure, format_failure_report, parse_failure_report
 from .result import RunResult
 from .states import AgentState, Status
 
@@ -32,12 +34,14 @@ __all__ = [
     "AgentState",
     "AgentUsageError",
     "Backend",
+    "ChildFailure",
     "CodingGenesisAgent",
     "CommandSpec",
     "ConfigError",
     "Event",
     "EventKind",
     "EventStream",
+    "FailureCategory",
     "GenesisError",
     "InvalidCwdError",
     "InvalidTimeoutError",
@@ -51,4 +55,6 @@ __all__ = [
     "Translator",
     "UnknownBackendError",
     "__version__",
+    "format_failure_report",
+    "parse_failure_report",
 ]

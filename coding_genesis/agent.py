@@ -18,13 +18,28 @@ from typing import Any
 import anyio
 
 from .backend import Backend, RunRequest
+from .errorcontext import describe_failure, fallback_failure
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
 from .events import Event, EventBus, EventKind, EventStream, Subscription
-from .failures import classify
 from .parser import DEFAULT_MAX_LINE_BYTES
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
 from .result import RunResult, RunTally
+from .retry import (
+    Action,
+    Circuit,
+    CircuitBreaker,
+    Clock,
+    Decision,
+    RetryPolicy,
+    blocker,
+    continuation_prompt,
+    current_clock,
+    escalation_record,
+    iso,
+    suggested_actions,
+)
+from .runlog import append_run, resolve_run_log, run_record
 from .states import AgentState, Status
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -32,6 +47,10 @@ __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 log = logging.getLogger("coding_genesis.agent")
 
 DEFAULT_TIMEOUT = 300.0
+#: DEGRADED after 3 requests in a row fail with a missing CLI or bad auth; 60 s cooldown.
+_DEFAULT_BREAKER = CircuitBreaker()
+#: ``run(retry=...)`` not given: use the agent's policy.
+_AGENT_POLICY: Any = object()
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
 
 
@@ -83,6 +102,12 @@ class CodingGenesisAgent:
     outcome (success, failure, timeout, crash, cancellation).  A request made
     while ``BUSY`` is answered at once with status 75 and starts nothing.
 
+    ``retry=`` (a :class:`~coding_genesis.retry.RetryPolicy`, "default" or a
+    number of retries) retries failures per category, resuming the CLI session;
+    without it a request is one attempt.  ``circuit_breaker=`` makes the agent
+    ``DEGRADED`` (status 69 at once) after repeated failures no retry fixes
+    (CLI missing, auth) until a cooldown passes and a probe succeeds.
+
     Every state change and every normalized run event is published to
     :meth:`subscribe` callbacks and :meth:`events` streams.
     """
@@ -107,6 +132,10 @@ class CodingGenesisAgent:
         options: Mapping[str, Any] | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_tail_bytes: int = 64 * 1024,
+        run_log: str | os.PathLike[str] | bool | None = None,
+        retry: RetryPolicy | str | int | None = None,
+        circuit_breaker: CircuitBreaker | None = _DEFAULT_BREAKER,
+        clock: Clock | None = None,
     ) -> None:
         if isinstance(backend, str):
             from backends import get_backend
@@ -146,6 +175,10 @@ class CodingGenesisAgent:
             self._cli_path = None
         if any(not isinstance(a, str) or "\0" in a for a in extra_args):
             raise ConfigError("extra_args must be strings without NUL bytes")
+        if run_log is not None and not isinstance(run_log, bool | str | os.PathLike):
+            raise ConfigError(f"run_log must be a path, True or False, got {run_log!r}")
+        #: Where each run appends its record (None: $GENESIS_RUN_LOG / XDG default).
+        self._run_log = run_log
         self._model = model
         self._env = dict(env or {})
         self._extra_args = tuple(extra_args)
@@ -167,6 +200,15 @@ class CodingGenesisAgent:
         self._run_id: str | None = None
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
+        # Retry and recovery (coding_genesis.retry): no retry policy unless one is
+        # given, so one request is one attempt by default.
+        self._retry = RetryPolicy.parse(retry)
+        if circuit_breaker is not None and not isinstance(circuit_breaker, CircuitBreaker):
+            raise ConfigError(
+                f"circuit_breaker must be a CircuitBreaker or None, got {circuit_breaker!r}"
+            )
+        self._circuit = Circuit(circuit_breaker) if circuit_breaker is not None else None
+        self._clock = clock
 
     # -- introspection -------------------------------------------------
 
@@ -196,6 +238,34 @@ class CodingGenesisAgent:
         return self._supervisor
 
     @property
+    def retry_policy(self) -> RetryPolicy | None:
+        """The agent's retry policy (None: one attempt per request)."""
+        return self._retry
+
+    @property
+    def circuit_breaker(self) -> CircuitBreaker | None:
+        return self._circuit.config if self._circuit is not None else None
+
+    @property
+    def consecutive_failures(self) -> int:
+        """Requests in a row that failed in a way that trips the circuit breaker."""
+        return self._circuit.consecutive if self._circuit is not None else 0
+
+    @property
+    def cooldown_remaining(self) -> float:
+        """Seconds before a DEGRADED agent accepts a probe request (0 otherwise)."""
+        if self._circuit is None or self._state is not AgentState.DEGRADED:
+            return 0.0
+        return self._circuit.remaining(self._now_clock().monotonic())
+
+    def reset_circuit(self, reason: str = "circuit reset by hand") -> None:
+        """Close the circuit breaker: a DEGRADED agent becomes READY at once."""
+        if self._circuit is not None:
+            self._circuit.reset()
+        if self._state is AgentState.DEGRADED:
+            self._set_state(AgentState.READY, reason)
+
+    @property
     def last_result(self) -> RunResult | None:
         """The typed model behind the dict of the last run."""
         return self._last
@@ -213,17 +283,16 @@ class CodingGenesisAgent:
         """An async iterator of events from now on (use ``async with``)."""
         return self._bus.stream(max_buffer)
 
-    def _set_state(self, state: AgentState, reason: str) -> None:
+    def _set_state(
+        self, state: AgentState, reason: str, extra: Mapping[str, Any] | None = None
+    ) -> None:
         previous = self._state
         self._state = state
         self._state_reason = reason
-        self._bus.publish(
-            Event(
-                EventKind.STATE,
-                {"state": state.value, "previous_state": previous.value, "reason": reason},
-            ),
-            self._run_id,
-        )
+        data = {"state": state.value, "previous_state": previous.value, "reason": reason}
+        if extra:
+            data.update(extra)
+        self._bus.publish(Event(EventKind.STATE, data), self._run_id)
 
     # -- running -------------------------------------------------------
 
@@ -246,28 +315,60 @@ class CodingGenesisAgent:
         resume: str | None = None,
         options: Mapping[str, Any] | None = None,
         request_key: str | None = None,
+        retry: RetryPolicy | str | int | None = _AGENT_POLICY,
     ) -> dict[str, Any]:
         """Run one request; return the response dict.  Never raises for a
-        runtime failure; re-raises cancellation after the process tree is gone."""
+        runtime failure; re-raises cancellation after the process tree is gone.
+
+        ``retry`` overrides the agent's retry policy for this call (None: one attempt).
+        """
         if self._state is AgentState.BUSY:
             return self._classified(self._busy()).to_dict()
+        try:
+            policy = self._retry if retry is _AGENT_POLICY else RetryPolicy.parse(retry)
+        except ConfigError as exc:
+            return self._classified(
+                self._failure("", Status.USAGE, str(exc), "invalid_request")
+            ).to_dict()
+        clock = self._now_clock()
+        probe = False
+        if self._state is AgentState.DEGRADED and self._circuit is not None:
+            remaining = self._circuit.remaining(clock.monotonic())
+            if remaining > 0:
+                return self._degraded(remaining).to_dict()
+            probe = True
         run_id = uuid.uuid4().hex
         self._run_id = run_id
-        self._set_state(AgentState.BUSY, "run started")
-        outcome_reason = "run finished"
+        self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
+        result: RunResult | None = None
         try:
-            result = await self._attempt(
-                prompt,
-                run_id,
-                timeout=timeout,
-                cwd=cwd,
-                model=model,
-                resume=resume,
-                options=options,
-                request_key=request_key,
-            )
+            if policy is None:
+                result = await self._attempt(
+                    prompt,
+                    run_id,
+                    timeout=timeout,
+                    cwd=cwd,
+                    model=model,
+                    resume=resume,
+                    options=options,
+                    request_key=request_key,
+                )
+            else:
+                result = await self._retrying(
+                    policy,
+                    clock,
+                    prompt,
+                    run_id,
+                    timeout=timeout,
+                    cwd=cwd,
+                    model=model,
+                    resume=resume,
+                    options=options,
+                    request_key=request_key,
+                )
+            if result.is_error and result.failure is None:
+                result = self._classified(result)
         except anyio.get_cancelled_exc_class():
-            outcome_reason = "run cancelled"
             self._bus.publish(
                 Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}),
                 run_id,
@@ -275,19 +376,287 @@ class CodingGenesisAgent:
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
-            result = self._failure(
-                run_id, Status.INTERNAL, f"internal error in coding-genesis: {exc!r}", "internal"
+            result = self._classified(
+                self._failure(
+                    run_id,
+                    Status.INTERNAL,
+                    f"internal error in coding-genesis: {exc!r}",
+                    "internal",
+                )
             )
         finally:
-            self._set_state(AgentState.READY, outcome_reason)
-        if result.is_error and result.failure is None:
-            result = self._classified(result)
+            self._after_run(result, probe, clock)
         self._last = result
         out = result.to_dict()
+        self._log_run(out)
         self._bus.publish(
-            Event(EventKind.RUN_FINISHED, {"status": result.status, "error": result.error}), run_id
+            Event(
+                EventKind.RUN_FINISHED,
+                {
+                    "status": result.status,
+                    "error": result.error,
+                    "category": (result.failure or {}).get("category"),
+                },
+            ),
+            run_id,
         )
         return out
+
+    # -- retry and recovery --------------------------------------------
+
+    def _now_clock(self) -> Clock:
+        return self._clock if self._clock is not None else current_clock()
+
+    def _after_run(self, result: RunResult | None, probe: bool, clock: Clock) -> None:
+        """READY after any outcome, unless the circuit breaker opens (or stays open)."""
+        circuit = self._circuit
+        if result is None:  # cancelled
+            if probe:
+                self._set_state(
+                    AgentState.DEGRADED, "probe cancelled; the next request probes again"
+                )
+            else:
+                self._set_state(AgentState.READY, "run cancelled")
+            return
+        if circuit is None:
+            self._set_state(AgentState.READY, "run finished")
+            return
+        category = (result.failure or {}).get("category") if result.is_error else None
+        outcome = circuit.record(
+            result.error if result.is_error else None,
+            category,
+            result.message,
+            clock.monotonic(),
+        )
+        if circuit.open and (outcome == "trip" or (probe and outcome == "neutral")):
+            remaining = circuit.remaining(clock.monotonic())
+            reason = (
+                circuit.reason if outcome == "trip" else f"probe inconclusive; {circuit.reason}"
+            )
+            if probe and outcome == "trip":
+                reason = f"probe failed; {reason}"
+            self._set_state(
+                AgentState.DEGRADED,
+                reason,
+                {
+                    "category": circuit.last_category,
+                    "consecutive_failures": circuit.consecutive,
+                    "cooldown_s": circuit.config.cooldown_s,
+                    "retry_after_s": round(remaining, 3),
+                },
+            )
+            return
+        if probe:
+            circuit.reset()
+            self._set_state(
+                AgentState.READY,
+                "probe succeeded; circuit closed"
+                if outcome == "success"
+                else f"probe reached the backend ({result.error}); circuit closed",
+            )
+            return
+        self._set_state(AgentState.READY, "run finished")
+
+    def _degraded(self, remaining: float) -> RunResult:
+        assert self._circuit is not None
+        result = self._classified(
+            self._failure(
+                "",
+                Status.UNAVAILABLE,
+                f"agent {self.name!r} is DEGRADED: {self._circuit.reason}. Nothing was started; "
+                f"a probe request is accepted in {remaining:.1f}s "
+                "(or call reset_circuit() once the cause is fixed).",
+                "degraded",
+            ),
+            retry_after_s=round(remaining, 3),
+        )
+        return result
+
+    async def _retrying(
+        self,
+        policy: RetryPolicy,
+        clock: Clock,
+        prompt: str,
+        run_id: str,
+        *,
+        timeout: float | None,
+        cwd: str | os.PathLike[str] | None,
+        model: str | None,
+        resume: str | None,
+        options: Mapping[str, Any] | None,
+        request_key: str | None,
+    ) -> RunResult:
+        """Attempts under a retry policy (spec 002's ``handleError``/``executeRetry``
+        loop), each continuing the previous session where possible (spec 004)."""
+        started = clock.monotonic()
+        attempt_timeout: float | None
+        try:
+            attempt_timeout = (
+                _required_seconds("timeout", timeout) if timeout is not None else self._timeout
+            )
+        except ConfigError:
+            attempt_timeout = None  # the attempt answers with a usage error
+        if attempt_timeout is not None and policy.deadline_s is not None:
+            attempt_timeout = min(attempt_timeout, policy.deadline_s)
+        if request_key is None and isinstance(prompt, str):
+            request_key = self._request_key(prompt, cwd)
+        can_resume = policy.resume and bool(getattr(self._backend, "supports_resume", False))
+        history: list[dict[str, Any]] = []
+        current_prompt, current_resume = prompt, resume
+        retries = 0
+        fresh_fallback = False
+        bus = self._bus
+        attempt = 0
+        while True:
+            attempt += 1
+            bus.publish(
+                Event(
+                    EventKind.ATTEMPT,
+                    {
+                        "phase": "started",
+                        "attempt": attempt,
+                        "timeout": attempt_timeout if attempt_timeout is not None else timeout,
+                        "resume_session": current_resume,
+                        "continuation": current_prompt is not prompt,
+                    },
+                ),
+                run_id,
+            )
+            result = await self._attempt(
+                current_prompt,
+                run_id,
+                timeout=attempt_timeout if attempt_timeout is not None else timeout,
+                cwd=cwd,
+                model=model,
+                resume=current_resume,
+                options=options,
+                request_key=request_key,
+            )
+            if not result.is_error:
+                bus.publish(
+                    Event(
+                        EventKind.ATTEMPT,
+                        {
+                            "phase": "finished",
+                            "attempt": attempt,
+                            "status": result.status,
+                            "action": "succeed",
+                            "session_id": result.session_id,
+                        },
+                    ),
+                    run_id,
+                )
+                return result.model_copy(
+                    update={
+                        "retry_count": retries,
+                        "attempts": retries + 1,
+                        "retry_history": history,
+                    }
+                )
+            if result.failure is None:
+                result = self._classified(result)
+            failure = result.failure or {}
+            category = str(failure.get("category") or "unknown")
+            retry_after = failure.get("retry_after_s")
+            now_mono = clock.monotonic()
+            decision = policy.decide(
+                category,
+                retries_done=retries,
+                tool_calls=result.tool_calls,
+                timeout_s=attempt_timeout,
+                retry_after_s=retry_after if isinstance(retry_after, int | float) else None,
+                elapsed_s=now_mono - started,
+            )
+            resumed_by_us = attempt > 1 and current_resume is not None and current_resume != resume
+            if (
+                decision.action is not Action.RETRY
+                and resumed_by_us
+                and result.lines == 0
+                and not fresh_fallback
+                and result.error not in ("timeout", "idle_timeout", "invalid_request")
+            ):
+                # The CLI rejected the session (codex: unknown id, exit 1, no output):
+                # start over in a fresh session once, at once.
+                fresh_fallback = True
+                can_resume = False
+                decision = Decision(
+                    Action.RETRY,
+                    f"resuming session {current_resume} failed with no output; "
+                    "retrying in a fresh session",
+                    0.0,
+                    attempt_timeout,
+                )
+            now = clock.time()
+            retrying = decision.action is Action.RETRY
+            next_resume = (result.session_id or current_resume) if can_resume else None
+            entry: dict[str, Any] = {
+                "attempt": attempt,
+                "category": category,
+                "error": result.error,
+                "status": result.status,
+                "message": blocker(result),
+                "at": iso(now),
+                "duration_s": result.duration_s,
+                "tool_calls": result.tool_calls,
+                "cli_retries": result.cli_retries,
+                "session_id": result.session_id,
+                "timeout_s": attempt_timeout,
+                "action": decision.action.value,
+                "reason": decision.reason,
+                "delay_s": round(decision.delay_s, 3) if retrying else None,
+                "scheduled_at": iso(now + decision.delay_s) if retrying else None,
+                "next_timeout_s": decision.next_timeout_s if retrying else None,
+                "resume_session": next_resume if retrying else None,
+            }
+            if not retrying:
+                entry["suggested_actions"] = suggested_actions(
+                    category, timeout_s=attempt_timeout, tool_calls=result.tool_calls
+                )
+            history.append(entry)
+            bus.publish(Event(EventKind.ATTEMPT, {"phase": "finished", **entry}), run_id)
+            if not retrying:
+                update: dict[str, Any] = {
+                    "retry_count": retries,
+                    "attempts": retries + 1,
+                    "retry_history": history,
+                }
+                if decision.action is Action.ESCALATE:
+                    update["escalation"] = escalation_record(
+                        run_id=run_id,
+                        category=category,
+                        message=entry["message"],
+                        reason=decision.reason,
+                        history=history,
+                        now=now,
+                        agent=self.name,
+                        backend=self.backend_name,
+                        session_id=result.session_id,
+                        timeout_s=attempt_timeout,
+                        tool_calls=result.tool_calls,
+                    )
+                return result.model_copy(update=update)
+            retries += 1
+            await clock.sleep(decision.delay_s)
+            made_progress = result.tool_calls > 0 or bool(result.files_modified)
+            current_resume = next_resume
+            current_prompt = (
+                continuation_prompt(prompt, result, category)
+                if (current_resume is not None or made_progress) and isinstance(prompt, str)
+                else prompt
+            )
+            if decision.next_timeout_s is not None:
+                attempt_timeout = decision.next_timeout_s
+
+    def _request_key(self, prompt: str, cwd: str | os.PathLike[str] | None) -> str:
+        """Stable across the attempts of one logical request (the failer keeps
+        its /fail-then-succeed counter under it)."""
+        try:
+            run_cwd = _check_cwd(cwd) if cwd is not None else (self._cwd or os.getcwd())
+        except ConfigError:
+            run_cwd = os.fspath(cwd or "")
+        return hashlib.sha256(
+            f"{self._backend.name}\0{run_cwd}\0{prompt}".encode("utf-8", "surrogatepass")
+        ).hexdigest()[:32]
 
     # -- internals -----------------------------------------------------
 
@@ -305,28 +674,52 @@ class CodingGenesisAgent:
             **extra,
         )
 
-    def _classified(self, result: RunResult) -> RunResult:
-        hint_fn = getattr(self._backend, "failure_hint", None)
-        hint = hint_fn(result) if callable(hint_fn) else None
-        found = classify(
-            error=result.error,
-            message=result.message,
-            stderr_tail=result.stderr_tail,
-            api_error_status=result.api_error_status,
-            cli_errors=tuple(result.cli_errors),
-            backend_hint=hint,
-            data=result.data,
-            failed_tools=len(result.failed_tools),
-            permission_denials=result.permission_denials,
-            result_subtype=result.result_subtype,
-        )
-        failure = {
-            "category": found.category.value,
-            "retryable": found.retryable,
-            "reason": found.reason,
-            "retry_after_s": found.retry_after_s,
-        }
-        return result.model_copy(update={"failure": failure})
+    def _classified(
+        self, result: RunResult, timeout: object = None, retry_after_s: float | None = None
+    ) -> RunResult:
+        """Attach ``failure`` (spec 004 ChildFailure), ``error_context`` (spec 003)
+        and ``failure_report`` to a failed result; never raises.
+
+        ``timeout``: the attempt's timeout, when the result does not carry it;
+        ``retry_after_s``: a wait we know better than the output (a circuit's cooldown).
+        """
+        try:
+            hint_fn = getattr(self._backend, "failure_hint", None)
+            try:
+                hint = hint_fn(result) if callable(hint_fn) else None
+            except Exception:
+                log.exception("failure_hint of backend %s failed", self.backend_name)
+                hint = None
+            run_timeout = result.timeout_s
+            if run_timeout is None:
+                run_timeout = (
+                    float(timeout)
+                    if isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                    else self._timeout
+                )
+            update = describe_failure(
+                result,
+                node=self.name,
+                backend_hint=hint if isinstance(hint, str) else None,
+                timeout=run_timeout,
+                idle_timeout=self._idle_timeout,
+                install_hint=self._backend.install_hint(),
+                redactor=Redactor(os.environ, self._env),
+                retry_after_s=retry_after_s,
+            )
+        except Exception as exc:
+            log.exception("failure analysis of run %s failed", result.run_id)
+            update = fallback_failure(result, node=self.name, error=exc)
+        return result.model_copy(update=update)
+
+    def _log_run(self, response: dict[str, Any]) -> None:
+        """Append the run's record to the run log (spec 004 monitoring); never raises."""
+        try:
+            path = resolve_run_log(self._run_log)
+            if path is not None:
+                append_run(path, run_record(response, redactor=Redactor(os.environ, self._env)))
+        except Exception:
+            log.exception("could not log run %s", response.get("run_id"))
 
     def _busy(self) -> RunResult:
         return self._failure(
@@ -456,8 +849,7 @@ class CodingGenesisAgent:
             cwd=run_cwd,
             model=model or self._model,
             resume_session=resume,
-            request_key=request_key
-            or hashlib.sha256(f"{backend.name}\0{run_cwd}\0{prompt}".encode()).hexdigest()[:32],
+            request_key=request_key or self._request_key(prompt, run_cwd),
             options=merged_options,
             extra_args=self._extra_args,
         )
@@ -539,7 +931,7 @@ class CodingGenesisAgent:
             "lines": outcome.lines,
             "tool_calls": tally.tool_calls,
             "tool_usage": dict(tally.tool_usage),
-            "files_modified": list(tally.files),
+            "files_modified": redactor.deep(list(tally.files)),
             "last_successful_tool": tally.last_successful_tool,
             "session_id": tally.session_id,
             "model": tally.model,
@@ -557,6 +949,14 @@ class CodingGenesisAgent:
             "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
             "failed_tools": list(tally.failed_tools),
             "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+            "denied_tools": _denied_tools(tally.result),
+            "completed_steps": redactor.deep(tally.steps),
+            "unfinished_steps": redactor.deep(
+                tally.unfinished_steps(outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE))
+            ),
+            "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
+            "cli_retry_delay_s": tally.retry_delay_s,
+            "timeout_s": timeout,
             "result_subtype": (tally.result or {}).get("subtype"),
         }
         warnings: list[str] = []
@@ -605,7 +1005,7 @@ class CodingGenesisAgent:
                     message=redactor.text(message),
                     is_error=True,
                     error="cli_error",
-                    data=RunTally.parse_data(text),
+                    data=RunTally.parse_data(redactor.text(text or "")),
                     **common,
                 )
             if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
@@ -614,6 +1014,9 @@ class CodingGenesisAgent:
                 warnings.append(
                     f"{name} kept running after its result; stopped after {self._linger:g}s"
                 )
+            if common["denied_tools"]:
+                denied = ", ".join(dict.fromkeys(common["denied_tools"]))
+                warnings.append(f"permission denied for tool call(s): {denied}")
             message = redactor.text(text or "")
             return RunResult(
                 status=Status.OK,
@@ -696,6 +1099,12 @@ def _signal_name(signum: int) -> str:
     with contextlib.suppress(ValueError):
         return _signal.Signals(signum).name
     return f"signal {signum}"
+
+
+def _denied_tools(result: Mapping[str, Any] | None) -> list[str]:
+    """Tool names of claude's ``permission_denials`` in the terminal event."""
+    denials = (result or {}).get("permission_denials") or ()
+    return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
 
 
 def _last_line(text: str) -> str:

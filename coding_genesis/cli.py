@@ -16,7 +16,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run",)
+COMMANDS = ("run", "stats")
 
 EPILOG = """\
 examples:

@@ -1,36 +1,64 @@
-"""One failure taxonomy, and the classifier that maps a failed run onto it.
+"""One failure taxonomy, and the table-driven classifier that maps a failed run onto it.
 
 The user's three vocabularies meet here (spec 002 error types, spec 003 error
-contexts, spec 004 failure categories):
+contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the README's
+"Failures" section give the mapping:
 
-============== ===================== ================== =========
-category       spec 002              spec 003           retryable
-============== ===================== ================== =========
-timeout        timeout               timeout            yes (spec 004: only with progress)
-rate_limit     rate_limit            rate_limit         yes
-network        network               connection         yes
-auth           permission            (unknown)          no
-invalid_task   validation            data               no
-missing_context —                    —                  no
-tool_error     —                     —                  yes, after fixing the environment
-not_found      not_found             not_found          no
-partial        —                     —                  yes
-internal       internal              —                  partial (once, then escalate)
-unknown        unknown               unknown            no
-============== ===================== ================== =========
+=============== ============ ============ =============== ===============================
+category        spec 002     spec 003     spec 004        retryable
+=============== ============ ============ =============== ===============================
+timeout         timeout      timeout      TIMEOUT         yes (spec 004: only with progress)
+rate_limit      rate_limit   rate_limit   —               yes, after the announced wait
+network         network      connection   —               yes, at once
+auth            permission   —            —               no: escalate
+invalid_task    validation   data         INVALID_TASK    no: fix the request
+missing_context —            —            MISSING_CONTEXT no: add context to the prompt
+tool_error      —            —            TOOL_ERROR      yes, after fixing the environment
+not_found       not_found    not_found    —               no: check and escalate
+partial         —            —            PARTIAL_SUCCESS yes, continue the remaining work
+internal        internal     —            —               partial: once, then escalate
+unknown         unknown      unknown      —               no: escalate
+=============== ============ ============ =============== ===============================
 
-Backends contribute hints (``Backend.failure_hint``); the core decides.
+Evidence is read in a fixed order (:data:`RULES`): our own runner's verdict
+(timeouts, missing binary, invalid request), the HTTP status the CLI reported,
+the backend's hint (each CLI's own wording), the terminal event's subtype,
+permission denials, text rules over the error text, signals, then tool
+failures.  Backends contribute hints; the core decides.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import email.utils
 import enum
+import math
 import re
-from collections.abc import Mapping
+import signal as _signal
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["RETRYABLE", "Classification", "FailureCategory", "classify", "extract_retry_after"]
+if TYPE_CHECKING:
+    from .result import RunResult
+
+__all__ = [
+    "LAST_RESORT_MESSAGES",
+    "RETRYABLE",
+    "RETRY_SUGGESTIONS",
+    "RULES",
+    "SPEC_NAMES",
+    "USER_HINTS",
+    "Classification",
+    "Evidence",
+    "FailureCategory",
+    "category_from_name",
+    "classify",
+    "classify_evidence",
+    "classify_exception",
+    "extract_retry_after",
+]
 
 
 class FailureCategory(enum.StrEnum):
@@ -47,20 +75,126 @@ class FailureCategory(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+C = FailureCategory
+
 #: "yes", "no" or "partial", as the spec's tables say.
 RETRYABLE: dict[FailureCategory, str] = {
-    FailureCategory.TIMEOUT: "yes",
-    FailureCategory.RATE_LIMIT: "yes",
-    FailureCategory.NETWORK: "yes",
-    FailureCategory.AUTH: "no",
-    FailureCategory.INVALID_TASK: "no",
-    FailureCategory.MISSING_CONTEXT: "no",
-    FailureCategory.TOOL_ERROR: "yes",
-    FailureCategory.NOT_FOUND: "no",
-    FailureCategory.PARTIAL: "yes",
-    FailureCategory.INTERNAL: "partial",
-    FailureCategory.UNKNOWN: "no",
+    C.TIMEOUT: "yes",
+    C.RATE_LIMIT: "yes",
+    C.NETWORK: "yes",
+    C.AUTH: "no",
+    C.INVALID_TASK: "no",
+    C.MISSING_CONTEXT: "no",
+    C.TOOL_ERROR: "yes",
+    C.NOT_FOUND: "no",
+    C.PARTIAL: "yes",
+    C.INTERNAL: "partial",
+    C.UNKNOWN: "no",
 }
+
+#: The names each spec uses for a category: (spec 002, spec 003, spec 004).
+SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
+    C.TIMEOUT: ("timeout", "timeout", "timeout"),
+    C.RATE_LIMIT: ("rate_limit", "rate_limit", None),
+    C.NETWORK: ("network", "connection", None),
+    C.AUTH: ("permission", None, None),
+    C.INVALID_TASK: ("validation", "data", "invalid_task"),
+    C.MISSING_CONTEXT: (None, None, "missing_context"),
+    C.TOOL_ERROR: (None, None, "tool_error"),
+    C.NOT_FOUND: ("not_found", "not_found", None),
+    C.PARTIAL: (None, None, "partial"),
+    C.INTERNAL: ("internal", None, None),
+    C.UNKNOWN: ("unknown", "unknown", None),
+}
+
+_ALIASES: dict[str, FailureCategory] = {
+    **{c.value: c for c in C},
+    **{name: c for c, names in SPEC_NAMES.items() for name in names if name},
+    "partial_success": C.PARTIAL,
+    "permission_denied": C.AUTH,
+    "unauthorized": C.AUTH,
+    "authentication": C.AUTH,
+    "forbidden": C.AUTH,
+    "transient_error": C.NETWORK,
+    "transient": C.NETWORK,
+    "agent_error": C.INTERNAL,
+    "invalid_command": C.INVALID_TASK,
+    "invalid_request": C.INVALID_TASK,
+    "bad_request": C.INVALID_TASK,
+    "too_many_requests": C.RATE_LIMIT,
+    "quota": C.RATE_LIMIT,
+}
+
+
+def category_from_name(name: object) -> FailureCategory | None:
+    """A category from any of the specs' names or an error code (``RATE_LIMIT``,
+    ``permission``, ``connection``, ``partial_success``...), else None."""
+    if not isinstance(name, str):
+        return None
+    key = re.sub(r"[\s-]+", "_", name.strip().lower())
+    return _ALIASES.get(key)
+
+
+# -- what we tell people ------------------------------------------------
+
+#: Spec 003 ``user_hint``: a pre-written hint for whoever talks to the user.
+USER_HINTS: dict[FailureCategory, str] = {
+    C.TIMEOUT: "The coding agent ran out of time before finishing the task.",
+    C.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
+    C.NETWORK: "The coding agent lost its connection to its API.",
+    C.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
+    C.INVALID_TASK: "The request could not be carried out as given.",
+    C.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
+    C.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
+    C.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
+    C.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
+    C.INTERNAL: "The coding agent failed on its side.",
+    C.UNKNOWN: "Something unexpected happened while running the coding agent.",
+}
+
+#: Spec 003 ``retry_suggestion``: what the user can do next.
+RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
+    C.TIMEOUT: "Try again with a longer timeout, or split the task into smaller steps.",
+    C.RATE_LIMIT: "Wait a minute and try again.",
+    C.NETWORK: "This is usually temporary: try again in a moment.",
+    C.AUTH: "Check the agent's login or API key and its permissions, then try again.",
+    C.INVALID_TASK: "Rephrase the request with clear, consistent requirements.",
+    C.MISSING_CONTEXT: "Add the missing details (file paths, configuration) to the request.",
+    C.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
+    C.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
+    C.PARTIAL: "Ask the agent to continue from where it stopped.",
+    C.INTERNAL: "Try once more; if it fails again, report it.",
+    C.UNKNOWN: "Try again shortly, or rephrase the request.",
+}
+
+#: Spec 003 ``LAST_RESORT_MESSAGES``: a response is never empty, whatever broke.
+LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
+    C.TIMEOUT: "The coding agent is running slowly and ran out of time. Try again in a moment; "
+    "if it keeps happening, give it more time or a smaller task.",
+    C.RATE_LIMIT: "The coding agent is receiving too many requests and needs a moment to catch "
+    "up. Please try again in about a minute.",
+    C.NETWORK: "The coding agent is having trouble connecting to its services. This is usually "
+    "temporary: please try again in a minute or two.",
+    C.AUTH: "The coding agent could not authenticate or was not allowed to do what the task "
+    "needs. Check its login, API key and permissions.",
+    C.INVALID_TASK: "The coding agent could not carry out this request as given. Please rephrase "
+    "it with clear, specific requirements.",
+    C.MISSING_CONTEXT: "The coding agent needs more context to do this task. Please include the "
+    "file paths and details it needs.",
+    C.TOOL_ERROR: "A tool the coding agent relies on failed. Please check the environment and try "
+    "again.",
+    C.NOT_FOUND: "Something the coding agent needs could not be found. Please check that the "
+    "agent is installed and the task's references exist.",
+    C.PARTIAL: "The coding agent finished part of the task before it was blocked. You can ask it "
+    "to continue from where it stopped.",
+    C.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
+    "failing, report it.",
+    C.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
+    "problem continues, try rephrasing the request.",
+}
+
+
+# -- evidence and rules -------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,97 +210,279 @@ class Classification:
         return RETRYABLE[self.category]
 
 
-#: Our own error codes (RunResult.error) that decide on their own.
-_BY_ERROR_CODE: dict[str, FailureCategory] = {
-    "timeout": FailureCategory.TIMEOUT,
-    "idle_timeout": FailureCategory.TIMEOUT,
-    "not_found": FailureCategory.NOT_FOUND,
-    "not_executable": FailureCategory.NOT_FOUND,
-    "invalid_request": FailureCategory.INVALID_TASK,
-    "busy": FailureCategory.INVALID_TASK,
-    "degraded": FailureCategory.INTERNAL,
-    "internal": FailureCategory.INTERNAL,
-    "incomplete": FailureCategory.PARTIAL,
-    "killed": FailureCategory.INTERNAL,
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Everything a failed run tells about why it failed."""
+
+    #: Our own error code (RunResult.error): timeout, not_found, cli_error, killed...
+    error: str | None = None
+    message: str = ""
+    stderr_tail: str = ""
+    api_error_status: int | None = None
+    cli_errors: tuple[str, ...] = ()
+    backend_hint: str | None = None
+    #: The final answer parsed as JSON (an error body such as the failer's).
+    data: Mapping[str, Any] | None = None
+    failed_tools: int = 0
+    permission_denials: int = 0
+    result_subtype: str | None = None
+    exit_code: int | None = None
+    #: The CLI's terminal event was seen.
+    completed: bool = False
+    last_tool_error: str | None = None
+    files_modified: int = 0
+    #: The CLI's own announced retry delay (claude ``api_retry.retry_delay_ms``).
+    retry_delay_s: float | None = None
+
+    @classmethod
+    def from_result(cls, result: RunResult, backend_hint: str | None = None) -> Evidence:
+        return cls(
+            error=result.error,
+            message=result.message,
+            stderr_tail=result.stderr_tail,
+            api_error_status=result.api_error_status,
+            cli_errors=tuple(result.cli_errors),
+            backend_hint=backend_hint,
+            data=result.data,
+            failed_tools=len(result.failed_tools),
+            permission_denials=result.permission_denials,
+            result_subtype=result.result_subtype,
+            exit_code=result.exit_code,
+            completed=result.completed,
+            last_tool_error=result.last_tool_error,
+            files_modified=len(result.files_modified),
+            retry_delay_s=result.cli_retry_delay_s,
+        )
+
+    def text(self) -> str:
+        """The error text the text rules read: the message, the CLI's last error
+        line, the last failed tool's output, the end of stderr."""
+        parts = [self.message]
+        if self.cli_errors:
+            parts.append(self.cli_errors[-1])
+        if self.last_tool_error:
+            parts.append(self.last_tool_error)
+        parts.append(self.stderr_tail[-4000:])
+        return "\n".join(p for p in parts if p)
+
+
+Verdict = tuple[FailureCategory, str]
+Rule = tuple[str, Callable[[Evidence], Verdict | None]]
+
+#: Our runner's own error codes (RunResult.error) that decide on their own.
+ERROR_CODES: dict[str, FailureCategory] = {
+    "timeout": C.TIMEOUT,
+    "idle_timeout": C.TIMEOUT,
+    "not_found": C.NOT_FOUND,
+    "not_executable": C.TOOL_ERROR,
+    "invalid_request": C.INVALID_TASK,
+    "busy": C.INVALID_TASK,
+    "degraded": C.INTERNAL,
+    "internal": C.INTERNAL,
+}
+
+#: HTTP status reported by the CLI -> category.
+STATUS_CODES: dict[int, FailureCategory] = {
+    400: C.INVALID_TASK,
+    401: C.AUTH,
+    403: C.AUTH,
+    404: C.NOT_FOUND,
+    408: C.NETWORK,
+    413: C.INVALID_TASK,
+    422: C.INVALID_TASK,
+    429: C.RATE_LIMIT,
+    529: C.RATE_LIMIT,  # Anthropic "overloaded": back off like a rate limit
 }
 
 #: Text evidence, checked in order (first match wins).
-_TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
+TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
     (
-        FailureCategory.RATE_LIMIT,
-        re.compile(r"\b429\b|too many requests|rate[ _-]?limit|quota|overloaded|\b529\b", re.I),
+        C.RATE_LIMIT,
+        re.compile(
+            r"\b429\b|too many requests|rate[ _-]?limit|quota|overloaded|\b529\b|usage limit", re.I
+        ),
     ),
     (
-        FailureCategory.AUTH,
+        C.AUTH,
         re.compile(
-            r"\b40[13]\b|unauthori[sz]ed|forbidden|authenticat|invalid (x-)?api[ _-]?key|permission denied|not logged in|/login",
+            r"\b40[13]\b|unauthori[sz]ed|forbidden|authenticat|invalid[ _-](?:x-)?api[ _-]?key|"
+            r"incorrect api key|not logged in|please (?:run /)?log ?in|access denied",
             re.I,
         ),
     ),
     (
-        FailureCategory.NETWORK,
+        C.NETWORK,
         re.compile(
-            r"stream disconnected|connection (refused|reset|error|closed)|econn(refused|reset)|enotfound|"
-            r"getaddrinfo|network|reconnecting|socket hang up|dns|fetch failed|timed? ?out waiting",
+            r"stream disconnected|connection ?(?:refused|reset|error|closed|aborted|failed)|"
+            r"\beconn(?:refused|reset|aborted)\b|\benotfound\b|\beai_again\b|\betimedout\b|getaddrinfo|"
+            r"network (?:error|is unreachable)|reconnecting|socket hang up|fetch failed|"
+            r"request timed out|connection timed out|temporary failure in name resolution|"
+            r"broken pipe",
             re.I,
         ),
     ),
     (
-        FailureCategory.TOOL_ERROR,
-        re.compile(r"modulenotfounderror|command not found|no module named|enoent", re.I),
+        C.TOOL_ERROR,
+        re.compile(
+            r"modulenotfounderror|no module named|importerror|command not found|"
+            r"permission denied|\beacces\b|\benoent\b|not installed|executable file not found",
+            re.I,
+        ),
     ),
-    (FailureCategory.NOT_FOUND, re.compile(r"\b404\b|not found|no such file", re.I)),
-    (FailureCategory.INVALID_TASK, re.compile(r"\b4(00|13|22)\b|invalid request|validation", re.I)),
-    (FailureCategory.INTERNAL, re.compile(r"\b5\d\d\b|internal server error|internal error", re.I)),
+    (
+        C.MISSING_CONTEXT,
+        re.compile(
+            r"missing context|not enough (?:context|information)|need(?:s)? more (?:context|information)|"
+            r"(?:cannot|can't|could not|couldn't|unable to) (?:find|locate|identify|determine) "
+            r"(?:the |which )?.{0,80}(?:mentioned|referred to|you (?:mean|refer))",
+            re.I,
+        ),
+    ),
+    (C.NOT_FOUND, re.compile(r"\b404\b|not found|no such file|does not exist", re.I)),
+    (
+        C.INVALID_TASK,
+        re.compile(
+            r"\b4(?:00|13|22)\b|invalid request|validation|prompt is too long|context length|"
+            r"contradictory|impossible",
+            re.I,
+        ),
+    ),
+    (C.INTERNAL, re.compile(r"\b5\d\d\b|internal server error|internal error", re.I)),
 )
 
-_RETRY_AFTER = (
-    re.compile(
-        r"retry[ _-]?after[\"']?\s*[:=]?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds|s|sec|seconds)?", re.I
-    ),
-    re.compile(
-        r"try again in\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds|s|sec|seconds|m|min|minutes)?", re.I
-    ),
-)
+#: Error codes in a JSON error body (``{"error_code": "RATE_LIMIT", ...}``).
+_BODY_KEYS = ("error_code", "failure_category", "category", "error_type")
 
 
-def _status_category(status: int) -> FailureCategory | None:
-    if status == 429 or status == 529:
-        return FailureCategory.RATE_LIMIT
-    if status in (401, 403):
-        return FailureCategory.AUTH
-    if status == 404:
-        return FailureCategory.NOT_FOUND
-    if status in (400, 413, 422):
-        return FailureCategory.INVALID_TASK
-    if status == 408:
-        return FailureCategory.NETWORK
-    if 500 <= status <= 599:
-        return FailureCategory.INTERNAL
+def _by_error_code(ev: Evidence) -> Verdict | None:
+    category = ERROR_CODES.get(ev.error or "")
+    return (category, f"runner: {ev.error}") if category else None
+
+
+def _by_status(ev: Evidence) -> Verdict | None:
+    status = ev.api_error_status
+    if status is None:
+        return None
+    category = STATUS_CODES.get(status)
+    if category is None and 500 <= status <= 599:
+        category = C.INTERNAL
+    return (category, f"API status {status}") if category else None
+
+
+def _by_hint(ev: Evidence) -> Verdict | None:
+    category = category_from_name(ev.backend_hint)
+    return (category, f"backend hint: {ev.backend_hint}") if category else None
+
+
+def _by_body(ev: Evidence) -> Verdict | None:
+    if not ev.data:
+        return None
+    for key in _BODY_KEYS:
+        category = category_from_name(ev.data.get(key))
+        if category is not None:
+            return category, f"error body {key}: {ev.data.get(key)}"
     return None
 
 
-def extract_retry_after(*texts: str, data: Mapping[str, Any] | None = None) -> float | None:
-    """Seconds to wait before retrying, if the output says (body field or text)."""
-    if data:
-        for key in ("retry_after_seconds", "retry_after", "retry_after_s"):
-            value = data.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                return float(value)
-    for text in texts:
-        if not text:
-            continue
-        for pattern in _RETRY_AFTER:
-            match = pattern.search(text)
-            if match:
-                value = float(match.group(1))
-                unit = (match.group(2) or "s").lower()
-                if unit in ("ms", "milliseconds"):
-                    value /= 1000
-                elif unit in ("m", "min", "minutes"):
-                    value *= 60
-                return value
+def _by_subtype(ev: Evidence) -> Verdict | None:
+    if ev.result_subtype == "error_max_turns":
+        return C.PARTIAL, "max turns reached"
     return None
+
+
+def _by_denials(ev: Evidence) -> Verdict | None:
+    if ev.permission_denials:
+        return C.AUTH, f"{ev.permission_denials} permission denial(s)"
+    return None
+
+
+def _by_text(ev: Evidence) -> Verdict | None:
+    text = ev.text()
+    for category, pattern in TEXT_RULES:
+        match = pattern.search(text)
+        if match:
+            return category, f"text: {match.group(0)!r}"
+    return None
+
+
+def _by_signal(ev: Evidence) -> Verdict | None:
+    signum = _signal_of(ev.exit_code, ev.error, ev.completed)
+    if signum is None:
+        return None
+    return C.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+
+
+def _by_incomplete(ev: Evidence) -> Verdict | None:
+    if ev.error == "incomplete":
+        return C.PARTIAL, "exited before its result event"
+    return None
+
+
+def _by_failed_tools(ev: Evidence) -> Verdict | None:
+    if ev.failed_tools:
+        return C.TOOL_ERROR, f"{ev.failed_tools} tool call(s) failed"
+    return None
+
+
+#: The classifier, in order: the first rule with a verdict decides.
+RULES: tuple[Rule, ...] = (
+    ("runner error code", _by_error_code),
+    ("API status", _by_status),
+    ("backend hint", _by_hint),
+    ("error body", _by_body),
+    ("terminal subtype", _by_subtype),
+    ("permission denials", _by_denials),
+    ("error text", _by_text),
+    ("signal", _by_signal),
+    ("incomplete output", _by_incomplete),
+    ("failed tools", _by_failed_tools),
+)
+
+#: Categories that become ``partial`` when the run had already changed files.
+_PROGRESS_UPGRADES = frozenset({C.TOOL_ERROR, C.UNKNOWN, C.INTERNAL})
+
+
+def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int | None:
+    """The signal that ended the CLI: rc -N, or 128+N from a shell-style exit."""
+    if exit_code is None or completed:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if error in ("cli_error", "killed") and 128 < exit_code < 128 + 65:
+        return exit_code - 128
+    return None
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:
+    """Decide the category of a failed run from all the evidence we have."""
+    retry_after = extract_retry_after(
+        ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:], data=ev.data, now=now
+    )
+    verdict: Verdict = (C.UNKNOWN, "no evidence matched")
+    for _name, rule in RULES:
+        found = rule(ev)
+        if found is not None:
+            verdict = found
+            break
+    category, reason = verdict
+    if (
+        category in _PROGRESS_UPGRADES
+        and ev.files_modified
+        and ev.error not in ERROR_CODES
+        and not reason.startswith("API status")
+    ):
+        reason = f"{reason}, after changing {ev.files_modified} file(s)"
+        category = C.PARTIAL
+    if retry_after is None and ev.retry_delay_s is not None and RETRYABLE[category] != "no":
+        retry_after = ev.retry_delay_s
+    return Classification(category, reason, retry_after)
 
 
 def classify(
@@ -181,37 +497,182 @@ def classify(
     failed_tools: int = 0,
     permission_denials: int = 0,
     result_subtype: str | None = None,
+    exit_code: int | None = None,
+    completed: bool = False,
+    last_tool_error: str | None = None,
+    files_modified: int = 0,
+    retry_delay_s: float | None = None,
+    now: float | None = None,
 ) -> Classification:
-    """Decide the category of a failed run from all the evidence we have."""
-    retry_after = extract_retry_after(message, stderr_tail, *cli_errors, data=data)
-    if error in _BY_ERROR_CODE and error not in ("killed",):
-        return Classification(_BY_ERROR_CODE[error], f"runner: {error}", retry_after)
-    if backend_hint:
-        try:
-            return Classification(
-                FailureCategory(backend_hint), f"backend hint: {backend_hint}", retry_after
-            )
-        except ValueError:
-            pass
-    if api_error_status is not None:
-        category = _status_category(api_error_status)
-        if category is not None:
-            return Classification(category, f"API status {api_error_status}", retry_after)
-    if result_subtype == "error_max_turns":
-        return Classification(FailureCategory.PARTIAL, "max turns reached", retry_after)
-    if permission_denials:
-        return Classification(
-            FailureCategory.AUTH, f"{permission_denials} permission denial(s)", retry_after
-        )
-    evidence = "\n".join((message, *cli_errors, stderr_tail))
-    for category, pattern in _TEXT_RULES:
-        match = pattern.search(evidence)
+    """Keyword form of :func:`classify_evidence`."""
+    return classify_evidence(
+        Evidence(
+            error=error,
+            message=message,
+            stderr_tail=stderr_tail,
+            api_error_status=api_error_status,
+            cli_errors=tuple(cli_errors),
+            backend_hint=backend_hint,
+            data=data,
+            failed_tools=failed_tools,
+            permission_denials=permission_denials,
+            result_subtype=result_subtype,
+            exit_code=exit_code,
+            completed=completed,
+            last_tool_error=last_tool_error,
+            files_modified=files_modified,
+            retry_delay_s=retry_delay_s,
+        ),
+        now=now,
+    )
+
+
+# -- exceptions (graph nodes, our own failures) -----------------------------
+
+
+def classify_exception(exc: BaseException) -> Classification:
+    """Category of an exception raised by a node or by the runner itself.
+
+    Spec 003's ``classify_error`` and spec 004's exception analysis: the type
+    decides first (TimeoutError, ConnectionError, PermissionError...), then
+    the text rules read the message.
+    """
+    from .errors import ConfigError, UnknownBackendError
+
+    name = type(exc).__name__
+    text = str(exc)
+    by_type: FailureCategory | None = None
+    if isinstance(exc, TimeoutError) or "timeout" in name.lower():
+        by_type = C.TIMEOUT
+    elif isinstance(exc, ConnectionError):
+        by_type = C.NETWORK
+    elif isinstance(exc, PermissionError):
+        by_type = C.TOOL_ERROR  # spec 004: "Check file permissions"
+    elif isinstance(exc, FileNotFoundError | UnknownBackendError):
+        by_type = C.NOT_FOUND
+    elif isinstance(exc, ModuleNotFoundError | ImportError):
+        by_type = C.TOOL_ERROR
+    elif isinstance(exc, ConfigError):
+        by_type = C.INVALID_TASK
+    if by_type is not None:
+        return Classification(by_type, f"exception {name}", extract_retry_after(text))
+    ev = Evidence(message=f"{name}: {text}")
+    found = _by_text(ev)
+    if found is None and isinstance(exc, ValueError | TypeError | KeyError | LookupError):
+        found = (C.INVALID_TASK, f"exception {name}")
+    if found is None and isinstance(exc, OSError):
+        found = (C.TOOL_ERROR, f"exception {name}")
+    category, reason = found or (C.UNKNOWN, f"exception {name}")
+    return Classification(category, reason, extract_retry_after(text))
+
+
+# -- retry-after ---------------------------------------------------------
+
+
+def _unit_seconds(unit: str) -> float:
+    unit = unit.lower()
+    if unit == "ms" or unit.startswith("milli"):
+        return 0.001
+    if unit == "m" or unit.startswith("min"):
+        return 60.0
+    if unit.startswith("h"):
+        return 3600.0
+    if unit.startswith("d"):
+        return 86400.0
+    return 1.0
+
+
+_NUMBER_UNIT = r"(\d+(?:\.\d+)?)\s*(milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)?\b"
+_DURATION = re.compile(_NUMBER_UNIT, re.I)
+_RETRY_AFTER_TEXT = (
+    # "Retry-After: 30", "retry after 30 seconds", "retry_after=1.5s"
+    re.compile(r"retry[ _-]?after[\"']?\s*[:=]?\s*(\d[^\n,;)]*)", re.I),
+    # "try again in 2 hours 5 minutes", "retry in 30s", "wait 20 seconds"
+    re.compile(r"(?:try again|retry|retrying) in\s+(\d[^\n,;)]*)", re.I),
+    re.compile(r"\bwait\s+(\d[^\n,;)]*)", re.I),
+)
+# claude: "Claude AI usage limit reached|1767225600" (epoch of the reset)
+_LIMIT_EPOCH = re.compile(r"limit reached\|(\d{9,11})\b", re.I)
+# "resets at 2026-01-01T12:00:00Z", "reset at 1767225600"
+_RESET_AT = re.compile(
+    r"resets?\s+at\s+(\d{9,11}\b|\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)", re.I
+)
+# Retry-After: Wed, 21 Oct 2015 07:28:00 GMT
+_HTTP_DATE = re.compile(
+    r"retry[ _-]?after[\"']?\s*[:=]\s*([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} [\d:]{8} GMT)", re.I
+)
+
+
+def _duration(text: str) -> float | None:
+    """Seconds in "30", "1.5s", "250 ms", "2 hours 5 minutes" (bare number = seconds)."""
+    total = 0.0
+    found = False
+    for match in _DURATION.finditer(text):
+        if found and not match.group(2):
+            break
+        total += float(match.group(1)) * _unit_seconds(match.group(2) or "s")
+        found = True
+        rest = text[match.end() :]
+        if not re.match(r"\s*(?:and\s+)?\d", rest):
+            break
+    return total if found else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def extract_retry_after(
+    *texts: str, data: Mapping[str, Any] | None = None, now: float | None = None
+) -> float | None:
+    """Seconds to wait before retrying, if the output says so: an error body
+    field (``retry_after_seconds``...), a ``Retry-After`` value or date, "try
+    again in N minutes", or a reset time."""
+    if data:
+        for key, factor in (
+            ("retry_after_seconds", 1.0),
+            ("retry_after_s", 1.0),
+            ("retry_after", 1.0),
+            ("retry_after_ms", 0.001),
+        ):
+            value = _number(data.get(key))
+            if value is not None:
+                return value * factor
+        details = data.get("details")
+        if isinstance(details, Mapping) and details is not data:
+            nested = extract_retry_after(data=details, now=now)
+            if nested is not None:
+                return nested
+    clock = time.time() if now is None else now
+    for text in texts:
+        if not text:
+            continue
+        match = _HTTP_DATE.search(text)
         if match:
-            return Classification(category, f"text: {match.group(0)!r}", retry_after)
-    if error == "killed":
-        return Classification(FailureCategory.INTERNAL, "killed by a signal", retry_after)
-    if failed_tools:
-        return Classification(
-            FailureCategory.TOOL_ERROR, f"{failed_tools} tool call(s) failed", retry_after
-        )
-    return Classification(FailureCategory.UNKNOWN, "no evidence matched", retry_after)
+            with_tz = email.utils.parsedate_to_datetime(match.group(1))
+            return max(0.0, with_tz.timestamp() - clock)
+        for pattern in _RETRY_AFTER_TEXT:
+            match = pattern.search(text)
+            if match:
+                seconds = _duration(match.group(1))
+                if seconds is not None:
+                    return seconds
+        match = _LIMIT_EPOCH.search(text) or _RESET_AT.search(text)
+        if match:
+            raw = match.group(1)
+            if raw.isdigit():
+                return max(0.0, float(raw) - clock)
+            try:
+                when = _dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=_dt.UTC)
+            return max(0.0, when.timestamp() - clock)
+    return None

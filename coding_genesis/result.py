@@ -10,11 +10,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .events import Event, EventKind
+from .steps import describe_step
 
 __all__ = ["RunResult", "RunTally"]
 
 _MAX_FILES = 1000
 _MAX_ERRORS = 20
+_MAX_STEPS = 200
+_MAX_TOOL_ERROR = 500
 
 
 class RunResult(BaseModel):
@@ -63,14 +66,41 @@ class RunResult(BaseModel):
     #: Names of tools whose calls failed.
     failed_tools: list[str] = Field(default_factory=list)
     permission_denials: int = 0
+    #: Tools whose calls the CLI's permission system denied (claude ``permission_denials``).
+    denied_tools: list[str] = Field(default_factory=list)
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: Failure record (category, retryable, reason, ...) on every failed response.
     failure: dict[str, Any] | None = None
+    #: Successful tool calls, one line each ("Ran Bash: pytest", "Wrote src/x.py").
+    completed_steps: list[str] = Field(default_factory=list)
+    #: Tool calls still running when the run ended (or, after our timeout, the
+    #: last one if the stop made it fail).
+    unfinished_steps: list[str] = Field(default_factory=list)
+    #: First line of the last failed tool call's output.
+    last_tool_error: str | None = None
+    #: The delay the CLI announced before its last own API retry (claude ``retry_delay_ms``).
+    cli_retry_delay_s: float | None = None
+    #: The wall-clock timeout of the attempt, in seconds (None if it never started).
+    timeout_s: float | None = None
+    #: Spec 003 error context on every failed response (failed_node, error_type, user_hint...).
+    error_context: dict[str, Any] | None = None
+    #: Spec 004 text failure report on every failed response.
+    failure_report: str | None = None
     #: Signals the runner sent to stop the process tree, in order.
     signals_sent: list[str] = Field(default_factory=list)
     #: The CLI's process id (gone by the time you read it).
     pid: int | None = None
+    #: Retries coding-genesis made under its retry policy (attempts = retry_count + 1).
+    retry_count: int = 0
+    #: Attempts made for this request (retry_count + 1): the Process Failer's
+    #: "retry_count" in its success body counts attempts the same way.
+    attempts: int = 1
+    #: One entry per failed attempt: attempt, category, error, message, at, action
+    #: ("retry", "fail", "escalate"), reason, delay_s, scheduled_at, timeout_s, ...
+    retry_history: list[dict[str, Any]] = Field(default_factory=list)
+    #: Spec 002's escalation record when the retry policy gave up by escalating.
+    escalation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
@@ -87,12 +117,17 @@ class RunTally:
         "errors",
         "failed_tools",
         "files",
+        "last_failed_step",
         "last_successful_tool",
         "last_text",
+        "last_tool_error",
         "model",
         "num_turns",
+        "pending",
         "result",
+        "retry_delay_s",
         "session_id",
+        "steps",
         "tool_calls",
         "tool_names",
         "tool_usage",
@@ -117,6 +152,12 @@ class RunTally:
         self.errors: list[str] = []
         self.cli_retries = 0
         self.api_error_status: int | None = None
+        self.steps: list[str] = []
+        self.pending: dict[str, str] = {}
+        self.last_tool_error: str | None = None
+        #: The last tool call, if the last tool event was its failure.
+        self.last_failed_step: str | None = None
+        self.retry_delay_s: float | None = None
 
     @property
     def events_seen(self) -> bool:
@@ -137,13 +178,28 @@ class RunTally:
                 self.tool_names[str(tool_id)] = name
             for path in data.get("files") or ():
                 self._add_file(path)
+            if len(self.pending) < 10_000:
+                self.pending[str(tool_id)] = describe_step(name, data.get("input"), self.cwd)
+            self.last_failed_step = None
         elif kind == EventKind.TOOL_RESULT:
             name = data.get("name") or self.tool_names.get(str(data.get("id")), "unknown")
+            step = self.pending.pop(str(data.get("id")), None)
             if data.get("is_error"):
                 if len(self.failed_tools) < _MAX_ERRORS:
                     self.failed_tools.append(str(name))
+                output = data.get("output")
+                first = next(
+                    (ln.strip() for ln in str(output or "").splitlines() if ln.strip()), ""
+                )
+                self.last_tool_error = f"{name} failed" + (
+                    f": {first[:_MAX_TOOL_ERROR]}" if first else ""
+                )
+                self.last_failed_step = step
             else:
+                self.last_failed_step = None
                 self.last_successful_tool = str(name)
+                if step is not None and len(self.steps) < _MAX_STEPS:
+                    self.steps.append(step)
             for path in data.get("files") or ():
                 self._add_file(path)
         elif kind == EventKind.SESSION:
@@ -171,7 +227,18 @@ class RunTally:
             self.cli_retries += 1
             if data.get("error_status") is not None:
                 self.api_error_status = data["error_status"]
+            delay = data.get("retry_delay_ms")
+            if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
+                self.retry_delay_s = round(delay / 1000, 3)
         return False
+
+    def unfinished_steps(self, stopped: bool) -> list[str]:
+        """Tool calls without a result; when we stopped the run, also the last
+        call if it failed last (the CLI reports its tool killed by our signal)."""
+        steps = list(self.pending.values())[-10:]
+        if stopped and not steps and self.last_failed_step:
+            steps.append(self.last_failed_step)
+        return steps
 
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:

@@ -10,7 +10,21 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tests.support import FakeCLI, leaked_processes
 
-pytest_plugins = ["tests.steps.agent_steps"]
+pytest_plugins = ["tests.steps.agent_steps", "tests.steps.retry_steps", "tests.steps.failure_steps"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_run_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Runs made by the suite log to a temporary run log, never the real home;
+    every other default state location (failer counters, transcripts) is
+    moved off the real home too."""
+    path = tmp_path_factory.mktemp("runlog") / "runs.jsonl"
+    state = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GENESIS_RUN_LOG", str(path))
+        mp.setenv("XDG_STATE_HOME", str(state))
+        mp.setenv("GENESIS_FAILER_STATE_DIR", str(state / "failer"))
+        yield path
 
 
 @pytest.fixture

@@ -8,4 +8,7 @@ scenarios(
     "parse_errors.feature",
     "empty_response.feature",
     "state_recovery.feature",
+    "failures.feature",
+    "retry.feature",
+    "degraded.feature",
 )

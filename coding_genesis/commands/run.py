@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..states import Status
 from ._common import positive_seconds, print_json, status_exit_code
+from ._retry import add_retry_arguments, attempt_printer, retry_policy
 
 __all__ = ["register"]
 
@@ -17,6 +18,7 @@ EXAMPLES = """\
 examples:
   genesis run --backend failer "hello"
   genesis run --backend failer --json "/fail-then-succeed 2"
+  genesis run --backend failer --retries 3 "/fail-then-succeed 2"
   genesis run --backend claude --model sonnet --timeout 900 "Fix the failing test in tests/test_io.py"
   echo "a long prompt" | genesis run --backend codex -
   genesis run --backend claude -- "-prompt starting with a dash"
@@ -70,6 +72,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--resume", default=None, help="continue this CLI session id")
     parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
+    add_retry_arguments(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -88,10 +91,13 @@ def handle(args: argparse.Namespace) -> int:
             cwd=args.cwd,
             model=args.model,
             cli_path=args.cli_path,
+            retry=retry_policy(args),
         )
     except ConfigError as exc:
         print(f"genesis run: error: {exc}", file=sys.stderr)
         return int(Status.USAGE)
+    if agent.retry_policy is not None:
+        agent.subscribe(attempt_printer("genesis run"))
     try:
         result = agent.run_sync(prompt, resume=args.resume)
     except KeyboardInterrupt:

@@ -1,0 +1,325 @@
+"""Failure monitoring (spec 004): one JSON line per run in a run log, and
+counts and rates by category and backend over a time window.
+
+Where the log goes, first match wins:
+
+- the agent's ``run_log`` option: a path, or ``False`` for no log;
+- ``GENESIS_RUN_LOG``: a path, or ``off`` (also ``0``, ``false``, ``no``, ``none``);
+- ``$XDG_STATE_HOME/coding-genesis/runs.jsonl`` (``~/.local/state/...`` by default).
+
+A record holds no prompt and no answer: ids, status, category, reason, the
+blocker, counts and timings, with environment secrets redacted.  Appends are
+single ``write`` calls on an ``O_APPEND`` file, so concurrent runs (threads or
+processes) do not interleave lines; past :data:`MAX_BYTES` the log is rotated
+to ``runs.jsonl.1``.  Writing never fails a run: errors are logged once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .redact import Redactor
+
+__all__ = [
+    "ENV_VAR",
+    "MAX_BYTES",
+    "append_run",
+    "default_run_log",
+    "failure_stats",
+    "format_stats",
+    "parse_window",
+    "read_runs",
+    "resolve_run_log",
+    "run_record",
+]
+
+log = logging.getLogger("coding_genesis.runlog")
+
+ENV_VAR = "GENESIS_RUN_LOG"
+MAX_BYTES = 20 * 1024 * 1024
+SCHEMA = 1
+_OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
+_MESSAGE = 300
+_warned: set[str] = set()
+
+
+def default_run_log(env: Mapping[str, str] | None = None) -> Path | None:
+    """The run log path from the environment, or None when it is switched off."""
+    env = os.environ if env is None else env
+    value = env.get(ENV_VAR, "").strip()
+    if value.lower() in _OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = env.get("XDG_STATE_HOME", "").strip()
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "coding-genesis" / "runs.jsonl"
+
+
+def resolve_run_log(option: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The agent's ``run_log`` option: None/True = default, False = off, else a path."""
+    if option is False:
+        return None
+    if option is None or option is True:
+        return default_run_log()
+    return Path(os.fspath(option)).expanduser()
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
+
+
+def run_record(
+    response: Mapping[str, Any], *, now: float | None = None, redactor: Redactor | None = None
+) -> dict[str, Any]:
+    """The run log line of one response dict (no prompt, no answer)."""
+    ts = time.time() if now is None else now
+    failure = response.get("failure") or {}
+    ok = not response.get("is_error") and response.get("status") == 0
+    record: dict[str, Any] = {
+        "v": SCHEMA,
+        "ts": _iso(ts),
+        "t": round(ts, 3),
+        "run_id": response.get("run_id"),
+        "agent": response.get("agent"),
+        "backend": response.get("backend"),
+        "status": response.get("status"),
+        "ok": ok,
+        "error": response.get("error"),
+        "category": failure.get("category"),
+        "retryable": failure.get("retryable"),
+        "suggested_retry": failure.get("suggested_retry"),
+        "reason": failure.get("reason"),
+        "blocked_on": failure.get("blocked_on"),
+        "retry_after_s": failure.get("retry_after_s"),
+        "message": None if ok else str(response.get("message") or "")[:_MESSAGE],
+        "duration_s": response.get("duration_s"),
+        "tool_calls": response.get("tool_calls"),
+        "files_modified": len(response.get("files_modified") or ()),
+        "exit_code": response.get("exit_code"),
+        "signal": response.get("signal"),
+        "stop_reason": response.get("stop_reason"),
+        "session_id": response.get("session_id"),
+        "model": response.get("model"),
+        "cli_retries": response.get("cli_retries"),
+        "attempts": response.get("attempts"),
+        "api_error_status": response.get("api_error_status"),
+    }
+    redactor = redactor or Redactor()
+    redacted: dict[str, Any] = redactor.deep(record)
+    return redacted
+
+
+def _rotate(path: Path, max_bytes: int) -> None:
+    try:
+        if path.stat().st_size >= max_bytes:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+
+
+def append_run(path: Path, record: Mapping[str, Any], *, max_bytes: int = MAX_BYTES) -> bool:
+    """Append one record; False (and one warning per path) if it could not be written."""
+    try:
+        line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _rotate(path, max_bytes)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except (OSError, TypeError, orjson.JSONEncodeError) as exc:
+        key = str(path)
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("cannot write the run log %s: %s", path, exc)
+        return False
+    return True
+
+
+# -- reading and statistics -------------------------------------------------
+
+_WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
+_WINDOW_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_window(text: str) -> float | None:
+    """``24h``, ``30m``, ``7d``, ``1w``, ``90`` (seconds) -> seconds; ``all`` -> None."""
+    if text.strip().lower() in ("all", "ever", "forever"):
+        return None
+    match = _WINDOW.match(text)
+    if not match:
+        raise ValueError(f"expected a time window such as 24h, 30m, 7d or all, got {text!r}")
+    seconds = float(match.group(1)) * _WINDOW_UNITS[match.group(2).lower()]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"the time window must be > 0, got {text!r}")
+    return seconds
+
+
+def read_runs(
+    path: Path,
+    *,
+    since_s: float | None = None,
+    backend: str | None = None,
+    now: float | None = None,
+    stats: Counter[str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Records of the log (its rotated part first) in the window, in file order.
+
+    Lines that are not records are skipped (counted in ``stats["malformed"]``).
+    """
+    clock = time.time() if now is None else now
+    start = clock - since_s if since_s is not None else -math.inf
+    for part in (path.with_name(path.name + ".1"), path):
+        try:
+            fh = part.open("rb")
+        except FileNotFoundError:
+            continue
+        with fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    record = None
+                t = record.get("t") if isinstance(record, dict) else None
+                if not isinstance(t, int | float) or isinstance(t, bool):
+                    if stats is not None:
+                        stats["malformed"] += 1
+                    continue
+                if t < start or t > clock:
+                    continue
+                if backend is not None and record.get("backend") != backend:
+                    continue
+                yield record
+
+
+def _rate(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+def failure_stats(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    since_s: float | None = 86400.0,
+    backend: str | None = None,
+    now: float | None = None,
+    top: int = 5,
+) -> dict[str, Any]:
+    """Counts and rates of runs and failures by category and backend in a window.
+
+    ``since_s=None`` covers the whole log.  Rates are fractions (0.25 = 25%):
+    ``failure_rate`` of runs that failed, per category its ``share`` of the
+    failures and its ``rate`` over all runs.
+    """
+    log_path = Path(os.fspath(path)) if path is not None else default_run_log()
+    clock = time.time() if now is None else now
+    counters: Counter[str] = Counter()
+    runs = 0
+    failures = 0
+    by_category: Counter[str] = Counter()
+    blockers: Counter[str] = Counter()
+    backends: dict[str, dict[str, Any]] = {}
+    if log_path is not None:
+        for record in read_runs(
+            log_path, since_s=since_s, backend=backend, now=clock, stats=counters
+        ):
+            runs += 1
+            name = str(record.get("backend") or "unknown")
+            entry = backends.setdefault(name, {"runs": 0, "failures": 0, "by_category": Counter()})
+            entry["runs"] += 1
+            if record.get("ok"):
+                continue
+            failures += 1
+            category = str(record.get("category") or "unknown")
+            by_category[category] += 1
+            entry["failures"] += 1
+            entry["by_category"][category] += 1
+            if record.get("blocked_on"):
+                blockers[str(record["blocked_on"])] += 1
+    return {
+        "log": str(log_path) if log_path is not None else None,
+        "since_s": since_s,
+        "from": _iso(clock - since_s) if since_s is not None else None,
+        "to": _iso(clock),
+        "backend": backend,
+        "runs": runs,
+        "failures": failures,
+        "failure_rate": _rate(failures, runs),
+        "by_category": {
+            category: {
+                "count": count,
+                "share": _rate(count, failures),
+                "rate": _rate(count, runs),
+            }
+            for category, count in by_category.most_common()
+        },
+        "by_backend": {
+            name: {
+                "runs": entry["runs"],
+                "failures": entry["failures"],
+                "failure_rate": _rate(entry["failures"], entry["runs"]),
+                "by_category": dict(entry["by_category"].most_common()),
+            }
+            for name, entry in sorted(backends.items())
+        },
+        "top_blockers": [
+            {"blocked_on": blocker, "count": count} for blocker, count in blockers.most_common(top)
+        ],
+        "malformed_lines": counters["malformed"],
+    }
+
+
+def _window_text(since_s: float | None) -> str:
+    if since_s is None:
+        return "all time"
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if since_s >= size and since_s % size == 0:
+            return f"the last {since_s / size:g}{unit}"
+    return f"the last {since_s:g}s"
+
+
+def format_stats(stats: Mapping[str, Any]) -> str:
+    """A short text summary of :func:`failure_stats`."""
+    scope = f" for backend {stats['backend']}" if stats.get("backend") else ""
+    lines = [
+        f"Runs in {_window_text(stats.get('since_s'))}{scope}: {stats['runs']}, "
+        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%)",
+        f"Run log: {stats.get('log') or 'off'}",
+    ]
+    if stats["by_category"]:
+        lines += ["", "By category:"]
+        width = max(len(c) for c in stats["by_category"])
+        for category, entry in stats["by_category"].items():
+            lines.append(
+                f"  {category:<{width}}  {entry['count']:>5}  "
+                f"{entry['share'] * 100:5.1f}% of failures  {entry['rate'] * 100:5.1f}% of runs"
+            )
+    if stats["by_backend"]:
+        lines += ["", "By backend:"]
+        width = max(len(b) for b in stats["by_backend"])
+        for name, entry in stats["by_backend"].items():
+            cats = ", ".join(f"{c} {n}" for c, n in entry["by_category"].items())
+            lines.append(
+                f"  {name:<{width}}  {entry['runs']:>5} runs, {entry['failures']} failed "
+                f"({entry['failure_rate'] * 100:.1f}%)" + (f": {cats}" if cats else "")
+            )
+    if stats["top_blockers"]:
+        lines += ["", "Top blockers:"]
+        lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
+    if stats.get("malformed_lines"):
+        lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
+    return "\n".join(lines)

@@ -1,0 +1,307 @@
+"""The failure taxonomy and the classifier's rules, evidence by evidence."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends import ClaudeBackend, CodexBackend, FailerBackend
+from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.failures import (
+    LAST_RESORT_MESSAGES,
+    RETRY_SUGGESTIONS,
+    RETRYABLE,
+    SPEC_NAMES,
+    USER_HINTS,
+    FailureCategory,
+    category_from_name,
+    classify,
+    classify_exception,
+    extract_retry_after,
+)
+from coding_genesis.result import RunResult
+
+README = Path(__file__).parent.parent / "README.md"
+C = FailureCategory
+
+
+def test_every_category_has_retryability_names_and_texts() -> None:
+    for table in (RETRYABLE, SPEC_NAMES, USER_HINTS, RETRY_SUGGESTIONS, LAST_RESORT_MESSAGES):
+        assert set(table) == set(FailureCategory)
+    assert set(RETRYABLE.values()) == {"yes", "no", "partial"}
+    assert all(text.strip() for text in LAST_RESORT_MESSAGES.values())
+
+
+def test_spec_tables_retryability() -> None:
+    # spec 002: timeout/network/rate_limit yes, validation/permission/not_found/unknown no,
+    # internal partial; spec 004: tool_error and partial retryable, the others not.
+    assert {c for c, r in RETRYABLE.items() if r == "yes"} == {
+        C.TIMEOUT,
+        C.NETWORK,
+        C.RATE_LIMIT,
+        C.TOOL_ERROR,
+        C.PARTIAL,
+    }
+    assert RETRYABLE[C.INTERNAL] == "partial"
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        ("permission", C.AUTH),  # spec 002
+        ("validation", C.INVALID_TASK),
+        ("connection", C.NETWORK),  # spec 003
+        ("data", C.INVALID_TASK),
+        ("PARTIAL_SUCCESS", C.PARTIAL),  # spec 004
+        ("MISSING_CONTEXT", C.MISSING_CONTEXT),
+        ("RATE_LIMIT", C.RATE_LIMIT),  # failer error codes
+        ("AGENT_ERROR", C.INTERNAL),
+        ("TRANSIENT_ERROR", C.NETWORK),
+        ("rate-limit", C.RATE_LIMIT),
+        ("bogus", None),
+        (42, None),
+    ],
+)
+def test_category_from_any_vocabulary(name: object, category: FailureCategory | None) -> None:
+    assert category_from_name(name) is category
+
+
+def test_readme_maps_every_category() -> None:
+    section = README.read_text().split("## Failures", 1)[1].split("\n## ", 1)[0]
+    for category in FailureCategory:
+        assert re.search(rf"^\| `{category.value}` \|", section, re.M), category
+
+
+# (evidence, category, reason starts with)
+CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
+    ({"error": "timeout", "message": "429 in the text"}, C.TIMEOUT, "runner: timeout"),
+    ({"error": "idle_timeout"}, C.TIMEOUT, "runner"),
+    ({"error": "not_found"}, C.NOT_FOUND, "runner"),
+    ({"error": "not_executable"}, C.TOOL_ERROR, "runner"),
+    ({"error": "invalid_request"}, C.INVALID_TASK, "runner"),
+    ({"error": "cli_error", "api_error_status": 429}, C.RATE_LIMIT, "API status 429"),
+    ({"error": "cli_error", "api_error_status": 529}, C.RATE_LIMIT, "API status"),
+    ({"error": "cli_error", "api_error_status": 401}, C.AUTH, "API status"),
+    ({"error": "cli_error", "api_error_status": 403}, C.AUTH, "API status"),
+    ({"error": "cli_error", "api_error_status": 404}, C.NOT_FOUND, "API status"),
+    ({"error": "cli_error", "api_error_status": 400}, C.INVALID_TASK, "API status"),
+    ({"error": "cli_error", "api_error_status": 503}, C.INTERNAL, "API status"),
+    ({"error": "cli_error", "backend_hint": "network"}, C.NETWORK, "backend hint"),
+    ({"error": "cli_error", "backend_hint": "nonsense", "message": "x"}, C.UNKNOWN, "no evidence"),
+    ({"error": "cli_error", "data": {"error_code": "RATE_LIMIT"}}, C.RATE_LIMIT, "error body"),
+    ({"error": "cli_error", "result_subtype": "error_max_turns"}, C.PARTIAL, "max turns"),
+    ({"error": "cli_error", "permission_denials": 2}, C.AUTH, "2 permission denial"),
+    ({"error": "cli_error", "message": "Error: authentication failed"}, C.AUTH, "text"),
+    ({"error": "cli_error", "stderr_tail": "connect ECONNREFUSED 127.0.0.1"}, C.NETWORK, "text"),
+    ({"error": "cli_error", "message": "stream disconnected before completion"}, C.NETWORK, "text"),
+    (
+        {
+            "error": "cli_error",
+            "message": "API Error: Unable to connect to API (ConnectionRefused)",
+        },
+        C.NETWORK,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "last_tool_error": "Bash failed: ModuleNotFoundError: No module"},
+        C.TOOL_ERROR,
+        "text",
+    ),
+    ({"error": "cli_error", "message": "bash: foo: command not found"}, C.TOOL_ERROR, "text"),
+    ({"error": "cli_error", "stderr_tail": "EACCES: permission denied"}, C.TOOL_ERROR, "text"),
+    (
+        {"error": "cli_error", "message": "Cannot find 'the auth file' mentioned in prompt"},
+        C.MISSING_CONTEXT,
+        "text",
+    ),
+    ({"error": "cli_error", "message": "No such file or directory: x.py"}, C.NOT_FOUND, "text"),
+    ({"error": "cli_error", "message": "Prompt is too long"}, C.INVALID_TASK, "text"),
+    (
+        {"error": "cli_error", "message": "Cannot both keep and delete: contradictory"},
+        C.INVALID_TASK,
+        "text",
+    ),
+    ({"error": "cli_error", "message": "HTTP 502 Bad Gateway"}, C.INTERNAL, "text"),
+    ({"error": "killed", "exit_code": -9, "message": "x"}, C.INTERNAL, "killed by SIGKILL"),
+    ({"error": "cli_error", "exit_code": 137, "message": "x"}, C.INTERNAL, "killed by SIGKILL"),
+    ({"error": "cli_error", "exit_code": 143, "message": "x"}, C.INTERNAL, "killed by SIGTERM"),
+    ({"error": "cli_error", "exit_code": 143, "completed": True, "message": "x"}, C.UNKNOWN, "no"),
+    ({"error": "incomplete", "message": "exited before finishing"}, C.PARTIAL, "exited before"),
+    ({"error": "cli_error", "failed_tools": 1, "message": "x"}, C.TOOL_ERROR, "1 tool call"),
+    ({"error": "cli_error", "message": "exited with code 2"}, C.UNKNOWN, "no evidence"),
+    # Work done before the blocker: spec 004's PARTIAL_SUCCESS.
+    (
+        {"error": "cli_error", "failed_tools": 1, "files_modified": 2, "message": "x"},
+        C.PARTIAL,
+        "1 tool call(s) failed, after changing 2 file(s)",
+    ),
+    # ... but an API verdict stays what it is.
+    ({"error": "cli_error", "api_error_status": 500, "files_modified": 2}, C.INTERNAL, "API"),
+]
+
+
+@pytest.mark.parametrize(("evidence", "category", "reason"), CASES)
+def test_classify(evidence: dict[str, Any], category: FailureCategory, reason: str) -> None:
+    found = classify(**{"message": "", **evidence})
+    assert found.category is category
+    assert found.reason.startswith(reason), found.reason
+    assert found.retryable == RETRYABLE[category]
+
+
+def test_the_first_rule_with_a_verdict_decides() -> None:
+    # A 429 status beats a backend hint, which beats the text.
+    found = classify(
+        error="cli_error",
+        message="connection reset",
+        api_error_status=429,
+        backend_hint="auth",
+    )
+    assert found.category is C.RATE_LIMIT
+    found = classify(error="cli_error", message="connection reset", backend_hint="auth")
+    assert found.category is C.AUTH
+
+
+@pytest.mark.parametrize(
+    ("texts", "data", "seconds"),
+    [
+        ((), {"retry_after_seconds": 30}, 30.0),
+        ((), {"retry_after_ms": 1500}, 1.5),
+        ((), {"details": {"retry_after": "12"}}, 12.0),
+        ((), {"retry_after_seconds": True}, None),
+        ((), {"retry_after_seconds": -1}, None),
+        (("API Error: 429 Rate limit exceeded. Retry after 30 seconds.",), None, 30.0),
+        (("Retry-After: 12",), None, 12.0),
+        (("retry_after=250ms",), None, 0.25),
+        (("You've hit your usage limit. Try again in 2 hours 5 minutes.",), None, 7500.0),
+        (("please retry in 45s",), None, 45.0),
+        (("wait 1.5 minutes",), None, 90.0),
+        (("Claude AI usage limit reached|1000003600",), None, 3600.0),
+        (("limit resets at 1970-01-12T14:53:20Z",), None, 0.0),
+        (("limit resets at 2001-09-09T01:46:40Z",), None, 0.0),
+        (("Retry-After: Sun, 09 Sep 2001 01:46:40 GMT",), None, 0.0),
+        (("try again in a moment",), None, None),
+        (("nothing to see",), None, None),
+    ],
+)
+def test_extract_retry_after(
+    texts: tuple[str, ...], data: dict[str, Any] | None, seconds: float | None
+) -> None:
+    assert extract_retry_after(*texts, data=data, now=1_000_000_000.0) == seconds
+
+
+def test_reset_times_in_the_future() -> None:
+    now = 1_000_000_000.0
+    assert extract_retry_after("resets at 2001-09-09T02:46:40Z", now=now) == 3600.0
+    assert extract_retry_after("Retry-After: Sun, 09 Sep 2001 01:47:40 GMT", now=now) == 60.0
+
+
+def test_claude_retry_delay_is_used_only_for_retryable_categories() -> None:
+    limited = classify(error="cli_error", message="", api_error_status=429, retry_delay_s=8.5)
+    assert limited.retry_after_s == 8.5
+    denied = classify(error="cli_error", message="", api_error_status=401, retry_delay_s=8.5)
+    assert denied.retry_after_s is None
+
+
+class BrokenTimeout(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("exc", "category"),
+    [
+        # spec 003's own unit tests
+        (TimeoutError("request timed out"), C.TIMEOUT),
+        (ConnectionError("refused"), C.NETWORK),
+        (Exception("429 rate limit"), C.RATE_LIMIT),
+        (Exception("something weird"), C.UNKNOWN),
+        # spec 004: PermissionError is a tool error ("Check file permissions")
+        (PermissionError("Permission denied: /etc/config"), C.TOOL_ERROR),
+        (FileNotFoundError("no such file: claude"), C.NOT_FOUND),
+        (ModuleNotFoundError("No module named 'pytest'"), C.TOOL_ERROR),
+        (OSError(28, "No space left on device"), C.TOOL_ERROR),
+        (ValueError("invalid literal"), C.INVALID_TASK),
+        (KeyError("task"), C.INVALID_TASK),
+        (ConfigError("timeout must be a number"), C.INVALID_TASK),
+        (UnknownBackendError("unknown backend 'x'"), C.NOT_FOUND),
+        (BrokenTimeout("slow"), C.TIMEOUT),
+        (RuntimeError("Directus connection reset"), C.NETWORK),
+    ],
+)
+def test_classify_exception(exc: BaseException, category: FailureCategory) -> None:
+    assert classify_exception(exc).category is category
+
+
+def _result(**fields: Any) -> RunResult:
+    return RunResult(
+        **{"status": 1, "message": "", "is_error": True, "error": "cli_error", **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "hint"),
+    [
+        ({"message": "Invalid API key · Please run /login"}, "auth"),
+        ({"message": "OAuth token has expired"}, "auth"),
+        ({"message": "Claude AI usage limit reached|1767225600"}, "rate_limit"),
+        ({"message": "API Error: Request timed out."}, "network"),
+        ({"message": "API Error: Unable to connect to API (ConnectionRefused)"}, "network"),
+        ({"message": "Prompt is too long"}, "invalid_task"),
+        ({"message": "Invalid API key", "api_error_status": 401}, None),  # the status decides
+        ({"message": "all good"}, None),
+    ],
+)
+def test_claude_failure_hint(fields: dict[str, Any], hint: str | None) -> None:
+    assert ClaudeBackend().failure_hint(_result(**fields)) == hint
+
+
+@pytest.mark.parametrize(
+    ("fields", "hint"),
+    [
+        (
+            {
+                "message": "We’re currently experiencing high demand, which may cause temporary errors."
+            },
+            "internal",
+        ),
+        ({"message": "exceeded retry limit, last status: 429 Too Many Requests"}, "rate_limit"),
+        ({"message": "unexpected status 401 Unauthorized: Incorrect API key"}, "auth"),
+        ({"message": "stream disconnected before completion"}, "network"),
+        (
+            {"message": "x", "cli_errors": ["Reconnecting... 1/5 (error sending request)"]},
+            "network",
+        ),
+        ({"message": "You've hit your usage limit."}, "rate_limit"),
+        ({"message": "all good"}, None),
+    ],
+)
+def test_codex_failure_hint(fields: dict[str, Any], hint: str | None) -> None:
+    assert CodexBackend().failure_hint(_result(**fields)) == hint
+
+
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        ("AGENT_ERROR", "internal"),
+        ("RATE_LIMIT", "rate_limit"),
+        ("TRANSIENT_ERROR", "network"),
+        ("X", None),
+    ],
+)
+def test_failer_failure_hint(code: str, hint: str | None) -> None:
+    assert FailerBackend().failure_hint(_result(data={"error_code": code})) == hint
+
+
+def test_codex_translator_counts_its_own_retries() -> None:
+    translator = CodexBackend().translator()
+    events = translator.translate(
+        {"type": "error", "message": "Reconnecting... 2/5 (unexpected status 401 Unauthorized)"}
+    )
+    assert [e.kind for e in events] == ["cli_retry", "error"]
+    assert events[0].data["attempt"] == 2
+    assert events[0].data["max_retries"] == 5
+    assert events[0].data["error_status"] == 401
+    (plain,) = translator.translate({"type": "error", "message": "exceeded retry limit"})
+    assert plain.kind == "error"
