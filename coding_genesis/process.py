@@ -15,8 +15,9 @@ repeated), or an internal error.  How processes are found:
 * Every process of a run carries ``GENESIS_RUN_ID=<run id>`` in its
   environment, inherited through forks and execs, so descendants that
   escaped with ``setsid`` or a double fork are recognised by it.
-* On Linux the runner makes itself a child subreaper
-  (``prctl(PR_SET_CHILD_SUBREAPER)``): orphans of a run are reparented to us
+* On Linux the host process is a child subreaper
+  (``prctl(PR_SET_CHILD_SUBREAPER)``) while runs are in flight (not in
+  between, unless it made itself one): orphans of a run are reparented to us
   instead of init, where a scan of our children finds them (by the marker)
   and ``waitpid`` reaps them once dead.  Where that is unavailable (or
   ``GENESIS_SUBREAPER=0``), the stop path scans every process of our user for
@@ -50,9 +51,9 @@ waiting on it (an asyncio or trio child watcher) never lets happen.
 Limits: a process that removes the marker from its environment (``env -i``)
 *and* is no longer a descendant of the CLI when we look; a process running as
 another user, or one that escaped into another PID namespace; a process in
-uninterruptible sleep that survives SIGKILL beyond ``kill_wait`` (logged).  As
-a subreaper the host process also inherits orphans of its *other* children;
-their zombies are reaped by the rule above only around runs.  A host program
+uninterruptible sleep that survives SIGKILL beyond ``kill_wait`` (logged).
+While a run is in flight the host process also inherits orphans of its
+*other* children; their zombies are reaped by the rule above.  A host program
 that spawns children in new sessions and leaves their zombies unreaped for a
 while during a run can lose their exit status to us; set
 ``GENESIS_SUBREAPER=0`` for such programs.
@@ -98,7 +99,12 @@ log = logging.getLogger("coding_genesis.process")
 RUN_MARKER_ENV = "GENESIS_RUN_ID"
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+#: Whether runs use the subreaper (None: not checked yet).
 _subreaper: bool | None = None
+#: Runs in flight holding the subreaper on; the host's own setting is kept.
+_subreaper_holders = 0
+_subreaper_was_on = False
 #: Main pids of runs in flight: owned by the event loop's child watcher, never
 #: reaped by us.  Counted: with pid reuse a new run may get a pid whose old run
 #: is still cleaning up.
@@ -168,17 +174,47 @@ class ProcessOutcome:
 
 
 def subreaper_enabled() -> bool:
-    """Make this process a child subreaper once (Linux); report whether it is."""
+    """Whether runs make this process a child subreaper (Linux, unless
+    ``GENESIS_SUBREAPER=0``).  It is one only while a run is in flight, so
+    orphans of the host's other children go to init the rest of the time."""
     global _subreaper
     if _subreaper is None:
-        _subreaper = False
-        if sys.platform.startswith("linux") and os.environ.get("GENESIS_SUBREAPER", "1") != "0":
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-            except (OSError, AttributeError):  # pragma: no cover - exotic libc
-                _subreaper = False
+        _subreaper = (
+            sys.platform.startswith("linux")
+            and os.environ.get("GENESIS_SUBREAPER", "1") != "0"
+            and _prctl(_PR_GET_CHILD_SUBREAPER) is not None
+        )
     return _subreaper
+
+
+def _prctl(option: int, value: int | None = None) -> int | None:
+    """``prctl`` for the subreaper options: the flag read (or 0 when set), None on error."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if value is not None:
+            return 0 if libc.prctl(option, value, 0, 0, 0) == 0 else None
+        flag = ctypes.c_int(0)
+        if libc.prctl(option, ctypes.byref(flag), 0, 0, 0) != 0:
+            return None
+        return flag.value
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+
+
+def _hold_subreaper(delta: int) -> None:
+    """Turn the subreaper on for the first run in flight, off after the last
+    (unless the host had turned it on itself)."""
+    global _subreaper, _subreaper_holders, _subreaper_was_on
+    if not subreaper_enabled():
+        return
+    with _registry_lock:
+        _subreaper_holders += delta
+        if delta > 0 and _subreaper_holders == 1:
+            _subreaper_was_on = bool(_prctl(_PR_GET_CHILD_SUBREAPER))
+            if not _subreaper_was_on and _prctl(_PR_SET_CHILD_SUBREAPER, 1) is None:
+                _subreaper = False  # pragma: no cover - refused by the kernel
+        elif delta < 0 and _subreaper_holders == 0 and not _subreaper_was_on:
+            _prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
 def build_env(
@@ -551,10 +587,38 @@ async def run_process(
     Never raises for process failures: they are in the outcome.  Re-raises
     cancellation after the tree is stopped and reaped.
     """
+    _hold_subreaper(+1)
+    try:
+        return await _run_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            config=config,
+            sink=sink,
+            marker=marker,
+            stdout_tap=stdout_tap,
+            on_spawn=on_spawn,
+        )
+    finally:
+        _hold_subreaper(-1)
+
+
+async def _run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    stdin: bytes | None,
+    config: SupervisorConfig,
+    sink: ObjectSink,
+    marker: str,
+    stdout_tap: Callable[[bytes], object] | None = None,
+    on_spawn: Callable[[int], object] | None = None,
+) -> ProcessOutcome:
     outcome = ProcessOutcome()
     parser = JsonLinesParser(config.max_line_bytes)
     tail = _Tail(config.stderr_tail_bytes)
-    subreaper_enabled()
     wall_started = time.time()
     started = anyio.current_time()
     _spawn_count(+1)
