@@ -16,7 +16,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "stats")
+COMMANDS = ("run", "run_many", "stats")
 
 EPILOG = """\
 examples:

@@ -10,7 +10,12 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tests.support import FakeCLI, leaked_processes
 
-pytest_plugins = ["tests.steps.agent_steps", "tests.steps.retry_steps", "tests.steps.failure_steps"]
+pytest_plugins = [
+    "tests.steps.agent_steps",
+    "tests.steps.retry_steps",
+    "tests.steps.failure_steps",
+    "tests.fakes.plugin",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)

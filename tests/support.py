@@ -8,7 +8,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,3 +161,70 @@ def is_reaped(pid: int) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE or proc.ppid() != os.getpid()
     except psutil.NoSuchProcess:
         return True
+
+
+async def poll_until(predicate: Callable[[], bool], limit: float = 30.0) -> bool:
+    """Check ``predicate`` every 50 ms for up to ``limit`` seconds (the process
+    table has no event to wait on); return its last value."""
+    import anyio
+
+    with anyio.move_on_after(limit):
+        while not predicate():  # noqa: ASYNC110 - polling the process table
+            await anyio.sleep(0.05)
+    return predicate()
+
+
+#: Set on a Ray cluster started by a test: every Ray process inherits it.
+RAY_MARK_ENV = "GENESIS_TEST_RAY_MARK"
+
+
+def wait_ended(procs: Iterable[psutil.Process], limit: float = 30.0) -> list[str]:
+    """Wait until each process has ended, reaping those that became our zombies;
+    describe (and kill) any still running after ``limit`` seconds.
+
+    A test process that ran an agent is a child subreaper, so the processes of a
+    Ray cluster it started (workers outliving their raylet) end up as its children.
+    """
+    pending = list(procs)
+    deadline = time.monotonic() + limit
+    while pending:
+        still = []
+        for proc in pending:
+            try:
+                status = proc.status()
+                ours = proc.ppid() == os.getpid()
+            except psutil.Error:
+                continue  # gone (and reaped by someone)
+            if status == psutil.STATUS_ZOMBIE:
+                if ours:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(proc.pid, os.WNOHANG)
+                        continue
+                still.append(proc)
+            else:
+                still.append(proc)
+        pending = still
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    described = []
+    for proc in pending:
+        with contextlib.suppress(psutil.Error):
+            described.append(f"{proc.pid} {proc.status()} {' '.join(proc.cmdline())[:120]}")
+            proc.kill()
+    return described
+
+
+#: Runs a command as a child subreaper and waits for every descendant it
+#: inherits, so a command's orphans (a Ray cluster's) never become ours.
+SUBREAPER_WRAPPER = """
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+code = subprocess.call(sys.argv[1:])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+sys.exit(code)
+"""

@@ -1,0 +1,194 @@
+"""``genesis run-many``: a JSON-lines batch, one result line per request."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import orjson
+
+from ..states import Status
+
+__all__ = ["read_requests", "register"]
+
+EXAMPLES = """\
+examples:
+  genesis run-many tasks.jsonl --concurrency 8 > results.jsonl
+  printf '%s\\n' '{"prompt": "hello", "backend": "failer"}' \\
+                 '{"prompt": "/fail", "backend": "failer"}' | genesis run-many -
+  genesis run-many tasks.jsonl --executor ray --num-cpus 0.5 --ray-address auto
+
+each input line is a JSON object with at least "prompt" and "backend"; optional:
+  timeout, idle_timeout, grace, cwd, model, cli_path, name, env, extra_args,
+  options, resume, request_key, retry ("default", a number, or a policy object).
+  Blank lines are skipped.
+stdout: one JSON result per request, in input order, each with its "index"
+(0-based among the non-blank lines).  A bad line gets a failure result (status 64).
+exit code: 0 when every run succeeded, 1 when any failed, 64 for a usage error,
+130 when cancelled (Ctrl-C: every process tree is stopped first).
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run-many",
+        help="run a JSON-lines file of requests, several at a time",
+        description="Run every request of a JSON-lines file, at most --concurrency at a "
+        "time, and print one JSON result per request in input order.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", help='JSON-lines file of requests ("-" reads stdin)')
+    parser.add_argument(
+        "--concurrency",
+        "-j",
+        type=_positive_int,
+        default=4,
+        help="runs at once (default 4)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this machine (default); ray: one Ray task per request "
+        '(pip install "coding-genesis[ray]")',
+    )
+    parser.add_argument(
+        "--num-cpus",
+        type=float,
+        default=None,
+        help="ray: CPUs reserved per run (default 0.25)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="ray: cluster to join (default: $RAY_ADDRESS, else a local cluster)",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(handler=handle)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def read_requests(lines: list[bytes]) -> list[Any]:
+    """One request per non-blank line: the decoded object, or an
+    :class:`~coding_genesis.pool.InvalidRequest` saying what is wrong with it."""
+    from ..pool import InvalidRequest
+
+    requests: list[Any] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            requests.append(InvalidRequest(reason=f"line {number}: invalid JSON: {exc}"))
+            continue
+        if not isinstance(value, dict):
+            requests.append(
+                InvalidRequest(
+                    reason=f"line {number}: expected a JSON object, got {type(value).__name__}"
+                )
+            )
+            continue
+        requests.append(value)
+    return requests
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..pool import Executor, run_many_sync
+
+    try:
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        print(f"genesis run-many: error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return int(Status.USAGE)
+    requests = read_requests(data.splitlines())
+    total = len(requests)
+
+    executor: str | Executor = "local"
+    runner = None
+    if args.executor == "ray":
+        try:
+            from ..integrations.ray import DEFAULT_NUM_CPUS, RayRunner
+
+            runner = RayRunner(
+                num_cpus=DEFAULT_NUM_CPUS if args.num_cpus is None else args.num_cpus,
+                address=args.ray_address,
+                # A local cluster of our own needs no dashboard; a remote one takes no such option.
+                init_kwargs={}
+                if args.ray_address or os.environ.get("RAY_ADDRESS")
+                else {"include_dashboard": False},
+            )
+        except (ConfigError, ImportError) as exc:
+            print(f"genesis run-many: error: {exc}", file=sys.stderr)
+            return int(Status.USAGE)
+        executor = runner
+
+    results: dict[int, dict[str, Any]] = {}
+    printed = 0
+    finished = 0
+    failed = 0
+
+    def on_result(result: dict[str, Any]) -> None:
+        nonlocal printed, finished, failed
+        finished += 1
+        if result["status"] != 0:
+            failed += 1
+        if not args.quiet:
+            print(_progress(result, finished, total), file=sys.stderr, flush=True)
+        results[result["index"]] = result
+        # Results go out in input order, as soon as every earlier one is out.
+        while printed in results:
+            sys.stdout.buffer.write(orjson.dumps(results.pop(printed)) + b"\n")
+            printed += 1
+        sys.stdout.flush()
+
+    try:
+        run_many_sync(
+            requests, concurrency=args.concurrency, executor=executor, on_result=on_result
+        )
+    except KeyboardInterrupt:
+        print(
+            f"genesis run-many: cancelled after {finished}/{total} runs; "
+            "every process tree was stopped",
+            file=sys.stderr,
+        )
+        return int(Status.CANCELLED)
+    except ConfigError as exc:
+        print(f"genesis run-many: error: {exc}", file=sys.stderr)
+        return int(Status.USAGE)
+    finally:
+        if runner is not None:
+            runner.close()
+    if not args.quiet:
+        print(
+            f"genesis run-many: {total - failed} succeeded, {failed} failed",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+def _progress(result: dict[str, Any], finished: int, total: int) -> str:
+    width = len(str(total))
+    head = f"[{finished:>{width}}/{total}] #{result['index']}"
+    if result["status"] == 0:
+        return f"{head} ok ({result.get('duration_s') or 0:.2f}s)"
+    first = (result.get("message") or "").strip().splitlines()[:1]
+    detail = first[0][:120] if first else ""
+    return f"{head} failed: status {result['status']} {result['error']}: {detail}"

@@ -1,0 +1,331 @@
+"""Run many requests at once: a bounded pool on this machine (or on Ray), results
+in input order.
+
+Each request is a :class:`RunSpec` (frozen, picklable, validated) or a plain
+mapping of the same fields.  Every run gets its own :class:`CodingGenesisAgent`
+inside one anyio task group; a :class:`anyio.CapacityLimiter` bounds how many
+run at once.  A bad request (unknown backend, bad timeout, missing cwd, a
+mapping that does not validate) is answered with a failure dict at its index;
+it never aborts the batch.  Cancelling :func:`run_many` cancels every run, and
+each run stops its whole process tree before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
+
+import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .agent import CodingGenesisAgent, _running_event_loop
+from .errors import AgentUsageError, ConfigError
+from .failures import classify
+from .result import RunResult
+from .retry import RetryPolicy
+from .states import Status
+
+__all__ = [
+    "EventCallback",
+    "Executor",
+    "InvalidRequest",
+    "LocalExecutor",
+    "Request",
+    "ResultCallback",
+    "RunSpec",
+    "coerce_request",
+    "execute",
+    "failure_result",
+    "run_many",
+    "run_many_sync",
+]
+
+log = logging.getLogger("coding_genesis.pool")
+
+_AGENT_FIELDS = (
+    "timeout",
+    "idle_timeout",
+    "grace",
+    "cwd",
+    "model",
+    "cli_path",
+    "name",
+    "retry",
+)
+
+
+class RunSpec(BaseModel):
+    """One request of a batch: the prompt, the backend, and the agent's options.
+
+    Only ``prompt`` and ``backend`` are required; every other field left as
+    ``None`` keeps the :class:`CodingGenesisAgent` default.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: str
+    backend: str
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    grace: float | None = None
+    cwd: str | None = None
+    model: str | None = None
+    cli_path: str | tuple[str, ...] | None = None
+    name: str | None = None
+    env: dict[str, str] | None = None
+    extra_args: tuple[str, ...] | None = None
+    #: Backend options (claude: max_turns, permission_mode, ...; codex: sandbox, ...).
+    options: dict[str, Any] | None = None
+    resume: str | None = None
+    request_key: str | None = None
+    #: The agent's retry policy: a RetryPolicy, "default", a number of retries,
+    #: or its fields as a dict (None: one attempt).  It runs where the run runs.
+    retry: RetryPolicy | int | str | None = None
+
+    def agent_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`CodingGenesisAgent` (defaults left out)."""
+        kwargs = {k: getattr(self, k) for k in _AGENT_FIELDS if getattr(self, k) is not None}
+        if self.env is not None:
+            kwargs["env"] = self.env
+        if self.extra_args is not None:
+            kwargs["extra_args"] = self.extra_args
+        return kwargs
+
+    def run_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :meth:`CodingGenesisAgent.run`."""
+        return {"resume": self.resume, "options": self.options, "request_key": self.request_key}
+
+
+class InvalidRequest(BaseModel):
+    """A request that could not even be read (e.g. a line that is not JSON);
+    it is answered with a failure at its index like any other bad request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+
+
+Request: TypeAlias = RunSpec | Mapping[str, Any] | InvalidRequest
+#: Receives each event as a dict (``Event.to_dict()``) tagged with ``index``.
+EventCallback: TypeAlias = Callable[[dict[str, Any]], object]
+#: Receives each result dict (with its ``index``) as soon as its run finishes.
+ResultCallback: TypeAlias = Callable[[dict[str, Any]], object]
+
+
+def failure_result(
+    index: int,
+    message: str,
+    *,
+    status: int = Status.USAGE,
+    error: str = "invalid_request",
+    backend: str = "",
+) -> dict[str, Any]:
+    """A failure answered without running anything, shaped like every result."""
+    found = classify(error=error, message=message)
+    result = RunResult(
+        status=int(status),
+        message=message,
+        backend=backend,
+        is_error=True,
+        error=error,
+        failure={
+            "category": found.category.value,
+            "retryable": found.retryable,
+            "reason": found.reason,
+            "retry_after_s": found.retry_after_s,
+        },
+    ).to_dict()
+    result["index"] = index
+    return result
+
+
+def coerce_request(index: int, request: object) -> RunSpec | dict[str, Any]:
+    """The :class:`RunSpec` of a request, or the failure dict that answers it."""
+    if isinstance(request, RunSpec):
+        return request
+    if isinstance(request, InvalidRequest):
+        return failure_result(index, request.reason)
+    if isinstance(request, Mapping):
+        backend = request.get("backend")
+        try:
+            return RunSpec.model_validate(request)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'request'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
+            )
+            return failure_result(
+                index,
+                f"invalid request: {problems}",
+                backend=backend if isinstance(backend, str) else "",
+            )
+    return failure_result(
+        index, f"invalid request: expected a RunSpec or a mapping, got {type(request).__name__}"
+    )
+
+
+async def execute(
+    request: object, index: int = 0, emit: EventCallback | None = None
+) -> dict[str, Any]:
+    """Run one request with a fresh agent and return its result dict (with ``index``).
+
+    Never raises for a bad request or a runtime failure; re-raises cancellation
+    once the run's process tree is gone.  This is also what a Ray task runs.
+    """
+    spec = coerce_request(index, request)
+    if isinstance(spec, dict):
+        return spec
+    try:
+        agent = CodingGenesisAgent(spec.backend, **spec.agent_kwargs())
+    except ConfigError as exc:
+        return failure_result(index, str(exc), backend=spec.backend)
+    except Exception as exc:  # a constructor bug or an odd value: still answer
+        log.exception("could not build the agent of request %d", index)
+        return failure_result(
+            index,
+            f"could not build the agent: {exc!r}",
+            status=Status.INTERNAL,
+            error="internal",
+            backend=spec.backend,
+        )
+    if emit is not None:
+
+        def tagged(event: Any) -> None:
+            emit({**event.to_dict(), "index": index})
+
+        agent.subscribe(tagged)
+    try:
+        result = await agent.run(spec.prompt, **spec.run_kwargs())
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:  # run() answers every runtime failure; this is a bug of ours
+        log.exception("run of request %d raised", index)
+        return failure_result(
+            index,
+            f"internal error in coding-genesis: {exc!r}",
+            status=Status.INTERNAL,
+            error="internal",
+            backend=spec.backend,
+        )
+    result["index"] = index
+    return result
+
+
+class Executor(Protocol):
+    """Runs one request of a batch; :func:`run_many` bounds and orders them."""
+
+    async def run_one(
+        self, index: int, request: Request, emit: EventCallback | None
+    ) -> dict[str, Any]: ...
+
+
+class LocalExecutor:
+    """Runs each request in this process (each run supervises its own tree)."""
+
+    async def run_one(
+        self, index: int, request: Request, emit: EventCallback | None
+    ) -> dict[str, Any]:
+        return await execute(request, index, emit)
+
+
+def _executor(executor: str | Executor) -> Executor:
+    if executor == "local":
+        return LocalExecutor()
+    if executor == "ray":
+        from .integrations.ray import RayRunner
+
+        return RayRunner()
+    if isinstance(executor, str):
+        raise ConfigError(f"unknown executor {executor!r}: use 'local', 'ray' or an Executor")
+    return executor
+
+
+def _call_safely(callback: Callable[[dict[str, Any]], object], value: dict[str, Any]) -> None:
+    try:
+        callback(value)
+    except Exception:
+        log.exception("callback %r failed; the batch goes on", callback)
+
+
+async def run_many(
+    requests: Iterable[Request],
+    *,
+    concurrency: int = 4,
+    executor: str | Executor = "local",
+    on_event: EventCallback | None = None,
+    on_result: ResultCallback | None = None,
+) -> list[dict[str, Any]]:
+    """Run every request, at most ``concurrency`` at a time; one result dict per
+    request, in input order, each with its ``index``.
+
+    ``executor`` is ``"local"`` (this machine), ``"ray"`` (a default
+    :class:`~coding_genesis.integrations.ray.RayRunner`: the Ray already
+    initialised, else a local cluster left running) or any :class:`Executor`.
+    ``on_event`` gets every run event tagged with ``index``; ``on_result`` gets
+    each result as its run finishes.  A failing callback is logged and ignored.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+    runner = _executor(executor)
+    items = list(requests)
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    limiter = anyio.CapacityLimiter(concurrency)
+    emit = None
+    if on_event is not None:
+        emit = functools.partial(_call_safely, on_event)
+
+    async def one(index: int, request: Request) -> None:
+        async with limiter:
+            try:
+                result = await runner.run_one(index, request, emit)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # an executor bug must not take the batch down
+                log.exception("executor failed on request %d", index)
+                result = failure_result(
+                    index,
+                    f"executor failed: {exc!r}",
+                    status=Status.INTERNAL,
+                    error="internal",
+                )
+        result["index"] = index
+        results[index] = result
+        if on_result is not None:
+            _call_safely(on_result, result)
+
+    async with anyio.create_task_group() as tg:
+        for index, request in enumerate(items):
+            tg.start_soon(one, index, request)
+    done = [r for r in results if r is not None]
+    assert len(done) == len(items), "every request is answered"
+    return done
+
+
+def run_many_sync(
+    requests: Iterable[Request],
+    *,
+    concurrency: int = 4,
+    executor: str | Executor = "local",
+    on_event: EventCallback | None = None,
+    on_result: ResultCallback | None = None,
+) -> list[dict[str, Any]]:
+    """Blocking :func:`run_many` for code without an event loop.  Ctrl-C stops
+    every process tree, then raises ``KeyboardInterrupt``."""
+    library = _running_event_loop()
+    if library is not None:
+        raise AgentUsageError(
+            f"run_many_sync() cannot be called from a running {library} event loop; "
+            "use `await run_many(...)`"
+        )
+    return anyio.run(
+        functools.partial(
+            run_many,
+            requests,
+            concurrency=concurrency,
+            executor=executor,
+            on_event=on_event,
+            on_result=on_result,
+        )
+    )

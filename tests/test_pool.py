@@ -1,0 +1,259 @@
+"""run_many on this machine: order, isolation, bad requests, cancellation."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coding_genesis import AgentUsageError, ConfigError
+from coding_genesis.pool import InvalidRequest, RunSpec, run_many, run_many_sync
+from coding_genesis.retry import RetryPolicy
+from tests.support import FakeCLI, marked_processes, poll_until
+
+pytestmark = pytest.mark.anyio
+
+#: Prompt kinds cycled through a batch, with what each must come back as:
+#: (status, error, failure category).
+MIX: list[tuple[str, int, str | None, str | None]] = [
+    ("hello", 0, None, None),
+    ("/fail", 1, "cli_error", "internal"),
+    ("/rate-limit", 1, "cli_error", "rate_limit"),
+    ("/partial", 1, "incomplete", "partial"),
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def mixed_specs(count: int, tmp_path: Path) -> list[RunSpec]:
+    """``count`` failer requests cycling through MIX, each named after its index."""
+    return [
+        RunSpec(
+            prompt=MIX[i % len(MIX)][0],
+            backend="failer",
+            name=f"run-{i}",
+            timeout=30,
+            cwd=str(tmp_path),
+        )
+        for i in range(count)
+    ]
+
+
+def check_mixed(results: list[dict[str, Any]], count: int) -> None:
+    assert len(results) == count
+    for i, result in enumerate(results):
+        _prompt, status, error, category = MIX[i % len(MIX)]
+        assert result["index"] == i
+        assert result["agent"] == f"run-{i}", "each result comes from its own request"
+        assert (result["status"], result["error"]) == (status, error), result
+        assert (result["failure"] or {}).get("category") == category
+
+
+def check_events(events: list[dict[str, Any]], count: int) -> None:
+    """Every event carries the index of the request whose agent emitted it."""
+    assert events
+    for event in events:
+        assert event["node"] == f"run-{event['index']}"
+    finished = sorted(e["index"] for e in events if e["type"] == "run_finished")
+    assert finished == list(range(count))
+
+
+async def test_hundred_failer_runs_come_back_in_order(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    finished_order: list[int] = []
+    results = await run_many(
+        mixed_specs(100, tmp_path),
+        concurrency=8,
+        on_event=events.append,
+        on_result=lambda r: finished_order.append(r["index"]),
+    )
+    check_mixed(results, 100)
+    check_events(events, 100)
+    assert sorted(finished_order) == list(range(100))
+    assert [r["status"] for r in results].count(0) == 25
+
+
+def test_run_many_sync(tmp_path: Path) -> None:
+    results = run_many_sync(mixed_specs(8, tmp_path), concurrency=4)
+    check_mixed(results, 8)
+
+
+async def test_run_many_sync_refuses_a_running_loop(tmp_path: Path) -> None:
+    with pytest.raises(AgentUsageError, match="await run_many"):
+        run_many_sync(mixed_specs(1, tmp_path))
+
+
+async def test_bad_requests_are_answered_at_their_index(tmp_path: Path) -> None:
+    requests: list[Any] = [
+        RunSpec(prompt="hello", backend="failer", name="ok-0"),
+        {"backend": "failer"},  # no prompt
+        RunSpec(prompt="hello", backend="no-such-backend"),
+        {"prompt": "hello", "backend": "failer", "timeout": -1},
+        {"prompt": "hello", "backend": "failer", "cwd": str(tmp_path / "missing")},
+        InvalidRequest(reason="line 6: invalid JSON"),
+        "hello",  # not a mapping
+        {"prompt": "hello", "backend": "failer", "colour": "blue"},  # unknown option
+        {"prompt": "   ", "backend": "failer"},  # empty prompt: the agent answers
+        {"prompt": "hello", "backend": "failer", "name": "ok-9"},
+    ]
+    results = await run_many(requests, concurrency=3)
+    assert [r["index"] for r in results] == list(range(len(requests)))
+    assert (results[0]["status"], results[0]["agent"]) == (0, "ok-0")
+    assert (results[9]["status"], results[9]["agent"]) == (0, "ok-9")
+    for i in range(1, 9):
+        result = results[i]
+        assert result["status"] == 64, result
+        assert result["error"] == "invalid_request"
+        assert result["is_error"] is True
+        assert result["failure"]["category"] == "invalid_task"
+    assert "prompt" in results[1]["message"]
+    assert "no-such-backend" in results[2]["message"]
+    assert "timeout" in results[3]["message"]
+    assert "does not exist" in results[4]["message"]
+    assert results[5]["message"] == "line 6: invalid JSON"
+    assert "got str" in results[6]["message"]
+    assert "colour" in results[7]["message"]
+    assert "empty" in results[8]["message"]
+    assert results[1]["backend"] == "failer"
+
+
+async def test_a_crashing_run_does_not_touch_the_others(tmp_path: Path) -> None:
+    requests = [
+        RunSpec(prompt="hello", backend="failer", name="a"),
+        RunSpec(prompt="hello", backend="claude", cli_path=str(tmp_path / "nope"), name="b"),
+        RunSpec(prompt="/timeout 0.2", backend="failer", name="c"),
+    ]
+
+    def boom(_event: dict[str, Any]) -> None:
+        raise RuntimeError("a broken subscriber")
+
+    results = await run_many(requests, concurrency=3, on_event=boom, on_result=boom)
+    assert [(r["agent"], r["status"], r["error"]) for r in results] == [
+        ("a", 0, None),
+        ("b", 127, "not_found"),
+        ("c", 0, None),
+    ]
+
+
+async def test_concurrency_bounds_runs_in_flight(tmp_path: Path) -> None:
+    in_flight = 0
+    peak = 0
+
+    def track(event: dict[str, Any]) -> None:
+        nonlocal in_flight, peak
+        if event["type"] == "run_started":
+            in_flight += 1
+            peak = max(peak, in_flight)
+        elif event["type"] == "run_finished":
+            in_flight -= 1
+
+    specs = [RunSpec(prompt="/timeout 1", backend="failer", timeout=30) for _ in range(6)]
+    results = await run_many(specs, concurrency=3, on_event=track)
+    assert [r["status"] for r in results] == [0] * 6
+    assert peak == 3
+
+
+async def test_cancelling_the_batch_stops_every_tree(fake_claude: FakeCLI) -> None:
+    """Each CLI ignores SIGTERM and leaves a setsid grandchild that does too."""
+    fake_claude.script(
+        [
+            {"init": True},
+            {"grandchild": {"setsid": True, "ignore_sigterm": True, "sleep": 600}},
+            {"ignore_sigterm": True},
+            {"hang": True},
+        ]
+    )
+    spec = RunSpec(
+        prompt="work",
+        backend="claude",
+        cli_path=fake_claude.path,
+        env=fake_claude.env(),
+        grace=0.3,
+        timeout=60,
+    )
+    started: list[int] = []
+    with anyio.move_on_after(30) as outer:
+        async with anyio.create_task_group() as tg:
+
+            async def batch() -> None:
+                await run_many(
+                    [spec] * 4,
+                    concurrency=4,
+                    on_event=lambda e: (
+                        started.append(e["index"]) if e["type"] == "run_started" else None
+                    ),
+                )
+                pytest.fail("the batch should have been cancelled")
+
+            tg.start_soon(batch)
+            # Wait until all four CLIs and their grandchildren are running.
+            await poll_until(lambda: len(marked_processes([fake_claude.mark])) >= 8)
+            tg.cancel_scope.cancel()
+    assert not outer.cancelled_caught, "the trees never all started"
+    assert sorted(started) == [0, 1, 2, 3]
+    assert marked_processes([fake_claude.mark]) == []
+
+
+async def test_configuration_errors_raise_at_once() -> None:
+    with pytest.raises(ConfigError, match="concurrency"):
+        await run_many([], concurrency=0)
+    with pytest.raises(ConfigError, match="executor"):
+        await run_many([], executor="threads")
+    assert await run_many([]) == []
+
+
+def test_run_spec_is_frozen_and_picklable() -> None:
+    spec = RunSpec(prompt="hello", backend="failer", options={"max_turns": 3}, extra_args=("-x",))
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    with pytest.raises(ValueError, match="frozen"):
+        spec.prompt = "other"  # type: ignore[misc]
+    assert spec.agent_kwargs() == {"extra_args": ("-x",)}
+    assert spec.run_kwargs() == {"resume": None, "options": {"max_turns": 3}, "request_key": None}
+
+
+def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
+    """Fails once (a network-like failure), then succeeds; retried after 0.05 s."""
+    policy = RetryPolicy.default().with_category("network", base_delay_s=0.05)
+    return RunSpec(
+        prompt="/fail-then-succeed 1",
+        backend="failer",
+        name=name,
+        grace=0.5,
+        options={"state_dir": str(tmp_path / name)},
+        retry=policy,
+    )
+
+
+async def test_the_agent_retry_policy_runs_inside_each_run(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    specs = [
+        quick_retry_spec(tmp_path, "r0"),
+        RunSpec(
+            prompt="/fail-then-succeed 1",
+            backend="failer",
+            name="r1",
+            options={"state_dir": str(tmp_path / "r1")},
+        ),
+    ]
+    results = await run_many(specs, concurrency=2, on_event=events.append)
+    assert (results[0]["status"], results[0]["retry_count"]) == (0, 1)
+    assert results[0]["retry_history"][0]["category"] == "network"
+    assert (results[1]["status"], results[1]["retry_count"]) == (1, 0), "no policy: one attempt"
+    attempts = [e for e in events if e["type"] == "attempt"]
+    assert attempts and {e["index"] for e in attempts} == {0}
+
+
+def test_retry_policies_validate_from_json() -> None:
+    spec = RunSpec.model_validate({"prompt": "x", "backend": "failer", "retry": 2})
+    assert spec.agent_kwargs() == {"retry": 2}
+    spec = RunSpec.model_validate(
+        {"prompt": "x", "backend": "failer", "retry": {"deadline_s": 60, "resume": False}}
+    )
+    assert isinstance(spec.retry, RetryPolicy)
+    assert (spec.retry.deadline_s, spec.retry.resume) == (60, False)
