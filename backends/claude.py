@@ -43,6 +43,23 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
+#: A parent Claude Code session's variables can make the CLI refuse to start or
+#: talk to the parent; the user's own configuration and credentials stay.
+_UNSET_ENV = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_*",
+    "!CLAUDE_CODE_OAUTH_TOKEN",
+    "!CLAUDE_CODE_USE_*",
+    "!CLAUDE_CODE_SKIP_*",
+    "!CLAUDE_CODE_MAX_*",
+    "!CLAUDE_CODE_DISABLE_*",
+    "!CLAUDE_CODE_ENABLE_*",
+    "!CLAUDE_CODE_API_*",
+    "!CLAUDE_CODE_CLIENT_*",
+    "!CLAUDE_CODE_SUBAGENT_MODEL",
+    "!CLAUDE_CODE_EFFORT_LEVEL",
+)
+
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {
     "Edit": "file_path",
@@ -93,8 +110,7 @@ class ClaudeBackend:
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
-            # A parent Claude Code session's variables make the CLI refuse to start.
-            unset_env=("CLAUDECODE", "CLAUDE_CODE_*"),
+            unset_env=_UNSET_ENV,
         )
 
     def translator(self) -> ClaudeTranslator:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal as _signal
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from .backend import Backend, RunRequest
 from .errorcontext import describe_failure, fallback_failure
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
 from .events import Event, EventBus, EventKind, EventStream, Subscription
-from .parser import DEFAULT_MAX_LINE_BYTES
+from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
 from .result import RunResult, RunTally
@@ -41,6 +42,7 @@ from .retry import (
 )
 from .runlog import append_run, resolve_run_log, run_record
 from .states import AgentState, Status
+from .transcript import Transcript, now_meta, resolve_transcript_dir
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -136,6 +138,7 @@ class CodingGenesisAgent:
         retry: RetryPolicy | str | int | None = None,
         circuit_breaker: CircuitBreaker | None = _DEFAULT_BREAKER,
         clock: Clock | None = None,
+        transcripts: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         if isinstance(backend, str):
             from backends import get_backend
@@ -209,6 +212,9 @@ class CodingGenesisAgent:
             )
         self._circuit = Circuit(circuit_breaker) if circuit_breaker is not None else None
         self._clock = clock
+        # Where run directories go (None: off); see coding_genesis.transcript.
+        self._transcript_dir = resolve_transcript_dir(transcripts)
+        self._transcript: Transcript | None = None
 
     # -- introspection -------------------------------------------------
 
@@ -264,6 +270,11 @@ class CodingGenesisAgent:
             self._circuit.reset()
         if self._state is AgentState.DEGRADED:
             self._set_state(AgentState.READY, reason)
+
+    @property
+    def transcript_dir(self) -> str | None:
+        """Directory holding one sub-directory per run, or None when transcripts are off."""
+        return str(self._transcript_dir) if self._transcript_dir is not None else None
 
     @property
     def last_result(self) -> RunResult | None:
@@ -339,6 +350,7 @@ class CodingGenesisAgent:
             probe = True
         run_id = uuid.uuid4().hex
         self._run_id = run_id
+        transcript = self._open_transcript(run_id, prompt, cwd, timeout, model, resume)
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
@@ -373,6 +385,7 @@ class CodingGenesisAgent:
                 Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}),
                 run_id,
             )
+            self._close_transcript(transcript, None)
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
@@ -386,6 +399,8 @@ class CodingGenesisAgent:
             )
         finally:
             self._after_run(result, probe, clock)
+        if transcript is not None:
+            result = self._with_transcript(result, transcript)
         self._last = result
         out = result.to_dict()
         self._log_run(out)
@@ -400,7 +415,50 @@ class CodingGenesisAgent:
             ),
             run_id,
         )
+        self._close_transcript(transcript, out)
         return out
+
+    def replay(
+        self,
+        stdout: bytes,
+        *,
+        returncode: int | None = 0,
+        stderr: str = "",
+        cwd: str | os.PathLike[str] | None = None,
+        stop_reason: StopReason | str | None = None,
+        duration_s: float = 0.0,
+    ) -> dict[str, Any]:
+        """What :meth:`run` would have returned for a CLI that printed ``stdout``,
+        wrote ``stderr`` and exited with ``returncode``: the same parser,
+        translator, tally and result building, offline.  Starts nothing,
+        publishes nothing, writes no transcript."""
+        run_id = uuid.uuid4().hex
+        base = os.path.abspath(os.fspath(cwd)) if cwd is not None else (self._cwd or os.getcwd())
+        parser = JsonLinesParser(self._supervisor.max_line_bytes)
+        translate = self._backend.translator().translate
+        tally = RunTally(base)
+        for obj in (*parser.feed(stdout), *parser.close()):
+            for event in translate(obj):
+                tally.add(event)
+        tail = self._supervisor.stderr_tail_bytes
+        err = stderr.encode("utf-8", "replace")
+        outcome = ProcessOutcome(
+            returncode=returncode,
+            stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
+            stderr_tail=err[-tail:].decode("utf-8", "replace") if tail else "",
+            stderr_bytes=len(err),
+            stdout_bytes=len(stdout),
+            lines=parser.lines,
+            skipped_lines=parser.skipped,
+            stdout_eof=True,
+            duration_s=duration_s,
+        )
+        result = self._result(
+            run_id, outcome, tally, self._timeout, Redactor(os.environ, self._env)
+        )
+        if result.is_error and result.failure is None:
+            result = self._classified(result)
+        return result.to_dict()
 
     # -- retry and recovery --------------------------------------------
 
@@ -660,6 +718,85 @@ class CodingGenesisAgent:
 
     # -- internals -----------------------------------------------------
 
+    def _open_transcript(
+        self,
+        run_id: str,
+        prompt: object,
+        cwd: object,
+        timeout: object,
+        model: object,
+        resume: object,
+    ) -> Transcript | None:
+        """Start this run's directory and record its events until it ends."""
+        if self._transcript_dir is None:
+            return None
+        transcript = Transcript(self._transcript_dir, run_id, Redactor(os.environ, self._env))
+        if not transcript.ok:
+            return transcript
+        from . import __version__
+
+        transcript.write_meta(
+            {
+                **now_meta(),
+                "agent": self.name,
+                "backend": self.backend_name,
+                "cwd": os.path.abspath(os.fspath(cwd))
+                if isinstance(cwd, str | os.PathLike)
+                else self._cwd or os.getcwd(),
+                "timeout": timeout if timeout is not None else self._timeout,
+                "model": model or self._model,
+                "resume": resume,
+                "prompt": prompt[:100_000] if isinstance(prompt, str) else repr(prompt)[:1000],
+                "runner_pid": os.getpid(),
+                "version": __version__,
+            }
+        )
+        self._transcript = transcript
+        transcript.unsubscribe = self._bus.subscribe(transcript.event)
+        return transcript
+
+    def _close_transcript(self, transcript: Transcript | None, out: dict[str, Any] | None) -> None:
+        if transcript is None:
+            return
+        if transcript.unsubscribe is not None:
+            transcript.unsubscribe()
+        if self._transcript is transcript:
+            self._transcript = None
+        if out is None:
+            # Cancelled: no outcome, but what the run did so far is in its tally.
+            tally: RunTally | None = transcript.tally
+            facts: dict[str, Any] = {}
+            if tally is not None:
+                facts = {
+                    "tool_calls": tally.tool_calls,
+                    "tool_usage": dict(tally.tool_usage),
+                    "files_modified": list(tally.files),
+                    "last_successful_tool": tally.last_successful_tool,
+                    "failed_tools": list(tally.failed_tools),
+                    "session_id": tally.session_id,
+                    "model": tally.model,
+                    "usage": tally.usage,
+                    "cost_usd": tally.cost_usd,
+                    "cli_retries": tally.cli_retries,
+                }
+            out = self._failure(
+                transcript.run_id,
+                Status.CANCELLED,
+                f"{self.backend_name} run cancelled by the caller; process tree stopped",
+                "cancelled",
+                stop_reason=StopReason.CANCELLED.value,
+                duration_s=round(time.monotonic() - transcript.started, 6),
+                **facts,
+            ).to_dict()
+        transcript.finish(out)
+
+    @staticmethod
+    def _with_transcript(result: RunResult, transcript: Transcript) -> RunResult:
+        if transcript.ok:
+            return result.model_copy(update={"transcript": str(transcript.path)})
+        warning = f"transcript not written: {transcript.error}"
+        return result.model_copy(update={"warnings": [*result.warnings, warning]})
+
     def _failure(
         self, run_id: str, status: int, message: str, error: str, **extra: Any
     ) -> RunResult:
@@ -868,6 +1005,11 @@ class CodingGenesisAgent:
         bus = self._bus
         translate = translator.translate
         add = tally.add
+        transcript = self._transcript
+        flush = None
+        if transcript is not None:
+            flush = transcript.flush
+            transcript.tally = tally
 
         def sink(objs: list[dict[str, Any]]) -> bool:
             terminal = False
@@ -880,6 +1022,8 @@ class CodingGenesisAgent:
                         if redactor.active:
                             event.data = redactor.deep(event.data)
                         bus.publish(event, run_id)
+            if flush is not None:
+                flush()
             return terminal
 
         def spawned(pid: int) -> None:
@@ -906,6 +1050,7 @@ class CodingGenesisAgent:
             sink=sink,
             marker=run_id,
             on_spawn=spawned,
+            stdout_tap=transcript.stdout_tap() if transcript is not None else None,
         )
         return self._result(run_id, outcome, tally, run_timeout, redactor)
 

@@ -7,7 +7,9 @@ Subcommands live in :mod:`coding_genesis.commands`; each module there has
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,7 +18,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "run_many", "stats")
+COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats")
 
 EPILOG = """\
 examples:
@@ -24,12 +26,25 @@ examples:
   genesis run --backend failer "/fail"            see a failure response
   genesis run --backend claude --timeout 600 "Add a test for parse_date"
   genesis run --json --backend codex -- "--prompt that starts with dashes"
+  genesis run --events --backend failer "hi" | jq -c .type   events as JSON lines
+  genesis doctor --backend claude                 why would it not start here?
+  genesis runs                                    recent runs (every run is recorded)
+  genesis show last                               summary, tools, failure report
+  genesis replay recording.jsonl                  what a recorded stream would return
+  genesis run-many tasks.jsonl --concurrency 8    a batch: one result line per request
+  genesis stats --since 7d                        failure counts and rates by category
+
+each command has its own examples: genesis COMMAND --help
 
 status codes (also the exit code of `genesis run`):
   0 success, 1 the CLI reported an error or did not finish, 64 invalid request,
   69 backend degraded, 70 internal error, 75 agent busy, 124 timed out / idle,
   126 CLI not executable, 127 CLI not found, 128+N killed by signal N,
   130 cancelled (Ctrl-C); other values are the CLI's own exit code.
+  2 is a command-line usage error (the message says what is allowed).
+
+environment: GENESIS_BACKEND (default backend), GENESIS_TRANSCRIPTS (a directory or
+"off"), GENESIS_CLAUDE_PATH / GENESIS_CODEX_PATH (CLI binaries).
 """
 
 
@@ -55,8 +70,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = handler(args)
+    try:
+        code: int = handler(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run (reading a prompt from stdin, say): nothing to stop.
+        print(f"genesis {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`genesis show last | head`): stop quietly, like SIGPIPE.
+        _silence_stdout()
+        return 141
     return code
+
+
+def _silence_stdout() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -75,10 +75,25 @@ class Event:
         return f"Event({self.kind!s}, run_id={self.run_id!r}, data={self.data!r})"
 
 
+#: (whole second, its ISO text): events come many per second, and building a
+#: datetime per event was most of ``to_dict``'s cost.
+_iso_second: tuple[int, str] = (-1, "")
+
+
 def _iso(ts: float) -> str:
+    global _iso_second
     if not math.isfinite(ts) or ts <= 0:
         return ""
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
+    second = int(ts)
+    # Round to microseconds first, as datetime does, then truncate to milliseconds.
+    micros = round((ts - second) * 1_000_000)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    cached = _iso_second
+    if cached[0] != second:
+        text = _dt.datetime.fromtimestamp(second, _dt.UTC).isoformat(timespec="seconds")
+        cached = _iso_second = (second, text[:-6])  # without "+00:00"
+    return f"{cached[1]}.{micros // 1000:03d}+00:00"
 
 
 Callback = Callable[[Event], object]

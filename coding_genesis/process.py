@@ -224,19 +224,33 @@ def build_env(
     add: Mapping[str, str] | None = None,
     marker: str | None = None,
 ) -> dict[str, str]:
-    """The child's environment: ``base`` minus ``unset`` (``X*`` = prefix), plus ``add``."""
+    """The child's environment: ``base`` minus ``unset``, plus ``add``.
+
+    In ``unset`` a trailing ``*`` matches a prefix, and an entry starting with
+    ``!`` keeps what it matches (e.g. ``CLAUDE_CODE_*`` but ``!CLAUDE_CODE_OAUTH_TOKEN``).
+    """
     env = dict(base)
     if unset:
-        exact = {u for u in unset if not u.endswith("*")}
-        prefixes = tuple(u[:-1] for u in unset if u.endswith("*"))
+        drop = [u for u in unset if not u.startswith("!")]
+        keep = [u[1:] for u in unset if u.startswith("!")]
         for key in list(env):
-            if key in exact or (prefixes and key.startswith(prefixes)):
+            if _env_match(key, drop) and not _env_match(key, keep):
                 del env[key]
     if add:
         env.update(add)
     if marker is not None:
         env[RUN_MARKER_ENV] = marker
     return env
+
+
+def _env_match(key: str, patterns: Sequence[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if key.startswith(pattern[:-1]):
+                return True
+        elif key == pattern:
+            return True
+    return False
 
 
 class _Tail:

@@ -9,9 +9,7 @@ from typing import Any
 
 __all__ = ["Redactor"]
 
-_SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.I
-)
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE)", re.I)
 _MIN_LEN = 8
 MASK = "[REDACTED]"
 
@@ -19,7 +17,7 @@ MASK = "[REDACTED]"
 class Redactor:
     """Replaces the values of secret-looking environment variables."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_longest", "_pattern", "_values")
 
     def __init__(self, *envs: Mapping[str, str]) -> None:
         values: set[str] = set()
@@ -32,6 +30,11 @@ class Redactor:
             if values
             else None
         )
+        # A substring test per secret is far faster than the alternation regex,
+        # and almost every string holds no secret at all.
+        self._values = tuple(values)
+        #: Length in UTF-8 bytes of the longest secret (0: none).
+        self._longest = max((len(v.encode("utf-8", "replace")) for v in values), default=0)
 
     @property
     def active(self) -> bool:
@@ -40,7 +43,18 @@ class Redactor:
     def text(self, value: str) -> str:
         if self._pattern is None or not value:
             return value
+        if not any(v in value for v in self._values):
+            return value
         return self._pattern.sub(MASK, value)
+
+    def raw_pattern(self) -> tuple[re.Pattern[bytes], int, tuple[bytes, ...]] | None:
+        """For redacting raw output (transcripts): the secrets as a bytes
+        pattern, the longest one's length, and the secrets themselves (for a
+        fast "is any there?" test); None when there is nothing to hide."""
+        if self._pattern is None:
+            return None
+        pattern = re.compile(self._pattern.pattern.encode("utf-8", "replace"))
+        return pattern, self._longest, tuple(v.encode("utf-8", "replace") for v in self._values)
 
     def deep(self, value: Any) -> Any:
         """Redact strings inside dicts, lists and tuples (returns new containers)."""

@@ -101,6 +101,8 @@ class RunResult(BaseModel):
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
     #: Spec 002's escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
+    #: This run's transcript directory (see coding_genesis.transcript), if one was written.
+    transcript: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

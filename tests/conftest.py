@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +33,18 @@ def private_run_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv("XDG_STATE_HOME", str(state))
         mp.setenv("GENESIS_FAILER_STATE_DIR", str(state / "failer"))
         yield path
+
+
+#: Transcripts of every run in this session go here, never into the real home
+#: (set before any agent is built; inherited by `genesis` subprocesses).
+TRANSCRIPTS = tempfile.mkdtemp(prefix="genesis-test-transcripts-")
+os.environ["GENESIS_TRANSCRIPTS"] = TRANSCRIPTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_transcripts() -> Iterator[str]:
+    yield TRANSCRIPTS
+    shutil.rmtree(TRANSCRIPTS, ignore_errors=True)
 
 
 @pytest.fixture

@@ -466,11 +466,13 @@ def parent_claude_session(monkeypatch: pytest.MonkeyPatch) -> None:
     """The caller runs inside a Claude Code session: its variables are inherited."""
     monkeypatch.setenv("CLAUDECODE", "1")
     monkeypatch.setenv("CLAUDE_CODE_ENTRYPOINT", "cli")
-    monkeypatch.setenv("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "77")  # visible in the API request
+    monkeypatch.setenv("CLAUDE_CODE_SSE_PORT", "41234")
+    # User configuration, not session identity: it is kept (visible in the API request).
+    monkeypatch.setenv("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "77")
     monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "7")
 
 
-def test_inherited_claude_code_variables_are_stripped(
+def test_inherited_claude_session_variables_are_stripped_user_config_kept(
     claude_rig: Rig, parent_claude_session: None
 ) -> None:
     agent = claude_rig.agent()
@@ -482,9 +484,10 @@ def test_inherited_claude_code_variables_are_stripped(
     assert cli_env.environ, "the CLI's environment was not captured"
     assert "CLAUDECODE" not in cli_env.environ
     assert "CLAUDE_CODE_ENTRYPOINT" not in cli_env.environ
-    assert "CLAUDE_CODE_MAX_OUTPUT_TOKENS" not in cli_env.environ
+    assert "CLAUDE_CODE_SSE_PORT" not in cli_env.environ
+    assert cli_env.environ.get("CLAUDE_CODE_MAX_OUTPUT_TOKENS") == "77"
     (request,) = claude_rig.server.model_requests()
-    assert request.body["max_tokens"] != 77  # the parent's setting did not reach the CLI
+    assert request.body["max_tokens"] == 77  # the user's own setting reached the CLI
 
 
 def test_env_argument_is_applied_after_the_strip(

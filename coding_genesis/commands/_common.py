@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 
 import orjson
 
-__all__ = ["positive_seconds", "print_json", "status_exit_code"]
+__all__ = [
+    "add_transcript_dir",
+    "positive_seconds",
+    "print_json",
+    "status_exit_code",
+    "transcript_base",
+]
 
 
 def positive_seconds(text: str) -> float:
@@ -32,3 +39,28 @@ def print_json(obj: object) -> None:
 def status_exit_code(status: int) -> int:
     """Exit codes are 0..255; anything else becomes 1."""
     return status if 0 <= status <= 255 else 1
+
+
+def add_transcript_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--transcript-dir",
+        metavar="DIR",
+        default=None,
+        help="where run directories are (default: $GENESIS_TRANSCRIPTS, "
+        "else $XDG_STATE_HOME/coding-genesis/runs)",
+    )
+
+
+def transcript_base(args: argparse.Namespace, command: str) -> Path | None:
+    """The transcript directory the user means, or None after printing why not."""
+    from ..transcript import TRANSCRIPTS_ENV, resolve_transcript_dir
+
+    base = resolve_transcript_dir(args.transcript_dir)
+    if base is None:
+        print(
+            f"genesis {command}: error: transcripts are turned off "
+            f"(--transcript-dir or ${TRANSCRIPTS_ENV} is 'off'); "
+            "give the directory with --transcript-dir DIR",
+            file=sys.stderr,
+        )
+    return base

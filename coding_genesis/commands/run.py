@@ -1,16 +1,22 @@
-"""``genesis run``: one request, printed as text or JSON."""
+"""``genesis run``: one request, with live progress on a terminal, printed as
+text, JSON, or a stream of JSON-lines events."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..states import Status
 from ._common import positive_seconds, print_json, status_exit_code
+from ._live import EventWriter, LiveOutcome, execute, stopped_response
+from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
+
+if TYPE_CHECKING:
+    from ..agent import CodingGenesisAgent
 
 __all__ = ["register"]
 
@@ -22,6 +28,17 @@ examples:
   genesis run --backend claude --model sonnet --timeout 900 "Fix the failing test in tests/test_io.py"
   echo "a long prompt" | genesis run --backend codex -
   genesis run --backend claude -- "-prompt starting with a dash"
+  genesis run --events --backend failer "hello" | jq -c 'select(.type=="tool_call")'
+  genesis run --quiet --transcript-dir off --backend failer "no progress, no transcript"
+
+on a terminal a live panel on stderr shows elapsed time against the timeout, the
+state, the session id, tool calls, the tool running now, the last line of text and
+retries (--quiet or a non-terminal stderr turns it off). Ctrl-C stops the whole
+process tree, prints what the run did so far and exits 130.
+
+every run is recorded in a transcript directory (raw stdout, events, stderr tail,
+result): see `genesis runs` and `genesis show RUN_ID`; default
+$XDG_STATE_HOME/coding-genesis/runs, or $GENESIS_TRANSCRIPTS (a path or "off").
 """
 
 
@@ -72,6 +89,22 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--resume", default=None, help="continue this CLI session id")
     parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="stream the normalized events as JSON lines on stdout as they happen; "
+        'the last line is the response ({"type": "response", ...})',
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress panel and no summary on stderr"
+    )
+    parser.add_argument(
+        "--transcript-dir",
+        metavar="DIR",
+        default=None,
+        help='where run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
+        "else $XDG_STATE_HOME/coding-genesis/runs)",
+    )
     add_retry_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -91,24 +124,56 @@ def handle(args: argparse.Namespace) -> int:
             cwd=args.cwd,
             model=args.model,
             cli_path=args.cli_path,
+            transcripts=args.transcript_dir,
             retry=retry_policy(args),
         )
     except ConfigError as exc:
         print(f"genesis run: error: {exc}", file=sys.stderr)
         return int(Status.USAGE)
-    if agent.retry_policy is not None:
+    if agent.retry_policy is not None and not args.quiet:
         agent.subscribe(attempt_printer("genesis run"))
-    try:
-        result = agent.run_sync(prompt, resume=args.resume)
-    except KeyboardInterrupt:
-        print("genesis run: cancelled; the process tree was stopped", file=sys.stderr)
-        return int(Status.CANCELLED)
-    if args.json:
+    events = EventWriter(sys.stdout.buffer) if args.events else None
+    outcome = execute(
+        agent,
+        lambda: agent.run(prompt, resume=args.resume),
+        progress=_wants_progress(args),
+        events=events,
+    )
+    return report(outcome, agent, args, events)
+
+
+def _wants_progress(args: argparse.Namespace) -> bool:
+    if args.quiet or not sys.stderr.isatty():
+        return False
+    # JSON lines on the same terminal would tear the panel.
+    return not (args.events and sys.stdout.isatty())
+
+
+def report(
+    outcome: LiveOutcome,
+    agent: CodingGenesisAgent,
+    args: argparse.Namespace,
+    events: EventWriter | None,
+) -> int:
+    """Print the response the way the flags ask; return the exit code."""
+    result = outcome.result if outcome.result is not None else stopped_response(outcome, agent)
+    if events is not None:
+        events.line({"type": "response", **result})
+    elif args.json:
         print_json(result)
-    else:
+    machine = events is not None or args.json
+    if outcome.stopped:
+        if not args.quiet and not machine:
+            for line in stopped_lines(outcome, result):
+                print(line, file=sys.stderr)
+        return status_exit_code(result["status"])
+    if events is None and not args.json:
         stream = sys.stdout if result["status"] == 0 else sys.stderr
         if result["message"]:
             print(result["message"], file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
+    if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
+        for line in summary_lines(result):
+            print(line, file=sys.stderr)
     return status_exit_code(result["status"])

@@ -1,0 +1,93 @@
+"""Text shown to people by several subcommands (plain ASCII lines; rich
+is only used where a table helps)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "failure_report",
+    "short_id",
+    "stopped_lines",
+    "summary_lines",
+    "tools_text",
+]
+
+
+def short_id(run_id: str | None) -> str:
+    return (run_id or "")[:12]
+
+
+def tools_text(usage: Mapping[str, int], limit: int = 6) -> str:
+    items = sorted(usage.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{name} x{count}" if count > 1 else name for name, count in items[:limit]]
+    if len(items) > limit:
+        parts.append(f"+{len(items) - limit} more")
+    return ", ".join(parts)
+
+
+def _seconds(value: object) -> str:
+    return f"{value:.1f}s" if isinstance(value, int | float) else "?"
+
+
+def summary_lines(result: Mapping[str, Any]) -> list[str]:
+    """One line of what happened, one of why it failed (if it did), warnings,
+    and where the transcript is."""
+    # A failure's status is on the "[status N: error]" line printed just before.
+    parts = ["ok"] if result.get("status") == 0 else []
+    parts.append(_seconds(result.get("duration_s")))
+    calls = result.get("tool_calls") or 0
+    tools = f"{calls} tool call(s)"
+    if calls and result.get("tool_usage"):
+        tools += f" ({tools_text(result['tool_usage'])})"
+    parts.append(tools)
+    if (result.get("attempts") or 1) > 1:
+        parts.append(f"{result['attempts']} attempts")
+    if result.get("cli_retries"):
+        parts.append(f"{result['cli_retries']} CLI API retries")
+    if result.get("session_id"):
+        parts.append(f"session {result['session_id']}")
+    lines = ["genesis: " + " - ".join(parts)]
+    failure = result.get("failure")
+    if isinstance(failure, Mapping):
+        line = f"failure: {failure.get('category')} (retryable: {failure.get('retryable')})"
+        if failure.get("reason"):
+            line += f" - {failure['reason']}"
+        if failure.get("retry_after_s") is not None:
+            line += f" - retry after {failure['retry_after_s']:g}s"
+        lines.append(line)
+    for warning in result.get("warnings") or ():
+        lines.append(f"warning: {warning}")
+    if result.get("transcript"):
+        lines.append(f"transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
+    """What a person sees after Ctrl-C: that it stopped, and what it did so far."""
+    lines = [f"genesis run: {result['message']}."]
+    for i, line in enumerate(outcome.tracker.summary_lines()):
+        lines.append(("  so far: " if i == 0 else "          ") + line)
+    if result.get("transcript"):
+        lines.append(f"  transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def failure_report(result: Mapping[str, Any]) -> str | None:
+    """Spec 004's failure report of a response: the one it carries, else one
+    formatted from its failure record; None when it has neither."""
+    text = result.get("failure_report")
+    if isinstance(text, str) and text.strip():
+        return text
+    failure = result.get("failure")
+    if not isinstance(failure, Mapping):
+        return None
+    from pydantic import ValidationError
+
+    from ..report import ChildFailure, format_failure_report
+
+    try:
+        return format_failure_report(ChildFailure.model_validate(dict(failure)))
+    except (ValidationError, ValueError, TypeError):
+        return None

@@ -1,0 +1,322 @@
+"""What a run is doing, for people: a tracker fed by the agent's events, and a
+live progress panel drawn from it on a terminal (with rich).
+
+The tracker is plain state, updated from the event loop; the panel reads it
+only when the caller refreshes it (no drawing thread), so nothing races.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .events import Event, EventKind
+
+__all__ = ["ProgressView", "RunTracker", "tool_summary"]
+
+_SUMMARY_KEYS = (
+    "command",
+    "file_path",
+    "notebook_path",
+    "path",
+    "pattern",
+    "url",
+    "query",
+    "description",
+    "prompt",
+)
+
+
+def tool_summary(name: str, tool_input: Any, limit: int = 80) -> str:
+    """A one-line description of a tool call: ``Bash: pytest -q``."""
+    detail = ""
+    if isinstance(tool_input, Mapping):
+        for key in _SUMMARY_KEYS:
+            value = tool_input.get(key)
+            if isinstance(value, list):
+                value = " ".join(str(v) for v in value)
+            if isinstance(value, str) and value.strip():
+                detail = value
+                break
+        else:
+            changes = tool_input.get("changes")
+            if isinstance(changes, list):
+                paths = [str(c.get("path")) for c in changes if isinstance(c, Mapping)]
+                detail = ", ".join(paths)
+    text = f"{name}: {' '.join(detail.split())}" if detail else name
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+class RunTracker:
+    """Folds the events of one ``genesis run`` into what a person wants to see."""
+
+    def __init__(
+        self,
+        backend: str,
+        timeout: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.timeout = timeout
+        self._clock = clock
+        self.started = clock()
+        self.finished_at: float | None = None
+        self.state = "READY"
+        #: starting, running, stopping, finished
+        self.phase = "starting"
+        self.run_id: str | None = None
+        self.pid: int | None = None
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.tool_calls = 0
+        self.tool_usage: dict[str, int] = {}
+        self.failed_tools = 0
+        self.running: dict[str, str] = {}
+        self.last_tool: str | None = None
+        self.last_text = ""
+        self.cli_retries = 0
+        self.last_cli_retry: str | None = None
+        self.attempt = 1
+        self.last_attempt: str | None = None
+        self.errors = 0
+        self.last_error: str | None = None
+        self.files: dict[str, None] = {}
+        self.status: int | None = None
+        self.stop_note: str | None = None
+
+    @property
+    def elapsed(self) -> float:
+        end = self.finished_at if self.finished_at is not None else self._clock()
+        return max(end - self.started, 0.0)
+
+    def on_event(self, event: Event) -> None:
+        kind = event.kind
+        data = event.data
+        if event.run_id:
+            self.run_id = event.run_id
+        if kind == EventKind.TEXT:
+            line = _last_line(str(data.get("text") or ""))
+            if line:
+                self.last_text = line
+        elif kind == EventKind.TOOL_CALL:
+            self.tool_calls += 1
+            name = str(data.get("name") or "unknown")
+            self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
+            summary = tool_summary(name, data.get("input"))
+            self.running[str(data.get("id") or self.tool_calls)] = summary
+            self.last_tool = summary
+            for path in data.get("files") or ():
+                if isinstance(path, str) and len(self.files) < 1000:
+                    self.files[path] = None
+        elif kind == EventKind.TOOL_RESULT:
+            self.running.pop(str(data.get("id") or ""), None)
+            if data.get("is_error"):
+                self.failed_tools += 1
+        elif kind == EventKind.SESSION:
+            self.session_id = data.get("session_id") or self.session_id
+            self.model = data.get("model") or self.model
+        elif kind == EventKind.STATE:
+            self.state = str(data.get("state") or self.state)
+        elif kind == EventKind.RUN_STARTED:
+            self.phase = "running"
+            self.pid = data.get("pid")
+            if isinstance(data.get("timeout"), int | float):
+                self.timeout = float(data["timeout"])
+        elif kind == EventKind.RESULT:
+            if data.get("session_id"):
+                self.session_id = data["session_id"]
+        elif kind == EventKind.CLI_RETRY:
+            self.cli_retries += 1
+            attempt, most = data.get("attempt"), data.get("max_retries")
+            status = data.get("error_status")
+            note = f"API retry {attempt}/{most}" if attempt and most else "API retry"
+            self.last_cli_retry = note + (f" (HTTP {status})" if status else "")
+        elif kind == EventKind.ATTEMPT:
+            # coding-genesis's own retry policy: "started" then "finished" per attempt.
+            number = data.get("attempt")
+            if isinstance(number, int):
+                self.attempt = number
+            self.running.clear()  # one attempt's process is gone, or a new one starts
+            if data.get("phase") == "started":
+                if self.attempt > 1:
+                    how = "resuming the session" if data.get("resume_session") else "fresh"
+                    self.last_attempt = f"attempt {self.attempt} ({how})"
+            elif data.get("action") == "retry":
+                delay = data.get("delay_s")
+                wait = f" in {delay:g}s" if isinstance(delay, int | float) else ""
+                self.last_attempt = (
+                    f"attempt {self.attempt} failed ({data.get('category')}); retrying{wait}"
+                )
+        elif kind == EventKind.ERROR:
+            self.errors += 1
+            self.last_error = _last_line(str(data.get("message") or "")) or None
+        elif kind == EventKind.RUN_FINISHED:
+            self.phase = "finished"
+            self.finished_at = self._clock()
+            status = data.get("status")
+            self.status = status if isinstance(status, int) else None
+
+    def stopping(self, note: str) -> None:
+        """The user asked to stop (Ctrl-C, SIGTERM)."""
+        self.phase = "stopping"
+        self.stop_note = note
+
+    def tools_text(self, limit: int = 6) -> str:
+        usage = sorted(self.tool_usage.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts = [f"{name}×{count}" if count > 1 else name for name, count in usage[:limit]]
+        if len(usage) > limit:
+            parts.append(f"+{len(usage) - limit} more")
+        return ", ".join(parts)
+
+    def summary_lines(self) -> list[str]:
+        """What the run did so far, as short lines (printed after Ctrl-C)."""
+        tools = f"{self.tool_calls} tool call(s)"
+        if self.tool_calls:
+            tools += f" ({self.tools_text()})"
+        if self.failed_tools:
+            tools += f", {self.failed_tools} failed"
+        lines = [tools]
+        if self.session_id:
+            lines.append(f"session {self.session_id}")
+        if self.running:
+            lines.append("was running: " + "; ".join(self.running.values()))
+        elif self.last_tool:
+            lines.append(f"last tool: {self.last_tool}")
+        if self.files:
+            shown = list(self.files)[:5]
+            more = f" (+{len(self.files) - 5} more)" if len(self.files) > 5 else ""
+            lines.append("files: " + ", ".join(shown) + more)
+        if self.cli_retries:
+            lines.append(f"CLI API retries: {self.cli_retries} (last: {self.last_cli_retry})")
+        if self.last_attempt:
+            lines.append(f"attempts: {self.attempt} (last: {self.last_attempt})")
+        if self.last_text:
+            lines.append(f"last text: {self.last_text[:200]}")
+        return lines
+
+
+_PHASE_STYLE = {"stopping": "bold yellow", "finished": "green", "running": "cyan"}
+
+
+def _clock_text(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+class ProgressView:
+    """A live panel on stderr: elapsed against the timeout, state, session,
+    tool calls, the tool running now, the last line of text, retries.
+
+    ``refresh()`` redraws; the caller ticks it (a few times a second) from
+    the same thread that feeds the tracker.
+    """
+
+    def __init__(self, tracker: RunTracker, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.tracker = tracker
+        # The real stderr, fixed now: while the panel is up, other writes to
+        # sys.stderr (attempt lines, log warnings) are printed above it.
+        self.console = console if console is not None else Console(file=sys.stderr)
+        self._live = Live(
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=True,
+        )
+        self._frame = 0
+
+    def __enter__(self) -> ProgressView:
+        self._live.start()
+        self.refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.stop()
+
+    def refresh(self) -> None:
+        self._frame += 1
+        self._live.update(self.render(), refresh=True)
+
+    def render(self) -> Any:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        t = self.tracker
+        width = max(self.console.width - 2, 20)
+        spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[self._frame % 10]
+        head = Table.grid(padding=(0, 1))
+        head.add_column(no_wrap=True)
+        head.add_column(ratio=1)
+        head.add_column(justify="right")
+        elapsed = t.elapsed
+        head.add_row(
+            Text.assemble((spinner, "bold cyan"), " ", ("genesis", "bold"), f" {t.backend}"),
+            ProgressBar(
+                total=max(t.timeout, 0.001),
+                completed=min(elapsed, t.timeout),
+                width=max(min(width - 40, 60), 10),
+            ),
+            Text(f"{_clock_text(elapsed)} / {_clock_text(t.timeout)}"),
+        )
+        lines: list[Any] = [head]
+        info = Text(overflow="ellipsis", no_wrap=True)
+        info.append("state ")
+        info.append(t.state, style="bold")
+        info.append(" · ")
+        info.append(t.phase, style=_PHASE_STYLE.get(t.phase, ""))
+        if t.pid:
+            info.append(f" · pid {t.pid}")
+        if t.session_id:
+            info.append(f" · session {t.session_id}")
+        lines.append(info)
+        tools = Text(overflow="ellipsis", no_wrap=True)
+        tools.append("tool calls ")
+        tools.append(str(t.tool_calls), style="bold")
+        if t.tool_calls:
+            tools.append(f" ({t.tools_text(4)})")
+        if t.failed_tools:
+            tools.append(f" · {t.failed_tools} failed", style="red")
+        lines.append(tools)
+        if t.running:
+            now = "running " + "; ".join(list(t.running.values())[-2:])
+            lines.append(Text(now, style="yellow", overflow="ellipsis", no_wrap=True))
+        retry = []
+        if t.last_attempt:
+            retry.append(t.last_attempt)
+        if t.cli_retries:
+            retry.append(f"CLI retries {t.cli_retries} (last: {t.last_cli_retry})")
+        if retry:
+            lines.append(
+                Text(
+                    "retries: " + " · ".join(retry),
+                    style="magenta",
+                    overflow="ellipsis",
+                    no_wrap=True,
+                )
+            )
+        if t.last_error:
+            lines.append(
+                Text(f"error: {t.last_error}", style="red", overflow="ellipsis", no_wrap=True)
+            )
+        if t.last_text:
+            lines.append(Text(f"› {t.last_text}", style="dim", overflow="ellipsis", no_wrap=True))
+        if t.stop_note:
+            lines.append(Text(t.stop_note, style="bold yellow", overflow="ellipsis", no_wrap=True))
+        return Group(*lines)

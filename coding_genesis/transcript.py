@@ -1,0 +1,428 @@
+"""Run transcripts: one directory per run, written while the run goes.
+
+Layout of ``<base>/<run_id>/``::
+
+    meta.json      who, what, where, when (written when the run starts)
+    stdout.jsonl   the CLI's stdout bytes as received, lines the parser skipped included
+                   (``stdout-2.jsonl``, ... for further attempts of the same run)
+    events.jsonl   the normalized events (``Event.to_dict()``), one per line
+    stderr.txt     the CLI's stderr tail (at the end)
+    result.json    the response dict (at the end; status 130 when cancelled)
+
+Raw stdout is written unbuffered chunk by chunk and events are flushed after
+every stdout chunk, so a crash of the runner loses at most the line being
+parsed.  A run directory without ``result.json`` is a run that never finished
+(the runner was killed).
+
+Secrets: values of secret-looking environment variables (see
+:mod:`coding_genesis.redact`) are replaced by ``[REDACTED]`` everywhere,
+raw stdout included.  That is the one way ``stdout.jsonl`` may differ from
+the bytes received.  To catch a secret split across two reads, raw stdout is
+then written line by line: an unfinished line waits for its newline (beyond
+1 MiB, all but its last ``len(longest secret) - 1`` bytes are written), so a
+crash still loses at most the last, unfinished line.  With no secret in the
+environment every chunk is written through untouched as it arrives.
+
+Writing never breaks a run: the first ``OSError`` (disk full, permissions)
+turns the transcript off for that run and is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .events import Event
+from .redact import Redactor
+
+__all__ = [
+    "TRANSCRIPTS_ENV",
+    "RunLookupError",
+    "RunRecord",
+    "Transcript",
+    "default_transcript_dir",
+    "find_run",
+    "list_runs",
+    "now_meta",
+    "read_run",
+    "resolve_transcript_dir",
+    "safe_dumps",
+]
+
+log = logging.getLogger("coding_genesis.transcript")
+
+#: A directory, or "off" to write no transcripts.
+TRANSCRIPTS_ENV = "GENESIS_TRANSCRIPTS"
+_OFF = {"off", "0", "no", "false", "none", ""}
+
+META = "meta.json"
+EVENTS = "events.jsonl"
+STDERR = "stderr.txt"
+RESULT = "result.json"
+_DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
+#: Longest unfinished line held back for redaction before it is written in pieces.
+_MAX_HOLD = 1 << 20
+
+
+def default_transcript_dir() -> Path:
+    """``$XDG_STATE_HOME/coding-genesis/runs`` (``~/.local/state/...`` without it)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(state) / "coding-genesis" / "runs"
+
+
+def resolve_transcript_dir(option: str | os.PathLike[str] | bool | None = None) -> Path | None:
+    """Where transcripts go: ``option`` (a path, or False/"off"), else
+    ``$GENESIS_TRANSCRIPTS`` (a path or "off"), else the XDG default.  None: off."""
+    if option is False:
+        return None
+    if option is not None and option is not True:
+        text = os.fspath(option)
+        if text.strip().lower() in _OFF:
+            return None
+        return Path(os.path.expanduser(text))
+    env = os.environ.get(TRANSCRIPTS_ENV)
+    if env is not None:
+        if env.strip().lower() in _OFF:
+            return None
+        return Path(os.path.expanduser(env))
+    return default_transcript_dir()
+
+
+def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
+    """JSON that never fails: text that is not valid Unicode (a lone surrogate
+    in a prompt, say) is stored with U+FFFD in its place."""
+    try:
+        return orjson.dumps(obj, default=str, option=option)
+    except (TypeError, ValueError):
+        return orjson.dumps(_valid_text(obj), default=str, option=option)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping):
+        return {str(_valid_text(k)): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid_text(v) for v in value]
+    return value
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
+
+
+class _RawFile:
+    """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
+
+    __slots__ = ("_carry", "_fd", "_keep", "_pattern", "_secrets")
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        raw = redactor.raw_pattern()
+        self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
+        self._keep = raw[1] - 1 if raw else 0
+        self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
+        self._carry = b""
+
+    def write(self, chunk: bytes) -> None:
+        pattern = self._pattern
+        if pattern is None:
+            _write_all(self._fd, chunk)
+            return
+        # Complete lines go out masked; the unfinished last line waits for its
+        # newline (a very long one only keeps what a secret could span).
+        data = self._carry + chunk if self._carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if len(data) - cut > _MAX_HOLD:
+            cut = max(cut, len(data) - self._keep)
+        if not any(secret in data for secret in self._secrets):
+            _write_all(self._fd, data[:cut])
+            self._carry = data[cut:]
+            return
+        out: list[bytes] = []
+        pos = 0
+        for match in pattern.finditer(data):
+            start, end = match.span()
+            if start >= cut:
+                break
+            out.append(data[pos:start])
+            out.append(b"[REDACTED]")
+            pos = end
+            cut = max(cut, end)
+        out.append(data[pos:cut])
+        self._carry = data[cut:]
+        _write_all(self._fd, b"".join(out))
+
+    def close(self) -> None:
+        try:
+            if self._carry:
+                assert self._pattern is not None
+                _write_all(self._fd, self._pattern.sub(b"[REDACTED]", self._carry))
+                self._carry = b""
+        finally:
+            os.close(self._fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Transcript:
+    """Writes one run's directory.  Every method is safe to call after a
+    write error (it then does nothing) and never raises ``OSError``."""
+
+    def __init__(self, base: Path, run_id: str, redactor: Redactor) -> None:
+        self.run_id = run_id
+        self.path = base / run_id
+        self._redactor = redactor
+        self._raw: _RawFile | None = None
+        self._attempts = 0
+        self._events: Any = None
+        self._pending: list[bytes] = []
+        #: First write error, if any (the transcript is off from then on).
+        self.error: str | None = None
+        #: Set by the agent: ends the event subscription.
+        self.unsubscribe: Callable[[], object] | None = None
+        #: Set by the agent: the running tally, for the response of a cancelled run.
+        self.tally: Any = None
+        self.started = time.monotonic()
+        try:
+            base.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.path.mkdir(mode=0o700)
+            self._events = open(self.path / EVENTS, "ab")  # noqa: SIM115 - closed in close()
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def _fail(self, exc: Exception) -> None:
+        if self.error is None:
+            self.error = f"transcript {self.path}: {getattr(exc, 'strerror', None) or exc}"
+            log.warning("transcript disabled for this run: %s", self.error)
+        self._close_files()
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        if self.error is None:
+            self._write_json(META, {"run_id": self.run_id, **self._redactor.deep(dict(meta))})
+
+    def stdout_tap(self) -> Any:
+        """A fresh stdout file for one attempt; returns the tap for ``run_process``."""
+        if self.error is not None:
+            return None
+        self._close_raw()
+        self._attempts += 1
+        name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
+        try:
+            self._raw = _RawFile(self.path / name, self._redactor)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+            return None
+        return self.raw
+
+    def raw(self, chunk: bytes) -> None:
+        raw = self._raw
+        if raw is None:
+            return
+        try:
+            raw.write(chunk)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def event(self, event: Event) -> None:
+        """Bus callback: buffer one event (flushed by :meth:`flush`)."""
+        if self._events is not None:
+            self._pending.append(safe_dumps(event.to_dict()))
+
+    def flush(self) -> None:
+        """Write the buffered events (called after every stdout chunk)."""
+        if not self._pending or self._events is None:
+            return
+        lines = self._pending
+        self._pending = []
+        try:
+            self._events.write(b"\n".join(lines) + b"\n")
+            self._events.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def finish(self, result: Mapping[str, Any]) -> None:
+        """Write the stderr tail and the response, then close."""
+        self.flush()
+        self._close_raw()
+        if self.error is None:
+            stderr = result.get("stderr_tail") or ""
+            if stderr:
+                text = self._redactor.text(str(stderr))
+                self._write_bytes(STDERR, text.encode("utf-8", "replace"))
+            self._write_json(RESULT, self._redactor.deep(dict(result)))
+        self._close_files()
+
+    def close(self) -> None:
+        self.flush()
+        self._close_files()
+
+    def _write_json(self, name: str, obj: Any) -> None:
+        self._write_bytes(name, safe_dumps(obj, _DUMPS_OPTS | orjson.OPT_INDENT_2))
+
+    def _write_bytes(self, name: str, data: bytes) -> None:
+        """Atomic: a reader sees the old file or the whole new one."""
+        tmp = self.path / f".{name}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path / name)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def _close_raw(self) -> None:
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            try:
+                raw.close()
+            except (OSError, ValueError) as exc:
+                self._fail(exc)
+
+    def _close_files(self) -> None:
+        self._close_raw()
+        events, self._events = self._events, None
+        if events is not None:
+            with contextlib.suppress(OSError):
+                events.close()
+
+
+# -- reading -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run directory as read back (by ``genesis runs`` / ``show`` / ``replay``)."""
+
+    path: Path
+    meta: dict[str, Any]
+    #: None: the run never finished (the runner was stopped or crashed).
+    result: dict[str, Any] | None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def started(self) -> float:
+        value = self.meta.get("started_ts")
+        return float(value) if isinstance(value, int | float) else self.path.stat().st_mtime
+
+    def stdout_files(self) -> list[Path]:
+        files = sorted(
+            self.path.glob("stdout*.jsonl"),
+            key=lambda p: int(p.stem.partition("-")[2] or 1),
+        )
+        return files
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The recorded events; a torn last line is skipped."""
+        path = self.path / EVENTS
+        if not path.exists():
+            return
+        with path.open("rb") as fh:
+            for line in fh:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    obj = orjson.loads(line)
+                    if isinstance(obj, dict):
+                        yield obj
+
+    def stderr(self) -> str:
+        path = self.path / STDERR
+        return path.read_text("utf-8", "replace") if path.exists() else ""
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def read_run(path: Path) -> RunRecord | None:
+    meta = _read_json(path / META)
+    if meta is None:
+        return None
+    return RunRecord(path, meta, _read_json(path / RESULT))
+
+
+def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
+    """Recorded runs under ``base``, newest first."""
+    try:
+        entries = [p for p in base.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    # Sort by directory mtime first (cheap), then read only what is shown.
+    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    runs: list[RunRecord] = []
+    for path in entries:
+        record = read_run(path)
+        if record is not None:
+            runs.append(record)
+    runs.sort(key=lambda r: r.started, reverse=True)
+    return runs[:limit] if limit is not None else runs
+
+
+class RunLookupError(LookupError):
+    """No run, or more than one, matches an id prefix."""
+
+
+def find_run(base: Path, ref: str) -> RunRecord:
+    """A run by id, unique id prefix, ``last`` / ``-1`` (newest), ``-2``..."""
+    if ref in ("last", "latest") or (ref.startswith("-") and ref[1:].isdigit()):
+        index = 1 if ref in ("last", "latest") else int(ref[1:])
+        runs = list_runs(base)
+        if index < 1 or index > len(runs):
+            raise RunLookupError(
+                f"there are {len(runs)} recorded run(s) in {base}; {ref!r} is out of range"
+            )
+        return runs[index - 1]
+    if not ref or not re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
+        raise RunLookupError(
+            f"{ref!r} is not a run id: expected hex digits (a unique prefix is enough), "
+            "'last', or -N for the N-th newest"
+        )
+    try:
+        matches = [p for p in base.iterdir() if p.is_dir() and p.name.startswith(ref.lower())]
+    except OSError:
+        matches = []
+    if not matches:
+        raise RunLookupError(f"no recorded run {ref!r} in {base} (see `genesis runs`)")
+    if len(matches) > 1:
+        shown = ", ".join(sorted(p.name[:12] for p in matches)[:5])
+        raise RunLookupError(f"{ref!r} matches {len(matches)} runs ({shown}...): give more digits")
+    record = read_run(matches[0])
+    if record is None:
+        raise RunLookupError(f"{matches[0]} has no readable meta.json")
+    return record
+
+
+def now_meta() -> dict[str, Any]:
+    ts = time.time()
+    return {"started_ts": ts, "started": _iso(ts)}

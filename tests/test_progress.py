@@ -1,0 +1,123 @@
+"""The tracker behind the live panel, and what the panel draws from it."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from coding_genesis.events import Event
+from coding_genesis.progress import ProgressView, RunTracker, tool_summary
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(tracker: RunTracker, *events: tuple[str, dict[str, object]]) -> None:
+    for kind, data in events:
+        event = Event(kind, dict(data))
+        event.run_id = "run-1"
+        tracker.on_event(event)
+
+
+def draw(tracker: RunTracker, width: int = 100) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(ProgressView(tracker, console).render())
+    out = console.file.getvalue()
+    assert isinstance(out, str)
+    return out
+
+
+def test_the_tracker_follows_a_run_with_retries_and_tools() -> None:
+    clock = FakeClock()
+    tracker = RunTracker("claude", 300, clock=clock)
+    feed(
+        tracker,
+        ("state", {"state": "BUSY"}),
+        ("run_started", {"pid": 4242, "timeout": 120.0}),
+        ("session", {"session_id": "sess-1", "model": "m"}),
+        ("attempt", {"phase": "started", "attempt": 1}),
+        ("tool_call", {"id": "a", "name": "Bash", "input": {"command": "pytest   -q\n -x"}}),
+        (
+            "tool_call",
+            {"id": "b", "name": "Write", "input": {"file_path": "src/x.py"}, "files": ["src/x.py"]},
+        ),
+        ("tool_result", {"id": "a", "is_error": True}),
+        ("cli_retry", {"attempt": 2, "max_retries": 10, "error_status": 529}),
+        ("text", {"text": "first line\n\nthe last line  \n"}),
+        (
+            "attempt",
+            {
+                "phase": "finished",
+                "attempt": 1,
+                "action": "retry",
+                "category": "network",
+                "delay_s": 2.0,
+            },
+        ),
+    )
+    clock.now += 65
+    assert tracker.run_id == "run-1" and tracker.pid == 4242 and tracker.timeout == 120.0
+    assert tracker.elapsed == 65
+    assert tracker.tool_calls == 2 and tracker.failed_tools == 1
+    assert list(tracker.running.values()) == []  # a new attempt is coming: nothing runs
+    assert tracker.last_text == "the last line"
+    assert tracker.last_cli_retry == "API retry 2/10 (HTTP 529)"
+    assert tracker.last_attempt == "attempt 1 failed (network); retrying in 2s"
+
+    screen = draw(tracker)
+    assert "01:05 / 02:00" in screen
+    assert "state BUSY · running · pid 4242 · session sess-1" in screen
+    assert "tool calls 2 (Bash, Write) · 1 failed" in screen
+    assert "retries: attempt 1 failed (network); retrying in 2s · CLI retries 1" in screen
+    assert "› the last line" in screen
+
+    feed(tracker, ("attempt", {"phase": "started", "attempt": 2, "resume_session": "sess-1"}))
+    assert tracker.last_attempt == "attempt 2 (resuming the session)"
+    lines = tracker.summary_lines()
+    assert lines[0] == "2 tool call(s) (Bash, Write), 1 failed"
+    assert "files: src/x.py" in lines
+    assert "attempts: 2 (last: attempt 2 (resuming the session))" in lines
+
+    feed(tracker, ("run_finished", {"status": 0}))
+    clock.now += 100
+    assert tracker.phase == "finished" and tracker.status == 0 and tracker.elapsed == 65
+
+
+def test_the_panel_shows_the_running_tool_and_the_stop() -> None:
+    tracker = RunTracker("codex", 30, clock=FakeClock())
+    feed(
+        tracker,
+        (
+            "tool_call",
+            {
+                "id": "i1",
+                "name": "command_execution",
+                "input": {"command": ["bash", "-lc", "make"]},
+            },
+        ),
+    )
+    screen = draw(tracker)
+    assert "running command_execution: bash -lc make" in screen
+    tracker.stopping("Ctrl-C: stopping the process tree")
+    screen = draw(tracker)
+    assert "stopping" in screen and "Ctrl-C: stopping the process tree" in screen
+    # Markup in the data is shown as text, never interpreted.
+    feed(tracker, ("text", {"text": "[bold red]not markup[/]"}))
+    assert "[bold red]not markup[/]" in draw(tracker)
+
+
+def test_tool_summary_is_one_bounded_line() -> None:
+    assert tool_summary("Bash", {"command": "ls  -la\n/tmp"}) == "Bash: ls -la /tmp"
+    assert tool_summary("Read", {"file_path": "a.py"}) == "Read: a.py"
+    assert tool_summary("file_change", {"changes": [{"path": "a"}, {"path": "b"}]}) == (
+        "file_change: a, b"
+    )
+    assert tool_summary("Odd", None) == "Odd"
+    long = tool_summary("Bash", {"command": "x" * 500}, limit=40)
+    assert len(long) == 40 and long.endswith("…")
