@@ -1,28 +1,67 @@
 """Supervised subprocess: spawn, stream stdout, drain stderr, watch the clocks,
 stop the whole process tree, always reap.
 
-Only this module touches processes.  Guarantees and limits:
+Only this module touches processes.
 
-* The CLI starts in its own session (``start_new_session``), stdin is a pipe
-  that is written and closed, or /dev/null; never an open pipe.
-* Every process a run starts carries ``GENESIS_RUN_ID=<run id>`` in its
-  environment, so descendants that escaped with ``setsid`` or a double fork
-  can still be recognised.
-* On Linux the runner makes itself a child subreaper
-  (``prctl(PR_SET_CHILD_SUBREAPER)``): orphans of a run are reparented to us,
-  found by that marker, stopped and reaped.  Where that is unavailable the
-  stop path scans every process of our user for the marker instead.
-* Stopping sends each signal of the stop sequence (SIGTERM by default) to the
-  CLI's process group, to every process group and process found in a fresh
-  snapshot of the tree, waits up to the grace period, and ends with SIGKILL.
-  Every wait is bounded; cleanup runs shielded from cancellation.
-* Limits: a process that drops the marker from its environment *and* escapes
-  to another parent before we snapshot it (only possible without the
-  subreaper), or one running as another user, cannot be found.
+Guarantee.  When :func:`run_process` returns or raises, every process of the
+run that it could find has been stopped and every zombie of the run that is
+our child has been reaped, within a bounded time.  This holds whatever ended
+the run: the CLI exiting by itself, the wall-clock, idle or linger timeout,
+cancellation from the caller (an anyio cancel scope, ``Task.cancel()``, even
+repeated), or an internal error.  How processes are found:
+
+* The CLI starts in its own session (``start_new_session``), so nothing of a
+  run is ever in our session or process group; we never signal either.
+* Every process of a run carries ``GENESIS_RUN_ID=<run id>`` in its
+  environment, inherited through forks and execs, so descendants that
+  escaped with ``setsid`` or a double fork are recognised by it.
+* On Linux the host process is a child subreaper
+  (``prctl(PR_SET_CHILD_SUBREAPER)``) while runs are in flight (not in
+  between, unless it made itself one): orphans of a run are reparented to us
+  instead of init, where a scan of our children finds them (by the marker)
+  and ``waitpid`` reaps them once dead.  Where that is unavailable (or
+  ``GENESIS_SUBREAPER=0``), the stop path scans every process of our user for
+  the marker instead, and init reaps the orphans.
+* Stopping takes a fresh snapshot of the tree (the CLI's descendants plus the
+  marked orphans), sends each signal of the stop sequence (SIGTERM by
+  default, followed by SIGCONT so a stopped process sees it) to every process
+  group and every process found, waits up to the grace period, snapshots again
+  (children born meanwhile join), and ends with SIGKILL rounds until nothing
+  is left or ``kill_wait`` runs out.
+* After the CLI exits by itself, its pipes get ``eof_grace``; then the
+  processes it left behind are stopped the same way, and the readers are
+  released even if something still holds stdout: the run ends when the CLI
+  ends.
+* Cleanup cannot be interrupted: on trio and for anyio cancel scopes it is
+  shielded; on asyncio it runs as its own task that native ``Task.cancel()``
+  cannot reach, and the cancellation is re-raised once it is done.
+* pid reuse: processes are held as ``psutil.Process`` objects (pid plus start
+  time) and checked before each signal; a group is signalled only while one of
+  its members is known alive.  The CLI itself is reaped by the event loop's
+  child watcher (asyncio, trio), never by us: the main pids of runs in flight
+  are excluded from every ``waitpid`` of ours.
+
+Zombie children that are not a run's main process are reaped when they are
+known to belong to a run (seen alive, or in a session or group of the run).
+A zombie of unknown origin (a run process that escaped and died before any
+snapshot saw it) is reaped when it is not in our session, was born during
+the run, and stays a zombie for ``_ORPHAN_SETTLE`` seconds, which an owner
+waiting on it (an asyncio or trio child watcher) never lets happen.
+
+Limits: a process that removes the marker from its environment (``env -i``)
+*and* is no longer a descendant of the CLI when we look; a process running as
+another user, or one that escaped into another PID namespace; a process in
+uninterruptible sleep that survives SIGKILL beyond ``kill_wait`` (logged).
+While a run is in flight the host process also inherits orphans of its
+*other* children; their zombies are reaped by the rule above.  A host program
+that spawns children in new sessions and leaves their zombies unreaped for a
+while during a run can lose their exit status to us; set
+``GENESIS_SUBREAPER=0`` for such programs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import enum
@@ -31,8 +70,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +105,24 @@ log = logging.getLogger("coding_genesis.process")
 RUN_MARKER_ENV = "GENESIS_RUN_ID"
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+#: Whether runs use the subreaper (None: not checked yet).
 _subreaper: bool | None = None
-#: Main pids of runs in flight: never reaped by our orphan sweep.
-_active_mains: set[int] = set()
+#: Runs in flight holding the subreaper on; the host's own setting is kept.
+_subreaper_holders = 0
+_subreaper_was_on = False
+#: Main pids of runs in flight: owned by the event loop's child watcher, never
+#: reaped by us.  Counted: with pid reuse a new run may get a pid whose old run
+#: is still cleaning up.
+_active_mains: Counter[int] = Counter()
+#: Runs inside ``open_process``: a main pid not yet in ``_active_mains`` may exist.
+_spawning = 0
+#: Runs may go on in several threads at once (``run_sync`` from a thread pool).
+_registry_lock = threading.Lock()
+#: Seconds a zombie of unknown origin must stay unreaped before we take it.
+_ORPHAN_SETTLE = 0.1
+#: When each unknown zombie was first seen (pid, start time) -> monotonic time.
+_unknown_zombies: dict[tuple[int, float], float] = {}
 
 
 class StopReason(enum.StrEnum):
@@ -124,17 +180,47 @@ class ProcessOutcome:
 
 
 def subreaper_enabled() -> bool:
-    """Make this process a child subreaper once (Linux); report whether it is."""
+    """Whether runs make this process a child subreaper (Linux, unless
+    ``GENESIS_SUBREAPER=0``).  It is one only while a run is in flight, so
+    orphans of the host's other children go to init the rest of the time."""
     global _subreaper
     if _subreaper is None:
-        _subreaper = False
-        if sys.platform.startswith("linux") and os.environ.get("GENESIS_SUBREAPER", "1") != "0":
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-            except (OSError, AttributeError):  # pragma: no cover - exotic libc
-                _subreaper = False
+        _subreaper = (
+            sys.platform.startswith("linux")
+            and os.environ.get("GENESIS_SUBREAPER", "1") != "0"
+            and _prctl(_PR_GET_CHILD_SUBREAPER) is not None
+        )
     return _subreaper
+
+
+def _prctl(option: int, value: int | None = None) -> int | None:
+    """``prctl`` for the subreaper options: the flag read (or 0 when set), None on error."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if value is not None:
+            return 0 if libc.prctl(option, value, 0, 0, 0) == 0 else None
+        flag = ctypes.c_int(0)
+        if libc.prctl(option, ctypes.byref(flag), 0, 0, 0) != 0:
+            return None
+        return flag.value
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+
+
+def _hold_subreaper(delta: int) -> None:
+    """Turn the subreaper on for the first run in flight, off after the last
+    (unless the host had turned it on itself)."""
+    global _subreaper, _subreaper_holders, _subreaper_was_on
+    if not subreaper_enabled():
+        return
+    with _registry_lock:
+        _subreaper_holders += delta
+        if delta > 0 and _subreaper_holders == 1:
+            _subreaper_was_on = bool(_prctl(_PR_GET_CHILD_SUBREAPER))
+            if not _subreaper_was_on and _prctl(_PR_SET_CHILD_SUBREAPER, 1) is None:
+                _subreaper = False  # pragma: no cover - refused by the kernel
+        elif delta < 0 and _subreaper_holders == 0 and not _subreaper_was_on:
+            _prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
 def build_env(
@@ -201,34 +287,78 @@ def _has_marker(proc: psutil.Process, marker: str) -> bool:
         return False
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Still the same process (pid + start time) and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _same_process(proc: psutil.Process, born: float) -> bool:
+    try:
+        return abs(proc.create_time() - born) < 0.01
+    except psutil.Error:
+        return False
+
+
+def _session_and_group(pid: int) -> tuple[int, int] | None:
+    try:
+        return os.getsid(pid), os.getpgid(pid)
+    except OSError:
+        return None
+
+
 class _Tree:
     """The processes of one run: snapshots, signals, bounded waits, reaping."""
 
-    def __init__(self, pid: int, marker: str, started_at: float) -> None:
+    def __init__(self, root: psutil.Process | None, pid: int, marker: str, since: float) -> None:
+        #: The CLI, identified while it was our unreaped child (no pid reuse possible then).
+        self.root = root
         self.pid = pid
         self.marker = marker
-        self.started_at = started_at
-        self.seen: set[int] = set()
+        #: Wall-clock start of the run (psutil start times are wall-clock).
+        self.since = since
+        #: Every process of the run ever found, by pid (each holds its start time).
+        self.members: dict[int, psutil.Process] = {}
+        #: Sessions and process groups that processes of the run were found in.
+        self.sessions: set[int] = {pid}
+        self.groups: set[int] = {pid}
+        self._me = os.getpid()
+        self._own_sid = os.getsid(0)
         self._own_pgrp = os.getpgrp()
+        self._lock = anyio.Lock()
 
     def snapshot(self) -> dict[int, psutil.Process]:
-        procs: dict[int, psutil.Process] = {}
-        try:
-            root = psutil.Process(self.pid)
-            if root.status() != psutil.STATUS_ZOMBIE:
-                procs[root.pid] = root
-            for child in root.children(recursive=True):
-                procs[child.pid] = child
-        except psutil.Error:
-            pass
-        for orphan in self._marked_orphans():
-            procs[orphan.pid] = orphan
+        """The run's live processes now: the CLI's descendants and the marked orphans."""
+        found: dict[int, psutil.Process] = {}
+        root = self.root
+        if root is not None:
             try:
-                for child in orphan.children(recursive=True):
-                    procs[child.pid] = child
+                if _alive(root):
+                    found[root.pid] = root
+                for child in root.children(recursive=True):  # checks root's identity
+                    found[child.pid] = child
             except psutil.Error:
                 pass
-        self.seen.update(p for p in procs if p != self.pid)
+        for orphan in self._marked_orphans():
+            found[orphan.pid] = orphan
+            try:
+                for child in orphan.children(recursive=True):
+                    found[child.pid] = child
+            except psutil.Error:
+                pass
+        procs: dict[int, psutil.Process] = {}
+        for pid, proc in found.items():
+            ids = _session_and_group(pid)
+            if ids is None or ids[0] == self._own_sid or pid == self._me:
+                continue  # gone, or ours: nothing of a run lives in our session
+            self.sessions.add(ids[0])
+            self.groups.add(ids[1])
+            if pid != self.pid:
+                self.members.setdefault(pid, proc)
+            if _alive(proc):
+                procs[pid] = proc
         return procs
 
     def _marked_orphans(self) -> list[psutil.Process]:
@@ -242,7 +372,7 @@ class _Tree:
             candidates = []
             for proc in psutil.process_iter():
                 try:
-                    if proc.uids().real == uid and proc.pid != os.getpid():
+                    if proc.uids().real == uid and proc.pid != self._me:
                         candidates.append(proc)
                 except psutil.Error:
                     continue
@@ -253,18 +383,25 @@ class _Tree:
         ]
 
     def signal(self, procs: Mapping[int, psutil.Process], signum: int) -> None:
-        # Each process's group too: it reaches members born after the snapshot.
-        groups: set[int] = set()
-        for pid in procs:
-            with contextlib.suppress(OSError):
-                groups.add(os.getpgid(pid))
-        groups.discard(self._own_pgrp)
-        for pgid in groups:
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, signum)
-        for proc in procs.values():
-            with contextlib.suppress(psutil.Error, OSError):
-                proc.send_signal(signum)
+        """Signal every process group of the live members (each member itself
+        where its group cannot be signalled)."""
+        # Once each: a second SIGINT means "abort now" to many CLIs.
+        by_group: dict[int, list[psutil.Process]] = {}
+        for pid, proc in procs.items():
+            ids = _session_and_group(pid) if _alive(proc) else None
+            if ids is not None and ids[0] != self._own_sid:
+                by_group.setdefault(ids[1], []).append(proc)
+        for pgid, members in by_group.items():
+            if pgid > 1 and pgid != self._own_pgrp:
+                try:
+                    # A group also reaches members born after the snapshot.
+                    os.killpg(pgid, signum)
+                    continue
+                except OSError:
+                    pass
+            for proc in members:
+                with contextlib.suppress(psutil.Error, OSError):
+                    proc.send_signal(signum)  # psutil re-checks the start time first
 
     async def wait_gone(
         self, procs: Mapping[int, psutil.Process], timeout: float
@@ -280,41 +417,178 @@ class _Tree:
             delay = min(delay * 2, 0.05)
 
     async def stop(self, signals: Sequence[int], grace: float, kill_wait: float) -> list[str]:
+        """Stop everything of the run; bounded by ``len(signals) * grace + 2 * kill_wait``."""
+        async with self._lock:
+            return await self._stop(signals, grace, kill_wait)
+
+    async def _stop(self, signals: Sequence[int], grace: float, kill_wait: float) -> list[str]:
         sent: list[str] = []
         procs = self.snapshot()
-        for signum in (*signals, signal.SIGKILL):
+        for signum in signals:
             if not procs:
                 break
             self.signal(procs, signum)
+            self.signal(procs, signal.SIGCONT)  # a stopped process cannot act on it otherwise
             sent.append(signal.Signals(signum).name)
-            wait = kill_wait if signum == signal.SIGKILL else grace
-            alive = await self.wait_gone(procs, wait)
+            alive = await self.wait_gone(procs, grace)
             # Children born during the wait (or reparented to us) join the next round.
-            procs = {**alive, **{pid: p for pid, p in self.snapshot().items() if _alive(p)}}
-        if procs:
-            # Still there after SIGKILL: one more round for late forks, then give up loudly.
+            procs = {**alive, **self.snapshot()}
+        # SIGKILL rounds until nothing new turns up (late forks), within kill_wait.
+        deadline = anyio.current_time() + kill_wait
+        while procs:
             self.signal(procs, signal.SIGKILL)
-            alive = await self.wait_gone(procs, kill_wait)
-            if alive:
-                log.warning("processes survived SIGKILL: %s", sorted(alive))
+            if not sent or sent[-1] != "SIGKILL":
+                sent.append("SIGKILL")
+            alive = await self.wait_gone(procs, deadline - anyio.current_time())
+            procs = {**alive, **self.snapshot()}
+            if anyio.current_time() >= deadline:
+                if procs:
+                    log.warning("processes survived SIGKILL: %s", sorted(procs))
+                break
         self.reap()
         return sent
 
-    def reap(self) -> None:
-        """Collect zombies of this run that were reparented to us."""
-        for pid in list(self.seen):
+    def reap(self) -> list[int]:
+        """Reap zombies of the run that are our children; return unknown zombies left."""
+        for pid, proc in list(self.members.items()):
             if pid in _active_mains:
                 continue
             try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue  # not our child (or already reaped)
-            except OSError:
+                if not proc.is_running():
+                    del self.members[pid]  # gone, reaped elsewhere (or the pid was reused)
+                    continue
+                if proc.ppid() != self._me or proc.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.Error:
+                del self.members[pid]
                 continue
-            if done:
-                self.seen.discard(pid)
+            if _waitpid(pid):
+                del self.members[pid]
         if subreaper_enabled():
-            _reap_orphan_zombies(self.started_at)
+            return self._reap_orphan_zombies()
+        return []
+
+    def _reap_orphan_zombies(self) -> list[int]:
+        """Reap zombies reparented to us (subreaper) that died unseen.
+
+        They have no readable environment any more: recognised by their
+        session or group (one of the run's), else by the settle rule.
+        """
+        pending: list[int] = []
+        try:
+            children = psutil.Process().children()
+        except psutil.Error:
+            return pending
+        now = time.monotonic()
+        for child in children:
+            pid = child.pid
+            if pid in _active_mains:
+                continue
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    continue
+                born = child.create_time()
+            except psutil.Error:
+                continue
+            ids = _session_and_group(pid)
+            if ids is None or ids[0] == self._own_sid:
+                continue  # a child of the host program, not of a run
+            sid, pgid = ids
+            member = self.members.get(pid)
+            known = member is not None and _same_process(member, born)
+            if known or sid in self.sessions or pgid in self.groups:
+                _waitpid(pid)
+                continue
+            if born < self.since - 1.0:
+                continue
+            if _spawning:
+                pending.append(pid)  # it could be a run's main not yet registered
+                continue
+            key = (pid, born)
+            first = _unknown_zombies.setdefault(key, now)
+            if now - first >= _ORPHAN_SETTLE:
+                _waitpid(pid)
+                _unknown_zombies.pop(key, None)
+            else:
+                pending.append(pid)
+        if len(_unknown_zombies) > 1024:  # forget entries whose zombie went away
+            _unknown_zombies.clear()
+        return pending
+
+    async def reap_all(self) -> None:
+        """Reap the run's zombies, waiting out the settle time of unknown ones (bounded)."""
+        deadline = anyio.current_time() + 5 * _ORPHAN_SETTLE
+        while True:
+            if not self.reap() or anyio.current_time() >= deadline:
+                return
+            await anyio.sleep(_ORPHAN_SETTLE / 4)
+
+
+def _spawn_count(delta: int) -> None:
+    global _spawning
+    with _registry_lock:
+        _spawning += delta
+
+
+def _main_count(pid: int, delta: int) -> None:
+    with _registry_lock:
+        _active_mains[pid] += delta
+        if _active_mains[pid] <= 0:
+            del _active_mains[pid]
+
+
+def _waitpid(pid: int) -> bool:
+    """Reap ``pid`` if it is a zombie child of ours; True if it was reaped."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except OSError:
+        return False  # not our child, or already reaped
+    return done != 0
+
+
+def _asyncio_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop running here (trio)
+        return None
+
+
+async def _uninterruptible(cleanup: Callable[[], Awaitable[None]]) -> None:
+    """Run ``cleanup`` to its end even if the caller is cancelled meanwhile.
+
+    anyio's shielded scope protects against anyio cancel scopes (and is
+    complete on trio), but not against a native ``Task.cancel()`` on asyncio:
+    there the cleanup runs as its own task, and a cancellation that arrives
+    while we wait for it is held and re-raised once it is done.
+    """
+    if _asyncio_task() is None:
+        with anyio.CancelScope(shield=True):
+            await cleanup()
+        return
+
+    async def shielded() -> None:
+        with anyio.CancelScope(shield=True):
+            await cleanup()
+
+    task = asyncio.ensure_future(shielded())
+    held: BaseException | None = None
+    with anyio.CancelScope(shield=True):
+        while not task.done():
+            try:
+                await asyncio.wait((task,))
+            except asyncio.CancelledError as exc:
+                held = held or exc
+    if held is not None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cleanup failed during cancellation", exc_info=task.exception())
+        raise held
+    task.result()
+
+
+#: Receives each parsed stdout object as soon as its line is parsed; returns
+#: True for the CLI's terminal event.  One call per object, no list per chunk:
+#: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
+ObjectSink = Callable[[dict[str, Any]], bool]
 
 
 def _stdout_pipe(size: int) -> tuple[int, int]:
@@ -331,41 +605,6 @@ def _stdout_pipe(size: int) -> tuple[int, int]:
         with contextlib.suppress(OSError):
             fcntl.fcntl(w, setpipe, size)
     return r, w
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _reap_orphan_zombies(since: float) -> None:
-    """Reap zombies reparented to us (subreaper) that appeared during a run.
-
-    They have no readable environment any more, so they are recognised by
-    being our children, born after the run started and not a run's main
-    process (those belong to the event loop's child watcher).
-    """
-    try:
-        children = psutil.Process().children()
-    except psutil.Error:
-        return
-    for child in children:
-        if child.pid in _active_mains:
-            continue
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE or child.create_time() < since - 1.0:
-                continue
-            os.waitpid(child.pid, os.WNOHANG)
-        except (psutil.Error, ChildProcessError, OSError):
-            continue
-
-
-#: Receives each parsed stdout object as soon as its line is parsed; returns
-#: True for the CLI's terminal event.  One call per object, no list per chunk:
-#: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
-ObjectSink = Callable[[dict[str, Any]], bool]
 
 
 async def run_process(
@@ -389,23 +628,58 @@ async def run_process(
     Never raises for process failures: they are in the outcome.  Re-raises
     cancellation after the tree is stopped and reaped.
     """
+    _hold_subreaper(+1)
+    try:
+        return await _run_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            config=config,
+            sink=sink,
+            marker=marker,
+            stdout_tap=stdout_tap,
+            on_spawn=on_spawn,
+            on_chunk=on_chunk,
+        )
+    finally:
+        _hold_subreaper(-1)
+
+
+async def _run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    stdin: bytes | None,
+    config: SupervisorConfig,
+    sink: ObjectSink,
+    marker: str,
+    stdout_tap: Callable[[bytes], object] | None = None,
+    on_spawn: Callable[[int], object] | None = None,
+    on_chunk: Callable[[], object] | None = None,
+) -> ProcessOutcome:
     outcome = ProcessOutcome()
     parser = JsonLinesParser(config.max_line_bytes)
     tail = _Tail(config.stderr_tail_bytes)
-    subreaper_enabled()
     wall_started = time.time()
     started = anyio.current_time()
     stdout_fd, stdout_w = _stdout_pipe(config.read_size)
+    _spawn_count(+1)
     try:
-        proc = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=stdout_w,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-        )
+        # Shielded: a cancellation landing mid-spawn would lose the process.
+        # It is delivered at the first await below, with the tree known.
+        with anyio.CancelScope(shield=True):
+            proc = await anyio.open_process(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=stdout_w,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+            )
+        _main_count(proc.pid, +1)
     except OSError as exc:
         os.close(stdout_fd)
         outcome.spawn_error = exc
@@ -416,20 +690,62 @@ async def run_process(
         raise
     finally:
         os.close(stdout_w)
+        _spawn_count(-1)
 
     outcome.pid = proc.pid
-    _active_mains.add(proc.pid)
+    try:
+        root: psutil.Process | None = psutil.Process(proc.pid)
+    except psutil.Error:
+        root = None  # already gone and reaped by the child watcher
+    tree = _Tree(root, proc.pid, marker, wall_started)
+    try:
+        return await _supervise(
+            proc,
+            tree,
+            config,
+            outcome,
+            parser,
+            tail,
+            started,
+            stdin,
+            sink,
+            stdout_tap,
+            on_spawn,
+            stdout_fd,
+            on_chunk,
+        )
+    finally:
+        os.close(stdout_fd)
+        if proc.returncode is not None:
+            _main_count(proc.pid, -1)
+
+
+async def _supervise(
+    proc: anyio.abc.Process,
+    tree: _Tree,
+    config: SupervisorConfig,
+    outcome: ProcessOutcome,
+    parser: JsonLinesParser,
+    tail: _Tail,
+    started: float,
+    stdin: bytes | None,
+    sink: ObjectSink,
+    stdout_tap: Callable[[bytes], object] | None,
+    on_spawn: Callable[[int], object] | None,
+    stdout_fd: int,
+    on_chunk: Callable[[], object] | None,
+) -> ProcessOutcome:
     if on_spawn is not None:
         try:
             on_spawn(proc.pid)
         except Exception:
             log.exception("on_spawn callback failed")
-    tree = _Tree(proc.pid, marker, wall_started)
     last_output = started
     terminal_at: float | None = None
     wake = anyio.Event()
     readers_left = 2
     readers_done = anyio.Event()
+    clocks = anyio.CancelScope()
 
     def reader_finished() -> None:
         nonlocal readers_left
@@ -516,29 +832,33 @@ async def run_process(
             outcome.stop_reason = reason
         with anyio.CancelScope(shield=True):
             sent = await tree.stop(config.stop_signals, config.grace, config.kill_wait)
-            outcome.signals_sent.extend(sent)
+            outcome.signals_sent.extend(s for s in sent if s not in outcome.signals_sent)
 
     async def watchdog() -> None:
         nonlocal wake
-        while True:
-            now = anyio.current_time()
-            reason, deadline = StopReason.TIMEOUT, started + config.timeout
-            if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
-                reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
-            if (
-                terminal_at is not None
-                and config.linger is not None
-                and terminal_at + config.linger < deadline
-            ):
-                reason, deadline = StopReason.LINGER, terminal_at + config.linger
-            if now >= deadline:
-                break
-            with anyio.move_on_after(deadline - now):
-                await wake.wait()
-            if wake.is_set():
-                wake = anyio.Event()
-        await stop(reason)
+        reason: StopReason | None = None
+        with clocks:
+            while True:
+                now = anyio.current_time()
+                reason, deadline = StopReason.TIMEOUT, started + config.timeout
+                if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
+                    reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
+                if (
+                    terminal_at is not None
+                    and config.linger is not None
+                    and terminal_at + config.linger < deadline
+                ):
+                    reason, deadline = StopReason.LINGER, terminal_at + config.linger
+                if now >= deadline:
+                    break
+                with anyio.move_on_after(deadline - now):
+                    await wake.wait()
+                if wake.is_set():
+                    wake = anyio.Event()
+        if not clocks.cancel_called and reason is not None:
+            await stop(reason)
 
+    finished = False
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_stdout)
@@ -547,40 +867,45 @@ async def run_process(
                 tg.start_soon(write_stdin, stdin)
             tg.start_soon(watchdog)
             await proc.wait()
-            # The CLI has ended: its pipes get a short grace, then whatever of
-            # the run is left is stopped and the readers are let go.
+            # The CLI has ended: no clock applies any more (a stop under way
+            # completes), its pipes get a short grace, then whatever of the
+            # run is left is stopped and the readers are let go.
+            clocks.cancel()
             with anyio.move_on_after(config.eof_grace):
                 await readers_done.wait()
-            if config.kill_leftovers or not readers_done.is_set():
+            if config.kill_leftovers:
                 await _sweep_leftovers(tree, config, outcome)
-            with anyio.move_on_after(config.eof_grace):
-                await readers_done.wait()
+                with anyio.move_on_after(config.eof_grace):
+                    await readers_done.wait()
             tg.cancel_scope.cancel()
+        finished = True
     finally:
-        with anyio.CancelScope(shield=True):
-            if proc.returncode is None:
+
+        async def cleanup() -> None:
+            if not finished or proc.returncode is None:
                 await stop(StopReason.CANCELLED)
             with anyio.move_on_after(config.kill_wait):
                 await proc.wait()
             with anyio.move_on_after(config.kill_wait):
                 await proc.aclose()
-            tree.reap()
-        _active_mains.discard(proc.pid)
-        os.close(stdout_fd)
-        outcome.returncode = proc.returncode
-        outcome.stderr_tail = tail.text()
-        outcome.stderr_bytes = tail.total
-        outcome.lines = parser.lines
-        outcome.skipped_lines = parser.skipped
-        outcome.duration_s = anyio.current_time() - started
+            await tree.reap_all()
+
+        try:
+            await _uninterruptible(cleanup)
+        finally:
+            outcome.returncode = proc.returncode
+            outcome.stderr_tail = tail.text()
+            outcome.stderr_bytes = tail.total
+            outcome.lines = parser.lines
+            outcome.skipped_lines = parser.skipped
+            outcome.duration_s = anyio.current_time() - started
     return outcome
 
 
 async def _sweep_leftovers(tree: _Tree, config: SupervisorConfig, outcome: ProcessOutcome) -> None:
     """After the CLI exited: stop what the run left behind."""
-    leftovers = {pid: p for pid, p in tree.snapshot().items() if pid != tree.pid and _alive(p)}
+    leftovers = {pid: p for pid, p in tree.snapshot().items() if pid != tree.pid}
     if not leftovers:
-        tree.reap()
         return
     outcome.leftovers_stopped += len(leftovers)
     with anyio.CancelScope(shield=True):

@@ -70,3 +70,9 @@ def no_leaked_processes() -> Iterator[None]:
     yield
     leaks = leaked_processes()
     assert not leaks, f"processes left behind by the test: {leaks}"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Async tests marked ``@pytest.mark.anyio`` run on both anyio backends."""
+    return str(request.param)

@@ -24,6 +24,19 @@ SESSION_ENV = "GENESIS_TEST_SESSION"
 SESSION_ID = os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
 
 FAKES = Path(__file__).parent / "fakes"
+
+#: The keys of spec 003's error context, which every failed response carries.
+CONTEXT_KEYS = {
+    "failed_node",
+    "error_type",
+    "error_detail",
+    "user_hint",
+    "degraded_results",
+    "available_data",
+    "unavailable_data",
+    "can_retry",
+    "retry_suggestion",
+}
 FAKE_BIN = FAKES / "bin"
 RECORDINGS = FAKES / "recordings"
 

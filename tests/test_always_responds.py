@@ -19,19 +19,7 @@ from coding_genesis import CodingGenesisAgent, Event
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.failures import LAST_RESORT_MESSAGES, FailureCategory
 from coding_genesis.report import parse_failure_report
-from tests.support import FakeCLI
-
-CONTEXT_KEYS = {
-    "failed_node",
-    "error_type",
-    "error_detail",
-    "user_hint",
-    "degraded_results",
-    "available_data",
-    "unavailable_data",
-    "can_retry",
-    "retry_suggestion",
-}
+from tests.support import CONTEXT_KEYS, FakeCLI
 
 
 def assert_answered(response: dict[str, Any], category: str) -> dict[str, Any]:

@@ -21,18 +21,7 @@ from coding_genesis.graph import (
     should_force_response,
     with_fallback_response,
 )
-
-CONTEXT_KEYS = {
-    "failed_node",
-    "error_type",
-    "error_detail",
-    "user_hint",
-    "degraded_results",
-    "available_data",
-    "unavailable_data",
-    "can_retry",
-    "retry_suggestion",
-}
+from tests.support import CONTEXT_KEYS
 
 
 def test_graph_module_does_not_import_langgraph() -> None:

@@ -18,7 +18,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis.report import parse_failure_report
-from tests.support import RECORDINGS, FakeCLI
+from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI
 
 Check = Callable[[dict[str, Any]], None]
 
@@ -39,17 +39,6 @@ FAILURE_KEYS = {
     "last_successful_tool",
     "exit_code",
     "stderr_tail",
-}
-CONTEXT_KEYS = {
-    "failed_node",
-    "error_type",
-    "error_detail",
-    "user_hint",
-    "degraded_results",
-    "available_data",
-    "unavailable_data",
-    "can_retry",
-    "retry_suggestion",
 }
 
 

@@ -16,8 +16,19 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"sleep": 1.5} / {"hang": true}
   {"ignore_sigterm": true}        SIGTERM is ignored from now on
   {"trap_sigterm": 143}           on SIGTERM: record it, exit with that code
+  {"trap": "SIGINT", "exit": 130} on that signal: record it, then exit with the
+                                  code, or keep running when ``exit`` is absent
   {"grandchild": {"setsid": true, "ignore_sigterm": true, "hold_stdout": true,
-                  "sleep": 600, "double_fork": false}}
+                  "sleep": 600, "double_fork": false, "count": 1}}
+                                  ``count`` grandchildren; ``double_fork`` escapes
+                                  (fork, setsid, fork) and is reparented away
+  {"fork_bomb": {"count": 20, "interval": 0.01, "ignore_sigterm": true,
+                 "setsid": false, "sleep": 600}}
+                                  a grandchild that keeps forking (bounded by
+                                  ``count``), each child optionally in its own session
+  {"await_records": {"key": "grandchild", "count": 2}}
+                                  wait (up to 30 s) until the record file holds that
+                                  many entries with ``key`` (so the tree is in place)
   {"stderr": "text"}              a line on stderr
   {"stderr_flood": N}             N bytes on stderr
   {"stdout_flood": N, "line": L}  N bytes of valid JSON lines of about L bytes
@@ -27,13 +38,15 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"exit": 3}                     exit with a code (default 0 at the end)
 
 ``FAKE_CLI_RECORD=path`` appends one JSON object per event of interest
-(argv, stdin, signals received, pids of children) so tests can check them.
+(argv, stdin length and sha256, signals received, pids of every process it
+starts: ``child``, ``grandchild``, ``intermediate``, ``bomb``) so tests can check them.
 Every process it starts inherits the environment, so a test can find them
 all by the ``FAKE_CLI_MARK`` variable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -136,6 +149,10 @@ if {double_fork}:
     if os.fork():
         os._exit(0)
     os.setsid()
+    path = os.environ.get("FAKE_CLI_RECORD")
+    if path:
+        with open(path, "a") as fh:
+            fh.write('{{"intermediate": %d}}\\n' % os.getpid())
     if os.fork():
         os._exit(0)
 path = os.environ.get("FAKE_CLI_RECORD")
@@ -146,7 +163,52 @@ time.sleep({sleep})
 """
 
 
+BOMB = """
+import os, signal, time
+if {ignore}:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+path = os.environ.get("FAKE_CLI_RECORD")
+def rec(pid):
+    if path:
+        with open(path, "a") as fh:
+            fh.write('{{"bomb": %d}}\\n' % pid)
+rec(os.getpid())
+for _ in range({count}):
+    if os.fork() == 0:
+        if {setsid}:
+            os.setsid()
+        rec(os.getpid())
+        time.sleep({sleep})
+        os._exit(0)
+    time.sleep({interval})
+time.sleep({sleep})
+"""
+
+
+def spawn_fork_bomb(spec: dict[str, Any]) -> None:
+    code = BOMB.format(
+        ignore=bool(spec.get("ignore_sigterm", True)),
+        count=int(spec.get("count", 20)),
+        setsid=bool(spec.get("setsid")),
+        interval=float(spec.get("interval", 0.01)),
+        sleep=float(spec.get("sleep", 600)),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=bool(spec.get("setsid_bomb", True)),
+    )
+    record(child=proc.pid)
+
+
 def spawn_grandchild(spec: dict[str, Any]) -> None:
+    for _ in range(int(spec.get("count", 1))):
+        _spawn_grandchild(spec)
+
+
+def _spawn_grandchild(spec: dict[str, Any]) -> None:
     code = GRANDCHILD.format(
         ignore=bool(spec.get("ignore_sigterm")),
         double_fork=bool(spec.get("double_fork")),
@@ -165,8 +227,15 @@ def spawn_grandchild(spec: dict[str, Any]) -> None:
         proc.wait()
 
 
+def flood_line(line: int) -> bytes:
+    """The line a flood repeats: a JSON object of about ``line`` bytes."""
+    return json.dumps({"type": "stream_event", "data": "x" * max(line - 40, 1)}).encode() + b"\n"
+
+
 def flood(fd: int, total: int, line: int) -> None:
-    payload = json.dumps({"type": "stream_event", "data": "x" * max(line - 40, 1)}).encode() + b"\n"
+    """At least ``total`` bytes of whole lines (the last one is never cut)."""
+    payload = flood_line(line)
+    total = -(-total // len(payload)) * len(payload)
     block = payload * max(1, 262144 // len(payload))
     sent = 0
     while sent < total:
@@ -176,6 +245,26 @@ def flood(fd: int, total: int, line: int) -> None:
             n = os.write(fd, view)
             view = view[n:]
         sent += len(chunk)
+
+
+def await_records(spec: dict[str, Any]) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    key, count = spec["key"], int(spec.get("count", 1))
+    deadline = time.monotonic() + float(spec.get("within", 30))
+    while path and time.monotonic() < deadline:
+        with open(path, encoding="utf-8") as fh:
+            if sum(1 for line in fh if f'"{key}"' in line) >= count:
+                return
+        time.sleep(0.01)
+
+
+def trap(signum: int, code: int | None) -> None:
+    def handler(received: int, frame: object) -> None:
+        record(signal=signal.Signals(received).name)
+        if code is not None:
+            os._exit(int(code))
+
+    signal.signal(signum, handler)
 
 
 def main() -> int:
@@ -188,9 +277,16 @@ def main() -> int:
     steps: list[dict[str, Any]] = json.loads(raw) if raw else [{"echo_prompt": True}]
 
     prompt = ""
+    data = b""
     if not any(s.get("no_stdin") for s in steps) and not sys.stdin.isatty():
-        prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
-    record(stdin_len=len(prompt), stdin_head=prompt[:200])
+        data = sys.stdin.buffer.read()
+        prompt = data.decode("utf-8", "replace")
+    record(
+        stdin_len=len(prompt),
+        stdin_bytes=len(data),
+        stdin_sha256=hashlib.sha256(data).hexdigest(),
+        stdin_head=prompt[:200],
+    )
 
     for step in steps:
         if "emit" in step:
@@ -225,8 +321,14 @@ def main() -> int:
                 os._exit(code)
 
             signal.signal(signal.SIGTERM, on_term)
+        elif "trap" in step:
+            trap(getattr(signal, step["trap"]), step.get("exit"))
         elif "grandchild" in step:
             spawn_grandchild(step["grandchild"])
+        elif "await_records" in step:
+            await_records(step["await_records"])
+        elif "fork_bomb" in step:
+            spawn_fork_bomb(step["fork_bomb"])
         elif "stderr" in step:
             os.write(2, (step["stderr"] + "\n").encode())
         elif "stderr_flood" in step:

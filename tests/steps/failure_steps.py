@@ -17,19 +17,7 @@ from pytest_bdd import given, parsers, then, when
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.failures import FailureCategory
 from coding_genesis.report import ChildFailure, format_failure_report, parse_failure_report
-from tests.support import RECORDINGS, FakeCLI
-
-CONTEXT_KEYS = {
-    "failed_node",
-    "error_type",
-    "error_detail",
-    "user_hint",
-    "degraded_results",
-    "available_data",
-    "unavailable_data",
-    "can_retry",
-    "retry_suggestion",
-}
+from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI
 
 
 class FailureWorld:
