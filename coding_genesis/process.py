@@ -630,94 +630,67 @@ async def run_process(
     """
     _hold_subreaper(+1)
     try:
-        return await _run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            config=config,
-            sink=sink,
-            marker=marker,
-            stdout_tap=stdout_tap,
-            on_spawn=on_spawn,
-            on_chunk=on_chunk,
-        )
+        outcome = ProcessOutcome()
+        parser = JsonLinesParser(config.max_line_bytes)
+        tail = _Tail(config.stderr_tail_bytes)
+        wall_started = time.time()
+        started = anyio.current_time()
+        stdout_fd, stdout_w = _stdout_pipe(config.read_size)
+        _spawn_count(+1)
+        try:
+            # Shielded: a cancellation landing mid-spawn would lose the process.
+            # It is delivered at the first await below, with the tree known.
+            with anyio.CancelScope(shield=True):
+                proc = await anyio.open_process(
+                    list(argv),
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                    stdout=stdout_w,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=dict(env),
+                    start_new_session=True,
+                )
+            _main_count(proc.pid, +1)
+        except OSError as exc:
+            os.close(stdout_fd)
+            outcome.spawn_error = exc
+            outcome.duration_s = anyio.current_time() - started
+            return outcome
+        except BaseException:
+            os.close(stdout_fd)
+            raise
+        finally:
+            os.close(stdout_w)
+            _spawn_count(-1)
+
+        outcome.pid = proc.pid
+        try:
+            root: psutil.Process | None = psutil.Process(proc.pid)
+        except psutil.Error:
+            root = None  # already gone and reaped by the child watcher
+        tree = _Tree(root, proc.pid, marker, wall_started)
+        try:
+            return await _supervise(
+                proc,
+                tree,
+                config,
+                outcome,
+                parser,
+                tail,
+                started,
+                stdin,
+                sink,
+                stdout_tap,
+                on_spawn,
+                stdout_fd,
+                on_chunk,
+            )
+        finally:
+            os.close(stdout_fd)
+            if proc.returncode is not None:
+                _main_count(proc.pid, -1)
     finally:
         _hold_subreaper(-1)
-
-
-async def _run_process(
-    argv: Sequence[str],
-    *,
-    cwd: str,
-    env: Mapping[str, str],
-    stdin: bytes | None,
-    config: SupervisorConfig,
-    sink: ObjectSink,
-    marker: str,
-    stdout_tap: Callable[[bytes], object] | None = None,
-    on_spawn: Callable[[int], object] | None = None,
-    on_chunk: Callable[[], object] | None = None,
-) -> ProcessOutcome:
-    outcome = ProcessOutcome()
-    parser = JsonLinesParser(config.max_line_bytes)
-    tail = _Tail(config.stderr_tail_bytes)
-    wall_started = time.time()
-    started = anyio.current_time()
-    stdout_fd, stdout_w = _stdout_pipe(config.read_size)
-    _spawn_count(+1)
-    try:
-        # Shielded: a cancellation landing mid-spawn would lose the process.
-        # It is delivered at the first await below, with the tree known.
-        with anyio.CancelScope(shield=True):
-            proc = await anyio.open_process(
-                list(argv),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=stdout_w,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=dict(env),
-                start_new_session=True,
-            )
-        _main_count(proc.pid, +1)
-    except OSError as exc:
-        os.close(stdout_fd)
-        outcome.spawn_error = exc
-        outcome.duration_s = anyio.current_time() - started
-        return outcome
-    except BaseException:
-        os.close(stdout_fd)
-        raise
-    finally:
-        os.close(stdout_w)
-        _spawn_count(-1)
-
-    outcome.pid = proc.pid
-    try:
-        root: psutil.Process | None = psutil.Process(proc.pid)
-    except psutil.Error:
-        root = None  # already gone and reaped by the child watcher
-    tree = _Tree(root, proc.pid, marker, wall_started)
-    try:
-        return await _supervise(
-            proc,
-            tree,
-            config,
-            outcome,
-            parser,
-            tail,
-            started,
-            stdin,
-            sink,
-            stdout_tap,
-            on_spawn,
-            stdout_fd,
-            on_chunk,
-        )
-    finally:
-        os.close(stdout_fd)
-        if proc.returncode is not None:
-            _main_count(proc.pid, -1)
 
 
 async def _supervise(
