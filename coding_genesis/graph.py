@@ -88,6 +88,38 @@ def _failure_update(
     return update
 
 
+def _catching(on_error: Callable[[Any, Exception], dict[str, Any]]) -> Callable[[F], F]:
+    """Decorator for sync and async nodes: an exception (not LangGraph's own
+    control flow) becomes ``on_error(state, exc)``, the node's update."""
+
+    def decorator(func: F) -> F:
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await func(state, *args, **kwargs)
+                except Exception as exc:
+                    if _control_flow(exc):
+                        raise
+                    return on_error(state, exc)
+
+            return cast(F, async_wrapper)
+
+        @functools.wraps(func)
+        def sync_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(state, *args, **kwargs)
+            except Exception as exc:
+                if _control_flow(exc):
+                    raise
+                return on_error(state, exc)
+
+        return cast(F, sync_wrapper)
+
+    return decorator
+
+
 def graceful_node(
     name: str, critical: bool = False, *, provides: Iterable[str] = ()
 ) -> Callable[[F], F]:
@@ -100,32 +132,10 @@ def graceful_node(
     """
     provided = tuple(provides)
 
-    def decorator(func: F) -> F:
-        if inspect.iscoroutinefunction(func):
+    def on_error(state: Any, exc: Exception) -> dict[str, Any]:
+        return _failure_update(name, critical, provided, exc, state)
 
-            @functools.wraps(func)
-            async def async_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    return await func(state, *args, **kwargs)
-                except Exception as exc:
-                    if _control_flow(exc):
-                        raise
-                    return _failure_update(name, critical, provided, exc, state)
-
-            return cast(F, async_wrapper)
-
-        @functools.wraps(func)
-        def sync_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return func(state, *args, **kwargs)
-            except Exception as exc:
-                if _control_flow(exc):
-                    raise
-                return _failure_update(name, critical, provided, exc, state)
-
-        return cast(F, sync_wrapper)
-
-    return decorator
+    return _catching(on_error)
 
 
 def should_force_response(state: State) -> str:
@@ -187,29 +197,4 @@ def with_fallback_response(
         log.error("response node failed; answering with the fallback text", exc_info=exc)
         return {message_key: last_resort_message(category), source_key: "fallback"}
 
-    def decorator(func: F) -> F:
-        if inspect.iscoroutinefunction(func):
-
-            @functools.wraps(func)
-            async def async_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    return await func(state, *args, **kwargs)
-                except Exception as exc:
-                    if _control_flow(exc):
-                        raise
-                    return fallback(state, exc)
-
-            return cast(F, async_wrapper)
-
-        @functools.wraps(func)
-        def sync_wrapper(state: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return func(state, *args, **kwargs)
-            except Exception as exc:
-                if _control_flow(exc):
-                    raise
-                return fallback(state, exc)
-
-        return cast(F, sync_wrapper)
-
-    return decorator
+    return _catching(fallback)
