@@ -40,6 +40,7 @@ __all__ = [
     "RecordedRequest",
     "Scenario",
     "parse_scenario",
+    "sleep_command",
 ]
 
 DEFAULT_TEXT = "Hello from the fake model."
@@ -100,6 +101,16 @@ def parse_scenario(text: str) -> Scenario | None:
     for m in _SCENARIO_RE.finditer(text):
         found = Scenario(m.group(1).lower(), m.group(2).strip())
     return found
+
+
+def sleep_command(seconds: str | float) -> str:
+    """The shell command of ``SCENARIO:sleep <seconds>``: a Python sleep, not ``sleep N``.
+
+    claude 2.1.330 refuses a bare long ``sleep`` as a Bash command ("Blocked: standalone sleep
+    600 ..."), so a long-running tool that every real CLI runs is ``python3 -c ...`` (claude
+    needs ``--allowedTools Bash`` or ``Bash(python3:*)`` to run it without asking).
+    """
+    return f"python3 -c 'import time; time.sleep({seconds})'"
 
 
 @dataclasses.dataclass(slots=True)
@@ -195,8 +206,14 @@ def _anthropic_conversation(body: dict[str, Any], headers: dict[str, str]) -> _C
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 tool_output = _text_of(block.get("content"))
                 tool_is_error = bool(block.get("is_error"))
-    system_text = _text_of(body.get("system"))
-    m = _WORKDIR_RE.search(system_text)
+    # claude 2.1.197 names its working directory in ``system``; 2.1.330 in a message of role
+    # "system" inside ``messages`` ("# Environment ... Primary working directory: DIR").
+    system_texts = [_text_of(body.get("system"))] + [
+        _text_of(msg.get("content"))
+        for msg in messages
+        if isinstance(msg, dict) and msg.get("role") == "system"
+    ]
+    m = next(filter(None, map(_WORKDIR_RE.search, system_texts)), None)
     conv_id = headers.get("x-claude-code-session-id", "")
     if not conv_id:
         meta = body.get("metadata")
@@ -442,7 +459,7 @@ class FakeModelServer:
             secs = arg.split()[0] if arg.split() else "30"
             if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", secs):
                 secs = "30"
-            return _Reply("tool", tool_name="shell", tool_input=f"sleep {secs}")
+            return _Reply("tool", tool_name="shell", tool_input=sleep_command(secs))
         if name == "write":
             parts = arg.split(None, 1)
             path = parts[0] if parts else "fake_written.txt"

@@ -28,6 +28,7 @@ from tests.fakes.model_server import (
     FakeModelServer,
     Scenario,
     parse_scenario,
+    sleep_command,
 )
 from tests.fakes.real_cli import (
     MARKER_ENV,
@@ -238,6 +239,33 @@ def test_anthropic_streaming_and_json_answers(model_server: FakeModelServer) -> 
     assert "x-api-key" not in recs[0].headers
     assert recs[0].body["model"] == "claude-x"
     assert [r.action for r in recs] == ["tool", "text"]
+
+
+@pytest.mark.parametrize("where", ["system", "system-message"])
+def test_anthropic_write_and_sleep_tools(model_server: FakeModelServer, where: str) -> None:
+    """A relative ``write`` path is joined to the working directory claude names: in ``system``
+    (claude 2.1.197) or in a ``messages`` entry of role "system" (2.1.330)."""
+    env = "# Environment\n - Primary working directory: /w/dir\n - Platform: linux"
+    body: dict[str, Any] = {"model": "claude-x", "stream": False, "system": "You are a CLI."}
+    prompts = ["SCENARIO:write out.txt hi", "SCENARIO:sleep 600"]
+    inputs = []
+    for prompt in prompts:
+        body["messages"] = [{"role": "user", "content": prompt}]
+        if where == "system":
+            body["system"] = [
+                {"type": "text", "text": "You are a CLI."},
+                {"type": "text", "text": env},
+            ]
+        else:
+            body["messages"].append({"role": "system", "content": [{"type": "text", "text": env}]})
+        status, _, raw = http_request(model_server.url, "POST", "/v1/messages", body)
+        assert status == 200
+        (tool,) = json.loads(raw)["content"]
+        inputs.append((tool["name"], tool["input"]))
+    assert inputs[0] == ("Write", {"file_path": "/w/dir/out.txt", "content": "hi\n"})
+    # Not `sleep 600`, which claude 2.1.330 refuses as a Bash command.
+    assert inputs[1][0] == "Bash" and inputs[1][1]["command"] == sleep_command(600)
+    assert sleep_command(600) == "python3 -c 'import time; time.sleep(600)'"
 
 
 def test_openai_streaming_answers(model_server: FakeModelServer) -> None:
@@ -525,7 +553,7 @@ def test_claude_sleep_tool_then_kill_the_tree(
         except ImportError:
             pass
         else:
-            assert psutil.Process(sleeper).cmdline() == ["sleep", "600"]
+            assert psutil.Process(sleeper).cmdline() == _sleep_argv("600")
             assert sleeper in {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
     finally:
         if proc.poll() is None:
@@ -542,7 +570,8 @@ def test_claude_sleep_tool_then_kill_the_tree(
         for b in e["message"]["content"]
         if b.get("type") == "tool_use"
     ]
-    assert uses and uses[0]["input"]["command"] == "sleep 600"
+    # Not `sleep 600`: claude 2.1.330 refuses a bare long sleep as a Bash command.
+    assert uses and uses[0]["input"]["command"] == sleep_command(600)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -553,13 +582,17 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _sleep_argv(seconds: str) -> list[str]:
+    """Command line of the process that ``SCENARIO:sleep <seconds>`` starts."""
+    return ["python3", "-c", f"import time; time.sleep({seconds})"]
+
+
 def _wait_for_sleep(marker: str, seconds: str, timeout: float) -> int | None:
-    """PID of a marked ``sleep <seconds>`` process, once it appears."""
+    """PID of a marked ``SCENARIO:sleep <seconds>`` process, once it appears."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid in marked_processes(marker):
-            argv = _cmdline(pid)
-            if argv and os.path.basename(argv[0]) == "sleep" and argv[1:] == [seconds]:
+            if _cmdline(pid) == _sleep_argv(seconds):
                 return pid
         time.sleep(0.1)
     return None
