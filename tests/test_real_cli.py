@@ -28,7 +28,12 @@ import pytest
 from coding_genesis import CodingGenesisAgent, Event, retry
 from coding_genesis.process import RUN_MARKER_ENV
 from coding_genesis.redact import MASK
-from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelServer
+from tests.fakes.model_server import (
+    DEFAULT_TEXT,
+    TOOL_DONE_PREFIX,
+    FakeModelServer,
+    sleep_command,
+)
 from tests.fakes.real_cli import (
     claude_env,
     clean_env,
@@ -41,16 +46,24 @@ pytestmark = pytest.mark.timeout(90)
 
 #: Agent timeout for runs that should finish on their own (a real CLI takes ~1-3 s here).
 RUN_TIMEOUT = 60.0
-#: Agent timeouts that must stop a CLI in the middle of ``sleep 600``, tried in turn while the CLI
-#: was too slow to even start the command before the timeout (a loaded machine). All stay below
-#: the 30 s for which codex's exec_command waits on a command before it yields ("Process running
-#: with session ID ..."; after that the fake model ends the turn and codex exits by itself), and
-#: below the 120 s limit of claude's Bash tool.
+#: The long tool command, the same for every CLI. Not a bare ``sleep 600``: claude 2.1.330
+#: refuses that ("Blocked: standalone sleep 600 ..."). It runs ``python3`` without asking because
+#: the agent's ``options=`` allow Bash (``--allowedTools Bash``); without that claude 2.1.330
+#: answers "This command requires approval".
+SLEEP_COMMAND = sleep_command(600)
+#: The process that command starts, as its command line reads.
+SLEEP_ARGV = ["python3", "-c", "import time; time.sleep(600)"]
+#: Agent timeouts that must stop a CLI in the middle of ``SLEEP_COMMAND``, tried in turn while the
+#: CLI was too slow to even start the command before the timeout (a loaded machine). All stay
+#: below the 30 s for which codex's exec_command waits on a command before it yields ("Process
+#: running with session ID ..."; after that the fake model ends the turn and codex exits by
+#: itself), and below the 120 s limit of claude's Bash tool.
 STOP_TIMEOUTS = (8.0, 16.0, 24.0)
-#: The long tool command, through each CLI's shell tool (codex: ask for the longest yield).
+#: ``SLEEP_COMMAND`` through each CLI's shell tool (codex: ask for the longest yield).
 SLEEP_PROMPTS = {
-    "claude": "SCENARIO:sleep 600",
-    "codex": 'SCENARIO:tool exec_command {"cmd": "sleep 600", "yield_time_ms": 30000}',
+    "claude": f"SCENARIO:bash {SLEEP_COMMAND}",
+    "codex": "SCENARIO:tool exec_command "
+    + json.dumps({"cmd": SLEEP_COMMAND, "yield_time_ms": 30000}),
 }
 
 
@@ -314,7 +327,7 @@ class Sleeper:
 def _find_sleeper(run_id: str, cli_pid: int) -> Sleeper | None:
     for proc in processes_of_run(run_id):
         try:
-            if proc.cmdline() == ["sleep", "600"]:
+            if proc.cmdline() == SLEEP_ARGV:
                 return Sleeper(
                     proc.pid, proc.create_time(), os.getsid(proc.pid), os.getsid(cli_pid)
                 )
@@ -341,7 +354,7 @@ def _gone(sleeper: Sleeper) -> bool:
     ],
 )
 def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int, ...]) -> None:
-    """Issue 3: the CLI is stopped by our timeout while its shell tool runs ``sleep 600`` in a
+    """Issue 3: the CLI is stopped by our timeout while its shell tool runs ``SLEEP_COMMAND`` in a
     session of its own; afterwards no process of the run exists."""
     for timeout in STOP_TIMEOUTS:
         agent = rig.agent(tools=True, timeout=timeout, stop_signals=stop_signals)
@@ -357,7 +370,7 @@ def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int
             break
         # The CLI had not started the command yet (a loaded machine): give it longer.
     else:
-        pytest.fail(f"the CLI never started `sleep 600` within {STOP_TIMEOUTS} s")
+        pytest.fail(f"the CLI never started `{SLEEP_COMMAND}` within {STOP_TIMEOUTS} s")
 
     expected = [signal.Signals(s).name for s in stop_signals]
     assert result["signals_sent"][: len(expected)] == expected, explain(result)
@@ -365,17 +378,17 @@ def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int
         assert result["signals_sent"][0] == "SIGKILL" and result["signal"] == "SIGKILL"
     assert result["tool_calls"] >= 1, explain(result, events)
     calls = events.of("tool_call")
-    assert calls and "sleep 600" in str(calls[0]["input"]), calls
+    assert calls and SLEEP_COMMAND in calls[0]["input"]["command"], calls
     if rig.backend == "claude":
         # Claude's Bash tool runs the command under setsid: out of the CLI's session and group.
         assert sleeper.sid != sleeper.cli_sid, sleeper
-    assert _gone(sleeper), f"sleep 600 (pid {sleeper.pid}) survived the run"
+    assert _gone(sleeper), f"{SLEEP_COMMAND} (pid {sleeper.pid}) survived the run"
 
 
 def _run_watching_for_sleep(
     agent: CodingGenesisAgent, prompt: str
 ) -> tuple[dict[str, Any], Recorder, Sleeper | None]:
-    """Run ``prompt`` while polling for the run's ``sleep 600`` process (by its run marker)."""
+    """Run ``prompt`` while polling for the run's ``SLEEP_ARGV`` process (by its run marker)."""
     events = Recorder(agent)
     seen: list[Sleeper] = []
 

@@ -15,7 +15,7 @@ from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.report import parse_failure_report
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.fakes.plugin import model_server, real_claude, real_codex  # noqa: F401
 from tests.fakes.real_cli import claude_env, codex_env, write_codex_home
 
@@ -97,13 +97,16 @@ def test_claude_timeout_mid_tool(
     agent = claude_agent(
         real_claude, model_server, tmp_path, timeout=12, options={"allowed_tools": ["Bash"]}
     )
+    # A Python sleep: claude 2.1.330 refuses a bare `sleep 60` as a Bash command, and runs
+    # python3 without asking only because allowed_tools lets it.
     response = portal.call(agent.run, "SCENARIO:sleep 60")
     failure = check_failure(response, "timeout")
     assert failure["suggested_retry"] is True  # a tool call was made
     assert failure["suggested_actions"][0] == "Retry with timeout=24s"
     # claude reports its Bash tool killed by our SIGTERM ("Exit code 137") before it exits
-    assert response["unfinished_steps"] == ["Ran Bash: sleep 60"]
-    assert failure["blocked_on"] == "Time limit insufficient (while: Ran Bash: sleep 60)"
+    step = f"Ran Bash: {sleep_command(60)}"
+    assert response["unfinished_steps"] == [step]
+    assert failure["blocked_on"] == f"Time limit insufficient (while: {step})"
 
 
 def test_claude_write_is_relative_progress(
