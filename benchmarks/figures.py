@@ -142,7 +142,7 @@ def _check_run(result: dict[str, Any], lines: int) -> None:
 def fig_parser(p: Params) -> Result:
     import orjson
 
-    from backends.claude import ClaudeTranslator
+    from coding_genesis.backends.claude import ClaudeTranslator
     from coding_genesis.parser import JsonLinesParser
     from coding_genesis.result import RunTally
 
@@ -969,8 +969,7 @@ def probe_memory(p: Params) -> Result:
         if n != lines:
             raise RuntimeError(f"bare read {n}/{lines} lines")
     else:
-        import backends.claude  # noqa: F401
-        import coding_genesis  # noqa: F401
+        import coding_genesis.backends.claude  # noqa: F401  (imports coding_genesis too)
 
         idle = rss_mib()
         t0 = time.perf_counter()

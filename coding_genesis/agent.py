@@ -141,7 +141,7 @@ class CodingGenesisAgent:
         transcripts: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         if isinstance(backend, str):
-            from backends import get_backend
+            from coding_genesis.backends import get_backend
 
             self._backend: Backend = get_backend(backend)
         elif isinstance(backend, Backend):

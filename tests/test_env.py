@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backends import ClaudeBackend
 from coding_genesis.backend import RunRequest
+from coding_genesis.backends import ClaudeBackend
 from coding_genesis.process import RUN_MARKER_ENV, build_env
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from backends import ClaudeBackend, CodexBackend, FailerBackend
+from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.errors import ConfigError, UnknownBackendError
 from coding_genesis.failures import (
     LAST_RESORT_MESSAGES,

@@ -149,7 +149,7 @@ def _claude_credentials() -> Check:
 
 def _claude_stripped() -> list[str]:
     """Inherited variables the claude backend removes from the CLI's environment."""
-    from backends.claude import ClaudeBackend
+    from coding_genesis.backends.claude import ClaudeBackend
 
     from ..backend import RunRequest
     from ..process import build_env
