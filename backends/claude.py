@@ -7,10 +7,10 @@ newlines or NUL-free megabytes, and never be read as a flag.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
 from coding_genesis.events import Event, EventKind
 from coding_genesis.result import RunResult
 
@@ -74,6 +74,15 @@ class ClaudeBackend:
     executable = "claude"
     path_env_var = "GENESIS_CLAUDE_PATH"
     supports_resume = True
+    options: Mapping[str, OptionSpec] = {
+        "max_turns": OptionSpec((int,), "--max-turns"),
+        "permission_mode": OptionSpec((str,), "--permission-mode (default, acceptEdits, ...)"),
+        "allowed_tools": OptionSpec((str, list, tuple), "--allowedTools"),
+        "disallowed_tools": OptionSpec((str, list, tuple), "--disallowedTools"),
+        "append_system_prompt": OptionSpec((str,), "--append-system-prompt"),
+        "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
+        "mcp_config": OptionSpec((str,), "--mcp-config"),
+    }
 
     def default_program(self) -> Sequence[str] | None:
         return None

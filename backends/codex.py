@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
 from coding_genesis.events import Event, EventKind
 from coding_genesis.result import RunResult
 
@@ -64,6 +64,11 @@ class CodexBackend:
     executable = "codex"
     path_env_var = "GENESIS_CODEX_PATH"
     supports_resume = True
+    options: Mapping[str, OptionSpec] = {
+        "sandbox": OptionSpec((str,), "-s (read-only, workspace-write, danger-full-access)"),
+        "profile": OptionSpec((str,), "-p, a profile of config.toml"),
+        "config": OptionSpec((dict,), "-c key=value overrides"),
+    }
 
     def default_program(self) -> Sequence[str] | None:
         return None

@@ -8,11 +8,11 @@ coding-genesis out.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import coding_genesis
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
 from coding_genesis.result import RunResult
 
 from .claude import ClaudeTranslator
@@ -35,6 +35,9 @@ class FailerBackend:
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
     supports_resume = True
+    options: Mapping[str, OptionSpec] = {
+        "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),
+    }
 
     def default_program(self) -> Sequence[str] | None:
         return (sys.executable, FAILER_SCRIPT)

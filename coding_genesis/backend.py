@@ -11,9 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import ConfigError
 from .events import Event
 
-__all__ = ["Backend", "CommandSpec", "RunRequest", "Translator"]
+__all__ = ["Backend", "CommandSpec", "OptionSpec", "RunRequest", "Translator", "check_options"]
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One backend option: the value types it accepts and what it does."""
+
+    types: tuple[type, ...]
+    help: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,8 @@ class Backend(Protocol):
     path_env_var: str
     #: Whether a failed attempt can continue the CLI's own session.
     supports_resume: bool
+    #: The options ``options=`` may set (an unknown one is a ConfigError).
+    options: Mapping[str, OptionSpec]
 
     def default_program(self) -> Sequence[str] | None:
         """A program that needs no PATH lookup (the embedded failer), else None."""
@@ -83,3 +94,28 @@ class Backend(Protocol):
     def install_hint(self) -> str:
         """How to install the CLI, for 'not found' messages."""
         ...
+
+
+def check_options(backend: Backend, options: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` for an option ``backend`` does not know, or a
+    value of the wrong type.  A backend that declares no ``options`` (an older
+    plug-in) accepts any."""
+    valid: Mapping[str, OptionSpec] | None = getattr(backend, "options", None)
+    if valid is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"options must be a mapping, got {options!r}")
+    unknown = sorted(str(name) for name in options if name not in valid)
+    if unknown:
+        names = ", ".join(sorted(valid)) or "(none)"
+        raise ConfigError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for backend "
+            f"{backend.name!r}; valid options: {names}"
+        )
+    for name, value in options.items():
+        spec = valid[name]
+        if value is not None and not isinstance(value, spec.types):
+            kinds = " or ".join(t.__name__ for t in spec.types)
+            raise ConfigError(
+                f"option {name!r} of backend {backend.name!r} must be {kinds}, got {value!r}"
+            )

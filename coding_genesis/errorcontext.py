@@ -8,30 +8,29 @@ exception in a graph node (:func:`error_context_for_exception`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .failures import (
     LAST_RESORT_MESSAGES,
     RETRY_SUGGESTIONS,
-    RETRYABLE,
     USER_HINTS,
     FailureCategory,
     category_from_name,
     classify_exception,
+    retry_verdict,
 )
 from .redact import Redactor
-from .report import ChildFailure, analyze_failure, format_failure_report
-from .result import RunResult
+from .report import ChildFailure
+
+if TYPE_CHECKING:
+    from .result import RunResult
 
 __all__ = [
     "CONTROL_KEYS",
     "ErrorContext",
-    "describe_failure",
     "error_context_for_exception",
     "error_context_for_failure",
-    "fallback_failure",
     "last_resort_message",
 ]
 
@@ -111,10 +110,8 @@ def error_context_for_failure(
         degraded_results=bool(failure.completed_steps or failure.files_modified),
         available_data=available,
         unavailable_data=unavailable,
-        can_retry=failure.suggested_retry,
-        retry_suggestion=_retry_suggestion(
-            category, failure.retry_after_s, failure.suggested_retry
-        ),
+        can_retry=failure.retryable,
+        retry_suggestion=_retry_suggestion(category, failure.retry_after_s, failure.retryable),
         retry_after_s=failure.retry_after_s,
     )
 
@@ -167,7 +164,8 @@ def error_context_for_exception(
         if key not in CONTROL_KEYS and isinstance(key, str) and _present(value)
     ]
     unavailable = list(dict.fromkeys(provides)) or [f"{node} output"]
-    can_retry = RETRYABLE[category] != "no"
+    # A graph step has no tool-call count: judge it as if it had made progress.
+    can_retry = retry_verdict(category, progress=True)[0]
     return ErrorContext(
         failed_node=node,
         error_type=category.value,
@@ -180,66 +178,3 @@ def error_context_for_exception(
         retry_suggestion=_retry_suggestion(category, found.retry_after_s, can_retry),
         retry_after_s=found.retry_after_s,
     )
-
-
-def describe_failure(
-    result: RunResult,
-    *,
-    node: str,
-    backend_hint: str | None = None,
-    timeout: float | None = None,
-    idle_timeout: float | None = None,
-    install_hint: str = "",
-    redactor: Redactor | None = None,
-    retry_after_s: float | None = None,
-    now: float | None = None,
-) -> dict[str, Any]:
-    """What a failed response gains: ``failure`` (the ChildFailure record),
-    ``error_context``, ``failure_report``, and a ``message`` that is never empty."""
-    failure = analyze_failure(
-        result,
-        backend_hint=backend_hint,
-        timeout=timeout,
-        idle_timeout=idle_timeout,
-        install_hint=install_hint,
-        retry_after_s=retry_after_s,
-        now=now,
-    )
-    redactor = redactor or Redactor()
-    if redactor.active:
-        # Redact the record itself, before the report escapes any of its text.
-        fields: dict[str, Any] = redactor.deep(failure.model_dump())
-        fields["tool_usage"] = {redactor.text(k): v for k, v in failure.tool_usage.items()}
-        failure = ChildFailure(**fields)
-    update: dict[str, Any] = {
-        "failure": failure.to_dict(),
-        "error_context": dict(error_context_for_failure(failure, node=node, result=result)),
-        "failure_report": format_failure_report(failure),
-    }
-    if not result.message.strip():
-        update["message"] = last_resort_message(failure.category)
-    return update
-
-
-def fallback_failure(result: RunResult, *, node: str, error: BaseException) -> dict[str, Any]:
-    """A minimal failure description for when :func:`describe_failure` itself broke."""
-    category = FailureCategory.UNKNOWN
-    detail = f"failure analysis failed: {type(error).__name__}"
-    failure = ChildFailure(
-        category=category,
-        message=result.message.strip() or last_resort_message(category),
-        session_id=result.session_id,
-        duration=result.duration_s if math.isfinite(result.duration_s) else 0.0,
-        suggested_actions=["Analyze the error manually", "Escalate to a person"],
-        exit_code=result.exit_code,
-        reason=detail,
-    )
-    update: dict[str, Any] = {
-        "failure": failure.to_dict(),
-        "error_context": dict(error_context_for_failure(failure, node=node)),
-        "failure_report": format_failure_report(failure),
-    }
-    if not result.message.strip():
-        update["message"] = failure.message
-    redacted: dict[str, Any] = Redactor().deep(update)
-    return redacted

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from .result import RunResult
 
 __all__ = [
+    "DEFAULT_RETRIES",
     "LAST_RESORT_MESSAGES",
-    "RETRYABLE",
     "RETRY_SUGGESTIONS",
     "RULES",
     "SPEC_NAMES",
@@ -58,6 +58,7 @@ __all__ = [
     "classify_evidence",
     "classify_exception",
     "extract_retry_after",
+    "retry_verdict",
 ]
 
 
@@ -77,20 +78,48 @@ class FailureCategory(enum.StrEnum):
 
 C = FailureCategory
 
-#: "yes", "no" or "partial", as the spec's tables say.
-RETRYABLE: dict[FailureCategory, str] = {
-    C.TIMEOUT: "yes",
-    C.RATE_LIMIT: "yes",
-    C.NETWORK: "yes",
-    C.AUTH: "no",
-    C.INVALID_TASK: "no",
-    C.MISSING_CONTEXT: "no",
-    C.TOOL_ERROR: "yes",
-    C.NOT_FOUND: "no",
-    C.PARTIAL: "yes",
-    C.INTERNAL: "partial",
-    C.UNKNOWN: "no",
+#: Retries ``RetryPolicy.default()`` makes per category; a category absent here is
+#: not retried as-is.  This is the one table retryability is read from: the
+#: failure analysis decides ``failure.retryable`` with it (:func:`retry_verdict`)
+#: and the default policy retries exactly these categories, so the two agree.
+#: (Spec 002 calls ``internal`` "Partiel": analyse and decide.  We decided: one
+#: retry after a pause.  Spec 004's tool errors are retryable "after fixing the
+#: environment": not as-is, so not by a policy.)
+DEFAULT_RETRIES: dict[FailureCategory, int] = {
+    C.TIMEOUT: 2,
+    C.NETWORK: 3,
+    C.RATE_LIMIT: 5,
+    C.INTERNAL: 1,
+    C.PARTIAL: 1,
 }
+
+#: Why a category is not retried as-is (the reason of a ``retryable=False`` verdict).
+_NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
+    C.AUTH: "auth failures need a login, key or permission change first",
+    C.INVALID_TASK: "the request itself must change first",
+    C.MISSING_CONTEXT: "the request needs more context first",
+    C.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
+    C.NOT_FOUND: "what is missing must be installed or created first",
+    C.UNKNOWN: "the cause is unknown: analyse it before retrying",
+}
+
+
+def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, str]:
+    """Whether a failure of ``category`` is worth retrying as-is, and why.
+
+    ``progress``: the attempt made at least one tool call (spec 004: a timeout
+    with no progress is likely an invalid task, so it is not retried)."""
+    if category not in DEFAULT_RETRIES:
+        return False, f"{category}: {_NOT_RETRYABLE_BECAUSE.get(category, 'not retried as-is')}"
+    if category is C.TIMEOUT and not progress:
+        return False, (
+            "timeout with no progress (0 tool calls): likely too big a task; "
+            "break it into smaller subtasks"
+        )
+    if category is C.TIMEOUT:
+        return True, "timeout after progress: retry with a longer timeout, continuing the session"
+    return True, f"{category} failures are usually transient"
+
 
 #: The names each spec uses for a category: (spec 002, spec 003, spec 004).
 SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
@@ -204,10 +233,6 @@ class Classification:
     reason: str
     #: Seconds the CLI or the API asked us to wait, when the output says so.
     retry_after_s: float | None = None
-
-    @property
-    def retryable(self) -> str:
-        return RETRYABLE[self.category]
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,14 +468,14 @@ _PROGRESS_UPGRADES = frozenset({C.TOOL_ERROR, C.UNKNOWN, C.INTERNAL})
 
 
 def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int | None:
-    """The signal that ended the CLI: rc -N, or 128+N from a shell-style exit."""
-    if exit_code is None or completed:
+    """The signal that ended the CLI, from how the process ended (rc -N).
+
+    An exit code above 128 is the CLI's own choice, not a signal: gemini exits
+    with the HTTP status mod 256 (401 -> 145), a wrapper may pass on its child's
+    128+N.  Only the process's own end by a signal counts."""
+    if exit_code is None or completed or exit_code >= 0:
         return None
-    if exit_code < 0:
-        return -exit_code
-    if error in ("cli_error", "killed") and 128 < exit_code < 128 + 65:
-        return exit_code - 128
-    return None
+    return -exit_code
 
 
 def _signal_name(signum: int) -> str:
@@ -480,7 +505,7 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
     ):
         reason = f"{reason}, after changing {ev.files_modified} file(s)"
         category = C.PARTIAL
-    if retry_after is None and ev.retry_delay_s is not None and RETRYABLE[category] != "no":
+    if retry_after is None and ev.retry_delay_s is not None and category in DEFAULT_RETRIES:
         retry_after = ev.retry_delay_s
     return Classification(category, reason, retry_after)
 

@@ -21,9 +21,8 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .agent import CodingGenesisAgent, _running_event_loop
+from .analysis import failed_result
 from .errors import AgentUsageError, ConfigError
-from .failures import classify
-from .result import RunResult
 from .retry import RetryPolicy
 from .states import Status
 
@@ -123,20 +122,7 @@ def failure_result(
     backend: str = "",
 ) -> dict[str, Any]:
     """A failure answered without running anything, shaped like every result."""
-    found = classify(error=error, message=message)
-    result = RunResult(
-        status=int(status),
-        message=message,
-        backend=backend,
-        is_error=True,
-        error=error,
-        failure={
-            "category": found.category.value,
-            "retryable": found.retryable,
-            "reason": found.reason,
-            "retry_after_s": found.retry_after_s,
-        },
-    ).to_dict()
+    result = failed_result(status, error, message, backend=backend).to_dict()
     result["index"] = index
     return result
 

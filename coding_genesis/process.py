@@ -87,15 +87,18 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser
 
 __all__ = [
     "RUN_MARKER_ENV",
+    "TABLE",
     "ProcessOutcome",
+    "ProcessTable",
+    "StdoutSink",
     "StopReason",
     "SupervisorConfig",
     "build_env",
     "run_process",
+    "set_subreaper",
     "subreaper_enabled",
 ]
 
@@ -106,23 +109,47 @@ RUN_MARKER_ENV = "GENESIS_RUN_ID"
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-#: Whether runs use the subreaper (None: not checked yet).
-_subreaper: bool | None = None
-#: Runs in flight holding the subreaper on; the host's own setting is kept.
-_subreaper_holders = 0
-_subreaper_was_on = False
-#: Main pids of runs in flight: owned by the event loop's child watcher, never
-#: reaped by us.  Counted: with pid reuse a new run may get a pid whose old run
-#: is still cleaning up.
-_active_mains: Counter[int] = Counter()
-#: Runs inside ``open_process``: a main pid not yet in ``_active_mains`` may exist.
-_spawning = 0
-#: Runs may go on in several threads at once (``run_sync`` from a thread pool).
-_registry_lock = threading.Lock()
 #: Seconds a zombie of unknown origin must stay unreaped before we take it.
 _ORPHAN_SETTLE = 0.1
-#: When each unknown zombie was first seen (pid, start time) -> monotonic time.
-_unknown_zombies: dict[tuple[int, float], float] = {}
+
+
+class ProcessTable:
+    """This process's supervision state, in one object: the subreaper hold,
+    the main pids of runs in flight and the zombies of unknown origin.
+
+    Runs may go on in several threads at once (``run_sync`` from a thread
+    pool), so every change happens under one lock.
+    """
+
+    def __init__(self) -> None:
+        #: Whether runs may use the subreaper (the ``genesis`` CLI turns it off for
+        #: ``GENESIS_SUBREAPER=0``; :func:`set_subreaper` does it in code).
+        self.subreaper_allowed = True
+        #: Whether runs use the subreaper (None: not checked yet).
+        self.subreaper: bool | None = None
+        #: Runs in flight holding the subreaper on; the host's own setting is kept.
+        self.holders = 0
+        self.was_on = False
+        #: Main pids of runs in flight: owned by the event loop's child watcher,
+        #: never reaped by us.  Counted: with pid reuse a new run may get a pid
+        #: whose old run is still cleaning up.
+        self.active_mains: Counter[int] = Counter()
+        #: Runs inside ``open_process``: a main pid not yet in ``active_mains`` may exist.
+        self.spawning = 0
+        self.lock = threading.Lock()
+        #: When each unknown zombie was first seen (pid, start time) -> monotonic time.
+        self.unknown_zombies: dict[tuple[int, float], float] = {}
+
+
+#: The one table of this process.
+TABLE = ProcessTable()
+
+
+def set_subreaper(enabled: bool) -> None:
+    """Allow (default) or forbid runs to make this process a child subreaper."""
+    with TABLE.lock:
+        TABLE.subreaper_allowed = bool(enabled)
+        TABLE.subreaper = None
 
 
 class StopReason(enum.StrEnum):
@@ -153,7 +180,6 @@ class SupervisorConfig:
     kill_wait: float = 2.0
     #: Stop processes of the run still alive after the CLI exited by itself.
     kill_leftovers: bool = True
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     stderr_tail_bytes: int = 64 * 1024
     read_size: int = 1024 * 1024
 
@@ -170,8 +196,6 @@ class ProcessOutcome:
     stderr_tail: str = ""
     stderr_bytes: int = 0
     stdout_bytes: int = 0
-    lines: int = 0
-    skipped_lines: int = 0
     #: Processes of the run other than the CLI that we had to stop.
     leftovers_stopped: int = 0
     #: Whether stdout reached EOF (False: a grandchild held it open).
@@ -181,16 +205,15 @@ class ProcessOutcome:
 
 def subreaper_enabled() -> bool:
     """Whether runs make this process a child subreaper (Linux, unless
-    ``GENESIS_SUBREAPER=0``).  It is one only while a run is in flight, so
-    orphans of the host's other children go to init the rest of the time."""
-    global _subreaper
-    if _subreaper is None:
-        _subreaper = (
+    :func:`set_subreaper` forbade it).  It is one only while a run is in flight,
+    so orphans of the host's other children go to init the rest of the time."""
+    if TABLE.subreaper is None:
+        TABLE.subreaper = (
             sys.platform.startswith("linux")
-            and os.environ.get("GENESIS_SUBREAPER", "1") != "0"
+            and TABLE.subreaper_allowed
             and _prctl(_PR_GET_CHILD_SUBREAPER) is not None
         )
-    return _subreaper
+    return TABLE.subreaper
 
 
 def _prctl(option: int, value: int | None = None) -> int | None:
@@ -210,16 +233,16 @@ def _prctl(option: int, value: int | None = None) -> int | None:
 def _hold_subreaper(delta: int) -> None:
     """Turn the subreaper on for the first run in flight, off after the last
     (unless the host had turned it on itself)."""
-    global _subreaper, _subreaper_holders, _subreaper_was_on
     if not subreaper_enabled():
         return
-    with _registry_lock:
-        _subreaper_holders += delta
-        if delta > 0 and _subreaper_holders == 1:
-            _subreaper_was_on = bool(_prctl(_PR_GET_CHILD_SUBREAPER))
-            if not _subreaper_was_on and _prctl(_PR_SET_CHILD_SUBREAPER, 1) is None:
-                _subreaper = False  # pragma: no cover - refused by the kernel
-        elif delta < 0 and _subreaper_holders == 0 and not _subreaper_was_on:
+    table = TABLE
+    with table.lock:
+        table.holders += delta
+        if delta > 0 and table.holders == 1:
+            table.was_on = bool(_prctl(_PR_GET_CHILD_SUBREAPER))
+            if not table.was_on and _prctl(_PR_SET_CHILD_SUBREAPER, 1) is None:
+                table.subreaper = False  # pragma: no cover - refused by the kernel
+        elif delta < 0 and table.holders == 0 and not table.was_on:
             _prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
@@ -379,7 +402,7 @@ class _Tree:
         return [
             p
             for p in candidates
-            if p.pid != self.pid and p.pid not in _active_mains and _has_marker(p, self.marker)
+            if p.pid != self.pid and p.pid not in TABLE.active_mains and _has_marker(p, self.marker)
         ]
 
     def signal(self, procs: Mapping[int, psutil.Process], signum: int) -> None:
@@ -451,7 +474,7 @@ class _Tree:
     def reap(self) -> list[int]:
         """Reap zombies of the run that are our children; return unknown zombies left."""
         for pid, proc in list(self.members.items()):
-            if pid in _active_mains:
+            if pid in TABLE.active_mains:
                 continue
             try:
                 if not proc.is_running():
@@ -482,7 +505,7 @@ class _Tree:
         now = time.monotonic()
         for child in children:
             pid = child.pid
-            if pid in _active_mains:
+            if pid in TABLE.active_mains:
                 continue
             try:
                 if child.status() != psutil.STATUS_ZOMBIE:
@@ -501,18 +524,18 @@ class _Tree:
                 continue
             if born < self.since - 1.0:
                 continue
-            if _spawning:
+            if TABLE.spawning:
                 pending.append(pid)  # it could be a run's main not yet registered
                 continue
             key = (pid, born)
-            first = _unknown_zombies.setdefault(key, now)
+            first = TABLE.unknown_zombies.setdefault(key, now)
             if now - first >= _ORPHAN_SETTLE:
                 _waitpid(pid)
-                _unknown_zombies.pop(key, None)
+                TABLE.unknown_zombies.pop(key, None)
             else:
                 pending.append(pid)
-        if len(_unknown_zombies) > 1024:  # forget entries whose zombie went away
-            _unknown_zombies.clear()
+        if len(TABLE.unknown_zombies) > 1024:  # forget entries whose zombie went away
+            TABLE.unknown_zombies.clear()
         return pending
 
     async def reap_all(self) -> None:
@@ -525,16 +548,16 @@ class _Tree:
 
 
 def _spawn_count(delta: int) -> None:
-    global _spawning
-    with _registry_lock:
-        _spawning += delta
+    with TABLE.lock:
+        TABLE.spawning += delta
 
 
 def _main_count(pid: int, delta: int) -> None:
-    with _registry_lock:
-        _active_mains[pid] += delta
-        if _active_mains[pid] <= 0:
-            del _active_mains[pid]
+    mains = TABLE.active_mains
+    with TABLE.lock:
+        mains[pid] += delta
+        if mains[pid] <= 0:
+            del mains[pid]
 
 
 def _waitpid(pid: int) -> bool:
@@ -588,7 +611,8 @@ async def _uninterruptible(cleanup: Callable[[], Awaitable[None]]) -> None:
 #: Receives each parsed stdout object as soon as its line is parsed; returns
 #: True for the CLI's terminal event.  One call per object, no list per chunk:
 #: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
-ObjectSink = Callable[[dict[str, Any]], bool]
+#: Receives each stdout chunk (then ``b""`` at EOF); True once the terminal event was seen.
+StdoutSink = Callable[[bytes], bool]
 
 
 def _stdout_pipe(size: int) -> tuple[int, int]:
@@ -614,24 +638,21 @@ async def run_process(
     env: Mapping[str, str],
     stdin: bytes | None,
     config: SupervisorConfig,
-    sink: ObjectSink,
+    on_stdout: StdoutSink,
     marker: str,
-    stdout_tap: Callable[[bytes], object] | None = None,
     on_spawn: Callable[[int], object] | None = None,
-    on_chunk: Callable[[], object] | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
-    ``sink`` receives each parsed stdout object and returns True for the
-    CLI's terminal event (which starts the linger clock); ``on_chunk`` is
-    called once the objects of a stdout chunk have all been through it.
-    Never raises for process failures: they are in the outcome.  Re-raises
-    cancellation after the tree is stopped and reaped.
+    The supervisor speaks bytes: ``on_stdout`` receives each stdout chunk as
+    read (up to ``config.read_size``), then ``b""`` once at EOF, and returns
+    True once the CLI's terminal event has been seen (which starts the linger
+    clock).  Never raises for process failures: they are in the outcome.
+    Re-raises cancellation after the tree is stopped and reaped.
     """
     _hold_subreaper(+1)
     try:
         outcome = ProcessOutcome()
-        parser = JsonLinesParser(config.max_line_bytes)
         tail = _Tail(config.stderr_tail_bytes)
         wall_started = time.time()
         started = anyio.current_time()
@@ -675,15 +696,12 @@ async def run_process(
                 tree,
                 config,
                 outcome,
-                parser,
                 tail,
                 started,
                 stdin,
-                sink,
-                stdout_tap,
+                on_stdout,
                 on_spawn,
                 stdout_fd,
-                on_chunk,
             )
         finally:
             os.close(stdout_fd)
@@ -698,15 +716,12 @@ async def _supervise(
     tree: _Tree,
     config: SupervisorConfig,
     outcome: ProcessOutcome,
-    parser: JsonLinesParser,
     tail: _Tail,
     started: float,
     stdin: bytes | None,
-    sink: ObjectSink,
-    stdout_tap: Callable[[bytes], object] | None,
+    on_stdout: StdoutSink,
     on_spawn: Callable[[int], object] | None,
     stdout_fd: int,
-    on_chunk: Callable[[], object] | None,
 ) -> ProcessOutcome:
     if on_spawn is not None:
         try:
@@ -728,33 +743,24 @@ async def _supervise(
 
     sink_errors = 0
 
-    def feed(obj: dict[str, Any]) -> None:
+    def feed(chunk: bytes) -> None:
         nonlocal terminal_at, sink_errors
         try:
-            terminal = sink(obj)
+            terminal = on_stdout(chunk)
         except Exception:
             if not sink_errors:
-                log.exception("event sink failed on an object; skipped (logged once per run)")
+                log.exception("stdout sink failed on a chunk; skipped (logged once per run)")
             sink_errors += 1
-            parser.skipped += 1
             return
         if terminal and terminal_at is None:
             terminal_at = anyio.current_time()
             wake.set()
-
-    def chunk_done() -> None:
-        try:
-            if on_chunk is not None:
-                on_chunk()
-        except Exception:
-            log.exception("on_chunk callback failed")
 
     async def read_stdout() -> None:
         # Straight from our end of the pipe: one read() per pipe-full (1 MiB),
         # no stream buffer copying in between.
         nonlocal last_output
         size = config.read_size
-        feed_each = parser.feed_each
         read = os.read
         while True:
             try:
@@ -769,16 +775,9 @@ async def _supervise(
                 break
             last_output = anyio.current_time()
             outcome.stdout_bytes += len(chunk)
-            if stdout_tap is not None:
-                stdout_tap(chunk)
-            feed_each(chunk, feed)
-            if on_chunk is not None:
-                chunk_done()
+            feed(chunk)
             await anyio.lowlevel.checkpoint()  # a CLI that never pauses must not starve the loop
-        for obj in parser.close():
-            feed(obj)
-        if on_chunk is not None:
-            chunk_done()
+        feed(b"")
         reader_finished()
 
     async def drain_stderr() -> None:
@@ -869,8 +868,6 @@ async def _supervise(
             outcome.returncode = proc.returncode
             outcome.stderr_tail = tail.text()
             outcome.stderr_bytes = tail.total
-            outcome.lines = parser.lines
-            outcome.skipped_lines = parser.skipped
             outcome.duration_s = anyio.current_time() - started
     return outcome
 

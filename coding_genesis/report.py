@@ -20,38 +20,26 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .failures import (
-    LAST_RESORT_MESSAGES,
-    RETRYABLE,
-    Classification,
-    Evidence,
-    FailureCategory,
-    classify_evidence,
-)
-from .result import RunResult
+from .failures import FailureCategory
 
 __all__ = [
     "REPORT_PREFIX",
     "ChildFailure",
     "ReportParseError",
-    "analyze_failure",
     "format_failure_report",
     "parse_failure_report",
-    "suggest_actions",
 ]
 
 C = FailureCategory
 
 #: First words of a failure report.
 REPORT_PREFIX = "Child agent failed: "
-_STDERR_TAIL = 2000
-_MAX_MESSAGE = 2000
 _NONE = "none"
 
 
@@ -74,7 +62,10 @@ class ChildFailure(BaseModel):
     files_modified: list[str] = Field(default_factory=list)
     # Recovery guidance
     blocked_on: str | None = None
+    #: Whether a retry as-is may help (``failure["retryable"]`` in a response).
     suggested_retry: bool = False
+    #: Why (or why not).
+    retryable_reason: str = ""
     suggested_actions: list[str] = Field(default_factory=list)
     # Execution context
     tool_usage: dict[str, int] = Field(default_factory=dict)
@@ -104,16 +95,20 @@ class ChildFailure(BaseModel):
         return value
 
     @property
-    def retryable(self) -> str:
-        """The category's retryability in the spec's tables: yes, no or partial."""
-        return RETRYABLE[self.category]
+    def retryable(self) -> bool:
+        """Whether a retry as-is may help: the one answer every view renders
+        (``error_context.can_retry``, the report's "Retryable:" line, the CLI)
+        and the retry policy reads (spec 004's ``suggested_retry``)."""
+        return self.suggested_retry
 
     def to_dict(self) -> dict[str, Any]:
         """The ``failure`` dict of a response (keeps the classifier's keys first)."""
         data = self.model_dump(mode="json")
         return {
             "category": data.pop("category"),
-            "retryable": self.retryable,
+            # spec 004's ``suggested_retry`` stays too: the same field, its spec name
+            "retryable": self.suggested_retry,
+            "retryable_reason": data.pop("retryable_reason"),
             "reason": data.pop("reason"),
             "retry_after_s": data.pop("retry_after_s"),
             **data,
@@ -121,193 +116,6 @@ class ChildFailure(BaseModel):
 
     def report(self) -> str:
         return format_failure_report(self)
-
-
-# -- building the record from a run ------------------------------------------
-
-
-def _timeout_retry_action(timeout: float | None) -> str:
-    if timeout is None:
-        return "Retry with a doubled timeout"
-    return f"Retry with timeout={timeout * 2:g}s"
-
-
-_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
-
-
-def suggest_actions(
-    category: FailureCategory,
-    *,
-    progress: bool = False,
-    timeout: float | None = None,
-    idle: float | None = None,
-    retry_after_s: float | None = None,
-    blocked_on: str | None = None,
-    backend: str = "",
-    install_hint: str = "",
-    denied_tools: Sequence[str] = (),
-    evidence_text: str = "",
-) -> list[str]:
-    """Spec 004's recovery actions (with spec 002's escalation steps) for one failure."""
-    wait = (
-        f"Wait {retry_after_s:g}s before retrying (the API said so)"
-        if retry_after_s is not None
-        else "Wait about a minute before retrying, backing off exponentially"
-    )
-    if category is C.TIMEOUT:
-        if idle is not None:
-            return [
-                f"Retry with idle_timeout={idle * 2:g}s",
-                "Check what the agent was waiting on (a hung tool or a stalled network)",
-                "Break task into smaller subtasks",
-            ]
-        if progress:
-            return [_timeout_retry_action(timeout), "Break task into smaller subtasks"]
-        return [
-            "Break task into smaller subtasks",
-            "Check the load on the agent's API",
-            _timeout_retry_action(timeout),
-        ]
-    if category is C.RATE_LIMIT:
-        return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
-    if category is C.NETWORK:
-        return [
-            "Retry now (network errors are usually transient)",
-            "Check connectivity to the agent's API endpoint",
-        ]
-    if category is C.AUTH:
-        if denied_tools:
-            tools = ", ".join(dict.fromkeys(denied_tools))
-            return [
-                f"Allow the denied tool(s) for this run: {tools} (allowed_tools / permission_mode)",
-                "Or change the task so it does not need them",
-            ]
-        who = f"the {backend} CLI" if backend else "the agent"
-        return [
-            f"Check the API key or login of {who}",
-            "Request the permissions the task needs",
-            "Escalate to a person if it keeps failing",
-        ]
-    if category is C.INVALID_TASK:
-        return [
-            "Clarify task requirements",
-            "Break into simpler, well-defined tasks",
-            "Provide specific success criteria",
-        ]
-    if category is C.MISSING_CONTEXT:
-        return [
-            "Include specific file paths in prompt",
-            "Provide full context (child has no access to parent history)",
-            "Add example of expected output",
-        ]
-    if category is C.TOOL_ERROR:
-        module = _MODULE.search(evidence_text)
-        if module:
-            name = module.group(1).split(".")[0]
-            return [
-                "Install missing dependencies",
-                f"Run: pip install {name}",
-                f"Verify installation: python -c 'import {name}'",
-            ]
-        return [
-            "Check file permissions",
-            "Install missing dependencies",
-            "Verify command exists: which <command>",
-        ]
-    if category is C.NOT_FOUND:
-        actions = ["Verify the resource exists", "Update the references"]
-        if install_hint:
-            actions.insert(0, install_hint[0].upper() + install_hint[1:])
-        return actions
-    if category is C.PARTIAL:
-        return [
-            "Complete remaining work: continue from the completed steps",
-            f"Fix blocker: {blocked_on}" if blocked_on else "Fix the blocker, then continue",
-            "Review the files modified so far",
-        ]
-    if category is C.INTERNAL:
-        return [
-            "Retry once after a short wait",
-            "If it fails again, escalate with the stderr tail",
-        ]
-    return ["Analyze the error manually", "Escalate to a person"]
-
-
-def _suggested_retry(category: FailureCategory, progress: bool) -> bool:
-    if category is C.TIMEOUT:
-        return progress  # spec 004: retry only if progress was made
-    return RETRYABLE[category] != "no"
-
-
-def _blocked_on(found: Classification, result: RunResult) -> str:
-    category = found.category
-    unfinished = result.unfinished_steps[-1] if result.unfinished_steps else None
-    during = f" (while: {unfinished})" if unfinished else ""
-    if result.error == "timeout":
-        return f"Time limit insufficient{during}"
-    if result.error == "idle_timeout":
-        return f"No output for the idle timeout{during}"
-    if category is C.RATE_LIMIT:
-        status = f" (HTTP {result.api_error_status})" if result.api_error_status else ""
-        return f"API rate limit{status}"
-    if category is C.AUTH and result.permission_denials:
-        return f"Permission denied for {result.permission_denials} tool call(s)"
-    if result.last_tool_error and category in (C.TOOL_ERROR, C.PARTIAL):
-        return result.last_tool_error
-    if found.reason.startswith("killed by"):
-        return f"The CLI was {found.reason}{during}"
-    first = result.message.strip().splitlines()[0] if result.message.strip() else ""
-    return first[:300] or found.reason
-
-
-def analyze_failure(
-    result: RunResult,
-    *,
-    backend_hint: str | None = None,
-    timeout: float | None = None,
-    idle_timeout: float | None = None,
-    install_hint: str = "",
-    retry_after_s: float | None = None,
-    now: float | None = None,
-) -> ChildFailure:
-    """The ChildFailure record of a failed run (``retry_after_s`` overrides the
-    wait read from the output)."""
-    found = classify_evidence(Evidence.from_result(result, backend_hint), now=now)
-    if retry_after_s is not None:
-        found = Classification(found.category, found.reason, retry_after_s)
-    progress = result.tool_calls > 0
-    blocked_on = _blocked_on(found, result)
-    denied = list(result.denied_tools)
-    actions = suggest_actions(
-        found.category,
-        progress=progress,
-        timeout=timeout,
-        idle=idle_timeout if result.error == "idle_timeout" else None,
-        retry_after_s=found.retry_after_s,
-        blocked_on=blocked_on,
-        backend=result.backend,
-        install_hint=install_hint if result.error == "not_found" else "",
-        denied_tools=denied,
-        evidence_text=Evidence.from_result(result).text(),
-    )
-    message = result.message.strip() or LAST_RESORT_MESSAGES[found.category]
-    return ChildFailure(
-        category=found.category,
-        message=message[:_MAX_MESSAGE],
-        session_id=result.session_id,
-        duration=result.duration_s,
-        completed_steps=list(result.completed_steps),
-        files_modified=list(result.files_modified),
-        blocked_on=blocked_on,
-        suggested_retry=_suggested_retry(found.category, progress),
-        suggested_actions=actions,
-        tool_usage=dict(result.tool_usage),
-        last_successful_tool=result.last_successful_tool,
-        exit_code=result.exit_code,
-        stderr_tail=result.stderr_tail[-_STDERR_TAIL:],
-        reason=found.reason,
-        retry_after_s=found.retry_after_s,
-    )
 
 
 # -- the text report ------------------------------------------------------
@@ -411,6 +219,8 @@ def format_failure_report(failure: ChildFailure) -> str:
         "retryable": "true" if failure.suggested_retry else "false",
         "reason": failure.reason,
     }
+    if failure.retryable_reason:
+        meta["retryable_reason"] = failure.retryable_reason
     if failure.retry_after_s is not None:
         meta["retry_after_s"] = repr(failure.retry_after_s)
     if failure.exit_code is not None:
@@ -510,6 +320,7 @@ def parse_failure_report(text: str) -> ChildFailure:
             files_modified=fields.get("files_modified", []),
             blocked_on=fields.get("blocked_on"),
             suggested_retry=retry_text.lower() in ("true", "yes"),
+            retryable_reason=meta.get("retryable_reason", ""),
             suggested_actions=actions,
             tool_usage=dict(tool_usage),
             last_successful_tool=meta.get("last_successful_tool"),

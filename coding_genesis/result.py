@@ -10,6 +10,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .events import Event, EventKind
+from .report import ChildFailure
+from .states import ErrorCode
 from .steps import describe_step
 
 __all__ = ["RunResult", "RunTally"]
@@ -23,7 +25,7 @@ _MAX_TOOL_ERROR = 500
 class RunResult(BaseModel):
     """The response of one request.  ``to_dict()`` is what ``run()`` returns."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     status: int
     message: str
@@ -48,7 +50,7 @@ class RunResult(BaseModel):
     completed: bool = False
     is_error: bool = False
     #: Short machine-readable error code; None on success.
-    error: str | None = None
+    error: ErrorCode | None = None
     stderr_tail: str = ""
     tool_usage: dict[str, int] = Field(default_factory=dict)
     files_modified: list[str] = Field(default_factory=list)
@@ -70,8 +72,10 @@ class RunResult(BaseModel):
     denied_tools: list[str] = Field(default_factory=list)
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
-    #: Failure record (category, retryable, reason, ...) on every failed response.
-    failure: dict[str, Any] | None = None
+    #: The failure value (category, retryable and why, suggested actions, ...) on
+    #: every failed response, analysed once; ``error_context`` and
+    #: ``failure_report`` are views of it.
+    failure: ChildFailure | None = None
     #: Successful tool calls, one line each ("Ran Bash: pytest", "Wrote src/x.py").
     completed_steps: list[str] = Field(default_factory=list)
     #: Tool calls still running when the run ended (or, after our timeout, the
@@ -105,7 +109,11 @@ class RunResult(BaseModel):
     transcript: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()
+        """The documented plain dict that ``run()`` returns."""
+        out = self.model_dump()
+        out["error"] = str(self.error) if self.error is not None else None
+        out["failure"] = self.failure.to_dict() if self.failure is not None else None
+        return out
 
 
 class RunTally:

@@ -1,5 +1,5 @@
-"""Retry and recovery: per-category retry policies, continuation prompts,
-escalation records, the DEGRADED circuit breaker, and injectable time.
+"""Retry and recovery: per-category retry policies, the decision after a failed
+attempt, the retry loop, continuation prompts and escalation records.
 
 The numbers are spec 002's (``retryStrategies``)::
 
@@ -7,48 +7,53 @@ The numbers are spec 002's (``retryStrategies``)::
     network     3 retries, exponential from 1 s, capped at 30 s
     rate_limit  5 retries, exponential from 60 s; the CLI's retry-after wins (capped)
     internal    1 retry, fixed 60 s, then escalate
+    partial     1 retry, fixed 1 s, continuing from the completed steps
 
-Everything else (auth, invalid_task, missing_context, not_found, tool_error,
-unknown) is not retried as-is: it fails or escalates at once.  Spec 004 adds
-two rules: a timeout with no progress (no tool call) is not retried as-is (the
-task should be broken up), and a retry continues from the partial progress
-("Continue from previous attempt") — in the same CLI session when the backend
-can resume it.
+The policy never decides retryability itself: it reads the failure value's
+``retryable`` (decided once by :mod:`coding_genesis.analysis` from the same
+table, :data:`~coding_genesis.failures.DEFAULT_RETRIES`) and ``retry_after_s``,
+and only adds counts, backoff, timeouts and the deadline.  So for every failure
+``failure.retryable`` is exactly whether ``RetryPolicy.default()`` retries it on
+a first attempt.
 
-An agent has no retry policy unless one is given (``retry=``), so one request
-is one attempt by default.  Time is injectable: pass ``clock=`` to the agent,
-or switch the whole process to virtual time with :func:`testing` (as stamina's
-``set_testing`` does) so that backoffs return at once and are recorded.
+The loop (:func:`retrying`) knows nothing of processes or backends: it calls
+an attempt function with an :class:`AttemptPlan` and reads the result's
+failure.  Time comes from :mod:`coding_genesis.clock` (injectable).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import enum
-import os
 import random as _random
-import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, overload
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio
-import anyio.lowlevel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .breaker import CircuitBreaker
+from .clock import (
+    Clock,
+    SystemClock,
+    VirtualClock,
+    current_clock,
+    is_testing,
+    set_testing,
+    testing,
+)
 from .errors import ConfigError
-from .failures import FailureCategory
+from .failures import DEFAULT_RETRIES, FailureCategory
 
 if TYPE_CHECKING:
+    from .report import ChildFailure
     from .result import RunResult
 
 __all__ = [
-    "TESTING_ENV",
     "Action",
+    "AttemptPlan",
     "Backoff",
     "CategoryPolicy",
-    "Circuit",
     "CircuitBreaker",
     "Clock",
     "Decision",
@@ -62,14 +67,10 @@ __all__ = [
     "escalation_record",
     "is_testing",
     "iso",
+    "retrying",
     "set_testing",
-    "suggested_actions",
     "testing",
 ]
-
-#: Set to 1 in a process's environment to make its backoff sleeps instant
-#: (virtual time), e.g. to test an orchestrator that shells out to ``genesis run``.
-TESTING_ENV = "GENESIS_RETRY_TESTING"
 
 
 class Backoff(enum.StrEnum):
@@ -109,8 +110,6 @@ class CategoryPolicy(BaseModel):
     retry_after_cap_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
     #: The timeout of the next attempt is multiplied by this (spec 002: 1.5 for timeouts).
     extend_timeout: Annotated[float, Field(ge=1.0, le=100.0, allow_inf_nan=False)] = 1.0
-    #: Spec 004: retry only if the failed attempt made progress (at least one tool call).
-    require_progress: bool = False
     #: What happens when this category is not retried (any more).
     on_give_up: Literal[Action.FAIL, Action.ESCALATE] = Action.FAIL
 
@@ -151,28 +150,23 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
 
 def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
     policies = {category: CategoryPolicy(on_give_up=_GIVE_UP[category]) for category in _C}
-    policies[_C.TIMEOUT] = CategoryPolicy(
-        max_retries=2,
-        backoff=Backoff.LINEAR,
-        base_delay_s=30.0,
-        extend_timeout=1.5,
-        require_progress=True,
-        on_give_up=Action.ESCALATE,
-    )
-    policies[_C.NETWORK] = CategoryPolicy(
-        max_retries=3, backoff=Backoff.EXPONENTIAL, base_delay_s=1.0, max_delay_s=30.0
-    )
-    policies[_C.RATE_LIMIT] = CategoryPolicy(
-        max_retries=5, backoff=Backoff.EXPONENTIAL, base_delay_s=60.0, use_retry_after=True
-    )
-    policies[_C.INTERNAL] = CategoryPolicy(
-        max_retries=1, backoff=Backoff.FIXED, base_delay_s=60.0, on_give_up=Action.ESCALATE
-    )
-    # Spec 004: partial success is "often retryable with adjusted approach" — the
-    # continuation prompt is that adjustment.
-    policies[_C.PARTIAL] = CategoryPolicy(
-        max_retries=1, backoff=Backoff.FIXED, base_delay_s=1.0, on_give_up=Action.ESCALATE
-    )
+    shapes: dict[FailureCategory, dict[str, Any]] = {
+        _C.TIMEOUT: {"backoff": Backoff.LINEAR, "base_delay_s": 30.0, "extend_timeout": 1.5},
+        _C.NETWORK: {"backoff": Backoff.EXPONENTIAL, "base_delay_s": 1.0, "max_delay_s": 30.0},
+        _C.RATE_LIMIT: {
+            "backoff": Backoff.EXPONENTIAL,
+            "base_delay_s": 60.0,
+            "use_retry_after": True,
+        },
+        _C.INTERNAL: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
+        # Spec 004: partial success is "often retryable with adjusted approach" — the
+        # continuation prompt is that adjustment.
+        _C.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+    }
+    for category, retries in DEFAULT_RETRIES.items():
+        policies[category] = CategoryPolicy(
+            max_retries=retries, on_give_up=_GIVE_UP[category], **shapes[category]
+        )
     return policies
 
 
@@ -269,33 +263,31 @@ class RetryPolicy(BaseModel):
 
     def decide(
         self,
-        category: str | FailureCategory,
+        failure: ChildFailure,
         *,
         retries_done: int,
-        tool_calls: int = 0,
         timeout_s: float | None = None,
-        retry_after_s: float | None = None,
         elapsed_s: float = 0.0,
         random: Callable[[], float] | None = None,
     ) -> Decision:
-        """Spec 002's ``determineStrategy`` + ``executeRetry`` for one failed attempt."""
-        cat = _category(category)
+        """Spec 002's ``determineStrategy`` + ``executeRetry`` for one failed attempt.
+
+        Whether the failure is worth retrying at all is the failure's own
+        answer (``failure.retryable``); the policy adds how often and when."""
+        cat = failure.category
         policy = self.for_category(cat)
         give_up = policy.on_give_up
+        if not failure.retryable:
+            return Decision(give_up, f"not retryable: {failure.retryable_reason or cat}")
         if policy.max_retries == 0:
-            return Decision(give_up, f"{cat} failures are not retried as-is")
-        if policy.require_progress and tool_calls <= 0:
-            return Decision(
-                give_up,
-                f"{cat} with no progress (0 tool calls): not retried as-is; "
-                "break the task into smaller subtasks",
-            )
+            return Decision(give_up, f"{cat} failures are not retried by this policy")
         if retries_done >= policy.max_retries:
             used = policy.max_retries
             return Decision(
                 give_up, f"{cat}: gave up after {used} retr{'y' if used == 1 else 'ies'}"
             )
         n = retries_done + 1
+        retry_after_s = failure.retry_after_s
         if policy.use_retry_after and retry_after_s is not None and retry_after_s >= 0:
             delay = min(retry_after_s, policy.retry_after_cap_s)
             how = f"retry-after {retry_after_s:g}s" + (
@@ -328,58 +320,6 @@ def _category(value: str | FailureCategory) -> FailureCategory:
 
 
 # -- suggested actions, continuation prompts, escalation records --------------
-
-#: Spec 002's ``getSuggestedActions`` (translated) and spec 004's recovery actions.
-_SUGGESTED: dict[FailureCategory, tuple[str, ...]] = {
-    _C.TIMEOUT: (
-        "Check the load on the target",
-        "Increase the timeout",
-        "Break the task into smaller subtasks",
-    ),
-    _C.RATE_LIMIT: (
-        "Wait until the rate-limit window resets",
-        "Lower the number of concurrent requests",
-    ),
-    _C.NETWORK: ("Check network connectivity and proxies", "Retry later"),
-    _C.AUTH: ("Check the credentials and access", "Request the permissions needed"),
-    _C.INVALID_TASK: (
-        "Check the format of the input",
-        "Clarify the task requirements and success criteria",
-    ),
-    _C.MISSING_CONTEXT: (
-        "Include specific file paths in the prompt",
-        "Provide full context (the agent has no access to the caller's history)",
-        "Add an example of the expected output",
-    ),
-    _C.TOOL_ERROR: (
-        "Check file permissions",
-        "Install missing dependencies",
-        "Verify the command exists: which <command>",
-    ),
-    _C.NOT_FOUND: ("Check that the resource exists", "Update the references"),
-    _C.PARTIAL: (
-        "Complete the remaining work",
-        "Fix the blocker",
-        "Adjust the approach",
-    ),
-}
-
-
-def suggested_actions(
-    category: str | FailureCategory, *, timeout_s: float | None = None, tool_calls: int = 0
-) -> list[str]:
-    """What a human or an orchestrator could do about a failure of this category."""
-    cat = _category(category)
-    actions = list(_SUGGESTED.get(cat, ("Analyse the error manually",)))
-    if cat is _C.TIMEOUT and timeout_s is not None:
-        retry = f"Retry with timeout={timeout_s * 2:g}s"
-        if tool_calls > 0:
-            actions.insert(0, retry)
-        else:
-            actions.remove("Break the task into smaller subtasks")
-            actions[:0] = ["Break the task into smaller subtasks", retry]
-    return actions
-
 
 _MAX_BLOCKER = 500
 
@@ -438,28 +378,24 @@ def iso(ts: float) -> str:
 def escalation_record(
     *,
     run_id: str,
-    category: str,
-    message: str,
+    failure: ChildFailure,
     reason: str,
     history: list[dict[str, Any]],
     now: float,
     agent: str = "",
     backend: str = "",
-    session_id: str | None = None,
-    timeout_s: float | None = None,
-    tool_calls: int = 0,
 ) -> dict[str, Any]:
-    """Spec 002's ``escalateError`` record."""
+    """Spec 002's ``escalateError`` record: a view of the last attempt's failure."""
     return {
         "id": f"ESC-{run_id[:12] or 'run'}-{int(now * 1000)}",
         "run_id": run_id,
-        "category": category,
-        "message": message,
+        "category": failure.category.value,
+        "message": history[-1]["message"] if history else failure.message,
         "reason": reason,
         "created_at": iso(now),
         "agent": agent,
         "backend": backend,
-        "session_id": session_id,
+        "session_id": failure.session_id,
         "attempts": len(history),
         "error_history": [
             {
@@ -471,203 +407,172 @@ def escalation_record(
             }
             for entry in history
         ],
-        "suggested_actions": suggested_actions(
-            category, timeout_s=timeout_s, tool_calls=tool_calls
-        ),
+        "suggested_actions": list(failure.suggested_actions),
     }
 
 
-# -- the circuit breaker -------------------------------------------------------
+# -- the loop ---------------------------------------------------------------------
 
 
-class CircuitBreaker(BaseModel):
-    """When an agent goes DEGRADED: after ``threshold`` consecutive requests
-    failing in a way no retry fixes (``trip_on``: CLI missing, auth), for
-    ``cooldown_s``; then one probe request may run and a success closes it."""
+@dataclass(frozen=True, slots=True)
+class AttemptPlan:
+    """What one attempt is asked to do."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: 1-based.
+    number: int
+    prompt: str
+    #: CLI session to continue (None: a fresh one).
+    resume: str | None
+    #: The attempt's wall-clock timeout (None: the agent's).
+    timeout: float | None
+    #: The prompt is a continuation of the original request.
+    continuation: bool = False
 
-    threshold: Annotated[int, Field(ge=1)] = 3
-    cooldown_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 60.0
-    trip_on: frozenset[FailureCategory] = frozenset({_C.NOT_FOUND, _C.AUTH})
+
+@dataclass(slots=True)
+class _Loop:
+    history: list[dict[str, Any]] = field(default_factory=list)
+    retries: int = 0
+    fresh_fallback: bool = False
 
 
-#: Error codes that say nothing about the backend's health (the request never reached it).
-NEUTRAL_ERRORS = frozenset({"invalid_request", "busy", "degraded"})
+async def retrying(
+    policy: RetryPolicy,
+    clock: Clock,
+    attempt: Callable[[AttemptPlan], Awaitable[RunResult]],
+    first: AttemptPlan,
+    *,
+    can_resume: bool,
+    on_attempt: Callable[[dict[str, Any]], object] = lambda entry: None,
+    escalation: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Run ``attempt`` until it succeeds or ``policy`` gives up (spec 002's
+    ``handleError``/``executeRetry`` loop, spec 004's continuation).
 
-
-class Circuit:
-    """The breaker's running state (consecutive failures, when it opened)."""
-
-    __slots__ = ("config", "consecutive", "last_category", "opened_at", "reason")
-
-    def __init__(self, config: CircuitBreaker) -> None:
-        self.config = config
-        self.consecutive = 0
-        self.last_category: str | None = None
-        self.opened_at: float | None = None
-        self.reason = ""
-
-    @property
-    def open(self) -> bool:
-        return self.opened_at is not None
-
-    def remaining(self, now: float) -> float:
-        """Seconds of cooldown left (0 when a probe may run, or when closed)."""
-        if self.opened_at is None:
-            return 0.0
-        return max(0.0, self.opened_at + self.config.cooldown_s - now)
-
-    def record(self, error: str | None, category: str | None, message: str, now: float) -> str:
-        """Fold one request's outcome in: "success", "neutral", "other" or "trip"
-        (a failure that counts; the circuit is open once enough counted)."""
-        if error is None:
-            self.reset()
-            return "success"
-        if error in NEUTRAL_ERRORS:
-            return "neutral"
-        if category is None or _category(category) not in self.config.trip_on:
-            self.consecutive = 0
-            return "other"
-        self.consecutive += 1
-        self.last_category = category
-        if self.consecutive >= self.config.threshold:
-            self.opened_at = now
-            first = message.strip().splitlines()[0][:200] if message.strip() else ""
-            self.reason = (
-                f"{self.consecutive} consecutive {category} failure"
-                f"{'s' if self.consecutive != 1 else ''}"
-                + (f" ({first})" if first else "")
-                + f"; cooldown {self.config.cooldown_s:g}s"
+    Every failed result handed back by ``attempt`` carries its analysed
+    ``failure``; the loop reads it and decides nothing else about the failure.
+    ``on_attempt`` hears each attempt start (``phase="started"``) and end.
+    ``escalation``: ``run_id``, ``agent`` and ``backend`` for the escalation record.
+    """
+    started = clock.monotonic()
+    loop = _Loop()
+    plan = first
+    original_resume = first.resume
+    ids = dict(escalation or {})
+    while True:
+        on_attempt(
+            {
+                "phase": "started",
+                "attempt": plan.number,
+                "timeout": plan.timeout,
+                "resume_session": plan.resume,
+                "continuation": plan.continuation,
+            }
+        )
+        result = await attempt(plan)
+        failure = result.failure
+        if not result.is_error or failure is None:
+            on_attempt(
+                {
+                    "phase": "finished",
+                    "attempt": plan.number,
+                    "status": result.status,
+                    "action": "succeed" if not result.is_error else "fail",
+                    "session_id": result.session_id,
+                }
             )
-        return "trip"
-
-    def reset(self) -> None:
-        self.consecutive = 0
-        self.last_category = None
-        self.opened_at = None
-        self.reason = ""
-
-
-# -- time ----------------------------------------------------------------------
-
-
-class Clock(Protocol):
-    """Where the retry loop and the circuit breaker get their time from."""
-
-    def monotonic(self) -> float: ...
-
-    def time(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """Real time."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
-class VirtualClock:
-    """Time that the test controls: ``sleep`` returns at once (after a
-    checkpoint, so cancellation still works), records how long it was asked to
-    wait and moves the clock on by that much; ``advance`` moves it by hand.
-
-    Real time still passes underneath unless ``frozen`` is set.
-    """
-
-    def __init__(self, *, frozen: bool = False) -> None:
-        self.frozen = frozen
-        self._mono0 = time.monotonic()
-        self._wall0 = time.time()
-        self.offset = 0.0
-        #: Every backoff asked for, in order, in seconds.
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return (self._mono0 if self.frozen else time.monotonic()) + self.offset
-
-    def time(self) -> float:
-        if self.frozen:
-            return self._wall0 + self.offset
-        return self._wall0 + (time.monotonic() - self._mono0) + self.offset
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ConfigError("a clock cannot go back")
-        self.offset += seconds
-
-    async def sleep(self, seconds: float) -> None:
-        seconds = max(0.0, float(seconds))
-        self.sleeps.append(seconds)
-        self.offset += seconds
-        await anyio.lowlevel.checkpoint()
-
-    @property
-    def slept(self) -> float:
-        """Total virtual time spent sleeping."""
-        return sum(self.sleeps)
-
-
-SYSTEM_CLOCK = SystemClock()
-_testing_clock: VirtualClock | None = None
-_env_clock: VirtualClock | None = None
-
-
-def current_clock() -> Clock:
-    """The virtual clock while testing is on, else real time."""
-    global _env_clock
-    if _testing_clock is not None:
-        return _testing_clock
-    if os.environ.get(TESTING_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
-        if _env_clock is None:
-            _env_clock = VirtualClock()
-        return _env_clock
-    return SYSTEM_CLOCK
-
-
-def is_testing() -> bool:
-    return not isinstance(current_clock(), SystemClock)
-
-
-def set_testing(enabled: bool) -> VirtualClock | None:
-    """Switch the whole process to virtual time (backoff sleeps are instant and
-    recorded) or back.  Returns the clock now in use when enabled."""
-    global _testing_clock
-    _testing_clock = VirtualClock() if enabled else None
-    return _testing_clock
-
-
-@overload
-def testing(enabled: Literal[True] = ...) -> contextlib.AbstractContextManager[VirtualClock]: ...
-
-
-@overload
-def testing(enabled: bool) -> contextlib.AbstractContextManager[VirtualClock | None]: ...
-
-
-def testing(enabled: bool = True) -> contextlib.AbstractContextManager[VirtualClock | None]:
-    """``with testing() as clock:`` — virtual time inside the block.
-
-    Process-wide (agents in other threads see it too); the previous setting
-    comes back on exit.  ``clock.sleeps`` lists the backoffs the code asked for.
-    """
-    return _testing(enabled)
-
-
-@contextlib.contextmanager
-def _testing(enabled: bool) -> Iterator[VirtualClock | None]:
-    global _testing_clock
-    previous = _testing_clock
-    _testing_clock = VirtualClock() if enabled else None
-    try:
-        yield _testing_clock
-    finally:
-        _testing_clock = previous
+            return result.model_copy(
+                update={
+                    "retry_count": loop.retries,
+                    "attempts": loop.retries + 1,
+                    "retry_history": loop.history,
+                }
+            )
+        decision = policy.decide(
+            failure,
+            retries_done=loop.retries,
+            timeout_s=plan.timeout,
+            elapsed_s=clock.monotonic() - started,
+        )
+        resumed_by_us = (
+            plan.number > 1 and plan.resume is not None and plan.resume != original_resume
+        )
+        if (
+            decision.action is not Action.RETRY
+            and resumed_by_us
+            and result.lines == 0
+            and not loop.fresh_fallback
+            and result.error not in ("timeout", "idle_timeout", "invalid_request")
+        ):
+            # The CLI rejected the session (codex: unknown id, exit 1, no output):
+            # start over in a fresh session once, at once.
+            loop.fresh_fallback = True
+            can_resume = False
+            decision = Decision(
+                Action.RETRY,
+                f"resuming session {plan.resume} failed with no output; "
+                "retrying in a fresh session",
+                0.0,
+                plan.timeout,
+            )
+        now = clock.time()
+        retrying_now = decision.action is Action.RETRY
+        next_resume = (result.session_id or plan.resume) if can_resume else None
+        entry: dict[str, Any] = {
+            "attempt": plan.number,
+            "category": failure.category.value,
+            "error": result.error,
+            "status": result.status,
+            "message": blocker(result),
+            "at": iso(now),
+            "duration_s": result.duration_s,
+            "tool_calls": result.tool_calls,
+            "cli_retries": result.cli_retries,
+            "session_id": result.session_id,
+            "timeout_s": plan.timeout,
+            "retryable": failure.retryable,
+            "action": decision.action.value,
+            "reason": decision.reason,
+            "delay_s": round(decision.delay_s, 3) if retrying_now else None,
+            "scheduled_at": iso(now + decision.delay_s) if retrying_now else None,
+            "next_timeout_s": decision.next_timeout_s if retrying_now else None,
+            "resume_session": next_resume if retrying_now else None,
+        }
+        if not retrying_now:
+            entry["suggested_actions"] = list(failure.suggested_actions)
+        loop.history.append(entry)
+        on_attempt({"phase": "finished", **entry})
+        if not retrying_now:
+            update: dict[str, Any] = {
+                "retry_count": loop.retries,
+                "attempts": loop.retries + 1,
+                "retry_history": loop.history,
+            }
+            if decision.action is Action.ESCALATE:
+                update["escalation"] = escalation_record(
+                    run_id=ids.get("run_id", ""),
+                    failure=failure,
+                    reason=decision.reason,
+                    history=loop.history,
+                    now=now,
+                    agent=ids.get("agent", ""),
+                    backend=ids.get("backend", ""),
+                )
+            return result.model_copy(update=update)
+        loop.retries += 1
+        await clock.sleep(decision.delay_s)
+        made_progress = result.tool_calls > 0 or bool(result.files_modified)
+        continuation = next_resume is not None or made_progress
+        plan = AttemptPlan(
+            number=plan.number + 1,
+            prompt=(
+                continuation_prompt(first.prompt, result, failure.category.value)
+                if continuation
+                else first.prompt
+            ),
+            resume=next_resume,
+            timeout=decision.next_timeout_s
+            if decision.next_timeout_s is not None
+            else plan.timeout,
+            continuation=continuation,
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AgentState", "Status"]
+__all__ = ["AgentState", "ErrorCode", "Status"]
 
 
 class AgentState(enum.StrEnum):
@@ -23,11 +23,12 @@ class Status(enum.IntEnum):
     """Run status codes.  They mirror process exit-code conventions so that
     `genesis run` can exit with them unchanged.
 
-    Any other non-zero value is the CLI's own exit code (1..125) passed through.
+    ``status`` only ever holds these codes (or 128+N for a signal we did not
+    send): a CLI's own non-zero exit is status 1, with its code in ``exit_code``.
     """
 
     OK = 0
-    #: The CLI reported an error (error result, turn.failed) or did not finish.
+    #: The CLI failed: it reported an error, exited non-zero by itself, or did not finish.
     FAILED = 1
     #: The request itself is invalid (empty prompt, NUL byte, bad cwd).
     USAGE = 64
@@ -50,3 +51,34 @@ class Status(enum.IntEnum):
     def for_signal(signum: int) -> int:
         """128 + N: the process was killed by signal N (not by us)."""
         return 128 + signum
+
+
+class ErrorCode(enum.StrEnum):
+    """``error`` of a response: what went wrong, in one machine-readable word."""
+
+    #: The wall-clock timeout stopped the process tree.
+    TIMEOUT = "timeout"
+    #: No output for ``idle_timeout`` seconds: the process tree was stopped.
+    IDLE_TIMEOUT = "idle_timeout"
+    #: The CLI reported an error or exited non-zero by itself.
+    CLI_ERROR = "cli_error"
+    #: The CLI was killed by a signal we did not send.
+    KILLED = "killed"
+    #: The CLI exited without its terminal event.
+    INCOMPLETE = "incomplete"
+    #: The CLI exited 0 without producing any event (status 0, a warning).
+    EMPTY_OUTPUT = "empty_output"
+    #: The CLI binary was not found.
+    NOT_FOUND = "not_found"
+    #: The CLI binary cannot be executed.
+    NOT_EXECUTABLE = "not_executable"
+    #: The request itself is invalid (status 64).
+    INVALID_REQUEST = "invalid_request"
+    #: The agent is busy with another request (status 75).
+    BUSY = "busy"
+    #: The agent is DEGRADED (status 69).
+    DEGRADED = "degraded"
+    #: A bug of ours (status 70).
+    INTERNAL = "internal"
+    #: The caller cancelled the run (status 130).
+    CANCELLED = "cancelled"

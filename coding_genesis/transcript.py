@@ -35,7 +35,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,15 +198,15 @@ class Transcript:
         self._pending: list[bytes] = []
         #: First write error, if any (the transcript is off from then on).
         self.error: str | None = None
-        #: Set by the agent: ends the event subscription.
-        self.unsubscribe: Callable[[], object] | None = None
-        #: Set by the agent: the running tally, for the response of a cancelled run.
-        self.tally: Any = None
-        self.started = time.monotonic()
         try:
             base.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.path.mkdir(mode=0o700)
-            self._events = open(self.path / EVENTS, "ab")  # noqa: SIM115 - closed in close()
+            fd = os.open(
+                self.path / EVENTS,
+                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600,
+            )
+            self._events = os.fdopen(fd, "ab")
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
@@ -224,10 +224,10 @@ class Transcript:
         if self.error is None:
             self._write_json(META, {"run_id": self.run_id, **self._redactor.deep(dict(meta))})
 
-    def stdout_tap(self) -> Any:
-        """A fresh stdout file for one attempt; returns the tap for ``run_process``."""
+    def new_attempt(self) -> None:
+        """A fresh stdout file for the next attempt of the run."""
         if self.error is not None:
-            return None
+            return
         self._close_raw()
         self._attempts += 1
         name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
@@ -235,8 +235,6 @@ class Transcript:
             self._raw = _RawFile(self.path / name, self._redactor)
         except (OSError, ValueError) as exc:
             self._fail(exc)
-            return None
-        return self.raw
 
     def raw(self, chunk: bytes) -> None:
         raw = self._raw
@@ -423,6 +421,6 @@ def find_run(base: Path, ref: str) -> RunRecord:
     return record
 
 
-def now_meta() -> dict[str, Any]:
-    ts = time.time()
+def now_meta(ts: float | None = None) -> dict[str, Any]:
+    ts = time.time() if ts is None else ts
     return {"started_ts": ts, "started": _iso(ts)}

@@ -241,3 +241,34 @@ while True:
         break
 sys.exit(code)
 """
+
+
+def assert_one_truth(response: dict[str, Any]) -> bool:
+    """Rule 4 of the redesign: for a failed response, ``failure.retryable``,
+    ``error_context.can_retry``, the report's "Retryable:" line and whether
+    ``RetryPolicy.default()`` retries it on a first attempt all agree (and
+    ``suggested_actions`` is one list, the escalation's included).  Returns the
+    one answer."""
+    from coding_genesis.report import parse_failure_report
+    from coding_genesis.retry import Action, RetryPolicy
+
+    failure = response["failure"]
+    answer = failure["retryable"]
+    assert isinstance(answer, bool), failure
+    assert failure["retryable_reason"], failure
+    assert failure["suggested_retry"] is answer
+    assert response["error_context"]["can_retry"] is answer, response["error_context"]
+    report = response["failure_report"]
+    assert f"\nRetryable: {'Yes' if answer else 'No'}\n" in report, report
+    assert f"<retryable>{'true' if answer else 'false'}</retryable>" in report
+    record = parse_failure_report(report)
+    assert record.retryable is answer
+    decision = RetryPolicy.default().decide(record, retries_done=0, timeout_s=60.0)
+    assert (decision.action is Action.RETRY) is answer, (failure, decision)
+    escalation = response.get("escalation")
+    if escalation is not None:
+        assert escalation["suggested_actions"] == failure["suggested_actions"]
+    for entry in response.get("retry_history") or ():
+        if "suggested_actions" in entry:
+            assert entry["suggested_actions"] == failure["suggested_actions"]
+    return bool(answer)

@@ -137,10 +137,16 @@ def test_invalid_requests_answer(
 
 
 def test_options_of_the_wrong_type(fake_claude: FakeCLI, portal: BlockingPortal) -> None:
+    # Options are checked with the request now: a bad one is an invalid request
+    # (status 64), no longer a crash inside the backend (status 70).
     agent = fake_claude.agent()
     response = portal.call(lambda: agent.run("hi", options=[1, 2]))  # type: ignore[arg-type]
-    assert_answered(response, "internal")
-    assert response["status"] == 70
+    assert_answered(response, "invalid_task")
+    assert response["status"] == 64
+    assert "options must be a mapping" in response["message"]
+    unknown = portal.call(lambda: agent.run("hi", options={"max_turnz": 3}))
+    assert unknown["status"] == 64
+    assert "'max_turnz'" in unknown["message"] and "max_turns" in unknown["message"]
 
 
 def test_busy_agent_answers(fake_claude: FakeCLI, portal: BlockingPortal) -> None:

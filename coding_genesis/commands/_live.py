@@ -108,7 +108,7 @@ def execute(
                         stop.append(signum)
                         tracker.stopping(
                             f"{_signal_name(signum)}: stopping the process tree "
-                            f"(SIGTERM, then SIGKILL after {agent.supervisor_config.grace:g}s)…"
+                            f"(SIGTERM, then SIGKILL after {agent.config.grace:g}s)…"
                         )
                         run_scope.cancel()
                     else:

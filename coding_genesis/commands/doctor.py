@@ -87,6 +87,11 @@ async def _version(argv: list[str], env: dict[str, str], timeout: float) -> tupl
     from ..process import SupervisorConfig, run_process
 
     chunks: list[bytes] = []
+
+    def keep(chunk: bytes) -> bool:
+        chunks.append(chunk)
+        return False
+
     config = SupervisorConfig(timeout=timeout, grace=1.0, linger=None, eof_grace=0.5, kill_wait=1.0)
     outcome = await run_process(
         [*argv, "--version"],
@@ -94,9 +99,8 @@ async def _version(argv: list[str], env: dict[str, str], timeout: float) -> tupl
         env=env,
         stdin=None,
         config=config,
-        sink=lambda objs: False,
+        on_stdout=keep,
         marker=f"doctor-{uuid.uuid4().hex}",
-        stdout_tap=chunks.append,
     )
     out = b"".join(chunks).decode("utf-8", "replace").strip()
     err = outcome.stderr_tail.strip()
@@ -245,16 +249,16 @@ def _codex_environment() -> list[Check]:
 
 async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> list[Check]:
     from ..agent import CodingGenesisAgent
+    from ..attempt import Refusal, resolve_program
     from ..backend import RunRequest
     from ..process import build_env
-    from ..result import RunResult
 
-    agent = CodingGenesisAgent(name, cli_path=cli_path, transcripts=False)
+    agent = CodingGenesisAgent(name, cli_path=cli_path)
     backend = agent.backend
     checks: list[Check] = []
     # The same resolution a run uses, so the answer is the one a run would get.
-    program = agent._resolve_program("doctor")
-    if isinstance(program, RunResult):
+    program = resolve_program(backend, agent.config.cli_path)
+    if isinstance(program, Refusal):
         checks.append(
             Check(
                 name,

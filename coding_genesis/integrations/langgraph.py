@@ -66,7 +66,7 @@ async def _run_to_the_end(
         return await asyncio.shield(inner)
     except asyncio.CancelledError:
         inner.cancel()
-        config = agent.supervisor_config
+        config = agent.config.supervisor()
         limit = config.grace * (len(config.stop_signals) + 1) + 2 * config.kill_wait + 1.0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit

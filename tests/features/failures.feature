@@ -7,19 +7,19 @@ Feature: Failure intelligence
     Given a failer agent with timeout <timeout> seconds
     When the failer processes "<prompt>"
     Then the failure category is "<category>"
-    And the category is retryable "<retryable>" and this failure suggests retry "<retry>"
+    And the failure is retryable "<retryable>", in every view of it
     And the response carries an error context of type "<category>"
     And the failure report round-trips to the same record
     And the response message is not empty
 
     Examples:
-      | prompt               | timeout | category     | retryable | retry |
-      | /fail                | 10      | internal     | partial   | yes   |
-      | /rate-limit          | 10      | rate_limit   | yes       | yes   |
-      | /timeout 30          | 1       | timeout      | yes       | no    |
-      | /partial             | 10      | partial      | yes       | yes   |
-      | /fail-then-succeed 1 | 10      | network      | yes       | yes   |
-      | /timeout soon        | 10      | invalid_task | no        | no    |
+      | prompt               | timeout | category     | retryable |
+      | /fail                | 10      | internal     | yes       |
+      | /rate-limit          | 10      | rate_limit   | yes       |
+      | /timeout 30          | 1       | timeout      | no        |
+      | /partial             | 10      | partial      | yes       |
+      | /fail-then-succeed 1 | 10      | network      | yes       |
+      | /timeout soon        | 10      | invalid_task | no        |
 
   Scenario: No failure command is a success without a failure record
     Given a failer agent with timeout 10 seconds

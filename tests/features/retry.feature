@@ -25,10 +25,11 @@ Feature: Retry and recovery
     And the retries waited 30, 30, 30, 30, 30 seconds of virtual time
     And the retry policy gave up with action "fail" and no escalation
 
-  Scenario: A timeout longer than the limit is retried with the timeout extended 1.5 times
-    Given a failer agent with timeout 1.2 seconds and the default retry policy
-    And timeouts are retried even without progress
-    When the agent runs "/timeout 1.25"
+  Scenario: A timeout after progress is retried after 30 s with the timeout extended 1.5 times
+    Given a fake claude agent with timeout 1.2 seconds and the default retry policy
+    And the first attempt calls a tool and then hangs
+    And the next attempt answers with the prompt it got
+    When the agent runs "Refactor the parser"
     Then the run succeeded on attempt 2
     And the attempts had timeouts 1.2, 1.8 seconds
     And the retries waited 30 seconds of virtual time
@@ -38,7 +39,7 @@ Feature: Retry and recovery
     When the agent runs "/timeout 5"
     Then the run failed with category "timeout" after 1 attempts
     And the retry policy gave up with action "escalate"
-    And the escalation suggests "Break the task into smaller subtasks" first
+    And the escalation suggests "Break task into smaller subtasks" first
 
   Scenario: A timeout after progress continues the same session
     Given a fake claude agent with timeout 0.5 seconds and the default retry policy

@@ -17,7 +17,7 @@ from pytest_bdd import given, parsers, then, when
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.failures import FailureCategory
 from coding_genesis.report import ChildFailure, format_failure_report, parse_failure_report
-from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI
+from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI, assert_one_truth
 
 
 class FailureWorld:
@@ -162,14 +162,10 @@ def category_is(fworld: FailureWorld, category: str) -> None:
     assert fworld.failure["category"] == category, fworld.failure["reason"]
 
 
-@then(
-    parsers.parse(
-        'the category is retryable "{retryable}" and this failure suggests retry "{retry}"'
-    )
-)
-def retryability(fworld: FailureWorld, retryable: str, retry: str) -> None:
-    assert fworld.failure["retryable"] == retryable
-    assert fworld.failure["suggested_retry"] is (retry == "yes")
+@then(parsers.parse('the failure is retryable "{retryable}", in every view of it'))
+def retryability(fworld: FailureWorld, retryable: str) -> None:
+    assert fworld.response is not None
+    assert assert_one_truth(fworld.response) is (retryable == "yes")
 
 
 @then(parsers.parse('the response carries an error context of type "{category}"'))
@@ -179,7 +175,7 @@ def error_context(fworld: FailureWorld, category: str) -> None:
     assert set(context) >= CONTEXT_KEYS
     assert context["error_type"] == category
     assert context["failed_node"] == fworld.agent.name
-    assert context["can_retry"] is fworld.failure["suggested_retry"]
+    assert context["can_retry"] is fworld.failure["retryable"]
     assert context["user_hint"] and context["retry_suggestion"]
 
 

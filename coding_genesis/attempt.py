@@ -1,0 +1,173 @@
+"""One attempt: resolve the CLI, spawn it, supervise it, decode its stdout.
+
+Input: the agent's configuration, its backend and one request (with the
+attempt's prompt, session and timeout).  Output: an :class:`AttemptOutcome`,
+what happened to the process and what its stdout said, with nothing decided
+yet; :mod:`coding_genesis.outcome` turns it into a result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .backend import Backend, RunRequest
+from .config import AgentConfig
+from .decode import Decoder
+from .events import Event
+from .process import ProcessOutcome, build_env, run_process
+from .request import Request
+from .result import RunTally
+from .states import ErrorCode, Status
+
+__all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The attempt could not start the CLI (not found, not executable)."""
+
+    status: Status
+    error: ErrorCode
+    message: str
+
+
+@dataclass(slots=True)
+class AttemptOutcome:
+    """What one attempt produced, before anything is decided about it."""
+
+    request: Request
+    #: The attempt's timeout, in seconds.
+    timeout: float
+    tally: RunTally
+    process: ProcessOutcome
+    lines: int = 0
+    skipped_lines: int = 0
+    #: Set when the CLI was never started.
+    refusal: Refusal | None = None
+
+
+def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
+    """The CLI's argv prefix: ``cli_path`` (checked), else the backend's
+    embedded program, else its executable on ``PATH``."""
+    if cli_path is None:
+        default = backend.default_program()
+        if default:
+            return list(default)
+        found = shutil.which(backend.executable)
+        if found is None:
+            return Refusal(
+                Status.NOT_FOUND,
+                ErrorCode.NOT_FOUND,
+                f"{backend.name} CLI not found: no {backend.executable!r} on PATH; "
+                f"{backend.install_hint()}",
+            )
+        return [found]
+    program, *rest = cli_path
+    program = os.path.expanduser(program)
+    if os.sep not in program:
+        found = shutil.which(program)
+        if found is None:
+            return Refusal(
+                Status.NOT_FOUND,
+                ErrorCode.NOT_FOUND,
+                f"{backend.name} CLI not found: no {program!r} on PATH",
+            )
+        program = found
+    if not os.path.exists(program):
+        return Refusal(
+            Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI not found at {program!r}"
+        )
+    if os.path.isdir(program):
+        return Refusal(
+            Status.NOT_EXECUTABLE,
+            ErrorCode.NOT_EXECUTABLE,
+            f"{backend.name} CLI path {program!r} is a directory",
+        )
+    if not rest and not os.access(program, os.X_OK):
+        return Refusal(
+            Status.NOT_EXECUTABLE,
+            ErrorCode.NOT_EXECUTABLE,
+            f"{backend.name} CLI at {program!r} is not executable (chmod +x it)",
+        )
+    return [program, *rest]
+
+
+async def run_attempt(
+    config: AgentConfig,
+    backend: Backend,
+    request: Request,
+    *,
+    marker: str,
+    publish: Callable[[Event], object] | None = None,
+    on_stdout: Callable[[bytes], object] | None = None,
+    on_spawn: Callable[[int, list[str]], object] | None = None,
+    on_tally: Callable[[RunTally], object] | None = None,
+) -> AttemptOutcome:
+    """Spawn, supervise and decode one attempt.
+
+    ``publish`` gets every decoded event; ``on_stdout`` every raw stdout chunk
+    before it is decoded (transcripts keep the raw bytes: nothing read is lost
+    if the runner dies mid-chunk); ``on_spawn`` the CLI's pid and argv;
+    ``on_tally`` the attempt's tally as soon as it exists (the answer to a
+    cancellation reports what it holds).
+    """
+    tally = RunTally(request.cwd)
+    if on_tally is not None:
+        on_tally(tally)
+    program = resolve_program(backend, config.cli_path)
+    if isinstance(program, Refusal):
+        return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
+    spec = backend.build_command(
+        RunRequest(
+            prompt=request.prompt,
+            cwd=request.cwd,
+            model=request.model,
+            resume_session=request.resume,
+            request_key=request.key,
+            options=request.options,
+            extra_args=config.extra_args,
+        )
+    )
+    argv = [*program, *spec.args]
+    env = build_env(os.environ, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
+    decoder = Decoder(
+        backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
+    )
+    sink = decoder.feed
+    if on_stdout is not None:
+        tap = on_stdout
+        feed = decoder.feed
+
+        def sink(chunk: bytes) -> bool:
+            if chunk:
+                tap(chunk)
+            return feed(chunk)
+
+    spawned = None
+    if on_spawn is not None:
+        notify = on_spawn
+
+        def spawned(pid: int) -> None:
+            notify(pid, argv)
+
+    outcome = await run_process(
+        argv,
+        cwd=request.cwd,
+        env=env,
+        stdin=spec.stdin,
+        config=config.supervisor(request.timeout),
+        on_stdout=sink,
+        marker=marker,
+        on_spawn=spawned,
+    )
+    return AttemptOutcome(
+        request,
+        request.timeout,
+        tally,
+        outcome,
+        lines=decoder.lines,
+        skipped_lines=decoder.skipped,
+    )

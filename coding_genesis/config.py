@@ -1,0 +1,232 @@
+"""One frozen configuration object for an agent, validated once.
+
+``CodingGenesisAgent(backend, **settings)`` builds an :class:`AgentConfig`
+from its keyword arguments; ``CodingGenesisAgent(config=...)`` takes one as
+is; ``RunSpec`` (run_many) and the ``genesis`` CLI build one the same way.  The
+supervisor's own settings are derived from it (:meth:`AgentConfig.supervisor`),
+never copied by hand.  Nothing here reads the environment: the CLI does that.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal as _signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError, InvalidCwdError, InvalidTimeoutError
+from .parser import DEFAULT_MAX_LINE_BYTES
+from .process import SupervisorConfig
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .breaker import CircuitBreaker
+    from .clock import Clock
+    from .observers import Observer
+    from .retry import RetryPolicy
+
+__all__ = ["DEFAULT_TIMEOUT", "AgentConfig", "check_cwd", "seconds"]
+
+DEFAULT_TIMEOUT = 300.0
+
+
+def seconds(
+    name: str, value: object, *, allow_none: bool = False, allow_zero: bool = False
+) -> float | None:
+    """Validate a duration: a finite real number of seconds."""
+    if value is None and allow_none:
+        return None
+    error = InvalidTimeoutError if name == "timeout" else ConfigError
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise error(f"{name} must be a number of seconds, got {value!r}")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise error(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+    return number
+
+
+def required_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    number = seconds(name, value, allow_zero=allow_zero)
+    assert number is not None
+    return number
+
+
+def check_cwd(cwd: str | os.PathLike[str]) -> str:
+    """An absolute path to an existing, accessible directory."""
+    path = os.path.abspath(os.fspath(cwd))
+    if not os.path.exists(path):
+        raise InvalidCwdError(f"cwd {path!r} does not exist")
+    if not os.path.isdir(path):
+        raise InvalidCwdError(f"cwd {path!r} is not a directory")
+    if not os.access(path, os.X_OK):
+        raise InvalidCwdError(f"cwd {path!r} is not accessible")
+    return path
+
+
+def _path_or_none(name: str, value: object) -> str | None:
+    if value is None or value is False:
+        return None
+    if isinstance(value, str | os.PathLike):
+        text = os.fspath(value)
+        if not text or "\0" in text:
+            raise ConfigError(f"{name} must be a non-empty path without NUL bytes")
+        return os.path.abspath(os.path.expanduser(text))
+    raise ConfigError(f"{name} must be a path or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Everything an agent needs, checked at construction.
+
+    Paths are made absolute; durations are finite seconds; ``retry`` accepts
+    what :meth:`RetryPolicy.parse` accepts.  Derive variants with
+    :meth:`replace`.
+    """
+
+    #: Backend name (see ``coding_genesis.backends``) or a Backend object.
+    backend: str | Backend = "claude"
+    #: Wall-clock limit of one attempt, in seconds.
+    timeout: float = DEFAULT_TIMEOUT
+    #: Working directory of the CLI (None: the caller's at run time).
+    cwd: str | None = None
+    #: The agent's name in events (None: "<backend>-agent").
+    name: str | None = None
+    #: The CLI program, with optional leading arguments (None: found on PATH).
+    cli_path: tuple[str, ...] | None = None
+    model: str | None = None
+    #: Seconds between each stop signal and the next (then SIGKILL).
+    grace: float = 5.0
+    #: Stop when stdout is silent this long (None: never).
+    idle_timeout: float | None = None
+    #: Stop a CLI still running this long after its result (None: never).
+    linger: float | None = 2.0
+    #: After the CLI exits, how long its pipes may stay open.
+    eof_grace: float = 0.5
+    stop_signals: tuple[int, ...] = (_signal.SIGTERM,)
+    #: Stop processes of the run still alive after the CLI exited by itself.
+    kill_leftovers: bool = True
+    #: Variables added to the CLI's environment (after the backend's own).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Extra CLI arguments.
+    extra_args: tuple[str, ...] = ()
+    #: Backend options (validated against the backend's list by the agent).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    stderr_tail_bytes: int = 64 * 1024
+    #: Retry policy (None: one attempt per request).
+    retry: RetryPolicy | None = None
+    #: Shared circuit breaker; "default": a breaker of the agent's own; None: none.
+    circuit_breaker: CircuitBreaker | str | None = "default"
+    #: Time source of the retry loop and the breaker (None: the current clock).
+    clock: Clock | None = None
+    #: Directory of per-run transcripts (None: none are written).
+    transcripts: str | None = None
+    #: File the run log is appended to (None: no run log).
+    run_log: str | None = None
+    #: Further observers of every run (see coding_genesis.observers).
+    observers: tuple[Observer, ...] = ()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        backend = self.backend
+        if not isinstance(backend, str) and not callable(getattr(backend, "translator", None)):
+            raise ConfigError(
+                f"backend must be a backend name or a Backend object, got {backend!r}"
+            )
+        set_(self, "timeout", required_seconds("timeout", self.timeout))
+        set_(self, "grace", required_seconds("grace", self.grace, allow_zero=True))
+        set_(self, "idle_timeout", seconds("idle_timeout", self.idle_timeout, allow_none=True))
+        set_(
+            self,
+            "linger",
+            seconds("linger", self.linger, allow_none=True, allow_zero=True),
+        )
+        set_(self, "eof_grace", required_seconds("eof_grace", self.eof_grace, allow_zero=True))
+        if self.cwd is not None:
+            set_(self, "cwd", check_cwd(self.cwd))
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise ConfigError(f"name must be a non-empty string, got {self.name!r}")
+        cli = self.cli_path
+        if isinstance(cli, str | os.PathLike):
+            cli = (os.fspath(cli),)
+        elif cli is not None:
+            if isinstance(cli, bytes) or not isinstance(cli, Sequence):
+                raise ConfigError(f"cli_path must be a path or a list of strings, got {cli!r}")
+            cli = tuple(os.fspath(p) for p in cli)
+            if not cli:
+                raise ConfigError("cli_path must not be empty")
+        if cli is not None and any(not part or "\0" in part for part in cli):
+            raise ConfigError("cli_path parts must be non-empty strings without NUL bytes")
+        set_(self, "cli_path", cli)
+        if self.model is not None and (not isinstance(self.model, str) or "\0" in self.model):
+            raise ConfigError(f"model must be a string, got {self.model!r}")
+        if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
+            raise ConfigError(
+                f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"
+            )
+        if self.max_line_bytes < 1:
+            raise ConfigError(
+                f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"
+            )
+        tail = self.stderr_tail_bytes
+        if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
+            raise ConfigError(f"stderr_tail_bytes must be a non-negative integer, got {tail!r}")
+        signals = tuple(int(s) for s in self.stop_signals)
+        for signum in signals:
+            try:
+                _signal.Signals(signum)
+            except ValueError:
+                raise ConfigError(f"unknown signal {signum!r} in stop_signals") from None
+        set_(self, "stop_signals", signals)
+        if isinstance(self.extra_args, str) or any(
+            not isinstance(a, str) or "\0" in a for a in self.extra_args
+        ):
+            raise ConfigError("extra_args must be a list of strings without NUL bytes")
+        set_(self, "extra_args", tuple(self.extra_args))
+        if not isinstance(self.env, Mapping) or any(
+            not isinstance(k, str) or not isinstance(v, str) or not k or "=" in k or "\0" in k + v
+            for k, v in self.env.items()
+        ):
+            raise ConfigError("env must map variable names to string values")
+        set_(self, "env", dict(self.env))
+        if not isinstance(self.options, Mapping):
+            raise ConfigError(f"options must be a mapping, got {self.options!r}")
+        set_(self, "options", dict(self.options))
+        from .retry import RetryPolicy
+
+        set_(self, "retry", RetryPolicy.parse(self.retry))
+        breaker = self.circuit_breaker
+        if breaker is not None and breaker != "default":
+            from .breaker import CircuitBreaker
+
+            if not isinstance(breaker, CircuitBreaker):
+                raise ConfigError(
+                    f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
+                )
+        set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
+        set_(self, "run_log", _path_or_none("run_log", self.run_log))
+        set_(self, "observers", tuple(self.observers))
+
+    def replace(self, **changes: Any) -> AgentConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)
+
+    def supervisor(self, timeout: float | None = None) -> SupervisorConfig:
+        """The supervisor's settings for one attempt."""
+        return SupervisorConfig(
+            timeout=self.timeout if timeout is None else timeout,
+            grace=self.grace,
+            idle_timeout=self.idle_timeout,
+            linger=self.linger,
+            eof_grace=self.eof_grace,
+            stop_signals=self.stop_signals,
+            kill_leftovers=self.kill_leftovers,
+            stderr_tail_bytes=self.stderr_tail_bytes,
+        )
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))

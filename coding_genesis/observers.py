@@ -1,0 +1,240 @@
+"""Observers: what watches a run without the agent calling it by hand.
+
+An :class:`Observer` is told when a run starts and gets a
+:class:`RunObserver` for it (or None: not interested), which then hears every
+event of the run, every raw stdout chunk before it is decoded, and the final
+response.  Transcripts and the run log are observers; so are later
+capabilities (telemetry, budgets): a new one plugs in with
+``CodingGenesisAgent(observers=[...])``, without a branch in the agent.
+
+Observers never break a run: an exception is logged once per observer and
+that observer is dropped for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .events import Event, EventKind
+from .redact import Redactor
+
+__all__ = [
+    "Observer",
+    "RunInfo",
+    "RunLogObserver",
+    "RunObserver",
+    "RunObservers",
+    "TranscriptObserver",
+]
+
+log = logging.getLogger("coding_genesis.observers")
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What is known when a run starts."""
+
+    run_id: str
+    agent: str
+    backend: str
+    prompt: str
+    cwd: str
+    timeout: float
+    model: str | None
+    resume: str | None
+    #: Wall-clock start (``time.time()``).
+    started: float
+    redactor: Redactor
+
+
+@runtime_checkable
+class RunObserver(Protocol):
+    """Watches one run."""
+
+    def event(self, event: Event) -> None:
+        """Every event of the run, in order (already redacted)."""
+
+    def stdout(self, chunk: bytes) -> None:
+        """Every raw stdout chunk as read, before its events."""
+
+    def response_fields(self) -> Mapping[str, Any]:
+        """Fields this observer adds to the response (e.g. ``transcript``;
+        ``warnings`` are appended); called once, before :meth:`finish`."""
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        """The final response (also for a cancelled run, status 130)."""
+
+
+@runtime_checkable
+class Observer(Protocol):
+    """Plugs into every run of an agent."""
+
+    def start(self, run: RunInfo) -> RunObserver | None: ...
+
+
+class RunObservers:
+    """The observers of one run, each guarded so that none can break it."""
+
+    __slots__ = ("_live",)
+
+    def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
+        self._live: list[RunObserver] = []
+        for observer in observers:
+            try:
+                handle = observer.start(run)
+            except Exception:
+                log.exception(
+                    "observer %r failed to start; skipped for run %s", observer, run.run_id
+                )
+                continue
+            if handle is not None:
+                self._live.append(handle)
+
+    def __bool__(self) -> bool:
+        return bool(self._live)
+
+    def _drop(self, handle: RunObserver, what: str) -> None:
+        log.exception("observer %r failed in %s; dropped for this run", handle, what)
+        if handle in self._live:
+            self._live.remove(handle)
+
+    def event(self, event: Event) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.event(event)
+            except Exception:
+                self._drop(handle, "event")
+
+    def stdout(self, chunk: bytes) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.stdout(chunk)
+            except Exception:
+                self._drop(handle, "stdout")
+
+    def response_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for handle in tuple(self._live):
+            try:
+                extra = dict(handle.response_fields())
+            except Exception:
+                self._drop(handle, "response_fields")
+                continue
+            warnings = extra.pop("warnings", None)
+            if warnings:
+                fields.setdefault("warnings", []).extend(warnings)
+            fields.update(extra)
+        return fields
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.finish(response)
+            except Exception:
+                self._drop(handle, "finish")
+        self._live.clear()
+
+
+# -- transcripts ------------------------------------------------------------------
+
+
+class TranscriptObserver:
+    """Writes one directory per run under ``base`` (see coding_genesis.transcript)."""
+
+    def __init__(self, base: str | os.PathLike[str]) -> None:
+        self.base = Path(base)
+
+    def __repr__(self) -> str:
+        return f"TranscriptObserver({str(self.base)!r})"
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _TranscriptRun(self.base, run)
+
+
+class _TranscriptRun:
+    __slots__ = ("_transcript",)
+
+    def __init__(self, base: Path, run: RunInfo) -> None:
+        from . import __version__
+        from .transcript import Transcript, now_meta
+
+        transcript = Transcript(base, run.run_id, run.redactor)
+        self._transcript = transcript
+        transcript.write_meta(
+            {
+                **now_meta(run.started),
+                "agent": run.agent,
+                "backend": run.backend,
+                "cwd": run.cwd,
+                "timeout": run.timeout,
+                "model": run.model,
+                "resume": run.resume,
+                "prompt": run.prompt[:100_000],
+                "runner_pid": os.getpid(),
+                "version": __version__,
+            }
+        )
+
+    def event(self, event: Event) -> None:
+        transcript = self._transcript
+        if event.kind == EventKind.RUN_STARTED:
+            transcript.new_attempt()
+        transcript.event(event)
+
+    def stdout(self, chunk: bytes) -> None:
+        transcript = self._transcript
+        transcript.flush()  # the previous chunk's events
+        transcript.raw(chunk)
+
+    def response_fields(self) -> Mapping[str, Any]:
+        transcript = self._transcript
+        if transcript.ok:
+            return {"transcript": str(transcript.path)}
+        return {"warnings": [f"transcript not written: {transcript.error}"]}
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        self._transcript.finish(response)
+
+
+# -- the run log ------------------------------------------------------------------
+
+
+class RunLogObserver:
+    """Appends one line per run to a run log (spec 004 monitoring)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunLogObserver({str(self.path)!r})"
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _RunLogRun(self.path, run.redactor)
+
+
+class _RunLogRun:
+    __slots__ = ("_path", "_redactor")
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self._path = path
+        self._redactor = redactor
+
+    def event(self, event: Event) -> None:
+        pass
+
+    def stdout(self, chunk: bytes) -> None:
+        pass
+
+    def response_fields(self) -> Mapping[str, Any]:
+        return {}
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        from .runlog import append_run, run_record
+
+        append_run(self._path, run_record(response, now=time.time(), redactor=self._redactor))

@@ -1,0 +1,230 @@
+"""From an attempt's outcome to its result: what happened, said once.
+
+Input: an :class:`~coding_genesis.attempt.AttemptOutcome` (the process's end
+and the tally of its events).  Output: a :class:`~coding_genesis.result.RunResult`
+whose ``status`` only ever holds our documented codes: a CLI's own non-zero
+exit is status 1 with the code in ``exit_code``; 128+N means the CLI was
+killed by signal N that we did not send, decided from how the process ended.
+Failure analysis comes after, on failed results only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal as _signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .attempt import AttemptOutcome
+from .process import StopReason
+from .redact import Redactor
+from .result import RunResult, RunTally
+from .states import ErrorCode, Status
+
+__all__ = ["ResultContext", "build_result"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultContext:
+    """The names and limits a result is told in."""
+
+    run_id: str
+    agent: str
+    backend: str
+    redactor: Redactor
+    idle_timeout: float | None = None
+    linger: float | None = None
+
+
+def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
+    """The result of one attempt (failure analysis comes next, on failures only)."""
+    outcome = attempt.process
+    tally = attempt.tally
+    timeout = attempt.timeout
+    redactor = ctx.redactor
+    name = ctx.backend
+    run_id = ctx.run_id
+    rc = outcome.returncode
+    stderr_tail = redactor.text(outcome.stderr_tail)
+    common: dict[str, Any] = {
+        "backend": name,
+        "agent": ctx.agent,
+        "run_id": run_id,
+        "exit_code": rc,
+        "signal": _signal_name(-rc) if rc is not None and rc < 0 else None,
+        "duration_s": round(outcome.duration_s, 6),
+        "skipped_lines": attempt.skipped_lines,
+        "lines": attempt.lines,
+        "tool_calls": tally.tool_calls,
+        "tool_usage": dict(tally.tool_usage),
+        "files_modified": redactor.deep(list(tally.files)),
+        "last_successful_tool": tally.last_successful_tool,
+        "session_id": tally.session_id,
+        "model": tally.model,
+        "num_turns": tally.num_turns,
+        "usage": tally.usage,
+        "cost_usd": tally.cost_usd,
+        "cli_retries": tally.cli_retries,
+        "stop_reason": outcome.stop_reason.value if outcome.stop_reason else None,
+        "completed": tally.result is not None,
+        "stderr_tail": stderr_tail,
+        "leftovers_stopped": outcome.leftovers_stopped,
+        "signals_sent": list(outcome.signals_sent),
+        "pid": outcome.pid,
+        "api_error_status": tally.api_error_status,
+        "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
+        "failed_tools": list(tally.failed_tools),
+        "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+        "denied_tools": _denied_tools(tally.result),
+        "completed_steps": redactor.deep(tally.steps),
+        "unfinished_steps": redactor.deep(
+            tally.unfinished_steps(outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE))
+        ),
+        "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
+        "cli_retry_delay_s": tally.retry_delay_s,
+        "timeout_s": timeout,
+        "result_subtype": (tally.result or {}).get("subtype"),
+    }
+    warnings: list[str] = []
+    text = tally.final_text()
+
+    if attempt.refusal is not None:
+        refusal = attempt.refusal
+        return RunResult(
+            status=refusal.status,
+            message=redactor.text(refusal.message),
+            is_error=True,
+            error=refusal.error,
+            **common,
+        )
+    if outcome.spawn_error is not None:
+        exc = outcome.spawn_error
+        missing = isinstance(exc, FileNotFoundError)
+        return RunResult(
+            status=Status.NOT_FOUND if missing else Status.NOT_EXECUTABLE,
+            message=redactor.text(f"could not start {name} CLI: {exc.strerror or exc}"),
+            is_error=True,
+            error=ErrorCode.NOT_FOUND if missing else ErrorCode.NOT_EXECUTABLE,
+            **common,
+        )
+
+    if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE):
+        stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+        progress = f"{tally.tool_calls} tool call(s) made before the stop"
+        if outcome.stop_reason is StopReason.TIMEOUT:
+            message = (
+                f"{name} timed out after {timeout:g}s; process tree stopped ({stopped}); {progress}"
+            )
+            error = ErrorCode.TIMEOUT
+        else:
+            idle = ctx.idle_timeout or 0.0
+            message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
+            error = ErrorCode.IDLE_TIMEOUT
+        return RunResult(
+            status=Status.TIMEOUT,
+            message=redactor.text(message),
+            is_error=True,
+            error=error,
+            **common,
+        )
+
+    result = tally.result
+    if result is not None:
+        if result.get("is_error"):
+            status = int(Status.FAILED)
+            message = (
+                text
+                or "; ".join(str(e) for e in result.get("errors") or ())
+                or f"{name} reported an error"
+            )
+            return RunResult(
+                status=status,
+                message=redactor.text(message),
+                is_error=True,
+                error=ErrorCode.CLI_ERROR,
+                data=RunTally.parse_data(redactor.text(text or "")),
+                **common,
+            )
+        if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
+            warnings.append(f"{name} exited with code {rc} after a successful result")
+        if outcome.stop_reason is StopReason.LINGER:
+            warnings.append(
+                f"{name} kept running after its result; stopped after {ctx.linger or 0:g}s"
+            )
+        if common["denied_tools"]:
+            denied = ", ".join(dict.fromkeys(common["denied_tools"]))
+            warnings.append(f"permission denied for tool call(s): {denied}")
+        message = redactor.text(text or "")
+        return RunResult(
+            status=Status.OK,
+            message=message,
+            data=RunTally.parse_data(message),
+            warnings=warnings,
+            **common,
+        )
+
+    last_err = _last_line(stderr_tail)
+    if rc is not None and rc < 0:
+        sig = -rc
+        message = f"{name} was killed by signal {_signal_name(sig)}" + (
+            f": {last_err}" if last_err else ""
+        )
+        return RunResult(
+            status=Status.for_signal(sig),
+            message=message,
+            is_error=True,
+            error=ErrorCode.KILLED,
+            **common,
+        )
+    if rc not in (0, None):
+        assert rc is not None
+        message = f"{name} exited with code {rc}" + (
+            f": {last_err}" if last_err else " (no error output)"
+        )
+        # The CLI's own exit code is in exit_code; status keeps to our codes.
+        return RunResult(
+            status=Status.FAILED,
+            message=message,
+            is_error=True,
+            error=ErrorCode.CLI_ERROR,
+            **common,
+        )
+    if not tally.events_seen:
+        detail = f" ({attempt.skipped_lines} unparseable line(s))" if attempt.skipped_lines else ""
+        return RunResult(
+            status=Status.OK,
+            message=f"{name} exited 0 without producing any events{detail}",
+            error=ErrorCode.EMPTY_OUTPUT,
+            warnings=["no_output"],
+            **common,
+        )
+    message = f"{name} exited before finishing (no result event)"
+    if text:
+        message += f"; last output: {text[:2000]}"
+    return RunResult(
+        status=Status.FAILED,
+        message=redactor.text(message),
+        is_error=True,
+        error=ErrorCode.INCOMPLETE,
+        **common,
+    )
+
+
+def _signal_name(signum: int) -> str:
+    with contextlib.suppress(ValueError):
+        return _signal.Signals(signum).name
+    return f"signal {signum}"
+
+
+def _denied_tools(result: Mapping[str, Any] | None) -> list[str]:
+    """Tool names of claude's ``permission_denials`` in the terminal event."""
+    denials = (result or {}).get("permission_denials") or ()
+    return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:500]
+    return ""
