@@ -21,7 +21,16 @@ import anyio
 from .backend import Backend, RunRequest
 from .errorcontext import describe_failure, fallback_failure
 from .errors import AgentUsageError, ConfigError, InvalidCwdError, InvalidTimeoutError
-from .events import Event, EventBus, EventKind, EventStream, Subscription
+from .events import (
+    AttemptEvent,
+    EventBus,
+    EventStream,
+    ResultEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateEvent,
+    Subscription,
+)
 from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser
 from .process import ProcessOutcome, StopReason, SupervisorConfig, build_env, run_process
 from .redact import Redactor
@@ -300,10 +309,7 @@ class CodingGenesisAgent:
         previous = self._state
         self._state = state
         self._state_reason = reason
-        data = {"state": state.value, "previous_state": previous.value, "reason": reason}
-        if extra:
-            data.update(extra)
-        self._bus.publish(Event(EventKind.STATE, data), self._run_id)
+        self._bus.publish(StateEvent(state.value, previous.value, reason, extra), self._run_id)
 
     # -- running -------------------------------------------------------
 
@@ -382,7 +388,7 @@ class CodingGenesisAgent:
                 result = self._classified(result)
         except anyio.get_cancelled_exc_class():
             self._bus.publish(
-                Event(EventKind.RUN_FINISHED, {"status": int(Status.CANCELLED), "cancelled": True}),
+                RunFinishedEvent(int(Status.CANCELLED), cancelled=True),
                 run_id,
             )
             self._close_transcript(transcript, None)
@@ -405,14 +411,7 @@ class CodingGenesisAgent:
         out = result.to_dict()
         self._log_run(out)
         self._bus.publish(
-            Event(
-                EventKind.RUN_FINISHED,
-                {
-                    "status": result.status,
-                    "error": result.error,
-                    "category": (result.failure or {}).get("category"),
-                },
-            ),
+            RunFinishedEvent(result.status, result.error, (result.failure or {}).get("category")),
             run_id,
         )
         self._close_transcript(transcript, out)
@@ -568,11 +567,10 @@ class CodingGenesisAgent:
         while True:
             attempt += 1
             bus.publish(
-                Event(
-                    EventKind.ATTEMPT,
+                AttemptEvent(
+                    "started",
+                    attempt,
                     {
-                        "phase": "started",
-                        "attempt": attempt,
                         "timeout": attempt_timeout if attempt_timeout is not None else timeout,
                         "resume_session": current_resume,
                         "continuation": current_prompt is not prompt,
@@ -592,11 +590,10 @@ class CodingGenesisAgent:
             )
             if not result.is_error:
                 bus.publish(
-                    Event(
-                        EventKind.ATTEMPT,
+                    AttemptEvent(
+                        "finished",
+                        attempt,
                         {
-                            "phase": "finished",
-                            "attempt": attempt,
                             "status": result.status,
                             "action": "succeed",
                             "session_id": result.session_id,
@@ -671,7 +668,7 @@ class CodingGenesisAgent:
                     category, timeout_s=attempt_timeout, tool_calls=result.tool_calls
                 )
             history.append(entry)
-            bus.publish(Event(EventKind.ATTEMPT, {"phase": "finished", **entry}), run_id)
+            bus.publish(AttemptEvent("finished", attempt, entry), run_id)
             if not retrying:
                 update: dict[str, Any] = {
                     "retry_count": retries,
@@ -1022,22 +1019,13 @@ class CodingGenesisAgent:
                     terminal = True
                 if publish:
                     if redactor.active:
-                        event.data = redactor.deep(event.data)
+                        event = event.redacted(redactor)
                     bus.publish(event, run_id)
             return terminal
 
         def spawned(pid: int) -> None:
             bus.publish(
-                Event(
-                    EventKind.RUN_STARTED,
-                    {
-                        "backend": backend.name,
-                        "program": argv[0],
-                        "pid": pid,
-                        "cwd": run_cwd,
-                        "timeout": run_timeout,
-                    },
-                ),
+                RunStartedEvent(backend.name, argv[0], pid, run_cwd, run_timeout),
                 run_id,
             )
 
@@ -1094,7 +1082,7 @@ class CodingGenesisAgent:
             "api_error_status": tally.api_error_status,
             "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
             "failed_tools": list(tally.failed_tools),
-            "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+            "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
             "denied_tools": _denied_tools(tally.result),
             "completed_steps": redactor.deep(tally.steps),
             "unfinished_steps": redactor.deep(
@@ -1103,7 +1091,7 @@ class CodingGenesisAgent:
             "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
             "cli_retry_delay_s": tally.retry_delay_s,
             "timeout_s": timeout,
-            "result_subtype": (tally.result or {}).get("subtype"),
+            "result_subtype": tally.result.subtype if tally.result else None,
         }
         warnings: list[str] = []
         text = tally.final_text()
@@ -1139,12 +1127,10 @@ class CodingGenesisAgent:
 
         result = tally.result
         if result is not None:
-            if result.get("is_error"):
+            if result.is_error:
                 status = rc if rc is not None and 0 < rc < 126 else int(Status.FAILED)
                 message = (
-                    text
-                    or "; ".join(str(e) for e in result.get("errors") or ())
-                    or f"{name} reported an error"
+                    text or "; ".join(str(e) for e in result.errors) or f"{name} reported an error"
                 )
                 return RunResult(
                     status=status,
@@ -1247,9 +1233,9 @@ def _signal_name(signum: int) -> str:
     return f"signal {signum}"
 
 
-def _denied_tools(result: Mapping[str, Any] | None) -> list[str]:
+def _denied_tools(result: ResultEvent | None) -> list[str]:
     """Tool names of claude's ``permission_denials`` in the terminal event."""
-    denials = (result or {}).get("permission_denials") or ()
+    denials = result.permission_denials if result is not None else ()
     return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
 
 
