@@ -106,8 +106,15 @@ class Event:
     __slots__ = ("agent", "run_id", "seq", "ts")
 
     kind: ClassVar[EventKind]
+    #: ``kind`` as a plain str (reading an enum member's value is slow).
+    _type: ClassVar[str]
     #: The kind's field names, in ``to_dict`` order.
     fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            cls._type = str(cls.kind.value)
 
     agent: str
     run_id: str | None
@@ -118,7 +125,7 @@ class Event:
         """A JSON-ready dict: ``type``, ``node``, ``run_id``, ``seq``, ``ts``,
         ``timestamp`` (ISO 8601, UTC) and the kind's own fields."""
         out: dict[str, Any] = {
-            "type": self.kind.value,
+            "type": self._type,
             "node": self.agent,
             "run_id": self.run_id,
             "seq": self.seq,
@@ -153,7 +160,9 @@ class Event:
         clean = redactor.deep(payload)
         if clean is payload:
             return self
-        copy = self.from_payload(clean)
+        return self._copy_stamps(self.from_payload(clean))
+
+    def _copy_stamps(self, copy: Self) -> Self:
         copy.agent, copy.run_id, copy.seq, copy.ts = self.agent, self.run_id, self.seq, self.ts
         return copy
 
@@ -200,6 +209,10 @@ class TextEvent(Event):
 
     def _fill(self, out: dict[str, Any]) -> None:
         out["text"] = self.text
+
+    def redacted(self, redactor: Redactor) -> Self:
+        text = redactor.text(self.text)
+        return self if text is self.text else self._copy_stamps(type(self)(text))
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
@@ -285,6 +298,13 @@ class ToolResultEvent(Event):
         out["output"] = self.output
         if self.files:
             out["files"] = list(self.files)
+
+    def redacted(self, redactor: Redactor) -> Self:
+        text = redactor.text
+        output, name, id = self.output, self.name, self.id
+        if text(output) is output and text(name) is name and text(id) is id and not self.files:
+            return self  # the common case, without building the payload
+        return super().redacted(redactor)
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
