@@ -11,7 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
-from coding_genesis.events import Event, EventKind
+from coding_genesis.events import (
+    CliRetryEvent,
+    Event,
+    ResultEvent,
+    SessionEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
 from coding_genesis.result import RunResult
 
 from ._common import as_int, preview, str_list
@@ -171,27 +180,15 @@ class ClaudeTranslator:
     def _system(self, obj: dict[str, Any]) -> Sequence[Event]:
         subtype = obj.get("subtype")
         if subtype == "init":
-            return (
-                Event(
-                    EventKind.SESSION,
-                    {
-                        "session_id": obj.get("session_id"),
-                        "model": obj.get("model"),
-                        "cwd": obj.get("cwd"),
-                    },
-                ),
-            )
+            return (SessionEvent(obj.get("session_id"), obj.get("model"), obj.get("cwd")),)
         if subtype == "api_retry":
             return (
-                Event(
-                    EventKind.CLI_RETRY,
-                    {
-                        "attempt": obj.get("attempt"),
-                        "max_retries": obj.get("max_retries"),
-                        "retry_delay_ms": obj.get("retry_delay_ms"),
-                        "error_status": as_int(obj.get("error_status")),
-                        "error": obj.get("error"),
-                    },
+                CliRetryEvent(
+                    attempt=obj.get("attempt"),
+                    max_retries=obj.get("max_retries"),
+                    retry_delay_ms=obj.get("retry_delay_ms"),
+                    error_status=as_int(obj.get("error_status")),
+                    error=obj.get("error"),
                 ),
             )
         return ()
@@ -207,17 +204,17 @@ class ClaudeTranslator:
                 continue
             btype = block.get("type")
             if btype == "text":
-                events.append(Event(EventKind.TEXT, {"text": str(block.get("text") or "")}))
+                events.append(TextEvent(str(block.get("text") or "")))
             elif btype == "tool_use":
                 name = str(block.get("name") or "unknown")
                 tool_id = str(block.get("id") or "")
                 self._tool_names[tool_id] = name
                 tool_input = block.get("input")
-                data: dict[str, Any] = {"id": tool_id, "name": name, "input": tool_input}
                 key = _FILE_TOOLS.get(name)
                 if key and isinstance(tool_input, dict) and isinstance(tool_input.get(key), str):
-                    data["files"] = [tool_input[key]]
-                events.append(Event(EventKind.TOOL_CALL, data))
+                    events.append(ToolCallEvent(tool_id, name, tool_input, [tool_input[key]]))
+                else:
+                    events.append(ToolCallEvent(tool_id, name, tool_input))
         return events
 
     def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
@@ -230,14 +227,11 @@ class ClaudeTranslator:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 tool_id = str(block.get("tool_use_id") or "")
                 events.append(
-                    Event(
-                        EventKind.TOOL_RESULT,
-                        {
-                            "id": tool_id,
-                            "name": self._tool_names.get(tool_id, "unknown"),
-                            "is_error": bool(block.get("is_error")),
-                            "output": preview(block.get("content")),
-                        },
+                    ToolResultEvent(
+                        tool_id,
+                        self._tool_names.get(tool_id, "unknown"),
+                        bool(block.get("is_error")),
+                        preview(block.get("content")),
                     )
                 )
         return events
@@ -248,31 +242,28 @@ class ClaudeTranslator:
         if not isinstance(text, str):
             text = "; ".join(str(e) for e in errors) if isinstance(errors, list) else None
         denials = obj.get("permission_denials")
-        result = {
-            "is_error": bool(obj.get("is_error")) or (obj.get("subtype") not in (None, "success")),
-            "subtype": obj.get("subtype"),
-            "text": text,
-            "session_id": obj.get("session_id"),
-            "num_turns": as_int(obj.get("num_turns")),
-            "duration_ms": obj.get("duration_ms"),
-            "api_error_status": as_int(obj.get("api_error_status")),
-            "stop_reason": obj.get("stop_reason"),
-            "terminal_reason": obj.get("terminal_reason"),
-            "permission_denials": denials if isinstance(denials, list) else [],
-            "errors": errors if isinstance(errors, list) else [],
-        }
-        events = []
+        result = ResultEvent(
+            is_error=bool(obj.get("is_error")) or (obj.get("subtype") not in (None, "success")),
+            subtype=obj.get("subtype"),
+            text=text,
+            session_id=obj.get("session_id"),
+            num_turns=as_int(obj.get("num_turns")),
+            duration_ms=obj.get("duration_ms"),
+            api_error_status=as_int(obj.get("api_error_status")),
+            stop_reason=obj.get("stop_reason"),
+            terminal_reason=obj.get("terminal_reason"),
+            permission_denials=denials if isinstance(denials, list) else [],
+            errors=errors if isinstance(errors, list) else [],
+        )
+        events: list[Event] = []
         usage = obj.get("usage")
         cost = obj.get("total_cost_usd")
         if usage is not None or cost is not None:
             events.append(
-                Event(
-                    EventKind.USAGE,
-                    {
-                        "usage": usage if isinstance(usage, dict) else None,
-                        "cost_usd": cost if isinstance(cost, int | float) else None,
-                    },
+                UsageEvent(
+                    usage if isinstance(usage, dict) else None,
+                    cost if isinstance(cost, int | float) else None,
                 )
             )
-        events.append(Event(EventKind.RESULT, result))
+        events.append(result)
         return events

@@ -13,7 +13,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
-from coding_genesis.events import Event, EventKind
+from coding_genesis.events import (
+    CliRetryEvent,
+    ErrorEvent,
+    Event,
+    ResultEvent,
+    SessionEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
 from coding_genesis.result import RunResult
 
 from ._common import as_int, preview
@@ -120,47 +130,37 @@ class CodexTranslator:
                 return self._item(item, completed=kind == "item.completed")
             return ()
         if kind == "thread.started":
-            return (Event(EventKind.SESSION, {"session_id": obj.get("thread_id")}),)
+            return (SessionEvent(obj.get("thread_id")),)
         if kind == "turn.completed":
+            usage = obj.get("usage")
             return (
-                Event(
-                    EventKind.USAGE,
-                    {"usage": obj.get("usage") if isinstance(obj.get("usage"), dict) else None},
-                ),
-                Event(
-                    EventKind.RESULT, {"is_error": False, "subtype": "turn.completed", "text": None}
-                ),
+                UsageEvent(usage if isinstance(usage, dict) else None),
+                ResultEvent(is_error=False, subtype="turn.completed", text=None),
             )
         if kind == "turn.failed":
             error = obj.get("error")
             message = error.get("message") if isinstance(error, Mapping) else None
             return (
-                Event(
-                    EventKind.RESULT,
-                    {
-                        "is_error": True,
-                        "subtype": "turn.failed",
-                        "text": str(message or "turn failed"),
-                        "errors": [message],
-                        "api_error_status": http_status(str(message or "")),
-                    },
+                ResultEvent(
+                    is_error=True,
+                    subtype="turn.failed",
+                    text=str(message or "turn failed"),
+                    errors=[message],
+                    api_error_status=http_status(str(message or "")),
                 ),
             )
         if kind == "error":
             text = str(obj.get("message") or "")
-            error = Event(EventKind.ERROR, {"message": text, "fatal": False})
+            error = ErrorEvent(text, fatal=False)
             retry = _RECONNECTING.match(text)
             if retry is None:
                 return (error,)
             return (
-                Event(
-                    EventKind.CLI_RETRY,
-                    {
-                        "attempt": int(retry.group(1)),
-                        "max_retries": int(retry.group(2)),
-                        "error_status": http_status(text),
-                        "error": text,
-                    },
+                CliRetryEvent(
+                    attempt=int(retry.group(1)),
+                    max_retries=int(retry.group(2)),
+                    error_status=http_status(text),
+                    error=text,
                 ),
                 error,
             )
@@ -170,29 +170,16 @@ class CodexTranslator:
         itype = item.get("type")
         item_id = str(item.get("id") or "")
         if itype == "agent_message":
-            return (
-                (Event(EventKind.TEXT, {"text": str(item.get("text") or "")}),) if completed else ()
-            )
+            return (TextEvent(str(item.get("text") or "")),) if completed else ()
         if itype == "error":
-            return (
-                (
-                    Event(
-                        EventKind.ERROR, {"message": str(item.get("message") or ""), "fatal": False}
-                    ),
-                )
-                if completed
-                else ()
-            )
+            return (ErrorEvent(str(item.get("message") or ""), fatal=False),) if completed else ()
         if itype not in _TOOL_ITEMS:
             return ()  # reasoning, todo_list and types we do not know
         events: list[Event] = []
         name, tool_input, files = _describe_tool(item)
         if item_id not in self._started:
             self._started.add(item_id)
-            call: dict[str, Any] = {"id": item_id, "name": name, "input": tool_input}
-            if files:
-                call["files"] = files
-            events.append(Event(EventKind.TOOL_CALL, call))
+            events.append(ToolCallEvent(item_id, name, tool_input, files))
         if completed:
             exit_code = as_int(item.get("exit_code"))
             status = item.get("status")
@@ -203,65 +190,43 @@ class CodexTranslator:
                 else item.get("result")
             )
             events.append(
-                Event(
-                    EventKind.TOOL_RESULT,
-                    {
-                        "id": item_id,
-                        "name": name,
-                        "is_error": is_error,
-                        "exit_code": exit_code,
-                        "output": preview(output),
-                    },
-                )
+                ToolResultEvent(item_id, name, is_error, preview(output), exit_code=exit_code)
             )
         return events
 
     def _legacy(self, msg: Mapping[str, Any]) -> Sequence[Event]:
         mtype = msg.get("type")
         if mtype == "agent_message":
-            return (Event(EventKind.TEXT, {"text": str(msg.get("message") or "")}),)
+            return (TextEvent(str(msg.get("message") or "")),)
         if mtype == "exec_command_begin":
             call_id = str(msg.get("call_id") or "")
             command = msg.get("command")
             cmd = " ".join(command) if isinstance(command, list) else command
-            return (
-                Event(
-                    EventKind.TOOL_CALL,
-                    {"id": call_id, "name": "command_execution", "input": {"command": cmd}},
-                ),
-            )
+            return (ToolCallEvent(call_id, "command_execution", {"command": cmd}),)
         if mtype == "exec_command_end":
             exit_code = as_int(msg.get("exit_code"))
             return (
-                Event(
-                    EventKind.TOOL_RESULT,
-                    {
-                        "id": str(msg.get("call_id") or ""),
-                        "name": "command_execution",
-                        "is_error": exit_code not in (None, 0),
-                        "exit_code": exit_code,
-                        "output": preview(msg.get("stdout") or msg.get("stderr")),
-                    },
+                ToolResultEvent(
+                    str(msg.get("call_id") or ""),
+                    "command_execution",
+                    exit_code not in (None, 0),
+                    preview(msg.get("stdout") or msg.get("stderr")),
+                    exit_code=exit_code,
                 ),
             )
         if mtype == "token_count":
-            return (Event(EventKind.USAGE, {"usage": dict(msg)}),)
+            return (UsageEvent(dict(msg)),)
         if mtype == "task_complete":
             text = msg.get("last_agent_message")
             return (
-                Event(
-                    EventKind.RESULT,
-                    {
-                        "is_error": False,
-                        "subtype": "task_complete",
-                        "text": text if isinstance(text, str) else None,
-                    },
+                ResultEvent(
+                    is_error=False,
+                    subtype="task_complete",
+                    text=text if isinstance(text, str) else None,
                 ),
             )
         if mtype == "error":
-            return (
-                Event(EventKind.ERROR, {"message": str(msg.get("message") or ""), "fatal": False}),
-            )
+            return (ErrorEvent(str(msg.get("message") or ""), fatal=False),)
         return ()
 
 

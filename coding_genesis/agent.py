@@ -31,7 +31,16 @@ from .breaker import CircuitBreaker
 from .clock import Clock, current_clock
 from .config import DEFAULT_TIMEOUT, AgentConfig
 from .errors import AgentUsageError, ConfigError
-from .events import Event, EventBus, EventKind, EventStream, Subscription
+from .events import (
+    AttemptEvent,
+    Event,
+    EventBus,
+    EventStream,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateEvent,
+    Subscription,
+)
 from .observers import Observer, RunInfo, RunLogObserver, RunObservers, TranscriptObserver
 from .outcome import ResultContext, build_result
 from .process import ProcessOutcome, StopReason
@@ -217,10 +226,7 @@ class CodingGenesisAgent:
         previous = self._state
         self._state = state
         self._state_reason = reason
-        data = {"state": state.value, "previous_state": previous.value, "reason": reason}
-        if extra:
-            data.update(extra)
-        self._bus.publish(Event(EventKind.STATE, data), self._run_id)
+        self._bus.publish(StateEvent(state.value, previous.value, reason, extra), self._run_id)
 
     def _clock(self) -> Clock:
         return self.config.clock if self.config.clock is not None else current_clock()
@@ -334,11 +340,7 @@ class CodingGenesisAgent:
         except anyio.get_cancelled_exc_class():
             response = self._cancelled(run_id, started, observers).to_dict()
             self._bus.publish(
-                Event(
-                    EventKind.RUN_FINISHED,
-                    {"status": int(Status.CANCELLED), "cancelled": True, "error": "cancelled"},
-                ),
-                run_id,
+                RunFinishedEvent(int(Status.CANCELLED), "cancelled", None, cancelled=True), run_id
             )
             if unsubscribe is not None:
                 unsubscribe()
@@ -366,17 +368,8 @@ class CodingGenesisAgent:
         result = result.model_copy(update=update)
         self._last = result
         response = result.to_dict()
-        self._bus.publish(
-            Event(
-                EventKind.RUN_FINISHED,
-                {
-                    "status": result.status,
-                    "error": response["error"],
-                    "category": result.failure.category.value if result.failure else None,
-                },
-            ),
-            run_id,
-        )
+        category = result.failure.category.value if result.failure else None
+        self._bus.publish(RunFinishedEvent(result.status, response["error"], category), run_id)
         if unsubscribe is not None:
             unsubscribe()
         observers.finish(response)
@@ -405,7 +398,8 @@ class CodingGenesisAgent:
         bus = self._bus
 
         def on_attempt(entry: dict[str, Any]) -> None:
-            bus.publish(Event(EventKind.ATTEMPT, entry), run_id)
+            fields = dict(entry)
+            bus.publish(AttemptEvent(fields.pop("phase"), fields.pop("attempt"), fields), run_id)
 
         return await retrying(
             policy,
@@ -427,23 +421,12 @@ class CodingGenesisAgent:
         def publish(event: Event) -> None:
             if bus.has_listeners:
                 if redactor.active:
-                    event.data = redactor.deep(event.data)
+                    event = event.redacted(redactor)
                 bus.publish(event, run_id)
 
         def spawned(pid: int, argv: list[str]) -> None:
-            bus.publish(
-                Event(
-                    EventKind.RUN_STARTED,
-                    {
-                        "backend": backend,
-                        "program": argv[0],
-                        "pid": pid,
-                        "cwd": request.cwd,
-                        "timeout": plan.timeout,
-                    },
-                ),
-                run_id,
-            )
+            timeout = plan.timeout if plan.timeout is not None else request.timeout
+            bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
         attempt_request = Request(
             prompt=plan.prompt,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .attempt import AttemptOutcome
+from .events import ResultEvent
 from .process import StopReason
 from .redact import Redactor
 from .result import RunResult, RunTally
@@ -75,7 +76,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "api_error_status": tally.api_error_status,
         "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
         "failed_tools": list(tally.failed_tools),
-        "permission_denials": len((tally.result or {}).get("permission_denials") or ()),
+        "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
@@ -84,7 +85,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
         "cli_retry_delay_s": tally.retry_delay_s,
         "timeout_s": timeout,
-        "result_subtype": (tally.result or {}).get("subtype"),
+        "result_subtype": tally.result.subtype if tally.result else None,
     }
     warnings: list[str] = []
     text = tally.final_text()
@@ -131,11 +132,11 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
 
     result = tally.result
     if result is not None:
-        if result.get("is_error"):
+        if result.is_error:
             status = int(Status.FAILED)
             message = (
                 text
-                or "; ".join(str(e) for e in result.get("errors") or ())
+                or "; ".join(str(e) for e in result.errors)
                 or f"{name} reported an error"
             )
             return RunResult(
@@ -217,9 +218,9 @@ def _signal_name(signum: int) -> str:
     return f"signal {signum}"
 
 
-def _denied_tools(result: Mapping[str, Any] | None) -> list[str]:
+def _denied_tools(result: ResultEvent | None) -> list[str]:
     """Tool names of claude's ``permission_denials`` in the terminal event."""
-    denials = (result or {}).get("permission_denials") or ()
+    denials = result.permission_denials if result is not None else ()
     return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
 
 

@@ -12,7 +12,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .events import Event, EventKind
+from .events import (
+    AttemptEvent,
+    CliRetryEvent,
+    ErrorEvent,
+    Event,
+    ResultEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SessionEvent,
+    StateEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 
 __all__ = ["ProgressView", "RunTracker", "tool_summary"]
 
@@ -100,70 +113,69 @@ class RunTracker:
         return max(end - self.started, 0.0)
 
     def on_event(self, event: Event) -> None:
-        kind = event.kind
-        data = event.data
         if event.run_id:
             self.run_id = event.run_id
-        if kind == EventKind.TEXT:
-            line = _last_line(str(data.get("text") or ""))
+        if isinstance(event, TextEvent):
+            line = _last_line(event.text)
             if line:
                 self.last_text = line
-        elif kind == EventKind.TOOL_CALL:
+        elif isinstance(event, ToolCallEvent):
             self.tool_calls += 1
-            name = str(data.get("name") or "unknown")
+            name = event.name or "unknown"
             self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
-            summary = tool_summary(name, data.get("input"))
-            self.running[str(data.get("id") or self.tool_calls)] = summary
+            summary = tool_summary(name, event.input)
+            self.running[event.id or str(self.tool_calls)] = summary
             self.last_tool = summary
-            for path in data.get("files") or ():
+            for path in event.files:
                 if isinstance(path, str) and len(self.files) < 1000:
                     self.files[path] = None
-        elif kind == EventKind.TOOL_RESULT:
-            self.running.pop(str(data.get("id") or ""), None)
-            if data.get("is_error"):
+        elif isinstance(event, ToolResultEvent):
+            self.running.pop(event.id, None)
+            if event.is_error:
                 self.failed_tools += 1
-        elif kind == EventKind.SESSION:
-            self.session_id = data.get("session_id") or self.session_id
-            self.model = data.get("model") or self.model
-        elif kind == EventKind.STATE:
-            self.state = str(data.get("state") or self.state)
-        elif kind == EventKind.RUN_STARTED:
+        elif isinstance(event, SessionEvent):
+            self.session_id = event.session_id or self.session_id
+            self.model = event.model or self.model
+        elif isinstance(event, StateEvent):
+            self.state = str(event.state or self.state)
+        elif isinstance(event, RunStartedEvent):
             self.phase = "running"
-            self.pid = data.get("pid")
-            if isinstance(data.get("timeout"), int | float):
-                self.timeout = float(data["timeout"])
-        elif kind == EventKind.RESULT:
-            if data.get("session_id"):
-                self.session_id = data["session_id"]
-        elif kind == EventKind.CLI_RETRY:
+            self.pid = event.pid
+            if isinstance(event.timeout, int | float):
+                self.timeout = float(event.timeout)
+        elif isinstance(event, ResultEvent):
+            if event.session_id:
+                self.session_id = event.session_id
+        elif isinstance(event, CliRetryEvent):
             self.cli_retries += 1
-            attempt, most = data.get("attempt"), data.get("max_retries")
-            status = data.get("error_status")
+            attempt, most = event.attempt, event.max_retries
+            status = event.error_status
             note = f"API retry {attempt}/{most}" if attempt and most else "API retry"
             self.last_cli_retry = note + (f" (HTTP {status})" if status else "")
-        elif kind == EventKind.ATTEMPT:
+        elif isinstance(event, AttemptEvent):
             # coding-genesis's own retry policy: "started" then "finished" per attempt.
-            number = data.get("attempt")
+            number = event.attempt
             if isinstance(number, int):
                 self.attempt = number
             self.running.clear()  # one attempt's process is gone, or a new one starts
-            if data.get("phase") == "started":
+            extra = event.extra
+            if event.phase == "started":
                 if self.attempt > 1:
-                    how = "resuming the session" if data.get("resume_session") else "fresh"
+                    how = "resuming the session" if extra.get("resume_session") else "fresh"
                     self.last_attempt = f"attempt {self.attempt} ({how})"
-            elif data.get("action") == "retry":
-                delay = data.get("delay_s")
+            elif event.action == "retry":
+                delay = extra.get("delay_s")
                 wait = f" in {delay:g}s" if isinstance(delay, int | float) else ""
                 self.last_attempt = (
-                    f"attempt {self.attempt} failed ({data.get('category')}); retrying{wait}"
+                    f"attempt {self.attempt} failed ({extra.get('category')}); retrying{wait}"
                 )
-        elif kind == EventKind.ERROR:
+        elif isinstance(event, ErrorEvent):
             self.errors += 1
-            self.last_error = _last_line(str(data.get("message") or "")) or None
-        elif kind == EventKind.RUN_FINISHED:
+            self.last_error = _last_line(event.message) or None
+        elif isinstance(event, RunFinishedEvent):
             self.phase = "finished"
             self.finished_at = self._clock()
-            status = data.get("status")
+            status = event.status
             self.status = status if isinstance(status, int) else None
 
     def stopping(self, note: str) -> None:

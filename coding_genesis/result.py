@@ -9,7 +9,17 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from .events import Event, EventKind
+from .events import (
+    CliRetryEvent,
+    ErrorEvent,
+    Event,
+    ResultEvent,
+    SessionEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
 from .report import ChildFailure
 from .states import ErrorCode
 from .steps import describe_step
@@ -160,7 +170,8 @@ class RunTally:
         self.usage: dict[str, Any] | None = None
         self.cost_usd: float | None = None
         self.num_turns: int | None = None
-        self.result: dict[str, Any] | None = None
+        #: The CLI's terminal event, once seen.
+        self.result: ResultEvent | None = None
         self.errors: list[str] = []
         self.cli_retries = 0
         self.api_error_status: int | None = None
@@ -175,74 +186,74 @@ class RunTally:
 
     @property
     def events_seen(self) -> bool:
-        return bool(self.session_id or self.tool_calls or self.last_text is not None or self.result)
+        return bool(
+            self.session_id
+            or self.tool_calls
+            or self.last_text is not None
+            or self.result is not None
+        )
 
     def add(self, event: Event) -> bool:
         """Fold one event in; True if it is the CLI's terminal event."""
-        kind = event.kind
-        data = event.data
-        if kind == EventKind.TEXT:
-            self.last_text = data.get("text") or ""
-        elif kind == EventKind.TOOL_CALL:
+        if isinstance(event, TextEvent):
+            self.last_text = event.text or ""
+        elif isinstance(event, ToolCallEvent):
             self.tool_calls += 1
-            name = str(data.get("name") or "unknown")
+            name = event.name or "unknown"
             self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
-            tool_id = data.get("id")
-            if tool_id is not None and len(self.tool_names) < 10_000:
-                self.tool_names[str(tool_id)] = name
-            for path in data.get("files") or ():
+            tool_id = event.id
+            if len(self.tool_names) < 10_000:
+                self.tool_names[tool_id] = name
+            for path in event.files:
                 self._add_file(path)
             if len(self.pending) < 10_000:
-                self.pending[str(tool_id)] = (name, data.get("input"))
+                self.pending[tool_id] = (name, event.input)
             self.last_failed_step = None
-        elif kind == EventKind.TOOL_RESULT:
-            name = data.get("name") or self.tool_names.get(str(data.get("id")), "unknown")
-            call = self.pending.pop(str(data.get("id")), None)
-            if data.get("is_error"):
+        elif isinstance(event, ToolResultEvent):
+            name = event.name or self.tool_names.get(event.id, "unknown")
+            call = self.pending.pop(event.id, None)
+            if event.is_error:
                 step = self._describe(call)
                 if len(self.failed_tools) < _MAX_ERRORS:
-                    self.failed_tools.append(str(name))
-                output = data.get("output")
-                first = next(
-                    (ln.strip() for ln in str(output or "").splitlines() if ln.strip()), ""
-                )
+                    self.failed_tools.append(name)
+                first = next((ln.strip() for ln in event.output.splitlines() if ln.strip()), "")
                 self.last_tool_error = f"{name} failed" + (
                     f": {first[:_MAX_TOOL_ERROR]}" if first else ""
                 )
                 self.last_failed_step = step
             else:
                 self.last_failed_step = None
-                self.last_successful_tool = str(name)
+                self.last_successful_tool = name
                 if call is not None and len(self.steps) < _MAX_STEPS:
                     self.steps.append(describe_step(call[0], call[1], self.cwd))
-            for path in data.get("files") or ():
+            for path in event.files:
                 self._add_file(path)
-        elif kind == EventKind.SESSION:
-            self.session_id = data.get("session_id") or self.session_id
-            self.model = data.get("model") or self.model
-        elif kind == EventKind.USAGE:
-            if data.get("usage") is not None:
-                self.usage = data["usage"]
-            if data.get("cost_usd") is not None:
-                self.cost_usd = data["cost_usd"]
-        elif kind == EventKind.RESULT:
-            self.result = data
-            if data.get("session_id"):
-                self.session_id = data["session_id"]
-            if data.get("num_turns") is not None:
-                self.num_turns = data["num_turns"]
-            if data.get("api_error_status") is not None:
-                self.api_error_status = data["api_error_status"]
+        elif isinstance(event, SessionEvent):
+            self.session_id = event.session_id or self.session_id
+            self.model = event.model or self.model
+        elif isinstance(event, UsageEvent):
+            if event.usage is not None:
+                self.usage = event.usage
+            if event.cost_usd is not None:
+                self.cost_usd = event.cost_usd
+        elif isinstance(event, ResultEvent):
+            self.result = event
+            if event.session_id:
+                self.session_id = event.session_id
+            if event.num_turns is not None:
+                self.num_turns = event.num_turns
+            if event.api_error_status is not None:
+                self.api_error_status = event.api_error_status
             return True
-        elif kind == EventKind.ERROR:
+        elif isinstance(event, ErrorEvent):
             if len(self.errors) >= _MAX_ERRORS:
                 del self.errors[0]
-            self.errors.append(str(data.get("message", "")))
-        elif kind == EventKind.CLI_RETRY:
+            self.errors.append(event.message)
+        elif isinstance(event, CliRetryEvent):
             self.cli_retries += 1
-            if data.get("error_status") is not None:
-                self.api_error_status = data["error_status"]
-            delay = data.get("retry_delay_ms")
+            if event.error_status is not None:
+                self.api_error_status = event.error_status
+            delay = event.retry_delay_ms
             if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
                 self.retry_delay_s = round(delay / 1000, 3)
         return False
@@ -278,8 +289,8 @@ class RunTally:
 
     def final_text(self) -> str | None:
         """The answer: the terminal event's text, else the last assistant text."""
-        if self.result is not None and self.result.get("text"):
-            return str(self.result["text"])
+        if self.result is not None and self.result.text:
+            return str(self.result.text)
         return self.last_text
 
     @staticmethod

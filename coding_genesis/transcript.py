@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from .events import Event
+from .events import Event, event_from_dict
 from .redact import Redactor
 
 __all__ = [
@@ -338,17 +338,18 @@ class RunRecord:
         )
         return files
 
-    def events(self) -> Iterator[dict[str, Any]]:
-        """The recorded events; a torn last line is skipped."""
+    def events(self) -> Iterator[Event]:
+        """The recorded events, typed (see :func:`event_from_dict`); a torn
+        last line, or a line of an unknown type, is skipped."""
         path = self.path / EVENTS
         if not path.exists():
             return
         with path.open("rb") as fh:
             for line in fh:
-                with contextlib.suppress(orjson.JSONDecodeError):
+                with contextlib.suppress(orjson.JSONDecodeError, ValueError):
                     obj = orjson.loads(line)
                     if isinstance(obj, dict):
-                        yield obj
+                        yield event_from_dict(obj)
 
     def stderr(self) -> str:
         path = self.path / STDERR

@@ -10,6 +10,7 @@ import pytest
 
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.failures import (
     LAST_RESORT_MESSAGES,
     RETRY_SUGGESTIONS,
@@ -300,8 +301,11 @@ def test_codex_translator_counts_its_own_retries() -> None:
         {"type": "error", "message": "Reconnecting... 2/5 (unexpected status 401 Unauthorized)"}
     )
     assert [e.kind for e in events] == ["cli_retry", "error"]
-    assert events[0].data["attempt"] == 2
-    assert events[0].data["max_retries"] == 5
-    assert events[0].data["error_status"] == 401
+    retry = events[0]
+    assert isinstance(retry, CliRetryEvent)
+    assert retry.attempt == 2
+    assert retry.max_retries == 5
+    assert retry.error_status == 401
     (plain,) = translator.translate({"type": "error", "message": "exceeded retry limit"})
     assert plain.kind == "error"
+    assert isinstance(plain, ErrorEvent)

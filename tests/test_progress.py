@@ -6,7 +6,18 @@ import io
 
 from rich.console import Console
 
-from coding_genesis.events import Event
+from coding_genesis.events import (
+    AttemptEvent,
+    CliRetryEvent,
+    Event,
+    RunFinishedEvent,
+    RunStartedEvent,
+    SessionEvent,
+    StateEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from coding_genesis.progress import ProgressView, RunTracker, tool_summary
 
 
@@ -18,9 +29,8 @@ class FakeClock:
         return self.now
 
 
-def feed(tracker: RunTracker, *events: tuple[str, dict[str, object]]) -> None:
-    for kind, data in events:
-        event = Event(kind, dict(data))
+def feed(tracker: RunTracker, *events: Event) -> None:
+    for event in events:
         event.run_id = "run-1"
         tracker.on_event(event)
 
@@ -38,28 +48,16 @@ def test_the_tracker_follows_a_run_with_retries_and_tools() -> None:
     tracker = RunTracker("claude", 300, clock=clock)
     feed(
         tracker,
-        ("state", {"state": "BUSY"}),
-        ("run_started", {"pid": 4242, "timeout": 120.0}),
-        ("session", {"session_id": "sess-1", "model": "m"}),
-        ("attempt", {"phase": "started", "attempt": 1}),
-        ("tool_call", {"id": "a", "name": "Bash", "input": {"command": "pytest   -q\n -x"}}),
-        (
-            "tool_call",
-            {"id": "b", "name": "Write", "input": {"file_path": "src/x.py"}, "files": ["src/x.py"]},
-        ),
-        ("tool_result", {"id": "a", "is_error": True}),
-        ("cli_retry", {"attempt": 2, "max_retries": 10, "error_status": 529}),
-        ("text", {"text": "first line\n\nthe last line  \n"}),
-        (
-            "attempt",
-            {
-                "phase": "finished",
-                "attempt": 1,
-                "action": "retry",
-                "category": "network",
-                "delay_s": 2.0,
-            },
-        ),
+        StateEvent("BUSY", "READY", "run started"),
+        RunStartedEvent("claude", "claude", 4242, "/tmp", 120.0),
+        SessionEvent("sess-1", "m"),
+        AttemptEvent("started", 1),
+        ToolCallEvent("a", "Bash", {"command": "pytest   -q\n -x"}),
+        ToolCallEvent("b", "Write", {"file_path": "src/x.py"}, ["src/x.py"]),
+        ToolResultEvent("a", "Bash", True, ""),
+        CliRetryEvent(attempt=2, max_retries=10, error_status=529, error=None),
+        TextEvent("first line\n\nthe last line  \n"),
+        AttemptEvent("finished", 1, {"action": "retry", "category": "network", "delay_s": 2.0}),
     )
     clock.now += 65
     assert tracker.run_id == "run-1" and tracker.pid == 4242 and tracker.timeout == 120.0
@@ -77,14 +75,14 @@ def test_the_tracker_follows_a_run_with_retries_and_tools() -> None:
     assert "retries: attempt 1 failed (network); retrying in 2s · CLI retries 1" in screen
     assert "› the last line" in screen
 
-    feed(tracker, ("attempt", {"phase": "started", "attempt": 2, "resume_session": "sess-1"}))
+    feed(tracker, AttemptEvent("started", 2, {"resume_session": "sess-1"}))
     assert tracker.last_attempt == "attempt 2 (resuming the session)"
     lines = tracker.summary_lines()
     assert lines[0] == "2 tool call(s) (Bash, Write), 1 failed"
     assert "files: src/x.py" in lines
     assert "attempts: 2 (last: attempt 2 (resuming the session))" in lines
 
-    feed(tracker, ("run_finished", {"status": 0}))
+    feed(tracker, RunFinishedEvent(0))
     clock.now += 100
     assert tracker.phase == "finished" and tracker.status == 0 and tracker.elapsed == 65
 
@@ -93,14 +91,7 @@ def test_the_panel_shows_the_running_tool_and_the_stop() -> None:
     tracker = RunTracker("codex", 30, clock=FakeClock())
     feed(
         tracker,
-        (
-            "tool_call",
-            {
-                "id": "i1",
-                "name": "command_execution",
-                "input": {"command": ["bash", "-lc", "make"]},
-            },
-        ),
+        ToolCallEvent("i1", "command_execution", {"command": ["bash", "-lc", "make"]}),
     )
     screen = draw(tracker)
     assert "running command_execution: bash -lc make" in screen
@@ -108,7 +99,7 @@ def test_the_panel_shows_the_running_tool_and_the_stop() -> None:
     screen = draw(tracker)
     assert "stopping" in screen and "Ctrl-C: stopping the process tree" in screen
     # Markup in the data is shown as text, never interpreted.
-    feed(tracker, ("text", {"text": "[bold red]not markup[/]"}))
+    feed(tracker, TextEvent("[bold red]not markup[/]"))
     assert "[bold red]not markup[/]" in draw(tracker)
 
 

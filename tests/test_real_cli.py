@@ -25,7 +25,7 @@ import anyio
 import psutil
 import pytest
 
-from coding_genesis import CodingGenesisAgent, Event, retry
+from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent, retry
 from coding_genesis.process import RUN_MARKER_ENV
 from coding_genesis.redact import MASK
 from tests.fakes.model_server import (
@@ -397,8 +397,8 @@ def _run_watching_for_sleep(
         started: dict[str, Any] = {}
 
         def on_event(event: Event) -> None:
-            if event.kind == "run_started":
-                started.update(run_id=event.run_id, pid=event.data["pid"])
+            if isinstance(event, RunStartedEvent):
+                started.update(run_id=event.run_id, pid=event.pid)
                 spawned.set()
 
         async def watch() -> None:
@@ -461,9 +461,9 @@ class CliEnv:
 
     def capture(self, agent: CodingGenesisAgent) -> None:
         def on_event(event: Event) -> None:
-            if event.kind != "run_started":
+            if not isinstance(event, RunStartedEvent):
                 return
-            proc = psutil.Process(event.data["pid"])
+            proc = psutil.Process(event.pid)
             # Right after exec, /proc/PID/environ can still read empty for an instant (the
             # kernel sets the new image's environment up after the exec has been reported).
             deadline = time.monotonic() + 2.0

@@ -13,7 +13,14 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from coding_genesis import AgentState, CodingGenesisAgent, ConfigError, RunResult, Status
+from coding_genesis import (
+    AgentState,
+    AttemptEvent,
+    CodingGenesisAgent,
+    ConfigError,
+    RunResult,
+    Status,
+)
 from coding_genesis import retry as retry_mod
 from coding_genesis.cli import main as cli_main
 from coding_genesis.retry import (
@@ -355,9 +362,12 @@ def test_a_rejected_resume_falls_back_to_a_fresh_session(tmp_path: Path) -> None
     scripts = {2: [{"exit": 1}], 3: [{"answer": "done afresh"}]}
 
     def rescript(event: Any) -> None:
-        data = event.data
-        if event.kind == "attempt" and data["phase"] == "started" and data["attempt"] in scripts:
-            fake.script(scripts[data["attempt"]])
+        if (
+            isinstance(event, AttemptEvent)
+            and event.phase == "started"
+            and event.attempt in scripts
+        ):
+            fake.script(scripts[event.attempt])
 
     agent.subscribe(rescript)
     with retry_mod.testing():
@@ -391,7 +401,7 @@ def test_cancelling_during_a_backoff_leaves_the_agent_ready(tmp_path: Path) -> N
     scopes: list[anyio.CancelScope] = []
 
     def cancel_while_waiting(event: Any) -> None:
-        if event.kind == "attempt" and event.data["phase"] == "finished":
+        if isinstance(event, AttemptEvent) and event.phase == "finished":
             scopes[0].cancel()  # lands in the backoff sleep (real time here)
 
     async def main() -> None:

@@ -17,7 +17,7 @@ import anyio
 import psutil
 import pytest
 
-from coding_genesis import AgentState, Event
+from coding_genesis import AgentState, Event, RunStartedEvent
 from tests.fakes import fakecli
 from tests.support import EventLog, FakeCLI
 from tests.tree_support import (
@@ -119,8 +119,8 @@ async def test_external_sigkill_of_the_cli_still_stops_its_grandchild(
     main: dict[str, int] = {}
 
     def killer(event: Event) -> None:
-        if event.kind == "run_started":
-            main["pid"] = event.data["pid"]
+        if isinstance(event, RunStartedEvent):
+            main["pid"] = event.pid
         elif event.kind == "session":
             os.kill(main["pid"], signal.SIGKILL)
 

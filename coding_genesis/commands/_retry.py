@@ -7,7 +7,7 @@ import sys
 from typing import IO, Any
 
 from ..errors import ConfigError
-from ..events import Event, EventKind
+from ..events import AttemptEvent, Event
 from ..retry import RetryPolicy
 from ._common import positive_seconds
 
@@ -89,12 +89,12 @@ def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
     """An event callback printing one line per attempt outcome to stderr."""
 
     def show(event: Event) -> None:
-        if event.kind != EventKind.ATTEMPT:
+        if not isinstance(event, AttemptEvent):
             return
         out = stream or sys.stderr
-        data = event.data
-        attempt = data.get("attempt")
-        if data.get("phase") == "started":
+        data = event.extra
+        attempt = event.attempt
+        if event.phase == "started":
             if attempt == 1:
                 return
             how = (

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..events import AttemptEvent, Event, ToolCallEvent, ToolResultEvent
 from ..progress import tool_summary
 from ..transcript import RunLookupError, RunRecord, find_run
 from ._common import add_transcript_dir, print_json, transcript_base
@@ -45,21 +46,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
-def tool_lines(events: Iterable[Mapping[str, Any]]) -> list[str]:
+def tool_lines(events: Iterable[Event]) -> list[str]:
     """One line per tool call, with how it ended."""
     calls: dict[str, int] = {}
     lines: list[str] = []
     for event in events:
-        kind = event.get("type")
-        if kind == "tool_call":
-            calls[str(event.get("id") or len(lines))] = len(lines)
-            lines.append(tool_summary(str(event.get("name") or "unknown"), event.get("input"), 100))
-        elif kind == "tool_result":
-            index = calls.pop(str(event.get("id") or ""), None)
+        if isinstance(event, ToolCallEvent):
+            calls[event.id or str(len(lines))] = len(lines)
+            lines.append(tool_summary(event.name or "unknown", event.input, 100))
+        elif isinstance(event, ToolResultEvent):
+            index = calls.pop(event.id, None)
             if index is not None:
-                lines[index] += " -> error" if event.get("is_error") else " -> ok"
-        elif kind == "attempt" and event.get("phase") == "started" and event.get("attempt") != 1:
-            lines.append(f"--- attempt {event.get('attempt', '?')} ---")
+                lines[index] += " -> error" if event.is_error else " -> ok"
+        elif isinstance(event, AttemptEvent) and event.phase == "started" and event.attempt != 1:
+            lines.append(f"--- attempt {event.attempt} ---")
     for index in calls.values():
         lines[index] += " -> (no result)"
     return lines
@@ -153,11 +153,11 @@ def render(record: RunRecord) -> str:
                         f"{entry.get('message')} -> {entry.get('action')}"
                     )
     tools = tool_lines(events)
-    calls = sum(1 for e in events if e.get("type") == "tool_call")
+    calls = sum(1 for e in events if isinstance(e, ToolCallEvent))
     usage: dict[str, int] = {}
     for event in events:
-        if event.get("type") == "tool_call":
-            name = str(event.get("name") or "unknown")
+        if isinstance(event, ToolCallEvent):
+            name = event.name or "unknown"
             usage[name] = usage.get(name, 0) + 1
     lines.append("")
     lines.append(f"tools: {calls} call(s)" + (f" ({tools_text(usage)})" if usage else ""))

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from coding_genesis import AgentState, CodingGenesisAgent, Event
+from coding_genesis import AgentState, CodingGenesisAgent, Event, RunStartedEvent
 from tests.support import FakeCLI
 from tests.tree_support import describe
 
@@ -181,8 +181,8 @@ async def external_kill(s: Soak) -> None:
     pid: dict[str, int] = {}
 
     def killer(event: Event) -> None:
-        if event.kind == "run_started":
-            pid["cli"] = event.data["pid"]
+        if isinstance(event, RunStartedEvent):
+            pid["cli"] = event.pid
         elif event.kind == "session":
             os.kill(pid["cli"], signal.SIGKILL)
 

@@ -19,7 +19,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import AgentState, CodingGenesisAgent, Event
+from coding_genesis import AgentState, CodingGenesisAgent, Event, RunStartedEvent
 from tests.support import EventLog, FakeCLI, is_reaped
 
 
@@ -126,8 +126,8 @@ def killed_externally(world: World) -> None:
     pid: dict[str, int] = {}
 
     def killer(event: Event) -> None:
-        if event.kind == "run_started":
-            pid["cli"] = event.data["pid"]
+        if isinstance(event, RunStartedEvent):
+            pid["cli"] = event.pid
         elif event.kind == "session" and "cli" in pid:
             os.kill(pid["cli"], signal.SIGKILL)
 

@@ -20,7 +20,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import AgentState, CodingGenesisAgent, Event
+from coding_genesis import AgentState, AttemptEvent, CodingGenesisAgent, Event
 from coding_genesis.retry import CircuitBreaker, RetryPolicy, VirtualClock, testing
 from tests.support import FAKE_BIN, EventLog, FakeCLI
 
@@ -187,8 +187,7 @@ def next_attempt_echoes(retry_world: RetryWorld) -> None:
     assert fake is not None and agent is not None
 
     def rescript(event: Event) -> None:
-        data = event.data
-        if event.kind == "attempt" and data["phase"] == "started" and data["attempt"] == 2:
+        if isinstance(event, AttemptEvent) and event.phase == "started" and event.attempt == 2:
             fake.script([{"echo_prompt": True}])
 
     agent.subscribe(rescript)
