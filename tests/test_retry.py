@@ -23,11 +23,12 @@ from coding_genesis import (
 )
 from coding_genesis import retry as retry_mod
 from coding_genesis.cli import main as cli_main
+from coding_genesis.failures import FailureCategory, retry_verdict
+from coding_genesis.report import ChildFailure
 from coding_genesis.retry import (
     Action,
     Backoff,
     CategoryPolicy,
-    Circuit,
     CircuitBreaker,
     RetryPolicy,
     SystemClock,
@@ -37,18 +38,36 @@ from coding_genesis.retry import (
     escalation_record,
     is_testing,
     set_testing,
-    suggested_actions,
 )
 from tests.support import EventLog, FakeCLI
 
 # -- policies ------------------------------------------------------------------
 
 
+def failure(
+    category: str, *, progress: bool = False, retry_after_s: float | None = None
+) -> ChildFailure:
+    """A failure value as the analysis decides it (the policy only reads it)."""
+    try:
+        cat = FailureCategory(category)
+    except ValueError:
+        cat = FailureCategory.UNKNOWN
+    retryable, why = retry_verdict(cat, progress=progress)
+    return ChildFailure(
+        category=cat,
+        message="m",
+        suggested_retry=retryable,
+        retryable_reason=why,
+        retry_after_s=retry_after_s,
+        suggested_actions=[f"act on {cat}"],
+    )
+
+
 def test_default_policy_has_spec_002_numbers() -> None:
     policy = RetryPolicy.default()
     timeout = policy.for_category("timeout")
     assert (timeout.max_retries, timeout.backoff, timeout.base_delay_s) == (2, Backoff.LINEAR, 30)
-    assert timeout.extend_timeout == 1.5 and timeout.require_progress
+    assert timeout.extend_timeout == 1.5
     network = policy.for_category("network")
     assert (network.max_retries, network.backoff, network.base_delay_s) == (3, "exponential", 1)
     assert network.max_delay_s == 30
@@ -90,36 +109,36 @@ def test_network_backoff_is_capped_at_30_seconds() -> None:
 
 def test_decide_retries_then_gives_up() -> None:
     policy = RetryPolicy.default()
-    first = policy.decide("network", retries_done=0, timeout_s=300)
+    first = policy.decide(failure("network"), retries_done=0, timeout_s=300)
     assert (first.action, first.delay_s, first.next_timeout_s) == (Action.RETRY, 1.0, 300)
-    last = policy.decide("network", retries_done=3)
+    last = policy.decide(failure("network"), retries_done=3)
     assert last.action is Action.FAIL
     assert "gave up after 3 retries" in last.reason
 
 
 def test_timeout_retry_extends_the_timeout_only_with_progress() -> None:
     policy = RetryPolicy.default()
-    retry = policy.decide("timeout", retries_done=1, tool_calls=2, timeout_s=300)
+    retry = policy.decide(failure("timeout", progress=True), retries_done=1, timeout_s=300)
     assert (retry.action, retry.delay_s, retry.next_timeout_s) == (Action.RETRY, 60.0, 450.0)
-    stuck = policy.decide("timeout", retries_done=0, tool_calls=0, timeout_s=300)
+    stuck = policy.decide(failure("timeout"), retries_done=0, timeout_s=300)
     assert stuck.action is Action.ESCALATE
     assert "no progress" in stuck.reason and "smaller subtasks" in stuck.reason
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
     policy = RetryPolicy.default()
-    assert policy.decide("rate_limit", retries_done=0, retry_after_s=30).delay_s == 30
-    assert policy.decide("rate_limit", retries_done=2).delay_s == 240  # no hint: backoff
-    capped = policy.decide("rate_limit", retries_done=0, retry_after_s=86400)
+    assert policy.decide(failure("rate_limit", retry_after_s=30), retries_done=0).delay_s == 30
+    assert policy.decide(failure("rate_limit"), retries_done=2).delay_s == 240  # no hint: backoff
+    capped = policy.decide(failure("rate_limit", retry_after_s=86400), retries_done=0)
     assert capped.delay_s == 900 and "capped" in capped.reason
     tighter = policy.with_category("rate_limit", retry_after_cap_s=45)
-    assert tighter.decide("rate_limit", retries_done=0, retry_after_s=120).delay_s == 45
+    assert tighter.decide(failure("rate_limit", retry_after_s=120), retries_done=0).delay_s == 45
 
 
 def test_non_retryable_categories_fail_or_escalate_at_once() -> None:
     policy = RetryPolicy.default()
     actions = {
-        cat: policy.decide(cat, retries_done=0).action
+        cat: policy.decide(failure(cat), retries_done=0).action
         for cat in ("auth", "not_found", "unknown", "tool_error", "invalid_task", "missing_context")
     }
     assert actions == {
@@ -130,14 +149,14 @@ def test_non_retryable_categories_fail_or_escalate_at_once() -> None:
         "invalid_task": Action.FAIL,
         "missing_context": Action.FAIL,
     }
-    assert policy.decide("no-such-category", retries_done=0).action is Action.ESCALATE
+    assert policy.decide(failure("no-such-category"), retries_done=0).action is Action.ESCALATE
 
 
 def test_deadline_gives_up_and_clips_the_next_timeout() -> None:
     policy = RetryPolicy.default(deadline_s=100)
-    clipped = policy.decide("network", retries_done=0, timeout_s=300, elapsed_s=50)
+    clipped = policy.decide(failure("network"), retries_done=0, timeout_s=300, elapsed_s=50)
     assert clipped.action is Action.RETRY and clipped.next_timeout_s == 49
-    late = policy.decide("network", retries_done=0, timeout_s=300, elapsed_s=99.5)
+    late = policy.decide(failure("network"), retries_done=0, timeout_s=300, elapsed_s=99.5)
     assert late.action is Action.FAIL and "deadline" in late.reason
 
 
@@ -205,27 +224,26 @@ def test_continuation_prompt_follows_spec_004() -> None:
     assert "(nothing yet)" in continuation_prompt("p", body)
 
 
-def test_suggested_actions() -> None:
-    assert suggested_actions("timeout", timeout_s=300, tool_calls=0)[:2] == [
-        "Break the task into smaller subtasks",
-        "Retry with timeout=600s",
-    ]
-    assert suggested_actions("timeout", timeout_s=300, tool_calls=3)[0] == "Retry with timeout=600s"
-    assert suggested_actions("auth") == [
-        "Check the credentials and access",
-        "Request the permissions needed",
-    ]
-    assert suggested_actions("internal") == ["Analyse the error manually"]
+def test_the_policy_never_retries_what_the_failure_says_is_not_retryable() -> None:
+    # A policy that would retry auth failures still reads the failure's own
+    # answer: the failure is decided once, by the analysis, and not again here.
+    policy = RetryPolicy.default().with_category("auth", max_retries=3)
+    decision = policy.decide(failure("auth"), retries_done=0)
+    assert decision.action is Action.ESCALATE
+    assert decision.reason.startswith("not retryable: auth")
+    # ... and a policy may retry less than the failure allows.
+    stingy = RetryPolicy.default().with_category("network", max_retries=0)
+    assert stingy.decide(failure("network"), retries_done=0).action is Action.FAIL
 
 
 def test_escalation_record_shape() -> None:
     history = [
         {"attempt": 1, "category": "auth", "error": "cli_error", "message": "401", "at": "t1"}
     ]
+    auth = failure("auth")
     record = escalation_record(
         run_id="abcdef0123456789",
-        category="auth",
-        message="401",
+        failure=auth,
         reason="auth failures are not retried as-is",
         history=history,
         now=1_700_000_000.5,
@@ -234,7 +252,9 @@ def test_escalation_record_shape() -> None:
     assert record["created_at"] == "2023-11-14T22:13:20.500Z"
     assert record["attempts"] == 1
     assert record["error_history"] == history
-    assert record["suggested_actions"] == suggested_actions("auth")
+    assert record["category"] == "auth" and record["message"] == "401"
+    # The escalation's actions are the failure's own list, not a second one.
+    assert record["suggested_actions"] == auth.suggested_actions
 
 
 # -- virtual time ----------------------------------------------------------------
@@ -260,11 +280,14 @@ def test_testing_switch_is_scoped_and_records_sleeps() -> None:
     assert not is_testing()
 
 
-def test_testing_env_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(retry_mod.TESTING_ENV, "1")
-    assert is_testing()
-    monkeypatch.setenv(retry_mod.TESTING_ENV, "0")
+def test_the_environment_cannot_switch_the_library_to_virtual_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The switch is in code only; the old GENESIS_RETRY_TESTING is read by the
+    # genesis CLI alone (its --retry-testing option), never by the library.
+    monkeypatch.setenv("GENESIS_RETRY_TESTING", "1")
     assert not is_testing()
+    assert isinstance(current_clock(), SystemClock)
 
 
 def test_frozen_virtual_clock_moves_only_when_told() -> None:
@@ -389,8 +412,10 @@ def test_a_bad_per_call_retry_is_a_usage_error(tmp_path: Path) -> None:
 def test_invalid_request_is_not_retried(tmp_path: Path) -> None:
     with retry_mod.testing() as clock:
         result = _failer(tmp_path, retry=3).run_sync("   ")
-    assert result["status"] == Status.USAGE
-    assert result["retry_history"][0]["action"] == "fail"
+    # An invalid request is answered before any attempt: nothing to retry.
+    assert result["status"] == Status.USAGE and result["error"] == "invalid_request"
+    assert result["retry_history"] == [] and result["retry_count"] == 0
+    assert result["failure"]["retryable"] is False
     assert clock.sleeps == []
 
 
@@ -423,17 +448,35 @@ def test_cancelling_during_a_backoff_leaves_the_agent_ready(tmp_path: Path) -> N
 
 
 def test_circuit_counts_only_trip_categories() -> None:
-    circuit = Circuit(CircuitBreaker(threshold=2, cooldown_s=10))
-    assert circuit.record("not_found", "not_found", "claude CLI not found", 0) == "trip"
-    assert circuit.record("invalid_request", "invalid_task", "empty prompt", 1) == "neutral"
+    circuit = CircuitBreaker(threshold=2, cooldown_s=10)
+    rec = circuit.record
+    assert rec("not_found", "not_found", "claude CLI not found", 0, probe=False) == "trip"
+    assert rec("invalid_request", "invalid_task", "empty prompt", 1, probe=False) == "neutral"
     assert circuit.consecutive == 1 and not circuit.open
-    assert circuit.record("cli_error", "auth", "401", 2) == "trip"
+    assert rec("cli_error", "auth", "401", 2, probe=False) == "trip"
     assert circuit.open and circuit.remaining(5) == 7
     assert circuit.reason == "2 consecutive auth failures (401); cooldown 10s"
-    assert circuit.record("timeout", "timeout", "timed out", 3) == "other"
+    assert rec("timeout", "timeout", "timed out", 3, probe=False) == "other"
     assert circuit.consecutive == 0
-    circuit.record(None, None, "", 4)
+    rec(None, None, "", 4, probe=False)
     assert not circuit.open and circuit.remaining(5) == 0
+
+
+def test_one_breaker_shared_by_agents_degrades_them_together(tmp_path: Path) -> None:
+    shared = CircuitBreaker(threshold=2, cooldown_s=60)
+    missing = str(tmp_path / "missing")
+    first = CodingGenesisAgent("claude", cli_path=missing, circuit_breaker=shared)
+    second = CodingGenesisAgent("codex", cli_path=missing, circuit_breaker=shared)
+    bystander = CodingGenesisAgent("claude", cli_path=missing)
+    with retry_mod.testing():
+        first.run_sync("hi")
+        second.run_sync("hi")
+        assert first.state is AgentState.DEGRADED and second.state is AgentState.DEGRADED
+        assert bystander.state is AgentState.READY  # a breaker of its own
+        answer = second.run_sync("hi")
+        assert answer["status"] == Status.UNAVAILABLE and answer["error"] == "degraded"
+        first.reset_circuit()
+        assert second.state is AgentState.READY
 
 
 def test_breaker_off_never_degrades(tmp_path: Path) -> None:
@@ -510,7 +553,10 @@ def test_cli_escalation_and_json(
     assert code == 1
     assert result["retry_count"] == 1 and result["escalation"]["category"] == "internal"
     assert "-> escalate (internal: gave up after 1 retry)" in err
-    assert "suggested: Analyse the error manually" in err
+    # The CLI's "suggested:" line renders the failure's one list of actions.
+    actions = result["failure"]["suggested_actions"]
+    assert f"suggested: {'; '.join(actions)}" in err
+    assert result["escalation"]["suggested_actions"] == actions
 
 
 def test_cli_without_retry_options_is_one_attempt(
