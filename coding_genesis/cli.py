@@ -37,14 +37,21 @@ examples:
 each command has its own examples: genesis COMMAND --help
 
 status codes (also the exit code of `genesis run`):
-  0 success, 1 the CLI reported an error or did not finish, 64 invalid request,
-  69 backend degraded, 70 internal error, 75 agent busy, 124 timed out / idle,
-  126 CLI not executable, 127 CLI not found, 128+N killed by signal N,
-  130 cancelled (Ctrl-C); other values are the CLI's own exit code.
-  2 is a command-line usage error (the message says what is allowed).
+  0 success, 1 the CLI failed (reported an error, exited non-zero by itself - its
+  own code is in exit_code - or did not finish), 64 invalid request, 69 backend
+  degraded, 70 internal error, 75 agent busy, 124 timed out / idle, 126 CLI not
+  executable, 127 CLI not found, 128+N killed by signal N (not sent by us),
+  130 cancelled (Ctrl-C).  2 is a command-line usage error, in every command.
 
-environment: GENESIS_BACKEND (default backend), GENESIS_TRANSCRIPTS (a directory or
-"off"), GENESIS_CLAUDE_PATH / GENESIS_CODEX_PATH (CLI binaries).
+environment (read by the genesis command only, never by the library):
+  GENESIS_BACKEND        default --backend (else claude)
+  GENESIS_TRANSCRIPTS    where runs are recorded, or "off"
+                         (else $XDG_STATE_HOME/coding-genesis/runs)
+  GENESIS_RUN_LOG        the run log of `genesis stats`, or "off"
+                         (else $XDG_STATE_HOME/coding-genesis/runs.jsonl)
+  GENESIS_CLAUDE_PATH, GENESIS_CODEX_PATH, GENESIS_<BACKEND>_PATH   CLI binaries
+  GENESIS_SUBREAPER=0    never make genesis a child subreaper
+  GENESIS_RETRY_TESTING=1  the same as --retry-testing
 """
 
 
@@ -56,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"coding-genesis {__version__}")
+    parser.add_argument(
+        "--retry-testing",
+        action="store_true",
+        help="retry backoffs take no real time (virtual time), to test a pipeline that "
+        "runs genesis; never use it in production",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"coding_genesis.commands.{name}")
@@ -70,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    from .commands._env import apply_process_settings
+
+    apply_process_settings(retry_testing=args.retry_testing)
     try:
         code: int = handler(args)
     except KeyboardInterrupt:

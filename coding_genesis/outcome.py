@@ -135,9 +135,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         if result.is_error:
             status = int(Status.FAILED)
             message = (
-                text
-                or "; ".join(str(e) for e in result.errors)
-                or f"{name} reported an error"
+                text or "; ".join(str(e) for e in result.errors) or f"{name} reported an error"
             )
             return RunResult(
                 status=status,

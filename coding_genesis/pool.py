@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .agent import CodingGenesisAgent, _running_event_loop
 from .analysis import failed_result
 from .errors import AgentUsageError, ConfigError
-from .retry import RetryPolicy
 from .states import Status
 
 __all__ = [
@@ -43,58 +42,32 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis.pool")
 
-_AGENT_FIELDS = (
-    "timeout",
-    "idle_timeout",
-    "grace",
-    "cwd",
-    "model",
-    "cli_path",
-    "name",
-    "retry",
-)
-
 
 class RunSpec(BaseModel):
-    """One request of a batch: the prompt, the backend, and the agent's options.
+    """One request of a batch: the prompt, the backend, and the agent's settings.
 
-    Only ``prompt`` and ``backend`` are required; every other field left as
-    ``None`` keeps the :class:`CodingGenesisAgent` default.
+    Only ``prompt`` and ``backend`` are required.  Every other field is an
+    :class:`~coding_genesis.config.AgentConfig` setting (``timeout``, ``cwd``,
+    ``model``, ``retry``, ``options``, ...), checked when the run's agent is
+    built: an unknown or invalid one answers that request with a failure.  A
+    setting given as ``None`` keeps the default.  ``resume`` and
+    ``request_key`` go to :meth:`CodingGenesisAgent.run`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     prompt: str
     backend: str
-    timeout: float | None = None
-    idle_timeout: float | None = None
-    grace: float | None = None
-    cwd: str | None = None
-    model: str | None = None
-    cli_path: str | tuple[str, ...] | None = None
-    name: str | None = None
-    env: dict[str, str] | None = None
-    extra_args: tuple[str, ...] | None = None
-    #: Backend options (claude: max_turns, permission_mode, ...; codex: sandbox, ...).
-    options: dict[str, Any] | None = None
     resume: str | None = None
     request_key: str | None = None
-    #: The agent's retry policy: a RetryPolicy, "default", a number of retries,
-    #: or its fields as a dict (None: one attempt).  It runs where the run runs.
-    retry: RetryPolicy | int | str | None = None
 
     def agent_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`CodingGenesisAgent` (defaults left out)."""
-        kwargs = {k: getattr(self, k) for k in _AGENT_FIELDS if getattr(self, k) is not None}
-        if self.env is not None:
-            kwargs["env"] = self.env
-        if self.extra_args is not None:
-            kwargs["extra_args"] = self.extra_args
-        return kwargs
+        """The agent settings of this request (defaults left out)."""
+        return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
 
     def run_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :meth:`CodingGenesisAgent.run`."""
-        return {"resume": self.resume, "options": self.options, "request_key": self.request_key}
+        return {"resume": self.resume, "request_key": self.request_key}
 
 
 class InvalidRequest(BaseModel):
@@ -235,6 +208,18 @@ def _call_safely(callback: Callable[[dict[str, Any]], object], value: dict[str, 
         log.exception("callback %r failed; the batch goes on", callback)
 
 
+def with_defaults(request: Request, defaults: Mapping[str, Any] | None) -> Request:
+    """``request`` with agent settings it does not set itself taken from ``defaults``."""
+    if not defaults:
+        return request
+    if isinstance(request, RunSpec):
+        missing = {k: v for k, v in defaults.items() if (request.model_extra or {}).get(k) is None}
+        return RunSpec.model_validate({**request.model_dump(), **missing})
+    if isinstance(request, Mapping):
+        return {**defaults, **{k: v for k, v in request.items() if v is not None}}
+    return request
+
+
 async def run_many(
     requests: Iterable[Request],
     *,
@@ -242,6 +227,7 @@ async def run_many(
     executor: str | Executor = "local",
     on_event: EventCallback | None = None,
     on_result: ResultCallback | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -251,11 +237,13 @@ async def run_many(
     initialised, else a local cluster left running) or any :class:`Executor`.
     ``on_event`` gets every run event tagged with ``index``; ``on_result`` gets
     each result as its run finishes.  A failing callback is logged and ignored.
+    ``defaults``: agent settings for every request that does not set them
+    (``genesis run-many`` records each run this way: ``transcripts``, ``run_log``).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
     runner = _executor(executor)
-    items = list(requests)
+    items = [with_defaults(request, defaults) for request in requests]
     results: list[dict[str, Any] | None] = [None] * len(items)
     limiter = anyio.CapacityLimiter(concurrency)
     emit = None
@@ -296,6 +284,7 @@ def run_many_sync(
     executor: str | Executor = "local",
     on_event: EventCallback | None = None,
     on_result: ResultCallback | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Blocking :func:`run_many` for code without an event loop.  Ctrl-C stops
     every process tree, then raises ``KeyboardInterrupt``."""
@@ -313,5 +302,6 @@ def run_many_sync(
             executor=executor,
             on_event=on_event,
             on_result=on_result,
+            defaults=defaults,
         )
     )

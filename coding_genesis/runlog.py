@@ -1,11 +1,9 @@
 """Failure monitoring (spec 004): one JSON line per run in a run log, and
 counts and rates by category and backend over a time window.
 
-Where the log goes, first match wins:
-
-- the agent's ``run_log`` option: a path, or ``False`` for no log;
-- ``GENESIS_RUN_LOG``: a path, or ``off`` (also ``0``, ``false``, ``no``, ``none``);
-- ``$XDG_STATE_HOME/coding-genesis/runs.jsonl`` (``~/.local/state/...`` by default).
+The library writes a run log only when asked (``run_log=PATH``, through
+:class:`~coding_genesis.observers.RunLogObserver`); the ``genesis`` CLI keeps
+one by default (see ``coding_genesis.commands._env``).
 
 A record holds no prompt and no answer: ids, status, category, reason, the
 blocker, counts and timings, with environment secrets redacted.  Appends are
@@ -32,48 +30,22 @@ import orjson
 from .redact import Redactor
 
 __all__ = [
-    "ENV_VAR",
     "MAX_BYTES",
     "append_run",
-    "default_run_log",
+    "blocker_key",
     "failure_stats",
     "format_stats",
     "parse_window",
     "read_runs",
-    "resolve_run_log",
     "run_record",
 ]
 
 log = logging.getLogger("coding_genesis.runlog")
 
-ENV_VAR = "GENESIS_RUN_LOG"
 MAX_BYTES = 20 * 1024 * 1024
 SCHEMA = 1
-_OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 _MESSAGE = 300
 _warned: set[str] = set()
-
-
-def default_run_log(env: Mapping[str, str] | None = None) -> Path | None:
-    """The run log path from the environment, or None when it is switched off."""
-    env = os.environ if env is None else env
-    value = env.get(ENV_VAR, "").strip()
-    if value.lower() in _OFF:
-        return None
-    if value:
-        return Path(value).expanduser()
-    base = env.get("XDG_STATE_HOME", "").strip()
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "state"
-    return root / "coding-genesis" / "runs.jsonl"
-
-
-def resolve_run_log(option: str | os.PathLike[str] | bool | None) -> Path | None:
-    """The agent's ``run_log`` option: None/True = default, False = off, else a path."""
-    if option is False:
-        return None
-    if option is None or option is True:
-        return default_run_log()
-    return Path(os.fspath(option)).expanduser()
 
 
 def _iso(ts: float) -> str:
@@ -211,8 +183,30 @@ def _rate(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
+#: What varies between identical failures: times, dates, ids, durations, counts.
+_VARYING = (
+    (
+        re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        "<time>",
+    ),
+    (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<time>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<date>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{12,}\b", re.I), "<id>"),
+    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\d.])"), "<n>"),
+)
+
+
+def blocker_key(text: str) -> str:
+    """``text`` with what varies between identical failures (timestamps, ids,
+    numbers) replaced by placeholders, so that they are counted together."""
+    for pattern, placeholder in _VARYING:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
 def failure_stats(
-    path: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str],
     *,
     since_s: float | None = 86400.0,
     backend: str | None = None,
@@ -225,7 +219,7 @@ def failure_stats(
     ``failure_rate`` of runs that failed, per category its ``share`` of the
     failures and its ``rate`` over all runs.
     """
-    log_path = Path(os.fspath(path)) if path is not None else default_run_log()
+    log_path: Path | None = Path(os.fspath(path))
     clock = time.time() if now is None else now
     counters: Counter[str] = Counter()
     runs = 0
@@ -249,7 +243,7 @@ def failure_stats(
             entry["failures"] += 1
             entry["by_category"][category] += 1
             if record.get("blocked_on"):
-                blockers[str(record["blocked_on"])] += 1
+                blockers[blocker_key(str(record["blocked_on"]))] += 1
     return {
         "log": str(log_path) if log_path is not None else None,
         "since_s": since_s,

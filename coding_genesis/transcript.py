@@ -46,24 +46,18 @@ from .events import Event, event_from_dict
 from .redact import Redactor
 
 __all__ = [
-    "TRANSCRIPTS_ENV",
     "RunLookupError",
     "RunRecord",
     "Transcript",
-    "default_transcript_dir",
     "find_run",
     "list_runs",
     "now_meta",
     "read_run",
-    "resolve_transcript_dir",
     "safe_dumps",
 ]
 
 log = logging.getLogger("coding_genesis.transcript")
 
-#: A directory, or "off" to write no transcripts.
-TRANSCRIPTS_ENV = "GENESIS_TRANSCRIPTS"
-_OFF = {"off", "0", "no", "false", "none", ""}
 
 META = "meta.json"
 EVENTS = "events.jsonl"
@@ -72,32 +66,6 @@ RESULT = "result.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 #: Longest unfinished line held back for redaction before it is written in pieces.
 _MAX_HOLD = 1 << 20
-
-
-def default_transcript_dir() -> Path:
-    """``$XDG_STATE_HOME/coding-genesis/runs`` (``~/.local/state/...`` without it)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(state) / "coding-genesis" / "runs"
-
-
-def resolve_transcript_dir(option: str | os.PathLike[str] | bool | None = None) -> Path | None:
-    """Where transcripts go: ``option`` (a path, or False/"off"), else
-    ``$GENESIS_TRANSCRIPTS`` (a path or "off"), else the XDG default.  None: off."""
-    if option is False:
-        return None
-    if option is not None and option is not True:
-        text = os.fspath(option)
-        if text.strip().lower() in _OFF:
-            return None
-        return Path(os.path.expanduser(text))
-    env = os.environ.get(TRANSCRIPTS_ENV)
-    if env is not None:
-        if env.strip().lower() in _OFF:
-            return None
-        return Path(os.path.expanduser(env))
-    return default_transcript_dir()
 
 
 def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:

@@ -15,7 +15,17 @@ __all__ = [
     "print_json",
     "status_exit_code",
     "transcript_base",
+    "usage_error",
 ]
+
+#: argparse's convention for a command-line usage error, used by every command.
+USAGE_ERROR = 2
+
+
+def usage_error(command: str, message: str) -> int:
+    """Print a usage error the way argparse does and return its exit code (2)."""
+    print(f"genesis {command}: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
 
 
 def positive_seconds(text: str) -> float:
@@ -53,13 +63,13 @@ def add_transcript_dir(parser: argparse.ArgumentParser) -> None:
 
 def transcript_base(args: argparse.Namespace, command: str) -> Path | None:
     """The transcript directory the user means, or None after printing why not."""
-    from ..transcript import TRANSCRIPTS_ENV, resolve_transcript_dir
+    from ._env import TRANSCRIPTS, transcript_dir
 
-    base = resolve_transcript_dir(args.transcript_dir)
+    base = transcript_dir(args.transcript_dir)
     if base is None:
         print(
             f"genesis {command}: error: transcripts are turned off "
-            f"(--transcript-dir or ${TRANSCRIPTS_ENV} is 'off'); "
+            f"(--transcript-dir or ${TRANSCRIPTS} is 'off'); "
             "give the directory with --transcript-dir DIR",
             file=sys.stderr,
         )

@@ -252,8 +252,9 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     from ..attempt import Refusal, resolve_program
     from ..backend import RunRequest
     from ..process import build_env
+    from ._env import cli_path_for
 
-    agent = CodingGenesisAgent(name, cli_path=cli_path)
+    agent = CodingGenesisAgent(name, cli_path=cli_path_for(name, cli_path))
     backend = agent.backend
     checks: list[Check] = []
     # The same resolution a run uses, so the answer is the one a run would get.
@@ -309,7 +310,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
 
 def _machine_checks() -> list[Check]:
     from ..process import subreaper_enabled
-    from ..transcript import resolve_transcript_dir
+    from ._env import SUBREAPER, transcript_dir
 
     checks = []
     if subreaper_enabled():
@@ -325,7 +326,7 @@ def _machine_checks() -> list[Check]:
     else:
         why = (
             "GENESIS_SUBREAPER=0"
-            if os.environ.get("GENESIS_SUBREAPER") == "0"
+            if os.environ.get(SUBREAPER) == "0"
             else f"not available on {sys.platform}"
         )
         checks.append(
@@ -338,7 +339,7 @@ def _machine_checks() -> list[Check]:
                 "unset GENESIS_SUBREAPER" if "=0" in why else "run on Linux for subreaper cleanup",
             )
         )
-    base = resolve_transcript_dir()
+    base = transcript_dir()
     if base is None:
         checks.append(Check("*", "transcripts", "ok", "off ($GENESIS_TRANSCRIPTS=off)"))
     else:

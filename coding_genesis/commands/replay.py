@@ -11,8 +11,9 @@ from typing import Any
 
 import orjson
 
-from ..transcript import RunLookupError, find_run, read_run, resolve_transcript_dir
+from ..transcript import RunLookupError, find_run, read_run
 from ._common import print_json, status_exit_code
+from ._env import transcript_dir
 from ._render import summary_lines
 
 __all__ = ["detect_backend", "register"]
@@ -119,7 +120,7 @@ def _load(args: argparse.Namespace) -> _Input | str:
     elif path.exists():
         record = None
     else:
-        base = resolve_transcript_dir(args.transcript_dir)
+        base = transcript_dir(args.transcript_dir)
         if base is None:
             return f"no file {str(path)!r} (and transcripts are off, so it is no run id either)"
         try:

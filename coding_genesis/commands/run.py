@@ -4,13 +4,12 @@ text, JSON, or a stream of JSON-lines events."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..states import Status
-from ._common import positive_seconds, print_json, status_exit_code
+from ._common import positive_seconds, print_json, status_exit_code, usage_error
+from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
 from ._live import EventWriter, LiveOutcome, execute, stopped_response
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
@@ -39,6 +38,12 @@ process tree, prints what the run did so far and exits 130.
 every run is recorded in a transcript directory (raw stdout, events, stderr tail,
 result): see `genesis runs` and `genesis show RUN_ID`; default
 $XDG_STATE_HOME/coding-genesis/runs, or $GENESIS_TRANSCRIPTS (a path or "off").
+It is also appended to the run log (`genesis stats`): $GENESIS_RUN_LOG or
+$XDG_STATE_HOME/coding-genesis/runs.jsonl.  (The library records nothing unless
+asked: this is the command line's default.)
+
+exit codes: the response's status (0 success, 1 the CLI failed, 64 invalid request,
+124 timeout, 127 CLI not found, ...); 2 is a command-line usage error.
 """
 
 
@@ -58,8 +63,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--backend",
         "-b",
-        default=os.environ.get("GENESIS_BACKEND", "failer"),
-        help="claude, codex or failer (default: $GENESIS_BACKEND or failer, which needs no credentials)",
+        default=None,
+        help="claude, codex or failer (default: $GENESIS_BACKEND, else claude; "
+        "failer is the embedded test CLI and needs no credentials)",
     )
     parser.add_argument(
         "--timeout",
@@ -85,7 +91,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
     parser.add_argument(
-        "--cli-path", default=None, help="path of the CLI binary (default: found on PATH)"
+        "--cli-path",
+        default=None,
+        help="path of the CLI binary (default: $GENESIS_<BACKEND>_PATH, else found on PATH)",
     )
     parser.add_argument("--resume", default=None, help="continue this CLI session id")
     parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
@@ -115,21 +123,22 @@ def handle(args: argparse.Namespace) -> int:
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    backend = args.backend or default_backend()
     try:
         agent = CodingGenesisAgent(
-            args.backend,
+            backend,
             timeout=args.timeout,
             idle_timeout=args.idle_timeout,
             grace=args.grace,
             cwd=args.cwd,
             model=args.model,
-            cli_path=args.cli_path,
-            transcripts=args.transcript_dir,
+            cli_path=cli_path_for(backend, args.cli_path),
+            transcripts=transcript_dir(args.transcript_dir),
+            run_log=run_log_path(),
             retry=retry_policy(args),
         )
     except ConfigError as exc:
-        print(f"genesis run: error: {exc}", file=sys.stderr)
-        return int(Status.USAGE)
+        return usage_error("run", str(exc))
     if agent.retry_policy is not None and not args.quiet:
         agent.subscribe(attempt_printer("genesis run"))
     events = EventWriter(sys.stdout.buffer) if args.events else None

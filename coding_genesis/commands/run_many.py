@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from ..states import Status
+from ._common import usage_error
 
 __all__ = ["read_requests", "register"]
 
@@ -116,8 +117,7 @@ def handle(args: argparse.Namespace) -> int:
             with open(args.file, "rb") as fh:
                 data = fh.read()
     except OSError as exc:
-        print(f"genesis run-many: error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return int(Status.USAGE)
+        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
     requests = read_requests(data.splitlines())
     total = len(requests)
 
@@ -136,8 +136,7 @@ def handle(args: argparse.Namespace) -> int:
                 else {"include_dashboard": False},
             )
         except (ConfigError, ImportError) as exc:
-            print(f"genesis run-many: error: {exc}", file=sys.stderr)
-            return int(Status.USAGE)
+            return usage_error("run-many", str(exc))
         executor = runner
 
     results: dict[int, dict[str, Any]] = {}
@@ -161,7 +160,11 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         run_many_sync(
-            requests, concurrency=args.concurrency, executor=executor, on_result=on_result
+            requests,
+            concurrency=args.concurrency,
+            executor=executor,
+            on_result=on_result,
+            defaults=_recording(),
         )
     except KeyboardInterrupt:
         print(
@@ -171,8 +174,7 @@ def handle(args: argparse.Namespace) -> int:
         )
         return int(Status.CANCELLED)
     except ConfigError as exc:
-        print(f"genesis run-many: error: {exc}", file=sys.stderr)
-        return int(Status.USAGE)
+        return usage_error("run-many", str(exc))
     finally:
         if runner is not None:
             runner.close()
@@ -182,6 +184,17 @@ def handle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if failed else 0
+
+
+def _recording() -> dict[str, Any]:
+    """Each run is recorded like a `genesis run` (transcript and run log)."""
+    from ._env import run_log_path, transcript_dir
+
+    base, log = transcript_dir(), run_log_path()
+    return {
+        "transcripts": str(base) if base is not None else None,
+        "run_log": str(log) if log is not None else None,
+    }
 
 
 def _progress(result: dict[str, Any], finished: int, total: int) -> str:

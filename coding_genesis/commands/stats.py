@@ -86,9 +86,10 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..runlog import default_run_log, failure_stats, format_stats
+    from ..runlog import failure_stats, format_stats
+    from ._env import run_log_path
 
-    path = args.log if args.log is not None else default_run_log()
+    path = args.log if args.log is not None else run_log_path()
     if path is None:
         print("genesis stats: the run log is switched off (GENESIS_RUN_LOG=off)", file=sys.stderr)
         return 2
