@@ -444,6 +444,7 @@ class CodingGenesisAgent:
             marker=run_id,
             publish=publish,
             on_stdout=observers.stdout if observers else None,
+            on_decoded=observers.flush if observers else None,
             on_spawn=spawned,
             on_tally=self._hold_tally,
         )

@@ -163,7 +163,7 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return f"Permission denied for {result.permission_denials} tool call(s)"
     if result.last_tool_error and category in (C.TOOL_ERROR, C.PARTIAL):
         return result.last_tool_error
-    if found.reason.startswith("killed by"):
+    if found.reason.startswith(("killed by", "exited with code")):
         return f"The CLI was {found.reason}{during}"
     first = result.message.strip().splitlines()[0] if result.message.strip() else ""
     return first[:300] or found.reason

@@ -103,6 +103,7 @@ async def run_attempt(
     marker: str,
     publish: Callable[[Event], object] | None = None,
     on_stdout: Callable[[bytes], object] | None = None,
+    on_decoded: Callable[[], object] | None = None,
     on_spawn: Callable[[int, list[str]], object] | None = None,
     on_tally: Callable[[RunTally], object] | None = None,
 ) -> AttemptOutcome:
@@ -110,7 +111,8 @@ async def run_attempt(
 
     ``publish`` gets every decoded event; ``on_stdout`` every raw stdout chunk
     before it is decoded (transcripts keep the raw bytes: nothing read is lost
-    if the runner dies mid-chunk); ``on_spawn`` the CLI's pid and argv;
+    if the runner dies mid-chunk); ``on_decoded`` is called once the events of
+    a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
     ``on_tally`` the attempt's tally as soon as it exists (the answer to a
     cancellation reports what it holds).
     """
@@ -137,14 +139,18 @@ async def run_attempt(
         backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
     )
     sink = decoder.feed
-    if on_stdout is not None:
+    if on_stdout is not None or on_decoded is not None:
         tap = on_stdout
+        decoded = on_decoded
         feed = decoder.feed
 
         def sink(chunk: bytes) -> bool:
-            if chunk:
+            if chunk and tap is not None:
                 tap(chunk)
-            return feed(chunk)
+            terminal = feed(chunk)
+            if decoded is not None:
+                decoded()
+            return terminal
 
     spawned = None
     if on_spawn is not None:

@@ -430,11 +430,24 @@ def _by_text(ev: Evidence) -> Verdict | None:
     return None
 
 
+#: Exit codes of a CLI that stops itself on a termination signal (node and shells
+#: exit 128+N from their handler).  Only these: other codes above 128 are a CLI's
+#: own (gemini exits with the HTTP status mod 256: 401 -> 145, 429 -> 173).
+_STOPPED_BY_SIGNAL_CODES = {
+    128 + int(s): s.name for s in (_signal.SIGHUP, _signal.SIGINT, _signal.SIGKILL, _signal.SIGTERM)
+}
+
+
 def _by_signal(ev: Evidence) -> Verdict | None:
     signum = _signal_of(ev.exit_code, ev.error, ev.completed)
-    if signum is None:
-        return None
-    return C.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+    if signum is not None:
+        return C.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+    name = _STOPPED_BY_SIGNAL_CODES.get(ev.exit_code or 0)
+    if name is not None and not ev.completed and ev.error == "cli_error":
+        return C.INTERNAL, (
+            f"exited with code {ev.exit_code} before its result, as a CLI stopped by {name} does"
+        )
+    return None
 
 
 def _by_incomplete(ev: Evidence) -> Verdict | None:

@@ -63,6 +63,10 @@ class RunObserver(Protocol):
     def stdout(self, chunk: bytes) -> None:
         """Every raw stdout chunk as read, before its events."""
 
+    def flush(self) -> None:
+        """The events of the last stdout chunk have all been delivered: write
+        out what was buffered (called once per chunk)."""
+
     def response_fields(self) -> Mapping[str, Any]:
         """Fields this observer adds to the response (e.g. ``transcript``;
         ``warnings`` are appended); called once, before :meth:`finish`."""
@@ -117,6 +121,13 @@ class RunObservers:
                 handle.stdout(chunk)
             except Exception:
                 self._drop(handle, "stdout")
+
+    def flush(self) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.flush()
+            except Exception:
+                self._drop(handle, "flush")
 
     def response_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -188,9 +199,10 @@ class _TranscriptRun:
         transcript.event(event)
 
     def stdout(self, chunk: bytes) -> None:
-        transcript = self._transcript
-        transcript.flush()  # the previous chunk's events
-        transcript.raw(chunk)
+        self._transcript.raw(chunk)
+
+    def flush(self) -> None:
+        self._transcript.flush()
 
     def response_fields(self) -> Mapping[str, Any]:
         transcript = self._transcript
@@ -229,6 +241,9 @@ class _RunLogRun:
         pass
 
     def stdout(self, chunk: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
         pass
 
     def response_fields(self) -> Mapping[str, Any]:

@@ -108,9 +108,9 @@ class ChildFailure(BaseModel):
             "category": data.pop("category"),
             # spec 004's ``suggested_retry`` stays too: the same field, its spec name
             "retryable": self.suggested_retry,
-            "retryable_reason": data.pop("retryable_reason"),
             "reason": data.pop("reason"),
             "retry_after_s": data.pop("retry_after_s"),
+            "retryable_reason": data.pop("retryable_reason"),
             **data,
         }
 

@@ -193,7 +193,8 @@ _VARYING = (
     (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<date>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
     (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{12,}\b", re.I), "<id>"),
-    (re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\d.])"), "<n>"),
+    # (an HTTP status stays: 429 and 500 are different failures)
+    (re.compile(r"(?<!HTTP )(?<![\w.])\d+(?:\.\d+)?(?![\d.])"), "<n>"),
 )
 
 

@@ -39,15 +39,17 @@ def test_json_prints_one_parseable_dict_and_exits_with_its_status(tmp_path: Path
     fake.script([{"init": True}, {"stderr": "fatal: no luck"}, {"exit": 3}])
     done = genesis([*run_args(fake, "--json"), "do it"], env=fake.env())
     result = json.loads(done.stdout)
-    assert done.returncode == 3 == result["status"]
+    # The CLI's own exit code 3 is in exit_code; status keeps to our codes (1).
+    assert done.returncode == 1 == result["status"]
+    assert result["exit_code"] == 3
     assert result["error"] == "cli_error"
     assert "fatal: no luck" in result["message"]
     assert done.stderr == b""  # no panel (not a terminal), no lines for people with --json
 
     done = genesis([*run_args(fake), "do it"], env=fake.env())
-    assert done.returncode == 3 and done.stdout == b""
+    assert done.returncode == 1 and done.stdout == b""
     assert b"\x1b[" not in done.stderr
-    assert b"[status 3: cli_error]" in done.stderr and b"failure: " in done.stderr
+    assert b"[status 1: cli_error]" in done.stderr and b"failure: " in done.stderr
 
 
 def test_events_stream_json_lines_and_end_with_the_response(tmp_path: Path) -> None:
@@ -149,8 +151,12 @@ def test_request_and_setup_errors_exit_with_their_status(
     assert "not found" in capsys.readouterr().err
     assert main(["run", "-b", "failer", "   "]) == 64
     assert "prompt is empty" in capsys.readouterr().err
-    assert main(["run", "-b", "gemini", "x"]) == 64
+    # A command-line mistake is a usage error (2, as argparse); a request that
+    # reached the agent and was refused is its status (64).
+    assert main(["run", "-b", "gemini", "x"]) == 2
     assert "unknown backend 'gemini'; available: claude, codex, failer" in capsys.readouterr().err
+    assert main(["run", "-b", "failer", "--cwd", str(tmp_path / "nowhere"), "x"]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:

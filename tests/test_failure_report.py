@@ -264,5 +264,11 @@ def test_every_item_stays_on_its_own_line(failure: ChildFailure) -> None:
 
 def test_record_dict_keeps_the_classifier_keys() -> None:
     data: dict[str, Any] = ODD.to_dict()
-    assert list(data)[:4] == ["category", "retryable", "reason", "retry_after_s"]
-    assert data["category"] == "partial" and data["retryable"] == "yes"
+    assert list(data)[:5] == [
+        "category",
+        "retryable",
+        "reason",
+        "retry_after_s",
+        "retryable_reason",
+    ]
+    assert data["category"] == "partial" and data["retryable"] is ODD.retryable is True

@@ -137,7 +137,10 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     ({"error": "killed", "exit_code": -15, "message": "x"}, C.INTERNAL, "killed by SIGTERM"),
     # An exit code above 128 is the CLI's own choice, not a signal (gemini exits
     # with the HTTP status mod 256): only how the process ended counts.
-    ({"error": "cli_error", "exit_code": 137, "message": "x"}, C.UNKNOWN, "no evidence"),
+    # ... except the codes a CLI exits with when it stops itself on a
+    # termination signal, which say what stopped it (status stays 1).
+    ({"error": "cli_error", "exit_code": 137, "message": "x"}, C.INTERNAL, "exited with code 137"),
+    ({"error": "cli_error", "exit_code": 143, "message": "x"}, C.INTERNAL, "exited with code 143"),
     ({"error": "cli_error", "exit_code": 145, "message": "x"}, C.UNKNOWN, "no evidence"),
     ({"error": "cli_error", "exit_code": 143, "completed": True, "message": "x"}, C.UNKNOWN, "no"),
     ({"error": "incomplete", "message": "exited before finishing"}, C.PARTIAL, "exited before"),

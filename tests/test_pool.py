@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from coding_genesis import AgentUsageError, ConfigError
+from coding_genesis import AgentUsageError, CodingGenesisAgent, ConfigError
 from coding_genesis.pool import InvalidRequest, RunSpec, run_many, run_many_sync
 from coding_genesis.retry import RetryPolicy
 from tests.support import FakeCLI, marked_processes, poll_until
@@ -213,8 +213,10 @@ def test_run_spec_is_frozen_and_picklable() -> None:
     assert pickle.loads(pickle.dumps(spec)) == spec
     with pytest.raises(ValueError, match="frozen"):
         spec.prompt = "other"  # type: ignore[misc]
-    assert spec.agent_kwargs() == {"extra_args": ("-x",)}
-    assert spec.run_kwargs() == {"resume": None, "options": {"max_turns": 3}, "request_key": None}
+    # Every field beyond the request's own is an agent setting (AgentConfig's
+    # names, checked when the run's agent is built): no second list of them.
+    assert spec.agent_kwargs() == {"options": {"max_turns": 3}, "extra_args": ("-x",)}
+    assert spec.run_kwargs() == {"resume": None, "request_key": None}
 
 
 def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
@@ -255,5 +257,6 @@ def test_retry_policies_validate_from_json() -> None:
     spec = RunSpec.model_validate(
         {"prompt": "x", "backend": "failer", "retry": {"deadline_s": 60, "resume": False}}
     )
-    assert isinstance(spec.retry, RetryPolicy)
-    assert (spec.retry.deadline_s, spec.retry.resume) == (60, False)
+    policy = CodingGenesisAgent("failer", **spec.agent_kwargs()).retry_policy
+    assert isinstance(policy, RetryPolicy)
+    assert (policy.deadline_s, policy.resume) == (60, False)

@@ -566,7 +566,7 @@ def test_cli_without_retry_options_is_one_attempt(
     assert cli_main(["run", "-b", "failer", "--json", "/fail-then-succeed 1"]) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["retry_count"] == 0 and err == ""
-    assert cli_main(["run", "-b", "failer", "--retry-policy", "none", "--retries", "2", "x"]) == 64
+    assert cli_main(["run", "-b", "failer", "--retry-policy", "none", "--retries", "2", "x"]) == 2
     assert "contradicts" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli_main(["run", "-b", "failer", "--retries", "-1", "x"])

@@ -16,14 +16,14 @@ from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.cli import main
+from coding_genesis.commands._env import run_log_path
 from coding_genesis.runlog import (
     append_run,
-    default_run_log,
+    blocker_key,
     failure_stats,
     format_stats,
     parse_window,
     read_runs,
-    resolve_run_log,
     run_record,
 )
 
@@ -32,7 +32,7 @@ HOUR = 3600.0
 
 
 def test_the_suite_logs_to_a_temporary_file(private_run_log: Path) -> None:
-    assert default_run_log() == private_run_log
+    assert run_log_path() == private_run_log
     assert not str(private_run_log).startswith(str(Path.home() / ".local"))
 
 
@@ -53,7 +53,8 @@ def test_the_suite_logs_to_a_temporary_file(private_run_log: Path) -> None:
     ],
 )
 def test_default_location(env: dict[str, str], expected: Path | None) -> None:
-    found = default_run_log(env)
+    # Where `genesis` logs runs: the CLI edge reads the environment, the library never.
+    found = run_log_path(None, env)
     if env.get("XDG_STATE_HOME") == "relative/ignored":
         assert found == Path.home() / ".local" / "state" / "coding-genesis" / "runs.jsonl"
     else:
@@ -61,10 +62,9 @@ def test_default_location(env: dict[str, str], expected: Path | None) -> None:
 
 
 def test_resolve_option(tmp_path: Path, private_run_log: Path) -> None:
-    assert resolve_run_log(False) is None
-    assert resolve_run_log(None) == private_run_log
-    assert resolve_run_log(True) == private_run_log
-    assert resolve_run_log(tmp_path / "x.jsonl") == tmp_path / "x.jsonl"
+    assert run_log_path("off") is None
+    assert run_log_path(None) == private_run_log
+    assert run_log_path(str(tmp_path / "x.jsonl")) == tmp_path / "x.jsonl"
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -90,16 +90,27 @@ def test_each_run_appends_one_record(tmp_path: Path, portal: BlockingPortal) -> 
     assert oct(log.stat().st_mode & 0o777) == oct(0o600)
 
 
-def test_env_var_moves_and_switches_off_the_log(
-    tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
+def test_env_var_moves_and_switches_off_the_log_of_genesis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     moved = tmp_path / "moved.jsonl"
     monkeypatch.setenv("GENESIS_RUN_LOG", str(moved))
-    portal.call(CodingGenesisAgent("failer", timeout=10).run, "hello")
+    assert main(["run", "-q", "-b", "failer", "hello"]) == 0
     assert len(_lines(moved)) == 1
     monkeypatch.setenv("GENESIS_RUN_LOG", "off")
-    portal.call(CodingGenesisAgent("failer", timeout=10).run, "hello")
+    assert main(["run", "-q", "-b", "failer", "hello"]) == 0
     assert len(_lines(moved)) == 1
+    capsys.readouterr()
+
+
+def test_the_library_reads_no_run_log_variable(
+    tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The library logs runs only when asked (run_log=PATH); the variable is the CLI's.
+    moved = tmp_path / "moved.jsonl"
+    monkeypatch.setenv("GENESIS_RUN_LOG", str(moved))
+    portal.call(CodingGenesisAgent("failer", timeout=10).run, "hello")
+    assert not moved.exists()
 
 
 def test_agent_option_switches_off_the_log(

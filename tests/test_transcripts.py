@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from coding_genesis import AgentState, CodingGenesisAgent
+from coding_genesis import AgentState, CodingGenesisAgent, ConfigError
 from coding_genesis.redact import Redactor
 from coding_genesis.transcript import (
     RunLookupError,
     Transcript,
     find_run,
     list_runs,
-    resolve_transcript_dir,
 )
 from tests.support import EventLog, FakeCLI
 
@@ -77,20 +76,27 @@ def test_transcripts_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.Monke
     result = agent.run_sync("hello")
     assert result["status"] == 0 and result["transcript"] is None
 
+    # Where `genesis` records runs is decided at the CLI edge, from its options
+    # and the environment; the library takes an explicit directory or none.
+    from coding_genesis.commands._env import transcript_dir
+
     monkeypatch.setenv("GENESIS_TRANSCRIPTS", "off")
-    assert resolve_transcript_dir() is None
-    assert resolve_transcript_dir("off") is None
-    assert resolve_transcript_dir(tmp_path / "x") == tmp_path / "x"
+    assert transcript_dir() is None
+    assert transcript_dir("off") is None
+    assert transcript_dir(str(tmp_path / "x")) == tmp_path / "x"
     monkeypatch.setenv("GENESIS_TRANSCRIPTS", str(tmp_path / "env"))
-    assert resolve_transcript_dir() == tmp_path / "env"
+    assert transcript_dir() == tmp_path / "env"
+    assert CodingGenesisAgent("failer").transcript_dir is None
     monkeypatch.delenv("GENESIS_TRANSCRIPTS")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    assert resolve_transcript_dir() == tmp_path / "state" / "coding-genesis" / "runs"
+    assert transcript_dir() == tmp_path / "state" / "coding-genesis" / "runs"
 
 
 def test_the_test_session_never_writes_into_the_real_home() -> None:
-    agent = CodingGenesisAgent("failer")
-    assert agent.transcript_dir == os.environ["GENESIS_TRANSCRIPTS"]
+    from coding_genesis.commands._env import transcript_dir
+
+    assert CodingGenesisAgent("failer").transcript_dir is None  # the library: none
+    assert str(transcript_dir()) == os.environ["GENESIS_TRANSCRIPTS"]  # genesis: here
     home = os.path.expanduser("~")
     assert not os.environ["GENESIS_TRANSCRIPTS"].startswith(os.path.join(home, ".local"))
 
@@ -128,7 +134,8 @@ def test_raw_redaction_holds_across_any_chunk_boundary(
         + b"plain line\n"
         + f"{SECRET}{SECRET}short-but-ok-value tail".encode()
     )
-    tap = transcript.stdout_tap()
+    transcript.new_attempt()
+    tap = transcript.raw
     for start in range(0, len(data), size):
         tap(data[start : start + size])
     transcript.finish({"status": 0})
@@ -140,7 +147,8 @@ def test_raw_redaction_holds_across_any_chunk_boundary(
 
 def test_with_secrets_raw_stdout_still_goes_out_line_by_line(tmp_path: Path) -> None:
     transcript = Transcript(tmp_path, "r3", Redactor({"A_TOKEN": SECRET}))
-    tap = transcript.stdout_tap()
+    transcript.new_attempt()
+    tap = transcript.raw
     tap(b'{"line": 1}\n{"line": 2, "key": "' + SECRET[:5].encode())
     # Complete lines are on disk at once; only the unfinished one waits.
     assert (tmp_path / "r3" / "stdout.jsonl").read_bytes() == b'{"line": 1}\n'
@@ -153,7 +161,8 @@ def test_with_secrets_raw_stdout_still_goes_out_line_by_line(tmp_path: Path) -> 
 
 def test_without_secrets_raw_stdout_is_written_through_untouched(tmp_path: Path) -> None:
     transcript = Transcript(tmp_path, "r2", Redactor({}))
-    tap = transcript.stdout_tap()
+    transcript.new_attempt()
+    tap = transcript.raw
     tap(b'{"partial": ')
     # Written as received: a reader sees the bytes before the line is complete.
     assert (tmp_path / "r2" / "stdout.jsonl").read_bytes() == b'{"partial": '
@@ -259,12 +268,22 @@ def test_text_that_is_not_unicode_and_impossible_paths_never_break_a_run(
 ) -> None:
     fake = FakeCLI(tmp_path, "claude")
     base = tmp_path / "runs"
+    # A request refused before it starts is answered, and is no run: nothing recorded.
     result = fake.agent(transcripts=base).run_sync("bad \ud800 text")
     assert result["status"] == 64 and result["error"] == "invalid_request"
-    meta = json.loads((base / result["run_id"] / "meta.json").read_text())
-    assert meta["prompt"] == "bad \ufffd text"
-    assert json.loads((base / result["run_id"] / "result.json").read_text())["status"] == 64
-
-    result = fake.agent(transcripts=str(tmp_path / "nul\0byte")).run_sync("hello")
+    assert result["run_id"] == "" and not base.exists()
+    # Text that is not valid Unicode in what a run records is stored with U+FFFD.
+    fake.script([{"init": True}, {"raw_hex": "7b2274797065223a22ff227d0a"}, {"answer": "ok"}])
+    result = fake.agent(transcripts=base).run_sync("bad \udcff text?")
+    assert result["status"] == 64  # a lone surrogate is refused, like a NUL byte
+    result = fake.agent(transcripts=base).run_sync("good text")
     assert result["status"] == 0
+    assert json.loads((base / result["run_id"] / "result.json").read_text())["status"] == 0
+
+    with pytest.raises(ConfigError):  # a path no directory can have: a clear error
+        fake.agent(transcripts=str(tmp_path / "nul\0byte"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = fake.agent(transcripts=blocker / "runs").run_sync("hello")
+    assert result["status"] == 0 and result["transcript"] is None
     assert any("transcript not written" in w for w in result["warnings"])

@@ -102,9 +102,11 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import anyio
     from coding_genesis import CodingGenesisAgent
-    from coding_genesis.process import subreaper_enabled
+    from coding_genesis.process import set_subreaper, subreaper_enabled
 
     async def main():
+        if sys.argv[3] == "off":
+            set_subreaper(False)  # in code: the library reads no GENESIS_SUBREAPER
         agent = CodingGenesisAgent(
             "claude", cli_path=sys.argv[1], timeout=0.5, grace=0.2, env=json.loads(sys.argv[2])
         )
@@ -120,12 +122,13 @@ SCRIPT = textwrap.dedent(
 def test_without_the_subreaper_the_marker_scan_finds_the_escapees(
     fake_claude: FakeCLI,
 ) -> None:
-    """GENESIS_SUBREAPER=0: orphans are not ours, yet the scan of our user's
-    processes by the run marker finds and stops them."""
+    """set_subreaper(False) (what GENESIS_SUBREAPER=0 does for `genesis`):
+    orphans are not ours, yet the scan of our user's processes by the run
+    marker finds and stops them."""
     fake_claude.script(ESCAPE)
-    env = {**os.environ, "GENESIS_SUBREAPER": "0"}
+    env = dict(os.environ)
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, fake_claude.path, json.dumps(fake_claude.env())],
+        [sys.executable, "-c", SCRIPT, fake_claude.path, json.dumps(fake_claude.env()), "off"],
         env=env,
         capture_output=True,
         timeout=25,
@@ -183,7 +186,8 @@ def test_runs_in_several_threads_at_once(tmp_path: Path) -> None:
     agents = [fake.agent(timeout=10.0, grace=0.2) for fake in fakes]
     with ThreadPoolExecutor(len(agents)) as pool:
         results = list(pool.map(lambda a: a.run_sync("go"), agents))
-    assert [r["status"] for r in results] == [10, 11, 12, 13], [describe(r) for r in results]
+    assert [r["exit_code"] for r in results] == [10, 11, 12, 13], [describe(r) for r in results]
+    assert {r["status"] for r in results} == {1}  # the CLI's own exit: status 1
     assert all(r["leftovers_stopped"] >= 1 for r in results)
     for fake in fakes:
         assert_tree_gone(fake)

@@ -47,7 +47,7 @@ TRANSCRIPTS = "GENESIS_TRANSCRIPTS"
 RUN_LOG = "GENESIS_RUN_LOG"
 SUBREAPER = "GENESIS_SUBREAPER"
 RETRY_TESTING = "GENESIS_RETRY_TESTING"
-_OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled", ""})
+_OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -71,7 +71,7 @@ def transcript_dir(option: str | None = None, env: Mapping[str, str] | None = No
     values = _env(env)
     text = option if option is not None else values.get(TRANSCRIPTS)
     if text is not None:
-        if text.strip().lower() in _OFF:
+        if text.strip().lower() in _OFF or not text.strip():  # empty: off, as before
             return None
         return Path(os.path.expanduser(text))
     return _state_home(values) / "coding-genesis" / "runs"
@@ -82,7 +82,7 @@ def run_log_path(option: str | None = None, env: Mapping[str, str] | None = None
     else ``$GENESIS_RUN_LOG``, else the XDG default.  None: off."""
     values = _env(env)
     text = option if option is not None else values.get(RUN_LOG)
-    if text is not None:
+    if text is not None and text.strip():  # empty: the default
         if text.strip().lower() in _OFF:
             return None
         return Path(os.path.expanduser(text))

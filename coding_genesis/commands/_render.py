@@ -51,7 +51,9 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
     lines = ["genesis: " + " - ".join(parts)]
     failure = result.get("failure")
     if isinstance(failure, Mapping):
-        line = f"failure: {failure.get('category')} (retryable: {failure.get('retryable')})"
+        # The failure value's one answer, rendered as the report's "Retryable:" line is.
+        retryable = "yes" if failure.get("retryable") is True else "no"
+        line = f"failure: {failure.get('category')} (retryable: {retryable})"
         if failure.get("reason"):
             line += f" - {failure['reason']}"
         if failure.get("retry_after_s") is not None:
