@@ -74,9 +74,9 @@ async def ok_codex(s: Soak) -> None:
 
 async def exit_code(s: Soak) -> None:
     result = await s.expect(
-        s.agent(s.fake([{"init": True}, {"stderr": "boom"}, {"exit": 3}])), "go", 3, "cli_error"
+        s.agent(s.fake([{"init": True}, {"stderr": "boom"}, {"exit": 3}])), "go", 1, "cli_error"
     )
-    assert "boom" in result["message"]
+    assert "boom" in result["message"] and result["exit_code"] == 3  # status keeps our codes
 
 
 async def killed_by_itself(s: Soak) -> None:
