@@ -10,7 +10,11 @@ get a clear, structured answer back.
 from __future__ import annotations
 
 from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-from .backend import Backend, CommandSpec, RunRequest, Translator
+from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from .backends import available_backends, get_backend, register_backend
+from .breaker import CircuitBreaker
+from .clock import VirtualClock
+from .config import AgentConfig
 from .errors import (
     AgentUsageError,
     ConfigError,
@@ -41,26 +45,32 @@ from .events import (
     event_from_dict,
 )
 from .failures import FailureCategory
+from .observers import Observer, RunInfo, RunLogObserver, RunObserver, TranscriptObserver
 from .parser import JsonLinesParser
+from .pool import RunSpec, run_many, run_many_sync
 from .process import StopReason, SupervisorConfig
 from .report import ChildFailure, format_failure_report, parse_failure_report
 from .result import RunResult
-from .states import AgentState, Status
+from .retry import RetryPolicy
+from .states import AgentState, ErrorCode, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "EVENT_TYPES",
+    "AgentConfig",
     "AgentState",
     "AgentUsageError",
     "AttemptEvent",
     "Backend",
     "ChildFailure",
+    "CircuitBreaker",
     "CliRetryEvent",
     "CodingGenesisAgent",
     "CommandSpec",
     "ConfigError",
+    "ErrorCode",
     "ErrorEvent",
     "Event",
     "EventKind",
@@ -70,11 +80,18 @@ __all__ = [
     "InvalidCwdError",
     "InvalidTimeoutError",
     "JsonLinesParser",
+    "Observer",
+    "OptionSpec",
     "ResultEvent",
+    "RetryPolicy",
     "RunEvent",
     "RunFinishedEvent",
+    "RunInfo",
+    "RunLogObserver",
+    "RunObserver",
     "RunRequest",
     "RunResult",
+    "RunSpec",
     "RunStartedEvent",
     "SessionEvent",
     "StateEvent",
@@ -85,11 +102,18 @@ __all__ = [
     "TextEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "TranscriptObserver",
     "Translator",
     "UnknownBackendError",
     "UsageEvent",
+    "VirtualClock",
     "__version__",
+    "available_backends",
     "event_from_dict",
     "format_failure_report",
+    "get_backend",
     "parse_failure_report",
+    "register_backend",
+    "run_many",
+    "run_many_sync",
 ]

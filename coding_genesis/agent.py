@@ -99,7 +99,10 @@ class CodingGenesisAgent:
                 f"valid: {', '.join(AgentConfig.field_names())}"
             )
         try:
-            cfg = config.replace(**settings) if config is not None else AgentConfig(**settings)
+            if config is None:
+                cfg = AgentConfig(**settings)
+            else:
+                cfg = config.replace(**settings) if settings else config
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):

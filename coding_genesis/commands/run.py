@@ -27,7 +27,7 @@ examples:
   genesis run --backend claude --model sonnet --timeout 900 "Fix the failing test in tests/test_io.py"
   echo "a long prompt" | genesis run --backend codex -
   genesis run --backend claude -- "-prompt starting with a dash"
-  genesis run --events --backend failer "hello" | jq -c 'select(.type=="tool_call")'
+  genesis run --events --backend failer "hello" | jq -c 'select(.type=="text") | .text'
   genesis run --quiet --transcript-dir off --backend failer "no progress, no transcript"
 
 on a terminal a live panel on stderr shows elapsed time against the timeout, the
