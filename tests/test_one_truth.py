@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from coding_genesis import CodingGenesisAgent
-from coding_genesis import retry
+from coding_genesis import CodingGenesisAgent, retry
 from tests.support import RECORDINGS, FakeCLI, assert_one_truth
 
 #: (prompt, agent timeout, expected category, expected retryable)
