@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from .analysis import describe_failure, fallback_failure
+from .analysis import analyse
 from .attempt import AttemptOutcome, run_attempt
 from .backend import Backend, check_options
 from .breaker import CircuitBreaker
@@ -42,8 +42,8 @@ from .events import (
     Subscription,
 )
 from .observers import Observer, RunInfo, RunLogObserver, RunObservers, TranscriptObserver
-from .outcome import ResultContext, build_result
-from .process import ProcessOutcome, StopReason
+from .outcome import ResultContext, build_result, replayed_outcome, tally_facts
+from .process import StopReason
 from .redact import Redactor
 from .request import Request, make_request
 from .result import RunResult, RunTally
@@ -56,6 +56,7 @@ log = logging.getLogger("coding_genesis.agent")
 
 #: ``run(retry=...)`` not given: use the agent's policy.
 _AGENT_POLICY: Any = object()
+_REQUEST_ARGS = frozenset({"timeout", "cwd", "model", "resume", "options", "request_key", "retry"})
 
 
 class CodingGenesisAgent:
@@ -275,19 +276,13 @@ class CodingGenesisAgent:
         )
         return result.to_dict()
 
-    async def run_result(
-        self,
-        prompt: str,
-        *,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        model: str | None = None,
-        resume: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        request_key: str | None = None,
-        retry: RetryPolicy | str | int | None = _AGENT_POLICY,
-    ) -> RunResult:
-        """:meth:`run`, returning the typed :class:`RunResult` behind the dict."""
+    async def run_result(self, prompt: str, **arguments: Any) -> RunResult:
+        """:meth:`run` (the same arguments), returning the typed
+        :class:`RunResult` behind the dict."""
+        unknown = set(arguments) - _REQUEST_ARGS
+        if unknown:
+            raise TypeError(f"run() got unexpected keyword argument(s) {sorted(unknown)}")
+        retry = arguments.get("retry", _AGENT_POLICY)
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,
@@ -302,12 +297,12 @@ class CodingGenesisAgent:
                 self.config,
                 self.backend_name,
                 prompt,
-                timeout=timeout,
-                cwd=cwd,
-                model=model,
-                resume=resume,
-                options=options,
-                key=request_key,
+                timeout=arguments.get("timeout"),
+                cwd=arguments.get("cwd"),
+                model=arguments.get("model"),
+                resume=arguments.get("resume"),
+                options=arguments.get("options"),
+                key=arguments.get("request_key"),
                 check_options=functools.partial(check_options, self._backend),
             )
         except ConfigError as exc:
@@ -480,37 +475,19 @@ class CodingGenesisAgent:
         wrote ``stderr`` and exited with ``returncode``: the same decoding
         pipeline, result building and failure analysis, offline.  Starts
         nothing, publishes nothing, writes nothing."""
-        from .decode import Decoder
-
-        run_id = uuid.uuid4().hex
-        base = (
-            os.path.abspath(os.fspath(cwd)) if cwd is not None else (self.config.cwd or os.getcwd())
-        )
-        tally = RunTally(base)
-        decoder = Decoder(
-            self._backend.translator(), tally, max_line_bytes=self.config.max_line_bytes
-        ).feed_all(stdout)
-        tail = self.config.stderr_tail_bytes
-        err = stderr.encode("utf-8", "replace")
-        process = ProcessOutcome(
+        base = os.fspath(cwd) if cwd is not None else (self.config.cwd or os.getcwd())
+        outcome = replayed_outcome(
+            self.config,
+            self._backend,
+            stdout,
             returncode=returncode,
+            stderr=stderr,
+            cwd=os.path.abspath(base),
             stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
-            stderr_tail=err[-tail:].decode("utf-8", "replace") if tail else "",
-            stderr_bytes=len(err),
-            stdout_bytes=len(stdout),
-            stdout_eof=True,
             duration_s=duration_s,
         )
-        request = Request(prompt="(replay)", cwd=base, timeout=self.config.timeout)
-        outcome = AttemptOutcome(
-            request,
-            self.config.timeout,
-            tally,
-            process,
-            lines=decoder.lines,
-            skipped_lines=decoder.skipped,
-        )
-        return self._analysed(build_result(outcome, self._result_context(run_id))).to_dict()
+        context = self._result_context(uuid.uuid4().hex)
+        return self._analysed(build_result(outcome, context)).to_dict()
 
     # -- answers without a run, and the failure analysis -------------------
 
@@ -560,21 +537,7 @@ class CodingGenesisAgent:
 
     def _cancelled(self, run_id: str, started: float, observers: RunObservers) -> RunResult:
         """The answer to a cancelled run: what its attempt did so far."""
-        tally = self._tally
-        facts: dict[str, Any] = {}
-        if tally is not None:
-            facts = {
-                "tool_calls": tally.tool_calls,
-                "tool_usage": dict(tally.tool_usage),
-                "files_modified": self._redactor.deep(list(tally.files)),
-                "last_successful_tool": tally.last_successful_tool,
-                "failed_tools": list(tally.failed_tools),
-                "session_id": tally.session_id,
-                "model": tally.model,
-                "usage": tally.usage,
-                "cost_usd": tally.cost_usd,
-                "cli_retries": tally.cli_retries,
-            }
+        facts = tally_facts(self._tally, self._redactor) if self._tally is not None else {}
         result = self._bare(
             Status.CANCELLED,
             ErrorCode.CANCELLED,
@@ -590,30 +553,16 @@ class CodingGenesisAgent:
         return result.model_copy(update=extra)
 
     def _analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
-        """Attach the one failure value and its views to a failed result; never raises."""
-        if not result.is_error or result.failure is not None:
-            return result
-        try:
-            hint_fn = getattr(self._backend, "failure_hint", None)
-            try:
-                hint = hint_fn(result) if callable(hint_fn) else None
-            except Exception:
-                log.exception("failure_hint of backend %s failed", self.backend_name)
-                hint = None
-            update = describe_failure(
-                result,
-                node=self.name,
-                backend_hint=hint if isinstance(hint, str) else None,
-                timeout=result.timeout_s if result.timeout_s is not None else self.config.timeout,
-                idle_timeout=self.config.idle_timeout,
-                install_hint=self._backend.install_hint(),
-                redactor=self._redactor,
-                retry_after_s=retry_after_s,
-            )
-        except Exception as exc:
-            log.exception("failure analysis of run %s failed", result.run_id)
-            update = fallback_failure(result, node=self.name, error=exc)
-        return result.model_copy(update=update)
+        """Attach the one failure value and its views to a failed result."""
+        return analyse(
+            result,
+            self._backend,
+            node=self.name,
+            timeout=self.config.timeout,
+            idle_timeout=self.config.idle_timeout,
+            redactor=self._redactor,
+            retry_after_s=retry_after_s,
+        )
 
     # -- the state machine --------------------------------------------------
 

@@ -9,6 +9,7 @@ Every view renders this value and none decides again: the response's
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -29,12 +30,15 @@ from .result import RunResult
 from .states import ErrorCode
 
 __all__ = [
+    "analyse",
     "analyze_failure",
     "describe_failure",
     "failed_result",
     "fallback_failure",
     "suggest_actions",
 ]
+
+log = logging.getLogger("coding_genesis.analysis")
 
 C = FailureCategory
 _STDERR_TAIL = 2000
@@ -312,4 +316,42 @@ def failed_result(
         update = describe_failure(result, node=agent or backend or "genesis", redactor=redactor)
     except Exception as exc:
         update = fallback_failure(result, node=agent or backend or "genesis", error=exc)
+    return result.model_copy(update=update)
+
+
+def analyse(
+    result: RunResult,
+    backend: Any,
+    *,
+    node: str,
+    timeout: float,
+    idle_timeout: float | None = None,
+    redactor: Redactor | None = None,
+    retry_after_s: float | None = None,
+) -> RunResult:
+    """``result`` with its one failure value and the views of it, when it failed
+    (a success, or a result already analysed, comes back as is).  Asks
+    ``backend.failure_hint`` for the CLI's own words.  Never raises."""
+    if not result.is_error or result.failure is not None:
+        return result
+    try:
+        hint_fn = getattr(backend, "failure_hint", None)
+        try:
+            hint = hint_fn(result) if callable(hint_fn) else None
+        except Exception:
+            log.exception("failure_hint of backend %s failed", getattr(backend, "name", backend))
+            hint = None
+        update = describe_failure(
+            result,
+            node=node,
+            backend_hint=hint if isinstance(hint, str) else None,
+            timeout=result.timeout_s if result.timeout_s is not None else timeout,
+            idle_timeout=idle_timeout,
+            install_hint=backend.install_hint(),
+            redactor=redactor,
+            retry_after_s=retry_after_s,
+        )
+    except Exception as exc:
+        log.exception("failure analysis of run %s failed", result.run_id)
+        update = fallback_failure(result, node=node, error=exc)
     return result.model_copy(update=update)

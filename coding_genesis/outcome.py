@@ -17,13 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .attempt import AttemptOutcome
+from .backend import Backend
+from .config import AgentConfig
+from .decode import Decoder
 from .events import ResultEvent
-from .process import StopReason
+from .process import ProcessOutcome, StopReason
 from .redact import Redactor
+from .request import Request
 from .result import RunResult, RunTally
 from .states import ErrorCode, Status
 
-__all__ = ["ResultContext", "build_result"]
+__all__ = ["ResultContext", "build_result", "replayed_outcome", "tally_facts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,3 +231,58 @@ def _last_line(text: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
+
+
+def tally_facts(tally: RunTally, redactor: Redactor) -> dict[str, Any]:
+    """What an attempt did so far, for the answer to a run cancelled mid-way."""
+    return {
+        "tool_calls": tally.tool_calls,
+        "tool_usage": dict(tally.tool_usage),
+        "files_modified": redactor.deep(list(tally.files)),
+        "last_successful_tool": tally.last_successful_tool,
+        "failed_tools": list(tally.failed_tools),
+        "session_id": tally.session_id,
+        "model": tally.model,
+        "usage": tally.usage,
+        "cost_usd": tally.cost_usd,
+        "cli_retries": tally.cli_retries,
+    }
+
+
+def replayed_outcome(
+    config: AgentConfig,
+    backend: Backend,
+    stdout: bytes,
+    *,
+    returncode: int | None,
+    stderr: str,
+    cwd: str,
+    stop_reason: StopReason | None,
+    duration_s: float,
+) -> AttemptOutcome:
+    """The outcome of an attempt whose stdout, stderr and end are known (a
+    recording): decoded by the same pipeline as a live run."""
+    tally = RunTally(cwd)
+    decoder = Decoder(backend.translator(), tally, max_line_bytes=config.max_line_bytes).feed_all(
+        stdout
+    )
+    tail = config.stderr_tail_bytes
+    err = stderr.encode("utf-8", "replace")
+    process = ProcessOutcome(
+        returncode=returncode,
+        stop_reason=stop_reason,
+        stderr_tail=err[-tail:].decode("utf-8", "replace") if tail else "",
+        stderr_bytes=len(err),
+        stdout_bytes=len(stdout),
+        stdout_eof=True,
+        duration_s=duration_s,
+    )
+    request = Request(prompt="(replay)", cwd=cwd, timeout=config.timeout)
+    return AttemptOutcome(
+        request,
+        config.timeout,
+        tally,
+        process,
+        lines=decoder.lines,
+        skipped_lines=decoder.skipped,
+    )
