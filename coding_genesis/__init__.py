@@ -9,45 +9,98 @@ get a clear, structured answer back.
 
 from __future__ import annotations
 
-from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-from .backend import Backend, CommandSpec, RunRequest, Translator
-from .errors import (
-    AgentUsageError,
-    ConfigError,
-    GenesisError,
-    InvalidCwdError,
-    InvalidTimeoutError,
-    UnknownBackendError,
-)
-from .events import (
-    EVENT_TYPES,
-    AttemptEvent,
-    CliRetryEvent,
-    ErrorEvent,
-    Event,
-    EventKind,
-    EventStream,
-    ResultEvent,
-    RunEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    SessionEvent,
-    StateEvent,
-    Subscription,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    event_from_dict,
-)
-from .failures import FailureCategory
-from .parser import JsonLinesParser
-from .process import StopReason, SupervisorConfig
-from .report import ChildFailure, format_failure_report, parse_failure_report
-from .result import RunResult
-from .states import AgentState, Status
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The public names are imported on first use (PEP 562), so that
+# ``import coding_genesis`` (and the ``genesis`` command's --help) stays cheap:
+# the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
+# see the imports below.
+if TYPE_CHECKING:
+    from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
+    from .backend import Backend, CommandSpec, RunRequest, Translator
+    from .errors import (
+        AgentUsageError,
+        ConfigError,
+        GenesisError,
+        InvalidCwdError,
+        InvalidTimeoutError,
+        UnknownBackendError,
+    )
+    from .events import (
+        EVENT_TYPES,
+        AttemptEvent,
+        CliRetryEvent,
+        ErrorEvent,
+        Event,
+        EventKind,
+        EventStream,
+        ResultEvent,
+        RunEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        SessionEvent,
+        StateEvent,
+        Subscription,
+        TextEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        UsageEvent,
+        event_from_dict,
+    )
+    from .failures import FailureCategory
+    from .parser import JsonLinesParser
+    from .process import StopReason, SupervisorConfig
+    from .report import ChildFailure, format_failure_report, parse_failure_report
+    from .result import RunResult
+    from .states import AgentState, Status
 
 __version__ = "0.1.0"
+
+#: Public name -> the submodule that defines it.
+_EXPORTS: dict[str, str] = {
+    "AgentState": "states",
+    "AgentUsageError": "errors",
+    "AttemptEvent": "events",
+    "Backend": "backend",
+    "ChildFailure": "report",
+    "CliRetryEvent": "events",
+    "CodingGenesisAgent": "agent",
+    "CommandSpec": "backend",
+    "ConfigError": "errors",
+    "DEFAULT_TIMEOUT": "agent",
+    "EVENT_TYPES": "events",
+    "ErrorEvent": "events",
+    "Event": "events",
+    "EventKind": "events",
+    "EventStream": "events",
+    "FailureCategory": "failures",
+    "GenesisError": "errors",
+    "InvalidCwdError": "errors",
+    "InvalidTimeoutError": "errors",
+    "JsonLinesParser": "parser",
+    "ResultEvent": "events",
+    "RunEvent": "events",
+    "RunFinishedEvent": "events",
+    "RunRequest": "backend",
+    "RunResult": "result",
+    "RunStartedEvent": "events",
+    "SessionEvent": "events",
+    "StateEvent": "events",
+    "Status": "states",
+    "StopReason": "process",
+    "Subscription": "events",
+    "SupervisorConfig": "process",
+    "TextEvent": "events",
+    "ToolCallEvent": "events",
+    "ToolResultEvent": "events",
+    "Translator": "backend",
+    "UnknownBackendError": "errors",
+    "UsageEvent": "events",
+    "event_from_dict": "events",
+    "format_failure_report": "report",
+    "parse_failure_report": "report",
+}
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -93,3 +146,16 @@ __all__ = [
     "format_failure_report",
     "parse_failure_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # resolved once; later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from ._common import positive_seconds, print_json
 
 __all__ = ["Check", "register", "run_checks"]
@@ -365,6 +363,8 @@ def run_checks(
     backends: list[str], cli_path: str | None = None, timeout: float = 15.0
 ) -> list[Check]:
     """All the checks for ``backends`` (run concurrently), then the machine's."""
+    import anyio
+
     results: dict[str, list[Check]] = {}
 
     async def main() -> None:
