@@ -19,7 +19,6 @@ from coding_genesis.cli import main
 from coding_genesis.commands._env import run_log_path
 from coding_genesis.runlog import (
     append_run,
-    blocker_key,
     failure_stats,
     format_stats,
     parse_window,
