@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 
-from .analysis import describe_failure, fallback_failure
 from .attempt import AttemptOutcome, run_attempt
 from .backend import Backend, check_options
 from .breaker import CircuitBreaker
@@ -590,6 +589,9 @@ class CodingGenesisAgent:
         """Attach the one failure value and its views to a failed result; never raises."""
         if not result.is_error or result.failure is not None:
             return result
+        # Only a failure needs the analysis (and its error-context tables).
+        from .analysis import describe_failure, fallback_failure
+
         try:
             hint_fn = getattr(self._backend, "failure_hint", None)
             try:
