@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import data
-from .figures import FIGURES
+from .figures import E2E_LEAN, E2E_TRANSCRIPT, FIGURES, SDK_EVENTS, SDK_LEAN, SDK_TRANSCRIPT
 from .stats import machine_info
 
 __all__ = ["MODES", "main"]
@@ -357,17 +357,12 @@ def render_markdown(
 
 #: Rows renamed since the run before the fixes (new name -> old name).
 _RENAMED = {
-    "`CodingGenesisAgent('claude').run()`, defaults (a transcript of every event and of "
-    "stdout is written)": "`CodingGenesisAgent('claude').run()` (supervised, parsed, "
+    E2E_TRANSCRIPT: "`CodingGenesisAgent('claude').run()` (supervised, parsed, "
     "translated, tallied)",
-    "the same with `transcripts=False` (supervised, parsed, translated, tallied)": "`"
-    "CodingGenesisAgent('claude').run()` (supervised, parsed, translated, tallied)",
-    "coding-genesis, defaults + every event delivered to a subscriber": "coding-genesis, "
-    "every event delivered to a subscriber",
-    "coding-genesis, defaults (events folded into the result, transcript written)": "coding-"
-    "genesis, default (events folded into the result)",
-    "coding-genesis, `transcripts=False`": "coding-genesis, default (events folded into the "
-    "result)",
+    E2E_LEAN: "`CodingGenesisAgent('claude').run()` (supervised, parsed, translated, tallied)",
+    SDK_EVENTS: "coding-genesis, every event delivered to a subscriber",
+    SDK_TRANSCRIPT: "coding-genesis, default (events folded into the result)",
+    SDK_LEAN: "coding-genesis, default (events folded into the result)",
     "coding-genesis, 1.07 GiB of the benchmark stream, with its 1-20 MiB tool results": "coding-"
     "genesis: one `CodingGenesisAgent.run()`",
 }

@@ -9,52 +9,122 @@ get a clear, structured answer back.
 
 from __future__ import annotations
 
-from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
-from .backends import available_backends, get_backend, register_backend
-from .breaker import CircuitBreaker
-from .clock import VirtualClock
-from .config import AgentConfig
-from .errors import (
-    AgentUsageError,
-    ConfigError,
-    GenesisError,
-    InvalidCwdError,
-    InvalidTimeoutError,
-    UnknownBackendError,
-)
-from .events import (
-    EVENT_TYPES,
-    AttemptEvent,
-    CliRetryEvent,
-    ErrorEvent,
-    Event,
-    EventKind,
-    EventStream,
-    ResultEvent,
-    RunEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    SessionEvent,
-    StateEvent,
-    Subscription,
-    TextEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    UsageEvent,
-    event_from_dict,
-)
-from .failures import FailureCategory
-from .observers import Observer, RunInfo, RunLogObserver, RunObserver, TranscriptObserver
-from .parser import JsonLinesParser
-from .pool import RunSpec, run_many, run_many_sync
-from .process import StopReason, SupervisorConfig
-from .report import ChildFailure, format_failure_report, parse_failure_report
-from .result import RunResult
-from .retry import RetryPolicy
-from .states import AgentState, ErrorCode, Status
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The public names are imported on first use (PEP 562), so that
+# ``import coding_genesis`` (and the ``genesis`` command's --help) stays cheap:
+# the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
+# see the imports below.
+if TYPE_CHECKING:
+    from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
+    from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+    from .backends import available_backends, get_backend, register_backend
+    from .breaker import CircuitBreaker
+    from .clock import VirtualClock
+    from .config import AgentConfig
+    from .errors import (
+        AgentUsageError,
+        ConfigError,
+        GenesisError,
+        InvalidCwdError,
+        InvalidTimeoutError,
+        UnknownBackendError,
+    )
+    from .events import (
+        EVENT_TYPES,
+        AttemptEvent,
+        CliRetryEvent,
+        ErrorEvent,
+        Event,
+        EventKind,
+        EventStream,
+        ResultEvent,
+        RunEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        SessionEvent,
+        StateEvent,
+        Subscription,
+        TextEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        UsageEvent,
+        event_from_dict,
+    )
+    from .failures import FailureCategory
+    from .observers import Observer, RunInfo, RunLogObserver, RunObserver, TranscriptObserver
+    from .parser import JsonLinesParser
+    from .pool import RunSpec, run_many, run_many_sync
+    from .process import StopReason, SupervisorConfig
+    from .report import ChildFailure, format_failure_report, parse_failure_report
+    from .result import RunResult
+    from .retry import RetryPolicy
+    from .states import AgentState, ErrorCode, Status
 
 __version__ = "0.1.0"
+
+#: Public name -> the submodule that defines it.
+_EXPORTS: dict[str, str] = {
+    "AgentConfig": "config",
+    "AgentState": "states",
+    "AgentUsageError": "errors",
+    "AttemptEvent": "events",
+    "Backend": "backend",
+    "ChildFailure": "report",
+    "CircuitBreaker": "breaker",
+    "CliRetryEvent": "events",
+    "CodingGenesisAgent": "agent",
+    "CommandSpec": "backend",
+    "ConfigError": "errors",
+    "DEFAULT_TIMEOUT": "agent",
+    "EVENT_TYPES": "events",
+    "ErrorCode": "states",
+    "ErrorEvent": "events",
+    "Event": "events",
+    "EventKind": "events",
+    "EventStream": "events",
+    "FailureCategory": "failures",
+    "GenesisError": "errors",
+    "InvalidCwdError": "errors",
+    "InvalidTimeoutError": "errors",
+    "JsonLinesParser": "parser",
+    "Observer": "observers",
+    "OptionSpec": "backend",
+    "ResultEvent": "events",
+    "RetryPolicy": "retry",
+    "RunEvent": "events",
+    "RunFinishedEvent": "events",
+    "RunInfo": "observers",
+    "RunLogObserver": "observers",
+    "RunObserver": "observers",
+    "RunRequest": "backend",
+    "RunResult": "result",
+    "RunSpec": "pool",
+    "RunStartedEvent": "events",
+    "SessionEvent": "events",
+    "StateEvent": "events",
+    "Status": "states",
+    "StopReason": "process",
+    "Subscription": "events",
+    "SupervisorConfig": "process",
+    "TextEvent": "events",
+    "ToolCallEvent": "events",
+    "ToolResultEvent": "events",
+    "TranscriptObserver": "observers",
+    "Translator": "backend",
+    "UnknownBackendError": "errors",
+    "UsageEvent": "events",
+    "VirtualClock": "clock",
+    "available_backends": "backends",
+    "event_from_dict": "events",
+    "format_failure_report": "report",
+    "get_backend": "backends",
+    "parse_failure_report": "report",
+    "register_backend": "backends",
+    "run_many": "pool",
+    "run_many_sync": "pool",
+}
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -117,3 +187,16 @@ __all__ = [
     "run_many",
     "run_many_sync",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # resolved once; later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 
-from .analysis import analyse
 from .attempt import AttemptOutcome, run_attempt
 from .backend import Backend, check_options
 from .breaker import CircuitBreaker
@@ -554,6 +553,10 @@ class CodingGenesisAgent:
 
     def _analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
         """Attach the one failure value and its views to a failed result."""
+        if not result.is_error or result.failure is not None:
+            return result
+        from .analysis import analyse  # only a failure needs the analysis and its tables
+
         return analyse(
             result,
             self._backend,

@@ -7,8 +7,6 @@ import math
 import sys
 from pathlib import Path
 
-import orjson
-
 __all__ = [
     "add_transcript_dir",
     "positive_seconds",
@@ -40,6 +38,8 @@ def positive_seconds(text: str) -> float:
 
 
 def print_json(obj: object) -> None:
+    import orjson
+
     sys.stdout.buffer.write(
         orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
     )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from ..events import AttemptEvent, Event
-from ..retry import RetryPolicy
 from ._common import positive_seconds
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..retry import RetryPolicy
 
 __all__ = ["add_retry_arguments", "attempt_printer", "retry_policy"]
 
@@ -62,6 +63,9 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
 
 def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
     """The policy the retry options ask for (None: one attempt)."""
+    from ..errors import ConfigError
+    from ..retry import RetryPolicy
+
     wanted = (
         args.retries is not None
         or args.retry_policy == "default"
@@ -87,6 +91,7 @@ def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
 
 def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
     """An event callback printing one line per attempt outcome to stderr."""
+    from ..events import AttemptEvent
 
     def show(event: Event) -> None:
         if not isinstance(event, AttemptEvent):

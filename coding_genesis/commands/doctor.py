@@ -11,15 +11,11 @@ transcripts go.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 from ._common import positive_seconds, print_json
 
@@ -100,7 +96,7 @@ async def _version(argv: list[str], env: dict[str, str], timeout: float) -> tupl
         stdin=None,
         config=config,
         on_stdout=keep,
-        marker=f"doctor-{uuid.uuid4().hex}",
+        marker=f"doctor-{os.urandom(16).hex()}",
     )
     out = b"".join(chunks).decode("utf-8", "replace").strip()
     err = outcome.stderr_tail.strip()
@@ -126,6 +122,8 @@ def _claude_credentials() -> Check:
     helper = False
     settings = config_dir / "settings.json"
     if settings.is_file():
+        import json
+
         try:
             helper = bool(json.loads(settings.read_text()).get("apiKeyHelper"))
         except (OSError, ValueError, AttributeError):
@@ -365,6 +363,8 @@ def run_checks(
     backends: list[str], cli_path: str | None = None, timeout: float = 15.0
 ) -> list[Check]:
     """All the checks for ``backends`` (run concurrently), then the machine's."""
+    import anyio
+
     results: dict[str, list[Check]] = {}
 
     async def main() -> None:

@@ -9,11 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ..transcript import RunLookupError, find_run, read_run
 from ._common import print_json, status_exit_code
-from ._env import transcript_dir
 from ._render import summary_lines
 
 __all__ = ["detect_backend", "register"]
@@ -77,6 +73,8 @@ def register(subparsers: Any) -> None:
 
 def detect_backend(data: bytes) -> str | None:
     """claude or codex, from the first recognisable line types; None if unsure."""
+    import orjson
+
     for line in data.splitlines()[:200]:
         try:
             obj = orjson.loads(line)
@@ -111,6 +109,9 @@ def _error(message: str) -> int:
 
 
 def _load(args: argparse.Namespace) -> _Input | str:
+    from ..transcript import RunLookupError, find_run, read_run
+    from ._env import transcript_dir
+
     found = _Input()
     path = Path(os.path.expanduser(args.file))
     if path.is_dir():

@@ -7,15 +7,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
 from ._common import positive_seconds, print_json, status_exit_code, usage_error
-from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
-from ._live import EventWriter, LiveOutcome, execute, stopped_response
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
 
 if TYPE_CHECKING:
     from ..agent import CodingGenesisAgent
+    from ._live import EventWriter, LiveOutcome
 
 __all__ = ["register"]
 
@@ -118,7 +116,11 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `genesis --help` loads this module too.
     from ..agent import CodingGenesisAgent
+    from ..errors import ConfigError
+    from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
+    from ._live import EventWriter, execute
 
     prompt = args.prompt
     if prompt == "-":
@@ -165,6 +167,8 @@ def report(
     events: EventWriter | None,
 ) -> int:
     """Print the response the way the flags ask; return the exit code."""
+    from ._live import stopped_response
+
     result = outcome.result if outcome.result is not None else stopped_response(outcome, agent)
     if events is not None:
         events.line({"type": "response", **result})

@@ -7,8 +7,6 @@ import os
 import sys
 from typing import Any
 
-import orjson
-
 from ..states import Status
 from ._common import usage_error
 
@@ -84,6 +82,8 @@ def _positive_int(text: str) -> int:
 def read_requests(lines: list[bytes]) -> list[Any]:
     """One request per non-blank line: the decoded object, or an
     :class:`~coding_genesis.pool.InvalidRequest` saying what is wrong with it."""
+    import orjson
+
     from ..pool import InvalidRequest
 
     requests: list[Any] = []
@@ -107,6 +107,8 @@ def read_requests(lines: list[bytes]) -> list[Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    import orjson
+
     from ..errors import ConfigError
     from ..pool import Executor, run_many_sync
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from ..transcript import RunRecord, list_runs
 from ._common import add_transcript_dir, transcript_base
+
+if TYPE_CHECKING:
+    from ..transcript import RunRecord
 
 __all__ = ["register", "row"]
 
@@ -72,6 +72,10 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    import orjson
+
+    from ..transcript import list_runs
+
     base = transcript_base(args, "runs")
     if base is None:
         return 2

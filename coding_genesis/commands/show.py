@@ -6,13 +6,14 @@ import argparse
 import datetime as _dt
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import AttemptEvent, Event, ToolCallEvent, ToolResultEvent
-from ..progress import tool_summary
-from ..transcript import RunLookupError, RunRecord, find_run
 from ._common import add_transcript_dir, print_json, transcript_base
 from ._render import failure_report, tools_text
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..transcript import RunRecord
 
 __all__ = ["register", "tool_lines"]
 
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
 
 def tool_lines(events: Iterable[Event]) -> list[str]:
     """One line per tool call, with how it ended."""
+    from ..events import AttemptEvent, ToolCallEvent, ToolResultEvent
+    from ..progress import tool_summary
+
     calls: dict[str, int] = {}
     lines: list[str] = []
     for event in events:
@@ -70,6 +74,8 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from ..transcript import RunLookupError, find_run
+
     base = transcript_base(args, "show")
     if base is None:
         return 2
@@ -109,6 +115,8 @@ def _copy(path: Any) -> None:
 
 
 def render(record: RunRecord) -> str:
+    from ..events import ToolCallEvent
+
     meta = record.meta
     result = record.result
     events = list(record.events())
