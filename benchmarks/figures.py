@@ -152,6 +152,7 @@ def fig_parser(p: Params) -> Result:
     import orjson
 
     from coding_genesis.backends.claude import ClaudeTranslator
+    from coding_genesis.decode import Decoder
     from coding_genesis.parser import JsonLinesParser
     from coding_genesis.result import RunTally
 
@@ -177,18 +178,6 @@ def fig_parser(p: Params) -> Result:
             n += 1
         return n
 
-    def _feeder(parser: Any) -> Callable[[bytes, Callable[[dict[str, Any]], object]], None]:
-        # The hot-path entry point if the parser has one, else the list API.
-        each = getattr(parser, "feed_each", None)
-        if each is not None:
-            return each  # type: ignore[no-any-return]
-
-        def via_list(chunk: bytes, emit: Callable[[dict[str, Any]], object]) -> None:
-            for obj in parser.feed(chunk):
-                emit(obj)
-
-        return via_list
-
     def parse() -> int:
         parser = JsonLinesParser()
         if hasattr(parser, "feed_each"):
@@ -207,23 +196,13 @@ def fig_parser(p: Params) -> Result:
         return int(parser.lines)
 
     def hot() -> int:
-        parser = JsonLinesParser()
-        translate = ClaudeTranslator().translate
-        add = RunTally("/tmp").add
-
-        def sink(obj: dict[str, Any]) -> bool:
-            terminal = False
-            for event in translate(obj):
-                if add(event):
-                    terminal = True
-            return terminal
-
-        feed = _feeder(parser)
+        # The one decoding pipeline that live runs and replay use.
+        decoder = Decoder(ClaudeTranslator(), RunTally("/tmp"))
+        feed = decoder.feed
         for chunk in chunks:
-            feed(chunk, sink)
-        for obj in parser.close():
-            sink(obj)
-        return int(parser.lines)
+            feed(chunk)
+        feed(b"")
+        return decoder.lines
 
     for fn in (bare, parse, hot):  # warm up, and check every variant sees every line
         if fn() != lines:
@@ -260,7 +239,7 @@ def fig_parser(p: Params) -> Result:
                 note=rate("parser"),
             ),
             row(
-                "hot path: parser + `ClaudeTranslator` + `RunTally`",
+                "hot path: `Decoder` (parser + `ClaudeTranslator` + `RunTally`)",
                 median(cpus(res["hot"])),
                 "s CPU",
                 ratio=r("hot"),
