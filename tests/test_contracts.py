@@ -78,30 +78,25 @@ def test_the_genesis_command_records_runs_by_default(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {**_clean_env(home), "PYTHONPATH": str(ROOT)}
-    genesis = [sys.executable, "-m", "coding_genesis.cli"]
-    run = subprocess.run(
-        [*genesis, "run", "-b", "failer", "--json", "hello"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def genesis(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "coding_genesis.cli", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    run = genesis("run", "-b", "failer", "--json", "hello")
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     runs = home / ".local" / "state" / "coding-genesis" / "runs"
     assert result["transcript"] == str(runs / result["run_id"])
     assert (home / ".local" / "state" / "coding-genesis" / "runs.jsonl").exists()
-    show = subprocess.run(
-        [*genesis, "show", "last"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    show = genesis("show", "last")
     assert show.returncode == 0, show.stderr
     assert result["run_id"][:12] in show.stdout
 

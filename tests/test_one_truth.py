@@ -141,48 +141,27 @@ def test_genesis_run_and_genesis_show_print_the_same_answer(tmp_path: Path) -> N
         "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
         "GENESIS_FAILER_STATE_DIR": str(tmp_path / "failer"),
     }
-    genesis = [sys.executable, "-m", "coding_genesis.cli"]
-    for prompt, timeout, expected in (("/timeout 5", "0.5", "no"), ("/fail", "10", "yes")):
-        run = subprocess.run(
-            [
-                *genesis,
-                "--retry-testing",  # the backoffs take no real time
-                "run",
-                "-b",
-                "failer",
-                "-t",
-                timeout,
-                "--retry-policy",
-                "default",
-                prompt,
-            ],
+
+    def genesis(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "coding_genesis.cli", *args],
             capture_output=True,
             text=True,
             env=env,
             timeout=60,
             check=False,
             cwd=tmp_path,
+        )
+
+    for prompt, timeout, expected in (("/timeout 5", "0.5", "no"), ("/fail", "10", "yes")):
+        # --retry-testing: the backoffs take no real time.
+        run = genesis(
+            "--retry-testing", "run", "-b", "failer", "-t", timeout, "--retries", "2", prompt
         )
         assert f"(retryable: {expected})" in run.stderr, run.stderr
-        show = subprocess.run(
-            [*genesis, "show", "last"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-            cwd=tmp_path,
-        )
+        show = genesis("show", "last")
         assert show.returncode == 0, show.stderr
         assert f"Retryable: {expected.capitalize()}" in show.stdout, show.stdout
-        shown = subprocess.run(
-            [*genesis, "show", "last", "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-            cwd=tmp_path,
-        )
+        shown = genesis("show", "last", "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["failure"]["retryable"] is (expected == "yes")
