@@ -282,6 +282,39 @@ CASES = [
         ),
     ),
     Case(
+        "unknown backend option",
+        "ConfigError at construction, naming the valid options",
+        raises(
+            ConfigError,
+            r"unknown option\(s\) 'max_turnz' for backend 'claude'; valid options: .*max_turns",
+            lambda f, t: CodingGenesisAgent("claude", options={"max_turnz": 3}),
+        ),
+    ),
+    Case(
+        "unknown backend option (per run)",
+        "status 64, error `invalid_request`; nothing started",
+        answers(
+            "go",
+            status=64,
+            error="invalid_request",
+            contains="unknown option(s) 'max_turnz'",
+            started=False,
+            run_kwargs={"options": {"max_turnz": 3}},
+        ),
+    ),
+    Case(
+        "CLI exits 127 by itself",
+        "status 1, error `cli_error`, its code in `exit_code` (never one of our statuses)",
+        answers(
+            "go",
+            status=1,
+            error="cli_error",
+            contains="exited with code 127",
+            script=[{"init": True}, {"exit": 127}],
+            more=lambda r, f: _assert(r["exit_code"] == 127 and r["signal"] is None, r),
+        ),
+    ),
+    Case(
         "CLI exits 0 with no output",
         "status 0, error `empty_output`, warning `no_output`",
         answers(
