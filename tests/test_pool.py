@@ -260,3 +260,17 @@ def test_retry_policies_validate_from_json() -> None:
     policy = CodingGenesisAgent("failer", **spec.agent_kwargs()).retry_policy
     assert isinstance(policy, RetryPolicy)
     assert (policy.deadline_s, policy.resume) == (60, False)
+
+
+def test_a_shared_circuit_breaker_degrades_a_whole_batch(tmp_path: Path) -> None:
+    from coding_genesis import CircuitBreaker
+
+    shared = CircuitBreaker(threshold=2, cooldown_s=60)
+    requests = [
+        {"prompt": "hi", "backend": "claude", "cli_path": str(tmp_path / "missing")}
+        for _ in range(5)
+    ]
+    results = run_many_sync(requests, concurrency=1, defaults={"circuit_breaker": shared})
+    assert [r["status"] for r in results] == [127, 127, 69, 69, 69]
+    assert {r["error"] for r in results[2:]} == {"degraded"}
+    assert shared.open
