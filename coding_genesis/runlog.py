@@ -172,7 +172,9 @@ def read_runs(
                     if stats is not None:
                         stats["malformed"] += 1
                     continue
-                if t < start or t > clock:
+                # (``t`` is rounded to the millisecond: a record written just
+                # now may be up to 0.5 ms "in the future")
+                if t < start or t > clock + 1.0:
                     continue
                 if backend is not None and record.get("backend") != backend:
                     continue
