@@ -214,9 +214,12 @@ class AgentConfig:
         """A copy with ``changes`` applied (validated again)."""
         return replace(self, **changes)
 
-    def supervisor(self, timeout: float | None = None) -> SupervisorConfig:
-        """The supervisor's settings for one attempt."""
+    def supervisor(
+        self, timeout: float | None = None, *, pdeath_signal: int | None = _signal.SIGTERM
+    ) -> SupervisorConfig:
+        """The supervisor's settings for one attempt (``pdeath_signal``: the backend's)."""
         return SupervisorConfig(
+            pdeath_signal=pdeath_signal,
             timeout=self.timeout if timeout is None else timeout,
             grace=self.grace,
             idle_timeout=self.idle_timeout,
