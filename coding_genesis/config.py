@@ -128,6 +128,11 @@ class AgentConfig:
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
     observers: tuple[Observer, ...] = ()
+    #: Run ledger directory (see coding_genesis.ledger): None: the default
+    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
+    #: the temp directory); False: no ledger (the parent-death signal is then the
+    #: only protection against a runner's death).
+    ledger: str | bool | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -209,6 +214,11 @@ class AgentConfig:
         set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
+        if self.ledger is not None and self.ledger is not False:
+            if self.ledger is True:
+                set_(self, "ledger", None)
+            else:
+                set_(self, "ledger", _path_or_none("ledger", self.ledger))
 
     def replace(self, **changes: Any) -> AgentConfig:
         """A copy with ``changes`` applied (validated again)."""

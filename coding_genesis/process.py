@@ -100,6 +100,8 @@ __all__ = [
     "build_env",
     "run_process",
     "set_subreaper",
+    "spawn",
+    "stop_marked",
     "subreaper_enabled",
 ]
 
@@ -341,7 +343,17 @@ def _session_and_group(pid: int) -> tuple[int, int] | None:
 class _Tree:
     """The processes of one run: snapshots, signals, bounded waits, reaping."""
 
-    def __init__(self, root: psutil.Process | None, pid: int, marker: str, since: float) -> None:
+    def __init__(
+        self,
+        root: psutil.Process | None,
+        pid: int,
+        marker: str,
+        since: float,
+        *,
+        scan_all: bool = False,
+    ) -> None:
+        #: Find marked processes among every process of our user, not only our children.
+        self.scan_all = scan_all
         #: The CLI, identified while it was our unreaped child (no pid reuse possible then).
         self.root = root
         self.pid = pid
@@ -391,7 +403,7 @@ class _Tree:
         return procs
 
     def _marked_orphans(self) -> list[psutil.Process]:
-        if subreaper_enabled():
+        if subreaper_enabled() and not self.scan_all:
             try:
                 candidates = psutil.Process().children()
             except psutil.Error:
@@ -551,6 +563,17 @@ class _Tree:
             if not self.reap() or anyio.current_time() >= deadline:
                 return
             await anyio.sleep(_ORPHAN_SETTLE / 4)
+
+
+async def stop_marked(marker: str, *, grace: float = 1.0, dry_run: bool = False) -> list[int]:
+    """Stop every process of our user carrying ``marker`` (a run whose runner
+    died): the usual tree stop, pid-reuse safe.  Returns the pids found (in a
+    dry run, those that would be stopped)."""
+    tree = _Tree(None, -1, marker, time.time(), scan_all=True)
+    found = sorted(tree.snapshot())
+    if found and not dry_run:
+        await tree.stop((signal.SIGTERM,), grace, 2.0)
+    return found
 
 
 def _spawn_count(delta: int) -> None:

@@ -163,3 +163,150 @@ def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int) -> N
         host.wait()
         with contextlib.suppress(psutil.Error):
             psutil.Process(cli).kill()
+
+
+# -- the run ledger and the sweep ---------------------------------------------------------------
+
+#: A CLI whose setsid grandchild ignores SIGTERM: the parent-death signal does not reach it.
+ESCAPING = [
+    {"init": True},
+    {"grandchild": {"setsid": True, "ignore_sigterm": True, "hold_stdout": False, "sleep": 600}},
+    {"await_records": {"key": "grandchild", "count": 1}},
+    {"hang": True},
+]
+REPO = str(Path(__file__).parent.parent)
+
+
+def run_env(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        **fake.env(),
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_TRANSCRIPTS": str(tmp_path / "runs"),
+        "GENESIS_RUN_LOG": "off",
+    }
+
+
+def kill_runner_mid_run(fake: FakeCLI, runner: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """SIGKILL the runner once the tree is in place; the CLI must be gone within 1 s."""
+    try:
+        cli = wait_records(fake, "argv")[0]["pid"]
+        grandchild = int(wait_records(fake, "grandchild")[0]["grandchild"])
+        time.sleep(0.2)  # the grandchild ignores SIGTERM by now
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    finally:
+        runner.kill()
+        runner.wait()
+    assert gone(cli, 1.0), "the CLI outlived its runner by more than 1 s"
+    assert not gone(grandchild, 0.3), "the grandchild should need the sweep"
+    return cli, grandchild
+
+
+def ours_left(fake: FakeCLI) -> list[int]:
+    from tests.support import marked_processes
+
+    return [p.pid for p in marked_processes((fake.mark,), ("FAKE_CLI_MARK",))]
+
+
+def ended_runs(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/ended.json")]
+
+
+def test_library_host_killed_next_agents_first_run_sweeps(tmp_path: Path) -> None:
+    fake = FakeCLI(tmp_path)
+    fake.script(ESCAPING)
+    ledger = str(tmp_path / "ledger")
+    transcripts = str(tmp_path / "runs")
+    host = start_host(fake, tmp_path, ledger=ledger, transcripts=transcripts)
+    _cli, grandchild = kill_runner_mid_run(fake, host)
+    records = os.listdir(ledger)
+    assert len(records) == 1 and oct(os.stat(ledger).st_mode & 0o777) == "0o700"
+    assert os.stat(os.path.join(ledger, records[0])).st_mode & 0o777 == 0o600
+
+    nxt = FakeCLI(tmp_path)  # the next agent, in a new process, same ledger
+    follower = start_host(nxt, tmp_path, ledger=ledger, transcripts=transcripts)
+    assert follower.wait(30) == 0
+    assert gone(grandchild, 1.0), "the next agent's first run did not sweep the grandchild"
+    assert ours_left(fake) == []
+    assert os.listdir(ledger) == []
+    [ended] = ended_runs(tmp_path)
+    assert ended["ended_by"] == "runner_death" and ended["stopped"] >= 1
+
+
+def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
+    fake = FakeCLI(tmp_path)
+    fake.script(ESCAPING)
+    env = run_env(fake, tmp_path)
+    genesis = [sys.executable, "-m", "coding_genesis.cli"]
+    runner = subprocess.Popen(
+        [*genesis, "run", "-b", "claude", "--cli-path", fake.path, "--timeout", "60", "hi"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _cli, grandchild = kill_runner_mid_run(fake, runner)
+    dry = subprocess.run(
+        [*genesis, "reap", "--dry-run"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert dry.returncode == 0 and f"would stop 1 process(es): {grandchild}" in dry.stdout
+    assert not gone(grandchild, 0.2)
+    reap = subprocess.run([*genesis, "reap"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert reap.returncode == 0 and f"stopped 1 process(es): {grandchild}" in reap.stdout
+    assert "runner pid" in reap.stdout
+    assert gone(grandchild, 1.0)
+    assert ours_left(fake) == []
+    [ended] = ended_runs(tmp_path)
+    assert ended["ended_by"] == "runner_death"
+    again = subprocess.run([*genesis, "reap"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert "nothing to reap" in again.stdout
+
+
+def test_ledger_is_written_during_a_run_and_removed_after(tmp_path: Path) -> None:
+    from coding_genesis.ledger import Ledger
+
+    fake = FakeCLI(tmp_path)
+    fake.script([{"init": True}, {"sleep": 0.5}, {"result": "ok"}])
+    ledger = Ledger(tmp_path / "ledger")
+    seen: list[dict[str, Any]] = []
+    agent = fake.agent(ledger=str(ledger.path))
+
+    def look(event: Any) -> None:
+        if event.kind == "run_started":
+            seen.extend(entry for _, entry in ledger.entries())
+
+    agent.subscribe(look)
+    assert agent.run_sync("hi")["status"] == 0
+    [entry] = seen
+    assert entry["runner_pid"] == os.getpid() and entry["cli_pid"]
+    assert entry["boot_id"] and entry["pid_ns"] and entry["marker"] == entry["run_id"]
+    assert list(ledger.entries()) == []
+    assert ledger.dead() == []
+
+
+def test_sweep_skips_other_boots_namespaces_and_live_runners(tmp_path: Path) -> None:
+    from coding_genesis.ledger import Ledger, sweep_sync
+
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.record("live", marker="live")  # this process: alive
+    for name, change in (("boot", {"boot_id": "another"}), ("ns", {"pid_ns": "pid:[1]"})):
+        ledger.record(name, marker=name)
+        path = ledger.path / f"{name}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "runner_pid": 1, **change}))
+    assert ledger.dead() == []
+    assert sweep_sync(ledger) == []
+    assert len(list(ledger.entries())) == 3
+
+
+def test_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
+    from coding_genesis.ledger import Ledger, LedgerError
+
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    with pytest.raises(LedgerError, match="open to others"):
+        Ledger(loose).record("x", marker="x")
+    fake = FakeCLI(tmp_path)
+    result = fake.agent(ledger=str(loose)).run_sync("hi")  # the run goes on without it
+    assert result["status"] == 0

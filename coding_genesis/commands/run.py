@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ._common import positive_seconds, print_json, status_exit_code, usage_error
-from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
+from ._env import cli_path_for, default_backend, ledger_setting, run_log_path, transcript_dir
 from ._live import EventWriter, LiveOutcome, execute, stopped_response
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
@@ -135,6 +135,7 @@ def handle(args: argparse.Namespace) -> int:
             cli_path=cli_path_for(backend, args.cli_path),
             transcripts=transcript_dir(args.transcript_dir),
             run_log=run_log_path(),
+            ledger=ledger_setting(),
             retry=retry_policy(args),
         )
     except ConfigError as exc:
