@@ -101,6 +101,11 @@ class AgentConfig:
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
     idle_timeout: float | None = None
+    #: Stop a run whose whole process tree wrote nothing on stdout or stderr and
+    #: used under 1% of one core for this long (None: never).  Generous by
+    #: default: a tool waiting silently on something outside the tree (the
+    #: network, a daemon, a ``sleep``) looks stalled.
+    stall_timeout: float | None = 600.0
     #: Stop a CLI still running this long after its result (None: never).
     linger: float | None = 2.0
     #: After the CLI exits, how long its pipes may stay open.
@@ -144,6 +149,7 @@ class AgentConfig:
         set_(self, "timeout", required_seconds("timeout", self.timeout))
         set_(self, "grace", required_seconds("grace", self.grace, allow_zero=True))
         set_(self, "idle_timeout", seconds("idle_timeout", self.idle_timeout, allow_none=True))
+        set_(self, "stall_timeout", seconds("stall_timeout", self.stall_timeout, allow_none=True))
         set_(
             self,
             "linger",
@@ -233,6 +239,7 @@ class AgentConfig:
             timeout=self.timeout if timeout is None else timeout,
             grace=self.grace,
             idle_timeout=self.idle_timeout,
+            stall_timeout=self.stall_timeout,
             linger=self.linger,
             eof_grace=self.eof_grace,
             stop_signals=self.stop_signals,

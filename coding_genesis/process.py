@@ -73,7 +73,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -165,6 +165,8 @@ class StopReason(enum.StrEnum):
     IDLE = "idle"
     LINGER = "linger"
     CANCELLED = "cancelled"
+    #: The whole tree was silent and (nearly) idle for ``stall_timeout``.
+    STALLED = "stalled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,11 @@ class SupervisorConfig:
     kill_leftovers: bool = True
     stderr_tail_bytes: int = 64 * 1024
     read_size: int = 1024 * 1024
+    #: Stop a tree silent on stdout and stderr *and* under ``stall_cpu`` of one core
+    #: (averaged) for this long (None: never).
+    stall_timeout: float | None = None
+    #: CPU share of one core under which a silent tree counts as stalled.
+    stall_cpu: float = 0.01
     #: Signal the CLI gets when this process dies (Linux ``PR_SET_PDEATHSIG``; None: none).
     pdeath_signal: int | None = signal.SIGTERM
 
@@ -208,6 +215,9 @@ class ProcessOutcome:
     leftovers_stopped: int = 0
     #: Whether stdout reached EOF (False: a grandchild held it open).
     stdout_eof: bool = False
+    #: Evidence of a stall: seconds without output, CPU seconds of the tree in the window.
+    stall_silent_s: float | None = None
+    stall_cpu_s: float | None = None
     duration_s: float = 0.0
 
 
@@ -365,6 +375,9 @@ class _Tree:
         #: Sessions and process groups that processes of the run were found in.
         self.sessions: set[int] = {pid}
         self.groups: set[int] = {pid}
+        #: Highest CPU seconds seen per process (pid, start time): a process that
+        #: exits keeps its share, so the tree's total never goes down.
+        self.cpu_seen: dict[tuple[int, float], float] = {}
         self._me = os.getpid()
         self._own_sid = os.getsid(0)
         self._own_pgrp = os.getpgrp()
@@ -401,6 +414,33 @@ class _Tree:
             if _alive(proc):
                 procs[pid] = proc
         return procs
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds used so far by the run's processes: the CLI, its
+        descendants (their reaped children included) and, with the subreaper,
+        its marked orphans.  Cheap: no scan of the whole process table."""
+        procs: list[psutil.Process] = []
+        root = self.root
+        if root is not None:
+            procs.append(root)
+            with contextlib.suppress(psutil.Error):
+                procs.extend(root.children(recursive=True))
+        if subreaper_enabled() and not self.scan_all:
+            for orphan in self._marked_orphans():
+                procs.append(orphan)
+                with contextlib.suppress(psutil.Error):
+                    procs.extend(orphan.children(recursive=True))
+        seen = self.cpu_seen
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                key = (proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            used = t.user + t.system + t.children_user + t.children_system
+            if used > seen.get(key, 0.0):
+                seen[key] = used
+        return sum(seen.values())
 
     def _marked_orphans(self) -> list[psutil.Process]:
         if subreaper_enabled() and not self.scan_all:
@@ -1021,12 +1061,42 @@ async def _supervise(
             sent = await tree.stop(config.stop_signals, config.grace, config.kill_wait)
             outcome.signals_sent.extend(s for s in sent if s not in outcome.signals_sent)
 
+    stall = config.stall_timeout
+    #: (time, tree CPU seconds) samples covering the last stall window.
+    samples: deque[tuple[float, float]] = deque()
+    sample_every = min(max(stall / 10, 0.05), 5.0) if stall is not None else 0.0
+    next_sample = started
+
+    def stalled(now: float) -> bool:
+        """Sample the tree's CPU; True when silent and idle for ``stall`` seconds."""
+        assert stall is not None
+        cpu = tree.cpu_seconds()
+        samples.append((now, cpu))
+        while len(samples) > 1 and samples[1][0] <= now - stall:
+            samples.popleft()
+        silent_since = max(last_output, last_stderr)
+        if now - silent_since < stall:
+            return False
+        base_t, base_cpu = samples[0]
+        window = now - base_t
+        used = cpu - base_cpu
+        if window < stall or used >= config.stall_cpu * window:
+            return False
+        outcome.stall_silent_s = round(now - silent_since, 3)
+        outcome.stall_cpu_s = round(used, 3)
+        return True
+
     async def watchdog() -> None:
-        nonlocal wake
+        nonlocal wake, next_sample
         reason: StopReason | None = None
         with clocks:
             while True:
                 now = anyio.current_time()
+                if stall is not None and now >= next_sample:
+                    if stalled(now):
+                        reason = StopReason.STALLED
+                        break
+                    next_sample = now + sample_every
                 reason, deadline = StopReason.TIMEOUT, started + config.timeout
                 if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
                     reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
@@ -1038,7 +1108,8 @@ async def _supervise(
                     reason, deadline = StopReason.LINGER, terminal_at + config.linger
                 if now >= deadline:
                     break
-                with anyio.move_on_after(deadline - now):
+                wait_until = min(deadline, next_sample) if stall is not None else deadline
+                with anyio.move_on_after(wait_until - now):
                     await wake.wait()
                 if wake.is_set():
                     wake = anyio.Event()
