@@ -42,6 +42,7 @@ import orjson
 import psutil
 
 from .process import RUN_MARKER_ENV, stop_marked
+from .transcript import ENDED
 
 __all__ = [
     "ENDED",
@@ -54,8 +55,6 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis.ledger")
 
-#: Written into a run's transcript directory when the sweep found its runner dead.
-ENDED = "ended.json"
 _SUFFIX = ".json"
 
 
@@ -258,7 +257,7 @@ async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) ->
             _mark_transcript(run.transcript, entry, run)
         with contextlib.suppress(OSError):
             os.unlink(path)
-        log.warning(
+        log.info(
             "run %s: its runner (pid %s) died; stopped %d process(es) carrying %s=%s",
             run.run_id,
             run.runner_pid,

@@ -203,6 +203,13 @@ def kill_runner_mid_run(fake: FakeCLI, runner: subprocess.Popen[bytes]) -> tuple
     return cli, grandchild
 
 
+def runs_json(genesis: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [*genesis, "runs", "--json"], cwd=REPO, env=env, capture_output=True, check=True
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
 def ours_left(fake: FakeCLI) -> list[int]:
     from tests.support import marked_processes
 
@@ -247,6 +254,8 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     _cli, grandchild = kill_runner_mid_run(fake, runner)
+    [before] = runs_json(genesis, env)
+    assert before["finished"] is False and before["ended_by"] is None
     dry = subprocess.run(
         [*genesis, "reap", "--dry-run"], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -259,6 +268,15 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
     assert ours_left(fake) == []
     [ended] = ended_runs(tmp_path)
     assert ended["ended_by"] == "runner_death"
+    [after] = runs_json(genesis, env)
+    assert after["ended_by"] == "runner_death" and after["swept_at"] == ended["found_ts"]
+    listing = subprocess.run([*genesis, "runs"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert "runner died (swept " in listing.stdout
+    show = subprocess.run(
+        [*genesis, "show", after["run_id"]], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert "ended by the runner's death (runner pid " in show.stdout
+    assert "found by the sweep at " in show.stdout and "stopped 1 process(es)" in show.stdout
     again = subprocess.run([*genesis, "reap"], cwd=REPO, env=env, capture_output=True, text=True)
     assert "nothing to reap" in again.stdout
 

@@ -88,3 +88,24 @@ def test_stall_timeout_setting() -> None:
     assert AgentConfig(stall_timeout=None).supervisor().stall_timeout is None
     with pytest.raises(ConfigError):
         AgentConfig(stall_timeout=0)
+
+
+def test_runs_and_show_say_which_runs_stalled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from coding_genesis.cli import main
+
+    fake = FakeCLI(tmp_path)
+    fake.script([{"init": True}, {"sleep": 30}])
+    runs = str(tmp_path / "runs")
+    result = fake.agent(stall_timeout=1.0, transcripts=runs).run_sync("hi")
+    assert result["error"] == "stalled"
+    capsys.readouterr()
+    assert main(["runs", "--json", "--transcript-dir", runs]) == 0
+    [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["stalled"] is True and row["error"] == "stalled" and row["ended_by"] is None
+    assert main(["show", result["run_id"], "--transcript-dir", runs]) == 0
+    shown = capsys.readouterr().out
+    assert "status    124 stalled" in shown and "silent and idle" in shown
