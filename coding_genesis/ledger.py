@@ -27,6 +27,7 @@ and removes the record.  With nothing to do it costs one directory listing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import stat
@@ -62,6 +63,7 @@ class LedgerError(OSError):
     """The ledger directory is unsafe (not ours, or open to others) or unusable."""
 
 
+@functools.cache
 def _boot_id() -> str | None:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -70,6 +72,11 @@ def _boot_id() -> str | None:
 
 
 def _pid_namespace() -> str | None:
+    return _pid_namespace_of(os.getpid())
+
+
+@functools.cache
+def _pid_namespace_of(pid: int) -> str | None:  # cached per pid: a forked child looks again
     try:
         return os.readlink("/proc/self/ns/pid")
     except OSError:
@@ -102,6 +109,15 @@ def _private_dir(path: Path) -> Path:
     if st.st_mode & 0o077:
         raise LedgerError(f"ledger {path} is open to others (mode {st.st_mode & 0o777:o})")
     return path
+
+
+def _runner_of(name: str) -> tuple[int, int] | None:
+    """(pid, start time in ms) from a record's file name, if it has them."""
+    pid, _, rest = name.partition("-")
+    born, _, _ = rest.partition("-")
+    if pid.isdigit() and born.isdigit():
+        return int(pid), int(born)
+    return None
 
 
 def _start_time(pid: int) -> float | None:
@@ -142,8 +158,14 @@ class Ledger:
             self._ready = True
         return self.path
 
+    def _name(self, run_id: str) -> str:
+        """``<runner pid>-<runner start time, ms>-<run id>.json``: a sweep tells a
+        live runner's records without reading them."""
+        born = round((self._me_started or 0.0) * 1000)
+        return f"{self._me}-{born}-{run_id}{_SUFFIX}"
+
     def _file(self, run_id: str) -> Path:
-        return self._dir() / f"{run_id}{_SUFFIX}"
+        return self._dir() / self._name(run_id)
 
     def record(
         self,
@@ -177,17 +199,27 @@ class Ledger:
 
     def remove(self, run_id: str) -> None:
         with contextlib.suppress(OSError):
-            os.unlink(self.path / f"{run_id}{_SUFFIX}")
+            os.unlink(self.path / self._name(run_id))
 
-    def entries(self) -> Iterator[tuple[Path, dict[str, Any]]]:
-        """The records present (unreadable ones skipped)."""
+    def entries(self, *, skip_live: bool = False) -> Iterator[tuple[Path, dict[str, Any]]]:
+        """The records present (unreadable ones skipped); ``skip_live``: without
+        reading those whose runner (named in the file name) is alive."""
         try:
             names = os.listdir(self.path)
         except OSError:
             return
+        alive: dict[tuple[int, int], bool] = {}
         for name in names:
             if not name.endswith(_SUFFIX) or name.startswith("."):
                 continue
+            if skip_live:
+                key = _runner_of(name)
+                if key is not None:
+                    if key not in alive:
+                        born = _start_time(key[0])
+                        alive[key] = born is not None and abs(born * 1000 - key[1]) <= 10
+                    if alive[key]:
+                        continue
             path = self.path / name
             try:
                 entry = orjson.loads(path.read_bytes())
@@ -200,7 +232,7 @@ class Ledger:
         """Records of this boot and pid namespace whose runner is gone."""
         boot, ns = _boot_id(), _pid_namespace()
         found = []
-        for path, entry in self.entries():
+        for path, entry in self.entries(skip_live=True):
             if entry.get("boot_id") != boot or entry.get("pid_ns") != ns:
                 continue  # another boot (the system cleaned up) or another container
             pid, born = entry.get("runner_pid"), entry.get("runner_started")

@@ -1063,9 +1063,10 @@ async def _supervise(
 
     stall = config.stall_timeout
     #: (time, tree CPU seconds) samples covering the last stall window.
-    samples: deque[tuple[float, float]] = deque()
+    #: The CLI had used no CPU when it started: the first sample is free.
+    samples: deque[tuple[float, float]] = deque([(started, 0.0)])
     sample_every = min(max(stall / 10, 0.05), 5.0) if stall is not None else 0.0
-    next_sample = started
+    next_sample = started + sample_every
 
     def stalled(now: float) -> bool:
         """Sample the tree's CPU; True when silent and idle for ``stall`` seconds."""

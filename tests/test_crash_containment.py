@@ -310,7 +310,7 @@ def test_sweep_skips_other_boots_namespaces_and_live_runners(tmp_path: Path) -> 
     ledger.record("live", marker="live")  # this process: alive
     for name, change in (("boot", {"boot_id": "another"}), ("ns", {"pid_ns": "pid:[1]"})):
         ledger.record(name, marker=name)
-        path = ledger.path / f"{name}.json"
+        [path] = ledger.path.glob(f"*-{name}.json")
         path.write_text(json.dumps({**json.loads(path.read_text()), "runner_pid": 1, **change}))
     assert ledger.dead() == []
     assert sweep_sync(ledger) == []
