@@ -108,3 +108,36 @@ def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
     assert [s.run_id for s in swept] == [run_id]
     assert _gone(sleeper.pid, 2.0), "the tool survived claude's cleanup and the sweep"
     assert processes_of_run(run_id) == []
+
+
+def test_real_claude_stalled_once_is_resumed_and_succeeds(
+    real_claude: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """The fake model server hangs claude's first request: claude sits silent
+    and idle, is stopped as stalled, and the retry resumes its session and
+    succeeds."""
+    from coding_genesis import CodingGenesisAgent
+    from coding_genesis.failures import FailureCategory
+    from coding_genesis.retry import RetryPolicy
+
+    rig = Rig("claude", real_claude, model_server, tmp_path)
+    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay_s=0.01)
+    agent = CodingGenesisAgent(
+        "claude",
+        cli_path=rig.cli,
+        cwd=rig.work,
+        timeout=60,
+        grace=1.0,
+        stall_timeout=3.0,
+        retry=policy,
+        env=rig.env(),
+        ledger=str(tmp_path / "ledger"),
+    )
+    result = agent.run_sync("SCENARIO:hangonce resumed fine")
+    assert result["status"] == 0, json.dumps(result, default=str)[:3000]
+    assert result["retry_count"] == 1 and "resumed fine" in result["message"]
+    (entry,) = result["retry_history"]
+    assert entry["category"] == "stalled" and entry["error"] == "stalled"
+    assert "no output on stdout or stderr for " in entry["message"]
+    assert entry["resume_session"] == result["session_id"]
+    assert [r.action for r in model_server.model_requests()][:1] == ["hang"]
