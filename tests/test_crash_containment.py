@@ -328,3 +328,18 @@ def test_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     result = fake.agent(ledger=str(loose)).run_sync("hi")  # the run goes on without it
     assert result["status"] == 0
+
+
+def test_a_run_on_trio_outlives_the_worker_thread_that_used_to_spawn_it(tmp_path: Path) -> None:
+    """On trio, ``open_process`` forks from a cached worker thread that exits
+    after 10 s idle; with the parent-death signal that would kill the CLI
+    mid-run.  Every CLI is forked by the spawner thread instead: a CLI silent
+    for 12 s still answers."""
+    import anyio
+
+    fake = FakeCLI(tmp_path)
+    fake.script([{"init": True}, {"sleep": 12}, {"result": "still here"}])
+    agent = fake.agent(timeout=60)
+    result = anyio.run(agent.run, "hi", backend="trio")
+    assert result["status"] == 0, result["message"]
+    assert not [r for r in fake.records() if "signal" in r]

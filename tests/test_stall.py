@@ -109,3 +109,26 @@ def test_runs_and_show_say_which_runs_stalled(
     assert main(["show", result["run_id"], "--transcript-dir", runs]) == 0
     shown = capsys.readouterr().out
     assert "status    124 stalled" in shown and "silent and idle" in shown
+
+
+def test_genesis_run_stall_timeout_option(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fake = FakeCLI(tmp_path)
+    fake.script([{"init": True}, {"sleep": 30}])
+    env = {**os.environ, **fake.env(), "GENESIS_TRANSCRIPTS": "off", "GENESIS_RUN_LOG": "off"}
+    argv = [sys.executable, "-m", "coding_genesis.cli", "run", "-b", "claude", "--json"]
+    argv += ["--cli-path", fake.path, "--timeout", "20", "--stall-timeout", "1", "hi"]
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    result = json.loads(done.stdout)
+    assert done.returncode == 124 == result["status"] and result["error"] == "stalled"
+    off = subprocess.run(
+        [*argv[:-3], "--stall-timeout", "off", "--timeout", "2", "hi"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert json.loads(off.stdout)["error"] == "timeout"

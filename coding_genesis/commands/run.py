@@ -81,6 +81,13 @@ def register(subparsers: Any) -> None:
         help="stop after this many seconds without output",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=_stall_seconds,
+        default=600.0,
+        help="stop a run whose whole process tree is silent and idle this long "
+        '(default 600; "off": never)',
+    )
+    parser.add_argument(
         "--grace",
         type=positive_seconds,
         default=5.0,
@@ -129,6 +136,7 @@ def handle(args: argparse.Namespace) -> int:
             backend,
             timeout=args.timeout,
             idle_timeout=args.idle_timeout,
+            stall_timeout=args.stall_timeout,
             grace=args.grace,
             cwd=args.cwd,
             model=args.model,
@@ -187,3 +195,9 @@ def report(
         for line in summary_lines(result):
             print(line, file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def _stall_seconds(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    return positive_seconds(text)
