@@ -228,6 +228,25 @@ class Ledger:
             if isinstance(entry, dict) and isinstance(entry.get("marker"), str):
                 yield path, entry
 
+    def drop_torn_writes(self) -> int:
+        """Remove temporary files of records whose runner died mid-write."""
+        try:
+            names = [n for n in os.listdir(self.path) if n.startswith(".") and n.endswith(".tmp")]
+        except OSError:
+            return 0
+        dropped = 0
+        for name in names:
+            key = _runner_of(name[1:])
+            if key is None:
+                continue
+            born = _start_time(key[0])
+            if born is not None and abs(born * 1000 - key[1]) <= 10:
+                continue  # its runner is alive (and may be writing it now)
+            with contextlib.suppress(OSError):
+                os.unlink(self.path / name)
+                dropped += 1
+        return dropped
+
     def dead(self) -> list[tuple[Path, dict[str, Any]]]:
         """Records of this boot and pid namespace whose runner is gone."""
         boot, ns = _boot_id(), _pid_namespace()
@@ -267,6 +286,8 @@ def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> 
 
 async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) -> list[SweptRun]:
     """Stop what runs of dead runners left behind; one listing when nothing is."""
+    if not dry_run:
+        ledger.drop_torn_writes()
     dead = ledger.dead()
     if not dead:
         return []

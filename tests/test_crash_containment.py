@@ -343,3 +343,17 @@ def test_a_run_on_trio_outlives_the_worker_thread_that_used_to_spawn_it(tmp_path
     result = anyio.run(agent.run, "hi", backend="trio")
     assert result["status"] == 0, result["message"]
     assert not [r for r in fake.records() if "signal" in r]
+
+
+def test_sweep_drops_records_torn_by_a_runner_dying_mid_write(tmp_path: Path) -> None:
+    from coding_genesis.ledger import Ledger, sweep_sync
+
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.record("mine", marker="mine")
+    [mine] = os.listdir(ledger.path)
+    torn = ledger.path / ".1-1000-dead.json.1.tmp"  # pid 1 did not start at t=1 s
+    torn.write_text("{")
+    live = ledger.path / f".{mine}.{os.getpid()}.tmp"  # ours, maybe being written
+    live.write_text("{")
+    assert sweep_sync(ledger) == []
+    assert sorted(os.listdir(ledger.path)) == sorted([mine, live.name])
