@@ -37,9 +37,12 @@ repeated), or an internal error.  How processes are found:
   cannot reach, and the cancellation is re-raised once it is done.
 * pid reuse: processes are held as ``psutil.Process`` objects (pid plus start
   time) and checked before each signal; a group is signalled only while one of
-  its members is known alive.  The CLI itself is reaped by the event loop's
-  child watcher (asyncio, trio), never by us: the main pids of runs in flight
-  are excluded from every ``waitpid`` of ours.
+  its members is known alive.  The CLI itself is reaped only through its
+  ``Popen`` once its pidfd turns readable (polled where there are no pidfds):
+  the main pids of runs in flight are excluded from every other ``waitpid``.
+* The CLI is forked by one long-lived spawner thread with a parent-death
+  signal armed (Linux; see :func:`_pdeath_preexec`): it dies with this
+  process even when nothing here gets to run.
 
 Zombie children that are not a run's main process are reaped when they are
 known to belong to a run (seen alive, or in a session or group of the run).
@@ -134,8 +137,8 @@ class ProcessTable:
         #: Runs in flight holding the subreaper on; the host's own setting is kept.
         self.holders = 0
         self.was_on = False
-        #: Main pids of runs in flight: owned by the event loop's child watcher,
-        #: never reaped by us.  Counted: with pid reuse a new run may get a pid
+        #: Main pids of runs in flight: reaped through their ``Popen`` only,
+        #: never by the tree's ``waitpid``.  Counted: with pid reuse a new run may get a pid
         #: whose old run is still cleaning up.
         self.active_mains: Counter[int] = Counter()
         #: Runs inside ``open_process``: a main pid not yet in ``active_mains`` may exist.
@@ -924,7 +927,7 @@ async def run_process(
         try:
             root: psutil.Process | None = psutil.Process(proc.pid)
         except psutil.Error:
-            root = None  # already gone and reaped by the child watcher
+            root = None  # cannot happen before we reap it; kept for safety
         tree = _Tree(root, proc.pid, marker, wall_started)
         try:
             return await _supervise(
