@@ -7,6 +7,7 @@ newlines or NUL-free megabytes, and never be read as a flag.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -83,6 +84,8 @@ class ClaudeBackend:
     executable = "claude"
     path_env_var = "GENESIS_CLAUDE_PATH"
     supports_resume = True
+    #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
+    pdeath_signal = signal.SIGTERM
     options: Mapping[str, OptionSpec] = {
         "max_turns": OptionSpec((int,), "--max-turns"),
         "permission_mode": OptionSpec((str,), "--permission-mode (default, acceptEdits, ...)"),

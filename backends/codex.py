@@ -9,6 +9,7 @@ are understood.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,6 +75,8 @@ class CodexBackend:
     executable = "codex"
     path_env_var = "GENESIS_CODEX_PATH"
     supports_resume = True
+    #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
+    pdeath_signal = signal.SIGTERM
     options: Mapping[str, OptionSpec] = {
         "sandbox": OptionSpec((str,), "-s (read-only, workspace-write, danger-full-access)"),
         "profile": OptionSpec((str,), "-p, a profile of config.toml"),

@@ -7,6 +7,7 @@ coding-genesis out.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ class FailerBackend:
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
     supports_resume = True
+    #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
+    pdeath_signal = signal.SIGTERM
     options: Mapping[str, OptionSpec] = {
         "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),
     }

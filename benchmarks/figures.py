@@ -836,6 +836,14 @@ def _short_cli(workdir: Path) -> tuple[str, int]:
     return str(script), len([x for x in recording.read_bytes().splitlines() if x.strip()])
 
 
+def _no_pdeath_backend() -> Any:
+    """claude's backend without the parent-death signal: what that signal costs."""
+    from coding_genesis.backends import get_backend
+
+    base = type(get_backend("claude"))
+    return type("NoParentDeathSignal", (base,), {"pdeath_signal": None})()
+
+
 def _batch(which: str, script: str, expected: int, n: int) -> int:
     """``n`` concurrent runs in one event loop; how many succeeded."""
     import anyio
@@ -854,8 +862,16 @@ def _batch(which: str, script: str, expected: int, n: int) -> int:
         result = await _agent(script, {}, timeout=60.0).run(PROMPT)
         ok += result["status"] == 0 and result["lines"] == expected
 
+    async def runner_no_pdeath_one() -> None:
+        nonlocal ok
+        from coding_genesis import CodingGenesisAgent
+
+        agent = CodingGenesisAgent(_no_pdeath_backend(), cli_path=script, timeout=60.0)
+        result = await agent.run(PROMPT)
+        ok += result["status"] == 0 and result["lines"] == expected
+
     async def batch() -> None:
-        one = bare_one if which == "bare" else runner_one
+        one = {"bare": bare_one, "runner": runner_one, "no_pdeath": runner_no_pdeath_one}[which]
         async with anyio.create_task_group() as tg:
             for _ in range(n):
                 tg.start_soon(one)
@@ -888,10 +904,14 @@ def fig_concurrency(p: Params) -> Result:
     def runner() -> int:
         return _batch("runner", script, expected, n)
 
+    def no_pdeath() -> int:
+        return _batch("no_pdeath", script, expected, n)
+
     runner()
     bare()
-    res = interleave(p["reps"], {"bare": bare, "runner": runner})
-    for name in ("bare", "runner"):
+    res = interleave(p["reps"], {"bare": bare, "runner": runner, "no_pdeath": no_pdeath})
+    wn, cn = median(walls(res["no_pdeath"])), median(cpus(res["no_pdeath"]))
+    for name in ("bare", "runner", "no_pdeath"):
         for t in res[name]:
             if t.value != n:
                 raise RuntimeError(f"{name}: only {t.value}/{n} runs succeeded")
@@ -930,6 +950,15 @@ def fig_concurrency(p: Params) -> Result:
                 f"peak RSS +{peaks['runner']:.0f} KiB/run",
                 overhead_ms=(cr - cb) / n * 1000,
                 rss_kib=peaks["runner"],
+            ),
+            row(
+                "the same without the parent-death signal (`pdeath_signal=None`: "
+                "`vfork` instead of `fork` + `prctl`)",
+                n / wn,
+                "runs/s",
+                ratio=paired_ratio(walls(res["no_pdeath"]), walls(res["bare"])),
+                note=f"batch {wn:.2f} s; CPU {cn / n * 1000:.2f} ms/run: the signal costs "
+                f"{(cr - cn) / n * 1000:+.2f} ms CPU, {(wr - wn) / n * 1000:+.2f} ms wall per run",
             ),
         ],
         "ratio_label": "× bare batch time",

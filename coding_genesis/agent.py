@@ -40,6 +40,7 @@ from .events import (
     StateEvent,
     Subscription,
 )
+from .ledger import Ledger, LedgerError, sweep
 from .observers import Observer, RunInfo, RunLogObserver, RunObservers, TranscriptObserver
 from .outcome import ResultContext, build_result, replayed_outcome, tally_facts
 from .process import StopReason
@@ -133,6 +134,12 @@ class CodingGenesisAgent:
         #: The tally of the attempt in flight (for the answer to a cancellation).
         self._tally: RunTally | None = None
         self._redactor = Redactor(os.environ, cfg.env)
+        self._ledger: Ledger | None = (
+            None
+            if cfg.ledger is False
+            else Ledger(cfg.ledger if isinstance(cfg.ledger, str) else None)
+        )
+        self._swept = False
 
     # -- introspection -------------------------------------------------
 
@@ -311,6 +318,9 @@ class CodingGenesisAgent:
             probe, wait = self._breaker.admit(clock.monotonic())
             if wait > 0:
                 return self._degraded(wait)
+        if not self._swept:
+            self._swept = True
+            await self._sweep()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
         started = time.monotonic()
@@ -421,7 +431,16 @@ class CodingGenesisAgent:
                     event = event.redacted(redactor)
                 bus.publish(event, run_id)
 
+        ledger = self._ledger
+        transcript = (
+            os.path.join(self.config.transcripts, run_id) if self.config.transcripts else None
+        )
+        if ledger is not None:
+            self._write_record(ledger, run_id, transcript, None)
+
         def spawned(pid: int, argv: list[str]) -> None:
+            if ledger is not None:
+                self._write_record(ledger, run_id, transcript, pid)
             timeout = plan.timeout if plan.timeout is not None else request.timeout
             bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
@@ -434,18 +453,43 @@ class CodingGenesisAgent:
             options=request.options,
             key=request.key,
         )
-        outcome = await run_attempt(
-            self.config,
-            self._backend,
-            attempt_request,
-            marker=run_id,
-            publish=publish,
-            on_stdout=observers.stdout if observers else None,
-            on_decoded=observers.flush if observers else None,
-            on_spawn=spawned,
-            on_tally=self._hold_tally,
-        )
-        return outcome
+        try:
+            return await run_attempt(
+                self.config,
+                self._backend,
+                attempt_request,
+                marker=run_id,
+                publish=publish,
+                on_stdout=observers.stdout if observers else None,
+                on_decoded=observers.flush if observers else None,
+                on_spawn=spawned,
+                on_tally=self._hold_tally,
+            )
+        finally:
+            if ledger is not None:
+                ledger.remove(run_id)
+
+    def _write_record(
+        self, ledger: Ledger, run_id: str, transcript: str | None, pid: int | None
+    ) -> None:
+        try:
+            ledger.record(run_id, marker=run_id, transcript=transcript, cli_pid=pid)
+        except OSError as exc:
+            log.warning("run ledger %s off for agent %r: %s", ledger.path, self.name, exc)
+            self._ledger = None
+
+    async def _sweep(self) -> None:
+        """At the agent's first run: stop what runs of dead runners left behind."""
+        ledger = self._ledger
+        if ledger is None:
+            return
+        try:
+            await sweep(ledger)
+        except LedgerError as exc:
+            log.warning("run ledger off for agent %r: %s", self.name, exc)
+            self._ledger = None
+        except Exception:
+            log.exception("sweep of the run ledger %s failed", ledger.path)
 
     def _hold_tally(self, tally: RunTally) -> None:
         self._tally = tally

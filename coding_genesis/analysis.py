@@ -87,6 +87,12 @@ def suggest_actions(
             "Check the load on the agent's API",
             _timeout_retry_action(timeout),
         ]
+    if category is C.STALLED:
+        return [
+            "Retry once, continuing the session",
+            "Check what the agent was waiting on (a hung tool, a lock, the network)",
+            "Raise stall_timeout if a tool legitimately waits in silence this long",
+        ]
     if category is C.RATE_LIMIT:
         return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
     if category is C.NETWORK:
@@ -160,6 +166,8 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return f"Time limit insufficient{during}"
     if result.error == "idle_timeout":
         return f"No output for the idle timeout{during}"
+    if result.error == "stalled":
+        return f"Hung: no output and no CPU for the stall timeout{during}"
     if category is C.RATE_LIMIT:
         status = f" (HTTP {result.api_error_status})" if result.api_error_status else ""
         return f"API rate limit{status}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -164,7 +165,9 @@ async def run_attempt(
         cwd=request.cwd,
         env=env,
         stdin=spec.stdin,
-        config=config.supervisor(request.timeout),
+        config=config.supervisor(
+            request.timeout, pdeath_signal=getattr(backend, "pdeath_signal", signal.SIGTERM)
+        ),
         on_stdout=sink,
         marker=marker,
         on_spawn=spawned,

@@ -66,7 +66,12 @@ class Translator(Protocol):
 
 @runtime_checkable
 class Backend(Protocol):
-    """A coding-agent CLI adapter."""
+    """A coding-agent CLI adapter.
+
+    Optional attribute ``pdeath_signal`` (an ``int`` or None; default
+    ``SIGTERM``): the signal the CLI gets if the runner dies (Linux
+    ``PR_SET_PDEATHSIG``); SIGKILL for a CLI known to ignore SIGTERM.
+    """
 
     #: Registry name, e.g. "claude".
     name: str

@@ -18,7 +18,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats")
+COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap")
 
 EPILOG = """\
 examples:
@@ -33,6 +33,7 @@ examples:
   genesis replay recording.jsonl                  what a recorded stream would return
   genesis run-many tasks.jsonl --concurrency 8    a batch: one result line per request
   genesis stats --since 7d                        failure counts and rates by category
+  genesis reap --dry-run                          what runners that died left running
 
 each command has its own examples: genesis COMMAND --help
 
@@ -50,6 +51,8 @@ environment (read by the genesis command only, never by the library):
   GENESIS_RUN_LOG        the run log of `genesis stats`, or "off"
                          (else $XDG_STATE_HOME/coding-genesis/runs.jsonl)
   GENESIS_CLAUDE_PATH, GENESIS_CODEX_PATH, GENESIS_<BACKEND>_PATH   CLI binaries
+  GENESIS_LEDGER         the run ledger directory, or "off"
+                         (else $XDG_RUNTIME_DIR/coding-genesis, else under the temp dir)
   GENESIS_SUBREAPER=0    never make genesis a child subreaper
   GENESIS_RETRY_TESTING=1  the same as --retry-testing
 """

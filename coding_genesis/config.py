@@ -101,6 +101,11 @@ class AgentConfig:
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
     idle_timeout: float | None = None
+    #: Stop a run whose whole process tree wrote nothing on stdout or stderr and
+    #: used under 1% of one core for this long (None: never).  Generous by
+    #: default: a tool waiting silently on something outside the tree (the
+    #: network, a daemon, a ``sleep``) looks stalled.
+    stall_timeout: float | None = 600.0
     #: Stop a CLI still running this long after its result (None: never).
     linger: float | None = 2.0
     #: After the CLI exits, how long its pipes may stay open.
@@ -128,6 +133,11 @@ class AgentConfig:
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
     observers: tuple[Observer, ...] = ()
+    #: Run ledger directory (see coding_genesis.ledger): None: the default
+    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
+    #: the temp directory); False: no ledger (the parent-death signal is then the
+    #: only protection against a runner's death).
+    ledger: str | bool | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -139,6 +149,7 @@ class AgentConfig:
         set_(self, "timeout", required_seconds("timeout", self.timeout))
         set_(self, "grace", required_seconds("grace", self.grace, allow_zero=True))
         set_(self, "idle_timeout", seconds("idle_timeout", self.idle_timeout, allow_none=True))
+        set_(self, "stall_timeout", seconds("stall_timeout", self.stall_timeout, allow_none=True))
         set_(
             self,
             "linger",
@@ -209,17 +220,26 @@ class AgentConfig:
         set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
+        if self.ledger is not None and self.ledger is not False:
+            if self.ledger is True:
+                set_(self, "ledger", None)
+            else:
+                set_(self, "ledger", _path_or_none("ledger", self.ledger))
 
     def replace(self, **changes: Any) -> AgentConfig:
         """A copy with ``changes`` applied (validated again)."""
         return replace(self, **changes)
 
-    def supervisor(self, timeout: float | None = None) -> SupervisorConfig:
-        """The supervisor's settings for one attempt."""
+    def supervisor(
+        self, timeout: float | None = None, *, pdeath_signal: int | None = _signal.SIGTERM
+    ) -> SupervisorConfig:
+        """The supervisor's settings for one attempt (``pdeath_signal``: the backend's)."""
         return SupervisorConfig(
+            pdeath_signal=pdeath_signal,
             timeout=self.timeout if timeout is None else timeout,
             grace=self.grace,
             idle_timeout=self.idle_timeout,
+            stall_timeout=self.stall_timeout,
             linger=self.linger,
             eof_grace=self.eof_grace,
             stop_signals=self.stop_signals,

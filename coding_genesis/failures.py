@@ -64,6 +64,8 @@ __all__ = [
 
 class FailureCategory(enum.StrEnum):
     TIMEOUT = "timeout"
+    #: The whole process tree was silent and idle for ``stall_timeout``.
+    STALLED = "stalled"
     RATE_LIMIT = "rate_limit"
     NETWORK = "network"
     AUTH = "auth"
@@ -87,6 +89,7 @@ C = FailureCategory
 #: environment": not as-is, so not by a policy.)
 DEFAULT_RETRIES: dict[FailureCategory, int] = {
     C.TIMEOUT: 2,
+    C.STALLED: 1,
     C.NETWORK: 3,
     C.RATE_LIMIT: 5,
     C.INTERNAL: 1,
@@ -116,6 +119,11 @@ def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, s
             "timeout with no progress (0 tool calls): likely too big a task; "
             "break it into smaller subtasks"
         )
+    if category is C.STALLED:
+        return True, (
+            "stalled (silent and idle): a hung CLI or tool; retried once whatever the "
+            "progress, continuing the session"
+        )
     if category is C.TIMEOUT:
         return True, "timeout after progress: retry with a longer timeout, continuing the session"
     return True, f"{category} failures are usually transient"
@@ -124,6 +132,7 @@ def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, s
 #: The names each spec uses for a category: (spec 002, spec 003, spec 004).
 SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     C.TIMEOUT: ("timeout", "timeout", "timeout"),
+    C.STALLED: (None, None, None),
     C.RATE_LIMIT: ("rate_limit", "rate_limit", None),
     C.NETWORK: ("network", "connection", None),
     C.AUTH: ("permission", None, None),
@@ -169,6 +178,7 @@ def category_from_name(name: object) -> FailureCategory | None:
 #: Spec 003 ``user_hint``: a pre-written hint for whoever talks to the user.
 USER_HINTS: dict[FailureCategory, str] = {
     C.TIMEOUT: "The coding agent ran out of time before finishing the task.",
+    C.STALLED: "The coding agent hung: no output and no work for a long time, so it was stopped.",
     C.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
     C.NETWORK: "The coding agent lost its connection to its API.",
     C.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
@@ -184,6 +194,7 @@ USER_HINTS: dict[FailureCategory, str] = {
 #: Spec 003 ``retry_suggestion``: what the user can do next.
 RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     C.TIMEOUT: "Try again with a longer timeout, or split the task into smaller steps.",
+    C.STALLED: "Try again (the session continues); if it hangs again, check the tool it ran.",
     C.RATE_LIMIT: "Wait a minute and try again.",
     C.NETWORK: "This is usually temporary: try again in a moment.",
     C.AUTH: "Check the agent's login or API key and its permissions, then try again.",
@@ -200,6 +211,8 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
 LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     C.TIMEOUT: "The coding agent is running slowly and ran out of time. Try again in a moment; "
     "if it keeps happening, give it more time or a smaller task.",
+    C.STALLED: "The coding agent stopped responding and did no work for a long time, so it was "
+    "stopped. Please try again; if it hangs again, check the tool it was running.",
     C.RATE_LIMIT: "The coding agent is receiving too many requests and needs a moment to catch "
     "up. Please try again in about a minute.",
     C.NETWORK: "The coding agent is having trouble connecting to its services. This is usually "
@@ -298,6 +311,7 @@ Rule = tuple[str, Callable[[Evidence], Verdict | None]]
 ERROR_CODES: dict[str, FailureCategory] = {
     "timeout": C.TIMEOUT,
     "idle_timeout": C.TIMEOUT,
+    "stalled": C.STALLED,
     "not_found": C.NOT_FOUND,
     "not_executable": C.TOOL_ERROR,
     "invalid_request": C.INVALID_TASK,

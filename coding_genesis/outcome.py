@@ -84,7 +84,9 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "denied_tools": _denied_tools(tally.result),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
-            tally.unfinished_steps(outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE))
+            tally.unfinished_steps(
+                outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED)
+            )
         ),
         "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
         "cli_retry_delay_s": tally.retry_delay_s,
@@ -114,10 +116,18 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             **common,
         )
 
-    if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE):
+    if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
         progress = f"{tally.tool_calls} tool call(s) made before the stop"
-        if outcome.stop_reason is StopReason.TIMEOUT:
+        if outcome.stop_reason is StopReason.STALLED:
+            message = (
+                f"{name} stalled: no output on stdout or stderr for "
+                f"{outcome.stall_silent_s or 0:g}s while its process tree used "
+                f"{outcome.stall_cpu_s or 0:g} CPU seconds; process tree stopped ({stopped}); "
+                f"{progress}"
+            )
+            error = ErrorCode.STALLED
+        elif outcome.stop_reason is StopReason.TIMEOUT:
             message = (
                 f"{name} timed out after {timeout:g}s; process tree stopped ({stopped}); {progress}"
             )

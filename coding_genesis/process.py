@@ -37,9 +37,12 @@ repeated), or an internal error.  How processes are found:
   cannot reach, and the cancellation is re-raised once it is done.
 * pid reuse: processes are held as ``psutil.Process`` objects (pid plus start
   time) and checked before each signal; a group is signalled only while one of
-  its members is known alive.  The CLI itself is reaped by the event loop's
-  child watcher (asyncio, trio), never by us: the main pids of runs in flight
-  are excluded from every ``waitpid`` of ours.
+  its members is known alive.  The CLI itself is reaped only through its
+  ``Popen`` once its pidfd turns readable (polled where there are no pidfds):
+  the main pids of runs in flight are excluded from every other ``waitpid``.
+* The CLI is forked by one long-lived spawner thread with a parent-death
+  signal armed (Linux; see :func:`_pdeath_preexec`): it dies with this
+  process even when nothing here gets to run.
 
 Zombie children that are not a run's main process are reaped when they are
 known to belong to a run (seen alive, or in a session or group of the run).
@@ -65,6 +68,7 @@ import asyncio
 import contextlib
 import ctypes
 import enum
+import functools
 import logging
 import os
 import signal
@@ -72,13 +76,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 import psutil
 
@@ -99,6 +103,8 @@ __all__ = [
     "build_env",
     "run_process",
     "set_subreaper",
+    "spawn",
+    "stop_marked",
     "subreaper_enabled",
 ]
 
@@ -109,6 +115,7 @@ RUN_MARKER_ENV = "GENESIS_RUN_ID"
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
+_PR_SET_PDEATHSIG = 1
 #: Seconds a zombie of unknown origin must stay unreaped before we take it.
 _ORPHAN_SETTLE = 0.1
 
@@ -130,8 +137,8 @@ class ProcessTable:
         #: Runs in flight holding the subreaper on; the host's own setting is kept.
         self.holders = 0
         self.was_on = False
-        #: Main pids of runs in flight: owned by the event loop's child watcher,
-        #: never reaped by us.  Counted: with pid reuse a new run may get a pid
+        #: Main pids of runs in flight: reaped through their ``Popen`` only,
+        #: never by the tree's ``waitpid``.  Counted: with pid reuse a new run may get a pid
         #: whose old run is still cleaning up.
         self.active_mains: Counter[int] = Counter()
         #: Runs inside ``open_process``: a main pid not yet in ``active_mains`` may exist.
@@ -139,6 +146,8 @@ class ProcessTable:
         self.lock = threading.Lock()
         #: When each unknown zombie was first seen (pid, start time) -> monotonic time.
         self.unknown_zombies: dict[tuple[int, float], float] = {}
+        #: The one thread that forks every CLI (see :func:`spawn`), started lazily.
+        self.spawner: ThreadPoolExecutor | None = None
 
 
 #: The one table of this process.
@@ -159,6 +168,8 @@ class StopReason(enum.StrEnum):
     IDLE = "idle"
     LINGER = "linger"
     CANCELLED = "cancelled"
+    #: The whole tree was silent and (nearly) idle for ``stall_timeout``.
+    STALLED = "stalled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +193,13 @@ class SupervisorConfig:
     kill_leftovers: bool = True
     stderr_tail_bytes: int = 64 * 1024
     read_size: int = 1024 * 1024
+    #: Stop a tree silent on stdout and stderr *and* under ``stall_cpu`` of one core
+    #: (averaged) for this long (None: never).
+    stall_timeout: float | None = None
+    #: CPU share of one core under which a silent tree counts as stalled.
+    stall_cpu: float = 0.01
+    #: Signal the CLI gets when this process dies (Linux ``PR_SET_PDEATHSIG``; None: none).
+    pdeath_signal: int | None = signal.SIGTERM
 
 
 @dataclass(slots=True)
@@ -200,6 +218,9 @@ class ProcessOutcome:
     leftovers_stopped: int = 0
     #: Whether stdout reached EOF (False: a grandchild held it open).
     stdout_eof: bool = False
+    #: Evidence of a stall: seconds without output, CPU seconds of the tree in the window.
+    stall_silent_s: float | None = None
+    stall_cpu_s: float | None = None
     duration_s: float = 0.0
 
 
@@ -335,7 +356,17 @@ def _session_and_group(pid: int) -> tuple[int, int] | None:
 class _Tree:
     """The processes of one run: snapshots, signals, bounded waits, reaping."""
 
-    def __init__(self, root: psutil.Process | None, pid: int, marker: str, since: float) -> None:
+    def __init__(
+        self,
+        root: psutil.Process | None,
+        pid: int,
+        marker: str,
+        since: float,
+        *,
+        scan_all: bool = False,
+    ) -> None:
+        #: Find marked processes among every process of our user, not only our children.
+        self.scan_all = scan_all
         #: The CLI, identified while it was our unreaped child (no pid reuse possible then).
         self.root = root
         self.pid = pid
@@ -347,6 +378,9 @@ class _Tree:
         #: Sessions and process groups that processes of the run were found in.
         self.sessions: set[int] = {pid}
         self.groups: set[int] = {pid}
+        #: Highest CPU seconds seen per process (pid, start time): a process that
+        #: exits keeps its share, so the tree's total never goes down.
+        self.cpu_seen: dict[tuple[int, float], float] = {}
         self._me = os.getpid()
         self._own_sid = os.getsid(0)
         self._own_pgrp = os.getpgrp()
@@ -384,8 +418,35 @@ class _Tree:
                 procs[pid] = proc
         return procs
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds used so far by the run's processes: the CLI, its
+        descendants (their reaped children included) and, with the subreaper,
+        its marked orphans.  Cheap: no scan of the whole process table."""
+        procs: list[psutil.Process] = []
+        root = self.root
+        if root is not None:
+            procs.append(root)
+            with contextlib.suppress(psutil.Error):
+                procs.extend(root.children(recursive=True))
+        if subreaper_enabled() and not self.scan_all:
+            for orphan in self._marked_orphans():
+                procs.append(orphan)
+                with contextlib.suppress(psutil.Error):
+                    procs.extend(orphan.children(recursive=True))
+        seen = self.cpu_seen
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                key = (proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            used = t.user + t.system + t.children_user + t.children_system
+            if used > seen.get(key, 0.0):
+                seen[key] = used
+        return sum(seen.values())
+
     def _marked_orphans(self) -> list[psutil.Process]:
-        if subreaper_enabled():
+        if subreaper_enabled() and not self.scan_all:
             try:
                 candidates = psutil.Process().children()
             except psutil.Error:
@@ -547,6 +608,17 @@ class _Tree:
             await anyio.sleep(_ORPHAN_SETTLE / 4)
 
 
+async def stop_marked(marker: str, *, grace: float = 1.0, dry_run: bool = False) -> list[int]:
+    """Stop every process of our user carrying ``marker`` (a run whose runner
+    died): the usual tree stop, pid-reuse safe.  Returns the pids found (in a
+    dry run, those that would be stopped)."""
+    tree = _Tree(None, -1, marker, time.time(), scan_all=True)
+    found = sorted(tree.snapshot())
+    if found and not dry_run:
+        await tree.stop((signal.SIGTERM,), grace, 2.0)
+    return found
+
+
 def _spawn_count(delta: int) -> None:
     with TABLE.lock:
         TABLE.spawning += delta
@@ -631,6 +703,157 @@ def _stdout_pipe(size: int) -> tuple[int, int]:
     return r, w
 
 
+# -- spawning: the parent-death signal and the spawner thread ---------------
+
+
+def pdeathsig_supported() -> bool:
+    """Whether the CLI can get a parent-death signal here (Linux only)."""
+    return sys.platform.startswith("linux") and _libc_prctl() is not None
+
+
+@functools.cache
+def _libc_prctl() -> Any:
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return prctl
+
+
+def _pdeath_preexec(signum: int) -> Callable[[], None]:
+    """The ``preexec_fn`` that arms the parent-death signal, between fork and exec.
+
+    Why a ``preexec_fn`` and not ``setpriv --pdeathsig`` as an exec prefix:
+    it needs nothing installed (util-linux >= 2.33 is missing from Alpine,
+    macOS and many slim images), adds no exec (``setpriv`` costs a second
+    ``execve`` and a dynamic load per run), keeps the CLI's argv and pid as
+    they are, and it can close the race: if this process died between the
+    fork and the ``prctl``, the signal was never armed, so the child checks
+    that its parent is still the process that forked it and otherwise acts as
+    if the signal had come.  The function only calls ``prctl`` (resolved
+    before the fork), ``getppid`` and, in that race, ``kill``/``_exit``:
+    nothing that takes a lock another thread could hold at fork time.  Its
+    cost: CPython forks instead of using ``vfork`` when a ``preexec_fn`` is
+    given (see ``python -m benchmarks`` start-up figures).
+
+    Linux delivers the signal when the *thread* that forked exits, not the
+    process: every CLI is therefore forked by one dedicated spawner thread
+    (:func:`spawn`) that lives as long as the process.
+    """
+    prctl = _libc_prctl()
+    parent = os.getpid()
+    getppid, kill, exit_, me = os.getppid, os.kill, os._exit, os.getpid
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        if getppid() != parent:  # the runner died before the signal was armed
+            kill(me(), signum)
+            exit_(128 + signum)
+
+    return arm
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The process's spawner thread: one worker that never exits while the
+    process lives (a ``ThreadPoolExecutor`` worker does not time out), so the
+    parent-death signal of a CLI fires with the process, never because some
+    short-lived thread (a ``to_thread`` worker, trio's thread cache, a thread
+    that called ``run_sync``) ended."""
+    with TABLE.lock:
+        if TABLE.spawner is None:
+            TABLE.spawner = ThreadPoolExecutor(1, thread_name_prefix="genesis-spawner")
+        return TABLE.spawner
+
+
+def _forget_spawner() -> None:  # pragma: no cover - runs in a forked child
+    TABLE.spawner = None
+    TABLE.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_spawner)
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    pdeath_signal: int | None,
+) -> subprocess.Popen[bytes]:
+    """Start the CLI in a new session, forked by the spawner thread, with the
+    parent-death signal armed where supported.  Blocks for the fork and exec
+    (as asyncio's own subprocess start does); raises ``OSError`` when the
+    program cannot be started."""
+    preexec = (
+        _pdeath_preexec(pdeath_signal)
+        if pdeath_signal is not None and pdeathsig_supported()
+        else None
+    )
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(  # noqa: S603 - argv is the backend's command
+            list(argv),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=preexec,
+        )
+
+    return _spawner().submit(start).result()
+
+
+class _Child:
+    """The CLI process: its exit awaited without blocking (a pidfd where the
+    kernel has them, else polling), reaped by us through ``Popen``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdin_fd: int | None) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.stdin_fd = stdin_fd
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(popen.pid)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    async def wait(self) -> int:
+        delay = 0.002
+        while True:
+            code = self.popen.poll()
+            if code is not None:
+                return code
+            if self._pidfd is not None:
+                await anyio.wait_readable(self._pidfd)
+                if self.popen.poll() is None:
+                    await anyio.sleep(0.001)  # readable but not reapable yet: brief
+            else:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def close_stdin(self) -> None:
+        fd, self.stdin_fd = self.stdin_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        self.close_stdin()
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            os.close(fd)
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -657,38 +880,54 @@ async def run_process(
         wall_started = time.time()
         started = anyio.current_time()
         stdout_fd, stdout_w = _stdout_pipe(config.read_size)
+        stderr_fd, stderr_w = os.pipe()
+        os.set_blocking(stderr_fd, False)
+        stdin_fd: int | None = None
+        stdin_r: int = subprocess.DEVNULL
+        if stdin is not None:
+            stdin_r, stdin_fd = os.pipe()
+            os.set_blocking(stdin_fd, False)
         _spawn_count(+1)
         try:
-            # Shielded: a cancellation landing mid-spawn would lose the process.
-            # It is delivered at the first await below, with the tree known.
-            with anyio.CancelScope(shield=True):
-                proc = await anyio.open_process(
+            # No await between the fork and the registration of the main pid:
+            # a cancellation cannot lose the process.
+            proc = _Child(
+                spawn(
                     list(argv),
-                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                    stdout=stdout_w,
-                    stderr=subprocess.PIPE,
                     cwd=cwd,
                     env=dict(env),
-                    start_new_session=True,
-                )
+                    stdin=stdin_r,
+                    stdout=stdout_w,
+                    stderr=stderr_w,
+                    pdeath_signal=config.pdeath_signal,
+                ),
+                stdin_fd,
+            )
             _main_count(proc.pid, +1)
-        except OSError as exc:
-            os.close(stdout_fd)
-            outcome.spawn_error = exc
+        except (OSError, subprocess.SubprocessError) as exc:
+            for fd in (stdout_fd, stderr_fd, stdin_fd):
+                if fd is not None:
+                    os.close(fd)
+            outcome.spawn_error = exc if isinstance(exc, OSError) else OSError(str(exc))
             outcome.duration_s = anyio.current_time() - started
             return outcome
         except BaseException:
-            os.close(stdout_fd)
+            for fd in (stdout_fd, stderr_fd, stdin_fd):
+                if fd is not None:
+                    os.close(fd)
             raise
         finally:
             os.close(stdout_w)
+            os.close(stderr_w)
+            if stdin is not None:
+                os.close(stdin_r)
             _spawn_count(-1)
 
         outcome.pid = proc.pid
         try:
             root: psutil.Process | None = psutil.Process(proc.pid)
         except psutil.Error:
-            root = None  # already gone and reaped by the child watcher
+            root = None  # cannot happen before we reap it; kept for safety
         tree = _Tree(root, proc.pid, marker, wall_started)
         try:
             return await _supervise(
@@ -702,9 +941,12 @@ async def run_process(
                 on_stdout,
                 on_spawn,
                 stdout_fd,
+                stderr_fd,
             )
         finally:
             os.close(stdout_fd)
+            os.close(stderr_fd)
+            proc.close()
             if proc.returncode is not None:
                 _main_count(proc.pid, -1)
     finally:
@@ -712,7 +954,7 @@ async def run_process(
 
 
 async def _supervise(
-    proc: anyio.abc.Process,
+    proc: _Child,
     tree: _Tree,
     config: SupervisorConfig,
     outcome: ProcessOutcome,
@@ -722,6 +964,7 @@ async def _supervise(
     on_stdout: StdoutSink,
     on_spawn: Callable[[int], object] | None,
     stdout_fd: int,
+    stderr_fd: int,
 ) -> ProcessOutcome:
     if on_spawn is not None:
         try:
@@ -729,6 +972,7 @@ async def _supervise(
         except Exception:
             log.exception("on_spawn callback failed")
     last_output = started
+    last_stderr = started
     terminal_at: float | None = None
     wake = anyio.Event()
     readers_left = 2
@@ -781,23 +1025,37 @@ async def _supervise(
         reader_finished()
 
     async def drain_stderr() -> None:
-        assert proc.stderr is not None
-        try:
-            while True:
-                tail.add(await proc.stderr.receive(65536))
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
+        nonlocal last_stderr
+        read = os.read
+        while True:
+            try:
+                chunk = read(stderr_fd, 65536)
+            except BlockingIOError:
+                await anyio.wait_readable(stderr_fd)
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            last_stderr = anyio.current_time()
+            tail.add(chunk)
+            await anyio.lowlevel.checkpoint()
         reader_finished()
 
     async def write_stdin(data: bytes) -> None:
-        assert proc.stdin is not None
+        fd = proc.stdin_fd
+        assert fd is not None
+        view = memoryview(data)
         try:
-            await proc.stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(fd)
+        except OSError:
             pass  # the CLI exited or closed stdin without reading it all
         finally:
-            with contextlib.suppress(Exception):
-                await proc.stdin.aclose()
+            proc.close_stdin()
 
     async def stop(reason: StopReason) -> None:
         if outcome.stop_reason is None:
@@ -806,12 +1064,43 @@ async def _supervise(
             sent = await tree.stop(config.stop_signals, config.grace, config.kill_wait)
             outcome.signals_sent.extend(s for s in sent if s not in outcome.signals_sent)
 
+    stall = config.stall_timeout
+    #: (time, tree CPU seconds) samples covering the last stall window.
+    #: The CLI had used no CPU when it started: the first sample is free.
+    samples: deque[tuple[float, float]] = deque([(started, 0.0)])
+    sample_every = min(max(stall / 10, 0.05), 5.0) if stall is not None else 0.0
+    next_sample = started + sample_every
+
+    def stalled(now: float) -> bool:
+        """Sample the tree's CPU; True when silent and idle for ``stall`` seconds."""
+        assert stall is not None
+        cpu = tree.cpu_seconds()
+        samples.append((now, cpu))
+        while len(samples) > 1 and samples[1][0] <= now - stall:
+            samples.popleft()
+        silent_since = max(last_output, last_stderr)
+        if now - silent_since < stall:
+            return False
+        base_t, base_cpu = samples[0]
+        window = now - base_t
+        used = cpu - base_cpu
+        if window < stall or used >= config.stall_cpu * window:
+            return False
+        outcome.stall_silent_s = round(now - silent_since, 3)
+        outcome.stall_cpu_s = round(used, 3)
+        return True
+
     async def watchdog() -> None:
-        nonlocal wake
+        nonlocal wake, next_sample
         reason: StopReason | None = None
         with clocks:
             while True:
                 now = anyio.current_time()
+                if stall is not None and now >= next_sample:
+                    if stalled(now):
+                        reason = StopReason.STALLED
+                        break
+                    next_sample = now + sample_every
                 reason, deadline = StopReason.TIMEOUT, started + config.timeout
                 if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
                     reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
@@ -823,7 +1112,8 @@ async def _supervise(
                     reason, deadline = StopReason.LINGER, terminal_at + config.linger
                 if now >= deadline:
                     break
-                with anyio.move_on_after(deadline - now):
+                wait_until = min(deadline, next_sample) if stall is not None else deadline
+                with anyio.move_on_after(wait_until - now):
                     await wake.wait()
                 if wake.is_set():
                     wake = anyio.Event()
@@ -858,8 +1148,7 @@ async def _supervise(
                 await stop(StopReason.CANCELLED)
             with anyio.move_on_after(config.kill_wait):
                 await proc.wait()
-            with anyio.move_on_after(config.kill_wait):
-                await proc.aclose()
+            proc.close_stdin()
             await tree.reap_all()
 
         try:

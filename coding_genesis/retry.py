@@ -135,6 +135,7 @@ _C = FailureCategory
 #: What each category does when it is not retried (spec 002's table, "Action" column).
 _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     _C.TIMEOUT: Action.ESCALATE,
+    _C.STALLED: Action.ESCALATE,
     _C.RATE_LIMIT: Action.FAIL,
     _C.NETWORK: Action.FAIL,
     _C.AUTH: Action.ESCALATE,
@@ -153,6 +154,8 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
     shapes: dict[FailureCategory, dict[str, Any]] = {
         _C.TIMEOUT: {"backoff": Backoff.LINEAR, "base_delay_s": 30.0, "extend_timeout": 1.5},
         _C.NETWORK: {"backoff": Backoff.EXPONENTIAL, "base_delay_s": 1.0, "max_delay_s": 30.0},
+        # A hung CLI or tool: once more at once, continuing the session.
+        _C.STALLED: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
         _C.RATE_LIMIT: {
             "backoff": Backoff.EXPONENTIAL,
             "base_delay_s": 60.0,
@@ -502,7 +505,7 @@ async def retrying(
             and resumed_by_us
             and result.lines == 0
             and not loop.fresh_fallback
-            and result.error not in ("timeout", "idle_timeout", "invalid_request")
+            and result.error not in ("timeout", "idle_timeout", "stalled", "invalid_request")
         ):
             # The CLI rejected the session (codex: unknown id, exit 1, no output):
             # start over in a fresh session once, at once.

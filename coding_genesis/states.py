@@ -38,7 +38,7 @@ class Status(enum.IntEnum):
     INTERNAL = 70
     #: The agent is BUSY with another request; nothing was started.
     BUSY = 75
-    #: Wall-clock or idle timeout: the process tree was stopped.
+    #: Wall-clock or idle timeout, or a stall: the process tree was stopped.
     TIMEOUT = 124
     #: The CLI binary exists but cannot be executed.
     NOT_EXECUTABLE = 126
@@ -60,6 +60,8 @@ class ErrorCode(enum.StrEnum):
     TIMEOUT = "timeout"
     #: No output for ``idle_timeout`` seconds: the process tree was stopped.
     IDLE_TIMEOUT = "idle_timeout"
+    #: The whole process tree was silent and idle for ``stall_timeout`` seconds: stopped.
+    STALLED = "stalled"
     #: The CLI reported an error or exited non-zero by itself.
     CLI_ERROR = "cli_error"
     #: The CLI was killed by a signal we did not send.

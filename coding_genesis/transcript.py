@@ -63,6 +63,8 @@ META = "meta.json"
 EVENTS = "events.jsonl"
 STDERR = "stderr.txt"
 RESULT = "result.json"
+#: Written by the run ledger's sweep into a run whose runner died (see coding_genesis.ledger).
+ENDED = "ended.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 #: Longest unfinished line held back for redaction before it is written in pieces.
 _MAX_HOLD = 1 << 20
@@ -289,6 +291,8 @@ class RunRecord:
     meta: dict[str, Any]
     #: None: the run never finished (the runner was stopped or crashed).
     result: dict[str, Any] | None
+    #: Set by the sweep when it found the runner dead: ``ended_by``, ``found_ts``...
+    ended: dict[str, Any] | None = None
 
     @property
     def run_id(self) -> str:
@@ -336,7 +340,7 @@ def read_run(path: Path) -> RunRecord | None:
     meta = _read_json(path / META)
     if meta is None:
         return None
-    return RunRecord(path, meta, _read_json(path / RESULT))
+    return RunRecord(path, meta, _read_json(path / RESULT), _read_json(path / ENDED))
 
 
 def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:

@@ -186,13 +186,15 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
             time.sleep(0.01)
         proc.kill()  # the runner dies without any cleanup
         proc.wait()
-    # Its CLI runs on in its own session: nothing can stop it now but us.
-    # (We may be its subreaper: psutil's wait also reaps it then.)
+    # Its CLI, in its own session, dies with its runner (parent-death signal).
+    deadline = time.monotonic() + 1.0
+    while marked_processes([fake.mark]) and time.monotonic() < deadline:
+        time.sleep(0.02)
     leftovers = marked_processes([fake.mark])
-    assert leftovers
     for leftover in leftovers:
         leftover.kill()
     psutil.wait_procs(leftovers, timeout=5)
+    assert not leftovers, "the CLI outlived its runner by more than 1 s"
 
     raw = (run_dir / "stdout.jsonl").read_bytes().splitlines()
     assert len(raw) == 3 and raw[2] == b"not json, kept anyway"

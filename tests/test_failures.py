@@ -41,8 +41,15 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
     # spec 002: timeout/network/rate_limit yes, validation/permission/not_found/unknown
     # no, internal "partial" (analyse and decide: we decided one retry); spec 004:
     # partial retryable, tool_error only after fixing the environment (not as-is),
-    # a timeout only after progress.
-    assert set(DEFAULT_RETRIES) == {C.TIMEOUT, C.NETWORK, C.RATE_LIMIT, C.INTERNAL, C.PARTIAL}
+    # a timeout only after progress.  Issue 12: a stall once, whatever the progress.
+    assert set(DEFAULT_RETRIES) == {
+        C.TIMEOUT,
+        C.STALLED,
+        C.NETWORK,
+        C.RATE_LIMIT,
+        C.INTERNAL,
+        C.PARTIAL,
+    }
     for category in FailureCategory:
         retryable, why = retry_verdict(category, progress=True)
         assert retryable is (category in DEFAULT_RETRIES) and why
@@ -87,6 +94,7 @@ def test_readme_maps_every_category() -> None:
 CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     ({"error": "timeout", "message": "429 in the text"}, C.TIMEOUT, "runner: timeout"),
     ({"error": "idle_timeout"}, C.TIMEOUT, "runner"),
+    ({"error": "stalled"}, C.STALLED, "runner"),
     ({"error": "not_found"}, C.NOT_FOUND, "runner"),
     ({"error": "not_executable"}, C.TOOL_ERROR, "runner"),
     ({"error": "invalid_request"}, C.INVALID_TASK, "runner"),

@@ -14,6 +14,9 @@ variable                    meaning for ``genesis``
                             (else ``$XDG_STATE_HOME/coding-genesis/runs.jsonl``)
 ``GENESIS_<NAME>_PATH``     the CLI binary of backend NAME (``GENESIS_CLAUDE_PATH``...),
                             unless ``--cli-path`` is given
+``GENESIS_LEDGER``          the run ledger directory, or ``off`` (else
+                            ``$XDG_RUNTIME_DIR/coding-genesis``, else a private
+                            directory under the temp directory)
 ``GENESIS_SUBREAPER=0``     runs never make ``genesis`` a child subreaper
 ``GENESIS_RETRY_TESTING=1`` retry backoffs take no real time (virtual time), for
                             testing a pipeline that shells out to ``genesis``; the
@@ -46,6 +49,7 @@ BACKEND = "GENESIS_BACKEND"
 TRANSCRIPTS = "GENESIS_TRANSCRIPTS"
 RUN_LOG = "GENESIS_RUN_LOG"
 SUBREAPER = "GENESIS_SUBREAPER"
+LEDGER = "GENESIS_LEDGER"
 RETRY_TESTING = "GENESIS_RETRY_TESTING"
 _OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 
@@ -87,6 +91,16 @@ def run_log_path(option: str | None = None, env: Mapping[str, str] | None = None
             return None
         return Path(os.path.expanduser(text))
     return _state_home(values) / "coding-genesis" / "runs.jsonl"
+
+
+def ledger_setting(env: Mapping[str, str] | None = None) -> str | bool | None:
+    """``$GENESIS_LEDGER``: a directory, False for "off", None (unset): the default."""
+    text = _env(env).get(LEDGER, "").strip()
+    if not text:
+        return None
+    if text.lower() in _OFF:
+        return False
+    return os.path.expanduser(text)
 
 
 def cli_path_for(

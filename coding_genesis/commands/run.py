@@ -79,6 +79,13 @@ def register(subparsers: Any) -> None:
         help="stop after this many seconds without output",
     )
     parser.add_argument(
+        "--stall-timeout",
+        type=_stall_seconds,
+        default=600.0,
+        help="stop a run whose whole process tree is silent and idle this long "
+        '(default 600; "off": never)',
+    )
+    parser.add_argument(
         "--grace",
         type=positive_seconds,
         default=5.0,
@@ -119,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `genesis --help` loads this module too.
     from ..agent import CodingGenesisAgent
     from ..errors import ConfigError
-    from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
+    from ._env import cli_path_for, default_backend, ledger_setting, run_log_path, transcript_dir
     from ._live import EventWriter, execute
 
     prompt = args.prompt
@@ -131,12 +138,14 @@ def handle(args: argparse.Namespace) -> int:
             backend,
             timeout=args.timeout,
             idle_timeout=args.idle_timeout,
+            stall_timeout=args.stall_timeout,
             grace=args.grace,
             cwd=args.cwd,
             model=args.model,
             cli_path=cli_path_for(backend, args.cli_path),
             transcripts=transcript_dir(args.transcript_dir),
             run_log=run_log_path(),
+            ledger=ledger_setting(),
             retry=retry_policy(args),
         )
     except ConfigError as exc:
@@ -190,3 +199,9 @@ def report(
         for line in summary_lines(result):
             print(line, file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def _stall_seconds(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    return positive_seconds(text)

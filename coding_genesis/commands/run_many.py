@@ -190,12 +190,13 @@ def handle(args: argparse.Namespace) -> int:
 
 def _recording() -> dict[str, Any]:
     """Each run is recorded like a `genesis run` (transcript and run log)."""
-    from ._env import run_log_path, transcript_dir
+    from ._env import ledger_setting, run_log_path, transcript_dir
 
     base, log = transcript_dir(), run_log_path()
     return {
         "transcripts": str(base) if base is not None else None,
         "run_log": str(log) if log is not None else None,
+        "ledger": ledger_setting(),
     }
 
 

@@ -62,6 +62,10 @@ def row(record: RunRecord) -> dict[str, Any]:
         "duration_s": result.get("duration_s"),
         "tool_calls": result.get("tool_calls"),
         "finished": record.result is not None,
+        #: "runner_death" when the sweep found the runner dead, with when it did.
+        "ended_by": (record.ended or {}).get("ended_by") if record.result is None else None,
+        "swept_at": (record.ended or {}).get("found_ts") if record.result is None else None,
+        "stalled": result.get("error") == "stalled",
         "prompt": first[:200],
         "path": str(record.path),
     }
@@ -107,6 +111,8 @@ def handle(args: argparse.Namespace) -> int:
     for record in records:
         r = row(record)
         status = "-" if r["status"] is None else str(r["status"])
+        if r["ended_by"] == "runner_death":
+            status = f"- runner died (swept {_local(float(r['swept_at'] or 0))})"
         style = "" if r["status"] == 0 else "red"
         duration = r["duration_s"]
         table.add_row(

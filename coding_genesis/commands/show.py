@@ -130,13 +130,24 @@ def render(record: RunRecord) -> str:
     first = prompt.strip().splitlines()[0] if prompt.strip() else ""
     more = " ..." if len(prompt.strip().splitlines()) > 1 or len(first) > 200 else ""
     lines.append(f"  prompt    {first[:200]}{more}")
-    if result is None:
+    ended = record.ended if result is None else None
+    if ended is not None and ended.get("ended_by") == "runner_death":
+        found = ended.get("found_ts")
+        when = _local(float(found)) if isinstance(found, int | float) else "?"
+        lines.append(
+            f"  status    - ended by the runner's death (runner pid {ended.get('runner_pid')}): "
+            f"found by the sweep at {when}, which stopped {ended.get('stopped', 0)} "
+            f"process(es); {len(events)} event(s) were recorded"
+        )
+    elif result is None:
         lines.append(
             f"  status    - unfinished: the runner stopped before writing a result "
             f"(killed or crashed); {len(events)} event(s) were recorded"
         )
     else:
         lines.append(f"  status    {result.get('status')} {result.get('error') or 'ok'}")
+        if result.get("error") == "stalled":
+            lines.append("  stalled   the whole process tree was silent and idle; see the message")
         facts = [f"duration {result.get('duration_s', 0):.2f}s"]
         for key in ("session_id", "model", "num_turns", "exit_code", "signal", "stop_reason"):
             if result.get(key) is not None:

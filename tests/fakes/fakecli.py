@@ -14,6 +14,7 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"result": "text"}              the flavour's terminal line only
   {"echo_prompt": true}           answer with the prompt it read
   {"sleep": 1.5} / {"hang": true}
+  {"busy": 3}                     compute silently (one core, no output) for 3 s
   {"ignore_sigterm": true}        SIGTERM is ignored from now on
   {"trap_sigterm": 143}           on SIGTERM: record it, exit with that code
   {"trap": "SIGINT", "exit": 130} on that signal: record it, then exit with the
@@ -308,6 +309,10 @@ def main() -> int:
             answer(f"fake {FLAVOUR} got: {prompt}")
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
+        elif "busy" in step:  # compute silently (no output) for that many seconds
+            end = time.monotonic() + float(step["busy"])
+            while time.monotonic() < end:
+                sum(range(10_000))
         elif "hang" in step:
             while True:
                 time.sleep(3600)

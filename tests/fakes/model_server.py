@@ -447,6 +447,8 @@ class FakeModelServer:
 
         if conv.tool_output is not None:
             return self._after_tool(conv)
+        if name == "hangonce":  # the first request of the conversation hangs, then text
+            return _Reply("hang") if seen == 0 else _Reply("text", arg or self.default_text)
         if name == "hang":
             return _Reply("hang")
         if name == "stall":
