@@ -21,10 +21,28 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "Emit", "JsonLinesParser", "parse_lines"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "MAX_DEPTH",
+    "TOO_DEEP",
+    "Emit",
+    "JsonLinesParser",
+    "bound_depth",
+    "parse_lines",
+]
 
 #: Tool results can be tens of MiB; anything longer than this is skipped.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: Deepest nesting of containers kept from a CLI line.  A deeper container is
+#: replaced by :data:`TOO_DEEP`, so every consumer (the transcript's JSON
+#: writer, which stops at 254 levels, redaction, printing) gets a bounded value.
+MAX_DEPTH = 64
+#: What stands in for a container nested deeper than :data:`MAX_DEPTH`.
+TOO_DEEP = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
+#: A line shorter than this cannot nest deeper than MAX_DEPTH (each level
+#: costs an opening and a closing byte), so it is never checked.
+_CHECK_FROM = 2 * MAX_DEPTH
 
 #: Receives each parsed object.  It should not raise: if it does, the
 #: exception propagates and the rest of that chunk is lost.
@@ -109,6 +127,8 @@ class JsonLinesParser:
                         bad += 1
                     continue
                 if type(obj) is dict:
+                    if len(line) >= _CHECK_FROM and _may_be_deep(line):
+                        obj = bound_depth(obj)
                     emit(obj)
                 else:
                     bad += 1
@@ -151,9 +171,54 @@ class JsonLinesParser:
             self.skipped += 1
             return
         if type(obj) is dict:
+            if len(line) >= _CHECK_FROM and _may_be_deep(line):
+                obj = bound_depth(obj)
             emit(obj)
         else:
             self.skipped += 1
+
+
+def _may_be_deep(line: bytes | bytearray) -> bool:
+    """Cheap pre-check (two C-speed counts): fewer openers than MAX_DEPTH
+    cannot nest deeper than it."""
+    return line.count(b"{") + line.count(b"[") > MAX_DEPTH
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative:
+    no recursion whatever the depth)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
+
+
+def _cut(value: Any, depth: int) -> Any:
+    if type(value) is dict:
+        if depth > MAX_DEPTH:
+            return TOO_DEEP
+        return {k: _cut(v, depth + 1) for k, v in value.items()}
+    if type(value) is list:
+        if depth > MAX_DEPTH:
+            return TOO_DEEP
+        return [_cut(v, depth + 1) for v in value]
+    return value
+
+
+def bound_depth(value: Any) -> Any:
+    """``value`` itself when its containers nest at most :data:`MAX_DEPTH`
+    deep; otherwise a copy whose deeper containers are :data:`TOO_DEEP`.
+    Never recurses more than MAX_DEPTH levels (the check is iterative)."""
+    if (type(value) is dict or type(value) is list) and _depth_exceeds(value, MAX_DEPTH):
+        return _cut(value, 1)
+    return value
 
 
 def parse_lines(

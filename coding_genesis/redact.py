@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from .parser import MAX_DEPTH, TOO_DEEP
+
 __all__ = ["Redactor"]
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE)", re.I)
@@ -77,11 +79,13 @@ class Redactor:
                     return value
         return self._walk(value)
 
-    def _walk(self, value: Any) -> Any:
+    def _walk(self, value: Any, depth: int = 0) -> Any:
         if isinstance(value, str):
             return self.text(value)
+        if isinstance(value, dict | list | tuple) and depth >= 2 * MAX_DEPTH:
+            return TOO_DEEP  # bounded: never a RecursionError, whatever the nesting
         if isinstance(value, dict):
-            return {k: self._walk(v) for k, v in value.items()}
+            return {k: self._walk(v, depth + 1) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self._walk(v) for v in value]
+            return [self._walk(v, depth + 1) for v in value]
         return value

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from .events import Event, event_from_dict
+from .parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from .redact import Redactor
 
 __all__ = [
@@ -70,23 +71,31 @@ _MAX_HOLD = 1 << 20
 
 def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
     """JSON that never fails: text that is not valid Unicode (a lone surrogate
-    in a prompt, say) is stored with U+FFFD in its place."""
+    in a prompt, say) is stored with U+FFFD in its place, and containers
+    nested deeper than :data:`~coding_genesis.parser.MAX_DEPTH` (orjson stops
+    at 254 levels) are replaced by a marker."""
     try:
         return orjson.dumps(obj, default=str, option=option)
     except (TypeError, ValueError):
-        return orjson.dumps(_valid_text(obj), default=str, option=option)
+        pass
+    try:
+        return orjson.dumps(_valid_text(bound_depth(obj)), default=str, option=option)
+    except (TypeError, ValueError, RecursionError):
+        return orjson.dumps({"unserialisable": type(obj).__name__}, option=option)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _valid_text(value: Any) -> Any:
+def _valid_text(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping | list | tuple) and depth >= 2 * MAX_DEPTH:
+        return TOO_DEEP
     if isinstance(value, Mapping):
-        return {str(_valid_text(k)): _valid_text(v) for k, v in value.items()}
+        return {str(_valid_text(k)): _valid_text(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_valid_text(v) for v in value]
+        return [_valid_text(v, depth + 1) for v in value]
     return value
 
 
