@@ -9,6 +9,8 @@ from pathlib import Path
 
 import orjson
 
+from ..display import printable
+
 __all__ = [
     "add_transcript_dir",
     "positive_seconds",
@@ -24,7 +26,7 @@ USAGE_ERROR = 2
 
 def usage_error(command: str, message: str) -> int:
     """Print a usage error the way argparse does and return its exit code (2)."""
-    print(f"genesis {command}: error: {message}", file=sys.stderr)
+    print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
     return USAGE_ERROR
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from ..display import printable
 from ._common import positive_seconds, print_json
 
 __all__ = ["Check", "register", "run_checks"]
@@ -418,6 +419,10 @@ def _print_table(checks: list[Check]) -> None:
     table.add_column("FIX", overflow="fold")
     for c in checks:
         table.add_row(
-            c.backend, c.check, Text(c.status, style=styles[c.status]), Text(c.detail), Text(c.fix)
+            printable(c.backend),
+            printable(c.check),
+            Text(c.status, style=styles[c.status]),
+            Text(printable(c.detail)),
+            Text(printable(c.fix)),
         )
     Console(width=None if sys.stdout.isatty() else 160, highlight=False).print(table)

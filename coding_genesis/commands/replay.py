@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from ..display import printable
 from ..transcript import RunLookupError, find_run, read_run
 from ._common import print_json, status_exit_code
 from ._env import transcript_dir
@@ -106,7 +107,7 @@ class _Input:
 
 
 def _error(message: str) -> int:
-    print(f"genesis replay: error: {message}", file=sys.stderr)
+    print(printable(f"genesis replay: error: {message}"), file=sys.stderr)
     return 2
 
 
@@ -201,9 +202,9 @@ def handle(args: argparse.Namespace) -> int:
     else:
         stream = sys.stdout if result["status"] == 0 else sys.stderr
         if result["message"]:
-            print(result["message"], file=stream)
+            print(printable(result["message"]), file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
         for line in summary_lines(result):  # a replay writes no transcript
-            print(line.replace("genesis:", "replay:", 1), file=sys.stderr)
+            print(printable(line.replace("genesis:", "replay:", 1)), file=sys.stderr)
     return status_exit_code(result["status"])

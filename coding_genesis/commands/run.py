@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..display import printable
 from ..errors import ConfigError
 from ._common import positive_seconds, print_json, status_exit_code, usage_error
 from ._env import cli_path_for, default_backend, run_log_path, transcript_dir
@@ -174,15 +175,15 @@ def report(
     if outcome.stopped:
         if not args.quiet and not machine:
             for line in stopped_lines(outcome, result):
-                print(line, file=sys.stderr)
+                print(printable(line), file=sys.stderr)
         return status_exit_code(result["status"])
     if events is None and not args.json:
         stream = sys.stdout if result["status"] == 0 else sys.stderr
         if result["message"]:
-            print(result["message"], file=stream)
+            print(printable(result["message"]), file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
     if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
         for line in summary_lines(result):
-            print(line, file=sys.stderr)
+            print(printable(line), file=sys.stderr)
     return status_exit_code(result["status"])

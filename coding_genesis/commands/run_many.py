@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ..display import printable
 from ..states import Status
 from ._common import usage_error
 
@@ -209,7 +210,7 @@ def handle(args: argparse.Namespace) -> int:
         if result["status"] != 0:
             failed += 1
         if not args.quiet:
-            print(_progress(result, finished, total), file=sys.stderr, flush=True)
+            print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
         results[result["index"]] = result
         # Results go out in input order, as soon as every earlier one is out.
         while printed in results:

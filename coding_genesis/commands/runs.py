@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ..display import printable
 from ..transcript import RunRecord, list_runs
 from ._common import add_transcript_dir, transcript_base
 
@@ -90,6 +91,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     right = {"STATUS", "TIME", "TOOLS"}
@@ -105,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
         status = "-" if r["status"] is None else str(r["status"])
         style = "" if r["status"] == 0 else "red"
         duration = r["duration_s"]
-        table.add_row(
+        cells = (
             r["run_id"][:12],
             _local(record.started),
             str(r["backend"] or "?"),
@@ -113,8 +115,8 @@ def handle(args: argparse.Namespace) -> int:
             f"{duration:.1f}s" if isinstance(duration, int | float) else "-",
             str(r["tool_calls"] if r["tool_calls"] is not None else "-"),
             r["prompt"],
-            style=style,
         )
+        table.add_row(*(Text(printable(cell)) for cell in cells), style=style)
     console = Console(width=None if sys.stdout.isatty() else 160)
     console.print(table)
     print(f"\n{len(records)} run(s) in {base}; details: genesis show RUN", file=sys.stderr)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..display import printable
 from ..events import AttemptEvent, Event, ToolCallEvent, ToolResultEvent
 from ..progress import tool_summary
 from ..transcript import RunLookupError, RunRecord, find_run
@@ -76,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         record = find_run(base, args.run)
     except RunLookupError as exc:
-        print(f"genesis show: error: {exc}", file=sys.stderr)
+        print(printable(f"genesis show: error: {exc}"), file=sys.stderr)
         return 2
     if args.json:
         if record.result is None:
@@ -93,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
         for path in record.stdout_files():
             _copy(path)
         return 0
-    print(render(record))
+    print(printable(render(record)))
     return 0
 
 
