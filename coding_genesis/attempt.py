@@ -18,6 +18,7 @@ from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
 from .process import ProcessOutcome, build_env, run_process
+from .redact import Redactor
 from .request import Request
 from .result import RunTally
 from .states import ErrorCode, Status
@@ -106,6 +107,7 @@ async def run_attempt(
     on_decoded: Callable[[], object] | None = None,
     on_spawn: Callable[[int, list[str]], object] | None = None,
     on_tally: Callable[[RunTally], object] | None = None,
+    redactor: Redactor | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -114,9 +116,10 @@ async def run_attempt(
     if the runner dies mid-chunk); ``on_decoded`` is called once the events of
     a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
     ``on_tally`` the attempt's tally as soon as it exists (the answer to a
-    cancellation reports what it holds).
+    cancellation reports what it holds); ``redactor`` masks secrets in the
+    text the tally cuts short, before it is cut.
     """
-    tally = RunTally(request.cwd)
+    tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
     program = resolve_program(backend, config.cli_path)

@@ -204,7 +204,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         )
     message = f"{name} exited before finishing (no result event)"
     if text:
-        message += f"; last output: {text[:2000]}"
+        message += f"; last output: {redactor.text(text)[:2000]}"
     return RunResult(
         status=Status.FAILED,
         message=redactor.text(message),

@@ -20,6 +20,7 @@ from .events import (
     ToolResultEvent,
     UsageEvent,
 )
+from .redact import Redactor
 from .report import ChildFailure
 from .states import ErrorCode
 from .steps import describe_step
@@ -145,6 +146,7 @@ class RunTally:
         "model",
         "num_turns",
         "pending",
+        "redactor",
         "result",
         "retry_delay_s",
         "session_id",
@@ -155,8 +157,10 @@ class RunTally:
         "usage",
     )
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, redactor: Redactor | None = None) -> None:
         self.cwd = cwd
+        #: Masks secrets in text before the tally cuts it short (None: no secret).
+        self.redactor = redactor
         self.session_id: str | None = None
         self.model: str | None = None
         self.tool_calls = 0
@@ -217,6 +221,8 @@ class RunTally:
                 if len(self.failed_tools) < _MAX_ERRORS:
                     self.failed_tools.append(name)
                 first = next((ln.strip() for ln in event.output.splitlines() if ln.strip()), "")
+                if self.redactor is not None:
+                    name, first = self.redactor.text(name), self.redactor.text(first)
                 self.last_tool_error = f"{name} failed" + (
                     f": {first[:_MAX_TOOL_ERROR]}" if first else ""
                 )
@@ -225,7 +231,7 @@ class RunTally:
                 self.last_failed_step = None
                 self.last_successful_tool = name
                 if call is not None and len(self.steps) < _MAX_STEPS:
-                    self.steps.append(describe_step(call[0], call[1], self.cwd))
+                    self.steps.append(self._describe_call(call[0], call[1]))
             for path in event.files:
                 self._add_file(path)
         elif isinstance(event, SessionEvent):
@@ -262,7 +268,7 @@ class RunTally:
         """Tool calls without a result; when we stopped the run, also the last
         call if it failed last (the CLI reports its tool killed by our signal)."""
         steps = [
-            describe_step(name, tool_input, self.cwd)
+            self._describe_call(name, tool_input)
             for name, tool_input in list(self.pending.values())[-10:]
         ]
         if stopped and not steps and self.last_failed_step:
@@ -270,7 +276,14 @@ class RunTally:
         return steps
 
     def _describe(self, call: tuple[str, Any] | None) -> str | None:
-        return describe_step(call[0], call[1], self.cwd) if call is not None else None
+        return self._describe_call(call[0], call[1]) if call is not None else None
+
+    def _describe_call(self, name: str, tool_input: Any) -> str:
+        """One line for a call; secrets are masked in its input first, so the
+        line's cut never leaves part of one."""
+        if self.redactor is not None:
+            name, tool_input = self.redactor.text(name), self.redactor.deep(tool_input)
+        return describe_step(name, tool_input, self.cwd)
 
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:

@@ -19,8 +19,11 @@ Secrets: values of secret-looking environment variables (see
 raw stdout included.  That is the one way ``stdout.jsonl`` may differ from
 the bytes received.  To catch a secret split across two reads, raw stdout is
 then written line by line: an unfinished line waits for its newline (beyond
-1 MiB, all but its last ``len(longest secret) - 1`` bytes are written), so a
-crash still loses at most the last, unfinished line.  With no secret in the
+1 MiB, all but its last ``len(longest secret) - 1`` bytes are written); when a
+secret holds a newline, the last ``len(that secret) - 1`` bytes wait for the
+next read even after a newline, so a secret split across reads or lines is
+masked whole.  A crash loses at most the last, unfinished line (and those bytes).  A secret is also found in the forms
+JSON escapes it to (see :mod:`coding_genesis.redact`).  With no secret in the
 environment every chunk is written through untouched as it arrives.
 
 Writing never breaks a run: the first ``OSError`` (disk full, permissions)
@@ -106,7 +109,7 @@ def _iso(ts: float) -> str:
 class _RawFile:
     """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
 
-    __slots__ = ("_carry", "_fd", "_keep", "_pattern", "_secrets")
+    __slots__ = ("_carry", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
 
     def __init__(self, path: Path, redactor: Redactor) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -114,6 +117,7 @@ class _RawFile:
         self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
         self._keep = raw[1] - 1 if raw else 0
         self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
+        self._keep_nl = max((len(s) - 1 for s in self._secrets if b"\n" in s), default=0)
         self._carry = b""
 
     def write(self, chunk: bytes) -> None:
@@ -127,6 +131,10 @@ class _RawFile:
         cut = data.rfind(b"\n") + 1
         if len(data) - cut > _MAX_HOLD:
             cut = max(cut, len(data) - self._keep)
+        if self._keep_nl:
+            # A secret with a newline in it can span lines: the last bytes it
+            # could start in wait for the next read, so it is masked whole.
+            cut = max(min(cut, len(data) - self._keep_nl), 0)
         if not any(secret in data for secret in self._secrets):
             _write_all(self._fd, data[:cut])
             self._carry = data[cut:]
