@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 
 from .events import Event, event_from_dict
+from .files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from .parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from .redact import Redactor
 
@@ -111,8 +112,8 @@ class _RawFile:
 
     __slots__ = ("_carry", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
 
-    def __init__(self, path: Path, redactor: Redactor) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    def __init__(self, dir_fd: int, name: str, redactor: Redactor) -> None:
+        self._fd = os.open(name, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=dir_fd)
         raw = redactor.raw_pattern()
         self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
         self._keep = raw[1] - 1 if raw else 0
@@ -181,16 +182,15 @@ class Transcript:
         self._attempts = 0
         self._events: Any = None
         self._pending: list[bytes] = []
+        self._dir_fd: int | None = None
         #: First write error, if any (the transcript is off from then on).
         self.error: str | None = None
         try:
-            base.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.path.mkdir(mode=0o700)
-            fd = os.open(
-                self.path / EVENTS,
-                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
-                0o600,
-            )
+            # Every level we create is 0700; the base must be safe to write
+            # in; the run's files are opened relative to its open directory.
+            private_dir(base)
+            self._dir_fd = new_private_dir(self.path)
+            fd = os.open(EVENTS, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=self._dir_fd)
             self._events = os.fdopen(fd, "ab")
         except (OSError, ValueError) as exc:
             self._fail(exc)
@@ -201,7 +201,10 @@ class Transcript:
 
     def _fail(self, exc: Exception) -> None:
         if self.error is None:
-            self.error = f"transcript {self.path}: {getattr(exc, 'strerror', None) or exc}"
+            detail = exc if isinstance(exc, UnsafeDirectory) else None
+            self.error = (
+                f"transcript {self.path}: {detail or getattr(exc, 'strerror', None) or exc}"
+            )
             log.warning("transcript disabled for this run: %s", self.error)
         self._close_files()
 
@@ -217,7 +220,8 @@ class Transcript:
         self._attempts += 1
         name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
         try:
-            self._raw = _RawFile(self.path / name, self._redactor)
+            assert self._dir_fd is not None
+            self._raw = _RawFile(self._dir_fd, name, self._redactor)
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
@@ -267,15 +271,19 @@ class Transcript:
         self._write_bytes(name, safe_dumps(obj, _DUMPS_OPTS | orjson.OPT_INDENT_2))
 
     def _write_bytes(self, name: str, data: bytes) -> None:
-        """Atomic: a reader sees the old file or the whole new one."""
-        tmp = self.path / f".{name}.tmp"
+        """Atomic: a reader sees the old file or the whole new one.  The
+        temporary file is new (``O_EXCL``), never a symlink, in the run's open
+        directory."""
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        dir_fd = self._dir_fd
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            assert dir_fd is not None
+            fd = os.open(tmp, FILE_FLAGS | os.O_EXCL | os.O_TRUNC, 0o600, dir_fd=dir_fd)
             try:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
-            os.replace(tmp, self.path / name)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
@@ -293,6 +301,10 @@ class Transcript:
         if events is not None:
             with contextlib.suppress(OSError):
                 events.close()
+        dir_fd, self._dir_fd = self._dir_fd, None
+        if dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
 
 
 # -- reading -------------------------------------------------------------------
