@@ -121,7 +121,7 @@ class CodingGenesisAgent:
         )
         observers: list[Observer] = []
         if cfg.transcripts is not None:
-            observers.append(TranscriptObserver(cfg.transcripts))
+            observers.append(TranscriptObserver(cfg.transcripts, cfg.transcript_max_bytes))
         if cfg.run_log is not None:
             observers.append(RunLogObserver(cfg.run_log))
         observers.extend(cfg.observers)

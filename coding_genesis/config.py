@@ -124,6 +124,9 @@ class AgentConfig:
     clock: Clock | None = None
     #: Directory of per-run transcripts (None: none are written).
     transcripts: str | None = None
+    #: Raw stdout a transcript records per run at most (the run goes on past it;
+    #: its warnings say where recording stopped).
+    transcript_max_bytes: int = 1 << 30
     #: File the run log is appended to (None: no run log).
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
@@ -207,6 +210,14 @@ class AgentConfig:
                     f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
                 )
         set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
+        if (
+            not isinstance(self.transcript_max_bytes, int)
+            or isinstance(self.transcript_max_bytes, bool)
+            or self.transcript_max_bytes < 1
+        ):
+            raise ConfigError(
+                f"transcript_max_bytes must be a positive integer, got {self.transcript_max_bytes!r}"
+            )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
 

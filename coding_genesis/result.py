@@ -31,6 +31,34 @@ _MAX_FILES = 1000
 _MAX_ERRORS = 20
 _MAX_STEPS = 200
 _MAX_TOOL_ERROR = 500
+#: Distinct tool names counted one by one; the rest count under OTHER_TOOLS.
+MAX_TOOL_NAMES = 256
+OTHER_TOOLS = "(other tools)"
+#: A tool name (or call id) longer than this is cut (marked with "…").
+MAX_NAME_CHARS = 200
+#: Tool calls without a result kept for the report, each input slimmed.
+MAX_PENDING = 1000
+_SLIM_TEXT = 1024
+_SLIM_ITEMS = 16
+
+
+def _slim(value: Any, depth: int = 0) -> Any:
+    """A small copy of a tool input, enough to describe the call: strings cut
+    at 1 KiB, at most 16 keys or items, three levels deep."""
+    if isinstance(value, str):
+        return value if len(value) <= _SLIM_TEXT else value[:_SLIM_TEXT] + "…"
+    if depth >= 3:
+        return None if isinstance(value, dict | list) else value
+    if isinstance(value, dict):
+        items = list(value.items())[:_SLIM_ITEMS] if len(value) > _SLIM_ITEMS else value.items()
+        return {k: _slim(v, depth + 1) for k, v in items}
+    if isinstance(value, list):
+        return [_slim(v, depth + 1) for v in value[:_SLIM_ITEMS]]
+    return value
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "…"
 
 
 class RunResult(BaseModel):
@@ -204,18 +232,31 @@ class RunTally:
         elif isinstance(event, ToolCallEvent):
             self.tool_calls += 1
             name = event.name or "unknown"
-            self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
+            if len(name) > MAX_NAME_CHARS:
+                name = _short(name)
+            usage = self.tool_usage
+            if name in usage:
+                usage[name] += 1
+            elif len(usage) < MAX_TOOL_NAMES:
+                usage[name] = 1
+            else:  # bounded: a CLI inventing names cannot grow this
+                usage[OTHER_TOOLS] = usage.get(OTHER_TOOLS, 0) + 1
             tool_id = event.id
+            if len(tool_id) > MAX_NAME_CHARS:
+                tool_id = _short(tool_id)
             if len(self.tool_names) < 10_000:
                 self.tool_names[tool_id] = name
             for path in event.files:
                 self._add_file(path)
-            if len(self.pending) < 10_000:
-                self.pending[tool_id] = (name, event.input)
+            pending = self.pending
+            if len(pending) >= MAX_PENDING:  # the oldest unfinished call goes
+                del pending[next(iter(pending))]
+            pending[tool_id] = (name, _slim(event.input))
             self.last_failed_step = None
         elif isinstance(event, ToolResultEvent):
-            name = event.name or self.tool_names.get(event.id, "unknown")
-            call = self.pending.pop(event.id, None)
+            tool_id = event.id if len(event.id) <= MAX_NAME_CHARS else _short(event.id)
+            name = _short(event.name or self.tool_names.get(tool_id, "unknown"))
+            call = self.pending.pop(tool_id, None)
             if event.is_error:
                 step = self._describe(call)
                 if len(self.failed_tools) < _MAX_ERRORS:

@@ -71,6 +71,8 @@ RESULT = "result.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 #: Longest unfinished line held back for redaction before it is written in pieces.
 _MAX_HOLD = 1 << 20
+#: Raw stdout recorded per run by default (``AgentConfig.transcript_max_bytes``).
+DEFAULT_MAX_RAW_BYTES = 1 << 30
 
 
 def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
@@ -174,8 +176,21 @@ class Transcript:
     """Writes one run's directory.  Every method is safe to call after a
     write error (it then does nothing) and never raises ``OSError``."""
 
-    def __init__(self, base: Path, run_id: str, redactor: Redactor) -> None:
+    def __init__(
+        self,
+        base: Path,
+        run_id: str,
+        redactor: Redactor,
+        *,
+        max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
+    ) -> None:
         self.run_id = run_id
+        #: Raw stdout recorded at most (all attempts together); past it the
+        #: run goes on and the response's warnings say where recording stopped.
+        self.max_raw_bytes = max_raw_bytes
+        self._raw_bytes = 0
+        #: Where raw recording stopped (bytes of stdout received), if it did.
+        self.raw_stopped_at: int | None = None
         self.path = base / run_id
         self._redactor = redactor
         self._raw: _RawFile | None = None
@@ -214,7 +229,7 @@ class Transcript:
 
     def new_attempt(self) -> None:
         """A fresh stdout file for the next attempt of the run."""
-        if self.error is not None:
+        if self.error is not None or self.raw_stopped_at is not None:
             return
         self._close_raw()
         self._attempts += 1
@@ -229,10 +244,31 @@ class Transcript:
         raw = self._raw
         if raw is None:
             return
+        room = self.max_raw_bytes - self._raw_bytes
+        self._raw_bytes += len(chunk)
+        if len(chunk) > room:
+            # Keep whole lines up to the cap, then stop recording this run's stdout.
+            chunk = chunk[: chunk.rfind(b"\n", 0, max(room, 0)) + 1]
+            self.raw_stopped_at = self._raw_bytes
+            self._raw = None
         try:
-            raw.write(chunk)
+            if chunk:
+                raw.write(chunk)
+            if self._raw is None:
+                raw.close()
         except (OSError, ValueError) as exc:
             self._fail(exc)
+
+    @property
+    def warning(self) -> str | None:
+        """Where raw recording stopped, if the cap was reached."""
+        if self.raw_stopped_at is None:
+            return None
+        return (
+            f"transcript: stdout stopped being recorded after {self.max_raw_bytes} bytes "
+            f"(transcript_max_bytes; the stdout chunk that crossed it ended at byte "
+            f"{self.raw_stopped_at}); the run went on and its events are all recorded"
+        )
 
     def event(self, event: Event) -> None:
         """Bus callback: buffer one event (flushed by :meth:`flush`)."""
@@ -326,7 +362,12 @@ class RunRecord:
     @property
     def started(self) -> float:
         value = self.meta.get("started_ts")
-        return float(value) if isinstance(value, int | float) else self.path.stat().st_mtime
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e11:
+            return float(value)
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return 0.0
 
     def stdout_files(self) -> list[Path]:
         files = sorted(
@@ -342,23 +383,52 @@ class RunRecord:
         if not path.exists():
             return
         with path.open("rb") as fh:
-            for line in fh:
-                with contextlib.suppress(orjson.JSONDecodeError, ValueError):
+            for line in _bounded_lines(fh, MAX_EVENT_LINE):
+                with contextlib.suppress(orjson.JSONDecodeError, ValueError, TypeError):
                     obj = orjson.loads(line)
                     if isinstance(obj, dict):
                         yield event_from_dict(obj)
 
     def stderr(self) -> str:
-        path = self.path / STDERR
-        return path.read_text("utf-8", "replace") if path.exists() else ""
+        try:
+            with open(self.path / STDERR, "rb") as fh:
+                return fh.read(MAX_JSON_READ).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+#: The most of meta.json / result.json that is read back (they are small;
+#: a bigger one is damaged or planted, and reads as missing).
+MAX_JSON_READ = 16 << 20
+#: The longest events.jsonl line read back; a longer one is skipped unread.
+MAX_EVENT_LINE = 64 << 20
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        obj = orjson.loads(path.read_bytes())
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_JSON_READ + 1)
+        if len(data) > MAX_JSON_READ:
+            return None
+        obj = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
+    """The lines of ``fh``, each read at most ``limit`` bytes at a time: a
+    longer line (a sparse or planted file) is skipped, never held whole."""
+    skipping = False
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        complete = line.endswith(b"\n")
+        if skipping or (not complete and len(line) > limit):
+            skipping = not complete
+            continue
+        yield line
 
 
 def read_run(path: Path) -> RunRecord | None:
@@ -375,7 +445,7 @@ def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
     except OSError:
         return []
     # Sort by directory mtime first (cheap), then read only what is shown.
-    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    entries.sort(key=_mtime, reverse=True)
     runs: list[RunRecord] = []
     for path in entries:
         record = read_run(path)
@@ -383,6 +453,13 @@ def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
             runs.append(record)
     runs.sort(key=lambda r: r.started, reverse=True)
     return runs[:limit] if limit is not None else runs
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 class RunLookupError(LookupError):

@@ -50,8 +50,26 @@ def register(subparsers: Any) -> None:
 
 
 def row(record: RunRecord) -> dict[str, Any]:
-    """What the listing shows of one run."""
-    result = record.result or {}
+    """What the listing shows of one run (a damaged one says so)."""
+    try:
+        return _row(record)
+    except Exception as exc:  # fields of the wrong type: shown, never a traceback
+        return {
+            "run_id": record.path.name,
+            "started": None,
+            "backend": None,
+            "status": None,
+            "error": f"damaged run directory ({type(exc).__name__})",
+            "duration_s": None,
+            "tool_calls": None,
+            "finished": False,
+            "prompt": "",
+            "path": str(record.path),
+        }
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    result = record.result if isinstance(record.result, dict) else {}
     prompt = str(record.meta.get("prompt") or "")
     first = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
     return {

@@ -94,7 +94,19 @@ def handle(args: argparse.Namespace) -> int:
         for path in record.stdout_files():
             _copy(path)
         return 0
-    print(printable(render(record)))
+    try:
+        text = render(record)
+    except Exception as exc:  # a damaged or planted run directory: say so, never a traceback
+        print(
+            printable(
+                f"genesis show: run directory {record.path} is damaged and cannot be shown "
+                f"({type(exc).__name__}: {exc}); its files can still be read with --json, "
+                "--events, --raw"
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    print(printable(text))
     return 0
 
 
