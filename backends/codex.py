@@ -73,6 +73,15 @@ class CodexBackend:
     name = "codex"
     executable = "codex"
     path_env_var = "GENESIS_CODEX_PATH"
+    #: What it needs from the environment under ``inherit_env=False``.
+    env_needs = (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CODEX_HOME",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "NO_PROXY",
+    )
     supports_resume = True
     options: Mapping[str, OptionSpec] = {
         "sandbox": OptionSpec((str,), "-s (read-only, workspace-write, danger-full-access)"),

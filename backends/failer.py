@@ -34,6 +34,8 @@ class FailerBackend:
     name = "failer"
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
+    #: Where it keeps its counters (``/fail-then-succeed``).
+    env_needs = ("GENESIS_FAILER_STATE_DIR", "XDG_STATE_HOME")
     supports_resume = True
     options: Mapping[str, OptionSpec] = {
         "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backend import Backend, RunRequest
+from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
@@ -137,7 +138,13 @@ async def run_attempt(
         )
     )
     argv = [*program, *spec.args]
-    env = build_env(os.environ, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
+    base = child_base_env(
+        os.environ,
+        inherit=config.inherit_env,
+        needs=backend_needs(backend),
+        allow=config.env_allow,
+    )
+    env = build_env(base, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
     decoder = Decoder(
         backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
     )

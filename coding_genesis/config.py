@@ -110,6 +110,12 @@ class AgentConfig:
     kill_leftovers: bool = True
     #: Variables added to the CLI's environment (after the backend's own).
     env: Mapping[str, str] = field(default_factory=dict)
+    #: True (the default): the CLI inherits this process's whole environment,
+    #: every credential in it included.  False: only a minimal environment, the
+    #: backend's declared needs, ``env_allow`` and ``env`` (see coding_genesis.childenv).
+    inherit_env: bool = True
+    #: Names (``PREFIX_*`` for a prefix) passed on when ``inherit_env`` is False.
+    env_allow: tuple[str, ...] = ()
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
     #: Backend options (validated against the backend's list by the agent).
@@ -195,6 +201,13 @@ class AgentConfig:
         ):
             raise ConfigError("env must map variable names to string values")
         set_(self, "env", dict(self.env))
+        if not isinstance(self.inherit_env, bool):
+            raise ConfigError(f"inherit_env must be True or False, got {self.inherit_env!r}")
+        if isinstance(self.env_allow, str) or any(
+            not isinstance(a, str) or not a for a in self.env_allow
+        ):
+            raise ConfigError("env_allow must be a list of variable names")
+        set_(self, "env_allow", tuple(self.env_allow))
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {self.options!r}")
         set_(self, "options", dict(self.options))

@@ -298,6 +298,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
                     "" if status == "ok" else f"run `{program[-1]} --version` yourself to see why",
                 )
             )
+    checks.append(_exposure(name, backend))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()
@@ -307,6 +308,28 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     else:
         checks.append(Check(name, "credentials", "ok", "none needed"))
     return checks
+
+
+def _exposure(name: str, backend: object) -> Check:
+    """Which credentials a run would hand the CLI (names only, never values)."""
+    from ..childenv import backend_needs, exposed_credentials
+
+    needs = backend_needs(backend)
+    needed, extra = exposed_credentials(os.environ, inherit=True, needs=needs)
+    _, clean_extra = exposed_credentials(os.environ, inherit=False, needs=needs)
+    parts = []
+    if needed:
+        parts.append(f"needed: {', '.join(needed)}")
+    if extra:
+        shown = ", ".join(extra[:12]) + (f" (+{len(extra) - 12} more)" if len(extra) > 12 else "")
+        parts.append(f"also exposed, not needed: {shown}")
+    detail = "a run passes " + ("; ".join(parts) if parts else "no credential variables")
+    if not extra:
+        return Check(name, "exposed env", "ok", detail)
+    fix = "genesis run --clean-env (or inherit_env=False) passes only what the backend needs"
+    if clean_extra:
+        fix += f"; even then: {', '.join(clean_extra[:6])}"
+    return Check(name, "exposed env", "warn", detail, fix)
 
 
 def _machine_checks() -> list[Check]:

@@ -114,6 +114,20 @@ def register(subparsers: Any) -> None:
         help='where run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
         "else $XDG_STATE_HOME/coding-genesis/runs)",
     )
+    parser.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="least privilege: give the CLI only PATH, HOME, locale, terminal, temp dir and "
+        "the variables its backend needs (e.g. ANTHROPIC_API_KEY), not every credential "
+        "of this shell (see `genesis doctor`)",
+    )
+    parser.add_argument(
+        "--allow-env",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
+    )
     add_retry_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -137,6 +151,8 @@ def handle(args: argparse.Namespace) -> int:
             transcripts=transcript_dir(args.transcript_dir),
             run_log=run_log_path(),
             retry=retry_policy(args),
+            inherit_env=not args.clean_env,
+            env_allow=tuple(args.allow_env),
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))
