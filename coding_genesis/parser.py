@@ -28,21 +28,21 @@ __all__ = [
     "Emit",
     "JsonLinesParser",
     "bound_depth",
+    "has_nested",
     "parse_lines",
 ]
 
 #: Tool results can be tens of MiB; anything longer than this is skipped.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 
-#: Deepest nesting of containers kept from a CLI line.  A deeper container is
-#: replaced by :data:`TOO_DEEP`, so every consumer (the transcript's JSON
-#: writer, which stops at 254 levels, redaction, printing) gets a bounded value.
+#: Deepest nesting of containers kept from a CLI value.  A deeper container is
+#: replaced by :data:`TOO_DEEP` (see :func:`bound_depth`, applied by
+#: :class:`~coding_genesis.decode.Decoder` to every container an event
+#: carries), so every consumer (the transcript's JSON writer, which stops at
+#: 254 levels, redaction, printing) gets a bounded value.
 MAX_DEPTH = 64
 #: What stands in for a container nested deeper than :data:`MAX_DEPTH`.
 TOO_DEEP = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
-#: A line shorter than this cannot nest deeper than MAX_DEPTH (each level
-#: costs an opening and a closing byte), so it is never checked.
-_CHECK_FROM = 2 * MAX_DEPTH
 
 #: Receives each parsed object.  It should not raise: if it does, the
 #: exception propagates and the rest of that chunk is lost.
@@ -127,8 +127,6 @@ class JsonLinesParser:
                         bad += 1
                     continue
                 if type(obj) is dict:
-                    if len(line) >= _CHECK_FROM and _may_be_deep(line):
-                        obj = bound_depth(obj)
                     emit(obj)
                 else:
                     bad += 1
@@ -171,17 +169,9 @@ class JsonLinesParser:
             self.skipped += 1
             return
         if type(obj) is dict:
-            if len(line) >= _CHECK_FROM and _may_be_deep(line):
-                obj = bound_depth(obj)
             emit(obj)
         else:
             self.skipped += 1
-
-
-def _may_be_deep(line: bytes | bytearray) -> bool:
-    """Cheap pre-check (two C-speed counts): fewer openers than MAX_DEPTH
-    cannot nest deeper than it."""
-    return line.count(b"{") + line.count(b"[") > MAX_DEPTH
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -210,6 +200,21 @@ def _cut(value: Any, depth: int) -> Any:
             return TOO_DEEP
         return [_cut(v, depth + 1) for v in value]
     return value
+
+
+def has_nested(value: Any) -> bool:
+    """Whether a container holds another container (cheap: one pass over its
+    items, no allocation); a flat one needs no depth check at all."""
+    if type(value) is dict:
+        items: Any = value.values()
+    elif type(value) is list:
+        items = value
+    else:
+        return False
+    for item in items:  # noqa: SIM110 - faster than any() over a generator (hot path)
+        if type(item) is dict or type(item) is list:
+            return True
+    return False
 
 
 def bound_depth(value: Any) -> Any:

@@ -36,10 +36,25 @@ MAX_TOOL_NAMES = 256
 OTHER_TOOLS = "(other tools)"
 #: A tool name (or call id) longer than this is cut (marked with "…").
 MAX_NAME_CHARS = 200
-#: Tool calls without a result kept for the report, each input slimmed.
+#: Tool calls without a result kept for the report; past the first few, each
+#: input is slimmed (see _slim).
 MAX_PENDING = 1000
+_RAW_PENDING = 8
 _SLIM_TEXT = 1024
 _SLIM_ITEMS = 16
+
+
+def _slim_input(value: Any) -> Any:
+    """A tool input as kept while its call is unfinished: itself when it is
+    already small (a flat dict of short values: almost every call), else
+    :func:`_slim`'s copy."""
+    if type(value) is dict and len(value) <= _SLIM_ITEMS:
+        for item in value.values():
+            kind = type(item)
+            if (kind is str and len(item) > _SLIM_TEXT) or kind is dict or kind is list:
+                return _slim(value)
+        return value
+    return _slim(value)
 
 
 def _slim(value: Any, depth: int = 0) -> Any:
@@ -249,13 +264,19 @@ class RunTally:
             for path in event.files:
                 self._add_file(path)
             pending = self.pending
-            if len(pending) >= MAX_PENDING:  # the oldest unfinished call goes
-                del pending[next(iter(pending))]
-            pending[tool_id] = (name, _slim(event.input))
+            held = len(pending)
+            if held < _RAW_PENDING:  # the usual case: its result comes next
+                pending[tool_id] = (name, event.input)
+            else:  # calls pile up: keep small copies, the newest MAX_PENDING
+                if held >= MAX_PENDING:
+                    del pending[next(iter(pending))]
+                pending[tool_id] = (name, _slim_input(event.input))
             self.last_failed_step = None
         elif isinstance(event, ToolResultEvent):
             tool_id = event.id if len(event.id) <= MAX_NAME_CHARS else _short(event.id)
-            name = _short(event.name or self.tool_names.get(tool_id, "unknown"))
+            name = event.name or self.tool_names.get(tool_id, "unknown")
+            if len(name) > MAX_NAME_CHARS:
+                name = _short(name)
             call = self.pending.pop(tool_id, None)
             if event.is_error:
                 step = self._describe(call)

@@ -65,25 +65,47 @@ def script(fake: FakeCLI, depth: int, leaf: str) -> None:
     )
 
 
-def test_the_parser_bounds_depth_and_marks_the_cut() -> None:
-    line = deep_tool_line(300, "leaf").encode() + b"\n"
-    (obj,) = JsonLinesParser().feed(line)
-    tool_input = obj["message"]["content"][0]["input"]
-    assert depth_of(obj) <= MAX_DEPTH
-    assert TOO_DEEP in orjson.dumps(obj).decode()
-    assert orjson.dumps(tool_input)  # serialisable now
-    # A shallow line is the very object orjson gave (no copy, no cost).
+def decode(data: bytes) -> list[dict[str, Any]]:
+    from coding_genesis.backends import get_backend
+    from coding_genesis.decode import Decoder
+    from coding_genesis.result import RunTally
+
+    seen: list[dict[str, Any]] = []
+    translator = get_backend("claude").translator()
+    Decoder(translator, RunTally("/tmp"), on_event=lambda e: seen.append(e.to_dict())).feed_all(
+        data
+    )
+    return seen
+
+
+def test_the_decoder_bounds_depth_and_marks_the_cut() -> None:
+    for depth in (300, 990):
+        (call,) = [
+            e
+            for e in decode(deep_tool_line(depth, "leaf").encode() + b"\n")
+            if e["type"] == "tool_call"
+        ]
+        assert depth_of(call["input"]) <= MAX_DEPTH
+        assert TOO_DEEP in orjson.dumps(call).decode()
+        (usage,) = [
+            e for e in decode(deep_result_line(depth, "x").encode()) if e["type"] == "usage"
+        ]
+        assert depth_of(usage["usage"]) <= MAX_DEPTH
+    # A shallow value is the very object the parser gave (no copy, no cost).
     shallow = {"type": "x", "a": [1, {"b": 2}]}
     assert JsonLinesParser().feed(orjson.dumps(shallow) + b"\n") == [shallow]
     assert bound_depth(shallow) is shallow
     # Brackets inside strings are not nesting: kept whole.
-    text = {"type": "x", "text": "{[" * 500}
-    assert JsonLinesParser().feed(orjson.dumps(text) + b"\n") == [text]
-    # A line without its newline at EOF is bounded the same way.
-    parser = JsonLinesParser()
-    assert parser.feed(deep_tool_line(300, "x").encode()) == []
-    (last,) = parser.close()
-    assert depth_of(last) <= MAX_DEPTH
+    text = {
+        "type": "assistant",
+        "message": {
+            "content": [
+                {"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "{[" * 500}}
+            ]
+        },
+    }
+    (call,) = [e for e in decode(orjson.dumps(text) + b"\n") if e["type"] == "tool_call"]
+    assert call["input"] == {"command": "{[" * 500}
 
 
 def test_consumers_never_raise_on_deep_values_from_the_library_api() -> None:
