@@ -174,7 +174,9 @@ def read_runs(
                     if stats is not None:
                         stats["malformed"] += 1
                     continue
-                if t < start or t > clock:
+                # Records store ``t`` rounded to the millisecond: one written
+                # this very millisecond may read as up to 0.5 ms in the future.
+                if t < start or t > clock + 0.001:
                     continue
                 if backend is not None and record.get("backend") != backend:
                     continue
