@@ -112,6 +112,17 @@ class Redactor:
             return value
         return self._pattern.sub(MASK, value)
 
+    def cut_start(self, value: str, shortest: int = 4) -> str:
+        """``value``, a text whose start was cut off, with a leading piece of
+        a secret (its last ``shortest`` or more characters) masked too."""
+        if self._pattern is None or not value:
+            return value
+        for secret in sorted(self._values, key=len, reverse=True):
+            for size in range(len(secret) - 1, shortest - 1, -1):
+                if value.startswith(secret[-size:]):
+                    return MASK + value[size:]
+        return value
+
     def raw_pattern(self) -> tuple[re.Pattern[bytes], int, tuple[bytes, ...]] | None:
         """For redacting raw output (transcripts): the secrets as a bytes
         pattern, the longest one's length, and the secrets themselves (for a

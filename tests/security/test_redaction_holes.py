@@ -219,3 +219,26 @@ def test_the_returned_dict_is_masked_like_result_json(
     assert json.loads(last)["session_id"] == MASK and SECRET not in last
     stored = json.loads((tmp_path / "r" / json.loads(last)["run_id"] / "result.json").read_text())
     assert stored["usage"] == {MASK: 1, "note": MASK}
+
+
+def test_the_start_of_a_cut_stderr_tail_is_masked(tmp_path: Path) -> None:
+    fake = FakeCLI(tmp_path, "claude")
+    # 64 KiB of stderr is kept from the end: the cut falls inside the secret.
+    cut = 5
+    tail_bytes = 64 * 1024
+    # The fake writes "SECRET[cut:]\n" + filler, exactly tail_bytes in all, last.
+    rest = SECRET[cut:] + "\n"
+    fake.script(
+        [
+            {"stderr": "x" * 1000 + SECRET[:cut] + rest + "y" * (tail_bytes - len(rest) - 1)},
+            {"result": "boom", "is_error": True},
+            {"exit": 1},
+        ]
+    )
+    result = fake.agent(env={"SERVICE_TOKEN": SECRET}).run_sync("x")
+    tail = result["stderr_tail"]
+    assert SECRET[cut:] not in tail and SECRET[-4:] not in tail
+    assert tail.startswith(MASK)
+    redactor = Redactor({"SERVICE_TOKEN": SECRET})
+    assert redactor.cut_start(SECRET[-6:] + " rest") == f"{MASK} rest"
+    assert redactor.cut_start("abc rest") == "abc rest"
