@@ -83,6 +83,19 @@ class ClaudeBackend:
     name = "claude"
     executable = "claude"
     path_env_var = "GENESIS_CLAUDE_PATH"
+    #: What it needs from the environment under ``inherit_env=False``.
+    env_needs = (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "CLAUDE_CODE_*",
+        "CLAUDE_CONFIG_DIR",
+        "XDG_CONFIG_HOME",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "NO_PROXY",
+    )
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM

@@ -74,6 +74,15 @@ class CodexBackend:
     name = "codex"
     executable = "codex"
     path_env_var = "GENESIS_CODEX_PATH"
+    #: What it needs from the environment under ``inherit_env=False``.
+    env_needs = (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CODEX_HOME",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "NO_PROXY",
+    )
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM

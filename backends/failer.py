@@ -35,6 +35,8 @@ class FailerBackend:
     name = "failer"
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
+    #: Where it keeps its counters (``/fail-then-succeed``).
+    env_needs = ("GENESIS_FAILER_STATE_DIR", "XDG_STATE_HOME")
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM

@@ -121,7 +121,7 @@ class CodingGenesisAgent:
         )
         observers: list[Observer] = []
         if cfg.transcripts is not None:
-            observers.append(TranscriptObserver(cfg.transcripts))
+            observers.append(TranscriptObserver(cfg.transcripts, cfg.transcript_max_bytes))
         if cfg.run_log is not None:
             observers.append(RunLogObserver(cfg.run_log))
         observers.extend(cfg.observers)
@@ -345,7 +345,7 @@ class CodingGenesisAgent:
         try:
             result = await self._pipeline(request, policy, clock, run_id, observers)
         except anyio.get_cancelled_exc_class():
-            response = self._cancelled(run_id, started, observers).to_dict()
+            response = self._redacted(self._cancelled(run_id, started, observers)).to_dict()
             self._bus.publish(
                 RunFinishedEvent(int(Status.CANCELLED), "cancelled", None, cancelled=True), run_id
             )
@@ -372,7 +372,7 @@ class CodingGenesisAgent:
         if warnings:
             update["warnings"] = [*result.warnings, *warnings]
         update.update(extra)
-        result = result.model_copy(update=update)
+        result = self._redacted(result.model_copy(update=update))
         self._last = result
         response = result.to_dict()
         category = result.failure.category.value if result.failure else None
@@ -464,6 +464,7 @@ class CodingGenesisAgent:
                 on_decoded=observers.flush if observers else None,
                 on_spawn=spawned,
                 on_tally=self._hold_tally,
+                redactor=redactor if redactor.active else None,
             )
         finally:
             if ledger is not None:
@@ -594,6 +595,18 @@ class CodingGenesisAgent:
         extra = observers.response_fields()
         extra.pop("warnings", None)
         return result.model_copy(update=extra)
+
+    def _redacted(self, result: RunResult) -> RunResult:
+        """One last pass over the whole response, keys included: what ``run()``
+        returns is masked exactly like ``result.json`` (the failure value and
+        its views were masked when they were made)."""
+        if not self._redactor.active:
+            return result
+        fields = result.model_dump(exclude={"failure", "error"})
+        clean = self._redactor.deep(fields)
+        if clean is fields:
+            return result
+        return result.model_copy(update=clean)
 
     def _analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
         """Attach the one failure value and its views to a failed result."""

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backend import Backend, RunRequest
+from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
 from .process import ProcessOutcome, build_env, run_process
+from .redact import Redactor
 from .request import Request
 from .result import RunTally
 from .states import ErrorCode, Status
@@ -107,6 +109,7 @@ async def run_attempt(
     on_decoded: Callable[[], object] | None = None,
     on_spawn: Callable[[int, list[str]], object] | None = None,
     on_tally: Callable[[RunTally], object] | None = None,
+    redactor: Redactor | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -115,9 +118,10 @@ async def run_attempt(
     if the runner dies mid-chunk); ``on_decoded`` is called once the events of
     a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
     ``on_tally`` the attempt's tally as soon as it exists (the answer to a
-    cancellation reports what it holds).
+    cancellation reports what it holds); ``redactor`` masks secrets in the
+    text the tally cuts short, before it is cut.
     """
-    tally = RunTally(request.cwd)
+    tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
     program = resolve_program(backend, config.cli_path)
@@ -135,7 +139,13 @@ async def run_attempt(
         )
     )
     argv = [*program, *spec.args]
-    env = build_env(os.environ, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
+    base = child_base_env(
+        os.environ,
+        inherit=config.inherit_env,
+        needs=backend_needs(backend),
+        allow=config.env_allow,
+    )
+    env = build_env(base, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
     decoder = Decoder(
         backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
     )

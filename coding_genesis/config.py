@@ -115,6 +115,12 @@ class AgentConfig:
     kill_leftovers: bool = True
     #: Variables added to the CLI's environment (after the backend's own).
     env: Mapping[str, str] = field(default_factory=dict)
+    #: True (the default): the CLI inherits this process's whole environment,
+    #: every credential in it included.  False: only a minimal environment, the
+    #: backend's declared needs, ``env_allow`` and ``env`` (see coding_genesis.childenv).
+    inherit_env: bool = True
+    #: Names (``PREFIX_*`` for a prefix) passed on when ``inherit_env`` is False.
+    env_allow: tuple[str, ...] = ()
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
     #: Backend options (validated against the backend's list by the agent).
@@ -129,6 +135,9 @@ class AgentConfig:
     clock: Clock | None = None
     #: Directory of per-run transcripts (None: none are written).
     transcripts: str | None = None
+    #: Raw stdout a transcript records per run at most (the run goes on past it;
+    #: its warnings say where recording stopped).
+    transcript_max_bytes: int = 1 << 30
     #: File the run log is appended to (None: no run log).
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
@@ -203,6 +212,13 @@ class AgentConfig:
         ):
             raise ConfigError("env must map variable names to string values")
         set_(self, "env", dict(self.env))
+        if not isinstance(self.inherit_env, bool):
+            raise ConfigError(f"inherit_env must be True or False, got {self.inherit_env!r}")
+        if isinstance(self.env_allow, str) or any(
+            not isinstance(a, str) or not a for a in self.env_allow
+        ):
+            raise ConfigError("env_allow must be a list of variable names")
+        set_(self, "env_allow", tuple(self.env_allow))
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {self.options!r}")
         set_(self, "options", dict(self.options))
@@ -218,6 +234,14 @@ class AgentConfig:
                     f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
                 )
         set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
+        if (
+            not isinstance(self.transcript_max_bytes, int)
+            or isinstance(self.transcript_max_bytes, bool)
+            or self.transcript_max_bytes < 1
+        ):
+            raise ConfigError(
+                f"transcript_max_bytes must be a positive integer, got {self.transcript_max_bytes!r}"
+            )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
         if self.ledger is not None and self.ledger is not False:

@@ -13,9 +13,27 @@ from collections.abc import Callable
 from typing import Any
 
 from .backend import Translator
-from .events import Event
-from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser
+from .events import Event, ResultEvent, ToolCallEvent, UsageEvent
+from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth, has_nested
 from .result import RunTally
+
+#: The fields through which a CLI's containers reach an event, per event type:
+#: each is bounded to :data:`~coding_genesis.parser.MAX_DEPTH` on the way in.
+_CONTAINER_FIELDS: dict[type[Event], tuple[str, ...]] = {
+    ToolCallEvent: ("input",),
+    UsageEvent: ("usage",),
+    ResultEvent: ("permission_denials", "errors"),
+}
+
+
+def _bound(event: Event, fields: tuple[str, ...]) -> None:
+    """Replace containers nested too deep in ``event``'s CLI fields by a
+    marker (the check is one pass over a flat container: almost all are)."""
+    for name in fields:
+        value = getattr(event, name, None)
+        if has_nested(value):
+            setattr(event, name, bound_depth(value))
+
 
 __all__ = ["Decoder"]
 
@@ -70,12 +88,20 @@ class Decoder:
 
     def _object(self, obj: dict[str, Any]) -> None:
         try:
-            events = self._translate(obj)
+            try:
+                events = self._translate(obj)
+            except RecursionError:
+                # A translator that walked a hostile nesting: once more, bounded.
+                events = self._translate(bound_depth(obj))
             if not events:
                 return
             add = self.tally.add
             on_event = self._on_event
+            fields_of = _CONTAINER_FIELDS.get
             for event in events:
+                fields = fields_of(type(event))
+                if fields is not None:
+                    _bound(event, fields)
                 if add(event):
                     self.terminal = True
                 if on_event is not None:

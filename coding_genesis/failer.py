@@ -26,6 +26,7 @@ import re
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 _COMMAND = re.compile(
@@ -126,9 +127,20 @@ class _Run:
 def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -> int:
     import fcntl
 
-    os.makedirs(state_dir, exist_ok=True)
+    # A standalone script (no package imports): every level it creates is
+    # 0700, the counter file 0600 and never a symlink.
+    missing = []
+    level = Path(state_dir)
+    while not os.path.lexists(level) and level.parent != level:
+        missing.append(level)
+        level = level.parent
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(level, 0o700)
     path = os.path.join(state_dir, hashlib.sha256(key.encode()).hexdigest()[:32] + ".count")
-    with open(path, "a+", encoding="utf-8") as fh:
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o600)
+    with open(fd, "r+", encoding="utf-8") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
         raw = fh.read().strip()

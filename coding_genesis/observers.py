@@ -158,24 +158,27 @@ class RunObservers:
 class TranscriptObserver:
     """Writes one directory per run under ``base`` (see coding_genesis.transcript)."""
 
-    def __init__(self, base: str | os.PathLike[str]) -> None:
+    def __init__(self, base: str | os.PathLike[str], max_raw_bytes: int | None = None) -> None:
         self.base = Path(base)
+        self.max_raw_bytes = max_raw_bytes
 
     def __repr__(self) -> str:
         return f"TranscriptObserver({str(self.base)!r})"
 
     def start(self, run: RunInfo) -> RunObserver:
-        return _TranscriptRun(self.base, run)
+        return _TranscriptRun(self.base, run, self.max_raw_bytes)
 
 
 class _TranscriptRun:
     __slots__ = ("_transcript",)
 
-    def __init__(self, base: Path, run: RunInfo) -> None:
+    def __init__(self, base: Path, run: RunInfo, max_raw_bytes: int | None = None) -> None:
         from . import __version__
-        from .transcript import Transcript, now_meta
+        from .transcript import DEFAULT_MAX_RAW_BYTES, Transcript, now_meta
 
-        transcript = Transcript(base, run.run_id, run.redactor)
+        transcript = Transcript(
+            base, run.run_id, run.redactor, max_raw_bytes=max_raw_bytes or DEFAULT_MAX_RAW_BYTES
+        )
         self._transcript = transcript
         transcript.write_meta(
             {
@@ -207,7 +210,11 @@ class _TranscriptRun:
     def response_fields(self) -> Mapping[str, Any]:
         transcript = self._transcript
         if transcript.ok:
-            return {"transcript": str(transcript.path)}
+            warning = transcript.warning
+            fields: dict[str, Any] = {"transcript": str(transcript.path)}
+            if warning:
+                fields["warnings"] = [warning]
+            return fields
         return {"warnings": [f"transcript not written: {transcript.error}"]}
 
     def finish(self, response: Mapping[str, Any]) -> None:

@@ -52,6 +52,9 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     run_id = ctx.run_id
     rc = outcome.returncode
     stderr_tail = redactor.text(outcome.stderr_tail)
+    if outcome.stderr_bytes > len(outcome.stderr_tail.encode("utf-8", "replace")):
+        # The tail was cut off the front: the end of a secret may start it.
+        stderr_tail = redactor.cut_start(stderr_tail)
     common: dict[str, Any] = {
         "backend": name,
         "agent": ctx.agent,
@@ -214,7 +217,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         )
     message = f"{name} exited before finishing (no result event)"
     if text:
-        message += f"; last output: {text[:2000]}"
+        message += f"; last output: {redactor.text(text)[:2000]}"
     return RunResult(
         status=Status.FAILED,
         message=redactor.text(message),

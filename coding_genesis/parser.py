@@ -21,10 +21,28 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "Emit", "JsonLinesParser", "parse_lines"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "MAX_DEPTH",
+    "TOO_DEEP",
+    "Emit",
+    "JsonLinesParser",
+    "bound_depth",
+    "has_nested",
+    "parse_lines",
+]
 
 #: Tool results can be tens of MiB; anything longer than this is skipped.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: Deepest nesting of containers kept from a CLI value.  A deeper container is
+#: replaced by :data:`TOO_DEEP` (see :func:`bound_depth`, applied by
+#: :class:`~coding_genesis.decode.Decoder` to every container an event
+#: carries), so every consumer (the transcript's JSON writer, which stops at
+#: 254 levels, redaction, printing) gets a bounded value.
+MAX_DEPTH = 64
+#: What stands in for a container nested deeper than :data:`MAX_DEPTH`.
+TOO_DEEP = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
 
 #: Receives each parsed object.  It should not raise: if it does, the
 #: exception propagates and the rest of that chunk is lost.
@@ -154,6 +172,58 @@ class JsonLinesParser:
             emit(obj)
         else:
             self.skipped += 1
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative:
+    no recursion whatever the depth)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
+
+
+def _cut(value: Any, depth: int) -> Any:
+    if type(value) is dict:
+        if depth > MAX_DEPTH:
+            return TOO_DEEP
+        return {k: _cut(v, depth + 1) for k, v in value.items()}
+    if type(value) is list:
+        if depth > MAX_DEPTH:
+            return TOO_DEEP
+        return [_cut(v, depth + 1) for v in value]
+    return value
+
+
+def has_nested(value: Any) -> bool:
+    """Whether a container holds another container (cheap: one pass over its
+    items, no allocation); a flat one needs no depth check at all."""
+    if type(value) is dict:
+        items: Any = value.values()
+    elif type(value) is list:
+        items = value
+    else:
+        return False
+    for item in items:  # noqa: SIM110 - faster than any() over a generator (hot path)
+        if type(item) is dict or type(item) is list:
+            return True
+    return False
+
+
+def bound_depth(value: Any) -> Any:
+    """``value`` itself when its containers nest at most :data:`MAX_DEPTH`
+    deep; otherwise a copy whose deeper containers are :data:`TOO_DEEP`.
+    Never recurses more than MAX_DEPTH levels (the check is iterative)."""
+    if (type(value) is dict or type(value) is list) and _depth_exceeds(value, MAX_DEPTH):
+        return _cut(value, 1)
+    return value
 
 
 def parse_lines(

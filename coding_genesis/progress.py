@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .display import printable
 from .events import (
     AttemptEvent,
     CliRetryEvent,
@@ -214,7 +215,7 @@ class RunTracker:
             lines.append(f"attempts: {self.attempt} (last: {self.last_attempt})")
         if self.last_text:
             lines.append(f"last text: {self.last_text[:200]}")
-        return lines
+        return [printable(line) for line in lines]
 
 
 _PHASE_STYLE = {"stopping": "bold yellow", "finished": "green", "running": "cyan"}
@@ -296,18 +297,18 @@ class ProgressView:
         if t.pid:
             info.append(f" · pid {t.pid}")
         if t.session_id:
-            info.append(f" · session {t.session_id}")
+            info.append(printable(f" · session {t.session_id}"))
         lines.append(info)
         tools = Text(overflow="ellipsis", no_wrap=True)
         tools.append("tool calls ")
         tools.append(str(t.tool_calls), style="bold")
         if t.tool_calls:
-            tools.append(f" ({t.tools_text(4)})")
+            tools.append(printable(f" ({t.tools_text(4)})"))
         if t.failed_tools:
             tools.append(f" · {t.failed_tools} failed", style="red")
         lines.append(tools)
         if t.running:
-            now = "running " + "; ".join(list(t.running.values())[-2:])
+            now = printable("running " + "; ".join(list(t.running.values())[-2:]))
             lines.append(Text(now, style="yellow", overflow="ellipsis", no_wrap=True))
         retry = []
         if t.last_attempt:
@@ -317,7 +318,7 @@ class ProgressView:
         if retry:
             lines.append(
                 Text(
-                    "retries: " + " · ".join(retry),
+                    printable("retries: " + " · ".join(retry)),
                     style="magenta",
                     overflow="ellipsis",
                     no_wrap=True,
@@ -325,10 +326,17 @@ class ProgressView:
             )
         if t.last_error:
             lines.append(
-                Text(f"error: {t.last_error}", style="red", overflow="ellipsis", no_wrap=True)
+                Text(
+                    printable(f"error: {t.last_error}"),
+                    style="red",
+                    overflow="ellipsis",
+                    no_wrap=True,
+                )
             )
         if t.last_text:
-            lines.append(Text(f"› {t.last_text}", style="dim", overflow="ellipsis", no_wrap=True))
+            lines.append(
+                Text(printable(f"› {t.last_text}"), style="dim", overflow="ellipsis", no_wrap=True)
+            )
         if t.stop_note:
             lines.append(Text(t.stop_note, style="bold yellow", overflow="ellipsis", no_wrap=True))
         return Group(*lines)

@@ -20,6 +20,7 @@ from .events import (
     ToolResultEvent,
     UsageEvent,
 )
+from .redact import Redactor
 from .report import ChildFailure
 from .states import ErrorCode
 from .steps import describe_step
@@ -30,6 +31,49 @@ _MAX_FILES = 1000
 _MAX_ERRORS = 20
 _MAX_STEPS = 200
 _MAX_TOOL_ERROR = 500
+#: Distinct tool names counted one by one; the rest count under OTHER_TOOLS.
+MAX_TOOL_NAMES = 256
+OTHER_TOOLS = "(other tools)"
+#: A tool name (or call id) longer than this is cut (marked with "…").
+MAX_NAME_CHARS = 200
+#: Tool calls without a result kept for the report; past the first few, each
+#: input is slimmed (see _slim).
+MAX_PENDING = 1000
+_RAW_PENDING = 8
+_SLIM_TEXT = 1024
+_SLIM_ITEMS = 16
+
+
+def _slim_input(value: Any) -> Any:
+    """A tool input as kept while its call is unfinished: itself when it is
+    already small (a flat dict of short values: almost every call), else
+    :func:`_slim`'s copy."""
+    if type(value) is dict and len(value) <= _SLIM_ITEMS:
+        for item in value.values():
+            kind = type(item)
+            if (kind is str and len(item) > _SLIM_TEXT) or kind is dict or kind is list:
+                return _slim(value)
+        return value
+    return _slim(value)
+
+
+def _slim(value: Any, depth: int = 0) -> Any:
+    """A small copy of a tool input, enough to describe the call: strings cut
+    at 1 KiB, at most 16 keys or items, three levels deep."""
+    if isinstance(value, str):
+        return value if len(value) <= _SLIM_TEXT else value[:_SLIM_TEXT] + "…"
+    if depth >= 3:
+        return None if isinstance(value, dict | list) else value
+    if isinstance(value, dict):
+        items = list(value.items())[:_SLIM_ITEMS] if len(value) > _SLIM_ITEMS else value.items()
+        return {k: _slim(v, depth + 1) for k, v in items}
+    if isinstance(value, list):
+        return [_slim(v, depth + 1) for v in value[:_SLIM_ITEMS]]
+    return value
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "…"
 
 
 class RunResult(BaseModel):
@@ -145,6 +189,7 @@ class RunTally:
         "model",
         "num_turns",
         "pending",
+        "redactor",
         "result",
         "retry_delay_s",
         "session_id",
@@ -155,8 +200,10 @@ class RunTally:
         "usage",
     )
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, redactor: Redactor | None = None) -> None:
         self.cwd = cwd
+        #: Masks secrets in text before the tally cuts it short (None: no secret).
+        self.redactor = redactor
         self.session_id: str | None = None
         self.model: str | None = None
         self.tool_calls = 0
@@ -200,23 +247,44 @@ class RunTally:
         elif isinstance(event, ToolCallEvent):
             self.tool_calls += 1
             name = event.name or "unknown"
-            self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
+            if len(name) > MAX_NAME_CHARS:
+                name = _short(name)
+            usage = self.tool_usage
+            if name in usage:
+                usage[name] += 1
+            elif len(usage) < MAX_TOOL_NAMES:
+                usage[name] = 1
+            else:  # bounded: a CLI inventing names cannot grow this
+                usage[OTHER_TOOLS] = usage.get(OTHER_TOOLS, 0) + 1
             tool_id = event.id
+            if len(tool_id) > MAX_NAME_CHARS:
+                tool_id = _short(tool_id)
             if len(self.tool_names) < 10_000:
                 self.tool_names[tool_id] = name
             for path in event.files:
                 self._add_file(path)
-            if len(self.pending) < 10_000:
-                self.pending[tool_id] = (name, event.input)
+            pending = self.pending
+            held = len(pending)
+            if held < _RAW_PENDING:  # the usual case: its result comes next
+                pending[tool_id] = (name, event.input)
+            else:  # calls pile up: keep small copies, the newest MAX_PENDING
+                if held >= MAX_PENDING:
+                    del pending[next(iter(pending))]
+                pending[tool_id] = (name, _slim_input(event.input))
             self.last_failed_step = None
         elif isinstance(event, ToolResultEvent):
-            name = event.name or self.tool_names.get(event.id, "unknown")
-            call = self.pending.pop(event.id, None)
+            tool_id = event.id if len(event.id) <= MAX_NAME_CHARS else _short(event.id)
+            name = event.name or self.tool_names.get(tool_id, "unknown")
+            if len(name) > MAX_NAME_CHARS:
+                name = _short(name)
+            call = self.pending.pop(tool_id, None)
             if event.is_error:
                 step = self._describe(call)
                 if len(self.failed_tools) < _MAX_ERRORS:
                     self.failed_tools.append(name)
                 first = next((ln.strip() for ln in event.output.splitlines() if ln.strip()), "")
+                if self.redactor is not None:
+                    name, first = self.redactor.text(name), self.redactor.text(first)
                 self.last_tool_error = f"{name} failed" + (
                     f": {first[:_MAX_TOOL_ERROR]}" if first else ""
                 )
@@ -225,7 +293,7 @@ class RunTally:
                 self.last_failed_step = None
                 self.last_successful_tool = name
                 if call is not None and len(self.steps) < _MAX_STEPS:
-                    self.steps.append(describe_step(call[0], call[1], self.cwd))
+                    self.steps.append(self._describe_call(call[0], call[1]))
             for path in event.files:
                 self._add_file(path)
         elif isinstance(event, SessionEvent):
@@ -262,7 +330,7 @@ class RunTally:
         """Tool calls without a result; when we stopped the run, also the last
         call if it failed last (the CLI reports its tool killed by our signal)."""
         steps = [
-            describe_step(name, tool_input, self.cwd)
+            self._describe_call(name, tool_input)
             for name, tool_input in list(self.pending.values())[-10:]
         ]
         if stopped and not steps and self.last_failed_step:
@@ -270,7 +338,14 @@ class RunTally:
         return steps
 
     def _describe(self, call: tuple[str, Any] | None) -> str | None:
-        return describe_step(call[0], call[1], self.cwd) if call is not None else None
+        return self._describe_call(call[0], call[1]) if call is not None else None
+
+    def _describe_call(self, name: str, tool_input: Any) -> str:
+        """One line for a call; secrets are masked in its input first, so the
+        line's cut never leaves part of one."""
+        if self.redactor is not None:
+            name, tool_input = self.redactor.text(name), self.redactor.deep(tool_input)
+        return describe_step(name, tool_input, self.cwd)
 
     def _add_file(self, path: object) -> None:
         if not isinstance(path, str) or not path or len(self.files) >= _MAX_FILES:

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from .files import FILE_FLAGS, private_dir
 from .redact import Redactor
 
 __all__ = [
@@ -105,9 +106,10 @@ def append_run(path: Path, record: Mapping[str, Any], *, max_bytes: int = MAX_BY
     """Append one record; False (and one warning per path) if it could not be written."""
     try:
         line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS) + b"\n"
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         _rotate(path, max_bytes)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Never through a symlink (another user's link to ~/.bashrc, say).
+        fd = os.open(path, FILE_FLAGS | os.O_APPEND, 0o600)
         try:
             os.write(fd, line)
         finally:

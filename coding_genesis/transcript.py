@@ -19,8 +19,11 @@ Secrets: values of secret-looking environment variables (see
 raw stdout included.  That is the one way ``stdout.jsonl`` may differ from
 the bytes received.  To catch a secret split across two reads, raw stdout is
 then written line by line: an unfinished line waits for its newline (beyond
-1 MiB, all but its last ``len(longest secret) - 1`` bytes are written), so a
-crash still loses at most the last, unfinished line.  With no secret in the
+1 MiB, all but its last ``len(longest secret) - 1`` bytes are written); when a
+secret holds a newline, the last ``len(that secret) - 1`` bytes wait for the
+next read even after a newline, so a secret split across reads or lines is
+masked whole.  A crash loses at most the last, unfinished line (and those bytes).  A secret is also found in the forms
+JSON escapes it to (see :mod:`coding_genesis.redact`).  With no secret in the
 environment every chunk is written through untouched as it arrives.
 
 Writing never breaks a run: the first ``OSError`` (disk full, permissions)
@@ -43,6 +46,8 @@ from typing import Any
 import orjson
 
 from .events import Event, event_from_dict
+from .files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
+from .parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from .redact import Redactor
 
 __all__ = [
@@ -68,27 +73,37 @@ ENDED = "ended.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 #: Longest unfinished line held back for redaction before it is written in pieces.
 _MAX_HOLD = 1 << 20
+#: Raw stdout recorded per run by default (``AgentConfig.transcript_max_bytes``).
+DEFAULT_MAX_RAW_BYTES = 1 << 30
 
 
 def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
     """JSON that never fails: text that is not valid Unicode (a lone surrogate
-    in a prompt, say) is stored with U+FFFD in its place."""
+    in a prompt, say) is stored with U+FFFD in its place, and containers
+    nested deeper than :data:`~coding_genesis.parser.MAX_DEPTH` (orjson stops
+    at 254 levels) are replaced by a marker."""
     try:
         return orjson.dumps(obj, default=str, option=option)
     except (TypeError, ValueError):
-        return orjson.dumps(_valid_text(obj), default=str, option=option)
+        pass
+    try:
+        return orjson.dumps(_valid_text(bound_depth(obj)), default=str, option=option)
+    except (TypeError, ValueError, RecursionError):
+        return orjson.dumps({"unserialisable": type(obj).__name__}, option=option)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _valid_text(value: Any) -> Any:
+def _valid_text(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping | list | tuple) and depth >= 2 * MAX_DEPTH:
+        return TOO_DEEP
     if isinstance(value, Mapping):
-        return {str(_valid_text(k)): _valid_text(v) for k, v in value.items()}
+        return {str(_valid_text(k)): _valid_text(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_valid_text(v) for v in value]
+        return [_valid_text(v, depth + 1) for v in value]
     return value
 
 
@@ -99,14 +114,15 @@ def _iso(ts: float) -> str:
 class _RawFile:
     """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
 
-    __slots__ = ("_carry", "_fd", "_keep", "_pattern", "_secrets")
+    __slots__ = ("_carry", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
 
-    def __init__(self, path: Path, redactor: Redactor) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    def __init__(self, dir_fd: int, name: str, redactor: Redactor) -> None:
+        self._fd = os.open(name, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=dir_fd)
         raw = redactor.raw_pattern()
         self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
         self._keep = raw[1] - 1 if raw else 0
         self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
+        self._keep_nl = max((len(s) - 1 for s in self._secrets if b"\n" in s), default=0)
         self._carry = b""
 
     def write(self, chunk: bytes) -> None:
@@ -120,6 +136,10 @@ class _RawFile:
         cut = data.rfind(b"\n") + 1
         if len(data) - cut > _MAX_HOLD:
             cut = max(cut, len(data) - self._keep)
+        if self._keep_nl:
+            # A secret with a newline in it can span lines: the last bytes it
+            # could start in wait for the next read, so it is masked whole.
+            cut = max(min(cut, len(data) - self._keep_nl), 0)
         if not any(secret in data for secret in self._secrets):
             _write_all(self._fd, data[:cut])
             self._carry = data[cut:]
@@ -158,24 +178,36 @@ class Transcript:
     """Writes one run's directory.  Every method is safe to call after a
     write error (it then does nothing) and never raises ``OSError``."""
 
-    def __init__(self, base: Path, run_id: str, redactor: Redactor) -> None:
+    def __init__(
+        self,
+        base: Path,
+        run_id: str,
+        redactor: Redactor,
+        *,
+        max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
+    ) -> None:
         self.run_id = run_id
+        #: Raw stdout recorded at most (all attempts together); past it the
+        #: run goes on and the response's warnings say where recording stopped.
+        self.max_raw_bytes = max_raw_bytes
+        self._raw_bytes = 0
+        #: Where raw recording stopped (bytes of stdout received), if it did.
+        self.raw_stopped_at: int | None = None
         self.path = base / run_id
         self._redactor = redactor
         self._raw: _RawFile | None = None
         self._attempts = 0
         self._events: Any = None
         self._pending: list[bytes] = []
+        self._dir_fd: int | None = None
         #: First write error, if any (the transcript is off from then on).
         self.error: str | None = None
         try:
-            base.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.path.mkdir(mode=0o700)
-            fd = os.open(
-                self.path / EVENTS,
-                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
-                0o600,
-            )
+            # Every level we create is 0700; the base must be safe to write
+            # in; the run's files are opened relative to its open directory.
+            private_dir(base)
+            self._dir_fd = new_private_dir(self.path)
+            fd = os.open(EVENTS, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=self._dir_fd)
             self._events = os.fdopen(fd, "ab")
         except (OSError, ValueError) as exc:
             self._fail(exc)
@@ -186,7 +218,10 @@ class Transcript:
 
     def _fail(self, exc: Exception) -> None:
         if self.error is None:
-            self.error = f"transcript {self.path}: {getattr(exc, 'strerror', None) or exc}"
+            detail = exc if isinstance(exc, UnsafeDirectory) else None
+            self.error = (
+                f"transcript {self.path}: {detail or getattr(exc, 'strerror', None) or exc}"
+            )
             log.warning("transcript disabled for this run: %s", self.error)
         self._close_files()
 
@@ -196,13 +231,14 @@ class Transcript:
 
     def new_attempt(self) -> None:
         """A fresh stdout file for the next attempt of the run."""
-        if self.error is not None:
+        if self.error is not None or self.raw_stopped_at is not None:
             return
         self._close_raw()
         self._attempts += 1
         name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
         try:
-            self._raw = _RawFile(self.path / name, self._redactor)
+            assert self._dir_fd is not None
+            self._raw = _RawFile(self._dir_fd, name, self._redactor)
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
@@ -210,10 +246,31 @@ class Transcript:
         raw = self._raw
         if raw is None:
             return
+        room = self.max_raw_bytes - self._raw_bytes
+        self._raw_bytes += len(chunk)
+        if len(chunk) > room:
+            # Keep whole lines up to the cap, then stop recording this run's stdout.
+            chunk = chunk[: chunk.rfind(b"\n", 0, max(room, 0)) + 1]
+            self.raw_stopped_at = self._raw_bytes
+            self._raw = None
         try:
-            raw.write(chunk)
+            if chunk:
+                raw.write(chunk)
+            if self._raw is None:
+                raw.close()
         except (OSError, ValueError) as exc:
             self._fail(exc)
+
+    @property
+    def warning(self) -> str | None:
+        """Where raw recording stopped, if the cap was reached."""
+        if self.raw_stopped_at is None:
+            return None
+        return (
+            f"transcript: stdout stopped being recorded after {self.max_raw_bytes} bytes "
+            f"(transcript_max_bytes; the stdout chunk that crossed it ended at byte "
+            f"{self.raw_stopped_at}); the run went on and its events are all recorded"
+        )
 
     def event(self, event: Event) -> None:
         """Bus callback: buffer one event (flushed by :meth:`flush`)."""
@@ -252,15 +309,19 @@ class Transcript:
         self._write_bytes(name, safe_dumps(obj, _DUMPS_OPTS | orjson.OPT_INDENT_2))
 
     def _write_bytes(self, name: str, data: bytes) -> None:
-        """Atomic: a reader sees the old file or the whole new one."""
-        tmp = self.path / f".{name}.tmp"
+        """Atomic: a reader sees the old file or the whole new one.  The
+        temporary file is new (``O_EXCL``), never a symlink, in the run's open
+        directory."""
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        dir_fd = self._dir_fd
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            assert dir_fd is not None
+            fd = os.open(tmp, FILE_FLAGS | os.O_EXCL | os.O_TRUNC, 0o600, dir_fd=dir_fd)
             try:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
-            os.replace(tmp, self.path / name)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except (OSError, ValueError) as exc:
             self._fail(exc)
 
@@ -278,6 +339,10 @@ class Transcript:
         if events is not None:
             with contextlib.suppress(OSError):
                 events.close()
+        dir_fd, self._dir_fd = self._dir_fd, None
+        if dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
 
 
 # -- reading -------------------------------------------------------------------
@@ -301,7 +366,12 @@ class RunRecord:
     @property
     def started(self) -> float:
         value = self.meta.get("started_ts")
-        return float(value) if isinstance(value, int | float) else self.path.stat().st_mtime
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e11:
+            return float(value)
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return 0.0
 
     def stdout_files(self) -> list[Path]:
         files = sorted(
@@ -317,23 +387,52 @@ class RunRecord:
         if not path.exists():
             return
         with path.open("rb") as fh:
-            for line in fh:
-                with contextlib.suppress(orjson.JSONDecodeError, ValueError):
+            for line in _bounded_lines(fh, MAX_EVENT_LINE):
+                with contextlib.suppress(orjson.JSONDecodeError, ValueError, TypeError):
                     obj = orjson.loads(line)
                     if isinstance(obj, dict):
                         yield event_from_dict(obj)
 
     def stderr(self) -> str:
-        path = self.path / STDERR
-        return path.read_text("utf-8", "replace") if path.exists() else ""
+        try:
+            with open(self.path / STDERR, "rb") as fh:
+                return fh.read(MAX_JSON_READ).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+#: The most of meta.json / result.json that is read back (they are small;
+#: a bigger one is damaged or planted, and reads as missing).
+MAX_JSON_READ = 16 << 20
+#: The longest events.jsonl line read back; a longer one is skipped unread.
+MAX_EVENT_LINE = 64 << 20
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        obj = orjson.loads(path.read_bytes())
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_JSON_READ + 1)
+        if len(data) > MAX_JSON_READ:
+            return None
+        obj = orjson.loads(data)
     except (OSError, orjson.JSONDecodeError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
+    """The lines of ``fh``, each read at most ``limit`` bytes at a time: a
+    longer line (a sparse or planted file) is skipped, never held whole."""
+    skipping = False
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        complete = line.endswith(b"\n")
+        if skipping or (not complete and len(line) > limit):
+            skipping = not complete
+            continue
+        yield line
 
 
 def read_run(path: Path) -> RunRecord | None:
@@ -350,7 +449,7 @@ def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
     except OSError:
         return []
     # Sort by directory mtime first (cheap), then read only what is shown.
-    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    entries.sort(key=_mtime, reverse=True)
     runs: list[RunRecord] = []
     for path in entries:
         record = read_run(path)
@@ -358,6 +457,13 @@ def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
             runs.append(record)
     runs.sort(key=lambda r: r.started, reverse=True)
     return runs[:limit] if limit is not None else runs
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 class RunLookupError(LookupError):

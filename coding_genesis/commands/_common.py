@@ -7,6 +7,8 @@ import math
 import sys
 from pathlib import Path
 
+from ..display import printable
+
 __all__ = [
     "add_transcript_dir",
     "positive_seconds",
@@ -22,7 +24,7 @@ USAGE_ERROR = 2
 
 def usage_error(command: str, message: str) -> int:
     """Print a usage error the way argparse does and return its exit code (2)."""
-    print(f"genesis {command}: error: {message}", file=sys.stderr)
+    print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
     return USAGE_ERROR
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
+from ..display import printable
 from ._common import positive_seconds
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
             )
             timeout = data.get("timeout")
             limit = f", timeout {timeout:g}s" if isinstance(timeout, int | float) else ""
-            print(f"{prog}: attempt {attempt} ({how}{limit})", file=out)
+            print(printable(f"{prog}: attempt {attempt} ({how}{limit})"), file=out)
         elif data.get("action") == "succeed":
             if attempt != 1:
                 print(f"{prog}: attempt {attempt} succeeded", file=out)
@@ -125,6 +126,6 @@ def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
                 actions = data.get("suggested_actions")
                 if actions:
                     line += "\n  suggested: " + "; ".join(map(str, actions))
-            print(line, file=out, flush=True)
+            print(printable(line), file=out, flush=True)
 
     return show

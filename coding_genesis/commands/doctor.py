@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..display import printable
 from ._common import positive_seconds, print_json
 
 __all__ = ["Check", "register", "run_checks"]
@@ -295,6 +296,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
                     "" if status == "ok" else f"run `{program[-1]} --version` yourself to see why",
                 )
             )
+    checks.append(_exposure(name, backend))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()
@@ -304,6 +306,28 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     else:
         checks.append(Check(name, "credentials", "ok", "none needed"))
     return checks
+
+
+def _exposure(name: str, backend: object) -> Check:
+    """Which credentials a run would hand the CLI (names only, never values)."""
+    from ..childenv import backend_needs, exposed_credentials
+
+    needs = backend_needs(backend)
+    needed, extra = exposed_credentials(os.environ, inherit=True, needs=needs)
+    _, clean_extra = exposed_credentials(os.environ, inherit=False, needs=needs)
+    parts = []
+    if needed:
+        parts.append(f"needed: {', '.join(needed)}")
+    if extra:
+        shown = ", ".join(extra[:12]) + (f" (+{len(extra) - 12} more)" if len(extra) > 12 else "")
+        parts.append(f"also exposed, not needed: {shown}")
+    detail = "a run passes " + ("; ".join(parts) if parts else "no credential variables")
+    if not extra:
+        return Check(name, "exposed env", "ok", detail)
+    fix = "genesis run --clean-env (or inherit_env=False) passes only what the backend needs"
+    if clean_extra:
+        fix += f"; even then: {', '.join(clean_extra[:6])}"
+    return Check(name, "exposed env", "warn", detail, fix)
 
 
 def _machine_checks() -> list[Check]:
@@ -418,6 +442,10 @@ def _print_table(checks: list[Check]) -> None:
     table.add_column("FIX", overflow="fold")
     for c in checks:
         table.add_row(
-            c.backend, c.check, Text(c.status, style=styles[c.status]), Text(c.detail), Text(c.fix)
+            printable(c.backend),
+            printable(c.check),
+            Text(c.status, style=styles[c.status]),
+            Text(printable(c.detail)),
+            Text(printable(c.fix)),
         )
     Console(width=None if sys.stdout.isatty() else 160, highlight=False).print(table)

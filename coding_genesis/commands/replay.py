@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..display import printable
 from ._common import print_json, status_exit_code
 from ._render import summary_lines
 
@@ -104,7 +105,7 @@ class _Input:
 
 
 def _error(message: str) -> int:
-    print(f"genesis replay: error: {message}", file=sys.stderr)
+    print(printable(f"genesis replay: error: {message}"), file=sys.stderr)
     return 2
 
 
@@ -202,9 +203,9 @@ def handle(args: argparse.Namespace) -> int:
     else:
         stream = sys.stdout if result["status"] == 0 else sys.stderr
         if result["message"]:
-            print(result["message"], file=stream)
+            print(printable(result["message"]), file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
         for line in summary_lines(result):  # a replay writes no transcript
-            print(line.replace("genesis:", "replay:", 1), file=sys.stderr)
+            print(printable(line.replace("genesis:", "replay:", 1)), file=sys.stderr)
     return status_exit_code(result["status"])

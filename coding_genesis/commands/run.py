@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..display import printable
 from ._common import positive_seconds, print_json, status_exit_code, usage_error
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
@@ -118,6 +119,20 @@ def register(subparsers: Any) -> None:
         help='where run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
         "else $XDG_STATE_HOME/coding-genesis/runs)",
     )
+    parser.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="least privilege: give the CLI only PATH, HOME, locale, terminal, temp dir and "
+        "the variables its backend needs (e.g. ANTHROPIC_API_KEY), not every credential "
+        "of this shell (see `genesis doctor`)",
+    )
+    parser.add_argument(
+        "--allow-env",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
+    )
     add_retry_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -147,6 +162,8 @@ def handle(args: argparse.Namespace) -> int:
             run_log=run_log_path(),
             ledger=ledger_setting(),
             retry=retry_policy(args),
+            inherit_env=not args.clean_env,
+            env_allow=tuple(args.allow_env),
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))
@@ -187,17 +204,17 @@ def report(
     if outcome.stopped:
         if not args.quiet and not machine:
             for line in stopped_lines(outcome, result):
-                print(line, file=sys.stderr)
+                print(printable(line), file=sys.stderr)
         return status_exit_code(result["status"])
     if events is None and not args.json:
         stream = sys.stdout if result["status"] == 0 else sys.stderr
         if result["message"]:
-            print(result["message"], file=stream)
+            print(printable(result["message"]), file=stream)
         if result["status"] != 0:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
     if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
         for line in summary_lines(result):
-            print(line, file=sys.stderr)
+            print(printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from ..display import printable
 from ..states import Status
 from ._common import usage_error
 
@@ -20,8 +21,13 @@ examples:
   genesis run-many tasks.jsonl --executor ray --num-cpus 0.5 --ray-address auto
 
 each input line is a JSON object with at least "prompt" and "backend"; optional:
-  timeout, idle_timeout, grace, cwd, model, cli_path, name, env, extra_args,
-  options, resume, request_key, retry ("default", a number, or a policy object).
+  model, timeout, idle_timeout, cwd, name, resume, request_key, retry ("default",
+  a number, or a policy object), options {"max_turns": N}.
+  The file is data, not code: a line that sets anything else (cli_path, env,
+  extra_args, other options, ...: what chooses an executable, an argument, an
+  environment variable or a permission) is refused with a failure at its index.
+  --trusted-input lifts that: every AgentConfig setting is then accepted, which
+  lets whoever wrote the file run any program as you (code execution).
   Blank lines are skipped.
 stdout: one JSON result per request, in input order, each with its "index"
 (0-based among the non-blank lines).  A bad line gets a failure result (status 64).
@@ -66,6 +72,12 @@ def register(subparsers: Any) -> None:
         help="ray: cluster to join (default: $RAY_ADDRESS, else a local cluster)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--trusted-input",
+        action="store_true",
+        help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
+        "CODE EXECUTION, whoever wrote the file runs programs as you",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -79,9 +91,53 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def read_requests(lines: list[bytes]) -> list[Any]:
+#: What an untrusted line may set: data, never an executable, an argument,
+#: an environment variable or a permission level.
+UNTRUSTED_FIELDS = frozenset(
+    {
+        "prompt",
+        "backend",
+        "model",
+        "timeout",
+        "idle_timeout",
+        "cwd",
+        "name",
+        "resume",
+        "request_key",
+        "retry",
+        "options",
+    }
+)
+#: The options an untrusted line may set.
+UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+
+
+def untrusted_problem(value: dict[str, Any]) -> str | None:
+    """Why an untrusted line may not run as written (None: it may)."""
+    refused = sorted(str(k) for k in value if k not in UNTRUSTED_FIELDS)
+    options = value.get("options")
+    if options is not None:
+        if not isinstance(options, dict):
+            refused.append("options")
+        else:
+            refused += sorted(f"options.{k}" for k in options if k not in UNTRUSTED_OPTIONS)
+    if refused:
+        return (
+            f"refused field(s) {', '.join(refused)}: a run-many file may set only "
+            f"{', '.join(sorted(UNTRUSTED_FIELDS))} (options: max_turns); "
+            "pass --trusted-input to accept the rest (it lets the file run any program)"
+        )
+    for key in ("model", "resume"):
+        text = value.get(key)
+        if isinstance(text, str) and text.startswith("-"):
+            return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    return None
+
+
+def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
     """One request per non-blank line: the decoded object, or an
-    :class:`~coding_genesis.pool.InvalidRequest` saying what is wrong with it."""
+    :class:`~coding_genesis.pool.InvalidRequest` saying what is wrong with it
+    (unless ``trusted``, a line setting more than :data:`UNTRUSTED_FIELDS`)."""
     import orjson
 
     from ..pool import InvalidRequest
@@ -102,6 +158,10 @@ def read_requests(lines: list[bytes]) -> list[Any]:
                 )
             )
             continue
+        problem = None if trusted else untrusted_problem(value)
+        if problem is not None:
+            requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
+            continue
         requests.append(value)
     return requests
 
@@ -120,7 +180,7 @@ def handle(args: argparse.Namespace) -> int:
                 data = fh.read()
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
-    requests = read_requests(data.splitlines())
+    requests = read_requests(data.splitlines(), trusted=args.trusted_input)
     total = len(requests)
 
     executor: str | Executor = "local"
@@ -152,7 +212,7 @@ def handle(args: argparse.Namespace) -> int:
         if result["status"] != 0:
             failed += 1
         if not args.quiet:
-            print(_progress(result, finished, total), file=sys.stderr, flush=True)
+            print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
         results[result["index"]] = result
         # Results go out in input order, as soon as every earlier one is out.
         while printed in results:

@@ -7,6 +7,7 @@ import datetime as _dt
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..display import printable
 from ._common import add_transcript_dir, transcript_base
 
 if TYPE_CHECKING:
@@ -49,8 +50,26 @@ def register(subparsers: Any) -> None:
 
 
 def row(record: RunRecord) -> dict[str, Any]:
-    """What the listing shows of one run."""
-    result = record.result or {}
+    """What the listing shows of one run (a damaged one says so)."""
+    try:
+        return _row(record)
+    except Exception as exc:  # fields of the wrong type: shown, never a traceback
+        return {
+            "run_id": record.path.name,
+            "started": None,
+            "backend": None,
+            "status": None,
+            "error": f"damaged run directory ({type(exc).__name__})",
+            "duration_s": None,
+            "tool_calls": None,
+            "finished": False,
+            "prompt": "",
+            "path": str(record.path),
+        }
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    result = record.result if isinstance(record.result, dict) else {}
     prompt = str(record.meta.get("prompt") or "")
     first = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
     return {
@@ -98,6 +117,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     right = {"STATUS", "TIME", "TOOLS"}
@@ -115,7 +135,7 @@ def handle(args: argparse.Namespace) -> int:
             status = f"- runner died (swept {_local(float(r['swept_at'] or 0))})"
         style = "" if r["status"] == 0 else "red"
         duration = r["duration_s"]
-        table.add_row(
+        cells = (
             r["run_id"][:12],
             _local(record.started),
             str(r["backend"] or "?"),
@@ -123,8 +143,8 @@ def handle(args: argparse.Namespace) -> int:
             f"{duration:.1f}s" if isinstance(duration, int | float) else "-",
             str(r["tool_calls"] if r["tool_calls"] is not None else "-"),
             r["prompt"],
-            style=style,
         )
+        table.add_row(*(Text(printable(cell)) for cell in cells), style=style)
     console = Console(width=None if sys.stdout.isatty() else 160)
     console.print(table)
     print(f"\n{len(records)} run(s) in {base}; details: genesis show RUN", file=sys.stderr)

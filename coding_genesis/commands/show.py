@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..display import printable
 from ._common import add_transcript_dir, print_json, transcript_base
 from ._render import failure_report, tools_text
 
@@ -82,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         record = find_run(base, args.run)
     except RunLookupError as exc:
-        print(f"genesis show: error: {exc}", file=sys.stderr)
+        print(printable(f"genesis show: error: {exc}"), file=sys.stderr)
         return 2
     if args.json:
         if record.result is None:
@@ -99,7 +100,19 @@ def handle(args: argparse.Namespace) -> int:
         for path in record.stdout_files():
             _copy(path)
         return 0
-    print(render(record))
+    try:
+        text = render(record)
+    except Exception as exc:  # a damaged or planted run directory: say so, never a traceback
+        print(
+            printable(
+                f"genesis show: run directory {record.path} is damaged and cannot be shown "
+                f"({type(exc).__name__}: {exc}); its files can still be read with --json, "
+                "--events, --raw"
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    print(printable(text))
     return 0
 
 

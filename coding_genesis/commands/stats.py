@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..display import printable
 from ._common import print_json
 
 __all__ = ["register"]
@@ -97,7 +98,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         print_json(stats)
     else:
-        print(format_stats(stats))
+        print(printable(format_stats(stats)))
     alerts = []
     if args.max_rate is not None and stats["failure_rate"] > args.max_rate:
         alerts.append(

@@ -13,6 +13,7 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"init": true}                  the flavour's session line only
   {"result": "text"}              the flavour's terminal line only
   {"echo_prompt": true}           answer with the prompt it read
+  {"answer_env": true}            answer with the sorted names of its environment
   {"sleep": 1.5} / {"hang": true}
   {"busy": 3}                     compute silently (one core, no output) for 3 s
   {"ignore_sigterm": true}        SIGTERM is ignored from now on
@@ -307,6 +308,8 @@ def main() -> int:
             emit(result_line(step["result"], bool(step.get("is_error"))))
         elif "echo_prompt" in step:
             answer(f"fake {FLAVOUR} got: {prompt}")
+        elif "answer_env" in step:
+            answer(json.dumps(sorted(os.environ)))
         elif "sleep" in step:
             time.sleep(float(step["sleep"]))
         elif "busy" in step:  # compute silently (no output) for that many seconds

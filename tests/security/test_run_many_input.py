@@ -1,0 +1,103 @@
+"""Finding 2: a ``run-many`` file is data, not code.  A line may set only an
+allow-list of data fields; what would choose an executable, an argument, an
+environment variable or a permission is refused at that line's index, unless
+the user passes ``--trusted-input``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coding_genesis.commands.run_many import UNTRUSTED_FIELDS, read_requests, untrusted_problem
+from coding_genesis.pool import InvalidRequest, RunSpec
+
+GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
+
+
+def run_many(tmp_path: Path, lines: list[object], *args: str) -> subprocess.CompletedProcess[str]:
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return subprocess.run(
+        [*GENESIS, "run-many", str(batch), "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_line_cannot_choose_an_executable_env_or_arguments(tmp_path: Path) -> None:
+    proof = tmp_path / "pwned"
+    hostile = [
+        {"prompt": "x", "backend": "failer", "cli_path": ["/bin/sh", "-c", f"touch {proof}"]},
+        {"prompt": "x", "backend": "failer", "env": {"PYTHONPATH": str(tmp_path)}},
+        {"prompt": "x", "backend": "claude", "extra_args": ["--dangerously-skip-permissions"]},
+        {"prompt": "x", "backend": "claude", "options": {"permission_mode": "bypassPermissions"}},
+        {"prompt": "x", "backend": "claude", "options": {"max_turns": 2, "mcp_config": "/x"}},
+        {"prompt": "x", "backend": "codex", "resume": "--dangerously-bypass-approvals"},
+        {"prompt": "x", "backend": "failer", "transcripts": "/tmp/elsewhere"},
+        {"prompt": "hello", "backend": "failer", "model": "m", "timeout": 30, "name": "ok"},
+    ]
+    done = run_many(tmp_path, hostile)
+    assert done.returncode == 1, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["index"] for r in results] == list(range(len(hostile)))
+    assert [r["status"] for r in results] == [64] * 7 + [0]
+    assert all(r["error"] == "invalid_request" for r in results[:7])
+    assert "refused field(s) cli_path" in results[0]["message"]
+    assert "--trusted-input" in results[0]["message"]
+    assert "refused field(s) env" in results[1]["message"]
+    assert "refused field(s) extra_args" in results[2]["message"]
+    assert "options.permission_mode" in results[3]["message"]
+    assert "options.mcp_config" in results[4]["message"]
+    assert "max_turns" not in results[4]["message"].split("refused field(s)")[1].split(":")[0]
+    assert "refused resume" in results[5]["message"]
+    assert "refused field(s) transcripts" in results[6]["message"]
+    assert not proof.exists()
+
+
+def test_trusted_input_accepts_every_setting(tmp_path: Path) -> None:
+    proof = tmp_path / "ran"
+    line = {"prompt": "x", "backend": "failer", "cli_path": ["/bin/sh", "-c", f"touch {proof}"]}
+    done = run_many(tmp_path, [line], "--trusted-input")
+    assert proof.exists(), done.stdout + done.stderr
+    help_text = subprocess.run(
+        [*GENESIS, "run-many", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--trusted-input" in help_text and "CODE EXECUTION" in help_text
+
+
+def test_the_allow_list_is_data_only() -> None:
+    assert {"cli_path", "env", "extra_args", "transcripts", "run_log", "observers"}.isdisjoint(
+        UNTRUSTED_FIELDS
+    )
+    ok = {
+        "prompt": "p",
+        "backend": "claude",
+        "model": "sonnet",
+        "timeout": 5,
+        "cwd": "/tmp",
+        "resume": "abc",
+        "request_key": "k",
+        "options": {"max_turns": 3},
+    }
+    assert untrusted_problem(ok) is None
+    assert untrusted_problem({**ok, "options": "--x"}) is not None
+    assert untrusted_problem({**ok, "model": "-x"}) is not None
+    (request,) = read_requests([json.dumps({**ok, "grace": 0}).encode()])
+    assert (
+        isinstance(request, InvalidRequest) and "line 1: refused field(s) grace" in request.reason
+    )
+    (trusted,) = read_requests([json.dumps({**ok, "grace": 0}).encode()], trusted=True)
+    assert trusted["grace"] == 0
+
+
+@pytest.mark.parametrize("field", ["cli_path", "env", "extra_args"])
+def test_the_library_api_still_accepts_every_setting(field: str) -> None:
+    value = {"cli_path": ["/bin/true"], "env": {"A": "b"}, "extra_args": ["--x"]}[field]
+    spec = RunSpec.model_validate({"prompt": "p", "backend": "failer", field: value})
+    assert spec.agent_kwargs() == {field: value}
