@@ -228,9 +228,14 @@ async def run_many(
     on_event: EventCallback | None = None,
     on_result: ResultCallback | None = None,
     defaults: Mapping[str, Any] | None = None,
+    collect: bool = True,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
+
+    ``collect=False`` keeps no result: the call returns an empty list and the
+    results reach the caller only through ``on_result`` (a big batch then does
+    not hold one dict per request in memory).
 
     ``executor`` is ``"local"`` (this machine), ``"ray"`` (a default
     :class:`~coding_genesis.integrations.ray.RayRunner`: the Ray already
@@ -244,13 +249,15 @@ async def run_many(
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
     runner = _executor(executor)
     items = [with_defaults(request, defaults) for request in requests]
-    results: list[dict[str, Any] | None] = [None] * len(items)
+    results: list[dict[str, Any] | None] = [None] * len(items) if collect else []
+    answered = 0
     limiter = anyio.CapacityLimiter(concurrency)
     emit = None
     if on_event is not None:
         emit = functools.partial(_call_safely, on_event)
 
     async def one(index: int, request: Request) -> None:
+        nonlocal answered
         async with limiter:
             try:
                 result = await runner.run_one(index, request, emit)
@@ -265,16 +272,17 @@ async def run_many(
                     error="internal",
                 )
         result["index"] = index
-        results[index] = result
+        answered += 1
+        if collect:
+            results[index] = result
         if on_result is not None:
             _call_safely(on_result, result)
 
     async with anyio.create_task_group() as tg:
         for index, request in enumerate(items):
             tg.start_soon(one, index, request)
-    done = [r for r in results if r is not None]
-    assert len(done) == len(items), "every request is answered"
-    return done
+    assert answered == len(items), "every request is answered"
+    return [r for r in results if r is not None]
 
 
 def run_many_sync(
@@ -285,9 +293,11 @@ def run_many_sync(
     on_event: EventCallback | None = None,
     on_result: ResultCallback | None = None,
     defaults: Mapping[str, Any] | None = None,
+    collect: bool = True,
 ) -> list[dict[str, Any]]:
-    """Blocking :func:`run_many` for code without an event loop.  Ctrl-C stops
-    every process tree, then raises ``KeyboardInterrupt``."""
+    """Blocking :func:`run_many` for code without an event loop (``collect=False``:
+    an empty list, results only through ``on_result``).  Ctrl-C stops every
+    process tree, then raises ``KeyboardInterrupt``."""
     library = _running_event_loop()
     if library is not None:
         raise AgentUsageError(
@@ -303,5 +313,6 @@ def run_many_sync(
             on_event=on_event,
             on_result=on_result,
             defaults=defaults,
+            collect=collect,
         )
     )

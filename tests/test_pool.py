@@ -84,6 +84,32 @@ def test_run_many_sync(tmp_path: Path) -> None:
     check_mixed(results, 8)
 
 
+async def test_collect_false_keeps_nothing_and_on_result_sees_all(tmp_path: Path) -> None:
+    seen: dict[int, dict[str, Any]] = {}
+    returned = await run_many(
+        [*mixed_specs(12, tmp_path), InvalidRequest(reason="not JSON")],
+        concurrency=4,
+        on_result=lambda r: seen.__setitem__(r["index"], r),
+        collect=False,
+    )
+    assert returned == []
+    assert sorted(seen) == list(range(13))
+    check_mixed([seen[i] for i in range(12)], 12)
+    assert (seen[12]["status"], seen[12]["error"]) == (64, "invalid_request")
+
+
+def test_run_many_sync_collect_false(tmp_path: Path) -> None:
+    seen: list[int] = []
+    returned = run_many_sync(
+        mixed_specs(6, tmp_path),
+        concurrency=3,
+        on_result=lambda r: seen.append(r["index"]),
+        collect=False,
+    )
+    assert returned == []
+    assert sorted(seen) == list(range(6))
+
+
 async def test_run_many_sync_refuses_a_running_loop(tmp_path: Path) -> None:
     with pytest.raises(AgentUsageError, match="await run_many"):
         run_many_sync(mixed_specs(1, tmp_path))

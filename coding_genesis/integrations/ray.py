@@ -253,6 +253,7 @@ class RayRunner:
         concurrency: int = 4,
         on_event: EventCallback | None = None,
         on_result: ResultCallback | None = None,
+        collect: bool = True,
     ) -> list[dict[str, Any]]:
         """:func:`coding_genesis.pool.run_many` on this runner."""
         return await run_many(
@@ -261,4 +262,5 @@ class RayRunner:
             executor=self,
             on_event=on_event,
             on_result=on_result,
+            collect=collect,
         )
