@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
+from coding_genesis.commands.run_many import InOrder
 from tests.support import marked_processes
 
 GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
@@ -108,3 +115,121 @@ def test_ctrl_c_stops_every_tree(tmp_path: Path) -> None:
     assert "cancelled after 0/3 runs" in err
     assert out == ""
     assert marked_processes() == []
+
+
+def slow_first_batch(tmp_path: Path, quick: int = 3) -> Path:
+    """A first request that takes a second, then ``quick`` ones that finish at once."""
+    lines = [json.dumps({"prompt": "/timeout 1", "backend": "failer", "timeout": 30})]
+    lines += [json.dumps({"prompt": f"hello {i}", "backend": "failer"}) for i in range(quick)]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(lines) + "\n")
+    return batch
+
+
+def run_many_in(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``genesis run-many`` with its temporary files under ``tmp``."""
+    tmp.mkdir(exist_ok=True)
+    return subprocess.run(
+        [*GENESIS, "run-many", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+
+
+def spill_dirs(tmp: Path) -> list[Path]:
+    """The private directories of run-many spill files left under ``tmp``."""
+    return list(tmp.glob("genesis-run-many-*"))
+
+
+def finish_order(stderr: str) -> list[int]:
+    return [int(line.split("#")[1].split()[0]) for line in stderr.splitlines() if line[:1] == "["]
+
+
+def test_order_kept_when_later_requests_finish_first(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    done = run_many_in(tmp, str(slow_first_batch(tmp_path)), "-j", "4")
+    assert done.returncode == 0, done.stderr
+    assert finish_order(done.stderr)[-1] == 0, "the later requests finished first"
+    assert [json.loads(line)["index"] for line in done.stdout.splitlines()] == [0, 1, 2, 3]
+    assert spill_dirs(tmp) == [], "the spill file and its directory are gone"
+
+
+def test_unordered_prints_in_completion_order(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    done = run_many_in(tmp, str(slow_first_batch(tmp_path)), "-j", "4", "--unordered")
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line)["index"] for line in done.stdout.splitlines()]
+    assert printed == finish_order(done.stderr)
+    assert printed[-1] == 0 and sorted(printed) == [0, 1, 2, 3]
+    assert spill_dirs(tmp) == []
+    assert "--unordered" in run_many_in(tmp, "--help").stdout
+
+
+def test_waiting_results_are_in_the_file_not_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    out = io.BytesIO()
+    in_order = InOrder(out)
+    count = 2000
+    lines = {i: json.dumps({"index": i, "text": "x" * 500}).encode() + b"\n" for i in range(count)}
+    for i in range(count - 1, 0, -1):  # every result but the first finishes first
+        in_order.add(i, lines[i])
+    assert out.getvalue() == b""
+    assert in_order.directory is not None
+    assert Path(in_order.directory).parent == tmp_path
+    spill = [Path(in_order.directory) / name for name in os.listdir(in_order.directory)]
+    assert len(spill) == 1
+    assert stat.S_IMODE(os.stat(in_order.directory).st_mode) == 0o700
+    assert stat.S_IMODE(spill[0].stat().st_mode) == 0o600
+    assert spill[0].stat().st_size == sum(len(lines[i]) for i in range(1, count))
+    # In memory: one (offset, length) pair of ints per waiting result, no body.
+    assert len(in_order.waiting) == count - 1
+    assert all(
+        isinstance(v, tuple) and len(v) == 2 and all(type(n) is int for n in v)
+        for v in in_order.waiting.values()
+    )
+    in_order.add(0, lines[0])
+    assert out.getvalue() == b"".join(lines[i] for i in range(count))
+    assert in_order.waiting == {}
+    assert spill[0].stat().st_size == 0, "emptied once nothing waits"
+    directory = in_order.directory
+    in_order.close()
+    assert not os.path.exists(directory)
+
+
+def test_ctrl_c_deletes_the_spill_file(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    lines = [json.dumps({"prompt": "/timeout 60", "backend": "failer"})]
+    lines += [json.dumps({"prompt": "hello", "backend": "failer"}) for _ in range(3)]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(lines) + "\n")
+    proc = subprocess.Popen(
+        [*GENESIS, "run-many", str(batch), "-j", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        waiting: list[Path] = []
+        while time.monotonic() < deadline:
+            waiting = [f for d in tmp.glob("genesis-run-many-*") for f in d.iterdir()]
+            if waiting and waiting[0].stat().st_size and len(marked_processes()) == 1:
+                break
+            time.sleep(0.05)
+        assert waiting, "the quick results wait in the spill file"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert spill_dirs(tmp) == []

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
-from typing import Any
+import tempfile
+from typing import IO, Any
 
 from ..display import printable
 from ..states import Status
 from ._common import usage_error
 
-__all__ = ["read_requests", "register"]
+__all__ = ["InOrder", "read_requests", "register"]
 
 EXAMPLES = """\
 examples:
@@ -31,6 +33,8 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   Blank lines are skipped.
 stdout: one JSON result per request, in input order, each with its "index"
 (0-based among the non-blank lines).  A bad line gets a failure result (status 64).
+A result that finishes before an earlier one waits in a private temporary file,
+not in memory; --unordered prints each result as soon as it finishes.
 exit code: 0 when every run succeeded, 1 when any failed, 64 for a usage error,
 130 when cancelled (Ctrl-C: every process tree is stopped first).
 """
@@ -72,6 +76,12 @@ def register(subparsers: Any) -> None:
         help="ray: cluster to join (default: $RAY_ADDRESS, else a local cluster)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--unordered",
+        action="store_true",
+        help="print each result as soon as it finishes (completion order; "
+        'each line keeps its "index")',
+    )
     parser.add_argument(
         "--trusted-input",
         action="store_true",
@@ -201,24 +211,24 @@ def handle(args: argparse.Namespace) -> int:
             return usage_error("run-many", str(exc))
         executor = runner
 
-    results: dict[int, dict[str, Any]] = {}
-    printed = 0
     finished = 0
     failed = 0
+    out = sys.stdout.buffer
+    in_order = None if args.unordered else InOrder(out)
 
     def on_result(result: dict[str, Any]) -> None:
-        nonlocal printed, finished, failed
+        nonlocal finished, failed
         finished += 1
         if result["status"] != 0:
             failed += 1
         if not args.quiet:
             print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
-        results[result["index"]] = result
-        # Results go out in input order, as soon as every earlier one is out.
-        while printed in results:
-            sys.stdout.buffer.write(orjson.dumps(results.pop(printed)) + b"\n")
-            printed += 1
-        sys.stdout.flush()
+        line = orjson.dumps(result) + b"\n"
+        if in_order is None:
+            out.write(line)
+        else:
+            in_order.add(result["index"], line)
+        out.flush()
 
     try:
         run_many_sync(
@@ -227,6 +237,7 @@ def handle(args: argparse.Namespace) -> int:
             executor=executor,
             on_result=on_result,
             defaults=_recording(),
+            collect=False,
         )
     except KeyboardInterrupt:
         print(
@@ -238,6 +249,8 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return usage_error("run-many", str(exc))
     finally:
+        if in_order is not None:
+            in_order.close()
         if runner is not None:
             runner.close()
     if not args.quiet:
@@ -246,6 +259,62 @@ def handle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if failed else 0
+
+
+class InOrder:
+    """Writes result lines in index order, each as soon as every earlier one is out.
+
+    A line that comes before its turn waits in a private temporary file (0600,
+    created ``O_EXCL`` in a 0700 directory of its own, made on first need); only
+    its ``(offset, length)`` stays in memory.  The file is emptied whenever
+    nothing waits, and :meth:`close` deletes it and its directory.
+    """
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._next = 0
+        #: index -> (offset, length) of each waiting line in the spill file.
+        self.waiting: dict[int, tuple[int, int]] = {}
+        self.directory: str | None = None
+        self._spill: IO[bytes] | None = None
+
+    def add(self, index: int, line: bytes) -> None:
+        if index != self._next:
+            spill = self._spill_file()
+            offset = spill.seek(0, os.SEEK_END)
+            spill.write(line)
+            spill.flush()  # on disk, not in a buffer of ours
+            self.waiting[index] = (offset, len(line))
+            return
+        self._out.write(line)
+        self._next += 1
+        while self._next in self.waiting:
+            offset, length = self.waiting.pop(self._next)
+            assert self._spill is not None
+            self._spill.seek(offset)
+            self._out.write(self._spill.read(length))
+            self._next += 1
+        if self._spill is not None and not self.waiting:
+            self._spill.seek(0)
+            self._spill.truncate()
+
+    def _spill_file(self) -> IO[bytes]:
+        if self._spill is None:
+            self.directory = tempfile.mkdtemp(prefix="genesis-run-many-")  # 0700
+            # mkstemp: O_CREAT | O_EXCL, mode 0600.
+            fd, _path = tempfile.mkstemp(prefix="waiting-", dir=self.directory)
+            self._spill = os.fdopen(fd, "w+b")
+        return self._spill
+
+    def close(self) -> None:
+        """Delete the spill file and its directory (lines still waiting are lost)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+        self.waiting.clear()
 
 
 def _recording() -> dict[str, Any]:
