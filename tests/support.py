@@ -272,3 +272,34 @@ def assert_one_truth(response: dict[str, Any]) -> bool:
         if "suggested_actions" in entry:
             assert entry["suggested_actions"] == failure["suggested_actions"]
     return bool(answer)
+
+
+def exits_within(pid: int, within: float) -> bool:
+    """True once ``pid`` has exited (a zombie counts: it runs nothing) within the limit."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def interrupt_once_running(proc: Any, runs: int, timeout: float = 30.0) -> tuple[str, str]:
+    """Ctrl-C ``proc`` (a ``Popen`` with text pipes) once ``runs`` marked
+    processes run; its (stdout, stderr).  It is killed if it outlives the test."""
+    try:
+        deadline = time.monotonic() + timeout
+        while len(marked_processes()) < runs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(marked_processes()) == runs
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return str(out), str(err)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from coding_genesis.commands.run_many import InOrder
-from tests.support import marked_processes
+from tests.support import interrupt_once_running, marked_processes
 
 GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
 
@@ -100,17 +100,7 @@ def test_ctrl_c_stops_every_tree(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while len(marked_processes()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(marked_processes()) == 3
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out, err = interrupt_once_running(proc, 3)
     assert proc.returncode == 130, err
     assert "cancelled after 0/3 runs" in err
     assert out == ""

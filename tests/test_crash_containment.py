@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from coding_genesis import process
-from tests.support import FakeCLI
+from tests.support import FakeCLI, exits_within
 
 pytestmark = pytest.mark.skipif(
     not process.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only"
@@ -41,20 +41,6 @@ HOST = textwrap.dedent(
     agent.run_sync("hello")
     """
 )
-
-
-def gone(pid: int, within: float) -> bool:
-    """True once ``pid`` has exited (a zombie counts: it runs nothing) within the limit."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 def wait_records(fake: FakeCLI, key: str, count: int = 1, within: float = 20.0) -> list[Any]:
@@ -88,7 +74,7 @@ def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path) -> None:
         assert psutil.Process(cli).ppid() == host.pid
         host.send_signal(signal.SIGKILL)
         host.wait()
-        assert gone(cli, 1.0), "the CLI outlived its runner by more than 1 s"
+        assert exits_within(cli, 1.0), "the CLI outlived its runner by more than 1 s"
     finally:
         host.kill()
         host.wait()
@@ -157,7 +143,7 @@ def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int) -> N
         time.sleep(0.2)  # SIGTERM is ignored by now
         host.send_signal(signal.SIGKILL)
         host.wait()
-        assert gone(cli, 1.0) is (declared == signal.SIGKILL)
+        assert exits_within(cli, 1.0) is (declared == signal.SIGKILL)
     finally:
         host.kill()
         host.wait()
@@ -198,8 +184,8 @@ def kill_runner_mid_run(fake: FakeCLI, runner: subprocess.Popen[bytes]) -> tuple
     finally:
         runner.kill()
         runner.wait()
-    assert gone(cli, 1.0), "the CLI outlived its runner by more than 1 s"
-    assert not gone(grandchild, 0.3), "the grandchild should need the sweep"
+    assert exits_within(cli, 1.0), "the CLI outlived its runner by more than 1 s"
+    assert not exits_within(grandchild, 0.3), "the grandchild should need the sweep"
     return cli, grandchild
 
 
@@ -234,7 +220,7 @@ def test_library_host_killed_next_agents_first_run_sweeps(tmp_path: Path) -> Non
     nxt = FakeCLI(tmp_path)  # the next agent, in a new process, same ledger
     follower = start_host(nxt, tmp_path, ledger=ledger, transcripts=transcripts)
     assert follower.wait(30) == 0
-    assert gone(grandchild, 1.0), "the next agent's first run did not sweep the grandchild"
+    assert exits_within(grandchild, 1.0), "the next agent's first run did not sweep the grandchild"
     assert ours_left(fake) == []
     assert os.listdir(ledger) == []
     [ended] = ended_runs(tmp_path)
@@ -260,11 +246,11 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
         [*genesis, "reap", "--dry-run"], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert dry.returncode == 0 and f"would stop 1 process(es): {grandchild}" in dry.stdout
-    assert not gone(grandchild, 0.2)
+    assert not exits_within(grandchild, 0.2)
     reap = subprocess.run([*genesis, "reap"], cwd=REPO, env=env, capture_output=True, text=True)
     assert reap.returncode == 0 and f"stopped 1 process(es): {grandchild}" in reap.stdout
     assert "runner pid" in reap.stdout
-    assert gone(grandchild, 1.0)
+    assert exits_within(grandchild, 1.0)
     assert ours_left(fake) == []
     [ended] = ended_runs(tmp_path)
     assert ended["ended_by"] == "runner_death"

@@ -20,6 +20,7 @@ import pytest
 from coding_genesis import process
 from coding_genesis.ledger import Ledger, sweep_sync
 from tests.fakes.model_server import FakeModelServer
+from tests.support import exits_within
 from tests.test_real_cli import SLEEP_ARGV, SLEEP_PROMPTS, Rig, hermetic_env, processes_of_run
 
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
@@ -40,19 +41,6 @@ def started(event):
 agent.subscribe(started)
 agent.run_sync(prompt)
 """
-
-
-def _gone(pid: int, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
@@ -102,11 +90,11 @@ def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
     # cleaning up its own tools first: measured 2-3.5 s with claude 2.1.330, so
     # the bound here is not the fake CLI's 1 s.
     t0 = time.monotonic()
-    assert _gone(cli, 10.0), "claude outlived its runner by more than 10 s"
+    assert exits_within(cli, 10.0), "claude outlived its runner by more than 10 s"
     print(f"claude exited {time.monotonic() - t0:.2f} s after its runner's death")
     swept = sweep_sync(Ledger(ledger))
     assert [s.run_id for s in swept] == [run_id]
-    assert _gone(sleeper.pid, 2.0), "the tool survived claude's cleanup and the sweep"
+    assert exits_within(sleeper.pid, 2.0), "the tool survived claude's cleanup and the sweep"
     assert processes_of_run(run_id) == []
 
 

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.support import marked_processes
+from tests.support import interrupt_once_running, marked_processes
 
 GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
 
@@ -62,17 +60,7 @@ def test_no_run_directory_for_a_request_cancelled_before_it_started(tmp_path: Pa
         text=True,
         env={**os.environ, "GENESIS_TRANSCRIPTS": str(transcripts)},
     )
-    try:
-        deadline = time.monotonic() + 30
-        while len(marked_processes()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(marked_processes()) == 2
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out, err = interrupt_once_running(proc, 2)
     assert proc.returncode == 130, err
     assert out == ""
     assert marked_processes() == []
