@@ -120,6 +120,10 @@ class CodingGenesisAgent:
             CircuitBreaker() if breaker == "default" else breaker  # type: ignore[assignment]
         )
         observers: list[Observer] = []
+        if cfg.telemetry:
+            from .telemetry import TelemetryObserver  # (imports no OpenTelemetry)
+
+            observers.append(TelemetryObserver(content=cfg.telemetry_content))
         if cfg.transcripts is not None:
             observers.append(TranscriptObserver(cfg.transcripts, cfg.transcript_max_bytes))
         if cfg.run_log is not None:
@@ -465,6 +469,7 @@ class CodingGenesisAgent:
                 on_spawn=spawned,
                 on_tally=self._hold_tally,
                 redactor=redactor if redactor.active else None,
+                extra_env=observers.attempt_env() if observers else None,
             )
         finally:
             if ledger is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .backend import Backend, RunRequest
@@ -110,6 +110,7 @@ async def run_attempt(
     on_spawn: Callable[[int, list[str]], object] | None = None,
     on_tally: Callable[[RunTally], object] | None = None,
     redactor: Redactor | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -119,7 +120,9 @@ async def run_attempt(
     a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
     ``on_tally`` the attempt's tally as soon as it exists (the answer to a
     cancellation reports what it holds); ``redactor`` masks secrets in the
-    text the tally cuts short, before it is cut.
+    text the tally cuts short, before it is cut; ``extra_env`` (from the
+    run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
+    before ``config.env``.
     """
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
@@ -145,7 +148,7 @@ async def run_attempt(
         needs=backend_needs(backend),
         allow=config.env_allow,
     )
-    env = build_env(base, unset=spec.unset_env, add={**spec.env, **config.env}, marker=marker)
+    env = build_env(base, unset=spec.unset_env, add={**spec.env, **(extra_env or {}), **config.env}, marker=marker)
     decoder = Decoder(
         backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
     )

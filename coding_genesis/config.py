@@ -147,6 +147,13 @@ class AgentConfig:
     #: the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
+    #: OpenTelemetry spans (see coding_genesis.telemetry): emitted whenever
+    #: ``opentelemetry-api`` is importable (a no-op until an SDK is configured);
+    #: False: none, and no ``TRACEPARENT`` is given to the CLI.
+    telemetry: bool = True
+    #: Record the prompt, the answer and tool arguments/results on the spans
+    #: (opt-in; secrets are masked).  False: no text, only counts and names.
+    telemetry_content: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -244,6 +251,9 @@ class AgentConfig:
             )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
+        for flag in ("telemetry", "telemetry_content"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if self.ledger is not None and self.ledger is not False:
             if self.ledger is True:
                 set_(self, "ledger", None)

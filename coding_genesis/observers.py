@@ -74,6 +74,11 @@ class RunObserver(Protocol):
     def finish(self, response: Mapping[str, Any]) -> None:
         """The final response (also for a cancelled run, status 130)."""
 
+    # Optional (not part of the protocol check):
+    # ``attempt_env() -> Mapping[str, str]`` is called just before each attempt
+    # spawns the CLI; the variables returned are added to the CLI's environment
+    # (telemetry gives ``TRACEPARENT`` this way).
+
 
 @runtime_checkable
 class Observer(Protocol):
@@ -128,6 +133,20 @@ class RunObservers:
                 handle.flush()
             except Exception:
                 self._drop(handle, "flush")
+
+    def attempt_env(self) -> dict[str, str]:
+        """An attempt is about to start: the variables observers add to its
+        CLI's environment (from those that define ``attempt_env``)."""
+        env: dict[str, str] = {}
+        for handle in tuple(self._live):
+            hook = getattr(handle, "attempt_env", None)
+            if hook is None:
+                continue
+            try:
+                env.update(hook())
+            except Exception:
+                self._drop(handle, "attempt_env")
+        return env
 
     def response_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}

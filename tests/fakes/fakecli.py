@@ -14,6 +14,7 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"result": "text"}              the flavour's terminal line only
   {"echo_prompt": true}           answer with the prompt it read
   {"answer_env": true}            answer with the sorted names of its environment
+  {"record_env": ["NAME", ...]}   record those variables' values (None when unset)
   {"sleep": 1.5} / {"hang": true}
   {"busy": 3}                     compute silently (one core, no output) for 3 s
   {"ignore_sigterm": true}        SIGTERM is ignored from now on
@@ -293,6 +294,8 @@ def main() -> int:
     for step in steps:
         if "emit" in step:
             emit(step["emit"])
+        elif "record_env" in step:
+            record(env={name: os.environ.get(name) for name in step["record_env"]})
         elif "raw" in step:
             out(step["raw"].encode() + (b"\n" if step.get("nl", True) else b""))
         elif "raw_hex" in step:
