@@ -148,7 +148,12 @@ async def run_attempt(
         needs=backend_needs(backend),
         allow=config.env_allow,
     )
-    env = build_env(base, unset=spec.unset_env, add={**spec.env, **(extra_env or {}), **config.env}, marker=marker)
+    env = build_env(
+        base,
+        unset=spec.unset_env,
+        add={**spec.env, **(extra_env or {}), **config.env},
+        marker=marker,
+    )
     decoder = Decoder(
         backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
     )

@@ -36,9 +36,12 @@ __all__ = [
     "blocker_key",
     "failure_stats",
     "format_stats",
+    "format_usage",
     "parse_window",
     "read_runs",
     "run_record",
+    "token_counts",
+    "usage_stats",
 ]
 
 log = logging.getLogger("coding_genesis.runlog")
@@ -53,6 +56,42 @@ def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def token_counts(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """The token counts of a CLI's usage dict, the same for every CLI:
+    ``input_tokens`` (every input token, cached ones included),
+    ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens`` (each
+    only when the CLI reported it).
+
+    claude reports cache reads and writes apart from ``input_tokens``, so they
+    are added in; codex's ``input_tokens`` already includes its
+    ``cached_input_tokens``.
+    """
+    if not isinstance(usage, Mapping) or not usage:
+        return {}
+    out: dict[str, int] = {}
+    given = _count(usage.get("input_tokens"))
+    cache_read = _count(usage.get("cache_read_input_tokens"))
+    cache_write = _count(usage.get("cache_creation_input_tokens"))
+    if given is not None:
+        out["input_tokens"] = given + (cache_read or 0) + (cache_write or 0)
+    output = _count(usage.get("output_tokens"))
+    if output is not None:
+        out["output_tokens"] = output
+    if cache_read is None:
+        cache_read = _count(usage.get("cached_input_tokens"))
+    if cache_read is not None:
+        out["cache_read_tokens"] = cache_read
+    if cache_write is not None:
+        out["cache_write_tokens"] = cache_write
+    return out
+
+
 def run_record(
     response: Mapping[str, Any], *, now: float | None = None, redactor: Redactor | None = None
 ) -> dict[str, Any]:
@@ -60,6 +99,8 @@ def run_record(
     ts = time.time() if now is None else now
     failure = response.get("failure") or {}
     ok = not response.get("is_error") and response.get("status") == 0
+    tokens = token_counts(response.get("usage"))
+    cost = response.get("cost_usd")
     record: dict[str, Any] = {
         "v": SCHEMA,
         "ts": _iso(ts),
@@ -88,6 +129,13 @@ def run_record(
         "cli_retries": response.get("cli_retries"),
         "attempts": response.get("attempts"),
         "api_error_status": response.get("api_error_status"),
+        **{
+            key: tokens.get(key)
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        },
+        "cost_usd": cost if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        # Cost provenance ("reported", "computed", "unknown"), once results carry it.
+        "cost_source": response.get("cost_source"),
     }
     redactor = redactor or Redactor()
     redacted: dict[str, Any] = redactor.deep(record)
@@ -321,4 +369,153 @@ def format_stats(stats: Mapping[str, Any]) -> str:
         lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
     if stats.get("malformed_lines"):
         lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
+    return "\n".join(lines)
+
+
+# -- usage: runs, failures, tokens and cost by backend, model or day ------------
+
+#: What ``usage_stats(by=...)`` groups by.
+USAGE_KEYS = ("backend", "model", "day")
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _usage_key(record: Mapping[str, Any], by: str) -> str:
+    if by == "day":
+        ts = record.get("ts")
+        if isinstance(ts, str) and len(ts) >= 10:
+            return ts[:10]
+        return _iso(float(record["t"]))[:10]
+    value = record.get(by)
+    return str(value) if value else "unknown"
+
+
+def _usage_entry() -> dict[str, Any]:
+    return {
+        "runs": 0,
+        "failures": 0,
+        **dict.fromkeys(_TOKENS, 0),
+        "runs_with_usage": 0,
+        "cost_usd": 0.0,
+        "runs_with_cost": 0,
+        "cost_sources": Counter(),
+    }
+
+
+def _add_usage(entry: dict[str, Any], record: Mapping[str, Any]) -> None:
+    entry["runs"] += 1
+    if not record.get("ok"):
+        entry["failures"] += 1
+    seen = False
+    for key in _TOKENS:
+        value = _count(record.get(key))
+        if value is not None:
+            entry[key] += value
+            seen = True
+    if seen:
+        entry["runs_with_usage"] += 1
+    cost = record.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        entry["cost_usd"] += float(cost)
+        entry["runs_with_cost"] += 1
+        # Cost provenance: counted by source once records carry it.
+        source = record.get("cost_source")
+        if isinstance(source, str) and source:
+            entry["cost_sources"][source] += 1
+
+
+def _usage_out(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    out["failure_rate"] = _rate(entry["failures"], entry["runs"])
+    out["cost_usd"] = round(entry["cost_usd"], 6)
+    out["cost_sources"] = dict(entry["cost_sources"].most_common())
+    return out
+
+
+def usage_stats(
+    path: str | os.PathLike[str],
+    *,
+    since_s: float | None = 86400.0,
+    backend: str | None = None,
+    by: str = "backend",
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Runs, failures, tokens and cost in a window, grouped ``by`` backend,
+    model or day (UTC), with the totals.
+
+    Tokens are summed over the runs that reported them (``runs_with_usage``);
+    cost over the runs that have one (``runs_with_cost``): a run without a
+    cost is not counted as free.
+    """
+    if by not in USAGE_KEYS:
+        raise ValueError(f"by must be one of {', '.join(USAGE_KEYS)}, got {by!r}")
+    log_path = Path(os.fspath(path))
+    clock = time.time() if now is None else now
+    total = _usage_entry()
+    groups: dict[str, dict[str, Any]] = {}
+    for record in read_runs(log_path, since_s=since_s, backend=backend, now=clock):
+        key = _usage_key(record, by)
+        _add_usage(total, record)
+        _add_usage(groups.setdefault(key, _usage_entry()), record)
+    return {
+        "log": str(log_path),
+        "since_s": since_s,
+        "from": _iso(clock - since_s) if since_s is not None else None,
+        "to": _iso(clock),
+        "backend": backend,
+        "by": by,
+        "total": _usage_out(total),
+        "groups": {key: _usage_out(groups[key]) for key in sorted(groups)},
+    }
+
+
+def _tokens_text(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _cost_text(entry: Mapping[str, Any]) -> str:
+    if not entry["runs_with_cost"]:
+        return "-"
+    text = f"${entry['cost_usd']:.4f}"
+    if entry["runs_with_cost"] < entry["runs"]:
+        text += f" ({entry['runs_with_cost']}/{entry['runs']} runs)"
+    return text
+
+
+def format_usage(stats: Mapping[str, Any]) -> str:
+    """A table of :func:`usage_stats`: one row per group, then the total."""
+    total = stats["total"]
+    if not total["runs"]:
+        return (
+            f"No runs recorded in {_window_text(stats.get('since_s'))}"
+            + (f" for backend {stats['backend']}" if stats.get("backend") else "")
+            + f" (run log: {stats.get('log')})."
+        )
+    header = (stats["by"], "runs", "failed", "input tok", "output tok", "cache read", "cost")
+    rows = [
+        (
+            key,
+            str(entry["runs"]),
+            f"{entry['failures']} ({entry['failure_rate'] * 100:.0f}%)",
+            _tokens_text(entry["input_tokens"]),
+            _tokens_text(entry["output_tokens"]),
+            _tokens_text(entry["cache_read_tokens"]),
+            _cost_text(entry),
+        )
+        for key, entry in [*stats["groups"].items(), ("total", total)]
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        first = row[0].ljust(widths[0])
+        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        return f"  {first}  {rest}"
+
+    lines = [f"Usage by {stats['by']}:", line(header), *map(line, rows)]
+    if total["runs_with_usage"] < total["runs"]:
+        lines.append(
+            f"  ({total['runs'] - total['runs_with_usage']} run(s) reported no token usage)"
+        )
     return "\n".join(lines)

@@ -101,38 +101,21 @@ def _json(value: Any, redactor: Redactor) -> str:
     return _text(text, redactor)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
 def usage_attributes(usage: Mapping[str, Any] | None) -> dict[str, int]:
-    """``gen_ai.usage.*`` from a CLI's usage dict.
+    """``gen_ai.usage.*`` from a CLI's usage dict (counted as the run log
+    counts them: ``input_tokens`` includes cached input, as the conventions ask)."""
+    from .runlog import token_counts
 
-    ``input_tokens`` counts every input token, cached ones included (as the
-    conventions ask): claude reports cache reads and writes apart from
-    ``input_tokens``, so they are added; codex's ``input_tokens`` already
-    includes its ``cached_input_tokens``.
-    """
-    if not usage:
-        return {}
-    out: dict[str, int] = {}
-    given = _int(usage.get("input_tokens"))
-    cache_read = _int(usage.get("cache_read_input_tokens"))
-    cache_write = _int(usage.get("cache_creation_input_tokens"))
-    cached = _int(usage.get("cached_input_tokens"))
-    if given is not None:
-        out["gen_ai.usage.input_tokens"] = given + (cache_read or 0) + (cache_write or 0)
-    output = _int(usage.get("output_tokens"))
-    if output is not None:
-        out["gen_ai.usage.output_tokens"] = output
-    read = cache_read if cache_read is not None else cached
-    if read is not None:
-        out["gen_ai.usage.cache_read.input_tokens"] = read
-    if cache_write is not None:
-        out["gen_ai.usage.cache_creation.input_tokens"] = cache_write
-    return out
+    tokens = token_counts(usage)
+    return {_USAGE_NAMES[key]: value for key, value in tokens.items()}
+
+
+_USAGE_NAMES = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
+}
 
 
 class TelemetryObserver:

@@ -1,4 +1,5 @@
-"""``genesis stats``: failure counts and rates from the run log (spec 004 monitoring)."""
+"""``genesis stats``: failure counts and rates (spec 004 monitoring), and runs,
+failures, tokens and cost by backend, model or day, from the run log."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ examples:
   genesis stats                          the last 24 hours, all backends
   genesis stats --since 7d --backend claude
   genesis stats --since all --json
+  genesis stats --since 7d --by day      runs, failures, tokens and cost per day (UTC)
+  genesis stats --by model
   genesis stats --max-rate 0.2           exit 1 when more than 20% of runs failed (alerting)
 
 The run log is $GENESIS_RUN_LOG, else $XDG_STATE_HOME/coding-genesis/runs.jsonl
@@ -55,9 +58,9 @@ def _count(text: str) -> int:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "stats",
-        help="failure counts and rates from the run log",
-        description="Count runs and failures by category and backend over a time window, "
-        "from the run log every run appends to.",
+        help="runs, failures, tokens and cost from the run log",
+        description="Count runs and failures by category and backend, and tokens and cost "
+        "by backend, model or day, over a time window, from the run log every run appends to.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -70,6 +73,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--backend", "-b", default=None, help="only runs of this backend")
     parser.add_argument("--log", default=None, help="run log to read (default: see below)")
+    parser.add_argument(
+        "--by",
+        choices=("backend", "model", "day"),
+        default="backend",
+        help="group runs, tokens and cost by backend (default), model or day (UTC)",
+    )
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.add_argument(
         "--max-rate",
@@ -87,7 +96,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..runlog import failure_stats, format_stats
+    from ..runlog import failure_stats, format_stats, format_usage, usage_stats
     from ._env import run_log_path
 
     path = args.log if args.log is not None else run_log_path()
@@ -95,10 +104,19 @@ def handle(args: argparse.Namespace) -> int:
         print("genesis stats: the run log is switched off (GENESIS_RUN_LOG=off)", file=sys.stderr)
         return 2
     stats = failure_stats(path, since_s=args.since, backend=args.backend)
+    usage = usage_stats(path, since_s=args.since, backend=args.backend, by=args.by)
     if args.json:
-        print_json(stats)
+        print_json({**stats, "usage": {"by": usage["by"], **_groups(usage)}})
+    elif not stats["runs"]:
+        print(printable(format_usage(usage)))
+        print(
+            "Runs are recorded by `genesis run` and `genesis run-many`, and by agents "
+            "given run_log=PATH; try a longer window with --since 7d or --since all.",
+        )
     else:
         print(printable(format_stats(stats)))
+        print()
+        print(printable(format_usage(usage)))
     alerts = []
     if args.max_rate is not None and stats["failure_rate"] > args.max_rate:
         alerts.append(
@@ -109,3 +127,7 @@ def handle(args: argparse.Namespace) -> int:
     for alert in alerts:
         print(f"genesis stats: ALERT: {alert}", file=sys.stderr)
     return 1 if alerts else 0
+
+
+def _groups(usage: dict[str, Any]) -> dict[str, Any]:
+    return {"total": usage["total"], "groups": usage["groups"]}
