@@ -337,16 +337,31 @@ def fig_e2e(p: Params) -> Result:
         result: dict[str, Any] = _agent(cli, env, transcripts=False).run_sync(PROMPT)
         return result
 
+    def runner_no_otel() -> dict[str, Any]:
+        result: dict[str, Any] = _agent(cli, env, transcripts=False, telemetry=False).run_sync(
+            PROMPT
+        )
+        return result
+
     if bare() != lines or bare_wide() != lines:
         raise RuntimeError("a bare baseline did not read the stream")
     _check_run(runner(), lines)
     drop_transcripts()
     res = interleave(
         p["reps"],
-        {"bare": bare, "runner": runner, "lean": runner_lean, "bare_wide": bare_wide},
+        {
+            "bare": bare,
+            "runner": runner,
+            "lean": runner_lean,
+            "no_otel": runner_no_otel,
+            "bare_wide": bare_wide,
+        },
     )
-    for t in res["runner"] + res["lean"]:
+    for t in res["runner"] + res["lean"] + res["no_otel"]:
         _check_run(t.value, lines)
+    # What an installed, unconfigured OpenTelemetry adds to the library's default run.
+    otel = _otel_installed()
+    otel_ratio = paired_ratio(walls(res["lean"]), walls(res["no_otel"]))
     lean_ratio = paired_ratio(walls(res["lean"]), walls(res["bare"]))
     ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
     cpu_ratio = paired_ratio(cpus(res["runner"]), cpus(res["bare"]))
@@ -358,7 +373,13 @@ def fig_e2e(p: Params) -> Result:
         "aim_note": "without the transcript (the library's default): "
         f"{'met' if lean_ratio <= 1.5 else 'missed'}",
         "summary": f"runner {ratio:.2f}× bare wall time writing a transcript "
-        f"({cpu_ratio:.2f}× the CPU), {lean_ratio:.2f}× without (the library's default)",
+        f"({cpu_ratio:.2f}× the CPU), {lean_ratio:.2f}× without (the library's default); "
+        + (
+            f"OpenTelemetry installed, not configured: {otel_ratio:.3f}× the run without "
+            f"(aim < 1.05: {'met' if otel_ratio < 1.05 else 'missed'})"
+            if otel
+            else "OpenTelemetry not installed: no telemetry figure"
+        ),
         "rows": [
             row(
                 "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
@@ -388,6 +409,19 @@ def fig_e2e(p: Params) -> Result:
                 "bare reader",
             ),
             row(
+                E2E_NO_OTEL,
+                median(walls(res["no_otel"])),
+                "s",
+                ratio=paired_ratio(walls(res["no_otel"]), walls(res["bare"])),
+                note=(
+                    f"the row above (OpenTelemetry API {otel}, no SDK configured) is "
+                    f"{otel_ratio:.3f}× this one (aim < 1.05); CPU "
+                    f"{median(cpus(res['no_otel'])):.2f} s"
+                    if otel
+                    else "OpenTelemetry is not installed here: the row above is the same run"
+                ),
+            ),
+            row(
                 "bare, best case: a 1 MiB pipe, `os.read` 1 MiB at a time, split, `orjson.loads`",
                 median(walls(res["bare_wide"])),
                 "s",
@@ -406,6 +440,22 @@ def fig_e2e(p: Params) -> Result:
             "placeholder, as a claude user's does, so secret redaction is on.",
         ],
     }
+
+
+E2E_NO_OTEL = (
+    "the same with `telemetry=False` (as without OpenTelemetry installed): no spans, "
+    "no `TRACEPARENT`"
+)
+
+
+def _otel_installed() -> str | None:
+    """The installed OpenTelemetry API's version, or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("opentelemetry-api")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 # -- 3. against claude-agent-sdk --------------------------------------------
