@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from coding_genesis import AttemptEvent, CodingGenesisAgent, Event
 from coding_genesis import retry as retry_mod
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import ConfigError
-from coding_genesis.redact import MASK
-from coding_genesis.telemetry import usage_attributes
+from coding_genesis.observers import RunInfo
+from coding_genesis.redact import MASK, Redactor
+from coding_genesis.telemetry import TelemetryObserver, usage_attributes
 from tests.otel_support import Spans, spans, traceparent
 from tests.support import FakeCLI
 from tests.test_always_responds import tool_result, tool_use
@@ -240,7 +242,10 @@ def test_text_when_opted_in_with_secrets_masked(
 
 
 def test_without_an_sdk_nothing_is_recorded_or_passed_on(fake_claude: FakeCLI) -> None:
-    # opentelemetry-api importable, no tracer provider configured, no caller's trace
+    # opentelemetry-api importable, no tracer provider configured, no caller's trace:
+    # the observer does not even join the run (its events are not delivered to it)
+    info = RunInfo("r1", "a", "claude", "p", "/", 1.0, None, None, time.time(), Redactor({}))
+    assert TelemetryObserver().start(info) is None
     one_tool_script(fake_claude)
     result = fake_claude.agent().run_sync("list the files")
     assert result["status"] == 0
@@ -338,3 +343,17 @@ def test_usage_attributes_count_cached_input() -> None:
     }
     assert usage_attributes(None) == {}
     assert usage_attributes({"input_tokens": "many", "output_tokens": True}) == {}
+
+
+def test_opentelemetry_is_imported_by_the_first_run_not_before(tmp_path: Path) -> None:
+    from tests.test_startup import loaded
+
+    top, _ = loaded("from coding_genesis import CodingGenesisAgent\nCodingGenesisAgent('failer')")
+    assert "opentelemetry" not in top
+    state = str(tmp_path / "state")
+    top, _ = loaded(
+        "from coding_genesis import CodingGenesisAgent\n"
+        f"r = CodingGenesisAgent('failer', options={{'state_dir': {state!r}}}).run_sync('hello')\n"
+        "assert r['status'] == 0, r\n"
+    )
+    assert "opentelemetry" in top
