@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -20,6 +21,7 @@ from coding_genesis import AttemptEvent, CodingGenesisAgent, Event
 from coding_genesis import retry as retry_mod
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import ConfigError
+from coding_genesis.events import ToolCallEvent
 from coding_genesis.observers import RunInfo
 from coding_genesis.redact import MASK, Redactor
 from coding_genesis.telemetry import TelemetryObserver, usage_attributes
@@ -357,3 +359,33 @@ def test_opentelemetry_is_imported_by_the_first_run_not_before(tmp_path: Path) -
         "assert r['status'] == 0, r\n"
     )
     assert "opentelemetry" in top
+
+
+def test_a_cancelled_run_ends_its_spans(spans: Spans, fake_claude: FakeCLI) -> None:
+    fake_claude.script(
+        [{"init": True}, tool_use("toolu_3", "Bash", command="sleep 100"), {"hang": True}]
+    )
+    agent = fake_claude.agent()
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+
+                def cancel_at_the_tool(event: Event) -> None:
+                    if isinstance(event, ToolCallEvent):
+                        scope.cancel()
+
+                agent.subscribe(cancel_at_the_tool)
+                tg.start_soon(agent.run, "wait")
+        assert scope.cancelled_caught
+
+    anyio.run(main)
+    run = spans.one("invoke_agent ")
+    assert attrs(run)["error.type"] == "cancelled"
+    assert attrs(run)["coding_genesis.status"] == 130
+    assert run.status.status_code is trace.StatusCode.ERROR
+    (attempt,) = spans.children(run)
+    assert attrs(attempt)["error.type"] == "cancelled"
+    (tool,) = spans.children(attempt)
+    assert attrs(tool)["error.type"] == "unfinished"
+    assert all(s.end_time is not None for s in spans.all())
