@@ -14,11 +14,12 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import Backend, RunRequest
+from .backend import Backend, CommandSpec, RunRequest
 from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
+from .overlay import materialised
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
 from .request import Request
@@ -50,6 +51,8 @@ class AttemptOutcome:
     skipped_lines: int = 0
     #: Set when the CLI was never started.
     refusal: Refusal | None = None
+    #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
+    warnings: tuple[str, ...] = ()
 
 
 def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
@@ -133,11 +136,43 @@ async def run_attempt(
             cwd=request.cwd,
             model=request.model,
             resume_session=request.resume,
+            permissions=request.permissions,
+            max_turns=request.max_turns,
+            cli_max_retries=request.cli_max_retries,
             request_key=request.key,
             options=request.options,
             extra_args=config.extra_args,
         )
     )
+    with materialised(spec) as ready:
+        return await _supervise(
+            config,
+            backend,
+            request,
+            program,
+            ready,
+            tally,
+            marker,
+            publish,
+            on_stdout,
+            on_decoded,
+            on_spawn,
+        )
+
+
+async def _supervise(
+    config: AgentConfig,
+    backend: Backend,
+    request: Request,
+    program: list[str],
+    spec: CommandSpec,
+    tally: RunTally,
+    marker: str,
+    publish: Callable[[Event], object] | None,
+    on_stdout: Callable[[bytes], object] | None,
+    on_decoded: Callable[[], object] | None,
+    on_spawn: Callable[[int, list[str]], object] | None,
+) -> AttemptOutcome:
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,
@@ -189,4 +224,5 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
+        warnings=tuple(spec.warnings),
     )
