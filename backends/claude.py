@@ -70,15 +70,21 @@ _UNSET_ENV = (
     "!CLAUDE_CODE_EFFORT_LEVEL",
 )
 
-#: permissions= → (--permission-mode, tools removed with --disallowedTools).  A
-#: deny rule wins over every allow rule (the user's settings, ``allowed_tools``),
-#: so read-only holds whatever else is configured; in ``-p`` mode a tool that
-#: would need approval is refused, so "edit" runs no command the user's settings
-#: do not allow.
-_PERMISSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "read-only": ("default", ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit")),
-    "edit": ("acceptEdits", ()),
-    "full": ("bypassPermissions", ()),
+#: permissions= → (--permission-mode, tools removed with --disallowedTools, tools
+#: pre-approved with --allowedTools).  A deny rule wins over every allow rule
+#: (the user's settings, ``allowed_tools``), so read-only holds whatever else is
+#: configured; in ``-p`` mode a tool that would need approval is refused, so
+#: "edit" runs no command the user's settings do not allow.  "full" pre-approves
+#: every built-in tool rather than ``bypassPermissions``, which claude refuses to
+#: run as root.
+_PERMISSIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "read-only": ("default", ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"), ()),
+    "edit": ("acceptEdits", (), ()),
+    "full": (
+        "acceptEdits",
+        (),
+        ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch", "WebSearch"),
+    ),
 }
 
 #: Tools whose input names a file they modify.
@@ -114,7 +120,8 @@ class ClaudeBackend:
     version_args = ("--version",)
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
-        'permissions="full" is bypassPermissions, which claude refuses to run as root',
+        'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
+        "which claude refuses as root); MCP tools still need allowed_tools",
     )
     options: Mapping[str, OptionSpec] = {
         "max_turns": OptionSpec((int,), "--max-turns (prefer max_turns=)"),
@@ -145,8 +152,9 @@ class ClaudeBackend:
         if max_turns is not None:
             args.append(f"--max-turns={int(max_turns)}")
         denied: tuple[str, ...] = ()
+        granted: tuple[str, ...] = ()
         if request.permissions is not None:
-            mode, denied = _PERMISSIONS[request.permissions]
+            mode, denied, granted = _PERMISSIONS[request.permissions]
             args.append(f"--permission-mode={mode}")
             if opts.get("permission_mode"):
                 warnings.append(
@@ -155,7 +163,7 @@ class ClaudeBackend:
                 )
         elif opts.get("permission_mode"):
             args.append(f"--permission-mode={opts['permission_mode']}")
-        allowed = list(str_list(opts.get("allowed_tools")))
+        allowed = list(dict.fromkeys([*str_list(opts.get("allowed_tools")), *granted]))
         if allowed:
             args.append("--allowedTools=" + ",".join(allowed))
         disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
