@@ -70,6 +70,13 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--backends-file",
+        metavar="TOML",
+        default=None,
+        help="generic backends to add ([backends.NAME] tables: command, format, ...; "
+        "default: $GENESIS_BACKENDS_FILE)",
+    )
+    parser.add_argument(
         "--timeout",
         "-t",
         type=positive_seconds,
@@ -161,7 +168,14 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `genesis --help` loads this module too.
     from ..agent import CodingGenesisAgent
     from ..errors import ConfigError
-    from ._env import cli_path_for, default_backend, ledger_setting, run_log_path, transcript_dir
+    from ._env import (
+        backends_file,
+        cli_path_for,
+        default_backend,
+        ledger_setting,
+        run_log_path,
+        transcript_dir,
+    )
     from ._live import EventWriter, execute
 
     prompt = args.prompt
@@ -169,6 +183,7 @@ def handle(args: argparse.Namespace) -> int:
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     backend = args.backend or default_backend()
     try:
+        add_backends_file(backends_file(args.backends_file))
         agent = CodingGenesisAgent(
             backend,
             timeout=args.timeout,
@@ -242,6 +257,17 @@ def report(
         for line in summary_lines(result):
             print(printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def add_backends_file(path: str | None) -> None:
+    """Register the generic backends of a TOML file (none: nothing)."""
+    if path is None:
+        return
+    from ..backends import register_backend
+    from ..backends.generic import load_backends_file
+
+    for name, backend in load_backends_file(path).items():
+        register_backend(name, lambda backend=backend: backend)  # type: ignore[misc]
 
 
 class BackendsHelp(str):
