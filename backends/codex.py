@@ -135,9 +135,7 @@ class CodexBackend:
             for key, value in config.items():
                 args += ["-c", f"{key}={value}"]
         if request.max_turns is not None:
-            warnings.append(
-                f"max_turns={request.max_turns} not honoured: codex has no turn limit"
-            )
+            warnings.append(f"max_turns={request.max_turns} not honoured: codex has no turn limit")
         if request.cli_max_retries is not None:
             provider = config.get("model_provider") if isinstance(config, Mapping) else None
             if isinstance(provider, str) and provider:
@@ -230,7 +228,7 @@ class CodexTranslator:
             return (TextEvent(str(item.get("text") or "")),) if completed else ()
         if itype == "error":
             return (ErrorEvent(str(item.get("message") or ""), fatal=False),) if completed else ()
-        if itype not in _TOOL_ITEMS:
+        if not isinstance(itype, str) or itype not in _TOOL_ITEMS:
             return ()  # reasoning, todo_list and types we do not know
         events: list[Event] = []
         name, tool_input, files = _describe_tool(item)
