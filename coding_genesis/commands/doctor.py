@@ -324,10 +324,13 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
 
             checks.append(Check(name, "version", "ok", f"embedded in coding-genesis {__version__}"))
         else:
+            from ..overlay import materialised
+
             spec = backend.build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
-            env = build_env(os.environ, unset=spec.unset_env, add=spec.env)
             version_args = tuple(getattr(backend, "version_args", ("--version",)))
-            status, detail = await _version(list(program), env, timeout, version_args)
+            with materialised(spec) as ready:  # the CLI sees its settings overlay, as in a run
+                env = build_env(os.environ, unset=ready.unset_env, add=ready.env)
+                status, detail = await _version(list(program), env, timeout, version_args)
             checks.append(
                 Check(
                     name,
