@@ -14,12 +14,12 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import Backend, CommandSpec, RunRequest
+from .backend import Backend, RunRequest
 from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
-from .overlay import materialised
+from .overlay import open_overlay, overlay_scope
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
 from .request import Request
@@ -101,6 +101,7 @@ def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[
     return [program, *rest]
 
 
+@overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
 async def run_attempt(
     config: AgentConfig,
     backend: Backend,
@@ -144,35 +145,7 @@ async def run_attempt(
             extra_args=config.extra_args,
         )
     )
-    with materialised(spec) as ready:
-        return await _supervise(
-            config,
-            backend,
-            request,
-            program,
-            ready,
-            tally,
-            marker,
-            publish,
-            on_stdout,
-            on_decoded,
-            on_spawn,
-        )
-
-
-async def _supervise(
-    config: AgentConfig,
-    backend: Backend,
-    request: Request,
-    program: list[str],
-    spec: CommandSpec,
-    tally: RunTally,
-    marker: str,
-    publish: Callable[[Event], object] | None,
-    on_stdout: Callable[[bytes], object] | None,
-    on_decoded: Callable[[], object] | None,
-    on_spawn: Callable[[int, list[str]], object] | None,
-) -> AttemptOutcome:
+    spec = open_overlay(spec)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,

@@ -407,3 +407,37 @@ def test_overlay_nested_files_are_written_and_removed() -> None:
         assert stat.S_IMODE(root.stat().st_mode) == 0o700
         assert (root / "a").read_bytes() == b"1" and (root / "d" / "b").read_bytes() == b"2"
     assert not root.exists()
+
+
+def test_the_overlay_is_removed_when_the_run_is_cancelled(tmp_path: Path) -> None:
+    import anyio
+
+    from coding_genesis.events import RunStartedEvent
+
+    before = set(os.listdir(tempfile.gettempdir()))
+    agent = probe_agent(tmp_path, timeout=60, env={"PROBE_SLEEP": "60"})
+
+    async def main() -> None:
+        started = anyio.Event()
+        agent.subscribe(lambda e: started.set() if isinstance(e, RunStartedEvent) else None)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.run, "hi")
+            await started.wait()
+            left = {
+                n for n in os.listdir(tempfile.gettempdir()) if n.startswith("genesis-overlay-")
+            }
+            assert left - before  # the overlay exists while the run does
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before}
+    assert not {n for n in left if n.startswith("genesis-overlay-")}
+
+
+def test_an_overlay_outside_an_attempt_is_refused() -> None:
+    from coding_genesis.overlay import open_overlay
+
+    with pytest.raises(RuntimeError, match="outside an overlay_scope"):
+        open_overlay(CommandSpec(args=(), overlay={"a": b"1"}))
+    plain = CommandSpec(args=("x",))
+    assert open_overlay(plain) is plain
