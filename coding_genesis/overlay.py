@@ -29,9 +29,18 @@ from .backend import CommandSpec
 from .errors import ConfigError
 from .files import FILE_FLAGS
 
-__all__ = ["PLACEHOLDER", "materialised", "open_overlay", "overlay_scope"]
+__all__ = [
+    "OVERLAY_MARK",
+    "PLACEHOLDER",
+    "materialised",
+    "materialized",
+    "open_overlay",
+    "overlay_scope",
+]
 
 PLACEHOLDER = "{overlay}"
+#: The same, under the name the more-clis branch uses.
+OVERLAY_MARK = PLACEHOLDER
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -118,3 +127,7 @@ def materialised(spec: CommandSpec) -> Iterator[CommandSpec]:
         yield ready
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+#: The same, under the name the more-clis branch uses.
+materialized = materialised
