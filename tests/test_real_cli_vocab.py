@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +134,32 @@ def test_codex_reports_max_turns_as_not_honoured(
     assert result["status"] == 0, shown(result)
     assert result["message"] == "all good"
     assert "max_turns=2 not honoured: codex has no turn limit" in result["warnings"]
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A directory outside every root codex's workspace-write sandbox lets a command write to
+    (the working directory, /tmp, $TMPDIR)."""
+    if not os.path.isdir("/var/tmp") or not os.access("/var/tmp", os.W_OK):
+        pytest.skip("no writable /var/tmp")
+    path = Path(tempfile.mkdtemp(prefix="genesis-outside-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("level", "written"), [("edit", False), ("full", True)])
+def test_codex_edit_keeps_commands_in_the_workspace_full_does_not(
+    real_codex: str,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    outside: Path,
+    level: str,
+    written: bool,
+) -> None:
+    agent, _ = agent_for("codex", real_codex, model_server, tmp_path, permissions=level)
+    target = outside / "x.txt"
+    result = agent.run_sync(f"SCENARIO:bash touch {target}")
+    assert result["status"] == 0, shown(result)
+    assert target.exists() is written, shown(result)
+    if not written:
+        assert "Read-only file system" in result["message"], shown(result)
