@@ -33,12 +33,15 @@ def render() -> str:
         base = backend.build_command(RunRequest(prompt="PROMPT", cwd="DIR"))
         program = backend.executable if backend.default_program() is None else f"({name})"
         command = " ".join([program, *base.args])
-        levels = getattr(backend, "permission_levels", frozenset())
+        levels: frozenset[str] = getattr(backend, "permission_levels", frozenset())
         permissions = ", ".join(lvl for lvl in PERMISSION_LEVELS if lvl in levels) or "none"
 
-        def honoured(**option: int) -> str:
-            spec = backend.build_command(RunRequest(prompt="PROMPT", cwd="DIR", **option))  # noqa: B023
-            (key,) = option
+        def honoured(key: str) -> str:
+            if key == "max_turns":
+                request = RunRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
+            else:
+                request = RunRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
+            spec = backend.build_command(request)  # noqa: B023
             return "no" if any(key in w for w in spec.warnings) else "yes"
 
         rows.append(
@@ -49,8 +52,8 @@ def render() -> str:
                     f"`{name}`",
                     f"`{command}`",
                     permissions,
-                    honoured(max_turns=5),
-                    honoured(cli_max_retries=1),
+                    honoured("max_turns"),
+                    honoured("cli_max_retries"),
                     "yes" if backend.supports_resume else "no",
                     "; ".join(getattr(backend, "notes", ())) or "",
                 )

@@ -48,8 +48,13 @@ def codex_agent(vocab: VocabWorld, turns: int) -> None:
 
 @when(parsers.parse('a request asks for permissions "{level}"'))
 def ask_permissions(vocab: VocabWorld, level: str) -> None:
-    assert vocab.agent is not None
-    vocab.response = vocab.portal.call(lambda: vocab.agent.run("do the task", permissions=level))  # type: ignore[union-attr]
+    agent = vocab.agent
+    assert agent is not None
+
+    async def run() -> dict[str, Any]:
+        return await agent.run("do the task", permissions=level)
+
+    vocab.response = vocab.portal.call(run)
 
 
 @when("the agent processes the request")
