@@ -1,7 +1,10 @@
 """CLI adapters.  Each is pure: it builds a command and translates lines.
 
 ``get_backend(name)`` returns a registered backend; ``register_backend`` adds
-one (a class or a zero-argument factory).
+one (a class or a zero-argument factory).  Third-party backends register
+through the ``coding_genesis.backends`` entry-point group (see
+:mod:`coding_genesis.plugins`): they are loaded only when a name is not built
+in or registered, or when every backend is listed.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Callable
 
 from coding_genesis.backend import Backend
 from coding_genesis.errors import UnknownBackendError
+from coding_genesis.plugins import load_plugin, plugin_names
 
 from .claude import ClaudeBackend
 from .codex import CodexBackend
@@ -39,14 +43,19 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
 
 
 def available_backends() -> list[str]:
-    return sorted(_REGISTRY)
+    """Every backend name: built in, registered in code, or installed as a plug-in."""
+    return sorted({*_REGISTRY, *plugin_names()})
 
 
 def get_backend(name: str) -> Backend:
-    try:
-        factory = _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise UnknownBackendError(
-            f"unknown backend {name!r}; available: {', '.join(available_backends())}"
-        ) from None
+    """A fresh backend.  A broken plug-in is a :class:`BackendPluginError`
+    naming it (never a traceback from inside it)."""
+    factory = _REGISTRY.get(name) if isinstance(name, str) else None
+    if factory is None:
+        plugin = load_plugin(name) if isinstance(name, str) and name else None
+        if plugin is None:
+            raise UnknownBackendError(
+                f"unknown backend {name!r}; available: {', '.join(available_backends())}"
+            )
+        return plugin
     return factory()

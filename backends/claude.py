@@ -70,6 +70,23 @@ _UNSET_ENV = (
     "!CLAUDE_CODE_EFFORT_LEVEL",
 )
 
+#: permissions= → (--permission-mode, tools removed with --disallowedTools, tools
+#: pre-approved with --allowedTools).  A deny rule wins over every allow rule
+#: (the user's settings, ``allowed_tools``), so read-only holds whatever else is
+#: configured; in ``-p`` mode a tool that would need approval is refused, so
+#: "edit" runs no command the user's settings do not allow.  "full" pre-approves
+#: every built-in tool rather than ``bypassPermissions``, which claude refuses to
+#: run as root.
+_PERMISSIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "read-only": ("default", ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"), ()),
+    "edit": ("acceptEdits", (), ()),
+    "full": (
+        "acceptEdits",
+        (),
+        ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch", "WebSearch"),
+    ),
+}
+
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {
     "Edit": "file_path",
@@ -99,8 +116,15 @@ class ClaudeBackend:
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
+    permission_levels = frozenset({"read-only", "edit", "full"})
+    version_args = ("--version",)
+    notes = (
+        "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
+        'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
+        "which claude refuses as root); MCP tools still need allowed_tools",
+    )
     options: Mapping[str, OptionSpec] = {
-        "max_turns": OptionSpec((int,), "--max-turns"),
+        "max_turns": OptionSpec((int,), "--max-turns (prefer max_turns=)"),
         "permission_mode": OptionSpec((str,), "--permission-mode (default, acceptEdits, ...)"),
         "allowed_tools": OptionSpec((str, list, tuple), "--allowedTools"),
         "disallowed_tools": OptionSpec((str, list, tuple), "--disallowedTools"),
@@ -120,16 +144,29 @@ class ClaudeBackend:
     def build_command(self, request: RunRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["-p", "--output-format", "stream-json", "--verbose"]
+        warnings: list[str] = []
+        env: dict[str, str] = {}
         if request.model:
             args.append(f"--model={request.model}")
-        if opts.get("max_turns") is not None:
-            args.append(f"--max-turns={int(opts['max_turns'])}")
-        if opts.get("permission_mode"):
+        max_turns = request.max_turns if request.max_turns is not None else opts.get("max_turns")
+        if max_turns is not None:
+            args.append(f"--max-turns={int(max_turns)}")
+        denied: tuple[str, ...] = ()
+        granted: tuple[str, ...] = ()
+        if request.permissions is not None:
+            mode, denied, granted = _PERMISSIONS[request.permissions]
+            args.append(f"--permission-mode={mode}")
+            if opts.get("permission_mode"):
+                warnings.append(
+                    f"option permission_mode={opts['permission_mode']!r} ignored: "
+                    f"permissions={request.permissions!r} sets the permission mode"
+                )
+        elif opts.get("permission_mode"):
             args.append(f"--permission-mode={opts['permission_mode']}")
-        allowed = list(str_list(opts.get("allowed_tools")))
+        allowed = list(dict.fromkeys([*str_list(opts.get("allowed_tools")), *granted]))
         if allowed:
             args.append("--allowedTools=" + ",".join(allowed))
-        disallowed = list(str_list(opts.get("disallowed_tools")))
+        disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
         if disallowed:
             args.append("--disallowedTools=" + ",".join(disallowed))
         if opts.get("append_system_prompt"):
@@ -140,11 +177,15 @@ class ClaudeBackend:
             args.append(f"--mcp-config={opts['mcp_config']}")
         if request.resume_session:
             args.append(f"--resume={request.resume_session}")
+        if request.cli_max_retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(request.cli_max_retries)
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
+            env=env,
             unset_env=_UNSET_ENV,
+            warnings=tuple(warnings),
         )
 
     def translator(self) -> ClaudeTranslator:

@@ -31,6 +31,13 @@ from ._common import as_int, preview
 
 __all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
 
+#: permissions= → codex's sandbox (enforced by codex for the commands it runs).
+_SANDBOX = {
+    "read-only": "read-only",
+    "edit": "workspace-write",
+    "full": "danger-full-access",
+}
+
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
 #: "Reconnecting... 2/5 (...)": codex retrying the API by itself (not fatal).
@@ -86,6 +93,14 @@ class CodexBackend:
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
+    permission_levels = frozenset(_SANDBOX)
+    version_args = ("--version",)
+    notes = (
+        "no turn limit: max_turns= is reported as not honoured",
+        "API retries are capped per model provider (-c model_providers.NAME."
+        "request_max_retries / stream_max_retries): only for a provider named in "
+        "options={'config': {'model_provider': NAME}}",
+    )
     options: Mapping[str, OptionSpec] = {
         "sandbox": OptionSpec((str,), "-s (read-only, workspace-write, danger-full-access)"),
         "profile": OptionSpec((str,), "-p, a profile of config.toml"),
@@ -101,9 +116,17 @@ class CodexBackend:
     def build_command(self, request: RunRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
+        warnings: list[str] = []
         if request.model:
             args += ["-m", request.model]
-        if opts.get("sandbox"):
+        if request.permissions is not None:
+            args += ["-s", _SANDBOX[request.permissions]]
+            if opts.get("sandbox"):
+                warnings.append(
+                    f"option sandbox={opts['sandbox']!r} ignored: "
+                    f"permissions={request.permissions!r} sets the sandbox"
+                )
+        elif opts.get("sandbox"):
             args += ["-s", str(opts["sandbox"])]
         if opts.get("profile"):
             args += ["-p", str(opts["profile"])]
@@ -111,11 +134,31 @@ class CodexBackend:
         if isinstance(config, Mapping):
             for key, value in config.items():
                 args += ["-c", f"{key}={value}"]
+        if request.max_turns is not None:
+            warnings.append(f"max_turns={request.max_turns} not honoured: codex has no turn limit")
+        if request.cli_max_retries is not None:
+            provider = config.get("model_provider") if isinstance(config, Mapping) else None
+            if isinstance(provider, str) and provider:
+                n = request.cli_max_retries
+                args += [
+                    "-c",
+                    f"model_providers.{provider}.request_max_retries={n}",
+                    "-c",
+                    f"model_providers.{provider}.stream_max_retries={n}",
+                ]
+            else:
+                warnings.append(
+                    f"cli_max_retries={request.cli_max_retries} not honoured: codex caps "
+                    "retries per model provider; name it with "
+                    "options={'config': {'model_provider': NAME}}"
+                )
         args.extend(request.extra_args)
         if request.resume_session:
             args += ["resume", request.resume_session]
         args.append("-")  # read the prompt from stdin
-        return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
+        return CommandSpec(
+            args=tuple(args), stdin=request.prompt.encode("utf-8"), warnings=tuple(warnings)
+        )
 
     def translator(self) -> CodexTranslator:
         return CodexTranslator()
@@ -185,7 +228,7 @@ class CodexTranslator:
             return (TextEvent(str(item.get("text") or "")),) if completed else ()
         if itype == "error":
             return (ErrorEvent(str(item.get("message") or ""), fatal=False),) if completed else ()
-        if itype not in _TOOL_ITEMS:
+        if not isinstance(itype, str) or itype not in _TOOL_ITEMS:
             return ()  # reasoning, todo_list and types we do not know
         events: list[Event] = []
         name, tool_input, files = _describe_tool(item)

@@ -40,6 +40,10 @@ class FailerBackend:
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
+    #: It runs no tool and writes nothing: every level holds.
+    permission_levels = frozenset({"read-only", "edit", "full"})
+    version_args = ("--version",)
+    notes = ("the embedded test CLI: no model, no tools, no API retries",)
     options: Mapping[str, OptionSpec] = {
         "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),
     }
@@ -61,6 +65,10 @@ class FailerBackend:
             args.append(f"--model={request.model}")
         if request.resume_session:
             args.append(f"--resume={request.resume_session}")
+        if request.permissions is not None:
+            args.append(f"--permissions={request.permissions}")
+        if request.max_turns is not None:
+            args.append(f"--max-turns={request.max_turns}")
         args.extend(request.extra_args)
         return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
     from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
     from .backends import available_backends, get_backend, register_backend
+    from .backends.generic import GenericBackend, load_backends_file
     from .breaker import CircuitBreaker
     from .clock import VirtualClock
     from .config import AgentConfig
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from .failures import FailureCategory
     from .observers import Observer, RunInfo, RunLogObserver, RunObserver, TranscriptObserver
     from .parser import JsonLinesParser
+    from .plugins import BackendPluginError
     from .pool import RunSpec, run_many, run_many_sync
     from .process import StopReason, SupervisorConfig
     from .report import ChildFailure, format_failure_report, parse_failure_report
@@ -70,6 +72,9 @@ _EXPORTS: dict[str, str] = {
     "AgentState": "states",
     "AgentUsageError": "errors",
     "AttemptEvent": "events",
+    "BackendPluginError": "plugins",
+    "GenericBackend": "backends.generic",
+    "load_backends_file": "backends.generic",
     "Backend": "backend",
     "ChildFailure": "report",
     "CircuitBreaker": "breaker",
@@ -134,6 +139,7 @@ __all__ = [
     "AgentUsageError",
     "AttemptEvent",
     "Backend",
+    "BackendPluginError",
     "ChildFailure",
     "CircuitBreaker",
     "CliRetryEvent",
@@ -146,6 +152,7 @@ __all__ = [
     "EventKind",
     "EventStream",
     "FailureCategory",
+    "GenericBackend",
     "GenesisError",
     "InvalidCwdError",
     "InvalidTimeoutError",
@@ -182,6 +189,7 @@ __all__ = [
     "event_from_dict",
     "format_failure_report",
     "get_backend",
+    "load_backends_file",
     "parse_failure_report",
     "register_backend",
     "run_many",

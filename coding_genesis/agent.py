@@ -14,6 +14,7 @@ values along.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -49,6 +50,7 @@ from .request import Request, make_request
 from .result import RunResult, RunTally
 from .retry import AttemptPlan, RetryPolicy, retrying
 from .states import AgentState, ErrorCode, Status
+from .vocab import require_permissions
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -56,7 +58,10 @@ log = logging.getLogger("coding_genesis.agent")
 
 #: ``run(retry=...)`` not given: use the agent's policy.
 _AGENT_POLICY: Any = object()
-_REQUEST_ARGS = frozenset({"timeout", "cwd", "model", "resume", "options", "request_key", "retry"})
+_REQUEST_ARGS = frozenset(
+    {"timeout", "cwd", "model", "resume", "options", "request_key", "retry"}
+    | {"permissions", "max_turns", "cli_max_retries"}
+)
 
 
 class CodingGenesisAgent:
@@ -113,6 +118,7 @@ class CodingGenesisAgent:
         else:
             self._backend = cfg.backend
         check_options(self._backend, cfg.options)
+        require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
         breaker = cfg.circuit_breaker
@@ -268,6 +274,9 @@ class CodingGenesisAgent:
         options: Mapping[str, Any] | None = None,
         request_key: str | None = None,
         retry: RetryPolicy | str | int | None = _AGENT_POLICY,
+        permissions: str | None = None,
+        max_turns: int | None = None,
+        cli_max_retries: int | None = None,
     ) -> dict[str, Any]:
         """Run one request; return the response dict.  Never raises for a
         runtime failure; re-raises cancellation after the process tree is gone.
@@ -283,6 +292,9 @@ class CodingGenesisAgent:
             options=options,
             request_key=request_key,
             retry=retry,
+            permissions=permissions,
+            max_turns=max_turns,
+            cli_max_retries=cli_max_retries,
         )
         return result.to_dict()
 
@@ -314,6 +326,11 @@ class CodingGenesisAgent:
                 options=arguments.get("options"),
                 key=arguments.get("request_key"),
                 check_options=functools.partial(check_options, self._backend),
+                permissions=arguments.get("permissions"),
+                max_turns=arguments.get("max_turns"),
+                cli_max_retries=arguments.get("cli_max_retries"),
+                backend=self._backend,
+                retrying=policy is not None,
             )
         except ConfigError as exc:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc))
@@ -448,14 +465,11 @@ class CodingGenesisAgent:
             timeout = plan.timeout if plan.timeout is not None else request.timeout
             bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
-        attempt_request = Request(
+        attempt_request = dataclasses.replace(
+            request,
             prompt=plan.prompt,
-            cwd=request.cwd,
             timeout=plan.timeout if plan.timeout is not None else request.timeout,
-            model=request.model,
             resume=plan.resume,
-            options=request.options,
-            key=request.key,
         )
         try:
             return await run_attempt(

@@ -19,6 +19,7 @@ from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
+from .overlay import open_overlay, overlay_scope
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
 from .request import Request
@@ -50,6 +51,8 @@ class AttemptOutcome:
     skipped_lines: int = 0
     #: Set when the CLI was never started.
     refusal: Refusal | None = None
+    #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
+    warnings: tuple[str, ...] = ()
 
 
 def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
@@ -98,6 +101,7 @@ def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[
     return [program, *rest]
 
 
+@overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
 async def run_attempt(
     config: AgentConfig,
     backend: Backend,
@@ -136,11 +140,15 @@ async def run_attempt(
             cwd=request.cwd,
             model=request.model,
             resume_session=request.resume,
+            permissions=request.permissions,
+            max_turns=request.max_turns,
+            cli_max_retries=request.cli_max_retries,
             request_key=request.key,
             options=request.options,
             extra_args=config.extra_args,
         )
     )
+    spec = open_overlay(spec)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,
@@ -197,4 +205,5 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
+        warnings=tuple(spec.warnings),
     )

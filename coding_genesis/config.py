@@ -97,6 +97,14 @@ class AgentConfig:
     #: The CLI program, with optional leading arguments (None: found on PATH).
     cli_path: tuple[str, ...] | None = None
     model: str | None = None
+    #: One permission level across CLIs: "read-only", "edit" or "full" (None:
+    #: the CLI's default); a level the backend cannot enforce is a ConfigError.
+    permissions: str | None = None
+    #: The CLI's own turn limit (None: the CLI's default).
+    max_turns: int | None = None
+    #: Cap on the CLI's own API retries where it allows one (None: the CLI's
+    #: default, or ``vocab.DEFAULT_CLI_MAX_RETRIES`` under a retry policy).
+    cli_max_retries: int | None = None
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -190,6 +198,11 @@ class AgentConfig:
         set_(self, "cli_path", cli)
         if self.model is not None and (not isinstance(self.model, str) or "\0" in self.model):
             raise ConfigError(f"model must be a string, got {self.model!r}")
+        from .vocab import check_cli_max_retries, check_max_turns, check_permissions
+
+        set_(self, "permissions", check_permissions(self.permissions))
+        set_(self, "max_turns", check_max_turns(self.max_turns))
+        set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -44,6 +44,13 @@ class ResultContext:
 
 def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     """The result of one attempt (failure analysis comes next, on failures only)."""
+    result = _build_result(attempt, ctx)
+    if attempt.warnings:
+        result = result.model_copy(update={"warnings": [*attempt.warnings, *result.warnings]})
+    return result
+
+
+def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     outcome = attempt.process
     tally = attempt.tally
     timeout = attempt.timeout

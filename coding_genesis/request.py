@@ -12,10 +12,20 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import AgentConfig, check_cwd, required_seconds
 from .errors import ConfigError
+from .vocab import (
+    DEFAULT_CLI_MAX_RETRIES,
+    check_cli_max_retries,
+    check_max_turns,
+    check_permissions,
+    require_permissions,
+)
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 __all__ = ["Request", "make_request", "request_key"]
 
@@ -32,6 +42,12 @@ class Request:
     model: str | None = None
     #: Continue this CLI session.
     resume: str | None = None
+    #: One permission level ("read-only", "edit", "full"; None: the CLI's default).
+    permissions: str | None = None
+    #: The CLI's own turn limit.
+    max_turns: int | None = None
+    #: Cap on the CLI's own API retries.
+    cli_max_retries: int | None = None
     #: Backend options: the agent's, updated with the call's.
     options: Mapping[str, Any] = field(default_factory=dict)
     #: Stable across the attempts of one logical request.
@@ -72,6 +88,11 @@ def make_request(
     options: Mapping[str, Any] | None = None,
     key: str | None = None,
     check_options: Any = None,
+    permissions: object = None,
+    max_turns: object = None,
+    cli_max_retries: object = None,
+    backend: Backend | None = None,
+    retrying: bool = False,
 ) -> Request:
     """Validate one call's arguments against the agent's configuration."""
     run_timeout = required_seconds("timeout", timeout) if timeout is not None else config.timeout
@@ -86,6 +107,15 @@ def make_request(
     merged = {**config.options, **(options or {})}
     if options and check_options is not None:
         check_options(options)
+    run_permissions = check_permissions(permissions) or config.permissions
+    if backend is not None and permissions is not None:
+        require_permissions(backend, run_permissions)
+    run_max_turns = check_max_turns(max_turns) or config.max_turns
+    run_retries = check_cli_max_retries(cli_max_retries)
+    if run_retries is None:
+        run_retries = config.cli_max_retries
+    if run_retries is None and retrying:
+        run_retries = DEFAULT_CLI_MAX_RETRIES
     if key is not None and (not isinstance(key, str) or not key):
         raise ConfigError(f"request_key must be a non-empty string, got {key!r}")
     return Request(
@@ -94,6 +124,9 @@ def make_request(
         timeout=run_timeout,
         model=model or config.model,
         resume=resume,
+        permissions=run_permissions,
+        max_turns=run_max_turns,
+        cli_max_retries=run_retries,
         options=merged,
         key=key or request_key(backend_name, run_cwd, text),
     )

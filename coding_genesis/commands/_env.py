@@ -17,6 +17,8 @@ variable                    meaning for ``genesis``
 ``GENESIS_LEDGER``          the run ledger directory, or ``off`` (else
                             ``$XDG_RUNTIME_DIR/coding-genesis``, else a private
                             directory under the temp directory)
+``GENESIS_BACKENDS_FILE``   a TOML file of generic backends (``[backends.NAME]``),
+                            unless ``--backends-file`` is given
 ``GENESIS_SUBREAPER=0``     runs never make ``genesis`` a child subreaper
 ``GENESIS_RETRY_TESTING=1`` retry backoffs take no real time (virtual time), for
                             testing a pipeline that shells out to ``genesis``; the
@@ -34,11 +36,13 @@ from pathlib import Path
 
 __all__ = [
     "BACKEND",
+    "BACKENDS_FILE",
     "RETRY_TESTING",
     "RUN_LOG",
     "SUBREAPER",
     "TRANSCRIPTS",
     "apply_process_settings",
+    "backends_file",
     "cli_path_for",
     "default_backend",
     "run_log_path",
@@ -51,6 +55,7 @@ RUN_LOG = "GENESIS_RUN_LOG"
 SUBREAPER = "GENESIS_SUBREAPER"
 LEDGER = "GENESIS_LEDGER"
 RETRY_TESTING = "GENESIS_RETRY_TESTING"
+BACKENDS_FILE = "GENESIS_BACKENDS_FILE"
 _OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 
 
@@ -91,6 +96,13 @@ def run_log_path(option: str | None = None, env: Mapping[str, str] | None = None
             return None
         return Path(os.path.expanduser(text))
     return _state_home(values) / "coding-genesis" / "runs.jsonl"
+
+
+def backends_file(option: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The generic backends' TOML file: ``--backends-file``, else
+    ``$GENESIS_BACKENDS_FILE``, else None (none is read)."""
+    text = option if option is not None else _env(env).get(BACKENDS_FILE, "")
+    return os.path.expanduser(text.strip()) if text and text.strip() else None
 
 
 def ledger_setting(env: Mapping[str, str] | None = None) -> str | bool | None:

@@ -1,6 +1,7 @@
 """``genesis doctor``: can each backend run here, and if not, why and what to do.
 
-Checks, per backend: the CLI is found (and where), ``<cli> --version`` runs
+Checks, per backend (built in or plug-in): the plug-in loads, the CLI is
+found (and where), ``<cli> --version`` (its ``version_args``) runs
 (through the core's supervised runner, bounded), credentials appear to be
 configured (only whether a variable or file is there: no secret is ever
 printed), and inherited variables that break it.  Then, for the machine:
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,30 @@ from ._common import positive_seconds, print_json
 
 __all__ = ["Check", "register", "run_checks"]
 
-BACKENDS = ("claude", "codex", "failer")
+
+class _Backends(Sequence[str]):
+    """Every installed backend's name (built in or plug-in), looked up only when
+    argparse needs it: checking ``--backend`` or showing the help."""
+
+    def _names(self) -> list[str]:
+        from ._backends import all_names
+
+        return all_names()
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+
+BACKENDS: Sequence[str] = _Backends()
 
 EXAMPLES = """\
 examples:
@@ -61,6 +86,7 @@ def register(subparsers: Any) -> None:
         "-b",
         action="append",
         choices=BACKENDS,
+        metavar="NAME",
         help="check only this backend (repeatable; default: all)",
     )
     parser.add_argument(
@@ -79,8 +105,10 @@ def register(subparsers: Any) -> None:
 # -- checks --------------------------------------------------------------------
 
 
-async def _version(argv: list[str], env: dict[str, str], timeout: float) -> tuple[str, str]:
-    """(status, detail) of ``argv --version`` run under supervision."""
+async def _version(
+    argv: list[str], env: dict[str, str], timeout: float, version_args: tuple[str, ...] = ()
+) -> tuple[str, str]:
+    """(status, detail) of ``argv --version`` (or ``version_args``) run under supervision."""
     from ..process import SupervisorConfig, run_process
 
     chunks: list[bytes] = []
@@ -91,7 +119,7 @@ async def _version(argv: list[str], env: dict[str, str], timeout: float) -> tupl
 
     config = SupervisorConfig(timeout=timeout, grace=1.0, linger=None, eof_grace=0.5, kill_wait=1.0)
     outcome = await run_process(
-        [*argv, "--version"],
+        [*argv, *(version_args or ("--version",))],
         cwd=os.getcwd(),
         env=env,
         stdin=None,
@@ -250,12 +278,24 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     from ..agent import CodingGenesisAgent
     from ..attempt import Refusal, resolve_program
     from ..backend import RunRequest
+    from ..errors import ConfigError
+    from ..plugins import plugin_entry_points
     from ..process import build_env
     from ._env import cli_path_for
 
-    agent = CodingGenesisAgent(name, cli_path=cli_path_for(name, cli_path))
+    try:
+        agent = CodingGenesisAgent(name, cli_path=cli_path_for(name, cli_path))
+    except ConfigError as exc:  # a plug-in that does not load
+        return [Check(name, "plug-in", "FAIL", str(exc), "reinstall or fix that package")]
     backend = agent.backend
     checks: list[Check] = []
+    ep = plugin_entry_points().get(name)
+    from ..backends import _REGISTRY
+
+    if ep is not None and name not in _REGISTRY:
+        dist = getattr(ep, "dist", None)
+        origin = f" ({dist.name} {dist.version})" if dist is not None else ""
+        checks.append(Check(name, "plug-in", "ok", f"{ep.value}{origin}"))
     # The same resolution a run uses, so the answer is the one a run would get.
     program = resolve_program(backend, agent.config.cli_path)
     if isinstance(program, Refusal):
@@ -284,19 +324,28 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
 
             checks.append(Check(name, "version", "ok", f"embedded in coding-genesis {__version__}"))
         else:
+            from ..overlay import materialised
+
             spec = backend.build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
-            env = build_env(os.environ, unset=spec.unset_env, add=spec.env)
-            status, detail = await _version(list(program), env, timeout)
+            version_args = tuple(getattr(backend, "version_args", ("--version",)))
+            with materialised(spec) as ready:  # the CLI sees its settings overlay, as in a run
+                env = build_env(os.environ, unset=ready.unset_env, add=ready.env)
+                status, detail = await _version(list(program), env, timeout, version_args)
             checks.append(
                 Check(
                     name,
                     "version",
                     status,
                     detail,
-                    "" if status == "ok" else f"run `{program[-1]} --version` yourself to see why",
+                    ""
+                    if status == "ok"
+                    else f"run `{program[-1]} {' '.join(version_args)}` yourself to see why",
                 )
             )
     checks.append(_exposure(name, backend))
+    notes = tuple(getattr(backend, "notes", ()))
+    if notes:
+        checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()

@@ -63,8 +63,18 @@ def register(subparsers: Any) -> None:
         "--backend",
         "-b",
         default=None,
-        help="claude, codex or failer (default: $GENESIS_BACKEND, else claude; "
-        "failer is the embedded test CLI and needs no credentials)",
+        help=BackendsHelp(
+            "one of: {backends} (default: $GENESIS_BACKEND, else claude; "
+            "failer is the embedded test CLI and needs no credentials; "
+            "`genesis doctor` checks each)"
+        ),
+    )
+    parser.add_argument(
+        "--backends-file",
+        metavar="TOML",
+        default=None,
+        help="generic backends to add ([backends.NAME] tables: command, format, ...; "
+        "default: $GENESIS_BACKENDS_FILE)",
     )
     parser.add_argument(
         "--timeout",
@@ -102,6 +112,23 @@ def register(subparsers: Any) -> None:
         help="path of the CLI binary (default: $GENESIS_<BACKEND>_PATH, else found on PATH)",
     )
     parser.add_argument("--resume", default=None, help="continue this CLI session id")
+    parser.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI (default: the CLI's own setting); "
+        "a level the backend cannot enforce is refused (status 64)",
+    )
+    parser.add_argument(
+        "--max-turns", type=_count(1), default=None, help="the CLI's own turn limit"
+    )
+    parser.add_argument(
+        "--cli-max-retries",
+        type=_count(0),
+        default=None,
+        help="cap on the CLI's own API retries where it allows one "
+        "(default: the CLI's, or 2 with --retries)",
+    )
     parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
     parser.add_argument(
         "--events",
@@ -141,7 +168,14 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `genesis --help` loads this module too.
     from ..agent import CodingGenesisAgent
     from ..errors import ConfigError
-    from ._env import cli_path_for, default_backend, ledger_setting, run_log_path, transcript_dir
+    from ._env import (
+        backends_file,
+        cli_path_for,
+        default_backend,
+        ledger_setting,
+        run_log_path,
+        transcript_dir,
+    )
     from ._live import EventWriter, execute
 
     prompt = args.prompt
@@ -149,6 +183,7 @@ def handle(args: argparse.Namespace) -> int:
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     backend = args.backend or default_backend()
     try:
+        add_backends_file(backends_file(args.backends_file))
         agent = CodingGenesisAgent(
             backend,
             timeout=args.timeout,
@@ -172,7 +207,13 @@ def handle(args: argparse.Namespace) -> int:
     events = EventWriter(sys.stdout.buffer) if args.events else None
     outcome = execute(
         agent,
-        lambda: agent.run(prompt, resume=args.resume),
+        lambda: agent.run(
+            prompt,
+            resume=args.resume,
+            permissions=args.permissions,
+            max_turns=args.max_turns,
+            cli_max_retries=args.cli_max_retries,
+        ),
         progress=_wants_progress(args),
         events=events,
     )
@@ -216,6 +257,42 @@ def report(
         for line in summary_lines(result):
             print(printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def add_backends_file(path: str | None) -> None:
+    """Register the generic backends of a TOML file (none: nothing)."""
+    if path is None:
+        return
+    from ..backends import register_backend
+    from ..backends.generic import load_backends_file
+
+    for name, backend in load_backends_file(path).items():
+        register_backend(name, lambda backend=backend: backend)  # type: ignore[misc]
+
+
+class BackendsHelp(str):
+    """A help text naming every installed backend, looked up only when the help
+    is shown (argparse formats it with ``%``), not on every command."""
+
+    __slots__ = ()
+
+    def __mod__(self, params: object) -> str:
+        from ._backends import all_names
+
+        return str(self).replace("{backends}", ", ".join(all_names()))
+
+
+def _count(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _stall_seconds(text: str) -> float | None:
