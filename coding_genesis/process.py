@@ -86,6 +86,8 @@ import anyio
 import anyio.lowlevel
 import psutil
 
+from . import procscan
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -339,6 +341,18 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _myself() -> psutil.Process:
+    """This process (psutil's handle, made once per process)."""
+    me = _MYSELF.get(os.getpid())
+    if me is None:
+        _MYSELF.clear()
+        me = _MYSELF[os.getpid()] = psutil.Process()
+    return me
+
+
+_MYSELF: dict[int, psutil.Process] = {}
+
+
 def _same_process(proc: psutil.Process, born: float) -> bool:
     try:
         return abs(proc.create_time() - born) < 0.01
@@ -386,22 +400,28 @@ class _Tree:
         self._own_pgrp = os.getpgrp()
         self._lock = anyio.Lock()
 
-    def snapshot(self) -> dict[int, psutil.Process]:
-        """The run's live processes now: the CLI's descendants and the marked orphans."""
+    def snapshot(self, not_before: float | None = None) -> dict[int, psutil.Process]:
+        """The run's live processes: the CLI's descendants and the marked
+        orphans, from a scan of the process table that started at or after
+        ``not_before`` (``time.monotonic()``; None: a new scan; see
+        :mod:`coding_genesis.procscan`)."""
+        if not_before is None:
+            not_before = time.monotonic()
         found: dict[int, psutil.Process] = {}
         root = self.root
         if root is not None:
             try:
                 if _alive(root):
                     found[root.pid] = root
-                for child in root.children(recursive=True):  # checks root's identity
+                # checks root's identity
+                for child in procscan.children(root, recursive=True, not_before=not_before):
                     found[child.pid] = child
             except psutil.Error:
                 pass
-        for orphan in self._marked_orphans():
+        for orphan in self._marked_orphans(not_before):
             found[orphan.pid] = orphan
             try:
-                for child in orphan.children(recursive=True):
+                for child in procscan.children(orphan, recursive=True, not_before=not_before):
                     found[child.pid] = child
             except psutil.Error:
                 pass
@@ -424,15 +444,17 @@ class _Tree:
         its marked orphans.  Cheap: no scan of the whole process table."""
         procs: list[psutil.Process] = []
         root = self.root
+        # A sample, not a stop: a scan another run made in the last 50 ms will do.
+        recent = time.monotonic() - 0.05
         if root is not None:
             procs.append(root)
             with contextlib.suppress(psutil.Error):
-                procs.extend(root.children(recursive=True))
+                procs.extend(procscan.children(root, recursive=True, not_before=recent))
         if subreaper_enabled() and not self.scan_all:
-            for orphan in self._marked_orphans():
+            for orphan in self._marked_orphans(recent):
                 procs.append(orphan)
                 with contextlib.suppress(psutil.Error):
-                    procs.extend(orphan.children(recursive=True))
+                    procs.extend(procscan.children(orphan, recursive=True, not_before=recent))
         seen = self.cpu_seen
         for proc in procs:
             try:
@@ -445,10 +467,12 @@ class _Tree:
                 seen[key] = used
         return sum(seen.values())
 
-    def _marked_orphans(self) -> list[psutil.Process]:
+    def _marked_orphans(self, not_before: float | None = None) -> list[psutil.Process]:
         if subreaper_enabled() and not self.scan_all:
             try:
-                candidates = psutil.Process().children()
+                candidates = procscan.children(
+                    _myself(), not_before=not_before, skip=TABLE.active_mains
+                )
             except psutil.Error:
                 return []
         else:
@@ -559,8 +583,11 @@ class _Tree:
         session or group (one of the run's), else by the settle rule.
         """
         pending: list[int] = []
+        checked = time.monotonic()
+        if procscan.has_zombie_child() is False:
+            return pending  # the kernel says: no child of ours has exited unreaped
         try:
-            children = psutil.Process().children()
+            children = procscan.children(_myself(), not_before=checked, skip=TABLE.active_mains)
         except psutil.Error:
             return pending
         now = time.monotonic()
@@ -1129,6 +1156,7 @@ async def _supervise(
                 tg.start_soon(write_stdin, stdin)
             tg.start_soon(watchdog)
             await proc.wait()
+            exited_at = time.monotonic()
             # The CLI has ended: no clock applies any more (a stop under way
             # completes), its pipes get a short grace, then whatever of the
             # run is left is stopped and the readers are let go.
@@ -1136,7 +1164,7 @@ async def _supervise(
             with anyio.move_on_after(config.eof_grace):
                 await readers_done.wait()
             if config.kill_leftovers:
-                await _sweep_leftovers(tree, config, outcome)
+                await _sweep_leftovers(tree, config, outcome, exited_at)
                 with anyio.move_on_after(config.eof_grace):
                     await readers_done.wait()
             tg.cancel_scope.cancel()
@@ -1161,9 +1189,13 @@ async def _supervise(
     return outcome
 
 
-async def _sweep_leftovers(tree: _Tree, config: SupervisorConfig, outcome: ProcessOutcome) -> None:
-    """After the CLI exited: stop what the run left behind."""
-    leftovers = {pid: p for pid, p in tree.snapshot().items() if pid != tree.pid}
+async def _sweep_leftovers(
+    tree: _Tree, config: SupervisorConfig, outcome: ProcessOutcome, exited_at: float
+) -> None:
+    """After the CLI exited: stop what the run left behind.  What it left was
+    reparented to us before its exit could be seen: a scan started since then
+    (another run's, maybe) finds it."""
+    leftovers = {pid: p for pid, p in tree.snapshot(exited_at).items() if pid != tree.pid}
     if not leftovers:
         return
     outcome.leftovers_stopped += len(leftovers)
