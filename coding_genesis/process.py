@@ -341,6 +341,42 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+class _PidFds:
+    """pidfds of processes waited for (readable once the process has exited)."""
+
+    __slots__ = ("_fds",)
+
+    def __init__(self) -> None:
+        self._fds: dict[int, int | None] = {}
+
+    def of(self, proc: psutil.Process) -> int | None:
+        pid = proc.pid
+        if pid in self._fds:
+            return self._fds[pid]
+        fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            fd = os.pidfd_open(pid)
+        if fd is not None and not _same_process_alive(proc):
+            os.close(fd)  # gone, or the pid was reused before we opened it
+            fd = None
+        self._fds[pid] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fds.clear()
+
+
+def _same_process_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running()
+    except psutil.Error:
+        return False
+
+
 def _myself() -> psutil.Process:
     """This process (psutil's handle, made once per process)."""
     me = _MYSELF.get(os.getpid())
@@ -516,13 +552,26 @@ class _Tree:
     ) -> dict[int, psutil.Process]:
         deadline = anyio.current_time() + max(timeout, 0.0)
         delay = 0.005
-        while True:
-            alive = {pid: p for pid, p in procs.items() if _alive(p)}
-            self.reap()
-            if not alive or anyio.current_time() >= deadline:
-                return alive
-            await anyio.sleep(min(delay, max(deadline - anyio.current_time(), 0.0)))
-            delay = min(delay * 2, 0.05)
+        pidfds = _PidFds()
+        readable: set[int] = set()
+        try:
+            while True:
+                alive = {pid: p for pid, p in procs.items() if _alive(p)}
+                self.reap()
+                if not alive or anyio.current_time() >= deadline:
+                    return alive
+                remaining = max(deadline - anyio.current_time(), 0.0)
+                # Woken by the exit itself where the kernel has pidfds; else polled.
+                fd = pidfds.of(next(iter(alive.values())))
+                if fd is not None and fd not in readable:
+                    with anyio.move_on_after(remaining):
+                        await anyio.wait_readable(fd)
+                        readable.add(fd)  # exited: the next look finds it gone
+                    continue
+                await anyio.sleep(min(delay, remaining))
+                delay = min(delay * 2, 0.05)
+        finally:
+            pidfds.close()
 
     async def stop(self, signals: Sequence[int], grace: float, kill_wait: float) -> list[str]:
         """Stop everything of the run; bounded by ``len(signals) * grace + 2 * kill_wait``."""
