@@ -523,7 +523,7 @@ def fig_sdk(p: Params) -> Result:
     from . import data
 
     plain = data.generate(workdir / "plain", p["memory_plain_events"], seed=13).params()
-    plain_env = {"BENCH_FAKE_FILES": stream_files(plain)}
+    plain_env = {"BENCH_FAKE_FILES": stream_files({"stream": plain})}
     plain_lines = plain["lines"]
 
     def sdk_plain() -> int:
