@@ -250,6 +250,16 @@ def render_text(report: dict[str, Any]) -> str:
         f"{m['cpu']} × {m['cores']}, {m['python']}, load {m['load_average']}",
         "",
     ]
+    aims = [a for res in report["figures"].values() for a in res.get("aims", [])]
+    if aims:
+        lines.append("aims (tracker issue 15):")
+        w = max(len(a["figure"]) for a in aims)
+        for a in aims:
+            met = "—" if a["met"] is None else ("met" if a["met"] else "MISSED")
+            lines.append(
+                f"    {a['figure']:<{w}}  {a['value']:>8}  aim {a['aim']:<7} {met:<6} {a['note']}"
+            )
+        lines.append("")
     for res in report["figures"].values():
         lines.append(f"{res['title']}: {_headline(res)}")
         if "rows" not in res:
@@ -301,6 +311,19 @@ def render_markdown(
         f"Workload: {s['lines']:,} lines of claude stream-json, {s['mib']} MiB, generated "
         "deterministically from real recordings (`benchmarks/templates/`): mostly 0.4–3 KiB "
         f"events, a few huge Bash tool results (longest line {s['longest_mib']} MiB).",
+        "",
+        "## Aims (tracker issue 15)",
+        "",
+        "Every row of the issue's aims table, on the defaults, from the figures below.",
+        "",
+        "| figure | measured | aim | met | notes |",
+        "|---|---:|---|---|---|",
+    ]
+    for res in report["figures"].values():
+        for a in res.get("aims", []):
+            met = "—" if a["met"] is None else ("yes" if a["met"] else "**no**")
+            out.append(f"| {a['figure']} | {a['value']} | {a['aim']} | {met} | {a['note']} |")
+    out += [
         "",
         "## Summary",
         "",

@@ -360,7 +360,9 @@ class CodingGenesisAgent:
                 redactor=self._redactor,
             ),
         )
-        unsubscribe = self._bus.subscribe(observers.event) if observers else None
+        unsubscribe = (
+            self._bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
+        )
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
@@ -447,7 +449,7 @@ class CodingGenesisAgent:
         backend = self._backend.name
 
         def publish(event: Event) -> None:
-            if bus.has_listeners:
+            if bus.wants(event.kind):
                 if redactor.active:
                     event = event.redacted(redactor)
                 bus.publish(event, run_id)

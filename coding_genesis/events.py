@@ -16,7 +16,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
@@ -824,14 +824,29 @@ class EventBus:
         self.name = name
         self._callbacks: list[Callback] = []
         self._streams: list[EventStream] = []
+        #: Subscribers that hear only some kinds (``subscribe(..., kinds=...)``).
+        self._some: list[tuple[Callback, frozenset[EventKind]]] = []
+        self._some_kinds: frozenset[EventKind] = frozenset()
         self._seq = 0
 
     @property
     def has_listeners(self) -> bool:
-        return bool(self._callbacks or self._streams)
+        return bool(self._callbacks or self._streams or self._some)
 
-    def subscribe(self, callback: Callback) -> Subscription:
-        self._callbacks.append(callback)
+    def wants(self, kind: EventKind) -> bool:
+        """Whether a subscriber would hear an event of this kind (a producer
+        skips building and redacting the events nobody hears)."""
+        return bool(self._callbacks or self._streams) or kind in self._some_kinds
+
+    def subscribe(
+        self, callback: Callback, *, kinds: Iterable[EventKind] | None = None
+    ) -> Subscription:
+        """``callback`` hears every published event, or only those of ``kinds``."""
+        if kinds is None:
+            self._callbacks.append(callback)
+        else:
+            self._some.append((callback, frozenset(kinds)))
+            self._some_kinds = self._some_kinds.union(kinds)
         return Subscription(self, callback)
 
     def stream(self, max_buffer: int = 10_000) -> EventStream:
@@ -858,11 +873,23 @@ class EventBus:
                 )
         for stream in tuple(self._streams):
             stream._offer(event)
+        if self._some:
+            kind = event.kind
+            for callback, kinds in tuple(self._some):
+                if kind in kinds:
+                    try:
+                        callback(event)
+                    except Exception:
+                        log.exception(
+                            "event subscriber %r failed; event %s dropped for it", callback, kind
+                        )
         return event
 
     def _remove_callback(self, callback: Callback) -> None:
         with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
+        self._some = [(c, k) for c, k in self._some if c != callback]
+        self._some_kinds = frozenset().union(*(k for _, k in self._some))
 
     def _remove_stream(self, stream: EventStream) -> None:
         with contextlib.suppress(ValueError):

@@ -25,6 +25,7 @@ from .events import Event, EventKind
 from .redact import Redactor
 
 __all__ = [
+    "LIFECYCLE_KINDS",
     "Observer",
     "RunInfo",
     "RunLogObserver",
@@ -80,6 +81,20 @@ class RunObserver(Protocol):
     # (telemetry gives ``TRACEPARENT`` this way).
 
 
+#: The events the runner itself produces (not decoded from the CLI's stdout).
+LIFECYCLE_KINDS: frozenset[EventKind] = frozenset(
+    {EventKind.STATE, EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.ATTEMPT}
+)
+
+
+def _kinds_of(handle: RunObserver) -> frozenset[EventKind] | None:
+    """The kinds a run observer hears: its ``event_kinds`` attribute if it
+    has one (an observer that keeps the raw stdout needs no decoded events,
+    and the hot path then builds none for it), else every kind (None)."""
+    kinds = getattr(handle, "event_kinds", None)
+    return None if kinds is None else frozenset(kinds)
+
+
 @runtime_checkable
 class Observer(Protocol):
     """Plugs into every run of an agent."""
@@ -90,10 +105,11 @@ class Observer(Protocol):
 class RunObservers:
     """The observers of one run, each guarded so that none can break it."""
 
-    __slots__ = ("_live",)
+    __slots__ = ("_kinds", "_live")
 
     def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
         self._live: list[RunObserver] = []
+        self._kinds: dict[int, frozenset[EventKind] | None] = {}
         for observer in observers:
             try:
                 handle = observer.start(run)
@@ -104,9 +120,21 @@ class RunObservers:
                 continue
             if handle is not None:
                 self._live.append(handle)
+                self._kinds[id(handle)] = _kinds_of(handle)
 
     def __bool__(self) -> bool:
         return bool(self._live)
+
+    @property
+    def kinds(self) -> frozenset[EventKind] | None:
+        """The event kinds some observer of this run hears (None: all)."""
+        heard: set[EventKind] = set()
+        for handle in self._live:
+            kinds = self._kinds.get(id(handle))
+            if kinds is None:
+                return None
+            heard |= kinds
+        return frozenset(heard)
 
     def _drop(self, handle: RunObserver, what: str) -> None:
         log.exception("observer %r failed in %s; dropped for this run", handle, what)
@@ -115,6 +143,9 @@ class RunObservers:
 
     def event(self, event: Event) -> None:
         for handle in tuple(self._live):
+            kinds = self._kinds.get(id(handle))
+            if kinds is not None and event.kind not in kinds:
+                continue
             try:
                 handle.event(event)
             except Exception:
@@ -191,12 +222,20 @@ class TranscriptObserver:
 class _TranscriptRun:
     __slots__ = ("_transcript",)
 
+    #: The raw stdout is the transcript of what the CLI said; events decoded
+    #: from it are derived on reading (:meth:`RunRecord.events`), not written.
+    event_kinds = LIFECYCLE_KINDS
+
     def __init__(self, base: Path, run: RunInfo, max_raw_bytes: int | None = None) -> None:
         from . import __version__
-        from .transcript import DEFAULT_MAX_RAW_BYTES, Transcript, now_meta
+        from .transcript import DEFAULT_MAX_RAW_BYTES, LAYOUT, Transcript, now_meta
 
         transcript = Transcript(
-            base, run.run_id, run.redactor, max_raw_bytes=max_raw_bytes or DEFAULT_MAX_RAW_BYTES
+            base,
+            run.run_id,
+            run.redactor,
+            max_raw_bytes=max_raw_bytes or DEFAULT_MAX_RAW_BYTES,
+            backend=run.backend,
         )
         self._transcript = transcript
         transcript.write_meta(
@@ -211,6 +250,7 @@ class _TranscriptRun:
                 "prompt": run.prompt[:100_000],
                 "runner_pid": os.getpid(),
                 "version": __version__,
+                "layout": LAYOUT,
             }
         )
 
@@ -258,6 +298,9 @@ class RunLogObserver:
 
 class _RunLogRun:
     __slots__ = ("_path", "_redactor")
+
+    #: One line per run, from the response: no events needed.
+    event_kinds: frozenset[EventKind] = frozenset()
 
     def __init__(self, path: Path, redactor: Redactor) -> None:
         self._path = path

@@ -86,6 +86,8 @@ import anyio
 import anyio.lowlevel
 import psutil
 
+from . import procscan
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -339,6 +341,54 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+class _PidFds:
+    """pidfds of processes waited for (readable once the process has exited)."""
+
+    __slots__ = ("_fds",)
+
+    def __init__(self) -> None:
+        self._fds: dict[int, int | None] = {}
+
+    def of(self, proc: psutil.Process) -> int | None:
+        pid = proc.pid
+        if pid in self._fds:
+            return self._fds[pid]
+        fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            fd = os.pidfd_open(pid)
+        if fd is not None and not _same_process_alive(proc):
+            os.close(fd)  # gone, or the pid was reused before we opened it
+            fd = None
+        self._fds[pid] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fds.clear()
+
+
+def _same_process_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running()
+    except psutil.Error:
+        return False
+
+
+def _myself() -> psutil.Process:
+    """This process (psutil's handle, made once per process)."""
+    me = _MYSELF.get(os.getpid())
+    if me is None:
+        _MYSELF.clear()
+        me = _MYSELF[os.getpid()] = psutil.Process()
+    return me
+
+
+_MYSELF: dict[int, psutil.Process] = {}
+
+
 def _same_process(proc: psutil.Process, born: float) -> bool:
     try:
         return abs(proc.create_time() - born) < 0.01
@@ -386,22 +436,28 @@ class _Tree:
         self._own_pgrp = os.getpgrp()
         self._lock = anyio.Lock()
 
-    def snapshot(self) -> dict[int, psutil.Process]:
-        """The run's live processes now: the CLI's descendants and the marked orphans."""
+    def snapshot(self, not_before: float | None = None) -> dict[int, psutil.Process]:
+        """The run's live processes: the CLI's descendants and the marked
+        orphans, from a scan of the process table that started at or after
+        ``not_before`` (``time.monotonic()``; None: a new scan; see
+        :mod:`coding_genesis.procscan`)."""
+        if not_before is None:
+            not_before = time.monotonic()
         found: dict[int, psutil.Process] = {}
         root = self.root
         if root is not None:
             try:
                 if _alive(root):
                     found[root.pid] = root
-                for child in root.children(recursive=True):  # checks root's identity
+                # checks root's identity
+                for child in procscan.children(root, recursive=True, not_before=not_before):
                     found[child.pid] = child
             except psutil.Error:
                 pass
-        for orphan in self._marked_orphans():
+        for orphan in self._marked_orphans(not_before):
             found[orphan.pid] = orphan
             try:
-                for child in orphan.children(recursive=True):
+                for child in procscan.children(orphan, recursive=True, not_before=not_before):
                     found[child.pid] = child
             except psutil.Error:
                 pass
@@ -424,15 +480,17 @@ class _Tree:
         its marked orphans.  Cheap: no scan of the whole process table."""
         procs: list[psutil.Process] = []
         root = self.root
+        # A sample, not a stop: a scan another run made in the last 50 ms will do.
+        recent = time.monotonic() - 0.05
         if root is not None:
             procs.append(root)
             with contextlib.suppress(psutil.Error):
-                procs.extend(root.children(recursive=True))
+                procs.extend(procscan.children(root, recursive=True, not_before=recent))
         if subreaper_enabled() and not self.scan_all:
-            for orphan in self._marked_orphans():
+            for orphan in self._marked_orphans(recent):
                 procs.append(orphan)
                 with contextlib.suppress(psutil.Error):
-                    procs.extend(orphan.children(recursive=True))
+                    procs.extend(procscan.children(orphan, recursive=True, not_before=recent))
         seen = self.cpu_seen
         for proc in procs:
             try:
@@ -445,10 +503,12 @@ class _Tree:
                 seen[key] = used
         return sum(seen.values())
 
-    def _marked_orphans(self) -> list[psutil.Process]:
+    def _marked_orphans(self, not_before: float | None = None) -> list[psutil.Process]:
         if subreaper_enabled() and not self.scan_all:
             try:
-                candidates = psutil.Process().children()
+                candidates = procscan.children(
+                    _myself(), not_before=not_before, skip=TABLE.active_mains
+                )
             except psutil.Error:
                 return []
         else:
@@ -492,13 +552,26 @@ class _Tree:
     ) -> dict[int, psutil.Process]:
         deadline = anyio.current_time() + max(timeout, 0.0)
         delay = 0.005
-        while True:
-            alive = {pid: p for pid, p in procs.items() if _alive(p)}
-            self.reap()
-            if not alive or anyio.current_time() >= deadline:
-                return alive
-            await anyio.sleep(min(delay, max(deadline - anyio.current_time(), 0.0)))
-            delay = min(delay * 2, 0.05)
+        pidfds = _PidFds()
+        readable: set[int] = set()
+        try:
+            while True:
+                alive = {pid: p for pid, p in procs.items() if _alive(p)}
+                self.reap()
+                if not alive or anyio.current_time() >= deadline:
+                    return alive
+                remaining = max(deadline - anyio.current_time(), 0.0)
+                # Woken by the exit itself where the kernel has pidfds; else polled.
+                fd = pidfds.of(next(iter(alive.values())))
+                if fd is not None and fd not in readable:
+                    with anyio.move_on_after(remaining):
+                        await anyio.wait_readable(fd)
+                        readable.add(fd)  # exited: the next look finds it gone
+                    continue
+                await anyio.sleep(min(delay, remaining))
+                delay = min(delay * 2, 0.05)
+        finally:
+            pidfds.close()
 
     async def stop(self, signals: Sequence[int], grace: float, kill_wait: float) -> list[str]:
         """Stop everything of the run; bounded by ``len(signals) * grace + 2 * kill_wait``."""
@@ -559,8 +632,11 @@ class _Tree:
         session or group (one of the run's), else by the settle rule.
         """
         pending: list[int] = []
+        checked = time.monotonic()
+        if procscan.has_zombie_child() is False:
+            return pending  # the kernel says: no child of ours has exited unreaped
         try:
-            children = psutil.Process().children()
+            children = procscan.children(_myself(), not_before=checked, skip=TABLE.active_mains)
         except psutil.Error:
             return pending
         now = time.monotonic()
@@ -1129,6 +1205,7 @@ async def _supervise(
                 tg.start_soon(write_stdin, stdin)
             tg.start_soon(watchdog)
             await proc.wait()
+            exited_at = time.monotonic()
             # The CLI has ended: no clock applies any more (a stop under way
             # completes), its pipes get a short grace, then whatever of the
             # run is left is stopped and the readers are let go.
@@ -1136,7 +1213,7 @@ async def _supervise(
             with anyio.move_on_after(config.eof_grace):
                 await readers_done.wait()
             if config.kill_leftovers:
-                await _sweep_leftovers(tree, config, outcome)
+                await _sweep_leftovers(tree, config, outcome, exited_at)
                 with anyio.move_on_after(config.eof_grace):
                     await readers_done.wait()
             tg.cancel_scope.cancel()
@@ -1161,9 +1238,13 @@ async def _supervise(
     return outcome
 
 
-async def _sweep_leftovers(tree: _Tree, config: SupervisorConfig, outcome: ProcessOutcome) -> None:
-    """After the CLI exited: stop what the run left behind."""
-    leftovers = {pid: p for pid, p in tree.snapshot().items() if pid != tree.pid}
+async def _sweep_leftovers(
+    tree: _Tree, config: SupervisorConfig, outcome: ProcessOutcome, exited_at: float
+) -> None:
+    """After the CLI exited: stop what the run left behind.  What it left was
+    reparented to us before its exit could be seen: a scan started since then
+    (another run's, maybe) finds it."""
+    leftovers = {pid: p for pid, p in tree.snapshot(exited_at).items() if pid != tree.pid}
     if not leftovers:
         return
     outcome.leftovers_stopped += len(leftovers)

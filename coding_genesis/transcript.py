@@ -5,14 +5,22 @@ Layout of ``<base>/<run_id>/``::
     meta.json      who, what, where, when (written when the run starts)
     stdout.jsonl   the CLI's stdout bytes as received, lines the parser skipped included
                    (``stdout-2.jsonl``, ... for further attempts of the same run)
-    events.jsonl   the normalized events (``Event.to_dict()``), one per line
+    events.jsonl   the runner's own events (``Event.to_dict()``: state, run_started,
+                   attempt, run_finished), one per line
     stderr.txt     the CLI's stderr tail (at the end)
     result.json    the response dict (at the end; status 130 when cancelled)
 
-Raw stdout is written unbuffered chunk by chunk and events are flushed after
-every stdout chunk, so a crash of the runner loses at most the line being
+The raw stdout is the record of what the CLI said: one ``write`` per chunk
+read, before the chunk is decoded.  The normalized events are not written a
+second time; :meth:`RunRecord.events` derives them from the stdout files
+through the same :class:`~coding_genesis.decode.Decoder` a live run and
+``replay`` use, and puts each attempt's events after its ``run_started``
+(they carry that event's ``ts``, and ``seq`` 0).  The runner's own events are
+written as they happen, so a crash of the runner loses at most the line being
 parsed.  A run directory without ``result.json`` is a run that never finished
-(the runner was killed).
+(the runner was killed).  (Transcripts written before this layout, without
+``"layout": 2`` in ``meta.json``, hold every event in ``events.jsonl`` and
+are read as they are.)
 
 Secrets: values of secret-looking environment variables (see
 :mod:`coding_genesis.redact`) are replaced by ``[REDACTED]`` everywhere,
@@ -45,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from .events import Event, event_from_dict
+from .events import Event, EventKind, event_from_dict
 from .files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from .parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from .redact import Redactor
@@ -71,6 +79,8 @@ RESULT = "result.json"
 #: Written by the run ledger's sweep into a run whose runner died (see coding_genesis.ledger).
 ENDED = "ended.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
+#: ``meta.json``'s ``layout``: events.jsonl holds the runner's own events only.
+LAYOUT = 2
 #: Longest unfinished line held back for redaction before it is written in pieces.
 _MAX_HOLD = 1 << 20
 #: Raw stdout recorded per run by default (``AgentConfig.transcript_max_bytes``).
@@ -185,8 +195,13 @@ class Transcript:
         redactor: Redactor,
         *,
         max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
+        backend: str | None = None,
     ) -> None:
         self.run_id = run_id
+        #: Decodes the stdout past the raw cap, whose events are then written
+        #: to events.jsonl (the stdout that holds them is not kept).
+        self._backend = backend
+        self._overflow: Any = None
         #: Raw stdout recorded at most (all attempts together); past it the
         #: run goes on and the response's warnings say where recording stopped.
         self.max_raw_bytes = max_raw_bytes
@@ -231,7 +246,11 @@ class Transcript:
 
     def new_attempt(self) -> None:
         """A fresh stdout file for the next attempt of the run."""
-        if self.error is not None or self.raw_stopped_at is not None:
+        if self.error is not None:
+            return
+        if self.raw_stopped_at is not None:
+            self._end_overflow()
+            self._overflow = self._overflow_decoder()
             return
         self._close_raw()
         self._attempts += 1
@@ -245,14 +264,21 @@ class Transcript:
     def raw(self, chunk: bytes) -> None:
         raw = self._raw
         if raw is None:
+            if self._overflow is not None:
+                self._overflow.feed(chunk)
             return
         room = self.max_raw_bytes - self._raw_bytes
         self._raw_bytes += len(chunk)
         if len(chunk) > room:
-            # Keep whole lines up to the cap, then stop recording this run's stdout.
-            chunk = chunk[: chunk.rfind(b"\n", 0, max(room, 0)) + 1]
+            # Keep whole lines up to the cap, then stop recording this run's
+            # stdout; the events of the rest are decoded here and written.
+            cut = chunk.rfind(b"\n", 0, max(room, 0)) + 1
+            chunk, rest = chunk[:cut], chunk[cut:]
             self.raw_stopped_at = self._raw_bytes
             self._raw = None
+            self._overflow = self._overflow_decoder()
+            if self._overflow is not None and rest:
+                self._overflow.feed(rest)
         try:
             if chunk:
                 raw.write(chunk)
@@ -260,6 +286,28 @@ class Transcript:
                 raw.close()
         except (OSError, ValueError) as exc:
             self._fail(exc)
+
+    def _overflow_decoder(self) -> Any:
+        from .backends import get_backend
+        from .decode import Decoder
+        from .result import RunTally
+
+        try:
+            translator = get_backend(str(self._backend)).translator()
+        except Exception:
+            return None
+        return Decoder(translator, RunTally(".", None), on_event=self._overflow_event)
+
+    def _overflow_event(self, event: Event) -> None:
+        if self._events is None:
+            return
+        event.agent, event.run_id, event.seq, event.ts = "", self.run_id, 0, time.time()
+        self._pending.append(safe_dumps(event.redacted(self._redactor).to_dict()))
+
+    def _end_overflow(self) -> None:
+        overflow, self._overflow = self._overflow, None
+        if overflow is not None:
+            overflow.feed(b"")
 
     @property
     def warning(self) -> str | None:
@@ -269,13 +317,18 @@ class Transcript:
         return (
             f"transcript: stdout stopped being recorded after {self.max_raw_bytes} bytes "
             f"(transcript_max_bytes; the stdout chunk that crossed it ended at byte "
-            f"{self.raw_stopped_at}); the run went on and its events are all recorded"
+            f"{self.raw_stopped_at}); the run went on and its events are all recorded (those past the "
+            "cap in events.jsonl)"
         )
 
     def event(self, event: Event) -> None:
         """Bus callback: buffer one event (flushed by :meth:`flush`)."""
         if self._events is not None:
             self._pending.append(safe_dumps(event.to_dict()))
+            if event.kind is EventKind.RUN_STARTED:
+                # Written before any stdout of the attempt: the derived events
+                # of a run whose runner dies are found after it.
+                self.flush()
 
     def flush(self) -> None:
         """Write the buffered events (called after every stdout chunk)."""
@@ -291,6 +344,7 @@ class Transcript:
 
     def finish(self, result: Mapping[str, Any]) -> None:
         """Write the stderr tail and the response, then close."""
+        self._end_overflow()
         self.flush()
         self._close_raw()
         if self.error is None:
@@ -302,6 +356,7 @@ class Transcript:
         self._close_files()
 
     def close(self) -> None:
+        self._end_overflow()
         self.flush()
         self._close_files()
 
@@ -381,8 +436,26 @@ class RunRecord:
         return files
 
     def events(self) -> Iterator[Event]:
-        """The recorded events, typed (see :func:`event_from_dict`); a torn
-        last line, or a line of an unknown type, is skipped."""
+        """The run's events, typed, in order: the runner's own (events.jsonl;
+        a torn last line, or a line of an unknown type, is skipped) with each
+        attempt's decoded stdout after its ``run_started`` (see the module doc)."""
+        if self.meta.get("layout") != LAYOUT:
+            yield from self.recorded_events()
+            return
+        stdout = iter(self.stdout_files())
+        started: Event | None = None
+        for event in self.recorded_events():
+            yield event
+            if event.kind is EventKind.RUN_STARTED:
+                started = event
+                path = next(stdout, None)
+                if path is not None:
+                    yield from self.decoded_events(path, started)
+        for path in stdout:  # stdout of an attempt whose run_started was not written
+            yield from self.decoded_events(path, started)
+
+    def recorded_events(self) -> Iterator[Event]:
+        """The events written to events.jsonl, typed (see :func:`event_from_dict`)."""
         path = self.path / EVENTS
         if not path.exists():
             return
@@ -392,6 +465,43 @@ class RunRecord:
                     obj = orjson.loads(line)
                     if isinstance(obj, dict):
                         yield event_from_dict(obj)
+
+    def decoded_events(self, path: Path, started: Event | None = None) -> Iterator[Event]:
+        """The events of one recorded stdout file, decoded as a live run does
+        (the run's backend, from meta.json; none if it is unknown), stamped
+        with ``started``'s agent, run id and time."""
+        from .backends import get_backend
+        from .decode import Decoder
+        from .result import RunTally
+
+        try:
+            translator = get_backend(str(self.meta.get("backend"))).translator()
+        except Exception:
+            log.warning(
+                "run %s: unknown backend %r; stdout not decoded",
+                self.run_id,
+                self.meta.get("backend"),
+            )
+            return
+        cwd = self.meta.get("cwd")
+        out: list[Event] = []
+        decoder = Decoder(translator, RunTally(str(cwd or "."), None), on_event=out.append)
+        agent = started.agent if started is not None else str(self.meta.get("agent") or "")
+        run_id = started.run_id if started is not None else self.run_id
+        ts = started.ts if started is not None else self.started
+        try:
+            with path.open("rb") as fh:
+                while True:
+                    chunk = fh.read(1 << 20)
+                    decoder.feed(chunk)
+                    for event in out:
+                        event.agent, event.run_id, event.seq, event.ts = agent, run_id, 0, ts
+                        yield event
+                    out.clear()
+                    if not chunk:
+                        return
+        except OSError:
+            return
 
     def stderr(self) -> str:
         try:

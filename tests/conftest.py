@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.steps.retry_steps",
     "tests.steps.failure_steps",
     "tests.steps.telemetry_steps",
+    "tests.steps.transcript_steps",
     "tests.fakes.plugin",
 ]
 

@@ -303,3 +303,22 @@ def interrupt_once_running(proc: Any, runs: int, timeout: float = 30.0) -> tuple
             proc.kill()
             proc.wait()
     return str(out), str(err)
+
+
+def recorded_events(run_dir: Path, *, stamps: bool = False) -> list[dict[str, Any]]:
+    """A transcript's events as ``genesis show --events`` gives them: the
+    runner's own from events.jsonl, the CLI's decoded from the recorded stdout.
+    Without ``stamps``, ``seq``/``ts``/``timestamp`` are left out (decoded
+    events carry their attempt's start time, not the time they were read)."""
+    from coding_genesis.transcript import read_run
+
+    record = read_run(run_dir)
+    assert record is not None, f"{run_dir} is no run directory"
+    out = []
+    for event in record.events():
+        d = event.to_dict()
+        if not stamps:
+            for key in ("seq", "ts", "timestamp"):
+                d.pop(key, None)
+        out.append(d)
+    return out

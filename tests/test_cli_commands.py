@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coding_genesis.cli import COMMANDS, main
-from tests.support import FakeCLI
+from tests.support import FakeCLI, recorded_events
 
 SECRET = "sk-ant-doctor-Xy7secret"
 
@@ -99,7 +99,11 @@ def test_show_gives_the_recorded_files_back(
     assert main(["show", "-2", "--json", "--transcript-dir", str(base)]) == 0
     assert json.loads(capsysbinary.readouterr().out) == good
     assert main(["show", "-2", "--events", "--transcript-dir", str(base)]) == 0
-    assert capsysbinary.readouterr().out == (run_dir / "events.jsonl").read_bytes()
+    shown = [json.loads(line) for line in capsysbinary.readouterr().out.splitlines()]
+    assert shown == recorded_events(run_dir, stamps=True)
+    types = [e["type"] for e in shown]
+    assert types[:2] == ["state", "run_started"] and types[-1] == "run_finished"
+    assert "tool_call" in types and "tool_result" in types and "result" in types
     assert main(["show", "-2", "--raw", "--transcript-dir", str(base)]) == 0
     assert capsysbinary.readouterr().out == (run_dir / "stdout.jsonl").read_bytes()
 

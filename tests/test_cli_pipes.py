@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from coding_genesis.cli import main
-from tests.support import FakeCLI, marked_processes
+from tests.support import FakeCLI, marked_processes, recorded_events
 from tests.terminal import GENESIS, genesis
 
 TOOL = {
@@ -175,10 +175,11 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
             pass
         (run_dir,) = runs.iterdir()
         deadline = time.monotonic() + 10
-        # Both files are written as the run goes (events after each stdout chunk).
+        # Both files are written as the run goes: stdout chunk by chunk, the
+        # runner's own events as they happen (the CLI's are decoded from stdout).
         while (
             b"kept anyway" not in (run_dir / "stdout.jsonl").read_bytes()
-            or b'"tool_call"' not in (run_dir / "events.jsonl").read_bytes()
+            or b'"run_started"' not in (run_dir / "events.jsonl").read_bytes()
         ):
             if time.monotonic() > deadline:
                 proc.terminate()
@@ -201,6 +202,8 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
     types = [
         json.loads(line)["type"] for line in (run_dir / "events.jsonl").read_bytes().splitlines()
     ]
+    assert types == ["state", "run_started"]
+    types = [e["type"] for e in recorded_events(run_dir)]
     assert types == ["state", "run_started", "session", "tool_call"]
     assert not (run_dir / "result.json").exists()
 

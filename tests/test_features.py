@@ -12,4 +12,5 @@ scenarios(
     "retry.feature",
     "degraded.feature",
     "telemetry.feature",
+    "transcripts.feature",
 )

@@ -19,7 +19,7 @@ from coding_genesis.transcript import (
     find_run,
     list_runs,
 )
-from tests.support import EventLog, FakeCLI
+from tests.support import EventLog, FakeCLI, recorded_events
 
 SECRET = "sk-test-Zq81secretvalue"
 
@@ -55,8 +55,18 @@ def test_a_run_records_raw_stdout_events_stderr_and_result(tmp_path: Path) -> No
     assert b"ignored by the parser" in raw
     assert raw.count(b"\n") == result["lines"]
     assert result["skipped_lines"] == 2
-    # Events: exactly what subscribers saw, in order.
-    assert lines(run_dir / "events.jsonl") == log.events
+    # Events: exactly what subscribers saw, in order (the runner's own recorded
+    # in events.jsonl, the CLI's decoded from stdout.jsonl by the same decoder).
+    unstamped = [
+        {k: v for k, v in e.items() if k not in ("seq", "ts", "timestamp")} for e in log.events
+    ]
+    assert recorded_events(run_dir) == unstamped
+    assert [e["type"] for e in lines(run_dir / "events.jsonl")] == [
+        "state",
+        "run_started",
+        "state",
+        "run_finished",
+    ]
     assert [e["type"] for e in log.events][:2] == ["state", "run_started"]
     assert log.events[-1]["type"] == "run_finished"
     # Result and stderr tail.
@@ -195,7 +205,8 @@ def test_the_transcript_is_written_as_the_run_goes_and_a_cancelled_run_says_so(
     run_dir = base / log.events[0]["run_id"]
     # Mid-run: the raw line and the events of every chunk read so far are on disk.
     assert b'"tool_use"' in (run_dir / "stdout.jsonl").read_bytes()
-    assert "tool_call" in [e["type"] for e in lines(run_dir / "events.jsonl")]
+    assert "tool_call" in [e["type"] for e in recorded_events(run_dir)]
+    assert "run_started" in [e["type"] for e in lines(run_dir / "events.jsonl")]
     assert not (run_dir / "result.json").exists()
 
     portal.call(cancel_scope.cancel)
@@ -205,8 +216,8 @@ def test_the_transcript_is_written_as_the_run_goes_and_a_cancelled_run_says_so(
     assert result["status"] == 130 and result["error"] == "cancelled"
     assert result["tool_calls"] == 1 and result["tool_usage"] == {"Write": 1}
     assert result["files_modified"] == ["a.py"]
-    assert result["session_id"] == lines(run_dir / "events.jsonl")[2]["session_id"]
-    assert lines(run_dir / "events.jsonl")[-1]["type"] == "run_finished"
+    assert result["session_id"] == recorded_events(run_dir)[2]["session_id"]
+    assert recorded_events(run_dir)[-1]["type"] == "run_finished"
 
 
 async def _cancellable(agent: CodingGenesisAgent, *, task_status: Any) -> None:

@@ -94,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
         print_json(record.result)
         return 0
     if args.events:
-        _copy(record.path / "events.jsonl")
+        _print_events(record)
         return 0
     if args.raw:
         for path in record.stdout_files():
@@ -114,6 +114,17 @@ def handle(args: argparse.Namespace) -> int:
         return 1
     print(printable(text))
     return 0
+
+
+def _print_events(record: RunRecord) -> None:
+    """Every event of the run as JSON lines: the runner's own, recorded, and
+    those decoded from the recorded stdout (see coding_genesis.transcript)."""
+    from ..transcript import safe_dumps
+
+    out = sys.stdout.buffer
+    for event in record.events():
+        out.write(safe_dumps(event.to_dict()) + b"\n")
+    out.flush()
 
 
 def _copy(path: Any) -> None:

@@ -14,7 +14,7 @@ from coding_genesis.cli import main
 from coding_genesis.parser import MAX_DEPTH, TOO_DEEP, JsonLinesParser, bound_depth
 from coding_genesis.redact import Redactor
 from coding_genesis.transcript import safe_dumps
-from tests.support import FakeCLI
+from tests.support import FakeCLI, recorded_events
 
 SECRET = "sk-ant-deep-Zq9secretvalue"
 
@@ -145,11 +145,13 @@ def test_a_deeply_nested_line_never_breaks_a_run(
     run_dir = Path(result["transcript"])
     stored = json.loads((run_dir / "result.json").read_text())
     assert stored["status"] == 0 and TOO_DEEP in json.dumps(stored["usage"])
-    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    events = recorded_events(run_dir)
     assert [e["name"] for e in events if e["type"] == "tool_call"] == ["Deep"]
+    assert TOO_DEEP in json.dumps([e for e in events if e["type"] == "tool_call"])
     if with_secret:
         for name in ("result.json", "events.jsonl", "stdout.jsonl"):
             assert SECRET not in (run_dir / name).read_text(), name
+        assert SECRET not in json.dumps(events)
         assert SECRET not in json.dumps(result)
 
 
