@@ -38,11 +38,12 @@ import orjson
 from .events import (
     AttemptEvent,
     Event,
+    EventKind,
     SessionEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
-from .observers import RunInfo, RunObserver
+from .observers import LIFECYCLE_KINDS, RunInfo, RunObserver
 from .redact import Redactor
 
 __all__ = ["PROVIDERS", "TelemetryObserver", "usage_attributes"]
@@ -168,6 +169,9 @@ class TelemetryObserver:
 
 
 class _TelemetryRun:
+    #: What the spans are made of; the hot path builds no other event for us.
+    event_kinds = LIFECYCLE_KINDS | {EventKind.SESSION, EventKind.TOOL_CALL, EventKind.TOOL_RESULT}
+
     __slots__ = (
         "_attempt",
         "_attempt_n",
