@@ -215,6 +215,18 @@ class ClaudeTranslator:
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
+        usage = message.get("usage")  # type: ignore[union-attr]
+        if isinstance(usage, dict):
+            # Per message: metering and budgets see usage as it streams.
+            model = message.get("model")  # type: ignore[union-attr]
+            msg_id = message.get("id")  # type: ignore[union-attr]
+            events.append(
+                UsageEvent(
+                    usage,
+                    model=model if isinstance(model, str) else None,
+                    message_id=msg_id if isinstance(msg_id, str) else None,
+                )
+            )
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -275,11 +287,21 @@ class ClaudeTranslator:
         usage = obj.get("usage")
         cost = obj.get("total_cost_usd")
         if usage is not None or cost is not None:
-            events.append(
-                UsageEvent(
-                    usage if isinstance(usage, dict) else None,
-                    cost if isinstance(cost, int | float) else None,
+            by_model = obj.get("modelUsage")
+            if isinstance(by_model, dict):
+                events.append(
+                    UsageEvent(
+                        usage if isinstance(usage, dict) else None,
+                        cost if isinstance(cost, int | float) else None,
+                        by_model=by_model,
+                    )
                 )
-            )
+            else:
+                events.append(
+                    UsageEvent(
+                        usage if isinstance(usage, dict) else None,
+                        cost if isinstance(cost, int | float) else None,
+                    )
+                )
         events.append(result)
         return events

@@ -155,6 +155,12 @@ def suggest_actions(
             "Retry once after a short wait",
             "If it fails again, escalate with the stderr tail",
         ]
+    if category is C.BUDGET_EXCEEDED:
+        return [
+            "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
+            "is worth it",
+            "Continue the session (resume) with a smaller task",
+        ]
     return ["Analyze the error manually", "Escalate to a person"]
 
 
@@ -166,6 +172,9 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return f"Time limit insufficient{during}"
     if result.error == "idle_timeout":
         return f"No output for the idle timeout{during}"
+    if result.error == "budget_exceeded":
+        first = result.message.strip().splitlines()[0] if result.message.strip() else ""
+        return first[:300] or "Budget spent"
     if result.error == "stalled":
         return f"Hung: no output and no CPU for the stall timeout{during}"
     if category is C.RATE_LIMIT:

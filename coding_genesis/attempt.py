@@ -24,6 +24,7 @@ from .redact import Redactor
 from .request import Request
 from .result import RunTally
 from .states import ErrorCode, Status
+from .stop import StopHandle
 
 __all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
 
@@ -50,6 +51,8 @@ class AttemptOutcome:
     skipped_lines: int = 0
     #: Set when the CLI was never started.
     refusal: Refusal | None = None
+    #: The run's stop handle (its request says why a ``requested`` stop happened).
+    stop: StopHandle | None = None
 
 
 def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
@@ -110,6 +113,7 @@ async def run_attempt(
     on_spawn: Callable[[int, list[str]], object] | None = None,
     on_tally: Callable[[RunTally], object] | None = None,
     redactor: Redactor | None = None,
+    stop: StopHandle | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -119,11 +123,22 @@ async def run_attempt(
     a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
     ``on_tally`` the attempt's tally as soon as it exists (the answer to a
     cancellation reports what it holds); ``redactor`` masks secrets in the
-    text the tally cuts short, before it is cut.
+    text the tally cuts short, before it is cut; ``stop`` the run's stop
+    handle (a stop asked for before the spawn refuses the attempt: nothing
+    is started).
     """
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
+    if stop is not None and stop.request is not None:
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            tally,
+            ProcessOutcome(),
+            refusal=Refusal(Status.FAILED, stop.request.error, stop.request.message),
+            stop=stop,
+        )
     program = resolve_program(backend, config.cli_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
@@ -181,6 +196,7 @@ async def run_attempt(
         on_stdout=sink,
         marker=marker,
         on_spawn=spawned,
+        stop_handle=stop,
     )
     return AttemptOutcome(
         request,
@@ -189,4 +205,5 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
+        stop=stop,
     )

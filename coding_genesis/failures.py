@@ -17,6 +17,7 @@ tool_error      —            —            TOOL_ERROR      yes, after fixing 
 not_found       not_found    not_found    —               no: check and escalate
 partial         —            —            PARTIAL_SUCCESS yes, continue the remaining work
 internal        internal     —            —               partial: once, then escalate
+budget_exceeded —            —            —               no: raise the budget first
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
@@ -75,6 +76,8 @@ class FailureCategory(enum.StrEnum):
     NOT_FOUND = "not_found"
     PARTIAL = "partial"
     INTERNAL = "internal"
+    #: A budget of ours (coding_genesis.budget) was spent: the run was stopped or not started.
+    BUDGET_EXCEEDED = "budget_exceeded"
     UNKNOWN = "unknown"
 
 
@@ -103,6 +106,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     C.MISSING_CONTEXT: "the request needs more context first",
     C.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
     C.NOT_FOUND: "what is missing must be installed or created first",
+    C.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     C.UNKNOWN: "the cause is unknown: analyse it before retrying",
 }
 
@@ -142,6 +146,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     C.NOT_FOUND: ("not_found", "not_found", None),
     C.PARTIAL: (None, None, "partial"),
     C.INTERNAL: ("internal", None, None),
+    C.BUDGET_EXCEEDED: (None, None, None),
     C.UNKNOWN: ("unknown", "unknown", None),
 }
 
@@ -188,6 +193,8 @@ USER_HINTS: dict[FailureCategory, str] = {
     C.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
     C.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
     C.INTERNAL: "The coding agent failed on its side.",
+    C.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
+    "tool calls) was spent.",
     C.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
@@ -204,6 +211,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     C.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
     C.PARTIAL: "Ask the agent to continue from where it stopped.",
     C.INTERNAL: "Try once more; if it fails again, report it.",
+    C.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     C.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
@@ -231,6 +239,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "to continue from where it stopped.",
     C.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
     "failing, report it.",
+    C.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
+    "budget to let it continue.",
     C.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
     "problem continues, try rephrasing the request.",
 }
@@ -318,6 +328,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "busy": C.INVALID_TASK,
     "degraded": C.INTERNAL,
     "internal": C.INTERNAL,
+    "budget_exceeded": C.BUDGET_EXCEEDED,
 }
 
 #: HTTP status reported by the CLI -> category.

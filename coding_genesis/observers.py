@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .events import Event, EventKind
 from .redact import Redactor
+from .stop import StopHandle
 
 __all__ = [
     "Observer",
@@ -51,6 +52,12 @@ class RunInfo:
     #: Wall-clock start (``time.time()``).
     started: float
     redactor: Redactor
+    #: The run's stop handle: an observer that must end the run (a budget
+    #: spent) asks for the stop here; the supervisor stops the tree like a
+    #: timeout (see coding_genesis.stop).
+    stop: StopHandle | None = None
+    #: Publishes an event of the run on the agent's bus (stamped with the run id).
+    publish: Callable[[Event], object] | None = None
 
 
 @runtime_checkable

@@ -80,11 +80,14 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 import psutil
+
+if TYPE_CHECKING:
+    from .stop import StopHandle
 
 try:
     import fcntl
@@ -170,6 +173,8 @@ class StopReason(enum.StrEnum):
     CANCELLED = "cancelled"
     #: The whole tree was silent and (nearly) idle for ``stall_timeout``.
     STALLED = "stalled"
+    #: Asked for through the run's stop handle (a budget, say: see coding_genesis.stop).
+    REQUESTED = "requested"
 
 
 @dataclass(frozen=True, slots=True)
@@ -864,6 +869,7 @@ async def run_process(
     on_stdout: StdoutSink,
     marker: str,
     on_spawn: Callable[[int], object] | None = None,
+    stop_handle: StopHandle | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
@@ -872,6 +878,8 @@ async def run_process(
     True once the CLI's terminal event has been seen (which starts the linger
     clock).  Never raises for process failures: they are in the outcome.
     Re-raises cancellation after the tree is stopped and reaped.
+    ``stop_handle``: a stop asked for through it stops the tree like a timeout
+    (stop reason ``requested``).
     """
     _hold_subreaper(+1)
     try:
@@ -942,6 +950,7 @@ async def run_process(
                 on_spawn,
                 stdout_fd,
                 stderr_fd,
+                stop_handle,
             )
         finally:
             os.close(stdout_fd)
@@ -965,6 +974,7 @@ async def _supervise(
     on_spawn: Callable[[int], object] | None,
     stdout_fd: int,
     stderr_fd: int,
+    stop_handle: StopHandle | None = None,
 ) -> ProcessOutcome:
     if on_spawn is not None:
         try:
@@ -1095,6 +1105,9 @@ async def _supervise(
         reason: StopReason | None = None
         with clocks:
             while True:
+                if stop_handle is not None and stop_handle.requested:
+                    reason = StopReason.REQUESTED
+                    break
                 now = anyio.current_time()
                 if stall is not None and now >= next_sample:
                     if stalled(now):
@@ -1120,6 +1133,8 @@ async def _supervise(
         if not clocks.cancel_called and reason is not None:
             await stop(reason)
 
+    if stop_handle is not None:
+        stop_handle.bind(lambda: wake.set())
     finished = False
     try:
         async with anyio.create_task_group() as tg:
@@ -1151,6 +1166,8 @@ async def _supervise(
             proc.close_stdin()
             await tree.reap_all()
 
+        if stop_handle is not None:
+            stop_handle.unbind()
         try:
             await _uninterruptible(cleanup)
         finally:

@@ -145,6 +145,8 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     _C.NOT_FOUND: Action.ESCALATE,
     _C.PARTIAL: Action.ESCALATE,
     _C.INTERNAL: Action.ESCALATE,
+    # The caller set the budget: spending more is the caller's call, not an escalation.
+    _C.BUDGET_EXCEEDED: Action.FAIL,
     _C.UNKNOWN: Action.ESCALATE,
 }
 

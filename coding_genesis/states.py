@@ -84,3 +84,6 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
+    #: A budget (coding_genesis.budget) was spent: the process tree was stopped,
+    #: or, for a run of a spent shared budget, nothing was started (status 1).
+    BUDGET_EXCEEDED = "budget_exceeded"
