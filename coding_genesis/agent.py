@@ -661,6 +661,7 @@ class CodingGenesisAgent:
             idle_timeout=self.config.idle_timeout,
             redactor=self._redactor,
             retry_after_s=retry_after_s,
+            now=self._clock().time(),
         )
 
     # -- the state machine --------------------------------------------------

@@ -256,6 +256,9 @@ class Classification:
     reason: str
     #: Seconds the CLI or the API asked us to wait, when the output says so.
     retry_after_s: float | None = None
+    #: When a usage limit resets (Unix time), when the output says so
+    #: (coding_genesis.usagelimits); ``retry_after_s`` is then the wait until it.
+    retry_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +332,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "degraded": C.INTERNAL,
     "internal": C.INTERNAL,
     "budget_exceeded": C.BUDGET_EXCEEDED,
+    "usage_limit": C.RATE_LIMIT,
 }
 
 #: HTTP status reported by the CLI -> category.
@@ -525,8 +529,15 @@ def _signal_name(signum: int) -> str:
 
 def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:
     """Decide the category of a failed run from all the evidence we have."""
-    retry_after = extract_retry_after(
-        ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:], data=ev.data, now=now
+    from .usagelimits import reset_at
+
+    clock = time.time() if now is None else now
+    texts = (ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:])
+    retry_at = reset_at(*texts, data=ev.data, now=clock)
+    retry_after = (
+        max(0.0, retry_at - clock)
+        if retry_at is not None
+        else extract_retry_after(*texts, data=ev.data, now=now)
     )
     verdict: Verdict = (C.UNKNOWN, "no evidence matched")
     for _name, rule in RULES:
@@ -545,7 +556,9 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
         category = C.PARTIAL
     if retry_after is None and ev.retry_delay_s is not None and category in DEFAULT_RETRIES:
         retry_after = ev.retry_delay_s
-    return Classification(category, reason, retry_after)
+    if retry_at is not None and category is not C.RATE_LIMIT:
+        retry_at = None  # a reset time only means something for a limit
+    return Classification(category, reason, retry_after, retry_at)
 
 
 def classify(
