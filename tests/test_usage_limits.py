@@ -49,7 +49,7 @@ def test_recorded_codex_usage_limit_with_a_date_gives_its_reset() -> None:
 
 
 def test_recorded_codex_usage_limit_as_a_time_of_day() -> None:
-    """"try again at 11:11 AM": the next 11:11 local time."""
+    """ "try again at 11:11 AM": the next 11:11 local time."""
     result = replay("codex_usage_limit")
     failure = result["failure"]
     assert failure["category"] == "rate_limit"
