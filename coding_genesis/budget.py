@@ -283,8 +283,16 @@ class Budget:
             return self
         from .integrations.ray_budget import ray_account
 
-        self._account = ray_account(self._totals())
+        account = self._account
+        if isinstance(account, _LocalAccount):
+            with account._lock:  # what was spent so far moves with the pot
+                self._account = ray_account(account._totals)
         return self
+
+    @property
+    def on_this_machine(self) -> bool:
+        """True while the shared pot lives in this process (not per run, not on Ray)."""
+        return isinstance(self._account, _LocalAccount)
 
     def __reduce__(self) -> tuple[Callable[..., Budget], tuple[Any, ...]]:
         account = self._account
