@@ -362,3 +362,24 @@ async def test_budget_refuses_runs_once_spent(fake_claude: FakeCLI) -> None:
     assert second["budget"]["outcome"] == "not_started"
     assert second["pid"] is None
     assert len(run_pids(fake_claude)["main"]) == before
+
+
+def test_codex_recording_cost_is_computed_and_claude_recording_reported() -> None:
+    """The real CLIs' recordings, replayed: codex's cost computed from its
+    tokens (the recording's model, gpt-5.5, priced as gpt-5), claude's as it
+    reported it, with its per-model figures and 1M context window."""
+    from tests.support import RECORDINGS
+
+    codex = CodingGenesisAgent("codex", model="gpt-5.5", ledger=False).replay(
+        (RECORDINGS / "codex_shell.jsonl").read_bytes()
+    )
+    assert codex["cost_source"] == "computed"
+    assert codex["metering"]["tokens"]["total"] == 24 + 14
+    assert codex["cost_usd"] == pytest.approx((24 * 1.25 + 14 * 10.0) / 1e6)
+    claude = CodingGenesisAgent("claude", ledger=False).replay(
+        (RECORDINGS / "claude_bash_allowed.jsonl").read_bytes()
+    )
+    assert claude["cost_source"] == "reported" and claude["cost_usd"] == 0.00047
+    assert claude["metering"]["by_model"]["claude-opus-4-8[1m]"]["cost_usd"] == 0.00047
+    assert claude["metering"]["context"]["window"] == 1_000_000
+    assert claude["metering"]["turns"] == 2
