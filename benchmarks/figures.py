@@ -272,6 +272,8 @@ E2E_LEAN = (
     "the same with `transcripts=False`, the library's default (supervised, parsed, "
     "translated, tallied)"
 )
+E2E_UNMETERED = "the same with `metering=False` (no usage, cost or latency figures)"
+E2E_BUDGET = "the library's default with a `Budget` (limits never reached)"
 
 
 def fig_e2e(p: Params) -> Result:
@@ -337,16 +339,38 @@ def fig_e2e(p: Params) -> Result:
         result: dict[str, Any] = _agent(cli, env, transcripts=False).run_sync(PROMPT)
         return result
 
+    def runner_unmetered() -> dict[str, Any]:
+        result: dict[str, Any] = _agent(cli, env, transcripts=False, metering=False).run_sync(
+            PROMPT
+        )
+        return result
+
+    def runner_budget() -> dict[str, Any]:
+        from coding_genesis.budget import Budget
+
+        budget = Budget(max_cost_usd=1e9, max_tokens=10**15, max_tool_calls=10**9, per_run=True)
+        result: dict[str, Any] = _agent(cli, env, transcripts=False, budget=budget).run_sync(PROMPT)
+        return result
+
     if bare() != lines or bare_wide() != lines:
         raise RuntimeError("a bare baseline did not read the stream")
     _check_run(runner(), lines)
     drop_transcripts()
     res = interleave(
         p["reps"],
-        {"bare": bare, "runner": runner, "lean": runner_lean, "bare_wide": bare_wide},
+        {
+            "bare": bare,
+            "runner": runner,
+            "lean": runner_lean,
+            "unmetered": runner_unmetered,
+            "budget": runner_budget,
+            "bare_wide": bare_wide,
+        },
     )
-    for t in res["runner"] + res["lean"]:
+    for t in res["runner"] + res["lean"] + res["unmetered"] + res["budget"]:
         _check_run(t.value, lines)
+    metering = paired_ratio(walls(res["lean"]), walls(res["unmetered"]))
+    budgeted = paired_ratio(walls(res["budget"]), walls(res["unmetered"]))
     lean_ratio = paired_ratio(walls(res["lean"]), walls(res["bare"]))
     ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
     cpu_ratio = paired_ratio(cpus(res["runner"]), cpus(res["bare"]))
@@ -358,7 +382,9 @@ def fig_e2e(p: Params) -> Result:
         "aim_note": "without the transcript (the library's default): "
         f"{'met' if lean_ratio <= 1.5 else 'missed'}",
         "summary": f"runner {ratio:.2f}× bare wall time writing a transcript "
-        f"({cpu_ratio:.2f}× the CPU), {lean_ratio:.2f}× without (the library's default)",
+        f"({cpu_ratio:.2f}× the CPU), {lean_ratio:.2f}× without (the library's default); "
+        f"metering adds {100 * (metering - 1):+.1f} %, a budget {100 * (budgeted - 1):+.1f} % "
+        "(aim < 5 %)",
         "rows": [
             row(
                 "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
@@ -386,6 +412,23 @@ def fig_e2e(p: Params) -> Result:
                 f"{mib / median(walls(res['lean'])):.0f} MiB/s; "
                 f"{paired_ratio(walls(res['lean']), walls(res['bare_wide'])):.2f}× the 1 MiB-pipe "
                 "bare reader",
+            ),
+            row(
+                E2E_UNMETERED,
+                median(walls(res["unmetered"])),
+                "s",
+                ratio=paired_ratio(walls(res["unmetered"]), walls(res["bare"])),
+                note=f"metering's cost: the row above is {metering:.3f}× this one "
+                f"({100 * (metering - 1):+.1f} %; aim < 5 %), CPU "
+                f"{paired_ratio(cpus(res['lean']), cpus(res['unmetered'])):.3f}×",
+            ),
+            row(
+                E2E_BUDGET,
+                median(walls(res["budget"])),
+                "s",
+                ratio=paired_ratio(walls(res["budget"]), walls(res["bare"])),
+                note=f"{budgeted:.3f}× the unmetered row ({100 * (budgeted - 1):+.1f} %; "
+                "aim < 5 %): metering plus a budget charged on every usage and tool-call event",
             ),
             row(
                 "bare, best case: a 1 MiB pipe, `os.read` 1 MiB at a time, split, `orjson.loads`",

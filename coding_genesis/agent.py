@@ -348,7 +348,7 @@ class CodingGenesisAgent:
                 publish=lambda event: bus.publish(event, run_id),
             ),
         )
-        unsubscribe = self._bus.subscribe(observers.event) if observers else None
+        unsubscribe = self._bus.subscribe(observers.event, observers.kinds) if observers else None
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
@@ -440,11 +440,13 @@ class CodingGenesisAgent:
         redactor = self._redactor
         backend = self._backend.name
 
+        tap = observers.decoded
+
         def publish(event: Event) -> None:
-            if bus.has_listeners:
-                if redactor.active:
-                    event = event.redacted(redactor)
-                bus.publish(event, run_id)
+            if bus.wants(event._type):
+                bus.publish(event.redacted(redactor) if redactor.active else event, run_id)
+            if tap is not None:  # after: what it publishes follows the event
+                tap(event)
 
         ledger = self._ledger
         transcript = (
@@ -563,7 +565,7 @@ class CodingGenesisAgent:
             cwd=os.path.abspath(base),
             stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
             duration_s=duration_s,
-            on_event=watchers.event if watchers else None,
+            on_event=watchers.replayed if watchers else None,
         )
         result = self._analysed(build_result(outcome, self._result_context(run_id)))
         extra = watchers.response_fields()

@@ -31,7 +31,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .errors import ConfigError
 from .states import ErrorCode
@@ -43,9 +43,9 @@ __all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage"]
 LIMITS = ("max_cost_usd", "max_tokens", "max_turns", "max_tool_calls")
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What a run has used so far (or a change of it)."""
+class Usage(NamedTuple):
+    """What a run has used so far (or a change of it); a tuple: cheap on the
+    hot path, where a budget is charged on every usage and tool-call event."""
 
     cost_usd: float = 0.0
     tokens: int = 0
@@ -71,8 +71,8 @@ class Usage:
             self.tool_calls + other.tool_calls,
         )
 
-    def __bool__(self) -> bool:
-        return bool(
+    def is_zero(self) -> bool:
+        return not (
             self.cost_usd or self.tokens or self.cache_tokens or self.turns or self.tool_calls
         )
 
@@ -140,6 +140,13 @@ class _Totals:
     exceeded: Exceeded | None = None
     warned: set[tuple[str, float]] = field(default_factory=set)
     open_runs: set[str] = field(default_factory=set)
+    #: The smallest value of all limits' next thresholds, as (limit -> value):
+    #: a charge that reaches none of them has nothing to check.
+    next_at: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for limit, maximum in self.limits.items():
+            self.next_at[limit] = min([f * maximum for f in self.warn_at] + [maximum])
 
     def value(self, limit: str) -> float:
         used = self.used
@@ -158,6 +165,8 @@ class _Totals:
         crossed = False
         for limit, maximum in self.limits.items():
             used = self.value(limit)
+            if used < self.next_at[limit] or (self.exceeded is not None and used > maximum):
+                continue  # below its next threshold (or past the end): nothing new
             for fraction in self.warn_at:
                 key = (limit, fraction)
                 if used >= fraction * maximum and key not in self.warned and used <= maximum:
@@ -166,6 +175,10 @@ class _Totals:
             if self.exceeded is None and used > maximum:
                 self.exceeded = Exceeded(limit, maximum, used)
                 crossed = True
+            ahead = [f * maximum for f in self.warn_at if (limit, f) not in self.warned]
+            self.next_at[limit] = min([a for a in ahead if a > used] + [maximum])
+            if used >= maximum:
+                self.next_at[limit] = maximum if used <= maximum else math.inf
         return self.exceeded, warnings, crossed
 
     def snapshot(self) -> dict[str, Any]:
@@ -423,9 +436,9 @@ class BudgetRun:
         (and, for a shared budget, the others) when a limit is crossed."""
         if self.outcome == "not_started":
             return []
-        delta = total.minus(self._charged)
-        if not delta:
+        if total == self._charged:
             return []
+        delta = total.minus(self._charged)
         self._charged = total
         exceeded, warnings, crossed = self._account.charge(self._key, delta)
         if exceeded is not None and self.exceeded is None:

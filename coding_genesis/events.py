@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
 
@@ -786,14 +787,17 @@ class Subscription:
     """Handle returned by :meth:`EventBus.subscribe`; call it (or use it as a
     context manager) to unsubscribe."""
 
-    __slots__ = ("_bus", "_callback")
+    __slots__ = ("_bus", "_callback", "_kinds")
 
-    def __init__(self, bus: EventBus, callback: Callback) -> None:
+    def __init__(
+        self, bus: EventBus, callback: Callback, kinds: AbstractSet[str] | None = None
+    ) -> None:
         self._bus = bus
         self._callback = callback
+        self._kinds = kinds
 
     def __call__(self) -> None:
-        self._bus._remove_callback(self._callback)
+        self._bus._remove_callback(self._callback, self._kinds)
 
     unsubscribe = __call__
 
@@ -865,14 +869,36 @@ class EventBus:
         self._callbacks: list[Callback] = []
         self._streams: list[EventStream] = []
         self._seq = 0
+        #: Subscribers that want every kind of event, and the (live) kind sets
+        #: of those that only want some (see :meth:`wants`).
+        self._want_all = 0
+        self._hints: list[AbstractSet[str]] = []
 
     @property
     def has_listeners(self) -> bool:
         return bool(self._callbacks or self._streams)
 
-    def subscribe(self, callback: Callback) -> Subscription:
+    def wants(self, kind: str) -> bool:
+        """Whether an event of ``kind`` (an :class:`EventKind` value) has anyone
+        to go to: a producer may skip building and publishing it otherwise."""
+        if self._want_all or self._streams:
+            return True
+        for kinds in self._hints:  # noqa: SIM110 (the hot path: no generator)
+            if kind in kinds:
+                return True
+        return False
+
+    def subscribe(self, callback: Callback, kinds: AbstractSet[str] | None = None) -> Subscription:
+        """Call ``callback(event)`` for every event.  ``kinds``: a hint that
+        the subscriber only needs events of these kinds (a live set it may
+        shrink): run events of other kinds may then not be published at all
+        when nobody else wants them (the callback must still accept any kind)."""
         self._callbacks.append(callback)
-        return Subscription(self, callback)
+        if kinds is None:
+            self._want_all += 1
+        else:
+            self._hints.append(kinds)
+        return Subscription(self, callback, kinds)
 
     def stream(self, max_buffer: int = 10_000) -> EventStream:
         stream = EventStream(self, max_buffer)
@@ -900,9 +926,18 @@ class EventBus:
             stream._offer(event)
         return event
 
-    def _remove_callback(self, callback: Callback) -> None:
-        with contextlib.suppress(ValueError):
+    def _remove_callback(self, callback: Callback, kinds: AbstractSet[str] | None = None) -> None:
+        try:
             self._callbacks.remove(callback)
+        except ValueError:
+            return
+        if kinds is None:
+            self._want_all -= 1
+        else:
+            for i, hint in enumerate(self._hints):
+                if hint is kinds:
+                    del self._hints[i]
+                    break
 
     def _remove_stream(self, stream: EventStream) -> None:
         with contextlib.suppress(ValueError):

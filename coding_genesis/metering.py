@@ -52,11 +52,11 @@ class Tokens:
     cache_read: int = 0
     cache_write: int = 0
 
-    def add(self, other: Tokens) -> None:
-        self.input += other.input
-        self.output += other.output
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
+    def add(self, other: Tokens, sign: int = 1) -> None:
+        self.input += sign * other.input
+        self.output += sign * other.output
+        self.cache_read += sign * other.cache_read
+        self.cache_write += sign * other.cache_write
 
     @property
     def prompt(self) -> int:
@@ -73,9 +73,11 @@ class Tokens:
 
 
 def _int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if type(value) is int:
+        return value if value > 0 else 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return 0
-    return max(0, int(value))
+    return max(0, int(value)) if value != float("inf") else 0
 
 
 def normalise_usage(usage: Mapping[str, Any]) -> Tokens:
@@ -109,11 +111,26 @@ def normalise_usage(usage: Mapping[str, Any]) -> Tokens:
 class _Attempt:
     """One attempt's usage."""
 
-    __slots__ = ("by_model", "final", "final_by_model", "messages", "reported_cost", "turn_tokens")
+    __slots__ = (
+        "by_model",
+        "final",
+        "final_by_model",
+        "live_cost",
+        "live_messages",
+        "live_tokens",
+        "messages",
+        "reported_cost",
+        "turn_tokens",
+    )
 
     def __init__(self) -> None:
-        #: message id -> (model, tokens): claude repeats a message's usage per line.
-        self.messages: dict[str, tuple[str | None, Tokens]] = {}
+        #: Running sums of the messages and turns so far (O(1) per event, for budgets).
+        self.live_tokens = Tokens()
+        self.live_cost = 0.0
+        #: message id -> (its tokens, its cost), for replacing a repeat (budgets only).
+        self.live_messages: dict[str, tuple[Tokens, float]] = {}
+        #: message id -> (model, the CLI's usage dict), normalised only at the end.
+        self.messages: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
         #: Usage of events without a message id (codex turns), summed.
         self.turn_tokens = Tokens()
         #: The CLI's own total at the end (claude's result), authoritative.
@@ -126,8 +143,8 @@ class _Attempt:
         if self.final_by_model:
             return {m: t for m, (t, _c, _w) in self.final_by_model.items()}
         out: dict[str | None, Tokens] = {}
-        for model, tokens in self.messages.values():
-            out.setdefault(model or default_model, Tokens()).add(tokens)
+        for model, usage in self.messages.values():
+            out.setdefault(model or default_model, Tokens()).add(normalise_usage(usage))
         if self.turn_tokens.prompt or self.turn_tokens.output:
             out.setdefault(default_model, Tokens()).add(self.turn_tokens)
         if self.final is not None and not self.final_by_model:
@@ -139,6 +156,16 @@ class _MeterRun:
     """Watches one run (all its attempts)."""
 
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
+        #: The published events metering needs (coding_genesis.observers); the
+        #: run's own events come through :meth:`decoded`.
+        self.kinds: set[str] = {"run_started"}
+        self._handlers: dict[str, Any] = {
+            "usage": self._on_usage,
+            "text": self._on_text,
+            "tool_call": self._on_tool_call,
+            "tool_result": self._on_tool_result,
+            "session": self._on_session,
+        }
         self._info = info
         self._prices = prices
         self._model: str | None = info.model
@@ -153,56 +180,67 @@ class _MeterRun:
         self._tool_timings: list[dict[str, Any]] = []
         self._tool_time = 0.0
         self._tool_count = 0
-        self._last_prompt: tuple[str | None, int] | None = None
+        #: (model, usage dict) of the last message or turn: its prompt is the context in use.
+        self._last_prompt: tuple[str | None, Mapping[str, Any]] | None = None
         self._publish = info.publish
         self._budget: BudgetRun | None = (
             budget.open_run(info.run_id, info.stop) if budget is not None else None
         )
 
     # -- events ---------------------------------------------------------
+    #
+    # ``event`` gets the events published on the agent's bus: only
+    # ``run_started`` is asked for (``kinds``), which starts an attempt.
+    # ``decoded`` gets the attempt's decoded events straight from the decoder,
+    # unstamped and before redaction (see coding_genesis.observers): the hot
+    # path, a dict lookup per event.  Nothing read from them leaves metering
+    # but numbers, ids and names, and the response is redacted as a whole.
 
     def event(self, event: Event) -> None:
-        kind = event.kind
-        if kind is EventKind.RUN_STARTED:
+        if event.kind is EventKind.RUN_STARTED:
             self._attempts.append(_Attempt())
             if self._spawned is None:
                 self._spawned = event.ts
-            return
-        if kind in (EventKind.STATE, EventKind.RUN_FINISHED, EventKind.ATTEMPT, EventKind.BUDGET):
-            return
-        ts = event.ts
+
+    def decoded(self, event: Event) -> None:
         if self._first_event is None:
-            self._first_event = ts
-        self._last_event = ts
-        if not self._attempts:
-            self._attempts.append(_Attempt())
-        attempt = self._attempts[-1]
-        changed = False
-        if kind is EventKind.USAGE:
-            changed = self._usage(attempt, event)
-        elif kind is EventKind.TEXT:
-            if self._first_text is None:
-                self._first_text = ts
-        elif kind is EventKind.TOOL_CALL:
-            self._tool_calls += 1
-            self._tool_started[event.id] = (event.name, ts)  # type: ignore[attr-defined]
-            changed = True
-        elif kind is EventKind.TOOL_RESULT:
-            started = self._tool_started.pop(event.id, None)  # type: ignore[attr-defined]
-            if started is not None:
-                duration = max(0.0, ts - started[1])
-                self._tool_time += duration
-                self._tool_count += 1
-                if len(self._tool_timings) < MAX_TOOL_TIMINGS:
-                    self._tool_timings.append(
-                        {"id": event.id, "name": started[0], "duration_s": round(duration, 6)}  # type: ignore[attr-defined]
-                    )
-        elif kind is EventKind.SESSION:
-            model = event.model  # type: ignore[attr-defined]
-            if model and self._model is None:
-                self._model = model
-        if changed and self._budget is not None:
+            self._first_event = time.time()
+            if not self._attempts:
+                self._attempts.append(_Attempt())
+        handler = self._handlers.get(event._type)
+        if handler is not None:
+            handler(event)
+
+    def _on_usage(self, event: Any) -> None:
+        self._last_event = time.time()
+        if self._usage(self._attempts[-1], event) and self._budget is not None:
             self._charge()
+
+    def _on_text(self, event: Any) -> None:
+        self._first_text = time.time()
+        del self._handlers["text"]  # only the first one matters
+
+    def _on_tool_call(self, event: Any) -> None:
+        self._tool_calls += 1
+        self._tool_started[event.id] = (event.name, time.time())
+        if self._budget is not None:
+            self._charge()
+
+    def _on_tool_result(self, event: Any) -> None:
+        started = self._tool_started.pop(event.id, None)
+        if started is None:
+            return
+        duration = max(0.0, time.time() - started[1])
+        self._tool_time += duration
+        self._tool_count += 1
+        if len(self._tool_timings) < MAX_TOOL_TIMINGS:
+            self._tool_timings.append(
+                {"id": event.id, "name": started[0], "duration_s": round(duration, 6)}
+            )
+
+    def _on_session(self, event: Any) -> None:
+        if event.model and self._model is None:
+            self._model = event.model
 
     def _usage(self, attempt: _Attempt, event: Any) -> bool:
         usage = event.usage
@@ -220,21 +258,37 @@ class _MeterRun:
             attempt.final_by_model = per_model
         if event.cost_usd is not None:
             attempt.reported_cost = float(event.cost_usd)
-        if not isinstance(usage, Mapping):
+        if type(usage) is not dict and not isinstance(usage, Mapping):  # dict: the fast check
             return event.cost_usd is not None
-        tokens = normalise_usage(usage)
         message_id = event.message_id
         if message_id is not None:
-            if message_id not in attempt.messages:
+            # The hot path: keep the dict; it is read at the end, or now for a budget.
+            model = event.model
+            old = attempt.messages.get(message_id)
+            if old is None:
                 self._turns += 1
-            attempt.messages[message_id] = (event.model, tokens)
-            self._last_prompt = (event.model, tokens.prompt)
+            attempt.messages[message_id] = (model, usage)
+            self._last_prompt = (model, usage)
+            if self._budget is not None:
+                live = attempt.live_messages
+                before = live.get(message_id)
+                if before is not None:  # the same message again: replace its figures
+                    attempt.live_tokens.add(before[0], -1)
+                    attempt.live_cost -= before[1]
+                tokens = normalise_usage(usage)
+                cost = self._price(model, tokens)
+                live[message_id] = (tokens, cost)
+                attempt.live_tokens.add(tokens)
+                attempt.live_cost += cost
         elif event.cost_usd is not None or event.by_model:
-            attempt.final = tokens  # claude's result: the attempt's total
+            attempt.final = normalise_usage(usage)  # claude's result: the attempt's total
         else:
+            tokens = normalise_usage(usage)
             attempt.turn_tokens.add(tokens)  # codex: one turn
+            attempt.live_tokens.add(tokens)
+            attempt.live_cost += self._price(None, tokens)
             self._turns += 1
-            self._last_prompt = (None, tokens.prompt)
+            self._last_prompt = (None, usage)
         return True
 
     # -- figures --------------------------------------------------------
@@ -295,38 +349,30 @@ class _MeterRun:
             for m, e in models.items()
         }
 
-    def _live_cost(self) -> float:
-        """Cost so far, for budgets: reported where known, else computed,
-        unknown prices counting 0."""
-        cost = 0.0
-        for attempt in self._attempts:
-            if attempt.reported_cost is not None:
-                cost += attempt.reported_cost
-                continue
-            for model, tokens in attempt.tokens_by_model(self._model).items():
-                price = self._prices.lookup(model)
-                if price is not None:
-                    cost += price.cost(
-                        tokens.input, tokens.output, tokens.cache_read, tokens.cache_write
-                    )
-        return cost
+    def _price(self, model: str | None, tokens: Tokens) -> float:
+        price = self._prices.lookup(model or self._model)
+        if price is None:
+            return 0.0  # unknown price: counts nothing live (cost_source says unknown)
+        return price.cost(tokens.input, tokens.output, tokens.cache_read, tokens.cache_write)
 
     def _charge(self) -> None:
+        """Charge the budget with the run's usage so far: the CLI's own totals
+        where an attempt reported them, else the running sums (O(attempts))."""
         budget = self._budget
         assert budget is not None
-        total = Tokens()
+        tokens = cache = 0
+        cost = 0.0
         for attempt in self._attempts:
-            for tokens in attempt.tokens_by_model(self._model).values():
-                total.add(tokens)
-        warnings = budget.charge(
-            Usage(
-                cost_usd=self._live_cost(),
-                tokens=total.input + total.output,
-                cache_tokens=total.cache_read + total.cache_write,
-                turns=self._turns,
-                tool_calls=self._tool_calls,
-            )
-        )
+            t = attempt.final if attempt.final is not None else attempt.live_tokens
+            tokens += t.input + t.output
+            cache += t.cache_read + t.cache_write
+            if attempt.reported_cost is not None:
+                cost += attempt.reported_cost
+            elif attempt.final is not None:
+                cost += self._price(None, attempt.final)
+            else:
+                cost += attempt.live_cost
+        warnings = budget.charge(Usage(cost, tokens, cache, self._turns, self._tool_calls))
         publish = self._publish
         if publish is None:
             return
@@ -355,7 +401,8 @@ class _MeterRun:
     def _context(self) -> dict[str, Any] | None:
         if self._last_prompt is None:
             return None
-        model, used = self._last_prompt
+        model, last = self._last_prompt
+        used = normalise_usage(last).prompt
         model = model or self._model
         window: int | None = None
         for attempt in self._attempts:

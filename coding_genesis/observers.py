@@ -81,6 +81,17 @@ class RunObserver(Protocol):
     def finish(self, response: Mapping[str, Any]) -> None:
         """The final response (also for a cancelled run, status 130)."""
 
+    # Optional: ``decoded(event)``, every event of the run's attempts as the
+    # decoder makes it: unstamped, NOT redacted, before it is published (and
+    # whether or not anyone wants it published).  For observers that only count
+    # and time (metering): nothing they keep or emit may carry event text; the
+    # response they add to is redacted as a whole.
+    #
+    # Optional: ``kinds``, a set of the EventKind values this observer needs;
+    # it may shrink it as the run goes (metering drops "text" once it has seen
+    # one).  Without it an observer gets every event.  A hint: events of other
+    # kinds may still arrive, and are skipped when nobody wants them.
+
 
 @runtime_checkable
 class Observer(Protocol):
@@ -92,10 +103,13 @@ class Observer(Protocol):
 class RunObservers:
     """The observers of one run, each guarded so that none can break it."""
 
-    __slots__ = ("_live",)
+    __slots__ = ("_live", "decoded", "kinds")
 
     def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
         self._live: list[RunObserver] = []
+        #: The kinds of events the observers need (None: every kind), kept
+        #: up to date as they shrink theirs: the agent skips the rest.
+        self.kinds: set[str] | None = None
         for observer in observers:
             try:
                 handle = observer.start(run)
@@ -106,6 +120,50 @@ class RunObservers:
                 continue
             if handle is not None:
                 self._live.append(handle)
+        #: The decoded-events tap (see RunObserver), or None when no observer has one.
+        self.decoded: Callable[[Event], None] | None = self._tap()
+        wanted: set[str] = set()
+        for handle in self._live:
+            kinds = getattr(handle, "kinds", None)
+            if kinds is None:
+                break
+            wanted.update(kinds)
+        else:
+            self.kinds = wanted
+
+    def _tap(self) -> Callable[[Event], None] | None:
+        taps = [h for h in self._live if callable(getattr(h, "decoded", None))]
+        if not taps:
+            return None
+        live = self._live
+        if len(taps) == 1:
+            (only,) = taps
+            decoded = only.decoded  # type: ignore[attr-defined]
+
+            def tap_one(event: Event) -> None:
+                if only in live:  # not dropped
+                    try:
+                        decoded(event)
+                    except Exception:
+                        self._drop(only, "decoded")
+
+            return tap_one
+
+        def tap(event: Event) -> None:
+            for handle in taps:
+                if handle in live:
+                    try:
+                        handle.decoded(event)  # type: ignore[attr-defined]
+                    except Exception:
+                        self._drop(handle, "decoded")
+
+        return tap
+
+    def replayed(self, event: Event) -> None:
+        """An event of a replay (no bus): the tap, then :meth:`event`."""
+        if self.decoded is not None:
+            self.decoded(event)
+        self.event(event)
 
     def __bool__(self) -> bool:
         return bool(self._live)
@@ -121,6 +179,11 @@ class RunObservers:
                 handle.event(event)
             except Exception:
                 self._drop(handle, "event")
+        kinds = self.kinds
+        if kinds is not None:
+            kind = event._type
+            if kind in kinds and not any(kind in getattr(h, "kinds", ()) for h in self._live):
+                kinds.discard(kind)  # nobody needs this kind any more
 
     def stdout(self, chunk: bytes) -> None:
         for handle in tuple(self._live):
