@@ -176,10 +176,13 @@ class ClaudeTranslator:
     the type checks are against ``dict`` (an ABC check costs several times more).
     """
 
-    __slots__ = ("_tool_names",)
+    __slots__ = ("_last_usage", "_tool_names")
 
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
+        #: (message id, usage) of the last usage event: claude repeats a
+        #: message's usage on each of its lines; an unchanged repeat says nothing new.
+        self._last_usage: tuple[object, dict[str, Any]] | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -216,7 +219,7 @@ class ClaudeTranslator:
             return ()
         events: list[Event] = []
         usage = message.get("usage")  # type: ignore[union-attr]
-        if isinstance(usage, dict):
+        if isinstance(usage, dict) and self._usage_is_new(message.get("id"), usage):  # type: ignore[union-attr]
             # Per message: metering and budgets see usage as it streams.
             model = message.get("model")  # type: ignore[union-attr]
             msg_id = message.get("id")  # type: ignore[union-attr]
@@ -244,6 +247,13 @@ class ClaudeTranslator:
                 else:
                     events.append(ToolCallEvent(tool_id, name, tool_input))
         return events
+
+    def _usage_is_new(self, message_id: object, usage: dict[str, Any]) -> bool:
+        last = self._last_usage
+        if last is not None and last[0] == message_id and last[1] == usage:
+            return False
+        self._last_usage = (message_id, usage)
+        return True
 
     def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")
