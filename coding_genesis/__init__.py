@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
     from .backends import available_backends, get_backend, register_backend
     from .breaker import CircuitBreaker
+    from .budget import Budget
     from .clock import VirtualClock
     from .config import AgentConfig
     from .errors import (
@@ -71,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "AgentUsageError": "errors",
     "AttemptEvent": "events",
     "Backend": "backend",
+    "Budget": "budget",
     "ChildFailure": "report",
     "CircuitBreaker": "breaker",
     "CliRetryEvent": "events",
@@ -134,6 +136,7 @@ __all__ = [
     "AgentUsageError",
     "AttemptEvent",
     "Backend",
+    "Budget",
     "ChildFailure",
     "CircuitBreaker",
     "CliRetryEvent",
