@@ -383,3 +383,72 @@ def test_codex_recording_cost_is_computed_and_claude_recording_reported() -> Non
     assert claude["metering"]["by_model"]["claude-opus-4-8[1m]"]["cost_usd"] == 0.00047
     assert claude["metering"]["context"]["window"] == 1_000_000
     assert claude["metering"]["turns"] == 2
+
+
+def test_budget_accounting_warnings_cache_and_refunds() -> None:
+    """The pot itself: warnings once per fraction, cache tokens only when
+    asked, a lower figure (a reported cost below the estimate) is refunded."""
+    from coding_genesis.budget import Usage
+    from coding_genesis.stop import StopHandle
+
+    budget = Budget(max_tokens=1000, warn_at=(0.5, 0.8))
+    stop = StopHandle()
+    run = budget.open_run("r1", stop)
+    assert [(w.limit, w.fraction) for w in run.charge(Usage(tokens=400, cache_tokens=900))] == []
+    assert [(w.fraction) for w in run.charge(Usage(tokens=850))] == [0.5, 0.8]
+    assert run.charge(Usage(tokens=900)) == []  # each warning once
+    assert not stop.requested
+    run.charge(Usage(tokens=1001))
+    assert stop.request is not None and stop.request.error == "budget_exceeded"
+    assert "max_tokens=1000 (used 1001 tokens, 1 tokens over)" in stop.request.message
+    assert budget.spent["tokens"] == 1001
+
+    cached = Budget(max_tokens=1000, include_cache=True).open_run("r2", None)
+    cached.charge(Usage(tokens=400, cache_tokens=700))
+    assert cached.exceeded is not None and cached.exceeded.used == 1100
+
+    pot = Budget(max_cost_usd=1.0)
+    first = pot.open_run("a", None)
+    first.charge(Usage(cost_usd=0.9))
+    first.charge(Usage(cost_usd=0.5))  # the CLI reported less than our estimate
+    assert pot.spent["cost_usd"] == pytest.approx(0.5)
+    assert not pot.exhausted
+
+
+async def test_a_failing_decoded_tap_never_breaks_a_run(fake_claude: FakeCLI) -> None:
+    """An observer whose ``decoded`` raises is dropped for the run; the run and
+    metering go on (observers never break a run)."""
+
+    class Broken:
+        def __init__(self) -> None:
+            self.kinds: set[str] = set()
+            self.calls = 0
+
+        def start(self, run: Any) -> Broken:
+            return self
+
+        def decoded(self, event: Any) -> None:
+            self.calls += 1
+            raise RuntimeError("boom")
+
+        def event(self, event: Any) -> None:
+            pass
+
+        def stdout(self, chunk: bytes) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+        def response_fields(self) -> dict[str, Any]:
+            return {}
+
+        def finish(self, response: Any) -> None:
+            pass
+
+    fake_claude.script([{"init": True}, message(1, tool=False), {"result": "done"}])
+    broken = Broken()
+    result = await fake_claude.agent(observers=[broken]).run("hi")
+    assert result["status"] == 0 and result["message"] == "done"
+    assert broken.calls == 1  # dropped at its first failure
+    assert result["metering"]["turns"] == 1  # metering, another observer, went on
