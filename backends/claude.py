@@ -217,10 +217,13 @@ class ClaudeTranslator:
     the type checks are against ``dict`` (an ABC check costs several times more).
     """
 
-    __slots__ = ("_tool_names",)
+    __slots__ = ("_last_usage", "_tool_names")
 
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
+        #: (message id, usage) of the last usage event: claude repeats a
+        #: message's usage on each of its lines; an unchanged repeat says nothing new.
+        self._last_usage: tuple[object, dict[str, Any]] | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -256,6 +259,18 @@ class ClaudeTranslator:
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
+        usage = message.get("usage")  # type: ignore[union-attr]
+        if isinstance(usage, dict) and self._usage_is_new(message.get("id"), usage):  # type: ignore[union-attr]
+            # Per message: metering and budgets see usage as it streams.
+            model = message.get("model")  # type: ignore[union-attr]
+            msg_id = message.get("id")  # type: ignore[union-attr]
+            events.append(
+                UsageEvent(
+                    usage,
+                    model=model if isinstance(model, str) else None,
+                    message_id=msg_id if isinstance(msg_id, str) else None,
+                )
+            )
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -273,6 +288,13 @@ class ClaudeTranslator:
                 else:
                     events.append(ToolCallEvent(tool_id, name, tool_input))
         return events
+
+    def _usage_is_new(self, message_id: object, usage: dict[str, Any]) -> bool:
+        last = self._last_usage
+        if last is not None and last[0] == message_id and last[1] == usage:
+            return False
+        self._last_usage = (message_id, usage)
+        return True
 
     def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")
@@ -316,11 +338,21 @@ class ClaudeTranslator:
         usage = obj.get("usage")
         cost = obj.get("total_cost_usd")
         if usage is not None or cost is not None:
-            events.append(
-                UsageEvent(
-                    usage if isinstance(usage, dict) else None,
-                    cost if isinstance(cost, int | float) else None,
+            by_model = obj.get("modelUsage")
+            if isinstance(by_model, dict):
+                events.append(
+                    UsageEvent(
+                        usage if isinstance(usage, dict) else None,
+                        cost if isinstance(cost, int | float) else None,
+                        by_model=by_model,
+                    )
                 )
-            )
+            else:
+                events.append(
+                    UsageEvent(
+                        usage if isinstance(usage, dict) else None,
+                        cost if isinstance(cost, int | float) else None,
+                    )
+                )
         events.append(result)
         return events

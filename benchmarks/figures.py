@@ -287,6 +287,8 @@ E2E_LEAN = (
     "the same with `transcripts=False`, the library's default (supervised, parsed, "
     "translated, tallied)"
 )
+E2E_UNMETERED = "the same with `metering=False` (no usage, cost or latency figures)"
+E2E_BUDGET = "the library's default with a `Budget` (limits never reached)"
 
 
 def fig_e2e(p: Params) -> Result:
@@ -358,6 +360,19 @@ def fig_e2e(p: Params) -> Result:
         )
         return result
 
+    def runner_unmetered() -> dict[str, Any]:
+        result: dict[str, Any] = _agent(cli, env, transcripts=False, metering=False).run_sync(
+            PROMPT
+        )
+        return result
+
+    def runner_budget() -> dict[str, Any]:
+        from coding_genesis.budget import Budget
+
+        budget = Budget(max_cost_usd=1e9, max_tokens=10**15, max_tool_calls=10**9, per_run=True)
+        result: dict[str, Any] = _agent(cli, env, transcripts=False, budget=budget).run_sync(PROMPT)
+        return result
+
     if bare() != lines or bare_wide() != lines:
         raise RuntimeError("a bare baseline did not read the stream")
     _check_run(runner(), lines)
@@ -369,14 +384,18 @@ def fig_e2e(p: Params) -> Result:
             "runner": runner,
             "lean": runner_lean,
             "no_otel": runner_no_otel,
+            "unmetered": runner_unmetered,
+            "budget": runner_budget,
             "bare_wide": bare_wide,
         },
     )
-    for t in res["runner"] + res["lean"] + res["no_otel"]:
+    for t in res["runner"] + res["lean"] + res["no_otel"] + res["unmetered"] + res["budget"]:
         _check_run(t.value, lines)
     # What an installed, unconfigured OpenTelemetry adds to the library's default run.
     otel = _otel_installed()
     otel_ratio = paired_ratio(walls(res["lean"]), walls(res["no_otel"]))
+    metering = paired_ratio(walls(res["lean"]), walls(res["unmetered"]))
+    budgeted = paired_ratio(walls(res["budget"]), walls(res["unmetered"]))
     lean_ratio = paired_ratio(walls(res["lean"]), walls(res["bare"]))
     ratio = paired_ratio(walls(res["runner"]), walls(res["bare"]))
     cpu_ratio = paired_ratio(cpus(res["runner"]), cpus(res["bare"]))
@@ -402,7 +421,9 @@ def fig_e2e(p: Params) -> Result:
             f"(aim < 1.05: {'met' if otel_ratio < 1.05 else 'missed'})"
             if otel
             else "OpenTelemetry not installed: no telemetry figure"
-        ),
+        )
+        + f"; metering adds {100 * (metering - 1):+.1f} %, a budget {100 * (budgeted - 1):+.1f} % "
+        "(aim < 5 %)",
         "rows": [
             row(
                 "bare: `Popen` + `for line in proc.stdout: orjson.loads(line)`",
@@ -443,6 +464,23 @@ def fig_e2e(p: Params) -> Result:
                     if otel
                     else "OpenTelemetry is not installed here: the row above is the same run"
                 ),
+            ),
+            row(
+                E2E_UNMETERED,
+                median(walls(res["unmetered"])),
+                "s",
+                ratio=paired_ratio(walls(res["unmetered"]), walls(res["bare"])),
+                note=f"metering's cost: the row above is {metering:.3f}× this one "
+                f"({100 * (metering - 1):+.1f} %; aim < 5 %), CPU "
+                f"{paired_ratio(cpus(res['lean']), cpus(res['unmetered'])):.3f}×",
+            ),
+            row(
+                E2E_BUDGET,
+                median(walls(res["budget"])),
+                "s",
+                ratio=paired_ratio(walls(res["budget"]), walls(res["bare"])),
+                note=f"{budgeted:.3f}× the unmetered row ({100 * (budgeted - 1):+.1f} %; "
+                "aim < 5 %): metering plus a budget charged on every usage and tool-call event",
             ),
             row(
                 "bare, best case: a 1 MiB pipe, `os.read` 1 MiB at a time, split, `orjson.loads`",

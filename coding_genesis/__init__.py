@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .backends import available_backends, get_backend, register_backend
     from .backends.generic import GenericBackend, load_backends_file
     from .breaker import CircuitBreaker
+    from .budget import Budget
     from .clock import VirtualClock
     from .config import AgentConfig
     from .errors import (
@@ -76,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "GenericBackend": "backends.generic",
     "load_backends_file": "backends.generic",
     "Backend": "backend",
+    "Budget": "budget",
     "ChildFailure": "report",
     "CircuitBreaker": "breaker",
     "CliRetryEvent": "events",
@@ -140,6 +142,7 @@ __all__ = [
     "AttemptEvent",
     "Backend",
     "BackendPluginError",
+    "Budget",
     "ChildFailure",
     "CircuitBreaker",
     "CliRetryEvent",

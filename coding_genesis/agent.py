@@ -50,6 +50,7 @@ from .request import Request, make_request
 from .result import RunResult, RunTally
 from .retry import AttemptPlan, RetryPolicy, retrying
 from .states import AgentState, ErrorCode, Status
+from .stop import StopHandle
 from .vocab import require_permissions
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -134,6 +135,10 @@ class CodingGenesisAgent:
             observers.append(TranscriptObserver(cfg.transcripts, cfg.transcript_max_bytes))
         if cfg.run_log is not None:
             observers.append(RunLogObserver(cfg.run_log))
+        if cfg.metering:
+            from .metering import MeteringObserver
+
+            observers.append(MeteringObserver(cfg.prices, cfg.budget))
         observers.extend(cfg.observers)
         self._observers = tuple(observers)
         self._state = AgentState.READY
@@ -345,6 +350,8 @@ class CodingGenesisAgent:
         run_id = uuid.uuid4().hex
         self._run_id = run_id
         started = time.monotonic()
+        stop = StopHandle()
+        bus = self._bus
         observers = RunObservers(
             self._observers,
             RunInfo(
@@ -358,6 +365,8 @@ class CodingGenesisAgent:
                 resume=request.resume,
                 started=time.time(),
                 redactor=self._redactor,
+                stop=stop,
+                publish=lambda event: bus.publish(event, run_id),
             ),
         )
         unsubscribe = (
@@ -366,7 +375,7 @@ class CodingGenesisAgent:
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
-            result = await self._pipeline(request, policy, clock, run_id, observers)
+            result = await self._pipeline(request, policy, clock, run_id, observers, stop)
         except anyio.get_cancelled_exc_class():
             response = self._redacted(self._cancelled(run_id, started, observers)).to_dict()
             self._bus.publish(
@@ -412,11 +421,12 @@ class CodingGenesisAgent:
         clock: Clock,
         run_id: str,
         observers: RunObservers,
+        stop: StopHandle | None = None,
     ) -> RunResult:
         """The attempts of one request, each analysed; the policy decides retries."""
 
         async def attempt(plan: AttemptPlan) -> RunResult:
-            outcome = await self._attempt(request, plan, run_id, observers)
+            outcome = await self._attempt(request, plan, run_id, observers, stop)
             return self._analysed(build_result(outcome, self._result_context(run_id)))
 
         timeout = request.timeout
@@ -442,17 +452,26 @@ class CodingGenesisAgent:
         )
 
     async def _attempt(
-        self, request: Request, plan: AttemptPlan, run_id: str, observers: RunObservers
+        self,
+        request: Request,
+        plan: AttemptPlan,
+        run_id: str,
+        observers: RunObservers,
+        stop: StopHandle | None = None,
     ) -> AttemptOutcome:
         bus = self._bus
         redactor = self._redactor
         backend = self._backend.name
+
+        tap = observers.decoded
 
         def publish(event: Event) -> None:
             if bus.wants(event.kind):
                 if redactor.active:
                     event = event.redacted(redactor)
                 bus.publish(event, run_id)
+            if tap is not None:  # after: what it publishes follows the event
+                tap(event)
 
         ledger = self._ledger
         transcript = (
@@ -486,6 +505,7 @@ class CodingGenesisAgent:
                 on_tally=self._hold_tally,
                 redactor=redactor if redactor.active else None,
                 extra_env=observers.attempt_env() if observers else None,
+                stop=stop,
             )
         finally:
             if ledger is not None:
@@ -541,6 +561,24 @@ class CodingGenesisAgent:
         pipeline, result building and failure analysis, offline.  Starts
         nothing, publishes nothing, writes nothing."""
         base = os.fspath(cwd) if cwd is not None else (self.config.cwd or os.getcwd())
+        run_id = uuid.uuid4().hex
+        # Observers that write nothing and say so (``replays = True``: metering)
+        # watch a replay too, so that it answers what the live run answered.
+        watchers = RunObservers(
+            [o for o in self._observers if getattr(o, "replays", False)],
+            RunInfo(
+                run_id=run_id,
+                agent=self.name,
+                backend=self.backend_name,
+                prompt="(replay)",
+                cwd=os.path.abspath(base),
+                timeout=self.config.timeout,
+                model=self.config.model,
+                resume=None,
+                started=time.time(),
+                redactor=self._redactor,
+            ),
+        )
         outcome = replayed_outcome(
             self.config,
             self._backend,
@@ -550,9 +588,14 @@ class CodingGenesisAgent:
             cwd=os.path.abspath(base),
             stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
             duration_s=duration_s,
+            on_event=watchers.replayed if watchers else None,
         )
-        context = self._result_context(uuid.uuid4().hex)
-        return self._analysed(build_result(outcome, context)).to_dict()
+        result = self._analysed(build_result(outcome, self._result_context(run_id)))
+        extra = watchers.response_fields()
+        warnings = extra.pop("warnings", None)
+        if warnings:
+            extra["warnings"] = [*result.warnings, *warnings]
+        return result.model_copy(update=extra).to_dict() if extra else result.to_dict()
 
     # -- answers without a run, and the failure analysis -------------------
 
@@ -643,6 +686,7 @@ class CodingGenesisAgent:
             idle_timeout=self.config.idle_timeout,
             redactor=self._redactor,
             retry_after_s=retry_after_s,
+            now=self._clock().time(),
         )
 
     # -- the state machine --------------------------------------------------

@@ -28,6 +28,7 @@ from .redact import Redactor
 from .report import ChildFailure, format_failure_report
 from .result import RunResult
 from .states import ErrorCode
+from .usagelimits import iso
 
 __all__ = [
     "analyse",
@@ -155,6 +156,12 @@ def suggest_actions(
             "Retry once after a short wait",
             "If it fails again, escalate with the stderr tail",
         ]
+    if category is C.BUDGET_EXCEEDED:
+        return [
+            "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
+            "is worth it",
+            "Continue the session (resume) with a smaller task",
+        ]
     return ["Analyze the error manually", "Escalate to a person"]
 
 
@@ -166,6 +173,9 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return f"Time limit insufficient{during}"
     if result.error == "idle_timeout":
         return f"No output for the idle timeout{during}"
+    if result.error == "budget_exceeded":
+        first = result.message.strip().splitlines()[0] if result.message.strip() else ""
+        return first[:300] or "Budget spent"
     if result.error == "stalled":
         return f"Hung: no output and no CPU for the stall timeout{during}"
     if category is C.RATE_LIMIT:
@@ -195,7 +205,7 @@ def analyze_failure(
     wait read from the output)."""
     found = classify_evidence(Evidence.from_result(result, backend_hint), now=now)
     if retry_after_s is not None:
-        found = Classification(found.category, found.reason, retry_after_s)
+        found = Classification(found.category, found.reason, retry_after_s, found.retry_at)
     progress = result.tool_calls > 0
     retryable, why = retry_verdict(found.category, progress=progress)
     blocked_on = _blocked_on(found, result)
@@ -230,6 +240,7 @@ def analyze_failure(
         stderr_tail=result.stderr_tail[-_STDERR_TAIL:],
         reason=found.reason,
         retry_after_s=found.retry_after_s,
+        retry_at=iso(found.retry_at) if found.retry_at is not None else None,
     )
 
 
@@ -336,6 +347,7 @@ def analyse(
     idle_timeout: float | None = None,
     redactor: Redactor | None = None,
     retry_after_s: float | None = None,
+    now: float | None = None,
 ) -> RunResult:
     """``result`` with its one failure value and the views of it, when it failed
     (a success, or a result already analysed, comes back as is).  Asks
@@ -358,6 +370,7 @@ def analyse(
             install_hint=backend.install_hint(),
             redactor=redactor,
             retry_after_s=retry_after_s,
+            now=now,
         )
     except Exception as exc:
         log.exception("failure analysis of run %s failed", result.run_id)

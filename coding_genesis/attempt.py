@@ -25,6 +25,7 @@ from .redact import Redactor
 from .request import Request
 from .result import RunTally
 from .states import ErrorCode, Status
+from .stop import StopHandle
 
 __all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
 
@@ -53,6 +54,8 @@ class AttemptOutcome:
     refusal: Refusal | None = None
     #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
     warnings: tuple[str, ...] = ()
+    #: The run's stop handle (its request says why a ``requested`` stop happened).
+    stop: StopHandle | None = None
 
 
 def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
@@ -115,6 +118,7 @@ async def run_attempt(
     on_tally: Callable[[RunTally], object] | None = None,
     redactor: Redactor | None = None,
     extra_env: Mapping[str, str] | None = None,
+    stop: StopHandle | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -126,11 +130,22 @@ async def run_attempt(
     cancellation reports what it holds); ``redactor`` masks secrets in the
     text the tally cuts short, before it is cut; ``extra_env`` (from the
     run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
-    before ``config.env``.
+    before ``config.env``; ``stop`` the run's stop
+    handle (a stop asked for before the spawn refuses the attempt: nothing
+    is started).
     """
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
+    if stop is not None and stop.request is not None:
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            tally,
+            ProcessOutcome(),
+            refusal=Refusal(Status.FAILED, stop.request.error, stop.request.message),
+            stop=stop,
+        )
     program = resolve_program(backend, config.cli_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
@@ -197,6 +212,7 @@ async def run_attempt(
         on_stdout=sink,
         marker=marker,
         on_spawn=spawned,
+        stop_handle=stop,
     )
     return AttemptOutcome(
         request,
@@ -206,4 +222,5 @@ async def run_attempt(
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
         warnings=tuple(spec.warnings),
+        stop=stop,
     )

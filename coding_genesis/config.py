@@ -23,6 +23,7 @@ from .process import SupervisorConfig
 if TYPE_CHECKING:
     from .backend import Backend
     from .breaker import CircuitBreaker
+    from .budget import Budget
     from .clock import Clock
     from .observers import Observer
     from .retry import RetryPolicy
@@ -150,6 +151,14 @@ class AgentConfig:
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
     observers: tuple[Observer, ...] = ()
+    #: Meter usage, cost, context use and latency of every run (coding_genesis.metering).
+    metering: bool = True
+    #: Price-table overrides: model-id prefix -> ModelPrice or a dict of its
+    #: fields, USD per million tokens (coding_genesis.prices).
+    prices: Mapping[str, Any] | None = None
+    #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis.budget);
+    #: one pot shared by everything it is given to unless ``per_run``.
+    budget: Budget | None = None
     #: Run ledger directory (see coding_genesis.ledger): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
     #: the temp directory); False: no ledger (the parent-death signal is then the
@@ -267,6 +276,20 @@ class AgentConfig:
         for flag in ("telemetry", "telemetry_content"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        if not isinstance(self.metering, bool):
+            raise ConfigError(f"metering must be True or False, got {self.metering!r}")
+        if self.prices is not None:
+            from .prices import PriceTable
+
+            PriceTable(self.prices)  # a ConfigError when bad
+            set_(self, "prices", dict(self.prices))
+        if self.budget is not None:
+            from .budget import Budget
+
+            if not isinstance(self.budget, Budget):
+                raise ConfigError(f"budget must be a Budget, got {self.budget!r}")
+            if not self.metering:
+                raise ConfigError("a budget needs metering (metering=True)")
         if self.ledger is not None and self.ledger is not False:
             if self.ledger is True:
                 set_(self, "ledger", None)

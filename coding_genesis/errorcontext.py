@@ -128,6 +128,7 @@ _STEP_HINTS: dict[FailureCategory, str] = {
     FailureCategory.NOT_FOUND: "Something the {node} step needs was not found.",
     FailureCategory.PARTIAL: "The {node} step finished only part of its work.",
     FailureCategory.INTERNAL: "The {node} step failed internally.",
+    FailureCategory.BUDGET_EXCEEDED: "The {node} step was stopped when its budget was spent.",
     FailureCategory.UNKNOWN: "Something unexpected happened in the {node} step, "
     "but the rest can still answer.",
 }

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_TYPES",
     "AttemptEvent",
+    "BudgetEvent",
     "CliRetryEvent",
     "ErrorEvent",
     "Event",
@@ -67,6 +68,7 @@ class EventKind(enum.StrEnum):
     ERROR = "error"  # an error line (often not fatal: the CLI retries)
     CLI_RETRY = "cli_retry"  # the CLI retries an API call by itself
     ATTEMPT = "attempt"  # coding-genesis starts another attempt (retry policy)
+    BUDGET = "budget"  # a budget passed a warning fraction, or was exceeded
 
 
 class _Unset:
@@ -357,16 +359,31 @@ class SessionEvent(_Optional):
 
 class UsageEvent(_Optional):
     """Token usage and cost.  ``to_dict`` fields: ``usage`` (the CLI's usage
-    dict, or None), ``cost_usd`` (claude only; omitted when unset)."""
+    dict, or None), then, omitted when unset: ``cost_usd`` (claude only),
+    ``model`` and ``message_id`` (claude's per-message usage: the same
+    message may report its usage on several lines), ``by_model`` (claude's
+    ``modelUsage``: per-model tokens and cost of the run)."""
 
-    __slots__ = ("cost_usd", "usage")
+    __slots__ = ("by_model", "cost_usd", "message_id", "model", "usage")
     kind = EventKind.USAGE
-    fields = ("usage", "cost_usd")
+    fields = ("usage", "cost_usd", "model", "message_id", "by_model")
 
-    def __init__(self, usage: dict[str, Any] | None, cost_usd: float | None = _UNSET) -> None:
-        self._absent = ("cost_usd",) if cost_usd is _UNSET else ()
+    def __init__(
+        self,
+        usage: dict[str, Any] | None,
+        cost_usd: float | None = _UNSET,
+        model: str | None = _UNSET,
+        message_id: str | None = _UNSET,
+        by_model: dict[str, Any] | None = _UNSET,
+    ) -> None:
+        self._absent = _absent(
+            cost_usd=cost_usd, model=model, message_id=message_id, by_model=by_model
+        )
         self.usage = usage
         self.cost_usd: float | None = None if cost_usd is _UNSET else cost_usd
+        self.model: str | None = None if model is _UNSET else model
+        self.message_id: str | None = None if message_id is _UNSET else message_id
+        self.by_model: dict[str, Any] | None = None if by_model is _UNSET else by_model
         self._stamp()
 
 
@@ -536,6 +553,27 @@ class _WithExtra(Event):
         return make(**core, extra=extra)
 
 
+class BudgetEvent(_WithExtra):
+    """A budget (coding_genesis.budget) passed a warning fraction or was
+    exceeded.  ``to_dict`` fields: ``level`` (``warning`` or ``exceeded``),
+    ``limit`` (``max_cost_usd``, ``max_tokens``, ``max_turns``,
+    ``max_tool_calls``), ``message``, then ``extra`` (``used``, ``max``,
+    ``fraction``, ``shared``)."""
+
+    __slots__ = ("level", "limit", "message")
+    kind = EventKind.BUDGET
+    fields = ("level", "limit", "message")
+
+    def __init__(
+        self, level: str, limit: str, message: str, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        self.level = level
+        self.limit = limit
+        self.message = message
+        self.extra = _extra(extra, self.fields)
+        self._stamp()
+
+
 class StateEvent(_WithExtra):
     """The agent changed state (a graph-node event).  ``to_dict`` fields:
     ``state``, ``previous_state``, ``reason``, then ``extra`` (when the circuit
@@ -672,6 +710,7 @@ RunEvent: TypeAlias = (
     | RunStartedEvent
     | RunFinishedEvent
     | AttemptEvent
+    | BudgetEvent
 )
 """Any concrete event; ``kind`` (``to_dict()["type"]``) says which."""
 
@@ -691,6 +730,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ErrorEvent,
         CliRetryEvent,
         AttemptEvent,
+        BudgetEvent,
     )
 }
 

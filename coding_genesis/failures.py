@@ -17,6 +17,7 @@ tool_error      —            —            TOOL_ERROR      yes, after fixing 
 not_found       not_found    not_found    —               no: check and escalate
 partial         —            —            PARTIAL_SUCCESS yes, continue the remaining work
 internal        internal     —            —               partial: once, then escalate
+budget_exceeded —            —            —               no: raise the budget first
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
@@ -75,6 +76,8 @@ class FailureCategory(enum.StrEnum):
     NOT_FOUND = "not_found"
     PARTIAL = "partial"
     INTERNAL = "internal"
+    #: A budget of ours (coding_genesis.budget) was spent: the run was stopped or not started.
+    BUDGET_EXCEEDED = "budget_exceeded"
     UNKNOWN = "unknown"
 
 
@@ -103,6 +106,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     C.MISSING_CONTEXT: "the request needs more context first",
     C.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
     C.NOT_FOUND: "what is missing must be installed or created first",
+    C.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     C.UNKNOWN: "the cause is unknown: analyse it before retrying",
 }
 
@@ -142,6 +146,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     C.NOT_FOUND: ("not_found", "not_found", None),
     C.PARTIAL: (None, None, "partial"),
     C.INTERNAL: ("internal", None, None),
+    C.BUDGET_EXCEEDED: (None, None, None),
     C.UNKNOWN: ("unknown", "unknown", None),
 }
 
@@ -188,6 +193,8 @@ USER_HINTS: dict[FailureCategory, str] = {
     C.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
     C.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
     C.INTERNAL: "The coding agent failed on its side.",
+    C.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
+    "tool calls) was spent.",
     C.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
@@ -204,6 +211,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     C.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
     C.PARTIAL: "Ask the agent to continue from where it stopped.",
     C.INTERNAL: "Try once more; if it fails again, report it.",
+    C.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     C.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
@@ -231,6 +239,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "to continue from where it stopped.",
     C.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
     "failing, report it.",
+    C.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
+    "budget to let it continue.",
     C.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
     "problem continues, try rephrasing the request.",
 }
@@ -246,6 +256,9 @@ class Classification:
     reason: str
     #: Seconds the CLI or the API asked us to wait, when the output says so.
     retry_after_s: float | None = None
+    #: When a usage limit resets (Unix time), when the output says so
+    #: (coding_genesis.usagelimits); ``retry_after_s`` is then the wait until it.
+    retry_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +331,8 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "busy": C.INVALID_TASK,
     "degraded": C.INTERNAL,
     "internal": C.INTERNAL,
+    "budget_exceeded": C.BUDGET_EXCEEDED,
+    "usage_limit": C.RATE_LIMIT,
 }
 
 #: HTTP status reported by the CLI -> category.
@@ -514,8 +529,15 @@ def _signal_name(signum: int) -> str:
 
 def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:
     """Decide the category of a failed run from all the evidence we have."""
-    retry_after = extract_retry_after(
-        ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:], data=ev.data, now=now
+    from .usagelimits import reset_at
+
+    clock = time.time() if now is None else now
+    texts = (ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:])
+    retry_at = reset_at(*texts, data=ev.data, now=clock)
+    retry_after = (
+        max(0.0, retry_at - clock)
+        if retry_at is not None
+        else extract_retry_after(*texts, data=ev.data, now=now)
     )
     verdict: Verdict = (C.UNKNOWN, "no evidence matched")
     for _name, rule in RULES:
@@ -534,7 +556,9 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
         category = C.PARTIAL
     if retry_after is None and ev.retry_delay_s is not None and category in DEFAULT_RETRIES:
         retry_after = ev.retry_delay_s
-    return Classification(category, reason, retry_after)
+    if retry_at is not None and category is not C.RATE_LIMIT:
+        retry_at = None  # a reset time only means something for a limit
+    return Classification(category, reason, retry_after, retry_at)
 
 
 def classify(

@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .events import Event, EventKind
 from .redact import Redactor
+from .stop import StopHandle
 
 __all__ = [
     "LIFECYCLE_KINDS",
@@ -52,6 +53,12 @@ class RunInfo:
     #: Wall-clock start (``time.time()``).
     started: float
     redactor: Redactor
+    #: The run's stop handle: an observer that must end the run (a budget
+    #: spent) asks for the stop here; the supervisor stops the tree like a
+    #: timeout (see coding_genesis.stop).
+    stop: StopHandle | None = None
+    #: Publishes an event of the run on the agent's bus (stamped with the run id).
+    publish: Callable[[Event], object] | None = None
 
 
 @runtime_checkable
@@ -80,6 +87,12 @@ class RunObserver(Protocol):
     # spawns the CLI; the variables returned are added to the CLI's environment
     # (telemetry gives ``TRACEPARENT`` this way).
 
+    # Optional: ``decoded(event)``, every event of the run's attempts as the
+    # decoder makes it: unstamped, NOT redacted, before it is published (and
+    # whether or not anyone wants it published).  For observers that only count
+    # and time (metering): nothing they keep or emit may carry event text; the
+    # response they add to is redacted as a whole.
+
 
 #: The events the runner itself produces (not decoded from the CLI's stdout).
 LIFECYCLE_KINDS: frozenset[EventKind] = frozenset(
@@ -105,7 +118,7 @@ class Observer(Protocol):
 class RunObservers:
     """The observers of one run, each guarded so that none can break it."""
 
-    __slots__ = ("_kinds", "_live")
+    __slots__ = ("_kinds", "_live", "decoded")
 
     def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
         self._live: list[RunObserver] = []
@@ -121,6 +134,42 @@ class RunObservers:
             if handle is not None:
                 self._live.append(handle)
                 self._kinds[id(handle)] = _kinds_of(handle)
+        #: The decoded-events tap (see RunObserver), or None when no observer has one.
+        self.decoded: Callable[[Event], None] | None = self._tap()
+
+    def _tap(self) -> Callable[[Event], None] | None:
+        taps = [h for h in self._live if callable(getattr(h, "decoded", None))]
+        if not taps:
+            return None
+        live = self._live
+        if len(taps) == 1:
+            (only,) = taps
+            decoded = only.decoded  # type: ignore[attr-defined]
+
+            def tap_one(event: Event) -> None:
+                if only in live:  # not dropped
+                    try:
+                        decoded(event)
+                    except Exception:
+                        self._drop(only, "decoded")
+
+            return tap_one
+
+        def tap(event: Event) -> None:
+            for handle in taps:
+                if handle in live:
+                    try:
+                        handle.decoded(event)  # type: ignore[attr-defined]
+                    except Exception:
+                        self._drop(handle, "decoded")
+
+        return tap
+
+    def replayed(self, event: Event) -> None:
+        """An event of a replay (no bus): the tap, then :meth:`event`."""
+        if self.decoded is not None:
+            self.decoded(event)
+        self.event(event)
 
     def __bool__(self) -> bool:
         return bool(self._live)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal as _signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from .attempt import AttemptOutcome
 from .backend import Backend
 from .config import AgentConfig
 from .decode import Decoder
-from .events import ResultEvent
+from .events import Event, ResultEvent
 from .process import ProcessOutcome, StopReason
 from .redact import Redactor
 from .request import Request
@@ -154,6 +154,20 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             **common,
         )
 
+    request = attempt.stop.request if attempt.stop is not None else None
+    if outcome.stop_reason is StopReason.REQUESTED and request is not None:
+        stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+        return RunResult(
+            status=Status.FAILED,
+            message=redactor.text(
+                f"{request.message}; process tree stopped ({stopped}); "
+                f"{tally.tool_calls} tool call(s) made before the stop"
+            ),
+            is_error=True,
+            error=request.error,
+            **common,
+        )
+
     result = tally.result
     if result is not None:
         if result.is_error:
@@ -279,13 +293,14 @@ def replayed_outcome(
     cwd: str,
     stop_reason: StopReason | None,
     duration_s: float,
+    on_event: Callable[[Event], object] | None = None,
 ) -> AttemptOutcome:
     """The outcome of an attempt whose stdout, stderr and end are known (a
     recording): decoded by the same pipeline as a live run."""
     tally = RunTally(cwd)
-    decoder = Decoder(backend.translator(), tally, max_line_bytes=config.max_line_bytes).feed_all(
-        stdout
-    )
+    decoder = Decoder(
+        backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=on_event
+    ).feed_all(stdout)
     tail = config.stderr_tail_bytes
     err = stderr.encode("utf-8", "replace")
     process = ProcessOutcome(

@@ -15,15 +15,21 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .agent import CodingGenesisAgent, _running_event_loop
 from .analysis import failed_result
+from .batchgate import LimitGate
+from .clock import Clock, current_clock
+from .config import seconds
 from .errors import AgentUsageError, ConfigError
-from .states import Status
+from .states import ErrorCode, Status
+
+if TYPE_CHECKING:
+    from .budget import Budget
 
 __all__ = [
     "EventCallback",
@@ -229,9 +235,21 @@ async def run_many(
     on_result: ResultCallback | None = None,
     defaults: Mapping[str, Any] | None = None,
     collect: bool = True,
+    budget: Budget | None = None,
+    deadline_s: float | None = None,
+    clock: Clock | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
+
+    ``budget``: a :class:`~coding_genesis.budget.Budget` for every request
+    that does not set its own; one shared pot caps the batch (runs in flight
+    are stopped once it is spent, queued ones are not started; each result's
+    ``budget`` says which).  A usage limit (a failure with ``retry_at``)
+    pauses the batch until the reset if ``deadline_s`` (seconds from now;
+    None: no deadline) allows, else the queued requests are answered, not
+    started, with status 69, ``error: usage_limit`` and when to retry.
+    ``clock``: time source of those waits (coding_genesis.clock).
 
     ``collect=False`` keeps no result: the call returns an empty list and the
     results reach the caller only through ``on_result`` (a big batch then does
@@ -248,6 +266,10 @@ async def run_many(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
     runner = _executor(executor)
+    if budget is not None:
+        defaults = {**(defaults or {}), "budget": budget}
+    deadline = seconds("deadline_s", deadline_s, allow_none=True)
+    gate = LimitGate(clock or current_clock(), deadline)
     items = [with_defaults(request, defaults) for request in requests]
     results: list[dict[str, Any] | None] = [None] * len(items) if collect else []
     answered = 0
@@ -256,11 +278,16 @@ async def run_many(
     if on_event is not None:
         emit = functools.partial(_call_safely, on_event)
 
-    async def one(index: int, request: Request) -> None:
+    async def one(index: int, request: Request, slot: object) -> None:
         nonlocal answered
-        async with limiter:
+        try:
+            refusal = await gate.admit()
             try:
-                result = await runner.run_one(index, request, emit)
+                if refusal is not None:
+                    result = _not_started(index, refusal)
+                else:
+                    result = await runner.run_one(index, request, emit)
+                    gate.note(result)
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:  # an executor bug must not take the batch down
@@ -271,6 +298,8 @@ async def run_many(
                     status=Status.INTERNAL,
                     error="internal",
                 )
+        finally:
+            limiter.release_on_behalf_of(slot)
         result["index"] = index
         answered += 1
         if collect:
@@ -279,10 +308,25 @@ async def run_many(
             _call_safely(on_result, result)
 
     async with anyio.create_task_group() as tg:
+        # Requests start in input order (a slot is taken before the task
+        # exists), whatever the event loop's scheduling order.
         for index, request in enumerate(items):
-            tg.start_soon(one, index, request)
+            slot = object()
+            await limiter.acquire_on_behalf_of(slot)
+            tg.start_soon(one, index, request, slot)
     assert answered == len(items), "every request is answered"
     return [r for r in results if r is not None]
+
+
+def _not_started(index: int, refusal: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer to a request a usage limit kept from starting."""
+    return failure_result(
+        index,
+        str(refusal["message"]),
+        status=Status.UNAVAILABLE,
+        error=ErrorCode.USAGE_LIMIT,
+        backend=str(refusal.get("backend") or ""),
+    )
 
 
 def run_many_sync(
@@ -294,6 +338,9 @@ def run_many_sync(
     on_result: ResultCallback | None = None,
     defaults: Mapping[str, Any] | None = None,
     collect: bool = True,
+    budget: Budget | None = None,
+    deadline_s: float | None = None,
+    clock: Clock | None = None,
 ) -> list[dict[str, Any]]:
     """Blocking :func:`run_many` for code without an event loop (``collect=False``:
     an empty list, results only through ``on_result``).  Ctrl-C stops every
@@ -314,5 +361,8 @@ def run_many_sync(
             on_result=on_result,
             defaults=defaults,
             collect=collect,
+            budget=budget,
+            deadline_s=deadline_s,
+            clock=clock,
         )
     )

@@ -80,13 +80,16 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 import psutil
 
 from . import procscan
+
+if TYPE_CHECKING:
+    from .stop import StopHandle
 
 try:
     import fcntl
@@ -172,6 +175,8 @@ class StopReason(enum.StrEnum):
     CANCELLED = "cancelled"
     #: The whole tree was silent and (nearly) idle for ``stall_timeout``.
     STALLED = "stalled"
+    #: Asked for through the run's stop handle (a budget, say: see coding_genesis.stop).
+    REQUESTED = "requested"
 
 
 @dataclass(frozen=True, slots=True)
@@ -940,6 +945,7 @@ async def run_process(
     on_stdout: StdoutSink,
     marker: str,
     on_spawn: Callable[[int], object] | None = None,
+    stop_handle: StopHandle | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
@@ -948,6 +954,8 @@ async def run_process(
     True once the CLI's terminal event has been seen (which starts the linger
     clock).  Never raises for process failures: they are in the outcome.
     Re-raises cancellation after the tree is stopped and reaped.
+    ``stop_handle``: a stop asked for through it stops the tree like a timeout
+    (stop reason ``requested``).
     """
     _hold_subreaper(+1)
     try:
@@ -1018,6 +1026,7 @@ async def run_process(
                 on_spawn,
                 stdout_fd,
                 stderr_fd,
+                stop_handle,
             )
         finally:
             os.close(stdout_fd)
@@ -1041,6 +1050,7 @@ async def _supervise(
     on_spawn: Callable[[int], object] | None,
     stdout_fd: int,
     stderr_fd: int,
+    stop_handle: StopHandle | None = None,
 ) -> ProcessOutcome:
     if on_spawn is not None:
         try:
@@ -1171,6 +1181,9 @@ async def _supervise(
         reason: StopReason | None = None
         with clocks:
             while True:
+                if stop_handle is not None and stop_handle.requested:
+                    reason = StopReason.REQUESTED
+                    break
                 now = anyio.current_time()
                 if stall is not None and now >= next_sample:
                     if stalled(now):
@@ -1196,6 +1209,8 @@ async def _supervise(
         if not clocks.cancel_called and reason is not None:
             await stop(reason)
 
+    if stop_handle is not None:
+        stop_handle.bind(lambda: wake.set())
     finished = False
     try:
         async with anyio.create_task_group() as tg:
@@ -1228,6 +1243,8 @@ async def _supervise(
             proc.close_stdin()
             await tree.reap_all()
 
+        if stop_handle is not None:
+            stop_handle.unbind()
         try:
             await _uninterruptible(cleanup)
         finally:

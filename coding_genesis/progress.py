@@ -15,6 +15,7 @@ from typing import Any
 from .display import printable
 from .events import (
     AttemptEvent,
+    BudgetEvent,
     CliRetryEvent,
     ErrorEvent,
     Event,
@@ -26,6 +27,7 @@ from .events import (
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
+    UsageEvent,
 )
 
 __all__ = ["ProgressView", "RunTracker", "tool_summary"]
@@ -107,6 +109,36 @@ class RunTracker:
         self.files: dict[str, None] = {}
         self.status: int | None = None
         self.stop_note: str | None = None
+        #: Tokens so far (input + output) per claude message / per codex turn.
+        self._message_tokens: dict[str, int] = {}
+        self._turn_tokens = 0
+        self._final_tokens: int | None = None
+        self.cost_usd: float | None = None
+        #: The last budget event, as a line ("warning: ...", "exceeded: ...").
+        self.budget_note: str | None = None
+        self.budget_exceeded = False
+
+    @property
+    def tokens(self) -> int:
+        if self._final_tokens is not None:
+            return self._final_tokens
+        return sum(self._message_tokens.values()) + self._turn_tokens
+
+    def _on_usage(self, event: UsageEvent) -> None:
+        from .metering import normalise_usage
+
+        if event.cost_usd is not None:
+            self.cost_usd = event.cost_usd
+        if not isinstance(event.usage, Mapping):
+            return
+        tokens = normalise_usage(event.usage)
+        total = tokens.input + tokens.output
+        if event.message_id is not None:
+            self._message_tokens[event.message_id] = total
+        elif event.cost_usd is not None or event.by_model:
+            self._final_tokens = total
+        else:
+            self._turn_tokens += total
 
     @property
     def elapsed(self) -> float:
@@ -170,6 +202,15 @@ class RunTracker:
                 self.last_attempt = (
                     f"attempt {self.attempt} failed ({extra.get('category')}); retrying{wait}"
                 )
+        elif isinstance(event, UsageEvent):
+            self._on_usage(event)
+        elif isinstance(event, BudgetEvent):
+            self.budget_note = f"{event.level}: {event.message}"
+            if event.level == "exceeded":
+                self.budget_exceeded = True
+                cost = event.extra.get("used") if event.limit == "max_cost_usd" else None
+                if isinstance(cost, int | float):
+                    self.cost_usd = float(cost)
         elif isinstance(event, ErrorEvent):
             self.errors += 1
             self.last_error = _last_line(event.message) or None
@@ -213,9 +254,19 @@ class RunTracker:
             lines.append(f"CLI API retries: {self.cli_retries} (last: {self.last_cli_retry})")
         if self.last_attempt:
             lines.append(f"attempts: {self.attempt} (last: {self.last_attempt})")
+        if self.tokens or self.cost_usd is not None:
+            lines.append(self.usage_text())
+        if self.budget_note:
+            lines.append(f"budget {self.budget_note}")
         if self.last_text:
             lines.append(f"last text: {self.last_text[:200]}")
         return [printable(line) for line in lines]
+
+    def usage_text(self) -> str:
+        text = f"usage {self.tokens} tokens"
+        if self.cost_usd is not None:
+            text += f" · ${self.cost_usd:.4f}"
+        return text
 
 
 _PHASE_STYLE = {"stopping": "bold yellow", "finished": "green", "running": "cyan"}
@@ -324,6 +375,15 @@ class ProgressView:
                     no_wrap=True,
                 )
             )
+        if t.tokens or t.cost_usd is not None or t.budget_note:
+            usage = Text(overflow="ellipsis", no_wrap=True)
+            usage.append(t.usage_text())
+            if t.budget_note:
+                usage.append(
+                    printable(f" · budget {t.budget_note}"),
+                    style="bold red" if t.budget_exceeded else "yellow",
+                )
+            lines.append(usage)
         if t.last_error:
             lines.append(
                 Text(

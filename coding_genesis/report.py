@@ -76,6 +76,8 @@ class ChildFailure(BaseModel):
     reason: str = ""
     #: Seconds the CLI or the API asked us to wait, when it said so.
     retry_after_s: float | None = None
+    #: When a usage limit resets (ISO 8601, UTC): retry then, not before.
+    retry_at: str | None = None
 
     @field_validator("session_id", "blocked_on", "last_successful_tool", mode="before")
     @classmethod

@@ -96,6 +96,16 @@ class RunResult(BaseModel):
     lines: int = 0
     usage: dict[str, Any] | None = None
     cost_usd: float | None = None
+    #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
+    #: (tokens x the price table) or ``unknown`` (see coding_genesis.metering).
+    cost_source: str | None = None
+    #: Tokens (per model), turns, tool calls, context-window use and latency
+    #: (coding_genesis.metering); None when metering is off.
+    metering: dict[str, Any] | None = None
+    #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
+    #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
+    #: has ``spent`` (coding_genesis.budget).
+    budget: dict[str, Any] | None = None
     model: str | None = None
     num_turns: int | None = None
     #: Why the runner stopped the process ("timeout", "idle", "linger", "cancelled").

@@ -145,6 +145,8 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     _C.NOT_FOUND: Action.ESCALATE,
     _C.PARTIAL: Action.ESCALATE,
     _C.INTERNAL: Action.ESCALATE,
+    # The caller set the budget: spending more is the caller's call, not an escalation.
+    _C.BUDGET_EXCEEDED: Action.FAIL,
     _C.UNKNOWN: Action.ESCALATE,
 }
 
@@ -291,6 +293,33 @@ class RetryPolicy(BaseModel):
             )
         n = retries_done + 1
         retry_after_s = failure.retry_after_s
+        if policy.use_retry_after and failure.retry_at is not None and retry_after_s is not None:
+            # A usage limit: retrying before its reset fails the same way.  Wait
+            # for it within the deadline (without one, within the cap), else say when.
+            allowed = (
+                self.deadline_s - elapsed_s
+                if self.deadline_s is not None
+                else policy.retry_after_cap_s
+            )
+            if retry_after_s >= allowed:
+                bound = (
+                    f"the retry deadline of {self.deadline_s:g}s"
+                    if self.deadline_s is not None
+                    else f"retry_after_cap_s={policy.retry_after_cap_s:g}s"
+                )
+                return Decision(
+                    give_up,
+                    f"{cat}: the usage limit resets at {failure.retry_at} (in "
+                    f"{retry_after_s:g}s), past {bound}: retry at {failure.retry_at}",
+                )
+            reason = (
+                f"{cat}: retry {n} of {policy.max_retries} after {retry_after_s:g}s "
+                f"(waiting for the usage limit to reset at {failure.retry_at})"
+            )
+            next_timeout = timeout_s
+            if self.deadline_s is not None and timeout_s is not None:
+                next_timeout = min(timeout_s, allowed - retry_after_s)
+            return Decision(Action.RETRY, reason, retry_after_s, next_timeout)
         if policy.use_retry_after and retry_after_s is not None and retry_after_s >= 0:
             delay = min(retry_after_s, policy.retry_after_cap_s)
             how = f"retry-after {retry_after_s:g}s" + (

@@ -84,3 +84,9 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
+    #: A budget (coding_genesis.budget) was spent: the process tree was stopped,
+    #: or, for a run of a spent shared budget, nothing was started (status 1).
+    BUDGET_EXCEEDED = "budget_exceeded"
+    #: A request of a batch not started: the batch hit the account's usage
+    #: limit, which resets after the batch's deadline (status 69).
+    USAGE_LIMIT = "usage_limit"

@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.steps.failure_steps",
     "tests.steps.telemetry_steps",
     "tests.steps.transcript_steps",
+    "tests.steps.budget_steps",
     "tests.fakes.plugin",
 ]
 

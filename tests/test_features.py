@@ -13,4 +13,5 @@ scenarios(
     "degraded.feature",
     "telemetry.feature",
     "transcripts.feature",
+    "budget.feature",
 )

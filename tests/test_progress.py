@@ -112,3 +112,32 @@ def test_tool_summary_is_one_bounded_line() -> None:
     assert tool_summary("Odd", None) == "Odd"
     long = tool_summary("Bash", {"command": "x" * 500}, limit=40)
     assert len(long) == 40 and long.endswith("…")
+
+
+def test_the_panel_shows_usage_cost_and_the_budget() -> None:
+    from coding_genesis.events import BudgetEvent, UsageEvent
+
+    tracker = RunTracker("claude", 60, clock=FakeClock())
+    usage = {"input_tokens": 1000, "output_tokens": 500}
+    feed(
+        tracker,
+        UsageEvent(usage, model="m", message_id="msg_1"),
+        UsageEvent(usage, model="m", message_id="msg_1"),  # the same message again
+        UsageEvent(usage, model="m", message_id="msg_2"),
+        BudgetEvent("warning", "max_cost_usd", "max_cost_usd: 80% used (0.024 of 0.03)"),
+    )
+    assert tracker.tokens == 3000
+    screen = draw(tracker, width=140)
+    assert "usage 3000 tokens · budget warning: max_cost_usd: 80% used" in screen
+    feed(
+        tracker,
+        BudgetEvent(
+            "exceeded", "max_cost_usd", "budget exceeded: max_cost_usd=0.03", {"used": 0.036}
+        ),
+    )
+    assert tracker.budget_exceeded and tracker.cost_usd == 0.036
+    assert "usage 3000 tokens · $0.0360 · budget exceeded: budget exceeded" in draw(tracker, 140)
+    assert "budget exceeded: budget exceeded: max_cost_usd=0.03" in tracker.summary_lines()
+    # claude's result: its own total and cost replace the running sum.
+    feed(tracker, UsageEvent({"input_tokens": 2000, "output_tokens": 2000}, 0.5))
+    assert tracker.tokens == 4000 and tracker.cost_usd == 0.5

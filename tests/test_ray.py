@@ -212,3 +212,51 @@ async def test_a_task_cancelled_by_someone_else_is_answered(
     )
     assert [(r["status"], r["error"]) for r in results] == [(130, "cancelled"), (0, None)]
     assert marked_processes([fake_claude.mark]) == []
+
+
+async def test_shared_budget_stops_a_ray_batch_of_twenty(cluster: None, tmp_path: Path) -> None:
+    """One $0.05 pot over 20 Ray tasks: it lives in a Ray actor; once spent,
+    the runs in flight are stopped at their next usage event and the queued
+    ones are not started.  Every result says which, and why."""
+    from coding_genesis.budget import Budget
+    from tests.test_metering import message
+
+    fakes = [FakeCLI(tmp_path) for _ in range(20)]
+    for fake in fakes:
+        fake.script(
+            [{"init": True}]
+            + [s for n in range(1, 6) for s in (message(n), {"sleep": 0.3})]
+            + [{"result": "done"}]
+        )
+    budget = Budget(max_cost_usd=0.05)
+    specs = [
+        RunSpec.model_validate(
+            {
+                "prompt": "work",
+                "backend": "claude",
+                "cli_path": fake.path,
+                "env": fake.env(),
+                "timeout": 30.0,
+                "grace": 0.3,
+            }
+        )
+        for fake in fakes
+    ]
+    results = await RayRunner(num_cpus=0.25).run_many(specs, concurrency=4, budget=budget)
+    assert not budget.on_this_machine  # the pot moved into an actor
+    outcomes = [r["budget"]["outcome"] for r in results]
+    assert "stopped" in outcomes and "not_started" in outcomes, outcomes
+    assert outcomes.count("ran") == 0
+    for r in results:
+        assert r["error"] == "budget_exceeded", r["message"]
+        assert r["failure"]["category"] == "budget_exceeded"
+        assert r["budget"]["shared"] is True and r["budget"]["reason"]
+    assert all(r["pid"] is None for r in results if r["budget"]["outcome"] == "not_started")
+    assert budget.spent["exceeded"]["limit"] == "max_cost_usd"
+    # Each run charged the one pot: what they charged adds up to what it spent.
+    charged = sum(r["budget"]["charged"]["cost_usd"] for r in results)
+    assert charged == pytest.approx(budget.spent["cost_usd"])
+    from tests.tree_support import assert_tree_gone
+
+    for fake in fakes:
+        assert_tree_gone(fake)

@@ -40,6 +40,7 @@ FAILURE_KEYS = {
     "last_successful_tool",
     "exit_code",
     "stderr_tail",
+    "retry_at",
 }
 
 

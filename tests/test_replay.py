@@ -25,6 +25,9 @@ def comparable(result: dict[str, Any]) -> dict[str, Any]:
     # The failure record and its report repeat the duration.
     if isinstance(out.get("failure"), dict):
         out["failure"] = {k: v for k, v in out["failure"].items() if k != "duration"}
+    # Metering's latency figures are timings of the process too.
+    if isinstance(out.get("metering"), dict):
+        out["metering"] = {k: v for k, v in out["metering"].items() if k != "latency"}
     if isinstance(out.get("failure_report"), str):
         out["failure_report"] = re.sub(r"Duration: [0-9.]+s", "Duration: -", out["failure_report"])
     return out

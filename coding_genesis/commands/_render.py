@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "budget_line",
     "failure_report",
     "short_id",
     "stopped_lines",
     "summary_lines",
     "tools_text",
+    "usage_line",
 ]
 
 
@@ -29,6 +31,60 @@ def tools_text(usage: Mapping[str, int], limit: int = 6) -> str:
 
 def _seconds(value: object) -> str:
     return f"{value:.1f}s" if isinstance(value, int | float) else "?"
+
+
+def _count(n: object) -> str:
+    if not isinstance(n, int | float):
+        return "?"
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{int(n)}"
+
+
+def usage_line(result: Mapping[str, Any]) -> str | None:
+    """Tokens, cost and its source, turns, context use and speed, in one line
+    (from the result's ``metering``, coding_genesis.metering); None without it."""
+    metering = result.get("metering")
+    if not isinstance(metering, Mapping):
+        return None
+    tokens = metering.get("tokens") or {}
+    parts = [
+        f"{_count(tokens.get('total'))} tokens (in {_count(tokens.get('input'))}, "
+        f"out {_count(tokens.get('output'))}, cache read {_count(tokens.get('cache_read'))}, "
+        f"cache write {_count(tokens.get('cache_write'))})"
+    ]
+    cost, source = result.get("cost_usd"), result.get("cost_source")
+    if isinstance(cost, int | float):
+        parts.append(f"${cost:.4f} ({source})")
+    elif source:
+        parts.append(f"cost {source}")
+    if metering.get("turns"):
+        parts.append(f"{metering['turns']} turn(s)")
+    context = metering.get("context")
+    if isinstance(context, Mapping) and isinstance(context.get("fraction"), int | float):
+        parts.append(f"context {context['fraction']:.0%} of {_count(context.get('window'))}")
+    latency = metering.get("latency")
+    if isinstance(latency, Mapping):
+        if isinstance(latency.get("first_text_s"), int | float):
+            parts.append(f"first text {latency['first_text_s']:.1f}s")
+        if isinstance(latency.get("tokens_per_s"), int | float):
+            parts.append(f"{latency['tokens_per_s']:.0f} tokens/s")
+    return "usage: " + " - ".join(parts)
+
+
+def budget_line(result: Mapping[str, Any]) -> str | None:
+    """What a budget did to this run (coding_genesis.budget); None without one."""
+    budget = result.get("budget")
+    if not isinstance(budget, Mapping):
+        return None
+    limits = budget.get("limits") or {}
+    line = f"budget: {budget.get('outcome')} - " + ", ".join(
+        f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in limits.items()
+    )
+    if budget.get("shared"):
+        spent = budget.get("spent") or {}
+        line += f" (shared: ${spent.get('cost_usd', 0):.4f}, {spent.get('tokens', 0)} tokens spent)"
+    if budget.get("reason"):
+        line += f" - {budget['reason']}"
+    return line
 
 
 def summary_lines(result: Mapping[str, Any]) -> list[str]:
@@ -49,6 +105,9 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
     if result.get("session_id"):
         parts.append(f"session {result['session_id']}")
     lines = ["genesis: " + " - ".join(parts)]
+    for extra in (usage_line(result), budget_line(result)):
+        if extra:
+            lines.append(extra)
     failure = result.get("failure")
     if isinstance(failure, Mapping):
         # The failure value's one answer, rendered as the report's "Retryable:" line is.
@@ -56,7 +115,9 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
         line = f"failure: {failure.get('category')} (retryable: {retryable})"
         if failure.get("reason"):
             line += f" - {failure['reason']}"
-        if failure.get("retry_after_s") is not None:
+        if failure.get("retry_at"):
+            line += f" - retry at {failure['retry_at']}"
+        elif failure.get("retry_after_s") is not None:
             line += f" - retry after {failure['retry_after_s']:g}s"
         lines.append(line)
     for warning in result.get("warnings") or ():

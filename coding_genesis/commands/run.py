@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..display import printable
+from ._budget import add_budget_arguments, budget_from, prices_from
 from ._common import positive_seconds, print_json, status_exit_code, usage_error
 from ._render import stopped_lines, summary_lines
 from ._retry import add_retry_arguments, attempt_printer, retry_policy
@@ -161,6 +162,7 @@ def register(subparsers: Any) -> None:
         help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
     )
     add_retry_arguments(parser)
+    add_budget_arguments(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -199,6 +201,8 @@ def handle(args: argparse.Namespace) -> int:
             retry=retry_policy(args),
             inherit_env=not args.clean_env,
             env_allow=tuple(args.allow_env),
+            budget=budget_from(args),
+            prices=prices_from(args),
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))

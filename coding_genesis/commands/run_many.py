@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from ..display import printable
 from ..states import Status
+from ._budget import add_budget_arguments, budget_from, prices_from
 from ._common import usage_error
 
 __all__ = ["InOrder", "read_requests", "register"]
@@ -88,6 +89,7 @@ def register(subparsers: Any) -> None:
         help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
         "CODE EXECUTION, whoever wrote the file runs programs as you",
     )
+    add_budget_arguments(parser, batch=True)
     parser.set_defaults(handler=handle)
 
 
@@ -192,6 +194,11 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
     requests = read_requests(data.splitlines(), trusted=args.trusted_input)
     total = len(requests)
+    try:
+        budget = budget_from(args)
+        prices = prices_from(args)
+    except ConfigError as exc:
+        return usage_error("run-many", str(exc))
 
     executor: str | Executor = "local"
     runner = None
@@ -236,8 +243,9 @@ def handle(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             executor=executor,
             on_result=on_result,
-            defaults=_recording(),
+            defaults={**_recording(), **({"prices": prices} if prices else {})},
             collect=False,
+            budget=budget,
         )
     except KeyboardInterrupt:
         print(

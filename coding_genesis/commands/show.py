@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import printable
 from ._common import add_transcript_dir, print_json, transcript_base
-from ._render import failure_report, tools_text
+from ._render import budget_line, failure_report, tools_text, usage_line
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -181,6 +181,9 @@ def render(record: RunRecord) -> str:
         if result.get("cli_retries"):
             facts.append(f"CLI API retries {result['cli_retries']}")
         lines.append("  " + "   ".join(facts))
+        for extra in (usage_line(result), budget_line(result)):
+            if extra:
+                lines.append("  " + extra)
         message = str(result.get("message") or "")
         if message:
             lines.append("  message   " + message.strip().replace("\n", "\n            ")[:4000])

@@ -34,7 +34,7 @@ import functools
 import logging
 import queue
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -51,6 +51,9 @@ from ..pool import (
     run_many,
 )
 from ..states import Status
+
+if TYPE_CHECKING:
+    from ..budget import Budget
 
 __all__ = ["DEFAULT_NUM_CPUS", "RayRunner", "ray_task_body"]
 
@@ -183,6 +186,7 @@ class RayRunner:
         if not isinstance(spec, RunSpec):
             raise ConfigError(f"submit() takes a RunSpec, got {type(spec).__name__}")
         self._ensure_ray()
+        _budget_on_ray(spec)
         return _remote().options(**self._options).remote(spec, index, events)
 
     async def run_one(
@@ -254,8 +258,12 @@ class RayRunner:
         on_event: EventCallback | None = None,
         on_result: ResultCallback | None = None,
         collect: bool = True,
+        budget: Budget | None = None,
+        deadline_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        """:func:`coding_genesis.pool.run_many` on this runner."""
+        """:func:`coding_genesis.pool.run_many` on this runner.  A shared
+        ``budget`` (or one in a request) moves its pot into a Ray actor
+        (:meth:`Budget.on_ray`), so that every worker charges the same one."""
         return await run_many(
             requests,
             concurrency=concurrency,
@@ -263,4 +271,15 @@ class RayRunner:
             on_event=on_event,
             on_result=on_result,
             collect=collect,
+            budget=budget,
+            deadline_s=deadline_s,
         )
+
+
+def _budget_on_ray(spec: RunSpec) -> None:
+    """A shared budget sent to a worker must keep one pot: move it into a Ray actor."""
+    from ..budget import Budget
+
+    budget = (spec.model_extra or {}).get("budget")
+    if isinstance(budget, Budget) and budget.on_this_machine:
+        budget.on_ray()
