@@ -84,3 +84,5 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
+    #: The caller's verify command failed after the agent finished (status 1).
+    VERIFY_FAILED = "verify_failed"
