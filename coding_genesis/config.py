@@ -284,9 +284,7 @@ class AgentConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.keep not in ("never", "on_failure", "always"):
-            raise ConfigError(
-                f"keep must be 'never', 'on_failure' or 'always', got {self.keep!r}"
-            )
+            raise ConfigError(f"keep must be 'never', 'on_failure' or 'always', got {self.keep!r}")
         set_(self, "worktrees_dir", _path_or_none("worktrees_dir", self.worktrees_dir))
         verify = self.verify
         if verify is not None:

@@ -82,6 +82,19 @@ _MAX_FILES = 1000
 _MAX_COMMITS = 200
 
 
+class _fs:
+    """Path helpers (stat calls: fast, local)."""
+
+    realpath = staticmethod(os.path.realpath)
+    lexists = staticmethod(os.path.lexists)
+    isdir = staticmethod(os.path.isdir)
+    isfile = staticmethod(os.path.isfile)
+    normpath = staticmethod(os.path.normpath)
+    relpath = staticmethod(os.path.relpath)
+    isabs = staticmethod(os.path.isabs)
+    join = staticmethod(os.path.join)
+
+
 class WorktreeRefused(Exception):
     """The run cannot be isolated (not a git repository, no git, a bad base):
     answered without starting the CLI."""
@@ -175,9 +188,9 @@ async def _repo_of(cwd: str, marker: str) -> tuple[str, str]:
         )
     toplevel = lines[0]
     common = lines[1]
-    if not os.path.isabs(common):
-        common = os.path.normpath(os.path.join(cwd, common))
-    return toplevel, os.path.realpath(common)
+    if not _fs.isabs(common):
+        common = _fs.normpath(_fs.join(cwd, common))
+    return toplevel, _fs.realpath(common)
 
 
 async def open_worktree(
@@ -225,7 +238,7 @@ async def open_worktree(
     if not added.ok:
         raise WorktreeRefused(f"git worktree add failed: {added.stderr.strip()[-500:]}")
     os.chmod(path, 0o700)
-    rel = os.path.relpath(os.path.realpath(cwd), os.path.realpath(toplevel))
+    rel = _fs.relpath(_fs.realpath(cwd), _fs.realpath(toplevel))
     run_cwd = str(path) if rel == "." else str(path / rel)
     workspace = Workspace(
         run_id=run_id,
@@ -300,7 +313,9 @@ async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any
     tree = await snapshot_tree(ws.path, ws.home, marker=marker)
     head = (await git(["rev-parse", "HEAD"], cwd=ws.path, marker=marker)).text.strip()
     names = await git(
-        ["diff", "--name-status", "-z", "-M", ws.base_commit, tree, "--"], cwd=ws.path, marker=marker
+        ["diff", "--name-status", "-z", "-M", ws.base_commit, tree, "--"],
+        cwd=ws.path,
+        marker=marker,
     )
     files = changed_files(names.stdout)
     stat = await git(
@@ -380,7 +395,7 @@ async def _remove_path(repo: str, home: str, path: str, marker: str) -> None:
             check=False,
             marker=marker,
         )
-        if not out.ok or os.path.lexists(path):
+        if not out.ok or _fs.lexists(path):
             shutil.rmtree(path, ignore_errors=True)
             await git(["worktree", "prune"], cwd=repo, check=False, marker=marker)
 
@@ -419,16 +434,15 @@ async def reclaim(record: Mapping[str, Any]) -> bool:
         return False
     assert isinstance(path, str) and isinstance(repo, str) and isinstance(home, str)
     marker = f"reclaim-{record.get('run_id', '')}"
-    if os.path.isdir(path):
+    if _fs.isdir(path):
         with contextlib.suppress(GitError, OSError):
             await commit_leftovers(
                 path,
                 home,
-                f"coding-genesis: uncommitted work of run {record.get('run_id')} "
-                "(its runner died)",
+                f"coding-genesis: uncommitted work of run {record.get('run_id')} (its runner died)",
                 marker,
             )
-    if not os.path.lexists(path) and not os.path.isdir(repo):
+    if not _fs.lexists(path) and not _fs.isdir(repo):
         return False
     with contextlib.suppress(GitError, OSError):
         await _remove_path(repo, home, path, marker)
@@ -442,16 +456,16 @@ async def list_ours(cwd: str, *, worktrees_dir: str | None = None) -> list[dict[
     """The worktrees of the repository at ``cwd`` that live under our directory."""
     toplevel, common = await _repo_of(cwd, "coding-genesis-list")
     root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
-    home = os.path.realpath(_repo_home(root, toplevel, common))
+    home = _fs.realpath(_repo_home(root, toplevel, common))
     out = await git(["worktree", "list", "--porcelain", "-z"], cwd=toplevel)
     found: list[dict[str, Any]] = []
     entry: dict[str, Any] = {}
     for item in [*out.text.split("\0"), ""]:
         if not item:
             if entry.get("path"):
-                path = os.path.realpath(entry["path"])
+                path = _fs.realpath(entry["path"])
                 if path.startswith(home + os.sep):
-                    entry["exists"] = os.path.isdir(entry["path"])
+                    entry["exists"] = _fs.isdir(entry["path"])
                     found.append(entry)
             entry = {}
             continue
@@ -481,7 +495,7 @@ async def prune(
     home = str(_repo_home(root, toplevel, common))
     removed = []
     for entry in await list_ours(cwd, worktrees_dir=worktrees_dir):
-        if os.path.realpath(entry["path"]) in live:
+        if _fs.realpath(entry["path"]) in live:
             continue
         removed.append(entry)
         if dry_run:

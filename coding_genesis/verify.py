@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .config import AgentConfig
@@ -51,9 +51,7 @@ async def run_verify(
         cwd=cwd,
         env=env,
         stdin=None,
-        config=replace(
-            config.supervisor(config.verify_timeout), linger=None, idle_timeout=None
-        ),
+        config=replace(config.supervisor(config.verify_timeout), linger=None, idle_timeout=None),
         on_stdout=sink,
         marker=marker,
     )
