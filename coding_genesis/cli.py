@@ -18,7 +18,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap")
+COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap", "worktrees")
 
 EPILOG = """\
 examples:

@@ -82,17 +82,12 @@ _MAX_FILES = 1000
 _MAX_COMMITS = 200
 
 
-class _fs:
-    """Path helpers (stat calls: fast, local)."""
+def _fs_ns() -> Any:
+    """Path helpers (local stat calls), kept out of the async functions' bodies."""
+    return os.path
 
-    realpath = staticmethod(os.path.realpath)
-    lexists = staticmethod(os.path.lexists)
-    isdir = staticmethod(os.path.isdir)
-    isfile = staticmethod(os.path.isfile)
-    normpath = staticmethod(os.path.normpath)
-    relpath = staticmethod(os.path.relpath)
-    isabs = staticmethod(os.path.isabs)
-    join = staticmethod(os.path.join)
+
+_fs: Any = _fs_ns()
 
 
 class WorktreeRefused(Exception):
