@@ -275,7 +275,7 @@ def trap(signum: int, code: int | None) -> None:
 
 
 def main() -> int:
-    record(argv=sys.argv[1:])
+    record(argv=sys.argv[1:], cwd=os.getcwd())
     raw = os.environ.get("FAKE_CLI_SCRIPT")
     path = os.environ.get("FAKE_CLI_SCRIPT_FILE")
     if path:
