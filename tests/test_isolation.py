@@ -333,7 +333,7 @@ def test_twenty_isolated_runs_with_timeouts_and_cancellations(repo: Path, tmp_pa
     finishing, hanging, cancelled = FakeCLI(tmp_path), FakeCLI(tmp_path), FakeCLI(tmp_path)
     finishing.script([{"write": "out.txt"}, {"answer": "ok"}])
     hanging.script([{"write": "out.txt"}, {"hang": True}])
-    cancelled.script([{"write": "out.txt"}, {"hang": True}])
+    cancelled.script([{"write": "out.txt"}, {"init": True}, {"hang": True}])
     common = {
         "backend": "claude",
         "isolation": "worktree",
@@ -354,12 +354,19 @@ def test_twenty_isolated_runs_with_timeouts_and_cancellations(repo: Path, tmp_pa
     assert [r["status"] for r in results] == [124 if i % 3 == 0 else 0 for i in range(14)]
 
     async def cancel_when_started() -> None:
+        sessions: list[dict[str, Any]] = []
+        all_written = anyio.Event()
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event["type"] == "session":  # the fake CLI wrote its file, then said hello
+                sessions.append(event)
+                if len(sessions) == 6:
+                    all_written.set()
+
         async with anyio.create_task_group() as tg:
             specs = [spec(cancelled, f"run {14 + i} is cancelled", 60) for i in range(6)]
-            tg.start_soon(lambda: run_many(specs, concurrency=8))
-            while len([r for r in cancelled.records() if "stdin_head" in r]) < 6:
-                await anyio.sleep(0.05)
-            await anyio.sleep(0.3)  # each has written its file
+            tg.start_soon(lambda: run_many(specs, concurrency=8, on_event=on_event))
+            await all_written.wait()
             tg.cancel_scope.cancel()
 
     anyio.run(cancel_when_started)
