@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.steps.agent_steps",
     "tests.steps.retry_steps",
     "tests.steps.failure_steps",
+    "tests.steps.isolation_steps",
     "tests.fakes.plugin",
 ]
 

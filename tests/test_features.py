@@ -11,4 +11,5 @@ scenarios(
     "failures.feature",
     "retry.feature",
     "degraded.feature",
+    "isolation.feature",
 )
