@@ -46,6 +46,7 @@ from .gitops import (
     snapshot_tree,
     temporary_index,
 )
+from .process import _uninterruptible
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -223,14 +224,19 @@ async def open_worktree(
     short = run_id[:16]
     path = home / short
     branch = f"{BRANCH_PREFIX}{short}"
-    async with RepoLock(home / ".lock").held():
-        added = await git(
-            ["worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), base_commit],
-            cwd=toplevel,
-            check=False,
-            marker=marker,
-        )
+    try:
+        async with RepoLock(home / ".lock").held():
+            added = await git(
+                ["worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), base_commit],
+                cwd=toplevel,
+                check=False,
+                marker=marker,
+            )
+    except BaseException:  # cancelled mid-way: nothing half-made stays behind
+        await _uninterruptible(lambda: _undo_add(toplevel, str(home), str(path), branch, marker))
+        raise
     if not added.ok:
+        await _undo_add(toplevel, str(home), str(path), branch, marker)
         raise WorktreeRefused(f"git worktree add failed: {added.stderr.strip()[-500:]}")
     os.chmod(path, 0o700)
     rel = _fs.relpath(_fs.realpath(cwd), _fs.realpath(toplevel))
@@ -267,10 +273,16 @@ async def open_worktree(
         os.makedirs(run_cwd, 0o700, exist_ok=True)
         workspace.warnings.extend(instruction_warnings(run_cwd, cwd))
     except BaseException:
-        with contextlib.suppress(Exception):
-            await remove(workspace, keep_branch=False)
+        await _uninterruptible(lambda: _undo_add(toplevel, str(home), str(path), branch, marker))
         raise
     return workspace
+
+
+async def _undo_add(repo: str, home: str, path: str, branch: str, marker: str) -> None:
+    """Remove a worktree and branch that were just made (no work in them yet)."""
+    with contextlib.suppress(GitError, OSError):
+        await _remove_path(repo, home, path, marker)
+        await git(["branch", "-D", "--", branch], cwd=repo, check=False, marker=marker)
 
 
 async def _carry(ws: Workspace, toplevel: str) -> None:

@@ -579,7 +579,8 @@ async def retrying(
         loop.retries += 1
         await clock.sleep(decision.delay_s)
         made_progress = result.tool_calls > 0 or bool(result.files_modified)
-        continuation = next_resume is not None or made_progress
+        # A failed verify is always continued: its output is what the retry needs.
+        continuation = next_resume is not None or made_progress or result.verify is not None
         plan = AttemptPlan(
             number=plan.number + 1,
             prompt=(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .childenv import child_base_env
 from .config import AgentConfig
 from .process import StopReason, build_env, run_process
 
@@ -45,7 +46,12 @@ async def run_verify(
         return False
 
     started = time.monotonic()
-    env = build_env(dict(os.environ if environ is None else environ), add=config.env, marker=marker)
+    base = child_base_env(
+        os.environ if environ is None else environ,
+        inherit=config.inherit_env,
+        allow=config.env_allow,
+    )
+    env = build_env(base, add=config.env, marker=marker)
     outcome = await run_process(
         list(argv),
         cwd=cwd,
