@@ -268,7 +268,7 @@ async def open_worktree(
                 workspace.warnings.append(
                     f"the checkout has {workspace.uncommitted_in_checkout} uncommitted path(s); "
                     f"the worktree starts from {base_ref} ({base_commit[:12]}) without them "
-                    "(carry_uncommitted=True carries them over)"
+                    "(carry_uncommitted=True, --carry-uncommitted, carries them over)"
                 )
         os.makedirs(run_cwd, 0o700, exist_ok=True)
         workspace.warnings.extend(instruction_warnings(run_cwd, cwd))
