@@ -562,3 +562,63 @@ def test_worktree_directories_are_private(repo: Path, tmp_path: Path) -> None:
     path = Path(result["worktree"]["path"])
     for directory in (tmp_path / "worktrees", path.parent, path):
         assert directory.stat().st_mode & 0o777 == 0o700, directory
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("held", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_repo_lock_excludes_other_processes_and_threads(tmp_path: Path) -> None:
+    import threading
+
+    from coding_genesis.gitops import RepoLock
+
+    path = tmp_path / ".lock"
+    taken: list[str] = []
+
+    async def take(name: str, hold: threading.Event | None = None) -> None:
+        async with RepoLock(path).held():
+            taken.append(name)
+            if hold is not None:
+                await anyio.to_thread.run_sync(hold.wait)
+
+    async def try_take(name: str) -> None:
+        with anyio.move_on_after(0.5):  # a held lock is never taken, however long we try
+            await take(name)
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        anyio.run(try_take, "while another process holds it")
+        assert taken == []
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    anyio.run(take, "after the process let go")
+    assert taken == ["after the process let go"]
+
+    release = threading.Event()
+    thread = threading.Thread(target=anyio.run, args=(take, "thread", release))
+    thread.start()
+    while "thread" not in taken:
+        time.sleep(0.01)
+    anyio.run(try_take, "while another thread holds it")
+    assert taken[-1] == "thread"
+    release.set()
+    thread.join()
+    anyio.run(take, "after the thread let go")
+    assert taken[-1] == "after the thread let go"
