@@ -369,8 +369,9 @@ def main() -> int:
             target = os.path.join(os.getcwd(), step["write"])
             os.makedirs(os.path.dirname(target), exist_ok=True)
             content = step.get("content")
-            with open(target, "w", encoding="utf-8") as fh:
+            with open(target + ".fake-tmp", "w", encoding="utf-8") as fh:
                 fh.write(prompt if content is None else str(content))
+            os.replace(target + ".fake-tmp", target)  # whole or not there
         elif "delete" in step:
             os.unlink(os.path.join(os.getcwd(), step["delete"]))
         elif "git_commit" in step:
