@@ -621,3 +621,39 @@ def test_repo_lock_excludes_other_processes_and_threads(tmp_path: Path) -> None:
     thread.join()
     anyio.run(take, "after the thread let go")
     assert taken[-1] == "after the thread let go"
+
+
+def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "GENESIS_TRANSCRIPTS": "off",
+        "GENESIS_RUN_LOG": "off",
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "TMPDIR": str(tmp_path),  # the default worktrees directory goes under it
+    }
+    base = [sys.executable, "-m", "coding_genesis.cli", "run", "-b", "failer", "--json", "-q"]
+    base += ["-C", str(repo / "sub"), "--isolate"]
+
+    def genesis(*args: str) -> tuple[int, dict[str, Any]]:
+        out = subprocess.run([*base, *args], capture_output=True, text=True, env=env, cwd=tmp_path)
+        return out.returncode, json.loads(out.stdout)
+
+    code, result = genesis("--verify", f"{sys.executable} -c 'import os; print(os.getcwd())'", "hi")
+    assert code == 0 and result["verify"]["status"] == "passed"
+    assert result["verify"]["output_tail"].strip() == result["worktree"]["cwd"]
+    assert result["worktree"]["cwd"].endswith("/sub") and result["worktree"]["removed"]
+    code, result = genesis("--keep", "on_failure", "--verify", "false", "hi")
+    assert code == 1 and result["error"] == "verify_failed" and result["worktree"]["kept"]
+    assert len(our_branches(repo)) == 2
+    code, result = genesis("--base", "nope", "hi")
+    assert code == 64 and "is not a commit" in result["message"]
+    subprocess.run(
+        [sys.executable, "-m", "coding_genesis.cli", "worktrees", "prune", "-C", str(repo)],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    assert worktree_paths(repo) == [str(repo)]
+    # The default directory: under the temp directory, private.
+    ours = tmp_path / f"coding-genesis-worktrees-{os.getuid()}"
+    assert ours.stat().st_mode & 0o777 == 0o700 and len(os.listdir(ours)) == 1
