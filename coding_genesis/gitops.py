@@ -188,13 +188,36 @@ async def temporary_index(directory: str | os.PathLike[str]) -> AsyncIterator[st
 async def snapshot_tree(worktree: str, scratch: str, *, marker: str) -> str:
     """The tree of ``worktree`` as it is now, untracked files included
     (ignored ones left out), made in a temporary index: the worktree's own
-    index is never touched."""
+    index is never touched (a copy of it starts the temporary one, so that
+    unchanged files are not hashed again)."""
     async with temporary_index(scratch) as index:
         env = {"GIT_INDEX_FILE": index}
-        await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker)
-        await git(["add", "-A", "--", "."], cwd=worktree, env=env, marker=marker)
+        own = await git(["rev-parse", "--git-path", "index"], cwd=worktree, marker=marker)
+        copied = _copy_index(os.path.join(worktree, own.text.strip()), index)
+        if not copied:
+            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker)
+        added = await git(["add", "-A", "--", "."], cwd=worktree, env=env, check=not copied)
+        if not added.ok:  # an index git cannot use from elsewhere: start from HEAD
+            os.unlink(index)
+            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker)
+            await git(["add", "-A", "--", "."], cwd=worktree, env=env, marker=marker)
         out = await git(["write-tree"], cwd=worktree, env=env, marker=marker)
     return out.text.strip()
+
+
+def _copy_index(source: str, target: str) -> bool:
+    """Copy an index file (read only: its owner's index is never written)."""
+    try:
+        with open(source, "rb") as src:
+            data = src.read()
+    except OSError:
+        return False
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return True
 
 
 _KINDS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "C": "copied"}

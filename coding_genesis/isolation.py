@@ -44,7 +44,6 @@ from .gitops import (
     changed_files,
     git,
     snapshot_tree,
-    temporary_index,
 )
 from .process import _uninterruptible
 
@@ -288,11 +287,7 @@ async def _undo_add(repo: str, home: str, path: str, branch: str, marker: str) -
 async def _carry(ws: Workspace, toplevel: str) -> None:
     """Apply the checkout's uncommitted changes (untracked files too) to the
     worktree, read through a temporary index: the caller's index is untouched."""
-    async with temporary_index(ws.home) as index:
-        env = {"GIT_INDEX_FILE": index}
-        await git(["read-tree", "HEAD"], cwd=toplevel, env=env, marker=ws.marker)
-        await git(["add", "-A", "--", "."], cwd=toplevel, env=env, marker=ws.marker)
-        tree = (await git(["write-tree"], cwd=toplevel, env=env, marker=ws.marker)).text.strip()
+    tree = await snapshot_tree(toplevel, ws.home, marker=ws.marker)
     diff = await git(
         ["diff", "--binary", "--full-index", "--no-renames", "HEAD", tree, "--"],
         cwd=toplevel,
