@@ -138,15 +138,6 @@ class AgentConfig:
     #: Raw stdout a transcript records per run at most (the run goes on past it;
     #: its warnings say where recording stopped).
     transcript_max_bytes: int = 1 << 30
-    #: File the run log is appended to (None: no run log).
-    run_log: str | None = None
-    #: Further observers of every run (see coding_genesis.observers).
-    observers: tuple[Observer, ...] = ()
-    #: Run ledger directory (see coding_genesis.ledger): None: the default
-    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
-    #: the temp directory); False: no ledger (the parent-death signal is then the
-    #: only protection against a runner's death).
-    ledger: str | bool | None = None
     #: None: the run edits ``cwd`` itself; "worktree": each run happens in a fresh
     #: git worktree on a new branch (see coding_genesis.isolation).
     isolation: str | None = None
@@ -167,6 +158,15 @@ class AgentConfig:
     verify: tuple[str, ...] | None = None
     #: The verify command's own wall-clock limit, in seconds.
     verify_timeout: float = DEFAULT_TIMEOUT
+    #: File the run log is appended to (None: no run log).
+    run_log: str | None = None
+    #: Further observers of every run (see coding_genesis.observers).
+    observers: tuple[Observer, ...] = ()
+    #: Run ledger directory (see coding_genesis.ledger): None: the default
+    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
+    #: the temp directory); False: no ledger (the parent-death signal is then the
+    #: only protection against a runner's death).
+    ledger: str | bool | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -185,6 +185,7 @@ class AgentConfig:
             seconds("linger", self.linger, allow_none=True, allow_zero=True),
         )
         set_(self, "eof_grace", required_seconds("eof_grace", self.eof_grace, allow_zero=True))
+        self._check_isolation()
         if self.cwd is not None:
             set_(self, "cwd", check_cwd(self.cwd))
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
@@ -264,7 +265,6 @@ class AgentConfig:
             )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
-        self._check_isolation()
         if self.ledger is not None and self.ledger is not False:
             if self.ledger is True:
                 set_(self, "ledger", None)
