@@ -68,6 +68,8 @@ _QUIET = {
     "GIT_ASKPASS": "true",
     "SSH_ASKPASS": "true",
     "LC_ALL": "C",
+    # ``git status`` and friends must not refresh (rewrite) the caller's index.
+    "GIT_OPTIONAL_LOCKS": "0",
     "GIT_AUTHOR_NAME": AUTHOR_NAME,
     "GIT_AUTHOR_EMAIL": AUTHOR_EMAIL,
     "GIT_COMMITTER_NAME": AUTHOR_NAME,

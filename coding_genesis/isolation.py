@@ -232,10 +232,12 @@ async def open_worktree(
                 marker=marker,
             )
     except BaseException:  # cancelled mid-way: nothing half-made stays behind
-        await _uninterruptible(lambda: _undo_add(toplevel, str(home), str(path), branch, marker))
+        await _uninterruptible(
+            lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        )
         raise
     if not added.ok:
-        await _undo_add(toplevel, str(home), str(path), branch, marker)
+        await _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
         raise WorktreeRefused(f"git worktree add failed: {added.stderr.strip()[-500:]}")
     os.chmod(path, 0o700)
     rel = _fs.relpath(_fs.realpath(cwd), _fs.realpath(toplevel))
@@ -272,16 +274,24 @@ async def open_worktree(
         os.makedirs(run_cwd, 0o700, exist_ok=True)
         workspace.warnings.extend(instruction_warnings(run_cwd, cwd))
     except BaseException:
-        await _uninterruptible(lambda: _undo_add(toplevel, str(home), str(path), branch, marker))
+        await _uninterruptible(
+            lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        )
         raise
     return workspace
 
 
-async def _undo_add(repo: str, home: str, path: str, branch: str, marker: str) -> None:
-    """Remove a worktree and branch that were just made (no work in them yet)."""
+async def _undo_add(
+    repo: str, home: str, path: str, branch: str, marker: str, base_commit: str
+) -> None:
+    """Remove a worktree and branch that were just made (no work in them yet);
+    a branch that is not where we made it is not ours to delete."""
     with contextlib.suppress(GitError, OSError):
         await _remove_path(repo, home, path, marker)
-        await git(["branch", "-D", "--", branch], cwd=repo, check=False, marker=marker)
+        ref = f"refs/heads/{branch}"
+        tip = await git(["rev-parse", "--verify", "--quiet", ref], cwd=repo, check=False)
+        if tip.ok and tip.text.strip() == base_commit:
+            await git(["branch", "-D", "--", branch], cwd=repo, check=False, marker=marker)
 
 
 async def _carry(ws: Workspace, toplevel: str) -> None:

@@ -657,3 +657,15 @@ def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
     # The default directory: under the temp directory, private.
     ours = tmp_path / f"coding-genesis-worktrees-{os.getuid()}"
     assert ours.stat().st_mode & 0o777 == 0o700 and len(os.listdir(ours)) == 1
+
+
+def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> None:
+    """Not even refreshed: a stale stat in it makes a plain ``git status`` rewrite it."""
+    os.utime(repo / "a.txt", (1, 1))
+    (repo / "b.txt").write_text("dirty\n")
+    index = (repo / ".git" / "index").read_bytes()
+    fake = FakeCLI(tmp_path)
+    fake.script([{"answer": "ok"}])
+    result = agent(fake, repo, tmp_path, carry_uncommitted=True).run_sync("go")
+    assert result["status"] == 0 and result["worktree"]["carried_uncommitted"]
+    assert (repo / ".git" / "index").read_bytes() == index
