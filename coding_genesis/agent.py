@@ -49,6 +49,7 @@ from .redact import Redactor
 from .request import Request, make_request
 from .result import RunResult, RunTally
 from .retry import AttemptPlan, RetryPolicy, retrying
+from .runsteps import RunSteps
 from .states import AgentState, ErrorCode, Status
 from .stop import StopHandle
 from .vocab import require_permissions
@@ -374,10 +375,22 @@ class CodingGenesisAgent:
         )
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
+        steps = RunSteps.for_run(self.config, run_id, self._ledger)
         try:
-            result = await self._pipeline(request, policy, clock, run_id, observers, stop)
+            result = await steps.run(
+                request,
+                lambda req: self._pipeline(req, policy, clock, run_id, observers, stop, steps),
+                lambda status, error, message: self._analysed(
+                    self._bare(status, error, message, run_id=run_id)
+                ),
+            )
         except anyio.get_cancelled_exc_class():
-            response = self._redacted(self._cancelled(run_id, started, observers)).to_dict()
+            cancelled = self._cancelled(run_id, started, observers)
+            if steps.fields:
+                cancelled = cancelled.model_copy(
+                    update={k: v for k, v in steps.fields.items() if k != "warnings"}
+                )
+            response = self._redacted(cancelled).to_dict()
             self._bus.publish(
                 RunFinishedEvent(int(Status.CANCELLED), "cancelled", None, cancelled=True), run_id
             )
@@ -422,12 +435,16 @@ class CodingGenesisAgent:
         run_id: str,
         observers: RunObservers,
         stop: StopHandle | None = None,
+        steps: RunSteps | None = None,
     ) -> RunResult:
         """The attempts of one request, each analysed; the policy decides retries."""
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self._attempt(request, plan, run_id, observers, stop)
-            return self._analysed(build_result(outcome, self._result_context(run_id)))
+            result = build_result(outcome, self._result_context(run_id))
+            if steps:
+                result = await steps.after_attempt(result, request)
+            return self._analysed(result)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)

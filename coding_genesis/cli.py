@@ -18,7 +18,7 @@ from . import __version__
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis.commands, in --help order.
-COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap")
+COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap", "worktrees")
 
 EPILOG = """\
 examples:
@@ -34,6 +34,7 @@ examples:
   genesis run-many tasks.jsonl --concurrency 8    a batch: one result line per request
   genesis stats --since 7d                        failure counts and rates by category
   genesis reap --dry-run                          what runners that died left running
+  genesis worktrees                               worktrees of isolated runs (--isolate)
 
 each command has its own examples: genesis COMMAND --help
 

@@ -147,6 +147,26 @@ class AgentConfig:
     #: Raw stdout a transcript records per run at most (the run goes on past it;
     #: its warnings say where recording stopped).
     transcript_max_bytes: int = 1 << 30
+    #: None: the run edits ``cwd`` itself; "worktree": each run happens in a fresh
+    #: git worktree on a new branch (see coding_genesis.isolation).
+    isolation: str | None = None
+    #: The commit the run's branch starts from (None: ``HEAD`` of the ``cwd`` repository).
+    isolation_base: str | None = None
+    #: Carry the checkout's uncommitted changes (untracked files too) into the worktree.
+    carry_uncommitted: bool = False
+    #: Keep the worktree after the run: "never", "on_failure" or "always"
+    #: (the branch stays in every case unless ``keep_branch`` is False).
+    keep: str = "never"
+    keep_branch: bool = True
+    #: Put the full diff of an isolated run in ``changes["diff"]``.
+    include_diff: bool = False
+    #: Where worktrees go (None: a private directory under the temp directory).
+    worktrees_dir: str | None = None
+    #: A command (argv list) run in the run's directory after the agent succeeded;
+    #: failing, the run fails with category ``verify_failed``.
+    verify: tuple[str, ...] | None = None
+    #: The verify command's own wall-clock limit, in seconds.
+    verify_timeout: float = DEFAULT_TIMEOUT
     #: File the run log is appended to (None: no run log).
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observers).
@@ -189,6 +209,7 @@ class AgentConfig:
             seconds("linger", self.linger, allow_none=True, allow_zero=True),
         )
         set_(self, "eof_grace", required_seconds("eof_grace", self.eof_grace, allow_zero=True))
+        self._check_isolation()
         if self.cwd is not None:
             set_(self, "cwd", check_cwd(self.cwd))
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
@@ -295,6 +316,35 @@ class AgentConfig:
                 set_(self, "ledger", None)
             else:
                 set_(self, "ledger", _path_or_none("ledger", self.ledger))
+
+    def _check_isolation(self) -> None:
+        set_ = object.__setattr__
+        if self.isolation not in (None, "worktree"):
+            raise ConfigError(f"isolation must be None or 'worktree', got {self.isolation!r}")
+        base = self.isolation_base
+        if base is not None and (
+            not isinstance(base, str) or not base or base.startswith("-") or "\0" in base
+        ):
+            raise ConfigError(f"isolation_base must be a commit or branch name, got {base!r}")
+        for name in ("carry_uncommitted", "keep_branch", "include_diff"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.keep not in ("never", "on_failure", "always"):
+            raise ConfigError(f"keep must be 'never', 'on_failure' or 'always', got {self.keep!r}")
+        set_(self, "worktrees_dir", _path_or_none("worktrees_dir", self.worktrees_dir))
+        verify = self.verify
+        if verify is not None:
+            if isinstance(verify, str | bytes) or not isinstance(verify, Sequence):
+                raise ConfigError(
+                    f"verify must be a command as a list of strings (no shell), got {verify!r}"
+                )
+            verify = tuple(verify)
+            if not verify or any(not isinstance(a, str) or "\0" in a for a in verify):
+                raise ConfigError("verify must be a non-empty list of strings without NUL bytes")
+            if not verify[0]:
+                raise ConfigError("verify's program must not be empty")
+            set_(self, "verify", verify)
+        set_(self, "verify_timeout", required_seconds("verify_timeout", self.verify_timeout))
 
     def replace(self, **changes: Any) -> AgentConfig:
         """A copy with ``changes`` applied (validated again)."""

@@ -127,6 +127,7 @@ _STEP_HINTS: dict[FailureCategory, str] = {
     FailureCategory.TOOL_ERROR: "A tool the {node} step needs failed or is missing.",
     FailureCategory.NOT_FOUND: "Something the {node} step needs was not found.",
     FailureCategory.PARTIAL: "The {node} step finished only part of its work.",
+    FailureCategory.VERIFY_FAILED: "The {node} step finished, but its verification failed.",
     FailureCategory.INTERNAL: "The {node} step failed internally.",
     FailureCategory.BUDGET_EXCEEDED: "The {node} step was stopped when its budget was spent.",
     FailureCategory.UNKNOWN: "Something unexpected happened in the {node} step, "

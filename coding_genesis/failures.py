@@ -75,6 +75,8 @@ class FailureCategory(enum.StrEnum):
     TOOL_ERROR = "tool_error"
     NOT_FOUND = "not_found"
     PARTIAL = "partial"
+    #: The agent finished, but the caller's verify command failed.
+    VERIFY_FAILED = "verify_failed"
     INTERNAL = "internal"
     #: A budget of ours (coding_genesis.budget) was spent: the run was stopped or not started.
     BUDGET_EXCEEDED = "budget_exceeded"
@@ -97,6 +99,7 @@ DEFAULT_RETRIES: dict[FailureCategory, int] = {
     C.RATE_LIMIT: 5,
     C.INTERNAL: 1,
     C.PARTIAL: 1,
+    C.VERIFY_FAILED: 1,
 }
 
 #: Why a category is not retried as-is (the reason of a ``retryable=False`` verdict).
@@ -128,6 +131,10 @@ def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, s
             "stalled (silent and idle): a hung CLI or tool; retried once whatever the "
             "progress, continuing the session"
         )
+    if category is C.VERIFY_FAILED:
+        return True, (
+            "the verify command failed: retried once, resuming the session with its output"
+        )
     if category is C.TIMEOUT:
         return True, "timeout after progress: retry with a longer timeout, continuing the session"
     return True, f"{category} failures are usually transient"
@@ -145,6 +152,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     C.TOOL_ERROR: (None, None, "tool_error"),
     C.NOT_FOUND: ("not_found", "not_found", None),
     C.PARTIAL: (None, None, "partial"),
+    C.VERIFY_FAILED: (None, None, None),
     C.INTERNAL: ("internal", None, None),
     C.BUDGET_EXCEEDED: (None, None, None),
     C.UNKNOWN: ("unknown", "unknown", None),
@@ -192,6 +200,7 @@ USER_HINTS: dict[FailureCategory, str] = {
     C.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
     C.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
     C.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
+    C.VERIFY_FAILED: "The coding agent finished, but the verification command failed.",
     C.INTERNAL: "The coding agent failed on its side.",
     C.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
     "tool calls) was spent.",
@@ -210,6 +219,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     C.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
     C.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
     C.PARTIAL: "Ask the agent to continue from where it stopped.",
+    C.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
     C.INTERNAL: "Try once more; if it fails again, report it.",
     C.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     C.UNKNOWN: "Try again shortly, or rephrase the request.",
@@ -237,6 +247,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "agent is installed and the task's references exist.",
     C.PARTIAL: "The coding agent finished part of the task before it was blocked. You can ask it "
     "to continue from where it stopped.",
+    C.VERIFY_FAILED: "The coding agent finished, but its work did not pass the verification "
+    "command. It can continue from the verification output.",
     C.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
     "failing, report it.",
     C.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
@@ -333,6 +345,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "internal": C.INTERNAL,
     "budget_exceeded": C.BUDGET_EXCEEDED,
     "usage_limit": C.RATE_LIMIT,
+    "verify_failed": C.VERIFY_FAILED,
 }
 
 #: HTTP status reported by the CLI -> category.

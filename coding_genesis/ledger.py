@@ -138,6 +138,8 @@ class SweptRun:
     stopped: tuple[int, ...]
     transcript: str | None
     found_ts: float
+    #: The run's git worktree, removed by the sweep (its branch kept).
+    worktree: str | None = None
 
 
 class Ledger:
@@ -174,6 +176,7 @@ class Ledger:
         marker: str,
         transcript: str | None = None,
         cli_pid: int | None = None,
+        worktree: dict[str, Any] | None = None,
     ) -> None:
         """Write (or rewrite, once the CLI's pid is known) the run's record."""
         entry: dict[str, Any] = {
@@ -188,6 +191,8 @@ class Ledger:
             "transcript": transcript,
             "written_ts": time.time(),
         }
+        if worktree is not None:
+            entry["worktree"] = worktree
         target = self._file(run_id)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -295,6 +300,7 @@ async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) ->
     for path, entry in dead:
         marker = entry["marker"]
         stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
+        worktree = entry.get("worktree")
         run = SweptRun(
             run_id=str(entry.get("run_id") or marker),
             marker=marker,
@@ -302,10 +308,18 @@ async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) ->
             stopped=tuple(stopped),
             transcript=entry.get("transcript"),
             found_ts=time.time(),
+            worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
         )
         swept.append(run)
         if dry_run:
             continue
+        if isinstance(worktree, dict):
+            from .isolation import reclaim
+
+            try:
+                await reclaim(worktree)
+            except Exception:
+                log.exception("run %s: could not remove its worktree", run.run_id)
         if run.transcript:
             _mark_transcript(run.transcript, entry, run)
         with contextlib.suppress(OSError):

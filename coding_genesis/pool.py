@@ -238,6 +238,7 @@ async def run_many(
     budget: Budget | None = None,
     deadline_s: float | None = None,
     clock: Clock | None = None,
+    repeat: int = 1,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -250,6 +251,12 @@ async def run_many(
     None: no deadline) allows, else the queued requests are answered, not
     started, with status 69, ``error: usage_limit`` and when to retry.
     ``clock``: time source of those waits (coding_genesis.clock).
+
+    ``repeat=N`` (trials): each request runs N times (each in its own worktree
+    with ``isolation="worktree"``); one result per trial, with its ``index``
+    and ``repeat`` (1..N), then one summary per request (``"type": "summary"``:
+    pass rate by status and by verify, cost and duration spread), in that
+    order in the list and to ``on_result`` once its last trial is in.
 
     ``collect=False`` keeps no result: the call returns an empty list and the
     results reach the caller only through ``on_result`` (a big batch then does
@@ -265,12 +272,17 @@ async def run_many(
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+    from .trials import check_repeat
+
+    repeat = check_repeat(repeat)
     runner = _executor(executor)
     if budget is not None:
         defaults = {**(defaults or {}), "budget": budget}
     deadline = seconds("deadline_s", deadline_s, allow_none=True)
     gate = LimitGate(clock or current_clock(), deadline)
     items = [with_defaults(request, defaults) for request in requests]
+    if repeat > 1:
+        return await _trials(items, repeat, runner, concurrency, on_event, on_result, collect)
     results: list[dict[str, Any] | None] = [None] * len(items) if collect else []
     answered = 0
     limiter = anyio.CapacityLimiter(concurrency)
@@ -329,6 +341,53 @@ def _not_started(index: int, refusal: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+async def _trials(
+    items: list[Request],
+    repeat: int,
+    runner: Executor,
+    concurrency: int,
+    on_event: EventCallback | None,
+    on_result: ResultCallback | None,
+    collect: bool,
+) -> list[dict[str, Any]]:
+    from .trials import TrialTally
+
+    per_input = repeat + 1  # the trials, then the summary
+    results: list[dict[str, Any] | None] = [None] * (len(items) * per_input) if collect else []
+    tallies = [TrialTally(index, repeat) for index in range(len(items))]
+    limiter = anyio.CapacityLimiter(concurrency)
+    emit = functools.partial(_call_safely, on_event) if on_event is not None else None
+
+    def deliver(position: int, value: dict[str, Any]) -> None:
+        if collect:
+            results[position] = value
+        if on_result is not None:
+            _call_safely(on_result, value)
+
+    async def one(index: int, trial: int, request: Request) -> None:
+        async with limiter:
+            try:
+                result = await runner.run_one(index, request, emit)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                log.exception("executor failed on request %d (trial %d)", index, trial)
+                result = failure_result(
+                    index, f"executor failed: {exc!r}", status=Status.INTERNAL, error="internal"
+                )
+        result["index"] = index
+        result["repeat"] = trial
+        deliver(index * per_input + trial - 1, result)
+        if tallies[index].add(result):
+            deliver(index * per_input + repeat, tallies[index].summary())
+
+    async with anyio.create_task_group() as tg:
+        for index, request in enumerate(items):
+            for trial in range(1, repeat + 1):
+                tg.start_soon(one, index, trial, request)
+    return [r for r in results if r is not None]
+
+
 def run_many_sync(
     requests: Iterable[Request],
     *,
@@ -341,6 +400,7 @@ def run_many_sync(
     budget: Budget | None = None,
     deadline_s: float | None = None,
     clock: Clock | None = None,
+    repeat: int = 1,
 ) -> list[dict[str, Any]]:
     """Blocking :func:`run_many` for code without an event loop (``collect=False``:
     an empty list, results only through ``on_result``).  Ctrl-C stops every
@@ -364,5 +424,6 @@ def run_many_sync(
             budget=budget,
             deadline_s=deadline_s,
             clock=clock,
+            repeat=repeat,
         )
     )

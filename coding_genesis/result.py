@@ -171,6 +171,14 @@ class RunResult(BaseModel):
     escalation: dict[str, Any] | None = None
     #: This run's transcript directory (see coding_genesis.transcript), if one was written.
     transcript: str | None = None
+    #: The verify command's last run (argv, status, exit_code, output_tail, ...;
+    #: ``history``: every run of it), when one was given.
+    verify: dict[str, Any] | None = None
+    #: The run's git worktree (isolation="worktree"): path, branch, base_commit, kept, removed...
+    worktree: dict[str, Any] | None = None
+    #: What an isolated run changed, from git: files with their kind, diff stat,
+    #: the agent's commits, the full diff on request.
+    changes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The documented plain dict that ``run()`` returns."""

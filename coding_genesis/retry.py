@@ -144,6 +144,7 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     _C.TOOL_ERROR: Action.ESCALATE,
     _C.NOT_FOUND: Action.ESCALATE,
     _C.PARTIAL: Action.ESCALATE,
+    _C.VERIFY_FAILED: Action.FAIL,
     _C.INTERNAL: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
     _C.BUDGET_EXCEEDED: Action.FAIL,
@@ -167,6 +168,8 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
         # Spec 004: partial success is "often retryable with adjusted approach" — the
         # continuation prompt is that adjustment.
         _C.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+        # The verify output is the continuation prompt (see continuation_prompt).
+        _C.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
     }
     for category, retries in DEFAULT_RETRIES.items():
         policies[category] = CategoryPolicy(
@@ -388,10 +391,19 @@ def continuation_prompt(original: str, result: RunResult, category: str | None =
     steps = completed_steps(result)
     done = "\n".join(f"✓ {step}" for step in steps) if steps else "(nothing yet)"
     kind = f" ({category})" if category else ""
+    verify = result.verify
+    checked = ""
+    if verify is not None and verify.get("status") != "passed":
+        checked = (
+            f"Verification `{' '.join(verify.get('argv') or [])}` "
+            f"({verify.get('status')}, exit {verify.get('exit_code')}) printed:\n"
+            f"```\n{str(verify.get('output_tail') or '').rstrip()}\n```\n\n"
+        )
     return (
         "Continue from previous attempt:\n\n"
         f"Already completed:\n{done}\n\n"
         f"Blocker encountered{kind}: {blocker(result)}\n\n"
+        f"{checked}"
         "Please:\n1. Address the blocker\n2. Complete the remaining work\n"
         "3. Verify everything works\n\n"
         f"Original request:\n{original}"
@@ -570,6 +582,8 @@ async def retrying(
             "next_timeout_s": decision.next_timeout_s if retrying_now else None,
             "resume_session": next_resume if retrying_now else None,
         }
+        if result.verify is not None:
+            entry["verify"] = result.verify
         if not retrying_now:
             entry["suggested_actions"] = list(failure.suggested_actions)
         loop.history.append(entry)
@@ -594,7 +608,8 @@ async def retrying(
         loop.retries += 1
         await clock.sleep(decision.delay_s)
         made_progress = result.tool_calls > 0 or bool(result.files_modified)
-        continuation = next_resume is not None or made_progress
+        # A failed verify is always continued: its output is what the retry needs.
+        continuation = next_resume is not None or made_progress or result.verify is not None
         plan = AttemptPlan(
             number=plan.number + 1,
             prompt=(

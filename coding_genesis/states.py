@@ -90,3 +90,5 @@ class ErrorCode(enum.StrEnum):
     #: A request of a batch not started: the batch hit the account's usage
     #: limit, which resets after the batch's deadline (status 69).
     USAGE_LIMIT = "usage_limit"
+    #: The caller's verify command failed after the agent finished (status 1).
+    VERIFY_FAILED = "verify_failed"

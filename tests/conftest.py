@@ -14,6 +14,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tests.support import FakeCLI, leaked_processes
 
 pytest_plugins = [
+    "tests.steps.isolation_steps",
     "tests.steps.agent_steps",
     "tests.steps.retry_steps",
     "tests.steps.failure_steps",

@@ -42,6 +42,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
     # no, internal "partial" (analyse and decide: we decided one retry); spec 004:
     # partial retryable, tool_error only after fixing the environment (not as-is),
     # a timeout only after progress.  Issue 12: a stall once, whatever the progress.
+    # Issue 14: a failed verify once, resuming the session with the verify output.
     assert set(DEFAULT_RETRIES) == {
         C.TIMEOUT,
         C.STALLED,
@@ -49,6 +50,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
         C.RATE_LIMIT,
         C.INTERNAL,
         C.PARTIAL,
+        C.VERIFY_FAILED,
     }
     for category in FailureCategory:
         retryable, why = retry_verdict(category, progress=True)

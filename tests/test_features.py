@@ -3,6 +3,7 @@
 from pytest_bdd import scenarios
 
 scenarios(
+    "isolation.feature",
     "timeout.feature",
     "crash.feature",
     "parse_errors.feature",

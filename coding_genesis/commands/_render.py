@@ -120,6 +120,7 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
         elif failure.get("retry_after_s") is not None:
             line += f" - retry after {failure['retry_after_s']:g}s"
         lines.append(line)
+    lines.extend(isolation_lines(result))
     for warning in result.get("warnings") or ():
         lines.append(f"warning: {warning}")
     if result.get("transcript"):
@@ -154,3 +155,21 @@ def failure_report(result: Mapping[str, Any]) -> str | None:
         return format_failure_report(ChildFailure.model_validate(dict(failure)))
     except (ValidationError, ValueError, TypeError):
         return None
+
+
+def isolation_lines(result: Mapping[str, Any]) -> list[str]:
+    """The run's worktree and verify, one line each (isolated or verified runs only)."""
+    lines = []
+    tree = result.get("worktree")
+    if isinstance(tree, Mapping):
+        changes = result.get("changes")
+        files = changes.get("files_total", 0) if isinstance(changes, Mapping) else "?"
+        where = f"kept at {tree.get('path')}" if tree.get("kept") else "worktree removed"
+        lines.append(f"branch: {tree.get('branch')} - {files} file(s) changed - {where}")
+    verify = result.get("verify")
+    if isinstance(verify, Mapping):
+        lines.append(
+            f"verify: {verify.get('status')} (exit {verify.get('exit_code')}, "
+            f"{len(verify.get('history') or [verify])} run(s))"
+        )
+    return lines

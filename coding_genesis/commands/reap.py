@@ -55,6 +55,9 @@ def handle(args: argparse.Namespace) -> int:
             f"run {run.run_id}: runner pid {run.runner_pid} is gone (found {when}); "
             f"{verb} {len(run.stopped)} process(es): {pids}"
         )
+        if run.worktree:
+            done = "would remove" if args.dry_run else "removed"
+            print(f"run {run.run_id}: {done} its worktree {run.worktree} (its branch stays)")
     if not swept:
         print(f"nothing to reap in {ledger.path}")
     return 0

@@ -163,6 +163,43 @@ def register(subparsers: Any) -> None:
     )
     add_retry_arguments(parser)
     add_budget_arguments(parser)
+    isolation = parser.add_argument_group("isolation and verification")
+    isolation.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run in a fresh git worktree on a new branch (coding-genesis/<run>); the "
+        "result lists the changes from git; the branch stays",
+    )
+    isolation.add_argument(
+        "--base", default=None, help="with --isolate: the branch's start (default HEAD)"
+    )
+    isolation.add_argument(
+        "--keep",
+        choices=("never", "on_failure", "always"),
+        default="never",
+        help="with --isolate: keep the worktree after the run (default never)",
+    )
+    isolation.add_argument(
+        "--carry-uncommitted",
+        action="store_true",
+        help="with --isolate: carry the checkout's uncommitted changes into the worktree",
+    )
+    isolation.add_argument(
+        "--diff", action="store_true", help="with --isolate: the full diff in the result"
+    )
+    isolation.add_argument(
+        "--verify",
+        metavar="COMMAND",
+        default=None,
+        help='a command run in the run\'s directory after the agent succeeded, e.g. "pytest -q" '
+        "(split like a shell would, but run without one); failing, the run fails (verify_failed)",
+    )
+    isolation.add_argument(
+        "--verify-timeout",
+        type=positive_seconds,
+        default=300.0,
+        help="the verify command's own timeout (default 300)",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -203,6 +240,7 @@ def handle(args: argparse.Namespace) -> int:
             env_allow=tuple(args.allow_env),
             budget=budget_from(args),
             prices=prices_from(args),
+            **_isolation_settings(args),
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))
@@ -222,6 +260,29 @@ def handle(args: argparse.Namespace) -> int:
         events=events,
     )
     return report(outcome, agent, args, events)
+
+
+def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:
+    import shlex
+
+    from ..errors import ConfigError
+
+    settings: dict[str, Any] = {}
+    if args.isolate:
+        settings.update(
+            isolation="worktree",
+            isolation_base=args.base,
+            keep=args.keep,
+            carry_uncommitted=args.carry_uncommitted,
+            include_diff=args.diff,
+        )
+    if args.verify is not None:
+        try:
+            settings["verify"] = shlex.split(args.verify)
+        except ValueError as exc:
+            raise ConfigError(f"--verify: {exc}") from None
+        settings["verify_timeout"] = args.verify_timeout
+    return settings
 
 
 def _wants_progress(args: argparse.Namespace) -> bool:

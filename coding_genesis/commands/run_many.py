@@ -84,6 +84,14 @@ def register(subparsers: Any) -> None:
         'each line keeps its "index")',
     )
     parser.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=1,
+        help="trials: run each request N times (each in its own worktree with "
+        '"isolation": "worktree"); one line per trial (with "repeat"), then one '
+        '"type": "summary" line per request',
+    )
+    parser.add_argument(
         "--trusted-input",
         action="store_true",
         help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
@@ -118,6 +126,13 @@ UNTRUSTED_FIELDS = frozenset(
         "request_key",
         "retry",
         "options",
+        # Isolation is data: a branch from a base commit, in a directory of ours.
+        # (``verify`` runs a program: only with --trusted-input.)
+        "isolation",
+        "isolation_base",
+        "keep",
+        "carry_uncommitted",
+        "include_diff",
     }
 )
 #: The options an untrusted line may set.
@@ -222,19 +237,26 @@ def handle(args: argparse.Namespace) -> int:
     failed = 0
     out = sys.stdout.buffer
     in_order = None if args.unordered else InOrder(out)
+    repeat = args.repeat
+    total *= repeat
 
     def on_result(result: dict[str, Any]) -> None:
         nonlocal finished, failed
-        finished += 1
-        if result["status"] != 0:
-            failed += 1
-        if not args.quiet:
-            print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
+        summary = result.get("type") == "summary"
+        if not summary:
+            finished += 1
+            if result["status"] != 0:
+                failed += 1
+            if not args.quiet:
+                print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
         line = orjson.dumps(result) + b"\n"
         if in_order is None:
             out.write(line)
         else:
-            in_order.add(result["index"], line)
+            slot = result["index"]
+            if repeat > 1:  # each input: its trials, then its summary
+                slot = slot * (repeat + 1) + (repeat if summary else result["repeat"] - 1)
+            in_order.add(slot, line)
         out.flush()
 
     try:
@@ -246,6 +268,7 @@ def handle(args: argparse.Namespace) -> int:
             defaults={**_recording(), **({"prices": prices} if prices else {})},
             collect=False,
             budget=budget,
+            repeat=repeat,
         )
     except KeyboardInterrupt:
         print(

@@ -39,6 +39,11 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"close_stdout": true}          close stdout but keep running
   {"kill_self": "SIGKILL"}        die by a signal
   {"exit": 3}                     exit with a code (default 0 at the end)
+  {"write": "path", "content": "text"}
+                                  write a file (relative to the cwd; parents made);
+                                  without ``content``: the prompt it read
+  {"delete": "path"}              delete a file
+  {"git_commit": "message"}       ``git add -A`` and ``git commit`` in the cwd
 
 ``FAKE_CLI_RECORD=path`` appends one JSON object per event of interest
 (argv, stdin length and sha256, signals received, pids of every process it
@@ -271,7 +276,7 @@ def trap(signum: int, code: int | None) -> None:
 
 
 def main() -> int:
-    record(argv=sys.argv[1:])
+    record(argv=sys.argv[1:], cwd=os.getcwd())
     raw = os.environ.get("FAKE_CLI_SCRIPT")
     path = os.environ.get("FAKE_CLI_SCRIPT_FILE")
     if path:
@@ -363,6 +368,22 @@ def main() -> int:
         elif "kill_self" in step:
             os.kill(os.getpid(), getattr(signal, step["kill_self"]))
             time.sleep(5)
+        elif "write" in step:
+            target = os.path.join(os.getcwd(), step["write"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            content = step.get("content")
+            with open(target + ".fake-tmp", "w", encoding="utf-8") as fh:
+                fh.write(prompt if content is None else str(content))
+            os.replace(target + ".fake-tmp", target)  # whole or not there
+        elif "delete" in step:
+            os.unlink(os.path.join(os.getcwd(), step["delete"]))
+        elif "git_commit" in step:
+            ident = ["-c", "user.name=Fake Agent", "-c", "user.email=agent@example.invalid"]
+            subprocess.run(["git", "add", "-A"], check=True)
+            subprocess.run(
+                ["git", *ident, "commit", "-q", "--no-verify", "-m", step["git_commit"]],
+                check=True,
+            )
         elif "exit" in step:
             return int(step["exit"])
     return 0
