@@ -14,11 +14,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import Backend, RunRequest
+from .backend import Backend, CommandSpec, RunRequest
 from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
+from .launch import NodeScript, node_launch
+from .overlay import materialized
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
 from .request import Request
@@ -52,9 +54,27 @@ class AttemptOutcome:
     refusal: Refusal | None = None
 
 
-def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
+def resolve_program(
+    backend: Backend, cli_path: tuple[str, ...] | None, node: str | None = None
+) -> list[str] | Refusal:
     """The CLI's argv prefix: ``cli_path`` (checked), else the backend's
-    embedded program, else its executable on ``PATH``."""
+    embedded program, else its executable on ``PATH``.  A backend declaring a
+    ``node_script`` (:class:`~coding_genesis.launch.NodeScript`) has its npm
+    wrapper replaced by ``node <package>/<script>`` under a recent enough
+    node (``node``, if given)."""
+    found = _resolve(backend, cli_path)
+    script: NodeScript | None = getattr(backend, "node_script", None)
+    if script is None or isinstance(found, Refusal) or len(found) != 1:
+        return found
+    launch = node_launch(found[0], script, node)
+    if launch is None:
+        return found
+    if isinstance(launch, str):
+        return Refusal(Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI: {launch}")
+    return launch
+
+
+def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
     if cli_path is None:
         default = backend.default_program()
         if default:
@@ -124,7 +144,7 @@ async def run_attempt(
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
-    program = resolve_program(backend, config.cli_path)
+    program = resolve_program(backend, config.cli_path, config.node_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
     spec = backend.build_command(
@@ -138,6 +158,36 @@ async def run_attempt(
             extra_args=config.extra_args,
         )
     )
+    with materialized(spec) as ready:
+        return await _supervise(
+            config,
+            backend,
+            request,
+            ready,
+            program,
+            tally,
+            marker=marker,
+            publish=publish,
+            on_stdout=on_stdout,
+            on_decoded=on_decoded,
+            on_spawn=on_spawn,
+        )
+
+
+async def _supervise(
+    config: AgentConfig,
+    backend: Backend,
+    request: Request,
+    spec: CommandSpec,
+    program: list[str],
+    tally: RunTally,
+    *,
+    marker: str,
+    publish: Callable[[Event], object] | None,
+    on_stdout: Callable[[bytes], object] | None,
+    on_decoded: Callable[[], object] | None,
+    on_spawn: Callable[[int, list[str]], object] | None,
+) -> AttemptOutcome:
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,

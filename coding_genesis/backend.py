@@ -34,6 +34,12 @@ class RunRequest:
     model: str | None = None
     #: Continue this CLI session instead of starting a new one.
     resume_session: str | None = None
+    #: One permission level across CLIs: "read-only", "edit" or "full"; None: the CLI's default.
+    permissions: str | None = None
+    #: The CLI's own turn limit (passed to the CLI; not a budget of ours).
+    max_turns: int | None = None
+    #: Cap on the CLI's own API retries where it allows one; None: the CLI's default.
+    cli_max_retries: int | None = None
     #: Stable across retries of the same logical request.
     request_key: str = ""
     #: Backend-specific options (max_turns, permission_mode, allowed_tools, sandbox, ...).
@@ -53,6 +59,12 @@ class CommandSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: Inherited variables to remove; a trailing ``*`` matches a prefix.
     unset_env: tuple[str, ...] = ()
+    #: Files of a private temporary settings overlay, by relative path: the core writes
+    #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
+    #: ``env`` values with that directory's path, and removes it after the run.
+    overlay: Mapping[str, bytes] = field(default_factory=dict)
+    #: Options the CLI cannot honour, reported as warnings in the result.
+    warnings: tuple[str, ...] = ()
 
 
 @runtime_checkable

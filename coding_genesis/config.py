@@ -147,6 +147,10 @@ class AgentConfig:
     #: the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
+    #: The node interpreter for a backend whose CLI is a node script run without
+    #: its wrapper (qwen; see coding_genesis.launch).  None: a recent enough
+    #: ``node`` on PATH, else the one installed beside the CLI's package.
+    node_path: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -244,6 +248,11 @@ class AgentConfig:
             )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
+        node = self.node_path
+        if node is not None and (not isinstance(node, str) or not node or "\0" in node):
+            raise ConfigError(f"node_path must be a non-empty path, got {node!r}")
+        if node is not None and os.sep in node:
+            set_(self, "node_path", os.path.abspath(os.path.expanduser(node)))
         if self.ledger is not None and self.ledger is not False:
             if self.ledger is True:
                 set_(self, "ledger", None)

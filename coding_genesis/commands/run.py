@@ -141,7 +141,14 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `genesis --help` loads this module too.
     from ..agent import CodingGenesisAgent
     from ..errors import ConfigError
-    from ._env import cli_path_for, default_backend, ledger_setting, run_log_path, transcript_dir
+    from ._env import (
+        cli_path_for,
+        default_backend,
+        ledger_setting,
+        node_path_for,
+        run_log_path,
+        transcript_dir,
+    )
     from ._live import EventWriter, execute
 
     prompt = args.prompt
@@ -158,6 +165,7 @@ def handle(args: argparse.Namespace) -> int:
             cwd=args.cwd,
             model=args.model,
             cli_path=cli_path_for(backend, args.cli_path),
+            node_path=node_path_for(backend),
             transcripts=transcript_dir(args.transcript_dir),
             run_log=run_log_path(),
             ledger=ledger_setting(),
