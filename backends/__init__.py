@@ -14,11 +14,17 @@ from coding_genesis.errors import UnknownBackendError
 from .claude import ClaudeBackend
 from .codex import CodexBackend
 from .failer import FailerBackend
+from .gemini import GeminiBackend
+from .opencode import OpencodeBackend
+from .qwen import QwenBackend
 
 __all__ = [
     "ClaudeBackend",
     "CodexBackend",
     "FailerBackend",
+    "GeminiBackend",
+    "OpencodeBackend",
+    "QwenBackend",
     "available_backends",
     "get_backend",
     "register_backend",
@@ -28,6 +34,9 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
     "claude": ClaudeBackend,
     "codex": CodexBackend,
     "failer": FailerBackend,
+    "gemini": GeminiBackend,
+    "opencode": OpencodeBackend,
+    "qwen": QwenBackend,
 }
 
 
