@@ -84,6 +84,13 @@ _CODE = re.compile(r'"code"\s*:\s*(\d{3})\b')
 #: stderr: ``Attempt 1 failed with status 429. Retrying with backoff...``
 _RETRY_LINE = re.compile(r"^Attempt \d+ failed(?: with status \d{3})?\. Retrying", re.M)
 
+#: Start-up chatter on stderr, even on success ("... start mark ... not found" would
+#: read as a missing file).
+_NOISE = re.compile(
+    r"^(?:Warning: 256-color support|Ripgrep is not available|\[STARTUP\]|"
+    r"Loaded cached credentials|Data collection is disabled)"
+)
+
 #: Tools whose parameters name a file they modify.
 _FILE_TOOLS = {"write_file": "file_path", "replace": "file_path", "edit": "file_path"}
 
@@ -130,6 +137,8 @@ class GeminiBackend:
     #: session of its own, which the supervisor stops itself.
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_APPROVAL)
+    #: stderr lines that say nothing about a failure (left out of its analysis).
+    stderr_noise = _NOISE
     notes = (
         "SIGTERM makes gemini exit 0 without a result: counted as a failure",
         "API retries cannot be capped per run (general.maxAttempts in ~/.gemini/settings.json "

@@ -50,6 +50,10 @@ _APPROVAL = {"read-only": "plan", "edit": "auto-edit", "full": "yolo"}
 #: ``[API Error: 401 Incorrect API key provided: fake.]``
 _API_STATUS = re.compile(r"API Error: (\d{3})\b")
 
+#: Start-up chatter on stderr, even on success (its vendored ripgrep is not executable
+#: when npm ran no install scripts: "... rg EACCES" would read as a tool error).
+_NOISE = re.compile(r"^(?:Ripgrep not available|YOLO mode is enabled)")
+
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rate_limit", re.compile(r"rate limit|quota|too many requests", re.I)),
     ("auth", re.compile(r"incorrect api key|invalid api key|unauthori[sz]ed", re.I)),
@@ -89,6 +93,8 @@ class QwenBackend:
     #: Run directly, it stops its tools and exits on SIGTERM.
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_APPROVAL)
+    #: stderr lines that say nothing about a failure (left out of its analysis).
+    stderr_noise = _NOISE
     notes = (
         "runs qwen's real entry point (cli.js) under node >= 22, not the `qwen` wrapper",
         "cli_max_retries caps its rate-limit retries (model.generationConfig.maxRetries); "
