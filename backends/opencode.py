@@ -16,6 +16,7 @@ forever).  Facts this adapter is built on (measured on ``opencode-ai`` 1.18.33):
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,13 @@ __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 #: ``step_finish`` reasons that end the run: ``stop`` is a finished answer, the
 #: others an answer cut short.
 _FINAL_REASONS = frozenset({"stop", "length", "content-filter", "error"})
+
+#: Our permission levels as opencode's ``permission`` config (``OPENCODE_PERMISSION``).
+_PERMISSIONS = {
+    "read-only": {"edit": "deny", "bash": "deny"},
+    "edit": {"edit": "allow", "bash": "deny"},
+    "full": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+}
 
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {"edit": "filePath", "write": "filePath", "patch": "filePath"}
@@ -88,12 +96,13 @@ class OpencodeBackend:
     supports_resume = True
     #: It may ignore SIGTERM for tens of seconds: SIGKILL if the runner dies.
     pdeath_signal = signal.SIGKILL
-    #: opencode's permissions are a config of its own (``permission``); none of our
-    #: levels is enforced through this adapter yet.
-    permission_levels: frozenset[str] = frozenset()
+    #: Enforced by opencode itself through ``OPENCODE_PERMISSION``: a denied tool is
+    #: not even offered to the model (checked with 1.18.33: ``bash: deny`` drops it).
+    permission_levels = frozenset(_PERMISSIONS)
     notes = (
         "API retries cannot be capped (about 6 attempts over ~80 s on a 429)",
         "no turn limit flag (max_turns is not honoured)",
+        "permissions= is passed as OPENCODE_PERMISSION (over the user's own)",
         "no final result event: the last step_finish with reason 'stop' ends the run",
         "may ignore SIGTERM for 15-30 s: stopped by SIGKILL after the grace period",
     )
@@ -125,13 +134,14 @@ class OpencodeBackend:
         if request.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
         args.extend(request.extra_args)
+        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        permission = _PERMISSIONS.get(request.permissions or "")
+        if permission is not None:
+            env["OPENCODE_PERMISSION"] = json.dumps(permission)
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
-            env={
-                "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                "OPENCODE_DISABLE_SHARE": "1",
-            },
+            env=env,
             warnings=tuple(warnings),
         )
 

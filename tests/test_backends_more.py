@@ -66,7 +66,18 @@ def test_opencode_command() -> None:
         "opencode has no turn limit flag",
         "opencode's API retries cannot be capped",
     ]
-    assert backend.permission_levels == frozenset()  # any `permissions=` is refused
+    assert "OPENCODE_PERMISSION" not in spec.env  # the CLI's default permissions
+    levels = {
+        level: json.loads(
+            backend.build_command(request(permissions=level)).env["OPENCODE_PERMISSION"]
+        )
+        for level in sorted(backend.permission_levels)
+    }
+    assert levels == {
+        "edit": {"edit": "allow", "bash": "deny"},
+        "full": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+        "read-only": {"edit": "deny", "bash": "deny"},
+    }
     assert backend.pdeath_signal == signal.SIGKILL  # it may ignore SIGTERM for 30 s
     assert any("cannot be capped" in note for note in backend.notes)
 
