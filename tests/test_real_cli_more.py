@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 
 from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent
@@ -26,18 +25,17 @@ from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelSe
 from tests.fakes.real_cli import gemini_env, opencode_env, qwen_env
 from tests.support import is_reaped
 from tests.test_real_cli import (
-    SLEEP_ARGV,
     SLEEP_COMMAND,
     SLEEP_PROMPTS,
     STOP_TIMEOUTS,
     Recorder,
     Rig,
     Sleeper,
+    _find_sleeper,
     _gone,
     assert_nothing_left,
     explain,
     hermetic_env,
-    processes_of_run,
     run,
 )
 
@@ -105,28 +103,6 @@ def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path:
 @pytest.fixture(params=ALL)
 def any_rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> Rig:
     return make_rig(request.param, request, model_server, tmp_path)
-
-
-def _is_sleeper(cmdline: list[str]) -> bool:
-    """``SLEEP_ARGV``, whatever path ``python3`` was resolved to (a pyenv shim execs the real
-    interpreter by its full path, e.g. ``/root/.pyenv/versions/3.11.7/bin/python3``)."""
-    return (
-        len(cmdline) == len(SLEEP_ARGV)
-        and os.path.basename(cmdline[0]).startswith("python3")
-        and cmdline[1:] == SLEEP_ARGV[1:]
-    )
-
-
-def _find_sleeper(run_id: str, cli_pid: int) -> Sleeper | None:
-    for proc in processes_of_run(run_id):
-        try:
-            if _is_sleeper(proc.cmdline()):
-                return Sleeper(
-                    proc.pid, proc.create_time(), os.getsid(proc.pid), os.getsid(cli_pid)
-                )
-        except (psutil.Error, OSError):
-            continue
-    return None
 
 
 def _run_watching_for_sleep(
