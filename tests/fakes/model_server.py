@@ -136,7 +136,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any  # parsed JSON, or the raw text if it was not JSON, or None if empty
-    api: str | None  # "anthropic", "openai" or None (anything else)
+    api: str | None  # "anthropic", "openai", "gemini", "chat" or None (anything else)
     scenario: Scenario | None = None
     state_key: tuple[str, ...] | None = None
     status: int | None = None  # HTTP status answered; None while pending / never answered
@@ -533,7 +533,8 @@ class FakeModelServer:
         ]
 
     def model_requests(self) -> list[RecordedRequest]:
-        """Recorded model calls (``/v1/messages`` and ``/v1/responses``)."""
+        """Recorded model calls (``/v1/messages``, ``/v1/responses``, Gemini's
+        ``:generateContent`` / ``:streamGenerateContent`` and ``/v1/chat/completions``)."""
         return [r for r in self.requests if r.api is not None]
 
     def clear(self) -> None:
