@@ -640,7 +640,7 @@ def test_claude_sleep_tool_then_kill_the_tree(
         except ImportError:
             pass
         else:
-            assert psutil.Process(sleeper).cmdline() == _sleep_argv("600")
+            assert _as_run(psutil.Process(sleeper).cmdline()) == _sleep_argv("600")
             assert sleeper in {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
     finally:
         if proc.poll() is None:
@@ -669,6 +669,13 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _as_run(argv: list[str]) -> list[str]:
+    """``argv`` with ``python3`` as typed (a pyenv shim execs the real one by its full path)."""
+    if argv[:1] and os.path.basename(argv[0]).startswith("python3"):
+        return ["python3", *argv[1:]]
+    return argv
+
+
 def _sleep_argv(seconds: str) -> list[str]:
     """Command line of the process that ``SCENARIO:sleep <seconds>`` starts."""
     return ["python3", "-c", f"import time; time.sleep({seconds})"]
@@ -679,7 +686,7 @@ def _wait_for_sleep(marker: str, seconds: str, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid in marked_processes(marker):
-            if _cmdline(pid) == _sleep_argv(seconds):
+            if _as_run(_cmdline(pid)) == _sleep_argv(seconds):
                 return pid
         time.sleep(0.1)
     return None
