@@ -10,8 +10,11 @@ stdin), never to argv.  Facts this adapter is built on (measured on
 * The ``qwen`` bin is a wrapper that ``spawnSync``s ``node --expose-gc cli.js``:
   SIGTERM to it leaves the real CLI and its tool running.  The backend
   declares the real entry point (:data:`NODE_SCRIPT`); the core runs it under a
-  node >= 22 (qwen needs it) that it finds or is given.  Run directly, SIGTERM
-  stops the tool, writes a cancelled ``tool_result`` and exits 130.
+  node >= 22 (qwen needs it) that it finds or is given.  ``cli.js`` itself
+  relaunches in a child node for a larger heap (on a machine with enough
+  memory) unless ``QWEN_CODE_NO_RELAUNCH`` is set, which we do.  Run directly
+  as one process, SIGTERM stops the tool, writes a cancelled ``tool_result``
+  and exits 130.
 * A 429 is retried for many minutes; ``model.generationConfig.maxRetries``
   (a settings file only) caps the rate-limit retries: the run gets a private
   system-settings overlay (``QWEN_CODE_SYSTEM_SETTINGS_PATH``).
@@ -96,7 +99,8 @@ class QwenBackend:
     #: stderr lines that say nothing about a failure (left out of its analysis).
     stderr_noise = _NOISE
     notes = (
-        "runs qwen's real entry point (cli.js) under node >= 22, not the `qwen` wrapper",
+        "runs qwen's real entry point (cli.js) under node >= 22, not the `qwen` wrapper, "
+        "with its own relaunch off (QWEN_CODE_NO_RELAUNCH: node's default heap size)",
         "cli_max_retries caps its rate-limit retries (model.generationConfig.maxRetries); "
         "its transport backoff still retries a 429 for about a minute",
     )
@@ -138,7 +142,9 @@ class QwenBackend:
         if request.resume_session:
             args.append(f"--resume={request.resume_session}")
         args.extend(request.extra_args)
-        env = {"QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
+        # cli.js relaunches itself in a child node for a larger heap (when half the
+        # machine's memory exceeds node's default); SIGTERM then stops only the parent.
+        env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
         retries = opts.get("max_retries")
         if retries is None:
             retries = request.cli_max_retries

@@ -88,6 +88,7 @@ def test_qwen_command_and_retry_overlay() -> None:
     assert spec.env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] == "{overlay}/settings.json"
     settings = json.loads(spec.overlay["settings.json"])
     assert settings == {"model": {"generationConfig": {"maxRetries": 0}}}
+    assert spec.env["QWEN_CODE_NO_RELAUNCH"] == "true"  # one process: SIGTERM reaches the CLI
     plain = QwenBackend().build_command(request())
     assert not plain.overlay and "QWEN_CODE_SYSTEM_SETTINGS_PATH" not in plain.env
 

@@ -383,5 +383,8 @@ def test_sigterm_without_a_result_is_a_failure(any_rig: Rig) -> None:
     if rig.backend == "gemini":
         # gemini's answer to SIGTERM: exit 0 and no result line.
         assert result["exit_code"] == 0 and result["error"] == "incomplete", explain(result)
+    if rig.backend == "qwen":
+        # One process (its relaunch off): it cancels its tool and exits 130 by itself.
+        assert result["exit_code"] == 130 and result["signal"] is None, explain(result)
     assert_nothing_left(events.run_id())
     assert _gone(sleeper), f"{SLEEP_COMMAND} (pid {sleeper.pid}) survived the run"
