@@ -14,13 +14,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backend import Backend, CommandSpec, RunRequest
+from .backend import Backend, RunRequest
 from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
 from .launch import NodeScript, node_launch
-from .overlay import materialized
+from .overlay import open_overlay, overlay_scope
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
 from .request import Request
@@ -118,6 +118,7 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
     return [program, *rest]
 
 
+@overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
 async def run_attempt(
     config: AgentConfig,
     backend: Backend,
@@ -158,36 +159,7 @@ async def run_attempt(
             extra_args=config.extra_args,
         )
     )
-    with materialized(spec) as ready:
-        return await _supervise(
-            config,
-            backend,
-            request,
-            ready,
-            program,
-            tally,
-            marker=marker,
-            publish=publish,
-            on_stdout=on_stdout,
-            on_decoded=on_decoded,
-            on_spawn=on_spawn,
-        )
-
-
-async def _supervise(
-    config: AgentConfig,
-    backend: Backend,
-    request: Request,
-    spec: CommandSpec,
-    program: list[str],
-    tally: RunTally,
-    *,
-    marker: str,
-    publish: Callable[[Event], object] | None,
-    on_stdout: Callable[[bytes], object] | None,
-    on_decoded: Callable[[], object] | None,
-    on_spawn: Callable[[int, list[str]], object] | None,
-) -> AttemptOutcome:
+    spec = open_overlay(spec)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,

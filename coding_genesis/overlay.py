@@ -1,57 +1,133 @@
-"""A run's private settings overlay (``CommandSpec.overlay``).
+"""A run's private settings overlay (``CommandSpec.overlay``), for its lifetime.
 
-Some CLI settings exist only in a settings file (gemini's
-``general.maxAttempts``, qwen's ``model.generationConfig.maxRetries``).  A
-backend asks for such files by relative path; :func:`materialized` writes them
-(0600) in a fresh directory (0700) for one run, puts that directory's path in
-place of ``{overlay}`` in the command's arguments and environment values, and
-removes it afterwards.  The user's own configuration is never touched.
+The backend says which files the CLI should read (by relative path); this unit
+writes them (0600) in a fresh 0700 temporary directory, puts that directory's
+path where the backend wrote ``{overlay}`` (in ``args`` and ``env`` values) and
+removes the whole directory when the attempt is over, however it ended
+(timeout, cancellation, an exception).  The user's own configuration is never
+touched.
+
+``run_attempt`` is wrapped in :func:`overlay_scope` and calls
+:func:`open_overlay` on its command; :func:`materialised` is the same as a
+context manager (``genesis doctor``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import PurePosixPath
+from typing import ParamSpec, TypeVar
 
 from .backend import CommandSpec
 from .errors import ConfigError
+from .files import FILE_FLAGS
 
-__all__ = ["OVERLAY_MARK", "materialized"]
+__all__ = [
+    "OVERLAY_MARK",
+    "PLACEHOLDER",
+    "materialised",
+    "materialized",
+    "open_overlay",
+    "overlay_scope",
+]
 
-#: Replaced by the overlay directory in ``args`` and ``env`` values.
-OVERLAY_MARK = "{overlay}"
+PLACEHOLDER = "{overlay}"
+#: The same, under the name the more-clis branch uses.
+OVERLAY_MARK = PLACEHOLDER
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: The overlay directories opened in the current attempt (None: outside one).
+_SCOPE: ContextVar[list[str] | None] = ContextVar("genesis_overlays", default=None)
 
 
-def _target(directory: str, relative: str) -> str:
-    parts = relative.replace("\\", "/").split("/")
-    if not relative or os.path.isabs(relative) or any(p in ("", ".", "..") for p in parts):
-        raise ConfigError(f"overlay file {relative!r} must be a plain relative path")
-    return os.path.join(directory, *parts)
+def _relative(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if (
+        not name
+        or "\0" in name
+        or path.is_absolute()
+        or any(part in ("..", "") for part in path.parts)
+        or not path.parts
+    ):
+        raise ConfigError(f"overlay file name {name!r} must be a relative path inside the overlay")
+    return path
 
 
-@contextlib.contextmanager
-def materialized(spec: CommandSpec) -> Iterator[CommandSpec]:
-    """``spec`` with its overlay written and ``{overlay}`` replaced; the
-    directory is removed when the block ends (even on error or cancellation)."""
+def _write(spec: CommandSpec) -> tuple[str, CommandSpec]:
+    """The overlay directory and ``spec`` pointing at it."""
+    names = [(_relative(name), data) for name, data in spec.overlay.items()]
+    root = tempfile.mkdtemp(prefix="genesis-overlay-")  # 0700, ours
+    try:
+        os.chmod(root, 0o700)
+        for rel, data in names:
+            target = os.path.join(root, *rel.parts)
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+            fd = os.open(target, FILE_FLAGS | os.O_EXCL | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(bytes(data))
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root, dataclasses.replace(
+        spec,
+        args=tuple(a.replace(PLACEHOLDER, root) for a in spec.args),
+        env={k: v.replace(PLACEHOLDER, root) for k, v in spec.env.items()},
+    )
+
+
+def overlay_scope(body: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Run ``body`` with an overlay scope: every overlay :func:`open_overlay`
+    writes during the call is removed when it returns, raises or is cancelled."""
+
+    @functools.wraps(body)
+    async def scoped(*args: P.args, **kwargs: P.kwargs) -> T:
+        opened: list[str] = []
+        token = _SCOPE.set(opened)
+        try:
+            return await body(*args, **kwargs)
+        finally:
+            _SCOPE.reset(token)
+            for root in opened:
+                shutil.rmtree(root, ignore_errors=True)
+
+    return scoped
+
+
+def open_overlay(spec: CommandSpec) -> CommandSpec:
+    """``spec`` with its overlay written and ``{overlay}`` replaced, removed at
+    the end of the enclosing :func:`overlay_scope`.  A spec without an overlay
+    is returned as is."""
+    if not spec.overlay:
+        return spec
+    opened = _SCOPE.get()
+    if opened is None:
+        raise RuntimeError("open_overlay() outside an overlay_scope: nothing would remove it")
+    root, ready = _write(spec)
+    opened.append(root)
+    return ready
+
+
+@contextmanager
+def materialised(spec: CommandSpec) -> Iterator[CommandSpec]:
+    """:func:`open_overlay` as a context manager: the directory is removed on exit."""
     if not spec.overlay:
         yield spec
         return
-    directory = tempfile.mkdtemp(prefix="genesis-overlay-")  # mode 0700
+    root, ready = _write(spec)
     try:
-        for relative, data in spec.overlay.items():
-            path = _target(directory, relative)
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(bytes(data))
-        yield dataclasses.replace(
-            spec,
-            args=tuple(a.replace(OVERLAY_MARK, directory) for a in spec.args),
-            env={k: v.replace(OVERLAY_MARK, directory) for k, v in spec.env.items()},
-        )
+        yield ready
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+#: The same, under the name the more-clis branch uses.
+materialized = materialised
