@@ -123,6 +123,10 @@ class AgentConfig:
     env_allow: tuple[str, ...] = ()
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
+    #: The node interpreter for a backend whose CLI is a node script run without
+    #: its wrapper (qwen; see coding_genesis.launch).  None: a recent enough
+    #: ``node`` on PATH, else the one installed beside the CLI's package.
+    node_path: str | None = None
     #: Backend options (validated against the backend's list by the agent).
     options: Mapping[str, Any] = field(default_factory=dict)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -147,10 +151,6 @@ class AgentConfig:
     #: the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
-    #: The node interpreter for a backend whose CLI is a node script run without
-    #: its wrapper (qwen; see coding_genesis.launch).  None: a recent enough
-    #: ``node`` on PATH, else the one installed beside the CLI's package.
-    node_path: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -198,6 +198,11 @@ class AgentConfig:
         tail = self.stderr_tail_bytes
         if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
             raise ConfigError(f"stderr_tail_bytes must be a non-negative integer, got {tail!r}")
+        node = self.node_path
+        if node is not None and (not isinstance(node, str) or not node or "\0" in node):
+            raise ConfigError(f"node_path must be a non-empty path, got {node!r}")
+        if node is not None and os.sep in node:
+            set_(self, "node_path", os.path.abspath(os.path.expanduser(node)))
         signals = tuple(int(s) for s in self.stop_signals)
         for signum in signals:
             try:
@@ -248,11 +253,6 @@ class AgentConfig:
             )
         set_(self, "run_log", _path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
-        node = self.node_path
-        if node is not None and (not isinstance(node, str) or not node or "\0" in node):
-            raise ConfigError(f"node_path must be a non-empty path, got {node!r}")
-        if node is not None and os.sep in node:
-            set_(self, "node_path", os.path.abspath(os.path.expanduser(node)))
         if self.ledger is not None and self.ledger is not False:
             if self.ledger is True:
                 set_(self, "ledger", None)
