@@ -219,7 +219,7 @@ class OpencodeTranslator:
                 )
             )
         reason = part.get("reason")
-        if reason in _FINAL_REASONS:
+        if isinstance(reason, str) and reason in _FINAL_REASONS:
             events.append(
                 ResultEvent(
                     is_error=reason != "stop",
