@@ -18,11 +18,17 @@ from coding_genesis.plugins import load_plugin, plugin_names
 from .claude import ClaudeBackend
 from .codex import CodexBackend
 from .failer import FailerBackend
+from .gemini import GeminiBackend
+from .opencode import OpencodeBackend
+from .qwen import QwenBackend
 
 __all__ = [
     "ClaudeBackend",
     "CodexBackend",
     "FailerBackend",
+    "GeminiBackend",
+    "OpencodeBackend",
+    "QwenBackend",
     "available_backends",
     "get_backend",
     "register_backend",
@@ -32,6 +38,9 @@ _REGISTRY: dict[str, Callable[[], Backend]] = {
     "claude": ClaudeBackend,
     "codex": CodexBackend,
     "failer": FailerBackend,
+    "gemini": GeminiBackend,
+    "opencode": OpencodeBackend,
+    "qwen": QwenBackend,
 }
 
 

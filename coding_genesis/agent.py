@@ -561,6 +561,7 @@ class CodingGenesisAgent:
             redactor=self._redactor,
             idle_timeout=self.config.idle_timeout,
             linger=self.config.linger,
+            stderr_retries=getattr(self._backend, "stderr_retries", None),
         )
 
     def replay(

@@ -354,7 +354,9 @@ def analyse(
     ``backend.failure_hint`` for the CLI's own words.  Never raises."""
     if not result.is_error or result.failure is not None:
         return result
+    original = result
     try:
+        result = _without_noise(result, getattr(backend, "stderr_noise", None))
         hint_fn = getattr(backend, "failure_hint", None)
         try:
             hint = hint_fn(result) if callable(hint_fn) else None
@@ -375,4 +377,14 @@ def analyse(
     except Exception as exc:
         log.exception("failure analysis of run %s failed", result.run_id)
         update = fallback_failure(result, node=node, error=exc)
-    return result.model_copy(update=update)
+    return original.model_copy(update=update)
+
+
+def _without_noise(result: RunResult, noise: Any) -> RunResult:
+    """``result`` with the stderr lines the backend calls noise (``stderr_noise``, a
+    compiled pattern: start-up chatter such as "Ripgrep not available ... EACCES")
+    left out of what the failure is analysed from; the result keeps its whole tail."""
+    if noise is None or not result.stderr_tail or not hasattr(noise, "search"):
+        return result
+    kept = [line for line in result.stderr_tail.splitlines() if not noise.search(line)]
+    return result.model_copy(update={"stderr_tail": "\n".join(kept)})

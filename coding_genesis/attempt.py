@@ -19,6 +19,7 @@ from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
 from .decode import Decoder
 from .events import Event
+from .launch import NodeScript, node_launch
 from .overlay import open_overlay, overlay_scope
 from .process import ProcessOutcome, build_env, run_process
 from .redact import Redactor
@@ -58,9 +59,27 @@ class AttemptOutcome:
     stop: StopHandle | None = None
 
 
-def resolve_program(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
+def resolve_program(
+    backend: Backend, cli_path: tuple[str, ...] | None, node: str | None = None
+) -> list[str] | Refusal:
     """The CLI's argv prefix: ``cli_path`` (checked), else the backend's
-    embedded program, else its executable on ``PATH``."""
+    embedded program, else its executable on ``PATH``.  A backend declaring a
+    ``node_script`` (:class:`~coding_genesis.launch.NodeScript`) has its npm
+    wrapper replaced by ``node <package>/<script>`` under a recent enough
+    node (``node``, if given)."""
+    found = _resolve(backend, cli_path)
+    script: NodeScript | None = getattr(backend, "node_script", None)
+    if script is None or isinstance(found, Refusal) or len(found) != 1:
+        return found
+    launch = node_launch(found[0], script, node)
+    if launch is None:
+        return found
+    if isinstance(launch, str):
+        return Refusal(Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI: {launch}")
+    return launch
+
+
+def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
     if cli_path is None:
         default = backend.default_program()
         if default:
@@ -146,7 +165,7 @@ async def run_attempt(
             refusal=Refusal(Status.FAILED, stop.request.error, stop.request.message),
             stop=stop,
         )
-    program = resolve_program(backend, config.cli_path)
+    program = resolve_program(backend, config.cli_path, config.node_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
     spec = backend.build_command(

@@ -132,6 +132,10 @@ class AgentConfig:
     env_allow: tuple[str, ...] = ()
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
+    #: The node interpreter for a backend whose CLI is a node script run without
+    #: its wrapper (qwen; see coding_genesis.launch).  None: a recent enough
+    #: ``node`` on PATH, else the one installed beside the CLI's package.
+    node_path: str | None = None
     #: Backend options (validated against the backend's list by the agent).
     options: Mapping[str, Any] = field(default_factory=dict)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -244,6 +248,11 @@ class AgentConfig:
         tail = self.stderr_tail_bytes
         if isinstance(tail, bool) or not isinstance(tail, int) or tail < 0:
             raise ConfigError(f"stderr_tail_bytes must be a non-negative integer, got {tail!r}")
+        node = self.node_path
+        if node is not None and (not isinstance(node, str) or not node or "\0" in node):
+            raise ConfigError(f"node_path must be a non-empty path, got {node!r}")
+        if node is not None and os.sep in node:
+            set_(self, "node_path", os.path.abspath(os.path.expanduser(node)))
         signals = tuple(int(s) for s in self.stop_signals)
         for signum in signals:
             try:

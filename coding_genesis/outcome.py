@@ -40,6 +40,9 @@ class ResultContext:
     redactor: Redactor
     idle_timeout: float | None = None
     linger: float | None = None
+    #: The backend's count of its CLI's own API retries told on stderr only
+    #: (gemini), for a CLI that has no retry events.
+    stderr_retries: Callable[[str], int] | None = None
 
 
 def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
@@ -80,7 +83,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "num_turns": tally.num_turns,
         "usage": tally.usage,
         "cost_usd": tally.cost_usd,
-        "cli_retries": tally.cli_retries,
+        "cli_retries": tally.cli_retries or _stderr_retries(ctx, outcome.stderr_tail),
         "stop_reason": outcome.stop_reason.value if outcome.stop_reason else None,
         "completed": tally.result is not None,
         "stderr_tail": stderr_tail,
@@ -246,6 +249,15 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         error=ErrorCode.INCOMPLETE,
         **common,
     )
+
+
+def _stderr_retries(ctx: ResultContext, stderr: str) -> int:
+    if ctx.stderr_retries is None or not stderr:
+        return 0
+    try:
+        return max(0, int(ctx.stderr_retries(stderr)))
+    except Exception:  # a plug-in's counter must not cost the result
+        return 0
 
 
 def _signal_name(signum: int) -> str:

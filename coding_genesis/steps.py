@@ -70,11 +70,11 @@ def describe_step(name: str, tool_input: Any, cwd: str | None = None) -> str:
         return relative_path(value, cwd) if value else ""
 
     text = ""
-    if name in ("Bash", "command_execution", "shell", "local_shell"):
+    if name in ("Bash", "command_execution", "shell", "local_shell", "run_shell_command", "bash"):
         command = _command(data.get("command"))
         text = f"Ran {name}: {command}" if command else f"Ran {name}"
-    elif name == "Write":
-        text = f"Wrote {path('file_path')}"
+    elif name in ("Write", "write_file", "write"):
+        text = f"Wrote {path('file_path', 'filePath')}"
     elif name in ("Edit", "MultiEdit"):
         text = f"Edited {path('file_path')}"
     elif name == "NotebookEdit":

@@ -153,8 +153,11 @@ def test_request_and_setup_errors_exit_with_their_status(
     assert "prompt is empty" in capsys.readouterr().err
     # A command-line mistake is a usage error (2, as argparse); a request that
     # reached the agent and was refused is its status (64).
-    assert main(["run", "-b", "gemini", "x"]) == 2
-    assert "unknown backend 'gemini'; available: claude, codex, failer" in capsys.readouterr().err
+    assert main(["run", "-b", "nosuch", "x"]) == 2
+    assert (
+        "unknown backend 'nosuch'; available: claude, codex, failer, gemini, opencode, qwen"
+        in capsys.readouterr().err
+    )
     assert main(["run", "-b", "failer", "--cwd", str(tmp_path / "nowhere"), "x"]) == 2
     assert "does not exist" in capsys.readouterr().err
 

@@ -324,10 +324,20 @@ class Sleeper:
     cli_sid: int
 
 
+def is_sleeper(cmdline: list[str]) -> bool:
+    """``SLEEP_ARGV``, whatever path ``python3`` was resolved to (a pyenv shim execs the real
+    interpreter by its full path, e.g. ``/root/.pyenv/versions/3.11.7/bin/python3``)."""
+    return (
+        len(cmdline) == len(SLEEP_ARGV)
+        and os.path.basename(cmdline[0]).startswith("python3")
+        and cmdline[1:] == SLEEP_ARGV[1:]
+    )
+
+
 def _find_sleeper(run_id: str, cli_pid: int) -> Sleeper | None:
     for proc in processes_of_run(run_id):
         try:
-            if proc.cmdline() == SLEEP_ARGV:
+            if is_sleeper(proc.cmdline()):
                 return Sleeper(
                     proc.pid, proc.create_time(), os.getsid(proc.pid), os.getsid(cli_pid)
                 )

@@ -21,7 +21,7 @@ from coding_genesis import process
 from coding_genesis.ledger import Ledger, sweep_sync
 from tests.fakes.model_server import FakeModelServer
 from tests.support import exits_within
-from tests.test_real_cli import SLEEP_ARGV, SLEEP_PROMPTS, Rig, hermetic_env, processes_of_run
+from tests.test_real_cli import SLEEP_PROMPTS, Rig, hermetic_env, is_sleeper, processes_of_run
 
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
 
@@ -74,7 +74,7 @@ def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
         while sleeper is None and time.monotonic() < deadline:
             for proc in processes_of_run(run_id):
                 try:
-                    if proc.cmdline() == SLEEP_ARGV:
+                    if is_sleeper(proc.cmdline()):
                         sleeper = proc
                 except psutil.Error:
                     continue

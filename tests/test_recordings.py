@@ -2,14 +2,15 @@
 ``CodingGenesisAgent``, comes back with the right category and record.
 
 The recordings (tests/fakes/recordings, copied from shared/recordings) are the
-exact stdout, stderr and exit code of claude 2.1.197 and codex 0.169.0 against
-fake model servers.  The fake CLI copies the stdout bytes, writes the stderr,
+exact stdout, stderr and exit code of claude 2.1.197, codex 0.169.0, gemini
+0.61.0, opencode 1.18.33 and qwen 0.24.4 against fake model servers.  The fake CLI copies the stdout bytes, writes the stderr,
 and exits with the recorded code.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,64 @@ def _text(r: dict[str, Any]) -> None:
     assert r["cli_retries"] == 0
 
 
+def _shell_tool(tool: str, output: str) -> Check:
+    def check(r: dict[str, Any]) -> None:
+        assert r["tool_calls"] == 1 and r["tool_usage"] == {tool: 1}
+        assert r["last_successful_tool"] == tool and r["failed_tools"] == []
+        assert r["completed_steps"] == [f"Ran {tool}: echo hi"]
+        assert output in r["message"]
+
+    return check
+
+
+def _http_status(status: int | None, exit_code: int, retries: int = 0) -> Check:
+    def check(r: dict[str, Any]) -> None:
+        assert r["api_error_status"] == status
+        assert r["exit_code"] == exit_code and r["signal"] is None
+        assert r["cli_retries"] == retries
+        assert r["completed"] is True
+
+    return check
+
+
+def _gemini_429(r: dict[str, Any]) -> None:
+    # 429 mod 256: gemini's own exit code, not a signal; its retries are told on stderr only
+    # (the router call's 5 attempts and the main call's 10, 13 "Retrying" lines in all).
+    _http_status(None, 173, retries=13)(r)
+    assert r["failure"]["reason"] == "backend hint: rate_limit"
+
+
+def _stopped_mid_tool(exit_code: int, tool: str) -> Check:
+    """SIGTERM in the middle of a shell tool, no result line: a failure, never a success."""
+
+    def check(r: dict[str, Any]) -> None:
+        assert r["exit_code"] == exit_code and r["completed"] is False
+        assert r["tool_usage"] == {tool: 1}
+        assert r["session_id"]
+
+    return check
+
+
+def _gemini_sigterm(r: dict[str, Any]) -> None:
+    # gemini (relaunch off) exits 0 on SIGTERM, without its result line.
+    _stopped_mid_tool(0, "run_shell_command")(r)
+    assert r["status"] == 1 and r["error"] == "incomplete"
+    assert r["unfinished_steps"] == [
+        "Ran run_shell_command: python3 -c 'import time; time.sleep(600)'"
+    ]
+
+
+def _opencode_sigterm(r: dict[str, Any]) -> None:
+    assert r["signal"] == "SIGTERM" and r["status"] == 143 and r["completed"] is False
+    assert r["message"].startswith("opencode was killed by signal SIGTERM")
+
+
+def _qwen_retrying(r: dict[str, Any]) -> None:
+    # Stopped by the recorder's own timeout (exit 124) while qwen waited to retry a 429.
+    assert r["cli_retries"] == 2 and r["cli_retry_delay_s"] == 120.0
+    assert r["completed"] is False
+
+
 #: recording -> (category, or None for a success; extra checks)
 EXPECTED: dict[str, tuple[str | None, Check]] = {
     "claude_text": (None, _text),
@@ -172,6 +231,26 @@ EXPECTED: dict[str, tuple[str | None, Check]] = {
     "codex_500": ("internal", _codex_retried(5, None)),
     "codex_429once": (None, _recovered),
     "codex_stream_error": ("network", _stream_error),
+    "gemini_text": (None, _text),
+    "gemini_resume": (None, _text),
+    "gemini_tool": (None, _shell_tool("run_shell_command", "Output: hi")),
+    "gemini_401": ("auth", _http_status(401, 145)),
+    "gemini_429": ("rate_limit", _gemini_429),
+    "gemini_429capped": ("rate_limit", _http_status(None, 173)),
+    "gemini_sigterm": ("partial", _gemini_sigterm),
+    "opencode_text": (None, _text),
+    "opencode_resume": (None, _text),
+    "opencode_tool": (None, _shell_tool("bash", '["hi\\n"]')),
+    "opencode_401": ("auth", _http_status(401, 1)),
+    "opencode_429": ("rate_limit", _http_status(429, 1)),
+    "opencode_sigterm": ("internal", _opencode_sigterm),
+    "qwen_text": (None, _text),
+    "qwen_resume": (None, _text),
+    "qwen_tool": (None, _shell_tool("run_shell_command", "Output: hi")),
+    "qwen_401": ("auth", _http_status(401, 1)),
+    "qwen_429capped": ("rate_limit", _http_status(429, 1)),
+    "qwen_429retrying": ("rate_limit", _qwen_retrying),
+    "qwen_sigterm": ("internal", _stopped_mid_tool(130, "run_shell_command")),
 }
 
 
@@ -187,7 +266,9 @@ def replay_steps(name: str, jsonl: Path | None = None) -> list[dict[str, Any]]:
     stderr = (RECORDINGS / f"{name}.stderr").read_text()
     if stderr:
         steps.append({"stderr": stderr.removesuffix("\n")})
-    steps.append({"exit": int((RECORDINGS / f"{name}.rc").read_text().strip())})
+    rc = int((RECORDINGS / f"{name}.rc").read_text().strip())
+    # A negative code: the CLI was killed by that signal (the fake kills itself the same way).
+    steps.append({"kill_self": signal.Signals(-rc).name} if rc < 0 else {"exit": rc})
     return steps
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def recording(path: Path) -> tuple[str, int, str]:
 
 
 def test_every_shared_recording_is_in_the_fixtures() -> None:
-    assert len(RECORDED) == 20
+    assert len(RECORDED) == 40
     for path in RECORDED:
         assert path.with_suffix(".rc").exists() and path.with_suffix(".stderr").exists()
 
@@ -54,7 +55,9 @@ def test_replay_gives_what_the_live_run_of_the_same_stream_gave(
     steps: list[dict[str, Any]] = [{"recording": str(path)}]
     if stderr:
         steps.append({"stderr": stderr.removesuffix("\n")})
-    fake.script([*steps, {"exit": rc}])
+    # A negative code: killed by that signal (the fake kills itself the same way).
+    end = {"kill_self": signal.Signals(-rc).name} if rc < 0 else {"exit": rc}
+    fake.script([*steps, end])
     live = fake.agent(cwd=tmp_path, timeout=10.0).run_sync("replay me")
     assert live["completed"] or live["status"] != 0
 
@@ -119,7 +122,7 @@ def test_replay_errors_say_what_is_wrong(
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_bytes(b'{"hello": 1}\n')
     assert main(["replay", str(unknown)]) == 2
-    assert "--backend claude|codex|failer" in capsys.readouterr().err
+    assert "--backend claude|codex|gemini|opencode|qwen|failer" in capsys.readouterr().err
 
     (tmp_path / "bad.jsonl").write_bytes(b"")
     (tmp_path / "bad.rc").write_text("not a number")

@@ -45,6 +45,7 @@ __all__ = [
     "backends_file",
     "cli_path_for",
     "default_backend",
+    "node_path_for",
     "run_log_path",
     "transcript_dir",
 ]
@@ -128,6 +129,20 @@ def cli_path_for(
         variable = getattr(get_backend(backend), "path_env_var", "")
     except Exception:
         return None
+    value = _env(env).get(variable, "").strip() if variable else ""
+    return value or None
+
+
+def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The node a backend's node-script CLI runs under: the variable its
+    ``node_script`` names (``$GENESIS_QWEN_NODE``), else None (found)."""
+    try:
+        from ..backends import get_backend
+
+        script = getattr(get_backend(backend), "node_script", None)
+    except Exception:
+        return None
+    variable = getattr(script, "node_env_var", "") if script is not None else ""
     value = _env(env).get(variable, "").strip() if variable else ""
     return value or None
 

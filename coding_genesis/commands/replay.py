@@ -31,6 +31,7 @@ The exit code is the status the run would have had.
 
 _CODEX_TYPES = {"thread.started", "turn.started", "turn.completed", "turn.failed"}
 _CLAUDE_TYPES = {"system", "assistant", "user", "result"}
+_OPENCODE_TYPES = {"step_start", "step_finish", "text", "tool_use", "error", "reasoning"}
 
 
 def register(subparsers: Any) -> None:
@@ -73,7 +74,8 @@ def register(subparsers: Any) -> None:
 
 
 def detect_backend(data: bytes) -> str | None:
-    """claude or codex, from the first recognisable line types; None if unsure."""
+    """claude, codex, gemini, opencode or qwen, from the first recognisable line
+    types; None if unsure."""
     import orjson
 
     for line in data.splitlines()[:200]:
@@ -88,6 +90,12 @@ def detect_backend(data: bytes) -> str | None:
             return "codex"
         if kind is None and isinstance(obj.get("msg"), dict):
             return "codex"
+        if "sessionID" in obj and kind in _OPENCODE_TYPES:
+            return "opencode"
+        if kind == "init" and "session_id" in obj:
+            return "gemini"
+        if kind == "system" and "qwen_code_version" in obj:
+            return "qwen"
         if kind in _CLAUDE_TYPES:
             return "claude"
     return None
@@ -180,8 +188,8 @@ def handle(args: argparse.Namespace) -> int:
     backend = args.backend or loaded.backend or detect_backend(loaded.stdout)
     if backend is None:
         return _error(
-            "cannot tell which CLI wrote this stream (no claude or codex line types found); "
-            "say it with --backend claude|codex|failer"
+            "cannot tell which CLI wrote this stream (no known CLI's line types found); "
+            "say it with --backend claude|codex|gemini|opencode|qwen|failer"
         )
     exit_code = args.exit_code if args.exit_code is not None else loaded.exit_code
     try:

@@ -212,6 +212,7 @@ def handle(args: argparse.Namespace) -> int:
         cli_path_for,
         default_backend,
         ledger_setting,
+        node_path_for,
         run_log_path,
         transcript_dir,
     )
@@ -232,6 +233,7 @@ def handle(args: argparse.Namespace) -> int:
             cwd=args.cwd,
             model=args.model,
             cli_path=cli_path_for(backend, args.cli_path),
+            node_path=node_path_for(backend),
             transcripts=transcript_dir(args.transcript_dir),
             run_log=run_log_path(),
             ledger=ledger_setting(),

@@ -5,6 +5,10 @@ Standard library only. One server answers both wire protocols on 127.0.0.1:
 * Anthropic Messages API (what ``claude`` speaks): ``HEAD /`` and ``POST /v1/messages``, streaming
   (SSE) or not; any other path gets a harmless answer.
 * OpenAI Responses API (what ``codex`` speaks): ``POST /v1/responses`` (SSE).
+* Gemini API v1beta (what ``gemini`` speaks): ``POST /v1beta/models/{model}:streamGenerateContent``
+  (SSE), ``:generateContent``, ``:countTokens``, ``GET /v1beta/models``.
+* OpenAI chat completions (what ``opencode`` and ``qwen`` speak): ``POST /v1/chat/completions``
+  (SSE ending in ``[DONE]``, or one JSON answer).
 
 What the "model" does is chosen by a keyword in the user's prompt, ``SCENARIO:<name> [args]``
 (see ``MODEL_SERVER.md`` next to this file for the full list). Every request is recorded in
@@ -31,7 +35,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -67,6 +71,17 @@ _ANTHROPIC_ERRORS = {
     500: ("api_error", "Internal server error (fake)."),
     529: ("overloaded_error", "Overloaded (fake)."),
 }
+_GEMINI_ERRORS = {
+    400: ("INVALID_ARGUMENT", "Request contains an invalid argument (fake)."),
+    401: ("UNAUTHENTICATED", "Request had invalid authentication credentials."),
+    403: ("PERMISSION_DENIED", "Permission denied (fake)."),
+    404: ("NOT_FOUND", "Not found (fake)."),
+    429: ("RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    500: ("INTERNAL", "Internal error (fake)."),
+    503: ("UNAVAILABLE", "The model is overloaded (fake)."),
+}
+#: Shell tools as the CLIs declare them, most specific first: name -> how its argument is passed.
+SHELL_TOOLS = ("run_shell_command", "bash", "shell", "exec_command", "shell_command")
 _OPENAI_ERRORS = {
     400: ("invalid_request_error", "invalid_request", "Bad request (fake)."),
     401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided (fake)."),
@@ -121,7 +136,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any  # parsed JSON, or the raw text if it was not JSON, or None if empty
-    api: str | None  # "anthropic", "openai" or None (anything else)
+    api: str | None  # "anthropic", "openai", "gemini", "chat" or None (anything else)
     scenario: Scenario | None = None
     state_key: tuple[str, ...] | None = None
     status: int | None = None  # HTTP status answered; None while pending / never answered
@@ -284,6 +299,123 @@ def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
     )
 
 
+def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conversation:
+    """Gemini ``contents``: ``{"role": "user"|"model", "parts": [{"text"}|{"functionCall"}|
+    {"functionResponse": {"name", "response": {"output"|"error"}}}]}``."""
+    contents = body.get("contents")
+    contents = contents if isinstance(contents, list) else []
+    scenario: Scenario | None = None
+    scen_index = -1
+    for i in range(len(contents) - 1, -1, -1):
+        msg = contents[i]
+        if not isinstance(msg, dict) or msg.get("role", "user") != "user":
+            continue
+        parts = msg.get("parts") if isinstance(msg.get("parts"), list) else []
+        text = "\n".join(
+            p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+        scenario = parse_scenario(text)
+        if scenario is not None:
+            scen_index = i
+            break
+    tool_output: str | None = None
+    tool_is_error = False
+    for msg in contents[scen_index + 1 :]:
+        parts = msg.get("parts") if isinstance(msg, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            answer = part.get("functionResponse") if isinstance(part, dict) else None
+            if not isinstance(answer, dict):
+                continue
+            response = answer.get("response")
+            response = response if isinstance(response, dict) else {"output": response}
+            tool_is_error = "error" in response and "output" not in response
+            out = response.get("output", response.get("error", ""))
+            tool_output = out if isinstance(out, str) else json.dumps(out)
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    system_text = _text_of(system.get("parts")) if isinstance(system, dict) else ""
+    m = _WORKDIR_RE.search(system_text)
+    return _Conversation(
+        scenario=scenario,
+        tool_output=tool_output,
+        tool_is_error=tool_is_error,
+        conversation_id="",
+        workdir=m.group(1) if m else None,
+        model=str(body.get("model") or "gemini-fake"),
+    )
+
+
+def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conversation:
+    """OpenAI chat ``messages``: the scenario in the last user message that has one, the tool's
+    output in a later ``role: "tool"`` message."""
+    messages = body.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    scenario: Scenario | None = None
+    scen_index = -1
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        scenario = parse_scenario(_text_of(msg.get("content")))
+        if scenario is not None:
+            scen_index = i
+            break
+    tool_output: str | None = None
+    for msg in messages[scen_index + 1 :]:
+        if isinstance(msg, dict) and msg.get("role") == "tool":
+            tool_output = _text_of(msg.get("content"))
+    system_text = "\n".join(
+        _text_of(m.get("content"))
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "system"
+    )
+    m = _WORKDIR_RE.search(system_text)
+    return _Conversation(
+        scenario=scenario,
+        tool_output=tool_output,
+        tool_is_error=False,
+        conversation_id=headers.get("x-session-id", ""),
+        workdir=m.group(1) if m else None,
+        model=str(body.get("model") or "chat-fake"),
+    )
+
+
+def _declared_tools(names: Iterable[str]) -> str | None:
+    """The shell tool among the declared tool names, if any."""
+    declared = set(names)
+    return next((t for t in SHELL_TOOLS if t in declared), None)
+
+
+def _shell_args(tool: str, cmd: str) -> dict[str, Any]:
+    if tool == "exec_command":
+        return {"cmd": cmd}
+    if tool == "shell":
+        return {"command": ["bash", "-lc", cmd]}
+    if tool == "bash":
+        return {"command": cmd, "description": "Run a command for the fake scenario"}
+    return {"command": cmd}
+
+
+def _schema_example(schema: Any) -> Any:
+    """A value of a JSON schema's shape (for gemini's JSON-mode side calls, e.g. its router)."""
+    if not isinstance(schema, dict):
+        return {}
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        props = schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        return {k: _schema_example(v) for k, v in props.items()}
+    if kind in ("integer", "number"):
+        return 10
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return []
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    return "fake"
+
+
 # --------------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------------
@@ -401,7 +533,8 @@ class FakeModelServer:
         ]
 
     def model_requests(self) -> list[RecordedRequest]:
-        """Recorded model calls (``/v1/messages`` and ``/v1/responses``)."""
+        """Recorded model calls (``/v1/messages``, ``/v1/responses``, Gemini's
+        ``:generateContent`` / ``:streamGenerateContent`` and ``/v1/chat/completions``)."""
         return [r for r in self.requests if r.api is not None]
 
     def clear(self) -> None:
@@ -625,7 +758,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/messages/count_tokens"):
+        if path.endswith(":countTokens"):
+            rec = self._record(None, raw)
+            self._send_json(200, {"totalTokens": 12}, rec=rec)
+        elif path.endswith((":streamGenerateContent", ":generateContent")):
+            rec = self._record("gemini", raw)
+            self._gemini(rec, stream=path.endswith(":streamGenerateContent"))
+        elif path.endswith("/chat/completions"):
+            rec = self._record("chat", raw)
+            self._chat(rec)
+        elif path.endswith("/messages/count_tokens"):
             rec = self._record(None, raw)
             self._send_json(200, {"input_tokens": 12}, rec=rec)
         elif path.endswith("/messages"):
@@ -890,6 +1032,164 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "response.completed",
             {"type": "response.completed", "sequence_number": next(seq), "response": done},
         )
+
+    # ------------------------------------------------------------- Gemini v1beta
+
+    def _gemini(self, rec: RecordedRequest, *, stream: bool) -> None:
+        body = rec.body if isinstance(rec.body, dict) else {}
+        model = self.path.split("?", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+        conv = _gemini_conversation(dict(body, model=model), rec.headers)
+        config = body.get("generationConfig")
+        config = config if isinstance(config, dict) else {}
+        reply = self.fake._decide("gemini", conv, rec)
+        if reply.kind == "error":
+            rec.action = "error"
+            status = reply.status
+            code, message = _GEMINI_ERRORS.get(status, ("UNKNOWN", f"HTTP {status} (fake)."))
+            headers = {"retry-after": self.fake.retry_after} if status in (429, 503) else {}
+            payload = {"error": {"code": status, "message": message, "status": code}}
+            self._send_json(status, payload, extra_headers=headers, rec=rec)
+            return
+        if reply.kind == "hang":
+            rec.action = "hang"
+            self._hang(rec)
+            return
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        if config.get("responseMimeType") == "application/json" and not stream:
+            # A JSON-mode side call (gemini's model router, next-speaker check): not the answer.
+            rec.action = "json"
+            part: dict[str, Any] = {"text": json.dumps(_schema_example(schema))}
+        elif reply.kind == "tool":
+            rec.action = "tool"
+            part = {"functionCall": self._gemini_call(reply, body)}
+        else:
+            rec.action = "text"
+            part = {"text": reply.text or DEFAULT_TEXT}
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        chunk = {
+            "candidates": [
+                {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": self.fake._new_id("resp"),
+        }
+        if not stream:
+            self._send_json(200, chunk, rec=rec)
+            return
+        self._start_sse(rec)
+        if reply.kind == "stall":
+            rec.action = "stall"
+            self._hang(rec, "stall")
+            return
+        self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+        self.wfile.flush()
+
+    def _gemini_call(self, reply: _Reply, body: dict[str, Any]) -> dict[str, Any]:
+        names: list[str] = []
+        for tool in body.get("tools") or []:
+            decls = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+            for decl in decls if isinstance(decls, list) else []:
+                if isinstance(decl, dict) and isinstance(decl.get("name"), str):
+                    names.append(decl["name"])
+        call_id = self.fake._new_id("call")
+        if reply.tool_name == "shell":
+            tool = _declared_tools(names) or "run_shell_command"
+            return {"name": tool, "args": _shell_args(tool, reply.tool_input), "id": call_id}
+        if reply.tool_name == "write":
+            args = {"file_path": reply.tool_input["path"], "content": reply.tool_input["content"]}
+            return {"name": "write_file", "args": args, "id": call_id}
+        name = reply.tool_name.removeprefix("raw:")
+        args = reply.tool_input if isinstance(reply.tool_input, dict) else {}
+        return {"name": name, "args": args, "id": call_id}
+
+    # ------------------------------------------------------------- OpenAI chat completions
+
+    def _chat(self, rec: RecordedRequest) -> None:
+        body = rec.body if isinstance(rec.body, dict) else {}
+        conv = _chat_conversation(body, rec.headers)
+        reply = self.fake._decide("chat", conv, rec)
+        rec.action = reply.kind
+        if reply.kind == "error":
+            self._openai_error(reply.status, rec)
+            return
+        if reply.kind == "hang":
+            self._hang(rec)
+            return
+        tools = [
+            t["function"]["name"]
+            for t in body.get("tools") or []
+            if isinstance(t, dict)
+            and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str)
+        ]
+        delta: dict[str, Any] = {"role": "assistant"}
+        finish = "stop"
+        if reply.kind == "tool" and tools:
+            call = self._chat_call(reply, tools)
+            delta["content"] = None
+            delta["tool_calls"] = [dict(call, index=0)]
+            finish = "tool_calls"
+        else:
+            if reply.kind == "tool":  # a side call without tools (a title, a summary)
+                rec.action = "text"
+            delta["content"] = reply.text if reply.kind == "text" else "Fake title"
+        base = {
+            "id": self.fake._new_id("chatcmpl"),
+            "created": int(time.time()),
+            "model": conv.model,
+        }
+        usage = {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16}
+        if not body.get("stream"):
+            message = {k: v for k, v in delta.items() if k != "tool_calls"}
+            if "tool_calls" in delta:
+                message["tool_calls"] = [
+                    {k: v for k, v in c.items() if k != "index"} for c in delta["tool_calls"]
+                ]
+            answer = dict(
+                base,
+                object="chat.completion",
+                choices=[{"index": 0, "message": message, "finish_reason": finish}],
+                usage=usage,
+            )
+            self._send_json(200, answer, rec=rec)
+            return
+        self._start_sse(rec)
+        if reply.kind == "stall":
+            self._hang(rec, "stall")
+            return
+
+        def send(payload: dict[str, Any] | str) -> None:
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            self.wfile.write(f"data: {data}\n\n".encode())
+            self.wfile.flush()
+
+        chunk = dict(base, object="chat.completion.chunk")
+        send(dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}]))
+        send(dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
+        send(dict(chunk, choices=[], usage=usage))
+        send("[DONE]")
+
+    def _chat_call(self, reply: _Reply, tools: list[str]) -> dict[str, Any]:
+        call_id = "call_" + uuid.uuid4().hex[:8]
+        if reply.tool_name == "shell":
+            tool = _declared_tools(tools) or tools[0]
+            args: Any = _shell_args(tool, reply.tool_input)
+        elif reply.tool_name == "write":
+            path, content = reply.tool_input["path"], reply.tool_input["content"] + "\n"
+            tool = next((t for t in ("write_file", "write") if t in tools), "write_file")
+            args = {"file_path": path, "content": content}
+            if tool == "write":
+                args = {"filePath": path, "content": content}
+        else:
+            tool = reply.tool_name.removeprefix("raw:")
+            args = reply.tool_input
+        arguments = args if isinstance(args, str) else json.dumps(args)
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": tool, "arguments": arguments},
+        }
 
     def _openai_tool_item(self, reply: _Reply, body: dict[str, Any]) -> dict[str, Any]:
         tools = {

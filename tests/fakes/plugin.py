@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.real_cli import find_claude, find_codex
+from tests.fakes.real_cli import find_claude, find_codex, find_gemini, find_opencode, find_qwen
 
 
 @pytest.fixture
@@ -43,3 +43,30 @@ def real_codex() -> str:
     if path is None:
         pytest.skip("real codex CLI not found (GENESIS_CODEX_PATH, .tools/node_modules/.bin, PATH)")
     return path
+
+
+def _found(name: str, path: str | None) -> str:
+    if path is None:
+        pytest.skip(
+            f"real {name} CLI not found (GENESIS_{name.upper()}_PATH, .tools/node_modules/.bin, PATH)"
+        )
+    return path
+
+
+@pytest.fixture
+def real_gemini() -> str:
+    """Path of the real gemini CLI; skips the test when it is not installed."""
+    return _found("gemini", find_gemini())
+
+
+@pytest.fixture
+def real_opencode() -> str:
+    """Path of the real opencode CLI; skips the test when it is not installed."""
+    return _found("opencode", find_opencode())
+
+
+@pytest.fixture
+def real_qwen() -> str:
+    """Path of the real qwen CLI (its ``qwen`` wrapper); skips the test when it is not
+    installed."""
+    return _found("qwen", find_qwen())

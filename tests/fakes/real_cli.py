@@ -22,6 +22,7 @@ an argv list (never ``shell=True``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 from collections.abc import Iterable, Mapping
@@ -43,13 +44,22 @@ __all__ = [
     "find_claude",
     "find_cli",
     "find_codex",
+    "find_gemini",
+    "find_opencode",
+    "find_qwen",
+    "gemini_env",
     "kill_marked",
     "marked_processes",
+    "opencode_env",
+    "qwen_env",
     "repo_root",
     "write_codex_home",
 ]
 
 CLAUDE_PATH_ENV = "GENESIS_CLAUDE_PATH"
+GEMINI_PATH_ENV = "GENESIS_GEMINI_PATH"
+OPENCODE_PATH_ENV = "GENESIS_OPENCODE_PATH"
+QWEN_PATH_ENV = "GENESIS_QWEN_PATH"
 CODEX_PATH_ENV = "GENESIS_CODEX_PATH"
 #: Name of the variable holding the fake API key for codex (the provider's ``env_key``).
 CODEX_API_KEY_ENV = "GENESIS_FAKE_OPENAI_KEY"
@@ -58,7 +68,19 @@ CODEX_API_KEY_ENV = "GENESIS_FAKE_OPENAI_KEY"
 MARKER_ENV = "GENESIS_TEST_RUN_MARK"
 
 # Inherited variables that would change what the CLIs do or where they talk to.
-_STRIP_PREFIXES = ("CLAUDE_CODE_", "ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_")
+_STRIP_PREFIXES = (
+    "CLAUDE_CODE_",
+    "ANTHROPIC_",
+    "CLAUDE_",
+    "OPENAI_",
+    "CODEX_",
+    "GEMINI_",
+    "GOOGLE_",
+    "OPENCODE_",
+    "QWEN_",
+    "DASHSCOPE_",
+    "XDG_",
+)
 _STRIP_NAMES = frozenset({"CLAUDECODE", "CLAUDE_CONFIG_DIR", "MCP_TIMEOUT", "API_TIMEOUT_MS"})
 
 # Honoured by claude 2.1.x (names checked in the shipped binary): no telemetry, no auto-update,
@@ -114,6 +136,22 @@ def find_claude(root: Path | None = None) -> str | None:
 def find_codex(root: Path | None = None) -> str | None:
     """``$GENESIS_CODEX_PATH``, ``<repo>/.tools/node_modules/.bin/codex`` or PATH."""
     return find_cli("codex", CODEX_PATH_ENV, root)
+
+
+def find_gemini(root: Path | None = None) -> str | None:
+    """``$GENESIS_GEMINI_PATH``, ``<repo>/.tools/node_modules/.bin/gemini`` or PATH."""
+    return find_cli("gemini", GEMINI_PATH_ENV, root)
+
+
+def find_opencode(root: Path | None = None) -> str | None:
+    """``$GENESIS_OPENCODE_PATH``, ``<repo>/.tools/node_modules/.bin/opencode`` or PATH."""
+    return find_cli("opencode", OPENCODE_PATH_ENV, root)
+
+
+def find_qwen(root: Path | None = None) -> str | None:
+    """``$GENESIS_QWEN_PATH``, ``<repo>/.tools/node_modules/.bin/qwen`` or PATH (the ``qwen``
+    wrapper: the qwen backend runs the real entry point beside it under a node >= 22)."""
+    return find_cli("qwen", QWEN_PATH_ENV, root)
 
 
 # ------------------------------------------------------------------------------ environment
@@ -269,6 +307,122 @@ def codex_argv(
     argv += list(extra_args)
     argv += ["--", prompt]
     return argv
+
+
+def gemini_env(
+    base_url: str,
+    home: str | os.PathLike[str],
+    *,
+    marker: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for ``gemini`` 0.61 talking to the fake server: a private ``HOME`` whose
+    ``.gemini/settings.json`` selects the ``gemini-api-key`` auth type (with only a base URL and a
+    key, 0.61 picks ``gateway`` and exits 41), ``GOOGLE_GEMINI_BASE_URL`` (http is allowed for
+    127.0.0.1) and a fake ``GEMINI_API_KEY``."""
+    settings = Path(home) / ".gemini"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}, '
+        '"privacy": {"usageStatisticsEnabled": false}}\n',
+        encoding="utf-8",
+    )
+    env = clean_env(base_env)
+    env.update(
+        {
+            "HOME": str(home),
+            "GOOGLE_GEMINI_BASE_URL": base_url.rstrip("/").removesuffix("/v1"),
+            "GEMINI_API_KEY": "fake",
+        }
+    )
+    if marker is not None:
+        env[MARKER_ENV] = marker
+    if extra:
+        env.update(extra)
+    return env
+
+
+def opencode_env(
+    base_url: str,
+    home: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    marker: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for ``opencode`` 1.18 talking to the fake server: a private ``HOME`` whose
+    ``~/.config/opencode/opencode.json`` declares a ``fake`` OpenAI-compatible provider (bundled
+    ``@ai-sdk/openai-compatible``: no download) as the model; no ``XDG_*`` variables."""
+    config = Path(home) / ".config" / "opencode"
+    config.mkdir(parents=True, exist_ok=True)
+    url = base_url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    doc = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": url, "apiKey": "fake"},
+                "models": {model: {"name": "Fake Model", "tool_call": True}},
+            }
+        },
+        "model": f"fake/{model}",
+        "small_model": f"fake/{model}",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    (config / "opencode.json").write_text(json.dumps(doc), encoding="utf-8")
+    env = clean_env(base_env)
+    env.update(
+        {
+            "HOME": str(home),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+        }
+    )
+    if marker is not None:
+        env[MARKER_ENV] = marker
+    if extra:
+        env.update(extra)
+    return env
+
+
+def qwen_env(
+    base_url: str,
+    home: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    marker: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment for ``qwen`` 0.24 talking to the fake server (auth type ``openai`` is inferred
+    from ``OPENAI_*``; no settings file needed) with a private ``HOME``."""
+    Path(home).mkdir(parents=True, exist_ok=True)
+    url = base_url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    env = clean_env(base_env)
+    env.update(
+        {
+            "HOME": str(home),
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "fake",
+            "OPENAI_MODEL": model,
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+        }
+    )
+    if marker is not None:
+        env[MARKER_ENV] = marker
+    if extra:
+        env.update(extra)
+    return env
 
 
 # ------------------------------------------------------------------------------ all in one

@@ -307,6 +307,93 @@ def test_openai_streaming_answers(model_server: FakeModelServer) -> None:
     assert all("authorization" not in r.headers for r in model_server.requests)
 
 
+def test_gemini_answers(model_server: FakeModelServer) -> None:
+    path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    tools = [{"functionDeclarations": [{"name": "read_file"}, {"name": "run_shell_command"}]}]
+    contents: list[dict[str, Any]] = [
+        {"role": "user", "parts": [{"text": "SCENARIO:bash echo hi"}]}
+    ]
+    status, _, raw = http_request(
+        model_server.url, "POST", path, {"contents": contents, "tools": tools}
+    )
+    (chunk,) = sse_events(raw)
+    assert status == 200
+    part = chunk["candidates"][0]["content"]["parts"][0]
+    assert part["functionCall"]["name"] == "run_shell_command"
+    assert part["functionCall"]["args"] == {"command": "echo hi"}
+    contents += [
+        {"role": "model", "parts": [part]},
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "run_shell_command", "response": {"output": "hi"}}}
+            ],
+        },
+    ]
+    _, _, raw = http_request(model_server.url, "POST", path, {"contents": contents, "tools": tools})
+    (chunk,) = sse_events(raw)
+    assert chunk["candidates"][0]["content"]["parts"] == [{"text": TOOL_DONE_PREFIX + "hi"}]
+    # A JSON-mode side call (gemini's model router) gets an object of the schema's shape.
+    router = {
+        "contents": [{"role": "user", "parts": [{"text": "SCENARIO:bash echo hi"}]}],
+        "generationConfig": {
+            "responseMimeType": "application/json",
+            "responseJsonSchema": {
+                "type": "object",
+                "properties": {"reasoning": {"type": "string"}, "score": {"type": "integer"}},
+            },
+        },
+    }
+    _, _, raw = http_request(
+        model_server.url, "POST", "/v1beta/models/flash-lite:generateContent", router
+    )
+    text = json.loads(raw)["candidates"][0]["content"]["parts"][0]["text"]
+    assert json.loads(text) == {"reasoning": "fake", "score": 10}
+    status, _, raw = http_request(
+        model_server.url,
+        "POST",
+        path,
+        {"contents": [{"role": "user", "parts": [{"text": "SCENARIO:429"}]}]},
+    )
+    assert status == 429 and json.loads(raw)["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert [r.api for r in model_server.model_requests()] == ["gemini"] * 4
+
+
+def test_chat_completions_answers(model_server: FakeModelServer) -> None:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("read", "bash")]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a fake."},
+        {"role": "user", "content": [{"type": "text", "text": "SCENARIO:bash echo hi"}]},
+    ]
+    body = {"model": "fake-model", "stream": True, "messages": messages, "tools": tools}
+    status, _, raw = http_request(model_server.url, "POST", "/v1/chat/completions", body)
+    assert status == 200 and raw.decode().rstrip().endswith("data: [DONE]")
+    chunks = [
+        json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")
+    ]
+    (call,) = chunks[0]["choices"][0]["delta"]["tool_calls"]
+    assert call["function"]["name"] == "bash"
+    assert json.loads(call["function"]["arguments"])["command"] == "echo hi"
+    assert chunks[1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert chunks[2]["usage"]["total_tokens"] == 16
+    messages += [
+        {"role": "assistant", "tool_calls": [{k: v for k, v in call.items() if k != "index"}]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "hi\n"},
+    ]
+    body["stream"] = False
+    _, _, raw = http_request(model_server.url, "POST", "/v1/chat/completions", body)
+    answer = json.loads(raw)["choices"][0]
+    assert answer["message"]["content"] == TOOL_DONE_PREFIX + "hi\n"
+    assert answer["finish_reason"] == "stop"
+    # A call without tools (opencode's title) gets text, even for a tool scenario.
+    title = {"model": "fake-model", "messages": messages[:2]}
+    _, _, raw = http_request(model_server.url, "POST", "/v1/chat/completions", title)
+    assert json.loads(raw)["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "Fake title",
+    }
+
+
 def test_status_scenarios_and_once(model_server: FakeModelServer) -> None:
     def ask(text: str, api: str = "anthropic") -> tuple[int, dict[str, str]]:
         if api == "anthropic":
@@ -553,7 +640,7 @@ def test_claude_sleep_tool_then_kill_the_tree(
         except ImportError:
             pass
         else:
-            assert psutil.Process(sleeper).cmdline() == _sleep_argv("600")
+            assert _as_run(psutil.Process(sleeper).cmdline()) == _sleep_argv("600")
             assert sleeper in {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
     finally:
         if proc.poll() is None:
@@ -582,6 +669,13 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _as_run(argv: list[str]) -> list[str]:
+    """``argv`` with ``python3`` as typed (a pyenv shim execs the real one by its full path)."""
+    if argv[:1] and os.path.basename(argv[0]).startswith("python3"):
+        return ["python3", *argv[1:]]
+    return argv
+
+
 def _sleep_argv(seconds: str) -> list[str]:
     """Command line of the process that ``SCENARIO:sleep <seconds>`` starts."""
     return ["python3", "-c", f"import time; time.sleep({seconds})"]
@@ -592,7 +686,7 @@ def _wait_for_sleep(marker: str, seconds: str, timeout: float) -> int | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid in marked_processes(marker):
-            if _cmdline(pid) == _sleep_argv(seconds):
+            if _as_run(_cmdline(pid)) == _sleep_argv(seconds):
                 return pid
         time.sleep(0.1)
     return None

@@ -65,6 +65,12 @@ Feature: Failure intelligence
       | claude | replays the "claude_401" recording                         | auth       |
       | codex  | replays the "codex_stream_error" recording                 | network    |
       | codex  | replays the "codex_500" recording                          | internal   |
+      | gemini | replays the "gemini_401" recording                         | auth       |
+      | gemini | replays the "gemini_429capped" recording                   | rate_limit |
+      | gemini | replays the "gemini_sigterm" recording                     | partial    |
+      | opencode | replays the "opencode_429" recording                     | rate_limit |
+      | qwen   | replays the "qwen_401" recording                           | auth       |
+      | qwen   | replays the "qwen_429retrying" recording                   | rate_limit |
 
   Scenario: A missing CLI is not found, with the install hint
     Given a claude agent whose CLI does not exist
