@@ -220,10 +220,18 @@ def test_doctor_checks_every_backend_by_default(
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("GENESIS_CLAUDE_PATH", raising=False)
-    monkeypatch.delenv("GENESIS_CODEX_PATH", raising=False)
+    for name in ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "QWEN"):
+        monkeypatch.delenv(f"GENESIS_{name}_PATH", raising=False)
     code, report = doctor(capsys)
     assert code == 1
-    assert report["can_run"] == {"claude": False, "codex": False, "failer": True}
+    assert report["can_run"] == {
+        "claude": False,
+        "codex": False,
+        "failer": True,
+        "gemini": False,
+        "opencode": False,
+        "qwen": False,
+    }
     assert main(["doctor", "-b", "failer"]) == 0
     capsys.readouterr()
     assert main(["doctor", "--cli-path", "/x"]) == 2
@@ -258,7 +266,8 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
         (["rnu"], "invalid choice: 'rnu' (choose from 'run'"),
         (
             ["doctor", "-b", "gpt"],
-            "invalid choice: 'gpt' (choose from 'claude', 'codex', 'failer')",
+            "invalid choice: 'gpt' (choose from 'claude', 'codex', 'failer', 'gemini', 'opencode', "
+            "'qwen')",
         ),
         (["show"], "the following arguments are required: RUN"),
     ],

@@ -65,8 +65,10 @@ def test_read_only_refuses_a_write(
     result = agent.run_sync("SCENARIO:write out.txt hello")
     assert result["status"] == 0, shown(result)
     assert not (work / "out.txt").exists(), shown(result)
-    # The refusal comes back to the model as the tool's outcome.
-    assert any(word in result["message"] for word in ("not enabled", "read-only")), shown(result)
+    # The refusal comes back to the model as the tool's outcome (claude 2.1.330 says the tool
+    # "is disabled for this session"; older versions and codex say "not enabled"/"read-only").
+    refusals = ("not enabled", "read-only", "is disabled for this session")
+    assert any(word in result["message"] for word in refusals), shown(result)
 
 
 def test_edit_allows_a_write(
