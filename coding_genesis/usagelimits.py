@@ -23,10 +23,11 @@ What the CLIs print (``tests/fakes/recordings/usage_limits/``):
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from .failures import _number
 
 __all__ = ["iso", "reset_at"]
 
@@ -52,16 +53,6 @@ _RESETS = re.compile(
 # "resets at 2026-11-24T11:11:13Z" (our own batch refusals say it so)
 _ISO = re.compile(r"resets? at (\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)", re.I)
 _LIMIT_WORDS = re.compile(r"usage limit|limit reached|hit your (?:usage )?limit", re.I)
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _zone(name: str | None) -> _dt.tzinfo | None:
