@@ -78,6 +78,13 @@ def _hour(h: str, ampm: str | None) -> int | None:
     return hour if 0 <= hour <= 23 else None
 
 
+def _clock(found: re.Match[str]) -> tuple[int, int] | None:
+    """The hour and minute of a match with ``h``, ``m`` and ``ampm`` groups, if valid."""
+    hour = _hour(found["h"], found["ampm"])
+    minute = int(found["m"] or 0)
+    return None if hour is None or minute > 59 else (hour, minute)
+
+
 def _next_time_of_day(hour: int, minute: int, tz: _dt.tzinfo | None, now: float) -> float:
     """The next moment at ``hour:minute`` (``tz``, else local time) after ``now``."""
     current = _dt.datetime.fromtimestamp(now, tz) if tz else _dt.datetime.fromtimestamp(now)
@@ -119,10 +126,10 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
             return when.timestamp()
         found = _TRY_AGAIN_AT.search(text)
         if found:
-            hour = _hour(found["h"], found["ampm"])
-            minute = int(found["m"] or 0)
-            if hour is None or minute > 59:
+            clock = _clock(found)
+            if clock is None:
                 continue
+            hour, minute = clock
             if found["year"]:
                 month = _MONTHS.get(found["mon"][:3].lower())
                 if month is None:
@@ -135,10 +142,10 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
             return _next_time_of_day(hour, minute, None, now)
         found = _RESETS.search(text)
         if found:
-            hour = _hour(found["h"], found["ampm"])
-            minute = int(found["m"] or 0)
-            if hour is None or minute > 59:
+            clock = _clock(found)
+            if clock is None:
                 continue
+            hour, minute = clock
             return _next_time_of_day(hour, minute, _zone(found["tz"]), now)
     return None
 
