@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["as_int", "preview", "str_list"]
+__all__ = ["as_int", "first_hint", "preview", "str_list"]
 
 _PREVIEW = 2000
 
@@ -45,3 +46,15 @@ def str_list(value: Any) -> Iterable[str]:
     if isinstance(value, list | tuple):
         return tuple(str(v) for v in value)
     return ()
+
+
+def first_hint(
+    texts: Iterable[str | None], hints: Sequence[tuple[str, re.Pattern[str]]]
+) -> str | None:
+    """The category of the first pattern found in the first text that has one (texts in order
+    of trust, patterns most specific first); ``None`` when none matches."""
+    for text in texts:
+        for category, pattern in hints:
+            if text and pattern.search(text):
+                return category
+    return None

@@ -45,7 +45,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, preview
+from ._common import as_int, first_hint, preview
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -104,10 +104,11 @@ def gemini_failure_hint(result: RunResult) -> str | None:
     """Category from gemini's exit code (HTTP status mod 256, its own codes) and wording."""
     if result.api_error_status is not None:
         return None
-    for text in (result.message, *reversed(result.cli_errors), result.stderr_tail[-4000:]):
-        for category, pattern in _HINTS:
-            if text and pattern.search(text):
-                return category
+    hint = first_hint(
+        (result.message, *reversed(result.cli_errors), result.stderr_tail[-4000:]), _HINTS
+    )
+    if hint is not None:
+        return hint
     if result.signal is None and result.exit_code is not None:
         return _EXIT_HINTS.get(result.exit_code)
     return None

@@ -35,7 +35,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, preview
+from ._common import as_int, first_hint, preview
 
 __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 
@@ -67,11 +67,7 @@ def opencode_failure_hint(result: RunResult) -> str | None:
     """Category from opencode's error event (its status code is read by the core)."""
     if result.api_error_status is not None:
         return None
-    for text in (result.message, *reversed(result.cli_errors)):
-        for category, pattern in _HINTS:
-            if text and pattern.search(text):
-                return category
-    return None
+    return first_hint((result.message, *reversed(result.cli_errors)), _HINTS)
 
 
 class OpencodeBackend:

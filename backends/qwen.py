@@ -33,7 +33,7 @@ from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.launch import NodeScript
 from coding_genesis.result import RunResult
 
-from ._common import as_int
+from ._common import as_int, first_hint
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -68,11 +68,7 @@ def qwen_failure_hint(result: RunResult) -> str | None:
     """Category from qwen's words for its failure (its HTTP status is read by the core)."""
     if result.api_error_status is not None:
         return None
-    for text in (result.message, result.stderr_tail[-4000:]):
-        for category, pattern in _HINTS:
-            if text and pattern.search(text):
-                return category
-    return None
+    return first_hint((result.message, result.stderr_tail[-4000:]), _HINTS)
 
 
 class QwenBackend:

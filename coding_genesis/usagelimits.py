@@ -23,10 +23,11 @@ What the CLIs print (``tests/fakes/recordings/usage_limits/``):
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from .failures import _number
 
 __all__ = ["iso", "reset_at"]
 
@@ -54,16 +55,6 @@ _ISO = re.compile(r"resets? at (\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)", 
 _LIMIT_WORDS = re.compile(r"usage limit|limit reached|hit your (?:usage )?limit", re.I)
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
 def _zone(name: str | None) -> _dt.tzinfo | None:
     if not name:
         return None
@@ -85,6 +76,13 @@ def _hour(h: str, ampm: str | None) -> int | None:
             return None
         hour = hour % 12 + (12 if marker == "pm" else 0)
     return hour if 0 <= hour <= 23 else None
+
+
+def _clock(found: re.Match[str]) -> tuple[int, int] | None:
+    """The hour and minute of a match with ``h``, ``m`` and ``ampm`` groups, if valid."""
+    hour = _hour(found["h"], found["ampm"])
+    minute = int(found["m"] or 0)
+    return None if hour is None or minute > 59 else (hour, minute)
 
 
 def _next_time_of_day(hour: int, minute: int, tz: _dt.tzinfo | None, now: float) -> float:
@@ -128,10 +126,10 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
             return when.timestamp()
         found = _TRY_AGAIN_AT.search(text)
         if found:
-            hour = _hour(found["h"], found["ampm"])
-            minute = int(found["m"] or 0)
-            if hour is None or minute > 59:
+            clock = _clock(found)
+            if clock is None:
                 continue
+            hour, minute = clock
             if found["year"]:
                 month = _MONTHS.get(found["mon"][:3].lower())
                 if month is None:
@@ -144,10 +142,10 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
             return _next_time_of_day(hour, minute, None, now)
         found = _RESETS.search(text)
         if found:
-            hour = _hour(found["h"], found["ampm"])
-            minute = int(found["m"] or 0)
-            if hour is None or minute > 59:
+            clock = _clock(found)
+            if clock is None:
                 continue
+            hour, minute = clock
             return _next_time_of_day(hour, minute, _zone(found["tz"]), now)
     return None
 

@@ -51,6 +51,19 @@ def message(n: int, *, inp: int = 1000, out: int = 1000, tool: bool = True) -> d
     }
 
 
+def spending_fakes(tmp_path: Any, count: int, *, messages: int) -> list[FakeCLI]:
+    """``count`` fake claudes, each sending ``messages`` tool-calling messages (1000 + 1000
+    tokens each) 0.3 s apart, then its result: a batch that spends as it goes."""
+    fakes = [FakeCLI(tmp_path) for _ in range(count)]
+    for fake in fakes:
+        fake.script(
+            [{"init": True}]
+            + [s for n in range(1, messages + 1) for s in (message(n), {"sleep": 0.3})]
+            + [{"result": "done"}]
+        )
+    return fakes
+
+
 def tool_result(n: int) -> dict[str, Any]:
     return {
         "emit": {
@@ -261,13 +274,7 @@ async def test_shared_budget_stops_a_batch_of_twenty(tmp_path: Any) -> None:
     """20 requests, 4 at a time, one $0.05 pot: every run spends $0.018 per
     message; once the pot is spent the runs in flight are stopped and the
     queued ones are never started.  Every result says which and why."""
-    fakes = [FakeCLI(tmp_path) for _ in range(20)]
-    for fake in fakes:
-        fake.script(
-            [{"init": True}]
-            + [s for n in range(1, 4) for s in (message(n), {"sleep": 0.3})]
-            + [{"result": "done"}]
-        )
+    fakes = spending_fakes(tmp_path, 20, messages=3)
     budget = Budget(max_cost_usd=0.05)
     specs = [
         RunSpec.model_validate(

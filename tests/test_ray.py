@@ -219,15 +219,9 @@ async def test_shared_budget_stops_a_ray_batch_of_twenty(cluster: None, tmp_path
     the runs in flight are stopped at their next usage event and the queued
     ones are not started.  Every result says which, and why."""
     from coding_genesis.budget import Budget
-    from tests.test_metering import message
+    from tests.test_metering import spending_fakes
 
-    fakes = [FakeCLI(tmp_path) for _ in range(20)]
-    for fake in fakes:
-        fake.script(
-            [{"init": True}]
-            + [s for n in range(1, 6) for s in (message(n), {"sleep": 0.3})]
-            + [{"result": "done"}]
-        )
+    fakes = spending_fakes(tmp_path, 20, messages=5)
     budget = Budget(max_cost_usd=0.05)
     specs = [
         RunSpec.model_validate(

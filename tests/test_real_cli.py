@@ -396,9 +396,10 @@ def test_timeout_mid_tool_stops_the_whole_tree(rig: Rig, stop_signals: tuple[int
 
 
 def _run_watching_for_sleep(
-    agent: CodingGenesisAgent, prompt: str
+    agent: CodingGenesisAgent, prompt: str, *, sigterm: bool = False
 ) -> tuple[dict[str, Any], Recorder, Sleeper | None]:
-    """Run ``prompt`` while polling for the run's ``SLEEP_ARGV`` process (by its run marker)."""
+    """Run ``prompt`` while polling for the run's ``SLEEP_ARGV`` process (by its run marker);
+    with ``sigterm``, send the CLI a SIGTERM of our own (not the agent's) once it is found."""
     events = Recorder(agent)
     seen: list[Sleeper] = []
 
@@ -419,6 +420,8 @@ def _run_watching_for_sleep(
                 )
                 if found is not None:
                     seen.append(found)
+                    if sigterm:
+                        os.kill(started["pid"], signal.SIGTERM)
                     return
                 await anyio.sleep(0.1)
 

@@ -4,13 +4,11 @@ stopped by a turn budget as its second message streams in."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.budget import Budget
-from tests.fakes.model_server import FakeModelServer
+from tests import test_real_cli
 from tests.test_real_cli import (  # noqa: F401  (hermetic_env is an autouse fixture)
     Rig,
     assert_nothing_left,
@@ -19,15 +17,9 @@ from tests.test_real_cli import (  # noqa: F401  (hermetic_env is an autouse fix
     run,
 )
 
-
-@pytest.fixture
-def claude_rig(real_claude: str, model_server: FakeModelServer, tmp_path: Path) -> Rig:
-    return Rig("claude", real_claude, model_server, tmp_path)
-
-
-@pytest.fixture
-def codex_rig(real_codex: str, model_server: FakeModelServer, tmp_path: Path) -> Rig:
-    return Rig("codex", real_codex, model_server, tmp_path)
+# The rigs of test_real_cli (fixtures are found by name in this module).
+claude_rig = test_real_cli.claude_rig
+codex_rig = test_real_cli.codex_rig
 
 
 def test_real_codex_cost_is_computed_from_its_tokens(codex_rig: Rig) -> None:

@@ -11,8 +11,6 @@ As in ``test_real_cli.py``, the agent gets everything CLI-specific through its o
 from __future__ import annotations
 
 import json
-import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent
+from coding_genesis import CodingGenesisAgent
 from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelServer
 from tests.fakes.real_cli import gemini_env, opencode_env, qwen_env
 from tests.support import is_reaped
@@ -30,9 +28,8 @@ from tests.test_real_cli import (
     STOP_TIMEOUTS,
     Recorder,
     Rig,
-    Sleeper,
-    _find_sleeper,
     _gone,
+    _run_watching_for_sleep,
     assert_nothing_left,
     explain,
     hermetic_env,
@@ -102,47 +99,6 @@ def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path:
 @pytest.fixture(params=ALL)
 def any_rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> Rig:
     return make_rig(request.param, request, model_server, tmp_path)
-
-
-def _run_watching_for_sleep(
-    agent: CodingGenesisAgent, prompt: str, *, sigterm: bool = False
-) -> tuple[dict[str, Any], Recorder, Sleeper | None]:
-    """Run ``prompt`` while polling for the run's sleeping tool process (by its run marker);
-    with ``sigterm``, send the CLI a SIGTERM of our own (not the agent's) once it is found."""
-    events = Recorder(agent)
-    seen: list[Sleeper] = []
-
-    async def main() -> dict[str, Any]:
-        spawned = anyio.Event()
-        started: dict[str, Any] = {}
-
-        def on_event(event: Event) -> None:
-            if isinstance(event, RunStartedEvent):
-                started.update(run_id=event.run_id, pid=event.pid)
-                spawned.set()
-
-        async def watch() -> None:
-            await spawned.wait()
-            while not seen:
-                found = await anyio.to_thread.run_sync(
-                    _find_sleeper, started["run_id"], started["pid"]
-                )
-                if found is not None:
-                    seen.append(found)
-                    if sigterm:
-                        os.kill(started["pid"], signal.SIGTERM)
-                    return
-                await anyio.sleep(0.1)
-
-        agent.subscribe(on_event)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            result = await agent.run(prompt)
-            tg.cancel_scope.cancel()
-        return result
-
-    result = anyio.run(main)
-    return result, events, seen[0] if seen else None
 
 
 def model_calls(rig: Rig, prompt: str) -> list[Any]:

@@ -18,17 +18,12 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.real_cli import claude_env, clean_env, codex_env, write_codex_home
+from tests.fakes.real_cli import claude_env, codex_env, write_codex_home
+from tests.test_real_cli import hermetic_env
+
+__all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(autouse=True)
-def hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    keep = clean_env(os.environ)
-    for name in list(os.environ):
-        if name not in keep:
-            monkeypatch.delenv(name)
 
 
 def agent_for(

@@ -142,13 +142,7 @@ async def test_a_batch_pauses_for_a_usage_limit_within_its_deadline(tmp_path: Pa
     """The first run hits the limit; the batch waits (virtually) for the reset
     before starting the queued requests, which then succeed."""
     clock = VirtualClock()
-    reset = time.time() + 900
-    limited = FakeCLI(tmp_path)
-    _limit_script(limited, reset)
-    fine = [FakeCLI(tmp_path) for _ in range(3)]
-    for fake in fine:
-        fake.script([{"answer": "ok"}])
-    specs = [_spec(f) for f in (limited, *fine)]
+    _, _, specs = _limited_batch(tmp_path, reset_in=900)
     results = await run_many(specs, concurrency=1, deadline_s=3600, clock=clock)
     assert results[0]["failure"]["category"] == "rate_limit"
     assert [r["status"] for r in results[1:]] == [0, 0, 0]
@@ -157,13 +151,7 @@ async def test_a_batch_pauses_for_a_usage_limit_within_its_deadline(tmp_path: Pa
 
 async def test_a_batch_past_its_deadline_does_not_start_queued_requests(tmp_path: Path) -> None:
     clock = VirtualClock()
-    reset = time.time() + 7200
-    limited = FakeCLI(tmp_path)
-    _limit_script(limited, reset)
-    queued = [FakeCLI(tmp_path) for _ in range(3)]
-    for fake in queued:
-        fake.script([{"answer": "ok"}])
-    specs = [_spec(f) for f in (limited, *queued)]
+    reset, queued, specs = _limited_batch(tmp_path, reset_in=7200)
     results = await run_many(specs, concurrency=1, deadline_s=600, clock=clock)
     assert clock.sleeps == []
     for result in results[1:]:
@@ -185,6 +173,20 @@ def _spec(fake: FakeCLI) -> RunSpec:
             "ledger": False,
         }
     )
+
+
+def _limited_batch(
+    tmp_path: Path, *, reset_in: float
+) -> tuple[float, list[FakeCLI], list[RunSpec]]:
+    """A request that hits a usage limit resetting in ``reset_in`` seconds, then three queued
+    ones that answer "ok": the reset time, the queued fakes and the four specs."""
+    reset = time.time() + reset_in
+    limited = FakeCLI(tmp_path)
+    _limit_script(limited, reset)
+    queued = [FakeCLI(tmp_path) for _ in range(3)]
+    for fake in queued:
+        fake.script([{"answer": "ok"}])
+    return reset, queued, [_spec(f) for f in (limited, *queued)]
 
 
 def test_recordings_are_listed_in_their_readme() -> None:

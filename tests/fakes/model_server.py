@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 __all__ = [
@@ -725,6 +725,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
 
+    def _reply(
+        self,
+        api: str,
+        conv: _Conversation,
+        rec: RecordedRequest,
+        error: Callable[[int, RecordedRequest], None],
+    ) -> _Reply | None:
+        """The fake's reply to this request (recorded as its action); ``None`` once an error
+        (sent by ``error``, the API's own error body) or a hang has been served instead."""
+        reply = self.fake._decide(api, conv, rec)
+        rec.action = reply.kind
+        if reply.kind == "error":
+            error(reply.status, rec)
+            return None
+        if reply.kind == "hang":
+            self._hang(rec)
+            return None
+        return reply
+
     def _hang(self, rec: RecordedRequest, action: str = "hang") -> None:
         """Hold the request until the server stops, then drop the connection unanswered."""
         rec.action = action
@@ -785,13 +804,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _anthropic(self, rec: RecordedRequest) -> None:
         body = rec.body if isinstance(rec.body, dict) else {}
         conv = _anthropic_conversation(body, rec.headers)
-        reply = self.fake._decide("anthropic", conv, rec)
-        rec.action = reply.kind
-        if reply.kind == "error":
-            self._anthropic_error(reply.status, rec)
-            return
-        if reply.kind == "hang":
-            self._hang(rec)
+        reply = self._reply("anthropic", conv, rec, self._anthropic_error)
+        if reply is None:
             return
         blocks: list[dict[str, Any]]
         if reply.kind == "tool":
@@ -943,13 +957,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _openai(self, rec: RecordedRequest) -> None:
         body = rec.body if isinstance(rec.body, dict) else {}
         conv = _openai_conversation(body, rec.headers)
-        reply = self.fake._decide("openai", conv, rec)
-        rec.action = reply.kind
-        if reply.kind == "error":
-            self._openai_error(reply.status, rec)
-            return
-        if reply.kind == "hang":
-            self._hang(rec)
+        reply = self._reply("openai", conv, rec, self._openai_error)
+        if reply is None:
             return
         resp_id = self.fake._new_id("resp")
         base = {
@@ -1108,13 +1117,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _chat(self, rec: RecordedRequest) -> None:
         body = rec.body if isinstance(rec.body, dict) else {}
         conv = _chat_conversation(body, rec.headers)
-        reply = self.fake._decide("chat", conv, rec)
-        rec.action = reply.kind
-        if reply.kind == "error":
-            self._openai_error(reply.status, rec)
-            return
-        if reply.kind == "hang":
-            self._hang(rec)
+        reply = self._reply("chat", conv, rec, self._openai_error)
+        if reply is None:
             return
         tools = [
             t["function"]["name"]

@@ -166,6 +166,29 @@ def clean_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
+def _v1(base_url: str) -> str:
+    """``base_url`` (given with or without it) ending in ``/v1``."""
+    url = base_url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def _cli_env(
+    base_env: Mapping[str, str] | None,
+    values: Mapping[str, str],
+    marker: str | None,
+    extra: Mapping[str, str] | None,
+) -> dict[str, str]:
+    """:func:`clean_env` of ``base_env`` with a CLI's ``values``, then the run ``marker``, then
+    ``extra`` (last: it overrides any of them)."""
+    env = clean_env(base_env)
+    env.update(values)
+    if marker is not None:
+        env[MARKER_ENV] = marker
+    if extra:
+        env.update(extra)
+    return env
+
+
 def claude_env(
     base_url: str,
     home: str | os.PathLike[str],
@@ -179,22 +202,19 @@ def claude_env(
     """Environment for ``claude`` talking to the fake server at ``base_url``
     (``http://127.0.0.1:PORT``, no ``/v1``). ``home`` becomes ``HOME`` (created if missing)."""
     Path(home).mkdir(parents=True, exist_ok=True)
-    env = clean_env(base_env)
-    env.update(_CLAUDE_QUIET)
-    env.update(
+    return _cli_env(
+        base_env,
         {
+            **_CLAUDE_QUIET,
             "HOME": str(home),
             "ANTHROPIC_BASE_URL": base_url.rstrip("/").removesuffix("/v1"),
             "ANTHROPIC_API_KEY": "fake",
             "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
             "API_TIMEOUT_MS": str(api_timeout_ms),
-        }
+        },
+        marker,
+        extra,
     )
-    if marker is not None:
-        env[MARKER_ENV] = marker
-    if extra:
-        env.update(extra)
-    return env
 
 
 def claude_argv(
@@ -238,9 +258,7 @@ def write_codex_home(
     """
     home = Path(codex_home)
     home.mkdir(parents=True, exist_ok=True)
-    url = base_url.rstrip("/")
-    if not url.endswith("/v1"):
-        url += "/v1"
+    url = _v1(base_url)
     (home / "config.toml").write_text(
         f'model = "{model}"\n'
         'model_provider = "fake"\n'
@@ -268,19 +286,16 @@ def codex_env(
 ) -> dict[str, str]:
     """Environment for ``codex`` using ``codex_home`` (see :func:`write_codex_home`).
     ``home`` (default: ``codex_home``) becomes ``HOME`` so no user config is read."""
-    env = clean_env(base_env)
-    env.update(
+    return _cli_env(
+        base_env,
         {
             "CODEX_HOME": str(codex_home),
             "HOME": str(home if home is not None else codex_home),
             CODEX_API_KEY_ENV: "fake",
-        }
+        },
+        marker,
+        extra,
     )
-    if marker is not None:
-        env[MARKER_ENV] = marker
-    if extra:
-        env.update(extra)
-    return env
 
 
 def codex_argv(
@@ -328,19 +343,16 @@ def gemini_env(
         '"privacy": {"usageStatisticsEnabled": false}}\n',
         encoding="utf-8",
     )
-    env = clean_env(base_env)
-    env.update(
+    return _cli_env(
+        base_env,
         {
             "HOME": str(home),
             "GOOGLE_GEMINI_BASE_URL": base_url.rstrip("/").removesuffix("/v1"),
             "GEMINI_API_KEY": "fake",
-        }
+        },
+        marker,
+        extra,
     )
-    if marker is not None:
-        env[MARKER_ENV] = marker
-    if extra:
-        env.update(extra)
-    return env
 
 
 def opencode_env(
@@ -357,9 +369,7 @@ def opencode_env(
     ``@ai-sdk/openai-compatible``: no download) as the model; no ``XDG_*`` variables."""
     config = Path(home) / ".config" / "opencode"
     config.mkdir(parents=True, exist_ok=True)
-    url = base_url.rstrip("/")
-    if not url.endswith("/v1"):
-        url += "/v1"
+    url = _v1(base_url)
     doc = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {
@@ -376,21 +386,18 @@ def opencode_env(
         "share": "disabled",
     }
     (config / "opencode.json").write_text(json.dumps(doc), encoding="utf-8")
-    env = clean_env(base_env)
-    env.update(
+    return _cli_env(
+        base_env,
         {
             "HOME": str(home),
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
-        }
+        },
+        marker,
+        extra,
     )
-    if marker is not None:
-        env[MARKER_ENV] = marker
-    if extra:
-        env.update(extra)
-    return env
 
 
 def qwen_env(
@@ -405,24 +412,19 @@ def qwen_env(
     """Environment for ``qwen`` 0.24 talking to the fake server (auth type ``openai`` is inferred
     from ``OPENAI_*``; no settings file needed) with a private ``HOME``."""
     Path(home).mkdir(parents=True, exist_ok=True)
-    url = base_url.rstrip("/")
-    if not url.endswith("/v1"):
-        url += "/v1"
-    env = clean_env(base_env)
-    env.update(
+    url = _v1(base_url)
+    return _cli_env(
+        base_env,
         {
             "HOME": str(home),
             "OPENAI_BASE_URL": url,
             "OPENAI_API_KEY": "fake",
             "OPENAI_MODEL": model,
             "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
-        }
+        },
+        marker,
+        extra,
     )
-    if marker is not None:
-        env[MARKER_ENV] = marker
-    if extra:
-        env.update(extra)
-    return env
 
 
 # ------------------------------------------------------------------------------ all in one
