@@ -217,10 +217,13 @@ class ClaudeTranslator:
     the type checks are against ``dict`` (an ABC check costs several times more).
     """
 
-    __slots__ = ("_last_usage", "_tool_names")
+    __slots__ = ("_last_usage", "_tool_names", "live_usage")
 
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
+        #: Per-message usage events (see coding_genesis.backend.Translator):
+        #: the runner turns them off when nobody hears them.
+        self.live_usage = True
         #: (message id, usage) of the last usage event: claude repeats a
         #: message's usage on each of its lines; an unchanged repeat says nothing new.
         self._last_usage: tuple[object, dict[str, Any]] | None = None
@@ -259,18 +262,23 @@ class ClaudeTranslator:
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
-        usage = message.get("usage")  # type: ignore[union-attr]
-        if isinstance(usage, dict) and self._usage_is_new(message.get("id"), usage):  # type: ignore[union-attr]
-            # Per message: metering and budgets see usage as it streams.
-            model = message.get("model")  # type: ignore[union-attr]
+        usage = message.get("usage") if self.live_usage else None  # type: ignore[union-attr]
+        if isinstance(usage, dict):
+            # Per message: metering and budgets see usage as it streams.  claude
+            # repeats a message's usage on each of its lines: an unchanged
+            # repeat says nothing new (checked inline: this runs on every line).
             msg_id = message.get("id")  # type: ignore[union-attr]
-            events.append(
-                UsageEvent(
-                    usage,
-                    model=model if isinstance(model, str) else None,
-                    message_id=msg_id if isinstance(msg_id, str) else None,
+            last = self._last_usage
+            if last is None or last[0] != msg_id or last[1] != usage:
+                self._last_usage = (msg_id, usage)
+                model = message.get("model")  # type: ignore[union-attr]
+                events.append(
+                    UsageEvent.of_message(
+                        usage,
+                        model if isinstance(model, str) else None,
+                        msg_id if isinstance(msg_id, str) else None,
+                    )
                 )
-            )
         for block in content:
             if not isinstance(block, dict):
                 continue
@@ -288,13 +296,6 @@ class ClaudeTranslator:
                 else:
                     events.append(ToolCallEvent(tool_id, name, tool_input))
         return events
-
-    def _usage_is_new(self, message_id: object, usage: dict[str, Any]) -> bool:
-        last = self._last_usage
-        if last is not None and last[0] == message_id and last[1] == usage:
-            return False
-        self._last_usage = (message_id, usage)
-        return True
 
     def _user(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")

@@ -35,6 +35,7 @@ from .events import (
     AttemptEvent,
     Event,
     EventBus,
+    EventKind,
     EventStream,
     RunFinishedEvent,
     RunStartedEvent,
@@ -523,6 +524,7 @@ class CodingGenesisAgent:
                 redactor=redactor if redactor.active else None,
                 extra_env=observers.attempt_env() if observers else None,
                 stop=stop,
+                live_usage=tap is not None or bus.wants(EventKind.USAGE),
             )
         finally:
             if ledger is not None:

@@ -138,6 +138,7 @@ async def run_attempt(
     redactor: Redactor | None = None,
     extra_env: Mapping[str, str] | None = None,
     stop: StopHandle | None = None,
+    live_usage: bool = True,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -151,7 +152,9 @@ async def run_attempt(
     run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
     before ``config.env``; ``stop`` the run's stop
     handle (a stop asked for before the spawn refuses the attempt: nothing
-    is started).
+    is started); ``live_usage`` False: nothing hears the usage a CLI reports
+    mid-stream, so the translator need not make events of it (see
+    :class:`~coding_genesis.backend.Translator`).
     """
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
@@ -196,9 +199,10 @@ async def run_attempt(
         add={**spec.env, **(extra_env or {}), **config.env},
         marker=marker,
     )
-    decoder = Decoder(
-        backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=publish
-    )
+    translator = backend.translator()
+    if not live_usage and getattr(translator, "live_usage", None) is True:
+        translator.live_usage = False  # type: ignore[attr-defined]
+    decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, on_event=publish)
     sink = decoder.feed
     if on_stdout is not None or on_decoded is not None:
         tap = on_stdout

@@ -69,7 +69,14 @@ class CommandSpec:
 
 @runtime_checkable
 class Translator(Protocol):
-    """Per-run, stateful line translator (e.g. remembers tool ids)."""
+    """Per-run, stateful line translator (e.g. remembers tool ids).
+
+    Optional attribute ``live_usage`` (a ``bool``, default True): whether to
+    translate the usage a CLI reports mid-stream (claude: per message) into
+    usage events.  The runner sets it False when nothing of the run hears
+    usage events (no metering, no subscriber of ``usage``): the CLI's final
+    usage is translated either way, and the run's result is the same.
+    """
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         """Normalized events for one parsed stdout object.  Unknown types give ()."""

@@ -143,10 +143,24 @@ class _Totals:
     #: The smallest value of all limits' next thresholds, as (limit -> value):
     #: a charge that reaches none of them has nothing to check.
     next_at: dict[str, float] = field(default_factory=dict)
+    #: ``next_at`` as (cost, tokens, turns, tool calls), infinite where no
+    #: limit is set: the quick check of a charge that reaches nothing.
+    floor: tuple[float, float, float, float] = (math.inf, math.inf, math.inf, math.inf)
 
     def __post_init__(self) -> None:
         for limit, maximum in self.limits.items():
             self.next_at[limit] = min([f * maximum for f in self.warn_at] + [maximum])
+        self._set_floor()
+
+    def _set_floor(self) -> None:
+        get = self.next_at.get
+        inf = math.inf
+        self.floor = (
+            get("max_cost_usd", inf),
+            get("max_tokens", inf),
+            get("max_turns", inf),
+            get("max_tool_calls", inf),
+        )
 
     def value(self, limit: str) -> float:
         used = self.used
@@ -160,7 +174,19 @@ class _Totals:
 
     def charge(self, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
         """Add ``delta``; (the crossing, new warnings, True if this charge crossed)."""
-        self.used = self.used.plus(delta)
+        return self.reach(self.used.plus(delta))
+
+    def reach(self, total: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+        """What has been used is now ``total``; as :meth:`charge`."""
+        self.used = total
+        floor = self.floor
+        if (
+            total.cost_usd < floor[0]
+            and total.tokens + (total.cache_tokens if self.include_cache else 0) < floor[1]
+            and total.turns < floor[2]
+            and total.tool_calls < floor[3]
+        ):
+            return self.exceeded, [], False  # below every next threshold: nothing new
         warnings: list[Warning_] = []
         crossed = False
         for limit, maximum in self.limits.items():
@@ -179,6 +205,7 @@ class _Totals:
             self.next_at[limit] = min([a for a in ahead if a > used] + [maximum])
             if used >= maximum:
                 self.next_at[limit] = maximum if used <= maximum else math.inf
+        self._set_floor()
         return self.exceeded, warnings, crossed
 
     def snapshot(self) -> dict[str, Any]:
@@ -396,6 +423,8 @@ class BudgetRun:
         "_budget",
         "_charged",
         "_key",
+        "_owed",
+        "_own",
         "_shared",
         "_stop",
         "exceeded",
@@ -417,6 +446,14 @@ class BudgetRun:
         self._stop = stop
         self._shared = shared
         self._charged = Usage()
+        #: A per-run account in this process is this run's alone: charged
+        #: without its lock, with the run's total (no delta to build).
+        self._own: _Totals | None = (
+            account._totals if not shared and isinstance(account, _LocalAccount) else None
+        )
+        #: The run's totals not yet charged, because they reached no threshold
+        #: of its own account (see :meth:`below`); charged on :meth:`close`.
+        self._owed: tuple[float, int, int, int, int] | None = None
         #: ``ran``, ``stopped`` or ``not_started``.
         self.outcome = "ran"
         self.reason: str | None = None
@@ -431,16 +468,45 @@ class BudgetRun:
         if self._stop is not None:
             self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
 
+    def below(
+        self, cost_usd: float, tokens: int, cache_tokens: int, turns: int, tools: int
+    ) -> bool:
+        """True when the run's usage so far (as :class:`Usage`'s fields) need
+        not be charged now: the account is this run's own (``per_run``, in
+        this process) and the totals reach none of its thresholds (no warning,
+        no limit), so charging them would say nothing.  They are charged on
+        :meth:`close`, or with the next charge.  The hot path's check (metering
+        asks on every usage and tool-call event): no allocation, no lock."""
+        own = self._own
+        if own is None:
+            return False
+        floor = own.floor
+        if (
+            cost_usd < floor[0]
+            and tokens + (cache_tokens if own.include_cache else 0) < floor[1]
+            and turns < floor[2]
+            and tools < floor[3]
+        ):
+            self._owed = (cost_usd, tokens, cache_tokens, turns, tools)
+            return True
+        return False
+
     def charge(self, total: Usage) -> list[Warning_]:
         """The run's usage so far is ``total``: charge the change; stop the run
         (and, for a shared budget, the others) when a limit is crossed."""
+        self._owed = None
         if self.outcome == "not_started":
             return []
         if total == self._charged:
             return []
-        delta = total.minus(self._charged)
-        self._charged = total
-        exceeded, warnings, crossed = self._account.charge(self._key, delta)
+        own = self._own
+        if own is not None:
+            self._charged = total
+            exceeded, warnings, crossed = own.reach(total)
+        else:
+            delta = total.minus(self._charged)
+            self._charged = total
+            exceeded, warnings, crossed = self._account.charge(self._key, delta)
         if exceeded is not None and self.exceeded is None:
             self.exceeded = exceeded
             self.outcome = "stopped"
@@ -464,6 +530,9 @@ class BudgetRun:
 
     def close(self, stopped_by_us: bool) -> dict[str, Any]:
         """The run is over: its ``budget`` response field."""
+        owed = self._owed
+        if owed is not None:  # below every threshold: settles the figures, says nothing
+            self.charge(Usage(*owed))
         self._account.close(self._key)
         self._budget._forget(self._key)
         if self.outcome == "ran" and self._stop is not None and self._stop.request is not None:

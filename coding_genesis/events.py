@@ -386,6 +386,28 @@ class UsageEvent(_Optional):
         self.by_model: dict[str, Any] | None = None if by_model is _UNSET else by_model
         self._stamp()
 
+    @classmethod
+    def of_message(cls, usage: dict[str, Any], model: str | None, message_id: str | None) -> Self:
+        """``UsageEvent(usage, model=model, message_id=message_id)``, built
+        without the keyword checks: claude's translator makes one per message
+        on the hot path."""
+        event = cls.__new__(cls)
+        event._absent = _MESSAGE_ABSENT
+        event.usage = usage
+        event.cost_usd = None
+        event.model = model
+        event.message_id = message_id
+        event.by_model = None
+        event.agent = ""
+        event.run_id = None
+        event.seq = 0
+        event.ts = 0.0
+        return event
+
+
+#: What a per-message usage event leaves unset (see UsageEvent.of_message).
+_MESSAGE_ABSENT = ("cost_usd", "by_model")
+
 
 class ResultEvent(_Optional):
     """The CLI's terminal event: the run's answer.  ``to_dict`` fields:

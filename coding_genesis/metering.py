@@ -30,7 +30,7 @@ those events and stopped through its stop handle when a limit is crossed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ __all__ = ["MeteringObserver", "Tokens", "normalise_usage"]
 
 #: Tool call durations listed per run at most (the totals count them all).
 MAX_TOOL_TIMINGS = 50
+
+#: Every event type name (``Event._type``): the first decoded event of a run may be any.
+_EVENT_TYPES = tuple(str(kind.value) for kind in EventKind)
 
 
 @dataclass(slots=True)
@@ -100,12 +103,21 @@ def normalise_usage(usage: Mapping[str, Any]) -> Tokens:
             _int(usage.get("cacheReadInputTokens")),
             _int(usage.get("cacheCreationInputTokens")),
         )
-    return Tokens(
-        _int(usage.get("input_tokens")),
-        _int(usage.get("output_tokens")),
-        _int(usage.get("cache_read_input_tokens")),
-        _int(usage.get("cache_creation_input_tokens")),
-    )
+    get = usage.get
+    i, o = get("input_tokens"), get("output_tokens")
+    r, w = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
+    if (  # the usual case, checked inline (a budget normalises every message)
+        type(i) is int
+        and type(o) is int
+        and type(r) is int
+        and type(w) is int
+        and i >= 0
+        and o >= 0
+        and r >= 0
+        and w >= 0
+    ):
+        return Tokens(i, o, r, w)
+    return Tokens(_int(i), _int(o), _int(r), _int(w))
 
 
 class _Attempt:
@@ -160,13 +172,12 @@ class _MeterRun:
     event_kinds = frozenset({EventKind.RUN_STARTED})
 
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
-        self._handlers: dict[str, Any] = {
-            "usage": self._on_usage,
-            "text": self._on_text,
-            "tool_call": self._on_tool_call,
-            "tool_result": self._on_tool_result,
-            "session": self._on_session,
-        }
+        #: The decoded-events tap's dispatch (coding_genesis.observers): event
+        #: type -> handler.  Every type goes to :meth:`_on_first` until the
+        #: first event, which swaps in the handlers proper (the same dict).
+        self.decoded_handlers: dict[str, Callable[[Any], None]] = dict.fromkeys(
+            _EVENT_TYPES, self._on_first
+        )
         self._info = info
         self._prices = prices
         self._model: str | None = info.model
@@ -204,22 +215,57 @@ class _MeterRun:
                 self._spawned = event.ts
 
     def decoded(self, event: Event) -> None:
-        if self._first_event is None:
-            self._first_event = time.time()
-            if not self._attempts:
-                self._attempts.append(_Attempt())
-        handler = self._handlers.get(event._type)
+        handler = self.decoded_handlers.get(event._type)
+        if handler is not None:
+            handler(event)
+
+    def _on_first(self, event: Any) -> None:
+        """The run's first decoded event: its time, then the handlers proper."""
+        self._first_event = time.time()
+        if not self._attempts:
+            self._attempts.append(_Attempt())
+        handlers = self.decoded_handlers
+        handlers.clear()
+        handlers.update(
+            {
+                "usage": self._on_usage,
+                "text": self._on_text,
+                "tool_call": self._on_tool_call,
+                "tool_result": self._on_tool_result,
+                "session": self._on_session,
+            }
+        )
+        handler = handlers.get(event._type)
         if handler is not None:
             handler(event)
 
     def _on_usage(self, event: Any) -> None:
         self._last_event = time.time()
-        if self._usage(self._attempts[-1], event) and self._budget is not None:
+        attempt = self._attempts[-1]
+        message_id = event.message_id
+        usage = event.usage
+        if (
+            message_id is not None
+            and type(usage) is dict
+            and event.cost_usd is None
+            and not event.by_model
+        ):
+            # The hot path (claude, per message): keep the dict; it is read at
+            # the end, or now for a budget.  The same as _usage does for it.
+            messages = attempt.messages
+            if message_id not in messages:
+                self._turns += 1
+            messages[message_id] = self._last_prompt = (event.model, usage)
+            if self._budget is not None:
+                self._live_message(attempt, message_id, event.model, usage)
+                self._charge()
+            return
+        if self._usage(attempt, event) and self._budget is not None:
             self._charge()
 
     def _on_text(self, event: Any) -> None:
         self._first_text = time.time()
-        del self._handlers["text"]  # only the first one matters
+        del self.decoded_handlers["text"]  # only the first one matters
 
     def _on_tool_call(self, event: Any) -> None:
         self._tool_calls += 1
@@ -231,7 +277,9 @@ class _MeterRun:
         started = self._tool_started.pop(event.id, None)
         if started is None:
             return
-        duration = max(0.0, time.time() - started[1])
+        duration = time.time() - started[1]
+        if duration < 0.0:  # the wall clock stepped back
+            duration = 0.0
         self._tool_time += duration
         self._tool_count += 1
         if len(self._tool_timings) < MAX_TOOL_TIMINGS:
@@ -271,16 +319,7 @@ class _MeterRun:
             attempt.messages[message_id] = (model, usage)
             self._last_prompt = (model, usage)
             if self._budget is not None:
-                live = attempt.live_messages
-                before = live.get(message_id)
-                if before is not None:  # the same message again: replace its figures
-                    attempt.live_tokens.add(before[0], -1)
-                    attempt.live_cost -= before[1]
-                tokens = normalise_usage(usage)
-                cost = self._price(model, tokens)
-                live[message_id] = (tokens, cost)
-                attempt.live_tokens.add(tokens)
-                attempt.live_cost += cost
+                self._live_message(attempt, message_id, model, usage)
         elif event.cost_usd is not None or event.by_model:
             attempt.final = normalise_usage(usage)  # claude's result: the attempt's total
         else:
@@ -291,6 +330,21 @@ class _MeterRun:
             self._turns += 1
             self._last_prompt = (None, usage)
         return True
+
+    def _live_message(
+        self, attempt: _Attempt, message_id: str, model: str | None, usage: Mapping[str, Any]
+    ) -> None:
+        """A message's usage into the attempt's running sums (budgets only)."""
+        live = attempt.live_messages
+        before = live.get(message_id)
+        if before is not None:  # the same message again: replace its figures
+            attempt.live_tokens.add(before[0], -1)
+            attempt.live_cost -= before[1]
+        tokens = normalise_usage(usage)
+        cost = self._price(model, tokens)
+        live[message_id] = (tokens, cost)
+        attempt.live_tokens.add(tokens)
+        attempt.live_cost += cost
 
     # -- figures --------------------------------------------------------
 
@@ -373,10 +427,12 @@ class _MeterRun:
                 cost += self._price(None, attempt.final)
             else:
                 cost += attempt.live_cost
+        if budget.below(cost, tokens, cache, self._turns, self._tool_calls):
+            return  # reaches no threshold: charged on close (see BudgetRun.below)
         warnings = budget.charge(Usage(cost, tokens, cache, self._turns, self._tool_calls))
         publish = self._publish
-        if publish is None:
-            return
+        if publish is None or (not warnings and budget.exceeded is None):
+            return  # the usual case: nothing to say
         for warning in warnings:
             publish(
                 BudgetEvent(

@@ -91,7 +91,11 @@ class RunObserver(Protocol):
     # decoder makes it: unstamped, NOT redacted, before it is published (and
     # whether or not anyone wants it published).  For observers that only count
     # and time (metering): nothing they keep or emit may carry event text; the
-    # response they add to is redacted as a whole.
+    # response they add to is redacted as a whole.  An observer with a
+    # ``decoded_handlers`` dict (event type name -> callable) is called through
+    # it instead, and only for the types it holds: the hot path's dispatch in
+    # one lookup.  The observer may change that dict (the same object) as the
+    # run goes.
 
 
 #: The events the runner itself produces (not decoded from the CLI's stdout).
@@ -113,6 +117,18 @@ class Observer(Protocol):
     """Plugs into every run of an agent."""
 
     def start(self, run: RunInfo) -> RunObserver | None: ...
+
+
+def _dispatch(handlers: dict[str, Callable[[Event], object]]) -> Callable[[Event], None]:
+    """A ``decoded`` callable over an observer's ``decoded_handlers``."""
+    handler_of = handlers.get
+
+    def decoded(event: Event) -> None:
+        handler = handler_of(event._type)
+        if handler is not None:
+            handler(event)
+
+    return decoded
 
 
 class RunObservers:
@@ -138,13 +154,31 @@ class RunObservers:
         self.decoded: Callable[[Event], None] | None = self._tap()
 
     def _tap(self) -> Callable[[Event], None] | None:
-        taps = [h for h in self._live if callable(getattr(h, "decoded", None))]
+        taps: list[tuple[RunObserver, Callable[[Event], object]]] = []
+        for handle in self._live:
+            handlers = getattr(handle, "decoded_handlers", None)
+            if type(handlers) is dict:
+                taps.append((handle, _dispatch(handlers)))
+            elif callable(getattr(handle, "decoded", None)):
+                taps.append((handle, handle.decoded))  # type: ignore[attr-defined]
         if not taps:
             return None
         live = self._live
         if len(taps) == 1:
-            (only,) = taps
-            decoded = only.decoded  # type: ignore[attr-defined]
+            ((only, decoded),) = taps
+            handlers = getattr(only, "decoded_handlers", None)
+            if type(handlers) is dict:
+                handler_of = handlers.get
+
+                def tap_handlers(event: Event) -> None:
+                    handler = handler_of(event._type)
+                    if handler is not None and only in live:  # wanted, not dropped
+                        try:
+                            handler(event)
+                        except Exception:
+                            self._drop(only, "decoded")
+
+                return tap_handlers
 
             def tap_one(event: Event) -> None:
                 if only in live:  # not dropped
@@ -156,10 +190,10 @@ class RunObservers:
             return tap_one
 
         def tap(event: Event) -> None:
-            for handle in taps:
+            for handle, decoded in taps:
                 if handle in live:
                     try:
-                        handle.decoded(event)  # type: ignore[attr-defined]
+                        decoded(event)
                     except Exception:
                         self._drop(handle, "decoded")
 

@@ -318,7 +318,9 @@ class RunTally:
             self.session_id = event.session_id or self.session_id
             self.model = event.model or self.model
         elif isinstance(event, UsageEvent):
-            if event.usage is not None:
+            # The run's usage: a message's own (claude, mid-stream) is metering's
+            # to sum, and is not translated when nobody hears it.
+            if event.usage is not None and event.message_id is None:
                 self.usage = event.usage
             if event.cost_usd is not None:
                 self.cost_usd = event.cost_usd
