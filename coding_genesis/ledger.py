@@ -127,6 +127,11 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
+@functools.cache
+def _own_start_time(pid: int) -> float | None:  # cached per pid: a forked child looks again
+    return _start_time(pid)
+
+
 @dataclass(frozen=True, slots=True)
 class SweptRun:
     """A run whose runner was found dead, and what the sweep did about it."""
@@ -147,7 +152,7 @@ class Ledger:
         self.path = Path(path) if path is not None else default_ledger_dir()
         self._ready = False
         self._me = os.getpid()
-        self._me_started = _start_time(self._me)
+        self._me_started = _own_start_time(self._me)
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -161,8 +166,17 @@ class Ledger:
     def _name(self, run_id: str) -> str:
         """``<runner pid>-<runner start time, ms>-<run id>.json``: a sweep tells a
         live runner's records without reading them."""
+        return f"{self._own_prefix()}{run_id}{_SUFFIX}"
+
+    def _is_me(self) -> bool:
+        """Whether this object's process is the one running (not a forked child)
+        and its start time, hence its records' names, is known."""
+        return os.getpid() == self._me and self._me_started is not None
+
+    def _own_prefix(self) -> str:
+        """The start of the names of this process's records (and temporary files)."""
         born = round((self._me_started or 0.0) * 1000)
-        return f"{self._me}-{born}-{run_id}{_SUFFIX}"
+        return f"{self._me}-{born}-"
 
     def _file(self, run_id: str) -> Path:
         return self._dir() / self._name(run_id)
@@ -209,8 +223,13 @@ class Ledger:
         except OSError:
             return
         alive: dict[tuple[int, int], bool] = {}
+        # This process's own records (every run in flight here) belong to a
+        # live runner: told by their name alone, without a /proc look.
+        own = self._own_prefix() if skip_live and self._is_me() else None
         for name in names:
             if not name.endswith(_SUFFIX) or name.startswith("."):
+                continue
+            if own is not None and name.startswith(own):
                 continue
             if skip_live:
                 key = _runner_of(name)
@@ -235,7 +254,10 @@ class Ledger:
         except OSError:
             return 0
         dropped = 0
+        own = "." + self._own_prefix() if self._is_me() else None
         for name in names:
+            if own is not None and name.startswith(own):
+                continue  # this process is alive (and may be writing it now)
             key = _runner_of(name[1:])
             if key is None:
                 continue
