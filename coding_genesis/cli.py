@@ -52,7 +52,8 @@ environment (read by the genesis command only, never by the library):
                          (else $XDG_STATE_HOME/coding-genesis/runs.jsonl)
   GENESIS_CLAUDE_PATH, GENESIS_CODEX_PATH, GENESIS_<BACKEND>_PATH   CLI binaries
   GENESIS_LEDGER         the run ledger directory, or "off"
-                         (else $XDG_RUNTIME_DIR/coding-genesis, else under the temp dir)
+                         (else $XDG_RUNTIME_DIR/coding-genesis, else in /dev/shm
+                         or the temp dir)
   GENESIS_SUBREAPER=0    never make genesis a child subreaper
   GENESIS_RETRY_TESTING=1  the same as --retry-testing
 """

@@ -3,8 +3,9 @@ stops what runners that died left behind.
 
 Like pid files, records live in ``$XDG_RUNTIME_DIR/coding-genesis/`` (a
 per-user tmpfs that the system empties at logout and boot), else in a private
-per-user directory under the temp directory (``coding-genesis-<uid>``, whose
-owner and mode 0700 are checked before use).  Never under ``HOME``: the
+per-user directory (``coding-genesis-<uid>``, whose owner and mode 0700 are
+checked before use) in ``/dev/shm`` (memory, emptied at boot) or, without
+one, under the temp directory.  Never under ``HOME``: the
 library still writes nothing there unless asked.  ``XDG_RUNTIME_DIR`` is read
 as a platform location, the way :mod:`tempfile` reads ``TMPDIR``; the ledger
 itself is configured by ``AgentConfig(ledger=...)``: a directory, ``None``
@@ -83,9 +84,19 @@ def _pid_namespace_of(pid: int) -> str | None:  # cached per pid: a forked child
         return None
 
 
+#: Linux's shared-memory tmpfs: the runtime location when ``XDG_RUNTIME_DIR``
+#: is not set (containers, CI, services).
+SHM_DIR = "/dev/shm"
+
+
 def default_ledger_dir() -> Path:
     """``$XDG_RUNTIME_DIR/coding-genesis`` if that runtime directory is ours,
-    else ``<tempdir>/coding-genesis-<uid>``."""
+    else ``/dev/shm/coding-genesis-<uid>`` where ``/dev/shm`` is a shared
+    (sticky, writable) directory, else ``<tempdir>/coding-genesis-<uid>``.
+
+    Memory first: a record lives for one run, and on a disk file system its
+    write, replace and removal cost journal work (on a loaded ext4 ``/tmp``,
+    200 concurrent runs paid 2.6 ms of blocked event loop per removal)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         try:
@@ -94,7 +105,14 @@ def default_ledger_dir() -> Path:
                 return Path(runtime) / "coding-genesis"
         except OSError:
             pass
-    return Path(tempfile.gettempdir()) / f"coding-genesis-{os.getuid()}"
+    name = f"coding-genesis-{os.getuid()}"
+    try:
+        st = os.stat(SHM_DIR)
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and os.access(SHM_DIR, os.W_OK):
+            return Path(SHM_DIR) / name
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / name
 
 
 def _private_dir(path: Path) -> Path:

@@ -376,3 +376,27 @@ def test_a_sweep_tells_this_process_records_by_name(
     assert ledger.drop_torn_writes() == 0
     assert os.getpid() not in looked and looked, looked
     assert len(list(ledger.entries())) == 51
+
+
+def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without XDG_RUNTIME_DIR the records go to /dev/shm (where Linux has it),
+    not to a disk: a private directory there, checked like any other."""
+    from coding_genesis.ledger import Ledger, default_ledger_dir
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert default_ledger_dir() == runtime / "coding-genesis"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    assert default_ledger_dir() == Path("/dev/shm") / f"coding-genesis-{os.getuid()}"
+    ledger = Ledger()
+    ledger.record("in-memory", marker="in-memory")
+    try:
+        [record] = ledger.path.glob("*-in-memory.json")
+        assert record.stat().st_mode & 0o777 == 0o600
+        assert ledger.path.stat().st_mode & 0o777 == 0o700
+    finally:
+        ledger.remove("in-memory")
+    assert not list(ledger.path.glob("*-in-memory.json"))
