@@ -150,7 +150,7 @@ class CodingGenesisAgent:
         self._last: RunResult | None = None
         #: The tally of the attempt in flight (for the answer to a cancellation).
         self._tally: RunTally | None = None
-        self._redactor = Redactor(os.environ, cfg.env)
+        self._redactor = Redactor.of_environment(cfg.env)
         self._ledger: Ledger | None = (
             None
             if cfg.ledger is False

@@ -184,8 +184,8 @@ class AgentConfig:
     #: one pot shared by everything it is given to unless ``per_run``.
     budget: Budget | None = None
     #: Run ledger directory (see coding_genesis.ledger): None: the default
-    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory under
-    #: the temp directory); False: no ledger (the parent-death signal is then the
+    #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
+    #: /dev/shm or under the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
     #: OpenTelemetry spans (see coding_genesis.telemetry): emitted whenever

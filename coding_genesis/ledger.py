@@ -3,8 +3,9 @@ stops what runners that died left behind.
 
 Like pid files, records live in ``$XDG_RUNTIME_DIR/coding-genesis/`` (a
 per-user tmpfs that the system empties at logout and boot), else in a private
-per-user directory under the temp directory (``coding-genesis-<uid>``, whose
-owner and mode 0700 are checked before use).  Never under ``HOME``: the
+per-user directory (``coding-genesis-<uid>``, whose owner and mode 0700 are
+checked before use) in ``/dev/shm`` (memory, emptied at boot) or, without
+one, under the temp directory.  Never under ``HOME``: the
 library still writes nothing there unless asked.  ``XDG_RUNTIME_DIR`` is read
 as a platform location, the way :mod:`tempfile` reads ``TMPDIR``; the ledger
 itself is configured by ``AgentConfig(ledger=...)``: a directory, ``None``
@@ -83,9 +84,19 @@ def _pid_namespace_of(pid: int) -> str | None:  # cached per pid: a forked child
         return None
 
 
+#: Linux's shared-memory tmpfs: the runtime location when ``XDG_RUNTIME_DIR``
+#: is not set (containers, CI, services).
+SHM_DIR = "/dev/shm"
+
+
 def default_ledger_dir() -> Path:
     """``$XDG_RUNTIME_DIR/coding-genesis`` if that runtime directory is ours,
-    else ``<tempdir>/coding-genesis-<uid>``."""
+    else ``/dev/shm/coding-genesis-<uid>`` where ``/dev/shm`` is a shared
+    (sticky, writable) directory, else ``<tempdir>/coding-genesis-<uid>``.
+
+    Memory first: a record lives for one run, and on a disk file system its
+    write, replace and removal cost journal work (on a loaded ext4 ``/tmp``,
+    200 concurrent runs paid 2.6 ms of blocked event loop per removal)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         try:
@@ -94,7 +105,14 @@ def default_ledger_dir() -> Path:
                 return Path(runtime) / "coding-genesis"
         except OSError:
             pass
-    return Path(tempfile.gettempdir()) / f"coding-genesis-{os.getuid()}"
+    name = f"coding-genesis-{os.getuid()}"
+    try:
+        st = os.stat(SHM_DIR)
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and os.access(SHM_DIR, os.W_OK):
+            return Path(SHM_DIR) / name
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / name
 
 
 def _private_dir(path: Path) -> Path:
@@ -127,6 +145,11 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
+@functools.cache
+def _own_start_time(pid: int) -> float | None:  # cached per pid: a forked child looks again
+    return _start_time(pid)
+
+
 @dataclass(frozen=True, slots=True)
 class SweptRun:
     """A run whose runner was found dead, and what the sweep did about it."""
@@ -149,7 +172,7 @@ class Ledger:
         self.path = Path(path) if path is not None else default_ledger_dir()
         self._ready = False
         self._me = os.getpid()
-        self._me_started = _start_time(self._me)
+        self._me_started = _own_start_time(self._me)
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -163,8 +186,17 @@ class Ledger:
     def _name(self, run_id: str) -> str:
         """``<runner pid>-<runner start time, ms>-<run id>.json``: a sweep tells a
         live runner's records without reading them."""
+        return f"{self._own_prefix()}{run_id}{_SUFFIX}"
+
+    def _is_me(self) -> bool:
+        """Whether this object's process is the one running (not a forked child)
+        and its start time, hence its records' names, is known."""
+        return os.getpid() == self._me and self._me_started is not None
+
+    def _own_prefix(self) -> str:
+        """The start of the names of this process's records (and temporary files)."""
         born = round((self._me_started or 0.0) * 1000)
-        return f"{self._me}-{born}-{run_id}{_SUFFIX}"
+        return f"{self._me}-{born}-"
 
     def _file(self, run_id: str) -> Path:
         return self._dir() / self._name(run_id)
@@ -214,8 +246,13 @@ class Ledger:
         except OSError:
             return
         alive: dict[tuple[int, int], bool] = {}
+        # This process's own records (every run in flight here) belong to a
+        # live runner: told by their name alone, without a /proc look.
+        own = self._own_prefix() if skip_live and self._is_me() else None
         for name in names:
             if not name.endswith(_SUFFIX) or name.startswith("."):
+                continue
+            if own is not None and name.startswith(own):
                 continue
             if skip_live:
                 key = _runner_of(name)
@@ -240,7 +277,10 @@ class Ledger:
         except OSError:
             return 0
         dropped = 0
+        own = "." + self._own_prefix() if self._is_me() else None
         for name in names:
+            if own is not None and name.startswith(own):
+                continue  # this process is alive (and may be writing it now)
             key = _runner_of(name[1:])
             if key is None:
                 continue

@@ -68,6 +68,12 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
     return values
 
 
+#: Redactors of the environment (see :meth:`Redactor.of_environment`), by
+#: the environment's bytes and the extra variables.
+_SHARED: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Redactor] = {}
+_SHARED_MAX = 8
+
+
 class Redactor:
     """Replaces the values of secret-looking environment variables."""
 
@@ -100,6 +106,24 @@ class Redactor:
         self._raw_forms = tuple(sorted(forms, key=len, reverse=True))
         #: Length in bytes of the longest form of a secret (0: none).
         self._longest = max((len(f) for f in self._raw_forms), default=0)
+
+    @classmethod
+    def of_environment(cls, extra: Mapping[str, str] | None = None) -> Redactor:
+        """``Redactor(os.environ, extra)``, shared by every caller that asks
+        while the environment and ``extra`` are unchanged (a Redactor never
+        changes once built): agents created by the hundred pay one scan of the
+        environment, not one each."""
+        data = getattr(os.environ, "_data", None)  # CPython's bytes mapping (POSIX)
+        if not isinstance(data, dict):
+            return cls(os.environ, extra or {})
+        key = (tuple(data.items()), tuple(extra.items()) if extra else ())
+        found = _SHARED.get(key)
+        if found is None:
+            found = cls(os.environ, extra or {})
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.clear()
+            _SHARED[key] = found
+        return found
 
     @property
     def active(self) -> bool:

@@ -343,3 +343,60 @@ def test_sweep_drops_records_torn_by_a_runner_dying_mid_write(tmp_path: Path) ->
     live.write_text("{")
     assert sweep_sync(ledger) == []
     assert sorted(os.listdir(ledger.path)) == sorted([mine, live.name])
+
+
+def test_a_sweep_tells_this_process_records_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many agents of one process sweep one ledger full of that process's runs
+    in flight: those records (and their temporary files) are told as live by
+    their names, with no look at the process table; a dead runner's record is
+    still found."""
+    from coding_genesis import ledger as ledger_module
+    from coding_genesis.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger")
+    for i in range(50):
+        ledger.record(f"run{i}", marker=f"run{i}")
+    (ledger.path / f".{os.listdir(ledger.path)[0]}.{os.getpid()}.tmp").write_text("{")
+    ledger.record("gone", marker="gone")
+    [gone] = ledger.path.glob("*-gone.json")
+    dead_name = gone.with_name("1-1000-gone.json")  # pid 1 did not start at t=1 s
+    gone.rename(dead_name)
+    dead_name.write_text(json.dumps({**json.loads(dead_name.read_text()), "runner_pid": 1}))
+    looked: list[int] = []
+    real = ledger_module._start_time
+
+    def counted(pid: int) -> float | None:
+        looked.append(pid)
+        return real(pid)
+
+    monkeypatch.setattr(ledger_module, "_start_time", counted)
+    assert [path.name for path, _ in ledger.dead()] == ["1-1000-gone.json"]
+    assert ledger.drop_torn_writes() == 0
+    assert os.getpid() not in looked and looked, looked
+    assert len(list(ledger.entries())) == 51
+
+
+def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without XDG_RUNTIME_DIR the records go to /dev/shm (where Linux has it),
+    not to a disk: a private directory there, checked like any other."""
+    from coding_genesis.ledger import Ledger, default_ledger_dir
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert default_ledger_dir() == runtime / "coding-genesis"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    assert default_ledger_dir() == Path("/dev/shm") / f"coding-genesis-{os.getuid()}"
+    ledger = Ledger()
+    ledger.record("in-memory", marker="in-memory")
+    try:
+        [record] = ledger.path.glob("*-in-memory.json")
+        assert record.stat().st_mode & 0o777 == 0o600
+        assert ledger.path.stat().st_mode & 0o777 == 0o700
+    finally:
+        ledger.remove("in-memory")
+    assert not list(ledger.path.glob("*-in-memory.json"))

@@ -136,3 +136,22 @@ def test_deep_redaction_finds_secrets_that_json_escapes() -> None:
     clean = {"a": [1, {"b": "nothing to hide"}], 2: None}
     assert redactor.deep(clean) is clean  # no secret: no copy
     assert redactor.deep(f"{odd}!") == f"{MASK}!"
+
+
+def test_agents_share_one_redactor_while_the_environment_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coding_genesis.redact import Redactor
+
+    monkeypatch.setenv("PERF2_API_KEY", "first-secret-value-1")
+    one = Redactor.of_environment({"EXTRA_TOKEN": "extra-secret-value"})
+    assert Redactor.of_environment({"EXTRA_TOKEN": "extra-secret-value"}) is one
+    assert one.text("a first-secret-value-1 b extra-secret-value") == "a [REDACTED] b [REDACTED]"
+    other = Redactor.of_environment({})
+    assert other is not one and other.text("extra-secret-value") == "extra-secret-value"
+    monkeypatch.setenv("PERF2_API_KEY", "second-secret-value-2")  # a changed environment
+    two = Redactor.of_environment({"EXTRA_TOKEN": "extra-secret-value"})
+    assert two is not one
+    assert two.text("first-secret-value-1 second-secret-value-2") == (
+        "first-secret-value-1 [REDACTED]"
+    )

@@ -95,3 +95,37 @@ def test_help_loads_no_heavy_dependency(argv: list[str]) -> None:
         "coding_genesis.display",
         "coding_genesis.states",
     }, ours
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["run", "--help"], "run"),
+        (["--retry-testing", "run", "--help"], "run"),
+        (["run-many", "--help"], "run_many"),
+        (["show", "--help"], "show"),
+    ],
+)
+def test_a_command_loads_no_other_command(argv: list[str], module: str) -> None:
+    """``genesis run ...`` imports and builds the parser of ``run`` only: the
+    other commands' modules are start-up time it would not use."""
+    _, ours = loaded(
+        "from coding_genesis.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+    )
+    from coding_genesis.cli import COMMANDS
+
+    commands = {f"coding_genesis.commands.{name}" for name in COMMANDS}
+    assert ours & commands == {f"coding_genesis.commands.{module}"}, ours
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], ["run_many"], ["--retry"]])
+def test_help_and_errors_still_know_every_command(argv: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "coding_genesis.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    shown = proc.stdout + proc.stderr
+    assert all(name in shown for name in ("run-many", "doctor", "stats", "reap")), shown

@@ -16,7 +16,7 @@ variable                    meaning for ``genesis``
                             unless ``--cli-path`` is given
 ``GENESIS_LEDGER``          the run ledger directory, or ``off`` (else
                             ``$XDG_RUNTIME_DIR/coding-genesis``, else a private
-                            directory under the temp directory)
+                            directory in ``/dev/shm`` or the temp directory)
 ``GENESIS_BACKENDS_FILE``   a TOML file of generic backends (``[backends.NAME]``),
                             unless ``--backends-file`` is given
 ``GENESIS_SUBREAPER=0``     runs never make ``genesis`` a child subreaper
