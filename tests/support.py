@@ -41,6 +41,29 @@ FAKE_BIN = FAKES / "bin"
 RECORDINGS = FAKES / "recordings"
 
 
+class QuietObserver:
+    """A run observer that does nothing: tests subclass it and override the
+    hooks they probe (``start`` returns the observer itself)."""
+
+    def start(self, run: Any) -> Any:
+        return self
+
+    def event(self, event: Any) -> None:
+        pass
+
+    def stdout(self, chunk: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def response_fields(self) -> dict[str, Any]:
+        return {}
+
+    def finish(self, response: Any) -> None:
+        pass
+
+
 @dataclass
 class FakeCLI:
     """One fake CLI set-up: its script file, its record file, its mark."""

@@ -14,7 +14,7 @@ from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from coding_genesis.pool import RunSpec, run_many
 from coding_genesis.prices import ModelPrice, PriceTable, context_window
-from tests.support import FAKE_BIN, EventLog, FakeCLI
+from tests.support import FAKE_BIN, EventLog, FakeCLI, QuietObserver
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
 
 pytestmark = pytest.mark.anyio
@@ -426,32 +426,13 @@ async def test_a_failing_decoded_tap_never_breaks_a_run(fake_claude: FakeCLI) ->
     """An observer whose ``decoded`` raises is dropped for the run; the run and
     metering go on (observers never break a run)."""
 
-    class Broken:
+    class Broken(QuietObserver):
         def __init__(self) -> None:
-            self.kinds: set[str] = set()
             self.calls = 0
-
-        def start(self, run: Any) -> Broken:
-            return self
 
         def decoded(self, event: Any) -> None:
             self.calls += 1
             raise RuntimeError("boom")
-
-        def event(self, event: Any) -> None:
-            pass
-
-        def stdout(self, chunk: bytes) -> None:
-            pass
-
-        def flush(self) -> None:
-            pass
-
-        def response_fields(self) -> dict[str, Any]:
-            return {}
-
-        def finish(self, response: Any) -> None:
-            pass
 
     fake_claude.script([{"init": True}, message(1, tool=False), {"result": "done"}])
     broken = Broken()

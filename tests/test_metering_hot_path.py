@@ -13,7 +13,7 @@ from coding_genesis.backends.claude import ClaudeTranslator
 from coding_genesis.budget import Budget, Usage
 from coding_genesis.events import EventKind, UsageEvent
 from coding_genesis.stop import StopHandle
-from tests.support import EventLog, FakeCLI
+from tests.support import EventLog, FakeCLI, QuietObserver
 from tests.test_metering import message, tool_result
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +78,7 @@ async def test_result_usage_is_the_clis_total_never_one_message(fake_claude: Fak
     assert result["metering"]["turns"] == 2
 
 
-class _TypeCounter:
+class _TypeCounter(QuietObserver):
     """An observer with a ``decoded_handlers`` dispatch: hears only its types."""
 
     event_kinds: frozenset[EventKind] = frozenset()
@@ -88,28 +88,10 @@ class _TypeCounter:
         self.fail = fail
         self.decoded_handlers = {"tool_call": self._on, "usage": self._on}
 
-    def start(self, run: Any) -> _TypeCounter:
-        return self
-
     def _on(self, event: Any) -> None:
         self.seen.append(event._type)
         if self.fail:
             raise RuntimeError("boom")
-
-    def event(self, event: Any) -> None:
-        pass
-
-    def stdout(self, chunk: bytes) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def response_fields(self) -> dict[str, Any]:
-        return {}
-
-    def finish(self, response: Any) -> None:
-        pass
 
 
 async def test_the_tap_dispatches_by_type_and_drops_a_failing_handler(
