@@ -33,7 +33,6 @@ from .config import DEFAULT_TIMEOUT, AgentConfig
 from .errors import AgentUsageError, ConfigError
 from .events import (
     AttemptEvent,
-    Event,
     EventBus,
     EventKind,
     EventStream,
@@ -41,8 +40,10 @@ from .events import (
     RunStartedEvent,
     StateEvent,
     Subscription,
+    UsageEvent,
 )
 from .ledger import Ledger, LedgerError, sweep
+from .listeners import RunListeners
 from .observers import Observer, RunInfo, RunLogObserver, RunObservers, TranscriptObserver
 from .outcome import ResultContext, build_result, replayed_outcome, tally_facts
 from .process import StopReason
@@ -481,16 +482,6 @@ class CodingGenesisAgent:
         redactor = self._redactor
         backend = self._backend.name
 
-        tap = observers.decoded
-
-        def publish(event: Event) -> None:
-            if bus.wants(event.kind):
-                if redactor.active:
-                    event = event.redacted(redactor)
-                bus.publish(event, run_id)
-            if tap is not None:  # after: what it publishes follows the event
-                tap(event)
-
         ledger = self._ledger
         transcript = (
             os.path.join(self.config.transcripts, run_id) if self.config.transcripts else None
@@ -516,7 +507,7 @@ class CodingGenesisAgent:
                 self._backend,
                 attempt_request,
                 marker=run_id,
-                publish=publish,
+                listeners=RunListeners(bus, run_id, redactor, observers or None),
                 on_stdout=observers.stdout if observers else None,
                 on_decoded=observers.flush if observers else None,
                 on_spawn=spawned,
@@ -524,7 +515,8 @@ class CodingGenesisAgent:
                 redactor=redactor if redactor.active else None,
                 extra_env=observers.attempt_env() if observers else None,
                 stop=stop,
-                live_usage=tap is not None or bus.wants(EventKind.USAGE),
+                live_usage=bus.wants(EventKind.USAGE)
+                or bool(observers and observers.decoded_steps(UsageEvent)),
             )
         finally:
             if ledger is not None:

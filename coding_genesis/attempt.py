@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from .backend import Backend, RunRequest
 from .childenv import backend_needs, child_base_env
 from .config import AgentConfig
-from .decode import Decoder
-from .events import Event
+from .decode import Decoder, Listeners
 from .launch import NodeScript, node_launch
 from .overlay import open_overlay, overlay_scope
 from .process import ProcessOutcome, build_env, run_process
@@ -130,7 +129,7 @@ async def run_attempt(
     request: Request,
     *,
     marker: str,
-    publish: Callable[[Event], object] | None = None,
+    listeners: Listeners | None = None,
     on_stdout: Callable[[bytes], object] | None = None,
     on_decoded: Callable[[], object] | None = None,
     on_spawn: Callable[[int, list[str]], object] | None = None,
@@ -142,7 +141,7 @@ async def run_attempt(
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
-    ``publish`` gets every decoded event; ``on_stdout`` every raw stdout chunk
+    ``listeners`` hear the decoded events they ask for; ``on_stdout`` every raw stdout chunk
     before it is decoded (transcripts keep the raw bytes: nothing read is lost
     if the runner dies mid-chunk); ``on_decoded`` is called once the events of
     a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
@@ -202,7 +201,9 @@ async def run_attempt(
     translator = backend.translator()
     if not live_usage and getattr(translator, "live_usage", None) is True:
         translator.live_usage = False  # type: ignore[attr-defined]
-    decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, on_event=publish)
+    decoder = Decoder(
+        translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners
+    )
     sink = decoder.feed
     if on_stdout is not None or on_decoded is not None:
         tap = on_stdout

@@ -1,51 +1,131 @@
 """The one decoding pipeline: stdout bytes → JSON lines parser → the backend's
-translator → typed events → the run's tally.
+translator → typed events → the run's tally, then whoever listens.
 
 Live runs feed it the supervisor's chunks, ``replay`` feeds it a recorded
 stdout, and the benchmarks time it; all three get the same events and the same
 tally from the same bytes, whatever the chunking.
+
+Each event goes down a *route* made for its type the first time the type is
+seen: bound its CLI containers, fold it into the tally, then the listeners
+that want that type (the bus's publisher, observers' handlers).  A run sees a
+handful of types and a hundred thousand events, so the per-event work is a
+dict lookup and the steps themselves: no type tests, no "does anyone want
+this" questions on every event.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from .backend import Translator
-from .events import Event, ResultEvent, ToolCallEvent, UsageEvent
-from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth, has_nested
+from .events import Event, ResultEvent, ToolCallEvent, UsageEvent, by_type
+from .parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth
 from .result import RunTally
+
+__all__ = ["Decoder", "Listeners", "Step"]
+
+log = logging.getLogger("coding_genesis.decode")
+
+#: One step of a route: called with each event of the route's type.
+Step = Callable[[Any], object]
+
+
+class Listeners(Protocol):
+    """Who hears a run's decoded events, per event type (the agent's bus and
+    the run's observers: see ``coding_genesis.listeners``)."""
+
+    #: Changes whenever who listens changes (a subscriber comes or goes, an
+    #: observer is dropped): the decoder then builds its routes again.
+    @property
+    def version(self) -> int: ...
+
+    def steps(self, event_type: type[Event]) -> Sequence[Step]:
+        """The steps for events of ``event_type``, in order (may be empty)."""
+        ...
+
+    def failed(self, step: Step) -> None:
+        """``step`` raised: log it and stop calling it (the event and the line
+        it came from are not at fault; the run goes on)."""
+        ...
+
+
+def _bounder(*names: str) -> Step:
+    """A step that replaces the containers nested too deep in these fields
+    of an event (a CLI's JSON reaches events through them) by a marker."""
+
+    if len(names) == 1:
+        (name,) = names
+
+        def bound_one(event: Any) -> None:
+            value = getattr(event, name)
+            # Inline ``has_nested``: almost every container is flat (hot path).
+            if type(value) is dict:
+                items: Any = value.values()
+            elif type(value) is list:
+                items = value
+            else:
+                return
+            for item in items:
+                if type(item) is dict or type(item) is list:
+                    setattr(event, name, bound_depth(value))
+                    return
+
+        return bound_one
+
+    steps = tuple(_bounder(name) for name in names)
+
+    def bound_all(event: Any) -> None:
+        for step in steps:
+            step(event)
+
+    return bound_all
+
 
 #: The fields through which a CLI's containers reach an event, per event type:
 #: each is bounded to :data:`~coding_genesis.parser.MAX_DEPTH` on the way in.
-_CONTAINER_FIELDS: dict[type[Event], tuple[str, ...]] = {
-    ToolCallEvent: ("input",),
-    UsageEvent: ("usage",),
-    ResultEvent: ("permission_denials", "errors"),
+_BOUNDERS: dict[type[Event], Step] = {
+    ToolCallEvent: _bounder("input"),
+    UsageEvent: _bounder("usage"),
+    ResultEvent: _bounder("permission_denials", "errors"),
 }
 
 
-def _bound(event: Event, fields: tuple[str, ...]) -> None:
-    """Replace containers nested too deep in ``event``'s CLI fields by a
-    marker (the check is one pass over a flat container: almost all are)."""
-    for name in fields:
-        value = getattr(event, name, None)
-        if has_nested(value):
-            setattr(event, name, bound_depth(value))
+class _Nobody:
+    """No listeners."""
 
+    version = 0
 
-__all__ = ["Decoder"]
+    def steps(self, event_type: type[Event]) -> Sequence[Step]:
+        return ()
 
-log = logging.getLogger("coding_genesis.decode")
+    def failed(self, step: Step) -> None:  # pragma: no cover - has no steps
+        pass
 
 
 class Decoder:
     """Decodes one attempt's stdout.  ``feed`` is the supervisor's stdout sink:
     it takes each chunk as read and ``b""`` at EOF, and says whether the CLI's
-    terminal event has been seen."""
+    terminal event has been seen.
 
-    __slots__ = ("_emit", "_on_event", "_translate", "errors", "parser", "tally", "terminal")
+    ``on_event`` hears every event (a replay, a conformance check): a failure
+    in it counts the line as skipped.  ``listeners`` hear the events of the
+    types they ask for: a failure in one is theirs (see :class:`Listeners`).
+    """
+
+    __slots__ = (
+        "_adders",
+        "_extra",
+        "_listeners",
+        "_routes",
+        "_translate",
+        "_version",
+        "errors",
+        "parser",
+        "tally",
+        "terminal",
+    )
 
     def __init__(
         self,
@@ -53,16 +133,21 @@ class Decoder:
         tally: RunTally,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        on_event: Callable[[Event], object] | None = None,
+        on_event: Step | None = None,
+        listeners: Listeners | None = None,
     ) -> None:
         self.parser = JsonLinesParser(max_line_bytes)
         self.tally = tally
         self.terminal = False
-        #: Lines the translator or a subscriber failed on (counted as skipped).
+        #: Lines the translator or an ``on_event`` failed on (counted as skipped).
         self.errors = 0
         self._translate = translator.translate
-        self._on_event = on_event
-        self._emit = self._object
+        self._adders = tally.adders()
+        self._extra: tuple[Step, ...] = (on_event,) if on_event is not None else ()
+        self._listeners: Listeners = listeners if listeners is not None else _Nobody()
+        self._version = self._listeners.version
+        #: event type -> (its core steps, its listeners' steps).
+        self._routes: dict[type, tuple[tuple[Step, ...], tuple[Step, ...]]] = {}
 
     @property
     def lines(self) -> int:
@@ -73,8 +158,12 @@ class Decoder:
         return self.parser.skipped
 
     def feed(self, chunk: bytes) -> bool:
+        version = self._listeners.version
+        if version != self._version:  # who listens changed: routes anew
+            self._version = version
+            self._routes.clear()
         if chunk:
-            self.parser.feed_each(chunk, self._emit)
+            self.parser.feed_each(chunk, self._object)
         else:
             for obj in self.parser.close():
                 self._object(obj)
@@ -86,6 +175,24 @@ class Decoder:
         self.feed(b"")
         return self
 
+    def _route(self, event_type: type) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+        core: list[Step] = []
+        bound = by_type(_BOUNDERS, event_type)
+        if bound is not None:
+            core.append(bound)
+        adder = by_type(self._adders, event_type)
+        if adder is not None:
+            core.append(adder)
+        if issubclass(event_type, ResultEvent):
+            core.append(self._saw_terminal)
+        core.extend(self._extra)
+        route = (tuple(core), tuple(self._listeners.steps(event_type)))
+        self._routes[event_type] = route
+        return route
+
+    def _saw_terminal(self, event: Event) -> None:
+        self.terminal = True
+
     def _object(self, obj: dict[str, Any]) -> None:
         try:
             try:
@@ -95,19 +202,26 @@ class Decoder:
                 events = self._translate(bound_depth(obj))
             if not events:
                 return
-            add = self.tally.add
-            on_event = self._on_event
-            fields_of = _CONTAINER_FIELDS.get
+            routes = self._routes
             for event in events:
-                fields = fields_of(type(event))
-                if fields is not None:
-                    _bound(event, fields)
-                if add(event):
-                    self.terminal = True
-                if on_event is not None:
-                    on_event(event)
+                route = routes.get(type(event))
+                if route is None:
+                    route = self._route(type(event))
+                core, heard = route
+                for step in core:
+                    step(event)
+                for step in heard:
+                    try:
+                        step(event)
+                    except Exception:
+                        self._listener_failed(step)
         except Exception:
             if not self.errors:
                 log.exception("decoding a stdout line failed; skipped (logged once per run)")
             self.errors += 1
             self.parser.skipped += 1
+
+    def _listener_failed(self, step: Step) -> None:
+        self._listeners.failed(step)
+        self._version = self._listeners.version
+        self._routes.clear()  # at once: the rest of this chunk must not call it

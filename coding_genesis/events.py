@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -47,10 +47,23 @@ __all__ = [
     "ToolCallEvent",
     "ToolResultEvent",
     "UsageEvent",
+    "by_type",
     "event_from_dict",
 ]
 
 log = logging.getLogger("coding_genesis.events")
+
+
+_V = TypeVar("_V")
+
+
+def by_type(mapping: Mapping[type, _V], cls: type) -> _V | None:
+    """``mapping``'s entry for ``cls`` or for its nearest base class: a
+    subclass of an event type is handled as that type."""
+    for base in cls.__mro__:
+        if base in mapping:
+            return mapping[base]
+    return None
 
 
 class EventKind(enum.StrEnum):
@@ -890,6 +903,8 @@ class EventBus:
         self._some: list[tuple[Callback, frozenset[EventKind]]] = []
         self._some_kinds: frozenset[EventKind] = frozenset()
         self._seq = 0
+        #: Bumped whenever who listens changes (producers cache ``wants``).
+        self.version = 0
 
     @property
     def has_listeners(self) -> bool:
@@ -904,6 +919,7 @@ class EventBus:
         self, callback: Callback, *, kinds: Iterable[EventKind] | None = None
     ) -> Subscription:
         """``callback`` hears every published event, or only those of ``kinds``."""
+        self.version += 1
         if kinds is None:
             self._callbacks.append(callback)
         else:
@@ -914,6 +930,7 @@ class EventBus:
     def stream(self, max_buffer: int = 10_000) -> EventStream:
         stream = EventStream(self, max_buffer)
         self._streams.append(stream)
+        self.version += 1
         return stream
 
     def close_streams(self) -> None:
@@ -948,11 +965,13 @@ class EventBus:
         return event
 
     def _remove_callback(self, callback: Callback) -> None:
+        self.version += 1
         with contextlib.suppress(ValueError):
             self._callbacks.remove(callback)
         self._some = [(c, k) for c, k in self._some if c != callback]
         self._some_kinds = frozenset().union(*(k for _, k in self._some))
 
     def _remove_stream(self, stream: EventStream) -> None:
+        self.version += 1
         with contextlib.suppress(ValueError):
             self._streams.remove(stream)

@@ -173,10 +173,18 @@ class _MeterRun:
 
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
         #: The decoded-events tap's dispatch (coding_genesis.observers): event
-        #: type -> handler.  Every type goes to :meth:`_on_first` until the
-        #: first event, which swaps in the handlers proper (the same dict).
+        #: type -> handler, read by the decoder once per type and attempt.
         self.decoded_handlers: dict[str, Callable[[Any], None]] = dict.fromkeys(
-            _EVENT_TYPES, self._on_first
+            _EVENT_TYPES, self._on_other
+        )
+        self.decoded_handlers.update(
+            {
+                "usage": self._on_usage,
+                "text": self._on_text,
+                "tool_call": self._on_tool_call,
+                "tool_result": self._on_tool_result,
+                "session": self._on_session,
+            }
         )
         self._info = info
         self._prices = prices
@@ -205,7 +213,7 @@ class _MeterRun:
     # ``run_started`` is asked for (``event_kinds``), which starts an attempt.
     # ``decoded`` gets the attempt's decoded events straight from the decoder,
     # unstamped and before redaction (see coding_genesis.observers): the hot
-    # path, a dict lookup per event.  Nothing read from them leaves metering
+    # path: the decoder calls the handler for each type.  Nothing read leaves metering
     # but numbers, ids and names, and the response is redacted as a whole.
 
     def event(self, event: Event) -> None:
@@ -219,27 +227,19 @@ class _MeterRun:
         if handler is not None:
             handler(event)
 
-    def _on_first(self, event: Any) -> None:
-        """The run's first decoded event: its time, then the handlers proper."""
+    def _first(self) -> None:
+        """The run's first decoded event: its time (every handler checks)."""
         self._first_event = time.time()
         if not self._attempts:
             self._attempts.append(_Attempt())
-        handlers = self.decoded_handlers
-        handlers.clear()
-        handlers.update(
-            {
-                "usage": self._on_usage,
-                "text": self._on_text,
-                "tool_call": self._on_tool_call,
-                "tool_result": self._on_tool_result,
-                "session": self._on_session,
-            }
-        )
-        handler = handlers.get(event._type)
-        if handler is not None:
-            handler(event)
+
+    def _on_other(self, event: Any) -> None:
+        if self._first_event is None:
+            self._first()
 
     def _on_usage(self, event: Any) -> None:
+        if self._first_event is None:
+            self._first()
         self._last_event = time.time()
         attempt = self._attempts[-1]
         message_id = event.message_id
@@ -264,16 +264,22 @@ class _MeterRun:
             self._charge()
 
     def _on_text(self, event: Any) -> None:
-        self._first_text = time.time()
-        del self.decoded_handlers["text"]  # only the first one matters
+        if self._first_text is None:  # only the first one matters
+            if self._first_event is None:
+                self._first()
+            self._first_text = time.time()
 
     def _on_tool_call(self, event: Any) -> None:
+        if self._first_event is None:
+            self._first()
         self._tool_calls += 1
         self._tool_started[event.id] = (event.name, time.time())
         if self._budget is not None:
             self._charge()
 
     def _on_tool_result(self, event: Any) -> None:
+        if self._first_event is None:
+            self._first()
         started = self._tool_started.pop(event.id, None)
         if started is None:
             return
@@ -288,6 +294,8 @@ class _MeterRun:
             )
 
     def _on_session(self, event: Any) -> None:
+        if self._first_event is None:
+            self._first()
         if event.model and self._model is None:
             self._model = event.model
 

@@ -94,8 +94,8 @@ class RunObserver(Protocol):
     # response they add to is redacted as a whole.  An observer with a
     # ``decoded_handlers`` dict (event type name -> callable) is called through
     # it instead, and only for the types it holds: the hot path's dispatch in
-    # one lookup.  The observer may change that dict (the same object) as the
-    # run goes.
+    # one lookup.  The decoder reads that dict once per event type and
+    # attempt: a handler that must run only once checks for itself.
 
 
 #: The events the runner itself produces (not decoded from the CLI's stdout).
@@ -134,10 +134,14 @@ def _dispatch(handlers: dict[str, Callable[[Event], object]]) -> Callable[[Event
 class RunObservers:
     """The observers of one run, each guarded so that none can break it."""
 
-    __slots__ = ("_kinds", "_live", "decoded")
+    __slots__ = ("_kinds", "_live", "_owners", "decoded", "version")
 
     def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
         self._live: list[RunObserver] = []
+        #: Bumped when an observer is dropped (the decoder's routes change).
+        self.version = 0
+        #: id(step) -> (step, its observer), for the steps handed to a decoder.
+        self._owners: dict[int, tuple[Callable[[Event], object], RunObserver]] = {}
         self._kinds: dict[int, frozenset[EventKind] | None] = {}
         for observer in observers:
             try:
@@ -199,6 +203,30 @@ class RunObservers:
 
         return tap
 
+    def decoded_steps(self, event_type: type[Event]) -> list[Callable[[Event], object]]:
+        """The observers' ``decoded`` steps for events of ``event_type`` (the
+        decoder's route; a ``decoded_handlers`` dict is read now)."""
+        steps: list[Callable[[Event], object]] = []
+        for handle in self._live:
+            handlers = getattr(handle, "decoded_handlers", None)
+            if type(handlers) is dict:
+                step = handlers.get(event_type._type)
+            else:
+                step = getattr(handle, "decoded", None)
+            if callable(step):
+                self._owners[id(step)] = (step, handle)
+                steps.append(step)
+        return steps
+
+    def owns(self, step: Callable[[Event], object]) -> bool:
+        return id(step) in self._owners
+
+    def step_failed(self, step: Callable[[Event], object]) -> None:
+        """A decoded step raised: its observer is dropped for the run."""
+        owner = self._owners.get(id(step))
+        if owner is not None:
+            self._drop(owner[1], "decoded")
+
     def replayed(self, event: Event) -> None:
         """An event of a replay (no bus): the tap, then :meth:`event`."""
         if self.decoded is not None:
@@ -223,6 +251,7 @@ class RunObservers:
         log.exception("observer %r failed in %s; dropped for this run", handle, what)
         if handle in self._live:
             self._live.remove(handle)
+            self.version += 1
 
     def event(self, event: Event) -> None:
         for handle in tuple(self._live):

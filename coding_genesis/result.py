@@ -4,6 +4,7 @@ response model built from it once, at the end."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -19,6 +20,7 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
+    by_type,
 )
 from .redact import Redactor
 from .report import ChildFailure
@@ -258,93 +260,117 @@ class RunTally:
             or self.result is not None
         )
 
+    def adders(self) -> dict[type[Event], Callable[[Any], object]]:
+        """The fold's step per event type (the decoder's hot path calls these
+        directly; an event type not here changes nothing in the tally)."""
+        return {
+            TextEvent: self.add_text,
+            ToolCallEvent: self.add_tool_call,
+            ToolResultEvent: self.add_tool_result,
+            SessionEvent: self.add_session,
+            UsageEvent: self.add_usage,
+            ResultEvent: self.add_result,
+            ErrorEvent: self.add_error,
+            CliRetryEvent: self.add_cli_retry,
+        }
+
     def add(self, event: Event) -> bool:
         """Fold one event in; True if it is the CLI's terminal event."""
-        if isinstance(event, TextEvent):
-            self.last_text = event.text or ""
-        elif isinstance(event, ToolCallEvent):
-            self.tool_calls += 1
-            name = event.name or "unknown"
-            if len(name) > MAX_NAME_CHARS:
-                name = _short(name)
-            usage = self.tool_usage
-            if name in usage:
-                usage[name] += 1
-            elif len(usage) < MAX_TOOL_NAMES:
-                usage[name] = 1
-            else:  # bounded: a CLI inventing names cannot grow this
-                usage[OTHER_TOOLS] = usage.get(OTHER_TOOLS, 0) + 1
-            tool_id = event.id
-            if len(tool_id) > MAX_NAME_CHARS:
-                tool_id = _short(tool_id)
-            if len(self.tool_names) < 10_000:
-                self.tool_names[tool_id] = name
-            for path in event.files:
-                self._add_file(path)
-            pending = self.pending
-            held = len(pending)
-            if held < _RAW_PENDING:  # the usual case: its result comes next
-                pending[tool_id] = (name, event.input)
-            else:  # calls pile up: keep small copies, the newest MAX_PENDING
-                if held >= MAX_PENDING:
-                    del pending[next(iter(pending))]
-                pending[tool_id] = (name, _slim_input(event.input))
+        adder = by_type(self.adders(), type(event))
+        if adder is not None:
+            adder(event)
+        return isinstance(event, ResultEvent)
+
+    def add_text(self, event: TextEvent) -> None:
+        self.last_text = event.text or ""
+
+    def add_tool_call(self, event: ToolCallEvent) -> None:
+        self.tool_calls += 1
+        name = event.name or "unknown"
+        if len(name) > MAX_NAME_CHARS:
+            name = _short(name)
+        usage = self.tool_usage
+        if name in usage:
+            usage[name] += 1
+        elif len(usage) < MAX_TOOL_NAMES:
+            usage[name] = 1
+        else:  # bounded: a CLI inventing names cannot grow this
+            usage[OTHER_TOOLS] = usage.get(OTHER_TOOLS, 0) + 1
+        tool_id = event.id
+        if len(tool_id) > MAX_NAME_CHARS:
+            tool_id = _short(tool_id)
+        if len(self.tool_names) < 10_000:
+            self.tool_names[tool_id] = name
+        for path in event.files:
+            self._add_file(path)
+        pending = self.pending
+        held = len(pending)
+        if held < _RAW_PENDING:  # the usual case: its result comes next
+            pending[tool_id] = (name, event.input)
+        else:  # calls pile up: keep small copies, the newest MAX_PENDING
+            if held >= MAX_PENDING:
+                del pending[next(iter(pending))]
+            pending[tool_id] = (name, _slim_input(event.input))
+        self.last_failed_step = None
+
+    def add_tool_result(self, event: ToolResultEvent) -> None:
+        tool_id = event.id if len(event.id) <= MAX_NAME_CHARS else _short(event.id)
+        name = event.name or self.tool_names.get(tool_id, "unknown")
+        if len(name) > MAX_NAME_CHARS:
+            name = _short(name)
+        call = self.pending.pop(tool_id, None)
+        if event.is_error:
+            step = self._describe(call)
+            if len(self.failed_tools) < _MAX_ERRORS:
+                self.failed_tools.append(name)
+            first = next((ln.strip() for ln in event.output.splitlines() if ln.strip()), "")
+            if self.redactor is not None:
+                name, first = self.redactor.text(name), self.redactor.text(first)
+            self.last_tool_error = f"{name} failed" + (
+                f": {first[:_MAX_TOOL_ERROR]}" if first else ""
+            )
+            self.last_failed_step = step
+        else:
             self.last_failed_step = None
-        elif isinstance(event, ToolResultEvent):
-            tool_id = event.id if len(event.id) <= MAX_NAME_CHARS else _short(event.id)
-            name = event.name or self.tool_names.get(tool_id, "unknown")
-            if len(name) > MAX_NAME_CHARS:
-                name = _short(name)
-            call = self.pending.pop(tool_id, None)
-            if event.is_error:
-                step = self._describe(call)
-                if len(self.failed_tools) < _MAX_ERRORS:
-                    self.failed_tools.append(name)
-                first = next((ln.strip() for ln in event.output.splitlines() if ln.strip()), "")
-                if self.redactor is not None:
-                    name, first = self.redactor.text(name), self.redactor.text(first)
-                self.last_tool_error = f"{name} failed" + (
-                    f": {first[:_MAX_TOOL_ERROR]}" if first else ""
-                )
-                self.last_failed_step = step
-            else:
-                self.last_failed_step = None
-                self.last_successful_tool = name
-                if call is not None and len(self.steps) < _MAX_STEPS:
-                    self.steps.append(self._describe_call(call[0], call[1]))
-            for path in event.files:
-                self._add_file(path)
-        elif isinstance(event, SessionEvent):
-            self.session_id = event.session_id or self.session_id
-            self.model = event.model or self.model
-        elif isinstance(event, UsageEvent):
-            # The run's usage: a message's own (claude, mid-stream) is metering's
-            # to sum, and is not translated when nobody hears it.
-            if event.usage is not None and event.message_id is None:
-                self.usage = event.usage
-            if event.cost_usd is not None:
-                self.cost_usd = event.cost_usd
-        elif isinstance(event, ResultEvent):
-            self.result = event
-            if event.session_id:
-                self.session_id = event.session_id
-            if event.num_turns is not None:
-                self.num_turns = event.num_turns
-            if event.api_error_status is not None:
-                self.api_error_status = event.api_error_status
-            return True
-        elif isinstance(event, ErrorEvent):
-            if len(self.errors) >= _MAX_ERRORS:
-                del self.errors[0]
-            self.errors.append(event.message)
-        elif isinstance(event, CliRetryEvent):
-            self.cli_retries += 1
-            if event.error_status is not None:
-                self.api_error_status = event.error_status
-            delay = event.retry_delay_ms
-            if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
-                self.retry_delay_s = round(delay / 1000, 3)
-        return False
+            self.last_successful_tool = name
+            if call is not None and len(self.steps) < _MAX_STEPS:
+                self.steps.append(self._describe_call(call[0], call[1]))
+        for path in event.files:
+            self._add_file(path)
+
+    def add_session(self, event: SessionEvent) -> None:
+        self.session_id = event.session_id or self.session_id
+        self.model = event.model or self.model
+
+    def add_usage(self, event: UsageEvent) -> None:
+        # The run's usage: a message's own (claude, mid-stream) is metering's
+        # to sum, and is not translated when nobody hears it.
+        if event.message_id is None and event.usage is not None:
+            self.usage = event.usage
+        if event.cost_usd is not None:
+            self.cost_usd = event.cost_usd
+
+    def add_result(self, event: ResultEvent) -> None:
+        self.result = event
+        if event.session_id:
+            self.session_id = event.session_id
+        if event.num_turns is not None:
+            self.num_turns = event.num_turns
+        if event.api_error_status is not None:
+            self.api_error_status = event.api_error_status
+
+    def add_error(self, event: ErrorEvent) -> None:
+        if len(self.errors) >= _MAX_ERRORS:
+            del self.errors[0]
+        self.errors.append(event.message)
+
+    def add_cli_retry(self, event: CliRetryEvent) -> None:
+        self.cli_retries += 1
+        if event.error_status is not None:
+            self.api_error_status = event.error_status
+        delay = event.retry_delay_ms
+        if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
+            self.retry_delay_s = round(delay / 1000, 3)
 
     def unfinished_steps(self, stopped: bool) -> list[str]:
         """Tool calls without a result; when we stopped the run, also the last
