@@ -210,6 +210,23 @@ def claude_failure_hint(result: RunResult) -> str | None:
     return None
 
 
+#: Messages whose usage the folding translator keeps one by one; older ones
+#: are summed per model (memory stays bounded however long the run).
+MAX_FOLDED = 10_000
+
+
+def _add_counts(sums: dict[str | None, list[int]], model: object, usage: dict[str, Any]) -> None:
+    from coding_genesis.metering import normalise_usage  # at the end of a stream only
+
+    tokens = normalise_usage(usage)
+    counts = sums.setdefault(model if type(model) is str else None, [0, 0, 0, 0, 0])
+    counts[0] += tokens.input
+    counts[1] += tokens.output
+    counts[2] += tokens.cache_read
+    counts[3] += tokens.cache_write
+    counts[4] += 1
+
+
 class ClaudeTranslator:
     """claude stream-json lines to normalized events.
 
@@ -217,16 +234,21 @@ class ClaudeTranslator:
     the type checks are against ``dict`` (an ABC check costs several times more).
     """
 
-    __slots__ = ("_last_usage", "_tool_names", "live_usage")
+    __slots__ = ("_folded", "_last_id", "_last_usage", "_messages", "_tool_names", "message_usage")
 
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
-        #: Per-message usage events (see coding_genesis.backend.Translator):
-        #: the runner turns them off when nobody hears them.
-        self.live_usage = True
+        #: What becomes of the usage claude reports per message (see
+        #: coding_genesis.backend.Translator): "live", "folded" or "off".
+        self.message_usage = "live"
         #: (message id, usage) of the last usage event: claude repeats a
         #: message's usage on each of its lines; an unchanged repeat says nothing new.
         self._last_usage: tuple[object, dict[str, Any]] | None = None
+        #: Folded: message id -> (model, its latest usage dict), and the last id.
+        self._messages: dict[str, tuple[object, dict[str, Any]]] = {}
+        self._last_id: str | None = None
+        #: Folded beyond MAX_FOLDED messages: model -> [four counts, messages].
+        self._folded: dict[str | None, list[int]] = {}
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -256,14 +278,70 @@ class ClaudeTranslator:
             )
         return ()
 
+    def flush(self) -> Sequence[Event]:
+        """The folded per-message usage (at the result line, else at the end
+        of the stream): per model, the sum of every message but the last,
+        then the last one as itself (its prompt is the context in use)."""
+        messages, self._messages = self._messages, {}
+        folded, self._folded = self._folded, {}
+        last = messages.pop(self._last_id, None) if self._last_id is not None else None
+        for model, usage in messages.values():
+            _add_counts(folded, model, usage)
+        events: list[Event] = [
+            UsageEvent(
+                {
+                    "input_tokens": counts[0],
+                    "output_tokens": counts[1],
+                    "cache_read_input_tokens": counts[2],
+                    "cache_creation_input_tokens": counts[3],
+                },
+                model=model,
+                messages=counts[4],
+            )
+            for model, counts in folded.items()
+        ]
+        if last is not None:
+            msg_id = self._last_id
+            events.append(
+                UsageEvent.of_message(
+                    last[1],
+                    last[0] if type(last[0]) is str else None,
+                    msg_id if type(msg_id) is str else None,
+                )
+            )
+        return events
+
+    def _fold_oldest(self) -> None:
+        """Sum the oldest kept message (claude's lines of one message come
+        together: one folded this long ago does not come back)."""
+        messages = self._messages
+        oldest = next(iter(messages))
+        entry = messages.pop(oldest)
+        if oldest == self._last_id:  # the last one stays itself: the next oldest
+            messages[oldest] = entry
+            oldest = next(iter(messages))
+            entry = messages.pop(oldest)
+        _add_counts(self._folded, entry[0], entry[1])
+
     def _assistant(self, obj: dict[str, Any]) -> Sequence[Event]:
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             return ()
         events: list[Event] = []
-        usage = message.get("usage") if self.live_usage else None  # type: ignore[union-attr]
-        if isinstance(usage, dict):
+        usage = message.get("usage")  # type: ignore[union-attr]
+        mode = self.message_usage if type(usage) is dict else "off"
+        if mode == "folded":
+            # Kept, not an event: one dict store per line (see flush).
+            msg_id = message.get("id")  # type: ignore[union-attr]
+            if type(msg_id) is not str:
+                msg_id = ""  # kept hashable: a hostile id is one message
+            messages = self._messages
+            messages[msg_id] = (message.get("model"), usage)  # type: ignore[union-attr]
+            self._last_id = msg_id
+            if len(messages) > MAX_FOLDED:
+                self._fold_oldest()
+        elif mode == "live":
             # Per message: metering and budgets see usage as it streams.  claude
             # repeats a message's usage on each of its lines: an unchanged
             # repeat says nothing new (checked inline: this runs on every line).
@@ -335,7 +413,8 @@ class ClaudeTranslator:
             permission_denials=denials if isinstance(denials, list) else [],
             errors=errors if isinstance(errors, list) else [],
         )
-        events: list[Event] = []
+        # The messages' folded usage first: it came before the run's total.
+        events: list[Event] = list(self.flush())
         usage = obj.get("usage")
         cost = obj.get("total_cost_usd")
         if usage is not None or cost is not None:

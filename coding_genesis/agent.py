@@ -40,7 +40,6 @@ from .events import (
     RunStartedEvent,
     StateEvent,
     Subscription,
-    UsageEvent,
 )
 from .ledger import Ledger, LedgerError, sweep
 from .listeners import RunListeners
@@ -495,6 +494,12 @@ class CodingGenesisAgent:
             timeout = plan.timeout if plan.timeout is not None else request.timeout
             bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
+        tallies: list[RunTally] = []
+
+        def held(tally: RunTally) -> None:
+            self._hold_tally(tally)
+            tallies.append(tally)
+
         attempt_request = dataclasses.replace(
             request,
             prompt=plan.prompt,
@@ -511,16 +516,19 @@ class CodingGenesisAgent:
                 on_stdout=observers.stdout if observers else None,
                 on_decoded=observers.flush if observers else None,
                 on_spawn=spawned,
-                on_tally=self._hold_tally,
+                on_tally=held,
                 redactor=redactor if redactor.active else None,
                 extra_env=observers.attempt_env() if observers else None,
                 stop=stop,
-                live_usage=bus.wants(EventKind.USAGE)
-                or bool(observers and observers.decoded_steps(UsageEvent)),
+                message_usage="live"
+                if bus.wants(EventKind.USAGE)
+                else (observers.message_usage if observers else "off"),
             )
         finally:
             if ledger is not None:
                 ledger.remove(run_id)
+            if tallies and observers:
+                observers.attempt_decoded(tallies[0])
 
     def _write_record(
         self, ledger: Ledger, run_id: str, transcript: str | None, pid: int | None
@@ -602,6 +610,8 @@ class CodingGenesisAgent:
             duration_s=duration_s,
             on_event=watchers.replayed if watchers else None,
         )
+        if watchers:
+            watchers.attempt_decoded(outcome.tally)
         result = self._analysed(build_result(outcome, self._result_context(run_id)))
         extra = watchers.response_fields()
         warnings = extra.pop("warnings", None)

@@ -137,7 +137,7 @@ async def run_attempt(
     redactor: Redactor | None = None,
     extra_env: Mapping[str, str] | None = None,
     stop: StopHandle | None = None,
-    live_usage: bool = True,
+    message_usage: str = "live",
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -151,8 +151,8 @@ async def run_attempt(
     run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
     before ``config.env``; ``stop`` the run's stop
     handle (a stop asked for before the spawn refuses the attempt: nothing
-    is started); ``live_usage`` False: nothing hears the usage a CLI reports
-    mid-stream, so the translator need not make events of it (see
+    is started); ``message_usage``: what the translator makes of the usage a
+    CLI reports mid-stream, ``live``, ``folded`` or ``off`` (see
     :class:`~coding_genesis.backend.Translator`).
     """
     tally = RunTally(request.cwd, redactor)
@@ -199,11 +199,9 @@ async def run_attempt(
         marker=marker,
     )
     translator = backend.translator()
-    if not live_usage and getattr(translator, "live_usage", None) is True:
-        translator.live_usage = False  # type: ignore[attr-defined]
-    decoder = Decoder(
-        translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners
-    )
+    if hasattr(translator, "message_usage"):
+        translator.message_usage = message_usage
+    decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners)
     sink = decoder.feed
     if on_stdout is not None or on_decoded is not None:
         tap = on_stdout

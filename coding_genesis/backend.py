@@ -71,11 +71,16 @@ class CommandSpec:
 class Translator(Protocol):
     """Per-run, stateful line translator (e.g. remembers tool ids).
 
-    Optional attribute ``live_usage`` (a ``bool``, default True): whether to
-    translate the usage a CLI reports mid-stream (claude: per message) into
-    usage events.  The runner sets it False when nothing of the run hears
-    usage events (no metering, no subscriber of ``usage``): the CLI's final
-    usage is translated either way, and the run's result is the same.
+    Optional attribute ``message_usage`` (``"live"`` by default): what becomes
+    of the usage a CLI reports mid-stream (claude: per message).  ``"live"``:
+    a usage event each (budgets, usage subscribers); ``"folded"``: kept and
+    summed, given as usage events by ``flush`` at the end of the stream (what
+    metering needs, for a dict store per line); ``"off"``: dropped (nothing
+    hears usage).  The CLI's final usage is translated whatever the mode, and
+    the run's result is the same.
+
+    Optional method ``flush() -> Sequence[Event]``: the events held back until
+    the end of the stream (called once, at EOF, whatever ended the stream).
     """
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:

@@ -16,6 +16,7 @@ this" questions on every event.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -116,7 +117,9 @@ class Decoder:
 
     __slots__ = (
         "_adders",
+        "_clock",
         "_extra",
+        "_flush",
         "_listeners",
         "_routes",
         "_translate",
@@ -135,6 +138,7 @@ class Decoder:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         on_event: Step | None = None,
         listeners: Listeners | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.parser = JsonLinesParser(max_line_bytes)
         self.tally = tally
@@ -142,6 +146,9 @@ class Decoder:
         #: Lines the translator or an ``on_event`` failed on (counted as skipped).
         self.errors = 0
         self._translate = translator.translate
+        self._flush: Callable[[], Sequence[Event]] | None = getattr(translator, "flush", None)
+        #: Read once per chunk: the time its events became known (the tally's ``now``).
+        self._clock = clock
         self._adders = tally.adders()
         self._extra: tuple[Step, ...] = (on_event,) if on_event is not None else ()
         self._listeners: Listeners = listeners if listeners is not None else _Nobody()
@@ -163,10 +170,16 @@ class Decoder:
             self._version = version
             self._routes.clear()
         if chunk:
+            self.tally.now = self._clock()
             self.parser.feed_each(chunk, self._object)
         else:
             for obj in self.parser.close():
                 self._object(obj)
+            if self._flush is not None:  # the end of the stream, whatever ended it
+                flush, self._flush = self._flush, None
+                # The held-back events take the lines' path (as one line).
+                self._translate = lambda obj: flush()
+                self._object({})
         return self.terminal
 
     def feed_all(self, data: bytes) -> Decoder:
@@ -176,6 +189,8 @@ class Decoder:
         return self
 
     def _route(self, event_type: type) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+        """The route of a type, made at its first event (so also: when it came)."""
+        self.tally.first_seen.setdefault(event_type, self.tally.now)
         core: list[Step] = []
         bound = by_type(_BOUNDERS, event_type)
         if bound is not None:
@@ -194,6 +209,8 @@ class Decoder:
         self.terminal = True
 
     def _object(self, obj: dict[str, Any]) -> None:
+        """Translate one object and take its events down their routes; a
+        failure skips that line, never the stream."""
         try:
             try:
                 events = self._translate(obj)

@@ -375,11 +375,14 @@ class UsageEvent(_Optional):
     dict, or None), then, omitted when unset: ``cost_usd`` (claude only),
     ``model`` and ``message_id`` (claude's per-message usage: the same
     message may report its usage on several lines), ``by_model`` (claude's
-    ``modelUsage``: per-model tokens and cost of the run)."""
+    ``modelUsage``: per-model tokens and cost of the run), ``messages`` (how
+    many of the CLI's messages ``usage`` sums: claude's per-message usage,
+    folded by the translator when nothing heard it live; then ``model`` is
+    theirs and ``usage`` has claude's four token counts)."""
 
-    __slots__ = ("by_model", "cost_usd", "message_id", "model", "usage")
+    __slots__ = ("by_model", "cost_usd", "message_id", "messages", "model", "usage")
     kind = EventKind.USAGE
-    fields = ("usage", "cost_usd", "model", "message_id", "by_model")
+    fields = ("usage", "cost_usd", "model", "message_id", "by_model", "messages")
 
     def __init__(
         self,
@@ -388,15 +391,21 @@ class UsageEvent(_Optional):
         model: str | None = _UNSET,
         message_id: str | None = _UNSET,
         by_model: dict[str, Any] | None = _UNSET,
+        messages: int | None = _UNSET,
     ) -> None:
         self._absent = _absent(
-            cost_usd=cost_usd, model=model, message_id=message_id, by_model=by_model
+            cost_usd=cost_usd,
+            model=model,
+            message_id=message_id,
+            by_model=by_model,
+            messages=messages,
         )
         self.usage = usage
         self.cost_usd: float | None = None if cost_usd is _UNSET else cost_usd
         self.model: str | None = None if model is _UNSET else model
         self.message_id: str | None = None if message_id is _UNSET else message_id
         self.by_model: dict[str, Any] | None = None if by_model is _UNSET else by_model
+        self.messages: int | None = None if messages is _UNSET else messages
         self._stamp()
 
     @classmethod
@@ -411,6 +420,7 @@ class UsageEvent(_Optional):
         event.model = model
         event.message_id = message_id
         event.by_model = None
+        event.messages = None
         event.agent = ""
         event.run_id = None
         event.seq = 0
@@ -419,7 +429,7 @@ class UsageEvent(_Optional):
 
 
 #: What a per-message usage event leaves unset (see UsageEvent.of_message).
-_MESSAGE_ABSENT = ("cost_usd", "by_model")
+_MESSAGE_ABSENT = ("cost_usd", "by_model", "messages")
 
 
 class ResultEvent(_Optional):

@@ -35,17 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .budget import Budget, BudgetRun, Usage
-from .events import BudgetEvent, Event, EventKind
+from .events import BudgetEvent, Event, EventKind, TextEvent
 from .observers import RunInfo
 from .prices import PRICES_AS_OF, PRICES_SOURCES, ModelPrice, PriceTable, context_window
+from .result import MAX_TOOL_TIMINGS, RunTally
 
 __all__ = ["MeteringObserver", "Tokens", "normalise_usage"]
-
-#: Tool call durations listed per run at most (the totals count them all).
-MAX_TOOL_TIMINGS = 50
-
-#: Every event type name (``Event._type``): the first decoded event of a run may be any.
-_EVENT_TYPES = tuple(str(kind.value) for kind in EventKind)
 
 
 @dataclass(slots=True)
@@ -127,6 +122,7 @@ class _Attempt:
         "by_model",
         "final",
         "final_by_model",
+        "folded",
         "live_cost",
         "live_messages",
         "live_tokens",
@@ -143,6 +139,8 @@ class _Attempt:
         self.live_messages: dict[str, tuple[Tokens, float]] = {}
         #: message id -> (model, the CLI's usage dict), normalised only at the end.
         self.messages: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
+        #: model -> the tokens of messages folded by the translator.
+        self.folded: dict[str | None, Tokens] = {}
         #: Usage of events without a message id (codex turns), summed.
         self.turn_tokens = Tokens()
         #: The CLI's own total at the end (claude's result), authoritative.
@@ -157,6 +155,8 @@ class _Attempt:
         out: dict[str | None, Tokens] = {}
         for model, usage in self.messages.values():
             out.setdefault(model or default_model, Tokens()).add(normalise_usage(usage))
+        for model, tokens in self.folded.items():
+            out.setdefault(model or default_model, Tokens()).add(tokens)
         if self.turn_tokens.prompt or self.turn_tokens.output:
             out.setdefault(default_model, Tokens()).add(self.turn_tokens)
         if self.final is not None and not self.final_by_model:
@@ -174,18 +174,18 @@ class _MeterRun:
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
         #: The decoded-events tap's dispatch (coding_genesis.observers): event
         #: type -> handler, read by the decoder once per type and attempt.
-        self.decoded_handlers: dict[str, Callable[[Any], None]] = dict.fromkeys(
-            _EVENT_TYPES, self._on_other
-        )
-        self.decoded_handlers.update(
-            {
-                "usage": self._on_usage,
-                "text": self._on_text,
-                "tool_call": self._on_tool_call,
-                "tool_result": self._on_tool_result,
-                "session": self._on_session,
-            }
-        )
+        #: Usage and the model come as events; what the tally folds anyway
+        #: (tool calls and their times, first events) comes with
+        #: :meth:`attempt_decoded`.  A budget counts tool calls as they come.
+        self.decoded_handlers: dict[str, Callable[[Any], None]] = {
+            "usage": self._on_usage,
+            "session": self._on_session,
+        }
+        if budget is not None:
+            self.decoded_handlers["tool_call"] = self._on_tool_call
+        #: Per-message usage: live for a budget (checked on each), else folded
+        #: by the translator and given at the end of the stream.
+        self.message_usage = "live" if budget is not None else "folded"
         self._info = info
         self._prices = prices
         self._model: str | None = info.model
@@ -196,7 +196,6 @@ class _MeterRun:
         self._first_event: float | None = None
         self._first_text: float | None = None
         self._last_event: float | None = None
-        self._tool_started: dict[str, tuple[str, float]] = {}
         self._tool_timings: list[dict[str, Any]] = []
         self._tool_time = 0.0
         self._tool_count = 0
@@ -227,21 +226,33 @@ class _MeterRun:
         if handler is not None:
             handler(event)
 
-    def _first(self) -> None:
-        """The run's first decoded event: its time (every handler checks)."""
-        self._first_event = time.time()
-        if not self._attempts:
-            self._attempts.append(_Attempt())
+    def attempt_decoded(self, tally: RunTally) -> None:
+        """An attempt's stream is decoded: its first events' and tool calls'
+        times, and its tool calls (a budget counted them already)."""
+        if tally.first_seen:
+            if self._first_event is None:
+                self._first_event = min(tally.first_seen.values())
+            text = tally.first_seen.get(TextEvent)
+            if text is not None and self._first_text is None:
+                self._first_text = text
+            self._last_event = tally.now
+        if self._budget is None:
+            self._tool_calls += tally.tool_calls
+        self._tool_time += tally.tool_time
+        self._tool_count += tally.tool_timed
+        room = MAX_TOOL_TIMINGS - len(self._tool_timings)
+        self._tool_timings += [
+            {"id": tool_id, "name": name, "duration_s": round(duration, 6)}
+            for tool_id, name, duration in tally.tool_timings[: max(room, 0)]
+        ]
 
-    def _on_other(self, event: Any) -> None:
-        if self._first_event is None:
-            self._first()
+    def _attempt(self) -> _Attempt:
+        if not self._attempts:  # a replay: no run_started
+            self._attempts.append(_Attempt())
+        return self._attempts[-1]
 
     def _on_usage(self, event: Any) -> None:
-        if self._first_event is None:
-            self._first()
-        self._last_event = time.time()
-        attempt = self._attempts[-1]
+        attempt = self._attempt()
         message_id = event.message_id
         usage = event.usage
         if (
@@ -263,39 +274,11 @@ class _MeterRun:
         if self._usage(attempt, event) and self._budget is not None:
             self._charge()
 
-    def _on_text(self, event: Any) -> None:
-        if self._first_text is None:  # only the first one matters
-            if self._first_event is None:
-                self._first()
-            self._first_text = time.time()
-
     def _on_tool_call(self, event: Any) -> None:
-        if self._first_event is None:
-            self._first()
         self._tool_calls += 1
-        self._tool_started[event.id] = (event.name, time.time())
-        if self._budget is not None:
-            self._charge()
-
-    def _on_tool_result(self, event: Any) -> None:
-        if self._first_event is None:
-            self._first()
-        started = self._tool_started.pop(event.id, None)
-        if started is None:
-            return
-        duration = time.time() - started[1]
-        if duration < 0.0:  # the wall clock stepped back
-            duration = 0.0
-        self._tool_time += duration
-        self._tool_count += 1
-        if len(self._tool_timings) < MAX_TOOL_TIMINGS:
-            self._tool_timings.append(
-                {"id": event.id, "name": started[0], "duration_s": round(duration, 6)}
-            )
+        self._charge()
 
     def _on_session(self, event: Any) -> None:
-        if self._first_event is None:
-            self._first()
         if event.model and self._model is None:
             self._model = event.model
 
@@ -317,6 +300,13 @@ class _MeterRun:
             attempt.reported_cost = float(event.cost_usd)
         if type(usage) is not dict and not isinstance(usage, Mapping):  # dict: the fast check
             return event.cost_usd is not None
+        if event.messages:  # claude's messages, folded by its translator
+            tokens = normalise_usage(usage)
+            attempt.folded.setdefault(event.model, Tokens()).add(tokens)
+            attempt.live_tokens.add(tokens)
+            attempt.live_cost += self._price(event.model, tokens)
+            self._turns += event.messages
+            return True
         message_id = event.message_id
         if message_id is not None:
             # The hot path: keep the dict; it is read at the end, or now for a budget.

@@ -19,11 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .events import Event, EventKind
 from .redact import Redactor
 from .stop import StopHandle
+
+if TYPE_CHECKING:
+    from .result import RunTally
 
 __all__ = [
     "LIFECYCLE_KINDS",
@@ -86,6 +89,15 @@ class RunObserver(Protocol):
     # ``attempt_env() -> Mapping[str, str]`` is called just before each attempt
     # spawns the CLI; the variables returned are added to the CLI's environment
     # (telemetry gives ``TRACEPARENT`` this way).
+
+    # Optional: ``attempt_decoded(tally)``, called once an attempt's stdout is
+    # all decoded, with the attempt's RunTally (read it, do not change it):
+    # what the decoder folds anyway (tool calls paired with their durations,
+    # when each event type was first seen) costs an observer nothing per event.
+
+    # Optional: ``message_usage`` ("live", the default, or "folded"): how an
+    # observer that hears usage events wants a CLI's per-message usage (see
+    # coding_genesis.backend.Translator).
 
     # Optional: ``decoded(event)``, every event of the run's attempts as the
     # decoder makes it: unstamped, NOT redacted, before it is published (and
@@ -217,6 +229,37 @@ class RunObservers:
                 self._owners[id(step)] = (step, handle)
                 steps.append(step)
         return steps
+
+    @property
+    def message_usage(self) -> str:
+        """What the run's observers need of a CLI's per-message usage (see
+        :class:`~coding_genesis.backend.Translator`): ``live`` if one that hears
+        usage wants it live (the default), ``folded`` if they all take it
+        folded, ``off`` if none hears usage."""
+        modes: set[str] = set()
+        for handle in self._live:
+            handlers = getattr(handle, "decoded_handlers", None)
+            if type(handlers) is dict:
+                if "usage" not in handlers:
+                    continue
+            elif not callable(getattr(handle, "decoded", None)):
+                continue
+            modes.add(str(getattr(handle, "message_usage", "live")))
+        if "live" in modes:
+            return "live"
+        return "folded" if modes else "off"
+
+    def attempt_decoded(self, tally: RunTally) -> None:
+        """An attempt's stream is decoded: observers with an
+        ``attempt_decoded`` hook read its tally (what was folded anyway)."""
+        for handle in tuple(self._live):
+            hook = getattr(handle, "attempt_decoded", None)
+            if hook is None:
+                continue
+            try:
+                hook(tally)
+            except Exception:
+                self._drop(handle, "attempt_decoded")
 
     def owns(self, step: Callable[[Event], object]) -> bool:
         return id(step) in self._owners

@@ -41,6 +41,8 @@ MAX_NAME_CHARS = 200
 #: Tool calls without a result kept for the report; past the first few, each
 #: input is slimmed (see _slim).
 MAX_PENDING = 1000
+#: Tool call durations listed per attempt at most (the totals count them all).
+MAX_TOOL_TIMINGS = 50
 _RAW_PENDING = 8
 _SLIM_TEXT = 1024
 _SLIM_ITEMS = 16
@@ -202,11 +204,13 @@ class RunTally:
         "errors",
         "failed_tools",
         "files",
+        "first_seen",
         "last_failed_step",
         "last_successful_tool",
         "last_text",
         "last_tool_error",
         "model",
+        "now",
         "num_turns",
         "pending",
         "redactor",
@@ -216,6 +220,9 @@ class RunTally:
         "steps",
         "tool_calls",
         "tool_names",
+        "tool_time",
+        "tool_timed",
+        "tool_timings",
         "tool_usage",
         "usage",
     )
@@ -245,7 +252,17 @@ class RunTally:
         self.steps: list[str] = []
         #: Tool calls without a result yet: (name, input), described only if a
         #: report needs them (describing every call cost ~15% of the hot path).
-        self.pending: dict[str, tuple[str, Any]] = {}
+        self.pending: dict[str, tuple[str, Any, float]] = {}
+        #: The time of the stdout chunk being decoded (set by the decoder, once
+        #: per chunk: events are known when their chunk is read).
+        self.now = 0.0
+        #: event type -> when the first event of that type was decoded.
+        self.first_seen: dict[type, float] = {}
+        #: Tool calls paired with their results: how many, their total time,
+        #: and the first MAX_TOOL_TIMINGS as (id, name, seconds).
+        self.tool_timed = 0
+        self.tool_time = 0.0
+        self.tool_timings: list[tuple[str, str, float]] = []
         self.last_tool_error: str | None = None
         #: The last tool call, if the last tool event was its failure.
         self.last_failed_step: str | None = None
@@ -306,11 +323,11 @@ class RunTally:
         pending = self.pending
         held = len(pending)
         if held < _RAW_PENDING:  # the usual case: its result comes next
-            pending[tool_id] = (name, event.input)
+            pending[tool_id] = (name, event.input, self.now)
         else:  # calls pile up: keep small copies, the newest MAX_PENDING
             if held >= MAX_PENDING:
                 del pending[next(iter(pending))]
-            pending[tool_id] = (name, _slim_input(event.input))
+            pending[tool_id] = (name, _slim_input(event.input), self.now)
         self.last_failed_step = None
 
     def add_tool_result(self, event: ToolResultEvent) -> None:
@@ -319,6 +336,14 @@ class RunTally:
         if len(name) > MAX_NAME_CHARS:
             name = _short(name)
         call = self.pending.pop(tool_id, None)
+        if call is not None:
+            duration = self.now - call[2]
+            if duration < 0.0:  # the wall clock stepped back
+                duration = 0.0
+            self.tool_timed += 1
+            self.tool_time += duration
+            if len(self.tool_timings) < MAX_TOOL_TIMINGS:
+                self.tool_timings.append((tool_id, call[0], duration))
         if event.is_error:
             step = self._describe(call)
             if len(self.failed_tools) < _MAX_ERRORS:
@@ -343,9 +368,9 @@ class RunTally:
         self.model = event.model or self.model
 
     def add_usage(self, event: UsageEvent) -> None:
-        # The run's usage: a message's own (claude, mid-stream) is metering's
-        # to sum, and is not translated when nobody hears it.
-        if event.message_id is None and event.usage is not None:
+        # The run's usage is the CLI's total: a message's own (claude,
+        # mid-stream), or the messages' folded sum, is metering's to count.
+        if event.message_id is None and event.messages is None and event.usage is not None:
             self.usage = event.usage
         if event.cost_usd is not None:
             self.cost_usd = event.cost_usd
@@ -377,13 +402,13 @@ class RunTally:
         call if it failed last (the CLI reports its tool killed by our signal)."""
         steps = [
             self._describe_call(name, tool_input)
-            for name, tool_input in list(self.pending.values())[-10:]
+            for name, tool_input, _started in list(self.pending.values())[-10:]
         ]
         if stopped and not steps and self.last_failed_step:
             steps.append(self.last_failed_step)
         return steps
 
-    def _describe(self, call: tuple[str, Any] | None) -> str | None:
+    def _describe(self, call: tuple[str, Any, float] | None) -> str | None:
         return self._describe_call(call[0], call[1]) if call is not None else None
 
     def _describe_call(self, name: str, tool_input: Any) -> str:

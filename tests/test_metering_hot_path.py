@@ -44,7 +44,7 @@ def test_the_translator_makes_per_message_usage_only_when_asked() -> None:
     assert [e.kind for e in on.translate(line)] == [EventKind.TOOL_CALL]  # a repeat: no usage
 
     off = ClaudeTranslator()
-    off.live_usage = False
+    off.message_usage = "off"
     assert [e.kind for e in off.translate(line)] == [EventKind.TOOL_CALL]
 
 
@@ -163,3 +163,173 @@ async def test_a_per_run_budget_reports_the_runs_whole_usage(fake_claude: FakeCL
     assert charged["tool_calls"] == 3 and charged["turns"] == 3
     assert charged["tokens"] == 8  # the CLI's own total at the end (3 in + 5 out)
     assert result["budget"]["outcome"] == "ran"
+
+
+# -- folded per-message usage: metering's figures for a dict store per line --
+
+
+def _two_model_script(messages: int, *, result: bool) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = [{"init": True}]
+    for n in range(1, messages + 1):
+        line = message(n, inp=100 * n, out=10 * n)
+        if n % 3 == 0:
+            line["emit"]["message"]["model"] = "claude-haiku-4-5"
+        steps += [line, line, tool_result(n)]  # claude repeats a message's usage per line
+    if result:
+        steps.append({"result": "done"})
+    return steps
+
+
+@pytest.mark.parametrize("result_line", [True, False])
+async def test_folded_usage_gives_the_figures_live_usage_gives(
+    fake_claude: FakeCLI, result_line: bool
+) -> None:
+    """metering alone folds a claude run's per-message usage in the
+    translator; a usage subscriber makes it live.  Both answer the same
+    tokens, models, turns, context and cost (with and without the CLI's
+    result line, whose absence leaves only the messages to count)."""
+    fake_claude.script(_two_model_script(7, result=result_line))
+    folded = await fake_claude.agent().run("go")
+    live_agent = fake_claude.agent()
+    log = EventLog(live_agent)
+    live = await live_agent.run("go")
+    assert len([e for e in log.of("usage") if e.get("message_id")]) == 7  # live: one each
+    assert folded["status"] == live["status"]
+    for key in ("tokens", "by_model", "turns", "tool_calls", "context"):
+        assert folded["metering"][key] == live["metering"][key], key
+    for key in ("cost_usd", "cost_source", "usage"):
+        assert folded[key] == live[key], key
+    assert folded["metering"]["turns"] == 7
+    if not result_line:  # only the messages to count: both models, summed
+        assert set(folded["metering"]["by_model"]) == {
+            message(1)["emit"]["message"]["model"],
+            "claude-haiku-4-5",
+        }
+        assert folded["metering"]["tokens"]["input"] == sum(100 * n for n in range(1, 8))
+        assert folded["metering"]["context"]["used_tokens"] == 700  # the last message's prompt
+
+
+def test_the_folding_translator_is_bounded_and_sums_what_it_lets_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coding_genesis.backends import claude
+
+    monkeypatch.setattr(claude, "MAX_FOLDED", 3)
+    translator = ClaudeTranslator()
+    translator.message_usage = "folded"
+    for n in range(1, 11):
+        line = message(n, inp=n, out=2 * n)["emit"]
+        assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
+        assert len(translator._messages) <= 4
+    events = translator.flush()
+    model = message(1)["emit"]["message"]["model"]
+    assert [(e.model, e.messages, e.message_id) for e in events] == [
+        (model, 9, None),
+        (model, None, "msg_10"),
+    ]
+    summed = events[0].usage
+    assert summed is not None
+    assert (summed["input_tokens"], summed["output_tokens"]) == (45, 90)
+    assert events[0].payload()["messages"] == 9
+    assert translator.flush() == []  # given once
+
+
+def test_a_hostile_message_id_is_folded_not_fatal() -> None:
+    translator = ClaudeTranslator()
+    translator.message_usage = "folded"
+    line = message(1)["emit"]
+    line["message"]["id"] = ["not", "hashable"]
+    assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
+    (last,) = translator.flush()
+    assert last.message_id == "" and last.usage == line["message"]["usage"]
+
+
+# -- the decoder's routes ----------------------------------------------------
+
+
+def _lines(*objs: dict[str, Any]) -> bytes:
+    import orjson
+
+    return b"".join(orjson.dumps(o) + b"\n" for o in objs)
+
+
+class _Listeners:
+    """Listeners whose steps the test changes (bumping the version)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.by_type: dict[type, list[Any]] = {}
+        self.failures: list[Any] = []
+
+    def steps(self, event_type: type) -> list[Any]:
+        return list(self.by_type.get(event_type, ()))
+
+    def failed(self, step: Any) -> None:
+        self.failures.append(step)
+        self.by_type = {t: [s for s in steps if s is not step] for t, steps in self.by_type.items()}
+        self.version += 1
+
+
+def test_routes_follow_who_listens_and_a_failing_listener_is_not_the_lines_fault() -> None:
+    from coding_genesis.decode import Decoder
+    from coding_genesis.events import TextEvent, ToolCallEvent
+    from coding_genesis.result import RunTally
+
+    heard: list[str] = []
+    listeners = _Listeners()
+    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"a:{e.id}")]
+    clock = iter([10.0, 12.5, 13.0, 14.0]).__next__
+    tally = RunTally("/tmp")
+    decoder = Decoder(ClaudeTranslator(), tally, listeners=listeners, clock=clock)
+
+    decoder.feed(_lines(message(1)["emit"]))  # at 10.0
+    # Who listens changes between chunks: the next chunk takes the new routes.
+    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"b:{e.id}")]
+    listeners.by_type[TextEvent] = [lambda e: heard.append(f"text:{e.text}")]
+    listeners.version += 1
+    decoder.feed(_lines(tool_result(1)["emit"], message(2)["emit"], message(3, tool=False)["emit"]))
+
+    def boom(event: Any) -> None:
+        heard.append("boom")
+        raise RuntimeError("listener bug")
+
+    listeners.by_type[ToolCallEvent] = [boom, lambda e: heard.append(f"c:{e.id}")]
+    listeners.version += 1
+    decoder.feed(_lines(message(4)["emit"], message(5)["emit"]))  # at 13.0
+    decoder.feed(b"")
+
+    assert heard == ["a:tool_1", "b:tool_2", "text:text 3", "boom", "c:tool_4", "c:tool_5"]
+    assert listeners.failures == [boom]
+    assert decoder.skipped == 0 and decoder.errors == 0  # the lines were fine
+    assert tally.tool_calls == 4
+    # The tally times tool calls by the chunks' clock, and knows each type's first event.
+    assert tally.tool_timings == [("tool_1", "Bash", 2.5)]
+    assert tally.first_seen[ToolCallEvent] == 10.0 and tally.first_seen[TextEvent] == 12.5
+
+
+async def test_a_subscriber_that_joins_mid_run_hears_the_rest(fake_claude: FakeCLI) -> None:
+    fake_claude.script(
+        [
+            {"init": True},
+            message(1),
+            {"sleep": 0.3},  # the next lines come in another chunk
+            tool_result(1),
+            message(2, tool=False),
+            {"result": "done"},
+        ]
+    )
+    agent = fake_claude.agent()
+    late: list[str] = []
+
+    def first(event: Any) -> None:
+        if not late:
+            late.append("joined")
+            agent._bus.subscribe(lambda e: late.append(e.text), kinds=[EventKind.TEXT])
+
+    agent._bus.subscribe(first, kinds=[EventKind.TOOL_CALL])
+    result = await agent.run("go")
+    assert result["status"] == 0
+    assert late == ["joined", "text 2"]
+    timing = result["metering"]["latency"]["tool_calls"]
+    assert [t["id"] for t in timing] == ["tool_1"]
+    assert timing[0]["duration_s"] >= 0.25  # the call and its result were 0.3 s apart

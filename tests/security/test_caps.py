@@ -29,7 +29,7 @@ def test_distinct_tool_names_and_unfinished_inputs_are_capped() -> None:
     assert sum(tally.tool_usage.values()) == tally.tool_calls
     assert all(len(name) <= 201 for name in tally.tool_usage)
     assert len(tally.pending) == MAX_PENDING
-    _, kept = next(iter(tally.pending.values()))
+    _, kept, _started = next(iter(tally.pending.values()))
     assert len(kept) <= 16 and len(kept["command"]) <= 1025
     # The newest unfinished calls are the ones kept (and reported).
     assert "id4999" in tally.pending and "id0" not in tally.pending
