@@ -68,6 +68,7 @@ import asyncio
 import contextlib
 import ctypes
 import enum
+import errno
 import functools
 import logging
 import os
@@ -804,20 +805,19 @@ def _libc_prctl() -> Any:
 
 
 def _pdeath_preexec(signum: int) -> Callable[[], None]:
-    """The ``preexec_fn`` that arms the parent-death signal, between fork and exec.
+    """The ``preexec_fn`` that arms the parent-death signal, between fork and
+    exec: the fallback where ``setpriv --pdeathsig`` is not installed (see
+    :func:`_setpriv`).
 
-    Why a ``preexec_fn`` and not ``setpriv --pdeathsig`` as an exec prefix:
-    it needs nothing installed (util-linux >= 2.33 is missing from Alpine,
-    macOS and many slim images), adds no exec (``setpriv`` costs a second
-    ``execve`` and a dynamic load per run), keeps the CLI's argv and pid as
-    they are, and it can close the race: if this process died between the
-    fork and the ``prctl``, the signal was never armed, so the child checks
+    It closes the race the prefix leaves open: if this process died between
+    the fork and the ``prctl``, the signal was never armed, so the child checks
     that its parent is still the process that forked it and otherwise acts as
     if the signal had come.  The function only calls ``prctl`` (resolved
     before the fork), ``getppid`` and, in that race, ``kill``/``_exit``:
     nothing that takes a lock another thread could hold at fork time.  Its
     cost: CPython forks instead of using ``vfork`` when a ``preexec_fn`` is
-    given (see ``python -m benchmarks`` start-up figures).
+    given, about 4 ms of this process's CPU per run, and the spawns queue
+    behind each other (``python -m benchmarks``, concurrency figure).
 
     Linux delivers the signal when the *thread* that forked exits, not the
     process: every CLI is therefore forked by one dedicated spawner thread
@@ -857,6 +857,64 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_spawner)
 
 
+#: Where util-linux's ``setpriv`` may be (a fixed list: the library reads no
+#: environment, and a ``setpriv`` found on a user's PATH could be anything).
+_SETPRIV_PATHS = ("/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv", "/sbin/setpriv")
+#: What ``setpriv`` writes when it cannot execute the CLI (then exits 127).
+_SETPRIV_FAILED = "setpriv: failed to execute "
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """``setpriv`` if it is installed and arms a parent-death signal
+    (util-linux >= 2.33), checked once per process.
+
+    As an exec prefix it arms the signal in the CLI's own process (``setpriv
+    --pdeathsig SIG -- CLI ...`` execs the CLI in place: same pid, parent and
+    session), so the CLI can be started by ``vfork`` without a ``preexec_fn``.
+    What it cannot do is the preexec's parent check: if this process dies in
+    the millisecond between the spawn and setpriv's ``prctl``, the CLI gets no
+    signal; the run ledger's sweep is there for what the signal cannot reach.
+    """
+    if not pdeathsig_supported():
+        return None
+    for path in _SETPRIV_PATHS:
+        if os.access(path, os.X_OK):
+            try:
+                done = subprocess.run(  # noqa: S603 - a fixed path, fixed arguments
+                    [path, "--pdeathsig", "SIGTERM", "--", path, "--version"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=10,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return None
+            return path if done.returncode == 0 else None
+    return None
+
+
+def _setpriv_used(config: SupervisorConfig) -> bool:
+    return config.pdeath_signal is not None and pdeathsig_supported() and _setpriv() is not None
+
+
+def setpriv_exec_error(stderr_tail: str) -> OSError | None:
+    """The exec failure ``setpriv`` reported for the CLI, as the ``OSError``
+    a direct ``execve`` would have raised (None if it reported none)."""
+    for line in stderr_tail.splitlines():
+        if line.startswith(_SETPRIV_FAILED):
+            what, _, reason = line[len(_SETPRIV_FAILED) :].rpartition(": ")
+            code = _ERRNO_OF.get(reason.strip())
+            if code is None:
+                return OSError(f"cannot execute {what}: {reason}")
+            return OSError(code, os.strerror(code), what)
+    return None
+
+
+_ERRNO_OF = {os.strerror(code): code for code in sorted(errno.errorcode, reverse=True)}
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -868,18 +926,25 @@ def spawn(
     pdeath_signal: int | None,
 ) -> subprocess.Popen[bytes]:
     """Start the CLI in a new session, forked by the spawner thread, with the
-    parent-death signal armed where supported.  Blocks for the fork and exec
-    (as asyncio's own subprocess start does); raises ``OSError`` when the
-    program cannot be started."""
-    preexec = (
-        _pdeath_preexec(pdeath_signal)
-        if pdeath_signal is not None and pdeathsig_supported()
-        else None
-    )
+    parent-death signal armed where supported: by ``setpriv`` as an exec
+    prefix where it is installed (the CLI is then vforked), else by a
+    ``preexec_fn`` (forked).  Blocks for the fork and exec (as asyncio's own
+    subprocess start does); raises ``OSError`` when the program cannot be
+    started (through ``setpriv``, an exec failure shows as exit status 127:
+    see :func:`setpriv_exec_error`)."""
+    preexec = None
+    command = list(argv)
+    if pdeath_signal is not None and pdeathsig_supported():
+        setpriv = _setpriv()
+        if setpriv is not None:
+            name = signal.Signals(pdeath_signal).name
+            command = [setpriv, "--pdeathsig", name, "--", *command]
+        else:
+            preexec = _pdeath_preexec(pdeath_signal)
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(  # noqa: S603 - argv is the backend's command
-            list(argv),
+            command,
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -1014,7 +1079,7 @@ async def run_process(
             root = None  # cannot happen before we reap it; kept for safety
         tree = _Tree(root, proc.pid, marker, wall_started)
         try:
-            return await _supervise(
+            done = await _supervise(
                 proc,
                 tree,
                 config,
@@ -1028,6 +1093,11 @@ async def run_process(
                 stderr_fd,
                 stop_handle,
             )
+            if done.returncode == 127 and not done.stdout_bytes and _setpriv_used(config):
+                failed = setpriv_exec_error(done.stderr_tail)
+                if failed is not None:  # the CLI never ran: as if execve had failed here
+                    done.spawn_error, done.returncode = failed, None
+            return done
         finally:
             os.close(stdout_fd)
             os.close(stderr_fd)

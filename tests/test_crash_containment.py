@@ -33,7 +33,10 @@ HOST = textwrap.dedent(
     import json, sys
     from coding_genesis import CodingGenesisAgent
     from coding_genesis.backends import get_backend
+    from coding_genesis import process
     settings = json.loads(sys.argv[1])
+    if settings.pop("arm", None) == "preexec":  # as where setpriv is not installed
+        process._setpriv = lambda: None
     backend = get_backend("claude")
     if "pdeath_signal" in settings:  # a backend that declares another signal
         backend = type("Declared", (type(backend),), {"pdeath_signal": settings.pop("pdeath_signal")})()
@@ -65,10 +68,21 @@ def start_host(fake: FakeCLI, tmp_path: Path, **settings: Any) -> subprocess.Pop
     )
 
 
-def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path) -> None:
+#: How the signal is armed: setpriv as an exec prefix, or the preexec_fn fallback.
+ARMS = [
+    pytest.param(
+        "setpriv",
+        marks=pytest.mark.skipif(process._setpriv() is None, reason="no setpriv --pdeathsig here"),
+    ),
+    "preexec",
+]
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path, arm: str) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"hang": True}])
-    host = start_host(fake, tmp_path)
+    host = start_host(fake, tmp_path, arm=arm)
     try:
         cli = wait_records(fake, "argv")[0]["pid"]
         assert psutil.Process(cli).ppid() == host.pid
@@ -126,8 +140,9 @@ def test_a_worker_thread_exiting_does_not_kill_the_cli(direct: bool) -> None:
         child.wait()
 
 
+@pytest.mark.parametrize("arm", ARMS)
 @pytest.mark.parametrize("declared", [signal.SIGKILL, signal.SIGTERM])
-def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int) -> None:
+def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int, arm: str) -> None:
     """A backend declares its signal: SIGKILL takes down a CLI that ignores
     SIGTERM; with SIGTERM that CLI outlives its runner (the sweep's job)."""
     from coding_genesis.backends import get_backend
@@ -136,7 +151,7 @@ def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int) -> N
         assert getattr(get_backend(name), "pdeath_signal", None) == signal.SIGTERM
     fake = FakeCLI(tmp_path)
     fake.script([{"ignore_sigterm": True}, {"init": True}, {"hang": True}])
-    host = start_host(fake, tmp_path, pdeath_signal=int(declared))
+    host = start_host(fake, tmp_path, pdeath_signal=int(declared), arm=arm)
     cli = wait_records(fake, "argv")[0]["pid"]
     try:
         wait_records(fake, "stdin_len")
@@ -400,3 +415,60 @@ def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.Mon
     finally:
         ledger.remove("in-memory")
     assert not list(ledger.path.glob("*-in-memory.json"))
+
+
+# -- setpriv as the exec prefix ------------------------------------------------------------------
+
+
+@pytest.mark.skipif(process._setpriv() is None, reason="no setpriv --pdeathsig here")
+def test_setpriv_execs_the_cli_in_place_its_pid_parent_and_session_ours() -> None:
+    child = process.spawn(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        cwd=os.getcwd(),
+        env=os.environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pdeath_signal=signal.SIGTERM,
+    )
+    try:
+        proc = psutil.Process(child.pid)
+        deadline = time.monotonic() + 10
+        while "setpriv" in proc.name() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.cmdline()[1:] == ["-c", "import time; time.sleep(30)"]
+        assert proc.ppid() == os.getpid()
+        assert os.getsid(child.pid) == child.pid  # its own session, as before
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_exec_failure_behind_setpriv_answers_as_a_direct_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CLI whose interpreter is missing: the same answer (not found, why)
+    whether setpriv or the preexec_fn armed the signal."""
+    from coding_genesis import CodingGenesisAgent
+
+    cli = tmp_path / "claude"
+    cli.write_text("#!/nonexistent/interpreter\n")
+    cli.chmod(0o755)
+    answers = []
+    for arm in ("setpriv", "preexec"):
+        if arm == "preexec":
+            monkeypatch.setattr(process, "_setpriv", lambda: None)
+        result = CodingGenesisAgent("claude", cli_path=str(cli), timeout=10).run_sync("hi")
+        answers.append({k: result[k] for k in ("status", "error", "message", "exit_code")})
+    assert answers[0] == answers[1]
+    assert answers[0]["error"] == "not_found" and "No such file" in answers[0]["message"]
+
+
+def test_setpriv_exec_errors_are_read_back_as_oserrors() -> None:
+    error = process.setpriv_exec_error("setpriv: failed to execute /x/y: Permission denied\n")
+    assert isinstance(error, PermissionError) and error.filename == "/x/y"
+    assert isinstance(
+        process.setpriv_exec_error("setpriv: failed to execute a: No such file or directory"),
+        FileNotFoundError,
+    )
+    assert process.setpriv_exec_error("some CLI's own error") is None
