@@ -94,6 +94,19 @@ def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path, arm: str) -> None:
         host.wait()
 
 
+def spawn_quiet(argv: list[str]) -> subprocess.Popen[bytes]:
+    """``argv`` started as the runner starts a CLI (SIGTERM at parent death), no stdio."""
+    return process.spawn(
+        argv,
+        cwd=os.getcwd(),
+        env=os.environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pdeath_signal=signal.SIGTERM,
+    )
+
+
 def _sleeper(ready: threading.Event, box: list[subprocess.Popen[bytes]], direct: bool) -> None:
     argv = [sys.executable, "-c", "import time; time.sleep(30)"]
     if direct:  # the naive way: fork from this short-lived thread
@@ -103,17 +116,7 @@ def _sleeper(ready: threading.Event, box: list[subprocess.Popen[bytes]], direct:
             )
         )
     else:
-        box.append(
-            process.spawn(
-                argv,
-                cwd=os.getcwd(),
-                env=os.environ,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pdeath_signal=signal.SIGTERM,
-            )
-        )
+        box.append(spawn_quiet(argv))
     ready.set()
 
 
@@ -422,15 +425,7 @@ def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.skipif(process._setpriv() is None, reason="no setpriv --pdeathsig here")
 def test_setpriv_execs_the_cli_in_place_its_pid_parent_and_session_ours() -> None:
-    child = process.spawn(
-        [sys.executable, "-c", "import time; time.sleep(30)"],
-        cwd=os.getcwd(),
-        env=os.environ,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        pdeath_signal=signal.SIGTERM,
-    )
+    child = spawn_quiet([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         proc = psutil.Process(child.pid)
         deadline = time.monotonic() + 10
