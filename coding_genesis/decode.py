@@ -178,8 +178,11 @@ class Decoder:
             if self._flush is not None:  # the end of the stream, whatever ended it
                 flush, self._flush = self._flush, None
                 # The held-back events take the lines' path (as one line).
-                self._translate = lambda obj: flush()
-                self._object({})
+                translate, self._translate = self._translate, lambda obj: flush()
+                try:
+                    self._object({})
+                finally:
+                    self._translate = translate
         return self.terminal
 
     def feed_all(self, data: bytes) -> Decoder:
