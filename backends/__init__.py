@@ -3,7 +3,7 @@
 ``get_backend(name)`` returns a registered backend; ``register_backend`` adds
 one (a class or a zero-argument factory).  Third-party backends register
 through the ``coding_genesis.backends`` entry-point group (see
-:mod:`coding_genesis.plugins`): they are loaded only when a name is not built
+:mod:`coding_genesis._util.plugins`): they are loaded only when a name is not built
 in or registered, or when every backend is listed.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from coding_genesis._util.plugins import load_plugin, plugin_names
 from coding_genesis.backend import Backend
 from coding_genesis.errors import UnknownBackendError
-from coding_genesis.plugins import load_plugin, plugin_names
 
 from .claude import ClaudeBackend
 from .codex import CodexBackend

@@ -216,7 +216,7 @@ MAX_FOLDED = 10_000
 
 
 def _add_counts(sums: dict[str | None, list[int]], model: object, usage: dict[str, Any]) -> None:
-    from coding_genesis.metering import normalise_usage  # at the end of a stream only
+    from coding_genesis._observers.metering import normalise_usage  # at the end of a stream only
 
     tokens = normalise_usage(usage)
     counts = sums.setdefault(model if type(model) is str else None, [0, 0, 0, 0, 0])

@@ -28,7 +28,7 @@ _HINTS = {
     "INVALID_COMMAND": "invalid_task",
 }
 
-FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("failer.py"))
+FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
 
 
 class FailerBackend:

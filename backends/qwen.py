@@ -28,9 +28,9 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coding_genesis._util.launch import NodeScript
 from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
-from coding_genesis.launch import NodeScript
 from coding_genesis.result import RunResult
 
 from ._common import as_int, first_hint

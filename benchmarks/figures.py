@@ -166,9 +166,9 @@ def _check_run(result: dict[str, Any], lines: int) -> None:
 def fig_parser(p: Params) -> Result:
     import orjson
 
+    from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._util.parser import JsonLinesParser
     from coding_genesis.backends.claude import ClaudeTranslator
-    from coding_genesis.decode import Decoder
-    from coding_genesis.parser import JsonLinesParser
     from coding_genesis.result import RunTally
 
     data = stream_bytes(p)
@@ -367,7 +367,7 @@ def fig_e2e(p: Params) -> Result:
         return result
 
     def runner_budget() -> dict[str, Any]:
-        from coding_genesis.budget import Budget
+        from coding_genesis._observers.budget import Budget
 
         budget = Budget(max_cost_usd=1e9, max_tokens=10**15, max_tool_calls=10**9, per_run=True)
         result: dict[str, Any] = _agent(cli, env, transcripts=False, budget=budget).run_sync(PROMPT)
@@ -1314,7 +1314,7 @@ def _genesis() -> list[str]:
     script = Path(sys.executable).with_name("genesis")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "coding_genesis.cli"]
+    return [sys.executable, "-m", "coding_genesis._cli.main"]
 
 
 def _compile_package() -> None:
@@ -1396,7 +1396,7 @@ def fig_startup(p: Params) -> Result:
     base = walls(res["python"])
     ratios = {name: paired_ratio(walls(res[name]), base) for name, _, _ in STARTUP}
     met = {name: ratios[name] <= aim for name, _, aim in STARTUP}
-    slowest = {"run": _importtime(["-m", "coding_genesis.cli", *argvs["run"][-4:]], env)}
+    slowest = {"run": _importtime(["-m", "coding_genesis._cli.main", *argvs["run"][-4:]], env)}
     shutil.rmtree(scratch, ignore_errors=True)
     notes = {
         "import": "public names are imported on first use",
@@ -1431,7 +1431,7 @@ def fig_startup(p: Params) -> Result:
             f"Wall time of each command, {p['startup_reps']} interleaved repetitions, all "
             "run by the same interpreter; ratios are per repetition, "
             "against `python -c pass` run in the same rotation. `genesis` is the installed "
-            "entry point next to the interpreter (else `python -m coding_genesis.cli`); the "
+            "entry point next to the interpreter (else `python -m coding_genesis._cli.main`); the "
             "run records its transcript and run-log line as by default, in a scratch "
             "directory. An editable install adds its import hook to every start-up, "
             "`python -c pass` included.",

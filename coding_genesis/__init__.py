@@ -17,15 +17,25 @@ from typing import TYPE_CHECKING, Any
 # the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
 # see the imports below.
 if TYPE_CHECKING:
-    from .agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-    from .backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
-    from .backends import available_backends, get_backend, register_backend
-    from .backends.generic import GenericBackend, load_backends_file
-    from .breaker import CircuitBreaker
-    from .budget import Budget
-    from .clock import VirtualClock
-    from .config import AgentConfig
-    from .errors import (
+    from coding_genesis._failures.breaker import CircuitBreaker
+    from coding_genesis._failures.classify import FailureCategory
+    from coding_genesis._failures.report import (
+        ChildFailure,
+        format_failure_report,
+        parse_failure_report,
+    )
+    from coding_genesis._observers.budget import Budget
+    from coding_genesis._supervision.process import StopReason, SupervisorConfig
+    from coding_genesis._util.clock import VirtualClock
+    from coding_genesis._util.parser import JsonLinesParser
+    from coding_genesis._util.plugins import BackendPluginError
+    from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
+    from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+    from coding_genesis.backends import available_backends, get_backend, register_backend
+    from coding_genesis.backends.generic import GenericBackend, load_backends_file
+    from coding_genesis.batch import RunSpec, run_many, run_many_sync
+    from coding_genesis.config import AgentConfig
+    from coding_genesis.errors import (
         AgentUsageError,
         ConfigError,
         GenesisError,
@@ -33,7 +43,7 @@ if TYPE_CHECKING:
         InvalidTimeoutError,
         UnknownBackendError,
     )
-    from .events import (
+    from coding_genesis.events import (
         EVENT_TYPES,
         AttemptEvent,
         CliRetryEvent,
@@ -54,83 +64,83 @@ if TYPE_CHECKING:
         UsageEvent,
         event_from_dict,
     )
-    from .failures import FailureCategory
-    from .observers import Observer, RunInfo, RunLogObserver, RunObserver, TranscriptObserver
-    from .parser import JsonLinesParser
-    from .plugins import BackendPluginError
-    from .pool import RunSpec, run_many, run_many_sync
-    from .process import StopReason, SupervisorConfig
-    from .report import ChildFailure, format_failure_report, parse_failure_report
-    from .result import RunResult
-    from .retry import RetryPolicy
-    from .states import AgentState, ErrorCode, Status
+    from coding_genesis.observer import (
+        Observer,
+        RunInfo,
+        RunLogObserver,
+        RunObserver,
+        TranscriptObserver,
+    )
+    from coding_genesis.result import RunResult
+    from coding_genesis.retry import RetryPolicy
+    from coding_genesis.status import AgentState, ErrorCode, Status
 
 __version__ = "0.1.0"
 
 #: Public name -> the submodule that defines it.
 _EXPORTS: dict[str, str] = {
     "AgentConfig": "config",
-    "AgentState": "states",
+    "AgentState": "status",
     "AgentUsageError": "errors",
     "AttemptEvent": "events",
-    "BackendPluginError": "plugins",
+    "BackendPluginError": "_util.plugins",
     "GenericBackend": "backends.generic",
     "load_backends_file": "backends.generic",
     "Backend": "backend",
-    "Budget": "budget",
-    "ChildFailure": "report",
-    "CircuitBreaker": "breaker",
+    "Budget": "_observers.budget",
+    "ChildFailure": "_failures.report",
+    "CircuitBreaker": "_failures.breaker",
     "CliRetryEvent": "events",
     "CodingGenesisAgent": "agent",
     "CommandSpec": "backend",
     "ConfigError": "errors",
     "DEFAULT_TIMEOUT": "agent",
     "EVENT_TYPES": "events",
-    "ErrorCode": "states",
+    "ErrorCode": "status",
     "ErrorEvent": "events",
     "Event": "events",
     "EventKind": "events",
     "EventStream": "events",
-    "FailureCategory": "failures",
+    "FailureCategory": "_failures.classify",
     "GenesisError": "errors",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",
-    "JsonLinesParser": "parser",
-    "Observer": "observers",
+    "JsonLinesParser": "_util.parser",
+    "Observer": "observer",
     "OptionSpec": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
     "RunEvent": "events",
     "RunFinishedEvent": "events",
-    "RunInfo": "observers",
-    "RunLogObserver": "observers",
-    "RunObserver": "observers",
+    "RunInfo": "observer",
+    "RunLogObserver": "observer",
+    "RunObserver": "observer",
     "RunRequest": "backend",
     "RunResult": "result",
-    "RunSpec": "pool",
+    "RunSpec": "batch",
     "RunStartedEvent": "events",
     "SessionEvent": "events",
     "StateEvent": "events",
-    "Status": "states",
-    "StopReason": "process",
+    "Status": "status",
+    "StopReason": "_supervision.process",
     "Subscription": "events",
-    "SupervisorConfig": "process",
+    "SupervisorConfig": "_supervision.process",
     "TextEvent": "events",
     "ToolCallEvent": "events",
     "ToolResultEvent": "events",
-    "TranscriptObserver": "observers",
+    "TranscriptObserver": "observer",
     "Translator": "backend",
     "UnknownBackendError": "errors",
     "UsageEvent": "events",
-    "VirtualClock": "clock",
+    "VirtualClock": "_util.clock",
     "available_backends": "backends",
     "event_from_dict": "events",
-    "format_failure_report": "report",
+    "format_failure_report": "_failures.report",
     "get_backend": "backends",
-    "parse_failure_report": "report",
+    "parse_failure_report": "_failures.report",
     "register_backend": "backends",
-    "run_many": "pool",
-    "run_many_sync": "pool",
+    "run_many": "batch",
+    "run_many_sync": "batch",
 }
 
 __all__ = [

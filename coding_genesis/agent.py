@@ -4,11 +4,11 @@ wiring of one request's pipeline::
     request → attempt (spawn, supervise, decode) → outcome → result
             → failure analysis → decision (done, retry, degrade) → response
 
-Each step is a unit of its own (:mod:`~coding_genesis.request`,
-:mod:`~coding_genesis.attempt`, :mod:`~coding_genesis.outcome`,
-:mod:`~coding_genesis.analysis`, :mod:`~coding_genesis.retry`); transcripts,
+Each step is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
+:mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
+:mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); transcripts,
 the run log and any other observer plug in through
-:mod:`~coding_genesis.observers`.  The agent only holds state and passes
+:mod:`~coding_genesis.observer`.  The agent only holds state and passes
 values along.
 """
 
@@ -25,13 +25,27 @@ from typing import Any
 
 import anyio
 
-from .attempt import AttemptOutcome, run_attempt
-from .backend import Backend, check_options
-from .breaker import CircuitBreaker
-from .clock import Clock, current_clock
-from .config import DEFAULT_TIMEOUT, AgentConfig
-from .errors import AgentUsageError, ConfigError
-from .events import (
+from coding_genesis._failures.breaker import CircuitBreaker
+from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
+from coding_genesis._pipeline.listeners import RunListeners
+from coding_genesis._pipeline.outcome import (
+    ResultContext,
+    build_result,
+    replayed_outcome,
+    tally_facts,
+)
+from coding_genesis._pipeline.request import Request, make_request
+from coding_genesis._pipeline.runsteps import RunSteps
+from coding_genesis._pipeline.vocab import require_permissions
+from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
+from coding_genesis._supervision.process import StopReason
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.clock import Clock, current_clock
+from coding_genesis._util.redact import Redactor
+from coding_genesis.backend import Backend, check_options
+from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig
+from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.events import (
     AttemptEvent,
     EventBus,
     EventKind,
@@ -41,19 +55,16 @@ from .events import (
     StateEvent,
     Subscription,
 )
-from .ledger import Ledger, LedgerError, sweep
-from .listeners import RunListeners
-from .observers import Observer, RunInfo, RunLogObserver, RunObservers, TranscriptObserver
-from .outcome import ResultContext, build_result, replayed_outcome, tally_facts
-from .process import StopReason
-from .redact import Redactor
-from .request import Request, make_request
-from .result import RunResult, RunTally
-from .retry import AttemptPlan, RetryPolicy, retrying
-from .runsteps import RunSteps
-from .states import AgentState, ErrorCode, Status
-from .stop import StopHandle
-from .vocab import require_permissions
+from coding_genesis.observer import (
+    Observer,
+    RunInfo,
+    RunLogObserver,
+    RunObservers,
+    TranscriptObserver,
+)
+from coding_genesis.result import RunResult, RunTally
+from coding_genesis.retry import AttemptPlan, RetryPolicy, retrying
+from coding_genesis.status import AgentState, ErrorCode, Status
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -79,7 +90,7 @@ class CodingGenesisAgent:
     :class:`~coding_genesis.retry.RetryPolicy`, "default" or a number of
     retries) retries failures per category, resuming the CLI session; without
     it a request is one attempt.  ``circuit_breaker=`` (a
-    :class:`~coding_genesis.breaker.CircuitBreaker`, shareable between agents)
+    :class:`~coding_genesis._failures.breaker.CircuitBreaker`, shareable between agents)
     makes the agent ``DEGRADED`` (status 69 at once) after repeated failures
     no retry fixes (CLI missing, auth) until a cooldown passes and a probe
     succeeds.
@@ -115,7 +126,7 @@ class CodingGenesisAgent:
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):
-            from .backends import get_backend
+            from coding_genesis.backends import get_backend
 
             self._backend: Backend = get_backend(cfg.backend)
         else:
@@ -130,7 +141,9 @@ class CodingGenesisAgent:
         )
         observers: list[Observer] = []
         if cfg.telemetry:
-            from .telemetry import TelemetryObserver  # (imports no OpenTelemetry)
+            from coding_genesis._observers.telemetry import (
+                TelemetryObserver,  # (imports no OpenTelemetry)
+            )
 
             observers.append(TelemetryObserver(content=cfg.telemetry_content))
         if cfg.transcripts is not None:
@@ -138,7 +151,7 @@ class CodingGenesisAgent:
         if cfg.run_log is not None:
             observers.append(RunLogObserver(cfg.run_log))
         if cfg.metering:
-            from .metering import MeteringObserver
+            from coding_genesis._observers.metering import MeteringObserver
 
             observers.append(MeteringObserver(cfg.prices, cfg.budget))
         observers.extend(cfg.observers)
@@ -698,7 +711,9 @@ class CodingGenesisAgent:
         """Attach the one failure value and its views to a failed result."""
         if not result.is_error or result.failure is not None:
             return result
-        from .analysis import analyse  # only a failure needs the analysis and its tables
+        from coding_genesis._failures.analysis import (
+            analyse,  # only a failure needs the analysis and its tables
+        )
 
         return analyse(
             result,

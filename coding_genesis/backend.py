@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import ConfigError
-from .events import Event
+from coding_genesis.errors import ConfigError
+from coding_genesis.events import Event
 
 __all__ = ["Backend", "CommandSpec", "OptionSpec", "RunRequest", "Translator", "check_options"]
 

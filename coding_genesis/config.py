@@ -16,17 +16,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, InvalidCwdError, InvalidTimeoutError
-from .parser import DEFAULT_MAX_LINE_BYTES
-from .process import SupervisorConfig
+from coding_genesis._supervision.process import SupervisorConfig
+from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
 
 if TYPE_CHECKING:
-    from .backend import Backend
-    from .breaker import CircuitBreaker
-    from .budget import Budget
-    from .clock import Clock
-    from .observers import Observer
-    from .retry import RetryPolicy
+    from coding_genesis._failures.breaker import CircuitBreaker
+    from coding_genesis._observers.budget import Budget
+    from coding_genesis._util.clock import Clock
+    from coding_genesis.backend import Backend
+    from coding_genesis.observer import Observer
+    from coding_genesis.retry import RetryPolicy
 
 __all__ = ["DEFAULT_TIMEOUT", "AgentConfig", "check_cwd", "seconds"]
 
@@ -126,14 +126,14 @@ class AgentConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     #: True (the default): the CLI inherits this process's whole environment,
     #: every credential in it included.  False: only a minimal environment, the
-    #: backend's declared needs, ``env_allow`` and ``env`` (see coding_genesis.childenv).
+    #: backend's declared needs, ``env_allow`` and ``env`` (see coding_genesis._supervision.childenv).
     inherit_env: bool = True
     #: Names (``PREFIX_*`` for a prefix) passed on when ``inherit_env`` is False.
     env_allow: tuple[str, ...] = ()
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
     #: The node interpreter for a backend whose CLI is a node script run without
-    #: its wrapper (qwen; see coding_genesis.launch).  None: a recent enough
+    #: its wrapper (qwen; see coding_genesis._util.launch).  None: a recent enough
     #: ``node`` on PATH, else the one installed beside the CLI's package.
     node_path: str | None = None
     #: Backend options (validated against the backend's list by the agent).
@@ -152,7 +152,7 @@ class AgentConfig:
     #: its warnings say where recording stopped).
     transcript_max_bytes: int = 1 << 30
     #: None: the run edits ``cwd`` itself; "worktree": each run happens in a fresh
-    #: git worktree on a new branch (see coding_genesis.isolation).
+    #: git worktree on a new branch (see coding_genesis._workspace.isolation).
     isolation: str | None = None
     #: The commit the run's branch starts from (None: ``HEAD`` of the ``cwd`` repository).
     isolation_base: str | None = None
@@ -173,22 +173,22 @@ class AgentConfig:
     verify_timeout: float = DEFAULT_TIMEOUT
     #: File the run log is appended to (None: no run log).
     run_log: str | None = None
-    #: Further observers of every run (see coding_genesis.observers).
+    #: Further observers of every run (see coding_genesis.observer).
     observers: tuple[Observer, ...] = ()
-    #: Meter usage, cost, context use and latency of every run (coding_genesis.metering).
+    #: Meter usage, cost, context use and latency of every run (coding_genesis._observers.metering).
     metering: bool = True
     #: Price-table overrides: model-id prefix -> ModelPrice or a dict of its
-    #: fields, USD per million tokens (coding_genesis.prices).
+    #: fields, USD per million tokens (coding_genesis._observers.prices).
     prices: Mapping[str, Any] | None = None
-    #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis.budget);
+    #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis._observers.budget);
     #: one pot shared by everything it is given to unless ``per_run``.
     budget: Budget | None = None
-    #: Run ledger directory (see coding_genesis.ledger): None: the default
+    #: Run ledger directory (see coding_genesis._supervision.ledger): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
     #: /dev/shm or under the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
-    #: OpenTelemetry spans (see coding_genesis.telemetry): emitted whenever
+    #: OpenTelemetry spans (see coding_genesis._observers.telemetry): emitted whenever
     #: ``opentelemetry-api`` is importable (a no-op until an SDK is configured);
     #: False: none, and no ``TRACEPARENT`` is given to the CLI.
     telemetry: bool = True
@@ -232,7 +232,11 @@ class AgentConfig:
         set_(self, "cli_path", cli)
         if self.model is not None and (not isinstance(self.model, str) or "\0" in self.model):
             raise ConfigError(f"model must be a string, got {self.model!r}")
-        from .vocab import check_cli_max_retries, check_max_turns, check_permissions
+        from coding_genesis._pipeline.vocab import (
+            check_cli_max_retries,
+            check_max_turns,
+            check_permissions,
+        )
 
         set_(self, "permissions", check_permissions(self.permissions))
         set_(self, "max_turns", check_max_turns(self.max_turns))
@@ -281,12 +285,12 @@ class AgentConfig:
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {self.options!r}")
         set_(self, "options", dict(self.options))
-        from .retry import RetryPolicy
+        from coding_genesis.retry import RetryPolicy
 
         set_(self, "retry", RetryPolicy.parse(self.retry))
         breaker = self.circuit_breaker
         if breaker is not None and breaker != "default":
-            from .breaker import CircuitBreaker
+            from coding_genesis._failures.breaker import CircuitBreaker
 
             if not isinstance(breaker, CircuitBreaker):
                 raise ConfigError(
@@ -309,12 +313,12 @@ class AgentConfig:
         if not isinstance(self.metering, bool):
             raise ConfigError(f"metering must be True or False, got {self.metering!r}")
         if self.prices is not None:
-            from .prices import PriceTable
+            from coding_genesis._observers.prices import PriceTable
 
             PriceTable(self.prices)  # a ConfigError when bad
             set_(self, "prices", dict(self.prices))
         if self.budget is not None:
-            from .budget import Budget
+            from coding_genesis._observers.budget import Budget
 
             if not isinstance(self.budget, Budget):
                 raise ConfigError(f"budget must be a Budget, got {self.budget!r}")

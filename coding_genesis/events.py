@@ -24,7 +24,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 if TYPE_CHECKING:
-    from .redact import Redactor
+    from coding_genesis._util.redact import Redactor
 
 __all__ = [
     "EVENT_TYPES",
@@ -599,7 +599,7 @@ class _WithExtra(Event):
 
 
 class BudgetEvent(_WithExtra):
-    """A budget (coding_genesis.budget) passed a warning fraction or was
+    """A budget (coding_genesis._observers.budget) passed a warning fraction or was
     exceeded.  ``to_dict`` fields: ``level`` (``warning`` or ``exceeded``),
     ``limit`` (``max_cost_usd``, ``max_tokens``, ``max_turns``,
     ``max_tool_calls``), ``message``, then ``extra`` (``used``, ``max``,

@@ -26,11 +26,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
-from .errorcontext import ErrorContext, error_context_for_exception, last_resort_message
-from .failures import FailureCategory, classify_exception
+from coding_genesis._failures.classify import FailureCategory, classify_exception
+from coding_genesis._failures.errorcontext import (
+    ErrorContext,
+    error_context_for_exception,
+    last_resort_message,
+)
 
 if TYPE_CHECKING:
-    from .agent import CodingGenesisAgent
+    from coding_genesis.agent import CodingGenesisAgent
 
 __all__ = [
     "CONTINUE",

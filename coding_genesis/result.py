@@ -10,7 +10,10 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from .events import (
+from coding_genesis._failures.report import ChildFailure
+from coding_genesis._util.redact import Redactor
+from coding_genesis._util.steps import describe_step
+from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
     Event,
@@ -22,10 +25,7 @@ from .events import (
     UsageEvent,
     by_type,
 )
-from .redact import Redactor
-from .report import ChildFailure
-from .states import ErrorCode
-from .steps import describe_step
+from coding_genesis.status import ErrorCode
 
 __all__ = ["RunResult", "RunTally"]
 
@@ -101,14 +101,14 @@ class RunResult(BaseModel):
     usage: dict[str, Any] | None = None
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
-    #: (tokens x the price table) or ``unknown`` (see coding_genesis.metering).
+    #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
     cost_source: str | None = None
     #: Tokens (per model), turns, tool calls, context-window use and latency
-    #: (coding_genesis.metering); None when metering is off.
+    #: (coding_genesis._observers.metering); None when metering is off.
     metering: dict[str, Any] | None = None
     #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
     #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
-    #: has ``spent`` (coding_genesis.budget).
+    #: has ``spent`` (coding_genesis._observers.budget).
     budget: dict[str, Any] | None = None
     model: str | None = None
     num_turns: int | None = None
@@ -173,7 +173,7 @@ class RunResult(BaseModel):
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
     #: Spec 002's escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
-    #: This run's transcript directory (see coding_genesis.transcript), if one was written.
+    #: This run's transcript directory (see coding_genesis._observers.transcript), if one was written.
     transcript: str | None = None
     #: The verify command's last run (argv, status, exit_code, output_tail, ...;
     #: ``history``: every run of it), when one was given.

@@ -10,15 +10,15 @@ The numbers are spec 002's (``retryStrategies``)::
     partial     1 retry, fixed 1 s, continuing from the completed steps
 
 The policy never decides retryability itself: it reads the failure value's
-``retryable`` (decided once by :mod:`coding_genesis.analysis` from the same
-table, :data:`~coding_genesis.failures.DEFAULT_RETRIES`) and ``retry_after_s``,
+``retryable`` (decided once by :mod:`coding_genesis._failures.analysis` from the same
+table, :data:`~coding_genesis._failures.classify.DEFAULT_RETRIES`) and ``retry_after_s``,
 and only adds counts, backoff, timeouts and the deadline.  So for every failure
 ``failure.retryable`` is exactly whether ``RetryPolicy.default()`` retries it on
 a first attempt.
 
 The loop (:func:`retrying`) knows nothing of processes or backends: it calls
 an attempt function with an :class:`AttemptPlan` and reads the result's
-failure.  Time comes from :mod:`coding_genesis.clock` (injectable).
+failure.  Time comes from :mod:`coding_genesis._util.clock` (injectable).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .breaker import CircuitBreaker
-from .clock import (
+from coding_genesis._failures.breaker import CircuitBreaker
+from coding_genesis._failures.classify import DEFAULT_RETRIES, FailureCategory
+from coding_genesis._util.clock import (
     Clock,
     SystemClock,
     VirtualClock,
@@ -42,12 +43,11 @@ from .clock import (
     set_testing,
     testing,
 )
-from .errors import ConfigError
-from .failures import DEFAULT_RETRIES, FailureCategory
+from coding_genesis.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .report import ChildFailure
-    from .result import RunResult
+    from coding_genesis._failures.report import ChildFailure
+    from coding_genesis.result import RunResult
 
 __all__ = [
     "Action",

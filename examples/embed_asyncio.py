@@ -2,7 +2,7 @@
 
 import asyncio
 
-from coding_genesis.pool import RunSpec, run_many
+from coding_genesis.batch import RunSpec, run_many
 
 
 async def main() -> None:

@@ -8,8 +8,8 @@ import asyncio
 
 import ray
 
+from coding_genesis.batch import RunSpec
 from coding_genesis.integrations.ray import RayRunner
-from coding_genesis.pool import RunSpec
 
 
 async def main() -> None:

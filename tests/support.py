@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from coding_genesis import CodingGenesisAgent, Event
-from coding_genesis.process import RUN_MARKER_ENV
+from coding_genesis._supervision.process import RUN_MARKER_ENV
 
 #: Set in this test session's environment and inherited by every process it
 #: starts, so leak checks never touch another session's processes.
@@ -272,7 +272,7 @@ def assert_one_truth(response: dict[str, Any]) -> bool:
     ``RetryPolicy.default()`` retries it on a first attempt all agree (and
     ``suggested_actions`` is one list, the escalation's included).  Returns the
     one answer."""
-    from coding_genesis.report import parse_failure_report
+    from coding_genesis._failures.report import parse_failure_report
     from coding_genesis.retry import Action, RetryPolicy
 
     failure = response["failure"]
@@ -333,7 +333,7 @@ def recorded_events(run_dir: Path, *, stamps: bool = False) -> list[dict[str, An
     runner's own from events.jsonl, the CLI's decoded from the recorded stdout.
     Without ``stamps``, ``seq``/``ts``/``timestamp`` are left out (decoded
     events carry their attempt's start time, not the time they were read)."""
-    from coding_genesis.transcript import read_run
+    from coding_genesis._observers.transcript import read_run
 
     record = read_run(run_dir)
     assert record is not None, f"{run_dir} is no run directory"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import pyte
 
-GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
+GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
 #: Makes the pty the controlling terminal of a new session, then becomes `genesis`
 #: (exec keeps the pid), so Ctrl-C typed into it is a real SIGINT from the tty.

@@ -15,10 +15,10 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent, Event
+from coding_genesis._failures.classify import LAST_RESORT_MESSAGES, FailureCategory
+from coding_genesis._failures.report import parse_failure_report
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.backends import ClaudeBackend
-from coding_genesis.failures import LAST_RESORT_MESSAGES, FailureCategory
-from coding_genesis.report import parse_failure_report
 from tests.support import CONTEXT_KEYS, FakeCLI
 
 

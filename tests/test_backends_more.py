@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.attempt import Refusal, resolve_program
+from coding_genesis._cli.env import node_path_for
+from coding_genesis._pipeline.attempt import Refusal, resolve_program
+from coding_genesis._pipeline.overlay import materialized
+from coding_genesis._util.launch import NodeScript, node_launch
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.backends import GeminiBackend, OpencodeBackend, QwenBackend, get_backend
-from coding_genesis.commands._env import node_path_for
 from coding_genesis.errors import ConfigError
-from coding_genesis.launch import NodeScript, node_launch
-from coding_genesis.overlay import materialized
 
 PROMPT = "--yolo; rm -rf / `SCENARIO:text` $(id)\nsecond line"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.cli import main
+from coding_genesis._cli.main import main
 from tests.support import FakeCLI
 from tests.test_metering import message, streaming_script
 from tests.tree_support import assert_tree_gone
@@ -95,7 +95,7 @@ def test_run_many_shares_one_budget_across_the_batch(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "coding_genesis.cli",
+            "coding_genesis._cli.main",
             "run-many",
             str(batch),
             "--trusted-input",

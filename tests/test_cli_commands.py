@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.cli import COMMANDS, main
+from coding_genesis._cli.main import COMMANDS, main
 from tests.support import FakeCLI, recorded_events
 
 SECRET = "sk-ant-doctor-Xy7secret"

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coding_genesis.cli import main
+from coding_genesis._cli.main import main
 from tests.support import FakeCLI, marked_processes, recorded_events
 from tests.terminal import GENESIS, genesis
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.commands.run_many import InOrder
+from coding_genesis._cli.run_many import InOrder
 from tests.support import interrupt_once_running, marked_processes
 
-GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
+GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
 
 def run_many(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

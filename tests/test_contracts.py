@@ -81,7 +81,7 @@ def test_the_genesis_command_records_runs_by_default(tmp_path: Path) -> None:
 
     def genesis(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "coding_genesis.cli", *args],
+            [sys.executable, "-m", "coding_genesis._cli.main", *args],
             env=env,
             cwd=tmp_path,
             capture_output=True,
@@ -212,7 +212,7 @@ def test_the_duration_counts_every_attempt_of_a_retried_run(tmp_path: Path) -> N
 def test_the_default_backend_is_claude_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     assert CodingGenesisAgent().backend_name == "claude"
     monkeypatch.delenv("GENESIS_BACKEND", raising=False)
@@ -227,7 +227,7 @@ def test_the_default_backend_is_claude_everywhere(
 def test_usage_errors_exit_2_in_every_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     bad = [
         ["run"],
@@ -253,7 +253,7 @@ def test_usage_errors_exit_2_in_every_command(
 
 
 def test_stats_groups_failures_that_differ_by_a_timestamp(tmp_path: Path) -> None:
-    from coding_genesis.runlog import append_run, failure_stats, run_record
+    from coding_genesis._observers.runlog import append_run, failure_stats, run_record
 
     log = tmp_path / "runs.jsonl"
     for when in ("2026-11-24T05:45:41Z", "2026-11-24T06:10:02.5Z", "2026-11-25T00:00:00Z"):
@@ -276,7 +276,7 @@ JQ_EXAMPLE = re.compile(
 
 
 def test_the_jq_examples_on_the_failer_print_something() -> None:
-    from coding_genesis.commands.run import EXAMPLES
+    from coding_genesis._cli.run import EXAMPLES
 
     texts = {"README.md": (ROOT / "README.md").read_text(), "genesis run --help": EXAMPLES}
     found = [(where, m) for where, text in texts.items() for m in JQ_EXAMPLE.finditer(text)]
@@ -284,7 +284,16 @@ def test_the_jq_examples_on_the_failer_print_something() -> None:
     for where, match in found:
         prompt, kind = match.groups()
         run = subprocess.run(
-            [sys.executable, "-m", "coding_genesis.cli", "run", "--events", "-b", "failer", prompt],
+            [
+                sys.executable,
+                "-m",
+                "coding_genesis._cli.main",
+                "run",
+                "--events",
+                "-b",
+                "failer",
+                prompt,
+            ],
             env={**os.environ, "GENESIS_TRANSCRIPTS": "off", "GENESIS_RUN_LOG": "off"},
             capture_output=True,
             text=True,

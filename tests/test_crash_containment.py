@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coding_genesis import process
+from coding_genesis._supervision import process
 from tests.support import FakeCLI, exits_within
 
 pytestmark = pytest.mark.skipif(
@@ -249,7 +249,7 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script(ESCAPING)
     env = run_env(fake, tmp_path)
-    genesis = [sys.executable, "-m", "coding_genesis.cli"]
+    genesis = [sys.executable, "-m", "coding_genesis._cli.main"]
     runner = subprocess.Popen(
         [*genesis, "run", "-b", "claude", "--cli-path", fake.path, "--timeout", "60", "hi"],
         cwd=REPO,
@@ -286,7 +286,7 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
 
 
 def test_ledger_is_written_during_a_run_and_removed_after(tmp_path: Path) -> None:
-    from coding_genesis.ledger import Ledger
+    from coding_genesis._supervision.ledger import Ledger
 
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 0.5}, {"result": "ok"}])
@@ -308,7 +308,7 @@ def test_ledger_is_written_during_a_run_and_removed_after(tmp_path: Path) -> Non
 
 
 def test_sweep_skips_other_boots_namespaces_and_live_runners(tmp_path: Path) -> None:
-    from coding_genesis.ledger import Ledger, sweep_sync
+    from coding_genesis._supervision.ledger import Ledger, sweep_sync
 
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("live", marker="live")  # this process: alive
@@ -322,7 +322,7 @@ def test_sweep_skips_other_boots_namespaces_and_live_runners(tmp_path: Path) -> 
 
 
 def test_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
-    from coding_genesis.ledger import Ledger, LedgerError
+    from coding_genesis._supervision.ledger import Ledger, LedgerError
 
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
@@ -350,7 +350,7 @@ def test_a_run_on_trio_outlives_the_worker_thread_that_used_to_spawn_it(tmp_path
 
 
 def test_sweep_drops_records_torn_by_a_runner_dying_mid_write(tmp_path: Path) -> None:
-    from coding_genesis.ledger import Ledger, sweep_sync
+    from coding_genesis._supervision.ledger import Ledger, sweep_sync
 
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("mine", marker="mine")
@@ -370,8 +370,8 @@ def test_a_sweep_tells_this_process_records_by_name(
     in flight: those records (and their temporary files) are told as live by
     their names, with no look at the process table; a dead runner's record is
     still found."""
-    from coding_genesis import ledger as ledger_module
-    from coding_genesis.ledger import Ledger
+    from coding_genesis._supervision import ledger as ledger_module
+    from coding_genesis._supervision.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger")
     for i in range(50):
@@ -399,7 +399,7 @@ def test_a_sweep_tells_this_process_records_by_name(
 def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without XDG_RUNTIME_DIR the records go to /dev/shm (where Linux has it),
     not to a disk: a private directory there, checked like any other."""
-    from coding_genesis.ledger import Ledger, default_ledger_dir
+    from coding_genesis._supervision.ledger import Ledger, default_ledger_dir
 
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)

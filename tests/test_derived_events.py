@@ -8,14 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coding_genesis.events import (
-    EventBus,
-    EventKind,
-    RunStartedEvent,
-    TextEvent,
-)
-from coding_genesis.observers import LIFECYCLE_KINDS, RunInfo
-from coding_genesis.transcript import read_run
+from coding_genesis._observers.transcript import read_run
+from coding_genesis.events import EventBus, EventKind, RunStartedEvent, TextEvent
+from coding_genesis.observer import LIFECYCLE_KINDS, RunInfo
 from tests.support import EventLog, FakeCLI, recorded_events
 
 SECRET = "sk-test-Derived81secretvalue"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from coding_genesis._supervision.process import RUN_MARKER_ENV, build_env
 from coding_genesis.backend import RunRequest
 from coding_genesis.backends import ClaudeBackend
-from coding_genesis.process import RUN_MARKER_ENV, build_env
 
 
 def test_unset_patterns_prefix_and_keep() -> None:

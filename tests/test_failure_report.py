@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coding_genesis.failures import FailureCategory
-from coding_genesis.report import (
+from coding_genesis._failures.classify import FailureCategory
+from coding_genesis._failures.report import (
     ChildFailure,
     ReportParseError,
     format_failure_report,

@@ -8,10 +8,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
-from coding_genesis.errors import ConfigError, UnknownBackendError
-from coding_genesis.events import CliRetryEvent, ErrorEvent
-from coding_genesis.failures import (
+from coding_genesis._failures.classify import (
     DEFAULT_RETRIES,
     LAST_RESORT_MESSAGES,
     RETRY_SUGGESTIONS,
@@ -24,6 +21,9 @@ from coding_genesis.failures import (
     extract_retry_after,
     retry_verdict,
 )
+from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
+from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.result import RunResult
 from coding_genesis.retry import RetryPolicy
 

@@ -173,7 +173,7 @@ def test_genesis_run_reads_a_backends_file_only_when_told(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     path = tmp_path / "backends.toml"
     path.write_text(TOML.format(cli=fake_claude.path).replace("tomlcli", "filecli"))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.failures import LAST_RESORT_MESSAGES, FailureCategory
+from coding_genesis._failures.classify import LAST_RESORT_MESSAGES, FailureCategory
 from coding_genesis.graph import (
     CONTINUE,
     GENERATE_RESPONSE,

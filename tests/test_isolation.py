@@ -20,10 +20,10 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent, retry
+from coding_genesis._supervision.ledger import Ledger, sweep_sync
+from coding_genesis._workspace.isolation import BRANCH_PREFIX, instruction_warnings
+from coding_genesis.batch import RunSpec, run_many, run_many_sync
 from coding_genesis.errors import ConfigError
-from coding_genesis.isolation import BRANCH_PREFIX, instruction_warnings
-from coding_genesis.ledger import Ledger, sweep_sync
-from coding_genesis.pool import RunSpec, run_many, run_many_sync
 from tests.support import FakeCLI
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -433,7 +433,7 @@ def test_trials_give_one_line_per_attempt_then_a_summary(repo: Path, tmp_path: P
 def test_run_many_cli_repeat_orders_trials_then_summary(tmp_path: Path) -> None:
     lines = "\n".join(json.dumps({"prompt": p, "backend": "failer"}) for p in ("hello", "/fail"))
     out = subprocess.run(
-        [sys.executable, "-m", "coding_genesis.cli", "run-many", "-", "--repeat", "2", "-q"],
+        [sys.executable, "-m", "coding_genesis._cli.main", "run-many", "-", "--repeat", "2", "-q"],
         input=lines,
         capture_output=True,
         text=True,
@@ -450,7 +450,7 @@ def test_run_many_cli_repeat_orders_trials_then_summary(tmp_path: Path) -> None:
 
 
 def test_run_many_file_may_isolate_but_not_verify_unless_trusted(tmp_path: Path) -> None:
-    from coding_genesis.commands.run_many import untrusted_problem
+    from coding_genesis._cli.run_many import untrusted_problem
 
     assert untrusted_problem({"prompt": "p", "backend": "claude", "isolation": "worktree"}) is None
     problem = untrusted_problem({"prompt": "p", "backend": "claude", "verify": ["sh"]})
@@ -519,7 +519,7 @@ def test_genesis_worktrees_lists_and_prunes(repo: Path, tmp_path: Path) -> None:
     result = agent(fake, repo, tmp_path, keep="always").run_sync("go")
     path = result["worktree"]["path"]
     env = {**os.environ, "GENESIS_LEDGER": str(tmp_path / "ledger")}
-    base = [sys.executable, "-m", "coding_genesis.cli", "worktrees", "-C", str(repo)]
+    base = [sys.executable, "-m", "coding_genesis._cli.main", "worktrees", "-C", str(repo)]
     base += ["--worktrees-dir", str(tmp_path / "worktrees")]
 
     def genesis(*args: str) -> subprocess.CompletedProcess[str]:
@@ -577,7 +577,7 @@ LOCK_HOLDER = textwrap.dedent(
 def test_repo_lock_excludes_other_processes_and_threads(tmp_path: Path) -> None:
     import threading
 
-    from coding_genesis.gitops import RepoLock
+    from coding_genesis._workspace.gitops import RepoLock
 
     path = tmp_path / ".lock"
     taken: list[str] = []
@@ -631,7 +631,7 @@ def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
         "GENESIS_LEDGER": str(tmp_path / "ledger"),
         "TMPDIR": str(tmp_path),  # the default worktrees directory goes under it
     }
-    base = [sys.executable, "-m", "coding_genesis.cli", "run", "-b", "failer", "--json", "-q"]
+    base = [sys.executable, "-m", "coding_genesis._cli.main", "run", "-b", "failer", "--json", "-q"]
     base += ["-C", str(repo / "sub"), "--isolate"]
 
     def genesis(*args: str) -> tuple[int, dict[str, Any]]:
@@ -648,7 +648,7 @@ def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
     code, result = genesis("--base", "nope", "hi")
     assert code == 64 and "is not a commit" in result["message"]
     subprocess.run(
-        [sys.executable, "-m", "coding_genesis.cli", "worktrees", "prune", "-C", str(repo)],
+        [sys.executable, "-m", "coding_genesis._cli.main", "worktrees", "prune", "-C", str(repo)],
         check=True,
         capture_output=True,
         env=env,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from coding_genesis._observers.budget import Budget, Usage
+from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
-from coding_genesis.budget import Budget, Usage
 from coding_genesis.events import EventKind, UsageEvent
-from coding_genesis.stop import StopHandle
 from tests.support import EventLog, FakeCLI, QuietObserver
 from tests.test_metering import message, tool_result
 
@@ -271,7 +271,7 @@ class _Listeners:
 
 
 def test_routes_follow_who_listens_and_a_failing_listener_is_not_the_lines_fault() -> None:
-    from coding_genesis.decode import Decoder
+    from coding_genesis._pipeline.decode import Decoder
     from coding_genesis.events import TextEvent, ToolCallEvent
     from coding_genesis.result import RunTally
 

@@ -144,7 +144,7 @@ def test_genesis_run_and_genesis_show_print_the_same_answer(tmp_path: Path) -> N
 
     def genesis(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "coding_genesis.cli", *args],
+            [sys.executable, "-m", "coding_genesis._cli.main", *args],
             capture_output=True,
             text=True,
             env=env,

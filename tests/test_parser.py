@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.parser import JsonLinesParser, parse_lines
+from coding_genesis._util.parser import JsonLinesParser, parse_lines
 
 #: Lines the parser must tell apart: objects (kept), blanks (ignored, not
 #: counted), and bad lines (counted in ``lines`` and ``skipped``).

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from coding_genesis import BackendPluginError, CodingGenesisAgent, plugins
+from coding_genesis import BackendPluginError, CodingGenesisAgent
 from coding_genesis import backends as registry
+from coding_genesis._cli.backends import ENTRY_POINT_GROUP, builtin_names
+from coding_genesis._util import plugins
 from coding_genesis.backends import available_backends, get_backend
-from coding_genesis.commands._backends import ENTRY_POINT_GROUP, builtin_names
 from coding_genesis.errors import UnknownBackendError
 
 GROUP = plugins.ENTRY_POINT_GROUP

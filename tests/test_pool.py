@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from coding_genesis import AgentUsageError, CodingGenesisAgent, ConfigError
-from coding_genesis.pool import InvalidRequest, RunSpec, run_many, run_many_sync
+from coding_genesis.batch import InvalidRequest, RunSpec, run_many, run_many_sync
 from coding_genesis.retry import RetryPolicy
 from tests.support import FakeCLI, marked_processes, poll_until
 

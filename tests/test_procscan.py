@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from coding_genesis import procscan
+from coding_genesis._supervision import procscan
 
 
 def test_a_scan_is_shared_only_with_callers_that_learnt_their_news_before_it() -> None:

@@ -6,6 +6,7 @@ import io
 
 from rich.console import Console
 
+from coding_genesis._observers.progress import ProgressView, RunTracker, tool_summary
 from coding_genesis.events import (
     AttemptEvent,
     CliRetryEvent,
@@ -18,7 +19,6 @@ from coding_genesis.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from coding_genesis.progress import ProgressView, RunTracker, tool_summary
 
 
 class FakeClock:

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from coding_genesis import ConfigError
-from coding_genesis.pool import RunSpec, run_many
+from coding_genesis.batch import RunSpec, run_many
 from tests.support import RAY_MARK_ENV, FakeCLI, marked_processes, poll_until, wait_ended
 from tests.test_pool import check_events, check_mixed, mixed_specs, quick_retry_spec
 
@@ -159,7 +159,7 @@ def test_cli_run_many_on_ray(
     cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI joins the running cluster (and leaves it running)."""
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     batch = tmp_path / "batch.jsonl"
     batch.write_text(
@@ -218,7 +218,7 @@ async def test_shared_budget_stops_a_ray_batch_of_twenty(cluster: None, tmp_path
     """One $0.05 pot over 20 Ray tasks: it lives in a Ray actor; once spent,
     the runs in flight are stopped at their next usage event and the queued
     ones are not started.  Every result says which, and why."""
-    from coding_genesis.budget import Budget
+    from coding_genesis._observers.budget import Budget
     from tests.test_metering import spending_fakes
 
     fakes = spending_fakes(tmp_path, 20, messages=5)

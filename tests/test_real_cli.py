@@ -26,8 +26,8 @@ import psutil
 import pytest
 
 from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent, retry
-from coding_genesis.process import RUN_MARKER_ENV
-from coding_genesis.redact import MASK
+from coding_genesis._supervision.process import RUN_MARKER_ENV
+from coding_genesis._util.redact import MASK
 from tests.fakes.model_server import (
     DEFAULT_TEXT,
     TOOL_DONE_PREFIX,

@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from coding_genesis import process
-from coding_genesis.ledger import Ledger, sweep_sync
+from coding_genesis._supervision import process
+from coding_genesis._supervision.ledger import Ledger, sweep_sync
 from tests.fakes.model_server import FakeModelServer
 from tests.support import exits_within
 from tests.test_real_cli import SLEEP_PROMPTS, Rig, hermetic_env, is_sleeper, processes_of_run
@@ -105,7 +105,7 @@ def test_real_claude_stalled_once_is_resumed_and_succeeds(
     and idle, is stopped as stalled, and the retry resumes its session and
     succeeds."""
     from coding_genesis import CodingGenesisAgent
-    from coding_genesis.failures import FailureCategory
+    from coding_genesis._failures.classify import FailureCategory
     from coding_genesis.retry import RetryPolicy
 
     rig = Rig("claude", real_claude, model_server, tmp_path)

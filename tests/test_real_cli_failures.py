@@ -14,7 +14,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.report import parse_failure_report
+from coding_genesis._failures.report import parse_failure_report
 from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.fakes.plugin import model_server, real_claude, real_codex  # noqa: F401
 from tests.fakes.real_cli import claude_env, codex_env, write_codex_home

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from coding_genesis.report import parse_failure_report
+from coding_genesis._failures.report import parse_failure_report
 from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI
 
 Check = Callable[[dict[str, Any]], None]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from coding_genesis.report import parse_failure_report
-from coding_genesis.runlog import failure_stats
+from coding_genesis._failures.report import parse_failure_report
+from coding_genesis._observers.runlog import failure_stats
 from tests.support import EventLog, FakeCLI
 from tests.test_always_responds import tool_result, tool_use
 
@@ -117,7 +117,7 @@ def test_a_secret_with_characters_the_report_escapes(
 def test_deep_redaction_finds_secrets_that_json_escapes() -> None:
     """``deep`` checks one serialisation for the secrets before walking: the
     check must see a secret wherever it sits, however JSON escapes it."""
-    from coding_genesis.redact import MASK, Redactor
+    from coding_genesis._util.redact import MASK, Redactor
 
     odd = 'se"cr\\et-€-\n-0123'
     redactor = Redactor({"MY_TOKEN": odd, "API_KEY": SECRET})
@@ -141,7 +141,7 @@ def test_deep_redaction_finds_secrets_that_json_escapes() -> None:
 def test_agents_share_one_redactor_while_the_environment_is_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coding_genesis.redact import Redactor
+    from coding_genesis._util.redact import Redactor
 
     monkeypatch.setenv("PERF2_API_KEY", "first-secret-value-1")
     one = Redactor.of_environment({"EXTRA_TOKEN": "extra-secret-value"})

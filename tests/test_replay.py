@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.cli import main
-from coding_genesis.commands.replay import detect_backend
+from coding_genesis._cli.main import main
+from coding_genesis._cli.replay import detect_backend
 from tests.support import RECORDINGS, FakeCLI
 
 RECORDED = sorted(RECORDINGS.glob("*.jsonl"))

@@ -22,9 +22,9 @@ from coding_genesis import (
     Status,
 )
 from coding_genesis import retry as retry_mod
-from coding_genesis.cli import main as cli_main
-from coding_genesis.failures import FailureCategory, retry_verdict
-from coding_genesis.report import ChildFailure
+from coding_genesis._cli.main import main as cli_main
+from coding_genesis._failures.classify import FailureCategory, retry_verdict
+from coding_genesis._failures.report import ChildFailure
 from coding_genesis.retry import (
     Action,
     Backoff,
@@ -574,8 +574,8 @@ def test_cli_without_retry_options_is_one_attempt(
 
 
 def test_cli_retry_options_build_the_policy(tmp_path: Path) -> None:
-    from coding_genesis.cli import build_parser
-    from coding_genesis.commands._retry import retry_policy
+    from coding_genesis._cli.main import build_parser
+    from coding_genesis._cli.retry_options import retry_policy
 
     args = build_parser().parse_args(
         ["run", "--retries", "4", "--retry-deadline", "90", "--retry-fresh", "x"]

@@ -15,9 +15,9 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.cli import main
-from coding_genesis.commands._env import run_log_path
-from coding_genesis.runlog import (
+from coding_genesis._cli.env import run_log_path
+from coding_genesis._cli.main import main
+from coding_genesis._observers.runlog import (
     append_run,
     failure_stats,
     format_stats,
@@ -281,7 +281,7 @@ def test_genesis_stats_command(
 def test_genesis_run_then_stats_as_processes(tmp_path: Path) -> None:
     """The installed entry points, end to end: two runs, then the stats."""
     env = {**os.environ, "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl")}
-    cli = [sys.executable, "-m", "coding_genesis.cli"]
+    cli = [sys.executable, "-m", "coding_genesis._cli.main"]
     for prompt, code in (("hello", 0), ("/fail", 1)):
         done = subprocess.run(
             [*cli, "run", "--backend", "failer", prompt],

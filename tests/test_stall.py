@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from coding_genesis import AgentConfig
+from coding_genesis._failures.classify import DEFAULT_RETRIES, FailureCategory, retry_verdict
 from coding_genesis.errors import ConfigError
-from coding_genesis.failures import DEFAULT_RETRIES, FailureCategory, retry_verdict
 from coding_genesis.retry import RetryPolicy
 from tests.support import FakeCLI, leaked_processes
 
@@ -95,7 +95,7 @@ def test_runs_and_show_say_which_runs_stalled(
 ) -> None:
     import json
 
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 30}])
@@ -120,7 +120,7 @@ def test_genesis_run_stall_timeout_option(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 30}])
     env = {**os.environ, **fake.env(), "GENESIS_TRANSCRIPTS": "off", "GENESIS_RUN_LOG": "off"}
-    argv = [sys.executable, "-m", "coding_genesis.cli", "run", "-b", "claude", "--json"]
+    argv = [sys.executable, "-m", "coding_genesis._cli.main", "run", "-b", "claude", "--json"]
     argv += ["--cli-path", fake.path, "--timeout", "20", "--stall-timeout", "1", "hi"]
     done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
     result = json.loads(done.stdout)

@@ -83,17 +83,18 @@ def test_unknown_name_is_an_attribute_error() -> None:
 )
 def test_help_loads_no_heavy_dependency(argv: list[str]) -> None:
     top, ours = loaded(
-        "from coding_genesis.cli import main\n"
+        "from coding_genesis._cli.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
     )
     assert not top & set(HEAVY), top & set(HEAVY)
     # Not the agent, the backends or the pipeline: only the command modules
-    # (and display, the stdlib-only filter of what a terminal is shown).
-    assert {m for m in ours if not m.startswith("coding_genesis.commands")} <= {
+    # (and display, the stdlib-only filter of what a terminal is shown, with its
+    # package's empty __init__).
+    assert {m for m in ours if not m.startswith("coding_genesis._cli")} <= {
         "coding_genesis",
-        "coding_genesis.cli",
-        "coding_genesis.display",
-        "coding_genesis.states",
+        "coding_genesis._util",
+        "coding_genesis._util.display",
+        "coding_genesis.status",
     }, ours
 
 
@@ -110,19 +111,19 @@ def test_a_command_loads_no_other_command(argv: list[str], module: str) -> None:
     """``genesis run ...`` imports and builds the parser of ``run`` only: the
     other commands' modules are start-up time it would not use."""
     _, ours = loaded(
-        "from coding_genesis.cli import main\n"
+        "from coding_genesis._cli.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
     )
-    from coding_genesis.cli import COMMANDS
+    from coding_genesis._cli.main import COMMANDS
 
-    commands = {f"coding_genesis.commands.{name}" for name in COMMANDS}
-    assert ours & commands == {f"coding_genesis.commands.{module}"}, ours
+    commands = {f"coding_genesis._cli.{name}" for name in COMMANDS}
+    assert ours & commands == {f"coding_genesis._cli.{module}"}, ours
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], ["run_many"], ["--retry"]])
 def test_help_and_errors_still_know_every_command(argv: list[str]) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "coding_genesis.cli", *argv],
+        [sys.executable, "-m", "coding_genesis._cli.main", *argv],
         capture_output=True,
         text=True,
         timeout=60,

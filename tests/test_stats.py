@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.cli import main
-from coding_genesis.runlog import append_run, run_record, token_counts, usage_stats
+from coding_genesis._cli.main import main
+from coding_genesis._observers.runlog import append_run, run_record, token_counts, usage_stats
 from tests.support import FakeCLI
 
 DAY = 86400.0

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (coding_genesis.telemetry), with the SDK's in-memory exporter and fake CLIs.
+"""OpenTelemetry spans (coding_genesis._observers.telemetry), with the SDK's in-memory exporter and fake CLIs.
 
 The real ``claude`` run is in ``test_telemetry_real_cli.py``.
 """
@@ -19,12 +19,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from coding_genesis import AttemptEvent, CodingGenesisAgent, Event
 from coding_genesis import retry as retry_mod
+from coding_genesis._observers.telemetry import TelemetryObserver, usage_attributes
+from coding_genesis._util.redact import MASK, Redactor
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import ToolCallEvent
-from coding_genesis.observers import RunInfo
-from coding_genesis.redact import MASK, Redactor
-from coding_genesis.telemetry import TelemetryObserver, usage_attributes
+from coding_genesis.observer import RunInfo
 from tests.otel_support import Spans, spans, traceparent
 from tests.support import FakeCLI
 from tests.test_always_responds import tool_result, tool_use
@@ -87,7 +87,7 @@ def test_run_attempt_and_tool_spans_under_the_callers_span(
     assert run.status.status_code is trace.StatusCode.UNSET
 
     (attempt,) = spans.children(run)
-    assert attempt.name == "attempt 1" and attrs(attempt)["coding_genesis.attempt"] == 1
+    assert attempt.name == "attempt 1" and attrs(attempt)["coding_genesis._pipeline.attempt"] == 1
     (tool,) = spans.children(attempt)
     assert tool.name == "execute_tool Bash"
     t = attrs(tool)
@@ -151,7 +151,7 @@ def test_retries_give_one_attempt_span_each(spans: Spans, fake_claude: FakeCLI) 
     first, second = attempts
     assert attrs(first)["error.type"] == result["retry_history"][0]["error"]
     assert attrs(first)["coding_genesis.failure.category"] == "network"
-    assert attrs(first)["coding_genesis.attempt.action"] == "retry"
+    assert attrs(first)["coding_genesis._pipeline.attempt.action"] == "retry"
     assert first.status.status_code is trace.StatusCode.ERROR
     assert "error.type" not in attrs(second)
     assert second.status.status_code is trace.StatusCode.UNSET

@@ -12,13 +12,8 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import AgentState, CodingGenesisAgent, ConfigError
-from coding_genesis.redact import Redactor
-from coding_genesis.transcript import (
-    RunLookupError,
-    Transcript,
-    find_run,
-    list_runs,
-)
+from coding_genesis._observers.transcript import RunLookupError, Transcript, find_run, list_runs
+from coding_genesis._util.redact import Redactor
 from tests.support import EventLog, FakeCLI, recorded_events
 
 SECRET = "sk-test-Zq81secretvalue"
@@ -88,7 +83,7 @@ def test_transcripts_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.Monke
 
     # Where `genesis` records runs is decided at the CLI edge, from its options
     # and the environment; the library takes an explicit directory or none.
-    from coding_genesis.commands._env import transcript_dir
+    from coding_genesis._cli.env import transcript_dir
 
     monkeypatch.setenv("GENESIS_TRANSCRIPTS", "off")
     assert transcript_dir() is None
@@ -103,7 +98,7 @@ def test_transcripts_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_test_session_never_writes_into_the_real_home() -> None:
-    from coding_genesis.commands._env import transcript_dir
+    from coding_genesis._cli.env import transcript_dir
 
     assert CodingGenesisAgent("failer").transcript_dir is None  # the library: none
     assert str(transcript_dir()) == os.environ["GENESIS_TRANSCRIPTS"]  # genesis: here
@@ -136,7 +131,7 @@ def test_secrets_are_redacted_everywhere_raw_stdout_included(tmp_path: Path) -> 
 def test_raw_redaction_holds_across_any_chunk_boundary(
     tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("coding_genesis.transcript._MAX_HOLD", 16)  # long lines too
+    monkeypatch.setattr("coding_genesis._observers.transcript._MAX_HOLD", 16)  # long lines too
     redactor = Redactor({"X_TOKEN": SECRET, "OTHER_SECRET": "short-but-ok-value"})
     transcript = Transcript(tmp_path, "r1", redactor)
     data = (

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from coding_genesis import Event
-from coding_genesis.process import (
+from coding_genesis._supervision.process import (
     _PR_GET_CHILD_SUBREAPER,
     _PR_SET_CHILD_SUBREAPER,
     RUN_MARKER_ENV,
@@ -102,7 +102,7 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import anyio
     from coding_genesis import CodingGenesisAgent
-    from coding_genesis.process import set_subreaper, subreaper_enabled
+    from coding_genesis._supervision.process import set_subreaper, subreaper_enabled
 
     async def main():
         if sys.argv[3] == "off":

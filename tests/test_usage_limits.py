@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.clock import VirtualClock
-from coding_genesis.pool import RunSpec, run_many
+from coding_genesis._failures.usagelimits import iso, reset_at
+from coding_genesis._util.clock import VirtualClock
+from coding_genesis.batch import RunSpec, run_many
 from coding_genesis.retry import RetryPolicy
-from coding_genesis.usagelimits import iso, reset_at
 from tests.support import FAKE_BIN, RECORDINGS, FakeCLI
 
 pytestmark = pytest.mark.anyio

@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
+from coding_genesis._pipeline.vocab import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
+from coding_genesis.batch import run_many_sync
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import ConfigError
-from coding_genesis.pool import run_many_sync
-from coding_genesis.vocab import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS
 from tests.support import FakeCLI
 
 
@@ -288,7 +288,7 @@ def test_run_many_carries_the_vocabulary(fake_claude: FakeCLI) -> None:
 def test_genesis_run_flags(
     fake_claude: FakeCLI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     for name, value in fake_claude.env().items():
         monkeypatch.setenv(name, value)
@@ -389,7 +389,7 @@ def test_the_overlay_is_removed_after_a_timeout(tmp_path: Path) -> None:
 
 
 def test_an_overlay_path_outside_the_directory_is_refused() -> None:
-    from coding_genesis.overlay import materialised
+    from coding_genesis._pipeline.overlay import materialised
 
     for bad in ("/etc/passwd", "../x", "a/../../x", ""):
         with (
@@ -400,7 +400,7 @@ def test_an_overlay_path_outside_the_directory_is_refused() -> None:
 
 
 def test_overlay_nested_files_are_written_and_removed() -> None:
-    from coding_genesis.overlay import materialised
+    from coding_genesis._pipeline.overlay import materialised
 
     with materialised(CommandSpec(args=("{overlay}",), overlay={"a": b"1", "d/b": b"2"})) as spec:
         root = Path(spec.args[0])
@@ -435,7 +435,7 @@ def test_the_overlay_is_removed_when_the_run_is_cancelled(tmp_path: Path) -> Non
 
 
 def test_an_overlay_outside_an_attempt_is_refused() -> None:
-    from coding_genesis.overlay import open_overlay
+    from coding_genesis._pipeline.overlay import open_overlay
 
     with pytest.raises(RuntimeError, match="outside an overlay_scope"):
         open_overlay(CommandSpec(args=(), overlay={"a": b"1"}))

@@ -22,10 +22,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from ..agent import CodingGenesisAgent
-from ..events import Event
-from ..pool import failure_result
-from ..states import Status
+from coding_genesis.agent import CodingGenesisAgent
+from coding_genesis.batch import failure_result
+from coding_genesis.events import Event
+from coding_genesis.status import Status
 
 try:
     from langgraph.runtime import Runtime

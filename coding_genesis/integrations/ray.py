@@ -23,7 +23,7 @@ Pointing it at a real cluster::
     results = await RayRunner(num_cpus=0.5).run_many(specs, concurrency=64)
 
 Every node that may run a task needs the CLIs (``claude``, ``codex``) on its
-``PATH`` (or ``cli_path`` in each :class:`~coding_genesis.pool.RunSpec`), their
+``PATH`` (or ``cli_path`` in each :class:`~coding_genesis.batch.RunSpec`), their
 credentials in the worker environment, and the ``cwd`` of each request.
 """
 
@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..agent import _running_event_loop
-from ..errors import ConfigError
-from ..pool import (
+from coding_genesis.agent import _running_event_loop
+from coding_genesis.batch import (
     EventCallback,
     Request,
     ResultCallback,
@@ -50,10 +49,11 @@ from ..pool import (
     failure_result,
     run_many,
 )
-from ..states import Status
+from coding_genesis.errors import ConfigError
+from coding_genesis.status import Status
 
 if TYPE_CHECKING:
-    from ..budget import Budget
+    from coding_genesis._observers.budget import Budget
 
 __all__ = ["DEFAULT_NUM_CPUS", "RayRunner", "ray_task_body"]
 
@@ -112,7 +112,7 @@ def _remote() -> Any:
 
 
 class RayRunner:
-    """An :class:`~coding_genesis.pool.Executor` that runs each request as a Ray task.
+    """An :class:`~coding_genesis.batch.Executor` that runs each request as a Ray task.
 
     ``num_cpus`` (default 0.25) and ``resources`` / ``memory`` are the Ray
     resource hints of one run; ``ray_options`` passes any other
@@ -261,7 +261,7 @@ class RayRunner:
         budget: Budget | None = None,
         deadline_s: float | None = None,
     ) -> list[dict[str, Any]]:
-        """:func:`coding_genesis.pool.run_many` on this runner.  A shared
+        """:func:`coding_genesis.batch.run_many` on this runner.  A shared
         ``budget`` (or one in a request) moves its pot into a Ray actor
         (:meth:`Budget.on_ray`), so that every worker charges the same one."""
         return await run_many(
@@ -278,7 +278,7 @@ class RayRunner:
 
 def _budget_on_ray(spec: RunSpec) -> None:
     """A shared budget sent to a worker must keep one pot: move it into a Ray actor."""
-    from ..budget import Budget
+    from coding_genesis._observers.budget import Budget
 
     budget = (spec.model_extra or {}).get("budget")
     if isinstance(budget, Budget) and budget.on_this_machine:

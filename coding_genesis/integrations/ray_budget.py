@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..budget import Exceeded, Usage, Warning_, _Totals
+from coding_genesis._observers.budget import Exceeded, Usage, Warning_, _Totals
 
 __all__ = ["ray_account"]
 

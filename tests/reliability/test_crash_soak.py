@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
-from coding_genesis import process
-from coding_genesis.ledger import Ledger, sweep_sync
+from coding_genesis._supervision import process
+from coding_genesis._supervision.ledger import Ledger, sweep_sync
 from tests.reliability import figures
 from tests.support import FakeCLI, marked_processes, zombie_children
 

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from coding_genesis.cli import main
-from coding_genesis.parser import MAX_DEPTH, TOO_DEEP, JsonLinesParser, bound_depth
-from coding_genesis.redact import Redactor
-from coding_genesis.transcript import safe_dumps
+from coding_genesis._cli.main import main
+from coding_genesis._observers.transcript import safe_dumps
+from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, JsonLinesParser, bound_depth
+from coding_genesis._util.redact import Redactor
 from tests.support import FakeCLI, recorded_events
 
 SECRET = "sk-ant-deep-Zq9secretvalue"
@@ -66,8 +66,8 @@ def script(fake: FakeCLI, depth: int, leaf: str) -> None:
 
 
 def decode(data: bytes) -> list[dict[str, Any]]:
+    from coding_genesis._pipeline.decode import Decoder
     from coding_genesis.backends import get_backend
-    from coding_genesis.decode import Decoder
     from coding_genesis.result import RunTally
 
     seen: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.cli import main
+from coding_genesis._cli.main import main
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import ToolCallEvent, ToolResultEvent
 from coding_genesis.result import MAX_PENDING, MAX_TOOL_NAMES, OTHER_TOOLS, RunTally
@@ -93,7 +93,7 @@ def test_show_reads_bounded_amounts_of_a_huge_sparse_file(damaged: Path) -> None
         fh.truncate(1 << 30)  # a meta.json too big to be one: the run has none
     code = (
         "import resource, sys\n"
-        "from coding_genesis.cli import main\n"
+        "from coding_genesis._cli.main import main\n"
         f"rc = main(['show', 'abc123', '--transcript-dir', {str(damaged)!r}])\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n"
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.cli import main
+from coding_genesis._cli.main import main
 from coding_genesis.errors import ConfigError
 from tests.support import SESSION_ENV, FakeCLI
 

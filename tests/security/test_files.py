@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.files import UnsafeDirectory, private_dir
-from coding_genesis.runlog import append_run
+from coding_genesis._observers.runlog import append_run
+from coding_genesis._util.files import UnsafeDirectory, private_dir
 from tests.support import FakeCLI
 
 OTHER = "genesis-test-user"

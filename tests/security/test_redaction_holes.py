@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.cli import main
-from coding_genesis.redact import MASK, Redactor, is_secret_name, secret_values
+from coding_genesis._cli.main import main
+from coding_genesis._util.redact import MASK, Redactor, is_secret_name, secret_values
 from tests.support import FakeCLI
 
 SECRET = "sk-live-9Hq2secretZ"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.support import interrupt_once_running, marked_processes
 
-GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
+GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
 
 def write_batch(tmp_path: Path, lines: list[str]) -> Path:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis.commands.run_many import UNTRUSTED_FIELDS, read_requests, untrusted_problem
-from coding_genesis.pool import InvalidRequest, RunSpec
+from coding_genesis._cli.run_many import UNTRUSTED_FIELDS, read_requests, untrusted_problem
+from coding_genesis.batch import InvalidRequest, RunSpec
 
-GENESIS = [sys.executable, "-m", "coding_genesis.cli"]
+GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
 
 def run_many(tmp_path: Path, lines: list[object], *args: str) -> subprocess.CompletedProcess[str]:

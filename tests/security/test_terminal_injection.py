@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.cli import main
-from coding_genesis.display import printable
+from coding_genesis._cli.main import main
+from coding_genesis._observers.progress import ProgressView, RunTracker
+from coding_genesis._util.display import printable
 from coding_genesis.events import SessionEvent, TextEvent, ToolCallEvent
-from coding_genesis.progress import ProgressView, RunTracker
 from tests.support import FakeCLI
 
 #: OSC 52 clipboard write, a title change, a screen clear, C1 CSI, BEL, CR, DEL.

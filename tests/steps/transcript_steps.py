@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pytest_bdd import given, then
 
-from coding_genesis.cli import main
-from coding_genesis.observers import LIFECYCLE_KINDS
+from coding_genesis._cli.main import main
+from coding_genesis.observer import LIFECYCLE_KINDS
 from tests.steps.agent_steps import World
 
 TOOL = {

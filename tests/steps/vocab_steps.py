@@ -65,7 +65,7 @@ def process(vocab: VocabWorld) -> None:
 
 @when(parsers.parse('I ask for "genesis run --help"'))
 def run_help(vocab: VocabWorld, capsys: pytest.CaptureFixture[str]) -> None:
-    from coding_genesis.cli import main
+    from coding_genesis._cli.main import main
 
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -1,0 +1,78 @@
+"""Helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from coding_genesis._util.display import printable
+
+__all__ = [
+    "add_transcript_dir",
+    "positive_seconds",
+    "print_json",
+    "status_exit_code",
+    "transcript_base",
+    "usage_error",
+]
+
+#: argparse's convention for a command-line usage error, used by every command.
+USAGE_ERROR = 2
+
+
+def usage_error(command: str, message: str) -> int:
+    """Print a usage error the way argparse does and return its exit code (2)."""
+    print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
+    return USAGE_ERROR
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def print_json(obj: object) -> None:
+    import orjson
+
+    sys.stdout.buffer.write(
+        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    )
+    sys.stdout.flush()
+
+
+def status_exit_code(status: int) -> int:
+    """Exit codes are 0..255; anything else becomes 1."""
+    return status if 0 <= status <= 255 else 1
+
+
+def add_transcript_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--transcript-dir",
+        metavar="DIR",
+        default=None,
+        help="where run directories are (default: $GENESIS_TRANSCRIPTS, "
+        "else $XDG_STATE_HOME/coding-genesis/runs)",
+    )
+
+
+def transcript_base(args: argparse.Namespace, command: str) -> Path | None:
+    """The transcript directory the user means, or None after printing why not."""
+    from coding_genesis._cli.env import TRANSCRIPTS, transcript_dir
+
+    base = transcript_dir(args.transcript_dir)
+    if base is None:
+        print(
+            f"genesis {command}: error: transcripts are turned off "
+            f"(--transcript-dir or ${TRANSCRIPTS} is 'off'); "
+            "give the directory with --transcript-dir DIR",
+            file=sys.stderr,
+        )
+    return base

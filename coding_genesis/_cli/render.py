@@ -1,0 +1,175 @@
+"""Text shown to people by several subcommands (plain ASCII lines; rich
+is only used where a table helps)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "budget_line",
+    "failure_report",
+    "short_id",
+    "stopped_lines",
+    "summary_lines",
+    "tools_text",
+    "usage_line",
+]
+
+
+def short_id(run_id: str | None) -> str:
+    return (run_id or "")[:12]
+
+
+def tools_text(usage: Mapping[str, int], limit: int = 6) -> str:
+    items = sorted(usage.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{name} x{count}" if count > 1 else name for name, count in items[:limit]]
+    if len(items) > limit:
+        parts.append(f"+{len(items) - limit} more")
+    return ", ".join(parts)
+
+
+def _seconds(value: object) -> str:
+    return f"{value:.1f}s" if isinstance(value, int | float) else "?"
+
+
+def _count(n: object) -> str:
+    if not isinstance(n, int | float):
+        return "?"
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{int(n)}"
+
+
+def usage_line(result: Mapping[str, Any]) -> str | None:
+    """Tokens, cost and its source, turns, context use and speed, in one line
+    (from the result's ``metering``, coding_genesis._observers.metering); None without it."""
+    metering = result.get("metering")
+    if not isinstance(metering, Mapping):
+        return None
+    tokens = metering.get("tokens") or {}
+    parts = [
+        f"{_count(tokens.get('total'))} tokens (in {_count(tokens.get('input'))}, "
+        f"out {_count(tokens.get('output'))}, cache read {_count(tokens.get('cache_read'))}, "
+        f"cache write {_count(tokens.get('cache_write'))})"
+    ]
+    cost, source = result.get("cost_usd"), result.get("cost_source")
+    if isinstance(cost, int | float):
+        parts.append(f"${cost:.4f} ({source})")
+    elif source:
+        parts.append(f"cost {source}")
+    if metering.get("turns"):
+        parts.append(f"{metering['turns']} turn(s)")
+    context = metering.get("context")
+    if isinstance(context, Mapping) and isinstance(context.get("fraction"), int | float):
+        parts.append(f"context {context['fraction']:.0%} of {_count(context.get('window'))}")
+    latency = metering.get("latency")
+    if isinstance(latency, Mapping):
+        if isinstance(latency.get("first_text_s"), int | float):
+            parts.append(f"first text {latency['first_text_s']:.1f}s")
+        if isinstance(latency.get("tokens_per_s"), int | float):
+            parts.append(f"{latency['tokens_per_s']:.0f} tokens/s")
+    return "usage: " + " - ".join(parts)
+
+
+def budget_line(result: Mapping[str, Any]) -> str | None:
+    """What a budget did to this run (coding_genesis._observers.budget); None without one."""
+    budget = result.get("budget")
+    if not isinstance(budget, Mapping):
+        return None
+    limits = budget.get("limits") or {}
+    line = f"budget: {budget.get('outcome')} - " + ", ".join(
+        f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in limits.items()
+    )
+    if budget.get("shared"):
+        spent = budget.get("spent") or {}
+        line += f" (shared: ${spent.get('cost_usd', 0):.4f}, {spent.get('tokens', 0)} tokens spent)"
+    if budget.get("reason"):
+        line += f" - {budget['reason']}"
+    return line
+
+
+def summary_lines(result: Mapping[str, Any]) -> list[str]:
+    """One line of what happened, one of why it failed (if it did), warnings,
+    and where the transcript is."""
+    # A failure's status is on the "[status N: error]" line printed just before.
+    parts = ["ok"] if result.get("status") == 0 else []
+    parts.append(_seconds(result.get("duration_s")))
+    calls = result.get("tool_calls") or 0
+    tools = f"{calls} tool call(s)"
+    if calls and result.get("tool_usage"):
+        tools += f" ({tools_text(result['tool_usage'])})"
+    parts.append(tools)
+    if (result.get("attempts") or 1) > 1:
+        parts.append(f"{result['attempts']} attempts")
+    if result.get("cli_retries"):
+        parts.append(f"{result['cli_retries']} CLI API retries")
+    if result.get("session_id"):
+        parts.append(f"session {result['session_id']}")
+    lines = ["genesis: " + " - ".join(parts)]
+    for extra in (usage_line(result), budget_line(result)):
+        if extra:
+            lines.append(extra)
+    failure = result.get("failure")
+    if isinstance(failure, Mapping):
+        # The failure value's one answer, rendered as the report's "Retryable:" line is.
+        retryable = "yes" if failure.get("retryable") is True else "no"
+        line = f"failure: {failure.get('category')} (retryable: {retryable})"
+        if failure.get("reason"):
+            line += f" - {failure['reason']}"
+        if failure.get("retry_at"):
+            line += f" - retry at {failure['retry_at']}"
+        elif failure.get("retry_after_s") is not None:
+            line += f" - retry after {failure['retry_after_s']:g}s"
+        lines.append(line)
+    lines.extend(isolation_lines(result))
+    for warning in result.get("warnings") or ():
+        lines.append(f"warning: {warning}")
+    if result.get("transcript"):
+        lines.append(f"transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
+    """What a person sees after Ctrl-C: that it stopped, and what it did so far."""
+    lines = [f"genesis run: {result['message']}."]
+    for i, line in enumerate(outcome.tracker.summary_lines()):
+        lines.append(("  so far: " if i == 0 else "          ") + line)
+    if result.get("transcript"):
+        lines.append(f"  transcript: genesis show {short_id(result.get('run_id'))}")
+    return lines
+
+
+def failure_report(result: Mapping[str, Any]) -> str | None:
+    """Spec 004's failure report of a response: the one it carries, else one
+    formatted from its failure record; None when it has neither."""
+    text = result.get("failure_report")
+    if isinstance(text, str) and text.strip():
+        return text
+    failure = result.get("failure")
+    if not isinstance(failure, Mapping):
+        return None
+    from pydantic import ValidationError
+
+    from coding_genesis._failures.report import ChildFailure, format_failure_report
+
+    try:
+        return format_failure_report(ChildFailure.model_validate(dict(failure)))
+    except (ValidationError, ValueError, TypeError):
+        return None
+
+
+def isolation_lines(result: Mapping[str, Any]) -> list[str]:
+    """The run's worktree and verify, one line each (isolated or verified runs only)."""
+    lines = []
+    tree = result.get("worktree")
+    if isinstance(tree, Mapping):
+        changes = result.get("changes")
+        files = changes.get("files_total", 0) if isinstance(changes, Mapping) else "?"
+        where = f"kept at {tree.get('path')}" if tree.get("kept") else "worktree removed"
+        lines.append(f"branch: {tree.get('branch')} - {files} file(s) changed - {where}")
+    verify = result.get("verify")
+    if isinstance(verify, Mapping):
+        lines.append(
+            f"verify: {verify.get('status')} (exit {verify.get('exit_code')}, "
+            f"{len(verify.get('history') or [verify])} run(s))"
+        )
+    return lines

@@ -1,0 +1,368 @@
+"""``genesis run``: one request, with live progress on a terminal, printed as
+text, JSON, or a stream of JSON-lines events."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
+from coding_genesis._cli.common import positive_seconds, print_json, status_exit_code, usage_error
+from coding_genesis._cli.render import stopped_lines, summary_lines
+from coding_genesis._cli.retry_options import add_retry_arguments, attempt_printer, retry_policy
+from coding_genesis._util.display import printable
+
+if TYPE_CHECKING:
+    from coding_genesis._cli.live import EventWriter, LiveOutcome
+    from coding_genesis.agent import CodingGenesisAgent
+
+__all__ = ["register"]
+
+EXAMPLES = """\
+examples:
+  genesis run --backend failer "hello"
+  genesis run --backend failer --json "/fail-then-succeed 2"
+  genesis run --backend failer --retries 3 "/fail-then-succeed 2"
+  genesis run --backend claude --model sonnet --timeout 900 "Fix the failing test in tests/test_io.py"
+  echo "a long prompt" | genesis run --backend codex -
+  genesis run --backend claude -- "-prompt starting with a dash"
+  genesis run --events --backend failer "hello" | jq -c 'select(.type=="text") | .text'
+  genesis run --quiet --transcript-dir off --backend failer "no progress, no transcript"
+
+on a terminal a live panel on stderr shows elapsed time against the timeout, the
+state, the session id, tool calls, the tool running now, the last line of text and
+retries (--quiet or a non-terminal stderr turns it off). Ctrl-C stops the whole
+process tree, prints what the run did so far and exits 130.
+
+every run is recorded in a transcript directory (raw stdout, events, stderr tail,
+result): see `genesis runs` and `genesis show RUN_ID`; default
+$XDG_STATE_HOME/coding-genesis/runs, or $GENESIS_TRANSCRIPTS (a path or "off").
+It is also appended to the run log (`genesis stats`): $GENESIS_RUN_LOG or
+$XDG_STATE_HOME/coding-genesis/runs.jsonl.  (The library records nothing unless
+asked: this is the command line's default.)
+
+exit codes: the response's status (0 success, 1 the CLI failed, 64 invalid request,
+124 timeout, 127 CLI not found, ...); 2 is a command-line usage error.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one request and print the answer",
+        description="Run one request through a coding-agent CLI and print its answer. "
+        "The exit code is the response's status.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "prompt",
+        help='the request; "-" reads it from stdin (use -- before a prompt starting with -)',
+    )
+    parser.add_argument(
+        "--backend",
+        "-b",
+        default=None,
+        help=BackendsHelp(
+            "one of: {backends} (default: $GENESIS_BACKEND, else claude; "
+            "failer is the embedded test CLI and needs no credentials; "
+            "`genesis doctor` checks each)"
+        ),
+    )
+    parser.add_argument(
+        "--backends-file",
+        metavar="TOML",
+        default=None,
+        help="generic backends to add ([backends.NAME] tables: command, format, ...; "
+        "default: $GENESIS_BACKENDS_FILE)",
+    )
+    parser.add_argument(
+        "--timeout",
+        "-t",
+        type=positive_seconds,
+        default=300.0,
+        help="wall-clock limit in seconds (default 300)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=positive_seconds,
+        default=None,
+        help="stop after this many seconds without output",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=_stall_seconds,
+        default=600.0,
+        help="stop a run whose whole process tree is silent and idle this long "
+        '(default 600; "off": never)',
+    )
+    parser.add_argument(
+        "--grace",
+        type=positive_seconds,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL (default 5)",
+    )
+    parser.add_argument(
+        "--cwd", "-C", default=None, help="working directory of the agent (default: here)"
+    )
+    parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
+    parser.add_argument(
+        "--cli-path",
+        default=None,
+        help="path of the CLI binary (default: $GENESIS_<BACKEND>_PATH, else found on PATH)",
+    )
+    parser.add_argument("--resume", default=None, help="continue this CLI session id")
+    parser.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI (default: the CLI's own setting); "
+        "a level the backend cannot enforce is refused (status 64)",
+    )
+    parser.add_argument(
+        "--max-turns", type=_count(1), default=None, help="the CLI's own turn limit"
+    )
+    parser.add_argument(
+        "--cli-max-retries",
+        type=_count(0),
+        default=None,
+        help="cap on the CLI's own API retries where it allows one "
+        "(default: the CLI's, or 2 with --retries)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the whole result dict as JSON")
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="stream the normalized events as JSON lines on stdout as they happen; "
+        'the last line is the response ({"type": "response", ...})',
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress panel and no summary on stderr"
+    )
+    parser.add_argument(
+        "--transcript-dir",
+        metavar="DIR",
+        default=None,
+        help='where run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
+        "else $XDG_STATE_HOME/coding-genesis/runs)",
+    )
+    parser.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="least privilege: give the CLI only PATH, HOME, locale, terminal, temp dir and "
+        "the variables its backend needs (e.g. ANTHROPIC_API_KEY), not every credential "
+        "of this shell (see `genesis doctor`)",
+    )
+    parser.add_argument(
+        "--allow-env",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
+    )
+    add_retry_arguments(parser)
+    add_budget_arguments(parser)
+    isolation = parser.add_argument_group("isolation and verification")
+    isolation.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run in a fresh git worktree on a new branch (coding-genesis/<run>); the "
+        "result lists the changes from git; the branch stays",
+    )
+    isolation.add_argument(
+        "--base", default=None, help="with --isolate: the branch's start (default HEAD)"
+    )
+    isolation.add_argument(
+        "--keep",
+        choices=("never", "on_failure", "always"),
+        default="never",
+        help="with --isolate: keep the worktree after the run (default never)",
+    )
+    isolation.add_argument(
+        "--carry-uncommitted",
+        action="store_true",
+        help="with --isolate: carry the checkout's uncommitted changes into the worktree",
+    )
+    isolation.add_argument(
+        "--diff", action="store_true", help="with --isolate: the full diff in the result"
+    )
+    isolation.add_argument(
+        "--verify",
+        metavar="COMMAND",
+        default=None,
+        help='a command run in the run\'s directory after the agent succeeded, e.g. "pytest -q" '
+        "(split like a shell would, but run without one); failing, the run fails (verify_failed)",
+    )
+    isolation.add_argument(
+        "--verify-timeout",
+        type=positive_seconds,
+        default=300.0,
+        help="the verify command's own timeout (default 300)",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `genesis --help` loads this module too.
+    from coding_genesis._cli.env import (
+        backends_file,
+        cli_path_for,
+        default_backend,
+        ledger_setting,
+        node_path_for,
+        run_log_path,
+        transcript_dir,
+    )
+    from coding_genesis._cli.live import EventWriter, execute
+    from coding_genesis.agent import CodingGenesisAgent
+    from coding_genesis.errors import ConfigError
+
+    prompt = args.prompt
+    if prompt == "-":
+        prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    backend = args.backend or default_backend()
+    try:
+        add_backends_file(backends_file(args.backends_file))
+        agent = CodingGenesisAgent(
+            backend,
+            timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
+            stall_timeout=args.stall_timeout,
+            grace=args.grace,
+            cwd=args.cwd,
+            model=args.model,
+            cli_path=cli_path_for(backend, args.cli_path),
+            node_path=node_path_for(backend),
+            transcripts=transcript_dir(args.transcript_dir),
+            run_log=run_log_path(),
+            ledger=ledger_setting(),
+            retry=retry_policy(args),
+            inherit_env=not args.clean_env,
+            env_allow=tuple(args.allow_env),
+            budget=budget_from(args),
+            prices=prices_from(args),
+            **_isolation_settings(args),
+        )
+    except ConfigError as exc:
+        return usage_error("run", str(exc))
+    if agent.retry_policy is not None and not args.quiet:
+        agent.subscribe(attempt_printer("genesis run"))
+    events = EventWriter(sys.stdout.buffer) if args.events else None
+    outcome = execute(
+        agent,
+        lambda: agent.run(
+            prompt,
+            resume=args.resume,
+            permissions=args.permissions,
+            max_turns=args.max_turns,
+            cli_max_retries=args.cli_max_retries,
+        ),
+        progress=_wants_progress(args),
+        events=events,
+    )
+    return report(outcome, agent, args, events)
+
+
+def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:
+    import shlex
+
+    from coding_genesis.errors import ConfigError
+
+    settings: dict[str, Any] = {}
+    if args.isolate:
+        settings.update(
+            isolation="worktree",
+            isolation_base=args.base,
+            keep=args.keep,
+            carry_uncommitted=args.carry_uncommitted,
+            include_diff=args.diff,
+        )
+    if args.verify is not None:
+        try:
+            settings["verify"] = shlex.split(args.verify)
+        except ValueError as exc:
+            raise ConfigError(f"--verify: {exc}") from None
+        settings["verify_timeout"] = args.verify_timeout
+    return settings
+
+
+def _wants_progress(args: argparse.Namespace) -> bool:
+    if args.quiet or not sys.stderr.isatty():
+        return False
+    # JSON lines on the same terminal would tear the panel.
+    return not (args.events and sys.stdout.isatty())
+
+
+def report(
+    outcome: LiveOutcome,
+    agent: CodingGenesisAgent,
+    args: argparse.Namespace,
+    events: EventWriter | None,
+) -> int:
+    """Print the response the way the flags ask; return the exit code."""
+    from coding_genesis._cli.live import stopped_response
+
+    result = outcome.result if outcome.result is not None else stopped_response(outcome, agent)
+    if events is not None:
+        events.line({"type": "response", **result})
+    elif args.json:
+        print_json(result)
+    machine = events is not None or args.json
+    if outcome.stopped:
+        if not args.quiet and not machine:
+            for line in stopped_lines(outcome, result):
+                print(printable(line), file=sys.stderr)
+        return status_exit_code(result["status"])
+    if events is None and not args.json:
+        stream = sys.stdout if result["status"] == 0 else sys.stderr
+        if result["message"]:
+            print(printable(result["message"]), file=stream)
+        if result["status"] != 0:
+            print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
+    if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
+        for line in summary_lines(result):
+            print(printable(line), file=sys.stderr)
+    return status_exit_code(result["status"])
+
+
+def add_backends_file(path: str | None) -> None:
+    """Register the generic backends of a TOML file (none: nothing)."""
+    if path is None:
+        return
+    from coding_genesis.backends import register_backend
+    from coding_genesis.backends.generic import load_backends_file
+
+    for name, backend in load_backends_file(path).items():
+        register_backend(name, lambda backend=backend: backend)  # type: ignore[misc]
+
+
+class BackendsHelp(str):
+    """A help text naming every installed backend, looked up only when the help
+    is shown (argparse formats it with ``%``), not on every command."""
+
+    __slots__ = ()
+
+    def __mod__(self, params: object) -> str:
+        from coding_genesis._cli.backends import all_names
+
+        return str(self).replace("{backends}", ", ".join(all_names()))
+
+
+def _count(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _stall_seconds(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    return positive_seconds(text)

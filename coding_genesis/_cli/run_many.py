@@ -1,0 +1,370 @@
+"""``genesis run-many``: a JSON-lines batch, one result line per request."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from typing import IO, Any
+
+from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
+from coding_genesis._cli.common import usage_error
+from coding_genesis._util.display import printable
+from coding_genesis.status import Status
+
+__all__ = ["InOrder", "read_requests", "register"]
+
+EXAMPLES = """\
+examples:
+  genesis run-many tasks.jsonl --concurrency 8 > results.jsonl
+  printf '%s\\n' '{"prompt": "hello", "backend": "failer"}' \\
+                 '{"prompt": "/fail", "backend": "failer"}' | genesis run-many -
+  genesis run-many tasks.jsonl --executor ray --num-cpus 0.5 --ray-address auto
+
+each input line is a JSON object with at least "prompt" and "backend"; optional:
+  model, timeout, idle_timeout, cwd, name, resume, request_key, retry ("default",
+  a number, or a policy object), options {"max_turns": N}.
+  The file is data, not code: a line that sets anything else (cli_path, env,
+  extra_args, other options, ...: what chooses an executable, an argument, an
+  environment variable or a permission) is refused with a failure at its index.
+  --trusted-input lifts that: every AgentConfig setting is then accepted, which
+  lets whoever wrote the file run any program as you (code execution).
+  Blank lines are skipped.
+stdout: one JSON result per request, in input order, each with its "index"
+(0-based among the non-blank lines).  A bad line gets a failure result (status 64).
+A result that finishes before an earlier one waits in a private temporary file,
+not in memory; --unordered prints each result as soon as it finishes.
+exit code: 0 when every run succeeded, 1 when any failed, 64 for a usage error,
+130 when cancelled (Ctrl-C: every process tree is stopped first).
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run-many",
+        help="run a JSON-lines file of requests, several at a time",
+        description="Run every request of a JSON-lines file, at most --concurrency at a "
+        "time, and print one JSON result per request in input order.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", help='JSON-lines file of requests ("-" reads stdin)')
+    parser.add_argument(
+        "--concurrency",
+        "-j",
+        type=_positive_int,
+        default=4,
+        help="runs at once (default 4)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this machine (default); ray: one Ray task per request "
+        '(pip install "coding-genesis[ray]")',
+    )
+    parser.add_argument(
+        "--num-cpus",
+        type=float,
+        default=None,
+        help="ray: CPUs reserved per run (default 0.25)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="ray: cluster to join (default: $RAY_ADDRESS, else a local cluster)",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--unordered",
+        action="store_true",
+        help="print each result as soon as it finishes (completion order; "
+        'each line keeps its "index")',
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=1,
+        help="trials: run each request N times (each in its own worktree with "
+        '"isolation": "worktree"); one line per trial (with "repeat"), then one '
+        '"type": "summary" line per request',
+    )
+    parser.add_argument(
+        "--trusted-input",
+        action="store_true",
+        help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
+        "CODE EXECUTION, whoever wrote the file runs programs as you",
+    )
+    add_budget_arguments(parser, batch=True)
+    parser.set_defaults(handler=handle)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+#: What an untrusted line may set: data, never an executable, an argument,
+#: an environment variable or a permission level.
+UNTRUSTED_FIELDS = frozenset(
+    {
+        "prompt",
+        "backend",
+        "model",
+        "timeout",
+        "idle_timeout",
+        "cwd",
+        "name",
+        "resume",
+        "request_key",
+        "retry",
+        "options",
+        # Isolation is data: a branch from a base commit, in a directory of ours.
+        # (``verify`` runs a program: only with --trusted-input.)
+        "isolation",
+        "isolation_base",
+        "keep",
+        "carry_uncommitted",
+        "include_diff",
+    }
+)
+#: The options an untrusted line may set.
+UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+
+
+def untrusted_problem(value: dict[str, Any]) -> str | None:
+    """Why an untrusted line may not run as written (None: it may)."""
+    refused = sorted(str(k) for k in value if k not in UNTRUSTED_FIELDS)
+    options = value.get("options")
+    if options is not None:
+        if not isinstance(options, dict):
+            refused.append("options")
+        else:
+            refused += sorted(f"options.{k}" for k in options if k not in UNTRUSTED_OPTIONS)
+    if refused:
+        return (
+            f"refused field(s) {', '.join(refused)}: a run-many file may set only "
+            f"{', '.join(sorted(UNTRUSTED_FIELDS))} (options: max_turns); "
+            "pass --trusted-input to accept the rest (it lets the file run any program)"
+        )
+    for key in ("model", "resume"):
+        text = value.get(key)
+        if isinstance(text, str) and text.startswith("-"):
+            return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    return None
+
+
+def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
+    """One request per non-blank line: the decoded object, or an
+    :class:`~coding_genesis.batch.InvalidRequest` saying what is wrong with it
+    (unless ``trusted``, a line setting more than :data:`UNTRUSTED_FIELDS`)."""
+    import orjson
+
+    from coding_genesis.batch import InvalidRequest
+
+    requests: list[Any] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            requests.append(InvalidRequest(reason=f"line {number}: invalid JSON: {exc}"))
+            continue
+        if not isinstance(value, dict):
+            requests.append(
+                InvalidRequest(
+                    reason=f"line {number}: expected a JSON object, got {type(value).__name__}"
+                )
+            )
+            continue
+        problem = None if trusted else untrusted_problem(value)
+        if problem is not None:
+            requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
+            continue
+        requests.append(value)
+    return requests
+
+
+def handle(args: argparse.Namespace) -> int:
+    import orjson
+
+    from coding_genesis.batch import Executor, run_many_sync
+    from coding_genesis.errors import ConfigError
+
+    try:
+        if args.file == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.file, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
+    requests = read_requests(data.splitlines(), trusted=args.trusted_input)
+    total = len(requests)
+    try:
+        budget = budget_from(args)
+        prices = prices_from(args)
+    except ConfigError as exc:
+        return usage_error("run-many", str(exc))
+
+    executor: str | Executor = "local"
+    runner = None
+    if args.executor == "ray":
+        try:
+            from coding_genesis.integrations.ray import DEFAULT_NUM_CPUS, RayRunner
+
+            runner = RayRunner(
+                num_cpus=DEFAULT_NUM_CPUS if args.num_cpus is None else args.num_cpus,
+                address=args.ray_address,
+                # A local cluster of our own needs no dashboard; a remote one takes no such option.
+                init_kwargs={}
+                if args.ray_address or os.environ.get("RAY_ADDRESS")
+                else {"include_dashboard": False},
+            )
+        except (ConfigError, ImportError) as exc:
+            return usage_error("run-many", str(exc))
+        executor = runner
+
+    finished = 0
+    failed = 0
+    out = sys.stdout.buffer
+    in_order = None if args.unordered else InOrder(out)
+    repeat = args.repeat
+    total *= repeat
+
+    def on_result(result: dict[str, Any]) -> None:
+        nonlocal finished, failed
+        summary = result.get("type") == "summary"
+        if not summary:
+            finished += 1
+            if result["status"] != 0:
+                failed += 1
+            if not args.quiet:
+                print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
+        line = orjson.dumps(result) + b"\n"
+        if in_order is None:
+            out.write(line)
+        else:
+            slot = result["index"]
+            if repeat > 1:  # each input: its trials, then its summary
+                slot = slot * (repeat + 1) + (repeat if summary else result["repeat"] - 1)
+            in_order.add(slot, line)
+        out.flush()
+
+    try:
+        run_many_sync(
+            requests,
+            concurrency=args.concurrency,
+            executor=executor,
+            on_result=on_result,
+            defaults={**_recording(), **({"prices": prices} if prices else {})},
+            collect=False,
+            budget=budget,
+            repeat=repeat,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"genesis run-many: cancelled after {finished}/{total} runs; "
+            "every process tree was stopped",
+            file=sys.stderr,
+        )
+        return int(Status.CANCELLED)
+    except ConfigError as exc:
+        return usage_error("run-many", str(exc))
+    finally:
+        if in_order is not None:
+            in_order.close()
+        if runner is not None:
+            runner.close()
+    if not args.quiet:
+        print(
+            f"genesis run-many: {total - failed} succeeded, {failed} failed",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+class InOrder:
+    """Writes result lines in index order, each as soon as every earlier one is out.
+
+    A line that comes before its turn waits in a private temporary file (0600,
+    created ``O_EXCL`` in a 0700 directory of its own, made on first need); only
+    its ``(offset, length)`` stays in memory.  The file is emptied whenever
+    nothing waits, and :meth:`close` deletes it and its directory.
+    """
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._next = 0
+        #: index -> (offset, length) of each waiting line in the spill file.
+        self.waiting: dict[int, tuple[int, int]] = {}
+        self.directory: str | None = None
+        self._spill: IO[bytes] | None = None
+
+    def add(self, index: int, line: bytes) -> None:
+        if index != self._next:
+            spill = self._spill_file()
+            offset = spill.seek(0, os.SEEK_END)
+            spill.write(line)
+            spill.flush()  # on disk, not in a buffer of ours
+            self.waiting[index] = (offset, len(line))
+            return
+        self._out.write(line)
+        self._next += 1
+        while self._next in self.waiting:
+            offset, length = self.waiting.pop(self._next)
+            assert self._spill is not None
+            self._spill.seek(offset)
+            self._out.write(self._spill.read(length))
+            self._next += 1
+        if self._spill is not None and not self.waiting:
+            self._spill.seek(0)
+            self._spill.truncate()
+
+    def _spill_file(self) -> IO[bytes]:
+        if self._spill is None:
+            self.directory = tempfile.mkdtemp(prefix="genesis-run-many-")  # 0700
+            # mkstemp: O_CREAT | O_EXCL, mode 0600.
+            fd, _path = tempfile.mkstemp(prefix="waiting-", dir=self.directory)
+            self._spill = os.fdopen(fd, "w+b")
+        return self._spill
+
+    def close(self) -> None:
+        """Delete the spill file and its directory (lines still waiting are lost)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+        self.waiting.clear()
+
+
+def _recording() -> dict[str, Any]:
+    """Each run is recorded like a `genesis run` (transcript and run log)."""
+    from coding_genesis._cli.env import ledger_setting, run_log_path, transcript_dir
+
+    base, log = transcript_dir(), run_log_path()
+    return {
+        "transcripts": str(base) if base is not None else None,
+        "run_log": str(log) if log is not None else None,
+        "ledger": ledger_setting(),
+    }
+
+
+def _progress(result: dict[str, Any], finished: int, total: int) -> str:
+    width = len(str(total))
+    head = f"[{finished:>{width}}/{total}] #{result['index']}"
+    if result["status"] == 0:
+        return f"{head} ok ({result.get('duration_s') or 0:.2f}s)"
+    first = (result.get("message") or "").strip().splitlines()[:1]
+    detail = first[0][:120] if first else ""
+    return f"{head} failed: status {result['status']} {result['error']}: {detail}"

@@ -1,0 +1,138 @@
+"""``genesis stats``: failure counts and rates (spec 004 monitoring), and runs,
+failures, tokens and cost by backend, model or day, from the run log."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from coding_genesis._cli.common import print_json
+from coding_genesis._util.display import printable
+
+__all__ = ["register"]
+
+EXAMPLES = """\
+examples:
+  genesis stats                          the last 24 hours, all backends
+  genesis stats --since 7d --backend claude
+  genesis stats --since all --json
+  genesis stats --since 7d --by day      runs, failures, tokens and cost per day (UTC)
+  genesis stats --by model
+  genesis stats --max-rate 0.2           exit 1 when more than 20% of runs failed (alerting)
+
+The run log is $GENESIS_RUN_LOG, else $XDG_STATE_HOME/coding-genesis/runs.jsonl
+(~/.local/state/coding-genesis/runs.jsonl); GENESIS_RUN_LOG=off switches it off.
+"""
+
+
+def _window(text: str) -> float | None:
+    from coding_genesis._observers.runlog import parse_window
+
+    try:
+        return parse_window(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 1, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "stats",
+        help="runs, failures, tokens and cost from the run log",
+        description="Count runs and failures by category and backend, and tokens and cost "
+        "by backend, model or day, over a time window, from the run log every run appends to.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--since",
+        type=_window,
+        default=86400.0,
+        metavar="WINDOW",
+        help="time window: 30m, 24h, 7d, 1w or all (default 24h)",
+    )
+    parser.add_argument("--backend", "-b", default=None, help="only runs of this backend")
+    parser.add_argument("--log", default=None, help="run log to read (default: see below)")
+    parser.add_argument(
+        "--by",
+        choices=("backend", "model", "day"),
+        default="backend",
+        help="group runs, tokens and cost by backend (default), model or day (UTC)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.add_argument(
+        "--max-rate",
+        type=_rate,
+        default=None,
+        help="exit 1 with an alert on stderr when the failure rate is above this (0..1)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=_count,
+        default=None,
+        help="exit 1 with an alert on stderr when there are more failures than this",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from coding_genesis._cli.env import run_log_path
+    from coding_genesis._observers.runlog import (
+        failure_stats,
+        format_stats,
+        format_usage,
+        usage_stats,
+    )
+
+    path = args.log if args.log is not None else run_log_path()
+    if path is None:
+        print("genesis stats: the run log is switched off (GENESIS_RUN_LOG=off)", file=sys.stderr)
+        return 2
+    stats = failure_stats(path, since_s=args.since, backend=args.backend)
+    usage = usage_stats(path, since_s=args.since, backend=args.backend, by=args.by)
+    if args.json:
+        print_json({**stats, "usage": {"by": usage["by"], **_groups(usage)}})
+    elif not stats["runs"]:
+        print(printable(format_usage(usage)))
+        print(
+            "Runs are recorded by `genesis run` and `genesis run-many`, and by agents "
+            "given run_log=PATH; try a longer window with --since 7d or --since all.",
+        )
+    else:
+        print(printable(format_stats(stats)))
+        print()
+        print(printable(format_usage(usage)))
+    alerts = []
+    if args.max_rate is not None and stats["failure_rate"] > args.max_rate:
+        alerts.append(
+            f"failure rate {stats['failure_rate'] * 100:.1f}% is above {args.max_rate * 100:g}%"
+        )
+    if args.max_failures is not None and stats["failures"] > args.max_failures:
+        alerts.append(f"{stats['failures']} failures is more than {args.max_failures}")
+    for alert in alerts:
+        print(f"genesis stats: ALERT: {alert}", file=sys.stderr)
+    return 1 if alerts else 0
+
+
+def _groups(usage: dict[str, Any]) -> dict[str, Any]:
+    return {"total": usage["total"], "groups": usage["groups"]}

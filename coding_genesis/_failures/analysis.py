@@ -1,0 +1,390 @@
+"""Failure analysis: the one :class:`~coding_genesis._failures.report.ChildFailure` value of
+a failed attempt, decided once.
+
+Every view renders this value and none decides again: the response's
+``failure`` dict, ``error_context`` (spec 003), the text failure report
+(spec 004), the escalation record and the CLI's lines; the retry policy reads
+``failure.retryable`` and ``failure.retry_after_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from coding_genesis._failures.classify import (
+    LAST_RESORT_MESSAGES,
+    Classification,
+    Evidence,
+    FailureCategory,
+    classify_evidence,
+    retry_verdict,
+)
+from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
+from coding_genesis._failures.report import ChildFailure, format_failure_report
+from coding_genesis._failures.usagelimits import iso
+from coding_genesis._util.redact import Redactor
+from coding_genesis.result import RunResult
+from coding_genesis.status import ErrorCode
+
+__all__ = [
+    "analyse",
+    "analyze_failure",
+    "describe_failure",
+    "failed_result",
+    "fallback_failure",
+    "suggest_actions",
+]
+
+log = logging.getLogger("coding_genesis._failures.analysis")
+
+C = FailureCategory
+_STDERR_TAIL = 2000
+_MAX_MESSAGE = 2000
+
+
+def _timeout_retry_action(timeout: float | None) -> str:
+    if timeout is None:
+        return "Retry with a doubled timeout"
+    return f"Retry with timeout={timeout * 2:g}s"
+
+
+_MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
+
+
+def suggest_actions(
+    category: FailureCategory,
+    *,
+    progress: bool = False,
+    timeout: float | None = None,
+    idle: float | None = None,
+    retry_after_s: float | None = None,
+    blocked_on: str | None = None,
+    backend: str = "",
+    install_hint: str = "",
+    denied_tools: Sequence[str] = (),
+    evidence_text: str = "",
+) -> list[str]:
+    """Spec 004's recovery actions (with spec 002's escalation steps) for one failure."""
+    wait = (
+        f"Wait {retry_after_s:g}s before retrying (the API said so)"
+        if retry_after_s is not None
+        else "Wait about a minute before retrying, backing off exponentially"
+    )
+    if category is C.TIMEOUT:
+        if idle is not None:
+            return [
+                f"Retry with idle_timeout={idle * 2:g}s",
+                "Check what the agent was waiting on (a hung tool or a stalled network)",
+                "Break task into smaller subtasks",
+            ]
+        if progress:
+            return [_timeout_retry_action(timeout), "Break task into smaller subtasks"]
+        return [
+            "Break task into smaller subtasks",
+            "Check the load on the agent's API",
+            _timeout_retry_action(timeout),
+        ]
+    if category is C.STALLED:
+        return [
+            "Retry once, continuing the session",
+            "Check what the agent was waiting on (a hung tool, a lock, the network)",
+            "Raise stall_timeout if a tool legitimately waits in silence this long",
+        ]
+    if category is C.RATE_LIMIT:
+        return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
+    if category is C.NETWORK:
+        return [
+            "Retry now (network errors are usually transient)",
+            "Check connectivity to the agent's API endpoint",
+        ]
+    if category is C.AUTH:
+        if denied_tools:
+            tools = ", ".join(dict.fromkeys(denied_tools))
+            return [
+                f"Allow the denied tool(s) for this run: {tools} (allowed_tools / permission_mode)",
+                "Or change the task so it does not need them",
+            ]
+        who = f"the {backend} CLI" if backend else "the agent"
+        return [
+            f"Check the API key or login of {who}",
+            "Request the permissions the task needs",
+            "Escalate to a person if it keeps failing",
+        ]
+    if category is C.INVALID_TASK:
+        return [
+            "Clarify task requirements",
+            "Break into simpler, well-defined tasks",
+            "Provide specific success criteria",
+        ]
+    if category is C.MISSING_CONTEXT:
+        return [
+            "Include specific file paths in prompt",
+            "Provide full context (child has no access to parent history)",
+            "Add example of expected output",
+        ]
+    if category is C.TOOL_ERROR:
+        module = _MODULE.search(evidence_text)
+        if module:
+            name = module.group(1).split(".")[0]
+            return [
+                "Install missing dependencies",
+                f"Run: pip install {name}",
+                f"Verify installation: python -c 'import {name}'",
+            ]
+        return [
+            "Check file permissions",
+            "Install missing dependencies",
+            "Verify command exists: which <command>",
+        ]
+    if category is C.NOT_FOUND:
+        actions = ["Verify the resource exists", "Update the references"]
+        if install_hint:
+            actions.insert(0, install_hint[0].upper() + install_hint[1:])
+        return actions
+    if category is C.PARTIAL:
+        return [
+            "Complete remaining work: continue from the completed steps",
+            f"Fix blocker: {blocked_on}" if blocked_on else "Fix the blocker, then continue",
+            "Review the files modified so far",
+        ]
+    if category is C.INTERNAL:
+        return [
+            "Retry once after a short wait",
+            "If it fails again, escalate with the stderr tail",
+        ]
+    if category is C.BUDGET_EXCEEDED:
+        return [
+            "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
+            "is worth it",
+            "Continue the session (resume) with a smaller task",
+        ]
+    return ["Analyze the error manually", "Escalate to a person"]
+
+
+def _blocked_on(found: Classification, result: RunResult) -> str:
+    category = found.category
+    unfinished = result.unfinished_steps[-1] if result.unfinished_steps else None
+    during = f" (while: {unfinished})" if unfinished else ""
+    if result.error == "timeout":
+        return f"Time limit insufficient{during}"
+    if result.error == "idle_timeout":
+        return f"No output for the idle timeout{during}"
+    if result.error == "budget_exceeded":
+        first = result.message.strip().splitlines()[0] if result.message.strip() else ""
+        return first[:300] or "Budget spent"
+    if result.error == "stalled":
+        return f"Hung: no output and no CPU for the stall timeout{during}"
+    if category is C.RATE_LIMIT:
+        status = f" (HTTP {result.api_error_status})" if result.api_error_status else ""
+        return f"API rate limit{status}"
+    if category is C.AUTH and result.permission_denials:
+        return f"Permission denied for {result.permission_denials} tool call(s)"
+    if result.last_tool_error and category in (C.TOOL_ERROR, C.PARTIAL):
+        return result.last_tool_error
+    if found.reason.startswith(("killed by", "exited with code")):
+        return f"The CLI was {found.reason}{during}"
+    first = result.message.strip().splitlines()[0] if result.message.strip() else ""
+    return first[:300] or found.reason
+
+
+def analyze_failure(
+    result: RunResult,
+    *,
+    backend_hint: str | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    install_hint: str = "",
+    retry_after_s: float | None = None,
+    now: float | None = None,
+) -> ChildFailure:
+    """The ChildFailure record of a failed run (``retry_after_s`` overrides the
+    wait read from the output)."""
+    found = classify_evidence(Evidence.from_result(result, backend_hint), now=now)
+    if retry_after_s is not None:
+        found = Classification(found.category, found.reason, retry_after_s, found.retry_at)
+    progress = result.tool_calls > 0
+    retryable, why = retry_verdict(found.category, progress=progress)
+    blocked_on = _blocked_on(found, result)
+    denied = list(result.denied_tools)
+    actions = suggest_actions(
+        found.category,
+        progress=progress,
+        timeout=timeout,
+        idle=idle_timeout if result.error == "idle_timeout" else None,
+        retry_after_s=found.retry_after_s,
+        blocked_on=blocked_on,
+        backend=result.backend,
+        install_hint=install_hint if result.error == "not_found" else "",
+        denied_tools=denied,
+        evidence_text=Evidence.from_result(result).text(),
+    )
+    message = result.message.strip() or LAST_RESORT_MESSAGES[found.category]
+    return ChildFailure(
+        category=found.category,
+        message=message[:_MAX_MESSAGE],
+        session_id=result.session_id,
+        duration=result.duration_s,
+        completed_steps=list(result.completed_steps),
+        files_modified=list(result.files_modified),
+        blocked_on=blocked_on,
+        suggested_retry=retryable,
+        retryable_reason=why,
+        suggested_actions=actions,
+        tool_usage=dict(result.tool_usage),
+        last_successful_tool=result.last_successful_tool,
+        exit_code=result.exit_code,
+        stderr_tail=result.stderr_tail[-_STDERR_TAIL:],
+        reason=found.reason,
+        retry_after_s=found.retry_after_s,
+        retry_at=iso(found.retry_at) if found.retry_at is not None else None,
+    )
+
+
+def describe_failure(
+    result: RunResult,
+    *,
+    node: str,
+    backend_hint: str | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    install_hint: str = "",
+    redactor: Redactor | None = None,
+    retry_after_s: float | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """What a failed response gains: ``failure`` (the ChildFailure record),
+    ``error_context``, ``failure_report``, and a ``message`` that is never empty."""
+    failure = analyze_failure(
+        result,
+        backend_hint=backend_hint,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        install_hint=install_hint,
+        retry_after_s=retry_after_s,
+        now=now,
+    )
+    redactor = redactor or Redactor()
+    if redactor.active:
+        # Redact the record itself, before the report escapes any of its text.
+        fields: dict[str, Any] = redactor.deep(failure.model_dump())
+        fields["tool_usage"] = {redactor.text(k): v for k, v in failure.tool_usage.items()}
+        failure = ChildFailure(**fields)
+    update: dict[str, Any] = {
+        "failure": failure,
+        "error_context": dict(error_context_for_failure(failure, node=node, result=result)),
+        "failure_report": format_failure_report(failure),
+    }
+    if not result.message.strip():
+        update["message"] = last_resort_message(failure.category)
+    return update
+
+
+def fallback_failure(result: RunResult, *, node: str, error: BaseException) -> dict[str, Any]:
+    """A minimal failure description for when :func:`describe_failure` itself broke."""
+    category = FailureCategory.UNKNOWN
+    detail = f"failure analysis failed: {type(error).__name__}"
+    failure = ChildFailure(
+        category=category,
+        message=result.message.strip() or last_resort_message(category),
+        session_id=result.session_id,
+        duration=result.duration_s if math.isfinite(result.duration_s) else 0.0,
+        suggested_retry=False,
+        retryable_reason="the failure could not be analysed",
+        suggested_actions=["Analyze the error manually", "Escalate to a person"],
+        exit_code=result.exit_code,
+        reason=detail,
+    )
+    redactor = Redactor()
+    update: dict[str, Any] = {
+        "failure": failure,
+        "error_context": redactor.deep(dict(error_context_for_failure(failure, node=node))),
+        "failure_report": redactor.text(format_failure_report(failure)),
+    }
+    if not result.message.strip():
+        update["message"] = failure.message
+    return update
+
+
+def failed_result(
+    status: int,
+    error: str,
+    message: str,
+    *,
+    backend: str = "",
+    agent: str = "",
+    redactor: Redactor | None = None,
+    **extra: Any,
+) -> RunResult:
+    """A failure answered without running anything (a bad request, a batch
+    request that never started), analysed like every other failure."""
+    redactor = redactor or Redactor()
+    result = RunResult(
+        status=int(status),
+        message=redactor.text(message),
+        backend=backend,
+        agent=agent,
+        is_error=True,
+        error=ErrorCode(error),
+        **extra,
+    )
+    try:
+        update = describe_failure(result, node=agent or backend or "genesis", redactor=redactor)
+    except Exception as exc:
+        update = fallback_failure(result, node=agent or backend or "genesis", error=exc)
+    return result.model_copy(update=update)
+
+
+def analyse(
+    result: RunResult,
+    backend: Any,
+    *,
+    node: str,
+    timeout: float,
+    idle_timeout: float | None = None,
+    redactor: Redactor | None = None,
+    retry_after_s: float | None = None,
+    now: float | None = None,
+) -> RunResult:
+    """``result`` with its one failure value and the views of it, when it failed
+    (a success, or a result already analysed, comes back as is).  Asks
+    ``backend.failure_hint`` for the CLI's own words.  Never raises."""
+    if not result.is_error or result.failure is not None:
+        return result
+    original = result
+    try:
+        result = _without_noise(result, getattr(backend, "stderr_noise", None))
+        hint_fn = getattr(backend, "failure_hint", None)
+        try:
+            hint = hint_fn(result) if callable(hint_fn) else None
+        except Exception:
+            log.exception("failure_hint of backend %s failed", getattr(backend, "name", backend))
+            hint = None
+        update = describe_failure(
+            result,
+            node=node,
+            backend_hint=hint if isinstance(hint, str) else None,
+            timeout=result.timeout_s if result.timeout_s is not None else timeout,
+            idle_timeout=idle_timeout,
+            install_hint=backend.install_hint(),
+            redactor=redactor,
+            retry_after_s=retry_after_s,
+            now=now,
+        )
+    except Exception as exc:
+        log.exception("failure analysis of run %s failed", result.run_id)
+        update = fallback_failure(result, node=node, error=exc)
+    return original.model_copy(update=update)
+
+
+def _without_noise(result: RunResult, noise: Any) -> RunResult:
+    """``result`` with the stderr lines the backend calls noise (``stderr_noise``, a
+    compiled pattern: start-up chatter such as "Ripgrep not available ... EACCES")
+    left out of what the failure is analysed from; the result keeps its whole tail."""
+    if noise is None or not result.stderr_tail or not hasattr(noise, "search"):
+        return result
+    kept = [line for line in result.stderr_tail.splitlines() if not noise.search(line)]
+    return result.model_copy(update={"stderr_tail": "\n".join(kept)})

@@ -1,0 +1,155 @@
+"""The circuit breaker behind the DEGRADED state, shareable between agents.
+
+One :class:`CircuitBreaker` holds both its settings and its running state, so
+agents (a pool, a graph of nodes) given the same breaker degrade together: once
+``threshold`` consecutive requests fail in a way no retry fixes (``trip_on``:
+the CLI is missing, auth), every agent on it answers status 69 for
+``cooldown_s``; then one probe request may run, and its success closes it for
+all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from coding_genesis._failures.classify import FailureCategory
+from coding_genesis.errors import ConfigError
+
+__all__ = ["NEUTRAL_ERRORS", "CircuitBreaker"]
+
+#: Error codes that say nothing about the backend's health (the request never reached it).
+NEUTRAL_ERRORS = frozenset({"invalid_request", "busy", "degraded"})
+
+_DEFAULT_TRIP_ON = frozenset({FailureCategory.NOT_FOUND, FailureCategory.AUTH})
+
+
+class CircuitBreaker:
+    """Settings and state of one circuit; thread-safe, so pools and Ray actors
+    in one process may share it."""
+
+    __slots__ = (
+        "_lock",
+        "consecutive",
+        "cooldown_s",
+        "last_category",
+        "opened_at",
+        "probing",
+        "reason",
+        "threshold",
+        "trip_on",
+    )
+
+    def __init__(
+        self,
+        threshold: int = 3,
+        cooldown_s: float = 60.0,
+        trip_on: Iterable[FailureCategory | str] = _DEFAULT_TRIP_ON,
+    ) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+            raise ConfigError(f"threshold must be an int >= 1, got {threshold!r}")
+        if (
+            isinstance(cooldown_s, bool)
+            or not isinstance(cooldown_s, int | float)
+            or not 0 <= cooldown_s < float("inf")
+        ):
+            raise ConfigError(f"cooldown_s must be a finite number >= 0, got {cooldown_s!r}")
+        try:
+            categories = frozenset(FailureCategory(c) for c in trip_on)
+        except ValueError as exc:
+            raise ConfigError(f"trip_on: {exc}") from None
+        self.threshold = threshold
+        self.cooldown_s = float(cooldown_s)
+        self.trip_on = categories
+        self._lock = threading.Lock()
+        self.consecutive = 0
+        self.last_category: str | None = None
+        self.opened_at: float | None = None
+        self.reason = ""
+        #: A probe request is in flight (only one at a time).
+        self.probing = False
+
+    def __repr__(self) -> str:
+        state = "open" if self.open else "closed"
+        return (
+            f"CircuitBreaker(threshold={self.threshold}, cooldown_s={self.cooldown_s:g}, "
+            f"{state}, consecutive={self.consecutive})"
+        )
+
+    @property
+    def open(self) -> bool:
+        return self.opened_at is not None
+
+    def remaining(self, now: float) -> float:
+        """Seconds of cooldown left (0 when a probe may run, or when closed)."""
+        opened = self.opened_at
+        if opened is None:
+            return 0.0
+        return max(0.0, opened + self.cooldown_s - now)
+
+    def admit(self, now: float) -> tuple[bool, float]:
+        """May a request run now?  ``(probe, wait)``: ``wait > 0`` refuses it
+        (the cooldown left, or another agent's probe still running);
+        ``probe`` says it is the one probe after the cooldown."""
+        with self._lock:
+            if self.opened_at is None:
+                return False, 0.0
+            left = max(0.0, self.opened_at + self.cooldown_s - now)
+            if left > 0:
+                return False, left
+            if self.probing:
+                return False, min(1.0, self.cooldown_s) or 0.001
+            self.probing = True
+            return True, 0.0
+
+    def record(
+        self, error: str | None, category: str | None, message: str, now: float, *, probe: bool
+    ) -> str:
+        """Fold one request's outcome in: "success", "neutral", "other" or "trip"
+        (a failure that counts; the circuit is open once enough counted)."""
+        with self._lock:
+            if probe:
+                self.probing = False
+            if error is None:
+                self._reset()
+                return "success"
+            if error in NEUTRAL_ERRORS:
+                return "neutral"
+            try:
+                found = FailureCategory(category) if category is not None else None
+            except ValueError:
+                found = None
+            if found is None or found not in self.trip_on:
+                self.consecutive = 0
+                if probe:
+                    self._reset()
+                return "other"
+            self.consecutive += 1
+            self.last_category = category
+            if self.consecutive >= self.threshold or probe:
+                self.opened_at = now
+                first = message.strip().splitlines()[0][:200] if message.strip() else ""
+                self.reason = (
+                    f"{self.consecutive} consecutive {category} failure"
+                    f"{'s' if self.consecutive != 1 else ''}"
+                    + (f" ({first})" if first else "")
+                    + f"; cooldown {self.cooldown_s:g}s"
+                )
+            return "trip"
+
+    def release_probe(self) -> None:
+        """A probe ended without an answer (cancelled): the next request probes again."""
+        with self._lock:
+            self.probing = False
+
+    def reset(self) -> None:
+        """Close the circuit by hand."""
+        with self._lock:
+            self._reset()
+
+    def _reset(self) -> None:
+        self.consecutive = 0
+        self.last_category = None
+        self.opened_at = None
+        self.reason = ""
+        self.probing = False

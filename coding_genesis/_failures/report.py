@@ -1,0 +1,334 @@
+"""Spec 004's ``ChildFailure`` record, built from a failed run, and its text
+failure report (the "standard format" with ``<task_metadata>``) with a parser
+that reads a report back into the record.
+
+The text format is exactly spec 004's, so its regex helpers
+(``<failure_category>(.+?)</failure_category>``, ``Blocked on: (.+)``,
+``Files modified: (.+)``...) work on it.  To make the round trip exact for any
+text, free-text values are escaped only where they would break a line-based
+reader: backslash, line breaks and control characters (``\\n``, ``\\u2028``...),
+leading/trailing spaces, ``,`` inside file names, and ``<`` before one of our
+metadata tag names.  Ordinary text is written as is.
+
+Beyond spec 004's four metadata tags, ``<task_metadata>`` also carries the
+record's other fields (exit_code, tool_usage, ...) so nothing is lost; only the
+stderr tail stays out of the report (it is log detail, in the response).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from coding_genesis._failures.classify import FailureCategory
+
+__all__ = [
+    "REPORT_PREFIX",
+    "ChildFailure",
+    "ReportParseError",
+    "format_failure_report",
+    "parse_failure_report",
+]
+
+C = FailureCategory
+
+#: First words of a failure report.
+REPORT_PREFIX = "Child agent failed: "
+_NONE = "none"
+
+
+class ReportParseError(ValueError):
+    """The text is not a failure report in spec 004's format."""
+
+
+class ChildFailure(BaseModel):
+    """Spec 004's ``ChildFailure``: what failed, what got done, what to do next."""
+
+    model_config = ConfigDict(frozen=True)
+
+    category: FailureCategory
+    message: str
+    session_id: str | None = None
+    #: Seconds the run took.
+    duration: float = 0.0
+    # Partial progress
+    completed_steps: list[str] = Field(default_factory=list)
+    files_modified: list[str] = Field(default_factory=list)
+    # Recovery guidance
+    blocked_on: str | None = None
+    #: Whether a retry as-is may help (``failure["retryable"]`` in a response).
+    suggested_retry: bool = False
+    #: Why (or why not).
+    retryable_reason: str = ""
+    suggested_actions: list[str] = Field(default_factory=list)
+    # Execution context
+    tool_usage: dict[str, int] = Field(default_factory=dict)
+    last_successful_tool: str | None = None
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    #: The evidence that decided the category.
+    reason: str = ""
+    #: Seconds the CLI or the API asked us to wait, when it said so.
+    retry_after_s: float | None = None
+    #: When a usage limit resets (ISO 8601, UTC): retry then, not before.
+    retry_at: str | None = None
+
+    @field_validator("session_id", "blocked_on", "last_successful_tool", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("files_modified")
+    @classmethod
+    def _no_empty_paths(cls, value: list[str]) -> list[str]:
+        return [path for path in value if path]  # an empty path names no file
+
+    @field_validator("duration")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("duration must be a finite number of seconds >= 0")
+        return value
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a retry as-is may help: the one answer every view renders
+        (``error_context.can_retry``, the report's "Retryable:" line, the CLI)
+        and the retry policy reads (spec 004's ``suggested_retry``)."""
+        return self.suggested_retry
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``failure`` dict of a response (keeps the classifier's keys first)."""
+        data = self.model_dump(mode="json")
+        return {
+            "category": data.pop("category"),
+            # spec 004's ``suggested_retry`` stays too: the same field, its spec name
+            "retryable": self.suggested_retry,
+            "reason": data.pop("reason"),
+            "retry_after_s": data.pop("retry_after_s"),
+            "retryable_reason": data.pop("retryable_reason"),
+            **data,
+        }
+
+    def report(self) -> str:
+        return format_failure_report(self)
+
+
+# -- the text report ------------------------------------------------------
+
+#: Metadata tags, in report order (spec 004's four first).
+_TAGS = (
+    "session_id",
+    "status",
+    "failure_category",
+    "retryable",
+    "reason",
+    "retry_after_s",
+    "exit_code",
+    "last_successful_tool",
+    "tool_usage",
+)
+_TAG_START = re.compile(r"<(/?)(task_metadata|" + "|".join(_TAGS) + r")\b", re.I)
+# Characters str.splitlines() breaks on, and other controls.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[\\nrt,])")
+
+
+def _escape(text: str, *, comma: bool = False) -> str:
+    out = text.replace("\\", "\\\\")
+    out = _CONTROL.sub(lambda m: _ESCAPES.get(m.group(0), f"\\u{ord(m.group(0)):04x}"), out)
+    out = _TAG_START.sub(lambda m: "\\u003c" + m.group(0)[1:], out)
+    if comma:
+        out = out.replace(",", "\\,")
+    if out[:1].isspace():
+        out = f"\\u{ord(out[0]):04x}" + out[1:]
+    if len(out) > 1 and out[-1:].isspace():
+        out = out[:-1] + f"\\u{ord(out[-1]):04x}"
+    return out
+
+
+def _unescape(text: str) -> str:
+    def sub(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code.startswith("u"):
+            return chr(int(code[1:], 16))
+        return {"n": "\n", "r": "\r", "t": "\t"}.get(code, code)
+
+    return _UNESCAPE.sub(sub, text)
+
+
+def _file_item(path: str) -> str:
+    escaped = _escape(path, comma=True)
+    # A file literally named "none" must not read as "no files".
+    return "\\u006eone" if escaped == _NONE else escaped
+
+
+def _split_files(text: str) -> list[str]:
+    if text == _NONE:
+        return []
+    items: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            current.append(text[i : i + 2])
+            i += 2
+            continue
+        if text.startswith(", ", i):
+            items.append("".join(current))
+            current = []
+            i += 2
+            continue
+        current.append(ch)
+        i += 1
+    items.append("".join(current))
+    return [_unescape(item) for item in items]
+
+
+def format_failure_report(failure: ChildFailure) -> str:
+    """Spec 004's standard failure report."""
+    lines = [
+        f"{REPORT_PREFIX}{_escape(failure.message)}",
+        "",
+        f"Category: {failure.category.value}",
+        f"Duration: {failure.duration!r}s",
+        f"Retryable: {'Yes' if failure.suggested_retry else 'No'}",
+        "",
+        "Work completed before failure:",
+    ]
+    if failure.completed_steps:
+        lines += [f"  ✓ {_escape(step)}" for step in failure.completed_steps]
+    else:
+        lines.append("  None")
+    files = ", ".join(_file_item(f) for f in failure.files_modified) or _NONE
+    lines += ["", f"Files modified: {files}", ""]
+    if failure.blocked_on is not None:
+        lines += [f"Blocked on: {_escape(failure.blocked_on)}", ""]
+    lines.append("Suggested recovery actions:")
+    lines += [f"  • {_escape(action)}" for action in failure.suggested_actions]
+    meta: dict[str, str] = {
+        "session_id": failure.session_id or "",
+        "status": "failed",
+        "failure_category": failure.category.value,
+        "retryable": "true" if failure.suggested_retry else "false",
+        "reason": failure.reason,
+    }
+    if failure.retryable_reason:
+        meta["retryable_reason"] = failure.retryable_reason
+    if failure.retry_after_s is not None:
+        meta["retry_after_s"] = repr(failure.retry_after_s)
+    if failure.exit_code is not None:
+        meta["exit_code"] = str(failure.exit_code)
+    if failure.last_successful_tool is not None:
+        meta["last_successful_tool"] = failure.last_successful_tool
+    if failure.tool_usage:
+        meta["tool_usage"] = orjson.dumps(failure.tool_usage).decode()
+    lines += ["", "<task_metadata>"]
+    lines += [
+        f"  <{tag}>{html.escape(_escape(value), quote=False)}</{tag}>"
+        for tag, value in meta.items()
+    ]
+    lines.append("</task_metadata>")
+    return "\n".join(lines) + "\n"
+
+
+_META_LINE = re.compile(r"^\s*<(\w+)>(.*)</\1>\s*$")
+
+
+def _after(line: str, prefix: str) -> str | None:
+    """The rest of ``line`` after ``prefix`` (an empty value lost its trailing space)."""
+    if line.startswith(prefix):
+        return line[len(prefix) :]
+    return "" if line == prefix.rstrip() else None
+
+
+def parse_failure_report(text: str) -> ChildFailure:
+    """Read a failure report back into a :class:`ChildFailure` (stderr tail empty).
+
+    Tolerant of CRLF line ends, trailing spaces and missing optional sections;
+    raises :class:`ReportParseError` when the text is no failure report.
+    """
+    if not isinstance(text, str):
+        raise ReportParseError(f"expected report text, got {type(text).__name__}")
+    lines = [line.rstrip(" \t\r") for line in text.split("\n")]
+    start = next((i for i, ln in enumerate(lines) if _after(ln, REPORT_PREFIX) is not None), None)
+    if start is None:
+        raise ReportParseError(f"no {REPORT_PREFIX.strip()!r} line")
+    fields: dict[str, Any] = {"message": _unescape(_after(lines[start], REPORT_PREFIX) or "")}
+    steps: list[str] = []
+    actions: list[str] = []
+    meta: dict[str, str] = {}
+    section = ""
+    for line in lines[start + 1 :]:
+        stripped = line.strip()
+        if section == "meta":
+            if stripped == "</task_metadata>":
+                section = "done"
+                continue
+            match = _META_LINE.match(line)
+            if match:
+                meta[match.group(1)] = _unescape(html.unescape(match.group(2)))
+            continue
+        if stripped == "<task_metadata>":
+            section = "meta"
+            continue
+        if (value := _after(line, "Category: ")) is not None:
+            fields["category_text"] = value.strip()
+        elif (value := _after(line, "Duration: ")) is not None:
+            fields["duration"] = value.strip().removesuffix("s")
+        elif (value := _after(line, "Retryable: ")) is not None:
+            fields["retry_text"] = value.strip()
+        elif line.startswith("Work completed before failure:"):
+            section = "steps"
+        elif (value := _after(line, "Files modified: ")) is not None:
+            fields["files_modified"] = _split_files(value)
+            section = ""
+        elif (value := _after(line, "Blocked on: ")) is not None:
+            fields["blocked_on"] = _unescape(value)
+            section = ""
+        elif line.startswith("Suggested recovery actions:"):
+            section = "actions"
+        elif section == "steps" and (value := _after(line, "  ✓ ")) is not None:
+            steps.append(_unescape(value))
+        elif section == "actions" and (value := _after(line, "  • ")) is not None:
+            actions.append(_unescape(value))
+    category_text = str(meta.get("failure_category") or fields.get("category_text") or "")
+    try:
+        category = FailureCategory(category_text)
+    except ValueError:
+        raise ReportParseError(f"unknown failure category {category_text!r}") from None
+    retry_text = meta.get("retryable") or fields.get("retry_text", "")
+    try:
+        duration = float(fields.get("duration", 0.0))
+        exit_code = int(meta["exit_code"]) if "exit_code" in meta else None
+        retry_after = float(meta["retry_after_s"]) if "retry_after_s" in meta else None
+        tool_usage: Mapping[str, int] = (
+            orjson.loads(meta["tool_usage"]) if "tool_usage" in meta else {}
+        )
+        return ChildFailure(
+            category=category,
+            message=fields["message"],
+            session_id=meta.get("session_id") or None,
+            duration=duration,
+            completed_steps=steps,
+            files_modified=fields.get("files_modified", []),
+            blocked_on=fields.get("blocked_on"),
+            suggested_retry=retry_text.lower() in ("true", "yes"),
+            retryable_reason=meta.get("retryable_reason", ""),
+            suggested_actions=actions,
+            tool_usage=dict(tool_usage),
+            last_successful_tool=meta.get("last_successful_tool"),
+            exit_code=exit_code,
+            reason=meta.get("reason", ""),
+            retry_after_s=retry_after,
+        )
+    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
+        raise ReportParseError(f"malformed failure report: {exc}") from exc

@@ -1,0 +1,561 @@
+"""Budgets: limits on cost, tokens, turns and tool calls, enforced by us, mid-run.
+
+A :class:`Budget` is given as ``budget=`` to an agent, a ``RunSpec`` or
+:func:`~coding_genesis.batch.run_many`.  Metering (coding_genesis._observers.metering)
+charges it on every event that reports usage, each turn and each tool call;
+the run that crosses a limit is stopped through its stop handle like a
+timeout (same supervisor stop path) and answers ``error: budget_exceeded``
+(failure category ``budget_exceeded``, not retried), saying which limit and by
+how much.  Warning events (``BudgetEvent``, level ``warning``) are published
+at the fractions of ``warn_at``.
+
+Shared or per run:
+
+* by default a budget is **one pot**: everything it is given to (several
+  agents, every request of a batch, every run of one agent) is charged to it.
+  Once it is spent, the runs still going are stopped and runs not yet
+  started are refused (nothing is started); each result's ``budget`` field
+  says ``ran``, ``stopped`` or ``not_started``, and why.
+* ``per_run=True``: every run gets a fresh account with the same limits.
+
+What counts: ``tokens`` are input + output; cache reads and writes only with
+``include_cache=True``.  A turn is one model response.  Thread-safe: many
+agents in one process (threads or tasks) may share one budget.  On Ray the
+shared account lives in a Ray actor (:meth:`Budget.on_ray`), so runs in
+different worker processes charge the same pot.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis.errors import ConfigError
+from coding_genesis.status import ErrorCode
+
+__all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage"]
+
+#: The limits a budget may set, in the order they are checked.
+LIMITS = ("max_cost_usd", "max_tokens", "max_turns", "max_tool_calls")
+
+
+class Usage(NamedTuple):
+    """What a run has used so far (or a change of it); a tuple: cheap on the
+    hot path, where a budget is charged on every usage and tool-call event."""
+
+    cost_usd: float = 0.0
+    tokens: int = 0
+    cache_tokens: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+
+    def minus(self, other: Usage) -> Usage:
+        return Usage(
+            self.cost_usd - other.cost_usd,
+            self.tokens - other.tokens,
+            self.cache_tokens - other.cache_tokens,
+            self.turns - other.turns,
+            self.tool_calls - other.tool_calls,
+        )
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            self.cost_usd + other.cost_usd,
+            self.tokens + other.tokens,
+            self.cache_tokens + other.cache_tokens,
+            self.turns + other.turns,
+            self.tool_calls + other.tool_calls,
+        )
+
+    def is_zero(self) -> bool:
+        return not (
+            self.cost_usd or self.tokens or self.cache_tokens or self.turns or self.tool_calls
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Exceeded:
+    """Which limit was crossed, and by how much."""
+
+    limit: str
+    max: float
+    used: float
+
+    @property
+    def over(self) -> float:
+        return self.used - self.max
+
+    def describe(self, shared: bool) -> str:
+        what = "shared budget" if shared else "budget"
+        unit = _UNITS[self.limit]
+        return (
+            f"{what} exceeded: {self.limit}={_fmt(self.max)} "
+            f"(used {_fmt(self.used)}{unit}, {_fmt(self.over)}{unit} over)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"limit": self.limit, "max": self.max, "used": self.used, "over": self.over}
+
+
+_UNITS = {"max_cost_usd": " USD", "max_tokens": " tokens", "max_turns": " turns"}
+_UNITS["max_tool_calls"] = " tool calls"
+
+
+def _fmt(value: float) -> str:
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.6g}"
+    return f"{int(value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Warning_:
+    limit: str
+    fraction: float
+    used: float
+    max: float
+
+
+class _Account(Protocol):
+    """Where a budget's totals live (this process, or a Ray actor)."""
+
+    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]: ...
+    def open(self, key: str) -> Exceeded | None: ...
+    def close(self, key: str) -> None: ...
+    def snapshot(self) -> dict[str, Any]: ...
+    def stopped_since(self, key: str) -> Exceeded | None: ...
+
+
+@dataclass(slots=True)
+class _Totals:
+    """The state of one account; pure, so that a Ray actor can hold it too."""
+
+    limits: dict[str, float]
+    include_cache: bool
+    warn_at: tuple[float, ...]
+    used: Usage = field(default_factory=Usage)
+    exceeded: Exceeded | None = None
+    warned: set[tuple[str, float]] = field(default_factory=set)
+    open_runs: set[str] = field(default_factory=set)
+    #: The smallest value of all limits' next thresholds, as (limit -> value):
+    #: a charge that reaches none of them has nothing to check.
+    next_at: dict[str, float] = field(default_factory=dict)
+    #: ``next_at`` as (cost, tokens, turns, tool calls), infinite where no
+    #: limit is set: the quick check of a charge that reaches nothing.
+    floor: tuple[float, float, float, float] = (math.inf, math.inf, math.inf, math.inf)
+
+    def __post_init__(self) -> None:
+        for limit, maximum in self.limits.items():
+            self.next_at[limit] = min([f * maximum for f in self.warn_at] + [maximum])
+        self._set_floor()
+
+    def _set_floor(self) -> None:
+        get = self.next_at.get
+        inf = math.inf
+        self.floor = (
+            get("max_cost_usd", inf),
+            get("max_tokens", inf),
+            get("max_turns", inf),
+            get("max_tool_calls", inf),
+        )
+
+    def value(self, limit: str) -> float:
+        used = self.used
+        if limit == "max_cost_usd":
+            return used.cost_usd
+        if limit == "max_tokens":
+            return used.tokens + (used.cache_tokens if self.include_cache else 0)
+        if limit == "max_turns":
+            return used.turns
+        return used.tool_calls
+
+    def charge(self, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+        """Add ``delta``; (the crossing, new warnings, True if this charge crossed)."""
+        return self.reach(self.used.plus(delta))
+
+    def reach(self, total: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+        """What has been used is now ``total``; as :meth:`charge`."""
+        self.used = total
+        floor = self.floor
+        if (
+            total.cost_usd < floor[0]
+            and total.tokens + (total.cache_tokens if self.include_cache else 0) < floor[1]
+            and total.turns < floor[2]
+            and total.tool_calls < floor[3]
+        ):
+            return self.exceeded, [], False  # below every next threshold: nothing new
+        warnings: list[Warning_] = []
+        crossed = False
+        for limit, maximum in self.limits.items():
+            used = self.value(limit)
+            if used < self.next_at[limit] or (self.exceeded is not None and used > maximum):
+                continue  # below its next threshold (or past the end): nothing new
+            for fraction in self.warn_at:
+                key = (limit, fraction)
+                if used >= fraction * maximum and key not in self.warned and used <= maximum:
+                    self.warned.add(key)
+                    warnings.append(Warning_(limit, fraction, used, maximum))
+            if self.exceeded is None and used > maximum:
+                self.exceeded = Exceeded(limit, maximum, used)
+                crossed = True
+            ahead = [f * maximum for f in self.warn_at if (limit, f) not in self.warned]
+            self.next_at[limit] = min([a for a in ahead if a > used] + [maximum])
+            if used >= maximum:
+                self.next_at[limit] = maximum if used <= maximum else math.inf
+        self._set_floor()
+        return self.exceeded, warnings, crossed
+
+    def snapshot(self) -> dict[str, Any]:
+        used = self.used
+        return {
+            "cost_usd": round(used.cost_usd, 8),
+            "tokens": used.tokens,
+            "cache_tokens": used.cache_tokens,
+            "turns": used.turns,
+            "tool_calls": used.tool_calls,
+            "exceeded": self.exceeded.to_dict() if self.exceeded else None,
+        }
+
+
+class _LocalAccount:
+    """An account in this process, guarded by a lock."""
+
+    def __init__(self, totals: _Totals) -> None:
+        self._lock = threading.Lock()
+        self._totals = totals
+
+    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+        with self._lock:
+            return self._totals.charge(delta)
+
+    def open(self, key: str) -> Exceeded | None:
+        with self._lock:
+            self._totals.open_runs.add(key)
+            return self._totals.exceeded
+
+    def close(self, key: str) -> None:
+        with self._lock:
+            self._totals.open_runs.discard(key)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return self._totals.snapshot()
+
+    def stopped_since(self, key: str) -> Exceeded | None:
+        return self._totals.exceeded
+
+
+class Budget:
+    """Limits on what runs may use (see the module docstring).
+
+    ``max_cost_usd`` (USD), ``max_tokens`` (input + output, plus cache tokens
+    with ``include_cache``), ``max_turns`` (model responses), ``max_tool_calls``;
+    at least one.  ``warn_at``: fractions of each limit at which a warning
+    event is published (default 50 % and 80 %).  ``per_run``: a fresh account
+    for every run instead of one pot for everything the budget is given to.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_cost_usd: float | None = None,
+        max_tokens: int | None = None,
+        max_turns: int | None = None,
+        max_tool_calls: int | None = None,
+        include_cache: bool = False,
+        warn_at: Iterable[float] = (0.5, 0.8),
+        per_run: bool = False,
+        name: str | None = None,
+    ) -> None:
+        limits: dict[str, float] = {}
+        for limit, value, integer in (
+            ("max_cost_usd", max_cost_usd, False),
+            ("max_tokens", max_tokens, True),
+            ("max_turns", max_turns, True),
+            ("max_tool_calls", max_tool_calls, True),
+        ):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{limit} must be a number, got {value!r}")
+            if integer and not float(value).is_integer():
+                raise ConfigError(f"{limit} must be a whole number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{limit} must be a finite number >= 0, got {value!r}")
+            limits[limit] = float(value) if not integer else int(value)
+        if not limits:
+            raise ConfigError(
+                "a Budget needs at least one limit: max_cost_usd, max_tokens, max_turns "
+                "or max_tool_calls"
+            )
+        if not isinstance(include_cache, bool) or not isinstance(per_run, bool):
+            raise ConfigError("include_cache and per_run must be True or False")
+        try:
+            fractions = tuple(sorted({float(f) for f in warn_at}))
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"warn_at must be fractions between 0 and 1, got {warn_at!r}"
+            ) from None
+        if any(not 0 < f < 1 for f in fractions):
+            raise ConfigError(f"warn_at must be fractions between 0 and 1, got {warn_at!r}")
+        self.limits: Mapping[str, float] = dict(limits)
+        self.include_cache = include_cache
+        self.warn_at = fractions
+        self.per_run = per_run
+        self.name = name
+        self._account: _Account | None = None if per_run else _LocalAccount(self._totals())
+        #: Stop handles of the runs in flight on this budget (shared budgets).
+        self._lock = threading.Lock()
+        self._running: dict[str, StopHandle] = {}
+
+    def _totals(self) -> _Totals:
+        return _Totals(dict(self.limits), self.include_cache, self.warn_at)
+
+    # -- Ray ----------------------------------------------------------------
+
+    def on_ray(self) -> Budget:
+        """This budget's pot moved into a Ray actor (``ray.init()`` first), so
+        that runs in Ray workers charge one shared account.  Returns self."""
+        if self.per_run:
+            return self
+        from coding_genesis.integrations.ray_budget import ray_account
+
+        account = self._account
+        if isinstance(account, _LocalAccount):
+            with account._lock:  # what was spent so far moves with the pot
+                self._account = ray_account(account._totals)
+        return self
+
+    @property
+    def on_this_machine(self) -> bool:
+        """True while the shared pot lives in this process (not per run, not on Ray)."""
+        return isinstance(self._account, _LocalAccount)
+
+    def __reduce__(self) -> tuple[Callable[..., Budget], tuple[Any, ...]]:
+        account = self._account
+        if account is not None and not isinstance(account, _LocalAccount):
+            return (_rebuild, (self._kwargs(), account))
+        if account is not None:
+            raise TypeError(
+                "a shared Budget cannot be sent to another process as it is: call "
+                "budget.on_ray() first (its pot then lives in a Ray actor)"
+            )
+        return (_rebuild, (self._kwargs(), None))
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {
+            **self.limits,
+            "include_cache": self.include_cache,
+            "warn_at": self.warn_at,
+            "per_run": self.per_run,
+            "name": self.name,
+        }
+
+    # -- reading ------------------------------------------------------------
+
+    @property
+    def spent(self) -> dict[str, Any]:
+        """What the shared pot has used so far (empty for a per-run budget)."""
+        return self._account.snapshot() if self._account is not None else {}
+
+    @property
+    def exhausted(self) -> bool:
+        account = self._account
+        return account is not None and account.stopped_since("") is not None
+
+    def describe(self) -> str:
+        parts = [f"{k}={_fmt(v)}" for k, v in self.limits.items()]
+        if self.include_cache:
+            parts.append("include_cache")
+        if self.per_run:
+            parts.append("per run")
+        return "Budget(" + ", ".join(parts) + ")"
+
+    __repr__ = describe
+
+    # -- metering's side ----------------------------------------------------
+
+    def open_run(self, key: str, stop: StopHandle | None) -> BudgetRun:
+        """Start charging one run; a run of a spent shared budget is refused
+        at once (its stop handle is stopped before anything is spawned)."""
+        shared = self._account is not None
+        account: _Account = (
+            self._account if self._account is not None else _LocalAccount(self._totals())
+        )
+        run = BudgetRun(self, account, key, stop, shared)
+        exceeded = account.open(key)
+        if exceeded is not None:
+            run.refuse(exceeded)
+        elif shared and stop is not None:
+            with self._lock:
+                self._running[key] = stop
+        return run
+
+    def _stop_others(self, key: str, exceeded: Exceeded) -> None:
+        with self._lock:
+            others = [(k, h) for k, h in self._running.items() if k != key]
+        for _other, handle in others:
+            handle.stop(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"{exceeded.describe(True)} by another run of the batch",
+            )
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._running.pop(key, None)
+
+
+def _rebuild(kwargs: dict[str, Any], account: _Account | None) -> Budget:
+    budget = Budget(**kwargs)
+    if account is not None:
+        budget._account = account
+    return budget
+
+
+class BudgetRun:
+    """One run's charges to a budget (metering's handle)."""
+
+    __slots__ = (
+        "_account",
+        "_budget",
+        "_charged",
+        "_key",
+        "_owed",
+        "_own",
+        "_shared",
+        "_stop",
+        "exceeded",
+        "outcome",
+        "reason",
+    )
+
+    def __init__(
+        self,
+        budget: Budget,
+        account: _Account,
+        key: str,
+        stop: StopHandle | None,
+        shared: bool,
+    ) -> None:
+        self._budget = budget
+        self._account = account
+        self._key = key
+        self._stop = stop
+        self._shared = shared
+        self._charged = Usage()
+        #: A per-run account in this process is this run's alone: charged
+        #: without its lock, with the run's total (no delta to build).
+        self._own: _Totals | None = (
+            account._totals if not shared and isinstance(account, _LocalAccount) else None
+        )
+        #: The run's totals not yet charged, because they reached no threshold
+        #: of its own account (see :meth:`below`); charged on :meth:`close`.
+        self._owed: tuple[float, int, int, int, int] | None = None
+        #: ``ran``, ``stopped`` or ``not_started``.
+        self.outcome = "ran"
+        self.reason: str | None = None
+        self.exceeded: Exceeded | None = None
+
+    def refuse(self, exceeded: Exceeded) -> None:
+        self.outcome = "not_started"
+        self.exceeded = exceeded
+        self.reason = (
+            f"{exceeded.describe(self._shared)} before this run started; nothing was started"
+        )
+        if self._stop is not None:
+            self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
+
+    def below(
+        self, cost_usd: float, tokens: int, cache_tokens: int, turns: int, tools: int
+    ) -> bool:
+        """True when the run's usage so far (as :class:`Usage`'s fields) need
+        not be charged now: the account is this run's own (``per_run``, in
+        this process) and the totals reach none of its thresholds (no warning,
+        no limit), so charging them would say nothing.  They are charged on
+        :meth:`close`, or with the next charge.  The hot path's check (metering
+        asks on every usage and tool-call event): no allocation, no lock."""
+        own = self._own
+        if own is None:
+            return False
+        floor = own.floor
+        if (
+            cost_usd < floor[0]
+            and tokens + (cache_tokens if own.include_cache else 0) < floor[1]
+            and turns < floor[2]
+            and tools < floor[3]
+        ):
+            self._owed = (cost_usd, tokens, cache_tokens, turns, tools)
+            return True
+        return False
+
+    def charge(self, total: Usage) -> list[Warning_]:
+        """The run's usage so far is ``total``: charge the change; stop the run
+        (and, for a shared budget, the others) when a limit is crossed."""
+        self._owed = None
+        if self.outcome == "not_started":
+            return []
+        if total == self._charged:
+            return []
+        own = self._own
+        if own is not None:
+            self._charged = total
+            exceeded, warnings, crossed = own.reach(total)
+        else:
+            delta = total.minus(self._charged)
+            self._charged = total
+            exceeded, warnings, crossed = self._account.charge(self._key, delta)
+        if exceeded is not None and self.exceeded is None:
+            self.exceeded = exceeded
+            self.outcome = "stopped"
+            self.reason = exceeded.describe(self._shared)
+            if self._stop is not None:
+                self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
+            if crossed and self._shared:
+                self._budget._stop_others(self._key, exceeded)
+        return warnings
+
+    def check_stopped(self) -> None:
+        """For an account shared across processes: a stop made elsewhere."""
+        if self.exceeded is None and self._shared:
+            exceeded = self._account.stopped_since(self._key)
+            if exceeded is not None:
+                self.exceeded = exceeded
+                self.outcome = "stopped"
+                self.reason = f"{exceeded.describe(True)} by another run of the batch"
+                if self._stop is not None:
+                    self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
+
+    def close(self, stopped_by_us: bool) -> dict[str, Any]:
+        """The run is over: its ``budget`` response field."""
+        owed = self._owed
+        if owed is not None:  # below every threshold: settles the figures, says nothing
+            self.charge(Usage(*owed))
+        self._account.close(self._key)
+        self._budget._forget(self._key)
+        if self.outcome == "ran" and self._stop is not None and self._stop.request is not None:
+            request = self._stop.request
+            if request.error == ErrorCode.BUDGET_EXCEEDED:
+                self.outcome = "stopped"
+                self.reason = request.message
+        if self.outcome == "stopped" and not stopped_by_us:
+            # The limit was crossed at the run's last event: it had finished.
+            self.outcome = "ran"
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "limits": dict(self._budget.limits),
+            "include_cache": self._budget.include_cache,
+            "shared": self._shared,
+            "exceeded": self.exceeded.to_dict() if self.exceeded else None,
+            "charged": {
+                "cost_usd": round(self._charged.cost_usd, 8),
+                "tokens": self._charged.tokens,
+                "cache_tokens": self._charged.cache_tokens,
+                "turns": self._charged.turns,
+                "tool_calls": self._charged.tool_calls,
+            },
+            "spent": self._account.snapshot(),
+        }

@@ -1,0 +1,521 @@
+"""Failure monitoring (spec 004): one JSON line per run in a run log, and
+counts and rates by category and backend over a time window.
+
+The library writes a run log only when asked (``run_log=PATH``, through
+:class:`~coding_genesis.observer.RunLogObserver`); the ``genesis`` CLI keeps
+one by default (see ``coding_genesis._cli.env``).
+
+A record holds no prompt and no answer: ids, status, category, reason, the
+blocker, counts and timings, with environment secrets redacted.  Appends are
+single ``write`` calls on an ``O_APPEND`` file, so concurrent runs (threads or
+processes) do not interleave lines; past :data:`MAX_BYTES` the log is rotated
+to ``runs.jsonl.1``.  Writing never fails a run: errors are logged once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from coding_genesis._util.files import FILE_FLAGS, private_dir
+from coding_genesis._util.redact import Redactor
+
+__all__ = [
+    "MAX_BYTES",
+    "append_run",
+    "blocker_key",
+    "failure_stats",
+    "format_stats",
+    "format_usage",
+    "parse_window",
+    "read_runs",
+    "run_record",
+    "token_counts",
+    "usage_stats",
+]
+
+log = logging.getLogger("coding_genesis._observers.runlog")
+
+MAX_BYTES = 20 * 1024 * 1024
+SCHEMA = 1
+_MESSAGE = 300
+_warned: set[str] = set()
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def token_counts(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """The token counts of a CLI's usage dict, the same for every CLI:
+    ``input_tokens`` (every input token, cached ones included),
+    ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens`` (each
+    only when the CLI reported it).
+
+    claude reports cache reads and writes apart from ``input_tokens``, so they
+    are added in; codex's ``input_tokens`` already includes its
+    ``cached_input_tokens``.
+    """
+    if not isinstance(usage, Mapping) or not usage:
+        return {}
+    out: dict[str, int] = {}
+    given = _count(usage.get("input_tokens"))
+    cache_read = _count(usage.get("cache_read_input_tokens"))
+    cache_write = _count(usage.get("cache_creation_input_tokens"))
+    if given is not None:
+        out["input_tokens"] = given + (cache_read or 0) + (cache_write or 0)
+    output = _count(usage.get("output_tokens"))
+    if output is not None:
+        out["output_tokens"] = output
+    if cache_read is None:
+        cache_read = _count(usage.get("cached_input_tokens"))
+    if cache_read is not None:
+        out["cache_read_tokens"] = cache_read
+    if cache_write is not None:
+        out["cache_write_tokens"] = cache_write
+    return out
+
+
+def run_record(
+    response: Mapping[str, Any], *, now: float | None = None, redactor: Redactor | None = None
+) -> dict[str, Any]:
+    """The run log line of one response dict (no prompt, no answer)."""
+    ts = time.time() if now is None else now
+    failure = response.get("failure") or {}
+    ok = not response.get("is_error") and response.get("status") == 0
+    tokens = token_counts(response.get("usage"))
+    cost = response.get("cost_usd")
+    record: dict[str, Any] = {
+        "v": SCHEMA,
+        "ts": _iso(ts),
+        "t": round(ts, 3),
+        "run_id": response.get("run_id"),
+        "agent": response.get("agent"),
+        "backend": response.get("backend"),
+        "status": response.get("status"),
+        "ok": ok,
+        "error": response.get("error"),
+        "category": failure.get("category"),
+        "retryable": failure.get("retryable"),
+        "suggested_retry": failure.get("suggested_retry"),
+        "reason": failure.get("reason"),
+        "blocked_on": failure.get("blocked_on"),
+        "retry_after_s": failure.get("retry_after_s"),
+        "message": None if ok else str(response.get("message") or "")[:_MESSAGE],
+        "duration_s": response.get("duration_s"),
+        "tool_calls": response.get("tool_calls"),
+        "files_modified": len(response.get("files_modified") or ()),
+        "exit_code": response.get("exit_code"),
+        "signal": response.get("signal"),
+        "stop_reason": response.get("stop_reason"),
+        "session_id": response.get("session_id"),
+        "model": response.get("model"),
+        "cli_retries": response.get("cli_retries"),
+        "attempts": response.get("attempts"),
+        "api_error_status": response.get("api_error_status"),
+        **{
+            key: tokens.get(key)
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        },
+        "cost_usd": cost if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        # Cost provenance ("reported", "computed", "unknown"), once results carry it.
+        "cost_source": response.get("cost_source"),
+    }
+    redactor = redactor or Redactor()
+    redacted: dict[str, Any] = redactor.deep(record)
+    return redacted
+
+
+def _rotate(path: Path, max_bytes: int) -> None:
+    try:
+        if path.stat().st_size >= max_bytes:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+
+
+def append_run(path: Path, record: Mapping[str, Any], *, max_bytes: int = MAX_BYTES) -> bool:
+    """Append one record; False (and one warning per path) if it could not be written."""
+    try:
+        line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        private_dir(path.parent)
+        _rotate(path, max_bytes)
+        # Never through a symlink (another user's link to ~/.bashrc, say).
+        fd = os.open(path, FILE_FLAGS | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except (OSError, TypeError, orjson.JSONEncodeError) as exc:
+        key = str(path)
+        if key not in _warned:
+            _warned.add(key)
+            log.warning("cannot write the run log %s: %s", path, exc)
+        return False
+    return True
+
+
+# -- reading and statistics -------------------------------------------------
+
+_WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
+_WINDOW_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_window(text: str) -> float | None:
+    """``24h``, ``30m``, ``7d``, ``1w``, ``90`` (seconds) -> seconds; ``all`` -> None."""
+    if text.strip().lower() in ("all", "ever", "forever"):
+        return None
+    match = _WINDOW.match(text)
+    if not match:
+        raise ValueError(f"expected a time window such as 24h, 30m, 7d or all, got {text!r}")
+    seconds = float(match.group(1)) * _WINDOW_UNITS[match.group(2).lower()]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"the time window must be > 0, got {text!r}")
+    return seconds
+
+
+def read_runs(
+    path: Path,
+    *,
+    since_s: float | None = None,
+    backend: str | None = None,
+    now: float | None = None,
+    stats: Counter[str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Records of the log (its rotated part first) in the window, in file order.
+
+    Lines that are not records are skipped (counted in ``stats["malformed"]``).
+    """
+    clock = time.time() if now is None else now
+    start = clock - since_s if since_s is not None else -math.inf
+    for part in (path.with_name(path.name + ".1"), path):
+        try:
+            fh = part.open("rb")
+        except FileNotFoundError:
+            continue
+        with fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    record = None
+                t = record.get("t") if isinstance(record, dict) else None
+                if not isinstance(t, int | float) or isinstance(t, bool):
+                    if stats is not None:
+                        stats["malformed"] += 1
+                    continue
+                # (``t`` is rounded to the millisecond: a record written just
+                # now may be up to 0.5 ms "in the future")
+                if t < start or t > clock + 1.0:
+                    continue
+                if backend is not None and record.get("backend") != backend:
+                    continue
+                yield record
+
+
+def _rate(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+#: What varies between identical failures: times, dates, ids, durations, counts.
+_VARYING = (
+    (
+        re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        "<time>",
+    ),
+    (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<time>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<date>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{12,}\b", re.I), "<id>"),
+    # (an HTTP status stays: 429 and 500 are different failures)
+    (re.compile(r"(?<!HTTP )(?<![\w.])\d+(?:\.\d+)?(?![\d.])"), "<n>"),
+)
+
+
+def blocker_key(text: str) -> str:
+    """``text`` with what varies between identical failures (timestamps, ids,
+    numbers) replaced by placeholders, so that they are counted together."""
+    for pattern, placeholder in _VARYING:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
+def failure_stats(
+    path: str | os.PathLike[str],
+    *,
+    since_s: float | None = 86400.0,
+    backend: str | None = None,
+    now: float | None = None,
+    top: int = 5,
+) -> dict[str, Any]:
+    """Counts and rates of runs and failures by category and backend in a window.
+
+    ``since_s=None`` covers the whole log.  Rates are fractions (0.25 = 25%):
+    ``failure_rate`` of runs that failed, per category its ``share`` of the
+    failures and its ``rate`` over all runs.
+    """
+    log_path: Path | None = Path(os.fspath(path))
+    clock = time.time() if now is None else now
+    counters: Counter[str] = Counter()
+    runs = 0
+    failures = 0
+    by_category: Counter[str] = Counter()
+    blockers: Counter[str] = Counter()
+    backends: dict[str, dict[str, Any]] = {}
+    if log_path is not None:
+        for record in read_runs(
+            log_path, since_s=since_s, backend=backend, now=clock, stats=counters
+        ):
+            runs += 1
+            name = str(record.get("backend") or "unknown")
+            entry = backends.setdefault(name, {"runs": 0, "failures": 0, "by_category": Counter()})
+            entry["runs"] += 1
+            if record.get("ok"):
+                continue
+            failures += 1
+            category = str(record.get("category") or "unknown")
+            by_category[category] += 1
+            entry["failures"] += 1
+            entry["by_category"][category] += 1
+            if record.get("blocked_on"):
+                blockers[blocker_key(str(record["blocked_on"]))] += 1
+    return {
+        "log": str(log_path) if log_path is not None else None,
+        "since_s": since_s,
+        "from": _iso(clock - since_s) if since_s is not None else None,
+        "to": _iso(clock),
+        "backend": backend,
+        "runs": runs,
+        "failures": failures,
+        "failure_rate": _rate(failures, runs),
+        "by_category": {
+            category: {
+                "count": count,
+                "share": _rate(count, failures),
+                "rate": _rate(count, runs),
+            }
+            for category, count in by_category.most_common()
+        },
+        "by_backend": {
+            name: {
+                "runs": entry["runs"],
+                "failures": entry["failures"],
+                "failure_rate": _rate(entry["failures"], entry["runs"]),
+                "by_category": dict(entry["by_category"].most_common()),
+            }
+            for name, entry in sorted(backends.items())
+        },
+        "top_blockers": [
+            {"blocked_on": blocker, "count": count} for blocker, count in blockers.most_common(top)
+        ],
+        "malformed_lines": counters["malformed"],
+    }
+
+
+def _window_text(since_s: float | None) -> str:
+    if since_s is None:
+        return "all time"
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if since_s >= size and since_s % size == 0:
+            return f"the last {since_s / size:g}{unit}"
+    return f"the last {since_s:g}s"
+
+
+def format_stats(stats: Mapping[str, Any]) -> str:
+    """A short text summary of :func:`failure_stats`."""
+    scope = f" for backend {stats['backend']}" if stats.get("backend") else ""
+    lines = [
+        f"Runs in {_window_text(stats.get('since_s'))}{scope}: {stats['runs']}, "
+        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%)",
+        f"Run log: {stats.get('log') or 'off'}",
+    ]
+    if stats["by_category"]:
+        lines += ["", "By category:"]
+        width = max(len(c) for c in stats["by_category"])
+        for category, entry in stats["by_category"].items():
+            lines.append(
+                f"  {category:<{width}}  {entry['count']:>5}  "
+                f"{entry['share'] * 100:5.1f}% of failures  {entry['rate'] * 100:5.1f}% of runs"
+            )
+    if stats["by_backend"]:
+        lines += ["", "By backend:"]
+        width = max(len(b) for b in stats["by_backend"])
+        for name, entry in stats["by_backend"].items():
+            cats = ", ".join(f"{c} {n}" for c, n in entry["by_category"].items())
+            lines.append(
+                f"  {name:<{width}}  {entry['runs']:>5} runs, {entry['failures']} failed "
+                f"({entry['failure_rate'] * 100:.1f}%)" + (f": {cats}" if cats else "")
+            )
+    if stats["top_blockers"]:
+        lines += ["", "Top blockers:"]
+        lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
+    if stats.get("malformed_lines"):
+        lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
+    return "\n".join(lines)
+
+
+# -- usage: runs, failures, tokens and cost by backend, model or day ------------
+
+#: What ``usage_stats(by=...)`` groups by.
+USAGE_KEYS = ("backend", "model", "day")
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _usage_key(record: Mapping[str, Any], by: str) -> str:
+    if by == "day":
+        ts = record.get("ts")
+        if isinstance(ts, str) and len(ts) >= 10:
+            return ts[:10]
+        return _iso(float(record["t"]))[:10]
+    value = record.get(by)
+    return str(value) if value else "unknown"
+
+
+def _usage_entry() -> dict[str, Any]:
+    return {
+        "runs": 0,
+        "failures": 0,
+        **dict.fromkeys(_TOKENS, 0),
+        "runs_with_usage": 0,
+        "cost_usd": 0.0,
+        "runs_with_cost": 0,
+        "cost_sources": Counter(),
+    }
+
+
+def _add_usage(entry: dict[str, Any], record: Mapping[str, Any]) -> None:
+    entry["runs"] += 1
+    if not record.get("ok"):
+        entry["failures"] += 1
+    seen = False
+    for key in _TOKENS:
+        value = _count(record.get(key))
+        if value is not None:
+            entry[key] += value
+            seen = True
+    if seen:
+        entry["runs_with_usage"] += 1
+    cost = record.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
+        entry["cost_usd"] += float(cost)
+        entry["runs_with_cost"] += 1
+        # Cost provenance: counted by source once records carry it.
+        source = record.get("cost_source")
+        if isinstance(source, str) and source:
+            entry["cost_sources"][source] += 1
+
+
+def _usage_out(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    out["failure_rate"] = _rate(entry["failures"], entry["runs"])
+    out["cost_usd"] = round(entry["cost_usd"], 6)
+    out["cost_sources"] = dict(entry["cost_sources"].most_common())
+    return out
+
+
+def usage_stats(
+    path: str | os.PathLike[str],
+    *,
+    since_s: float | None = 86400.0,
+    backend: str | None = None,
+    by: str = "backend",
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Runs, failures, tokens and cost in a window, grouped ``by`` backend,
+    model or day (UTC), with the totals.
+
+    Tokens are summed over the runs that reported them (``runs_with_usage``);
+    cost over the runs that have one (``runs_with_cost``): a run without a
+    cost is not counted as free.
+    """
+    if by not in USAGE_KEYS:
+        raise ValueError(f"by must be one of {', '.join(USAGE_KEYS)}, got {by!r}")
+    log_path = Path(os.fspath(path))
+    clock = time.time() if now is None else now
+    total = _usage_entry()
+    groups: dict[str, dict[str, Any]] = {}
+    for record in read_runs(log_path, since_s=since_s, backend=backend, now=clock):
+        key = _usage_key(record, by)
+        _add_usage(total, record)
+        _add_usage(groups.setdefault(key, _usage_entry()), record)
+    return {
+        "log": str(log_path),
+        "since_s": since_s,
+        "from": _iso(clock - since_s) if since_s is not None else None,
+        "to": _iso(clock),
+        "backend": backend,
+        "by": by,
+        "total": _usage_out(total),
+        "groups": {key: _usage_out(groups[key]) for key in sorted(groups)},
+    }
+
+
+def _tokens_text(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _cost_text(entry: Mapping[str, Any]) -> str:
+    if not entry["runs_with_cost"]:
+        return "-"
+    text = f"${entry['cost_usd']:.4f}"
+    if entry["runs_with_cost"] < entry["runs"]:
+        text += f" ({entry['runs_with_cost']}/{entry['runs']} runs)"
+    return text
+
+
+def format_usage(stats: Mapping[str, Any]) -> str:
+    """A table of :func:`usage_stats`: one row per group, then the total."""
+    total = stats["total"]
+    if not total["runs"]:
+        return (
+            f"No runs recorded in {_window_text(stats.get('since_s'))}"
+            + (f" for backend {stats['backend']}" if stats.get("backend") else "")
+            + f" (run log: {stats.get('log')})."
+        )
+    header = (stats["by"], "runs", "failed", "input tok", "output tok", "cache read", "cost")
+    rows = [
+        (
+            key,
+            str(entry["runs"]),
+            f"{entry['failures']} ({entry['failure_rate'] * 100:.0f}%)",
+            _tokens_text(entry["input_tokens"]),
+            _tokens_text(entry["output_tokens"]),
+            _tokens_text(entry["cache_read_tokens"]),
+            _cost_text(entry),
+        )
+        for key, entry in [*stats["groups"].items(), ("total", total)]
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        first = row[0].ljust(widths[0])
+        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        return f"  {first}  {rest}"
+
+    lines = [f"Usage by {stats['by']}:", line(header), *map(line, rows)]
+    if total["runs_with_usage"] < total["runs"]:
+        lines.append(
+            f"  ({total['runs'] - total['runs_with_usage']} run(s) reported no token usage)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,615 @@
+"""Run transcripts: one directory per run, written while the run goes.
+
+Layout of ``<base>/<run_id>/``::
+
+    meta.json      who, what, where, when (written when the run starts)
+    stdout.jsonl   the CLI's stdout bytes as received, lines the parser skipped included
+                   (``stdout-2.jsonl``, ... for further attempts of the same run)
+    events.jsonl   the runner's own events (``Event.to_dict()``: state, run_started,
+                   attempt, run_finished), one per line
+    stderr.txt     the CLI's stderr tail (at the end)
+    result.json    the response dict (at the end; status 130 when cancelled)
+
+The raw stdout is the record of what the CLI said: one ``write`` per chunk
+read, before the chunk is decoded.  The normalized events are not written a
+second time; :meth:`RunRecord.events` derives them from the stdout files
+through the same :class:`~coding_genesis._pipeline.decode.Decoder` a live run and
+``replay`` use, and puts each attempt's events after its ``run_started``
+(they carry that event's ``ts``, and ``seq`` 0).  The runner's own events are
+written as they happen, so a crash of the runner loses at most the line being
+parsed.  A run directory without ``result.json`` is a run that never finished
+(the runner was killed).  (Transcripts written before this layout, without
+``"layout": 2`` in ``meta.json``, hold every event in ``events.jsonl`` and
+are read as they are.)
+
+Secrets: values of secret-looking environment variables (see
+:mod:`coding_genesis._util.redact`) are replaced by ``[REDACTED]`` everywhere,
+raw stdout included.  That is the one way ``stdout.jsonl`` may differ from
+the bytes received.  To catch a secret split across two reads, raw stdout is
+then written line by line: an unfinished line waits for its newline (beyond
+1 MiB, all but its last ``len(longest secret) - 1`` bytes are written); when a
+secret holds a newline, the last ``len(that secret) - 1`` bytes wait for the
+next read even after a newline, so a secret split across reads or lines is
+masked whole.  A crash loses at most the last, unfinished line (and those bytes).  A secret is also found in the forms
+JSON escapes it to (see :mod:`coding_genesis._util.redact`).  With no secret in the
+environment every chunk is written through untouched as it arrives.
+
+Writing never breaks a run: the first ``OSError`` (disk full, permissions)
+turns the transcript off for that run and is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
+from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
+from coding_genesis._util.redact import Redactor
+from coding_genesis.events import Event, EventKind, event_from_dict
+
+__all__ = [
+    "RunLookupError",
+    "RunRecord",
+    "Transcript",
+    "find_run",
+    "list_runs",
+    "now_meta",
+    "read_run",
+    "safe_dumps",
+]
+
+log = logging.getLogger("coding_genesis._observers.transcript")
+
+
+META = "meta.json"
+EVENTS = "events.jsonl"
+STDERR = "stderr.txt"
+RESULT = "result.json"
+#: Written by the run ledger's sweep into a run whose runner died (see coding_genesis._supervision.ledger).
+ENDED = "ended.json"
+_DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
+#: ``meta.json``'s ``layout``: events.jsonl holds the runner's own events only.
+LAYOUT = 2
+#: Longest unfinished line held back for redaction before it is written in pieces.
+_MAX_HOLD = 1 << 20
+#: Raw stdout recorded per run by default (``AgentConfig.transcript_max_bytes``).
+DEFAULT_MAX_RAW_BYTES = 1 << 30
+
+
+def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
+    """JSON that never fails: text that is not valid Unicode (a lone surrogate
+    in a prompt, say) is stored with U+FFFD in its place, and containers
+    nested deeper than :data:`~coding_genesis._util.parser.MAX_DEPTH` (orjson stops
+    at 254 levels) are replaced by a marker."""
+    try:
+        return orjson.dumps(obj, default=str, option=option)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return orjson.dumps(_valid_text(bound_depth(obj)), default=str, option=option)
+    except (TypeError, ValueError, RecursionError):
+        return orjson.dumps({"unserialisable": type(obj).__name__}, option=option)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, Mapping | list | tuple) and depth >= 2 * MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, Mapping):
+        return {str(_valid_text(k)): _valid_text(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid_text(v, depth + 1) for v in value]
+    return value
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
+
+
+class _RawFile:
+    """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
+
+    __slots__ = ("_carry", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
+
+    def __init__(self, dir_fd: int, name: str, redactor: Redactor) -> None:
+        self._fd = os.open(name, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=dir_fd)
+        raw = redactor.raw_pattern()
+        self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
+        self._keep = raw[1] - 1 if raw else 0
+        self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
+        self._keep_nl = max((len(s) - 1 for s in self._secrets if b"\n" in s), default=0)
+        self._carry = b""
+
+    def write(self, chunk: bytes) -> None:
+        pattern = self._pattern
+        if pattern is None:
+            _write_all(self._fd, chunk)
+            return
+        # Complete lines go out masked; the unfinished last line waits for its
+        # newline (a very long one only keeps what a secret could span).
+        data = self._carry + chunk if self._carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if len(data) - cut > _MAX_HOLD:
+            cut = max(cut, len(data) - self._keep)
+        if self._keep_nl:
+            # A secret with a newline in it can span lines: the last bytes it
+            # could start in wait for the next read, so it is masked whole.
+            cut = max(min(cut, len(data) - self._keep_nl), 0)
+        if not any(secret in data for secret in self._secrets):
+            _write_all(self._fd, data[:cut])
+            self._carry = data[cut:]
+            return
+        out: list[bytes] = []
+        pos = 0
+        for match in pattern.finditer(data):
+            start, end = match.span()
+            if start >= cut:
+                break
+            out.append(data[pos:start])
+            out.append(b"[REDACTED]")
+            pos = end
+            cut = max(cut, end)
+        out.append(data[pos:cut])
+        self._carry = data[cut:]
+        _write_all(self._fd, b"".join(out))
+
+    def close(self) -> None:
+        try:
+            if self._carry:
+                assert self._pattern is not None
+                _write_all(self._fd, self._pattern.sub(b"[REDACTED]", self._carry))
+                self._carry = b""
+        finally:
+            os.close(self._fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Transcript:
+    """Writes one run's directory.  Every method is safe to call after a
+    write error (it then does nothing) and never raises ``OSError``."""
+
+    def __init__(
+        self,
+        base: Path,
+        run_id: str,
+        redactor: Redactor,
+        *,
+        max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
+        backend: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        #: Decodes the stdout past the raw cap, whose events are then written
+        #: to events.jsonl (the stdout that holds them is not kept).
+        self._backend = backend
+        self._overflow: Any = None
+        #: Raw stdout recorded at most (all attempts together); past it the
+        #: run goes on and the response's warnings say where recording stopped.
+        self.max_raw_bytes = max_raw_bytes
+        self._raw_bytes = 0
+        #: Where raw recording stopped (bytes of stdout received), if it did.
+        self.raw_stopped_at: int | None = None
+        self.path = base / run_id
+        self._redactor = redactor
+        self._raw: _RawFile | None = None
+        self._attempts = 0
+        self._events: Any = None
+        self._pending: list[bytes] = []
+        self._dir_fd: int | None = None
+        #: First write error, if any (the transcript is off from then on).
+        self.error: str | None = None
+        try:
+            # Every level we create is 0700; the base must be safe to write
+            # in; the run's files are opened relative to its open directory.
+            private_dir(base)
+            self._dir_fd = new_private_dir(self.path)
+            fd = os.open(EVENTS, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=self._dir_fd)
+            self._events = os.fdopen(fd, "ab")
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def _fail(self, exc: Exception) -> None:
+        if self.error is None:
+            detail = exc if isinstance(exc, UnsafeDirectory) else None
+            self.error = (
+                f"transcript {self.path}: {detail or getattr(exc, 'strerror', None) or exc}"
+            )
+            log.warning("transcript disabled for this run: %s", self.error)
+        self._close_files()
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        if self.error is None:
+            self._write_json(META, {"run_id": self.run_id, **self._redactor.deep(dict(meta))})
+
+    def new_attempt(self) -> None:
+        """A fresh stdout file for the next attempt of the run."""
+        if self.error is not None:
+            return
+        if self.raw_stopped_at is not None:
+            self._end_overflow()
+            self._overflow = self._overflow_decoder()
+            return
+        self._close_raw()
+        self._attempts += 1
+        name = "stdout.jsonl" if self._attempts == 1 else f"stdout-{self._attempts}.jsonl"
+        try:
+            assert self._dir_fd is not None
+            self._raw = _RawFile(self._dir_fd, name, self._redactor)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def raw(self, chunk: bytes) -> None:
+        raw = self._raw
+        if raw is None:
+            if self._overflow is not None:
+                self._overflow.feed(chunk)
+            return
+        room = self.max_raw_bytes - self._raw_bytes
+        self._raw_bytes += len(chunk)
+        if len(chunk) > room:
+            # Keep whole lines up to the cap, then stop recording this run's
+            # stdout; the events of the rest are decoded here and written.
+            cut = chunk.rfind(b"\n", 0, max(room, 0)) + 1
+            chunk, rest = chunk[:cut], chunk[cut:]
+            self.raw_stopped_at = self._raw_bytes
+            self._raw = None
+            self._overflow = self._overflow_decoder()
+            if self._overflow is not None and rest:
+                self._overflow.feed(rest)
+        try:
+            if chunk:
+                raw.write(chunk)
+            if self._raw is None:
+                raw.close()
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def _overflow_decoder(self) -> Any:
+        from coding_genesis._pipeline.decode import Decoder
+        from coding_genesis.backends import get_backend
+        from coding_genesis.result import RunTally
+
+        try:
+            translator = get_backend(str(self._backend)).translator()
+        except Exception:
+            return None
+        return Decoder(translator, RunTally(".", None), on_event=self._overflow_event)
+
+    def _overflow_event(self, event: Event) -> None:
+        if self._events is None:
+            return
+        event.agent, event.run_id, event.seq, event.ts = "", self.run_id, 0, time.time()
+        self._pending.append(safe_dumps(event.redacted(self._redactor).to_dict()))
+
+    def _end_overflow(self) -> None:
+        overflow, self._overflow = self._overflow, None
+        if overflow is not None:
+            overflow.feed(b"")
+
+    @property
+    def warning(self) -> str | None:
+        """Where raw recording stopped, if the cap was reached."""
+        if self.raw_stopped_at is None:
+            return None
+        return (
+            f"transcript: stdout stopped being recorded after {self.max_raw_bytes} bytes "
+            f"(transcript_max_bytes; the stdout chunk that crossed it ended at byte "
+            f"{self.raw_stopped_at}); the run went on and its events are all recorded (those past the "
+            "cap in events.jsonl)"
+        )
+
+    def event(self, event: Event) -> None:
+        """Bus callback: buffer one event (flushed by :meth:`flush`)."""
+        if self._events is not None:
+            self._pending.append(safe_dumps(event.to_dict()))
+            if event.kind is EventKind.RUN_STARTED:
+                # Written before any stdout of the attempt: the derived events
+                # of a run whose runner dies are found after it.
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered events (called after every stdout chunk)."""
+        if not self._pending or self._events is None:
+            return
+        lines = self._pending
+        self._pending = []
+        try:
+            self._events.write(b"\n".join(lines) + b"\n")
+            self._events.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def finish(self, result: Mapping[str, Any]) -> None:
+        """Write the stderr tail and the response, then close."""
+        self._end_overflow()
+        self.flush()
+        self._close_raw()
+        if self.error is None:
+            stderr = result.get("stderr_tail") or ""
+            if stderr:
+                text = self._redactor.text(str(stderr))
+                self._write_bytes(STDERR, text.encode("utf-8", "replace"))
+            self._write_json(RESULT, self._redactor.deep(dict(result)))
+        self._close_files()
+
+    def close(self) -> None:
+        self._end_overflow()
+        self.flush()
+        self._close_files()
+
+    def _write_json(self, name: str, obj: Any) -> None:
+        self._write_bytes(name, safe_dumps(obj, _DUMPS_OPTS | orjson.OPT_INDENT_2))
+
+    def _write_bytes(self, name: str, data: bytes) -> None:
+        """Atomic: a reader sees the old file or the whole new one.  The
+        temporary file is new (``O_EXCL``), never a symlink, in the run's open
+        directory."""
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        dir_fd = self._dir_fd
+        try:
+            assert dir_fd is not None
+            fd = os.open(tmp, FILE_FLAGS | os.O_EXCL | os.O_TRUNC, 0o600, dir_fd=dir_fd)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
+    def _close_raw(self) -> None:
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            try:
+                raw.close()
+            except (OSError, ValueError) as exc:
+                self._fail(exc)
+
+    def _close_files(self) -> None:
+        self._close_raw()
+        events, self._events = self._events, None
+        if events is not None:
+            with contextlib.suppress(OSError):
+                events.close()
+        dir_fd, self._dir_fd = self._dir_fd, None
+        if dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
+
+
+# -- reading -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run directory as read back (by ``genesis runs`` / ``show`` / ``replay``)."""
+
+    path: Path
+    meta: dict[str, Any]
+    #: None: the run never finished (the runner was stopped or crashed).
+    result: dict[str, Any] | None
+    #: Set by the sweep when it found the runner dead: ``ended_by``, ``found_ts``...
+    ended: dict[str, Any] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def started(self) -> float:
+        value = self.meta.get("started_ts")
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e11:
+            return float(value)
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    def stdout_files(self) -> list[Path]:
+        files = sorted(
+            self.path.glob("stdout*.jsonl"),
+            key=lambda p: int(p.stem.partition("-")[2] or 1),
+        )
+        return files
+
+    def events(self) -> Iterator[Event]:
+        """The run's events, typed, in order: the runner's own (events.jsonl;
+        a torn last line, or a line of an unknown type, is skipped) with each
+        attempt's decoded stdout after its ``run_started`` (see the module doc)."""
+        if self.meta.get("layout") != LAYOUT:
+            yield from self.recorded_events()
+            return
+        stdout = iter(self.stdout_files())
+        started: Event | None = None
+        for event in self.recorded_events():
+            yield event
+            if event.kind is EventKind.RUN_STARTED:
+                started = event
+                path = next(stdout, None)
+                if path is not None:
+                    yield from self.decoded_events(path, started)
+        for path in stdout:  # stdout of an attempt whose run_started was not written
+            yield from self.decoded_events(path, started)
+
+    def recorded_events(self) -> Iterator[Event]:
+        """The events written to events.jsonl, typed (see :func:`event_from_dict`)."""
+        path = self.path / EVENTS
+        if not path.exists():
+            return
+        with path.open("rb") as fh:
+            for line in _bounded_lines(fh, MAX_EVENT_LINE):
+                with contextlib.suppress(orjson.JSONDecodeError, ValueError, TypeError):
+                    obj = orjson.loads(line)
+                    if isinstance(obj, dict):
+                        yield event_from_dict(obj)
+
+    def decoded_events(self, path: Path, started: Event | None = None) -> Iterator[Event]:
+        """The events of one recorded stdout file, decoded as a live run does
+        (the run's backend, from meta.json; none if it is unknown), stamped
+        with ``started``'s agent, run id and time."""
+        from coding_genesis._pipeline.decode import Decoder
+        from coding_genesis.backends import get_backend
+        from coding_genesis.result import RunTally
+
+        try:
+            translator = get_backend(str(self.meta.get("backend"))).translator()
+        except Exception:
+            log.warning(
+                "run %s: unknown backend %r; stdout not decoded",
+                self.run_id,
+                self.meta.get("backend"),
+            )
+            return
+        cwd = self.meta.get("cwd")
+        out: list[Event] = []
+        decoder = Decoder(translator, RunTally(str(cwd or "."), None), on_event=out.append)
+        agent = started.agent if started is not None else str(self.meta.get("agent") or "")
+        run_id = started.run_id if started is not None else self.run_id
+        ts = started.ts if started is not None else self.started
+        try:
+            with path.open("rb") as fh:
+                while True:
+                    chunk = fh.read(1 << 20)
+                    decoder.feed(chunk)
+                    for event in out:
+                        event.agent, event.run_id, event.seq, event.ts = agent, run_id, 0, ts
+                        yield event
+                    out.clear()
+                    if not chunk:
+                        return
+        except OSError:
+            return
+
+    def stderr(self) -> str:
+        try:
+            with open(self.path / STDERR, "rb") as fh:
+                return fh.read(MAX_JSON_READ).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+#: The most of meta.json / result.json that is read back (they are small;
+#: a bigger one is damaged or planted, and reads as missing).
+MAX_JSON_READ = 16 << 20
+#: The longest events.jsonl line read back; a longer one is skipped unread.
+MAX_EVENT_LINE = 64 << 20
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_JSON_READ + 1)
+        if len(data) > MAX_JSON_READ:
+            return None
+        obj = orjson.loads(data)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
+    """The lines of ``fh``, each read at most ``limit`` bytes at a time: a
+    longer line (a sparse or planted file) is skipped, never held whole."""
+    skipping = False
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        complete = line.endswith(b"\n")
+        if skipping or (not complete and len(line) > limit):
+            skipping = not complete
+            continue
+        yield line
+
+
+def read_run(path: Path) -> RunRecord | None:
+    meta = _read_json(path / META)
+    if meta is None:
+        return None
+    return RunRecord(path, meta, _read_json(path / RESULT), _read_json(path / ENDED))
+
+
+def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
+    """Recorded runs under ``base``, newest first."""
+    try:
+        entries = [p for p in base.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    # Sort by directory mtime first (cheap), then read only what is shown.
+    entries.sort(key=_mtime, reverse=True)
+    runs: list[RunRecord] = []
+    for path in entries:
+        record = read_run(path)
+        if record is not None:
+            runs.append(record)
+    runs.sort(key=lambda r: r.started, reverse=True)
+    return runs[:limit] if limit is not None else runs
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+class RunLookupError(LookupError):
+    """No run, or more than one, matches an id prefix."""
+
+
+def find_run(base: Path, ref: str) -> RunRecord:
+    """A run by id, unique id prefix, ``last`` / ``-1`` (newest), ``-2``..."""
+    if ref in ("last", "latest") or (ref.startswith("-") and ref[1:].isdigit()):
+        index = 1 if ref in ("last", "latest") else int(ref[1:])
+        runs = list_runs(base)
+        if index < 1 or index > len(runs):
+            raise RunLookupError(
+                f"there are {len(runs)} recorded run(s) in {base}; {ref!r} is out of range"
+            )
+        return runs[index - 1]
+    if not ref or not re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
+        raise RunLookupError(
+            f"{ref!r} is not a run id: expected hex digits (a unique prefix is enough), "
+            "'last', or -N for the N-th newest"
+        )
+    try:
+        matches = [p for p in base.iterdir() if p.is_dir() and p.name.startswith(ref.lower())]
+    except OSError:
+        matches = []
+    if not matches:
+        raise RunLookupError(f"no recorded run {ref!r} in {base} (see `genesis runs`)")
+    if len(matches) > 1:
+        shown = ", ".join(sorted(p.name[:12] for p in matches)[:5])
+        raise RunLookupError(f"{ref!r} matches {len(matches)} runs ({shown}...): give more digits")
+    record = read_run(matches[0])
+    if record is None:
+        raise RunLookupError(f"{matches[0]} has no readable meta.json")
+    return record
+
+
+def now_meta(ts: float | None = None) -> dict[str, Any]:
+    ts = time.time() if ts is None else ts
+    return {"started_ts": ts, "started": _iso(ts)}

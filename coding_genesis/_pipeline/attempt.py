@@ -1,0 +1,248 @@
+"""One attempt: resolve the CLI, spawn it, supervise it, decode its stdout.
+
+Input: the agent's configuration, its backend and one request (with the
+attempt's prompt, session and timeout).  Output: an :class:`AttemptOutcome`,
+what happened to the process and what its stdout said, with nothing decided
+yet; :mod:`coding_genesis._pipeline.outcome` turns it into a result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from coding_genesis._pipeline.decode import Decoder, Listeners
+from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
+from coding_genesis._pipeline.request import Request
+from coding_genesis._supervision.childenv import backend_needs, child_base_env
+from coding_genesis._supervision.process import ProcessOutcome, build_env, run_process
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.launch import NodeScript, node_launch
+from coding_genesis._util.redact import Redactor
+from coding_genesis.backend import Backend, RunRequest
+from coding_genesis.config import AgentConfig
+from coding_genesis.result import RunTally
+from coding_genesis.status import ErrorCode, Status
+
+__all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The attempt could not start the CLI (not found, not executable)."""
+
+    status: Status
+    error: ErrorCode
+    message: str
+
+
+@dataclass(slots=True)
+class AttemptOutcome:
+    """What one attempt produced, before anything is decided about it."""
+
+    request: Request
+    #: The attempt's timeout, in seconds.
+    timeout: float
+    tally: RunTally
+    process: ProcessOutcome
+    lines: int = 0
+    skipped_lines: int = 0
+    #: Set when the CLI was never started.
+    refusal: Refusal | None = None
+    #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
+    warnings: tuple[str, ...] = ()
+    #: The run's stop handle (its request says why a ``requested`` stop happened).
+    stop: StopHandle | None = None
+
+
+def resolve_program(
+    backend: Backend, cli_path: tuple[str, ...] | None, node: str | None = None
+) -> list[str] | Refusal:
+    """The CLI's argv prefix: ``cli_path`` (checked), else the backend's
+    embedded program, else its executable on ``PATH``.  A backend declaring a
+    ``node_script`` (:class:`~coding_genesis._util.launch.NodeScript`) has its npm
+    wrapper replaced by ``node <package>/<script>`` under a recent enough
+    node (``node``, if given)."""
+    found = _resolve(backend, cli_path)
+    script: NodeScript | None = getattr(backend, "node_script", None)
+    if script is None or isinstance(found, Refusal) or len(found) != 1:
+        return found
+    launch = node_launch(found[0], script, node)
+    if launch is None:
+        return found
+    if isinstance(launch, str):
+        return Refusal(Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI: {launch}")
+    return launch
+
+
+def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | Refusal:
+    if cli_path is None:
+        default = backend.default_program()
+        if default:
+            return list(default)
+        found = shutil.which(backend.executable)
+        if found is None:
+            return Refusal(
+                Status.NOT_FOUND,
+                ErrorCode.NOT_FOUND,
+                f"{backend.name} CLI not found: no {backend.executable!r} on PATH; "
+                f"{backend.install_hint()}",
+            )
+        return [found]
+    program, *rest = cli_path
+    program = os.path.expanduser(program)
+    if os.sep not in program:
+        found = shutil.which(program)
+        if found is None:
+            return Refusal(
+                Status.NOT_FOUND,
+                ErrorCode.NOT_FOUND,
+                f"{backend.name} CLI not found: no {program!r} on PATH",
+            )
+        program = found
+    if not os.path.exists(program):
+        return Refusal(
+            Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI not found at {program!r}"
+        )
+    if os.path.isdir(program):
+        return Refusal(
+            Status.NOT_EXECUTABLE,
+            ErrorCode.NOT_EXECUTABLE,
+            f"{backend.name} CLI path {program!r} is a directory",
+        )
+    if not rest and not os.access(program, os.X_OK):
+        return Refusal(
+            Status.NOT_EXECUTABLE,
+            ErrorCode.NOT_EXECUTABLE,
+            f"{backend.name} CLI at {program!r} is not executable (chmod +x it)",
+        )
+    return [program, *rest]
+
+
+@overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
+async def run_attempt(
+    config: AgentConfig,
+    backend: Backend,
+    request: Request,
+    *,
+    marker: str,
+    listeners: Listeners | None = None,
+    on_stdout: Callable[[bytes], object] | None = None,
+    on_decoded: Callable[[], object] | None = None,
+    on_spawn: Callable[[int, list[str]], object] | None = None,
+    on_tally: Callable[[RunTally], object] | None = None,
+    redactor: Redactor | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    stop: StopHandle | None = None,
+    message_usage: str = "live",
+) -> AttemptOutcome:
+    """Spawn, supervise and decode one attempt.
+
+    ``listeners`` hear the decoded events they ask for; ``on_stdout`` every raw stdout chunk
+    before it is decoded (transcripts keep the raw bytes: nothing read is lost
+    if the runner dies mid-chunk); ``on_decoded`` is called once the events of
+    a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
+    ``on_tally`` the attempt's tally as soon as it exists (the answer to a
+    cancellation reports what it holds); ``redactor`` masks secrets in the
+    text the tally cuts short, before it is cut; ``extra_env`` (from the
+    run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
+    before ``config.env``; ``stop`` the run's stop
+    handle (a stop asked for before the spawn refuses the attempt: nothing
+    is started); ``message_usage``: what the translator makes of the usage a
+    CLI reports mid-stream, ``live``, ``folded`` or ``off`` (see
+    :class:`~coding_genesis.backend.Translator`).
+    """
+    tally = RunTally(request.cwd, redactor)
+    if on_tally is not None:
+        on_tally(tally)
+    if stop is not None and stop.request is not None:
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            tally,
+            ProcessOutcome(),
+            refusal=Refusal(Status.FAILED, stop.request.error, stop.request.message),
+            stop=stop,
+        )
+    program = resolve_program(backend, config.cli_path, config.node_path)
+    if isinstance(program, Refusal):
+        return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
+    spec = backend.build_command(
+        RunRequest(
+            prompt=request.prompt,
+            cwd=request.cwd,
+            model=request.model,
+            resume_session=request.resume,
+            permissions=request.permissions,
+            max_turns=request.max_turns,
+            cli_max_retries=request.cli_max_retries,
+            request_key=request.key,
+            options=request.options,
+            extra_args=config.extra_args,
+        )
+    )
+    spec = open_overlay(spec)
+    argv = [*program, *spec.args]
+    base = child_base_env(
+        os.environ,
+        inherit=config.inherit_env,
+        needs=backend_needs(backend),
+        allow=config.env_allow,
+    )
+    env = build_env(
+        base,
+        unset=spec.unset_env,
+        add={**spec.env, **(extra_env or {}), **config.env},
+        marker=marker,
+    )
+    translator = backend.translator()
+    if hasattr(translator, "message_usage"):
+        translator.message_usage = message_usage
+    decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners)
+    sink = decoder.feed
+    if on_stdout is not None or on_decoded is not None:
+        tap = on_stdout
+        decoded = on_decoded
+        feed = decoder.feed
+
+        def sink(chunk: bytes) -> bool:
+            if chunk and tap is not None:
+                tap(chunk)
+            terminal = feed(chunk)
+            if decoded is not None:
+                decoded()
+            return terminal
+
+    spawned = None
+    if on_spawn is not None:
+        notify = on_spawn
+
+        def spawned(pid: int) -> None:
+            notify(pid, argv)
+
+    outcome = await run_process(
+        argv,
+        cwd=request.cwd,
+        env=env,
+        stdin=spec.stdin,
+        config=config.supervisor(
+            request.timeout, pdeath_signal=getattr(backend, "pdeath_signal", signal.SIGTERM)
+        ),
+        on_stdout=sink,
+        marker=marker,
+        on_spawn=spawned,
+        stop_handle=stop,
+    )
+    return AttemptOutcome(
+        request,
+        request.timeout,
+        tally,
+        outcome,
+        lines=decoder.lines,
+        skipped_lines=decoder.skipped,
+        warnings=tuple(spec.warnings),
+        stop=stop,
+    )

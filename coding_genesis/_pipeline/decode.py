@@ -1,0 +1,247 @@
+"""The one decoding pipeline: stdout bytes → JSON lines parser → the backend's
+translator → typed events → the run's tally, then whoever listens.
+
+Live runs feed it the supervisor's chunks, ``replay`` feeds it a recorded
+stdout, and the benchmarks time it; all three get the same events and the same
+tally from the same bytes, whatever the chunking.
+
+Each event goes down a *route* made for its type the first time the type is
+seen: bound its CLI containers, fold it into the tally, then the listeners
+that want that type (the bus's publisher, observers' handlers).  A run sees a
+handful of types and a hundred thousand events, so the per-event work is a
+dict lookup and the steps themselves: no type tests, no "does anyone want
+this" questions on every event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth
+from coding_genesis.backend import Translator
+from coding_genesis.events import Event, ResultEvent, ToolCallEvent, UsageEvent, by_type
+from coding_genesis.result import RunTally
+
+__all__ = ["Decoder", "Listeners", "Step"]
+
+log = logging.getLogger("coding_genesis._pipeline.decode")
+
+#: One step of a route: called with each event of the route's type.
+Step = Callable[[Any], object]
+
+
+class Listeners(Protocol):
+    """Who hears a run's decoded events, per event type (the agent's bus and
+    the run's observers: see ``coding_genesis._pipeline.listeners``)."""
+
+    #: Changes whenever who listens changes (a subscriber comes or goes, an
+    #: observer is dropped): the decoder then builds its routes again.
+    @property
+    def version(self) -> int: ...
+
+    def steps(self, event_type: type[Event]) -> Sequence[Step]:
+        """The steps for events of ``event_type``, in order (may be empty)."""
+        ...
+
+    def failed(self, step: Step) -> None:
+        """``step`` raised: log it and stop calling it (the event and the line
+        it came from are not at fault; the run goes on)."""
+        ...
+
+
+def _bounder(*names: str) -> Step:
+    """A step that replaces the containers nested too deep in these fields
+    of an event (a CLI's JSON reaches events through them) by a marker."""
+
+    if len(names) == 1:
+        (name,) = names
+
+        def bound_one(event: Any) -> None:
+            value = getattr(event, name)
+            # Inline ``has_nested``: almost every container is flat (hot path).
+            if type(value) is dict:
+                items: Any = value.values()
+            elif type(value) is list:
+                items = value
+            else:
+                return
+            for item in items:
+                if type(item) is dict or type(item) is list:
+                    setattr(event, name, bound_depth(value))
+                    return
+
+        return bound_one
+
+    steps = tuple(_bounder(name) for name in names)
+
+    def bound_all(event: Any) -> None:
+        for step in steps:
+            step(event)
+
+    return bound_all
+
+
+#: The fields through which a CLI's containers reach an event, per event type:
+#: each is bounded to :data:`~coding_genesis._util.parser.MAX_DEPTH` on the way in.
+_BOUNDERS: dict[type[Event], Step] = {
+    ToolCallEvent: _bounder("input"),
+    UsageEvent: _bounder("usage"),
+    ResultEvent: _bounder("permission_denials", "errors"),
+}
+
+
+class _Nobody:
+    """No listeners."""
+
+    version = 0
+
+    def steps(self, event_type: type[Event]) -> Sequence[Step]:
+        return ()
+
+    def failed(self, step: Step) -> None:  # pragma: no cover - has no steps
+        pass
+
+
+class Decoder:
+    """Decodes one attempt's stdout.  ``feed`` is the supervisor's stdout sink:
+    it takes each chunk as read and ``b""`` at EOF, and says whether the CLI's
+    terminal event has been seen.
+
+    ``on_event`` hears every event (a replay, a conformance check): a failure
+    in it counts the line as skipped.  ``listeners`` hear the events of the
+    types they ask for: a failure in one is theirs (see :class:`Listeners`).
+    """
+
+    __slots__ = (
+        "_adders",
+        "_clock",
+        "_extra",
+        "_flush",
+        "_listeners",
+        "_routes",
+        "_translate",
+        "_version",
+        "errors",
+        "parser",
+        "tally",
+        "terminal",
+    )
+
+    def __init__(
+        self,
+        translator: Translator,
+        tally: RunTally,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        on_event: Step | None = None,
+        listeners: Listeners | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.parser = JsonLinesParser(max_line_bytes)
+        self.tally = tally
+        self.terminal = False
+        #: Lines the translator or an ``on_event`` failed on (counted as skipped).
+        self.errors = 0
+        self._translate = translator.translate
+        self._flush: Callable[[], Sequence[Event]] | None = getattr(translator, "flush", None)
+        #: Read once per chunk: the time its events became known (the tally's ``now``).
+        self._clock = clock
+        self._adders = tally.adders()
+        self._extra: tuple[Step, ...] = (on_event,) if on_event is not None else ()
+        self._listeners: Listeners = listeners if listeners is not None else _Nobody()
+        self._version = self._listeners.version
+        #: event type -> (its core steps, its listeners' steps).
+        self._routes: dict[type, tuple[tuple[Step, ...], tuple[Step, ...]]] = {}
+
+    @property
+    def lines(self) -> int:
+        return self.parser.lines
+
+    @property
+    def skipped(self) -> int:
+        return self.parser.skipped
+
+    def feed(self, chunk: bytes) -> bool:
+        version = self._listeners.version
+        if version != self._version:  # who listens changed: routes anew
+            self._version = version
+            self._routes.clear()
+        if chunk:
+            self.tally.now = self._clock()
+            self.parser.feed_each(chunk, self._object)
+        else:
+            for obj in self.parser.close():
+                self._object(obj)
+            if self._flush is not None:  # the end of the stream, whatever ended it
+                flush, self._flush = self._flush, None
+                # The held-back events take the lines' path (as one line).
+                translate, self._translate = self._translate, lambda obj: flush()
+                try:
+                    self._object({})
+                finally:
+                    self._translate = translate
+        return self.terminal
+
+    def feed_all(self, data: bytes) -> Decoder:
+        """Decode a whole recorded stdout (then EOF)."""
+        self.feed(data)
+        self.feed(b"")
+        return self
+
+    def _route(self, event_type: type) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+        """The route of a type, made at its first event (so also: when it came)."""
+        self.tally.first_seen.setdefault(event_type, self.tally.now)
+        core: list[Step] = []
+        bound = by_type(_BOUNDERS, event_type)
+        if bound is not None:
+            core.append(bound)
+        adder = by_type(self._adders, event_type)
+        if adder is not None:
+            core.append(adder)
+        if issubclass(event_type, ResultEvent):
+            core.append(self._saw_terminal)
+        core.extend(self._extra)
+        route = (tuple(core), tuple(self._listeners.steps(event_type)))
+        self._routes[event_type] = route
+        return route
+
+    def _saw_terminal(self, event: Event) -> None:
+        self.terminal = True
+
+    def _object(self, obj: dict[str, Any]) -> None:
+        """Translate one object and take its events down their routes; a
+        failure skips that line, never the stream."""
+        try:
+            try:
+                events = self._translate(obj)
+            except RecursionError:
+                # A translator that walked a hostile nesting: once more, bounded.
+                events = self._translate(bound_depth(obj))
+            if not events:
+                return
+            routes = self._routes
+            for event in events:
+                route = routes.get(type(event))
+                if route is None:
+                    route = self._route(type(event))
+                core, heard = route
+                for step in core:
+                    step(event)
+                for step in heard:
+                    try:
+                        step(event)
+                    except Exception:
+                        self._listener_failed(step)
+        except Exception:
+            if not self.errors:
+                log.exception("decoding a stdout line failed; skipped (logged once per run)")
+            self.errors += 1
+            self.parser.skipped += 1
+
+    def _listener_failed(self, step: Step) -> None:
+        self._listeners.failed(step)
+        self._version = self._listeners.version
+        self._routes.clear()  # at once: the rest of this chunk must not call it

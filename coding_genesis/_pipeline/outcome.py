@@ -1,0 +1,335 @@
+"""From an attempt's outcome to its result: what happened, said once.
+
+Input: an :class:`~coding_genesis._pipeline.attempt.AttemptOutcome` (the process's end
+and the tally of its events).  Output: a :class:`~coding_genesis.result.RunResult`
+whose ``status`` only ever holds our documented codes: a CLI's own non-zero
+exit is status 1 with the code in ``exit_code``; 128+N means the CLI was
+killed by signal N that we did not send, decided from how the process ended.
+Failure analysis comes after, on failed results only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal as _signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from coding_genesis._pipeline.attempt import AttemptOutcome
+from coding_genesis._pipeline.decode import Decoder
+from coding_genesis._pipeline.request import Request
+from coding_genesis._supervision.process import ProcessOutcome, StopReason
+from coding_genesis._util.redact import Redactor
+from coding_genesis.backend import Backend
+from coding_genesis.config import AgentConfig
+from coding_genesis.events import Event, ResultEvent
+from coding_genesis.result import RunResult, RunTally
+from coding_genesis.status import ErrorCode, Status
+
+__all__ = ["ResultContext", "build_result", "replayed_outcome", "tally_facts"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultContext:
+    """The names and limits a result is told in."""
+
+    run_id: str
+    agent: str
+    backend: str
+    redactor: Redactor
+    idle_timeout: float | None = None
+    linger: float | None = None
+    #: The backend's count of its CLI's own API retries told on stderr only
+    #: (gemini), for a CLI that has no retry events.
+    stderr_retries: Callable[[str], int] | None = None
+
+
+def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
+    """The result of one attempt (failure analysis comes next, on failures only)."""
+    result = _build_result(attempt, ctx)
+    if attempt.warnings:
+        result = result.model_copy(update={"warnings": [*attempt.warnings, *result.warnings]})
+    return result
+
+
+def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
+    outcome = attempt.process
+    tally = attempt.tally
+    timeout = attempt.timeout
+    redactor = ctx.redactor
+    name = ctx.backend
+    run_id = ctx.run_id
+    rc = outcome.returncode
+    stderr_tail = redactor.text(outcome.stderr_tail)
+    if outcome.stderr_bytes > len(outcome.stderr_tail.encode("utf-8", "replace")):
+        # The tail was cut off the front: the end of a secret may start it.
+        stderr_tail = redactor.cut_start(stderr_tail)
+    common: dict[str, Any] = {
+        "backend": name,
+        "agent": ctx.agent,
+        "run_id": run_id,
+        "exit_code": rc,
+        "signal": _signal_name(-rc) if rc is not None and rc < 0 else None,
+        "duration_s": round(outcome.duration_s, 6),
+        "skipped_lines": attempt.skipped_lines,
+        "lines": attempt.lines,
+        "tool_calls": tally.tool_calls,
+        "tool_usage": dict(tally.tool_usage),
+        "files_modified": redactor.deep(list(tally.files)),
+        "last_successful_tool": tally.last_successful_tool,
+        "session_id": tally.session_id,
+        "model": tally.model,
+        "num_turns": tally.num_turns,
+        "usage": tally.usage,
+        "cost_usd": tally.cost_usd,
+        "cli_retries": tally.cli_retries or _stderr_retries(ctx, outcome.stderr_tail),
+        "stop_reason": outcome.stop_reason.value if outcome.stop_reason else None,
+        "completed": tally.result is not None,
+        "stderr_tail": stderr_tail,
+        "leftovers_stopped": outcome.leftovers_stopped,
+        "signals_sent": list(outcome.signals_sent),
+        "pid": outcome.pid,
+        "api_error_status": tally.api_error_status,
+        "cli_errors": [redactor.text(e) for e in tally.errors[-5:]],
+        "failed_tools": list(tally.failed_tools),
+        "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
+        "denied_tools": _denied_tools(tally.result),
+        "completed_steps": redactor.deep(tally.steps),
+        "unfinished_steps": redactor.deep(
+            tally.unfinished_steps(
+                outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED)
+            )
+        ),
+        "last_tool_error": redactor.text(tally.last_tool_error or "") or None,
+        "cli_retry_delay_s": tally.retry_delay_s,
+        "timeout_s": timeout,
+        "result_subtype": tally.result.subtype if tally.result else None,
+    }
+    warnings: list[str] = []
+    text = tally.final_text()
+
+    if attempt.refusal is not None:
+        refusal = attempt.refusal
+        return RunResult(
+            status=refusal.status,
+            message=redactor.text(refusal.message),
+            is_error=True,
+            error=refusal.error,
+            **common,
+        )
+    if outcome.spawn_error is not None:
+        exc = outcome.spawn_error
+        missing = isinstance(exc, FileNotFoundError)
+        return RunResult(
+            status=Status.NOT_FOUND if missing else Status.NOT_EXECUTABLE,
+            message=redactor.text(f"could not start {name} CLI: {exc.strerror or exc}"),
+            is_error=True,
+            error=ErrorCode.NOT_FOUND if missing else ErrorCode.NOT_EXECUTABLE,
+            **common,
+        )
+
+    if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
+        stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+        progress = f"{tally.tool_calls} tool call(s) made before the stop"
+        if outcome.stop_reason is StopReason.STALLED:
+            message = (
+                f"{name} stalled: no output on stdout or stderr for "
+                f"{outcome.stall_silent_s or 0:g}s while its process tree used "
+                f"{outcome.stall_cpu_s or 0:g} CPU seconds; process tree stopped ({stopped}); "
+                f"{progress}"
+            )
+            error = ErrorCode.STALLED
+        elif outcome.stop_reason is StopReason.TIMEOUT:
+            message = (
+                f"{name} timed out after {timeout:g}s; process tree stopped ({stopped}); {progress}"
+            )
+            error = ErrorCode.TIMEOUT
+        else:
+            idle = ctx.idle_timeout or 0.0
+            message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
+            error = ErrorCode.IDLE_TIMEOUT
+        return RunResult(
+            status=Status.TIMEOUT,
+            message=redactor.text(message),
+            is_error=True,
+            error=error,
+            **common,
+        )
+
+    request = attempt.stop.request if attempt.stop is not None else None
+    if outcome.stop_reason is StopReason.REQUESTED and request is not None:
+        stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+        return RunResult(
+            status=Status.FAILED,
+            message=redactor.text(
+                f"{request.message}; process tree stopped ({stopped}); "
+                f"{tally.tool_calls} tool call(s) made before the stop"
+            ),
+            is_error=True,
+            error=request.error,
+            **common,
+        )
+
+    result = tally.result
+    if result is not None:
+        if result.is_error:
+            status = int(Status.FAILED)
+            message = (
+                text or "; ".join(str(e) for e in result.errors) or f"{name} reported an error"
+            )
+            return RunResult(
+                status=status,
+                message=redactor.text(message),
+                is_error=True,
+                error=ErrorCode.CLI_ERROR,
+                data=RunTally.parse_data(redactor.text(text or "")),
+                **common,
+            )
+        if rc not in (0, None) and outcome.stop_reason is not StopReason.LINGER:
+            warnings.append(f"{name} exited with code {rc} after a successful result")
+        if outcome.stop_reason is StopReason.LINGER:
+            warnings.append(
+                f"{name} kept running after its result; stopped after {ctx.linger or 0:g}s"
+            )
+        if common["denied_tools"]:
+            denied = ", ".join(dict.fromkeys(common["denied_tools"]))
+            warnings.append(f"permission denied for tool call(s): {denied}")
+        message = redactor.text(text or "")
+        return RunResult(
+            status=Status.OK,
+            message=message,
+            data=RunTally.parse_data(message),
+            warnings=warnings,
+            **common,
+        )
+
+    last_err = _last_line(stderr_tail)
+    if rc is not None and rc < 0:
+        sig = -rc
+        message = f"{name} was killed by signal {_signal_name(sig)}" + (
+            f": {last_err}" if last_err else ""
+        )
+        return RunResult(
+            status=Status.for_signal(sig),
+            message=message,
+            is_error=True,
+            error=ErrorCode.KILLED,
+            **common,
+        )
+    if rc not in (0, None):
+        assert rc is not None
+        message = f"{name} exited with code {rc}" + (
+            f": {last_err}" if last_err else " (no error output)"
+        )
+        # The CLI's own exit code is in exit_code; status keeps to our codes.
+        return RunResult(
+            status=Status.FAILED,
+            message=message,
+            is_error=True,
+            error=ErrorCode.CLI_ERROR,
+            **common,
+        )
+    if not tally.events_seen:
+        detail = f" ({attempt.skipped_lines} unparseable line(s))" if attempt.skipped_lines else ""
+        return RunResult(
+            status=Status.OK,
+            message=f"{name} exited 0 without producing any events{detail}",
+            error=ErrorCode.EMPTY_OUTPUT,
+            warnings=["no_output"],
+            **common,
+        )
+    message = f"{name} exited before finishing (no result event)"
+    if text:
+        message += f"; last output: {redactor.text(text)[:2000]}"
+    return RunResult(
+        status=Status.FAILED,
+        message=redactor.text(message),
+        is_error=True,
+        error=ErrorCode.INCOMPLETE,
+        **common,
+    )
+
+
+def _stderr_retries(ctx: ResultContext, stderr: str) -> int:
+    if ctx.stderr_retries is None or not stderr:
+        return 0
+    try:
+        return max(0, int(ctx.stderr_retries(stderr)))
+    except Exception:  # a plug-in's counter must not cost the result
+        return 0
+
+
+def _signal_name(signum: int) -> str:
+    with contextlib.suppress(ValueError):
+        return _signal.Signals(signum).name
+    return f"signal {signum}"
+
+
+def _denied_tools(result: ResultEvent | None) -> list[str]:
+    """Tool names of claude's ``permission_denials`` in the terminal event."""
+    denials = result.permission_denials if result is not None else ()
+    return [str(d.get("tool_name") or "unknown") for d in denials if isinstance(d, Mapping)][:50]
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[:500]
+    return ""
+
+
+def tally_facts(tally: RunTally, redactor: Redactor) -> dict[str, Any]:
+    """What an attempt did so far, for the answer to a run cancelled mid-way."""
+    return {
+        "tool_calls": tally.tool_calls,
+        "tool_usage": dict(tally.tool_usage),
+        "files_modified": redactor.deep(list(tally.files)),
+        "last_successful_tool": tally.last_successful_tool,
+        "failed_tools": list(tally.failed_tools),
+        "session_id": tally.session_id,
+        "model": tally.model,
+        "usage": tally.usage,
+        "cost_usd": tally.cost_usd,
+        "cli_retries": tally.cli_retries,
+    }
+
+
+def replayed_outcome(
+    config: AgentConfig,
+    backend: Backend,
+    stdout: bytes,
+    *,
+    returncode: int | None,
+    stderr: str,
+    cwd: str,
+    stop_reason: StopReason | None,
+    duration_s: float,
+    on_event: Callable[[Event], object] | None = None,
+) -> AttemptOutcome:
+    """The outcome of an attempt whose stdout, stderr and end are known (a
+    recording): decoded by the same pipeline as a live run."""
+    tally = RunTally(cwd)
+    decoder = Decoder(
+        backend.translator(), tally, max_line_bytes=config.max_line_bytes, on_event=on_event
+    ).feed_all(stdout)
+    tail = config.stderr_tail_bytes
+    err = stderr.encode("utf-8", "replace")
+    process = ProcessOutcome(
+        returncode=returncode,
+        stop_reason=stop_reason,
+        stderr_tail=err[-tail:].decode("utf-8", "replace") if tail else "",
+        stderr_bytes=len(err),
+        stdout_bytes=len(stdout),
+        stdout_eof=True,
+        duration_s=duration_s,
+    )
+    request = Request(prompt="(replay)", cwd=cwd, timeout=config.timeout)
+    return AttemptOutcome(
+        request,
+        config.timeout,
+        tally,
+        process,
+        lines=decoder.lines,
+        skipped_lines=decoder.skipped,
+    )

@@ -1,0 +1,188 @@
+"""Keep secrets from the environment out of everything we report or store.
+
+Which variables hold secrets is decided by name (:func:`is_secret_name`,
+tested in both directions); any variable whose value is a URL with a password
+(``scheme://user:PASS@host``) contributes that password too.  A secret is
+found verbatim and in the forms JSON escapes it to (``\\"``, ``\\\\``,
+``\\n``, ``\\uXXXX``); what is not caught: a secret shorter than 8
+characters, or re-encoded (base64, URL-encoding, hex, split by the CLI
+itself, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP
+
+__all__ = ["MASK", "Redactor", "is_secret_name", "secret_values"]
+
+#: Names holding a secret: any of these words ...
+_SECRET_WORD = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|COOKIE|AUTHORIZATION|DSN|WEBHOOK",
+    re.I,
+)
+#: ... or AUTH as a word of its own (not GIT_AUTHOR_NAME), a *_SESSION, *_PASS,
+#: *_PWD (MYSQL_PWD; the shell's PWD is a directory), or a connection string.
+_SECRET_PART = re.compile(
+    r"(^|_)AUTH(_|$)|_SESSION$|^SESSION$|_PASS$|_PWD$|^(DATABASE|REDIS|MONGO(DB)?|AMQP|BROKER)_URL$",
+    re.I,
+)
+#: Names that look like secrets and are not (a socket path, a locale...).
+_NOT_SECRET = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "XAUTHORITY", "KEYMAP"})
+#: ``scheme://user:PASSWORD@host``: the password part.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:([^/@\s]+)@")
+_MIN_LEN = 8
+#: A password inside a URL is recognisable by where it sits: shorter is fine.
+_MIN_URL_LEN = 4
+MASK = "[REDACTED]"
+_UPPER_HEX = re.compile(r"\\u[0-9a-f]{4}")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable of this name holds a secret."""
+    if name.upper() in _NOT_SECRET:
+        return False
+    return bool(_SECRET_WORD.search(name) or _SECRET_PART.search(name))
+
+
+def secret_values(env: Mapping[str, str]) -> set[str]:
+    """The secret values of an environment: those of secret names, and the
+    password of every URL with one."""
+    values: set[str] = set()
+    for name, value in env.items():
+        if not value or value.isspace():
+            continue
+        if len(value) >= _MIN_LEN and is_secret_name(name):
+            values.add(value)
+        if "://" in value:
+            for match in _URL_PASSWORD.finditer(value):
+                if len(match.group(1)) >= _MIN_URL_LEN:
+                    values.add(match.group(1))
+    return values
+
+
+#: Redactors of the environment (see :meth:`Redactor.of_environment`), by
+#: the environment's bytes and the extra variables.
+_SHARED: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Redactor] = {}
+_SHARED_MAX = 8
+
+
+class Redactor:
+    """Replaces the values of secret-looking environment variables."""
+
+    __slots__ = ("_json_values", "_longest", "_pattern", "_raw_forms", "_values")
+
+    def __init__(self, *envs: Mapping[str, str]) -> None:
+        values: set[str] = set()
+        for env in envs or (os.environ,):
+            values |= secret_values(env)
+        self._pattern = (
+            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+            if values
+            else None
+        )
+        # A substring test per secret is far faster than the alternation regex,
+        # and almost every string holds no secret at all.
+        self._values = tuple(values)
+        #: Each secret as it appears inside a JSON string (escaped, UTF-8).
+        self._json_values = tuple(orjson.dumps(v)[1:-1] for v in values)
+        #: Every byte form a secret takes in raw stdout: verbatim, and as JSON
+        #: escapes it (orjson's, and ``\\uXXXX`` for all non-ASCII, either case).
+        forms: set[bytes] = set()
+        for v in values:
+            forms.add(v.encode("utf-8", "replace"))
+            forms.add(orjson.dumps(v)[1:-1])
+            ascii_form = json.dumps(v)[1:-1]
+            forms.add(ascii_form.encode("ascii"))
+            upper = _UPPER_HEX.sub(lambda m: "\\u" + m.group(0)[2:].upper(), ascii_form)
+            forms.add(upper.encode("ascii"))
+        self._raw_forms = tuple(sorted(forms, key=len, reverse=True))
+        #: Length in bytes of the longest form of a secret (0: none).
+        self._longest = max((len(f) for f in self._raw_forms), default=0)
+
+    @classmethod
+    def of_environment(cls, extra: Mapping[str, str] | None = None) -> Redactor:
+        """``Redactor(os.environ, extra)``, shared by every caller that asks
+        while the environment and ``extra`` are unchanged (a Redactor never
+        changes once built): agents created by the hundred pay one scan of the
+        environment, not one each."""
+        data = getattr(os.environ, "_data", None)  # CPython's bytes mapping (POSIX)
+        if not isinstance(data, dict):
+            return cls(os.environ, extra or {})
+        key = (tuple(data.items()), tuple(extra.items()) if extra else ())
+        found = _SHARED.get(key)
+        if found is None:
+            found = cls(os.environ, extra or {})
+            if len(_SHARED) >= _SHARED_MAX:
+                _SHARED.clear()
+            _SHARED[key] = found
+        return found
+
+    @property
+    def active(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, value: str) -> str:
+        if self._pattern is None or not value:
+            return value
+        if not any(v in value for v in self._values):
+            return value
+        return self._pattern.sub(MASK, value)
+
+    def cut_start(self, value: str, shortest: int = 4) -> str:
+        """``value``, a text whose start was cut off, with a leading piece of
+        a secret (its last ``shortest`` or more characters) masked too."""
+        if self._pattern is None or not value:
+            return value
+        for secret in sorted(self._values, key=len, reverse=True):
+            for size in range(len(secret) - 1, shortest - 1, -1):
+                if value.startswith(secret[-size:]):
+                    return MASK + value[size:]
+        return value
+
+    def raw_pattern(self) -> tuple[re.Pattern[bytes], int, tuple[bytes, ...]] | None:
+        """For redacting raw output (transcripts): the secrets as a bytes
+        pattern, the longest one's length, and the secrets themselves (for a
+        fast "is any there?" test); None when there is nothing to hide."""
+        if self._pattern is None:
+            return None
+        pattern = re.compile(b"|".join(re.escape(f) for f in self._raw_forms))
+        return pattern, self._longest, self._raw_forms
+
+    def deep(self, value: Any) -> Any:
+        """Redact strings inside dicts, lists and tuples: new containers where a
+        secret was found, the value itself when it holds none."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, dict | list):
+            # One C-speed serialisation and a substring test per secret instead
+            # of a Python walk of every string: almost no event holds a secret.
+            try:
+                blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+            except TypeError:  # a value orjson cannot encode: walk it
+                pass
+            else:
+                if not any(v in blob for v in self._json_values):
+                    return value
+        return self._walk(value)
+
+    def _walk(self, value: Any, depth: int = 0) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict | list | tuple) and depth >= 2 * MAX_DEPTH:
+            return TOO_DEEP  # bounded: never a RecursionError, whatever the nesting
+        if isinstance(value, dict):
+            return {
+                self.text(k) if isinstance(k, str) else k: self._walk(v, depth + 1)
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._walk(v, depth + 1) for v in value]
+        return value

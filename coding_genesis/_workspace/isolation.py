@@ -1,0 +1,581 @@
+"""Isolated runs: a fresh ``git worktree`` per run, its changes read from git,
+and its removal.
+
+The lifecycle of one run's worktree::
+
+    open_worktree   → a new branch ``coding-genesis/<run>`` at the base commit,
+                      checked out under a private directory of ours (0700);
+                      the caller's uncommitted changes carried over on request
+    changes         → branch, base commit, changed files (added, modified,
+                      deleted, renamed), diff stat, the agent's commits, the
+                      full diff on request: all from git, untracked files
+                      included (through a temporary index)
+    close_worktree  → unless kept: what the agent left uncommitted is
+                      committed to the branch (our author identity, no hooks,
+                      no signing), the worktree is removed, the branch stays
+
+Worktree creation and removal on one repository hold a lock (a file lock:
+threads and processes).  :class:`WorktreeStep` wires this around a run's
+attempts (see :mod:`coding_genesis._pipeline.runsteps`); the run ledger records each
+worktree so that the sweep of a dead runner's runs removes it too
+(:func:`reclaim`), keeping the branch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from coding_genesis._supervision.process import _uninterruptible
+from coding_genesis._util.files import private_dir
+from coding_genesis._workspace.gitops import (
+    AUTHOR_EMAIL,
+    AUTHOR_NAME,
+    GitError,
+    GitMissing,
+    RepoLock,
+    changed_files,
+    git,
+    snapshot_tree,
+)
+from coding_genesis.errors import ConfigError
+
+__all__ = [
+    "BRANCH_PREFIX",
+    "INSTRUCTION_FILES",
+    "KEEP_CHOICES",
+    "Workspace",
+    "WorktreeRefused",
+    "changes",
+    "close_worktree",
+    "default_worktrees_dir",
+    "instruction_warnings",
+    "list_ours",
+    "open_worktree",
+    "prune",
+    "reclaim",
+]
+
+BRANCH_PREFIX = "coding-genesis/"
+KEEP_CHOICES = ("never", "on_failure", "always")
+Keep = Literal["never", "on_failure", "always"]
+#: Files coding-agent CLIs read as instructions from the directories above their cwd.
+INSTRUCTION_FILES = (
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+    "AGENTS.md",
+    "AGENTS.override.md",
+    "GEMINI.md",
+    "QWEN.md",
+    ".cursorrules",
+)
+#: A full diff is cut at this many characters (the result says so).
+MAX_DIFF_CHARS = 2_000_000
+_MAX_FILES = 1000
+_MAX_COMMITS = 200
+
+
+def _fs_ns() -> Any:
+    """Path helpers (local stat calls), kept out of the async functions' bodies."""
+    return os.path
+
+
+_fs: Any = _fs_ns()
+
+
+class WorktreeRefused(Exception):
+    """The run cannot be isolated (not a git repository, no git, a bad base):
+    answered without starting the CLI."""
+
+    def __init__(self, message: str, *, missing_git: bool = False) -> None:
+        super().__init__(message)
+        self.missing_git = missing_git
+
+
+def default_worktrees_dir() -> Path:
+    """``<tempdir>/coding-genesis-worktrees-<uid>``: outside every checkout, so
+    the CLI finds no instruction file of the caller's repository above its cwd."""
+    return Path(tempfile.gettempdir()) / f"coding-genesis-worktrees-{os.getuid()}"
+
+
+@dataclass(slots=True)
+class Workspace:
+    """One run's worktree."""
+
+    run_id: str
+    #: Top level of the caller's checkout.
+    repo: str
+    #: The repository's common git directory (shared by all its worktrees).
+    common_dir: str
+    #: Our private directory for this repository (worktrees, lock, scratch).
+    home: str
+    path: str
+    #: The run's directory: the worktree plus the caller's subpath in its checkout.
+    cwd: str
+    branch: str
+    base: str
+    base_commit: str
+    marker: str
+    carried_uncommitted: bool = False
+    #: Uncommitted paths of the caller's checkout when the run started.
+    uncommitted_in_checkout: int = 0
+    warnings: list[str] = field(default_factory=list)
+    removed: bool = False
+    kept: bool = False
+    final_commit: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What the run ledger keeps to reclaim the worktree after a runner's death."""
+        return {
+            "repo": self.repo,
+            "common_dir": self.common_dir,
+            "home": self.home,
+            "path": self.path,
+            "branch": self.branch,
+            "run_id": self.run_id,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "cwd": self.cwd,
+            "branch": self.branch,
+            "base": self.base,
+            "base_commit": self.base_commit,
+            "repo": self.repo,
+            "carried_uncommitted": self.carried_uncommitted,
+            "uncommitted_in_checkout": self.uncommitted_in_checkout,
+            "kept": self.kept,
+            "removed": self.removed,
+            "head": self.final_commit,
+        }
+
+
+def _repo_home(base: Path, toplevel: str, common_dir: str) -> Path:
+    digest = hashlib.sha256(os.fsencode(common_dir)).hexdigest()[:12]
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(toplevel).name)[:40]
+    return base / f"{name or 'repo'}-{digest}"
+
+
+async def _repo_of(cwd: str, marker: str) -> tuple[str, str]:
+    """(top level, common git dir) of the checkout holding ``cwd``."""
+    try:
+        out = await git(
+            ["rev-parse", "--show-toplevel", "--git-common-dir"],
+            cwd=cwd,
+            check=False,
+            marker=marker,
+        )
+    except GitMissing as exc:
+        raise WorktreeRefused(f"isolation='worktree' needs git: {exc}", missing_git=True) from None
+    lines = out.text.splitlines()
+    if not out.ok or len(lines) < 2:
+        raise WorktreeRefused(
+            f"isolation='worktree' needs a git repository: {cwd!r} is not inside one "
+            f"({out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'git said no'})"
+        )
+    toplevel = lines[0]
+    common = lines[1]
+    if not _fs.isabs(common):
+        common = _fs.normpath(_fs.join(cwd, common))
+    return toplevel, _fs.realpath(common)
+
+
+async def open_worktree(
+    cwd: str,
+    run_id: str,
+    *,
+    base: str | None = None,
+    carry_uncommitted: bool = False,
+    worktrees_dir: str | None = None,
+    marker: str | None = None,
+) -> Workspace:
+    """Create the run's branch and worktree; raise :class:`WorktreeRefused`."""
+    marker = marker or run_id
+    toplevel, common = await _repo_of(cwd, marker)
+    base_ref = base or "HEAD"
+    if base_ref.startswith("-"):
+        raise WorktreeRefused(f"invalid base {base_ref!r}: it would read as an option")
+    resolved = await git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base_ref}^{{commit}}"],
+        cwd=toplevel,
+        check=False,
+        marker=marker,
+    )
+    if not resolved.ok:
+        raise WorktreeRefused(
+            f"base {base_ref!r} is not a commit of {toplevel}"
+            + (" (the repository has no commit yet)" if base_ref == "HEAD" else "")
+        )
+    base_commit = resolved.text.strip()
+    try:
+        root = private_dir(Path(worktrees_dir) if worktrees_dir else default_worktrees_dir())
+        home = private_dir(_repo_home(root, toplevel, common))
+    except OSError as exc:
+        raise WorktreeRefused(f"cannot use the worktrees directory: {exc}") from None
+    short = run_id[:16]
+    path = home / short
+    branch = f"{BRANCH_PREFIX}{short}"
+    try:
+        async with RepoLock(home / ".lock").held():
+            added = await git(
+                ["worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), base_commit],
+                cwd=toplevel,
+                check=False,
+                marker=marker,
+            )
+    except BaseException:  # cancelled mid-way: nothing half-made stays behind
+        await _uninterruptible(
+            lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        )
+        raise
+    if not added.ok:
+        await _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        raise WorktreeRefused(f"git worktree add failed: {added.stderr.strip()[-500:]}")
+    os.chmod(path, 0o700)
+    rel = _fs.relpath(_fs.realpath(cwd), _fs.realpath(toplevel))
+    run_cwd = str(path) if rel == "." else str(path / rel)
+    workspace = Workspace(
+        run_id=run_id,
+        repo=toplevel,
+        common_dir=common,
+        home=str(home),
+        path=str(path),
+        cwd=run_cwd,
+        branch=branch,
+        base=base_ref,
+        base_commit=base_commit,
+        marker=marker,
+    )
+    try:
+        status = await git(
+            ["status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=toplevel, marker=marker
+        )
+        workspace.uncommitted_in_checkout = sum(
+            1 for entry in status.stdout.split(b"\0") if len(entry) > 3 and entry[2:3] == b" "
+        )
+        if workspace.uncommitted_in_checkout:
+            if carry_uncommitted:
+                await _carry(workspace, toplevel)
+                workspace.carried_uncommitted = True
+            else:
+                workspace.warnings.append(
+                    f"the checkout has {workspace.uncommitted_in_checkout} uncommitted path(s); "
+                    f"the worktree starts from {base_ref} ({base_commit[:12]}) without them "
+                    "(carry_uncommitted=True, --carry-uncommitted, carries them over)"
+                )
+        os.makedirs(run_cwd, 0o700, exist_ok=True)
+        workspace.warnings.extend(instruction_warnings(run_cwd, cwd))
+    except BaseException:
+        await _uninterruptible(
+            lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        )
+        raise
+    return workspace
+
+
+async def _undo_add(
+    repo: str, home: str, path: str, branch: str, marker: str, base_commit: str
+) -> None:
+    """Remove a worktree and branch that were just made (no work in them yet);
+    a branch that is not where we made it is not ours to delete."""
+    with contextlib.suppress(GitError, OSError):
+        await _remove_path(repo, home, path, marker)
+        ref = f"refs/heads/{branch}"
+        tip = await git(["rev-parse", "--verify", "--quiet", ref], cwd=repo, check=False)
+        if tip.ok and tip.text.strip() == base_commit:
+            await git(["branch", "-D", "--", branch], cwd=repo, check=False, marker=marker)
+
+
+async def _carry(ws: Workspace, toplevel: str) -> None:
+    """Apply the checkout's uncommitted changes (untracked files too) to the
+    worktree, read through a temporary index: the caller's index is untouched."""
+    tree = await snapshot_tree(toplevel, ws.home, marker=ws.marker)
+    diff = await git(
+        ["diff", "--binary", "--full-index", "--no-renames", "HEAD", tree, "--"],
+        cwd=toplevel,
+        marker=ws.marker,
+    )
+    if diff.stdout.strip():
+        applied = await git(
+            ["apply", "--binary", "--whitespace=nowarn", "-"],
+            cwd=ws.path,
+            stdin=diff.stdout,
+            check=False,
+            marker=ws.marker,
+        )
+        if not applied.ok:
+            raise WorktreeRefused(
+                f"the checkout's uncommitted changes do not apply on {ws.base}: "
+                f"{applied.stderr.strip()[-300:]}"
+            )
+
+
+async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any]:
+    """What the run changed, from git: against the base commit, committed and
+    uncommitted work (untracked files included)."""
+    marker = ws.marker
+    tree = await snapshot_tree(ws.path, ws.home, marker=marker)
+    head = (await git(["rev-parse", "HEAD"], cwd=ws.path, marker=marker)).text.strip()
+    names = await git(
+        ["diff", "--name-status", "-z", "-M", ws.base_commit, tree, "--"],
+        cwd=ws.path,
+        marker=marker,
+    )
+    files = changed_files(names.stdout)
+    stat = await git(
+        ["diff", "--stat=200", "--summary", "-M", ws.base_commit, tree, "--"],
+        cwd=ws.path,
+        marker=marker,
+    )
+    log = await git(
+        ["log", "--format=%H%x00%an%x00%s%x00", "-z", f"{ws.base_commit}..{head}", "--"],
+        cwd=ws.path,
+        check=False,
+        marker=marker,
+    )
+    commits = []
+    fields = log.text.split("\0")
+    for i in range(0, len(fields) - 2, 3):
+        sha = fields[i].strip()
+        if sha:
+            commits.append({"sha": sha, "author": fields[i + 1], "subject": fields[i + 2]})
+    head_tree = (await git(["rev-parse", "HEAD^{tree}"], cwd=ws.path, marker=marker)).text.strip()
+    out: dict[str, Any] = {
+        "branch": ws.branch,
+        "base_commit": ws.base_commit,
+        "head": head,
+        "files": files[:_MAX_FILES],
+        "files_total": len(files),
+        "diff_stat": stat.text.rstrip("\n"),
+        "commits": commits[-_MAX_COMMITS:],
+        "uncommitted": tree != head_tree,
+    }
+    if include_diff:
+        diff = await git(
+            ["diff", "--binary", "-M", ws.base_commit, tree, "--"], cwd=ws.path, marker=marker
+        )
+        text = diff.text
+        out["diff"] = text[:MAX_DIFF_CHARS]
+        out["diff_truncated"] = diff.truncated or len(text) > MAX_DIFF_CHARS
+    return out
+
+
+async def commit_leftovers(ws_path: str, scratch: str, message: str, marker: str) -> str | None:
+    """Commit what is uncommitted in a worktree (untracked files too) to its
+    ``HEAD``, as coding-genesis, with no hook and no signature; the new commit
+    (None: nothing to commit)."""
+    tree = await snapshot_tree(ws_path, scratch, marker=marker)
+    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=ws_path, check=False)
+    parent = head.text.strip() if head.ok else None
+    if parent is not None:
+        head_tree = await git(["rev-parse", f"{parent}^{{tree}}"], cwd=ws_path, marker=marker)
+        if head_tree.text.strip() == tree:
+            return None
+    args = ["commit-tree", "--no-gpg-sign", tree, "-m", message]
+    if parent is not None:
+        args[3:3] = ["-p", parent]
+    commit = (await git(args, cwd=ws_path, marker=marker)).text.strip()
+    update = ["update-ref", "-m", "coding-genesis: uncommitted work", "HEAD", commit]
+    if parent is not None:
+        update.append(parent)
+    await git(update, cwd=ws_path, marker=marker)
+    return commit
+
+
+async def remove(ws: Workspace, *, keep_branch: bool = True) -> None:
+    """Remove the worktree (under the repository's lock); the branch stays
+    unless ``keep_branch`` is False."""
+    await _remove_path(ws.repo, ws.home, ws.path, ws.marker)
+    if not keep_branch:
+        await git(["branch", "-D", "--", ws.branch], cwd=ws.repo, check=False, marker=ws.marker)
+    ws.removed = True
+
+
+async def _remove_path(repo: str, home: str, path: str, marker: str) -> None:
+    async with RepoLock(Path(home) / ".lock").held():
+        out = await git(
+            ["worktree", "remove", "--force", "--force", path],
+            cwd=repo,
+            check=False,
+            marker=marker,
+        )
+        if not out.ok or _fs.lexists(path):
+            shutil.rmtree(path, ignore_errors=True)
+            await git(["worktree", "prune"], cwd=repo, check=False, marker=marker)
+
+
+async def close_worktree(
+    ws: Workspace, *, keep: bool, keep_branch: bool = True, failed: bool = False
+) -> None:
+    """The end of the run's worktree: kept as is, or its leftovers committed
+    to the branch and the worktree removed."""
+    if keep:
+        ws.kept = True
+        with contextlib.suppress(GitError):
+            head = await git(["rev-parse", "HEAD"], cwd=ws.path, marker=ws.marker)
+            ws.final_commit = head.text.strip()
+        return
+    outcome = "failed" if failed else "finished"
+    try:
+        await commit_leftovers(
+            ws.path,
+            ws.home,
+            f"coding-genesis: uncommitted work of run {ws.run_id} ({outcome})",
+            ws.marker,
+        )
+        head = await git(["rev-parse", "HEAD"], cwd=ws.path, marker=ws.marker)
+        ws.final_commit = head.text.strip()
+    except GitError as exc:
+        ws.warnings.append(f"could not commit the run's leftovers: {exc}")
+    await remove(ws, keep_branch=keep_branch)
+
+
+async def reclaim(record: Mapping[str, Any]) -> bool:
+    """The sweep's part: a dead runner's worktree, its leftovers committed to
+    its branch (kept), removed.  True if there was one to remove."""
+    path, repo, home = record.get("path"), record.get("repo"), record.get("home")
+    if not all(isinstance(v, str) and v for v in (path, repo, home)):
+        return False
+    assert isinstance(path, str) and isinstance(repo, str) and isinstance(home, str)
+    marker = f"reclaim-{record.get('run_id', '')}"
+    if _fs.isdir(path):
+        with contextlib.suppress(GitError, OSError):
+            await commit_leftovers(
+                path,
+                home,
+                f"coding-genesis: uncommitted work of run {record.get('run_id')} (its runner died)",
+                marker,
+            )
+    if not _fs.lexists(path) and not _fs.isdir(repo):
+        return False
+    with contextlib.suppress(GitError, OSError):
+        await _remove_path(repo, home, path, marker)
+    return True
+
+
+# -- what is ours, and pruning what is left -------------------------------------------
+
+
+async def list_ours(cwd: str, *, worktrees_dir: str | None = None) -> list[dict[str, Any]]:
+    """The worktrees of the repository at ``cwd`` that live under our directory."""
+    toplevel, common = await _repo_of(cwd, "coding-genesis-list")
+    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
+    home = _fs.realpath(_repo_home(root, toplevel, common))
+    out = await git(["worktree", "list", "--porcelain", "-z"], cwd=toplevel)
+    found: list[dict[str, Any]] = []
+    entry: dict[str, Any] = {}
+    for item in [*out.text.split("\0"), ""]:
+        if not item:
+            if entry.get("path"):
+                path = _fs.realpath(entry["path"])
+                if path.startswith(home + os.sep):
+                    entry["exists"] = _fs.isdir(entry["path"])
+                    found.append(entry)
+            entry = {}
+            continue
+        key, _, value = item.partition(" ")
+        if key == "worktree":
+            entry["path"] = value
+        elif key == "branch":
+            entry["branch"] = value.removeprefix("refs/heads/")
+        elif key == "HEAD":
+            entry["head"] = value
+        elif key in ("locked", "prunable", "detached"):
+            entry[key] = value or True
+    return found
+
+
+async def prune(
+    cwd: str,
+    *,
+    worktrees_dir: str | None = None,
+    live: frozenset[str] = frozenset(),
+    dry_run: bool = False,
+) -> list[dict[str, Any]]:
+    """Remove our worktrees of this repository that no live run uses (their
+    leftovers committed to their branches, which stay)."""
+    toplevel, common = await _repo_of(cwd, "coding-genesis-prune")
+    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
+    home = str(_repo_home(root, toplevel, common))
+    removed = []
+    for entry in await list_ours(cwd, worktrees_dir=worktrees_dir):
+        if _fs.realpath(entry["path"]) in live:
+            continue
+        removed.append(entry)
+        if dry_run:
+            continue
+        await reclaim({"path": entry["path"], "repo": toplevel, "home": home, "run_id": "prune"})
+    if not dry_run:
+        await git(["worktree", "prune"], cwd=toplevel, check=False)
+    return removed
+
+
+# -- context hygiene ------------------------------------------------------------------
+
+
+def _instructions_above(directory: str) -> dict[str, str]:
+    """Instruction files in the directories strictly above ``directory``:
+    {name relative to its directory's depth: absolute path}."""
+    found: dict[str, str] = {}
+    current = Path(directory).resolve().parent
+    while True:
+        for name in INSTRUCTION_FILES:
+            candidate = current / name
+            with contextlib.suppress(OSError):
+                if candidate.is_file():
+                    found[str(candidate)] = str(candidate)
+        if current.parent == current:
+            break
+        current = current.parent
+    return found
+
+
+def instruction_warnings(worktree_root_cwd: str, caller_cwd: str) -> list[str]:
+    """Warnings for instruction files a CLI reads from the directories above
+    the worktree that are not those above the caller's checkout (and the
+    reverse: those it no longer sees)."""
+    try:
+        above_worktree = _instructions_above(_top_of(worktree_root_cwd))
+        above_checkout = _instructions_above(_top_of(caller_cwd))
+    except OSError:
+        return []
+    warnings = [
+        f"instruction file {path} is above the worktree (the CLI may read it) "
+        "but not above your checkout"
+        for path in sorted(set(above_worktree) - set(above_checkout))
+    ]
+    warnings += [
+        f"instruction file {path} is above your checkout but not above the worktree "
+        "(the CLI will not read it there)"
+        for path in sorted(set(above_checkout) - set(above_worktree))
+    ]
+    return warnings
+
+
+def _top_of(directory: str) -> str:
+    """The nearest directory at or above ``directory`` holding ``.git``."""
+    current = Path(directory).resolve()
+    while True:
+        if (current / ".git").exists():
+            return str(current)
+        if current.parent == current:
+            return directory
+        current = current.parent
+
+
+def check_keep(value: object) -> Keep:
+    if value not in KEEP_CHOICES:
+        raise ConfigError(f"keep must be one of {', '.join(KEEP_CHOICES)}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def author() -> str:
+    return f"{AUTHOR_NAME} <{AUTHOR_EMAIL}>"

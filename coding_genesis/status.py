@@ -1,0 +1,94 @@
+"""Agent states and the status codes a run returns."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["AgentState", "ErrorCode", "Status"]
+
+
+class AgentState(enum.StrEnum):
+    """The agent's state machine.
+
+    READY accepts work, BUSY runs one request, DEGRADED refuses work for a
+    while because the backend keeps failing in ways a retry cannot fix.
+    """
+
+    READY = "READY"
+    BUSY = "BUSY"
+    DEGRADED = "DEGRADED"
+
+
+class Status(enum.IntEnum):
+    """Run status codes.  They mirror process exit-code conventions so that
+    `genesis run` can exit with them unchanged.
+
+    ``status`` only ever holds these codes (or 128+N for a signal we did not
+    send): a CLI's own non-zero exit is status 1, with its code in ``exit_code``.
+    """
+
+    OK = 0
+    #: The CLI failed: it reported an error, exited non-zero by itself, or did not finish.
+    FAILED = 1
+    #: The request itself is invalid (empty prompt, NUL byte, bad cwd).
+    USAGE = 64
+    #: The backend is DEGRADED (circuit open): try again after the cooldown.
+    UNAVAILABLE = 69
+    #: An unexpected error inside coding-genesis itself.
+    INTERNAL = 70
+    #: The agent is BUSY with another request; nothing was started.
+    BUSY = 75
+    #: Wall-clock or idle timeout, or a stall: the process tree was stopped.
+    TIMEOUT = 124
+    #: The CLI binary exists but cannot be executed.
+    NOT_EXECUTABLE = 126
+    #: The CLI binary was not found.
+    NOT_FOUND = 127
+    #: The run was cancelled by the caller (Ctrl-C).
+    CANCELLED = 130
+
+    @staticmethod
+    def for_signal(signum: int) -> int:
+        """128 + N: the process was killed by signal N (not by us)."""
+        return 128 + signum
+
+
+class ErrorCode(enum.StrEnum):
+    """``error`` of a response: what went wrong, in one machine-readable word."""
+
+    #: The wall-clock timeout stopped the process tree.
+    TIMEOUT = "timeout"
+    #: No output for ``idle_timeout`` seconds: the process tree was stopped.
+    IDLE_TIMEOUT = "idle_timeout"
+    #: The whole process tree was silent and idle for ``stall_timeout`` seconds: stopped.
+    STALLED = "stalled"
+    #: The CLI reported an error or exited non-zero by itself.
+    CLI_ERROR = "cli_error"
+    #: The CLI was killed by a signal we did not send.
+    KILLED = "killed"
+    #: The CLI exited without its terminal event.
+    INCOMPLETE = "incomplete"
+    #: The CLI exited 0 without producing any event (status 0, a warning).
+    EMPTY_OUTPUT = "empty_output"
+    #: The CLI binary was not found.
+    NOT_FOUND = "not_found"
+    #: The CLI binary cannot be executed.
+    NOT_EXECUTABLE = "not_executable"
+    #: The request itself is invalid (status 64).
+    INVALID_REQUEST = "invalid_request"
+    #: The agent is busy with another request (status 75).
+    BUSY = "busy"
+    #: The agent is DEGRADED (status 69).
+    DEGRADED = "degraded"
+    #: A bug of ours (status 70).
+    INTERNAL = "internal"
+    #: The caller cancelled the run (status 130).
+    CANCELLED = "cancelled"
+    #: A budget (coding_genesis._observers.budget) was spent: the process tree was stopped,
+    #: or, for a run of a spent shared budget, nothing was started (status 1).
+    BUDGET_EXCEEDED = "budget_exceeded"
+    #: A request of a batch not started: the batch hit the account's usage
+    #: limit, which resets after the batch's deadline (status 69).
+    USAGE_LIMIT = "usage_limit"
+    #: The caller's verify command failed after the agent finished (status 1).
+    VERIFY_FAILED = "verify_failed"
