@@ -1,0 +1,119 @@
+"""The layers of docs/architecture.md hold: `lint-imports` checks the contracts
+in pyproject.toml (run by .ci/run), and a broken layer makes it fail; no private
+name crosses its subpackage."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "coding_genesis"
+
+
+def _lint_imports() -> str:
+    exe = Path(sys.executable).with_name("lint-imports")
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[dev]')")
+    return str(exe)
+
+
+def _copy_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+    shutil.copytree(
+        PACKAGE, project / "coding_genesis", symlinks=False, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return project
+
+
+def _run(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_lint_imports(), "--no-cache"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(project)},
+    )
+
+
+def test_the_contracts_hold_and_a_broken_layer_fails(tmp_path: Path) -> None:
+    project = _copy_project(tmp_path)
+    kept = _run(project)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "broken" not in kept.stdout.lower()
+
+    # One forbidden import: the supervision layer reaching up to the agent.
+    process = project / "coding_genesis" / "_supervision" / "process.py"
+    process.write_text(process.read_text() + "\nimport coding_genesis.agent  # noqa\n")
+    broken = _run(project)
+    assert broken.returncode != 0, broken.stdout
+    assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out.append((".".join(["coding_genesis", *parts]), path))
+    return out
+
+
+def _unit(module: str) -> str:
+    """The subpackage a module belongs to (a top-level module is its own unit)."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_private_name_crosses_its_subpackage() -> None:
+    crossings = []
+    for module, path in _modules():
+        tree = ast.parse(path.read_text())
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if not source.startswith("coding_genesis"):
+                    continue
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    aliases[alias.asname or alias.name] = full
+                    target_module = source
+                    if _private(alias.name) and _unit(target_module) != _unit(module):
+                        # importing a private *module* of one's own package is fine
+                        if _unit(full) != _unit(module):
+                            crossings.append(f"{module}: from {source} import {alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("coding_genesis") and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                target = aliases[node.value.id]
+                if _unit(target) != _unit(module):
+                    crossings.append(f"{module}: {node.value.id}.{node.attr} ({target})")
+    assert not crossings, "\n".join(crossings)
