@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from coding_genesis import CodingGenesisAgent, Event
-from coding_genesis._supervision.process import RUN_MARKER_ENV
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 
 #: Set in this test session's environment and inherited by every process it
 #: starts, so leak checks never touch another session's processes.

@@ -21,11 +21,11 @@ from typing import Any
 import psutil
 import pytest
 
-from coding_genesis._supervision import process
+from coding_genesis._supervision import spawn
 from tests.support import FakeCLI, exits_within
 
 pytestmark = pytest.mark.skipif(
-    not process.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only"
+    not spawn.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only"
 )
 
 HOST = textwrap.dedent(
@@ -33,10 +33,10 @@ HOST = textwrap.dedent(
     import json, sys
     from coding_genesis import CodingGenesisAgent
     from coding_genesis.backends import get_backend
-    from coding_genesis import process
+    from coding_genesis._supervision import spawn
     settings = json.loads(sys.argv[1])
     if settings.pop("arm", None) == "preexec":  # as where setpriv is not installed
-        process._setpriv = lambda: None
+        spawn._setpriv = lambda: None
     backend = get_backend("claude")
     if "pdeath_signal" in settings:  # a backend that declares another signal
         backend = type("Declared", (type(backend),), {"pdeath_signal": settings.pop("pdeath_signal")})()
@@ -72,7 +72,7 @@ def start_host(fake: FakeCLI, tmp_path: Path, **settings: Any) -> subprocess.Pop
 ARMS = [
     pytest.param(
         "setpriv",
-        marks=pytest.mark.skipif(process._setpriv() is None, reason="no setpriv --pdeathsig here"),
+        marks=pytest.mark.skipif(spawn._setpriv() is None, reason="no setpriv --pdeathsig here"),
     ),
     "preexec",
 ]
@@ -96,7 +96,7 @@ def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path, arm: str) -> None:
 
 def spawn_quiet(argv: list[str]) -> subprocess.Popen[bytes]:
     """``argv`` started as the runner starts a CLI (SIGTERM at parent death), no stdio."""
-    return process.spawn(
+    return spawn.spawn(
         argv,
         cwd=os.getcwd(),
         env=os.environ,
@@ -112,7 +112,7 @@ def _sleeper(ready: threading.Event, box: list[subprocess.Popen[bytes]], direct:
     if direct:  # the naive way: fork from this short-lived thread
         box.append(
             subprocess.Popen(
-                argv, start_new_session=True, preexec_fn=process._pdeath_preexec(signal.SIGTERM)
+                argv, start_new_session=True, preexec_fn=spawn._pdeath_preexec(signal.SIGTERM)
             )
         )
     else:
@@ -423,7 +423,7 @@ def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.Mon
 # -- setpriv as the exec prefix ------------------------------------------------------------------
 
 
-@pytest.mark.skipif(process._setpriv() is None, reason="no setpriv --pdeathsig here")
+@pytest.mark.skipif(spawn._setpriv() is None, reason="no setpriv --pdeathsig here")
 def test_setpriv_execs_the_cli_in_place_its_pid_parent_and_session_ours() -> None:
     child = spawn_quiet([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -452,7 +452,7 @@ def test_an_exec_failure_behind_setpriv_answers_as_a_direct_one(
     answers = []
     for arm in ("setpriv", "preexec"):
         if arm == "preexec":
-            monkeypatch.setattr(process, "_setpriv", lambda: None)
+            monkeypatch.setattr(spawn, "_setpriv", lambda: None)
         result = CodingGenesisAgent("claude", cli_path=str(cli), timeout=10).run_sync("hi")
         answers.append({k: result[k] for k in ("status", "error", "message", "exit_code")})
     assert answers[0] == answers[1]
@@ -460,10 +460,10 @@ def test_an_exec_failure_behind_setpriv_answers_as_a_direct_one(
 
 
 def test_setpriv_exec_errors_are_read_back_as_oserrors() -> None:
-    error = process.setpriv_exec_error("setpriv: failed to execute /x/y: Permission denied\n")
+    error = spawn.setpriv_exec_error("setpriv: failed to execute /x/y: Permission denied\n")
     assert isinstance(error, PermissionError) and error.filename == "/x/y"
     assert isinstance(
-        process.setpriv_exec_error("setpriv: failed to execute a: No such file or directory"),
+        spawn.setpriv_exec_error("setpriv: failed to execute a: No such file or directory"),
         FileNotFoundError,
     )
-    assert process.setpriv_exec_error("some CLI's own error") is None
+    assert spawn.setpriv_exec_error("some CLI's own error") is None

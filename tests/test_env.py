@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coding_genesis._supervision.process import RUN_MARKER_ENV, build_env
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV, build_env
 from coding_genesis.backend import RunRequest
 from coding_genesis.backends import ClaudeBackend
 

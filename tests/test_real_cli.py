@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent, retry
-from coding_genesis._supervision.process import RUN_MARKER_ENV
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._util.redact import MASK
 from tests.fakes.model_server import (
     DEFAULT_TEXT,

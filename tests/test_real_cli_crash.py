@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from coding_genesis._supervision import process
+from coding_genesis._supervision import spawn
 from coding_genesis._supervision.ledger import Ledger, sweep_sync
 from tests.fakes.model_server import FakeModelServer
 from tests.support import exits_within
@@ -26,7 +26,7 @@ from tests.test_real_cli import SLEEP_PROMPTS, Rig, hermetic_env, is_sleeper, pr
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
 
 pytestmark = pytest.mark.skipif(
-    not process.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only"
+    not spawn.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only"
 )
 
 HOST = """

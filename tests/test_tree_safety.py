@@ -19,14 +19,14 @@ import psutil
 import pytest
 
 from coding_genesis import Event
-from coding_genesis._supervision.process import (
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV
+from coding_genesis._supervision.table import (
     _PR_GET_CHILD_SUBREAPER,
     _PR_SET_CHILD_SUBREAPER,
-    RUN_MARKER_ENV,
     _prctl,
-    _Tree,
     subreaper_enabled,
 )
+from coding_genesis._supervision.tree import Tree
 from tests.support import FakeCLI, marked_processes
 from tests.tree_support import assert_tree_gone, describe, run_pids
 
@@ -52,7 +52,7 @@ async def test_a_marked_process_in_our_own_session_is_never_signalled(tmp_path: 
     try:
         assert os.getpgid(ours.pid) == os.getpgrp()
         await anyio.sleep(0.1)  # let it exec, so its environment is readable
-        tree = _Tree(None, 2**22 + 1, marker, time.time())
+        tree = Tree(None, 2**22 + 1, marker, time.time())
         assert tree.snapshot() == {}
         sent = await tree.stop((signal.SIGTERM,), grace=0.1, kill_wait=0.5)
         assert sent == []
@@ -102,7 +102,7 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import anyio
     from coding_genesis import CodingGenesisAgent
-    from coding_genesis._supervision.process import set_subreaper, subreaper_enabled
+    from coding_genesis._supervision.table import set_subreaper, subreaper_enabled
 
     async def main():
         if sys.argv[3] == "off":

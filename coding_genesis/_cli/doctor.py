@@ -180,7 +180,7 @@ def _claude_credentials() -> Check:
 
 def _claude_stripped() -> list[str]:
     """Inherited variables the claude backend removes from the CLI's environment."""
-    from coding_genesis._supervision.process import build_env
+    from coding_genesis._supervision.childenv import build_env
     from coding_genesis.backend import RunRequest
     from coding_genesis.backends.claude import ClaudeBackend
 
@@ -276,7 +276,7 @@ def _codex_environment() -> list[Check]:
 async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> list[Check]:
     from coding_genesis._cli.env import cli_path_for
     from coding_genesis._pipeline.attempt import Refusal, resolve_program
-    from coding_genesis._supervision.process import build_env
+    from coding_genesis._supervision.childenv import build_env
     from coding_genesis._util.plugins import plugin_entry_points
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.backend import RunRequest
@@ -380,7 +380,7 @@ def _exposure(name: str, backend: object) -> Check:
 
 def _machine_checks() -> list[Check]:
     from coding_genesis._cli.env import SUBREAPER, transcript_dir
-    from coding_genesis._supervision.process import subreaper_enabled
+    from coding_genesis._supervision.table import subreaper_enabled
 
     checks = []
     if subreaper_enabled():

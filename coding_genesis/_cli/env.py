@@ -153,7 +153,7 @@ def apply_process_settings(
     """Process-wide switches of a ``genesis`` invocation: the subreaper, virtual time."""
     values = _env(env)
     if values.get(SUBREAPER, "").strip() == "0":
-        from coding_genesis._supervision.process import set_subreaper
+        from coding_genesis._supervision.table import set_subreaper
 
         set_subreaper(False)
     if retry_testing or values.get(RETRY_TESTING, "").strip().lower() in ("1", "true", "yes", "on"):

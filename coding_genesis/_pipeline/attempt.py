@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from coding_genesis._pipeline.decode import Decoder, Listeners
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
-from coding_genesis._supervision.childenv import backend_needs, child_base_env
-from coding_genesis._supervision.process import ProcessOutcome, build_env, run_process
+from coding_genesis._supervision.childenv import backend_needs, build_env, child_base_env
+from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.launch import NodeScript, node_launch
 from coding_genesis._util.redact import Redactor

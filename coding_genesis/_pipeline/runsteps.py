@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from coding_genesis._supervision.process import _uninterruptible
+from coding_genesis._supervision.shield import shielded
 from coding_genesis.status import ErrorCode, Status
 
 if TYPE_CHECKING:
@@ -99,9 +99,9 @@ class RunSteps:
             else:
                 result = await pipeline(request)
         except BaseException:
-            await _uninterruptible(lambda: self._exit(None))
+            await shielded(lambda: self._exit(None))
             raise
-        await _uninterruptible(lambda: self._exit(result))
+        await shielded(lambda: self._exit(result))
         update = dict(self.fields)
         warnings = update.pop("warnings", None)
         if warnings:

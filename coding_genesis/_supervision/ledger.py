@@ -44,7 +44,8 @@ import orjson
 import psutil
 
 from coding_genesis._observers.transcript import ENDED
-from coding_genesis._supervision.process import RUN_MARKER_ENV, stop_marked
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV
+from coding_genesis._supervision.tree import stop_marked
 
 __all__ = [
     "ENDED",

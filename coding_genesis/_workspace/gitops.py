@@ -23,7 +23,8 @@ from pathlib import Path
 
 import anyio
 
-from coding_genesis._supervision.process import SupervisorConfig, build_env, run_process
+from coding_genesis._supervision.childenv import build_env
+from coding_genesis._supervision.process import SupervisorConfig, run_process
 
 __all__ = [
     "AUTHOR_EMAIL",

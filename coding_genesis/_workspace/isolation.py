@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from coding_genesis._supervision.process import _uninterruptible
+from coding_genesis._supervision.shield import shielded
 from coding_genesis._util.files import private_dir
 from coding_genesis._workspace.gitops import (
     AUTHOR_EMAIL,
@@ -232,7 +232,7 @@ async def open_worktree(
                 marker=marker,
             )
     except BaseException:  # cancelled mid-way: nothing half-made stays behind
-        await _uninterruptible(
+        await shielded(
             lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
         )
         raise
@@ -274,7 +274,7 @@ async def open_worktree(
         os.makedirs(run_cwd, 0o700, exist_ok=True)
         workspace.warnings.extend(instruction_warnings(run_cwd, cwd))
     except BaseException:
-        await _uninterruptible(
+        await shielded(
             lambda: _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
         )
         raise

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from coding_genesis._supervision.childenv import child_base_env
-from coding_genesis._supervision.process import StopReason, build_env, run_process
+from coding_genesis._supervision.childenv import build_env, child_base_env
+from coding_genesis._supervision.process import StopReason, run_process
 from coding_genesis.config import AgentConfig
 
 __all__ = ["OUTPUT_TAIL_CHARS", "run_verify", "verify_failure_message"]

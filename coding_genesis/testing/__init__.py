@@ -296,7 +296,7 @@ def _partial(backend: Backend, data: bytes) -> bytes:
 def _run_processes(run_id: str) -> list[str]:
     import psutil
 
-    from coding_genesis._supervision.process import RUN_MARKER_ENV
+    from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 
     found = []
     for proc in psutil.process_iter(["pid", "status"]):

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coding_genesis._supervision import process
+from coding_genesis._supervision import spawn
 from coding_genesis._supervision.ledger import Ledger, sweep_sync
 from tests.reliability import figures
 from tests.support import FakeCLI, marked_processes, zombie_children
@@ -51,7 +51,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(not process.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only")
+@pytest.mark.skipif(not spawn.pdeathsig_supported(), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_fifty_runners_killed_at_random_then_one_sweep(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
