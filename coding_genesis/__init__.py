@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 # see the imports below.
 if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
-    from coding_genesis._failures.classify import FailureCategory
     from coding_genesis._failures.report import (
         ChildFailure,
         format_failure_report,
@@ -73,7 +72,7 @@ if TYPE_CHECKING:
     )
     from coding_genesis.result import RunResult
     from coding_genesis.retry import RetryPolicy
-    from coding_genesis.status import AgentState, ErrorCode, Status
+    from coding_genesis.status import AgentState, ErrorCode, FailureCategory, Status
 
 __version__ = "0.1.0"
 
@@ -101,7 +100,7 @@ _EXPORTS: dict[str, str] = {
     "Event": "events",
     "EventKind": "events",
     "EventStream": "events",
-    "FailureCategory": "_failures.classify",
+    "FailureCategory": "status",
     "GenesisError": "errors",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",

@@ -11,7 +11,7 @@ The numbers are spec 002's (``retryStrategies``)::
 
 The policy never decides retryability itself: it reads the failure value's
 ``retryable`` (decided once by :mod:`coding_genesis._failures.analysis` from the same
-table, :data:`~coding_genesis._failures.classify.DEFAULT_RETRIES`) and ``retry_after_s``,
+table, :data:`DEFAULT_RETRIES`) and ``retry_after_s``,
 and only adds counts, backoff, timeouts and the deadline.  So for every failure
 ``failure.retryable`` is exactly whether ``RetryPolicy.default()`` retries it on
 a first attempt.
@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coding_genesis._failures.breaker import CircuitBreaker
-from coding_genesis._failures.classify import DEFAULT_RETRIES, FailureCategory
 from coding_genesis._util.clock import (
     Clock,
     SystemClock,
@@ -44,12 +43,14 @@ from coding_genesis._util.clock import (
     testing,
 )
 from coding_genesis.errors import ConfigError
+from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
     from coding_genesis._failures.report import ChildFailure
     from coding_genesis.result import RunResult
 
 __all__ = [
+    "DEFAULT_RETRIES",
     "Action",
     "AttemptPlan",
     "Backoff",
@@ -130,46 +131,72 @@ class CategoryPolicy(BaseModel):
         return delay
 
 
-_C = FailureCategory
+#: Retries ``RetryPolicy.default()`` makes per category; a category absent here is
+#: not retried as-is.  This is the one table retryability is read from: the
+#: failure analysis decides ``failure.retryable`` with it
+#: (coding_genesis._failures.taxonomy.retry_verdict) and the default policy
+#: retries exactly these categories, so the two agree.  (Spec 002 calls
+#: ``internal`` "Partiel": analyse and decide.  We decided: one retry after a
+#: pause.  Spec 004's tool errors are retryable "after fixing the environment":
+#: not as-is, so not by a policy.)
+DEFAULT_RETRIES: dict[FailureCategory, int] = {
+    FailureCategory.TIMEOUT: 2,
+    FailureCategory.STALLED: 1,
+    FailureCategory.NETWORK: 3,
+    FailureCategory.RATE_LIMIT: 5,
+    FailureCategory.INTERNAL: 1,
+    FailureCategory.PARTIAL: 1,
+    FailureCategory.VERIFY_FAILED: 1,
+}
 
 #: What each category does when it is not retried (spec 002's table, "Action" column).
 _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
-    _C.TIMEOUT: Action.ESCALATE,
-    _C.STALLED: Action.ESCALATE,
-    _C.RATE_LIMIT: Action.FAIL,
-    _C.NETWORK: Action.FAIL,
-    _C.AUTH: Action.ESCALATE,
-    _C.INVALID_TASK: Action.FAIL,
-    _C.MISSING_CONTEXT: Action.FAIL,
-    _C.TOOL_ERROR: Action.ESCALATE,
-    _C.NOT_FOUND: Action.ESCALATE,
-    _C.PARTIAL: Action.ESCALATE,
-    _C.VERIFY_FAILED: Action.FAIL,
-    _C.INTERNAL: Action.ESCALATE,
+    FailureCategory.TIMEOUT: Action.ESCALATE,
+    FailureCategory.STALLED: Action.ESCALATE,
+    FailureCategory.RATE_LIMIT: Action.FAIL,
+    FailureCategory.NETWORK: Action.FAIL,
+    FailureCategory.AUTH: Action.ESCALATE,
+    FailureCategory.INVALID_TASK: Action.FAIL,
+    FailureCategory.MISSING_CONTEXT: Action.FAIL,
+    FailureCategory.TOOL_ERROR: Action.ESCALATE,
+    FailureCategory.NOT_FOUND: Action.ESCALATE,
+    FailureCategory.PARTIAL: Action.ESCALATE,
+    FailureCategory.VERIFY_FAILED: Action.FAIL,
+    FailureCategory.INTERNAL: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
-    _C.BUDGET_EXCEEDED: Action.FAIL,
-    _C.UNKNOWN: Action.ESCALATE,
+    FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
+    FailureCategory.UNKNOWN: Action.ESCALATE,
 }
 
 
 def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
-    policies = {category: CategoryPolicy(on_give_up=_GIVE_UP[category]) for category in _C}
+    policies = {
+        category: CategoryPolicy(on_give_up=_GIVE_UP[category]) for category in FailureCategory
+    }
     shapes: dict[FailureCategory, dict[str, Any]] = {
-        _C.TIMEOUT: {"backoff": Backoff.LINEAR, "base_delay_s": 30.0, "extend_timeout": 1.5},
-        _C.NETWORK: {"backoff": Backoff.EXPONENTIAL, "base_delay_s": 1.0, "max_delay_s": 30.0},
+        FailureCategory.TIMEOUT: {
+            "backoff": Backoff.LINEAR,
+            "base_delay_s": 30.0,
+            "extend_timeout": 1.5,
+        },
+        FailureCategory.NETWORK: {
+            "backoff": Backoff.EXPONENTIAL,
+            "base_delay_s": 1.0,
+            "max_delay_s": 30.0,
+        },
         # A hung CLI or tool: once more at once, continuing the session.
-        _C.STALLED: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
-        _C.RATE_LIMIT: {
+        FailureCategory.STALLED: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+        FailureCategory.RATE_LIMIT: {
             "backoff": Backoff.EXPONENTIAL,
             "base_delay_s": 60.0,
             "use_retry_after": True,
         },
-        _C.INTERNAL: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
+        FailureCategory.INTERNAL: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
         # Spec 004: partial success is "often retryable with adjusted approach" — the
         # continuation prompt is that adjustment.
-        _C.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+        FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
         # The verify output is the continuation prompt (see continuation_prompt).
-        _C.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
+        FailureCategory.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
     }
     for category, retries in DEFAULT_RETRIES.items():
         policies[category] = CategoryPolicy(

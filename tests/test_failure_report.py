@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coding_genesis._failures.classify import FailureCategory
 from coding_genesis._failures.report import (
     ChildFailure,
     ReportParseError,
     format_failure_report,
     parse_failure_report,
 )
+from coding_genesis.status import FailureCategory
 
 SPEC_EXAMPLE = ChildFailure(
     category=FailureCategory.TIMEOUT,

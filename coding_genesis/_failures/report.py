@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coding_genesis._failures.classify import FailureCategory
+from coding_genesis.status import FailureCategory
 
 __all__ = [
     "REPORT_PREFIX",
@@ -35,8 +35,6 @@ __all__ = [
     "format_failure_report",
     "parse_failure_report",
 ]
-
-C = FailureCategory
 
 #: First words of a failure report.
 REPORT_PREFIX = "Child agent failed: "
