@@ -46,8 +46,7 @@ from coding_genesis.errors import ConfigError
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
-    from coding_genesis._failures.report import ChildFailure
-    from coding_genesis.result import RunResult
+    from coding_genesis.result import ChildFailure, RunResult
 
 __all__ = [
     "DEFAULT_RETRIES",

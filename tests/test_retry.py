@@ -23,8 +23,8 @@ from coding_genesis import (
 )
 from coding_genesis import retry as retry_mod
 from coding_genesis._cli.main import main as cli_main
-from coding_genesis._failures.report import ChildFailure
 from coding_genesis._failures.taxonomy import retry_verdict
+from coding_genesis.result import ChildFailure
 from coding_genesis.retry import (
     Action,
     Backoff,

@@ -1,4 +1,4 @@
-"""Failure analysis: the one :class:`~coding_genesis._failures.report.ChildFailure` value of
+"""Failure analysis: the one :class:`~coding_genesis.result.ChildFailure` value of
 a failed attempt, decided once.
 
 Every view renders this value and none decides again: the response's
@@ -17,11 +17,11 @@ from typing import Any
 
 from coding_genesis._failures.classify import Classification, Evidence, classify_evidence
 from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
-from coding_genesis._failures.report import ChildFailure, format_failure_report
+from coding_genesis._failures.report import format_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES, retry_verdict
 from coding_genesis._failures.usagelimits import iso
 from coding_genesis._util.redact import Redactor
-from coding_genesis.result import RunResult
+from coding_genesis.result import ChildFailure, RunResult
 from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = [
