@@ -18,12 +18,7 @@ from typing import TYPE_CHECKING, Any
 # see the imports below.
 if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
-    from coding_genesis._failures.classify import FailureCategory
-    from coding_genesis._failures.report import (
-        ChildFailure,
-        format_failure_report,
-        parse_failure_report,
-    )
+    from coding_genesis._failures.report import format_failure_report, parse_failure_report
     from coding_genesis._observers.budget import Budget
     from coding_genesis._supervision.process import StopReason, SupervisorConfig
     from coding_genesis._util.clock import VirtualClock
@@ -71,9 +66,9 @@ if TYPE_CHECKING:
         RunObserver,
         TranscriptObserver,
     )
-    from coding_genesis.result import RunResult
+    from coding_genesis.result import ChildFailure, RunResult
     from coding_genesis.retry import RetryPolicy
-    from coding_genesis.status import AgentState, ErrorCode, Status
+    from coding_genesis.status import AgentState, ErrorCode, FailureCategory, Status
 
 __version__ = "0.1.0"
 
@@ -88,7 +83,7 @@ _EXPORTS: dict[str, str] = {
     "load_backends_file": "backends.generic",
     "Backend": "backend",
     "Budget": "_observers.budget",
-    "ChildFailure": "_failures.report",
+    "ChildFailure": "result",
     "CircuitBreaker": "_failures.breaker",
     "CliRetryEvent": "events",
     "CodingGenesisAgent": "agent",
@@ -101,7 +96,7 @@ _EXPORTS: dict[str, str] = {
     "Event": "events",
     "EventKind": "events",
     "EventStream": "events",
-    "FailureCategory": "_failures.classify",
+    "FailureCategory": "status",
     "GenesisError": "errors",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",

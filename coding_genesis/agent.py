@@ -35,6 +35,7 @@ from coding_genesis._pipeline.outcome import (
     tally_facts,
 )
 from coding_genesis._pipeline.request import Request, make_request
+from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.runsteps import RunSteps
 from coding_genesis._pipeline.vocab import require_permissions
 from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
@@ -63,7 +64,7 @@ from coding_genesis.observer import (
     TranscriptObserver,
 )
 from coding_genesis.result import RunResult, RunTally
-from coding_genesis.retry import AttemptPlan, RetryPolicy, retrying
+from coding_genesis.retry import RetryPolicy
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]

@@ -26,12 +26,13 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
-from coding_genesis._failures.classify import FailureCategory, classify_exception
+from coding_genesis._failures.classify import classify_exception
 from coding_genesis._failures.errorcontext import (
     ErrorContext,
     error_context_for_exception,
     last_resort_message,
 )
+from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
     from coding_genesis.agent import CodingGenesisAgent

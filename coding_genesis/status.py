@@ -1,10 +1,11 @@
-"""Agent states and the status codes a run returns."""
+"""The closed vocabularies of how a run ends: agent states, status codes, error
+codes and failure categories."""
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["AgentState", "ErrorCode", "Status"]
+__all__ = ["AgentState", "ErrorCode", "FailureCategory", "Status"]
 
 
 class AgentState(enum.StrEnum):
@@ -92,3 +93,26 @@ class ErrorCode(enum.StrEnum):
     USAGE_LIMIT = "usage_limit"
     #: The caller's verify command failed after the agent finished (status 1).
     VERIFY_FAILED = "verify_failed"
+
+
+class FailureCategory(enum.StrEnum):
+    """Why a run failed: the one taxonomy every view of a failure uses (the
+    classifier in coding_genesis._failures decides it; the retry policy keys on it)."""
+
+    TIMEOUT = "timeout"
+    #: The whole process tree was silent and idle for ``stall_timeout``.
+    STALLED = "stalled"
+    RATE_LIMIT = "rate_limit"
+    NETWORK = "network"
+    AUTH = "auth"
+    INVALID_TASK = "invalid_task"
+    MISSING_CONTEXT = "missing_context"
+    TOOL_ERROR = "tool_error"
+    NOT_FOUND = "not_found"
+    PARTIAL = "partial"
+    #: The agent finished, but the caller's verify command failed.
+    VERIFY_FAILED = "verify_failed"
+    INTERNAL = "internal"
+    #: A budget of ours (coding_genesis._observers.budget) was spent: the run was stopped or not started.
+    BUDGET_EXCEEDED = "budget_exceeded"
+    UNKNOWN = "unknown"

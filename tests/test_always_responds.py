@@ -15,10 +15,11 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent, Event
-from coding_genesis._failures.classify import LAST_RESORT_MESSAGES, FailureCategory
 from coding_genesis._failures.report import parse_failure_report
+from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.backends import ClaudeBackend
+from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS, FakeCLI
 
 

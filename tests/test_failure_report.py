@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coding_genesis._failures.classify import FailureCategory
 from coding_genesis._failures.report import (
-    ChildFailure,
     ReportParseError,
     format_failure_report,
     parse_failure_report,
 )
+from coding_genesis.result import ChildFailure
+from coding_genesis.status import FailureCategory
 
 SPEC_EXAMPLE = ChildFailure(
     category=FailureCategory.TIMEOUT,
@@ -65,7 +65,7 @@ def test_no_progress_reads_none() -> None:
     failure = SPEC_EXAMPLE.model_copy(
         update={"completed_steps": [], "files_modified": [], "suggested_retry": False}
     )
-    report = failure.report()
+    report = format_failure_report(failure)
     assert "Work completed before failure:\n  None\n\nFiles modified: none\n" in report
     assert "Retryable: No\n" in report
     assert "<retryable>false</retryable>" in report
@@ -128,7 +128,7 @@ def extract_suggested_actions(result: str) -> list[str]:
 
 
 def test_spec_004_parsers_read_our_report() -> None:
-    report = SPEC_EXAMPLE.report()
+    report = format_failure_report(SPEC_EXAMPLE)
     assert "<status>failed</status>" in report
     assert extract_category(report) == "timeout"
     assert is_retryable(report)
@@ -184,7 +184,7 @@ ODD = ChildFailure(
 
 
 def test_odd_characters_round_trip() -> None:
-    report = ODD.report()
+    report = format_failure_report(ODD)
     assert parse_failure_report(report) == ODD
     # Still one line per item, and the spec's regex sees the real category.
     assert extract_category(report) == "partial"
@@ -192,7 +192,7 @@ def test_odd_characters_round_trip() -> None:
 
 
 def test_tolerant_reading() -> None:
-    report = SPEC_EXAMPLE.report()
+    report = format_failure_report(SPEC_EXAMPLE)
     crlf = report.replace("\n", "\r\n")
     assert parse_failure_report(crlf) == SPEC_EXAMPLE
     trailing = report.replace("\n", "   \n")

@@ -8,24 +8,22 @@ from typing import Any
 
 import pytest
 
-from coding_genesis._failures.classify import (
-    DEFAULT_RETRIES,
+from coding_genesis._failures.classify import classify, classify_exception
+from coding_genesis._failures.retryafter import extract_retry_after
+from coding_genesis._failures.taxonomy import (
     LAST_RESORT_MESSAGES,
     RETRY_SUGGESTIONS,
     SPEC_NAMES,
     USER_HINTS,
-    FailureCategory,
     category_from_name,
-    classify,
-    classify_exception,
-    extract_retry_after,
     retry_verdict,
 )
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.errors import ConfigError, UnknownBackendError
 from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.result import RunResult
-from coding_genesis.retry import RetryPolicy
+from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
+from coding_genesis.status import FailureCategory
 
 README = Path(__file__).parent.parent / "README.md"
 C = FailureCategory

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._failures.classify import LAST_RESORT_MESSAGES, FailureCategory
+from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES
 from coding_genesis.graph import (
     CONTINUE,
     GENERATE_RESPONSE,
@@ -21,6 +21,7 @@ from coding_genesis.graph import (
     should_force_response,
     with_fallback_response,
 )
+from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS
 
 

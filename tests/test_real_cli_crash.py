@@ -105,8 +105,8 @@ def test_real_claude_stalled_once_is_resumed_and_succeeds(
     and idle, is stopped as stalled, and the retry resumes its session and
     succeeds."""
     from coding_genesis import CodingGenesisAgent
-    from coding_genesis._failures.classify import FailureCategory
     from coding_genesis.retry import RetryPolicy
+    from coding_genesis.status import FailureCategory
 
     rig = Rig("claude", real_claude, model_server, tmp_path)
     policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay_s=0.01)

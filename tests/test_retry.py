@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from coding_genesis import (
     AgentState,
     AttemptEvent,
+    CircuitBreaker,
     CodingGenesisAgent,
     ConfigError,
     RunResult,
@@ -23,22 +24,18 @@ from coding_genesis import (
 )
 from coding_genesis import retry as retry_mod
 from coding_genesis._cli.main import main as cli_main
-from coding_genesis._failures.classify import FailureCategory, retry_verdict
-from coding_genesis._failures.report import ChildFailure
+from coding_genesis._failures.taxonomy import retry_verdict
+from coding_genesis._pipeline.retrying import continuation_prompt, escalation_record
+from coding_genesis._util.clock import SystemClock, VirtualClock, current_clock, is_testing
+from coding_genesis.result import ChildFailure
 from coding_genesis.retry import (
     Action,
     Backoff,
     CategoryPolicy,
-    CircuitBreaker,
     RetryPolicy,
-    SystemClock,
-    VirtualClock,
-    continuation_prompt,
-    current_clock,
-    escalation_record,
-    is_testing,
     set_testing,
 )
+from coding_genesis.status import FailureCategory
 from tests.support import EventLog, FakeCLI
 
 # -- policies ------------------------------------------------------------------

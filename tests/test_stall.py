@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from coding_genesis import AgentConfig
-from coding_genesis._failures.classify import DEFAULT_RETRIES, FailureCategory, retry_verdict
+from coding_genesis._failures.taxonomy import retry_verdict
 from coding_genesis.errors import ConfigError
-from coding_genesis.retry import RetryPolicy
+from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
+from coding_genesis.status import FailureCategory
 from tests.support import FakeCLI, leaked_processes
 
 

@@ -149,7 +149,8 @@ def failure_report(result: Mapping[str, Any]) -> str | None:
         return None
     from pydantic import ValidationError
 
-    from coding_genesis._failures.report import ChildFailure, format_failure_report
+    from coding_genesis._failures.report import format_failure_report
+    from coding_genesis.result import ChildFailure
 
     try:
         return format_failure_report(ChildFailure.model_validate(dict(failure)))

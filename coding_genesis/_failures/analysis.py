@@ -1,4 +1,4 @@
-"""Failure analysis: the one :class:`~coding_genesis._failures.report.ChildFailure` value of
+"""Failure analysis: the one :class:`~coding_genesis.result.ChildFailure` value of
 a failed attempt, decided once.
 
 Every view renders this value and none decides again: the response's
@@ -15,20 +15,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from coding_genesis._failures.classify import (
-    LAST_RESORT_MESSAGES,
-    Classification,
-    Evidence,
-    FailureCategory,
-    classify_evidence,
-    retry_verdict,
-)
+from coding_genesis._failures.classify import Classification, Evidence, classify_evidence
 from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
-from coding_genesis._failures.report import ChildFailure, format_failure_report
+from coding_genesis._failures.report import format_failure_report
+from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES, retry_verdict
 from coding_genesis._failures.usagelimits import iso
 from coding_genesis._util.redact import Redactor
-from coding_genesis.result import RunResult
-from coding_genesis.status import ErrorCode
+from coding_genesis.result import ChildFailure, RunResult
+from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = [
     "analyse",
@@ -41,7 +35,6 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis._failures.analysis")
 
-C = FailureCategory
 _STDERR_TAIL = 2000
 _MAX_MESSAGE = 2000
 
@@ -74,7 +67,7 @@ def suggest_actions(
         if retry_after_s is not None
         else "Wait about a minute before retrying, backing off exponentially"
     )
-    if category is C.TIMEOUT:
+    if category is FailureCategory.TIMEOUT:
         if idle is not None:
             return [
                 f"Retry with idle_timeout={idle * 2:g}s",
@@ -88,20 +81,20 @@ def suggest_actions(
             "Check the load on the agent's API",
             _timeout_retry_action(timeout),
         ]
-    if category is C.STALLED:
+    if category is FailureCategory.STALLED:
         return [
             "Retry once, continuing the session",
             "Check what the agent was waiting on (a hung tool, a lock, the network)",
             "Raise stall_timeout if a tool legitimately waits in silence this long",
         ]
-    if category is C.RATE_LIMIT:
+    if category is FailureCategory.RATE_LIMIT:
         return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
-    if category is C.NETWORK:
+    if category is FailureCategory.NETWORK:
         return [
             "Retry now (network errors are usually transient)",
             "Check connectivity to the agent's API endpoint",
         ]
-    if category is C.AUTH:
+    if category is FailureCategory.AUTH:
         if denied_tools:
             tools = ", ".join(dict.fromkeys(denied_tools))
             return [
@@ -114,19 +107,19 @@ def suggest_actions(
             "Request the permissions the task needs",
             "Escalate to a person if it keeps failing",
         ]
-    if category is C.INVALID_TASK:
+    if category is FailureCategory.INVALID_TASK:
         return [
             "Clarify task requirements",
             "Break into simpler, well-defined tasks",
             "Provide specific success criteria",
         ]
-    if category is C.MISSING_CONTEXT:
+    if category is FailureCategory.MISSING_CONTEXT:
         return [
             "Include specific file paths in prompt",
             "Provide full context (child has no access to parent history)",
             "Add example of expected output",
         ]
-    if category is C.TOOL_ERROR:
+    if category is FailureCategory.TOOL_ERROR:
         module = _MODULE.search(evidence_text)
         if module:
             name = module.group(1).split(".")[0]
@@ -140,23 +133,23 @@ def suggest_actions(
             "Install missing dependencies",
             "Verify command exists: which <command>",
         ]
-    if category is C.NOT_FOUND:
+    if category is FailureCategory.NOT_FOUND:
         actions = ["Verify the resource exists", "Update the references"]
         if install_hint:
             actions.insert(0, install_hint[0].upper() + install_hint[1:])
         return actions
-    if category is C.PARTIAL:
+    if category is FailureCategory.PARTIAL:
         return [
             "Complete remaining work: continue from the completed steps",
             f"Fix blocker: {blocked_on}" if blocked_on else "Fix the blocker, then continue",
             "Review the files modified so far",
         ]
-    if category is C.INTERNAL:
+    if category is FailureCategory.INTERNAL:
         return [
             "Retry once after a short wait",
             "If it fails again, escalate with the stderr tail",
         ]
-    if category is C.BUDGET_EXCEEDED:
+    if category is FailureCategory.BUDGET_EXCEEDED:
         return [
             "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
             "is worth it",
@@ -178,12 +171,12 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return first[:300] or "Budget spent"
     if result.error == "stalled":
         return f"Hung: no output and no CPU for the stall timeout{during}"
-    if category is C.RATE_LIMIT:
+    if category is FailureCategory.RATE_LIMIT:
         status = f" (HTTP {result.api_error_status})" if result.api_error_status else ""
         return f"API rate limit{status}"
-    if category is C.AUTH and result.permission_denials:
+    if category is FailureCategory.AUTH and result.permission_denials:
         return f"Permission denied for {result.permission_denials} tool call(s)"
-    if result.last_tool_error and category in (C.TOOL_ERROR, C.PARTIAL):
+    if result.last_tool_error and category in (FailureCategory.TOOL_ERROR, FailureCategory.PARTIAL):
         return result.last_tool_error
     if found.reason.startswith(("killed by", "exited with code")):
         return f"The CLI was {found.reason}{during}"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from coding_genesis._failures.classify import FailureCategory
 from coding_genesis.errors import ConfigError
+from coding_genesis.status import FailureCategory
 
 __all__ = ["NEUTRAL_ERRORS", "CircuitBreaker"]
 

@@ -1,7 +1,8 @@
-"""One failure taxonomy, and the table-driven classifier that maps a failed run onto it.
+"""The table-driven classifier that maps a failed run onto the failure taxonomy.
 
-The user's three vocabularies meet here (spec 002 error types, spec 003 error
-contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the README's
+The user's three vocabularies meet in the taxonomy (spec 002 error types, spec
+003 error contexts, spec 004 failure categories);
+:data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the README's
 "Failures" section give the mapping:
 
 =============== ============ ============ =============== ===============================
@@ -30,10 +31,6 @@ failures.  Backends contribute hints; the core decides.
 
 from __future__ import annotations
 
-import datetime as _dt
-import email.utils
-import enum
-import math
 import re
 import signal as _signal
 import time
@@ -41,221 +38,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coding_genesis._failures.retryafter import extract_retry_after
+from coding_genesis._failures.taxonomy import category_from_name
+from coding_genesis._failures.usagelimits import reset_at
+from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.retry import DEFAULT_RETRIES
+from coding_genesis.status import FailureCategory
+
 if TYPE_CHECKING:
     from coding_genesis.result import RunResult
 
 __all__ = [
-    "DEFAULT_RETRIES",
-    "LAST_RESORT_MESSAGES",
-    "RETRY_SUGGESTIONS",
     "RULES",
-    "SPEC_NAMES",
-    "USER_HINTS",
     "Classification",
     "Evidence",
-    "FailureCategory",
-    "category_from_name",
     "classify",
     "classify_evidence",
     "classify_exception",
-    "extract_retry_after",
-    "retry_verdict",
 ]
-
-
-class FailureCategory(enum.StrEnum):
-    TIMEOUT = "timeout"
-    #: The whole process tree was silent and idle for ``stall_timeout``.
-    STALLED = "stalled"
-    RATE_LIMIT = "rate_limit"
-    NETWORK = "network"
-    AUTH = "auth"
-    INVALID_TASK = "invalid_task"
-    MISSING_CONTEXT = "missing_context"
-    TOOL_ERROR = "tool_error"
-    NOT_FOUND = "not_found"
-    PARTIAL = "partial"
-    #: The agent finished, but the caller's verify command failed.
-    VERIFY_FAILED = "verify_failed"
-    INTERNAL = "internal"
-    #: A budget of ours (coding_genesis._observers.budget) was spent: the run was stopped or not started.
-    BUDGET_EXCEEDED = "budget_exceeded"
-    UNKNOWN = "unknown"
-
-
-C = FailureCategory
-
-#: Retries ``RetryPolicy.default()`` makes per category; a category absent here is
-#: not retried as-is.  This is the one table retryability is read from: the
-#: failure analysis decides ``failure.retryable`` with it (:func:`retry_verdict`)
-#: and the default policy retries exactly these categories, so the two agree.
-#: (Spec 002 calls ``internal`` "Partiel": analyse and decide.  We decided: one
-#: retry after a pause.  Spec 004's tool errors are retryable "after fixing the
-#: environment": not as-is, so not by a policy.)
-DEFAULT_RETRIES: dict[FailureCategory, int] = {
-    C.TIMEOUT: 2,
-    C.STALLED: 1,
-    C.NETWORK: 3,
-    C.RATE_LIMIT: 5,
-    C.INTERNAL: 1,
-    C.PARTIAL: 1,
-    C.VERIFY_FAILED: 1,
-}
-
-#: Why a category is not retried as-is (the reason of a ``retryable=False`` verdict).
-_NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
-    C.AUTH: "auth failures need a login, key or permission change first",
-    C.INVALID_TASK: "the request itself must change first",
-    C.MISSING_CONTEXT: "the request needs more context first",
-    C.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
-    C.NOT_FOUND: "what is missing must be installed or created first",
-    C.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
-    C.UNKNOWN: "the cause is unknown: analyse it before retrying",
-}
-
-
-def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, str]:
-    """Whether a failure of ``category`` is worth retrying as-is, and why.
-
-    ``progress``: the attempt made at least one tool call (spec 004: a timeout
-    with no progress is likely an invalid task, so it is not retried)."""
-    if category not in DEFAULT_RETRIES:
-        return False, f"{category}: {_NOT_RETRYABLE_BECAUSE.get(category, 'not retried as-is')}"
-    if category is C.TIMEOUT and not progress:
-        return False, (
-            "timeout with no progress (0 tool calls): likely too big a task; "
-            "break it into smaller subtasks"
-        )
-    if category is C.STALLED:
-        return True, (
-            "stalled (silent and idle): a hung CLI or tool; retried once whatever the "
-            "progress, continuing the session"
-        )
-    if category is C.VERIFY_FAILED:
-        return True, (
-            "the verify command failed: retried once, resuming the session with its output"
-        )
-    if category is C.TIMEOUT:
-        return True, "timeout after progress: retry with a longer timeout, continuing the session"
-    return True, f"{category} failures are usually transient"
-
-
-#: The names each spec uses for a category: (spec 002, spec 003, spec 004).
-SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
-    C.TIMEOUT: ("timeout", "timeout", "timeout"),
-    C.STALLED: (None, None, None),
-    C.RATE_LIMIT: ("rate_limit", "rate_limit", None),
-    C.NETWORK: ("network", "connection", None),
-    C.AUTH: ("permission", None, None),
-    C.INVALID_TASK: ("validation", "data", "invalid_task"),
-    C.MISSING_CONTEXT: (None, None, "missing_context"),
-    C.TOOL_ERROR: (None, None, "tool_error"),
-    C.NOT_FOUND: ("not_found", "not_found", None),
-    C.PARTIAL: (None, None, "partial"),
-    C.VERIFY_FAILED: (None, None, None),
-    C.INTERNAL: ("internal", None, None),
-    C.BUDGET_EXCEEDED: (None, None, None),
-    C.UNKNOWN: ("unknown", "unknown", None),
-}
-
-_ALIASES: dict[str, FailureCategory] = {
-    **{c.value: c for c in C},
-    **{name: c for c, names in SPEC_NAMES.items() for name in names if name},
-    "partial_success": C.PARTIAL,
-    "permission_denied": C.AUTH,
-    "unauthorized": C.AUTH,
-    "authentication": C.AUTH,
-    "forbidden": C.AUTH,
-    "transient_error": C.NETWORK,
-    "transient": C.NETWORK,
-    "agent_error": C.INTERNAL,
-    "invalid_command": C.INVALID_TASK,
-    "invalid_request": C.INVALID_TASK,
-    "bad_request": C.INVALID_TASK,
-    "too_many_requests": C.RATE_LIMIT,
-    "quota": C.RATE_LIMIT,
-}
-
-
-def category_from_name(name: object) -> FailureCategory | None:
-    """A category from any of the specs' names or an error code (``RATE_LIMIT``,
-    ``permission``, ``connection``, ``partial_success``...), else None."""
-    if not isinstance(name, str):
-        return None
-    key = re.sub(r"[\s-]+", "_", name.strip().lower())
-    return _ALIASES.get(key)
-
-
-# -- what we tell people ------------------------------------------------
-
-#: Spec 003 ``user_hint``: a pre-written hint for whoever talks to the user.
-USER_HINTS: dict[FailureCategory, str] = {
-    C.TIMEOUT: "The coding agent ran out of time before finishing the task.",
-    C.STALLED: "The coding agent hung: no output and no work for a long time, so it was stopped.",
-    C.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
-    C.NETWORK: "The coding agent lost its connection to its API.",
-    C.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
-    C.INVALID_TASK: "The request could not be carried out as given.",
-    C.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
-    C.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
-    C.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
-    C.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
-    C.VERIFY_FAILED: "The coding agent finished, but the verification command failed.",
-    C.INTERNAL: "The coding agent failed on its side.",
-    C.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
-    "tool calls) was spent.",
-    C.UNKNOWN: "Something unexpected happened while running the coding agent.",
-}
-
-#: Spec 003 ``retry_suggestion``: what the user can do next.
-RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
-    C.TIMEOUT: "Try again with a longer timeout, or split the task into smaller steps.",
-    C.STALLED: "Try again (the session continues); if it hangs again, check the tool it ran.",
-    C.RATE_LIMIT: "Wait a minute and try again.",
-    C.NETWORK: "This is usually temporary: try again in a moment.",
-    C.AUTH: "Check the agent's login or API key and its permissions, then try again.",
-    C.INVALID_TASK: "Rephrase the request with clear, consistent requirements.",
-    C.MISSING_CONTEXT: "Add the missing details (file paths, configuration) to the request.",
-    C.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
-    C.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
-    C.PARTIAL: "Ask the agent to continue from where it stopped.",
-    C.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
-    C.INTERNAL: "Try once more; if it fails again, report it.",
-    C.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
-    C.UNKNOWN: "Try again shortly, or rephrase the request.",
-}
-
-#: Spec 003 ``LAST_RESORT_MESSAGES``: a response is never empty, whatever broke.
-LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
-    C.TIMEOUT: "The coding agent is running slowly and ran out of time. Try again in a moment; "
-    "if it keeps happening, give it more time or a smaller task.",
-    C.STALLED: "The coding agent stopped responding and did no work for a long time, so it was "
-    "stopped. Please try again; if it hangs again, check the tool it was running.",
-    C.RATE_LIMIT: "The coding agent is receiving too many requests and needs a moment to catch "
-    "up. Please try again in about a minute.",
-    C.NETWORK: "The coding agent is having trouble connecting to its services. This is usually "
-    "temporary: please try again in a minute or two.",
-    C.AUTH: "The coding agent could not authenticate or was not allowed to do what the task "
-    "needs. Check its login, API key and permissions.",
-    C.INVALID_TASK: "The coding agent could not carry out this request as given. Please rephrase "
-    "it with clear, specific requirements.",
-    C.MISSING_CONTEXT: "The coding agent needs more context to do this task. Please include the "
-    "file paths and details it needs.",
-    C.TOOL_ERROR: "A tool the coding agent relies on failed. Please check the environment and try "
-    "again.",
-    C.NOT_FOUND: "Something the coding agent needs could not be found. Please check that the "
-    "agent is installed and the task's references exist.",
-    C.PARTIAL: "The coding agent finished part of the task before it was blocked. You can ask it "
-    "to continue from where it stopped.",
-    C.VERIFY_FAILED: "The coding agent finished, but its work did not pass the verification "
-    "command. It can continue from the verification output.",
-    C.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
-    "failing, report it.",
-    C.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
-    "budget to let it continue.",
-    C.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
-    "problem continues, try rephrasing the request.",
-}
 
 
 # -- evidence and rules -------------------------------------------------
@@ -334,43 +134,43 @@ Rule = tuple[str, Callable[[Evidence], Verdict | None]]
 
 #: Our runner's own error codes (RunResult.error) that decide on their own.
 ERROR_CODES: dict[str, FailureCategory] = {
-    "timeout": C.TIMEOUT,
-    "idle_timeout": C.TIMEOUT,
-    "stalled": C.STALLED,
-    "not_found": C.NOT_FOUND,
-    "not_executable": C.TOOL_ERROR,
-    "invalid_request": C.INVALID_TASK,
-    "busy": C.INVALID_TASK,
-    "degraded": C.INTERNAL,
-    "internal": C.INTERNAL,
-    "budget_exceeded": C.BUDGET_EXCEEDED,
-    "usage_limit": C.RATE_LIMIT,
-    "verify_failed": C.VERIFY_FAILED,
+    "timeout": FailureCategory.TIMEOUT,
+    "idle_timeout": FailureCategory.TIMEOUT,
+    "stalled": FailureCategory.STALLED,
+    "not_found": FailureCategory.NOT_FOUND,
+    "not_executable": FailureCategory.TOOL_ERROR,
+    "invalid_request": FailureCategory.INVALID_TASK,
+    "busy": FailureCategory.INVALID_TASK,
+    "degraded": FailureCategory.INTERNAL,
+    "internal": FailureCategory.INTERNAL,
+    "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
+    "usage_limit": FailureCategory.RATE_LIMIT,
+    "verify_failed": FailureCategory.VERIFY_FAILED,
 }
 
 #: HTTP status reported by the CLI -> category.
 STATUS_CODES: dict[int, FailureCategory] = {
-    400: C.INVALID_TASK,
-    401: C.AUTH,
-    403: C.AUTH,
-    404: C.NOT_FOUND,
-    408: C.NETWORK,
-    413: C.INVALID_TASK,
-    422: C.INVALID_TASK,
-    429: C.RATE_LIMIT,
-    529: C.RATE_LIMIT,  # Anthropic "overloaded": back off like a rate limit
+    400: FailureCategory.INVALID_TASK,
+    401: FailureCategory.AUTH,
+    403: FailureCategory.AUTH,
+    404: FailureCategory.NOT_FOUND,
+    408: FailureCategory.NETWORK,
+    413: FailureCategory.INVALID_TASK,
+    422: FailureCategory.INVALID_TASK,
+    429: FailureCategory.RATE_LIMIT,
+    529: FailureCategory.RATE_LIMIT,  # Anthropic "overloaded": back off like a rate limit
 }
 
 #: Text evidence, checked in order (first match wins).
 TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
     (
-        C.RATE_LIMIT,
+        FailureCategory.RATE_LIMIT,
         re.compile(
             r"\b429\b|too many requests|rate[ _-]?limit|quota|overloaded|\b529\b|usage limit", re.I
         ),
     ),
     (
-        C.AUTH,
+        FailureCategory.AUTH,
         re.compile(
             r"\b40[13]\b|unauthori[sz]ed|forbidden|authenticat|invalid[ _-](?:x-)?api[ _-]?key|"
             r"incorrect api key|not logged in|please (?:run /)?log ?in|access denied",
@@ -378,7 +178,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
         ),
     ),
     (
-        C.NETWORK,
+        FailureCategory.NETWORK,
         re.compile(
             r"stream disconnected|connection ?(?:refused|reset|error|closed|aborted|failed)|"
             r"\beconn(?:refused|reset|aborted)\b|\benotfound\b|\beai_again\b|\betimedout\b|getaddrinfo|"
@@ -389,7 +189,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
         ),
     ),
     (
-        C.TOOL_ERROR,
+        FailureCategory.TOOL_ERROR,
         re.compile(
             r"modulenotfounderror|no module named|importerror|command not found|"
             r"permission denied|\beacces\b|\benoent\b|not installed|executable file not found",
@@ -397,7 +197,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
         ),
     ),
     (
-        C.MISSING_CONTEXT,
+        FailureCategory.MISSING_CONTEXT,
         re.compile(
             r"missing context|not enough (?:context|information)|need(?:s)? more (?:context|information)|"
             r"(?:cannot|can't|could not|couldn't|unable to) (?:find|locate|identify|determine) "
@@ -405,16 +205,16 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (C.NOT_FOUND, re.compile(r"\b404\b|not found|no such file|does not exist", re.I)),
+    (FailureCategory.NOT_FOUND, re.compile(r"\b404\b|not found|no such file|does not exist", re.I)),
     (
-        C.INVALID_TASK,
+        FailureCategory.INVALID_TASK,
         re.compile(
             r"\b4(?:00|13|22)\b|invalid request|validation|prompt is too long|context length|"
             r"contradictory|impossible",
             re.I,
         ),
     ),
-    (C.INTERNAL, re.compile(r"\b5\d\d\b|internal server error|internal error", re.I)),
+    (FailureCategory.INTERNAL, re.compile(r"\b5\d\d\b|internal server error|internal error", re.I)),
 )
 
 #: Error codes in a JSON error body (``{"error_code": "RATE_LIMIT", ...}``).
@@ -432,7 +232,7 @@ def _by_status(ev: Evidence) -> Verdict | None:
         return None
     category = STATUS_CODES.get(status)
     if category is None and 500 <= status <= 599:
-        category = C.INTERNAL
+        category = FailureCategory.INTERNAL
     return (category, f"API status {status}") if category else None
 
 
@@ -453,13 +253,13 @@ def _by_body(ev: Evidence) -> Verdict | None:
 
 def _by_subtype(ev: Evidence) -> Verdict | None:
     if ev.result_subtype == "error_max_turns":
-        return C.PARTIAL, "max turns reached"
+        return FailureCategory.PARTIAL, "max turns reached"
     return None
 
 
 def _by_denials(ev: Evidence) -> Verdict | None:
     if ev.permission_denials:
-        return C.AUTH, f"{ev.permission_denials} permission denial(s)"
+        return FailureCategory.AUTH, f"{ev.permission_denials} permission denial(s)"
     return None
 
 
@@ -483,10 +283,10 @@ _STOPPED_BY_SIGNAL_CODES = {
 def _by_signal(ev: Evidence) -> Verdict | None:
     signum = _signal_of(ev.exit_code, ev.error, ev.completed)
     if signum is not None:
-        return C.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+        return FailureCategory.INTERNAL, f"killed by {_signal_name(signum)} before its result"
     name = _STOPPED_BY_SIGNAL_CODES.get(ev.exit_code or 0)
     if name is not None and not ev.completed and ev.error == "cli_error":
-        return C.INTERNAL, (
+        return FailureCategory.INTERNAL, (
             f"exited with code {ev.exit_code} before its result, as a CLI stopped by {name} does"
         )
     return None
@@ -494,13 +294,13 @@ def _by_signal(ev: Evidence) -> Verdict | None:
 
 def _by_incomplete(ev: Evidence) -> Verdict | None:
     if ev.error == "incomplete":
-        return C.PARTIAL, "exited before its result event"
+        return FailureCategory.PARTIAL, "exited before its result event"
     return None
 
 
 def _by_failed_tools(ev: Evidence) -> Verdict | None:
     if ev.failed_tools:
-        return C.TOOL_ERROR, f"{ev.failed_tools} tool call(s) failed"
+        return FailureCategory.TOOL_ERROR, f"{ev.failed_tools} tool call(s) failed"
     return None
 
 
@@ -519,7 +319,9 @@ RULES: tuple[Rule, ...] = (
 )
 
 #: Categories that become ``partial`` when the run had already changed files.
-_PROGRESS_UPGRADES = frozenset({C.TOOL_ERROR, C.UNKNOWN, C.INTERNAL})
+_PROGRESS_UPGRADES = frozenset(
+    {FailureCategory.TOOL_ERROR, FailureCategory.UNKNOWN, FailureCategory.INTERNAL}
+)
 
 
 def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int | None:
@@ -542,8 +344,6 @@ def _signal_name(signum: int) -> str:
 
 def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:
     """Decide the category of a failed run from all the evidence we have."""
-    from coding_genesis._failures.usagelimits import reset_at
-
     clock = time.time() if now is None else now
     texts = (ev.message, *ev.cli_errors[-3:], ev.stderr_tail[-4000:])
     retry_at = reset_at(*texts, data=ev.data, now=clock)
@@ -552,7 +352,7 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
         if retry_at is not None
         else extract_retry_after(*texts, data=ev.data, now=now)
     )
-    verdict: Verdict = (C.UNKNOWN, "no evidence matched")
+    verdict: Verdict = (FailureCategory.UNKNOWN, "no evidence matched")
     for _name, rule in RULES:
         found = rule(ev)
         if found is not None:
@@ -566,10 +366,10 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
         and not reason.startswith("API status")
     ):
         reason = f"{reason}, after changing {ev.files_modified} file(s)"
-        category = C.PARTIAL
+        category = FailureCategory.PARTIAL
     if retry_after is None and ev.retry_delay_s is not None and category in DEFAULT_RETRIES:
         retry_after = ev.retry_delay_s
-    if retry_at is not None and category is not C.RATE_LIMIT:
+    if retry_at is not None and category is not FailureCategory.RATE_LIMIT:
         retry_at = None  # a reset time only means something for a limit
     return Classification(category, reason, retry_after, retry_at)
 
@@ -626,142 +426,28 @@ def classify_exception(exc: BaseException) -> Classification:
     decides first (TimeoutError, ConnectionError, PermissionError...), then
     the text rules read the message.
     """
-    from coding_genesis.errors import ConfigError, UnknownBackendError
-
     name = type(exc).__name__
     text = str(exc)
     by_type: FailureCategory | None = None
     if isinstance(exc, TimeoutError) or "timeout" in name.lower():
-        by_type = C.TIMEOUT
+        by_type = FailureCategory.TIMEOUT
     elif isinstance(exc, ConnectionError):
-        by_type = C.NETWORK
+        by_type = FailureCategory.NETWORK
     elif isinstance(exc, PermissionError):
-        by_type = C.TOOL_ERROR  # spec 004: "Check file permissions"
+        by_type = FailureCategory.TOOL_ERROR  # spec 004: "Check file permissions"
     elif isinstance(exc, FileNotFoundError | UnknownBackendError):
-        by_type = C.NOT_FOUND
+        by_type = FailureCategory.NOT_FOUND
     elif isinstance(exc, ModuleNotFoundError | ImportError):
-        by_type = C.TOOL_ERROR
+        by_type = FailureCategory.TOOL_ERROR
     elif isinstance(exc, ConfigError):
-        by_type = C.INVALID_TASK
+        by_type = FailureCategory.INVALID_TASK
     if by_type is not None:
         return Classification(by_type, f"exception {name}", extract_retry_after(text))
     ev = Evidence(message=f"{name}: {text}")
     found = _by_text(ev)
     if found is None and isinstance(exc, ValueError | TypeError | KeyError | LookupError):
-        found = (C.INVALID_TASK, f"exception {name}")
+        found = (FailureCategory.INVALID_TASK, f"exception {name}")
     if found is None and isinstance(exc, OSError):
-        found = (C.TOOL_ERROR, f"exception {name}")
-    category, reason = found or (C.UNKNOWN, f"exception {name}")
+        found = (FailureCategory.TOOL_ERROR, f"exception {name}")
+    category, reason = found or (FailureCategory.UNKNOWN, f"exception {name}")
     return Classification(category, reason, extract_retry_after(text))
-
-
-# -- retry-after ---------------------------------------------------------
-
-
-def _unit_seconds(unit: str) -> float:
-    unit = unit.lower()
-    if unit == "ms" or unit.startswith("milli"):
-        return 0.001
-    if unit == "m" or unit.startswith("min"):
-        return 60.0
-    if unit.startswith("h"):
-        return 3600.0
-    if unit.startswith("d"):
-        return 86400.0
-    return 1.0
-
-
-_NUMBER_UNIT = r"(\d+(?:\.\d+)?)\s*(milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)?\b"
-_DURATION = re.compile(_NUMBER_UNIT, re.I)
-_RETRY_AFTER_TEXT = (
-    # "Retry-After: 30", "retry after 30 seconds", "retry_after=1.5s"
-    re.compile(r"retry[ _-]?after[\"']?\s*[:=]?\s*(\d[^\n,;)]*)", re.I),
-    # "try again in 2 hours 5 minutes", "retry in 30s", "wait 20 seconds"
-    re.compile(r"(?:try again|retry|retrying) in\s+(\d[^\n,;)]*)", re.I),
-    re.compile(r"\bwait\s+(\d[^\n,;)]*)", re.I),
-)
-# claude: "Claude AI usage limit reached|1767225600" (epoch of the reset)
-_LIMIT_EPOCH = re.compile(r"limit reached\|(\d{9,11})\b", re.I)
-# "resets at 2026-01-01T12:00:00Z", "reset at 1767225600"
-_RESET_AT = re.compile(
-    r"resets?\s+at\s+(\d{9,11}\b|\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)", re.I
-)
-# Retry-After: Wed, 21 Oct 2015 07:28:00 GMT
-_HTTP_DATE = re.compile(
-    r"retry[ _-]?after[\"']?\s*[:=]\s*([A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} [\d:]{8} GMT)", re.I
-)
-
-
-def _duration(text: str) -> float | None:
-    """Seconds in "30", "1.5s", "250 ms", "2 hours 5 minutes" (bare number = seconds)."""
-    total = 0.0
-    found = False
-    for match in _DURATION.finditer(text):
-        if found and not match.group(2):
-            break
-        total += float(match.group(1)) * _unit_seconds(match.group(2) or "s")
-        found = True
-        rest = text[match.end() :]
-        if not re.match(r"\s*(?:and\s+)?\d", rest):
-            break
-    return total if found else None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
-def extract_retry_after(
-    *texts: str, data: Mapping[str, Any] | None = None, now: float | None = None
-) -> float | None:
-    """Seconds to wait before retrying, if the output says so: an error body
-    field (``retry_after_seconds``...), a ``Retry-After`` value or date, "try
-    again in N minutes", or a reset time."""
-    if data:
-        for key, factor in (
-            ("retry_after_seconds", 1.0),
-            ("retry_after_s", 1.0),
-            ("retry_after", 1.0),
-            ("retry_after_ms", 0.001),
-        ):
-            value = _number(data.get(key))
-            if value is not None:
-                return value * factor
-        details = data.get("details")
-        if isinstance(details, Mapping) and details is not data:
-            nested = extract_retry_after(data=details, now=now)
-            if nested is not None:
-                return nested
-    clock = time.time() if now is None else now
-    for text in texts:
-        if not text:
-            continue
-        match = _HTTP_DATE.search(text)
-        if match:
-            with_tz = email.utils.parsedate_to_datetime(match.group(1))
-            return max(0.0, with_tz.timestamp() - clock)
-        for pattern in _RETRY_AFTER_TEXT:
-            match = pattern.search(text)
-            if match:
-                seconds = _duration(match.group(1))
-                if seconds is not None:
-                    return seconds
-        match = _LIMIT_EPOCH.search(text) or _RESET_AT.search(text)
-        if match:
-            raw = match.group(1)
-            if raw.isdigit():
-                return max(0.0, float(raw) - clock)
-            try:
-                when = _dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=_dt.UTC)
-            return max(0.0, when.timestamp() - clock)
-    return None

@@ -9,22 +9,19 @@ exception in a graph node (:func:`error_context_for_exception`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from coding_genesis._failures.classify import (
+from coding_genesis._failures.classify import classify_exception
+from coding_genesis._failures.taxonomy import (
     LAST_RESORT_MESSAGES,
     RETRY_SUGGESTIONS,
     USER_HINTS,
-    FailureCategory,
     category_from_name,
-    classify_exception,
     retry_verdict,
 )
-from coding_genesis._failures.report import ChildFailure
 from coding_genesis._util.redact import Redactor
-
-if TYPE_CHECKING:
-    from coding_genesis.result import RunResult
+from coding_genesis.result import ChildFailure, RunResult
+from coding_genesis.status import FailureCategory
 
 __all__ = [
     "CONTROL_KEYS",

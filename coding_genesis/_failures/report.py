@@ -1,6 +1,6 @@
-"""Spec 004's ``ChildFailure`` record, built from a failed run, and its text
-failure report (the "standard format" with ``<task_metadata>``) with a parser
-that reads a report back into the record.
+"""Spec 004's text failure report (the "standard format" with
+``<task_metadata>``) of a :class:`~coding_genesis.result.ChildFailure`, and a
+parser that reads a report back into the record.
 
 The text format is exactly spec 004's, so its regex helpers
 (``<failure_category>(.+?)</failure_category>``, ``Blocked on: (.+)``,
@@ -18,25 +18,21 @@ stderr tail stays out of the report (it is log detail, in the response).
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coding_genesis._failures.classify import FailureCategory
+from coding_genesis.result import ChildFailure
+from coding_genesis.status import FailureCategory
 
 __all__ = [
     "REPORT_PREFIX",
-    "ChildFailure",
     "ReportParseError",
     "format_failure_report",
     "parse_failure_report",
 ]
-
-C = FailureCategory
 
 #: First words of a failure report.
 REPORT_PREFIX = "Child agent failed: "
@@ -45,79 +41,6 @@ _NONE = "none"
 
 class ReportParseError(ValueError):
     """The text is not a failure report in spec 004's format."""
-
-
-class ChildFailure(BaseModel):
-    """Spec 004's ``ChildFailure``: what failed, what got done, what to do next."""
-
-    model_config = ConfigDict(frozen=True)
-
-    category: FailureCategory
-    message: str
-    session_id: str | None = None
-    #: Seconds the run took.
-    duration: float = 0.0
-    # Partial progress
-    completed_steps: list[str] = Field(default_factory=list)
-    files_modified: list[str] = Field(default_factory=list)
-    # Recovery guidance
-    blocked_on: str | None = None
-    #: Whether a retry as-is may help (``failure["retryable"]`` in a response).
-    suggested_retry: bool = False
-    #: Why (or why not).
-    retryable_reason: str = ""
-    suggested_actions: list[str] = Field(default_factory=list)
-    # Execution context
-    tool_usage: dict[str, int] = Field(default_factory=dict)
-    last_successful_tool: str | None = None
-    exit_code: int | None = None
-    stderr_tail: str = ""
-    #: The evidence that decided the category.
-    reason: str = ""
-    #: Seconds the CLI or the API asked us to wait, when it said so.
-    retry_after_s: float | None = None
-    #: When a usage limit resets (ISO 8601, UTC): retry then, not before.
-    retry_at: str | None = None
-
-    @field_validator("session_id", "blocked_on", "last_successful_tool", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return None if value == "" else value
-
-    @field_validator("files_modified")
-    @classmethod
-    def _no_empty_paths(cls, value: list[str]) -> list[str]:
-        return [path for path in value if path]  # an empty path names no file
-
-    @field_validator("duration")
-    @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value) or value < 0:
-            raise ValueError("duration must be a finite number of seconds >= 0")
-        return value
-
-    @property
-    def retryable(self) -> bool:
-        """Whether a retry as-is may help: the one answer every view renders
-        (``error_context.can_retry``, the report's "Retryable:" line, the CLI)
-        and the retry policy reads (spec 004's ``suggested_retry``)."""
-        return self.suggested_retry
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``failure`` dict of a response (keeps the classifier's keys first)."""
-        data = self.model_dump(mode="json")
-        return {
-            "category": data.pop("category"),
-            # spec 004's ``suggested_retry`` stays too: the same field, its spec name
-            "retryable": self.suggested_retry,
-            "reason": data.pop("reason"),
-            "retry_after_s": data.pop("retry_after_s"),
-            "retryable_reason": data.pop("retryable_reason"),
-            **data,
-        }
-
-    def report(self) -> str:
-        return format_failure_report(self)
 
 
 # -- the text report ------------------------------------------------------

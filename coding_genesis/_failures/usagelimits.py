@@ -27,11 +27,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from coding_genesis._failures.classify import _number
+from coding_genesis._failures.retryafter import LIMIT_EPOCH, iso_timestamp, number
 
 __all__ = ["iso", "reset_at"]
 
-_EPOCH = re.compile(r"limit reached\|(\d{9,11})\b", re.I)
 _MONTHS = {
     m: i
     for i, m in enumerate(
@@ -103,27 +102,24 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
         for source in (data, error if isinstance(error, Mapping) else None):
             if not source:
                 continue
-            at = _number(source.get("resets_at"))
+            at = number(source.get("resets_at"))
             if at is not None and at > 1e9:
                 return at
-            seconds = _number(source.get("resets_in_seconds"))
+            seconds = number(source.get("resets_in_seconds"))
             if seconds is not None:
                 return now + seconds
     for text in texts:
         if not text or not _LIMIT_WORDS.search(text):
             continue
-        match = _EPOCH.search(text)
+        match = LIMIT_EPOCH.search(text)
         if match:
             return float(match.group(1))
         match = _ISO.search(text)
         if match:
-            try:
-                when = _dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
-            except ValueError:
+            at = iso_timestamp(match.group(1))
+            if at is None:
                 continue
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=_dt.UTC)
-            return when.timestamp()
+            return at
         found = _TRY_AGAIN_AT.search(text)
         if found:
             clock = _clock(found)

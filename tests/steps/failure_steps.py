@@ -15,12 +15,9 @@ from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._failures.classify import FailureCategory
-from coding_genesis._failures.report import (
-    ChildFailure,
-    format_failure_report,
-    parse_failure_report,
-)
+from coding_genesis._failures.report import format_failure_report, parse_failure_report
+from coding_genesis.result import ChildFailure
+from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS, RECORDINGS, FakeCLI, assert_one_truth
 
 

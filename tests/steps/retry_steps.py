@@ -20,8 +20,15 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import AgentState, AttemptEvent, CodingGenesisAgent, Event
-from coding_genesis.retry import CircuitBreaker, RetryPolicy, VirtualClock, testing
+from coding_genesis import (
+    AgentState,
+    AttemptEvent,
+    CircuitBreaker,
+    CodingGenesisAgent,
+    Event,
+    VirtualClock,
+)
+from coding_genesis.retry import RetryPolicy, testing
 from tests.support import FAKE_BIN, EventLog, FakeCLI
 
 

@@ -1,0 +1,180 @@
+"""The failure taxonomy's tables: which categories a retry may fix and why, the
+specs' names for each category, and what we tell people about each.
+
+The user's three vocabularies meet here (spec 002 error types, spec 003 error
+contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the README's
+"Failures" section give the mapping.  The categories themselves are
+:class:`coding_genesis.status.FailureCategory`; how many times each is retried
+is :data:`coding_genesis.retry.DEFAULT_RETRIES`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from coding_genesis.retry import DEFAULT_RETRIES
+from coding_genesis.status import FailureCategory
+
+__all__ = [
+    "LAST_RESORT_MESSAGES",
+    "RETRY_SUGGESTIONS",
+    "SPEC_NAMES",
+    "USER_HINTS",
+    "category_from_name",
+    "retry_verdict",
+]
+
+#: Why a category is not retried as-is (the reason of a ``retryable=False`` verdict).
+_NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
+    FailureCategory.AUTH: "auth failures need a login, key or permission change first",
+    FailureCategory.INVALID_TASK: "the request itself must change first",
+    FailureCategory.MISSING_CONTEXT: "the request needs more context first",
+    FailureCategory.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
+    FailureCategory.NOT_FOUND: "what is missing must be installed or created first",
+    FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
+    FailureCategory.UNKNOWN: "the cause is unknown: analyse it before retrying",
+}
+
+
+def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, str]:
+    """Whether a failure of ``category`` is worth retrying as-is, and why.
+
+    ``progress``: the attempt made at least one tool call (spec 004: a timeout
+    with no progress is likely an invalid task, so it is not retried)."""
+    if category not in DEFAULT_RETRIES:
+        return False, f"{category}: {_NOT_RETRYABLE_BECAUSE.get(category, 'not retried as-is')}"
+    if category is FailureCategory.TIMEOUT and not progress:
+        return False, (
+            "timeout with no progress (0 tool calls): likely too big a task; "
+            "break it into smaller subtasks"
+        )
+    if category is FailureCategory.STALLED:
+        return True, (
+            "stalled (silent and idle): a hung CLI or tool; retried once whatever the "
+            "progress, continuing the session"
+        )
+    if category is FailureCategory.VERIFY_FAILED:
+        return True, (
+            "the verify command failed: retried once, resuming the session with its output"
+        )
+    if category is FailureCategory.TIMEOUT:
+        return True, "timeout after progress: retry with a longer timeout, continuing the session"
+    return True, f"{category} failures are usually transient"
+
+
+#: The names each spec uses for a category: (spec 002, spec 003, spec 004).
+SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
+    FailureCategory.TIMEOUT: ("timeout", "timeout", "timeout"),
+    FailureCategory.STALLED: (None, None, None),
+    FailureCategory.RATE_LIMIT: ("rate_limit", "rate_limit", None),
+    FailureCategory.NETWORK: ("network", "connection", None),
+    FailureCategory.AUTH: ("permission", None, None),
+    FailureCategory.INVALID_TASK: ("validation", "data", "invalid_task"),
+    FailureCategory.MISSING_CONTEXT: (None, None, "missing_context"),
+    FailureCategory.TOOL_ERROR: (None, None, "tool_error"),
+    FailureCategory.NOT_FOUND: ("not_found", "not_found", None),
+    FailureCategory.PARTIAL: (None, None, "partial"),
+    FailureCategory.VERIFY_FAILED: (None, None, None),
+    FailureCategory.INTERNAL: ("internal", None, None),
+    FailureCategory.BUDGET_EXCEEDED: (None, None, None),
+    FailureCategory.UNKNOWN: ("unknown", "unknown", None),
+}
+
+_ALIASES: dict[str, FailureCategory] = {
+    **{c.value: c for c in FailureCategory},
+    **{name: c for c, names in SPEC_NAMES.items() for name in names if name},
+    "partial_success": FailureCategory.PARTIAL,
+    "permission_denied": FailureCategory.AUTH,
+    "unauthorized": FailureCategory.AUTH,
+    "authentication": FailureCategory.AUTH,
+    "forbidden": FailureCategory.AUTH,
+    "transient_error": FailureCategory.NETWORK,
+    "transient": FailureCategory.NETWORK,
+    "agent_error": FailureCategory.INTERNAL,
+    "invalid_command": FailureCategory.INVALID_TASK,
+    "invalid_request": FailureCategory.INVALID_TASK,
+    "bad_request": FailureCategory.INVALID_TASK,
+    "too_many_requests": FailureCategory.RATE_LIMIT,
+    "quota": FailureCategory.RATE_LIMIT,
+}
+
+
+def category_from_name(name: object) -> FailureCategory | None:
+    """A category from any of the specs' names or an error code (``RATE_LIMIT``,
+    ``permission``, ``connection``, ``partial_success``...), else None."""
+    if not isinstance(name, str):
+        return None
+    key = re.sub(r"[\s-]+", "_", name.strip().lower())
+    return _ALIASES.get(key)
+
+
+# -- what we tell people ------------------------------------------------
+
+#: Spec 003 ``user_hint``: a pre-written hint for whoever talks to the user.
+USER_HINTS: dict[FailureCategory, str] = {
+    FailureCategory.TIMEOUT: "The coding agent ran out of time before finishing the task.",
+    FailureCategory.STALLED: "The coding agent hung: no output and no work for a long time, so it was stopped.",
+    FailureCategory.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
+    FailureCategory.NETWORK: "The coding agent lost its connection to its API.",
+    FailureCategory.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
+    FailureCategory.INVALID_TASK: "The request could not be carried out as given.",
+    FailureCategory.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
+    FailureCategory.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
+    FailureCategory.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
+    FailureCategory.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
+    FailureCategory.VERIFY_FAILED: "The coding agent finished, but the verification command failed.",
+    FailureCategory.INTERNAL: "The coding agent failed on its side.",
+    FailureCategory.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
+    "tool calls) was spent.",
+    FailureCategory.UNKNOWN: "Something unexpected happened while running the coding agent.",
+}
+
+#: Spec 003 ``retry_suggestion``: what the user can do next.
+RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
+    FailureCategory.TIMEOUT: "Try again with a longer timeout, or split the task into smaller steps.",
+    FailureCategory.STALLED: "Try again (the session continues); if it hangs again, check the tool it ran.",
+    FailureCategory.RATE_LIMIT: "Wait a minute and try again.",
+    FailureCategory.NETWORK: "This is usually temporary: try again in a moment.",
+    FailureCategory.AUTH: "Check the agent's login or API key and its permissions, then try again.",
+    FailureCategory.INVALID_TASK: "Rephrase the request with clear, consistent requirements.",
+    FailureCategory.MISSING_CONTEXT: "Add the missing details (file paths, configuration) to the request.",
+    FailureCategory.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
+    FailureCategory.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
+    FailureCategory.PARTIAL: "Ask the agent to continue from where it stopped.",
+    FailureCategory.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
+    FailureCategory.INTERNAL: "Try once more; if it fails again, report it.",
+    FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
+    FailureCategory.UNKNOWN: "Try again shortly, or rephrase the request.",
+}
+
+#: Spec 003 ``LAST_RESORT_MESSAGES``: a response is never empty, whatever broke.
+LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
+    FailureCategory.TIMEOUT: "The coding agent is running slowly and ran out of time. Try again in a moment; "
+    "if it keeps happening, give it more time or a smaller task.",
+    FailureCategory.STALLED: "The coding agent stopped responding and did no work for a long time, so it was "
+    "stopped. Please try again; if it hangs again, check the tool it was running.",
+    FailureCategory.RATE_LIMIT: "The coding agent is receiving too many requests and needs a moment to catch "
+    "up. Please try again in about a minute.",
+    FailureCategory.NETWORK: "The coding agent is having trouble connecting to its services. This is usually "
+    "temporary: please try again in a minute or two.",
+    FailureCategory.AUTH: "The coding agent could not authenticate or was not allowed to do what the task "
+    "needs. Check its login, API key and permissions.",
+    FailureCategory.INVALID_TASK: "The coding agent could not carry out this request as given. Please rephrase "
+    "it with clear, specific requirements.",
+    FailureCategory.MISSING_CONTEXT: "The coding agent needs more context to do this task. Please include the "
+    "file paths and details it needs.",
+    FailureCategory.TOOL_ERROR: "A tool the coding agent relies on failed. Please check the environment and try "
+    "again.",
+    FailureCategory.NOT_FOUND: "Something the coding agent needs could not be found. Please check that the "
+    "agent is installed and the task's references exist.",
+    FailureCategory.PARTIAL: "The coding agent finished part of the task before it was blocked. You can ask it "
+    "to continue from where it stopped.",
+    FailureCategory.VERIFY_FAILED: "The coding agent finished, but its work did not pass the verification "
+    "command. It can continue from the verification output.",
+    FailureCategory.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
+    "failing, report it.",
+    FailureCategory.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
+    "budget to let it continue.",
+    FailureCategory.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
+    "problem continues, try rephrasing the request.",
+}
