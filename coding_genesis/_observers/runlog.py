@@ -2,7 +2,7 @@
 counts and rates by category and backend over a time window.
 
 The library writes a run log only when asked (``run_log=PATH``, through
-:class:`~coding_genesis.observer.RunLogObserver`); the ``genesis`` CLI keeps one by default (see
+:class:`RunLogObserver`); the ``genesis`` CLI keeps one by default (see
 ``coding_genesis._cli.env``) and ``genesis stats`` prints the statistics
 (their text: ``coding_genesis._cli.stats``).
 
@@ -30,9 +30,12 @@ import orjson
 
 from coding_genesis._util.files import FILE_FLAGS, private_dir
 from coding_genesis._util.redact import Redactor
+from coding_genesis.events import EventKind
+from coding_genesis.observer import Observer, RunInfo, RunObserver
 
 __all__ = [
     "MAX_BYTES",
+    "RunLogObserver",
     "append_run",
     "blocker_key",
     "failure_stats",
@@ -423,3 +426,33 @@ def usage_stats(
         "total": _usage_out(total),
         "groups": {key: _usage_out(groups[key]) for key in sorted(groups)},
     }
+
+
+# -- the observer ------------------------------------------------------------------
+
+
+class RunLogObserver(Observer):
+    """Appends one line per run to a run log (spec 004 monitoring)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunLogObserver({str(self.path)!r})"
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _RunLogRun(self.path, run.redactor)
+
+
+class _RunLogRun(RunObserver):
+    __slots__ = ("_path", "_redactor")
+
+    #: One line per run, from the response: no events needed.
+    event_kinds: frozenset[EventKind] = frozenset()
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self._path = path
+        self._redactor = redactor
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        append_run(self._path, run_record(response, now=time.time(), redactor=self._redactor))
