@@ -28,7 +28,7 @@ The run log is $GENESIS_RUN_LOG, else $XDG_STATE_HOME/coding-genesis/runs.jsonl
 
 
 def _window(text: str) -> float | None:
-    from coding_genesis._observers.runlog import parse_window
+    from coding_genesis._observers.runlog import parse_window  # at use: --help loads no orjson
 
     try:
         return parse_window(text)
@@ -98,7 +98,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.env import run_log_path
-    from coding_genesis._observers.runlog import failure_stats, usage_stats
+    from coding_genesis._observers.runlog import failure_stats, usage_stats  # at use: as above
 
     path = args.log if args.log is not None else run_log_path()
     if path is None:
