@@ -167,9 +167,9 @@ def fig_parser(p: Params) -> Result:
     import orjson
 
     from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._pipeline.tally import RunTally
     from coding_genesis._util.parser import JsonLinesParser
     from coding_genesis.backends.claude import ClaudeTranslator
-    from coding_genesis.result import RunTally
 
     data = stream_bytes(p)
     chunks = [data[i : i + MIB] for i in range(0, len(data), MIB)]

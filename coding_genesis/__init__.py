@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._failures.report import format_failure_report, parse_failure_report
     from coding_genesis._observers.budget import Budget
+    from coding_genesis._observers.runlog import RunLogObserver
+    from coding_genesis._observers.transcript import TranscriptObserver
+    from coding_genesis._pipeline.bus import EventStream, Subscription
     from coding_genesis._supervision.process import StopReason, SupervisorConfig
     from coding_genesis._util.clock import VirtualClock
     from coding_genesis._util.parser import JsonLinesParser
@@ -39,35 +42,29 @@ if TYPE_CHECKING:
         UnknownBackendError,
     )
     from coding_genesis.events import (
-        EVENT_TYPES,
-        AttemptEvent,
         CliRetryEvent,
         ErrorEvent,
         Event,
         EventKind,
-        EventStream,
         ResultEvent,
-        RunEvent,
-        RunFinishedEvent,
-        RunStartedEvent,
         SessionEvent,
-        StateEvent,
-        Subscription,
         TextEvent,
         ToolCallEvent,
         ToolResultEvent,
         UsageEvent,
-        event_from_dict,
     )
-    from coding_genesis.observer import (
-        Observer,
-        RunInfo,
-        RunLogObserver,
-        RunObserver,
-        TranscriptObserver,
-    )
+    from coding_genesis.observer import Observer, RunInfo, RunObserver
     from coding_genesis.result import ChildFailure, RunResult
     from coding_genesis.retry import RetryPolicy
+    from coding_genesis.run_events import (
+        EVENT_TYPES,
+        AttemptEvent,
+        RunEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        StateEvent,
+        event_from_dict,
+    )
     from coding_genesis.status import AgentState, ErrorCode, FailureCategory, Status
 
 __version__ = "0.1.0"
@@ -77,7 +74,7 @@ _EXPORTS: dict[str, str] = {
     "AgentConfig": "config",
     "AgentState": "status",
     "AgentUsageError": "errors",
-    "AttemptEvent": "events",
+    "AttemptEvent": "run_events",
     "BackendPluginError": "_util.plugins",
     "GenericBackend": "backends.generic",
     "load_backends_file": "backends.generic",
@@ -90,12 +87,12 @@ _EXPORTS: dict[str, str] = {
     "CommandSpec": "backend",
     "ConfigError": "errors",
     "DEFAULT_TIMEOUT": "agent",
-    "EVENT_TYPES": "events",
+    "EVENT_TYPES": "run_events",
     "ErrorCode": "status",
     "ErrorEvent": "events",
     "Event": "events",
     "EventKind": "events",
-    "EventStream": "events",
+    "EventStream": "_pipeline.bus",
     "FailureCategory": "status",
     "GenesisError": "errors",
     "InvalidCwdError": "errors",
@@ -105,31 +102,31 @@ _EXPORTS: dict[str, str] = {
     "OptionSpec": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
-    "RunEvent": "events",
-    "RunFinishedEvent": "events",
+    "RunEvent": "run_events",
+    "RunFinishedEvent": "run_events",
     "RunInfo": "observer",
-    "RunLogObserver": "observer",
+    "RunLogObserver": "_observers.runlog",
     "RunObserver": "observer",
     "RunRequest": "backend",
     "RunResult": "result",
     "RunSpec": "batch",
-    "RunStartedEvent": "events",
+    "RunStartedEvent": "run_events",
     "SessionEvent": "events",
-    "StateEvent": "events",
+    "StateEvent": "run_events",
     "Status": "status",
     "StopReason": "_supervision.process",
-    "Subscription": "events",
+    "Subscription": "_pipeline.bus",
     "SupervisorConfig": "_supervision.process",
     "TextEvent": "events",
     "ToolCallEvent": "events",
     "ToolResultEvent": "events",
-    "TranscriptObserver": "observer",
+    "TranscriptObserver": "_observers.transcript",
     "Translator": "backend",
     "UnknownBackendError": "errors",
     "UsageEvent": "events",
     "VirtualClock": "_util.clock",
     "available_backends": "backends",
-    "event_from_dict": "events",
+    "event_from_dict": "run_events",
     "format_failure_report": "_failures.report",
     "get_backend": "backends",
     "parse_failure_report": "_failures.report",

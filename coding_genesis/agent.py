@@ -26,7 +26,11 @@ from typing import Any
 import anyio
 
 from coding_genesis._failures.breaker import CircuitBreaker
+from coding_genesis._observers.fanout import RunObservers, adapt_observer
+from coding_genesis._observers.runlog import RunLogObserver
+from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
+from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.listeners import RunListeners
 from coding_genesis._pipeline.outcome import (
     ResultContext,
@@ -37,6 +41,7 @@ from coding_genesis._pipeline.outcome import (
 from coding_genesis._pipeline.request import Request, make_request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.runsteps import RunSteps
+from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._pipeline.vocab import require_permissions
 from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
 from coding_genesis._supervision.process import StopReason
@@ -46,25 +51,11 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.events import (
-    AttemptEvent,
-    EventBus,
-    EventKind,
-    EventStream,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateEvent,
-    Subscription,
-)
-from coding_genesis.observer import (
-    Observer,
-    RunInfo,
-    RunLogObserver,
-    RunObservers,
-    TranscriptObserver,
-)
-from coding_genesis.result import RunResult, RunTally
+from coding_genesis.events import EventKind
+from coding_genesis.observer import Observer, RunInfo
+from coding_genesis.result import RunResult
 from coding_genesis.retry import RetryPolicy
+from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent, StateEvent
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -155,7 +146,7 @@ class CodingGenesisAgent:
             from coding_genesis._observers.metering import MeteringObserver
 
             observers.append(MeteringObserver(cfg.prices, cfg.budget))
-        observers.extend(cfg.observers)
+        observers.extend(adapt_observer(o) for o in cfg.observers)  # the 0.1.0 protocol too
         self._observers = tuple(observers)
         self._state = AgentState.READY
         self._state_reason = "created"
@@ -599,7 +590,7 @@ class CodingGenesisAgent:
         # Observers that write nothing and say so (``replays = True``: metering)
         # watch a replay too, so that it answers what the live run answered.
         watchers = RunObservers(
-            [o for o in self._observers if getattr(o, "replays", False)],
+            [o for o in self._observers if o.replays],
             RunInfo(
                 run_id=run_id,
                 agent=self.name,

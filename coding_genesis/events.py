@@ -1,69 +1,39 @@
-"""Normalized run events and the publish/subscribe bus behind them.
+"""The normalized events of a run: what the CLI said, typed.
 
 Backends turn each CLI line into zero or more typed events (one :class:`Event`
-subclass per :class:`EventKind`; :data:`RunEvent` is their union); the agent
-stamps them with its name, the run id, a sequence number and a time, and
-publishes them together with its own state changes ("graph-node events").
-Events stay light slotted objects on the hot path; ``to_dict`` builds the
-plain dict only when someone asks.
+subclass per :class:`EventKind`); the agent stamps them with its name, the run
+id, a sequence number and a time when it publishes them (see
+``coding_genesis._pipeline.bus``), together with its own events (state
+changes, a run's start and finish, attempts, budgets: see
+:mod:`coding_genesis.run_events`, which also holds the union of every event
+and reading one back from its dict).  Events stay light slotted objects on the
+hot path; ``to_dict`` builds the plain dict only when someone asks.  This
+module imports nothing but the standard library (no anyio, no pydantic).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import enum
-import logging
 import math
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeAlias, TypeVar
-
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from coding_genesis._util.redact import Redactor
 
 __all__ = [
-    "EVENT_TYPES",
-    "AttemptEvent",
-    "BudgetEvent",
     "CliRetryEvent",
     "ErrorEvent",
     "Event",
-    "EventBus",
     "EventKind",
-    "EventStream",
     "ResultEvent",
-    "RunEvent",
-    "RunFinishedEvent",
-    "RunStartedEvent",
     "SessionEvent",
-    "StateEvent",
-    "Subscription",
     "TextEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "UsageEvent",
-    "by_type",
-    "event_from_dict",
 ]
-
-log = logging.getLogger("coding_genesis.events")
-
-
-_V = TypeVar("_V")
-
-
-def by_type(mapping: Mapping[type, _V], cls: type) -> _V | None:
-    """``mapping``'s entry for ``cls`` or for its nearest base class: a
-    subclass of an event type is handled as that type."""
-    for base in cls.__mro__:
-        if base in mapping:
-            return mapping[base]
-    return None
 
 
 class EventKind(enum.StrEnum):
@@ -107,7 +77,8 @@ class Event:
     Every event carries what the bus stamps on it when it is published:
     ``agent`` (the agent's name, ``node`` in ``to_dict``), ``run_id``, ``seq``
     (1, 2, ... per agent) and ``ts`` (``time.time()``).  The class attribute
-    ``kind`` says which event it is and discriminates :data:`RunEvent`.
+    ``kind`` says which event it is and discriminates
+    :data:`~coding_genesis.run_events.RunEvent`.
 
     ``to_dict()`` gives ``type`` (the kind), ``node``, ``run_id``, ``seq``,
     ``ts``, ``timestamp`` (ISO 8601, UTC, milliseconds; ``""`` before
@@ -198,10 +169,6 @@ class Event:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.payload().items())
         return f"{type(self).__name__}({fields}, run_id={self.run_id!r}, seq={self.seq})"
-
-
-def _extra(extra: Mapping[str, Any] | None, core: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in extra.items() if k not in core} if extra else {}
 
 
 def _absent(**values: object) -> tuple[str, ...]:
@@ -577,232 +544,6 @@ class CliRetryEvent(_Optional):
         )
 
 
-class _WithExtra(Event):
-    """An event with a typed core and open-ended ``extra`` fields, merged into
-    ``to_dict`` after the core (core names given in ``extra`` are dropped)."""
-
-    __slots__ = ("extra",)
-
-    extra: dict[str, Any]
-
-    def _fill(self, out: dict[str, Any]) -> None:
-        for name in self.fields:
-            out[name] = getattr(self, name)
-        out.update(self.extra)
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
-        core: dict[str, Any] = {name: payload.get(name) for name in cls.fields}
-        extra = {k: v for k, v in payload.items() if k not in core and k not in _STAMPS}
-        make: Callable[..., Self] = cls
-        return make(**core, extra=extra)
-
-
-class BudgetEvent(_WithExtra):
-    """A budget (coding_genesis._observers.budget) passed a warning fraction or was
-    exceeded.  ``to_dict`` fields: ``level`` (``warning`` or ``exceeded``),
-    ``limit`` (``max_cost_usd``, ``max_tokens``, ``max_turns``,
-    ``max_tool_calls``), ``message``, then ``extra`` (``used``, ``max``,
-    ``fraction``, ``shared``)."""
-
-    __slots__ = ("level", "limit", "message")
-    kind = EventKind.BUDGET
-    fields = ("level", "limit", "message")
-
-    def __init__(
-        self, level: str, limit: str, message: str, extra: Mapping[str, Any] | None = None
-    ) -> None:
-        self.level = level
-        self.limit = limit
-        self.message = message
-        self.extra = _extra(extra, self.fields)
-        self._stamp()
-
-
-class StateEvent(_WithExtra):
-    """The agent changed state (a graph-node event).  ``to_dict`` fields:
-    ``state``, ``previous_state``, ``reason``, then ``extra`` (when the circuit
-    breaker opens: ``category``, ``consecutive_failures``, ``cooldown_s``,
-    ``retry_after_s``)."""
-
-    __slots__ = ("previous_state", "reason", "state")
-    kind = EventKind.STATE
-    fields = ("state", "previous_state", "reason")
-
-    def __init__(
-        self,
-        state: str,
-        previous_state: str,
-        reason: str,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.state = state
-        self.previous_state = previous_state
-        self.reason = reason
-        self.extra = _extra(extra, self.fields)
-        self._stamp()
-
-
-class RunStartedEvent(Event):
-    """The CLI process was launched.  ``to_dict`` fields: ``backend``,
-    ``program`` (argv[0]), ``pid``, ``cwd``, ``timeout`` (seconds)."""
-
-    __slots__ = ("backend", "cwd", "pid", "program", "timeout")
-    kind = EventKind.RUN_STARTED
-    fields = ("backend", "program", "pid", "cwd", "timeout")
-
-    def __init__(self, backend: str, program: str, pid: int, cwd: str, timeout: float) -> None:
-        self.backend = backend
-        self.program = program
-        self.pid = pid
-        self.cwd = cwd
-        self.timeout = timeout
-        self._stamp()
-
-    def _fill(self, out: dict[str, Any]) -> None:
-        for name in self.fields:
-            out[name] = getattr(self, name)
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
-        fields: dict[str, Any] = {name: payload.get(name) for name in cls.fields}
-        return cls(**fields)
-
-
-class RunFinishedEvent(Event):
-    """The response is ready (or the run was cancelled).  ``to_dict`` fields:
-    ``status`` then, for a cancelled run, ``cancelled`` (True); otherwise
-    ``error`` (the response's error code, None on success) and ``category``
-    (the failure category, None on success)."""
-
-    __slots__ = ("cancelled", "category", "error", "status")
-    kind = EventKind.RUN_FINISHED
-    fields = ("status", "error", "category", "cancelled")
-
-    def __init__(
-        self,
-        status: int,
-        error: str | None = None,
-        category: str | None = None,
-        cancelled: bool = False,
-    ) -> None:
-        self.status = status
-        self.error = error
-        self.category = category
-        self.cancelled = cancelled
-        self._stamp()
-
-    def _fill(self, out: dict[str, Any]) -> None:
-        out["status"] = self.status
-        if self.cancelled:
-            out["cancelled"] = True
-        else:
-            out["error"] = self.error
-            out["category"] = self.category
-
-    @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
-        return cls(
-            payload.get("status"),  # type: ignore[arg-type]
-            payload.get("error"),
-            payload.get("category"),
-            bool(payload.get("cancelled")),
-        )
-
-
-class AttemptEvent(_WithExtra):
-    """coding-genesis starts or ends an attempt under its retry policy.
-    ``to_dict`` fields: ``phase`` (``started`` or ``finished``), ``attempt``
-    (1, 2, ...), then ``extra``:
-
-    - started: ``timeout``, ``resume_session``, ``continuation``;
-    - finished with success: ``status``, ``action`` (``succeed``), ``session_id``;
-    - finished with a failure: the ``retry_history`` entry (``category``,
-      ``error``, ``status``, ``message``, ``at``, ``duration_s``,
-      ``tool_calls``, ``cli_retries``, ``session_id``, ``timeout_s``,
-      ``action`` (``retry``, ``fail``, ``escalate``), ``reason``, ``delay_s``,
-      ``scheduled_at``, ``next_timeout_s``, ``resume_session`` and, when it
-      gives up, ``suggested_actions``).
-    """
-
-    __slots__ = ("attempt", "phase")
-    kind = EventKind.ATTEMPT
-    fields = ("phase", "attempt")
-
-    def __init__(self, phase: str, attempt: int, extra: Mapping[str, Any] | None = None) -> None:
-        self.phase = phase
-        self.attempt = attempt
-        self.extra = _extra(extra, self.fields)
-        self._stamp()
-
-    @property
-    def action(self) -> str | None:
-        """``succeed``, ``retry``, ``fail`` or ``escalate`` (finished only)."""
-        action = self.extra.get("action")
-        return action if isinstance(action, str) else None
-
-
-RunEvent: TypeAlias = (
-    TextEvent
-    | ToolCallEvent
-    | ToolResultEvent
-    | SessionEvent
-    | UsageEvent
-    | ResultEvent
-    | ErrorEvent
-    | CliRetryEvent
-    | StateEvent
-    | RunStartedEvent
-    | RunFinishedEvent
-    | AttemptEvent
-    | BudgetEvent
-)
-"""Any concrete event; ``kind`` (``to_dict()["type"]``) says which."""
-
-#: Event class by ``to_dict()["type"]``: one per :class:`EventKind`.
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.kind.value: cls
-    for cls in (
-        StateEvent,
-        RunStartedEvent,
-        RunFinishedEvent,
-        SessionEvent,
-        TextEvent,
-        ToolCallEvent,
-        ToolResultEvent,
-        UsageEvent,
-        ResultEvent,
-        ErrorEvent,
-        CliRetryEvent,
-        AttemptEvent,
-        BudgetEvent,
-    )
-}
-
-_STAMPS = frozenset({"type", "node", "run_id", "seq", "ts", "timestamp"})
-
-
-def event_from_dict(d: Mapping[str, Any]) -> Event:
-    """The event a ``to_dict()`` dict (an events.jsonl line, a ``--events``
-    line) describes, stamps included: ``event_from_dict(e.to_dict()) == e``.
-
-    Raises ValueError for a ``type`` that is no :class:`EventKind` (events.jsonl
-    holds nothing else).  Keys a class does not know are dropped, except for the
-    open-ended ``StateEvent``/``AttemptEvent``, which keep them in ``extra``.
-    """
-    cls = EVENT_TYPES.get(str(d.get("type")))
-    if cls is None:
-        raise ValueError(f"unknown event type: {d.get('type')!r}")
-    event = cls.from_payload({k: v for k, v in d.items() if k not in _STAMPS})
-    event.agent = str(d.get("node") or "")
-    run_id = d.get("run_id")
-    event.run_id = str(run_id) if run_id is not None else None
-    seq, ts = d.get("seq"), d.get("ts")
-    event.seq = seq if isinstance(seq, int) else 0
-    event.ts = float(ts) if isinstance(ts, int | float) else 0.0
-    return event
-
-
 #: (whole second, its ISO text): events come many per second, and building a
 #: datetime per event was most of ``to_dict``'s cost.
 _iso_second: tuple[int, str] = (-1, "")
@@ -822,166 +563,3 @@ def _iso(ts: float) -> str:
         text = _dt.datetime.fromtimestamp(second, _dt.UTC).isoformat(timespec="seconds")
         cached = _iso_second = (second, text[:-6])  # without "+00:00"
     return f"{cached[1]}.{micros // 1000:03d}+00:00"
-
-
-Callback = Callable[[Event], object]
-
-
-class Subscription:
-    """Handle returned by :meth:`EventBus.subscribe`; call it (or use it as a
-    context manager) to unsubscribe."""
-
-    __slots__ = ("_bus", "_callback")
-
-    def __init__(self, bus: EventBus, callback: Callback) -> None:
-        self._bus = bus
-        self._callback = callback
-
-    def __call__(self) -> None:
-        self._bus._remove_callback(self._callback)
-
-    unsubscribe = __call__
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self()
-
-
-class EventStream:
-    """An async iterator over published events (bounded; drops when full).
-
-    ``async with agent.events() as stream: async for event in stream: ...``
-    """
-
-    def __init__(self, bus: EventBus, max_buffer: int) -> None:
-        self._bus = bus
-        send, receive = anyio.create_memory_object_stream[Event](max_buffer)
-        self._send: MemoryObjectSendStream[Event] = send
-        self._receive: MemoryObjectReceiveStream[Event] = receive
-        #: Events dropped because the consumer did not keep up.
-        self.dropped = 0
-
-    def _offer(self, event: Event) -> None:
-        try:
-            self._send.send_nowait(event)
-        except anyio.WouldBlock:
-            self.dropped += 1
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._bus._remove_stream(self)
-
-    def __aiter__(self) -> EventStream:
-        return self
-
-    async def __anext__(self) -> Event:
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError) as exc:
-            raise StopAsyncIteration from exc
-
-    def close(self) -> None:
-        """Stop receiving; iteration ends once the buffer is drained."""
-        self._bus._remove_stream(self)
-        self._send.close()
-
-    async def aclose(self) -> None:
-        self.close()
-        self._receive.close()
-
-    async def __aenter__(self) -> EventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class EventBus:
-    """Stamps and fans out events.  A failing subscriber is logged and never
-    breaks a run."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._callbacks: list[Callback] = []
-        self._streams: list[EventStream] = []
-        #: Subscribers that hear only some kinds (``subscribe(..., kinds=...)``).
-        self._some: list[tuple[Callback, frozenset[EventKind]]] = []
-        self._some_kinds: frozenset[EventKind] = frozenset()
-        self._seq = 0
-        #: Bumped whenever who listens changes (producers cache ``wants``).
-        self.version = 0
-
-    @property
-    def has_listeners(self) -> bool:
-        return bool(self._callbacks or self._streams or self._some)
-
-    def wants(self, kind: EventKind) -> bool:
-        """Whether a subscriber would hear an event of this kind (a producer
-        skips building and redacting the events nobody hears)."""
-        return bool(self._callbacks or self._streams) or kind in self._some_kinds
-
-    def subscribe(
-        self, callback: Callback, *, kinds: Iterable[EventKind] | None = None
-    ) -> Subscription:
-        """``callback`` hears every published event, or only those of ``kinds``."""
-        self.version += 1
-        if kinds is None:
-            self._callbacks.append(callback)
-        else:
-            self._some.append((callback, frozenset(kinds)))
-            self._some_kinds = self._some_kinds.union(kinds)
-        return Subscription(self, callback)
-
-    def stream(self, max_buffer: int = 10_000) -> EventStream:
-        stream = EventStream(self, max_buffer)
-        self._streams.append(stream)
-        self.version += 1
-        return stream
-
-    def close_streams(self) -> None:
-        for stream in list(self._streams):
-            stream.close()
-
-    def publish(self, event: Event, run_id: str | None) -> Event:
-        self._seq += 1
-        event.agent = self.name
-        event.run_id = run_id
-        event.seq = self._seq
-        event.ts = time.time()
-        for callback in tuple(self._callbacks):
-            try:
-                callback(event)
-            except Exception:
-                log.exception(
-                    "event subscriber %r failed; event %s dropped for it", callback, event.kind
-                )
-        for stream in tuple(self._streams):
-            stream._offer(event)
-        if self._some:
-            kind = event.kind
-            for callback, kinds in tuple(self._some):
-                if kind in kinds:
-                    try:
-                        callback(event)
-                    except Exception:
-                        log.exception(
-                            "event subscriber %r failed; event %s dropped for it", callback, kind
-                        )
-        return event
-
-    def _remove_callback(self, callback: Callback) -> None:
-        self.version += 1
-        with contextlib.suppress(ValueError):
-            self._callbacks.remove(callback)
-        self._some = [(c, k) for c, k in self._some if c != callback]
-        self._some_kinds = frozenset().union(*(k for _, k in self._some))
-
-    def _remove_stream(self, stream: EventStream) -> None:
-        self.version += 1
-        with contextlib.suppress(ValueError):
-            self._streams.remove(stream)

@@ -27,7 +27,8 @@ from coding_genesis import (
     Status,
     retry,
 )
-from coding_genesis.events import RunEvent, TextEvent
+from coding_genesis.events import TextEvent
+from coding_genesis.run_events import RunEvent
 from tests.support import FakeCLI
 
 ROOT = Path(__file__).parent.parent

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from coding_genesis._observers.transcript import read_run
-from coding_genesis.events import EventBus, EventKind, RunStartedEvent, TextEvent
-from coding_genesis.observer import LIFECYCLE_KINDS, RunInfo
+from coding_genesis._pipeline.bus import EventBus
+from coding_genesis.events import EventKind, TextEvent
+from coding_genesis.observer import RunInfo
+from coding_genesis.run_events import LIFECYCLE_KINDS, RunStartedEvent
 from tests.support import EventLog, FakeCLI, recorded_events
 
 SECRET = "sk-test-Derived81secretvalue"

@@ -23,8 +23,8 @@ from coding_genesis import (
     UsageEvent,
     event_from_dict,
 )
+from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._util.redact import Redactor
-from coding_genesis.events import EventBus
 
 STAMPS = ["type", "node", "run_id", "seq", "ts", "timestamp"]
 

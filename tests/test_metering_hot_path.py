@@ -272,8 +272,8 @@ class _Listeners:
 
 def test_routes_follow_who_listens_and_a_failing_listener_is_not_the_lines_fault() -> None:
     from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.events import TextEvent, ToolCallEvent
-    from coding_genesis.result import RunTally
 
     heard: list[str] = []
     listeners = _Listeners()

@@ -8,17 +8,14 @@ from rich.console import Console
 
 from coding_genesis._observers.progress import ProgressView, RunTracker, tool_summary
 from coding_genesis.events import (
-    AttemptEvent,
     CliRetryEvent,
     Event,
-    RunFinishedEvent,
-    RunStartedEvent,
     SessionEvent,
-    StateEvent,
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
 )
+from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent, StateEvent
 
 
 class FakeClock:
@@ -115,7 +112,8 @@ def test_tool_summary_is_one_bounded_line() -> None:
 
 
 def test_the_panel_shows_usage_cost_and_the_budget() -> None:
-    from coding_genesis.events import BudgetEvent, UsageEvent
+    from coding_genesis.events import UsageEvent
+    from coding_genesis.run_events import BudgetEvent
 
     tracker = RunTracker("claude", 60, clock=FakeClock())
     usage = {"input_tokens": 1000, "output_tokens": 500}

@@ -17,10 +17,10 @@ from anyio.from_thread import BlockingPortal
 from coding_genesis import CodingGenesisAgent
 from coding_genesis._cli.env import run_log_path
 from coding_genesis._cli.main import main
+from coding_genesis._cli.stats import format_stats
 from coding_genesis._observers.runlog import (
     append_run,
     failure_stats,
-    format_stats,
     parse_window,
     read_runs,
     run_record,

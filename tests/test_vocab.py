@@ -412,7 +412,7 @@ def test_overlay_nested_files_are_written_and_removed() -> None:
 def test_the_overlay_is_removed_when_the_run_is_cancelled(tmp_path: Path) -> None:
     import anyio
 
-    from coding_genesis.events import RunStartedEvent
+    from coding_genesis.run_events import RunStartedEvent
 
     before = set(os.listdir(tempfile.gettempdir()))
     agent = probe_agent(tmp_path, timeout=60, env={"PROBE_SLEEP": "60"})

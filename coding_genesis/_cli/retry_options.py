@@ -92,7 +92,7 @@ def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
 
 def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
     """An event callback printing one line per attempt outcome to stderr."""
-    from coding_genesis.events import AttemptEvent
+    from coding_genesis.run_events import AttemptEvent
 
     def show(event: Event) -> None:
         if not isinstance(event, AttemptEvent):

@@ -51,7 +51,8 @@ def register(subparsers: Any) -> None:
 def tool_lines(events: Iterable[Event]) -> list[str]:
     """One line per tool call, with how it ended."""
     from coding_genesis._observers.progress import tool_summary
-    from coding_genesis.events import AttemptEvent, ToolCallEvent, ToolResultEvent
+    from coding_genesis.events import ToolCallEvent, ToolResultEvent
+    from coding_genesis.run_events import AttemptEvent
 
     calls: dict[str, int] = {}
     lines: list[str] = []

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from coding_genesis._cli.common import print_json
 from coding_genesis._util.display import printable
 
-__all__ = ["register"]
+__all__ = ["format_stats", "format_usage", "register"]
 
 EXAMPLES = """\
 examples:
@@ -27,7 +28,7 @@ The run log is $GENESIS_RUN_LOG, else $XDG_STATE_HOME/coding-genesis/runs.jsonl
 
 
 def _window(text: str) -> float | None:
-    from coding_genesis._observers.runlog import parse_window
+    from coding_genesis._observers.runlog import parse_window  # at use: --help loads no orjson
 
     try:
         return parse_window(text)
@@ -97,12 +98,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.env import run_log_path
-    from coding_genesis._observers.runlog import (
-        failure_stats,
-        format_stats,
-        format_usage,
-        usage_stats,
-    )
+    from coding_genesis._observers.runlog import failure_stats, usage_stats  # at use: as above
 
     path = args.log if args.log is not None else run_log_path()
     if path is None:
@@ -136,3 +132,101 @@ def handle(args: argparse.Namespace) -> int:
 
 def _groups(usage: dict[str, Any]) -> dict[str, Any]:
     return {"total": usage["total"], "groups": usage["groups"]}
+
+
+# -- the text of the statistics ---------------------------------------------------
+
+
+def _window_text(since_s: float | None) -> str:
+    if since_s is None:
+        return "all time"
+    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if since_s >= size and since_s % size == 0:
+            return f"the last {since_s / size:g}{unit}"
+    return f"the last {since_s:g}s"
+
+
+def format_stats(stats: Mapping[str, Any]) -> str:
+    """A short text summary of :func:`failure_stats`."""
+    scope = f" for backend {stats['backend']}" if stats.get("backend") else ""
+    lines = [
+        f"Runs in {_window_text(stats.get('since_s'))}{scope}: {stats['runs']}, "
+        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%)",
+        f"Run log: {stats.get('log') or 'off'}",
+    ]
+    if stats["by_category"]:
+        lines += ["", "By category:"]
+        width = max(len(c) for c in stats["by_category"])
+        for category, entry in stats["by_category"].items():
+            lines.append(
+                f"  {category:<{width}}  {entry['count']:>5}  "
+                f"{entry['share'] * 100:5.1f}% of failures  {entry['rate'] * 100:5.1f}% of runs"
+            )
+    if stats["by_backend"]:
+        lines += ["", "By backend:"]
+        width = max(len(b) for b in stats["by_backend"])
+        for name, entry in stats["by_backend"].items():
+            cats = ", ".join(f"{c} {n}" for c, n in entry["by_category"].items())
+            lines.append(
+                f"  {name:<{width}}  {entry['runs']:>5} runs, {entry['failures']} failed "
+                f"({entry['failure_rate'] * 100:.1f}%)" + (f": {cats}" if cats else "")
+            )
+    if stats["top_blockers"]:
+        lines += ["", "Top blockers:"]
+        lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
+    if stats.get("malformed_lines"):
+        lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
+    return "\n".join(lines)
+
+
+def _tokens_text(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _cost_text(entry: Mapping[str, Any]) -> str:
+    if not entry["runs_with_cost"]:
+        return "-"
+    text = f"${entry['cost_usd']:.4f}"
+    if entry["runs_with_cost"] < entry["runs"]:
+        text += f" ({entry['runs_with_cost']}/{entry['runs']} runs)"
+    return text
+
+
+def format_usage(stats: Mapping[str, Any]) -> str:
+    """A table of :func:`usage_stats`: one row per group, then the total."""
+    total = stats["total"]
+    if not total["runs"]:
+        return (
+            f"No runs recorded in {_window_text(stats.get('since_s'))}"
+            + (f" for backend {stats['backend']}" if stats.get("backend") else "")
+            + f" (run log: {stats.get('log')})."
+        )
+    header = (stats["by"], "runs", "failed", "input tok", "output tok", "cache read", "cost")
+    rows = [
+        (
+            key,
+            str(entry["runs"]),
+            f"{entry['failures']} ({entry['failure_rate'] * 100:.0f}%)",
+            _tokens_text(entry["input_tokens"]),
+            _tokens_text(entry["output_tokens"]),
+            _tokens_text(entry["cache_read_tokens"]),
+            _cost_text(entry),
+        )
+        for key, entry in [*stats["groups"].items(), ("total", total)]
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        first = row[0].ljust(widths[0])
+        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        return f"  {first}  {rest}"
+
+    lines = [f"Usage by {stats['by']}:", line(header), *map(line, rows)]
+    if total["runs_with_usage"] < total["runs"]:
+        lines.append(
+            f"  ({total['runs'] - total['runs_with_usage']} run(s) reported no token usage)"
+        )
+    return "\n".join(lines)

@@ -42,9 +42,10 @@ from coding_genesis._observers.prices import (
     PriceTable,
     context_window,
 )
-from coding_genesis.events import BudgetEvent, Event, EventKind, TextEvent
-from coding_genesis.observer import RunInfo
-from coding_genesis.result import MAX_TOOL_TIMINGS, RunTally
+from coding_genesis._pipeline.tally import MAX_TOOL_TIMINGS
+from coding_genesis.events import Event, EventKind, TextEvent
+from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
+from coding_genesis.run_events import BudgetEvent
 
 __all__ = ["MeteringObserver", "Tokens", "normalise_usage"]
 
@@ -170,7 +171,7 @@ class _Attempt:
         return out
 
 
-class _MeterRun:
+class _MeterRun(RunObserver):
     """Watches one run (all its attempts)."""
 
     #: The published events metering needs (coding_genesis.observer); the
@@ -232,7 +233,7 @@ class _MeterRun:
         if handler is not None:
             handler(event)
 
-    def attempt_decoded(self, tally: RunTally) -> None:
+    def attempt_decoded(self, tally: AttemptTally) -> None:
         """An attempt's stream is decoded: its first events' and tool calls'
         times, and its tool calls (a budget counted them already)."""
         if tally.first_seen:
@@ -553,7 +554,7 @@ def _since(start: float | None, then: float | None) -> float | None:
     return round(max(0.0, then - start), 6)
 
 
-class MeteringObserver:
+class MeteringObserver(Observer):
     """Meters every run of an agent (see the module docstring)."""
 
     #: Writes nothing: it watches replays too (``agent.replay``, ``genesis replay``).

@@ -14,20 +14,22 @@ from typing import Any
 
 from coding_genesis._util.display import printable
 from coding_genesis.events import (
-    AttemptEvent,
-    BudgetEvent,
     CliRetryEvent,
     ErrorEvent,
     Event,
     ResultEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
     SessionEvent,
-    StateEvent,
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
+)
+from coding_genesis.run_events import (
+    AttemptEvent,
+    BudgetEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateEvent,
 )
 
 __all__ = ["ProgressView", "RunTracker", "tool_summary"]

@@ -2,8 +2,9 @@
 counts and rates by category and backend over a time window.
 
 The library writes a run log only when asked (``run_log=PATH``, through
-:class:`~coding_genesis.observer.RunLogObserver`); the ``genesis`` CLI keeps
-one by default (see ``coding_genesis._cli.env``).
+:class:`RunLogObserver`); the ``genesis`` CLI keeps one by default (see
+``coding_genesis._cli.env``) and ``genesis stats`` prints the statistics
+(their text: ``coding_genesis._cli.stats``).
 
 A record holds no prompt and no answer: ids, status, category, reason, the
 blocker, counts and timings, with environment secrets redacted.  Appends are
@@ -29,14 +30,15 @@ import orjson
 
 from coding_genesis._util.files import FILE_FLAGS, private_dir
 from coding_genesis._util.redact import Redactor
+from coding_genesis.events import EventKind
+from coding_genesis.observer import Observer, RunInfo, RunObserver
 
 __all__ = [
     "MAX_BYTES",
+    "RunLogObserver",
     "append_run",
     "blocker_key",
     "failure_stats",
-    "format_stats",
-    "format_usage",
     "parse_window",
     "read_runs",
     "run_record",
@@ -330,48 +332,6 @@ def failure_stats(
     }
 
 
-def _window_text(since_s: float | None) -> str:
-    if since_s is None:
-        return "all time"
-    for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if since_s >= size and since_s % size == 0:
-            return f"the last {since_s / size:g}{unit}"
-    return f"the last {since_s:g}s"
-
-
-def format_stats(stats: Mapping[str, Any]) -> str:
-    """A short text summary of :func:`failure_stats`."""
-    scope = f" for backend {stats['backend']}" if stats.get("backend") else ""
-    lines = [
-        f"Runs in {_window_text(stats.get('since_s'))}{scope}: {stats['runs']}, "
-        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%)",
-        f"Run log: {stats.get('log') or 'off'}",
-    ]
-    if stats["by_category"]:
-        lines += ["", "By category:"]
-        width = max(len(c) for c in stats["by_category"])
-        for category, entry in stats["by_category"].items():
-            lines.append(
-                f"  {category:<{width}}  {entry['count']:>5}  "
-                f"{entry['share'] * 100:5.1f}% of failures  {entry['rate'] * 100:5.1f}% of runs"
-            )
-    if stats["by_backend"]:
-        lines += ["", "By backend:"]
-        width = max(len(b) for b in stats["by_backend"])
-        for name, entry in stats["by_backend"].items():
-            cats = ", ".join(f"{c} {n}" for c, n in entry["by_category"].items())
-            lines.append(
-                f"  {name:<{width}}  {entry['runs']:>5} runs, {entry['failures']} failed "
-                f"({entry['failure_rate'] * 100:.1f}%)" + (f": {cats}" if cats else "")
-            )
-    if stats["top_blockers"]:
-        lines += ["", "Top blockers:"]
-        lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
-    if stats.get("malformed_lines"):
-        lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
-    return "\n".join(lines)
-
-
 # -- usage: runs, failures, tokens and cost by backend, model or day ------------
 
 #: What ``usage_stats(by=...)`` groups by.
@@ -468,54 +428,31 @@ def usage_stats(
     }
 
 
-def _tokens_text(n: int) -> str:
-    for unit, size in (("M", 1_000_000), ("k", 1_000)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
+# -- the observer ------------------------------------------------------------------
 
 
-def _cost_text(entry: Mapping[str, Any]) -> str:
-    if not entry["runs_with_cost"]:
-        return "-"
-    text = f"${entry['cost_usd']:.4f}"
-    if entry["runs_with_cost"] < entry["runs"]:
-        text += f" ({entry['runs_with_cost']}/{entry['runs']} runs)"
-    return text
+class RunLogObserver(Observer):
+    """Appends one line per run to a run log (spec 004 monitoring)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunLogObserver({str(self.path)!r})"
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _RunLogRun(self.path, run.redactor)
 
 
-def format_usage(stats: Mapping[str, Any]) -> str:
-    """A table of :func:`usage_stats`: one row per group, then the total."""
-    total = stats["total"]
-    if not total["runs"]:
-        return (
-            f"No runs recorded in {_window_text(stats.get('since_s'))}"
-            + (f" for backend {stats['backend']}" if stats.get("backend") else "")
-            + f" (run log: {stats.get('log')})."
-        )
-    header = (stats["by"], "runs", "failed", "input tok", "output tok", "cache read", "cost")
-    rows = [
-        (
-            key,
-            str(entry["runs"]),
-            f"{entry['failures']} ({entry['failure_rate'] * 100:.0f}%)",
-            _tokens_text(entry["input_tokens"]),
-            _tokens_text(entry["output_tokens"]),
-            _tokens_text(entry["cache_read_tokens"]),
-            _cost_text(entry),
-        )
-        for key, entry in [*stats["groups"].items(), ("total", total)]
-    ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+class _RunLogRun(RunObserver):
+    __slots__ = ("_path", "_redactor")
 
-    def line(row: tuple[str, ...]) -> str:
-        first = row[0].ljust(widths[0])
-        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
-        return f"  {first}  {rest}"
+    #: One line per run, from the response: no events needed.
+    event_kinds: frozenset[EventKind] = frozenset()
 
-    lines = [f"Usage by {stats['by']}:", line(header), *map(line, rows)]
-    if total["runs_with_usage"] < total["runs"]:
-        lines.append(
-            f"  ({total['runs'] - total['runs_with_usage']} run(s) reported no token usage)"
-        )
-    return "\n".join(lines)
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self._path = path
+        self._redactor = redactor
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        append_run(self._path, run_record(response, now=time.time(), redactor=self._redactor))

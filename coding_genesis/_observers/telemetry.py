@@ -36,15 +36,9 @@ from typing import Any
 import orjson
 
 from coding_genesis._util.redact import Redactor
-from coding_genesis.events import (
-    AttemptEvent,
-    Event,
-    EventKind,
-    SessionEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
-from coding_genesis.observer import LIFECYCLE_KINDS, RunInfo, RunObserver
+from coding_genesis.events import Event, EventKind, SessionEvent, ToolCallEvent, ToolResultEvent
+from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.run_events import LIFECYCLE_KINDS, AttemptEvent
 
 __all__ = ["PROVIDERS", "TelemetryObserver", "usage_attributes"]
 
@@ -119,7 +113,7 @@ _USAGE_NAMES = {
 }
 
 
-class TelemetryObserver:
+class TelemetryObserver(Observer):
     """Emits OpenTelemetry spans for every run of an agent (see the module).
 
     ``content=True`` records the prompt, the answer and tool arguments and
@@ -168,7 +162,7 @@ class TelemetryObserver:
         return _TelemetryRun(otel, tracer, span, run.redactor, self.content)
 
 
-class _TelemetryRun:
+class _TelemetryRun(RunObserver):
     #: What the spans are made of; the hot path builds no other event for us.
     event_kinds = LIFECYCLE_KINDS | {EventKind.SESSION, EventKind.TOOL_CALL, EventKind.TOOL_RESULT}
 

@@ -53,15 +53,19 @@ from typing import Any
 
 import orjson
 
+from coding_genesis import __version__
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
-from coding_genesis.events import Event, EventKind, event_from_dict
+from coding_genesis.events import Event, EventKind
+from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.run_events import LIFECYCLE_KINDS, event_from_dict
 
 __all__ = [
     "RunLookupError",
     "RunRecord",
     "Transcript",
+    "TranscriptObserver",
     "find_run",
     "list_runs",
     "now_meta",
@@ -289,8 +293,8 @@ class Transcript:
 
     def _overflow_decoder(self) -> Any:
         from coding_genesis._pipeline.decode import Decoder
+        from coding_genesis._pipeline.tally import RunTally
         from coding_genesis.backends import get_backend
-        from coding_genesis.result import RunTally
 
         try:
             translator = get_backend(str(self._backend)).translator()
@@ -471,8 +475,8 @@ class RunRecord:
         (the run's backend, from meta.json; none if it is unknown), stamped
         with ``started``'s agent, run id and time."""
         from coding_genesis._pipeline.decode import Decoder
+        from coding_genesis._pipeline.tally import RunTally
         from coding_genesis.backends import get_backend
-        from coding_genesis.result import RunTally
 
         try:
             translator = get_backend(str(self.meta.get("backend"))).translator()
@@ -613,3 +617,78 @@ def find_run(base: Path, ref: str) -> RunRecord:
 def now_meta(ts: float | None = None) -> dict[str, Any]:
     ts = time.time() if ts is None else ts
     return {"started_ts": ts, "started": _iso(ts)}
+
+
+# -- the observer ------------------------------------------------------------------
+
+
+class TranscriptObserver(Observer):
+    """Writes one directory per run under ``base`` (a :class:`Transcript`)."""
+
+    def __init__(self, base: str | os.PathLike[str], max_raw_bytes: int | None = None) -> None:
+        self.base = Path(base)
+        self.max_raw_bytes = max_raw_bytes
+
+    def __repr__(self) -> str:
+        return f"TranscriptObserver({str(self.base)!r})"
+
+    def start(self, run: RunInfo) -> RunObserver:
+        return _TranscriptRun(self.base, run, self.max_raw_bytes)
+
+
+class _TranscriptRun(RunObserver):
+    __slots__ = ("_transcript",)
+
+    #: The raw stdout is the transcript of what the CLI said; events decoded
+    #: from it are derived on reading (:meth:`RunRecord.events`), not written.
+    event_kinds = LIFECYCLE_KINDS
+
+    def __init__(self, base: Path, run: RunInfo, max_raw_bytes: int | None = None) -> None:
+        transcript = Transcript(
+            base,
+            run.run_id,
+            run.redactor,
+            max_raw_bytes=max_raw_bytes or DEFAULT_MAX_RAW_BYTES,
+            backend=run.backend,
+        )
+        self._transcript = transcript
+        transcript.write_meta(
+            {
+                **now_meta(run.started),
+                "agent": run.agent,
+                "backend": run.backend,
+                "cwd": run.cwd,
+                "timeout": run.timeout,
+                "model": run.model,
+                "resume": run.resume,
+                "prompt": run.prompt[:100_000],
+                "runner_pid": os.getpid(),
+                "version": __version__,
+                "layout": LAYOUT,
+            }
+        )
+
+    def event(self, event: Event) -> None:
+        transcript = self._transcript
+        if event.kind == EventKind.RUN_STARTED:
+            transcript.new_attempt()
+        transcript.event(event)
+
+    def stdout(self, chunk: bytes) -> None:
+        self._transcript.raw(chunk)
+
+    def flush(self) -> None:
+        self._transcript.flush()
+
+    def response_fields(self) -> Mapping[str, Any]:
+        transcript = self._transcript
+        if transcript.ok:
+            warning = transcript.warning
+            fields: dict[str, Any] = {"transcript": str(transcript.path)}
+            if warning:
+                fields["warnings"] = [warning]
+            return fields
+        return {"warnings": [f"transcript not written: {transcript.error}"]}
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        self._transcript.finish(response)

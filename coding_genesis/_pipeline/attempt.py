@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from coding_genesis._pipeline.decode import Decoder, Listeners
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
+from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.childenv import backend_needs, build_env, child_base_env
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
@@ -24,7 +25,6 @@ from coding_genesis._util.launch import NodeScript, node_launch
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, RunRequest
 from coding_genesis.config import AgentConfig
-from coding_genesis.result import RunTally
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]

@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from coding_genesis._pipeline.tally import RunTally, by_type
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth
 from coding_genesis.backend import Translator
-from coding_genesis.events import Event, ResultEvent, ToolCallEvent, UsageEvent, by_type
-from coding_genesis.result import RunTally
+from coding_genesis.events import Event, ResultEvent, ToolCallEvent, UsageEvent
 
 __all__ = ["Decoder", "Listeners", "Step"]
 

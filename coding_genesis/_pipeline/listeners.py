@@ -10,15 +10,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Protocol
 
+from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.decode import Step
 from coding_genesis._util.redact import Redactor
-from coding_genesis.events import Event, EventBus
-from coding_genesis.observer import RunObservers
+from coding_genesis.events import Event
 
-__all__ = ["RunListeners"]
+__all__ = ["ObserverSteps", "RunListeners"]
 
 log = logging.getLogger("coding_genesis._pipeline.listeners")
+
+
+class ObserverSteps(Protocol):
+    """The run's observers as the listeners see them: their ``decoded`` steps
+    per event type (``coding_genesis._observers.fanout.RunObservers``, handed
+    in by the agent)."""
+
+    @property
+    def version(self) -> int:
+        """Changes when an observer is dropped (the routes must be made again)."""
+
+    def decoded_steps(self, event_type: type[Event]) -> Sequence[Step]: ...
+
+    def owns(self, step: Step) -> bool: ...
+
+    def step_failed(self, step: Step) -> None: ...
 
 
 class RunListeners:
@@ -31,7 +48,7 @@ class RunListeners:
         bus: EventBus,
         run_id: str,
         redactor: Redactor,
-        observers: RunObservers | None,
+        observers: ObserverSteps | None,
     ) -> None:
         self._bus = bus
         self._run_id = run_id

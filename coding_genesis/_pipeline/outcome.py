@@ -19,12 +19,13 @@ from typing import Any
 from coding_genesis._pipeline.attempt import AttemptOutcome
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.request import Request
+from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import Event, ResultEvent
-from coding_genesis.result import RunResult, RunTally
+from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["ResultContext", "build_result", "replayed_outcome", "tally_facts"]

@@ -142,7 +142,7 @@ def _replay(backend: Backend, recording: Recording, stdout: bytes | None = None)
 
 def _decode(backend: Backend, data: bytes) -> Any:
     from coding_genesis._pipeline.decode import Decoder
-    from coding_genesis.result import RunTally
+    from coding_genesis._pipeline.tally import RunTally
 
     return Decoder(backend.translator(), RunTally(tempfile.gettempdir())).feed_all(data)
 
@@ -162,8 +162,8 @@ def _category(result: Mapping[str, Any]) -> str | None:
 def check_translation(backend: Backend, recording: Recording, *, usage: bool = True) -> None:
     """The recording's events and result are what its case says (see the module)."""
     from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.events import ToolCallEvent, ToolResultEvent
-    from coding_genesis.result import RunTally
 
     events: list[Any] = []
     decoder = Decoder(
@@ -282,7 +282,7 @@ def check_bad_lines(backend: Backend, recording: Recording) -> None:
 def _partial(backend: Backend, data: bytes) -> bytes:
     """The recorded stdout up to, not including, the line that ends the run."""
     from coding_genesis._pipeline.decode import Decoder
-    from coding_genesis.result import RunTally
+    from coding_genesis._pipeline.tally import RunTally
 
     decoder = Decoder(backend.translator(), RunTally(tempfile.gettempdir()))
     kept = bytearray()
@@ -323,7 +323,7 @@ def check_stop_path(
     instead of the kit's replayer.  Returns the response."""
     if (recording is None) == (program is None):
         raise ValueError("give either a recording or a program")
-    from coding_genesis.events import RunStartedEvent
+    from coding_genesis.run_events import RunStartedEvent
 
     workdir = tempfile.mkdtemp(prefix="genesis-conformance-")
     try:

@@ -67,8 +67,8 @@ def script(fake: FakeCLI, depth: int, leaf: str) -> None:
 
 def decode(data: bytes) -> list[dict[str, Any]]:
     from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.backends import get_backend
-    from coding_genesis.result import RunTally
 
     seen: list[dict[str, Any]] = []
     translator = get_backend("claude").translator()

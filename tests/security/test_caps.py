@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from coding_genesis._cli.main import main
+from coding_genesis._pipeline.tally import MAX_PENDING, MAX_TOOL_NAMES, OTHER_TOOLS, RunTally
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import ToolCallEvent, ToolResultEvent
-from coding_genesis.result import MAX_PENDING, MAX_TOOL_NAMES, OTHER_TOOLS, RunTally
 from tests.support import FakeCLI
 
 

@@ -9,7 +9,7 @@ import pytest
 from pytest_bdd import given, then
 
 from coding_genesis._cli.main import main
-from coding_genesis.observer import LIFECYCLE_KINDS
+from coding_genesis.run_events import LIFECYCLE_KINDS
 from tests.steps.agent_steps import World
 
 TOOL = {

@@ -1,0 +1,411 @@
+"""The observers of one run behind one object: each guarded so that none can
+break the run, each read once, when the run starts.
+
+Reading once: which optional hooks of :class:`~coding_genesis.observer.RunObserver`
+a run observer's class overrides (``type(obs).decoded is not
+RunObserver.decoded``), its ``event_kinds``, ``decoded_handlers`` and
+``message_usage``.  The decoder's routes then bind the steps found here once
+per event type (``coding_genesis._pipeline.listeners``): no question is asked
+per event.
+
+Adapters: an observer that does not subclass the base classes but has their
+members (the protocol of 0.1.0) is wrapped here, once: :func:`adapt_observer`
+when it is registered with an agent, :func:`adapt_run_observer` when its run
+starts.  They are the only place that looks an observer's members up by name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, cast
+
+from coding_genesis.events import Event, EventKind
+from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
+
+__all__ = ["RunObservers", "adapt_observer", "adapt_run_observer"]
+
+log = logging.getLogger("coding_genesis._observers.fanout")
+
+Step = Callable[[Event], object]
+
+
+# -- adapters: observers that do not subclass the base classes ------------------------
+
+
+class _AdaptedObserver(Observer):
+    """An observer with ``start`` (and maybe ``replays``) that is no :class:`Observer`."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._start: Callable[[RunInfo], Any] = inner.start
+        self.replays = bool(getattr(inner, "replays", False))
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def start(self, run: RunInfo) -> RunObserver | None:
+        return cast("RunObserver | None", self._start(run))  # adapted by the fan-out
+
+
+def adapt_observer(observer: Any) -> Observer:
+    """``observer`` itself if it is an :class:`Observer`, else the adapter
+    that makes one of it (called once per observer an agent is given)."""
+    return observer if isinstance(observer, Observer) else _AdaptedObserver(observer)
+
+
+class _AdaptedRun(RunObserver):
+    """A run observer that is no :class:`RunObserver`: its members, read once.
+
+    The optional methods it has are forwarded by a subclass made per set of
+    them (:func:`_adapter_class`), so that the fan-out's look at which methods
+    a class overrides also holds for the adapter.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._event: Callable[[Event], object] = inner.event
+        self._stdout: Callable[[bytes], object] = inner.stdout
+        self._flush: Callable[[], object] = inner.flush
+        self._response_fields: Callable[[], Mapping[str, Any]] = inner.response_fields
+        self._finish: Callable[[Mapping[str, Any]], object] = inner.finish
+        self._decoded: Callable[[Event], object] | None = getattr(inner, "decoded", None)
+        self._attempt_decoded: Callable[[AttemptTally], object] | None = getattr(
+            inner, "attempt_decoded", None
+        )
+        self._attempt_env: Callable[[], Mapping[str, str]] | None = getattr(
+            inner, "attempt_env", None
+        )
+        kinds = getattr(inner, "event_kinds", None)
+        self.event_kinds = None if kinds is None else frozenset(kinds)
+        handlers = getattr(inner, "decoded_handlers", None)
+        self.decoded_handlers = handlers if type(handlers) is dict else None
+        self.message_usage = str(getattr(inner, "message_usage", "live"))
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def event(self, event: Event) -> None:
+        self._event(event)
+
+    def stdout(self, chunk: bytes) -> None:
+        self._stdout(chunk)
+
+    def flush(self) -> None:
+        self._flush()
+
+    def response_fields(self) -> Mapping[str, Any]:
+        return self._response_fields()
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        self._finish(response)
+
+
+def _forward_decoded(self: _AdaptedRun, event: Event) -> None:
+    cast(Step, self._decoded)(event)
+
+
+def _forward_attempt_decoded(self: _AdaptedRun, tally: AttemptTally) -> None:
+    cast(Callable[[AttemptTally], object], self._attempt_decoded)(tally)
+
+
+def _forward_attempt_env(self: _AdaptedRun) -> Mapping[str, str]:
+    return cast(Callable[[], Mapping[str, str]], self._attempt_env)()
+
+
+_FORWARDERS: dict[str, Callable[..., Any]] = {
+    "decoded": _forward_decoded,
+    "attempt_decoded": _forward_attempt_decoded,
+    "attempt_env": _forward_attempt_env,
+}
+_ADAPTERS: dict[frozenset[str], type[_AdaptedRun]] = {}
+
+
+def _adapter_class(hooks: frozenset[str]) -> type[_AdaptedRun]:
+    """The adapter class that overrides exactly ``hooks`` (made once per set)."""
+    cls = _ADAPTERS.get(hooks)
+    if cls is None:
+        name = "_AdaptedRun_" + "_".join(sorted(hooks)) if hooks else "_AdaptedRunBare"
+        cls = cast(
+            type[_AdaptedRun],
+            type(name, (_AdaptedRun,), {hook: _FORWARDERS[hook] for hook in hooks}),
+        )
+        _ADAPTERS[hooks] = cls
+    return cls
+
+
+def adapt_run_observer(handle: Any) -> RunObserver:
+    """``handle`` itself if it is a :class:`RunObserver`, else the adapter
+    that makes one of it (called once per run observer, when its run starts)."""
+    if isinstance(handle, RunObserver):
+        return handle
+    hooks = frozenset(name for name in _FORWARDERS if callable(getattr(handle, name, None)))
+    return _adapter_class(hooks)(handle)
+
+
+# -- the fan-out ------------------------------------------------------------------------
+
+
+class _Hooks(NamedTuple):
+    """What a run observer takes part in, read once when its run starts."""
+
+    kinds: frozenset[EventKind] | None
+    #: Its decoded-events handlers by event type name, or None.
+    handlers: Mapping[str, Step] | None
+    #: Its ``decoded`` method if it overrides it (and has no handlers), else None.
+    decoded: Step | None
+    attempt_decoded: Callable[[AttemptTally], object] | None
+    attempt_env: Callable[[], Mapping[str, str]] | None
+
+
+def _hooks_of(handle: RunObserver) -> _Hooks:
+    cls = type(handle)
+    kinds = handle.event_kinds
+    handlers = handle.decoded_handlers
+    return _Hooks(
+        kinds=None if kinds is None else frozenset(kinds),
+        handlers=handlers,
+        decoded=(
+            handle.decoded if handlers is None and cls.decoded is not RunObserver.decoded else None
+        ),
+        attempt_decoded=(
+            handle.attempt_decoded
+            if cls.attempt_decoded is not RunObserver.attempt_decoded
+            else None
+        ),
+        attempt_env=(
+            handle.attempt_env if cls.attempt_env is not RunObserver.attempt_env else None
+        ),
+    )
+
+
+def _dispatch(handlers: Mapping[str, Step]) -> Callable[[Event], None]:
+    """A ``decoded`` callable over an observer's ``decoded_handlers``."""
+    handler_of = handlers.get
+
+    def decoded(event: Event) -> None:
+        handler = handler_of(event._type)
+        if handler is not None:
+            handler(event)
+
+    return decoded
+
+
+class RunObservers:
+    """The observers of one run, each guarded so that none can break it."""
+
+    __slots__ = ("_hooks", "_kinds", "_live", "_owners", "decoded", "version")
+
+    def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
+        self._live: list[RunObserver] = []
+        #: Bumped when an observer is dropped (the decoder's routes change).
+        self.version = 0
+        #: id(step) -> (step, its observer), for the steps handed to a decoder.
+        self._owners: dict[int, tuple[Step, RunObserver]] = {}
+        self._hooks: dict[int, _Hooks] = {}
+        #: id(handle) -> the kinds it hears (None: all), read per published event.
+        self._kinds: dict[int, frozenset[EventKind] | None] = {}
+        for observer in observers:
+            try:
+                handle = observer.start(run)
+                if handle is None:
+                    continue
+                handle = adapt_run_observer(handle)
+                hooks = _hooks_of(handle)
+            except Exception:
+                log.exception(
+                    "observer %r failed to start; skipped for run %s", observer, run.run_id
+                )
+                continue
+            self._live.append(handle)
+            self._hooks[id(handle)] = hooks
+            self._kinds[id(handle)] = hooks.kinds
+        #: The decoded-events tap (see RunObserver), or None when no observer has one.
+        self.decoded: Callable[[Event], None] | None = self._tap()
+
+    def _tap(self) -> Callable[[Event], None] | None:
+        taps: list[tuple[RunObserver, Step]] = []
+        for handle in self._live:
+            hooks = self._hooks[id(handle)]
+            if hooks.handlers is not None:
+                taps.append((handle, _dispatch(hooks.handlers)))
+            elif hooks.decoded is not None:
+                taps.append((handle, hooks.decoded))
+        if not taps:
+            return None
+        live = self._live
+        if len(taps) == 1:
+            ((only, decoded),) = taps
+            handlers = self._hooks[id(only)].handlers
+            if handlers is not None:
+                handler_of = handlers.get
+
+                def tap_handlers(event: Event) -> None:
+                    handler = handler_of(event._type)
+                    if handler is not None and only in live:  # wanted, not dropped
+                        try:
+                            handler(event)
+                        except Exception:
+                            self._drop(only, "decoded")
+
+                return tap_handlers
+
+            def tap_one(event: Event) -> None:
+                if only in live:  # not dropped
+                    try:
+                        decoded(event)
+                    except Exception:
+                        self._drop(only, "decoded")
+
+            return tap_one
+
+        def tap(event: Event) -> None:
+            for handle, decoded in taps:
+                if handle in live:
+                    try:
+                        decoded(event)
+                    except Exception:
+                        self._drop(handle, "decoded")
+
+        return tap
+
+    def decoded_steps(self, event_type: type[Event]) -> list[Step]:
+        """The observers' ``decoded`` steps for events of ``event_type`` (the
+        decoder's route; a ``decoded_handlers`` dict is read now)."""
+        steps: list[Step] = []
+        for handle in self._live:
+            hooks = self._hooks[id(handle)]
+            if hooks.handlers is not None:
+                step = hooks.handlers.get(event_type._type)
+            else:
+                step = hooks.decoded
+            if step is not None:
+                self._owners[id(step)] = (step, handle)
+                steps.append(step)
+        return steps
+
+    @property
+    def message_usage(self) -> str:
+        """What the run's observers need of a CLI's per-message usage (see
+        :class:`~coding_genesis.backend.Translator`): ``live`` if one that hears
+        usage wants it live (the default), ``folded`` if they all take it
+        folded, ``off`` if none hears usage."""
+        modes: set[str] = set()
+        for handle in self._live:
+            hooks = self._hooks[id(handle)]
+            if hooks.handlers is not None:
+                if "usage" not in hooks.handlers:
+                    continue
+            elif hooks.decoded is None:
+                continue
+            modes.add(str(handle.message_usage))
+        if "live" in modes:
+            return "live"
+        return "folded" if modes else "off"
+
+    def attempt_decoded(self, tally: AttemptTally) -> None:
+        """An attempt's stream is decoded: observers with an
+        ``attempt_decoded`` hook read its tally (what was folded anyway)."""
+        for handle in tuple(self._live):
+            hook = self._hooks[id(handle)].attempt_decoded
+            if hook is None:
+                continue
+            try:
+                hook(tally)
+            except Exception:
+                self._drop(handle, "attempt_decoded")
+
+    def owns(self, step: Step) -> bool:
+        return id(step) in self._owners
+
+    def step_failed(self, step: Step) -> None:
+        """A decoded step raised: its observer is dropped for the run."""
+        owner = self._owners.get(id(step))
+        if owner is not None:
+            self._drop(owner[1], "decoded")
+
+    def replayed(self, event: Event) -> None:
+        """An event of a replay (no bus): the tap, then :meth:`event`."""
+        if self.decoded is not None:
+            self.decoded(event)
+        self.event(event)
+
+    def __bool__(self) -> bool:
+        return bool(self._live)
+
+    @property
+    def kinds(self) -> frozenset[EventKind] | None:
+        """The event kinds some observer of this run hears (None: all)."""
+        heard: set[EventKind] = set()
+        for handle in self._live:
+            kinds = self._hooks[id(handle)].kinds
+            if kinds is None:
+                return None
+            heard |= kinds
+        return frozenset(heard)
+
+    def _drop(self, handle: RunObserver, what: str) -> None:
+        log.exception("observer %r failed in %s; dropped for this run", handle, what)
+        if handle in self._live:
+            self._live.remove(handle)
+            self.version += 1
+
+    def event(self, event: Event) -> None:
+        for handle in tuple(self._live):
+            kinds = self._kinds.get(id(handle))
+            if kinds is not None and event.kind not in kinds:
+                continue
+            try:
+                handle.event(event)
+            except Exception:
+                self._drop(handle, "event")
+
+    def stdout(self, chunk: bytes) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.stdout(chunk)
+            except Exception:
+                self._drop(handle, "stdout")
+
+    def flush(self) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.flush()
+            except Exception:
+                self._drop(handle, "flush")
+
+    def attempt_env(self) -> dict[str, str]:
+        """An attempt is about to start: the variables observers add to its
+        CLI's environment (from those that define ``attempt_env``)."""
+        env: dict[str, str] = {}
+        for handle in tuple(self._live):
+            hook = self._hooks[id(handle)].attempt_env
+            if hook is None:
+                continue
+            try:
+                env.update(hook())
+            except Exception:
+                self._drop(handle, "attempt_env")
+        return env
+
+    def response_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for handle in tuple(self._live):
+            try:
+                extra = dict(handle.response_fields())
+            except Exception:
+                self._drop(handle, "response_fields")
+                continue
+            warnings = extra.pop("warnings", None)
+            if warnings:
+                fields.setdefault("warnings", []).extend(warnings)
+            fields.update(extra)
+        return fields
+
+    def finish(self, response: Mapping[str, Any]) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.finish(response)
+            except Exception:
+                self._drop(handle, "finish")
+        self._live.clear()
