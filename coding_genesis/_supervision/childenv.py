@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from coding_genesis._supervision.process import _env_match
 from coding_genesis._util.redact import is_secret_name
 
-__all__ = ["MINIMAL_ENV", "backend_needs", "child_base_env", "exposed_credentials"]
+__all__ = ["MINIMAL_ENV", "child_base_env", "exposed_credentials"]
 
 #: What any program expects to find; no credentials.
 MINIMAL_ENV: tuple[str, ...] = (
@@ -49,11 +49,6 @@ MINIMAL_ENV: tuple[str, ...] = (
 #: Not secret values (redaction leaves them), but they grant access: an agent
 #: socket signs with your keys, a ticket cache authenticates as you.
 ACCESS_GRANTING = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "KRB5CCNAME"})
-
-
-def backend_needs(backend: object) -> tuple[str, ...]:
-    """The variables a backend declares it needs (none if it declares nothing)."""
-    return tuple(getattr(backend, "env_needs", ()) or ())
 
 
 def child_base_env(
