@@ -3,17 +3,19 @@
 ``get_backend(name)`` returns a registered backend; ``register_backend`` adds
 one (a class or a zero-argument factory).  Third-party backends register
 through the ``coding_genesis.backends`` entry-point group (see
-:mod:`coding_genesis._util.plugins`): they are loaded only when a name is not built
-in or registered, or when every backend is listed.
+:mod:`coding_genesis.backend`): they are loaded only when a name is not built
+in or registered, or when every backend is listed.  A backend object that is
+not a :class:`~coding_genesis.backend.Backend` (a plug-in written against
+0.1.0's Protocol) is wrapped once, as it is registered or loaded
+(:func:`~coding_genesis.backend.as_backend`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from coding_genesis._util.plugins import load_plugin, plugin_names
-from coding_genesis.backend import Backend
-from coding_genesis.errors import UnknownBackendError
+from coding_genesis.backend import Backend, as_backend, load_plugin, plugin_names
+from coding_genesis.errors import ConfigError, UnknownBackendError
 
 from .claude import ClaudeBackend
 from .codex import CodexBackend
@@ -32,6 +34,7 @@ __all__ = [
     "available_backends",
     "get_backend",
     "register_backend",
+    "registered_backends",
 ]
 
 _REGISTRY: dict[str, Callable[[], Backend]] = {
@@ -48,7 +51,22 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
     """Make ``CodingGenesisAgent(backend=name)`` use ``factory()``."""
     if not name or not isinstance(name, str):
         raise ValueError("backend name must be a non-empty string")
-    _REGISTRY[name] = factory
+    if isinstance(factory, type) and issubclass(factory, Backend):
+        _REGISTRY[name] = factory
+        return
+
+    def adapted() -> Backend:
+        try:
+            return as_backend(factory())
+        except ConfigError as exc:
+            raise ConfigError(f"backend {name!r} ({factory!r}) is not a backend: {exc}") from None
+
+    _REGISTRY[name] = adapted
+
+
+def registered_backends() -> list[str]:
+    """The names built in or registered in code (not the installed plug-ins)."""
+    return sorted(_REGISTRY)
 
 
 def available_backends() -> list[str]:

@@ -6,7 +6,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["as_int", "first_hint", "preview", "str_list"]
+__all__ = ["PROXY_ENV", "as_int", "first_hint", "preview", "str_list"]
+
+#: The proxy variables every CLI that talks HTTP honours (part of its ``env_needs``).
+PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
 
 _PREVIEW = 2000
 

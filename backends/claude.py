@@ -11,7 +11,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
@@ -24,7 +24,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, preview, str_list
+from ._common import PROXY_ENV, as_int, preview, str_list
 
 __all__ = ["ClaudeBackend", "ClaudeTranslator", "claude_failure_hint"]
 
@@ -96,7 +96,7 @@ _FILE_TOOLS = {
 }
 
 
-class ClaudeBackend:
+class ClaudeBackend(Backend):
     name = "claude"
     executable = "claude"
     path_env_var = "GENESIS_CLAUDE_PATH"
@@ -109,15 +109,12 @@ class ClaudeBackend:
         "CLAUDE_CODE_*",
         "CLAUDE_CONFIG_DIR",
         "XDG_CONFIG_HOME",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "NO_PROXY",
+        *PROXY_ENV,
     )
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
-    version_args = ("--version",)
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -132,9 +129,6 @@ class ClaudeBackend:
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
         "mcp_config": OptionSpec((str,), "--mcp-config"),
     }
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return (
@@ -227,7 +221,7 @@ def _add_counts(sums: dict[str | None, list[int]], model: object, usage: dict[st
     counts[4] += 1
 
 
-class ClaudeTranslator:
+class ClaudeTranslator(Translator):
     """claude stream-json lines to normalized events.
 
     Runs once per line on the hot path: parsed JSON objects are plain dicts, so

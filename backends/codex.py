@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -27,7 +27,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, preview
+from ._common import PROXY_ENV, as_int, preview
 
 __all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
 
@@ -77,7 +77,7 @@ def codex_failure_hint(result: RunResult) -> str | None:
     return None
 
 
-class CodexBackend:
+class CodexBackend(Backend):
     name = "codex"
     executable = "codex"
     path_env_var = "GENESIS_CODEX_PATH"
@@ -86,15 +86,12 @@ class CodexBackend:
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "CODEX_HOME",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "NO_PROXY",
+        *PROXY_ENV,
     )
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_SANDBOX)
-    version_args = ("--version",)
     notes = (
         "no turn limit: max_turns= is reported as not honoured",
         "API retries are capped per model provider (-c model_providers.NAME."
@@ -106,9 +103,6 @@ class CodexBackend:
         "profile": OptionSpec((str,), "-p, a profile of config.toml"),
         "config": OptionSpec((dict,), "-c key=value overrides"),
     }
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
@@ -167,7 +161,7 @@ class CodexBackend:
         return codex_failure_hint(result)
 
 
-class CodexTranslator:
+class CodexTranslator(Translator):
     """codex exec --json lines to normalized events."""
 
     __slots__ = ("_started",)

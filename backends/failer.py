@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import coding_genesis
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest
 from coding_genesis.result import RunResult
 
 from .claude import ClaudeTranslator
@@ -31,7 +31,7 @@ _HINTS = {
 FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
 
 
-class FailerBackend:
+class FailerBackend(Backend):
     name = "failer"
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
@@ -42,7 +42,6 @@ class FailerBackend:
     pdeath_signal = signal.SIGTERM
     #: It runs no tool and writes nothing: every level holds.
     permission_levels = frozenset({"read-only", "edit", "full"})
-    version_args = ("--version",)
     notes = ("the embedded test CLI: no model, no tools, no API retries",)
     options: Mapping[str, OptionSpec] = {
         "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),

@@ -32,7 +32,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -45,7 +45,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, first_hint, preview
+from ._common import PROXY_ENV, as_int, first_hint, preview
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -114,7 +114,7 @@ def gemini_failure_hint(result: RunResult) -> str | None:
     return None
 
 
-class GeminiBackend:
+class GeminiBackend(Backend):
     name = "gemini"
     executable = "gemini"
     path_env_var = "GENESIS_GEMINI_PATH"
@@ -129,9 +129,7 @@ class GeminiBackend:
         "GOOGLE_APPLICATION_CREDENTIALS",
         "GEMINI_CLI_HOME",
         "GEMINI_MODEL",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "NO_PROXY",
+        *PROXY_ENV,
     )
     supports_resume = True
     #: One process (relaunch off) that exits on SIGTERM; its shell tool runs in a
@@ -151,9 +149,6 @@ class GeminiBackend:
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
         "include_directories": OptionSpec((str, list, tuple), "--include-directories"),
     }
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
@@ -203,7 +198,7 @@ class GeminiBackend:
         return gemini_stderr_retries(stderr)
 
 
-class GeminiTranslator:
+class GeminiTranslator(Translator):
     """gemini stream-json lines to normalized events.
 
     Assistant text comes as ``delta`` chunks: each is a text event, and the

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import Backend, CommandSpec, RunRequest, Translator
 from coding_genesis.errors import ConfigError
 from coding_genesis.result import RunResult
 
@@ -76,13 +75,8 @@ def _strings(field: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-class GenericBackend:
+class GenericBackend(Backend):
     """A CLI speaking a known format, described by an argv template."""
-
-    supports_resume: bool
-    options: Mapping[str, OptionSpec] = {}
-    pdeath_signal = signal.SIGTERM
-    version_args: tuple[str, ...]
 
     def __init__(
         self,
@@ -146,9 +140,6 @@ class GenericBackend:
 
     def __repr__(self) -> str:
         return f"GenericBackend({self.name!r}, command={[self.executable, *self._args]!r})"
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return self._install_hint or f"install {self.executable!r}, or set {self.path_env_var}"

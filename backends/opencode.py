@@ -22,7 +22,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -35,7 +35,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._common import as_int, first_hint, preview
+from ._common import PROXY_ENV, as_int, first_hint, preview
 
 __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 
@@ -70,7 +70,7 @@ def opencode_failure_hint(result: RunResult) -> str | None:
     return first_hint((result.message, *reversed(result.cli_errors)), _HINTS)
 
 
-class OpencodeBackend:
+class OpencodeBackend(Backend):
     name = "opencode"
     executable = "opencode"
     path_env_var = "GENESIS_OPENCODE_PATH"
@@ -85,9 +85,7 @@ class OpencodeBackend:
         "XDG_DATA_HOME",
         "XDG_CACHE_HOME",
         "XDG_STATE_HOME",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "NO_PROXY",
+        *PROXY_ENV,
     )
     supports_resume = True
     #: It may ignore SIGTERM for tens of seconds: SIGKILL if the runner dies.
@@ -106,9 +104,6 @@ class OpencodeBackend:
         "agent": OptionSpec((str,), "--agent"),
         "variant": OptionSpec((str,), "--variant"),
     }
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return "install it with `npm install -g opencode-ai`, or set GENESIS_OPENCODE_PATH"
@@ -148,7 +143,7 @@ class OpencodeBackend:
         return opencode_failure_hint(result)
 
 
-class OpencodeTranslator:
+class OpencodeTranslator(Translator):
     """opencode ``--format json`` lines to normalized events."""
 
     __slots__ = ("_session", "_text")

@@ -28,12 +28,11 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis._util.launch import NodeScript
-from coding_genesis.backend import CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import Backend, CommandSpec, NodeScript, OptionSpec, RunRequest
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.result import RunResult
 
-from ._common import as_int, first_hint
+from ._common import PROXY_ENV, as_int, first_hint
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -71,7 +70,7 @@ def qwen_failure_hint(result: RunResult) -> str | None:
     return first_hint((result.message, result.stderr_tail[-4000:]), _HINTS)
 
 
-class QwenBackend:
+class QwenBackend(Backend):
     name = "qwen"
     executable = "qwen"
     path_env_var = "GENESIS_QWEN_PATH"
@@ -84,9 +83,7 @@ class QwenBackend:
         "OPENAI_MODEL",
         "DASHSCOPE_API_KEY",
         "QWEN_*",
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "NO_PROXY",
+        *PROXY_ENV,
     )
     supports_resume = True
     #: Run directly, it stops its tools and exits on SIGTERM.
@@ -108,9 +105,6 @@ class QwenBackend:
         "max_tool_calls": OptionSpec((int,), "--max-tool-calls"),
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
     }
-
-    def default_program(self) -> Sequence[str] | None:
-        return None
 
     def install_hint(self) -> str:
         return (

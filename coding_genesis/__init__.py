@@ -26,9 +26,15 @@ if TYPE_CHECKING:
     from coding_genesis._supervision.process import StopReason, SupervisorConfig
     from coding_genesis._util.clock import VirtualClock
     from coding_genesis._util.parser import JsonLinesParser
-    from coding_genesis._util.plugins import BackendPluginError
     from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-    from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+    from coding_genesis.backend import (
+        Backend,
+        BackendPluginError,
+        CommandSpec,
+        OptionSpec,
+        RunRequest,
+        Translator,
+    )
     from coding_genesis.backends import available_backends, get_backend, register_backend
     from coding_genesis.backends.generic import GenericBackend, load_backends_file
     from coding_genesis.batch import RunSpec, run_many, run_many_sync
@@ -75,7 +81,7 @@ _EXPORTS: dict[str, str] = {
     "AgentState": "status",
     "AgentUsageError": "errors",
     "AttemptEvent": "run_events",
-    "BackendPluginError": "_util.plugins",
+    "BackendPluginError": "backend",
     "GenericBackend": "backends.generic",
     "load_backends_file": "backends.generic",
     "Backend": "backend",

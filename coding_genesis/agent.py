@@ -469,7 +469,7 @@ class CodingGenesisAgent:
             clock,
             attempt,
             first,
-            can_resume=policy.resume and bool(getattr(self._backend, "supports_resume", False)),
+            can_resume=policy.resume and self._backend.supports_resume,
             on_attempt=on_attempt,
             escalation={"run_id": run_id, "agent": self.name, "backend": self.backend_name},
         )
@@ -568,7 +568,7 @@ class CodingGenesisAgent:
             redactor=self._redactor,
             idle_timeout=self.config.idle_timeout,
             linger=self.config.linger,
-            stderr_retries=getattr(self._backend, "stderr_retries", None),
+            stderr_retries=self._backend.stderr_retries,
         )
 
     def replay(

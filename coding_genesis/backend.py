@@ -1,20 +1,62 @@
-"""The one boundary between the core and the CLI adapters.
+"""The backend base: the plug-in contract between the core and a CLI adapter.
 
 A backend is pure: it builds the command line for a request and turns each
 parsed stdout object into normalized events.  It never spawns, signals, reads
-or waits on a process; the core does all of that.
+or waits on a process; the core does all of that.  A backend subclasses
+:class:`Backend` (its translator :class:`Translator`); this module also holds
+what a backend describes itself with (:class:`RunRequest`, :class:`CommandSpec`,
+:class:`OptionSpec`, :class:`NodeScript`) and finds the backends other packages
+install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
+
+A plug-in written against 0.1.0's ``Backend`` Protocol, without subclassing,
+still loads: :func:`as_backend` wraps it once, when it is registered or loaded,
+in an adapter that takes its members and fills in the defaults.  That adapter
+is the one place that inspects a foreign object; everything else calls the
+typed members.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
 from coding_genesis.errors import ConfigError
-from coding_genesis.events import Event
 
-__all__ = ["Backend", "CommandSpec", "OptionSpec", "RunRequest", "Translator", "check_options"]
+if TYPE_CHECKING:
+    from coding_genesis.events import Event
+    from coding_genesis.result import RunResult
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "BackendPluginError",
+    "CommandSpec",
+    "MessageUsage",
+    "NodeScript",
+    "OptionSpec",
+    "ProtocolBackend",
+    "RunRequest",
+    "Translator",
+    "as_backend",
+    "check_options",
+    "is_factory",
+    "load_plugin",
+    "node_launch",
+    "node_major",
+    "plugin_entry_points",
+    "plugin_names",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,71 +109,230 @@ class CommandSpec:
     warnings: tuple[str, ...] = ()
 
 
-@runtime_checkable
-class Translator(Protocol):
+# -- node scripts: an npm CLI started without its wrapper --------------------------
+#
+# Some npm CLIs install a ``bin`` that only spawns the real CLI in a second node
+# process (qwen: ``cli-entry.js`` ``spawnSync``s ``node --expose-gc cli.js``); a SIGTERM
+# to the wrapper leaves the real CLI and its tools running.  A backend declares the
+# real entry point as a NodeScript; node_launch (called by the core's program
+# resolution) turns the found wrapper into ``node [node_args] <package>/<script>``
+# under a node recent enough, or says why it cannot.  Backends stay pure: only this
+# code looks at the filesystem and runs ``node --version``.
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScript:
+    """The real entry point of an npm CLI, declared by its backend."""
+
+    #: The npm package, e.g. ``"@qwen-code/qwen-code"``.
+    package: str
+    #: The entry point inside the package, e.g. ``"cli.js"``.
+    script: str
+    #: Arguments of node before the script (what the wrapper would have added).
+    node_args: tuple[str, ...] = ()
+    #: The oldest node major version the CLI runs under (0: any).
+    min_node: int = 0
+    #: The variable naming the node to use (read by the command line only).
+    node_env_var: str = ""
+
+
+_VERSION = re.compile(r"v?(\d+)\.")
+_versions: dict[tuple[str, float], int | None] = {}
+
+
+def node_major(node: str) -> int | None:
+    """The major version of the node at ``node`` (cached per path and mtime)."""
+    try:
+        key = (node, os.stat(node).st_mtime)
+    except OSError:
+        return None
+    if key in _versions:
+        return _versions[key]
+    major: int | None = None
+    try:
+        out = subprocess.run(  # noqa: S603 (a node binary found by path, a list argv)
+            [node, "--version"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+        match = _VERSION.match(out.stdout.decode("ascii", "replace").strip())
+        major = int(match.group(1)) if match else None
+    except (OSError, subprocess.SubprocessError):
+        major = None
+    _versions[key] = major
+    return major
+
+
+def _package_dir(program: str, package: str) -> Path | None:
+    """The installed ``package`` that ``program`` (its bin, maybe a symlink) belongs to."""
+    try:
+        real = Path(os.path.realpath(program))
+    except OSError:
+        return None
+    for parent in list(real.parents)[:6]:
+        manifest = parent / "package.json"
+        try:
+            name = json.loads(manifest.read_text("utf-8")).get("name")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if name == package:
+            return parent
+    return None
+
+
+def _bundled_node(package_dir: Path, package: str) -> Path:
+    """``node_modules/node/bin/node`` beside the package (``npm install node@22``)."""
+    depth = package.count("/") + 1
+    node_modules = package_dir.parents[depth - 1]
+    return node_modules / "node" / "bin" / "node"
+
+
+def node_launch(program: str, spec: NodeScript, node: str | None) -> list[str] | str | None:
+    """argv that runs ``spec`` directly, an error message, or None to run
+    ``program`` as it is (it is not that package's bin, e.g. a fake CLI).
+
+    The node is ``node`` if given (checked), else the first recent enough of
+    ``node`` on ``PATH`` and the one installed beside the package.
+    """
+    package_dir = _package_dir(program, spec.package)
+    if package_dir is None:
+        return None
+    script = package_dir / spec.script
+    if not script.is_file():
+        return None
+    need = spec.min_node
+    if node is not None:
+        found = shutil.which(node) if os.sep not in node else node
+        major = node_major(found) if found else None
+        if found is None or major is None:
+            return f"node {node!r} (for {spec.package}) not found or not runnable"
+        if major < need:
+            return f"{spec.package} needs node >= {need}; {found} is node {major}"
+        return [found, *spec.node_args, str(script)]
+    seen: list[str] = []
+    candidates = [shutil.which("node"), str(_bundled_node(package_dir, spec.package))]
+    for cand in candidates:
+        if not cand or not os.path.isfile(cand) or not os.access(cand, os.X_OK):
+            continue
+        major = node_major(cand)
+        if major is not None and major >= need:
+            return [cand, *spec.node_args, str(script)]
+        seen.append(f"{cand} is node {major}")
+    hint = f" (set {spec.node_env_var})" if spec.node_env_var else ""
+    found_text = "; ".join(seen) or "no node found"
+    return f"{spec.package} needs node >= {need}: {found_text}{hint}"
+
+
+# -- the contract --------------------------------------------------------------------
+
+#: What a translator makes of the usage a CLI reports mid-stream.
+MessageUsage = Literal["live", "folded", "off"]
+
+
+class Translator(ABC):
     """Per-run, stateful line translator (e.g. remembers tool ids).
 
-    Optional attribute ``message_usage`` (``"live"`` by default): what becomes
-    of the usage a CLI reports mid-stream (claude: per message).  ``"live"``:
-    a usage event each (budgets, usage subscribers); ``"folded"``: kept and
-    summed, given as usage events by ``flush`` at the end of the stream (what
-    metering needs, for a dict store per line); ``"off"``: dropped (nothing
-    hears usage).  The CLI's final usage is translated whatever the mode, and
-    the run's result is the same.
-
-    Optional method ``flush() -> Sequence[Event]``: the events held back until
-    the end of the stream (called once, at EOF, whatever ended the stream).
+    ``message_usage`` (default ``"live"``; the core sets it before the run): what
+    becomes of the usage a CLI reports mid-stream (claude: per message).  ``"live"``:
+    a usage event each (budgets, usage subscribers); ``"folded"``: kept and summed,
+    given as usage events by :meth:`flush` at the end of the stream (what metering
+    needs, for a dict store per line); ``"off"``: dropped (nothing hears usage).  The
+    CLI's final usage is translated whatever the mode, and the run's result is the
+    same.  A translator that reports no mid-stream usage ignores it.
     """
 
+    message_usage: MessageUsage = "live"
+
+    @abstractmethod
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         """Normalized events for one parsed stdout object.  Unknown types give ()."""
-        ...
+
+    def flush(self) -> Sequence[Event]:
+        """The events held back until the end of the stream (called once, at EOF,
+        whatever ended the stream); none by default."""
+        return ()
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """A coding-agent CLI adapter.
+_NO_OPTIONS: Mapping[str, OptionSpec] = MappingProxyType({})
 
-    Optional attribute ``pdeath_signal`` (an ``int`` or None; default
-    ``SIGTERM``): the signal the CLI gets if the runner dies (Linux
-    ``PR_SET_PDEATHSIG``); SIGKILL for a CLI known to ignore SIGTERM.
+
+class Backend(ABC):
+    """A coding-agent CLI adapter: the plug-in contract.
+
+    A subclass sets ``name`` and ``executable`` and implements :meth:`build_command`
+    and :meth:`translator`; every other member has a default and is overridden only
+    where the CLI differs:
+
+    * ``path_env_var`` (``""``): the variable that overrides the program's path,
+      e.g. ``GENESIS_CLAUDE_PATH``.
+    * ``supports_resume`` (False): a failed attempt can continue the CLI's session.
+    * ``options`` (none): what ``options=`` may set; an unknown one is a ConfigError.
+    * ``pdeath_signal`` (SIGTERM): the signal the CLI gets if the runner dies (Linux
+      ``PR_SET_PDEATHSIG``); SIGKILL for a CLI known to ignore SIGTERM; None: none.
+    * ``node_script`` (None): the real entry point of an npm CLI whose ``bin`` is a
+      wrapper (:class:`NodeScript`); the core runs it under a recent enough node.
+    * ``env_needs`` (none): the variables it needs under ``inherit_env=False``
+      (a trailing ``*`` matches a prefix).
+    * ``permission_levels`` (none): the levels of ``permissions=`` it enforces; a
+      level it lacks is refused rather than run with more permissions.
+    * ``stderr_noise`` (None): a pattern of stderr lines that say nothing about a
+      failure (start-up chatter), left out of its analysis.
+    * ``notes`` (none): what ``genesis doctor`` and the README say about it.
+    * ``version_args`` (``--version``): the arguments that print its version.
+    * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
+      :meth:`stderr_retries`: see each.
     """
 
     #: Registry name, e.g. "claude".
     name: str
     #: Program name looked up on PATH, e.g. "claude".
     executable: str
-    #: Environment variable that overrides the program path, e.g. GENESIS_CLAUDE_PATH.
-    path_env_var: str
-    #: Whether a failed attempt can continue the CLI's own session.
-    supports_resume: bool
-    #: The options ``options=`` may set (an unknown one is a ConfigError).
-    options: Mapping[str, OptionSpec]
+    path_env_var: str = ""
+    supports_resume: bool = False
+    options: Mapping[str, OptionSpec] = _NO_OPTIONS
+    pdeath_signal: int | None = signal.SIGTERM
+    node_script: NodeScript | None = None
+    env_needs: tuple[str, ...] = ()
+    permission_levels: frozenset[str] = frozenset()
+    stderr_noise: re.Pattern[str] | None = None
+    notes: tuple[str, ...] = ()
+    version_args: tuple[str, ...] = ("--version",)
 
-    def default_program(self) -> Sequence[str] | None:
-        """A program that needs no PATH lookup (the embedded failer), else None."""
-        ...
-
+    @abstractmethod
     def build_command(self, request: RunRequest) -> CommandSpec:
         """The CLI arguments for a request.  The prompt must never become a flag."""
-        ...
 
+    @abstractmethod
     def translator(self) -> Translator:
         """A fresh translator for one run."""
-        ...
+
+    def default_program(self) -> Sequence[str] | None:
+        """A program that needs no PATH lookup (the embedded failer); None: look up
+        ``executable``."""
+        return None
 
     def install_hint(self) -> str:
         """How to install the CLI, for 'not found' messages."""
-        ...
+        where = f", or set {self.path_env_var}" if self.path_env_var else ""
+        return f"install {self.executable!r} on PATH{where}"
+
+    def failure_hint(self, result: RunResult) -> str | None:
+        """A failure category from the CLI's own words for a failed run; None: the
+        core's analysis alone decides."""
+        return None
+
+    def stderr_retries(self, stderr: str) -> int:
+        """How many API retries the CLI reported on stderr (for a CLI that reports
+        them nowhere else)."""
+        return 0
 
 
 def check_options(backend: Backend, options: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for an option ``backend`` does not know, or a
-    value of the wrong type.  A backend that declares no ``options`` (an older
-    plug-in) accepts any."""
-    valid: Mapping[str, OptionSpec] | None = getattr(backend, "options", None)
-    if valid is None:
-        return
+    value of the wrong type."""
+    valid = backend.options
     if not isinstance(options, Mapping):
         raise ConfigError(f"options must be a mapping, got {options!r}")
     unknown = sorted(str(name) for name in options if name not in valid)
@@ -148,3 +349,185 @@ def check_options(backend: Backend, options: Mapping[str, Any]) -> None:
             raise ConfigError(
                 f"option {name!r} of backend {backend.name!r} must be {kinds}, got {value!r}"
             )
+
+
+# -- plug-ins written against 0.1.0's Protocol ---------------------------------------
+
+#: What a foreign backend object must have for the core to drive it.
+_REQUIRED = ("name", "executable", "build_command", "translator")
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value or ())
+
+
+def _levels(value: Any) -> frozenset[str]:
+    return frozenset(value) if isinstance(value, frozenset | set | tuple | list) else frozenset()
+
+
+#: Its optional attributes, each made the declared type (a value that cannot be: the default).
+_ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
+    "path_env_var": lambda v: str(v or ""),
+    "supports_resume": bool,
+    "options": lambda v: v if isinstance(v, Mapping) else _NO_OPTIONS,
+    "pdeath_signal": lambda v: v if v is None or isinstance(v, int) else signal.SIGTERM,
+    "node_script": lambda v: v if isinstance(v, NodeScript) else None,
+    "env_needs": _strings,
+    "permission_levels": _levels,
+    "stderr_noise": lambda v: v if isinstance(v, re.Pattern) else None,
+    "notes": _strings,
+    "version_args": _strings,
+}
+_METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries")
+
+
+class ProtocolTranslator(Translator):
+    """A foreign translator (``translate`` only, maybe ``flush`` and ``message_usage``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._translate: Callable[[dict[str, Any]], Sequence[Event]] = inner.translate
+        flush = getattr(inner, "flush", None)
+        self._flush: Callable[[], Sequence[Event]] | None = flush if callable(flush) else None
+        self._forward_usage = hasattr(inner, "message_usage")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "message_usage" and self._forward_usage:
+            self.inner.message_usage = value
+        object.__setattr__(self, name, value)
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        return self._translate(obj)
+
+    def flush(self) -> Sequence[Event]:
+        return self._flush() if self._flush is not None else ()
+
+
+class ProtocolBackend(Backend):
+    """A plug-in object that implements 0.1.0's ``Backend`` Protocol without
+    subclassing :class:`Backend`: its members, taken once, with the defaults for
+    what it lacks.  ``plugin`` is the object itself."""
+
+    def __init__(self, plugin: Any) -> None:
+        self.plugin = plugin
+        self.name = str(plugin.name)
+        self.executable = str(plugin.executable)
+        for attribute, convert in _ATTRIBUTES.items():
+            if hasattr(plugin, attribute):
+                setattr(self, attribute, convert(getattr(plugin, attribute)))
+        found = {m: getattr(plugin, m, None) for m in _METHODS}
+        self._calls: dict[str, Callable[..., Any]] = {m: f for m, f in found.items() if callable(f)}
+
+    def __repr__(self) -> str:
+        return f"ProtocolBackend({self.plugin!r})"
+
+    def build_command(self, request: RunRequest) -> CommandSpec:
+        spec: CommandSpec = self.plugin.build_command(request)
+        return spec
+
+    def translator(self) -> Translator:
+        made = self.plugin.translator()
+        return made if isinstance(made, Translator) else ProtocolTranslator(made)
+
+    def default_program(self) -> Sequence[str] | None:
+        call = self._calls.get("default_program")
+        return call() if call is not None else None
+
+    def install_hint(self) -> str:
+        call = self._calls.get("install_hint")
+        return str(call()) if call is not None else super().install_hint()
+
+    def failure_hint(self, result: RunResult) -> str | None:
+        call = self._calls.get("failure_hint")
+        hint = call(result) if call is not None else None
+        return hint if isinstance(hint, str) else None
+
+    def stderr_retries(self, stderr: str) -> int:
+        call = self._calls.get("stderr_retries")
+        return int(call(stderr)) if call is not None else 0
+
+
+def is_factory(target: object) -> bool:
+    """Whether ``target`` makes a backend (a class or a zero-argument factory)
+    rather than being one."""
+    return isinstance(target, type) or (
+        callable(target) and not callable(getattr(target, "translator", None))
+    )
+
+
+def as_backend(obj: object) -> Backend:
+    """``obj`` itself if it is a :class:`Backend`; a :class:`ProtocolBackend` around
+    an object with the Protocol's members; else a ConfigError naming what it lacks."""
+    if isinstance(obj, Backend):
+        return obj
+    missing = [member for member in _REQUIRED if not hasattr(obj, member)]
+    if missing:
+        raise ConfigError(f"it lacks {', '.join(missing)}")
+    return ProtocolBackend(obj)
+
+
+# -- plug-ins: the coding_genesis.backends entry points ------------------------------
+#
+# A plug-in package declares, in its pyproject.toml:
+#
+#     [project.entry-points."coding_genesis.backends"]
+#     mycli = "mycli_genesis:MyCliBackend"
+#
+# The entry point's name is the backend's name; its object is a Backend class, a
+# zero-argument factory, or a Backend object.  Nothing is imported until that name is
+# asked for (or `genesis doctor` checks every backend), and a plug-in that fails to
+# load is a BackendPluginError that names it and says why, without hiding the other
+# backends.  (`genesis run --help` lists the names without importing anything of
+# ours: coding_genesis/_cli/backends.py.)
+
+ENTRY_POINT_GROUP = "coding_genesis.backends"
+
+
+class BackendPluginError(ConfigError):
+    """An installed backend plug-in could not be loaded or is not a backend."""
+
+
+def plugin_entry_points() -> dict[str, EntryPoint]:
+    """The installed plug-ins by backend name (the first one of a name wins)."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def plugin_names() -> list[str]:
+    return sorted(plugin_entry_points())
+
+
+def _origin(ep: EntryPoint) -> str:
+    dist = ep.dist
+    where = f" from {dist.name} {dist.version}" if dist is not None else ""
+    return f"entry point {ep.name} = {ep.value}{where}"
+
+
+def load_plugin(name: str) -> Backend | None:
+    """The plug-in backend ``name`` (None: no such plug-in is installed)."""
+    ep = plugin_entry_points().get(name)
+    if ep is None:
+        return None
+    try:
+        target: Any = ep.load()
+    except Exception as exc:
+        raise BackendPluginError(
+            f"backend plug-in {name!r} ({_origin(ep)}) failed to load: {type(exc).__name__}: {exc}"
+        ) from None
+    backend = target
+    if is_factory(target):
+        try:
+            backend = target()
+        except Exception as exc:
+            raise BackendPluginError(
+                f"backend plug-in {name!r} ({_origin(ep)}) failed to start: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+    try:
+        return as_backend(backend)
+    except ConfigError as exc:
+        raise BackendPluginError(
+            f"backend plug-in {name!r} ({_origin(ep)}) is not a backend: {exc}"
+        ) from None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis.backend import as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class AgentConfig:
     #: Extra CLI arguments.
     extra_args: tuple[str, ...] = ()
     #: The node interpreter for a backend whose CLI is a node script run without
-    #: its wrapper (qwen; see coding_genesis._util.launch).  None: a recent enough
+    #: its wrapper (qwen; see coding_genesis.backend.NodeScript).  None: a recent enough
     #: ``node`` on PATH, else the one installed beside the CLI's package.
     node_path: str | None = None
     #: Backend options (validated against the backend's list by the agent).
@@ -199,10 +200,13 @@ class AgentConfig:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         backend = self.backend
-        if not isinstance(backend, str) and not callable(getattr(backend, "translator", None)):
-            raise ConfigError(
-                f"backend must be a backend name or a Backend object, got {backend!r}"
-            )
+        if not isinstance(backend, str):
+            try:  # a plug-in object of 0.1.0's Protocol is wrapped once, here
+                set_(self, "backend", as_backend(backend))
+            except ConfigError:
+                raise ConfigError(
+                    f"backend must be a backend name or a Backend object, got {backend!r}"
+                ) from None
         set_(self, "timeout", required_seconds("timeout", self.timeout))
         set_(self, "grace", required_seconds("grace", self.grace, allow_zero=True))
         set_(self, "idle_timeout", seconds("idle_timeout", self.idle_timeout, allow_none=True))

@@ -15,8 +15,7 @@ import pytest
 from coding_genesis._cli.env import node_path_for
 from coding_genesis._pipeline.attempt import Refusal, resolve_program
 from coding_genesis._pipeline.overlay import materialized
-from coding_genesis._util.launch import NodeScript, node_launch
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import CommandSpec, NodeScript, RunRequest, node_launch
 from coding_genesis.backends import GeminiBackend, OpencodeBackend, QwenBackend, get_backend
 from coding_genesis.errors import ConfigError
 
@@ -35,7 +34,7 @@ def test_registered_and_prompt_only_on_stdin(name: str) -> None:
     assert not any(PROMPT in a or "SCENARIO" in a for a in spec.args), spec.args
     assert backend.supports_resume is True
     assert "sess-1" in " ".join(spec.args) and "m-1" in spec.args
-    assert getattr(backend, "notes", ())
+    assert backend.notes
 
 
 def test_gemini_command() -> None:

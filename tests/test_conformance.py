@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.backend import RunRequest
+from coding_genesis.backend import RunRequest, Translator
 from coding_genesis.backends import ClaudeBackend, FailerBackend, available_backends, get_backend
 from coding_genesis.events import Event, ResultEvent, SessionEvent, TextEvent
 from coding_genesis.testing import (
     Recording,
     check_backend,
     check_bad_lines,
+    check_contract,
     check_failure_hint,
     check_stop_path,
     check_translation,
@@ -38,7 +39,8 @@ def test_every_backend_conforms_on_its_recordings(name: str) -> None:
     )
     checked = check_backend(get_backend(name), recordings)
     assert any(item.endswith("stop path") for item in checked)
-    assert len(checked) == 3 * len(recordings) + 1
+    assert checked[0] == "contract"
+    assert len(checked) == 3 * len(recordings) + 2
 
 
 def failer_recording(case: str, prompt: str) -> Recording:
@@ -58,7 +60,7 @@ def test_the_failer_conforms_with_its_own_executable() -> None:
         failer_recording("fail", "/fail"),
     ]
     checked = check_backend(FailerBackend(), recordings, usage=False, stop_path=False)
-    assert len(checked) == 9
+    assert len(checked) == 10
     program = FailerBackend().default_program()
     assert program is not None
     result = check_stop_path(FailerBackend(), program=program, prompt="/timeout 600", timeout=2.0)
@@ -76,7 +78,7 @@ class Forgetful(ClaudeBackend):
     def translator(self) -> Any:
         inner = super().translator()
 
-        class T:
+        class T(Translator):
             def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
                 if obj.get("type") == "result" and not isinstance(obj.get("usage"), dict | None):
                     raise KeyError("usage")
@@ -116,7 +118,7 @@ class BlindToAuth(ClaudeBackend):
     def translator(self) -> Any:
         inner = super().translator()
 
-        class T:
+        class T(Translator):
             def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
                 if obj.get("type") == "result":
                     return [TextEvent("done")] if not obj.get("is_error") else []
@@ -166,3 +168,49 @@ def test_the_kit_needs_no_pytest() -> None:
 def test_the_pytest_helper_gives_one_case_per_recording(name: str, recording: Recording) -> None:
     assert recording.name.startswith(f"{name}_")
     check_translation(get_backend(name), recording)
+
+
+# -- the contract: a backend against the base class ----------------------------------
+
+
+class MisTyped(ClaudeBackend):
+    """Members of the wrong type: a list of notes, a set of variables, a string flag."""
+
+    name = "mistyped"
+    supports_resume = "yes"  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.notes = ["a list, not a tuple"]  # type: ignore[assignment]
+        self.env_needs = {"A_KEY"}  # type: ignore[assignment]
+
+
+def test_every_built_in_backend_keeps_the_contract() -> None:
+    for name in available_backends():
+        check_contract(get_backend(name))
+
+
+def test_a_member_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(AssertionError, match="backend 'mistyped' breaks the contract") as exc:
+        check_contract(MisTyped())
+    text = str(exc.value)
+    assert "backend.notes is ['a list, not a tuple'], not tuple[str, ...]" in text
+    assert "backend.env_needs is {'A_KEY'}" in text
+    assert "backend.supports_resume is 'yes', not <class 'bool'>" in text
+    with pytest.raises(AssertionError, match="backend 'mistyped' does not conform"):
+        check_backend(MisTyped(), [claude("text")], stop_path=False)
+
+
+def test_a_translator_outside_the_contract_is_named() -> None:
+    class Loose(ClaudeBackend):
+        name = "loose"
+
+        def translator(self) -> Any:
+            return object()
+
+    with pytest.raises(AssertionError, match=r"backend.translator\(\) is <object object"):
+        check_contract(Loose())
+
+
+def test_an_object_that_is_not_a_backend_is_refused() -> None:
+    with pytest.raises(AssertionError, match=r"is not a coding_genesis\.backend\.Backend"):
+        check_contract(object())  # type: ignore[arg-type]

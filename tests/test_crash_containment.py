@@ -151,7 +151,7 @@ def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int, arm:
     from coding_genesis.backends import get_backend
 
     for name in ("claude", "codex", "failer"):
-        assert getattr(get_backend(name), "pdeath_signal", None) == signal.SIGTERM
+        assert get_backend(name).pdeath_signal == signal.SIGTERM
     fake = FakeCLI(tmp_path)
     fake.script([{"ignore_sigterm": True}, {"init": True}, {"hang": True}])
     host = start_host(fake, tmp_path, pdeath_signal=int(declared), arm=arm)

@@ -28,7 +28,10 @@ def _copy_project(tmp_path: Path) -> Path:
     project.mkdir()
     shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
     shutil.copytree(
-        PACKAGE, project / "coding_genesis", symlinks=False, ignore=shutil.ignore_patterns("__pycache__")
+        PACKAGE,
+        project / "coding_genesis",
+        symlinks=False,
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
     return project
 
@@ -97,11 +100,13 @@ def test_no_private_name_crosses_its_subpackage() -> None:
                 for alias in node.names:
                     full = f"{source}.{alias.name}"
                     aliases[alias.asname or alias.name] = full
-                    target_module = source
-                    if _private(alias.name) and _unit(target_module) != _unit(module):
-                        # importing a private *module* of one's own package is fine
-                        if _unit(full) != _unit(module):
-                            crossings.append(f"{module}: from {source} import {alias.name}")
+                    # importing a private *module* of one's own subpackage is fine
+                    if (
+                        _private(alias.name)
+                        and _unit(source) != _unit(module)
+                        and _unit(full) != _unit(module)
+                    ):
+                        crossings.append(f"{module}: from {source} import {alias.name}")
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith("coding_genesis") and alias.asname:

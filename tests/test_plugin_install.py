@@ -198,4 +198,4 @@ def test_an_installed_plugin_runs_is_listed_and_checked(tmp_path: Path) -> None:
     recordings.mkdir()
     (recordings / "demo_text.jsonl").write_text("".join(json.dumps(o) + "\n" for o in RECORDING))
     done = _run([str(python), "-c", AUTHOR_TEST, str(recordings)], env=env)
-    assert done.stdout.strip() == "4"  # translation, bad lines, failure hint, stop path
+    assert done.stdout.strip() == "5"  # contract, translation, bad lines, failure hint, stop path

@@ -3,19 +3,21 @@ here (the installed case is tests/test_plugin_install.py)."""
 
 from __future__ import annotations
 
+import signal
 from importlib.metadata import EntryPoint
 from typing import Any
 
 import pytest
 
 from coding_genesis import BackendPluginError, CodingGenesisAgent
+from coding_genesis import backend as base
 from coding_genesis import backends as registry
 from coding_genesis._cli.backends import ENTRY_POINT_GROUP, builtin_names
-from coding_genesis._util import plugins
 from coding_genesis.backends import available_backends, get_backend
-from coding_genesis.errors import UnknownBackendError
+from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.testing import check_contract
 
-GROUP = plugins.ENTRY_POINT_GROUP
+GROUP = base.ENTRY_POINT_GROUP
 
 
 class Echo:
@@ -57,16 +59,16 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
         EntryPoint("explodes", "tests.test_plugins:explode", GROUP),
         EntryPoint("claude", "tests.test_plugins:ECHO", GROUP),  # a built-in name wins
     ]
-    monkeypatch.setattr(
-        plugins, "entry_points", lambda group: [p for p in points if p.group == group]
-    )
+    monkeypatch.setattr(base, "entry_points", lambda group: [p for p in points if p.group == group])
 
 
 @pytest.mark.usefixtures("installed")
 def test_plugins_are_listed_and_loaded_by_name() -> None:
     assert {"echo", "echoclass", "missing", "claude", "failer"} <= set(available_backends())
-    assert get_backend("echo") is ECHO  # type: ignore[comparison-overlap]
-    assert isinstance(get_backend("echoclass"), Echo)
+    echo = get_backend("echo")
+    assert isinstance(echo, base.ProtocolBackend) and echo.plugin is ECHO
+    echoclass = get_backend("echoclass")
+    assert isinstance(echoclass, base.ProtocolBackend) and isinstance(echoclass.plugin, Echo)
     assert get_backend("claude").executable == "claude"
     result = CodingGenesisAgent("echo").run_sync("hello")
     assert result["status"] == 0, result
@@ -98,5 +100,137 @@ def test_an_unknown_name_lists_every_backend() -> None:
 
 
 def test_the_command_line_lists_the_same_built_ins_without_importing_them() -> None:
-    assert builtin_names() == sorted(registry._REGISTRY)
+    assert builtin_names() == registry.registered_backends()
     assert ENTRY_POINT_GROUP == GROUP
+
+
+# -- a plug-in written against 0.1.0's Protocol, without subclassing Backend ---------
+
+
+class OldTranslator:
+    """A translator of 0.1.0: ``translate``, ``flush`` and ``message_usage``, no base class."""
+
+    def __init__(self) -> None:
+        self.inner = registry.FailerBackend().translator()
+        self.message_usage = "live"
+        self.flushed = 0
+
+    def translate(self, obj: dict[str, Any]) -> Any:
+        self.inner.message_usage = self.message_usage
+        return self.inner.translate(obj)
+
+    def flush(self) -> Any:
+        self.flushed += 1
+        return self.inner.flush()
+
+
+class OldStyle:
+    """Today's Protocol and some optional members, as plain attributes; the failer's CLI."""
+
+    name = "oldstyle"
+    executable = "old-cli"
+    path_env_var = "GENESIS_OLDSTYLE_PATH"
+    supports_resume = True
+    options: dict[str, Any] = {}  # noqa: RUF012
+    permission_levels = ("read-only", "edit")  # a tuple, not a frozenset
+    env_needs = ["OLD_API_KEY"]  # noqa: RUF012  (a list, not a tuple)
+    notes = ("an old plug-in",)
+
+    def __init__(self) -> None:
+        self.translators: list[OldTranslator] = []
+
+    def default_program(self) -> Any:
+        return registry.FailerBackend().default_program()
+
+    def build_command(self, request: Any) -> Any:
+        return registry.FailerBackend().build_command(request)
+
+    def translator(self) -> OldTranslator:
+        self.translators.append(OldTranslator())
+        return self.translators[-1]
+
+    def install_hint(self) -> str:
+        return "pip install old-cli"
+
+    def failure_hint(self, result: Any) -> str | None:
+        return "auth" if "/fail" in str(result.message) else None
+
+
+def test_a_protocol_only_plugin_is_wrapped_once_with_the_defaults_filled_in() -> None:
+    registry.register_backend("oldstyle", OldStyle)
+    try:
+        backend = get_backend("oldstyle")
+        assert isinstance(backend, base.Backend) and isinstance(backend, base.ProtocolBackend)
+        assert isinstance(backend.plugin, OldStyle)
+        # Its members, made the declared types; what it lacks, the base class's defaults.
+        assert backend.permission_levels == frozenset({"read-only", "edit"})
+        assert backend.env_needs == ("OLD_API_KEY",)
+        assert backend.notes == ("an old plug-in",)
+        assert backend.supports_resume is True
+        assert backend.install_hint() == "pip install old-cli"
+        assert backend.pdeath_signal == signal.SIGTERM
+        assert backend.node_script is None and backend.stderr_noise is None
+        assert backend.version_args == ("--version",)
+        assert backend.stderr_retries("retrying") == 0
+        check_contract(backend)
+
+        agent = CodingGenesisAgent("oldstyle", permissions="edit", ledger=False)
+        assert agent.backend is not backend  # a fresh backend per agent, wrapped as it is made
+        result = agent.run_sync("hello")
+        assert result["status"] == 0, result
+        plugin = agent.backend.plugin  # type: ignore[attr-defined]
+        (translator,) = plugin.translators
+        assert translator.flushed == 1  # its flush is called at the end of the stream
+        failed = agent.run_sync("/fail")
+        assert failed["status"] != 0
+        assert failed["failure"]["category"] == "auth", failed  # its failure_hint is asked
+        with pytest.raises(ConfigError, match="cannot enforce permissions='full'"):
+            CodingGenesisAgent("oldstyle", permissions="full")
+    finally:
+        registry._REGISTRY.pop("oldstyle", None)
+
+
+def test_a_protocol_only_object_given_to_the_agent_is_wrapped_too() -> None:
+    agent = CodingGenesisAgent(OldStyle(), ledger=False)  # type: ignore[arg-type]
+    assert isinstance(agent.backend, base.ProtocolBackend)
+    assert agent.run_sync("hello")["status"] == 0
+    with pytest.raises(ConfigError, match="backend must be a backend name or a Backend object"):
+        CodingGenesisAgent(object())  # type: ignore[arg-type]
+
+
+def test_a_registered_factory_of_no_backend_is_a_clear_error() -> None:
+    registry.register_backend("nothing", object)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(
+            ConfigError, match=r"backend 'nothing' .* is not a backend: it lacks name"
+        ):
+            get_backend("nothing")
+    finally:
+        registry._REGISTRY.pop("nothing", None)
+
+
+class NewStyle(base.Backend):
+    """The same plug-in as a subclass: it states only what differs from the defaults."""
+
+    name = "newstyle"
+    executable = "new-cli"
+
+    def default_program(self) -> Any:
+        return registry.FailerBackend().default_program()
+
+    def build_command(self, request: base.RunRequest) -> base.CommandSpec:
+        return registry.FailerBackend().build_command(request)
+
+    def translator(self) -> base.Translator:
+        return registry.FailerBackend().translator()
+
+
+NEW = NewStyle()
+
+
+def test_a_subclass_plugin_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    points = [EntryPoint("newstyle", "tests.test_plugins:NEW", GROUP)]
+    monkeypatch.setattr(base, "entry_points", lambda group: points)
+    assert get_backend("newstyle") is NEW
+    check_contract(NEW)
+    assert CodingGenesisAgent("newstyle", ledger=False).run_sync("hello")["status"] == 0

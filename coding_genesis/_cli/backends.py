@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 
 __all__ = ["ENTRY_POINT_GROUP", "all_names", "builtin_names"]
 
-#: The same as ``coding_genesis._util.plugins.ENTRY_POINT_GROUP`` (a test keeps them equal).
+#: The same as ``coding_genesis.backend.ENTRY_POINT_GROUP`` (a test keeps them equal).
 ENTRY_POINT_GROUP = "coding_genesis.backends"
 
 

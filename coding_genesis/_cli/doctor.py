@@ -17,10 +17,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import positive_seconds, print_json
 from coding_genesis._util.display import printable
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Backend
 
 __all__ = ["Check", "register", "run_checks"]
 
@@ -277,9 +280,8 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     from coding_genesis._cli.env import cli_path_for
     from coding_genesis._pipeline.attempt import Refusal, resolve_program
     from coding_genesis._supervision.childenv import build_env
-    from coding_genesis._util.plugins import plugin_entry_points
     from coding_genesis.agent import CodingGenesisAgent
-    from coding_genesis.backend import RunRequest
+    from coding_genesis.backend import RunRequest, plugin_entry_points
     from coding_genesis.errors import ConfigError
 
     try:
@@ -289,10 +291,10 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     backend = agent.backend
     checks: list[Check] = []
     ep = plugin_entry_points().get(name)
-    from coding_genesis.backends import _REGISTRY
+    from coding_genesis.backends import registered_backends
 
-    if ep is not None and name not in _REGISTRY:
-        dist = getattr(ep, "dist", None)
+    if ep is not None and name not in registered_backends():
+        dist = ep.dist
         origin = f" ({dist.name} {dist.version})" if dist is not None else ""
         checks.append(Check(name, "plug-in", "ok", f"{ep.value}{origin}"))
     # The same resolution a run uses, so the answer is the one a run would get.
@@ -326,7 +328,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
             from coding_genesis._pipeline.overlay import materialised
 
             spec = backend.build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
-            version_args = tuple(getattr(backend, "version_args", ("--version",)))
+            version_args = backend.version_args
             with materialised(spec) as ready:  # the CLI sees its settings overlay, as in a run
                 env = build_env(os.environ, unset=ready.unset_env, add=ready.env)
                 status, detail = await _version(list(program), env, timeout, version_args)
@@ -342,7 +344,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
                 )
             )
     checks.append(_exposure(name, backend))
-    notes = tuple(getattr(backend, "notes", ()))
+    notes = backend.notes
     if notes:
         checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
     if name == "claude":
@@ -356,11 +358,11 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     return checks
 
 
-def _exposure(name: str, backend: object) -> Check:
+def _exposure(name: str, backend: Backend) -> Check:
     """Which credentials a run would hand the CLI (names only, never values)."""
-    from coding_genesis._supervision.childenv import backend_needs, exposed_credentials
+    from coding_genesis._supervision.childenv import exposed_credentials
 
-    needs = backend_needs(backend)
+    needs = backend.env_needs
     needed, extra = exposed_credentials(os.environ, inherit=True, needs=needs)
     _, clean_extra = exposed_credentials(os.environ, inherit=False, needs=needs)
     parts = []

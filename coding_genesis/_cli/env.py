@@ -126,7 +126,7 @@ def cli_path_for(
     try:
         from coding_genesis.backends import get_backend
 
-        variable = getattr(get_backend(backend), "path_env_var", "")
+        variable = get_backend(backend).path_env_var
     except Exception:
         return None
     value = _env(env).get(variable, "").strip() if variable else ""
@@ -139,10 +139,10 @@ def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | N
     try:
         from coding_genesis.backends import get_backend
 
-        script = getattr(get_backend(backend), "node_script", None)
+        script = get_backend(backend).node_script
     except Exception:
         return None
-    variable = getattr(script, "node_env_var", "") if script is not None else ""
+    variable = script.node_env_var if script is not None else ""
     value = _env(env).get(variable, "").strip() if variable else ""
     return value or None
 

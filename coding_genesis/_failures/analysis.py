@@ -13,7 +13,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis._failures.classify import Classification, Evidence, classify_evidence
 from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
@@ -23,6 +23,9 @@ from coding_genesis._failures.usagelimits import iso
 from coding_genesis._util.redact import Redactor
 from coding_genesis.result import ChildFailure, RunResult
 from coding_genesis.status import ErrorCode, FailureCategory
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Backend
 
 __all__ = [
     "analyse",
@@ -333,7 +336,7 @@ def failed_result(
 
 def analyse(
     result: RunResult,
-    backend: Any,
+    backend: Backend,
     *,
     node: str,
     timeout: float,
@@ -349,12 +352,11 @@ def analyse(
         return result
     original = result
     try:
-        result = _without_noise(result, getattr(backend, "stderr_noise", None))
-        hint_fn = getattr(backend, "failure_hint", None)
+        result = _without_noise(result, backend.stderr_noise)
         try:
-            hint = hint_fn(result) if callable(hint_fn) else None
+            hint = backend.failure_hint(result)
         except Exception:
-            log.exception("failure_hint of backend %s failed", getattr(backend, "name", backend))
+            log.exception("failure_hint of backend %s failed", backend.name)
             hint = None
         update = describe_failure(
             result,
@@ -373,11 +375,11 @@ def analyse(
     return original.model_copy(update=update)
 
 
-def _without_noise(result: RunResult, noise: Any) -> RunResult:
+def _without_noise(result: RunResult, noise: re.Pattern[str] | None) -> RunResult:
     """``result`` with the stderr lines the backend calls noise (``stderr_noise``, a
     compiled pattern: start-up chatter such as "Ripgrep not available ... EACCES")
     left out of what the failure is analysed from; the result keeps its whole tail."""
-    if noise is None or not result.stderr_tail or not hasattr(noise, "search"):
+    if noise is None or not result.stderr_tail:
         return result
     kept = [line for line in result.stderr_tail.splitlines() if not noise.search(line)]
     return result.model_copy(update={"stderr_tail": "\n".join(kept)})

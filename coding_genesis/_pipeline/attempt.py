@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from coding_genesis._pipeline.decode import Decoder, Listeners
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.childenv import backend_needs, build_env, child_base_env
+from coding_genesis._supervision.childenv import build_env, child_base_env
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis._util.launch import NodeScript, node_launch
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend, RunRequest
+from coding_genesis.backend import Backend, MessageUsage, RunRequest, node_launch
 from coding_genesis.config import AgentConfig
 from coding_genesis.status import ErrorCode, Status
 
@@ -63,11 +62,11 @@ def resolve_program(
 ) -> list[str] | Refusal:
     """The CLI's argv prefix: ``cli_path`` (checked), else the backend's
     embedded program, else its executable on ``PATH``.  A backend declaring a
-    ``node_script`` (:class:`~coding_genesis._util.launch.NodeScript`) has its npm
+    ``node_script`` (:class:`~coding_genesis.backend.NodeScript`) has its npm
     wrapper replaced by ``node <package>/<script>`` under a recent enough
     node (``node``, if given)."""
     found = _resolve(backend, cli_path)
-    script: NodeScript | None = getattr(backend, "node_script", None)
+    script = backend.node_script
     if script is None or isinstance(found, Refusal) or len(found) != 1:
         return found
     launch = node_launch(found[0], script, node)
@@ -189,7 +188,7 @@ async def run_attempt(
     base = child_base_env(
         os.environ,
         inherit=config.inherit_env,
-        needs=backend_needs(backend),
+        needs=backend.env_needs,
         allow=config.env_allow,
     )
     env = build_env(
@@ -199,8 +198,7 @@ async def run_attempt(
         marker=marker,
     )
     translator = backend.translator()
-    if hasattr(translator, "message_usage"):
-        translator.message_usage = message_usage
+    translator.message_usage = cast("MessageUsage", message_usage)  # one of our observers' modes
     decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners)
     sink = decoder.feed
     if on_stdout is not None or on_decoded is not None:
@@ -228,9 +226,7 @@ async def run_attempt(
         cwd=request.cwd,
         env=env,
         stdin=spec.stdin,
-        config=config.supervisor(
-            request.timeout, pdeath_signal=getattr(backend, "pdeath_signal", signal.SIGTERM)
-        ),
+        config=config.supervisor(request.timeout, pdeath_signal=backend.pdeath_signal),
         on_stdout=sink,
         marker=marker,
         on_spawn=spawned,

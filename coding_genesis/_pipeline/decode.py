@@ -146,7 +146,7 @@ class Decoder:
         #: Lines the translator or an ``on_event`` failed on (counted as skipped).
         self.errors = 0
         self._translate = translator.translate
-        self._flush: Callable[[], Sequence[Event]] | None = getattr(translator, "flush", None)
+        self._flush: Callable[[], Sequence[Event]] | None = translator.flush
         #: Read once per chunk: the time its events became known (the tally's ``now``).
         self._clock = clock
         self._adders = tally.adders()

@@ -66,8 +66,7 @@ def check_cli_max_retries(value: object) -> int | None:
 
 def permission_levels(backend: Backend) -> frozenset[str]:
     """The levels ``backend`` can enforce (none unless it declares them)."""
-    levels: object = getattr(backend, "permission_levels", frozenset())
-    return frozenset(levels) if isinstance(levels, frozenset | set | tuple | list) else frozenset()
+    return backend.permission_levels
 
 
 def require_permissions(backend: Backend, permissions: str | None) -> None:

@@ -30,7 +30,6 @@ from coding_genesis._util.redact import is_secret_name
 __all__ = [
     "MINIMAL_ENV",
     "RUN_MARKER_ENV",
-    "backend_needs",
     "build_env",
     "child_base_env",
     "env_matches",
@@ -63,11 +62,6 @@ MINIMAL_ENV: tuple[str, ...] = (
 #: Not secret values (redaction leaves them), but they grant access: an agent
 #: socket signs with your keys, a ticket cache authenticates as you.
 ACCESS_GRANTING = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "KRB5CCNAME"})
-
-
-def backend_needs(backend: object) -> tuple[str, ...]:
-    """The variables a backend declares it needs (none if it declares nothing)."""
-    return tuple(getattr(backend, "env_needs", ()) or ())
 
 
 def child_base_env(

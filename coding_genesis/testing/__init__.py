@@ -12,6 +12,10 @@ Plain functions that raise :class:`AssertionError` with a message saying what
 is wrong, in which recording; no pytest magic (``pytest_params`` is an optional
 helper).  What is checked:
 
+* **the contract** (:func:`check_contract`): the backend is a
+  :class:`~coding_genesis.backend.Backend` (a plug-in of 0.1.0's Protocol is
+  checked as the adapter it is wrapped in), each member of the base class has its
+  declared type, and its translator is a :class:`~coding_genesis.backend.Translator`.
 * **translation** (:func:`check_translation`), per case name: ``text*`` ends in
   success with a session id, a non-empty final text and usage; ``tool*``,
   ``shell*``, ``bash*``, ``write*`` show tool calls with names, and their results
@@ -37,20 +41,21 @@ import re
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-if TYPE_CHECKING:
-    from coding_genesis.backend import Backend
+from coding_genesis.backend import Backend, Translator, as_backend, is_factory
 
 __all__ = [
     "CATEGORIES",
     "Recording",
     "check_backend",
     "check_bad_lines",
+    "check_contract",
     "check_failure_hint",
     "check_stop_path",
     "check_translation",
@@ -157,6 +162,72 @@ def _category(result: Mapping[str, Any]) -> str | None:
 
 
 # -- the checks ------------------------------------------------------------------
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the declared type ``hint`` (the types the base class uses)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in args)
+    if origin is Literal:
+        return value in args
+    if origin is None:
+        return isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+    if not isinstance(value, origin):
+        return False
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return all(_conforms(item, args[0]) for item in value)
+    if origin is tuple:
+        return len(value) == len(args) and all(map(_conforms, value, args))
+    if origin in (frozenset, set, list, Sequence) and args:
+        return not isinstance(value, str) and all(_conforms(item, args[0]) for item in value)
+    if isinstance(value, Mapping) and len(args) == 2:
+        return all(_conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items())
+    return True
+
+
+def _typed(owner: str, obj: object, hints: Mapping[str, Any]) -> list[str]:
+    wrong = []
+    for member, hint in hints.items():
+        value = getattr(obj, member, _UNSET)
+        if value is _UNSET:
+            wrong.append(f"{owner} has no {member}")
+        elif not _conforms(value, hint):
+            wrong.append(f"{owner}.{member} is {value!r}, not {hint}")
+    return wrong
+
+
+_UNSET = object()
+
+
+def check_contract(backend: Backend) -> None:
+    """``backend`` against the base class: a :class:`Backend` whose every member has
+    its declared type, with a name, an executable and a :class:`Translator`."""
+    if not isinstance(backend, Backend):
+        raise _fail(None, f"{backend!r} is not a coding_genesis.backend.Backend")
+    wrong = _typed("backend", backend, get_type_hints(Backend))
+    if any(problem.startswith(("backend has no name", "backend.name ")) for problem in wrong):
+        raise _fail(None, f"{type(backend).__name__} breaks the contract: " + "; ".join(wrong))
+    if not backend.name:
+        wrong.append("backend.name is empty")
+    if "backend has no executable" not in wrong and not backend.executable:
+        wrong.append("backend.executable is empty")
+    program = backend.default_program()
+    if not _conforms(program, Sequence[str] | None):
+        wrong.append(f"backend.default_program() is {program!r}, not strings or None")
+    if not isinstance(backend.install_hint(), str):
+        wrong.append("backend.install_hint() is not a string")
+    translator = backend.translator()
+    if isinstance(translator, Translator):
+        wrong += _typed("translator", translator, get_type_hints(Translator))
+    else:
+        wrong.append(f"backend.translator() is {translator!r}, not a Translator")
+    if wrong:
+        raise _fail(None, f"backend {backend.name!r} breaks the contract: " + "; ".join(wrong))
 
 
 def check_translation(backend: Backend, recording: Recording, *, usage: bool = True) -> None:
@@ -432,6 +503,7 @@ def check_backend(
         except AssertionError as exc:
             problems.append(str(exc))
 
+    attempt("contract", partial(check_contract, instance))
     for rec in found:
         attempt(f"{rec.name}: translation", partial(check_translation, instance, rec, usage=usage))
         attempt(f"{rec.name}: bad lines", partial(check_bad_lines, instance, rec))
@@ -448,9 +520,9 @@ def check_backend(
 
 
 def _instance(backend: Backend | Callable[[], Backend]) -> Backend:
-    if callable(getattr(backend, "translator", None)):
-        return backend  # type: ignore[return-value]
-    return backend()  # type: ignore[operator]
+    """A backend, made if ``backend`` makes one; a plug-in of 0.1.0's Protocol is
+    wrapped as the registry wraps it."""
+    return as_backend(backend() if is_factory(backend) else backend)  # type: ignore[operator]
 
 
 def _stop_path_recording(found: Sequence[Recording]) -> Recording:
