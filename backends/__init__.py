@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coding_genesis.backend import Backend, as_backend, load_plugin, plugin_names
+from coding_genesis.backend import Backend, Translator, as_backend, load_plugin, plugin_names
 from coding_genesis.errors import ConfigError, UnknownBackendError
 
 from .claude import ClaudeBackend
@@ -35,6 +35,7 @@ __all__ = [
     "get_backend",
     "register_backend",
     "registered_backends",
+    "translator_for",
 ]
 
 _REGISTRY: dict[str, Callable[[], Backend]] = {
@@ -86,3 +87,9 @@ def get_backend(name: str) -> Backend:
             )
         return plugin
     return factory()
+
+
+def translator_for(name: str) -> Translator:
+    """A fresh translator of backend ``name``: what a reader of recorded runs is
+    handed to decode their stdout (see coding_genesis._observers.records)."""
+    return get_backend(name).translator()

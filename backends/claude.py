@@ -23,6 +23,7 @@ from coding_genesis.events import (
     UsageEvent,
 )
 from coding_genesis.result import RunResult
+from coding_genesis.usage import normalize_usage
 
 from ._common import PROXY_ENV, as_int, preview, str_list
 
@@ -210,9 +211,7 @@ MAX_FOLDED = 10_000
 
 
 def _add_counts(sums: dict[str | None, list[int]], model: object, usage: dict[str, Any]) -> None:
-    from coding_genesis._observers.metering import normalise_usage  # at the end of a stream only
-
-    tokens = normalise_usage(usage)
+    tokens = normalize_usage(usage)
     counts = sums.setdefault(model if type(model) is str else None, [0, 0, 0, 0, 0])
     counts[0] += tokens.input
     counts[1] += tokens.output

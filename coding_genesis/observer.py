@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event, EventKind
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Translator
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
 
@@ -50,6 +53,9 @@ class RunInfo:
     stop: StopHandle | None = None
     #: Publishes an event of the run on the agent's bus (stamped with the run id).
     publish: Callable[[Event], object] | None = None
+    #: A fresh translator of the run's backend, for an observer that decodes
+    #: stdout itself (a transcript past its raw cap).
+    translator: Callable[[], Translator] | None = None
 
 
 class AttemptTally(Protocol):

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coding_genesis._observers.transcript import read_run
+from coding_genesis._observers.records import read_run
 from coding_genesis._pipeline.bus import EventBus
+from coding_genesis.backends import translator_for
 from coding_genesis.events import EventKind, TextEvent
 from coding_genesis.observer import RunInfo
 from coding_genesis.run_events import LIFECYCLE_KINDS, RunStartedEvent
@@ -150,4 +151,8 @@ def test_a_transcript_of_the_earlier_layout_is_read_as_written(tmp_path: Path) -
     record = read_run(run)
     assert record is not None
     # Every event was in events.jsonl then: nothing is decoded twice.
-    assert [e.kind.value for e in record.events()] == ["run_started", "session", "run_finished"]
+    assert [e.kind.value for e in record.events(translator_for)] == [
+        "run_started",
+        "session",
+        "run_finished",
+    ]

@@ -12,7 +12,8 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import AgentState, CodingGenesisAgent, ConfigError
-from coding_genesis._observers.transcript import RunLookupError, Transcript, find_run, list_runs
+from coding_genesis._observers.records import RunLookupError, find_run, list_runs
+from coding_genesis._observers.transcript import Transcript
 from coding_genesis._util.redact import Redactor
 from tests.support import EventLog, FakeCLI, recorded_events
 

@@ -119,7 +119,7 @@ def _error(message: str) -> int:
 
 def _load(args: argparse.Namespace) -> _Input | str:
     from coding_genesis._cli.env import transcript_dir
-    from coding_genesis._observers.transcript import RunLookupError, find_run, read_run
+    from coding_genesis._observers.records import RunLookupError, find_run, read_run
 
     found = _Input()
     path = Path(os.path.expanduser(args.file))

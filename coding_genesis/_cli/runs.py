@@ -11,7 +11,7 @@ from coding_genesis._cli.common import add_transcript_dir, transcript_base
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
-    from coding_genesis._observers.transcript import RunRecord
+    from coding_genesis._observers.records import RunRecord
 
 __all__ = ["register", "row"]
 
@@ -97,7 +97,7 @@ def _local(ts: float) -> str:
 def handle(args: argparse.Namespace) -> int:
     import orjson
 
-    from coding_genesis._observers.transcript import list_runs
+    from coding_genesis._observers.records import list_runs
 
     base = transcript_base(args, "runs")
     if base is None:

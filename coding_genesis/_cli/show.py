@@ -13,7 +13,7 @@ from coding_genesis._cli.render import budget_line, failure_report, tools_text, 
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
-    from coding_genesis._observers.transcript import RunRecord
+    from coding_genesis._observers.records import RunRecord
     from coding_genesis.events import Event
 
 __all__ = ["register", "tool_lines"]
@@ -76,7 +76,7 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from coding_genesis._observers.transcript import RunLookupError, find_run
+    from coding_genesis._observers.records import RunLookupError, find_run
 
     base = transcript_base(args, "show")
     if base is None:
@@ -121,9 +121,10 @@ def _print_events(record: RunRecord) -> None:
     """Every event of the run as JSON lines: the runner's own, recorded, and
     those decoded from the recorded stdout (see coding_genesis._observers.transcript)."""
     from coding_genesis._observers.transcript import safe_dumps
+    from coding_genesis.backends import translator_for
 
     out = sys.stdout.buffer
-    for event in record.events():
+    for event in record.events(translator_for):
         out.write(safe_dumps(event.to_dict()) + b"\n")
     out.flush()
 
@@ -140,11 +141,12 @@ def _copy(path: Any) -> None:
 
 
 def render(record: RunRecord) -> str:
+    from coding_genesis.backends import translator_for
     from coding_genesis.events import ToolCallEvent
 
     meta = record.meta
     result = record.result
-    events = list(record.events())
+    events = list(record.events(translator_for))
     lines = [f"run {record.run_id}"]
     lines.append(
         f"  started   {_local(record.started)}   backend {meta.get('backend')}   "

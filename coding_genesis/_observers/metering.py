@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis._observers.budget import Budget, BudgetRun, Usage
@@ -46,80 +45,9 @@ from coding_genesis._pipeline.tally import MAX_TOOL_TIMINGS
 from coding_genesis.events import Event, EventKind, TextEvent
 from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 from coding_genesis.run_events import BudgetEvent
+from coding_genesis.usage import Tokens, normalize_usage
 
-__all__ = ["MeteringObserver", "Tokens", "normalise_usage"]
-
-
-@dataclass(slots=True)
-class Tokens:
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-    def add(self, other: Tokens, sign: int = 1) -> None:
-        self.input += sign * other.input
-        self.output += sign * other.output
-        self.cache_read += sign * other.cache_read
-        self.cache_write += sign * other.cache_write
-
-    @property
-    def prompt(self) -> int:
-        return self.input + self.cache_read + self.cache_write
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input": self.input,
-            "output": self.output,
-            "cache_read": self.cache_read,
-            "cache_write": self.cache_write,
-            "total": self.input + self.output,
-        }
-
-
-def _int(value: object) -> int:
-    if type(value) is int:
-        return value if value > 0 else 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        return 0
-    return max(0, int(value)) if value != float("inf") else 0
-
-
-def normalise_usage(usage: Mapping[str, Any]) -> Tokens:
-    """Our four counts from a CLI's usage dict.  claude: ``input_tokens``
-    excludes the cache (``cache_read_input_tokens``,
-    ``cache_creation_input_tokens``); codex/OpenAI: ``input_tokens`` includes
-    ``cached_input_tokens``; claude's ``modelUsage`` uses camelCase."""
-    if "cached_input_tokens" in usage:
-        cached = _int(usage.get("cached_input_tokens"))
-        return Tokens(
-            max(0, _int(usage.get("input_tokens")) - cached),
-            _int(usage.get("output_tokens")),
-            cached,
-            _int(usage.get("cache_write_input_tokens")),
-        )
-    if "inputTokens" in usage:
-        return Tokens(
-            _int(usage.get("inputTokens")),
-            _int(usage.get("outputTokens")),
-            _int(usage.get("cacheReadInputTokens")),
-            _int(usage.get("cacheCreationInputTokens")),
-        )
-    get = usage.get
-    i, o = get("input_tokens"), get("output_tokens")
-    r, w = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
-    if (  # the usual case, checked inline (a budget normalises every message)
-        type(i) is int
-        and type(o) is int
-        and type(r) is int
-        and type(w) is int
-        and i >= 0
-        and o >= 0
-        and r >= 0
-        and w >= 0
-    ):
-        return Tokens(i, o, r, w)
-    return Tokens(_int(i), _int(o), _int(r), _int(w))
+__all__ = ["MeteringObserver"]
 
 
 class _Attempt:
@@ -161,7 +89,7 @@ class _Attempt:
             return {m: t for m, (t, _c, _w) in self.final_by_model.items()}
         out: dict[str | None, Tokens] = {}
         for model, usage in self.messages.values():
-            out.setdefault(model or default_model, Tokens()).add(normalise_usage(usage))
+            out.setdefault(model or default_model, Tokens()).add(normalize_usage(usage))
         for model, tokens in self.folded.items():
             out.setdefault(model or default_model, Tokens()).add(tokens)
         if self.turn_tokens.prompt or self.turn_tokens.output:
@@ -298,7 +226,7 @@ class _MeterRun(RunObserver):
                     cost = data.get("costUSD")
                     window = data.get("contextWindow")
                     per_model[str(model)] = (
-                        normalise_usage(data),
+                        normalize_usage(data),
                         float(cost) if isinstance(cost, int | float) else None,
                         window if isinstance(window, int) else None,
                     )
@@ -308,7 +236,7 @@ class _MeterRun(RunObserver):
         if type(usage) is not dict and not isinstance(usage, Mapping):  # dict: the fast check
             return event.cost_usd is not None
         if event.messages:  # claude's messages, folded by its translator
-            tokens = normalise_usage(usage)
+            tokens = normalize_usage(usage)
             attempt.folded.setdefault(event.model, Tokens()).add(tokens)
             attempt.live_tokens.add(tokens)
             attempt.live_cost += self._price(event.model, tokens)
@@ -326,9 +254,9 @@ class _MeterRun(RunObserver):
             if self._budget is not None:
                 self._live_message(attempt, message_id, model, usage)
         elif event.cost_usd is not None or event.by_model:
-            attempt.final = normalise_usage(usage)  # claude's result: the attempt's total
+            attempt.final = normalize_usage(usage)  # claude's result: the attempt's total
         else:
-            tokens = normalise_usage(usage)
+            tokens = normalize_usage(usage)
             attempt.turn_tokens.add(tokens)  # codex: one turn
             attempt.live_tokens.add(tokens)
             attempt.live_cost += self._price(None, tokens)
@@ -345,7 +273,7 @@ class _MeterRun(RunObserver):
         if before is not None:  # the same message again: replace its figures
             attempt.live_tokens.add(before[0], -1)
             attempt.live_cost -= before[1]
-        tokens = normalise_usage(usage)
+        tokens = normalize_usage(usage)
         cost = self._price(model, tokens)
         live[message_id] = (tokens, cost)
         attempt.live_tokens.add(tokens)
@@ -464,7 +392,7 @@ class _MeterRun(RunObserver):
         if self._last_prompt is None:
             return None
         model, last = self._last_prompt
-        used = normalise_usage(last).prompt
+        used = normalize_usage(last).prompt
         model = model or self._model
         window: int | None = None
         for attempt in self._attempts:

@@ -31,6 +31,7 @@ from coding_genesis.run_events import (
     RunStartedEvent,
     StateEvent,
 )
+from coding_genesis.usage import normalize_usage
 
 __all__ = ["ProgressView", "RunTracker", "tool_summary"]
 
@@ -127,13 +128,11 @@ class RunTracker:
         return sum(self._message_tokens.values()) + self._turn_tokens
 
     def _on_usage(self, event: UsageEvent) -> None:
-        from coding_genesis._observers.metering import normalise_usage
-
         if event.cost_usd is not None:
             self.cost_usd = event.cost_usd
         if not isinstance(event.usage, Mapping):
             return
-        tokens = normalise_usage(event.usage)
+        tokens = normalize_usage(event.usage)
         total = tokens.input + tokens.output
         if event.message_id is not None:
             self._message_tokens[event.message_id] = total

@@ -46,10 +46,9 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -59,17 +58,15 @@ from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event, EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
-from coding_genesis.run_events import LIFECYCLE_KINDS, event_from_dict
+from coding_genesis.run_events import LIFECYCLE_KINDS
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Translator
 
 __all__ = [
-    "RunLookupError",
-    "RunRecord",
     "Transcript",
     "TranscriptObserver",
-    "find_run",
-    "list_runs",
     "now_meta",
-    "read_run",
     "safe_dumps",
 ]
 
@@ -199,12 +196,13 @@ class Transcript:
         redactor: Redactor,
         *,
         max_raw_bytes: int = DEFAULT_MAX_RAW_BYTES,
-        backend: str | None = None,
+        translator: Callable[[], Translator] | None = None,
     ) -> None:
         self.run_id = run_id
-        #: Decodes the stdout past the raw cap, whose events are then written
-        #: to events.jsonl (the stdout that holds them is not kept).
-        self._backend = backend
+        #: A fresh translator of the run's backend: decodes the stdout past the
+        #: raw cap, whose events are then written to events.jsonl (the stdout
+        #: that holds them is not kept).
+        self._translator = translator
         self._overflow: Any = None
         #: Raw stdout recorded at most (all attempts together); past it the
         #: run goes on and the response's warnings say where recording stopped.
@@ -294,10 +292,11 @@ class Transcript:
     def _overflow_decoder(self) -> Any:
         from coding_genesis._pipeline.decode import Decoder
         from coding_genesis._pipeline.tally import RunTally
-        from coding_genesis.backends import get_backend
 
+        if self._translator is None:
+            return None
         try:
-            translator = get_backend(str(self._backend)).translator()
+            translator = self._translator()
         except Exception:
             return None
         return Decoder(translator, RunTally(".", None), on_event=self._overflow_event)
@@ -404,216 +403,6 @@ class Transcript:
                 os.close(dir_fd)
 
 
-# -- reading -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A run directory as read back (by ``genesis runs`` / ``show`` / ``replay``)."""
-
-    path: Path
-    meta: dict[str, Any]
-    #: None: the run never finished (the runner was stopped or crashed).
-    result: dict[str, Any] | None
-    #: Set by the sweep when it found the runner dead: ``ended_by``, ``found_ts``...
-    ended: dict[str, Any] | None = None
-
-    @property
-    def run_id(self) -> str:
-        return str(self.meta.get("run_id") or self.path.name)
-
-    @property
-    def started(self) -> float:
-        value = self.meta.get("started_ts")
-        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e11:
-            return float(value)
-        try:
-            return self.path.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    def stdout_files(self) -> list[Path]:
-        files = sorted(
-            self.path.glob("stdout*.jsonl"),
-            key=lambda p: int(p.stem.partition("-")[2] or 1),
-        )
-        return files
-
-    def events(self) -> Iterator[Event]:
-        """The run's events, typed, in order: the runner's own (events.jsonl;
-        a torn last line, or a line of an unknown type, is skipped) with each
-        attempt's decoded stdout after its ``run_started`` (see the module doc)."""
-        if self.meta.get("layout") != LAYOUT:
-            yield from self.recorded_events()
-            return
-        stdout = iter(self.stdout_files())
-        started: Event | None = None
-        for event in self.recorded_events():
-            yield event
-            if event.kind is EventKind.RUN_STARTED:
-                started = event
-                path = next(stdout, None)
-                if path is not None:
-                    yield from self.decoded_events(path, started)
-        for path in stdout:  # stdout of an attempt whose run_started was not written
-            yield from self.decoded_events(path, started)
-
-    def recorded_events(self) -> Iterator[Event]:
-        """The events written to events.jsonl, typed (see :func:`event_from_dict`)."""
-        path = self.path / EVENTS
-        if not path.exists():
-            return
-        with path.open("rb") as fh:
-            for line in _bounded_lines(fh, MAX_EVENT_LINE):
-                with contextlib.suppress(orjson.JSONDecodeError, ValueError, TypeError):
-                    obj = orjson.loads(line)
-                    if isinstance(obj, dict):
-                        yield event_from_dict(obj)
-
-    def decoded_events(self, path: Path, started: Event | None = None) -> Iterator[Event]:
-        """The events of one recorded stdout file, decoded as a live run does
-        (the run's backend, from meta.json; none if it is unknown), stamped
-        with ``started``'s agent, run id and time."""
-        from coding_genesis._pipeline.decode import Decoder
-        from coding_genesis._pipeline.tally import RunTally
-        from coding_genesis.backends import get_backend
-
-        try:
-            translator = get_backend(str(self.meta.get("backend"))).translator()
-        except Exception:
-            log.warning(
-                "run %s: unknown backend %r; stdout not decoded",
-                self.run_id,
-                self.meta.get("backend"),
-            )
-            return
-        cwd = self.meta.get("cwd")
-        out: list[Event] = []
-        decoder = Decoder(translator, RunTally(str(cwd or "."), None), on_event=out.append)
-        agent = started.agent if started is not None else str(self.meta.get("agent") or "")
-        run_id = started.run_id if started is not None else self.run_id
-        ts = started.ts if started is not None else self.started
-        try:
-            with path.open("rb") as fh:
-                while True:
-                    chunk = fh.read(1 << 20)
-                    decoder.feed(chunk)
-                    for event in out:
-                        event.agent, event.run_id, event.seq, event.ts = agent, run_id, 0, ts
-                        yield event
-                    out.clear()
-                    if not chunk:
-                        return
-        except OSError:
-            return
-
-    def stderr(self) -> str:
-        try:
-            with open(self.path / STDERR, "rb") as fh:
-                return fh.read(MAX_JSON_READ).decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-
-#: The most of meta.json / result.json that is read back (they are small;
-#: a bigger one is damaged or planted, and reads as missing).
-MAX_JSON_READ = 16 << 20
-#: The longest events.jsonl line read back; a longer one is skipped unread.
-MAX_EVENT_LINE = 64 << 20
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_JSON_READ + 1)
-        if len(data) > MAX_JSON_READ:
-            return None
-        obj = orjson.loads(data)
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
-    """The lines of ``fh``, each read at most ``limit`` bytes at a time: a
-    longer line (a sparse or planted file) is skipped, never held whole."""
-    skipping = False
-    while True:
-        line = fh.readline(limit + 1)
-        if not line:
-            return
-        complete = line.endswith(b"\n")
-        if skipping or (not complete and len(line) > limit):
-            skipping = not complete
-            continue
-        yield line
-
-
-def read_run(path: Path) -> RunRecord | None:
-    meta = _read_json(path / META)
-    if meta is None:
-        return None
-    return RunRecord(path, meta, _read_json(path / RESULT), _read_json(path / ENDED))
-
-
-def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
-    """Recorded runs under ``base``, newest first."""
-    try:
-        entries = [p for p in base.iterdir() if p.is_dir()]
-    except OSError:
-        return []
-    # Sort by directory mtime first (cheap), then read only what is shown.
-    entries.sort(key=_mtime, reverse=True)
-    runs: list[RunRecord] = []
-    for path in entries:
-        record = read_run(path)
-        if record is not None:
-            runs.append(record)
-    runs.sort(key=lambda r: r.started, reverse=True)
-    return runs[:limit] if limit is not None else runs
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-class RunLookupError(LookupError):
-    """No run, or more than one, matches an id prefix."""
-
-
-def find_run(base: Path, ref: str) -> RunRecord:
-    """A run by id, unique id prefix, ``last`` / ``-1`` (newest), ``-2``..."""
-    if ref in ("last", "latest") or (ref.startswith("-") and ref[1:].isdigit()):
-        index = 1 if ref in ("last", "latest") else int(ref[1:])
-        runs = list_runs(base)
-        if index < 1 or index > len(runs):
-            raise RunLookupError(
-                f"there are {len(runs)} recorded run(s) in {base}; {ref!r} is out of range"
-            )
-        return runs[index - 1]
-    if not ref or not re.fullmatch(r"[0-9a-fA-F]{1,64}", ref):
-        raise RunLookupError(
-            f"{ref!r} is not a run id: expected hex digits (a unique prefix is enough), "
-            "'last', or -N for the N-th newest"
-        )
-    try:
-        matches = [p for p in base.iterdir() if p.is_dir() and p.name.startswith(ref.lower())]
-    except OSError:
-        matches = []
-    if not matches:
-        raise RunLookupError(f"no recorded run {ref!r} in {base} (see `genesis runs`)")
-    if len(matches) > 1:
-        shown = ", ".join(sorted(p.name[:12] for p in matches)[:5])
-        raise RunLookupError(f"{ref!r} matches {len(matches)} runs ({shown}...): give more digits")
-    record = read_run(matches[0])
-    if record is None:
-        raise RunLookupError(f"{matches[0]} has no readable meta.json")
-    return record
-
-
 def now_meta(ts: float | None = None) -> dict[str, Any]:
     ts = time.time() if ts is None else ts
     return {"started_ts": ts, "started": _iso(ts)}
@@ -649,7 +438,7 @@ class _TranscriptRun(RunObserver):
             run.run_id,
             run.redactor,
             max_raw_bytes=max_raw_bytes or DEFAULT_MAX_RAW_BYTES,
-            backend=run.backend,
+            translator=run.translator,
         )
         self._transcript = transcript
         transcript.write_meta(
