@@ -5,6 +5,10 @@ get a clear, structured answer back.
     agent = CodingGenesisAgent(backend="claude", timeout=300)
     result = agent.run_sync("Add a test for parse_date")
     result["status"], result["message"], result["tool_calls"]
+
+The public names are listed once, in ``_EXPORTS`` (name → the module that
+defines it); ``__all__`` and the lazy ``__getattr__`` are made from it, and a
+test checks the ``TYPE_CHECKING`` imports below against it.
 """
 
 from __future__ import annotations
@@ -15,76 +19,123 @@ from typing import TYPE_CHECKING, Any
 # The public names are imported on first use (PEP 562), so that
 # ``import coding_genesis`` (and the ``genesis`` command's --help) stays cheap:
 # the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
-# see the imports below.
+# see the imports below (``X as X``: an explicit re-export).
 if TYPE_CHECKING:
-    from coding_genesis._failures.breaker import CircuitBreaker
-    from coding_genesis._failures.report import format_failure_report, parse_failure_report
-    from coding_genesis._observers.budget import Budget
-    from coding_genesis._observers.runlog import RunLogObserver
-    from coding_genesis._observers.transcript import TranscriptObserver
-    from coding_genesis._pipeline.bus import EventStream, Subscription
-    from coding_genesis._supervision.process import StopReason, SupervisorConfig
-    from coding_genesis._util.clock import VirtualClock
-    from coding_genesis._util.parser import JsonLinesParser
-    from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
-    from coding_genesis.backend import (
-        Backend,
-        BackendPluginError,
-        CommandSpec,
-        OptionSpec,
-        RunRequest,
-        Translator,
+    from coding_genesis._failures.breaker import (
+        CircuitBreaker as CircuitBreaker,
     )
-    from coding_genesis.backends import available_backends, get_backend, register_backend
-    from coding_genesis.backends.generic import GenericBackend, load_backends_file
-    from coding_genesis.batch import RunSpec, run_many, run_many_sync
-    from coding_genesis.config import AgentConfig
+    from coding_genesis._failures.report import (
+        format_failure_report as format_failure_report,
+        parse_failure_report as parse_failure_report,
+    )
+    from coding_genesis._observers.budget import (
+        Budget as Budget,
+    )
+    from coding_genesis._observers.runlog import (
+        RunLogObserver as RunLogObserver,
+    )
+    from coding_genesis._observers.transcript import (
+        TranscriptObserver as TranscriptObserver,
+    )
+    from coding_genesis._pipeline.bus import (
+        EventStream as EventStream,
+        Subscription as Subscription,
+    )
+    from coding_genesis._supervision.process import (
+        StopReason as StopReason,
+        SupervisorConfig as SupervisorConfig,
+    )
+    from coding_genesis._util.clock import (
+        VirtualClock as VirtualClock,
+    )
+    from coding_genesis._util.parser import (
+        JsonLinesParser as JsonLinesParser,
+    )
+    from coding_genesis.agent import (
+        DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+        CodingGenesisAgent as CodingGenesisAgent,
+    )
+    from coding_genesis.backend import (
+        Backend as Backend,
+        BackendPluginError as BackendPluginError,
+        CommandSpec as CommandSpec,
+        OptionSpec as OptionSpec,
+        RunRequest as RunRequest,
+        Translator as Translator,
+    )
+    from coding_genesis.backends import (
+        available_backends as available_backends,
+        get_backend as get_backend,
+        register_backend as register_backend,
+    )
+    from coding_genesis.backends.generic import (
+        GenericBackend as GenericBackend,
+        load_backends_file as load_backends_file,
+    )
+    from coding_genesis.batch import (
+        RunSpec as RunSpec,
+        run_many as run_many,
+        run_many_sync as run_many_sync,
+    )
+    from coding_genesis.config import (
+        AgentConfig as AgentConfig,
+    )
     from coding_genesis.errors import (
-        AgentUsageError,
-        ConfigError,
-        GenesisError,
-        InvalidCwdError,
-        InvalidTimeoutError,
-        UnknownBackendError,
+        AgentUsageError as AgentUsageError,
+        ConfigError as ConfigError,
+        GenesisError as GenesisError,
+        InvalidCwdError as InvalidCwdError,
+        InvalidTimeoutError as InvalidTimeoutError,
+        UnknownBackendError as UnknownBackendError,
     )
     from coding_genesis.events import (
-        CliRetryEvent,
-        ErrorEvent,
-        Event,
-        EventKind,
-        ResultEvent,
-        SessionEvent,
-        TextEvent,
-        ToolCallEvent,
-        ToolResultEvent,
-        UsageEvent,
+        CliRetryEvent as CliRetryEvent,
+        ErrorEvent as ErrorEvent,
+        Event as Event,
+        EventKind as EventKind,
+        ResultEvent as ResultEvent,
+        SessionEvent as SessionEvent,
+        TextEvent as TextEvent,
+        ToolCallEvent as ToolCallEvent,
+        ToolResultEvent as ToolResultEvent,
+        UsageEvent as UsageEvent,
     )
-    from coding_genesis.observer import Observer, RunInfo, RunObserver
-    from coding_genesis.result import ChildFailure, RunResult
-    from coding_genesis.retry import RetryPolicy
+    from coding_genesis.observer import (
+        Observer as Observer,
+        RunInfo as RunInfo,
+        RunObserver as RunObserver,
+    )
+    from coding_genesis.result import (
+        ChildFailure as ChildFailure,
+        RunResult as RunResult,
+    )
+    from coding_genesis.retry import (
+        RetryPolicy as RetryPolicy,
+    )
     from coding_genesis.run_events import (
-        EVENT_TYPES,
-        AttemptEvent,
-        RunEvent,
-        RunFinishedEvent,
-        RunStartedEvent,
-        StateEvent,
-        event_from_dict,
+        EVENT_TYPES as EVENT_TYPES,
+        AttemptEvent as AttemptEvent,
+        RunEvent as RunEvent,
+        RunFinishedEvent as RunFinishedEvent,
+        RunStartedEvent as RunStartedEvent,
+        StateEvent as StateEvent,
+        event_from_dict as event_from_dict,
     )
-    from coding_genesis.status import AgentState, ErrorCode, FailureCategory, Status
+    from coding_genesis.status import (
+        AgentState as AgentState,
+        ErrorCode as ErrorCode,
+        FailureCategory as FailureCategory,
+        Status as Status,
+    )
 
-__version__ = "0.1.0"
-
-#: Public name -> the submodule that defines it.
+#: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
     "AgentConfig": "config",
     "AgentState": "status",
     "AgentUsageError": "errors",
     "AttemptEvent": "run_events",
-    "BackendPluginError": "backend",
-    "GenericBackend": "backends.generic",
-    "load_backends_file": "backends.generic",
     "Backend": "backend",
+    "BackendPluginError": "backend",
     "Budget": "_observers.budget",
     "ChildFailure": "result",
     "CircuitBreaker": "_failures.breaker",
@@ -100,6 +151,7 @@ _EXPORTS: dict[str, str] = {
     "EventKind": "events",
     "EventStream": "_pipeline.bus",
     "FailureCategory": "status",
+    "GenericBackend": "backends.generic",
     "GenesisError": "errors",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",
@@ -135,84 +187,26 @@ _EXPORTS: dict[str, str] = {
     "event_from_dict": "run_events",
     "format_failure_report": "_failures.report",
     "get_backend": "backends",
+    "load_backends_file": "backends.generic",
     "parse_failure_report": "_failures.report",
     "register_backend": "backends",
     "run_many": "batch",
     "run_many_sync": "batch",
 }
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "EVENT_TYPES",
-    "AgentConfig",
-    "AgentState",
-    "AgentUsageError",
-    "AttemptEvent",
-    "Backend",
-    "BackendPluginError",
-    "Budget",
-    "ChildFailure",
-    "CircuitBreaker",
-    "CliRetryEvent",
-    "CodingGenesisAgent",
-    "CommandSpec",
-    "ConfigError",
-    "ErrorCode",
-    "ErrorEvent",
-    "Event",
-    "EventKind",
-    "EventStream",
-    "FailureCategory",
-    "GenericBackend",
-    "GenesisError",
-    "InvalidCwdError",
-    "InvalidTimeoutError",
-    "JsonLinesParser",
-    "Observer",
-    "OptionSpec",
-    "ResultEvent",
-    "RetryPolicy",
-    "RunEvent",
-    "RunFinishedEvent",
-    "RunInfo",
-    "RunLogObserver",
-    "RunObserver",
-    "RunRequest",
-    "RunResult",
-    "RunSpec",
-    "RunStartedEvent",
-    "SessionEvent",
-    "StateEvent",
-    "Status",
-    "StopReason",
-    "Subscription",
-    "SupervisorConfig",
-    "TextEvent",
-    "ToolCallEvent",
-    "ToolResultEvent",
-    "TranscriptObserver",
-    "Translator",
-    "UnknownBackendError",
-    "UsageEvent",
-    "VirtualClock",
-    "__version__",
-    "available_backends",
-    "event_from_dict",
-    "format_failure_report",
-    "get_backend",
-    "load_backends_file",
-    "parse_failure_report",
-    "register_backend",
-    "run_many",
-    "run_many_sync",
-]
+__all__ = [*_EXPORTS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    if name == "__version__":
+        from coding_genesis._util.version import version  # the package metadata, read on demand
+
+        value: Any = version()
+    else:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"coding_genesis.{module}"), name)
     globals()[name] = value  # resolved once; later lookups do not come here
     return value
 

@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 
-from coding_genesis import CodingGenesisAgent, GenericBackend, load_backends_file
-from coding_genesis import backends as registry
+from coding_genesis import (
+    CodingGenesisAgent,
+    GenericBackend,
+    backends as registry,
+    load_backends_file,
+)
 from coding_genesis.backend import RunRequest
 from coding_genesis.backends import register_backend
 from coding_genesis.errors import ConfigError

@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
-from coding_genesis import BackendPluginError, CodingGenesisAgent
-from coding_genesis import backend as base
-from coding_genesis import backends as registry
+from coding_genesis import (
+    BackendPluginError,
+    CodingGenesisAgent,
+    backend as base,
+    backends as registry,
+)
 from coding_genesis._cli.backends import ENTRY_POINT_GROUP, builtin_names
 from coding_genesis.backends import available_backends, get_backend
 from coding_genesis.errors import ConfigError, UnknownBackendError

@@ -21,8 +21,8 @@ from coding_genesis import (
     ConfigError,
     RunResult,
     Status,
+    retry as retry_mod,
 )
-from coding_genesis import retry as retry_mod
 from coding_genesis._cli.main import main as cli_main
 from coding_genesis._failures.taxonomy import retry_verdict
 from coding_genesis._pipeline.retrying import continuation_prompt, escalation_record

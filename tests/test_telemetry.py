@@ -17,8 +17,7 @@ import anyio
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from coding_genesis import AttemptEvent, CodingGenesisAgent, Event
-from coding_genesis import retry as retry_mod
+from coding_genesis import AttemptEvent, CodingGenesisAgent, Event, retry as retry_mod
 from coding_genesis._observers.telemetry import TelemetryObserver, usage_attributes
 from coding_genesis._util.redact import MASK, Redactor
 from coding_genesis.config import AgentConfig

@@ -321,9 +321,9 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
             source = "PATH"
         checks.append(Check(name, "cli", "ok", f"{' '.join(program)} (from {source})"))
         if name == "failer":
-            from coding_genesis import __version__
+            from coding_genesis._util.version import version
 
-            checks.append(Check(name, "version", "ok", f"embedded in coding-genesis {__version__}"))
+            checks.append(Check(name, "version", "ok", f"embedded in coding-genesis {version()}"))
         else:
             from coding_genesis._pipeline.overlay import materialised
 

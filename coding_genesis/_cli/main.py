@@ -13,8 +13,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from coding_genesis import __version__
-
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis._cli, in --help order.
@@ -74,6 +72,16 @@ def _only_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+class _Version(argparse.Action):
+    """``--version``: the package metadata is read only when asked (it costs
+    ``genesis --help`` ~20 ms of imports otherwise)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        from coding_genesis._util.version import version
+
+        parser.exit(message=f"coding-genesis {version()}\n")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``genesis`` parser; given the arguments it will parse, only the
     parser of the command they name (see :func:`_only_command`), else all."""
@@ -83,7 +91,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"coding-genesis {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument(
         "--retry-testing",
         action="store_true",

@@ -131,9 +131,9 @@ class TelemetryObserver(Observer):
         otel = _otel()
         if otel is None:
             return None
-        from coding_genesis import __version__
+        from coding_genesis._util.version import version
 
-        tracer = otel.trace.get_tracer(_SCOPE, __version__, tracer_provider=self.tracer_provider)
+        tracer = otel.trace.get_tracer(_SCOPE, version(), tracer_provider=self.tracer_provider)
         parent = otel.context.get_current()
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",

@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from coding_genesis import __version__
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
+from coding_genesis._util.version import version
 from coding_genesis.events import Event, EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.run_events import LIFECYCLE_KINDS
@@ -452,7 +452,7 @@ class _TranscriptRun(RunObserver):
                 "resume": run.resume,
                 "prompt": run.prompt[:100_000],
                 "runner_pid": os.getpid(),
-                "version": __version__,
+                "version": version(),
                 "layout": LAYOUT,
             }
         )
