@@ -182,7 +182,7 @@ class WorktreeStep:
 
     async def exit(self, result: RunResult | None) -> dict[str, Any]:
         from .gitops import GitError
-        from .isolation import changes, close_worktree
+        from .isolation import WorkspaceTampered, changes, close_worktree
 
         ws = self._ws
         if ws is None:
@@ -193,6 +193,8 @@ class WorktreeStep:
             found = await changes(ws, include_diff=config.include_diff)
             fields["changes"] = found
             fields["files_modified"] = [f["path"] for f in found["files"]]
+        except WorkspaceTampered:
+            pass  # said in the workspace's warnings and its summary's ``tampered``
         except GitError as exc:
             ws.warnings.append(f"could not read the run's changes from git: {exc}")
         failed = result is None or result.is_error
