@@ -124,17 +124,16 @@ _CONFIG = (
 #: Diff-like commands: never an external diff or a textconv program.
 _DIFF_LIKE = frozenset({"diff", "log", "show", "diff-tree", "diff-index", "diff-files"})
 #: Commands that never read or write file contents through a filter: no need
-#: to look up the filter drivers first.
+#: to look up the filter drivers first (one ``git config`` fewer).
 _NO_FILTERS = frozenset(
     {
+        # Neither the index nor the working tree (``write-tree`` would: a racily
+        # clean entry is compared through its clean filter).
         "rev-parse",
         "update-ref",
         "commit-tree",
-        "write-tree",
         "symbolic-ref",
         "config",
-        "branch",
-        "log",
         "for-each-ref",
         "--version",
     }
