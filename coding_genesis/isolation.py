@@ -108,6 +108,10 @@ class WorkspaceTampered(GitError):
     """The worktree's ``.git`` is no longer our gitlink: nothing of it is run."""
 
 
+class NotRunBranch(GitError):
+    """The worktree's ``HEAD`` is not the run's branch: nothing is committed."""
+
+
 def default_worktrees_dir() -> Path:
     """Our private directory under the temp directory
     (``coding-genesis-worktrees-<uid>[-<random>]``, ours and 0700, found once
@@ -461,7 +465,9 @@ async def commit_leftovers(
     ref = f"refs/heads/{branch}"
     current = await git(["symbolic-ref", "--quiet", "HEAD"], check=False, marker=marker, **where)
     if not branch.startswith(BRANCH_PREFIX) or current.text.strip() != ref:
-        raise GitError(f"the worktree's HEAD is not the run's branch {branch}: nothing committed")
+        raise NotRunBranch(
+            f"the worktree's HEAD is not the run's branch {branch}: nothing committed"
+        )
     tree = await snapshot_tree(ws_path, scratch, marker=marker, git_dir=git_dir)
     head = await git(["rev-parse", "--verify", "--quiet", ref], check=False, marker=marker, **where)
     parent = head.text.strip() if head.ok else None
@@ -541,6 +547,10 @@ async def close_worktree(
         )
         head = await git(["rev-parse", "HEAD"], marker=ws.marker, **where)
         ws.final_commit = head.text.strip()
+    except NotRunBranch as exc:  # its leftovers would be lost: the worktree stays
+        ws.warnings.append(f"{exc}; the worktree {ws.path} is kept")
+        ws.kept = True
+        return
     except GitError as exc:
         ws.warnings.append(f"could not commit the run's leftovers: {exc}")
     await remove(ws, keep_branch=keep_branch)
@@ -626,7 +636,7 @@ async def reclaim(
         return False
     path, repo, home = str(record["path"]), str(record["repo"]), str(record["home"])
     marker = "coding-genesis-reclaim"
-    with contextlib.suppress(GitError, OSError):
+    try:
         await commit_leftovers(
             path,
             home,
@@ -635,6 +645,10 @@ async def reclaim(
             git_dir=git_dir,
             branch=str(record["branch"]),
         )
+    except NotRunBranch:
+        return False  # its leftovers would be lost: it stays
+    except (GitError, OSError):
+        pass
     with contextlib.suppress(GitError, OSError):
         await _remove_path(repo, home, path, marker, rmtree_ok=True)
     return True

@@ -494,3 +494,34 @@ def test_a_second_user_cannot_make_our_run_or_reap_touch_our_files(
     finally:
         shutil.rmtree(decoy, ignore_errors=True)
         shutil.rmtree(planted, ignore_errors=True)
+
+
+# -- leftovers go to the run's branch only -------------------------------------------
+
+
+def test_leftovers_are_committed_only_to_the_runs_own_branch(tmp_path: Path) -> None:
+    """An agent that detached its worktree's HEAD: nothing is committed to that
+    HEAD or any other ref, and the worktree (with the work) is kept."""
+    import anyio
+
+    from coding_genesis.isolation import close_worktree, open_worktree
+
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+
+    async def scenario() -> Any:
+        ws = await open_worktree(
+            str(repo), uuid.uuid4().hex, worktrees_dir=str(tmp_path / "worktrees")
+        )
+        git(Path(ws.path), "checkout", "-q", "--detach")
+        (Path(ws.path) / "work.txt").write_text("the agent's work\n")
+        await close_worktree(ws, keep=False)
+        return ws
+
+    ws = anyio.run(scenario)
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)").split("\n")
+    assert f"refs/heads/{ws.branch} {base}" in refs
+    assert all(line.endswith(base) for line in refs if line)  # no ref moved
+    assert ws.kept and not ws.removed
+    assert (Path(ws.path) / "work.txt").exists()
+    assert any("not the run's branch" in w for w in ws.warnings), ws.warnings
