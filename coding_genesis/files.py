@@ -25,6 +25,7 @@ __all__ = [
     "FILE_FLAGS",
     "UnsafeDirectory",
     "check_base",
+    "find_own_runtime_dir",
     "is_own_private",
     "new_private_dir",
     "open_own_dir",
@@ -144,6 +145,22 @@ def open_own_dir(path: str | os.PathLike[str]) -> int:
 
 _found: dict[tuple[str, str, int], Path] = {}
 _found_lock = threading.Lock()
+
+
+def find_own_runtime_dir(base: str, stem: str) -> Path | None:
+    """:func:`own_runtime_dir` if one is there already (None: none, and none made)."""
+    uid = os.getuid()
+    with _found_lock:
+        if (base, stem, uid) in _found:
+            return _found[(base, stem, uid)]
+    legacy = f"{stem}-{uid}"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(base)):
+            if name == legacy or name.startswith(f"{legacy}-"):
+                with contextlib.suppress(OSError):
+                    if is_own_private(os.lstat(os.path.join(base, name))):
+                        return own_runtime_dir(base, stem)
+    return None
 
 
 def own_runtime_dir(base: str, stem: str, *, refresh: bool = False) -> Path:

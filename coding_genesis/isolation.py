@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError
-from .files import is_own_private, own_runtime_dir, private_dir
+from .files import find_own_runtime_dir, is_own_private, own_runtime_dir, private_dir
 from .gitops import (
     AUTHOR_EMAIL,
     AUTHOR_NAME,
@@ -104,6 +104,9 @@ class WorktreeRefused(Exception):
         self.missing_git = missing_git
 
 
+_WORKTREES_STEM = "coding-genesis-worktrees"
+
+
 class WorkspaceTampered(GitError):
     """The worktree's ``.git`` is no longer our gitlink: nothing of it is run."""
 
@@ -119,7 +122,7 @@ def default_worktrees_dir() -> Path:
     another user's with that name is refused, named in a warning): outside
     every checkout, so the CLI finds no instruction file of the caller's
     repository above its cwd."""
-    return own_runtime_dir(tempfile.gettempdir(), "coding-genesis-worktrees")
+    return own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
 
 
 def gitlink_status(path: str, common_dir: str) -> tuple[str | None, str | None]:
@@ -581,7 +584,8 @@ async def _verify_reclaim(
     # when it is a private directory of ours (``worktrees_dir`` of the run's
     # config, made 0700 by us): what is in it must still be registered below.
     allowed = set()
-    for root in (default_worktrees_dir(), *roots, _fs.dirname(real_home)):
+    existing = find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)  # none made
+    for root in (*([existing] if existing else []), *roots, _fs.dirname(real_home)):
         with contextlib.suppress(OSError):
             if is_own_private(os.lstat(root)):
                 allowed.add(_fs.realpath(root))
@@ -660,8 +664,14 @@ async def reclaim(
 async def list_ours(cwd: str, *, worktrees_dir: str | None = None) -> list[dict[str, Any]]:
     """The worktrees of the repository at ``cwd`` that live under our directory."""
     toplevel, common = await _repo_of(cwd, "coding-genesis-list")
-    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
-    home = _fs.realpath(_repo_home(root, toplevel, common))
+    found_root = (
+        Path(worktrees_dir)
+        if worktrees_dir
+        else find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
+    )
+    if found_root is None:
+        return []  # no worktrees directory of ours: none made just to look
+    home = _fs.realpath(_repo_home(found_root, toplevel, common))
     out = await git(["worktree", "list", "--porcelain", "-z"], cwd=toplevel)
     found: list[dict[str, Any]] = []
     entry: dict[str, Any] = {}
@@ -696,7 +706,14 @@ async def prune(
     """Remove our worktrees of this repository that no live run uses (their
     leftovers committed to their branches, which stay)."""
     toplevel, common = await _repo_of(cwd, "coding-genesis-prune")
-    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
+    found_root = (
+        Path(worktrees_dir)
+        if worktrees_dir
+        else find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
+    )
+    if found_root is None:
+        return []
+    root = found_root
     home = str(_repo_home(root, toplevel, common))
     removed = []
     for entry in await list_ours(cwd, worktrees_dir=worktrees_dir):
