@@ -525,3 +525,61 @@ def test_leftovers_are_committed_only_to_the_runs_own_branch(tmp_path: Path) -> 
     assert ws.kept and not ws.removed
     assert (Path(ws.path) / "work.txt").exists()
     assert any("not the run's branch" in w for w in ws.warnings), ws.warnings
+
+
+def test_a_refused_ledger_leaves_the_parent_death_signal_and_a_ledger_of_ours(
+    tmp_path: Path, as_root: None
+) -> None:
+    """With the runtime ledger directory made by another uid, ``genesis run``
+    warns, records its run in a private directory of its own (the sweep can
+    find it), and its CLI still dies with its runner (the parent-death signal)."""
+    import signal
+    import time
+
+    from tests.support import FakeCLI, exits_within
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    decoy = runtime / "coding-genesis"
+    decoy.mkdir(mode=0o755)
+    os.chown(decoy, STRANGER, STRANGER)
+    fake = FakeCLI(tmp_path)
+    fake.script([{"init": True}, {"hang": True}])
+    env = {**base_env(tmp_path, XDG_RUNTIME_DIR=str(runtime)), **fake.env()}
+    runner = subprocess.Popen(
+        [*GENESIS, "run", "-b", "claude", "--cli-path", fake.path, "--timeout", "60", "hi"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not [r for r in fake.records() if "argv" in r]:
+            assert time.monotonic() < deadline and runner.poll() is None, "the CLI never started"
+            time.sleep(0.05)
+        cli = next(r for r in fake.records() if "argv" in r)["pid"]
+        time.sleep(0.3)
+        ours = [
+            p
+            for p in Path("/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path)).glob(
+                f"coding-genesis-{os.getuid()}*"
+            )
+            if any(p.glob(f"{runner.pid}-*.json"))
+        ]
+        assert ours, "the run is recorded in no ledger of ours"
+        assert stat.S_IMODE(ours[0].lstat().st_mode) == 0o700
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        assert exits_within(cli, 1.0), "the CLI outlived its runner: no parent-death signal"
+        assert runner.stderr is not None
+        stderr = runner.stderr.read().decode()
+        assert f"refusing the run ledger {decoy}: it belongs to uid {STRANGER}" in stderr
+        assert os.listdir(decoy) == []
+        for record in ours[0].glob(f"{runner.pid}-*.json"):
+            record.unlink()
+    finally:
+        runner.kill()
+        runner.wait()
+        if runner.stderr is not None:
+            runner.stderr.close()
