@@ -583,3 +583,42 @@ def test_a_refused_ledger_leaves_the_parent_death_signal_and_a_ledger_of_ours(
         runner.wait()
         if runner.stderr is not None:
             runner.stderr.close()
+
+
+# -- the checked reader, reusable by every kind of record ------------------------------
+
+
+def test_read_records_reads_only_records_we_wrote(tmp_path: Path) -> None:
+    from coding_genesis.ledger import MAX_RECORD, LedgerError, read_records
+
+    directory = tmp_path / "records"
+    directory.mkdir(mode=0o700)
+
+    def write(name: str, data: bytes, mode: int = 0o600) -> Path:
+        path = directory / name
+        path.write_bytes(data)
+        path.chmod(mode)
+        return path
+
+    write("good.json", b'{"marker": "m"}')
+    write("open.json", b'{"marker": "m"}', 0o644)
+    write("big.json", b'{"pad": "' + b"x" * MAX_RECORD + b'"}')
+    write("list.json", b"[1, 2]")
+    (directory / "dir.json").mkdir()
+    os.symlink(write("target.txt", b'{"marker": "m"}'), directory / "link.json")
+    os.mkfifo(directory / "fifo.json")
+    scan = read_records(directory)
+    assert [name for name, _ in scan.records] == ["good.json"]
+    assert scan.ignored == 6
+    assert read_records(tmp_path / "missing").records == []
+    directory.chmod(0o750)
+    with pytest.raises(LedgerError, match="open to others"):
+        read_records(directory)
+    directory.chmod(0o700)
+    os.symlink(directory, tmp_path / "linked")
+    with pytest.raises(LedgerError, match="link"):
+        read_records(tmp_path / "linked")
+    if os.geteuid() == 0:
+        os.chown(directory, STRANGER, STRANGER)
+        with pytest.raises(LedgerError, match=f"belongs to uid {STRANGER}"):
+            read_records(directory)
