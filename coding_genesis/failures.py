@@ -18,6 +18,7 @@ not_found       not_found    not_found    —               no: check and escala
 partial         —            —            PARTIAL_SUCCESS yes, continue the remaining work
 internal        internal     —            —               partial: once, then escalate
 budget_exceeded —            —            —               no: raise the budget first
+workspace_tampered —         —            —               no: inspect the kept worktree
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
@@ -80,6 +81,8 @@ class FailureCategory(enum.StrEnum):
     INTERNAL = "internal"
     #: A budget of ours (coding_genesis.budget) was spent: the run was stopped or not started.
     BUDGET_EXCEEDED = "budget_exceeded"
+    #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run.
+    WORKSPACE_TAMPERED = "workspace_tampered"
     UNKNOWN = "unknown"
 
 
@@ -110,6 +113,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     C.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
     C.NOT_FOUND: "what is missing must be installed or created first",
     C.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
+    C.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
     C.UNKNOWN: "the cause is unknown: analyse it before retrying",
 }
 
@@ -155,6 +159,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     C.VERIFY_FAILED: (None, None, None),
     C.INTERNAL: ("internal", None, None),
     C.BUDGET_EXCEEDED: (None, None, None),
+    C.WORKSPACE_TAMPERED: (None, None, None),
     C.UNKNOWN: ("unknown", "unknown", None),
 }
 
@@ -204,6 +209,8 @@ USER_HINTS: dict[FailureCategory, str] = {
     C.INTERNAL: "The coding agent failed on its side.",
     C.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
     "tool calls) was spent.",
+    C.WORKSPACE_TAMPERED: "The coding agent replaced its worktree's git repository; its work was "
+    "not read or committed.",
     C.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
@@ -222,6 +229,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     C.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
     C.INTERNAL: "Try once more; if it fails again, report it.",
     C.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
+    C.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
     C.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
@@ -253,6 +261,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "failing, report it.",
     C.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
     "budget to let it continue.",
+    C.WORKSPACE_TAMPERED: "The coding agent replaced the git repository of its workspace, so its "
+    "work was neither read nor committed. The workspace was kept for inspection.",
     C.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
     "problem continues, try rephrasing the request.",
 }
@@ -346,6 +356,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "budget_exceeded": C.BUDGET_EXCEEDED,
     "usage_limit": C.RATE_LIMIT,
     "verify_failed": C.VERIFY_FAILED,
+    "workspace_tampered": C.WORKSPACE_TAMPERED,
 }
 
 #: HTTP status reported by the CLI -> category.

@@ -148,6 +148,8 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     _C.INTERNAL: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
     _C.BUDGET_EXCEEDED: Action.FAIL,
+    # A CLI that rewrote its repository: a person looks first.
+    _C.WORKSPACE_TAMPERED: Action.ESCALATE,
     _C.UNKNOWN: Action.ESCALATE,
 }
 

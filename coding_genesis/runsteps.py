@@ -178,6 +178,26 @@ class WorktreeStep:
         return replace(request, cwd=ws.cwd)
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
+        """A worktree whose ``.git`` the attempt replaced fails the run
+        (``workspace_tampered``), before the failure analysis."""
+        from .isolation import WorkspaceTampered, check_intact
+
+        ws = self._ws
+        if ws is None:
+            return result
+        try:
+            check_intact(ws)
+        except WorkspaceTampered:
+            return result.model_copy(
+                update={
+                    "status": int(Status.FAILED),
+                    "is_error": True,
+                    "error": ErrorCode.WORKSPACE_TAMPERED,
+                    "message": f"the worktree's .git was replaced during the run: {ws.tampered}; "
+                    f"nothing of it was run, the branch {ws.branch} was left as it was, and the "
+                    f"worktree {ws.path} was kept for inspection",
+                }
+            )
         return result
 
     async def exit(self, result: RunResult | None) -> dict[str, Any]:

@@ -92,3 +92,6 @@ class ErrorCode(enum.StrEnum):
     USAGE_LIMIT = "usage_limit"
     #: The caller's verify command failed after the agent finished (status 1).
     VERIFY_FAILED = "verify_failed"
+    #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run,
+    #: its branch was left as it was, the worktree was kept (status 1).
+    WORKSPACE_TAMPERED = "workspace_tampered"

@@ -292,6 +292,10 @@ def test_a_cli_replacing_its_git_makes_us_run_nothing_of_it(tmp_path: Path) -> N
     )
     result = json.loads(run.stdout)
     assert sorted(os.listdir(marks)) == [], (result, run.stderr)
+    assert run.returncode == 1 and result["status"] == 1, result
+    assert result["error"] == "workspace_tampered"
+    assert result["failure"]["category"] == "workspace_tampered"
+    assert result["failure"]["retryable"] is False
     worktree = result["worktree"]
     assert worktree["tampered"] and "replaced" in worktree["tampered"], worktree
     assert any(".git was replaced" in w for w in result["warnings"]), result["warnings"]
