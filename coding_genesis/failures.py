@@ -18,9 +18,11 @@ not_found       not_found    not_found    —               no: check and escala
 partial         —            —            PARTIAL_SUCCESS yes, continue the remaining work
 internal        internal     —            —               partial: once, then escalate
 budget_exceeded —            —            —               no: raise the budget first
-workspace_tampered —         —            —               no: inspect the kept worktree
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
+
+(and ``workspace_tampered``, ours alone: an isolated run's CLI replaced its
+worktree's ``.git``; not retried, escalated.)
 
 Evidence is read in a fixed order (:data:`RULES`): our own runner's verdict
 (timeouts, missing binary, invalid request), the HTTP status the CLI reported,
