@@ -550,7 +550,8 @@ class CodingGenesisAgent:
         if ledger is None:
             return
         try:
-            await sweep(ledger)
+            roots = (self.config.worktrees_dir,) if self.config.worktrees_dir else ()
+            await sweep(ledger, worktrees_dirs=roots)
         except LedgerError as exc:
             log.warning("run ledger off for agent %r: %s", self.name, exc)
             self._ledger = None

@@ -140,6 +140,8 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.INTERNAL: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
     FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
+    # A CLI that rewrote its repository: a person looks first.
+    FailureCategory.WORKSPACE_TAMPERED: Action.ESCALATE,
     FailureCategory.UNKNOWN: Action.ESCALATE,
 }
 

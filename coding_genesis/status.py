@@ -93,6 +93,9 @@ class ErrorCode(enum.StrEnum):
     USAGE_LIMIT = "usage_limit"
     #: The caller's verify command failed after the agent finished (status 1).
     VERIFY_FAILED = "verify_failed"
+    #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run,
+    #: its branch was left as it was, the worktree was kept (status 1).
+    WORKSPACE_TAMPERED = "workspace_tampered"
 
 
 class FailureCategory(enum.StrEnum):
@@ -115,4 +118,6 @@ class FailureCategory(enum.StrEnum):
     INTERNAL = "internal"
     #: A budget of ours (coding_genesis._observers.budget) was spent: the run was stopped or not started.
     BUDGET_EXCEEDED = "budget_exceeded"
+    #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run.
+    WORKSPACE_TAMPERED = "workspace_tampered"
     UNKNOWN = "unknown"

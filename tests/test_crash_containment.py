@@ -408,7 +408,10 @@ def test_the_default_ledger_is_in_memory(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm here")
-    assert default_ledger_dir() == Path("/dev/shm") / f"coding-genesis-{os.getuid()}"
+    default = default_ledger_dir()
+    assert default.parent == Path("/dev/shm") and default == default_ledger_dir()
+    assert default.name.startswith(f"coding-genesis-{os.getuid()}")
+    assert default.lstat().st_uid == os.getuid() and default.lstat().st_mode & 0o777 == 0o700
     ledger = Ledger()
     ledger.record("in-memory", marker="in-memory")
     try:

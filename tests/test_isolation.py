@@ -654,9 +654,11 @@ def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
         env=env,
     )
     assert worktree_paths(repo) == [str(repo)]
-    # The default directory: under the temp directory, private.
-    ours = tmp_path / f"coding-genesis-worktrees-{os.getuid()}"
-    assert ours.stat().st_mode & 0o777 == 0o700 and len(os.listdir(ours)) == 1
+    # The default directory: under the temp directory, private, ours, a random name.
+    [ours] = tmp_path.glob(f"coding-genesis-worktrees-{os.getuid()}*")
+    assert ours.name.startswith(f"coding-genesis-worktrees-{os.getuid()}-")
+    assert ours.stat().st_mode & 0o777 == 0o700 and ours.stat().st_uid == os.getuid()
+    assert len(os.listdir(ours)) == 1
 
 
 def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> None:

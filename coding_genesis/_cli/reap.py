@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Any
 
+from coding_genesis._util.display import printable
+
 EXAMPLES = """\
 examples:
   genesis reap --dry-run        list the dead runners' runs and their processes
@@ -49,15 +51,40 @@ def handle(args: argparse.Namespace) -> int:
         return 1
     verb = "would stop" if args.dry_run else "stopped"
     for run in swept:
+        if run.refused:
+            print(
+                printable(
+                    f"record of run {run.run_id}: left alone (nothing stopped, deleted or "
+                    f"committed): {run.refused}"
+                )
+            )
+            continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.found_ts))
         pids = " ".join(map(str, run.stopped)) or "-"
         print(
             f"run {run.run_id}: runner pid {run.runner_pid} is gone (found {when}); "
             f"{verb} {len(run.stopped)} process(es): {pids}"
         )
-        if run.worktree:
+        if run.worktree and run.worktree_refused:
+            print(
+                printable(
+                    f"run {run.run_id}: left its worktree {run.worktree} alone (nothing deleted "
+                    f"or committed): {run.worktree_refused}"
+                )
+            )
+        elif run.worktree:
             done = "would remove" if args.dry_run else "removed"
-            print(f"run {run.run_id}: {done} its worktree {run.worktree} (its branch stays)")
+            print(
+                printable(
+                    f"run {run.run_id}: {done} its worktree {run.worktree} (its branch stays)"
+                )
+            )
+    if ledger.ignored:
+        print(
+            f"ignored {ledger.ignored} entr{'y' if ledger.ignored == 1 else 'ies'} of "
+            f"{ledger.path} not written by us (a link, not a regular file, not ours, "
+            "open to others, too big or not a record)"
+        )
     if not swept:
         print(f"nothing to reap in {ledger.path}")
     return 0

@@ -152,6 +152,11 @@ def suggest_actions(
             "Retry once after a short wait",
             "If it fails again, escalate with the stderr tail",
         ]
+    if category is FailureCategory.WORKSPACE_TAMPERED:
+        return [
+            "Inspect the kept worktree without running git in it (its .git is not ours)",
+            "Remove the worktree by hand; the run's branch is as it was before the run",
+        ]
     if category is FailureCategory.BUDGET_EXCEEDED:
         return [
             "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "

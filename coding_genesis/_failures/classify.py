@@ -22,6 +22,9 @@ budget_exceeded —            —            —               no: raise the bu
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
+(and ``workspace_tampered``, ours alone: an isolated run's CLI replaced its
+worktree's ``.git``; not retried, escalated.)
+
 Evidence is read in a fixed order (:data:`RULES`): our own runner's verdict
 (timeouts, missing binary, invalid request), the HTTP status the CLI reported,
 the backend's hint (each CLI's own wording), the terminal event's subtype,
@@ -146,6 +149,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
     "usage_limit": FailureCategory.RATE_LIMIT,
     "verify_failed": FailureCategory.VERIFY_FAILED,
+    "workspace_tampered": FailureCategory.WORKSPACE_TAMPERED,
 }
 
 #: HTTP status reported by the CLI -> category.

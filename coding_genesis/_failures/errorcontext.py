@@ -127,6 +127,8 @@ _STEP_HINTS: dict[FailureCategory, str] = {
     FailureCategory.VERIFY_FAILED: "The {node} step finished, but its verification failed.",
     FailureCategory.INTERNAL: "The {node} step failed internally.",
     FailureCategory.BUDGET_EXCEEDED: "The {node} step was stopped when its budget was spent.",
+    FailureCategory.WORKSPACE_TAMPERED: "The {node} step replaced its workspace's repository; "
+    "its work was not used.",
     FailureCategory.UNKNOWN: "Something unexpected happened in the {node} step, "
     "but the rest can still answer.",
 }

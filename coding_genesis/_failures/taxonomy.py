@@ -32,6 +32,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     FailureCategory.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
     FailureCategory.NOT_FOUND: "what is missing must be installed or created first",
     FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
+    FailureCategory.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
     FailureCategory.UNKNOWN: "the cause is unknown: analyse it before retrying",
 }
 
@@ -77,6 +78,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.VERIFY_FAILED: (None, None, None),
     FailureCategory.INTERNAL: ("internal", None, None),
     FailureCategory.BUDGET_EXCEEDED: (None, None, None),
+    FailureCategory.WORKSPACE_TAMPERED: (None, None, None),
     FailureCategory.UNKNOWN: ("unknown", "unknown", None),
 }
 
@@ -126,6 +128,8 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.INTERNAL: "The coding agent failed on its side.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
     "tool calls) was spent.",
+    FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced its worktree's git repository; its work was "
+    "not read or committed.",
     FailureCategory.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
@@ -144,6 +148,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
     FailureCategory.INTERNAL: "Try once more; if it fails again, report it.",
     FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
+    FailureCategory.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
     FailureCategory.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
@@ -175,6 +180,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "failing, report it.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
     "budget to let it continue.",
+    FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced the git repository of its workspace, so its "
+    "work was neither read nor committed. The workspace was kept for inspection.",
     FailureCategory.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
     "problem continues, try rephrasing the request.",
 }

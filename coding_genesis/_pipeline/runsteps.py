@@ -178,11 +178,31 @@ class WorktreeStep:
         return replace(request, cwd=ws.cwd)
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
+        """A worktree whose ``.git`` the attempt replaced fails the run
+        (``workspace_tampered``), before the failure analysis."""
+        from coding_genesis._workspace.isolation import WorkspaceTampered, check_intact
+
+        ws = self._ws
+        if ws is None:
+            return result
+        try:
+            check_intact(ws)
+        except WorkspaceTampered:
+            return result.model_copy(
+                update={
+                    "status": int(Status.FAILED),
+                    "is_error": True,
+                    "error": ErrorCode.WORKSPACE_TAMPERED,
+                    "message": f"the worktree's .git was replaced during the run: {ws.tampered}; "
+                    f"nothing of it was run, the branch {ws.branch} was left as it was, and the "
+                    f"worktree {ws.path} was kept for inspection",
+                }
+            )
         return result
 
     async def exit(self, result: RunResult | None) -> dict[str, Any]:
         from coding_genesis._workspace.gitops import GitError
-        from coding_genesis._workspace.isolation import changes, close_worktree
+        from coding_genesis._workspace.isolation import WorkspaceTampered, changes, close_worktree
 
         ws = self._ws
         if ws is None:
@@ -193,6 +213,8 @@ class WorktreeStep:
             found = await changes(ws, include_diff=config.include_diff)
             fields["changes"] = found
             fields["files_modified"] = [f["path"] for f in found["files"]]
+        except WorkspaceTampered:
+            pass  # said in the workspace's warnings and its summary's ``tampered``
         except GitError as exc:
             ws.warnings.append(f"could not read the run's changes from git: {exc}")
         failed = result is None or result.is_error

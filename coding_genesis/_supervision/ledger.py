@@ -2,15 +2,28 @@
 stops what runners that died left behind.
 
 Like pid files, records live in ``$XDG_RUNTIME_DIR/coding-genesis/`` (a
-per-user tmpfs that the system empties at logout and boot), else in a private
-per-user directory (``coding-genesis-<uid>``, whose owner and mode 0700 are
-checked before use) in ``/dev/shm`` (memory, emptied at boot) or, without
-one, under the temp directory.  Never under ``HOME``: the
-library still writes nothing there unless asked.  ``XDG_RUNTIME_DIR`` is read
+per-user tmpfs that the system empties at logout and boot) when that runtime
+directory is ours and private, else in a private directory of ours with a
+random name (``coding-genesis-<uid>-XXXXXXXX``, made by ``mkdtemp``, 0700)
+in ``/dev/shm`` (memory, emptied at boot) or, without one, under the temp
+directory.  Such a directory is found again by listing the entries with our
+prefix that are ours and closed to others: another user can make one with
+our prefix, but never one owned by us; it is refused and named, with its
+owner, in a warning.  Never under ``HOME``: the library still writes
+nothing there unless asked.  ``XDG_RUNTIME_DIR`` is read
 as a platform location, the way :mod:`tempfile` reads ``TMPDIR``; the ledger
 itself is configured by ``AgentConfig(ledger=...)``: a directory, ``None``
 (the default location) or ``False`` (off: then the parent-death signal is the
 only protection, and it does not reach the CLI's own children).
+
+Every reader (:func:`read_records`) opens the directory through an
+``O_DIRECTORY | O_NOFOLLOW`` descriptor checked to be ours and closed to
+others, and each record relative to it, never through a link: a regular
+file of ours, closed to others, at most 64 KiB.  Anything else was not
+written by us: it is ignored and counted (``Ledger.ignored``).  A record is
+acted on only when its marker is one we write (a run id, the record's own)
+and not that of a live run; the worktree it names is reclaimed only when
+it is ours (see :func:`coding_genesis._workspace.isolation.reclaim`).
 
 A record (``<run id>.json``, mode 0600, written atomically) holds the
 runner's pid and start time, the CLI's pid and start time (once started),
@@ -28,14 +41,17 @@ and removes the record.  With nothing to do it costs one directory listing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import functools
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +62,32 @@ import psutil
 from coding_genesis._observers.transcript import ENDED
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.tree import stop_marked
+from coding_genesis._util.files import (
+    UnsafeDirectory,
+    is_own_private,
+    open_own_dir,
+    own_runtime_dir,
+    owner_name,
+)
 
 __all__ = [
     "ENDED",
     "Ledger",
     "LedgerError",
+    "RecordScan",
     "SweptRun",
     "default_ledger_dir",
+    "read_records",
     "sweep",
 ]
 
 log = logging.getLogger("coding_genesis._supervision.ledger")
 
 _SUFFIX = ".json"
+#: A record is at most this big (ours are well under 2 KiB).
+MAX_RECORD = 64 * 1024
+#: The markers we write: a run id (``uuid4().hex``).
+_MARKER = re.compile(r"[0-9a-f]{32}")
 
 
 class LedgerError(OSError):
@@ -91,9 +120,11 @@ SHM_DIR = "/dev/shm"
 
 
 def default_ledger_dir() -> Path:
-    """``$XDG_RUNTIME_DIR/coding-genesis`` if that runtime directory is ours,
-    else ``/dev/shm/coding-genesis-<uid>`` where ``/dev/shm`` is a shared
-    (sticky, writable) directory, else ``<tempdir>/coding-genesis-<uid>``.
+    """``$XDG_RUNTIME_DIR/coding-genesis`` if that runtime directory is ours
+    and private (and the ``coding-genesis`` in it, if present, too), else our
+    private random-named directory in ``/dev/shm`` where it is a shared
+    (sticky, writable) directory, else under the temp directory (see
+    :func:`coding_genesis._util.files.own_runtime_dir`: found once per process).
 
     Memory first: a record lives for one run, and on a disk file system its
     write, replace and removal cost journal work (on a loaded ext4 ``/tmp``,
@@ -102,32 +133,132 @@ def default_ledger_dir() -> Path:
     if runtime and os.path.isabs(runtime):
         try:
             st = os.stat(runtime)
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-                return Path(runtime) / "coding-genesis"
+            if is_own_private(st):
+                target = Path(runtime) / "coding-genesis"
+                try:
+                    here = os.lstat(target)
+                except FileNotFoundError:
+                    return target
+                if is_own_private(here):
+                    return target
+                log.warning(
+                    "refusing the run ledger %s: it belongs to %s (mode %o); "
+                    "a private directory of ours is used instead",
+                    target,
+                    owner_name(here.st_uid),
+                    stat.S_IMODE(here.st_mode),
+                )
         except OSError:
             pass
-    name = f"coding-genesis-{os.getuid()}"
+    return own_runtime_dir(_shared_base(), "coding-genesis")
+
+
+def _shared_base() -> str:
     try:
         st = os.stat(SHM_DIR)
         if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and os.access(SHM_DIR, os.W_OK):
-            return Path(SHM_DIR) / name
+            return SHM_DIR
     except OSError:
         pass
-    return Path(tempfile.gettempdir()) / name
+    return tempfile.gettempdir()
 
 
 def _private_dir(path: Path) -> Path:
     """Create ``path`` (0700) or check that it is a directory of ours, closed to others."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise LedgerError(f"ledger {path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise LedgerError(f"ledger {path} belongs to uid {st.st_uid}, not to us")
-    if st.st_mode & 0o077:
-        raise LedgerError(f"ledger {path} is open to others (mode {st.st_mode & 0o777:o})")
+    os.close(_open_dir(path))
     return path
+
+
+def _open_dir(path: Path) -> int:
+    """A checked descriptor of the ledger directory (:class:`LedgerError` if it
+    is not ours, is open to others, or is a link)."""
+    try:
+        return open_own_dir(path)
+    except UnsafeDirectory as exc:
+        raise LedgerError(f"run ledger: {exc}") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):  # a file, or a link
+            raise LedgerError(f"run ledger: {path} is not a directory (or is a link)") from None
+        raise
+
+
+@dataclass(slots=True)
+class RecordScan:
+    """What :func:`read_records` found: the records, and how many entries were
+    ignored because we did not write them (a link, not a regular file, not
+    ours, open to others, too big, not a record)."""
+
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    ignored: int = 0
+
+
+def read_records(
+    directory: str | os.PathLike[str],
+    *,
+    skip: Callable[[str], bool] | None = None,
+    suffix: str = _SUFFIX,
+) -> RecordScan:
+    """The records (``*.json``, dot files aside) of a ledger-like directory,
+    read the checked way: the directory through an ``O_DIRECTORY|O_NOFOLLOW``
+    descriptor that must be ours and closed to others (:class:`LedgerError`
+    otherwise; a missing directory has no record), each record relative to it
+    with ``O_NOFOLLOW|O_NONBLOCK``: a regular file of ours, closed to others,
+    at most :data:`MAX_RECORD` bytes, a JSON object.  ``skip``: names not to
+    read.  Reusable by every kind of record (runs, sessions)."""
+    scan = RecordScan()
+    try:
+        fd = _open_dir(Path(directory))
+    except FileNotFoundError:
+        return scan
+    try:
+        names = os.listdir(fd)
+        for name in names:
+            if not name.endswith(suffix) or name.startswith("."):
+                continue
+            if skip is not None and skip(name):
+                continue
+            entry = _read_one(fd, name)
+            if entry is None:
+                scan.ignored += 1
+                continue
+            scan.records.append((name, entry))
+    finally:
+        os.close(fd)
+    return scan
+
+
+def _read_one(dir_fd: int, name: str) -> dict[str, Any] | None:
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.getuid()
+            or st.st_mode & 0o077
+            or st.st_size > MAX_RECORD
+        ):
+            return None
+        data = os.read(fd, MAX_RECORD + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_RECORD:
+        return None
+    try:
+        entry = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def _runner_of(name: str) -> tuple[int, int] | None:
@@ -144,6 +275,12 @@ def _start_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
+
+
+def _alive(key: tuple[int, int]) -> bool:
+    """Whether the runner named (pid, start time in ms) is alive."""
+    born = _start_time(key[0])
+    return born is not None and abs(born * 1000 - key[1]) <= 10
 
 
 @functools.cache
@@ -164,6 +301,10 @@ class SweptRun:
     found_ts: float
     #: The run's git worktree, removed by the sweep (its branch kept).
     worktree: str | None = None
+    #: Why nothing was done for this record (it names what is not ours); None: acted on.
+    refused: str | None = None
+    #: Why the worktree it names was left alone (not ours, not registered...).
+    worktree_refused: str | None = None
 
 
 class Ledger:
@@ -174,6 +315,8 @@ class Ledger:
         self._ready = False
         self._me = os.getpid()
         self._me_started = _own_start_time(self._me)
+        #: Entries of the last reading that we did not write (ignored, never acted on).
+        self.ignored = 0
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -226,71 +369,117 @@ class Ledger:
         }
         if worktree is not None:
             entry["worktree"] = worktree
-        target = self._file(run_id)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        self._dir()
+        name = self._name(run_id)
+        tmp = f".{name}.{os.getpid()}.tmp"
+        dir_fd = _open_dir(self.path)
         try:
-            os.write(fd, orjson.dumps(entry))
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
+            try:
+                os.write(fd, orjson.dumps(entry))
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
-            os.close(fd)
-        os.replace(tmp, target)
+            os.close(dir_fd)
 
     def remove(self, run_id: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.path / self._name(run_id))
+        self._unlink(self._name(run_id))
+
+    def _unlink(self, name: str) -> bool:
+        """Remove one of our entries, relative to the checked directory."""
+        try:
+            dir_fd = _open_dir(self.path)
+        except OSError:
+            return False
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(dir_fd)
 
     def entries(self, *, skip_live: bool = False) -> Iterator[tuple[Path, dict[str, Any]]]:
-        """The records present (unreadable ones skipped); ``skip_live``: without
-        reading those whose runner (named in the file name) is alive."""
-        try:
-            names = os.listdir(self.path)
-        except OSError:
-            return
+        """The records present, read the checked way (:func:`read_records`:
+        :class:`LedgerError` if the directory is not ours or is open to others;
+        entries we did not write are counted in :attr:`ignored`); ``skip_live``:
+        without reading those whose runner (named in the file name) is alive."""
+        scan = read_records(self.path, skip=self._live_filter() if skip_live else None)
+        self.ignored = scan.ignored
+        for name, entry in scan.records:
+            if isinstance(entry.get("marker"), str):
+                yield self.path / name, entry
+
+    def _live_filter(self) -> Callable[[str], bool]:
         alive: dict[tuple[int, int], bool] = {}
         # This process's own records (every run in flight here) belong to a
         # live runner: told by their name alone, without a /proc look.
-        own = self._own_prefix() if skip_live and self._is_me() else None
-        for name in names:
-            if not name.endswith(_SUFFIX) or name.startswith("."):
-                continue
+        own = self._own_prefix() if self._is_me() else None
+
+        def live(name: str) -> bool:
             if own is not None and name.startswith(own):
-                continue
-            if skip_live:
-                key = _runner_of(name)
-                if key is not None:
-                    if key not in alive:
-                        born = _start_time(key[0])
-                        alive[key] = born is not None and abs(born * 1000 - key[1]) <= 10
-                    if alive[key]:
-                        continue
-            path = self.path / name
-            try:
-                entry = orjson.loads(path.read_bytes())
-            except (OSError, orjson.JSONDecodeError):
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("marker"), str):
-                yield path, entry
+                return True
+            key = _runner_of(name)
+            if key is None:
+                return False
+            if key not in alive:
+                alive[key] = _alive(key)
+            return alive[key]
+
+        return live
+
+    def live_run_ids(self) -> set[str]:
+        """Run ids of the records whose runner is alive, from the names alone."""
+        try:
+            dir_fd = _open_dir(self.path)
+        except FileNotFoundError:
+            return set()
+        try:
+            names = os.listdir(dir_fd)
+        finally:
+            os.close(dir_fd)
+        live = self._live_filter()
+        found = set()
+        for name in names:
+            if name.endswith(_SUFFIX) and not name.startswith(".") and live(name):
+                run_id = name[: -len(_SUFFIX)].split("-", 2)[-1]
+                found.add(run_id.removesuffix(".worktree"))
+        return found
 
     def drop_torn_writes(self) -> int:
-        """Remove temporary files of records whose runner died mid-write."""
+        """Remove temporary files of records whose runner died mid-write (only
+        regular files of ours, relative to the checked directory)."""
         try:
-            names = [n for n in os.listdir(self.path) if n.startswith(".") and n.endswith(".tmp")]
-        except OSError:
+            dir_fd = _open_dir(self.path)
+        except FileNotFoundError:
             return 0
         dropped = 0
-        own = "." + self._own_prefix() if self._is_me() else None
-        for name in names:
-            if own is not None and name.startswith(own):
-                continue  # this process is alive (and may be writing it now)
-            key = _runner_of(name[1:])
-            if key is None:
-                continue
-            born = _start_time(key[0])
-            if born is not None and abs(born * 1000 - key[1]) <= 10:
-                continue  # its runner is alive (and may be writing it now)
-            with contextlib.suppress(OSError):
-                os.unlink(self.path / name)
-                dropped += 1
+        try:
+            names = [n for n in os.listdir(dir_fd) if n.startswith(".") and n.endswith(".tmp")]
+            own = "." + self._own_prefix() if self._is_me() else None
+            for name in names:
+                if own is not None and name.startswith(own):
+                    continue  # this process is alive (and may be writing it now)
+                key = _runner_of(name[1:])
+                if key is None or _alive(key):
+                    continue  # its runner is alive (and may be writing it now)
+                try:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                    continue
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
+                    dropped += 1
+        finally:
+            os.close(dir_fd)
         return dropped
 
     def dead(self) -> list[tuple[Path, dict[str, Any]]]:
@@ -310,61 +499,124 @@ class Ledger:
 
 
 def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> None:
+    """Write ``ended.json`` into the run's transcript directory: only a
+    directory of ours (not a link) named after the run, with no result yet."""
     path = Path(directory)
-    if not path.is_dir() or (path / "result.json").exists():
+    if path.name != swept.run_id.removesuffix(".worktree"):
         return
-    data = orjson.dumps(
-        {
-            "ended_by": "runner_death",
-            "runner_pid": entry.get("runner_pid"),
-            "found_ts": swept.found_ts,
-            "stopped": len(swept.stopped),
-        },
-        option=orjson.OPT_INDENT_2,
-    )
-    with contextlib.suppress(OSError):
-        fd = os.open(path / ENDED, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+    try:
+        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if os.fstat(dir_fd).st_uid != os.getuid():
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.stat("result.json", dir_fd=dir_fd, follow_symlinks=False)
+            return
+        data = orjson.dumps(
+            {
+                "ended_by": "runner_death",
+                "runner_pid": entry.get("runner_pid"),
+                "found_ts": swept.found_ts,
+                "stopped": len(swept.stopped),
+            },
+            option=orjson.OPT_INDENT_2,
+        )
+        with contextlib.suppress(OSError):
+            fd = os.open(
+                ENDED,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
 
 
-async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) -> list[SweptRun]:
-    """Stop what runs of dead runners left behind; one listing when nothing is."""
+def _not_ours(name: str, entry: dict[str, Any], live: set[str]) -> str | None:
+    """Why a record cannot be acted on (its marker is not one we wrote for
+    it), or None.  We write ``marker`` = the run id, a ``uuid4().hex``; the
+    record's ``run_id`` is that id (``.worktree`` for a worktree's record),
+    and the file's name ends with it."""
+    marker, run_id = entry.get("marker"), entry.get("run_id")
+    if not isinstance(marker, str) or not _MARKER.fullmatch(marker):
+        return f"its marker {str(marker)[:80]!r} is not one of ours (a run id)"
+    if run_id not in (marker, f"{marker}.worktree"):
+        return "its marker is not its own run's id"
+    if not name.endswith(f"-{run_id}{_SUFFIX}"):
+        return "its file name does not name its run"
+    if marker in live:
+        return f"its marker is that of a live run ({marker})"
+    return None
+
+
+async def sweep(
+    ledger: Ledger,
+    *,
+    dry_run: bool = False,
+    grace: float = 1.0,
+    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> list[SweptRun]:
+    """Stop what runs of dead runners left behind; one listing when nothing is.
+
+    Only records we wrote are read (:attr:`Ledger.ignored` counts the others),
+    only a marker we wrote for its own run is stopped, and only a worktree
+    that is ours (under our worktrees directory or one of ``worktrees_dirs``,
+    registered with its repository, its gitlink intact) is reclaimed."""
     if not dry_run:
         ledger.drop_torn_writes()
     dead = ledger.dead()
+    ignored = ledger.ignored
     if not dead:
         return []
+    live = ledger.live_run_ids()
     swept: list[SweptRun] = []
     for path, entry in dead:
-        marker = entry["marker"]
-        stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
+        marker = str(entry["marker"])
         worktree = entry.get("worktree")
+        refused = _not_ours(path.name, entry, live)
+        stopped: list[int] = []
+        if refused is None:
+            stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
         run = SweptRun(
-            run_id=str(entry.get("run_id") or marker),
-            marker=marker,
-            runner_pid=int(entry.get("runner_pid") or 0),
+            run_id=str(entry.get("run_id") or marker)[:200],
+            marker=marker[:200],
+            runner_pid=entry["runner_pid"] if isinstance(entry.get("runner_pid"), int) else 0,
             stopped=tuple(stopped),
-            transcript=entry.get("transcript"),
+            transcript=entry.get("transcript")
+            if isinstance(entry.get("transcript"), str)
+            else None,
             found_ts=time.time(),
             worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
+            refused=refused,
         )
+        if refused is not None:
+            log.warning("run ledger %s: record %s left alone: %s", ledger.path, path.name, refused)
+            swept.append(run)
+            continue
+        if isinstance(worktree, dict):
+            from coding_genesis._workspace.isolation import check_reclaim, reclaim
+
+            why = await check_reclaim(worktree, roots=worktrees_dirs)
+            if why is not None:
+                run = dataclasses.replace(run, worktree_refused=why)
+                log.warning("run %s: its worktree left alone: %s", run.run_id, why)
+            elif not dry_run:
+                try:
+                    await reclaim(worktree, roots=worktrees_dirs)
+                except Exception:
+                    log.exception("run %s: could not remove its worktree", run.run_id)
         swept.append(run)
         if dry_run:
             continue
-        if isinstance(worktree, dict):
-            from coding_genesis._workspace.isolation import reclaim
-
-            try:
-                await reclaim(worktree)
-            except Exception:
-                log.exception("run %s: could not remove its worktree", run.run_id)
         if run.transcript:
             _mark_transcript(run.transcript, entry, run)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        ledger._unlink(path.name)
         log.info(
             "run %s: its runner (pid %s) died; stopped %d process(es) carrying %s=%s",
             run.run_id,
@@ -373,9 +625,15 @@ async def sweep(ledger: Ledger, *, dry_run: bool = False, grace: float = 1.0) ->
             RUN_MARKER_ENV,
             marker,
         )
+    ledger.ignored = ignored
     return swept
 
 
-def sweep_sync(ledger: Ledger, *, dry_run: bool = False) -> list[SweptRun]:
+def sweep_sync(
+    ledger: Ledger,
+    *,
+    dry_run: bool = False,
+    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> list[SweptRun]:
     """:func:`sweep` for code without an event loop (``genesis reap``)."""
-    return anyio.run(lambda: sweep(ledger, dry_run=dry_run))
+    return anyio.run(lambda: sweep(ledger, dry_run=dry_run, worktrees_dirs=worktrees_dirs))

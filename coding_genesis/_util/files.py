@@ -11,11 +11,28 @@ what we write, so it is refused with :class:`UnsafeDirectory`.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import stat
+import tempfile
+import threading
 from pathlib import Path
 
-__all__ = ["FILE_FLAGS", "UnsafeDirectory", "check_base", "new_private_dir", "private_dir"]
+log = logging.getLogger("coding_genesis._util.files")
+
+__all__ = [
+    "FILE_FLAGS",
+    "UnsafeDirectory",
+    "check_base",
+    "find_own_runtime_dir",
+    "is_own_private",
+    "new_private_dir",
+    "open_own_dir",
+    "own_runtime_dir",
+    "owner_name",
+    "private_dir",
+]
 
 #: Flags for a file we create and write: never through a symlink.
 FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -85,3 +102,123 @@ def new_private_dir(path: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+# -- per-user runtime directories in shared places ------------------------------------
+
+
+def owner_name(uid: int) -> str:
+    """``uid 1001 (alice)``: a directory's owner, for a warning."""
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def is_own_private(st: os.stat_result) -> bool:
+    """A directory of ours that nobody else can read or write."""
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def open_own_dir(path: str | os.PathLike[str]) -> int:
+    """A descriptor of ``path`` (``O_DIRECTORY | O_NOFOLLOW``: never through a
+    link), checked to be ours and closed to others; :class:`UnsafeDirectory`
+    (which names the owner) otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise UnsafeDirectory(
+                f"refusing {path}: it belongs to {owner_name(st.st_uid)}, not to us"
+            )
+        if st.st_mode & 0o077:
+            raise UnsafeDirectory(
+                f"refusing {path}: it is open to others (mode {stat.S_IMODE(st.st_mode):o})"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+_found: dict[tuple[str, str, int], Path] = {}
+_found_lock = threading.Lock()
+
+
+def find_own_runtime_dir(base: str, stem: str) -> Path | None:
+    """:func:`own_runtime_dir` if one is there already (None: none, and none made)."""
+    uid = os.getuid()
+    with _found_lock:
+        if (base, stem, uid) in _found:
+            return _found[(base, stem, uid)]
+    legacy = f"{stem}-{uid}"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(base)):
+            if name == legacy or name.startswith(f"{legacy}-"):
+                with contextlib.suppress(OSError):
+                    if is_own_private(os.lstat(os.path.join(base, name))):
+                        return own_runtime_dir(base, stem)
+    return None
+
+
+def own_runtime_dir(base: str, stem: str, *, refresh: bool = False) -> Path:
+    """Our private directory in the shared directory ``base`` (``/dev/shm``,
+    the temp directory): a directory named ``<stem>-<uid>`` or
+    ``<stem>-<uid>-<random>`` that is ours and closed to others (never
+    through a link), else a new one made with a random name (``mkdtemp``,
+    0700).  Anybody can make a directory with such a name, but nobody else
+    can make one owned by us: one that is not ours or is open to others is
+    never used, and named, with its owner, in a warning.  Found once per
+    process (a listing of ``base``) and kept in memory."""
+    uid = os.getuid()
+    key = (base, stem, uid)
+    with _found_lock:
+        if not refresh and key in _found:
+            return _found[key]
+        legacy = f"{stem}-{uid}"
+        prefix = f"{legacy}-"
+        ours: list[str] = []
+        try:
+            names = sorted(n for n in os.listdir(base) if n == legacy or n.startswith(prefix))
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(base, name))
+            except OSError:
+                continue
+            if is_own_private(st):
+                ours.append(name)
+            else:
+                why = (
+                    "it is not a directory"
+                    if not stat.S_ISDIR(st.st_mode)
+                    else (
+                        f"it belongs to {owner_name(st.st_uid)}"
+                        if st.st_uid != uid
+                        else f"it is open to others (mode {stat.S_IMODE(st.st_mode):o})"
+                    )
+                )
+                log.warning(
+                    "refusing %s (%s): nothing there is read or used; "
+                    "a private directory of ours is used instead",
+                    os.path.join(base, name),
+                    why,
+                )
+        if not ours:
+            made = tempfile.mkdtemp(prefix=prefix, dir=base)
+            # Two processes may have made one each meanwhile: all settle on the first.
+            with contextlib.suppress(OSError):
+                for name in sorted(os.listdir(base)):
+                    if name.startswith(prefix) and name != os.path.basename(made):
+                        path = os.path.join(base, name)
+                        if is_own_private(os.lstat(path)) and name < os.path.basename(made):
+                            os.rmdir(made)
+                            made = path
+                            break
+            ours.append(os.path.basename(made))
+        found = Path(base) / (legacy if legacy in ours else ours[0])
+        _found[key] = found
+        return found

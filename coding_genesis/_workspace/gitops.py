@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -59,6 +60,13 @@ _UNSET = (
     "GIT_CONFIG_COUNT",
     "GIT_CONFIG_KEY_*",
     "GIT_CONFIG_VALUE_*",
+    # Programs git would run on the environment's word.
+    "GIT_EXTERNAL_DIFF",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_PROXY_COMMAND",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
 )
 _QUIET = {
     "GIT_TERMINAL_PROMPT": "0",
@@ -76,8 +84,31 @@ _QUIET = {
     "GIT_COMMITTER_NAME": AUTHOR_NAME,
     "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL,
 }
-#: ``-c`` settings of every call: no signing, no fsmonitor daemon, no colour.
+#: ``-c`` settings of every call: no signing, no colour, and none of the
+#: repository's programs (hooks, fsmonitor, pager, editor, credential helper,
+#: transports, automatic maintenance, submodule recursion).
 _CONFIG = (
+    "--no-pager",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.editor=true",
+    "-c",
+    "sequence.editor=true",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "core.untrackedCache=false",
     "-c",
     "commit.gpgsign=false",
     "-c",
@@ -88,6 +119,25 @@ _CONFIG = (
     "color.ui=false",
     "-c",
     "core.quotepath=false",
+)
+
+
+#: Diff-like commands: never an external diff or a textconv program.
+_DIFF_LIKE = frozenset({"diff", "log", "show", "diff-tree", "diff-index", "diff-files"})
+#: Commands that never read or write file contents through a filter: no need
+#: to look up the filter drivers first (one ``git config`` fewer).
+_NO_FILTERS = frozenset(
+    {
+        # Neither the index nor the working tree (``write-tree`` would: a racily
+        # clean entry is compared through its clean filter).
+        "rev-parse",
+        "update-ref",
+        "commit-tree",
+        "symbolic-ref",
+        "config",
+        "for-each-ref",
+        "--version",
+    }
 )
 
 
@@ -129,9 +179,24 @@ async def git(
     marker: str = "coding-genesis-git",
     timeout: float = GIT_TIMEOUT,
     program: str = "git",
+    git_dir: str | None = None,
+    work_tree: str | None = None,
 ) -> GitOutput:
-    """Run ``git ARGS`` in ``cwd``; raise :class:`GitError` if it fails and
-    ``check``, :class:`GitMissing` if there is no git."""
+    """Run ``git ARGS`` in ``cwd`` (on ``git_dir``/``work_tree`` when given:
+    paths the caller verified); raise :class:`GitError` if it fails and
+    ``check``, :class:`GitMissing` if there is no git.  No program of the
+    repository runs (see the module's description)."""
+    location: list[str] = []
+    if git_dir is not None:
+        location.append(f"--git-dir={git_dir}")
+    if work_tree is not None:
+        location.append(f"--work-tree={work_tree}")
+    command = list(args)
+    if command and command[0] in _DIFF_LIKE:
+        command[1:1] = ["--no-ext-diff", "--no-textconv"]
+    extra: dict[str, str] = {}
+    if not command or (command[0] not in _NO_FILTERS and command[:2] != ["worktree", "list"]):
+        extra = await _no_filters(cwd, location, marker, program, timeout)
     chunks: list[bytes] = []
     size = 0
     truncated = False
@@ -146,9 +211,11 @@ async def git(
             truncated = True
         return False
 
-    child_env = build_env(_environ(), unset=_UNSET, add={**_QUIET, **(env or {})}, marker=marker)
+    child_env = build_env(
+        _environ(), unset=_UNSET, add={**_QUIET, **(env or {}), **extra}, marker=marker
+    )
     outcome = await run_process(
-        [program, *_CONFIG, *args],
+        [program, *_CONFIG, *location, *command],
         cwd=os.fspath(cwd),
         env=child_env,
         stdin=stdin,
@@ -174,6 +241,64 @@ async def git(
     return out
 
 
+def _filter_names(listing: bytes) -> set[str]:
+    """Filter driver names of ``git config --null --get-regexp ^filter\\.`` output
+    (``filter.<name>.<key>\\n<value>\\0``; a name may hold dots)."""
+    names = set()
+    for item in listing.split(b"\0"):
+        key = item.partition(b"\n")[0].decode("utf-8", "surrogateescape")
+        if key.lower().startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") : key.rindex(".")])
+    return names
+
+
+async def _no_filters(
+    cwd: str | os.PathLike[str], location: list[str], marker: str, program: str, timeout: float
+) -> dict[str, str]:
+    """``GIT_CONFIG_*`` variables emptying every configured filter driver:
+    its clean, smudge and process commands, and not required.  Git runs no
+    filter for an attribute naming a driver that is not configured, so these
+    are all the filters it could run."""
+    env = build_env(_environ(), unset=_UNSET, add=_QUIET, marker=marker)
+    outcome_chunks: list[bytes] = []
+
+    def sink(chunk: bytes) -> bool:
+        if chunk and sum(map(len, outcome_chunks)) < MAX_OUTPUT:
+            outcome_chunks.append(chunk)
+        return False
+
+    outcome = await run_process(
+        [program, *_CONFIG, *location, "config", "--null", "--get-regexp", r"^filter\."],
+        stdin=None,
+        cwd=os.fspath(cwd),
+        env=env,
+        config=SupervisorConfig(
+            timeout=timeout,
+            grace=2.0,
+            linger=None,
+            stall_timeout=None,
+            stderr_tail_bytes=4 * 1024,
+            pdeath_signal=signal.SIGTERM,
+        ),
+        on_stdout=sink,
+        marker=marker,
+    )
+    if outcome.spawn_error is not None:
+        raise GitMissing(f"cannot run git: {outcome.spawn_error.strerror or outcome.spawn_error}")
+    if outcome.returncode not in (0, 1):  # 1: no filter configured
+        raise GitError(f"git config: cannot list the filter drivers: {outcome.stderr_tail[-300:]}")
+    extra: dict[str, str] = {}
+    count = 0
+    for name in sorted(_filter_names(b"".join(outcome_chunks))):
+        for key, value in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")):
+            extra[f"GIT_CONFIG_KEY_{count}"] = f"filter.{name}.{key}"
+            extra[f"GIT_CONFIG_VALUE_{count}"] = value
+            count += 1
+    if count:
+        extra["GIT_CONFIG_COUNT"] = str(count)
+    return extra
+
+
 @contextlib.asynccontextmanager
 async def temporary_index(directory: str | os.PathLike[str]) -> AsyncIterator[str]:
     """A private temporary index file path (removed afterwards)."""
@@ -188,23 +313,34 @@ async def temporary_index(directory: str | os.PathLike[str]) -> AsyncIterator[st
                 os.unlink(leftover)
 
 
-async def snapshot_tree(worktree: str, scratch: str, *, marker: str) -> str:
+async def snapshot_tree(
+    worktree: str, scratch: str, *, marker: str, git_dir: str | None = None
+) -> str:
     """The tree of ``worktree`` as it is now, untracked files included
     (ignored ones left out), made in a temporary index: the worktree's own
     index is never touched (a copy of it starts the temporary one, so that
-    unchanged files are not hashed again)."""
+    unchanged files are not hashed again).  ``git_dir``: the worktree's git
+    dir, checked by the caller (then passed explicitly with the work tree)."""
+    where: dict[str, Any] = {"git_dir": git_dir, "work_tree": worktree if git_dir else None}
     async with temporary_index(scratch) as index:
         env = {"GIT_INDEX_FILE": index}
-        own = await git(["rev-parse", "--git-path", "index"], cwd=worktree, marker=marker)
+        own = await git(["rev-parse", "--git-path", "index"], cwd=worktree, marker=marker, **where)
         copied = _copy_index(os.path.join(worktree, own.text.strip()), index)
         if not copied:
-            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker)
-        added = await git(["add", "-A", "--", "."], cwd=worktree, env=env, check=not copied)
+            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker, **where)
+        added = await git(
+            ["add", "-A", "--", "."],
+            cwd=worktree,
+            env=env,
+            check=not copied,
+            marker=marker,
+            **where,
+        )
         if not added.ok:  # an index git cannot use from elsewhere: start from HEAD
             os.unlink(index)
-            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker)
-            await git(["add", "-A", "--", "."], cwd=worktree, env=env, marker=marker)
-        out = await git(["write-tree"], cwd=worktree, env=env, marker=marker)
+            await git(["read-tree", "HEAD"], cwd=worktree, env=env, marker=marker, **where)
+            await git(["add", "-A", "--", "."], cwd=worktree, env=env, marker=marker, **where)
+        out = await git(["write-tree"], cwd=worktree, env=env, marker=marker, **where)
     return out.text.strip()
 
 

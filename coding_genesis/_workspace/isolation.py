@@ -24,17 +24,24 @@ worktree so that the sweep of a dead runner's runs removes it too
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from coding_genesis._supervision.shield import shielded
-from coding_genesis._util.files import private_dir
+from coding_genesis._util.files import (
+    find_own_runtime_dir,
+    is_own_private,
+    own_runtime_dir,
+    private_dir,
+)
 from coding_genesis._workspace.gitops import (
     AUTHOR_EMAIL,
     AUTHOR_NAME,
@@ -52,10 +59,13 @@ __all__ = [
     "INSTRUCTION_FILES",
     "KEEP_CHOICES",
     "Workspace",
+    "WorkspaceTampered",
     "WorktreeRefused",
     "changes",
+    "check_reclaim",
     "close_worktree",
     "default_worktrees_dir",
+    "gitlink_status",
     "instruction_warnings",
     "list_ours",
     "open_worktree",
@@ -99,10 +109,61 @@ class WorktreeRefused(Exception):
         self.missing_git = missing_git
 
 
+_WORKTREES_STEM = "coding-genesis-worktrees"
+
+
+class WorkspaceTampered(GitError):
+    """The worktree's ``.git`` is no longer our gitlink: nothing of it is run."""
+
+
+class NotRunBranch(GitError):
+    """The worktree's ``HEAD`` is not the run's branch: nothing is committed."""
+
+
 def default_worktrees_dir() -> Path:
-    """``<tempdir>/coding-genesis-worktrees-<uid>``: outside every checkout, so
-    the CLI finds no instruction file of the caller's repository above its cwd."""
-    return Path(tempfile.gettempdir()) / f"coding-genesis-worktrees-{os.getuid()}"
+    """Our private directory under the temp directory
+    (``coding-genesis-worktrees-<uid>[-<random>]``, ours and 0700, found once
+    per process: see :func:`coding_genesis._util.files.own_runtime_dir`; one of
+    another user's with that name is refused, named in a warning): outside
+    every checkout, so the CLI finds no instruction file of the caller's
+    repository above its cwd."""
+    return own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
+
+
+def gitlink_status(path: str, common_dir: str) -> tuple[str | None, str | None]:
+    """(the worktree's git dir, None) when ``path/.git`` is still the gitlink
+    git made: a regular file (not a link) ``gitdir: <common>/worktrees/<name>``
+    whose ``gitdir`` file points back at it; else (None, why not)."""
+    dotgit = _fs.join(path, ".git")
+    try:
+        fd = os.open(dotgit, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None, f"its .git ({dotgit}) was removed"
+        return None, f"its .git ({dotgit}) was replaced (a link or not a file: {exc.strerror})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"its .git ({dotgit}) was replaced (a directory, not our gitlink file)"
+        text = os.read(fd, 4097).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    if not text.startswith("gitdir: ") or len(text) > 4096:
+        return None, f"its .git ({dotgit}) was replaced (not a gitlink)"
+    target = text[len("gitdir: ") :].strip()
+    if not _fs.isabs(target):
+        target = _fs.normpath(_fs.join(path, target))
+    target = _fs.realpath(target)
+    if _fs.dirname(target) != _fs.realpath(_fs.join(common_dir, "worktrees")):
+        return None, f"its .git ({dotgit}) points elsewhere ({target})"
+    try:
+        with open(_fs.join(target, "gitdir"), "rb") as back:
+            back_path = back.read(4097).decode("utf-8", "replace").strip()
+    except OSError:
+        return None, f"the repository has no record of it ({target}/gitdir)"
+    if _fs.realpath(back_path) != _fs.realpath(dotgit):
+        return None, f"the repository's record of it ({target}/gitdir) points elsewhere"
+    return target, None
 
 
 @dataclass(slots=True)
@@ -130,6 +191,12 @@ class Workspace:
     removed: bool = False
     kept: bool = False
     final_commit: str | None = None
+    #: The worktree's own git dir (``<common>/worktrees/<name>``), checked at creation.
+    git_dir: str = ""
+    #: Why the worktree's ``.git`` is no longer ours (replaced by the run): then
+    #: nothing of it was run, its changes were not read, its branch was left as
+    #: it was and the worktree was kept for inspection.
+    tampered: str | None = None
 
     def record(self) -> dict[str, Any]:
         """What the run ledger keeps to reclaim the worktree after a runner's death."""
@@ -155,6 +222,7 @@ class Workspace:
             "kept": self.kept,
             "removed": self.removed,
             "head": self.final_commit,
+            "tampered": self.tampered,
         }
 
 
@@ -240,6 +308,10 @@ async def open_worktree(
         await _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
         raise WorktreeRefused(f"git worktree add failed: {added.stderr.strip()[-500:]}")
     os.chmod(path, 0o700)
+    git_dir, why = gitlink_status(str(path), common)
+    if git_dir is None:
+        await _undo_add(toplevel, str(home), str(path), branch, marker, base_commit)
+        raise WorktreeRefused(f"git worktree add made no gitlink we can check: {why}")
     rel = _fs.relpath(_fs.realpath(cwd), _fs.realpath(toplevel))
     run_cwd = str(path) if rel == "." else str(path / rel)
     workspace = Workspace(
@@ -253,6 +325,7 @@ async def open_worktree(
         base=base_ref,
         base_commit=base_commit,
         marker=marker,
+        git_dir=git_dir,
     )
     try:
         status = await git(
@@ -287,7 +360,7 @@ async def _undo_add(
     """Remove a worktree and branch that were just made (no work in them yet);
     a branch that is not where we made it is not ours to delete."""
     with contextlib.suppress(GitError, OSError):
-        await _remove_path(repo, home, path, marker)
+        await _remove_path(repo, home, path, marker, rmtree_ok=True)
         ref = f"refs/heads/{branch}"
         tip = await git(["rev-parse", "--verify", "--quiet", ref], cwd=repo, check=False)
         if tip.ok and tip.text.strip() == base_commit:
@@ -307,6 +380,8 @@ async def _carry(ws: Workspace, toplevel: str) -> None:
         applied = await git(
             ["apply", "--binary", "--whitespace=nowarn", "-"],
             cwd=ws.path,
+            git_dir=ws.git_dir,
+            work_tree=ws.path,
             stdin=diff.stdout,
             check=False,
             marker=ws.marker,
@@ -318,28 +393,47 @@ async def _carry(ws: Workspace, toplevel: str) -> None:
             )
 
 
+def check_intact(ws: Workspace) -> None:
+    """Raise :class:`WorkspaceTampered` (and say so in the workspace) when the
+    worktree's ``.git`` is no longer our gitlink."""
+    if ws.tampered is None:
+        git_dir, why = gitlink_status(ws.path, ws.common_dir)
+        if git_dir is not None and git_dir == ws.git_dir:
+            return
+        ws.tampered = why or f"its .git points at another git dir ({git_dir})"
+        ws.warnings.append(
+            f"the worktree's .git was replaced during the run: {ws.tampered}; nothing of it "
+            f"was run, its changes were not read, its branch {ws.branch} was left as it was, "
+            f"and the worktree {ws.path} was kept for inspection"
+        )
+    raise WorkspaceTampered(f"the worktree's .git is not ours: {ws.tampered}")
+
+
 async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any]:
     """What the run changed, from git: against the base commit, committed and
-    uncommitted work (untracked files included)."""
+    uncommitted work (untracked files included).  :class:`WorkspaceTampered`
+    if the worktree's ``.git`` is no longer ours."""
+    check_intact(ws)
     marker = ws.marker
-    tree = await snapshot_tree(ws.path, ws.home, marker=marker)
-    head = (await git(["rev-parse", "HEAD"], cwd=ws.path, marker=marker)).text.strip()
+    where: dict[str, Any] = {"cwd": ws.path, "git_dir": ws.git_dir, "work_tree": ws.path}
+    tree = await snapshot_tree(ws.path, ws.home, marker=marker, git_dir=ws.git_dir)
+    head = (await git(["rev-parse", "HEAD"], marker=marker, **where)).text.strip()
     names = await git(
         ["diff", "--name-status", "-z", "-M", ws.base_commit, tree, "--"],
-        cwd=ws.path,
         marker=marker,
+        **where,
     )
     files = changed_files(names.stdout)
     stat = await git(
         ["diff", "--stat=200", "--summary", "-M", ws.base_commit, tree, "--"],
-        cwd=ws.path,
         marker=marker,
+        **where,
     )
     log = await git(
         ["log", "--format=%H%x00%an%x00%s%x00", "-z", f"{ws.base_commit}..{head}", "--"],
-        cwd=ws.path,
         check=False,
         marker=marker,
+        **where,
     )
     commits = []
     fields = log.text.split("\0")
@@ -347,7 +441,7 @@ async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any
         sha = fields[i].strip()
         if sha:
             commits.append({"sha": sha, "author": fields[i + 1], "subject": fields[i + 2]})
-    head_tree = (await git(["rev-parse", "HEAD^{tree}"], cwd=ws.path, marker=marker)).text.strip()
+    head_tree = (await git(["rev-parse", "HEAD^{tree}"], marker=marker, **where)).text.strip()
     out: dict[str, Any] = {
         "branch": ws.branch,
         "base_commit": ws.base_commit,
@@ -360,7 +454,7 @@ async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any
     }
     if include_diff:
         diff = await git(
-            ["diff", "--binary", "-M", ws.base_commit, tree, "--"], cwd=ws.path, marker=marker
+            ["diff", "--binary", "-M", ws.base_commit, tree, "--"], marker=marker, **where
         )
         text = diff.text
         out["diff"] = text[:MAX_DIFF_CHARS]
@@ -368,38 +462,56 @@ async def changes(ws: Workspace, *, include_diff: bool = False) -> dict[str, Any
     return out
 
 
-async def commit_leftovers(ws_path: str, scratch: str, message: str, marker: str) -> str | None:
-    """Commit what is uncommitted in a worktree (untracked files too) to its
-    ``HEAD``, as coding-genesis, with no hook and no signature; the new commit
-    (None: nothing to commit)."""
-    tree = await snapshot_tree(ws_path, scratch, marker=marker)
-    head = await git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=ws_path, check=False)
+async def commit_leftovers(
+    ws_path: str, scratch: str, message: str, marker: str, *, git_dir: str, branch: str
+) -> str | None:
+    """Commit what is uncommitted in a worktree (untracked files too) to the
+    run's branch ``refs/heads/<branch>`` (only if the worktree's ``HEAD`` is
+    that branch: never another ref), as coding-genesis, with no hook and no
+    signature; the new commit (None: nothing to commit)."""
+    where: dict[str, Any] = {"cwd": ws_path, "git_dir": git_dir, "work_tree": ws_path}
+    ref = f"refs/heads/{branch}"
+    current = await git(["symbolic-ref", "--quiet", "HEAD"], check=False, marker=marker, **where)
+    if not branch.startswith(BRANCH_PREFIX) or current.text.strip() != ref:
+        raise NotRunBranch(
+            f"the worktree's HEAD is not the run's branch {branch}: nothing committed"
+        )
+    tree = await snapshot_tree(ws_path, scratch, marker=marker, git_dir=git_dir)
+    head = await git(["rev-parse", "--verify", "--quiet", ref], check=False, marker=marker, **where)
     parent = head.text.strip() if head.ok else None
     if parent is not None:
-        head_tree = await git(["rev-parse", f"{parent}^{{tree}}"], cwd=ws_path, marker=marker)
+        head_tree = await git(["rev-parse", f"{parent}^{{tree}}"], marker=marker, **where)
         if head_tree.text.strip() == tree:
             return None
     args = ["commit-tree", "--no-gpg-sign", tree, "-m", message]
     if parent is not None:
         args[3:3] = ["-p", parent]
-    commit = (await git(args, cwd=ws_path, marker=marker)).text.strip()
-    update = ["update-ref", "-m", "coding-genesis: uncommitted work", "HEAD", commit]
-    if parent is not None:
-        update.append(parent)
-    await git(update, cwd=ws_path, marker=marker)
+    commit = (await git(args, marker=marker, **where)).text.strip()
+    update = ["update-ref", "-m", "coding-genesis: uncommitted work", ref, commit]
+    update.append(parent if parent is not None else "0" * 40)
+    await git(update, marker=marker, **where)
     return commit
 
 
 async def remove(ws: Workspace, *, keep_branch: bool = True) -> None:
     """Remove the worktree (under the repository's lock); the branch stays
     unless ``keep_branch`` is False."""
-    await _remove_path(ws.repo, ws.home, ws.path, ws.marker)
+    await _remove_path(ws.repo, ws.home, ws.path, ws.marker, rmtree_ok=True)
     if not keep_branch:
         await git(["branch", "-D", "--", ws.branch], cwd=ws.repo, check=False, marker=ws.marker)
     ws.removed = True
 
 
-async def _remove_path(repo: str, home: str, path: str, marker: str) -> None:
+def _inside(path: str, home: str) -> bool:
+    """``path`` is an entry of ``home`` itself (not a link, nothing escaping)."""
+    return not _fs.islink(path) and _fs.dirname(_fs.realpath(path)) == _fs.realpath(home)
+
+
+async def _remove_path(
+    repo: str, home: str, path: str, marker: str, *, rmtree_ok: bool = False
+) -> None:
+    """``git worktree remove``; what git leaves is deleted only when
+    ``rmtree_ok`` (a path we made or verified) and it lies in our ``home``."""
     async with RepoLock(Path(home) / ".lock").held():
         out = await git(
             ["worktree", "remove", "--force", "--force", path],
@@ -408,6 +520,8 @@ async def _remove_path(repo: str, home: str, path: str, marker: str) -> None:
             marker=marker,
         )
         if not out.ok or _fs.lexists(path):
+            if not (rmtree_ok and _inside(path, home)):
+                return
             shutil.rmtree(path, ignore_errors=True)
             await git(["worktree", "prune"], cwd=repo, check=False, marker=marker)
 
@@ -417,10 +531,16 @@ async def close_worktree(
 ) -> None:
     """The end of the run's worktree: kept as is, or its leftovers committed
     to the branch and the worktree removed."""
+    try:
+        check_intact(ws)
+    except WorkspaceTampered:
+        ws.kept = True  # nothing of it is run; kept for inspection, its branch as it was
+        return
+    where: dict[str, Any] = {"cwd": ws.path, "git_dir": ws.git_dir, "work_tree": ws.path}
     if keep:
         ws.kept = True
         with contextlib.suppress(GitError):
-            head = await git(["rev-parse", "HEAD"], cwd=ws.path, marker=ws.marker)
+            head = await git(["rev-parse", "HEAD"], marker=ws.marker, **where)
             ws.final_commit = head.text.strip()
         return
     outcome = "failed" if failed else "finished"
@@ -430,34 +550,116 @@ async def close_worktree(
             ws.home,
             f"coding-genesis: uncommitted work of run {ws.run_id} ({outcome})",
             ws.marker,
+            git_dir=ws.git_dir,
+            branch=ws.branch,
         )
-        head = await git(["rev-parse", "HEAD"], cwd=ws.path, marker=ws.marker)
+        head = await git(["rev-parse", "HEAD"], marker=ws.marker, **where)
         ws.final_commit = head.text.strip()
+    except NotRunBranch as exc:  # its leftovers would be lost: the worktree stays
+        ws.warnings.append(f"{exc}; the worktree {ws.path} is kept")
+        ws.kept = True
+        return
     except GitError as exc:
         ws.warnings.append(f"could not commit the run's leftovers: {exc}")
     await remove(ws, keep_branch=keep_branch)
 
 
-async def reclaim(record: Mapping[str, Any]) -> bool:
-    """The sweep's part: a dead runner's worktree, its leftovers committed to
-    its branch (kept), removed.  True if there was one to remove."""
+async def _verify_reclaim(
+    record: Mapping[str, Any], roots: Sequence[str | os.PathLike[str]]
+) -> tuple[str | None, str]:
+    """(the worktree's git dir, "") when what ``record`` names is one of our
+    worktrees; else (None, why not).  Ours: under our worktrees directory (or
+    one of ``roots``, or a private directory of ours) in the repository's
+    home, not through a link, on the
+    run's branch ``coding-genesis/<name>``, registered by ``git worktree
+    list`` of its repository, its gitlink pointing at that repository's
+    ``worktrees/<name>`` and back."""
     path, repo, home = record.get("path"), record.get("repo"), record.get("home")
-    if not all(isinstance(v, str) and v for v in (path, repo, home)):
-        return False
+    branch = record.get("branch")
+    if not all(isinstance(v, str) and v for v in (path, repo, home, branch)):
+        return None, "the record names no complete worktree"
     assert isinstance(path, str) and isinstance(repo, str) and isinstance(home, str)
-    marker = f"reclaim-{record.get('run_id', '')}"
-    if _fs.isdir(path):
-        with contextlib.suppress(GitError, OSError):
-            await commit_leftovers(
-                path,
-                home,
-                f"coding-genesis: uncommitted work of run {record.get('run_id')} (its runner died)",
-                marker,
-            )
-    if not _fs.lexists(path) and not _fs.isdir(repo):
+    assert isinstance(branch, str)
+    if branch != f"{BRANCH_PREFIX}{_fs.basename(path)}":
+        return None, f"its branch {branch!r} is not the run's branch for {path}"
+    if not _fs.isdir(path) or _fs.islink(path):
+        return None, f"{path} is not a directory (gone, or a link)"
+    real_home = _fs.realpath(home)
+    # The worktrees directory: ours, a configured one, or the record's own
+    # when it is a private directory of ours (``worktrees_dir`` of the run's
+    # config, made 0700 by us): what is in it must still be registered below.
+    allowed = set()
+    existing = find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)  # none made
+    for root in (*([existing] if existing else []), *roots, _fs.dirname(real_home)):
+        with contextlib.suppress(OSError):
+            if is_own_private(os.lstat(root)):
+                allowed.add(_fs.realpath(root))
+    if not _inside(path, home) or _fs.islink(home) or _fs.dirname(real_home) not in allowed:
+        return None, f"{path} is not in our worktrees directory"
+    if not _fs.isdir(repo):
+        return None, f"its repository {repo} is gone"
+    marker = "coding-genesis-reclaim"
+    found = await git(["rev-parse", "--git-common-dir"], cwd=repo, check=False, marker=marker)
+    if not found.ok:
+        return None, f"{repo} is not a git repository"
+    common = found.text.strip()
+    if not _fs.isabs(common):
+        common = _fs.normpath(_fs.join(repo, common))
+    git_dir, why = gitlink_status(path, common)
+    if git_dir is None:
+        return None, why or "its gitlink is not ours"
+    listing = await git(["worktree", "list", "--porcelain", "-z"], cwd=repo, marker=marker)
+    want = _fs.realpath(path)
+    current: dict[str, str] = {}
+    for item in [*listing.text.split("\0"), ""]:
+        if not item:
+            if (
+                current.get("worktree")
+                and _fs.realpath(current["worktree"]) == want
+                and current.get("branch") == f"refs/heads/{branch}"
+            ):
+                return git_dir, ""
+            current = {}
+            continue
+        key, _, value = item.partition(" ")
+        current[key] = value
+    return None, f"{path} is not registered as a worktree on {branch} by {repo}"
+
+
+async def check_reclaim(
+    record: Mapping[str, Any], *, roots: Sequence[str | os.PathLike[str]] = ()
+) -> str | None:
+    """Why the worktree a ledger record names is not ours to reclaim (None: it is)."""
+    git_dir, why = await _verify_reclaim(record, roots)
+    return None if git_dir is not None else why
+
+
+async def reclaim(
+    record: Mapping[str, Any], *, roots: Sequence[str | os.PathLike[str]] = ()
+) -> bool:
+    """The sweep's part: a dead runner's worktree, its leftovers committed to
+    its branch (kept), removed: only when it is ours (:func:`check_reclaim`;
+    otherwise nothing is committed or deleted).  True if it was removed."""
+    git_dir, _why = await _verify_reclaim(record, roots)
+    if git_dir is None:
         return False
+    path, repo, home = str(record["path"]), str(record["repo"]), str(record["home"])
+    marker = "coding-genesis-reclaim"
+    try:
+        await commit_leftovers(
+            path,
+            home,
+            f"coding-genesis: uncommitted work of run {record.get('run_id')} (its runner died)",
+            marker,
+            git_dir=git_dir,
+            branch=str(record["branch"]),
+        )
+    except NotRunBranch:
+        return False  # its leftovers would be lost: it stays
+    except (GitError, OSError):
+        pass
     with contextlib.suppress(GitError, OSError):
-        await _remove_path(repo, home, path, marker)
+        await _remove_path(repo, home, path, marker, rmtree_ok=True)
     return True
 
 
@@ -467,8 +669,14 @@ async def reclaim(record: Mapping[str, Any]) -> bool:
 async def list_ours(cwd: str, *, worktrees_dir: str | None = None) -> list[dict[str, Any]]:
     """The worktrees of the repository at ``cwd`` that live under our directory."""
     toplevel, common = await _repo_of(cwd, "coding-genesis-list")
-    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
-    home = _fs.realpath(_repo_home(root, toplevel, common))
+    found_root = (
+        Path(worktrees_dir)
+        if worktrees_dir
+        else find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
+    )
+    if found_root is None:
+        return []  # no worktrees directory of ours: none made just to look
+    home = _fs.realpath(_repo_home(found_root, toplevel, common))
     out = await git(["worktree", "list", "--porcelain", "-z"], cwd=toplevel)
     found: list[dict[str, Any]] = []
     entry: dict[str, Any] = {}
@@ -503,7 +711,14 @@ async def prune(
     """Remove our worktrees of this repository that no live run uses (their
     leftovers committed to their branches, which stay)."""
     toplevel, common = await _repo_of(cwd, "coding-genesis-prune")
-    root = Path(worktrees_dir) if worktrees_dir else default_worktrees_dir()
+    found_root = (
+        Path(worktrees_dir)
+        if worktrees_dir
+        else find_own_runtime_dir(tempfile.gettempdir(), _WORKTREES_STEM)
+    )
+    if found_root is None:
+        return []
+    root = found_root
     home = str(_repo_home(root, toplevel, common))
     removed = []
     for entry in await list_ours(cwd, worktrees_dir=worktrees_dir):
@@ -512,7 +727,16 @@ async def prune(
         removed.append(entry)
         if dry_run:
             continue
-        await reclaim({"path": entry["path"], "repo": toplevel, "home": home, "run_id": "prune"})
+        await reclaim(
+            {
+                "path": entry["path"],
+                "repo": toplevel,
+                "home": home,
+                "branch": entry.get("branch"),
+                "run_id": "prune",
+            },
+            roots=(root,),
+        )
     if not dry_run:
         await git(["worktree", "prune"], cwd=toplevel, check=False)
     return removed
