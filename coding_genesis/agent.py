@@ -41,6 +41,7 @@ from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.clock import Clock, current_clock
+from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig
@@ -275,7 +276,7 @@ class CodingGenesisAgent:
 
     def run_sync(self, prompt: str, **overrides: Any) -> dict[str, Any]:
         """Blocking :meth:`run` for code without an event loop."""
-        library = _running_event_loop()
+        library = running_event_loop()
         if library is not None:
             raise AgentUsageError(
                 f"run_sync() cannot be called from a running {library} event loop; "
@@ -778,23 +779,3 @@ class CodingGenesisAgent:
             )
             return
         self._set_state(AgentState.READY, "run finished")
-
-
-def _running_event_loop() -> str | None:
-    """Name of the event loop running in this thread, if any."""
-    import asyncio
-    import sys
-
-    try:
-        asyncio.get_running_loop()
-        return "asyncio"
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        try:
-            trio.lowlevel.current_trio_token()
-            return "trio"
-        except RuntimeError:
-            pass
-    return None
