@@ -21,11 +21,12 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from coding_genesis._failures.breaker import CircuitBreaker
+from coding_genesis._observers.prices import PriceTable
 from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
 from coding_genesis._pipeline.listeners import RunListeners
 from coding_genesis._pipeline.outcome import (
@@ -36,7 +37,6 @@ from coding_genesis._pipeline.outcome import (
 )
 from coding_genesis._pipeline.request import Request, make_request
 from coding_genesis._pipeline.runsteps import RunSteps
-from coding_genesis._pipeline.vocab import require_permissions
 from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
@@ -44,7 +44,7 @@ from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, check_options
-from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig
+from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.events import (
     AttemptEvent,
@@ -66,6 +66,9 @@ from coding_genesis.observer import (
 from coding_genesis.result import RunResult, RunTally
 from coding_genesis.retry import AttemptPlan, RetryPolicy, retrying
 from coding_genesis.status import AgentState, ErrorCode, Status
+
+if TYPE_CHECKING:
+    from coding_genesis._observers.budget import Budget
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -136,10 +139,12 @@ class CodingGenesisAgent:
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
-        breaker = cfg.circuit_breaker
-        self._breaker: CircuitBreaker | None = (
-            CircuitBreaker() if breaker == "default" else breaker  # type: ignore[assignment]
+        breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
+        self._breaker = (
+            CircuitBreaker() if breaker == "default" else cast("CircuitBreaker | None", breaker)
         )
+        if cfg.prices is not None:
+            PriceTable(cfg.prices)  # a ConfigError when bad
         observers: list[Observer] = []
         if cfg.telemetry:
             from coding_genesis._observers.telemetry import (
@@ -154,7 +159,7 @@ class CodingGenesisAgent:
         if cfg.metering:
             from coding_genesis._observers.metering import MeteringObserver
 
-            observers.append(MeteringObserver(cfg.prices, cfg.budget))
+            observers.append(MeteringObserver(cfg.prices, cast("Budget | None", cfg.budget)))
         observers.extend(cfg.observers)
         self._observers = tuple(observers)
         self._state = AgentState.READY

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable
 
 from coding_genesis._failures.classify import FailureCategory
+from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
 
 __all__ = ["NEUTRAL_ERRORS", "CircuitBreaker"]
@@ -153,3 +154,6 @@ class CircuitBreaker:
         self.opened_at = None
         self.reason = ""
         self.probing = False
+
+
+register_setting_type("circuit_breaker", CircuitBreaker)  # AgentConfig checks against it

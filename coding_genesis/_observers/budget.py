@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import ErrorCode
 
@@ -408,6 +409,9 @@ class Budget:
     def _forget(self, key: str) -> None:
         with self._lock:
             self._running.pop(key, None)
+
+
+register_setting_type("budget", Budget)  # AgentConfig checks against it
 
 
 def _rebuild(kwargs: dict[str, Any], account: Account | None) -> Budget:

@@ -14,14 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._pipeline.vocab import (
+from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
+    AgentConfig,
     check_cli_max_retries,
+    check_cwd,
     check_max_turns,
     check_permissions,
     require_permissions,
+    required_seconds,
 )
-from coding_genesis.config import AgentConfig, check_cwd, required_seconds
 from coding_genesis.errors import ConfigError
 
 if TYPE_CHECKING:
