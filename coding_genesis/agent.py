@@ -102,6 +102,7 @@ class CodingGenesisAgent:
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):
+            # (down) the registry loads every backend: only when one is named
             from coding_genesis.backends import get_backend
 
             self._backend: Backend = get_backend(cfg.backend)
@@ -450,9 +451,8 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
     """The observers ``config`` turns on, then the caller's own."""
     observers: list[Observer] = []
     if config.telemetry:
-        from coding_genesis._observers.telemetry import (
-            TelemetryObserver,  # (imports no OpenTelemetry)
-        )
+        # (down; imports no OpenTelemetry) only an agent with telemetry on loads it
+        from coding_genesis._observers.telemetry import TelemetryObserver
 
         observers.append(TelemetryObserver(content=config.telemetry_content))
     if config.transcripts is not None:
@@ -460,6 +460,7 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
     if config.run_log is not None:
         observers.append(RunLogObserver(config.run_log))
     if config.metering:
+        # (down) only an agent that meters loads metering
         from coding_genesis._observers.metering import MeteringObserver
 
         observers.append(MeteringObserver(config.prices, cast("Budget | None", config.budget)))

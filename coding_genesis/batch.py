@@ -22,6 +22,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from coding_genesis._batch.gate import LimitGate
+from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
@@ -289,8 +290,6 @@ async def run_many(
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
-    from coding_genesis._batch.trials import check_repeat
-
     repeat = check_repeat(repeat)
     runner = _executor(executor)
     if budget is not None:
@@ -367,8 +366,6 @@ async def _trials(
     on_result: ResultCallback | None,
     collect: bool,
 ) -> list[dict[str, Any]]:
-    from coding_genesis._batch.trials import TrialTally
-
     per_input = repeat + 1  # the trials, then the summary
     results: list[dict[str, Any] | None] = [None] * (len(items) * per_input) if collect else []
     tallies = [TrialTally(index, repeat) for index in range(len(items))]
