@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +89,7 @@ def make_request(
     resume: str | None = None,
     options: Mapping[str, Any] | None = None,
     key: str | None = None,
-    check_options: Any = None,
+    check_options: Callable[[Mapping[str, Any]], object] | None = None,
     permissions: object = None,
     max_turns: object = None,
     cli_max_retries: object = None,
