@@ -56,6 +56,7 @@ from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["Run", "RunWiring", "StepsFactory"]
 
+#: The agent's logger: what a run logs is logged under the agent, as before the split.
 log = logging.getLogger("coding_genesis.agent")
 
 #: Builds the steps around one run: (config, run id, run ledger) → steps.
