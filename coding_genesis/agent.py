@@ -6,61 +6,49 @@ wiring of one request's pipeline::
 
 Each step is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
 :mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
-:mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); transcripts,
+:mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); one run's
+wiring (observers opened and closed, the steps around the run, the retry loop,
+the response assembled) is :mod:`~coding_genesis._pipeline.run`.  Transcripts,
 the run log and any other observer plug in through
-:mod:`~coding_genesis.observer`.  The agent only holds state and passes
-values along.
+:mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves
+the backend in the registry and builds what the pipeline is handed: the
+observers and the steps around a run (:mod:`~coding_genesis._workspace.steps`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import logging
 import os
-import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from coding_genesis._failures.breaker import CircuitBreaker
-from coding_genesis._observers.fanout import RunObservers, adapt_observer
+from coding_genesis._observers.prices import PriceTable
 from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
-from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
-from coding_genesis._pipeline.listeners import RunListeners
-from coding_genesis._pipeline.outcome import (
-    ResultContext,
-    build_result,
-    replayed_outcome,
-    tally_facts,
-)
-from coding_genesis._pipeline.request import Request, make_request
-from coding_genesis._pipeline.retrying import AttemptPlan, retrying
-from coding_genesis._pipeline.runsteps import RunSteps
-from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._pipeline.vocab import require_permissions
-from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
+from coding_genesis._pipeline.fanout import adapt_observer
+from coding_genesis._pipeline.request import make_request
+from coding_genesis._pipeline.run import RunWiring, StepsFactory
 from coding_genesis._supervision.process import StopReason
-from coding_genesis._supervision.stop import StopHandle
-from coding_genesis._util.clock import Clock, current_clock
-from coding_genesis._util.redact import Redactor
+from coding_genesis._util.clock import Clock
+from coding_genesis._util.loops import running_event_loop
 from coding_genesis.backend import Backend, check_options
-from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig
+from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.events import EventKind
-from coding_genesis.observer import Observer, RunInfo
+from coding_genesis.observer import Observer
 from coding_genesis.result import RunResult
 from coding_genesis.retry import RetryPolicy
-from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent, StateEvent
+from coding_genesis.run_events import StateEvent
 from coding_genesis.status import AgentState, ErrorCode, Status
 
-__all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
+if TYPE_CHECKING:
+    from coding_genesis._observers.budget import Budget
 
-log = logging.getLogger("coding_genesis.agent")
+__all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
 #: ``run(retry=...)`` not given: use the agent's policy.
 _AGENT_POLICY: Any = object()
@@ -118,6 +106,7 @@ class CodingGenesisAgent:
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):
+            # (down) the registry loads every backend: only when one is named
             from coding_genesis.backends import get_backend
 
             self._backend: Backend = get_backend(cfg.backend)
@@ -127,41 +116,20 @@ class CodingGenesisAgent:
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
-        breaker = cfg.circuit_breaker
-        self._breaker: CircuitBreaker | None = (
-            CircuitBreaker() if breaker == "default" else breaker  # type: ignore[assignment]
+        breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
+        self._breaker = (
+            CircuitBreaker() if breaker == "default" else cast("CircuitBreaker | None", breaker)
         )
-        observers: list[Observer] = []
-        if cfg.telemetry:
-            from coding_genesis._observers.telemetry import (
-                TelemetryObserver,  # (imports no OpenTelemetry)
-            )
-
-            observers.append(TelemetryObserver(content=cfg.telemetry_content))
-        if cfg.transcripts is not None:
-            observers.append(TranscriptObserver(cfg.transcripts, cfg.transcript_max_bytes))
-        if cfg.run_log is not None:
-            observers.append(RunLogObserver(cfg.run_log))
-        if cfg.metering:
-            from coding_genesis._observers.metering import MeteringObserver
-
-            observers.append(MeteringObserver(cfg.prices, cfg.budget))
-        observers.extend(adapt_observer(o) for o in cfg.observers)  # the 0.1.0 protocol too
-        self._observers = tuple(observers)
+        if cfg.prices is not None:
+            PriceTable(cfg.prices)  # a ConfigError when bad
         self._state = AgentState.READY
         self._state_reason = "created"
         self._run_id: str | None = None
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
-        #: The tally of the attempt in flight (for the answer to a cancellation).
-        self._tally: RunTally | None = None
-        self._redactor = Redactor.of_environment(cfg.env)
-        self._ledger: Ledger | None = (
-            None
-            if cfg.ledger is False
-            else Ledger(cfg.ledger if isinstance(cfg.ledger, str) else None)
+        self._wiring = RunWiring(
+            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _steps_of(cfg)
         )
-        self._swept = False
 
     # -- introspection -------------------------------------------------
 
@@ -261,13 +229,13 @@ class CodingGenesisAgent:
         self._bus.publish(StateEvent(state.value, previous.value, reason, extra), self._run_id)
 
     def _clock(self) -> Clock:
-        return self.config.clock if self.config.clock is not None else current_clock()
+        return self._wiring.clock()
 
     # -- running -------------------------------------------------------
 
     def run_sync(self, prompt: str, **overrides: Any) -> dict[str, Any]:
         """Blocking :meth:`run` for code without an event loop."""
-        library = _running_event_loop()
+        library = running_event_loop()
         if library is not None:
             raise AgentUsageError(
                 f"run_sync() cannot be called from a running {library} event loop; "
@@ -351,226 +319,22 @@ class CodingGenesisAgent:
             probe, wait = self._breaker.admit(clock.monotonic())
             if wait > 0:
                 return self._degraded(wait)
-        if not self._swept:
-            self._swept = True
-            await self._sweep()
+        wiring = self._wiring
+        await wiring.sweep_once()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
-        started = time.monotonic()
-        stop = StopHandle()
-        bus = self._bus
-        observers = RunObservers(
-            self._observers,
-            RunInfo(
-                run_id=run_id,
-                agent=self.name,
-                backend=self.backend_name,
-                prompt=request.prompt,
-                cwd=request.cwd,
-                timeout=request.timeout,
-                model=request.model,
-                resume=request.resume,
-                started=time.time(),
-                redactor=self._redactor,
-                stop=stop,
-                publish=lambda event: bus.publish(event, run_id),
-            ),
-        )
-        unsubscribe = (
-            self._bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
-        )
+        run = wiring.start(request, run_id, clock)
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
-        steps = RunSteps.for_run(self.config, run_id, self._ledger)
         try:
-            result = await steps.run(
-                request,
-                lambda req: self._pipeline(req, policy, clock, run_id, observers, stop, steps),
-                lambda status, error, message: self._analysed(
-                    self._bare(status, error, message, run_id=run_id)
-                ),
-            )
-        except anyio.get_cancelled_exc_class():
-            cancelled = self._cancelled(run_id, started, observers)
-            if steps.fields:
-                cancelled = cancelled.model_copy(
-                    update={k: v for k, v in steps.fields.items() if k != "warnings"}
-                )
-            response = self._redacted(cancelled).to_dict()
-            self._bus.publish(
-                RunFinishedEvent(int(Status.CANCELLED), "cancelled", None, cancelled=True), run_id
-            )
-            if unsubscribe is not None:
-                unsubscribe()
-            observers.finish(response)
-            raise
-        except Exception as exc:  # a bug of ours: still answer
-            log.exception("internal error in run %s", run_id)
-            result = self._analysed(
-                self._bare(
-                    Status.INTERNAL,
-                    ErrorCode.INTERNAL,
-                    f"internal error in coding-genesis: {exc!r}",
-                    run_id=run_id,
-                )
-            )
+            result = await run.execute(policy)
         finally:
-            self._tally = None
+            wiring.tally = None
             self._after_run(result, probe, clock)
-        update: dict[str, Any] = {"duration_s": round(time.monotonic() - started, 6)}
-        extra = observers.response_fields()
-        warnings = extra.pop("warnings", None)
-        if warnings:
-            update["warnings"] = [*result.warnings, *warnings]
-        update.update(extra)
-        result = self._redacted(result.model_copy(update=update))
+        result = run.response(result)
         self._last = result
-        response = result.to_dict()
-        category = result.failure.category.value if result.failure else None
-        self._bus.publish(RunFinishedEvent(result.status, response["error"], category), run_id)
-        if unsubscribe is not None:
-            unsubscribe()
-        observers.finish(response)
+        run.finish(result)
         return result
-
-    async def _pipeline(
-        self,
-        request: Request,
-        policy: RetryPolicy | None,
-        clock: Clock,
-        run_id: str,
-        observers: RunObservers,
-        stop: StopHandle | None = None,
-        steps: RunSteps | None = None,
-    ) -> RunResult:
-        """The attempts of one request, each analysed; the policy decides retries."""
-
-        async def attempt(plan: AttemptPlan) -> RunResult:
-            outcome = await self._attempt(request, plan, run_id, observers, stop)
-            result = build_result(outcome, self._result_context(run_id))
-            if steps:
-                result = await steps.after_attempt(result, request)
-            return self._analysed(result)
-
-        timeout = request.timeout
-        first = AttemptPlan(1, request.prompt, request.resume, timeout)
-        if policy is None:
-            return await attempt(first)
-        if policy.deadline_s is not None:
-            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline_s))
-        bus = self._bus
-
-        def on_attempt(entry: dict[str, Any]) -> None:
-            fields = dict(entry)
-            bus.publish(AttemptEvent(fields.pop("phase"), fields.pop("attempt"), fields), run_id)
-
-        return await retrying(
-            policy,
-            clock,
-            attempt,
-            first,
-            can_resume=policy.resume and self._backend.supports_resume,
-            on_attempt=on_attempt,
-            escalation={"run_id": run_id, "agent": self.name, "backend": self.backend_name},
-        )
-
-    async def _attempt(
-        self,
-        request: Request,
-        plan: AttemptPlan,
-        run_id: str,
-        observers: RunObservers,
-        stop: StopHandle | None = None,
-    ) -> AttemptOutcome:
-        bus = self._bus
-        redactor = self._redactor
-        backend = self._backend.name
-
-        ledger = self._ledger
-        transcript = (
-            os.path.join(self.config.transcripts, run_id) if self.config.transcripts else None
-        )
-        if ledger is not None:
-            self._write_record(ledger, run_id, transcript, None)
-
-        def spawned(pid: int, argv: list[str]) -> None:
-            if ledger is not None:
-                self._write_record(ledger, run_id, transcript, pid)
-            timeout = plan.timeout if plan.timeout is not None else request.timeout
-            bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
-
-        tallies: list[RunTally] = []
-
-        def held(tally: RunTally) -> None:
-            self._hold_tally(tally)
-            tallies.append(tally)
-
-        attempt_request = dataclasses.replace(
-            request,
-            prompt=plan.prompt,
-            timeout=plan.timeout if plan.timeout is not None else request.timeout,
-            resume=plan.resume,
-        )
-        try:
-            return await run_attempt(
-                self.config,
-                self._backend,
-                attempt_request,
-                marker=run_id,
-                listeners=RunListeners(bus, run_id, redactor, observers or None),
-                on_stdout=observers.stdout if observers else None,
-                on_decoded=observers.flush if observers else None,
-                on_spawn=spawned,
-                on_tally=held,
-                redactor=redactor if redactor.active else None,
-                extra_env=observers.attempt_env() if observers else None,
-                stop=stop,
-                message_usage="live"
-                if bus.wants(EventKind.USAGE)
-                else (observers.message_usage if observers else "off"),
-            )
-        finally:
-            if ledger is not None:
-                ledger.remove(run_id)
-            if tallies and observers:
-                observers.attempt_decoded(tallies[0])
-
-    def _write_record(
-        self, ledger: Ledger, run_id: str, transcript: str | None, pid: int | None
-    ) -> None:
-        try:
-            ledger.record(run_id, marker=run_id, transcript=transcript, cli_pid=pid)
-        except OSError as exc:
-            log.warning("run ledger %s off for agent %r: %s", ledger.path, self.name, exc)
-            self._ledger = None
-
-    async def _sweep(self) -> None:
-        """At the agent's first run: stop what runs of dead runners left behind."""
-        ledger = self._ledger
-        if ledger is None:
-            return
-        try:
-            roots = (self.config.worktrees_dir,) if self.config.worktrees_dir else ()
-            await sweep(ledger, worktrees_dirs=roots)
-        except LedgerError as exc:
-            log.warning("run ledger off for agent %r: %s", self.name, exc)
-            self._ledger = None
-        except Exception:
-            log.exception("sweep of the run ledger %s failed", ledger.path)
-
-    def _hold_tally(self, tally: RunTally) -> None:
-        self._tally = tally
-
-    def _result_context(self, run_id: str) -> ResultContext:
-        return ResultContext(
-            run_id=run_id,
-            agent=self.name,
-            backend=self.backend_name,
-            redactor=self._redactor,
-            idle_timeout=self.config.idle_timeout,
-            linger=self.config.linger,
-            stderr_retries=self._backend.stderr_retries,
-        )
 
     def replay(
         self,
@@ -587,60 +351,21 @@ class CodingGenesisAgent:
         pipeline, result building and failure analysis, offline.  Starts
         nothing, publishes nothing, writes nothing."""
         base = os.fspath(cwd) if cwd is not None else (self.config.cwd or os.getcwd())
-        run_id = uuid.uuid4().hex
-        # Observers that write nothing and say so (``replays = True``: metering)
-        # watch a replay too, so that it answers what the live run answered.
-        watchers = RunObservers(
-            [o for o in self._observers if o.replays],
-            RunInfo(
-                run_id=run_id,
-                agent=self.name,
-                backend=self.backend_name,
-                prompt="(replay)",
-                cwd=os.path.abspath(base),
-                timeout=self.config.timeout,
-                model=self.config.model,
-                resume=None,
-                started=time.time(),
-                redactor=self._redactor,
-            ),
-        )
-        outcome = replayed_outcome(
-            self.config,
-            self._backend,
+        return self._wiring.replay(
             stdout,
             returncode=returncode,
             stderr=stderr,
             cwd=os.path.abspath(base),
-            stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
+            stop_reason=stop_reason,
             duration_s=duration_s,
-            on_event=watchers.replayed if watchers else None,
+            run_id=uuid.uuid4().hex,
         )
-        if watchers:
-            watchers.attempt_decoded(outcome.tally)
-        result = self._analysed(build_result(outcome, self._result_context(run_id)))
-        extra = watchers.response_fields()
-        warnings = extra.pop("warnings", None)
-        if warnings:
-            extra["warnings"] = [*result.warnings, *warnings]
-        return result.model_copy(update=extra).to_dict() if extra else result.to_dict()
 
     # -- answers without a run, and the failure analysis -------------------
 
-    def _bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
-        return RunResult(
-            status=int(status),
-            message=self._redactor.text(message),
-            backend=self.backend_name,
-            agent=self.name,
-            is_error=True,
-            error=error,
-            **extra,
-        )
-
     def _answer(self, status: int, error: ErrorCode, message: str) -> RunResult:
         """An answer given without running anything (busy, invalid request)."""
-        result = self._analysed(self._bare(status, error, message))
+        result = self._wiring.analysed(self._wiring.bare(status, error, message))
         self._last = result
         return result
 
@@ -658,8 +383,9 @@ class CodingGenesisAgent:
                     "retry_after_s": round(remaining, 3),
                 },
             )
-        result = self._analysed(
-            self._bare(
+        wiring = self._wiring
+        result = wiring.analysed(
+            wiring.bare(
                 Status.UNAVAILABLE,
                 ErrorCode.DEGRADED,
                 f"agent {self.name!r} is DEGRADED: {breaker.reason}. Nothing was started; "
@@ -670,54 +396,6 @@ class CodingGenesisAgent:
         )
         self._last = result
         return result
-
-    def _cancelled(self, run_id: str, started: float, observers: RunObservers) -> RunResult:
-        """The answer to a cancelled run: what its attempt did so far."""
-        facts = tally_facts(self._tally, self._redactor) if self._tally is not None else {}
-        result = self._bare(
-            Status.CANCELLED,
-            ErrorCode.CANCELLED,
-            f"{self.backend_name} run cancelled by the caller; process tree stopped",
-            run_id=run_id,
-            stop_reason=StopReason.CANCELLED.value,
-            duration_s=round(time.monotonic() - started, 6),
-            **facts,
-        )
-        result = self._analysed(result)
-        extra = observers.response_fields()
-        extra.pop("warnings", None)
-        return result.model_copy(update=extra)
-
-    def _redacted(self, result: RunResult) -> RunResult:
-        """One last pass over the whole response, keys included: what ``run()``
-        returns is masked exactly like ``result.json`` (the failure value and
-        its views were masked when they were made)."""
-        if not self._redactor.active:
-            return result
-        fields = result.model_dump(exclude={"failure", "error"})
-        clean = self._redactor.deep(fields)
-        if clean is fields:
-            return result
-        return result.model_copy(update=clean)
-
-    def _analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
-        """Attach the one failure value and its views to a failed result."""
-        if not result.is_error or result.failure is not None:
-            return result
-        from coding_genesis._failures.analysis import (
-            analyse,  # only a failure needs the analysis and its tables
-        )
-
-        return analyse(
-            result,
-            self._backend,
-            node=self.name,
-            timeout=self.config.timeout,
-            idle_timeout=self.config.idle_timeout,
-            redactor=self._redactor,
-            retry_after_s=retry_after_s,
-            now=self._clock().time(),
-        )
 
     # -- the state machine --------------------------------------------------
 
@@ -773,21 +451,32 @@ class CodingGenesisAgent:
         self._set_state(AgentState.READY, "run finished")
 
 
-def _running_event_loop() -> str | None:
-    """Name of the event loop running in this thread, if any."""
-    import asyncio
-    import sys
+def _observers_of(config: AgentConfig) -> list[Observer]:
+    """The observers ``config`` turns on, then the caller's own."""
+    observers: list[Observer] = []
+    if config.telemetry:
+        # (down; imports no OpenTelemetry) only an agent with telemetry on loads it
+        from coding_genesis._observers.telemetry import TelemetryObserver
 
-    try:
-        asyncio.get_running_loop()
-        return "asyncio"
-    except RuntimeError:
-        pass
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        try:
-            trio.lowlevel.current_trio_token()
-            return "trio"
-        except RuntimeError:
-            pass
-    return None
+        observers.append(TelemetryObserver(content=config.telemetry_content))
+    if config.transcripts is not None:
+        observers.append(TranscriptObserver(config.transcripts, config.transcript_max_bytes))
+    if config.run_log is not None:
+        observers.append(RunLogObserver(config.run_log))
+    if config.metering:
+        # (down) only an agent that meters loads metering
+        from coding_genesis._observers.metering import MeteringObserver
+
+        observers.append(MeteringObserver(config.prices, cast("Budget | None", config.budget)))
+    observers.extend(adapt_observer(o) for o in config.observers)  # the 0.1.0 protocol too
+    return observers
+
+
+def _steps_of(config: AgentConfig) -> StepsFactory | None:
+    """The factory of the steps around each run (isolation, verify), or None."""
+    if config.isolation is None and not config.verify:
+        return None
+    # Only an isolated or verified run needs git and the workspace (start-up cost).
+    from coding_genesis._workspace.steps import run_steps
+
+    return run_steps

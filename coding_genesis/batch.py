@@ -13,6 +13,7 @@ each run stops its whole process tree before the cancellation propagates.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -21,9 +22,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from coding_genesis._batch.gate import LimitGate
+from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
-from coding_genesis.agent import CodingGenesisAgent, _running_event_loop
+from coding_genesis._util.loops import running_event_loop
+from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.config import seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.status import ErrorCode, Status
@@ -42,6 +45,7 @@ __all__ = [
     "coerce_request",
     "execute",
     "failure_result",
+    "register_executor",
     "run_many",
     "run_many_sync",
 ]
@@ -195,16 +199,30 @@ class LocalExecutor:
         return await execute(request, index, emit)
 
 
-def _executor(executor: str | Executor) -> Executor:
-    if executor == "local":
-        return LocalExecutor()
-    if executor == "ray":
-        from coding_genesis.integrations.ray import RayRunner
+#: Executors by name.  An integration registers its own when it is imported
+#: (:func:`register_executor`): the core never imports an integration, they
+#: depend on it.
+_EXECUTORS: dict[str, Callable[[], Executor]] = {"local": LocalExecutor}
+#: The module that registers a named executor the core knows of, imported by
+#: name (``importlib``) only when that executor is asked for: ``"ray"`` works
+#: without the caller importing the integration, and without Ray otherwise.
+_REGISTERED_BY = {"ray": "coding_genesis.integrations.ray"}
 
-        return RayRunner()
-    if isinstance(executor, str):
+
+def register_executor(name: str, factory: Callable[[], Executor]) -> None:
+    """Make ``run_many(executor=name)`` run on ``factory()`` (a new executor per batch)."""
+    _EXECUTORS[name] = factory
+
+
+def _executor(executor: str | Executor) -> Executor:
+    if not isinstance(executor, str):
+        return executor
+    if executor not in _EXECUTORS and executor in _REGISTERED_BY:
+        importlib.import_module(_REGISTERED_BY[executor])  # registers it
+    factory = _EXECUTORS.get(executor)
+    if factory is None:
         raise ConfigError(f"unknown executor {executor!r}: use 'local', 'ray' or an Executor")
-    return executor
+    return factory()
 
 
 def _call_safely(callback: Callable[[dict[str, Any]], object], value: dict[str, Any]) -> None:
@@ -272,8 +290,6 @@ async def run_many(
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
-    from coding_genesis._batch.trials import check_repeat
-
     repeat = check_repeat(repeat)
     runner = _executor(executor)
     if budget is not None:
@@ -350,8 +366,6 @@ async def _trials(
     on_result: ResultCallback | None,
     collect: bool,
 ) -> list[dict[str, Any]]:
-    from coding_genesis._batch.trials import TrialTally
-
     per_input = repeat + 1  # the trials, then the summary
     results: list[dict[str, Any] | None] = [None] * (len(items) * per_input) if collect else []
     tallies = [TrialTally(index, repeat) for index in range(len(items))]
@@ -405,7 +419,7 @@ def run_many_sync(
     """Blocking :func:`run_many` for code without an event loop (``collect=False``:
     an empty list, results only through ``on_result``).  Ctrl-C stops every
     process tree, then raises ``KeyboardInterrupt``."""
-    library = _running_event_loop()
+    library = running_event_loop()
     if library is not None:
         raise AgentUsageError(
             f"run_many_sync() cannot be called from a running {library} event loop; "

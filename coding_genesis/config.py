@@ -5,6 +5,19 @@ from its keyword arguments; ``CodingGenesisAgent(config=...)`` takes one as
 is; ``RunSpec`` (run_many) and the ``genesis`` CLI build one the same way.  The
 supervisor's own settings are derived from it (:meth:`AgentConfig.supervisor`),
 never copied by hand.  Nothing here reads the environment: the CLI does that.
+
+The one option vocabulary across backends lives here too, checked once:
+``model``, ``permissions``, ``max_turns``, ``resume``, ``cwd`` and
+``cli_max_retries`` mean the same for every backend; each backend maps them to
+its CLI's flags, environment or a private settings overlay
+(:attr:`~coding_genesis.backend.CommandSpec.overlay`), or reports one it cannot
+honour as a warning.  A permission level a backend cannot *enforce* is refused
+(:class:`~coding_genesis.errors.ConfigError`): never silently more permissive.
+
+Settings whose types live in higher layers (the circuit breaker, the budget)
+are checked against the class their module registers when it is imported
+(:mod:`coding_genesis._util.settingtypes`); the price table is checked by the agent, which
+builds it.
 """
 
 from __future__ import annotations
@@ -18,20 +31,85 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
 
 if TYPE_CHECKING:
-    from coding_genesis._failures.breaker import CircuitBreaker
-    from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
     from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
     from coding_genesis.retry import RetryPolicy
 
-__all__ = ["DEFAULT_TIMEOUT", "AgentConfig", "check_cwd", "seconds"]
+__all__ = [
+    "DEFAULT_CLI_MAX_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "PERMISSION_LEVELS",
+    "AgentConfig",
+    "check_cli_max_retries",
+    "check_cwd",
+    "check_max_turns",
+    "check_permissions",
+    "permission_levels",
+    "require_permissions",
+    "seconds",
+]
 
 DEFAULT_TIMEOUT = 300.0
+
+#: From the most restrictive to the least.
+PERMISSION_LEVELS = ("read-only", "edit", "full")
+
+#: The cap on a CLI's own API retries when the agent has a retry policy and
+#: ``cli_max_retries`` is not given: the CLI absorbs a short blip, and our
+#: policy (which knows the category, the backoff and the deadline) decides
+#: about anything longer.  Without a retry policy the CLI's own default stays.
+DEFAULT_CLI_MAX_RETRIES = 2
+
+
+def check_permissions(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in PERMISSION_LEVELS:
+        raise ConfigError(
+            f"permissions must be one of {', '.join(map(repr, PERMISSION_LEVELS))} or None, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _count(name: str, value: object, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum} or None, got {value!r}")
+    return value
+
+
+def check_max_turns(value: object) -> int | None:
+    return _count("max_turns", value, 1)
+
+
+def check_cli_max_retries(value: object) -> int | None:
+    return _count("cli_max_retries", value, 0)
+
+
+def permission_levels(backend: Backend) -> frozenset[str]:
+    """The levels ``backend`` can enforce (none unless it declares them)."""
+    return backend.permission_levels
+
+
+def require_permissions(backend: Backend, permissions: str | None) -> None:
+    """Refuse a level ``backend`` cannot enforce."""
+    if permissions is None:
+        return
+    levels = permission_levels(backend)
+    if permissions not in levels:
+        can = ", ".join(level for level in PERMISSION_LEVELS if level in levels) or "none"
+        raise ConfigError(
+            f"backend {backend.name!r} cannot enforce permissions={permissions!r} "
+            f"(it can enforce: {can}); refusing rather than running with more permissions"
+        )
 
 
 def seconds(
@@ -105,7 +183,7 @@ class AgentConfig:
     #: The CLI's own turn limit (None: the CLI's default).
     max_turns: int | None = None
     #: Cap on the CLI's own API retries where it allows one (None: the CLI's
-    #: default, or ``vocab.DEFAULT_CLI_MAX_RETRIES`` under a retry policy).
+    #: default, or :data:`DEFAULT_CLI_MAX_RETRIES` under a retry policy).
     cli_max_retries: int | None = None
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
@@ -143,8 +221,9 @@ class AgentConfig:
     stderr_tail_bytes: int = 64 * 1024
     #: Retry policy (None: one attempt per request).
     retry: RetryPolicy | None = None
-    #: Shared circuit breaker; "default": a breaker of the agent's own; None: none.
-    circuit_breaker: CircuitBreaker | str | None = "default"
+    #: Shared circuit breaker (a :class:`~coding_genesis._failures.breaker.CircuitBreaker`);
+    #: "default": a breaker of the agent's own; None: none.
+    circuit_breaker: object = "default"
     #: Time source of the retry loop and the breaker (None: the current clock).
     clock: Clock | None = None
     #: Directory of per-run transcripts (None: none are written).
@@ -183,7 +262,8 @@ class AgentConfig:
     prices: Mapping[str, Any] | None = None
     #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis._observers.budget);
     #: one pot shared by everything it is given to unless ``per_run``.
-    budget: Budget | None = None
+    #: A :class:`~coding_genesis._observers.budget.Budget`, or None.
+    budget: object = None
     #: Run ledger directory (see coding_genesis._supervision.ledger): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
     #: /dev/shm or under the temp directory); False: no ledger (the parent-death signal is then the
@@ -236,12 +316,6 @@ class AgentConfig:
         set_(self, "cli_path", cli)
         if self.model is not None and (not isinstance(self.model, str) or "\0" in self.model):
             raise ConfigError(f"model must be a string, got {self.model!r}")
-        from coding_genesis._pipeline.vocab import (
-            check_cli_max_retries,
-            check_max_turns,
-            check_permissions,
-        )
-
         set_(self, "permissions", check_permissions(self.permissions))
         set_(self, "max_turns", check_max_turns(self.max_turns))
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
@@ -289,17 +363,18 @@ class AgentConfig:
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {self.options!r}")
         set_(self, "options", dict(self.options))
-        from coding_genesis.retry import RetryPolicy
+        from coding_genesis.retry import RetryPolicy  # (down) no pydantic at import time
 
         set_(self, "retry", RetryPolicy.parse(self.retry))
         breaker = self.circuit_breaker
-        if breaker is not None and breaker != "default":
-            from coding_genesis._failures.breaker import CircuitBreaker
-
-            if not isinstance(breaker, CircuitBreaker):
-                raise ConfigError(
-                    f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
-                )
+        if (
+            breaker is not None
+            and breaker != "default"
+            and not is_setting_type("circuit_breaker", breaker)
+        ):
+            raise ConfigError(
+                f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
+            )
         set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
         if (
             not isinstance(self.transcript_max_bytes, int)
@@ -316,15 +391,10 @@ class AgentConfig:
                 raise ConfigError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         if not isinstance(self.metering, bool):
             raise ConfigError(f"metering must be True or False, got {self.metering!r}")
-        if self.prices is not None:
-            from coding_genesis._observers.prices import PriceTable
-
-            PriceTable(self.prices)  # a ConfigError when bad
+        if self.prices is not None:  # its prices are checked by the agent, which builds the table
             set_(self, "prices", dict(self.prices))
         if self.budget is not None:
-            from coding_genesis._observers.budget import Budget
-
-            if not isinstance(self.budget, Budget):
+            if not is_setting_type("budget", self.budget):
                 raise ConfigError(f"budget must be a Budget, got {self.budget!r}")
             if not self.metering:
                 raise ConfigError("a budget needs metering (metering=True)")

@@ -13,7 +13,7 @@ Subclass these classes and override what you need; every member has a default
 that does nothing (see :class:`RunObserver` for the hooks).  An object that
 does not subclass them but has the members of the same names (the protocol of
 0.1.0) is still accepted: it is wrapped once, when its run starts, by the
-run's fan-out (``coding_genesis._observers.fanout``).
+run's fan-out (``coding_genesis._pipeline.fanout``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from coding_genesis._observers.fanout import RunObservers, adapt_observer, adapt_run_observer
+from coding_genesis._pipeline.fanout import RunObservers, adapt_observer, adapt_run_observer
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event, EventKind, TextEvent, UsageEvent
 from coding_genesis.observer import Observer, RunInfo, RunObserver

@@ -300,3 +300,47 @@ def test_a_shared_circuit_breaker_degrades_a_whole_batch(tmp_path: Path) -> None
     assert [r["status"] for r in results] == [127, 127, 69, 69, 69]
     assert {r["error"] for r in results[2:]} == {"degraded"}
     assert shared.open
+
+
+async def test_an_executor_registers_itself_by_name(tmp_path: Path) -> None:
+    """The core knows no integration: an executor registers under a name, and
+    ``run_many(executor=name)`` builds a fresh one per batch."""
+    from coding_genesis.batch import LocalExecutor, Request, register_executor
+
+    built: list[object] = []
+
+    class Counting(LocalExecutor):
+        async def run_one(self, index: int, request: Request, emit: Any) -> dict[str, Any]:
+            built.append(self)
+            return await super().run_one(index, request, emit)
+
+    register_executor("counting-test", Counting)
+    specs = [RunSpec(prompt="hello", backend="failer", cwd=str(tmp_path))] * 2
+    results = await run_many(specs, executor="counting-test")
+    assert [r["status"] for r in results] == [0, 0]
+    assert len(built) == 2 and built[0] is built[1]
+    with pytest.raises(ConfigError, match="unknown executor 'nope'"):
+        await run_many(specs, executor="nope")
+
+
+def test_the_core_imports_no_integration_and_config_nothing_above_it() -> None:
+    """``coding_genesis.batch`` loads without any integration (the Ray executor is
+    imported by name only when ``executor="ray"`` is asked for); the
+    configuration loads nothing of the layers above it."""
+    import json
+    import subprocess
+    import sys
+
+    def loaded(module: str, prefixes: tuple[str, ...]) -> list[str]:
+        code = (
+            f"import json, sys, {module}; "
+            f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        return list(json.loads(out.stdout))
+
+    assert loaded("coding_genesis.batch", ("coding_genesis.integrations",)) == []
+    above = ("coding_genesis._failures", "coding_genesis._observers", "coding_genesis._pipeline")
+    assert loaded("coding_genesis.config", above) == []

@@ -17,11 +17,10 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._pipeline.vocab import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS
 from coding_genesis.backend import CommandSpec, RunRequest
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.batch import run_many_sync
-from coding_genesis.config import AgentConfig
+from coding_genesis.config import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS, AgentConfig
 from coding_genesis.errors import ConfigError
 from tests.support import FakeCLI
 

@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from coding_genesis.errors import ConfigError
+
 __all__ = ["TrialTally", "check_repeat"]
 
 
 def check_repeat(repeat: object) -> int:
-    from coding_genesis.errors import ConfigError
-
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ConfigError(f"repeat must be a positive integer, got {repeat!r}")
     return repeat

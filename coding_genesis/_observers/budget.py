@@ -21,8 +21,8 @@ Shared or per run:
 What counts: ``tokens`` are input + output; cache reads and writes only with
 ``include_cache=True``.  A turn is one model response.  Thread-safe: many
 agents in one process (threads or tasks) may share one budget.  On Ray the
-shared account lives in a Ray actor (:meth:`Budget.on_ray`), so runs in
-different worker processes charge the same pot.
+shared account lives in a Ray actor (the Ray integration moves it there with
+:meth:`Budget.move_pot`), so runs in different worker processes charge the same pot.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import ErrorCode
 
@@ -119,8 +120,9 @@ class Warning_:
     max: float
 
 
-class _Account(Protocol):
-    """Where a budget's totals live (this process, or a Ray actor)."""
+class Account(Protocol):
+    """Where a budget's totals live (this process, or a Ray actor): the
+    strategy an integration supplies to :meth:`Budget.move_pot`."""
 
     def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]: ...
     def open(self, key: str) -> Exceeded | None: ...
@@ -130,7 +132,7 @@ class _Account(Protocol):
 
 
 @dataclass(slots=True)
-class _Totals:
+class Totals:
     """The state of one account; pure, so that a Ray actor can hold it too."""
 
     limits: dict[str, float]
@@ -223,7 +225,7 @@ class _Totals:
 class _LocalAccount:
     """An account in this process, guarded by a lock."""
 
-    def __init__(self, totals: _Totals) -> None:
+    def __init__(self, totals: Totals) -> None:
         self._lock = threading.Lock()
         self._totals = totals
 
@@ -306,27 +308,27 @@ class Budget:
         self.warn_at = fractions
         self.per_run = per_run
         self.name = name
-        self._account: _Account | None = None if per_run else _LocalAccount(self._totals())
+        self._account: Account | None = None if per_run else _LocalAccount(self._totals())
         #: Stop handles of the runs in flight on this budget (shared budgets).
         self._lock = threading.Lock()
         self._running: dict[str, StopHandle] = {}
 
-    def _totals(self) -> _Totals:
-        return _Totals(dict(self.limits), self.include_cache, self.warn_at)
+    def _totals(self) -> Totals:
+        return Totals(dict(self.limits), self.include_cache, self.warn_at)
 
-    # -- Ray ----------------------------------------------------------------
+    # -- where the pot lives -------------------------------------------------
 
-    def on_ray(self) -> Budget:
-        """This budget's pot moved into a Ray actor (``ray.init()`` first), so
-        that runs in Ray workers charge one shared account.  Returns self."""
+    def move_pot(self, make_account: Callable[[Totals], Account]) -> Budget:
+        """Move this budget's shared pot (with what was spent so far) into the
+        account ``make_account`` builds from it, e.g. a Ray actor
+        (:func:`coding_genesis.integrations.ray_budget.on_ray`), so that runs
+        in other processes charge one account.  Returns self."""
         if self.per_run:
             return self
-        from coding_genesis.integrations.ray_budget import ray_account
-
         account = self._account
         if isinstance(account, _LocalAccount):
             with account._lock:  # what was spent so far moves with the pot
-                self._account = ray_account(account._totals)
+                self._account = make_account(account._totals)
         return self
 
     @property
@@ -340,8 +342,9 @@ class Budget:
             return (_rebuild, (self._kwargs(), account))
         if account is not None:
             raise TypeError(
-                "a shared Budget cannot be sent to another process as it is: call "
-                "budget.on_ray() first (its pot then lives in a Ray actor)"
+                "a shared Budget cannot be sent to another process as it is: move its "
+                "pot first (coding_genesis.integrations.ray_budget.on_ray(budget): it "
+                "then lives in a Ray actor)"
             )
         return (_rebuild, (self._kwargs(), None))
 
@@ -382,7 +385,7 @@ class Budget:
         """Start charging one run; a run of a spent shared budget is refused
         at once (its stop handle is stopped before anything is spawned)."""
         shared = self._account is not None
-        account: _Account = (
+        account: Account = (
             self._account if self._account is not None else _LocalAccount(self._totals())
         )
         run = BudgetRun(self, account, key, stop, shared)
@@ -408,7 +411,10 @@ class Budget:
             self._running.pop(key, None)
 
 
-def _rebuild(kwargs: dict[str, Any], account: _Account | None) -> Budget:
+register_setting_type("budget", Budget)  # AgentConfig checks against it
+
+
+def _rebuild(kwargs: dict[str, Any], account: Account | None) -> Budget:
     budget = Budget(**kwargs)
     if account is not None:
         budget._account = account
@@ -435,7 +441,7 @@ class BudgetRun:
     def __init__(
         self,
         budget: Budget,
-        account: _Account,
+        account: Account,
         key: str,
         stop: StopHandle | None,
         shared: bool,
@@ -448,7 +454,7 @@ class BudgetRun:
         self._charged = Usage()
         #: A per-run account in this process is this run's alone: charged
         #: without its lock, with the run's total (no delta to build).
-        self._own: _Totals | None = (
+        self._own: Totals | None = (
             account._totals if not shared and isinstance(account, _LocalAccount) else None
         )
         #: The run's totals not yet charged, because they reached no threshold

@@ -24,7 +24,7 @@ log = logging.getLogger("coding_genesis._pipeline.listeners")
 
 class ObserverSteps(Protocol):
     """The run's observers as the listeners see them: their ``decoded`` steps
-    per event type (``coding_genesis._observers.fanout.RunObservers``, handed
+    per event type (``coding_genesis._pipeline.fanout.RunObservers``, handed
     in by the agent)."""
 
     @property

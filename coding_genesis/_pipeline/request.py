@@ -10,18 +10,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._pipeline.vocab import (
+from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
+    AgentConfig,
     check_cli_max_retries,
+    check_cwd,
     check_max_turns,
     check_permissions,
     require_permissions,
+    required_seconds,
 )
-from coding_genesis.config import AgentConfig, check_cwd, required_seconds
 from coding_genesis.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def make_request(
     resume: str | None = None,
     options: Mapping[str, Any] | None = None,
     key: str | None = None,
-    check_options: Any = None,
+    check_options: Callable[[Mapping[str, Any]], object] | None = None,
     permissions: object = None,
     max_turns: object = None,
     cli_max_retries: object = None,

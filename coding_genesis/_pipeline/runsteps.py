@@ -1,5 +1,7 @@
-"""Steps around a run's attempts: what isolation and verification plug in as,
-without a branch in the agent.
+"""Steps around a run's attempts: the protocol isolation and verification plug
+in as, without a branch in the agent (the concrete steps live in
+:mod:`coding_genesis._workspace.steps`; the agent builds them and hands them
+to the pipeline).
 
 A :class:`RunStep` is told when the run starts (it may change the request:
 the worktree step moves ``cwd`` into the run's worktree), sees each attempt's
@@ -18,16 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from coding_genesis._supervision.shield import shielded
-from coding_genesis.status import ErrorCode, Status
+from coding_genesis.status import ErrorCode
 
 if TYPE_CHECKING:
     from coding_genesis._pipeline.request import Request
-    from coding_genesis._supervision.ledger import Ledger
-    from coding_genesis._workspace.isolation import Workspace
-    from coding_genesis.config import AgentConfig
     from coding_genesis.result import RunResult
 
-__all__ = ["RunStep", "RunSteps", "StepRefused", "VerifyStep", "WorktreeStep"]
+__all__ = ["Refuse", "RunStep", "RunSteps", "StepRefused"]
 
 log = logging.getLogger("coding_genesis._pipeline.runsteps")
 
@@ -67,15 +66,6 @@ class RunSteps:
         self._entered: list[RunStep] = []
         #: The fields the steps added when the run ended (also when cancelled).
         self.fields: dict[str, Any] = {}
-
-    @classmethod
-    def for_run(cls, config: AgentConfig, run_id: str, ledger: Ledger | None) -> RunSteps:
-        steps: list[RunStep] = []
-        if config.isolation == "worktree":
-            steps.append(WorktreeStep(config, run_id, ledger))
-        if config.verify:
-            steps.append(VerifyStep(config, run_id))
-        return cls(steps)
 
     def __bool__(self) -> bool:
         return bool(self._steps)
@@ -127,156 +117,3 @@ class RunSteps:
                 self.fields.setdefault("warnings", []).extend(warnings)
             self.fields.update(extra)
         self._entered.clear()
-
-
-# -- isolation: one git worktree per run ----------------------------------------------
-
-
-class WorktreeStep:
-    """Runs the attempts in a fresh worktree; reports the changes from git;
-    commits leftovers and removes the worktree per ``keep``."""
-
-    def __init__(self, config: AgentConfig, run_id: str, ledger: Ledger | None) -> None:
-        self._config = config
-        self._run_id = run_id
-        self._ledger = ledger
-        self._ws: Workspace | None = None
-
-    def __repr__(self) -> str:
-        return f"WorktreeStep({self._run_id})"
-
-    @property
-    def _ledger_key(self) -> str:
-        return f"{self._run_id}.worktree"
-
-    async def enter(self, request: Request) -> Request:
-        from dataclasses import replace
-
-        from coding_genesis._workspace.isolation import WorktreeRefused, open_worktree
-
-        config = self._config
-        try:
-            ws = await open_worktree(
-                request.cwd,
-                self._run_id,
-                base=config.isolation_base,
-                carry_uncommitted=config.carry_uncommitted,
-                worktrees_dir=config.worktrees_dir,
-                marker=self._run_id,
-            )
-        except WorktreeRefused as exc:
-            if exc.missing_git:
-                raise StepRefused(Status.NOT_FOUND, ErrorCode.NOT_FOUND, str(exc)) from None
-            raise StepRefused(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc)) from None
-        self._ws = ws
-        ledger = self._ledger
-        if ledger is not None:
-            try:
-                ledger.record(self._ledger_key, marker=self._run_id, worktree=ws.record())
-            except OSError as exc:
-                ws.warnings.append(f"run ledger: worktree not recorded: {exc}")
-        return replace(request, cwd=ws.cwd)
-
-    async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
-        """A worktree whose ``.git`` the attempt replaced fails the run
-        (``workspace_tampered``), before the failure analysis."""
-        from coding_genesis._workspace.isolation import WorkspaceTampered, check_intact
-
-        ws = self._ws
-        if ws is None:
-            return result
-        try:
-            check_intact(ws)
-        except WorkspaceTampered:
-            return result.model_copy(
-                update={
-                    "status": int(Status.FAILED),
-                    "is_error": True,
-                    "error": ErrorCode.WORKSPACE_TAMPERED,
-                    "message": f"the worktree's .git was replaced during the run: {ws.tampered}; "
-                    f"nothing of it was run, the branch {ws.branch} was left as it was, and the "
-                    f"worktree {ws.path} was kept for inspection",
-                }
-            )
-        return result
-
-    async def exit(self, result: RunResult | None) -> dict[str, Any]:
-        from coding_genesis._workspace.gitops import GitError
-        from coding_genesis._workspace.isolation import WorkspaceTampered, changes, close_worktree
-
-        ws = self._ws
-        if ws is None:
-            return {}
-        config = self._config
-        fields: dict[str, Any] = {}
-        try:
-            found = await changes(ws, include_diff=config.include_diff)
-            fields["changes"] = found
-            fields["files_modified"] = [f["path"] for f in found["files"]]
-        except WorkspaceTampered:
-            pass  # said in the workspace's warnings and its summary's ``tampered``
-        except GitError as exc:
-            ws.warnings.append(f"could not read the run's changes from git: {exc}")
-        failed = result is None or result.is_error
-        keep = config.keep == "always" or (config.keep == "on_failure" and failed)
-        try:
-            await close_worktree(ws, keep=keep, keep_branch=config.keep_branch, failed=failed)
-        finally:
-            if self._ledger is not None:
-                self._ledger.remove(self._ledger_key)
-        fields["worktree"] = ws.summary()
-        if ws.warnings:
-            fields["warnings"] = list(ws.warnings)
-        return fields
-
-
-# -- verification ---------------------------------------------------------------------
-
-
-class VerifyStep:
-    """Runs the caller's verify command after each successful attempt."""
-
-    def __init__(self, config: AgentConfig, run_id: str) -> None:
-        self._config = config
-        self._run_id = run_id
-        self._history: list[dict[str, Any]] = []
-
-    def __repr__(self) -> str:
-        return f"VerifyStep({self._run_id})"
-
-    async def enter(self, request: Request) -> Request:
-        return request
-
-    async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
-        from coding_genesis._workspace.verify import run_verify, verify_failure_message
-
-        if result.is_error or self._config.verify is None:
-            return result
-        record = await run_verify(
-            self._config.verify,
-            cwd=request.cwd,
-            config=self._config,
-            marker=self._run_id,
-            attempt=len(self._history) + 1,
-        )
-        self._history.append(record)
-        if record["status"] == "passed":
-            return result.model_copy(update={"verify": record})
-        answer = result.message.strip()
-        message = verify_failure_message(record)
-        if answer:
-            message += f"\n\nThe agent's answer was:\n{answer}"
-        return result.model_copy(
-            update={
-                "verify": record,
-                "status": int(Status.FAILED),
-                "is_error": True,
-                "error": ErrorCode.VERIFY_FAILED,
-                "message": message,
-            }
-        )
-
-    async def exit(self, result: RunResult | None) -> dict[str, Any]:
-        if not self._history:
-            return {}
-        return {"verify": {**self._history[-1], "history": list(self._history)}}

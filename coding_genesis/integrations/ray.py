@@ -34,11 +34,12 @@ import functools
 import logging
 import queue
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from coding_genesis.agent import _running_event_loop
+from coding_genesis._observers.budget import Budget
+from coding_genesis._util.loops import running_event_loop
 from coding_genesis.batch import (
     EventCallback,
     Request,
@@ -47,13 +48,12 @@ from coding_genesis.batch import (
     coerce_request,
     execute,
     failure_result,
+    register_executor,
     run_many,
 )
 from coding_genesis.errors import ConfigError
+from coding_genesis.integrations.ray_budget import on_ray
 from coding_genesis.status import Status
-
-if TYPE_CHECKING:
-    from coding_genesis._observers.budget import Budget
 
 __all__ = ["DEFAULT_NUM_CPUS", "RayRunner", "ray_task_body"]
 
@@ -195,7 +195,7 @@ class RayRunner:
         spec = coerce_request(index, request)
         if isinstance(spec, dict):
             return spec  # a bad request never reaches the cluster
-        if _running_event_loop() != "asyncio":
+        if running_event_loop() != "asyncio":
             raise ConfigError("the ray executor runs on asyncio (Ray's awaitables are asyncio's)")
         ray = self._ensure_ray()
         generator = self.submit(spec, index, events=emit is not None)
@@ -263,7 +263,8 @@ class RayRunner:
     ) -> list[dict[str, Any]]:
         """:func:`coding_genesis.batch.run_many` on this runner.  A shared
         ``budget`` (or one in a request) moves its pot into a Ray actor
-        (:meth:`Budget.on_ray`), so that every worker charges the same one."""
+        (:func:`~coding_genesis.integrations.ray_budget.on_ray`), so that every worker
+        charges the same one."""
         return await run_many(
             requests,
             concurrency=concurrency,
@@ -276,10 +277,11 @@ class RayRunner:
         )
 
 
+register_executor("ray", RayRunner)
+
+
 def _budget_on_ray(spec: RunSpec) -> None:
     """A shared budget sent to a worker must keep one pot: move it into a Ray actor."""
-    from coding_genesis._observers.budget import Budget
-
     budget = (spec.model_extra or {}).get("budget")
     if isinstance(budget, Budget) and budget.on_this_machine:
-        budget.on_ray()
+        on_ray(budget)

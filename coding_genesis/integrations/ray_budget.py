@@ -1,6 +1,6 @@
 """A shared budget's pot on Ray: the account lives in a Ray actor.
 
-``Budget(...).on_ray()`` moves the pot into a named-less detached-free actor
+``on_ray(budget)`` moves the pot into a named-less detached-free actor
 (it lives as long as the driver holds the budget); the budget then pickles
 with the actor handle, so runs in Ray workers charge one account.  A run that
 crosses a limit is stopped in its worker at once; runs in other workers learn
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from coding_genesis._observers.budget import Exceeded, Usage, Warning_, _Totals
+from coding_genesis._observers.budget import Budget, Exceeded, Totals, Usage, Warning_
 
-__all__ = ["ray_account"]
+__all__ = ["on_ray", "ray_account"]
 
 
 class _BudgetActor:
-    """The actor's body: one :class:`_Totals`, touched by one call at a time."""
+    """The actor's body: one :class:`Totals`, touched by one call at a time."""
 
-    def __init__(self, totals: _Totals) -> None:
+    def __init__(self, totals: Totals) -> None:
         self._totals = totals
 
     def charge(self, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
@@ -73,9 +73,15 @@ class _RayAccount:
         return found
 
 
-def ray_account(totals: _Totals) -> _RayAccount:
+def ray_account(totals: Totals) -> _RayAccount:
     """A new Ray actor holding ``totals`` (Ray must be initialised)."""
     import ray
 
     actor_class = ray.remote(num_cpus=0)(_BudgetActor)
     return _RayAccount(actor_class.remote(totals))
+
+
+def on_ray(budget: Budget) -> Budget:
+    """``budget``'s shared pot moved into a Ray actor (``ray.init()`` first), so
+    that runs in Ray workers charge one account.  Returns ``budget``."""
+    return budget.move_pot(ray_account)

@@ -25,7 +25,7 @@ from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 
 __all__ = ["RunObservers", "adapt_observer", "adapt_run_observer"]
 
-log = logging.getLogger("coding_genesis._observers.fanout")
+log = logging.getLogger("coding_genesis._pipeline.fanout")
 
 Step = Callable[[Event], object]
 

@@ -1,0 +1,480 @@
+"""One run's wiring, apart from the agent's state machine.
+
+The agent (READY, BUSY, DEGRADED) decides *whether* a request runs; this
+module is *how* it runs::
+
+    observers opened → steps around the run → the retry loop → attempts
+    → results analysed → the response assembled, masked, published
+
+:class:`RunWiring` holds what every run of one agent shares (built once, with
+the agent); :class:`Run` is one run in flight.  The steps around a run
+(isolation, verify) are handed in by the agent as a factory
+(:mod:`coding_genesis._workspace.steps`): the pipeline knows only their
+protocol (:mod:`coding_genesis._pipeline.runsteps`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
+from coding_genesis._pipeline.bus import EventBus
+from coding_genesis._pipeline.fanout import RunObservers
+from coding_genesis._pipeline.listeners import RunListeners
+from coding_genesis._pipeline.outcome import (
+    ResultContext,
+    build_result,
+    replayed_outcome,
+    tally_facts,
+)
+from coding_genesis._pipeline.request import Request
+from coding_genesis._pipeline.retrying import AttemptPlan, retrying
+from coding_genesis._pipeline.runsteps import RunSteps
+from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
+from coding_genesis._supervision.process import StopReason
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.clock import Clock, current_clock
+from coding_genesis._util.redact import Redactor
+from coding_genesis.backend import Backend
+from coding_genesis.config import AgentConfig
+from coding_genesis.events import EventKind
+from coding_genesis.observer import Observer, RunInfo
+from coding_genesis.result import RunResult
+from coding_genesis.retry import RetryPolicy
+from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
+from coding_genesis.status import ErrorCode, Status
+
+__all__ = ["Run", "RunWiring", "StepsFactory"]
+
+#: The agent's logger: what a run logs is logged under the agent, as before the split.
+log = logging.getLogger("coding_genesis.agent")
+
+#: Builds the steps around one run: (config, run id, run ledger) → steps.
+StepsFactory = Callable[[AgentConfig, str, Ledger | None], RunSteps]
+
+
+class RunWiring:
+    """What every run of one agent shares: its configuration, backend, event
+    bus, redactor, run ledger, observers and the factory of its run steps."""
+
+    __slots__ = (
+        "_swept",
+        "backend",
+        "bus",
+        "config",
+        "ledger",
+        "make_steps",
+        "name",
+        "observers",
+        "redactor",
+        "tally",
+    )
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: Backend,
+        name: str,
+        bus: EventBus,
+        observers: Sequence[Observer],
+        make_steps: StepsFactory | None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.name = name
+        self.bus = bus
+        self.observers = tuple(observers)
+        #: None: no step around any run (the factory is not even called).
+        self.make_steps = make_steps
+        self.redactor = Redactor.of_environment(config.env)
+        self.ledger: Ledger | None = (
+            None
+            if config.ledger is False
+            else Ledger(config.ledger if isinstance(config.ledger, str) else None)
+        )
+        #: The tally of the attempt in flight (for the answer to a cancellation).
+        self.tally: RunTally | None = None
+        self._swept = False
+
+    def clock(self) -> Clock:
+        return self.config.clock if self.config.clock is not None else current_clock()
+
+    # -- a run -----------------------------------------------------------------
+
+    async def sweep_once(self) -> None:
+        """At the agent's first run: stop what runs of dead runners left behind."""
+        if self._swept:
+            return
+        self._swept = True
+        ledger = self.ledger
+        if ledger is None:
+            return
+        try:
+            roots = (self.config.worktrees_dir,) if self.config.worktrees_dir else ()
+            await sweep(ledger, worktrees_dirs=roots)
+        except LedgerError as exc:
+            log.warning("run ledger off for agent %r: %s", self.name, exc)
+            self.ledger = None
+        except Exception:
+            log.exception("sweep of the run ledger %s failed", ledger.path)
+
+    def start(self, request: Request, run_id: str, clock: Clock) -> Run:
+        """Open the run's observers (subscribed to the bus) and its steps."""
+        started = time.monotonic()
+        stop = StopHandle()
+        bus = self.bus
+        observers = RunObservers(
+            self.observers,
+            RunInfo(
+                run_id=run_id,
+                agent=self.name,
+                backend=self.backend.name,
+                prompt=request.prompt,
+                cwd=request.cwd,
+                timeout=request.timeout,
+                model=request.model,
+                resume=request.resume,
+                started=time.time(),
+                redactor=self.redactor,
+                stop=stop,
+                publish=lambda event: bus.publish(event, run_id),
+                translator=self.backend.translator,
+            ),
+        )
+        unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
+        make_steps = self.make_steps
+        steps = make_steps(self.config, run_id, self.ledger) if make_steps else RunSteps()
+        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, steps)
+
+    async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
+        """The attempts of one request, each analysed; the policy decides retries."""
+        run_id = run.run_id
+        steps = run.steps
+
+        async def attempt(plan: AttemptPlan) -> RunResult:
+            outcome = await self.attempt(request, plan, run)
+            result = build_result(outcome, self.result_context(run_id))
+            if steps:
+                result = await steps.after_attempt(result, request)
+            return self.analysed(result)
+
+        timeout = request.timeout
+        first = AttemptPlan(1, request.prompt, request.resume, timeout)
+        if policy is None:
+            return await attempt(first)
+        if policy.deadline_s is not None:
+            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline_s))
+        bus = self.bus
+
+        def on_attempt(entry: dict[str, Any]) -> None:
+            fields = dict(entry)
+            bus.publish(AttemptEvent(fields.pop("phase"), fields.pop("attempt"), fields), run_id)
+
+        return await retrying(
+            policy,
+            run.clock,
+            attempt,
+            first,
+            can_resume=policy.resume and self.backend.supports_resume,
+            on_attempt=on_attempt,
+            escalation={"run_id": run_id, "agent": self.name, "backend": self.backend.name},
+        )
+
+    async def attempt(self, request: Request, plan: AttemptPlan, run: Run) -> AttemptOutcome:
+        bus = self.bus
+        redactor = self.redactor
+        backend = self.backend.name
+        run_id = run.run_id
+        observers = run.observers
+        ledger = self.ledger
+        transcript = (
+            os.path.join(self.config.transcripts, run_id) if self.config.transcripts else None
+        )
+        if ledger is not None:
+            self._write_record(ledger, run_id, transcript, None)
+
+        def spawned(pid: int, argv: list[str]) -> None:
+            if ledger is not None:
+                self._write_record(ledger, run_id, transcript, pid)
+            timeout = plan.timeout if plan.timeout is not None else request.timeout
+            bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
+
+        tallies: list[RunTally] = []
+
+        def held(tally: RunTally) -> None:
+            self.tally = tally
+            tallies.append(tally)
+
+        attempt_request = dataclasses.replace(
+            request,
+            prompt=plan.prompt,
+            timeout=plan.timeout if plan.timeout is not None else request.timeout,
+            resume=plan.resume,
+        )
+        try:
+            return await run_attempt(
+                self.config,
+                self.backend,
+                attempt_request,
+                marker=run_id,
+                listeners=RunListeners(bus, run_id, redactor, observers or None),
+                on_stdout=observers.stdout if observers else None,
+                on_decoded=observers.flush if observers else None,
+                on_spawn=spawned,
+                on_tally=held,
+                redactor=redactor if redactor.active else None,
+                extra_env=observers.attempt_env() if observers else None,
+                stop=run.stop,
+                message_usage="live"
+                if bus.wants(EventKind.USAGE)
+                else (observers.message_usage if observers else "off"),
+            )
+        finally:
+            if ledger is not None:
+                ledger.remove(run_id)
+            if tallies and observers:
+                observers.attempt_decoded(tallies[0])
+
+    def _write_record(
+        self, ledger: Ledger, run_id: str, transcript: str | None, pid: int | None
+    ) -> None:
+        try:
+            ledger.record(run_id, marker=run_id, transcript=transcript, cli_pid=pid)
+        except OSError as exc:
+            log.warning("run ledger %s off for agent %r: %s", ledger.path, self.name, exc)
+            self.ledger = None
+
+    # -- results ------------------------------------------------------------------
+
+    def result_context(self, run_id: str) -> ResultContext:
+        return ResultContext(
+            run_id=run_id,
+            agent=self.name,
+            backend=self.backend.name,
+            redactor=self.redactor,
+            idle_timeout=self.config.idle_timeout,
+            linger=self.config.linger,
+            stderr_retries=self.backend.stderr_retries,
+        )
+
+    def bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
+        """A failed result with nothing run behind it (yet to be analysed)."""
+        return RunResult(
+            status=int(status),
+            message=self.redactor.text(message),
+            backend=self.backend.name,
+            agent=self.name,
+            is_error=True,
+            error=error,
+            **extra,
+        )
+
+    def analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
+        """Attach the one failure value and its views to a failed result."""
+        if not result.is_error or result.failure is not None:
+            return result
+        from coding_genesis._failures.analysis import (
+            analyse,  # (down) only a failure needs the analysis and its tables
+        )
+
+        return analyse(
+            result,
+            self.backend,
+            node=self.name,
+            timeout=self.config.timeout,
+            idle_timeout=self.config.idle_timeout,
+            redactor=self.redactor,
+            retry_after_s=retry_after_s,
+            now=self.clock().time(),
+        )
+
+    def redacted(self, result: RunResult) -> RunResult:
+        """One last pass over the whole response, keys included: what ``run()``
+        returns is masked exactly like ``result.json`` (the failure value and
+        its views were masked when they were made)."""
+        if not self.redactor.active:
+            return result
+        fields = result.model_dump(exclude={"failure", "error"})
+        clean = self.redactor.deep(fields)
+        if clean is fields:
+            return result
+        return result.model_copy(update=clean)
+
+    def replay(
+        self,
+        stdout: bytes,
+        *,
+        returncode: int | None,
+        stderr: str,
+        cwd: str,
+        stop_reason: StopReason | str | None,
+        duration_s: float,
+        run_id: str,
+    ) -> dict[str, Any]:
+        """The response a run of a CLI that printed ``stdout`` would have
+        given, offline (see ``CodingGenesisAgent.replay``)."""
+        # Observers that write nothing and say so (``replays = True``: metering)
+        # watch a replay too, so that it answers what the live run answered.
+        watchers = RunObservers(
+            [o for o in self.observers if o.replays],
+            RunInfo(
+                run_id=run_id,
+                agent=self.name,
+                backend=self.backend.name,
+                prompt="(replay)",
+                cwd=cwd,
+                timeout=self.config.timeout,
+                model=self.config.model,
+                resume=None,
+                started=time.time(),
+                redactor=self.redactor,
+            ),
+        )
+        outcome = replayed_outcome(
+            self.config,
+            self.backend,
+            stdout,
+            returncode=returncode,
+            stderr=stderr,
+            cwd=cwd,
+            stop_reason=StopReason(stop_reason) if stop_reason is not None else None,
+            duration_s=duration_s,
+            on_event=watchers.replayed if watchers else None,
+        )
+        if watchers:
+            watchers.attempt_decoded(outcome.tally)
+        result = self.analysed(build_result(outcome, self.result_context(run_id)))
+        extra = watchers.response_fields()
+        warnings = extra.pop("warnings", None)
+        if warnings:
+            extra["warnings"] = [*result.warnings, *warnings]
+        return result.model_copy(update=extra).to_dict() if extra else result.to_dict()
+
+
+class Run:
+    """One run in flight: its id, stop handle, observers and steps."""
+
+    __slots__ = (
+        "clock",
+        "observers",
+        "request",
+        "run_id",
+        "started",
+        "steps",
+        "stop",
+        "unsubscribe",
+        "wiring",
+    )
+
+    def __init__(
+        self,
+        wiring: RunWiring,
+        request: Request,
+        run_id: str,
+        clock: Clock,
+        started: float,
+        stop: StopHandle,
+        observers: RunObservers,
+        unsubscribe: Callable[[], None] | None,
+        steps: RunSteps,
+    ) -> None:
+        self.wiring = wiring
+        self.request = request
+        self.run_id = run_id
+        #: Time source of the retry loop (and the agent's breaker).
+        self.clock = clock
+        #: ``time.monotonic()`` when the run started.
+        self.started = started
+        self.stop = stop
+        self.observers = observers
+        self.unsubscribe = unsubscribe
+        self.steps = steps
+
+    async def execute(self, policy: RetryPolicy | None) -> RunResult:
+        """The steps around the run and its attempts.  A bug of ours is still
+        answered; a cancellation is answered to the observers, then re-raised."""
+        wiring = self.wiring
+        run_id = self.run_id
+        try:
+            return await self.steps.run(
+                self.request,
+                functools.partial(wiring.attempts, self, policy=policy),
+                lambda status, error, message: wiring.analysed(
+                    wiring.bare(status, error, message, run_id=run_id)
+                ),
+            )
+        except anyio.get_cancelled_exc_class():
+            self._finish_cancelled()
+            raise
+        except Exception as exc:  # a bug of ours: still answer
+            log.exception("internal error in run %s", run_id)
+            return wiring.analysed(
+                wiring.bare(
+                    Status.INTERNAL,
+                    ErrorCode.INTERNAL,
+                    f"internal error in coding-genesis: {exc!r}",
+                    run_id=run_id,
+                )
+            )
+
+    def response(self, result: RunResult) -> RunResult:
+        """The run's final result: its duration, the observers' fields, masked."""
+        update: dict[str, Any] = {"duration_s": round(time.monotonic() - self.started, 6)}
+        extra = self.observers.response_fields()
+        warnings = extra.pop("warnings", None)
+        if warnings:
+            update["warnings"] = [*result.warnings, *warnings]
+        update.update(extra)
+        return self.wiring.redacted(result.model_copy(update=update))
+
+    def finish(self, result: RunResult) -> None:
+        """Publish the end of the run; close its observers."""
+        response = result.to_dict()
+        category = result.failure.category.value if result.failure else None
+        self.wiring.bus.publish(
+            RunFinishedEvent(result.status, response["error"], category), self.run_id
+        )
+        if self.unsubscribe is not None:
+            self.unsubscribe()
+        self.observers.finish(response)
+
+    def _finish_cancelled(self) -> None:
+        """The answer to a cancelled run (what its attempt did so far), to the
+        observers and the bus."""
+        wiring = self.wiring
+        tally = wiring.tally
+        facts = tally_facts(tally, wiring.redactor) if tally is not None else {}
+        result = wiring.bare(
+            Status.CANCELLED,
+            ErrorCode.CANCELLED,
+            f"{wiring.backend.name} run cancelled by the caller; process tree stopped",
+            run_id=self.run_id,
+            stop_reason=StopReason.CANCELLED.value,
+            duration_s=round(time.monotonic() - self.started, 6),
+            **facts,
+        )
+        result = wiring.analysed(result)
+        extra = self.observers.response_fields()
+        extra.pop("warnings", None)
+        cancelled = result.model_copy(update=extra)
+        if self.steps.fields:
+            cancelled = cancelled.model_copy(
+                update={k: v for k, v in self.steps.fields.items() if k != "warnings"}
+            )
+        response = wiring.redacted(cancelled).to_dict()
+        wiring.bus.publish(
+            RunFinishedEvent(int(Status.CANCELLED), "cancelled", None, cancelled=True),
+            self.run_id,
+        )
+        if self.unsubscribe is not None:
+            self.unsubscribe()
+        self.observers.finish(response)
