@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -33,9 +33,11 @@ from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring, StepsFactory
+from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._util.clock import Clock
 from coding_genesis._util.loops import running_event_loop
+from coding_genesis._workspace.sweep import sweep
 from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
 from coding_genesis.errors import AgentUsageError, ConfigError
@@ -128,7 +130,7 @@ class CodingGenesisAgent:
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
         self._wiring = RunWiring(
-            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _steps_of(cfg)
+            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _steps_of(cfg), _sweep
         )
 
     # -- introspection -------------------------------------------------
@@ -449,6 +451,11 @@ class CodingGenesisAgent:
             )
             return
         self._set_state(AgentState.READY, "run finished")
+
+
+async def _sweep(ledger: Ledger, worktrees_dirs: Sequence[str]) -> None:
+    """At an agent's first run: what runners that died left behind."""
+    await sweep(ledger, worktrees_dirs=worktrees_dirs)
 
 
 def _observers_of(config: AgentConfig) -> list[Observer]:

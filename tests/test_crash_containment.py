@@ -308,7 +308,8 @@ def test_ledger_is_written_during_a_run_and_removed_after(tmp_path: Path) -> Non
 
 
 def test_sweep_skips_other_boots_namespaces_and_live_runners(tmp_path: Path) -> None:
-    from coding_genesis._supervision.ledger import Ledger, sweep_sync
+    from coding_genesis._supervision.ledger import Ledger
+    from coding_genesis._workspace.sweep import sweep_sync
 
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("live", marker="live")  # this process: alive
@@ -350,7 +351,8 @@ def test_a_run_on_trio_outlives_the_worker_thread_that_used_to_spawn_it(tmp_path
 
 
 def test_sweep_drops_records_torn_by_a_runner_dying_mid_write(tmp_path: Path) -> None:
-    from coding_genesis._supervision.ledger import Ledger, sweep_sync
+    from coding_genesis._supervision.ledger import Ledger
+    from coding_genesis._workspace.sweep import sweep_sync
 
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("mine", marker="mine")

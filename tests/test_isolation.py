@@ -20,8 +20,10 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent, retry
-from coding_genesis._supervision.ledger import Ledger, sweep_sync
-from coding_genesis._workspace.isolation import BRANCH_PREFIX, instruction_warnings
+from coding_genesis._supervision.ledger import Ledger
+from coding_genesis._workspace.instructions import instruction_warnings
+from coding_genesis._workspace.isolation import BRANCH_PREFIX
+from coding_genesis._workspace.sweep import sweep_sync
 from coding_genesis.batch import RunSpec, run_many, run_many_sync
 from coding_genesis.errors import ConfigError
 from tests.support import FakeCLI

@@ -51,7 +51,7 @@ def test_the_contracts_hold_and_a_broken_layer_fails(tmp_path: Path) -> None:
     project = _copy_project(tmp_path)
     kept = _run(project)
     assert kept.returncode == 0, kept.stdout + kept.stderr
-    assert "broken" not in kept.stdout.lower()
+    assert "0 broken" in kept.stdout, kept.stdout
 
     # One forbidden import: the supervision layer reaching up to the agent.
     process = project / "coding_genesis" / "_supervision" / "process.py"

@@ -18,7 +18,8 @@ import psutil
 import pytest
 
 from coding_genesis._supervision import spawn
-from coding_genesis._supervision.ledger import Ledger, sweep_sync
+from coding_genesis._supervision.ledger import Ledger
+from coding_genesis._workspace.sweep import sweep_sync
 from tests.fakes.model_server import FakeModelServer
 from tests.support import exits_within
 from tests.test_real_cli import SLEEP_PROMPTS, Rig, hermetic_env, is_sleeper, processes_of_run

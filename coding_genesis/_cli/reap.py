@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.env import ledger_setting
-    from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep_sync
+    from coding_genesis._supervision.ledger import Ledger, LedgerError
+    from coding_genesis._workspace.sweep import sweep_sync
 
     setting = args.ledger if args.ledger else ledger_setting()
     if setting is False:

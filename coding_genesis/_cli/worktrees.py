@@ -66,7 +66,8 @@ def handle(args: argparse.Namespace) -> int:
     import anyio
     import orjson
 
-    from coding_genesis._workspace.isolation import WorktreeRefused, list_ours, prune
+    from coding_genesis._workspace.isolation import WorktreeRefused
+    from coding_genesis._workspace.reclaim import list_ours, prune
 
     try:
         if args.action == "list":

@@ -20,7 +20,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -39,7 +39,7 @@ from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.runsteps import RunSteps
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.ledger import Ledger, LedgerError, sweep
+from coding_genesis._supervision.ledger import Ledger, LedgerError
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.clock import Clock, current_clock
@@ -53,7 +53,10 @@ from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["Run", "RunWiring", "StepsFactory"]
+__all__ = ["Run", "RunWiring", "StepsFactory", "Sweeper"]
+
+#: The sweep over a ledger at an agent's first run: (ledger, worktree roots).
+Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
 
 #: The agent's logger: what a run logs is logged under the agent, as before the split.
 log = logging.getLogger("coding_genesis.agent")
@@ -67,6 +70,7 @@ class RunWiring:
     bus, redactor, run ledger, observers and the factory of its run steps."""
 
     __slots__ = (
+        "_sweep",
         "_swept",
         "backend",
         "bus",
@@ -87,6 +91,7 @@ class RunWiring:
         bus: EventBus,
         observers: Sequence[Observer],
         make_steps: StepsFactory | None,
+        sweep: Sweeper | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -95,6 +100,9 @@ class RunWiring:
         self.observers = tuple(observers)
         #: None: no step around any run (the factory is not even called).
         self.make_steps = make_steps
+        #: What runs at the agent's first run over its ledger (handed in by the
+        #: agent: the sweep acts on worktrees and transcripts, above this layer).
+        self._sweep = sweep
         self.redactor = Redactor.of_environment(config.env)
         self.ledger: Ledger | None = (
             None
@@ -116,11 +124,11 @@ class RunWiring:
             return
         self._swept = True
         ledger = self.ledger
-        if ledger is None:
+        if ledger is None or self._sweep is None:
             return
         try:
             roots = (self.config.worktrees_dir,) if self.config.worktrees_dir else ()
-            await sweep(ledger, worktrees_dirs=roots)
+            await self._sweep(ledger, roots)
         except LedgerError as exc:
             log.warning("run ledger off for agent %r: %s", self.name, exc)
             self.ledger = None

@@ -1,5 +1,6 @@
-"""The run ledger: one runtime record per run in flight, and the sweep that
-stops what runners that died left behind.
+"""The run ledger: one runtime record per run in flight, read back only
+through a checked reader (the sweep that acts on the records of runners that
+died is :mod:`coding_genesis._workspace.sweep`).
 
 Like pid files, records live in ``$XDG_RUNTIME_DIR/coding-genesis/`` (a
 per-user tmpfs that the system empties at logout and boot) when that runtime
@@ -30,18 +31,14 @@ runner's pid and start time, the CLI's pid and start time (once started),
 the run's marker, the boot id and the pid namespace.  It is written before
 the CLI starts and removed when the run ends.
 
-The sweep lists the directory; for each record whose runner is gone (no
-process with that pid and start time), from this boot and this pid namespace
-(containers may share a temp directory), it stops every process of our user
-that carries the run's marker (the supervisor's tree stop: pid-reuse safe,
-TERM, grace, KILL), marks the run's transcript as ended by the runner's death
-and removes the record.  With nothing to do it costs one directory listing.
+A record is dead when its runner is gone (no process with that pid and start
+time), from this boot and this pid namespace (containers may share a temp
+directory): :meth:`Ledger.dead` lists those with one directory listing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import functools
 import logging
@@ -50,18 +47,14 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import orjson
 import psutil
 
-from coding_genesis._observers.transcript import ENDED
-from coding_genesis._supervision.childenv import RUN_MARKER_ENV
-from coding_genesis._supervision.tree import stop_marked
 from coding_genesis._util.files import (
     UnsafeDirectory,
     is_own_private,
@@ -71,14 +64,12 @@ from coding_genesis._util.files import (
 )
 
 __all__ = [
-    "ENDED",
     "Ledger",
     "LedgerError",
     "RecordScan",
-    "SweptRun",
     "default_ledger_dir",
+    "not_ours",
     "read_records",
-    "sweep",
 ]
 
 log = logging.getLogger("coding_genesis._supervision.ledger")
@@ -288,25 +279,6 @@ def _own_start_time(pid: int) -> float | None:  # cached per pid: a forked child
     return _start_time(pid)
 
 
-@dataclass(frozen=True, slots=True)
-class SweptRun:
-    """A run whose runner was found dead, and what the sweep did about it."""
-
-    run_id: str
-    marker: str
-    runner_pid: int
-    #: pids stopped (empty in a dry run: those that would be).
-    stopped: tuple[int, ...]
-    transcript: str | None
-    found_ts: float
-    #: The run's git worktree, removed by the sweep (its branch kept).
-    worktree: str | None = None
-    #: Why nothing was done for this record (it names what is not ours); None: acted on.
-    refused: str | None = None
-    #: Why the worktree it names was left alone (not ours, not registered...).
-    worktree_refused: str | None = None
-
-
 class Ledger:
     """The records of this process's runs in one directory."""
 
@@ -389,9 +361,9 @@ class Ledger:
             os.close(dir_fd)
 
     def remove(self, run_id: str) -> None:
-        self._unlink(self._name(run_id))
+        self.unlink(self._name(run_id))
 
-    def _unlink(self, name: str) -> bool:
+    def unlink(self, name: str) -> bool:
         """Remove one of our entries, relative to the checked directory."""
         try:
             dir_fd = _open_dir(self.path)
@@ -498,47 +470,7 @@ class Ledger:
         return found
 
 
-def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> None:
-    """Write ``ended.json`` into the run's transcript directory: only a
-    directory of ours (not a link) named after the run, with no result yet."""
-    path = Path(directory)
-    if path.name != swept.run_id.removesuffix(".worktree"):
-        return
-    try:
-        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        if os.fstat(dir_fd).st_uid != os.getuid():
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.stat("result.json", dir_fd=dir_fd, follow_symlinks=False)
-            return
-        data = orjson.dumps(
-            {
-                "ended_by": "runner_death",
-                "runner_pid": entry.get("runner_pid"),
-                "found_ts": swept.found_ts,
-                "stopped": len(swept.stopped),
-            },
-            option=orjson.OPT_INDENT_2,
-        )
-        with contextlib.suppress(OSError):
-            fd = os.open(
-                ENDED,
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dir_fd,
-            )
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _not_ours(name: str, entry: dict[str, Any], live: set[str]) -> str | None:
+def not_ours(name: str, entry: dict[str, Any], live: set[str]) -> str | None:
     """Why a record cannot be acted on (its marker is not one we wrote for
     it), or None.  We write ``marker`` = the run id, a ``uuid4().hex``; the
     record's ``run_id`` is that id (``.worktree`` for a worktree's record),
@@ -553,87 +485,3 @@ def _not_ours(name: str, entry: dict[str, Any], live: set[str]) -> str | None:
     if marker in live:
         return f"its marker is that of a live run ({marker})"
     return None
-
-
-async def sweep(
-    ledger: Ledger,
-    *,
-    dry_run: bool = False,
-    grace: float = 1.0,
-    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
-) -> list[SweptRun]:
-    """Stop what runs of dead runners left behind; one listing when nothing is.
-
-    Only records we wrote are read (:attr:`Ledger.ignored` counts the others),
-    only a marker we wrote for its own run is stopped, and only a worktree
-    that is ours (under our worktrees directory or one of ``worktrees_dirs``,
-    registered with its repository, its gitlink intact) is reclaimed."""
-    if not dry_run:
-        ledger.drop_torn_writes()
-    dead = ledger.dead()
-    ignored = ledger.ignored
-    if not dead:
-        return []
-    live = ledger.live_run_ids()
-    swept: list[SweptRun] = []
-    for path, entry in dead:
-        marker = str(entry["marker"])
-        worktree = entry.get("worktree")
-        refused = _not_ours(path.name, entry, live)
-        stopped: list[int] = []
-        if refused is None:
-            stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
-        run = SweptRun(
-            run_id=str(entry.get("run_id") or marker)[:200],
-            marker=marker[:200],
-            runner_pid=entry["runner_pid"] if isinstance(entry.get("runner_pid"), int) else 0,
-            stopped=tuple(stopped),
-            transcript=entry.get("transcript")
-            if isinstance(entry.get("transcript"), str)
-            else None,
-            found_ts=time.time(),
-            worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
-            refused=refused,
-        )
-        if refused is not None:
-            log.warning("run ledger %s: record %s left alone: %s", ledger.path, path.name, refused)
-            swept.append(run)
-            continue
-        if isinstance(worktree, dict):
-            from coding_genesis._workspace.isolation import check_reclaim, reclaim
-
-            why = await check_reclaim(worktree, roots=worktrees_dirs)
-            if why is not None:
-                run = dataclasses.replace(run, worktree_refused=why)
-                log.warning("run %s: its worktree left alone: %s", run.run_id, why)
-            elif not dry_run:
-                try:
-                    await reclaim(worktree, roots=worktrees_dirs)
-                except Exception:
-                    log.exception("run %s: could not remove its worktree", run.run_id)
-        swept.append(run)
-        if dry_run:
-            continue
-        if run.transcript:
-            _mark_transcript(run.transcript, entry, run)
-        ledger._unlink(path.name)
-        log.info(
-            "run %s: its runner (pid %s) died; stopped %d process(es) carrying %s=%s",
-            run.run_id,
-            run.runner_pid,
-            len(stopped),
-            RUN_MARKER_ENV,
-            marker,
-        )
-    ledger.ignored = ignored
-    return swept
-
-
-def sweep_sync(
-    ledger: Ledger,
-    *,
-    dry_run: bool = False,
-    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
-) -> list[SweptRun]:
-    """:func:`sweep` for code without an event loop (``genesis reap``)."""
-    return anyio.run(lambda: sweep(ledger, dry_run=dry_run, worktrees_dirs=worktrees_dirs))

@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from coding_genesis._supervision import spawn
-from coding_genesis._supervision.ledger import Ledger, sweep_sync
+from coding_genesis._supervision.ledger import Ledger
+from coding_genesis._workspace.sweep import sweep_sync
 from tests.reliability import figures
 from tests.support import FakeCLI, marked_processes, zombie_children
 

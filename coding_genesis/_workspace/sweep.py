@@ -1,0 +1,179 @@
+"""The sweep: what runs of runners that died left behind, stopped and cleaned.
+
+For each record of the run ledger (:mod:`coding_genesis._supervision.ledger`)
+whose runner is gone, it stops every process of our user that carries the
+run's marker (the supervisor's tree stop: pid-reuse safe, TERM, grace, KILL),
+reclaims the run's worktree when it is ours, marks the run's transcript as
+ended by the runner's death and removes the record.  Only a record we wrote is
+read, and only a marker we wrote for its own run is stopped.  With nothing to
+do it costs one directory listing.  The agent sweeps at its first run;
+``genesis reap`` on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from coding_genesis._observers.transcript import ENDED
+from coding_genesis._supervision.childenv import RUN_MARKER_ENV
+from coding_genesis._supervision.ledger import Ledger, not_ours
+from coding_genesis._supervision.tree import stop_marked
+
+__all__ = ["SweptRun", "sweep", "sweep_sync"]
+
+log = logging.getLogger("coding_genesis._workspace.sweep")
+
+
+@dataclass(frozen=True, slots=True)
+class SweptRun:
+    """A run whose runner was found dead, and what the sweep did about it."""
+
+    run_id: str
+    marker: str
+    runner_pid: int
+    #: pids stopped (empty in a dry run: those that would be).
+    stopped: tuple[int, ...]
+    transcript: str | None
+    found_ts: float
+    #: The run's git worktree, removed by the sweep (its branch kept).
+    worktree: str | None = None
+    #: Why nothing was done for this record (it names what is not ours); None: acted on.
+    refused: str | None = None
+    #: Why the worktree it names was left alone (not ours, not registered...).
+    worktree_refused: str | None = None
+
+
+def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> None:
+    """Write ``ended.json`` into the run's transcript directory: only a
+    directory of ours (not a link) named after the run, with no result yet."""
+    path = Path(directory)
+    if path.name != swept.run_id.removesuffix(".worktree"):
+        return
+    try:
+        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if os.fstat(dir_fd).st_uid != os.getuid():
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.stat("result.json", dir_fd=dir_fd, follow_symlinks=False)
+            return
+        data = orjson.dumps(
+            {
+                "ended_by": "runner_death",
+                "runner_pid": entry.get("runner_pid"),
+                "found_ts": swept.found_ts,
+                "stopped": len(swept.stopped),
+            },
+            option=orjson.OPT_INDENT_2,
+        )
+        with contextlib.suppress(OSError):
+            fd = os.open(
+                ENDED,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+
+
+async def sweep(
+    ledger: Ledger,
+    *,
+    dry_run: bool = False,
+    grace: float = 1.0,
+    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> list[SweptRun]:
+    """Stop what runs of dead runners left behind; one listing when nothing is.
+
+    Only records we wrote are read (:attr:`Ledger.ignored` counts the others),
+    only a marker we wrote for its own run is stopped, and only a worktree
+    that is ours (under our worktrees directory or one of ``worktrees_dirs``,
+    registered with its repository, its gitlink intact) is reclaimed."""
+    if not dry_run:
+        ledger.drop_torn_writes()
+    dead = ledger.dead()
+    ignored = ledger.ignored
+    if not dead:
+        return []
+    live = ledger.live_run_ids()
+    swept: list[SweptRun] = []
+    for path, entry in dead:
+        marker = str(entry["marker"])
+        worktree = entry.get("worktree")
+        refused = not_ours(path.name, entry, live)
+        stopped: list[int] = []
+        if refused is None:
+            stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
+        run = SweptRun(
+            run_id=str(entry.get("run_id") or marker)[:200],
+            marker=marker[:200],
+            runner_pid=entry["runner_pid"] if isinstance(entry.get("runner_pid"), int) else 0,
+            stopped=tuple(stopped),
+            transcript=entry.get("transcript")
+            if isinstance(entry.get("transcript"), str)
+            else None,
+            found_ts=time.time(),
+            worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
+            refused=refused,
+        )
+        if refused is not None:
+            log.warning("run ledger %s: record %s left alone: %s", ledger.path, path.name, refused)
+            swept.append(run)
+            continue
+        if isinstance(worktree, dict):
+            # git and the worktree machinery load only when a dead run left a worktree
+            from coding_genesis._workspace.reclaim import check_reclaim, reclaim
+
+            why = await check_reclaim(worktree, roots=worktrees_dirs)
+            if why is not None:
+                run = dataclasses.replace(run, worktree_refused=why)
+                log.warning("run %s: its worktree left alone: %s", run.run_id, why)
+            elif not dry_run:
+                try:
+                    await reclaim(worktree, roots=worktrees_dirs)
+                except Exception:
+                    log.exception("run %s: could not remove its worktree", run.run_id)
+        swept.append(run)
+        if dry_run:
+            continue
+        if run.transcript:
+            _mark_transcript(run.transcript, entry, run)
+        ledger.unlink(path.name)
+        log.info(
+            "run %s: its runner (pid %s) died; stopped %d process(es) carrying %s=%s",
+            run.run_id,
+            run.runner_pid,
+            len(stopped),
+            RUN_MARKER_ENV,
+            marker,
+        )
+    ledger.ignored = ignored
+    return swept
+
+
+def sweep_sync(
+    ledger: Ledger,
+    *,
+    dry_run: bool = False,
+    worktrees_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> list[SweptRun]:
+    """:func:`sweep` for code without an event loop (``genesis reap``)."""
+    return anyio.run(lambda: sweep(ledger, dry_run=dry_run, worktrees_dirs=worktrees_dirs))
