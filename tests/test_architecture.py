@@ -51,3 +51,19 @@ def test_every_module_of_the_package_is_named_by_the_tree_table() -> None:
         if not p.name.startswith("__") and p.name != "py.typed" and p.suffix in (".py", "")
     }
     assert entries <= named | {"backends"}, entries - named
+
+
+def test_no_module_is_over_600_lines_and_the_agent_class_is_small() -> None:
+    import ast
+
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if "backends" not in p.parts and (n := len(p.read_text().splitlines())) > 600
+    }
+    assert not long, long
+    agent = ast.parse((PACKAGE / "agent.py").read_text())
+    cls = next(
+        n for n in agent.body if isinstance(n, ast.ClassDef) and n.name == "CodingGenesisAgent"
+    )
+    assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 <= 450

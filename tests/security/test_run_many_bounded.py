@@ -1,6 +1,6 @@
 """Finding 7 (unbounded growth), run-many: no run directory for a request that
 never started, and results kept in order with bounded memory (see also
-tests/test_cli_run_many.py for the spill file)."""
+tests/cli/test_run_many.py for the spill file)."""
 
 from __future__ import annotations
 

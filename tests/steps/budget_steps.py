@@ -19,7 +19,7 @@ def agent_with_budget(world: World, usd: float) -> None:
 
 @given("the subprocess streams messages costing 0.018 USD each and never finishes")
 def streaming_messages(world: World) -> None:
-    from tests.test_metering import streaming_script
+    from tests.observers.test_metering import streaming_script
 
     world.steps = streaming_script()
 

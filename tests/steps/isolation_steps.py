@@ -14,7 +14,7 @@ from pytest_bdd import given, parsers, then, when
 
 from coding_genesis import CodingGenesisAgent
 from tests.support import FakeCLI
-from tests.test_isolation import VERIFY, checkout_state, git, our_branches, worktree_paths
+from tests.workspace.test_isolation import VERIFY, checkout_state, git, our_branches, worktree_paths
 
 
 class Isolated:

@@ -12,8 +12,8 @@ from pytest_bdd import given, parsers, then, when
 
 from coding_genesis import CodingGenesisAgent
 from tests.otel_support import Spans, spans, traceparent
+from tests.pipeline.test_always_responds import tool_result, tool_use
 from tests.support import FakeCLI
-from tests.test_always_responds import tool_result, tool_use
 
 __all__ = ["spans"]
 

@@ -13,8 +13,8 @@ from coding_genesis._observers.budget import Budget, Usage
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
 from coding_genesis.events import EventKind, UsageEvent
+from tests.observers.test_metering import message, tool_result
 from tests.support import EventLog, FakeCLI, QuietObserver
-from tests.test_metering import message, tool_result
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
 from coding_genesis.status import FailureCategory
 
-README = Path(__file__).parent.parent / "README.md"
+README = Path(__file__).parents[2] / "README.md"
 C = FailureCategory
 
 

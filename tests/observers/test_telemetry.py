@@ -25,12 +25,12 @@ from coding_genesis.errors import ConfigError
 from coding_genesis.events import ToolCallEvent
 from coding_genesis.observer import RunInfo
 from tests.otel_support import Spans, spans, traceparent
+from tests.pipeline.test_always_responds import tool_result, tool_use
 from tests.support import FakeCLI
-from tests.test_always_responds import tool_result, tool_use
 
 __all__ = ["spans"]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TRACE_VARS = ["TRACEPARENT", "TRACESTATE"]
 
 
@@ -272,7 +272,7 @@ import json, sys
 sys.modules["opentelemetry"] = None  # not importable
 from pathlib import Path
 from tests.support import FakeCLI
-from tests.test_always_responds import tool_result, tool_use
+from tests.pipeline.test_always_responds import tool_result, tool_use
 fake = FakeCLI(Path({str(tmp_path)!r}), "claude")
 fake.script([
     {{"record_env": ["TRACEPARENT"]}},

@@ -30,7 +30,7 @@ from tests.support import FakeCLI
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
-REPO_ROOT = str(Path(__file__).parent.parent)
+REPO_ROOT = str(Path(__file__).parents[2])
 
 
 def git(repo: Path, *args: str) -> str:

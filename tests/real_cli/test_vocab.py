@@ -19,7 +19,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import claude_env, codex_env, write_codex_home
-from tests.test_real_cli import hermetic_env
+from tests.real_cli.test_claude_codex import hermetic_env
 
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
 

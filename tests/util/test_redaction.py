@@ -12,8 +12,8 @@ from anyio.from_thread import BlockingPortal
 
 from coding_genesis._failures.report import parse_failure_report
 from coding_genesis._observers.runlog import failure_stats
+from tests.pipeline.test_always_responds import tool_result, tool_use
 from tests.support import EventLog, FakeCLI
-from tests.test_always_responds import tool_result, tool_use
 
 SECRET = "sk-test-4f1b9c0d2e7a8b3c5d6e"
 TOKEN = "ghp_fakeToken0123456789abcdef"

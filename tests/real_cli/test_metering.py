@@ -8,8 +8,8 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent
 from coding_genesis._observers.budget import Budget
-from tests import test_real_cli
-from tests.test_real_cli import (  # noqa: F401  (hermetic_env is an autouse fixture)
+from tests.real_cli import test_claude_codex
+from tests.real_cli.test_claude_codex import (  # noqa: F401  (hermetic_env is an autouse fixture)
     Rig,
     assert_nothing_left,
     explain,
@@ -17,9 +17,9 @@ from tests.test_real_cli import (  # noqa: F401  (hermetic_env is an autouse fix
     run,
 )
 
-# The rigs of test_real_cli (fixtures are found by name in this module).
-claude_rig = test_real_cli.claude_rig
-codex_rig = test_real_cli.codex_rig
+# The rigs of test_claude_codex (fixtures are found by name in this module).
+claude_rig = test_claude_codex.claude_rig
+codex_rig = test_claude_codex.codex_rig
 
 
 def test_real_codex_cost_is_computed_from_its_tokens(codex_rig: Rig) -> None:

@@ -15,8 +15,8 @@ import pytest
 
 from coding_genesis import ConfigError
 from coding_genesis.batch import RunSpec, run_many
+from tests.batch.test_run_many import check_events, check_mixed, mixed_specs, quick_retry_spec
 from tests.support import RAY_MARK_ENV, FakeCLI, marked_processes, poll_until, wait_ended
-from tests.test_pool import check_events, check_mixed, mixed_specs, quick_retry_spec
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -219,7 +219,7 @@ async def test_shared_budget_stops_a_ray_batch_of_twenty(cluster: None, tmp_path
     the runs in flight are stopped at their next usage event and the queued
     ones are not started.  Every result says which, and why."""
     from coding_genesis._observers.budget import Budget
-    from tests.test_metering import spending_fakes
+    from tests.observers.test_metering import spending_fakes
 
     fakes = spending_fakes(tmp_path, 20, messages=5)
     budget = Budget(max_cost_usd=0.05)

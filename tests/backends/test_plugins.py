@@ -1,5 +1,5 @@
 """Plug-in backends by entry point, without installing a package: the entry points are made up
-here (the installed case is tests/test_plugin_install.py)."""
+here (the installed case is tests/backends/test_plugin_install.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ GROUP = base.ENTRY_POINT_GROUP
 
 
 class Echo:
-    """A backend object for the ``tests.test_plugins:ECHO`` entry point."""
+    """A backend object for the ``tests.backends.test_plugins:ECHO`` entry point."""
 
     name = "echo"
     executable = "echo-cli"
@@ -55,12 +55,12 @@ def explode() -> None:
 @pytest.fixture
 def installed(monkeypatch: pytest.MonkeyPatch) -> None:
     points = [
-        EntryPoint("echo", "tests.test_plugins:ECHO", GROUP),
-        EntryPoint("echoclass", "tests.test_plugins:Echo", GROUP),
+        EntryPoint("echo", "tests.backends.test_plugins:ECHO", GROUP),
+        EntryPoint("echoclass", "tests.backends.test_plugins:Echo", GROUP),
         EntryPoint("missing", "tests.no_such_module:Backend", GROUP),
         EntryPoint("notabackend", "builtins:object", GROUP),
-        EntryPoint("explodes", "tests.test_plugins:explode", GROUP),
-        EntryPoint("claude", "tests.test_plugins:ECHO", GROUP),  # a built-in name wins
+        EntryPoint("explodes", "tests.backends.test_plugins:explode", GROUP),
+        EntryPoint("claude", "tests.backends.test_plugins:ECHO", GROUP),  # a built-in name wins
     ]
     monkeypatch.setattr(base, "entry_points", lambda group: [p for p in points if p.group == group])
 
@@ -232,7 +232,7 @@ NEW = NewStyle()
 
 
 def test_a_subclass_plugin_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
-    points = [EntryPoint("newstyle", "tests.test_plugins:NEW", GROUP)]
+    points = [EntryPoint("newstyle", "tests.backends.test_plugins:NEW", GROUP)]
     monkeypatch.setattr(base, "entry_points", lambda group: points)
     assert get_backend("newstyle") is NEW
     check_contract(NEW)

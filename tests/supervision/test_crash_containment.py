@@ -62,7 +62,7 @@ def start_host(fake: FakeCLI, tmp_path: Path, **settings: Any) -> subprocess.Pop
     settings = {"cli_path": fake.path, "env": fake.env(), "timeout": 60, **settings}
     return subprocess.Popen(
         [sys.executable, str(script), json.dumps(settings)],
-        cwd=str(Path(__file__).parent.parent),
+        cwd=str(Path(__file__).parents[2]),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -178,7 +178,7 @@ ESCAPING = [
     {"await_records": {"key": "grandchild", "count": 1}},
     {"hang": True},
 ]
-REPO = str(Path(__file__).parent.parent)
+REPO = str(Path(__file__).parents[2])
 
 
 def run_env(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:

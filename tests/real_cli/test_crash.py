@@ -21,8 +21,14 @@ from coding_genesis._supervision import spawn
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._workspace.sweep import sweep_sync
 from tests.fakes.model_server import FakeModelServer
+from tests.real_cli.test_claude_codex import (
+    SLEEP_PROMPTS,
+    Rig,
+    hermetic_env,
+    is_sleeper,
+    processes_of_run,
+)
 from tests.support import exits_within
-from tests.test_real_cli import SLEEP_PROMPTS, Rig, hermetic_env, is_sleeper, processes_of_run
 
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli applies here too
 
@@ -62,7 +68,7 @@ def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
     script.write_text(HOST)
     host = subprocess.Popen(
         [sys.executable, str(script), json.dumps(settings)],
-        cwd=str(Path(__file__).parent.parent),
+        cwd=str(Path(__file__).parents[2]),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from tests.fakes.model_server import TOOL_DONE_PREFIX
 from tests.otel_support import Spans, spans, traceparent
-from tests.test_real_cli import Rig, claude_rig, explain, hermetic_env, run
+from tests.real_cli.test_claude_codex import Rig, claude_rig, explain, hermetic_env, run
 
 __all__ = ["claude_rig", "hermetic_env", "spans"]
 

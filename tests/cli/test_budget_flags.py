@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from coding_genesis._cli.main import main
+from tests.observers.test_metering import message, streaming_script
 from tests.support import FakeCLI
-from tests.test_metering import message, streaming_script
 from tests.tree_support import assert_tree_gone
 
 

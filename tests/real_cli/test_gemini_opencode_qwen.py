@@ -21,8 +21,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelServer
 from tests.fakes.real_cli import gemini_env, opencode_env, qwen_env
-from tests.support import is_reaped
-from tests.test_real_cli import (
+from tests.real_cli.test_claude_codex import (
     SLEEP_COMMAND,
     SLEEP_PROMPTS,
     STOP_TIMEOUTS,
@@ -34,6 +33,7 @@ from tests.test_real_cli import (
     explain,
     hermetic_env,
 )
+from tests.support import is_reaped
 
 __all__ = ["hermetic_env"]  # the autouse fixture of test_real_cli, active here too
 
@@ -51,7 +51,7 @@ for _backend in NEW:
 
 @dataclass
 class MoreRig(Rig):
-    """:class:`tests.test_real_cli.Rig` for gemini, opencode and qwen."""
+    """:class:`tests.real_cli.test_claude_codex.Rig` for gemini, opencode and qwen."""
 
     gemini_settings: dict[str, Any] | None = None
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from tests.test_isolation import checkout_state, git, our_branches, worktree_paths
-from tests.test_real_cli import (  # noqa: F401 - fixtures
+from tests.real_cli.test_claude_codex import (  # noqa: F401 - fixtures
     RUN_TIMEOUT,
     Rig,
     assert_nothing_left,
@@ -22,6 +21,7 @@ from tests.test_real_cli import (  # noqa: F401 - fixtures
     rig,
     run,
 )
+from tests.workspace.test_isolation import checkout_state, git, our_branches, worktree_paths
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -133,7 +133,7 @@ def test_without_the_subreaper_the_marker_scan_finds_the_escapees(
         capture_output=True,
         timeout=25,
         check=False,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stderr.decode()
     out = json.loads(done.stdout)
