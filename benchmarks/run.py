@@ -293,7 +293,7 @@ def render_markdown(
         "Every figure is a median of several repetitions, each ratio is against a baseline "
         "measured in the same process, interleaved with it (absolute times on a shared machine "
         "are noise; ratios of paired runs much less so). Benchmarks are not tests: no number "
-        "fails a run. How to run them: see *Benchmarks* in the README.",
+        "fails a run. How to run them: see the Benchmarks page of the docs (docs/benchmarks.md).",
         "",
         "## Machine",
         "",

@@ -279,7 +279,8 @@ class Backend(ABC):
       level it lacks is refused rather than run with more permissions.
     * ``stderr_noise`` (None): a pattern of stderr lines that say nothing about a
       failure (start-up chatter), left out of its analysis.
-    * ``notes`` (none): what ``genesis doctor`` and the README say about it.
+    * ``notes`` (none): what ``genesis doctor`` and the backends table (README, ``docs/backends.md``)
+      say about it.
     * ``version_args`` (``--version``): the arguments that print its version.
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`: see each.

@@ -1,4 +1,4 @@
-"""The README's "Embedding in orchestrators" examples: shown verbatim, and run."""
+"""The examples of the docs' Embedding page (docs/embedding.md): shown verbatim, and run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.support import SUBREAPER_WRAPPER
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
-README = (ROOT / "README.md").read_text()
+EMBEDDING = (ROOT / "docs" / "embedding.md").read_text()
 
 
 def run_example(name: str, timeout: float = 60) -> str:
@@ -31,9 +31,9 @@ def run_example(name: str, timeout: float = 60) -> str:
 
 
 @pytest.mark.parametrize("name", ["embed_asyncio.py", "embed_langgraph.py", "embed_ray.py"])
-def test_readme_shows_the_example_verbatim(name: str) -> None:
+def test_docs_show_the_example_verbatim(name: str) -> None:
     code = (EXAMPLES / name).read_text()
-    assert f"```python\n{code}```" in README
+    assert f"```python\n{code}```" in EMBEDDING
 
 
 def test_asyncio_example() -> None:

@@ -279,7 +279,7 @@ JQ_EXAMPLE = re.compile(
 def test_the_jq_examples_on_the_failer_print_something() -> None:
     from coding_genesis._cli.run import EXAMPLES
 
-    texts = {"README.md": (ROOT / "README.md").read_text(), "genesis run --help": EXAMPLES}
+    texts = {"docs/cli.md": (ROOT / "docs" / "cli.md").read_text(), "genesis run --help": EXAMPLES}
     found = [(where, m) for where, text in texts.items() for m in JQ_EXAMPLE.finditer(text)]
     assert {where for where, _ in found} == set(texts), "each shows a jq example on the failer"
     for where, match in found:

@@ -2,8 +2,8 @@
 
 The user's three vocabularies meet in the taxonomy (spec 002 error types, spec
 003 error contexts, spec 004 failure categories);
-:data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the README's
-"Failures" section give the mapping:
+:data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the taxonomy table of
+``docs/failures.md`` give the mapping:
 
 =============== ============ ============ =============== ===============================
 category        spec 002     spec 003     spec 004        retryable

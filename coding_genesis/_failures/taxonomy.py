@@ -2,8 +2,8 @@
 specs' names for each category, and what we tell people about each.
 
 The user's three vocabularies meet here (spec 002 error types, spec 003 error
-contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the README's
-"Failures" section give the mapping.  The categories themselves are
+contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the taxonomy table
+of ``docs/failures.md`` give the mapping.  The categories themselves are
 :class:`coding_genesis.status.FailureCategory`; how many times each is retried
 is :data:`coding_genesis.retry.DEFAULT_RETRIES`.
 """

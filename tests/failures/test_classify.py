@@ -25,7 +25,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
 from coding_genesis.status import FailureCategory
 
-README = Path(__file__).parents[2] / "README.md"
+FAILURES_PAGE = Path(__file__).parents[2] / "docs" / "failures.md"
 C = FailureCategory
 
 
@@ -84,8 +84,8 @@ def test_category_from_any_vocabulary(name: object, category: FailureCategory | 
     assert category_from_name(name) is category
 
 
-def test_readme_maps_every_category() -> None:
-    section = README.read_text().split("## Failures", 1)[1].split("\n## ", 1)[0]
+def test_docs_map_every_category() -> None:
+    section = FAILURES_PAGE.read_text().split("## Failures", 1)[1].split("\n## ", 1)[0]
     for category in FailureCategory:
         assert re.search(rf"^\| `{category.value}` \|", section, re.M), category
 

@@ -1,0 +1,239 @@
+"""The examples of README.md, CHANGELOG.md and docs/ are real (issue 25).
+
+* Every ``python`` block is type-checked with ``mypy --strict``, except a verbatim copy of a
+  file in ``examples/`` (``tests/test_examples.py`` runs those).
+* A block marked ``<!-- example: run -->`` is also run (against the failer); when the next block
+  is marked ``<!-- example: output -->``, what it printed must be exactly that.
+* Every ``genesis`` command line of a shell or console block is parsed by the CLI's own parser
+  (parsed, never run): a flag that does not exist, or is given to the wrong command, fails.
+* Every ``toml`` and ``json`` block parses; the failure report shown reads back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from coding_genesis import _EXPORTS, parse_failure_report
+from coding_genesis._cli.main import build_parser
+
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
+EXAMPLE_FILES = {p.read_text() for p in (ROOT / "examples").glob("*.py")}
+FENCE = re.compile(r"^```(\w*)\s*$")
+MARKER = re.compile(r"^<!-- example: (run|output) -->$")
+SHELLS = {"bash", "sh", "shell", "console"}
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int  # of the opening fence, 1-based
+    lang: str
+    code: str
+    marker: str | None  # "run" / "output": the comment on the line before the fence
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    found: list[Block] = []
+    lines = page.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        end = i + 1
+        while lines[end] != "```":
+            end += 1
+        marked = MARKER.match(lines[i - 1]) if i else None
+        code = "\n".join(lines[i + 1 : end]) + "\n"
+        found.append(Block(page, i + 1, opening[1], code, marked[1] if marked else None))
+        i = end + 1
+    return found
+
+
+ALL = [block for page in PAGES for block in blocks(page)]
+PYTHON = [b for b in ALL if b.lang == "python"]
+RUN = [b for b in PYTHON if b.marker == "run"]
+
+
+def test_examples_are_found() -> None:
+    # The extraction itself: a change to the fences or markers must not silently skip them.
+    assert len(PYTHON) >= 15 and len(RUN) >= 5
+    assert {b.page.name for b in RUN} >= {"README.md", "getting-started.md", "failures.md"}
+    assert all(b.lang for b in ALL), [b.id for b in ALL if not b.lang]
+
+
+def test_python_examples_type_check(tmp_path: Path) -> None:
+    checked = [b for b in PYTHON if b.code not in EXAMPLE_FILES]
+    files = []
+    for n, block in enumerate(checked):
+        path = tmp_path / f"example_{n}.py"
+        path.write_text(block.code)
+        files.append(str(path))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--follow-imports=silent",
+            "--cache-dir",
+            str(ROOT / ".mypy_cache" / "docs-examples"),
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+    where = {f"example_{n}.py": block.id for n, block in enumerate(checked)}
+    report = re.sub(r"\S*(example_\d+\.py)", lambda m: where[m[1]], done.stdout)
+    assert done.returncode == 0, report + done.stderr
+
+
+@pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
+def test_run_examples_run(block: Block, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(block.code)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    following = [b for b in ALL if b.page == block.page and b.line > block.line][:1]
+    if following and following[0].marker == "output":
+        assert done.stdout == following[0].code
+
+
+def command_lines(block: Block) -> list[list[str]]:
+    """Each ``genesis ...`` command of a shell block, as argv without ``genesis``: a line's
+    pipeline and list segments are split apart; comments, redirections and ``$ `` prompts
+    are left out; output lines of a console block are skipped."""
+    commands: list[list[str]] = []
+    text = block.code.replace("\\\n", " ")
+    for raw in text.splitlines():
+        line = raw.strip()
+        if block.lang == "console":
+            if not line.startswith("$ "):
+                continue
+            line = line[2:]
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        segment: list[str] = []
+        segments = [segment]
+        for token in lexer:
+            if token in {"|", "||", "&&", ";", "&"}:
+                segment = []
+                segments.append(segment)
+            else:
+                segment.append(token)
+        for words in segments:
+            for redirect in (">", ">>", "<", "2>"):
+                while redirect in words:
+                    at = words.index(redirect)
+                    del words[at : at + 2]
+            if words and words[0] == "genesis":
+                commands.append(words[1:])
+    return commands
+
+
+ARGVS = [(b, argv) for b in ALL if b.lang in SHELLS for argv in command_lines(b)]
+COMMANDS = [pytest.param(argv, id=f"{b.id}: genesis {shlex.join(argv)}") for b, argv in ARGVS]
+
+
+def test_command_examples_are_found() -> None:
+    named = {argv[0] for _, argv in ARGVS if argv}
+    assert named >= {
+        "run",
+        "run-many",
+        "runs",
+        "show",
+        "replay",
+        "doctor",
+        "stats",
+        "reap",
+        "worktrees",
+    }
+
+
+@pytest.mark.parametrize("argv", COMMANDS)
+def test_command_examples_parse(argv: list[str]) -> None:
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+            build_parser(argv).parse_args(argv)
+    except SystemExit as exited:  # --help exits 0; a usage error exits 2, saying why
+        assert exited.code in (0, None), errors.getvalue()
+
+
+def test_command_parsing_catches_a_wrong_flag() -> None:
+    # The bug this guards against: a run flag given to the top-level parser.
+    bad = Block(ROOT / "README.md", 1, "bash", "genesis --transcript-dir off\n", None)
+    (argv,) = command_lines(bad)
+    with pytest.raises(SystemExit) as exited, contextlib.redirect_stderr(io.StringIO()):
+        build_parser(argv).parse_args(argv)
+    assert exited.value.code == 2
+
+
+def test_data_blocks_parse() -> None:
+    data = [b for b in ALL if b.lang in {"toml", "json"}]
+    assert {b.lang for b in data} == {"toml", "json"}
+    for block in data:
+        if block.lang == "toml":
+            tomllib.loads(block.code)
+        else:
+            json.loads(block.code)
+
+
+def test_the_failure_report_shown_reads_back() -> None:
+    (report,) = [b for b in ALL if b.code.startswith("Child agent failed:")]
+    record = parse_failure_report(report.code)
+    assert record.category == "timeout"
+    assert record.files_modified == ["src/config.py"]
+
+
+def test_readme_fits_two_screens() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_api_reference_lists_every_public_name() -> None:
+    index = (DOCS / "api" / "index.md").read_text()
+    for name in _EXPORTS:
+        assert f"`{name}`" in index, name
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in sorted((DOCS / "api").glob("*.md")):
+        assert f"api/{page.name}" in nav, page.name
+        assert "::: coding_genesis" in page.read_text(), page.name
+        assert "::: coding_genesis._" not in page.read_text(), page.name
+
+
+def test_supervision_page_quotes_the_guarantee_from_its_docstring() -> None:
+    # Rendered by mkdocstrings from the module's docstring, so it cannot drift from it.
+    page = (DOCS / "supervision.md").read_text()
+    assert "::: coding_genesis._supervision.process\n    options:\n" in page
+    assert "members: false" in page
