@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -237,3 +238,53 @@ def test_supervision_page_quotes_the_guarantee_from_its_docstring() -> None:
     page = (DOCS / "supervision.md").read_text()
     assert "::: coding_genesis._supervision.process\n    options:\n" in page
     assert "members: false" in page
+
+
+ID = re.compile(
+    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b[0-9a-f]{12,32}\b"
+)
+
+
+def masked(text: str) -> str:
+    """What may differ between two runs of one command: ids, paths, numbers (times, pids)."""
+    text = ID.sub("ID", text)
+    text = re.sub(r"/[^\s\"',]+", "PATH", text)
+    return re.sub(r"\d+(\.\d+)?", "N", text)
+
+
+FAILER_RUNS = [
+    pytest.param(b, argv, id=f"{b.id}: genesis {shlex.join(argv)}")
+    for b, argv in ARGVS
+    if b.lang == "console"
+    and argv[:1] == ["run"]
+    and "failer" in argv
+    and "--isolate" not in argv
+    and not re.search(r"[|>]", b.code.splitlines()[0])
+]
+
+
+def test_failer_runs_are_found() -> None:
+    assert len(FAILER_RUNS) >= 4
+
+
+@pytest.mark.parametrize(("block", "argv"), FAILER_RUNS)
+def test_failer_run_output_shown_is_real(block: Block, argv: list[str], tmp_path: Path) -> None:
+    # The console blocks show what `genesis run` printed: run it again, compare all but the
+    # ids, paths and numbers.
+    done = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+            "GENESIS_LEDGER": "off",
+        },
+    )
+    shown = block.code.split("\n", 1)[1]
+    assert masked(done.stdout) == masked(shown)
