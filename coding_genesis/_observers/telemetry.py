@@ -253,9 +253,7 @@ class _TelemetryRun(RunObserver):
                     if category:
                         attempt.set_attribute("coding_genesis.failure.category", str(category))
                 if extra.get("action"):
-                    attempt.set_attribute(
-                        "coding_genesis.attempt.action", str(extra["action"])
-                    )
+                    attempt.set_attribute("coding_genesis.attempt.action", str(extra["action"]))
                 self._end_attempt(_ns(event.ts))
 
     def _tool_call(self, event: ToolCallEvent) -> None:
