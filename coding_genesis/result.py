@@ -148,6 +148,10 @@ class RunResult(BaseModel):
     denied_tools: list[str] = Field(default_factory=list)
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
+    #: What the run was stopped on, when the stopper knew it: the failure the
+    #: CLI's own events proved (auth, invalid request, ...: fail fast), or
+    #: ``not_started``; the failure analysis names this category.
+    stopped_on: FailureCategory | None = None
     #: The failure value (category, retryable and why, suggested actions, ...) on
     #: every failed response, analysed once; ``error_context`` and
     #: ``failure_report`` are views of it.

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
-from coding_genesis.status import ErrorCode
+from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage"]
 
@@ -472,7 +472,7 @@ class BudgetRun:
             f"{exceeded.describe(self._shared)} before this run started; nothing was started"
         )
         if self._stop is not None:
-            self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
+            self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason, FailureCategory.NOT_STARTED)
 
     def below(
         self, cost_usd: float, tokens: int, cache_tokens: int, turns: int, tools: int

@@ -110,6 +110,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     warnings: list[str] = []
     text = tally.final_text()
 
+    request = attempt.stop.request if attempt.stop is not None else None
     if attempt.refusal is not None:
         refusal = attempt.refusal
         return RunResult(
@@ -117,6 +118,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             message=redactor.text(refusal.message),
             is_error=True,
             error=refusal.error,
+            stopped_on=request.category if request is not None else None,
             **common,
         )
     if outcome.spawn_error is not None:
@@ -158,7 +160,6 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             **common,
         )
 
-    request = attempt.stop.request if attempt.stop is not None else None
     if outcome.stop_reason is StopReason.REQUESTED and request is not None:
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
         return RunResult(
@@ -169,6 +170,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             ),
             is_error=True,
             error=request.error,
+            stopped_on=request.category,
             **common,
         )
 
