@@ -15,18 +15,29 @@ from pathlib import Path
 import coding_genesis
 from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest
 from coding_genesis.result import RunResult
+from coding_genesis.retry import DEFAULT_RETRIES
+from coding_genesis.status import FailureCategory
 
 from .claude import ClaudeTranslator
 
-__all__ = ["FailerBackend"]
+__all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "FailerBackend"]
 
 #: Failer error codes -> failure categories.
-_HINTS = {
-    "AGENT_ERROR": "internal",
-    "RATE_LIMIT": "rate_limit",
-    "TRANSIENT_ERROR": "network",
-    "INVALID_COMMAND": "invalid_task",
+ERROR_CATEGORIES: Mapping[str, FailureCategory] = {
+    "AGENT_ERROR": FailureCategory.INTERNAL,
+    "RATE_LIMIT": FailureCategory.RATE_LIMIT,
+    "TRANSIENT_ERROR": FailureCategory.NETWORK,
+    "INVALID_COMMAND": FailureCategory.INVALID_TASK,
 }
+
+#: The failer's error codes whose failures a retry may fix, read from the one
+#: retry table (``coding_genesis.retry.DEFAULT_RETRIES``, which the failure
+#: value's ``retryable`` is decided from): the failer's own body says
+#: ``"retry_recommended"`` from this (``--retryable``), so the two agree.
+RETRYABLE_CODES = tuple(
+    code for code, category in ERROR_CATEGORIES.items() if category in DEFAULT_RETRIES
+)
+_RETRYABLE_ARG = "--retryable=" + ",".join(RETRYABLE_CODES)
 
 FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
 
@@ -35,8 +46,9 @@ class FailerBackend(Backend):
     name = "failer"
     executable = "genesis-failer"
     path_env_var = "GENESIS_FAILER_PATH"
-    #: Where it keeps its counters (``/fail-then-succeed``).
-    env_needs = ("GENESIS_FAILER_STATE_DIR", "XDG_STATE_HOME")
+    #: Where it keeps its counters (``/fail-then-succeed``): a private directory
+    #: under the temporary directory, unless given.
+    env_needs = ("GENESIS_FAILER_STATE_DIR", "TMPDIR")
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
@@ -54,7 +66,7 @@ class FailerBackend(Backend):
         return "it ships with coding-genesis; reinstall the package"
 
     def build_command(self, request: RunRequest) -> CommandSpec:
-        args = ["-p", "--output-format", "stream-json", "--verbose"]
+        args = ["-p", "--output-format", "stream-json", "--verbose", _RETRYABLE_ARG]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")
         state_dir = request.options.get("state_dir")
@@ -74,7 +86,8 @@ class FailerBackend(Backend):
     def failure_hint(self, result: RunResult) -> str | None:
         """The failer names its failures with error codes in its JSON body."""
         code = (result.data or {}).get("error_code")
-        return _HINTS.get(code) if isinstance(code, str) else None
+        category = ERROR_CATEGORIES.get(code) if isinstance(code, str) else None
+        return category.value if category is not None else None
 
     def translator(self) -> ClaudeTranslator:
         return ClaudeTranslator()

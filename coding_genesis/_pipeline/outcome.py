@@ -22,13 +22,14 @@ from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
 from coding_genesis._util.redact import Redactor
+from coding_genesis._util.words import counted
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import Event, ResultEvent
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["ResultContext", "build_result", "replayed_outcome", "tally_facts"]
+__all__ = ["ResultContext", "build_result", "how_far", "replayed_outcome", "tally_facts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
 
     if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
-        progress = f"{tally.tool_calls} tool call(s) made before the stop"
+        progress = f"{counted(tally.tool_calls, 'tool call')} made before the stop"
         if outcome.stop_reason is StopReason.STALLED:
             message = (
                 f"{name} stalled: no output on stdout or stderr for "
@@ -166,7 +167,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             status=Status.FAILED,
             message=redactor.text(
                 f"{request.message}; process tree stopped ({stopped}); "
-                f"{tally.tool_calls} tool call(s) made before the stop"
+                f"{counted(tally.tool_calls, 'tool call')} made before the stop"
             ),
             is_error=True,
             error=request.error,
@@ -280,6 +281,20 @@ def _last_line(text: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
+
+
+def how_far(facts: Mapping[str, Any], seconds: float) -> str:
+    """How far a run got before it was cancelled, in words: its time, tool
+    calls and changed files, the last tool that worked."""
+    files = list(facts.get("files_modified") or ())
+    text = (
+        f"it had run {seconds:.1f}s, made {counted(int(facts.get('tool_calls') or 0), 'tool call')}"
+        f" and changed {counted(len(files), 'file')}"
+    )
+    if files:
+        text += " (" + ", ".join(files[:5]) + (", …" if len(files) > 5 else "") + ")"
+    last = facts.get("last_successful_tool")
+    return text + (f"; last tool that worked: {last}" if last else "")
 
 
 def tally_facts(tally: RunTally, redactor: Redactor) -> dict[str, Any]:

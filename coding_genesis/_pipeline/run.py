@@ -32,6 +32,7 @@ from coding_genesis._pipeline.listeners import RunListeners
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
+    how_far,
     replayed_outcome,
     tally_facts,
 )
@@ -464,7 +465,8 @@ class Run:
         result = wiring.bare(
             Status.CANCELLED,
             ErrorCode.CANCELLED,
-            f"{wiring.backend.name} run cancelled by the caller; process tree stopped",
+            f"{wiring.backend.name} run cancelled by the caller; process tree stopped; "
+            + how_far(facts, time.monotonic() - self.started),
             run_id=self.run_id,
             stop_reason=StopReason.CANCELLED.value,
             duration_s=round(time.monotonic() - self.started, 6),
