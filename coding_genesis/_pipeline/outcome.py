@@ -29,7 +29,14 @@ from coding_genesis.events import Event, ResultEvent
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["ResultContext", "build_result", "how_far", "replayed_outcome", "tally_facts"]
+__all__ = [
+    "ResultContext",
+    "build_result",
+    "how_far",
+    "replayed_outcome",
+    "tally_facts",
+    "with_best_usage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +288,35 @@ def _last_line(text: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
+
+
+def with_best_usage(result: RunResult) -> RunResult:
+    """``result`` with its best-known usage and where it came from: the CLI's
+    own totals, else metering's count (a run stopped before the CLI's total),
+    else ``unknown``."""
+    if result.usage:
+        source, usage = "cli", result.usage
+    else:
+        metering = result.metering or {}
+        tokens = metering.get("tokens") if isinstance(metering, Mapping) else None
+        counts = (
+            {k: tokens.get(k) or 0 for k in ("input", "output", "cache_read", "cache_write")}
+            if isinstance(tokens, Mapping)
+            else {}
+        )
+        if any(counts.values()):
+            source = "metering"
+            usage = {  # our four counts, in claude's words (cache apart from input)
+                "input_tokens": counts["input"],
+                "output_tokens": counts["output"],
+                "cache_read_input_tokens": counts["cache_read"],
+                "cache_creation_input_tokens": counts["cache_write"],
+            }
+        else:
+            source, usage = "unknown", None
+    if result.usage_source == source and result.usage is usage:
+        return result
+    return result.model_copy(update={"usage": usage, "usage_source": source})
 
 
 def how_far(facts: Mapping[str, Any], seconds: float) -> str:

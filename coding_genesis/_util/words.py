@@ -13,19 +13,24 @@ __all__ = ["UNKNOWN", "counted", "money", "short_count"]
 UNKNOWN = "unknown"
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
+def counted(n: int, noun: str, plural: str | None = None, *, short: bool = False) -> str:
     """``n`` with ``noun``, in the plural unless ``n`` is 1 (``plural``: when
-    it is not ``noun + "s"``)."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+    it is not ``noun + "s"``); ``short``: a large ``n`` as :func:`short_count`
+    says it ("1.5k tokens")."""
+    number = short_count(n) if short and n >= 10_000 else str(n)
+    return f"{number} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def money(amount: float | None, currency: str = "USD", *, places: int = 4) -> str:
-    """An amount in fixed decimals with its currency: ``0.0031 USD``; an amount
-    below the last place shows as ``<0.0001 USD`` (not 0); None: unknown."""
+    """An amount in fixed decimals with its currency: ``0.0031 USD``; a tiny
+    amount with two more places (``0.000070 USD``), below those ``<0.000001
+    USD`` (never 0, never ``7e-05``); None: unknown."""
     if amount is None or not math.isfinite(amount):
         return UNKNOWN
     if 0 < amount < 10**-places:
-        return f"<{10**-places:.{places}f} {currency}"
+        places += 2
+        if amount < 10**-places:
+            return f"<{10**-places:.{places}f} {currency}"
     return f"{amount:.{places}f} {currency}"
 
 
