@@ -120,6 +120,12 @@ def test_run_many_shares_one_budget_across_the_batch(tmp_path: Path) -> None:
     assert outcomes == {"stopped", "not_started"}, [r["message"] for r in results]
     assert all(r["error"] == "budget_exceeded" for r in results)
     assert "budget_exceeded" in done.stderr
+    # Issue 28: the summary tells the runs the budget stopped from those it never started.
+    stopped = sum(r["budget"]["outcome"] == "stopped" for r in results)
+    assert done.stderr.splitlines()[-1] == (
+        f"genesis run-many: 0 succeeded, 0 failed, {stopped} stopped, {6 - stopped} not started"
+    )
+    assert "shared budget exceeded" in done.stderr  # one budget for the whole batch
     for fake in fakes:
         assert_tree_gone(fake)
 
