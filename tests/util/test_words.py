@@ -66,3 +66,14 @@ def test_usage_line_says_unknown_when_nothing_was_reported() -> None:
     assert "26 tokens (in 20, out 6" in line and "1 turn" in line
     assert "context 0% of 1M" in line and "1000.0k" not in line
     assert "0.000070 USD" in line and "e-05" not in line
+
+
+def test_the_failure_line_is_red_on_a_terminal_and_stays_printable() -> None:
+    """Issue 28: the failure summary line coloured as `genesis runs` colours failures; the
+    CLI's text in it can still carry no escape of its own."""
+    from coding_genesis._cli.render import terminal_line
+
+    line = terminal_line("failure: auth (retryable: no) - \x1b[2Jcleared")
+    assert line.startswith("\x1b[31mfailure: auth") and line.endswith("\x1b[0m")
+    assert "\x1b[2J" not in line
+    assert terminal_line("genesis: ok - 1.0s") == "genesis: ok - 1.0s"
