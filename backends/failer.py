@@ -20,7 +20,7 @@ from coding_genesis.status import FailureCategory
 
 from .claude import ClaudeTranslator
 
-__all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "FailerBackend"]
+__all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "RETRYABLE_ENV", "FailerBackend"]
 
 #: Failer error codes -> failure categories.
 ERROR_CATEGORIES: Mapping[str, FailureCategory] = {
@@ -33,11 +33,12 @@ ERROR_CATEGORIES: Mapping[str, FailureCategory] = {
 #: The failer's error codes whose failures a retry may fix, read from the one
 #: retry table (``coding_genesis.retry.DEFAULT_RETRIES``, which the failure
 #: value's ``retryable`` is decided from): the failer's own body says
-#: ``"retry_recommended"`` from this (``--retryable``), so the two agree.
+#: ``"retry_recommended"`` from this (given in ``RETRYABLE_ENV``), so the two agree.
 RETRYABLE_CODES = tuple(
     code for code, category in ERROR_CATEGORIES.items() if category in DEFAULT_RETRIES
 )
-_RETRYABLE_ARG = "--retryable=" + ",".join(RETRYABLE_CODES)
+#: The variable the failer reads them from (its own, set for it by this backend).
+RETRYABLE_ENV = "GENESIS_FAILER_RETRYABLE"
 
 FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
 
@@ -66,7 +67,7 @@ class FailerBackend(Backend):
         return "it ships with coding-genesis; reinstall the package"
 
     def build_command(self, request: RunRequest) -> CommandSpec:
-        args = ["-p", "--output-format", "stream-json", "--verbose", _RETRYABLE_ARG]
+        args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")
         state_dir = request.options.get("state_dir")
@@ -81,7 +82,11 @@ class FailerBackend(Backend):
         if request.max_turns is not None:
             args.append(f"--max-turns={request.max_turns}")
         args.extend(request.extra_args)
-        return CommandSpec(args=tuple(args), stdin=request.prompt.encode("utf-8"))
+        return CommandSpec(
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            env={RETRYABLE_ENV: ",".join(RETRYABLE_CODES)},
+        )
 
     def failure_hint(self, result: RunResult) -> str | None:
         """The failer names its failures with error codes in its JSON body."""

@@ -10,9 +10,9 @@ error-handling path can be exercised.  Commands in the prompt:
   /fail-then-succeed N   fails N times (state kept per request key), then succeeds
 
 ``details.retry_recommended`` of an error body comes from coding-genesis's one
-retry table (``--retryable``: the error codes a retry may fix, given by the
-failer backend; ``coding_genesis.backends.failer.RETRYABLE_CODES`` when run on
-its own), so the body and the failure value agree.  ``/fail-then-succeed``
+retry table (``$GENESIS_FAILER_RETRYABLE``: the error codes a retry may fix,
+set by the failer backend; ``coding_genesis.backends.failer.RETRYABLE_CODES``
+when run on its own), so the body and the failure value agree.  ``/fail-then-succeed``
 keeps its counters in a private (0700) directory under the temporary
 directory, one file per request key, removed when that key succeeds or after
 24 hours.
@@ -62,6 +62,9 @@ _retryable: frozenset[str] | None = None
 
 def _retryable_codes() -> frozenset[str]:
     global _retryable
+    if _retryable is None and os.environ.get("GENESIS_FAILER_RETRYABLE") is not None:
+        codes = os.environ["GENESIS_FAILER_RETRYABLE"].split(",")
+        _retryable = frozenset(c for c in codes if c)
     if _retryable is None:
         try:  # run on its own: the table of the package it ships in
             from coding_genesis.backends.failer import RETRYABLE_CODES
@@ -245,13 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", help="continue this session id")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
     parser.add_argument("--state-dir", help="where /fail-then-succeed keeps its counters")
-    parser.add_argument(
-        "--retryable", help="comma-separated error codes a retry may fix (retry_recommended)"
-    )
+
     args, _unknown = parser.parse_known_args(argv)
-    if args.retryable is not None:
-        global _retryable
-        _retryable = frozenset(c for c in args.retryable.split(",") if c)
 
     prompt = args.prompt
     if prompt is None:

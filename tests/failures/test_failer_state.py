@@ -80,7 +80,7 @@ def test_retry_recommended_is_read_from_the_one_table(tmp_path: Path) -> None:
         c for c, cat in ERROR_CATEGORIES.items() if cat in DEFAULT_RETRIES
     }
     for prompt, code in (("/fail", "AGENT_ERROR"), ("/rate-limit", "RATE_LIMIT")):
-        # Run on its own (no --retryable): the table of the package it ships in.
+        # Run on its own (no $GENESIS_FAILER_RETRYABLE): the table of the package it ships in.
         body = failer(prompt, tmp_path)
         assert body["error_code"] == code
         assert body["details"]["retry_recommended"] is (code in RETRYABLE_CODES)  # type: ignore[index]
