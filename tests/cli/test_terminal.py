@@ -116,7 +116,9 @@ def test_ctrl_c_stops_the_whole_tree_says_what_was_done_and_exits_130(
             {"hang": True},
         ]
     )
-    terminal = start(terminals, fake, tmp_path)
+    # A grace long enough that the stopping phase (the grandchild sits out its
+    # SIGTERM) is on the screen when the second Ctrl-C comes, however loaded the machine.
+    terminal = start(terminals, fake, tmp_path, "--grace", "3")
     assert terminal.wait_for("running Bash: sleep 600"), terminal.screen
     assert any("child" in r for r in _records_when(fake, "child")), "grandchild never started"
     assert marked_processes([fake.mark])  # the CLI and its grandchild are running
