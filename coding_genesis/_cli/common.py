@@ -40,10 +40,13 @@ def positive_seconds(text: str) -> float:
 
 
 def print_json(obj: object) -> None:
+    """``obj`` as indented JSON that never fails (see ``safe_dumps``)."""
     import orjson
 
+    from coding_genesis._observers.transcript import safe_dumps
+
     sys.stdout.buffer.write(
-        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+        safe_dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
     )
     sys.stdout.flush()
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
+from coding_genesis._util.numbers import INT64_RANGE
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
 from coding_genesis._util.version import version
@@ -90,7 +91,8 @@ DEFAULT_MAX_RAW_BYTES = 1 << 30
 
 def safe_dumps(obj: Any, option: int = _DUMPS_OPTS) -> bytes:
     """JSON that never fails: text that is not valid Unicode (a lone surrogate
-    in a prompt, say) is stored with U+FFFD in its place, and containers
+    in a prompt, say) is stored with U+FFFD in its place, an integer beyond
+    64 bits as its decimal text, and containers
     nested deeper than :data:`~coding_genesis._util.parser.MAX_DEPTH` (orjson stops
     at 254 levels) are replaced by a marker."""
     try:
@@ -109,6 +111,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _valid_text(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
+    if type(value) is int and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+        return str(value)  # orjson writes 64-bit integers only
     if isinstance(value, Mapping | list | tuple) and depth >= 2 * MAX_DEPTH:
         return TOO_DEEP
     if isinstance(value, Mapping):

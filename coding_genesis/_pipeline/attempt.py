@@ -239,6 +239,6 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
-        warnings=tuple(spec.warnings),
+        warnings=(*spec.warnings, *tally.number_warnings()),
         stop=stop,
     )

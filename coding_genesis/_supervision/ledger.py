@@ -61,6 +61,7 @@ from coding_genesis._util.files import (
     open_own_dir,
     own_runtime_dir,
     owner_name,
+    read_regular,
 )
 
 __all__ = [
@@ -224,26 +225,8 @@ def read_records(
 
 def _read_one(dir_fd: int, name: str) -> dict[str, Any] | None:
     try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
-        )
+        data = read_regular(name, MAX_RECORD, dir_fd=dir_fd, private=True)
     except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.getuid()
-            or st.st_mode & 0o077
-            or st.st_size > MAX_RECORD
-        ):
-            return None
-        data = os.read(fd, MAX_RECORD + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_RECORD:
         return None
     try:
         entry = orjson.loads(data)
