@@ -10,7 +10,7 @@ import tempfile
 from typing import IO, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import usage_error
+from coding_genesis._cli.common import for_stdout, usage_error
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -194,8 +194,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    import orjson
-
+    from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis.batch import Executor, run_many_sync
     from coding_genesis.errors import ConfigError
 
@@ -236,6 +235,7 @@ def handle(args: argparse.Namespace) -> int:
     finished = 0
     failed = 0
     out = sys.stdout.buffer
+    tty = sys.stdout.isatty()
     in_order = None if args.unordered else InOrder(out)
     repeat = args.repeat
     total *= repeat
@@ -249,7 +249,7 @@ def handle(args: argparse.Namespace) -> int:
                 failed += 1
             if not args.quiet:
                 print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
-        line = orjson.dumps(result) + b"\n"
+        line = for_stdout(safe_dumps(result) + b"\n", tty)
         if in_order is None:
             out.write(line)
         else:

@@ -7,7 +7,7 @@ import datetime as _dt
 import sys
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import add_transcript_dir, transcript_base
+from coding_genesis._cli.common import add_transcript_dir, for_stdout, transcript_base
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -95,9 +95,8 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    import orjson
-
     from coding_genesis._observers.records import list_runs
+    from coding_genesis._observers.transcript import safe_dumps
 
     base = transcript_base(args, "runs")
     if base is None:
@@ -108,8 +107,9 @@ def handle(args: argparse.Namespace) -> int:
     records = records[: args.limit]
     if args.json:
         out = sys.stdout.buffer
+        tty = sys.stdout.isatty()
         for record in records:
-            out.write(orjson.dumps(row(record)) + b"\n")
+            out.write(for_stdout(safe_dumps(row(record)) + b"\n", tty))
         out.flush()
         return 0
     if not records:

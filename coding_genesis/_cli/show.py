@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import add_transcript_dir, print_json, transcript_base
+from coding_genesis._cli.common import add_transcript_dir, for_stdout, print_json, transcript_base
 from coding_genesis._cli.render import budget_line, failure_report, tools_text, usage_line
 from coding_genesis._util.display import printable
 
@@ -124,17 +124,23 @@ def _print_events(record: RunRecord) -> None:
     from coding_genesis.backends import translator_for
 
     out = sys.stdout.buffer
+    tty = sys.stdout.isatty()
     for event in record.events(translator_for):
-        out.write(safe_dumps(event.to_dict()) + b"\n")
+        out.write(for_stdout(safe_dumps(event.to_dict()) + b"\n", tty))
     out.flush()
 
 
 def _copy(path: Any) -> None:
+    """The raw bytes, exact into a pipe or a file; on a terminal, as text
+    without the controls that would drive it (``printable``)."""
+    import codecs
+
     out = sys.stdout.buffer
+    text = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 20):
-                out.write(chunk)
+                out.write(chunk if text is None else printable(text.decode(chunk)).encode())
         out.flush()
     except FileNotFoundError:
         pass
