@@ -31,7 +31,10 @@ then written line by line: an unfinished line waits for its newline (beyond
 secret holds a newline, the last ``len(that secret) - 1`` bytes wait for the
 next read even after a newline, so a secret split across reads or lines is
 masked whole.  A crash loses at most the last, unfinished line (and those bytes).  A secret is also found in the forms
-JSON escapes it to (see :mod:`coding_genesis._util.redact`).  With no secret in the
+JSON escapes it to, and written with any other legal JSON escape (``\\/``,
+``\\u0026``, every character ``\\u``-escaped): bytes holding a ``\\u`` or ``\\/``
+escape are decoded to find it and its raw bytes are masked, the rest of the
+line kept byte for byte (see :mod:`coding_genesis._util.redact`).  With no secret in the
 environment every chunk is written through untouched as it arrives.
 
 Writing never breaks a run: the first ``OSError`` (disk full, permissions)
@@ -129,13 +132,15 @@ def _iso(ts: float) -> str:
 class _RawFile:
     """One attempt's stdout, written as it arrives (secrets masked, see module doc)."""
 
-    __slots__ = ("_carry", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
+    __slots__ = ("_carry", "_escaped", "_fd", "_keep", "_keep_nl", "_pattern", "_secrets")
 
     def __init__(self, dir_fd: int, name: str, redactor: Redactor) -> None:
         self._fd = os.open(name, FILE_FLAGS | os.O_APPEND | os.O_EXCL, 0o600, dir_fd=dir_fd)
         raw = redactor.raw_pattern()
         self._pattern: re.Pattern[bytes] | None = raw[0] if raw else None
-        self._keep = raw[1] - 1 if raw else 0
+        # A secret fully ``\\u``-escaped is 6 bytes per byte of it.
+        self._keep = 6 * raw[1] - 1 if raw else 0
+        self._escaped = redactor.escaped_spans
         self._secrets: tuple[bytes, ...] = raw[2] if raw else ()
         self._keep_nl = max((len(s) - 1 for s in self._secrets if b"\n" in s), default=0)
         self._carry = b""
@@ -155,17 +160,19 @@ class _RawFile:
             # A secret with a newline in it can span lines: the last bytes it
             # could start in wait for the next read, so it is masked whole.
             cut = max(min(cut, len(data) - self._keep_nl), 0)
-        if not any(secret in data for secret in self._secrets):
+        spans = self._spans(data)
+        if not spans:
             _write_all(self._fd, data[:cut])
             self._carry = data[cut:]
             return
         out: list[bytes] = []
         pos = 0
-        for match in pattern.finditer(data):
-            start, end = match.span()
+        for start, end in spans:
             if start >= cut:
                 break
-            out.append(data[pos:start])
+            if end <= pos:  # inside a span already masked
+                continue
+            out.append(data[pos:start] if start > pos else b"")
             out.append(b"[REDACTED]")
             pos = end
             cut = max(cut, end)
@@ -173,12 +180,35 @@ class _RawFile:
         self._carry = data[cut:]
         _write_all(self._fd, b"".join(out))
 
+    def _spans(self, data: bytes) -> list[tuple[int, int]]:
+        """The spans of ``data`` to mask, in order: each form of a secret
+        (verbatim, as JSON escapes it), and, where ``data`` holds a ``\\u``
+        or ``\\/`` escape, a secret written with any escapes (decoded to be
+        found: see ``Redactor.escaped_spans``)."""
+        spans: list[tuple[int, int]] = []
+        if any(secret in data for secret in self._secrets):
+            assert self._pattern is not None
+            spans = [match.span() for match in self._pattern.finditer(data)]
+        if b"\\u" in data or b"\\/" in data:
+            escaped = self._escaped(data)
+            if escaped:
+                spans = sorted(spans + escaped)
+        return spans
+
     def close(self) -> None:
         try:
             if self._carry:
-                assert self._pattern is not None
-                _write_all(self._fd, self._pattern.sub(b"[REDACTED]", self._carry))
-                self._carry = b""
+                data, self._carry = self._carry, b""
+                out: list[bytes] = []
+                pos = 0
+                for start, end in self._spans(data):
+                    if end <= pos:
+                        continue
+                    out.append(data[pos:start] if start > pos else b"")
+                    out.append(b"[REDACTED]")
+                    pos = end
+                out.append(data[pos:])
+                _write_all(self._fd, b"".join(out))
         finally:
             os.close(self._fd)
 
