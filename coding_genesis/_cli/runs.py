@@ -77,7 +77,9 @@ def _row(record: RunRecord) -> dict[str, Any]:
         "started": record.meta.get("started"),
         "backend": record.meta.get("backend"),
         "status": result.get("status") if record.result is not None else None,
-        "error": result.get("error"),
+        "error": f"damaged run directory ({'; '.join(record.damaged)})"
+        if record.damaged
+        else result.get("error"),
         "duration_s": result.get("duration_s"),
         "tool_calls": result.get("tool_calls"),
         "finished": record.result is not None,
@@ -105,6 +107,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.failed:
         records = [r for r in records if (r.result or {}).get("status", 1) != 0]
     records = records[: args.limit]
+    for record in records:
+        if record.damaged:  # said on stderr too, whatever the format
+            note = f"genesis runs: run directory {record.path} is damaged: "
+            print(printable(note + "; ".join(record.damaged)), file=sys.stderr)
     if args.json:
         out = sys.stdout.buffer
         tty = sys.stdout.isatty()

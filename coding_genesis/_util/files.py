@@ -31,6 +31,7 @@ __all__ = [
     "is_own_private",
     "new_private_dir",
     "open_own_dir",
+    "open_regular",
     "own_runtime_dir",
     "owner_name",
     "private_dir",
@@ -51,17 +52,18 @@ class NotARegularFile(OSError):
     (when asked) not private to us: reported, never read."""
 
 
-def read_regular(
+def open_regular(
     path: str | os.PathLike[str],
-    max_bytes: int,
+    max_bytes: int | None = None,
     *,
     dir_fd: int | None = None,
     private: bool = False,
     follow: bool = False,
-) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``.  Opened with
-    :data:`READ_FLAGS` and checked with ``fstat`` (so a FIFO named like a
-    record never blocks, a symlink to ``/dev/zero`` is never followed);
+) -> int:
+    """A descriptor of a regular file (of at most ``max_bytes``, when given),
+    for a file someone else may have planted or replaced: opened with
+    :data:`READ_FLAGS` and checked with ``fstat``, so a FIFO named like a
+    record never blocks and a symlink to ``/dev/zero`` is never followed.
     ``private``: also ours and closed to others; ``follow``: a link is
     followed (a file the user named: their link is their choice, but a FIFO
     still is no file).  :class:`NotARegularFile` otherwise, or the
@@ -74,12 +76,31 @@ def read_regular(
             raise NotARegularFile(f"{os.fspath(path)} is not a regular file")
         if private and (st.st_uid != os.getuid() or st.st_mode & 0o077):
             raise NotARegularFile(f"{os.fspath(path)} is not private to us")
-        if st.st_size > max_bytes:
+        if max_bytes is not None and st.st_size > max_bytes:
             raise NotARegularFile(
                 f"{os.fspath(path)} is too big ({st.st_size} bytes; at most {max_bytes})"
             )
-        parts: list[bytes] = []
-        left = max_bytes + 1  # a file that grows past the bound while read
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(
+    path: str | os.PathLike[str],
+    max_bytes: int,
+    *,
+    dir_fd: int | None = None,
+    private: bool = False,
+    follow: bool = False,
+) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see
+    :func:`open_regular`; one that grows past the bound while read is too big
+    as well)."""
+    fd = open_regular(path, max_bytes, dir_fd=dir_fd, private=private, follow=follow)
+    parts: list[bytes] = []
+    try:
+        left = max_bytes + 1
         while left > 0:
             data = os.read(fd, min(left, 1 << 20))
             if not data:
