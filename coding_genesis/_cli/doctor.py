@@ -158,7 +158,7 @@ def _claude_credentials() -> Check:
 
         try:
             helper = bool(json.loads(settings.read_text()).get("apiKeyHelper"))
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             helper = False
     kept = [
         n

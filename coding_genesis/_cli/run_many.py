@@ -12,9 +12,13 @@ from typing import IO, Any
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import for_stdout, usage_error
 from coding_genesis._util.display import printable
+from coding_genesis._util.files import NotARegularFile, read_regular
 from coding_genesis.status import Status
 
 __all__ = ["InOrder", "read_requests", "register"]
+
+#: The largest batch file read (read whole: one request per line).
+MAX_BATCH_FILE = 256 * 1024 * 1024
 
 EXAMPLES = """\
 examples:
@@ -201,11 +205,12 @@ def handle(args: argparse.Namespace) -> int:
     try:
         if args.file == "-":
             data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as fh:
-                data = fh.read()
+        else:  # a regular file (a FIFO would block: "-" reads a pipe), bounded
+            data = read_regular(args.file, MAX_BATCH_FILE, follow=True)
+    except NotARegularFile as exc:
+        return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
-        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
+        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
     requests = read_requests(data.splitlines(), trusted=args.trusted_input)
     total = len(requests)
     try:
