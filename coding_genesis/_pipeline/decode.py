@@ -104,8 +104,18 @@ _COUNTED: dict[type[Event], tuple[str, ...]] = {
 }
 
 
-def _clamper(names: tuple[str, ...], tally: RunTally) -> Step:
+def _clamper(event_type: type[Event], names: tuple[str, ...], tally: RunTally) -> Step:
     warn = tally.bad_number
+    if issubclass(event_type, UsageEvent):
+
+        def clamp_usage(event: Any) -> None:
+            # A message's own usage (claude: one per assistant message, on the
+            # hot path) is only summed, by ``normalize_usage``, which takes a
+            # number out of range as 0; the run's totals are clamped here.
+            if event.message_id is None:
+                clamp_fields(event, names, warn)
+
+        return clamp_usage
 
     def clamp(event: Any) -> None:
         clamp_fields(event, names, warn)
@@ -220,7 +230,7 @@ class Decoder:
             core.append(bound)
         counted = by_type(_COUNTED, event_type)
         if counted is not None:
-            core.append(_clamper(counted, self.tally))
+            core.append(_clamper(event_type, counted, self.tally))
         adder = by_type(self._adders, event_type)
         if adder is not None:
             core.append(adder)

@@ -48,6 +48,23 @@ def safe_count(value: object) -> int | None:
     return None
 
 
+def _has_bad(value: Any) -> bool:
+    """Whether a container holds a bad number anywhere (iterative; no
+    allocation but the stack: the common case, nothing found, stays cheap)."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is int or kind is float:
+                if not 0 <= child <= MAX_SAFE_INT:
+                    return True
+            elif kind is dict or kind is list:
+                push(child)
+    return False
+
+
 def _walk(value: Any, path: str, warn: Callable[[str], object]) -> None:
     """Replace the bad numbers inside a container by ``None``, in place
     (iterative: whatever the nesting)."""
@@ -77,7 +94,8 @@ def clamp_fields(obj: Any, names: tuple[str, ...], warn: Callable[[str], object]
     for name in names:
         value = getattr(obj, name)
         if type(value) is dict or type(value) is list:
-            _walk(value, name, warn)
+            if _has_bad(value):
+                _walk(value, name, warn)
         elif is_bad_number(value):
             setattr(obj, name, None)
             warn(name)
