@@ -160,7 +160,9 @@ class _RawFile:
             # A secret with a newline in it can span lines: the last bytes it
             # could start in wait for the next read, so it is masked whole.
             cut = max(min(cut, len(data) - self._keep_nl), 0)
-        spans = self._spans(data)
+        # Only a secret that starts before the cut is masked now (one after it
+        # is found in the next write): decode no further than it can reach.
+        spans = self._spans(data, cut + self._keep + 1)
         if not spans:
             _write_all(self._fd, data[:cut])
             self._carry = data[cut:]
@@ -180,17 +182,20 @@ class _RawFile:
         self._carry = data[cut:]
         _write_all(self._fd, b"".join(out))
 
-    def _spans(self, data: bytes) -> list[tuple[int, int]]:
+    def _spans(self, data: bytes, end: int | None = None) -> list[tuple[int, int]]:
         """The spans of ``data`` to mask, in order: each form of a secret
-        (verbatim, as JSON escapes it), and, where ``data`` holds a ``\\u``
-        or ``\\/`` escape, a secret written with any escapes (decoded to be
-        found: see ``Redactor.escaped_spans``)."""
+        (verbatim, as JSON escapes it), and, where ``data[:end]`` holds a
+        ``\\u`` or ``\\/`` escape, a secret written with any escapes there
+        (decoded to be found: see ``Redactor.escaped_spans``; ``end`` bounds
+        that Python pass, so an unfinished line held across many reads is not
+        decoded again at each)."""
         spans: list[tuple[int, int]] = []
         if any(secret in data for secret in self._secrets):
             assert self._pattern is not None
             spans = [match.span() for match in self._pattern.finditer(data)]
-        if _ESCAPES_TO_DECODE(data) is not None:
-            escaped = self._escaped(data)
+        end = len(data) if end is None else min(end, len(data))
+        if _ESCAPES_TO_DECODE(data, 0, end) is not None:
+            escaped = self._escaped(data[:end] if end < len(data) else data)
             if escaped:
                 spans = sorted(spans + escaped)
         return spans

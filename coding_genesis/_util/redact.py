@@ -7,15 +7,14 @@ found verbatim and in the forms JSON escapes it to (``\\"``, ``\\\\``,
 ``\\n``, ``\\uXXXX``).  In raw output (a transcript's ``stdout.jsonl``) a
 secret may be written with any legal JSON escape (``\\/``, Go's ``\\u0026``,
 every character ``\\u``-escaped, mixed): there, bytes that hold a ``\\u`` or
-``\\/`` escape are decoded, the secrets found in the decoded text, and their
-raw bytes masked (:meth:`Redactor.escaped_spans`).  What is not caught: a
+``\\/`` escape are searched with a pattern of every JSON encoding of each
+secret, and its raw bytes masked (:meth:`Redactor.escaped_spans`).  What is not caught: a
 secret shorter than 8 characters, or re-encoded (base64, URL-encoding, hex,
 split by the CLI itself, ...).
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import re
@@ -48,18 +47,44 @@ _MIN_LEN = 8
 _MIN_URL_LEN = 4
 MASK = "[REDACTED]"
 _UPPER_HEX = re.compile(r"\\u[0-9a-f]{4}")
-#: A JSON escape in raw bytes: ``\\uXXXX`` or a backslash and one character.
-_ESCAPE = re.compile(rb"\\(?:u([0-9A-Fa-f]{4})|(.))", re.S)
-_SIMPLE = {
-    b'"': b'"',
-    b"\\": b"\\",
-    b"/": b"/",
-    b"b": b"\b",
-    b"f": b"\f",
-    b"n": b"\n",
-    b"r": b"\r",
-    b"t": b"\t",
+#: How JSON may write a character inside a string besides ``\\uXXXX``.
+_SHORT = {
+    '"': rb'\\"',
+    "\\": rb"\\\\",
+    "/": rb"\\/",
+    "\b": rb"\\b",
+    "\f": rb"\\f",
+    "\n": rb"\\n",
+    "\r": rb"\\r",
+    "\t": rb"\\t",
 }
+
+
+def _hex(code: int) -> bytes:
+    """``\\uXXXX`` for a UTF-16 code unit, its hex digits in either case."""
+    return rb"\\u" + b"".join(
+        b"[" + d.encode() + d.upper().encode() + b"]" if d.isalpha() else d.encode()
+        for d in f"{code:04x}"
+    )
+
+
+def _escaped_form(secret: str) -> bytes:
+    """A regex of every way a JSON string may write ``secret``: each of its
+    characters raw (UTF-8), as ``\\uXXXX`` (a surrogate pair beyond the BMP)
+    or as its short escape."""
+    parts = []
+    for char in secret:
+        code = ord(char)
+        if code < 0x10000:
+            escaped = _hex(code)
+        else:
+            code -= 0x10000
+            escaped = _hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF))
+        alternatives = [re.escape(char.encode("utf-8", "replace")), escaped]
+        if char in _SHORT:
+            alternatives.append(_SHORT[char])
+        parts.append(b"(?:" + b"|".join(alternatives) + b")")
+    return b"".join(parts)
 
 
 def is_secret_name(name: str) -> bool:
@@ -95,11 +120,10 @@ class Redactor:
     """Replaces the values of secret-looking environment variables."""
 
     __slots__ = (
+        "_escaped_pattern",
         "_json_values",
         "_longest",
         "_pattern",
-        "_plain",
-        "_plain_pattern",
         "_raw_forms",
         "_values",
     )
@@ -131,10 +155,14 @@ class Redactor:
         self._raw_forms = tuple(sorted(forms, key=len, reverse=True))
         #: Length in bytes of the longest form of a secret (0: none).
         self._longest = max((len(f) for f in self._raw_forms), default=0)
-        #: Each secret's UTF-8 bytes, for decoded text (see :meth:`escaped_spans`).
-        self._plain = tuple(sorted({v.encode("utf-8", "replace") for v in values}, key=len)[::-1])
-        self._plain_pattern = (
-            re.compile(b"|".join(re.escape(p) for p in self._plain)) if self._plain else None
+        #: Every JSON string encoding of each secret (see :meth:`escaped_spans`).
+        self._escaped_pattern = (
+            re.compile(
+                b"|".join(_escaped_form(v) for v in sorted(values, key=len, reverse=True)),
+                re.S,
+            )
+            if values
+            else None
         )
 
     @classmethod
@@ -187,82 +215,19 @@ class Redactor:
         return pattern, self._longest, self._raw_forms
 
     def escaped_spans(self, data: bytes) -> list[tuple[int, int]]:
-        """The byte spans of ``data`` that hold a secret written with JSON
-        escapes the fixed forms do not cover (``\\/``, ``\\u`` for any
-        character, mixed).  ``data`` is decoded (every escape; the bytes
-        between escapes are kept as they are), the secrets are found in the
-        decoded bytes, and each is mapped back to the raw bytes it came from:
-        from the start of its first character to the end of its last, so a
-        mask covers the whole escape.  (The alternative, re-serialising the
-        line masked, would change bytes that hold no secret; this keeps the
-        rest of the line byte for byte.)  Costs a pass in Python per escape:
-        callers ask only for bytes that hold ``\\u`` or ``\\/``."""
-        pattern = self._plain_pattern
+        """The byte spans of ``data`` that hold a secret written as a JSON
+        string may write it: each character raw or escaped in any legal way
+        (``\\/``, ``\\u0026`` in either case, every character ``\\u``-escaped,
+        a surrogate pair, mixed).  One regex pass at C speed, from the start of
+        the first character to the end of the last, so a mask covers whole
+        escapes and keeps the rest of the line byte for byte.  (The
+        alternatives, decoding then mapping positions back, or re-serialising
+        the line, cost a Python pass per escape, or change bytes that hold
+        no secret.)  Callers ask only for bytes that hold ``\\u`` or ``\\/``."""
+        pattern = self._escaped_pattern
         if pattern is None:
             return []
-        #: Per piece of decoded output: its start there, its start in ``data``,
-        #: and (escapes only) its length in ``data``; 0 for a copied run.
-        dec_starts: list[int] = []
-        raw_starts: list[int] = []
-        raw_lens: list[int] = []
-        out: list[bytes] = []
-        size = pos = 0
-        escapes = list(_ESCAPE.finditer(data))
-        i = 0
-        while i < len(escapes):
-            match = escapes[i]
-            start, end = match.span()
-            if start > pos:  # the bytes before the escape, as they are
-                dec_starts.append(size)
-                raw_starts.append(pos)
-                raw_lens.append(0)
-                out.append(data[pos:start])
-                size += start - pos
-            hexa = match.group(1)
-            if hexa is not None:
-                code = int(hexa, 16)
-                nxt = escapes[i + 1] if i + 1 < len(escapes) else None
-                if (
-                    0xD800 <= code < 0xDC00
-                    and nxt is not None
-                    and nxt.start() == end
-                    and nxt.group(1) is not None
-                    and 0xDC00 <= int(nxt.group(1), 16) < 0xE000
-                ):  # a surrogate pair: one character
-                    code = 0x10000 + ((code - 0xD800) << 10) + int(nxt.group(1), 16) - 0xDC00
-                    end = nxt.end()
-                    i += 1
-                char = chr(code).encode("utf-8", "replace")
-            else:
-                char = _SIMPLE.get(match.group(2), match.group(0))
-            dec_starts.append(size)
-            raw_starts.append(start)
-            raw_lens.append(end - start)
-            out.append(char)
-            size += len(char)
-            pos = end
-            i += 1
-        if not dec_starts:
-            return []
-        out.append(data[pos:])
-        dec_starts.append(size)
-        raw_starts.append(pos)
-        raw_lens.append(0)
-        decoded = b"".join(out)
-        if not any(p in decoded for p in self._plain):
-            return []
-
-        def raw_at(offset: int, end: bool) -> int:
-            """Where decoded ``offset`` (or the end of the byte before it) is in ``data``."""
-            at = offset - 1 if end else offset
-            k = bisect.bisect_right(dec_starts, at) - 1
-            if raw_lens[k]:  # inside an escape: all of it
-                return raw_starts[k] + raw_lens[k] if end else raw_starts[k]
-            return raw_starts[k] + (at - dec_starts[k]) + (1 if end else 0)
-
-        return [
-            (raw_at(m.start(), False), raw_at(m.end(), True)) for m in pattern.finditer(decoded)
-        ]
+        return [match.span() for match in pattern.finditer(data)]
 
     def deep(self, value: Any) -> Any:
         """Redact strings inside dicts, lists and tuples: new containers where a

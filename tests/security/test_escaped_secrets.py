@@ -81,3 +81,26 @@ def test_a_run_without_secrets_writes_stdout_untouched(tmp_path: Path) -> None:
     result = fake.agent(transcripts=tmp_path / "runs").run_sync("x")
     raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
     assert line in raw.splitlines()
+
+
+@pytest.mark.parametrize("name", ["all-u", "mixed"])
+def test_an_escaped_secret_split_across_reads_is_masked(tmp_path: Path, name: str) -> None:
+    """The line arrives in pieces (the CLI pauses inside the escaped secret,
+    after a long start): each piece is a read of its own."""
+    form = FORMS[name]
+    line = line_with(form).replace("before ", "before " + "\\u001b[0m" * 20_000)
+    split = line.index(form) + len(form) // 2
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script(
+        [
+            {"init": True},
+            {"raw": line[:split], "nl": False},
+            {"sleep": 0.3},
+            {"raw": line[split:]},
+            {"answer": "done"},
+        ]
+    )
+    result = fake.agent(transcripts=tmp_path / "runs", env={"SERVICE_TOKEN": SECRET}).run_sync("x")
+    raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
+    (masked,) = [text for text in raw.splitlines() if "before" in text]
+    assert masked == line.replace(form, MASK)
