@@ -33,8 +33,8 @@ next read even after a newline, so a secret split across reads or lines is
 masked whole.  A crash loses at most the last, unfinished line (and those bytes).  A secret is also found in the forms
 JSON escapes it to, and written with any other legal JSON escape (``\\/``,
 ``\\u0026``, every character ``\\u``-escaped): bytes holding a ``\\u`` or ``\\/``
-escape are decoded to find it and its raw bytes are masked, the rest of the
-line kept byte for byte (see :mod:`coding_genesis._util.redact`).  With no secret in the
+escape are searched with a pattern of every JSON encoding of it and its raw
+bytes are masked, the rest of the line kept byte for byte (see :mod:`coding_genesis._util.redact`).  With no secret in the
 environment every chunk is written through untouched as it arrives.
 
 Writing never breaks a run: the first ``OSError`` (disk full, permissions)
@@ -186,9 +186,8 @@ class _RawFile:
         """The spans of ``data`` to mask, in order: each form of a secret
         (verbatim, as JSON escapes it), and, where ``data[:end]`` holds a
         ``\\u`` or ``\\/`` escape, a secret written with any escapes there
-        (decoded to be found: see ``Redactor.escaped_spans``; ``end`` bounds
-        that Python pass, so an unfinished line held across many reads is not
-        decoded again at each)."""
+        (see ``Redactor.escaped_spans``; ``end`` bounds that pass, so an
+        unfinished line held across many reads is not searched again at each)."""
         spans: list[tuple[int, int]] = []
         if any(secret in data for secret in self._secrets):
             assert self._pattern is not None
