@@ -6,6 +6,7 @@ byte, and with no secret the raw stdout is written untouched."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,26 @@ def test_an_escaped_secret_split_across_reads_is_masked(tmp_path: Path, name: st
     raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
     (masked,) = [text for text in raw.splitlines() if "before" in text]
     assert masked == line.replace(form, MASK)
+
+
+def test_a_long_unfinished_line_cut_inside_an_escaped_secret_masks_it_whole(
+    tmp_path: Path,
+) -> None:
+    """A line longer than the writer holds is written in pieces, the last
+    bytes a secret could span kept back; a secret fully ``\\u``-escaped (6
+    bytes per character) that starts before such a cut is masked whole."""
+    from coding_genesis._observers.transcript import _MAX_HOLD, _RawFile
+
+    form = FORMS["all-u"].encode()
+    redactor = Redactor({"API_KEY": SECRET})
+    head = b'{"type":"x","t":"' + b"y" * (_MAX_HOLD + 1000)
+    for back in (1, 60, len(form) - 1):  # how far before the cut the secret starts
+        writer = _RawFile(os.open(tmp_path, os.O_RDONLY), f"out-{back}", redactor)
+        # One read: the head, the secret, then filler so that the cut (the
+        # read's length - what is kept back) falls `back` bytes into the secret.
+        pad = b"w" * (writer._keep + back - len(form))
+        writer.write(head + form + pad)
+        writer.write(b' end"}\n')
+        writer.close()
+        written = (tmp_path / f"out-{back}").read_bytes()
+        assert written == head + MASK.encode() + pad + b' end"}\n', back
