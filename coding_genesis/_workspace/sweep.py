@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,14 +89,18 @@ def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> 
             option=orjson.OPT_INDENT_2,
         )
         with contextlib.suppress(OSError):
+            # O_NONBLOCK: a FIFO planted as ended.json fails the open (ENXIO)
+            # instead of blocking the sweep; anything but a regular file is left.
             fd = os.open(
                 ENDED,
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                 0o600,
                 dir_fd=dir_fd,
             )
             try:
-                os.write(fd, data)
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.ftruncate(fd, 0)
+                    os.write(fd, data)
             finally:
                 os.close(fd)
     finally:

@@ -107,3 +107,28 @@ def test_the_reader_refuses_what_is_no_regular_file(tmp_path: Path) -> None:
     os.close(open_regular(tmp_path / "file"))
     with pytest.raises(NotARegularFile):
         open_regular(tmp_path)  # a directory
+
+
+def test_a_fifo_ended_json_never_hangs_the_sweep(tmp_path: Path) -> None:
+    """The sweep marks a dead run's transcript (ended.json): a FIFO planted
+    there (by the CLI, which runs as us) fails the open, never blocks reap."""
+    import sys
+    import uuid
+
+    run_id = uuid.uuid4().hex
+    transcript = tmp_path / "runs" / run_id
+    transcript.mkdir(parents=True, mode=0o700)
+    os.mkfifo(transcript / "ended.json")
+    ledger = tmp_path / "ledger"
+    # A runner that records its run and dies (its pid is then gone).
+    code = (
+        "import sys\n"
+        "from coding_genesis._supervision.ledger import Ledger\n"
+        "Ledger(sys.argv[1]).record(sys.argv[2], marker=sys.argv[2], transcript=sys.argv[3])\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(ledger), run_id, str(transcript)], check=True, timeout=60
+    )
+    reaped = no_hang(["reap"], env={"GENESIS_LEDGER": str(ledger)})
+    assert reaped.returncode == 0 and run_id.encode() in reaped.stdout, reaped.stdout
+    assert not os.listdir(ledger)  # the record was acted on and removed
