@@ -134,8 +134,11 @@ def _print_events(record: RunRecord) -> None:
 
     out = sys.stdout.buffer
     tty = sys.stdout.isatty()
-    for event in record.events(translator_for):
-        out.write(for_stdout(safe_dumps(event.to_dict()) + b"\n", tty))
+    for event, estimated in record.timed_events(translator_for):
+        line = event.to_dict()
+        if estimated:  # decoded from the raw stdout, which holds no times
+            line["ts_estimated"] = True
+        out.write(for_stdout(safe_dumps(line) + b"\n", tty))
     out.flush()
 
 

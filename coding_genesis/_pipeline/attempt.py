@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
 from coding_genesis._pipeline.decode import Decoder, Listeners
+from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -202,7 +204,15 @@ async def run_attempt(
     )
     translator = backend.translator()
     translator.message_usage = cast("MessageUsage", message_usage)  # one of our observers' modes
-    decoder = Decoder(translator, tally, max_line_bytes=config.max_line_bytes, listeners=listeners)
+    if stop is None:  # the fail-fast watch stops the tree through a handle
+        stop = StopHandle()
+    decoder = Decoder(
+        translator,
+        tally,
+        max_line_bytes=config.max_line_bytes,
+        listeners=listeners,
+        watch=EvidenceWatch(backend, stop, time.time() + request.timeout),
+    )
     sink = decoder.feed
     if on_stdout is not None or on_decoded is not None:
         tap = on_stdout

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from coding_genesis._pipeline.tally import RunTally, by_type
@@ -26,12 +26,28 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser,
 from coding_genesis.backend import Translator
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, ToolCallEvent, UsageEvent
 
-__all__ = ["Decoder", "Listeners", "Step"]
+__all__ = ["Decoder", "Listeners", "Step", "Watch"]
 
 log = logging.getLogger("coding_genesis._pipeline.decode")
 
 #: One step of a route: called with each event of the route's type.
 Step = Callable[[Any], object]
+
+
+class Watch(Protocol):
+    """Steps for a few event types, settled at the end of the chunk in which
+    one of them found something (``pending``): the fail-fast watch
+    (``coding_genesis._pipeline.evidence``)."""
+
+    @property
+    def steps(self) -> Mapping[type[Event], Step]: ...
+
+    @property
+    def pending(self) -> object: ...
+
+    def settle(self, terminal: bool) -> None:
+        """The chunk is decoded; ``terminal``: the CLI's terminal event was seen."""
+        ...
 
 
 class Listeners(Protocol):
@@ -141,7 +157,9 @@ class Decoder:
     terminal event has been seen.
 
     ``on_event`` hears every event (a replay, a conformance check): a failure
-    in it counts the line as skipped.  ``listeners`` hear the events of the
+    in it counts the line as skipped.  ``watch`` adds a step for the event
+    types it names, after the tally's, and is settled at the end of a chunk
+    in which it found something (see :class:`Watch`).  ``listeners`` hear the events of the
     types they ask for: a failure in one is theirs (see :class:`Listeners`).
     """
 
@@ -154,6 +172,7 @@ class Decoder:
         "_routes",
         "_translate",
         "_version",
+        "_watch",
         "errors",
         "parser",
         "tally",
@@ -169,6 +188,7 @@ class Decoder:
         on_event: Step | None = None,
         listeners: Listeners | None = None,
         clock: Callable[[], float] = time.time,
+        watch: Watch | None = None,
     ) -> None:
         self.parser = JsonLinesParser(max_line_bytes)
         self.tally = tally
@@ -181,6 +201,7 @@ class Decoder:
         self._clock = clock
         self._adders = tally.adders()
         self._extra: tuple[Step, ...] = (on_event,) if on_event is not None else ()
+        self._watch = watch
         self._listeners: Listeners = listeners if listeners is not None else _Nobody()
         self._version = self._listeners.version
         #: event type -> (its core steps, its listeners' steps).
@@ -202,6 +223,9 @@ class Decoder:
         if chunk:
             self.tally.now = self._clock()
             self.parser.feed_each(chunk, self._object)
+            watch = self._watch
+            if watch is not None and watch.pending is not None:
+                watch.settle(self.terminal)
         else:
             for obj in self.parser.close():
                 self._object(obj)
@@ -236,6 +260,9 @@ class Decoder:
             core.append(adder)
         if issubclass(event_type, ResultEvent):
             core.append(self._saw_terminal)
+        watched = by_type(self._watch.steps, event_type) if self._watch is not None else None
+        if watched is not None:
+            core.append(watched)
         core.extend(self._extra)
         route = (tuple(core), tuple(self._listeners.steps(event_type)))
         self._routes[event_type] = route

@@ -134,7 +134,17 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
         "text",
     ),
     ({"error": "cli_error", "message": "No such file or directory: x.py"}, C.NOT_FOUND, "text"),
-    ({"error": "cli_error", "message": "Prompt is too long"}, C.INVALID_TASK, "text"),
+    ({"error": "cli_error", "message": "Prompt is too long"}, C.CONTEXT_OVERFLOW, "text"),
+    (
+        {"error": "cli_error", "api_error_status": 400, "message": "prompt is too long"},
+        C.CONTEXT_OVERFLOW,
+        "API status",
+    ),
+    ({"error": "cli_error", "message": "context_length_exceeded"}, C.CONTEXT_OVERFLOW, "text"),
+    ({"error": "busy"}, C.BUSY, "runner"),
+    ({"error": "degraded"}, C.DEGRADED, "runner"),
+    ({"error": "cancelled"}, C.CANCELLED, "runner"),
+    ({"error": "usage_limit"}, C.NOT_STARTED, "runner"),
     (
         {"error": "cli_error", "message": "Cannot both keep and delete: contradictory"},
         C.INVALID_TASK,
@@ -269,7 +279,7 @@ def _result(**fields: Any) -> RunResult:
         ({"message": "Claude AI usage limit reached|1767225600"}, "rate_limit"),
         ({"message": "API Error: Request timed out."}, "network"),
         ({"message": "API Error: Unable to connect to API (ConnectionRefused)"}, "network"),
-        ({"message": "Prompt is too long"}, "invalid_task"),
+        ({"message": "Prompt is too long"}, "context_overflow"),
         ({"message": "Invalid API key", "api_error_status": 401}, None),  # the status decides
         ({"message": "all good"}, None),
     ],
