@@ -12,7 +12,6 @@ from typing import Any
 from coding_genesis._cli.common import print_json, status_exit_code
 from coding_genesis._cli.render import summary_lines
 from coding_genesis._util.display import printable
-from coding_genesis._util.files import read_regular
 
 __all__ = ["detect_backend", "register"]
 
@@ -124,6 +123,7 @@ def _error(message: str) -> int:
 def _load(args: argparse.Namespace) -> _Input | str:
     from coding_genesis._cli.env import transcript_dir
     from coding_genesis._observers.records import RunLookupError, find_run, read_run
+    from coding_genesis._util.files import read_regular
 
     found = _Input()
     path = Path(os.path.expanduser(args.file))
@@ -183,6 +183,7 @@ def _load(args: argparse.Namespace) -> _Input | str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from coding_genesis._util.files import read_regular
     from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
     from coding_genesis.errors import ConfigError
 

@@ -13,7 +13,6 @@ from typing import IO, Any
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import for_stdout, positive_seconds, usage_error
 from coding_genesis._util.display import printable
-from coding_genesis._util.files import NotARegularFile, read_regular
 from coding_genesis.status import Status
 
 __all__ = [
@@ -239,6 +238,7 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.env import backends_file
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
+    from coding_genesis._util.files import NotARegularFile, read_regular
     from coding_genesis.batch import Executor
     from coding_genesis.errors import ConfigError
 

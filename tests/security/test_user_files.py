@@ -109,3 +109,22 @@ def test_bad_lines_of_a_batch_file_are_failures_of_their_own(tmp_path: Path) -> 
     assert b"Traceback" not in done.stderr, done.stderr.decode()
     statuses = sorted(json.loads(line)["status"] for line in done.stdout.splitlines())
     assert statuses == [0, 64, 64] and done.returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["nested", "not-utf8", "fifo"])
+def test_doctor_reads_a_bad_cli_config_as_the_default(tmp_path: Path, kind: str) -> None:
+    """codex's config.toml and claude's settings.json are the user's files
+    too: a damaged one reads as absent, never a traceback or a hang."""
+    codex_home, claude_dir = tmp_path / "codex", tmp_path / "claude"
+    codex_home.mkdir()
+    claude_dir.mkdir()
+    {"nested": deep_toml, "not-utf8": not_utf8, "fifo": fifo}[kind](codex_home / "config.toml")
+    {"nested": deep_json, "not-utf8": not_utf8, "fifo": fifo}[kind](claude_dir / "settings.json")
+    env = {"CODEX_HOME": str(codex_home), "CLAUDE_CONFIG_DIR": str(claude_dir)}
+    for backend in ("codex", "claude"):
+        try:
+            done = genesis(["doctor", "--backend", backend, "--json"], env=env, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"genesis doctor --backend {backend} hung")
+        assert b"Traceback" not in done.stderr, done.stderr.decode()
+        json.loads(done.stdout)
