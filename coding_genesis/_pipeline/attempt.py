@@ -139,6 +139,7 @@ async def run_attempt(
     extra_env: Mapping[str, str] | None = None,
     stop: StopHandle | None = None,
     message_usage: str = "live",
+    on_overlay: Callable[[str], object] | None = None,
 ) -> AttemptOutcome:
     """Spawn, supervise and decode one attempt.
 
@@ -154,7 +155,9 @@ async def run_attempt(
     handle (a stop asked for before the spawn refuses the attempt: nothing
     is started); ``message_usage``: what the translator makes of the usage a
     CLI reports mid-stream, ``live``, ``folded`` or ``off`` (see
-    :class:`~coding_genesis.backend.Translator`).
+    :class:`~coding_genesis.backend.Translator`); ``on_overlay`` the path of
+    the settings overlay directory as soon as it exists (the run records it
+    for the sweep: a SIGKILLed runner removes nothing).
     """
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
@@ -185,7 +188,7 @@ async def run_attempt(
             extra_args=config.extra_args,
         )
     )
-    spec = open_overlay(spec)
+    spec = open_overlay(spec, tag=marker, on_open=on_overlay)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,
@@ -249,6 +252,6 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
-        warnings=tuple(spec.warnings),
+        warnings=(*spec.warnings, *tally.number_warnings()),
         stop=stop,
     )
