@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -107,7 +107,7 @@ class CodexBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
         warnings: list[str] = []

@@ -34,7 +34,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
 from coding_genesis.errors import ConfigError
 from coding_genesis.result import RunResult
 
@@ -144,7 +144,7 @@ class GenericBackend(Backend):
     def install_hint(self) -> str:
         return self._install_hint or f"install {self.executable!r}, or set {self.path_env_var}"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         values: dict[str, str | None] = {
             "model": request.model,
             "cwd": request.cwd,

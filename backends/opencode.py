@@ -22,7 +22,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -108,7 +108,7 @@ class OpencodeBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g opencode-ai`, or set GENESIS_OPENCODE_PATH"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["run", "--format", "json", "--dir", request.cwd]
         warnings: list[str] = []

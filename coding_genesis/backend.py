@@ -4,7 +4,7 @@ A backend is pure: it builds the command line for a request and turns each
 parsed stdout object into normalized events.  It never spawns, signals, reads
 or waits on a process; the core does all of that.  A backend subclasses
 :class:`Backend` (its translator :class:`Translator`); this module also holds
-what a backend describes itself with (:class:`RunRequest`, :class:`CommandSpec`,
+what a backend describes itself with (:class:`AttemptRequest`, :class:`CommandSpec`,
 :class:`OptionSpec`, :class:`NodeScript`) and finds the backends other packages
 install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
 
@@ -39,12 +39,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AttemptRequest",
     "Backend",
     "BackendPluginError",
     "CommandSpec",
     "MessageUsage",
     "NodeScript",
     "OptionSpec",
+    "Permissions",
     "ProtocolBackend",
     "RunRequest",
     "Translator",
@@ -67,9 +69,15 @@ class OptionSpec:
     help: str = ""
 
 
+#: One permission level across CLIs, from the most restrictive to the least
+#: (each backend declares the levels it enforces: ``Backend.permission_levels``).
+Permissions = Literal["read-only", "edit", "full"]
+
+
 @dataclass(frozen=True, slots=True)
-class RunRequest:
-    """What one attempt asks of a backend."""
+class AttemptRequest:
+    """What one attempt asks of a backend (a retry asks again, with its own
+    prompt and session)."""
 
     prompt: str
     cwd: str
@@ -77,7 +85,7 @@ class RunRequest:
     #: Continue this CLI session instead of starting a new one.
     resume_session: str | None = None
     #: One permission level across CLIs: "read-only", "edit" or "full"; None: the CLI's default.
-    permissions: str | None = None
+    permissions: Permissions | None = None
     #: The CLI's own turn limit (passed to the CLI; not a budget of ours).
     max_turns: int | None = None
     #: Cap on the CLI's own API retries where it allows one; None: the CLI's default.
@@ -88,6 +96,10 @@ class RunRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: Extra CLI arguments, appended before the prompt marker.
     extra_args: Sequence[str] = ()
+
+
+#: 0.1.0's name of :class:`AttemptRequest` (it is per attempt, not per run).
+RunRequest = AttemptRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +313,7 @@ class Backend(ABC):
     version_args: tuple[str, ...] = ("--version",)
 
     @abstractmethod
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         """The CLI arguments for a request.  The prompt must never become a flag."""
 
     @abstractmethod
@@ -421,7 +433,7 @@ class ProtocolBackend(Backend):
     def __repr__(self) -> str:
         return f"ProtocolBackend({self.plugin!r})"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         spec: CommandSpec = self.plugin.build_command(request)
         return spec
 

@@ -4,13 +4,17 @@ run from its tally (``coding_genesis._pipeline.tally``)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coding_genesis.status import ErrorCode, FailureCategory
 
-__all__ = ["ChildFailure", "RunResult"]
+__all__ = ["ChildFailure", "CostSource", "RunResponse", "RunResult"]
+
+#: Where a run's ``cost_usd`` comes from: the CLI's own figure, tokens x the
+#: price table, or unknown (no price for the model).
+CostSource: TypeAlias = Literal["reported", "computed", "unknown"]
 
 
 class ChildFailure(BaseModel):
@@ -110,7 +114,7 @@ class RunResult(BaseModel):
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
     #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
-    cost_source: str | None = None
+    cost_source: CostSource | None = None
     #: Tokens (per model), turns, tool calls, context-window use and latency
     #: (coding_genesis._observers.metering); None when metering is off.
     metering: dict[str, Any] | None = None
@@ -192,9 +196,72 @@ class RunResult(BaseModel):
     #: the agent's commits, the full diff on request.
     changes: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RunResponse:
         """The documented plain dict that ``run()`` returns."""
         out = self.model_dump()
         out["error"] = str(self.error) if self.error is not None else None
         out["failure"] = self.failure.to_dict() if self.failure is not None else None
-        return out
+        return cast("RunResponse", out)
+
+
+class RunResponse(TypedDict):
+    """The dict ``run()`` returns: :meth:`RunResult.to_dict`, key for key (a
+    test checks both name the same keys); each key is documented on
+    :class:`RunResult`.  ``error`` is the error code's text and ``failure``
+    the failure value's dict (:meth:`ChildFailure.to_dict`)."""
+
+    status: int
+    message: str
+    tool_calls: int
+    session_id: str | None
+    backend: str
+    agent: str
+    run_id: str
+    exit_code: int | None
+    signal: str | None
+    duration_s: float
+    skipped_lines: int
+    lines: int
+    usage: dict[str, Any] | None
+    cost_usd: float | None
+    cost_source: CostSource | None
+    metering: dict[str, Any] | None
+    budget: dict[str, Any] | None
+    model: str | None
+    num_turns: int | None
+    stop_reason: str | None
+    completed: bool
+    is_error: bool
+    error: str | None
+    stderr_tail: str
+    tool_usage: dict[str, int]
+    files_modified: list[str]
+    last_successful_tool: str | None
+    cli_retries: int
+    data: dict[str, Any] | None
+    warnings: list[str]
+    leftovers_stopped: int
+    api_error_status: int | None
+    cli_errors: list[str]
+    failed_tools: list[str]
+    permission_denials: int
+    denied_tools: list[str]
+    result_subtype: str | None
+    failure: dict[str, Any] | None
+    completed_steps: list[str]
+    unfinished_steps: list[str]
+    last_tool_error: str | None
+    cli_retry_delay_s: float | None
+    timeout_s: float | None
+    error_context: dict[str, Any] | None
+    failure_report: str | None
+    signals_sent: list[str]
+    pid: int | None
+    retry_count: int
+    attempts: int
+    retry_history: list[dict[str, Any]]
+    escalation: dict[str, Any] | None
+    transcript: str | None
+    verify: dict[str, Any] | None
+    worktree: dict[str, Any] | None
+    changes: dict[str, Any] | None

@@ -22,6 +22,7 @@ import anyio
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis.events import Event
+from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ _TICK = 0.125
 class LiveOutcome:
     """The response dict (None when a signal stopped the run) and the tracker."""
 
-    def __init__(self, result: dict[str, Any] | None, signum: int | None, tracker: RunTracker):
+    def __init__(self, result: RunResponse | None, signum: int | None, tracker: RunTracker):
         self.result = result
         self.signum = signum
         self.tracker = tracker
@@ -82,7 +83,7 @@ def _signal_name(signum: int) -> str:
 
 def execute(
     agent: CodingGenesisAgent,
-    start: Callable[[], Awaitable[dict[str, Any]]],
+    start: Callable[[], Awaitable[RunResponse]],
     *,
     progress: bool,
     events: EventWriter | None,
@@ -96,8 +97,8 @@ def execute(
     view = ProgressView(tracker) if progress else None
     stop: list[int] = []
 
-    async def main() -> dict[str, Any] | None:
-        result: dict[str, Any] | None = None
+    async def main() -> RunResponse | None:
+        result: RunResponse | None = None
         run_scope = anyio.CancelScope()
 
         async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -129,7 +130,7 @@ def execute(
             tg.cancel_scope.cancel()
         return result
 
-    result: dict[str, Any] | None = None
+    result: RunResponse | None = None
     try:
         with view if view is not None else contextlib.nullcontext():
             result = anyio.run(main)

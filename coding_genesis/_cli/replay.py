@@ -194,7 +194,7 @@ def handle(args: argparse.Namespace) -> int:
     exit_code = args.exit_code if args.exit_code is not None else loaded.exit_code
     try:
         agent = CodingGenesisAgent(
-            backend, transcripts=False, timeout=loaded.timeout or DEFAULT_TIMEOUT
+            backend, transcripts=None, timeout=loaded.timeout or DEFAULT_TIMEOUT
         )
     except ConfigError as exc:
         return _error(str(exc))

@@ -196,7 +196,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 def handle(args: argparse.Namespace) -> int:
     import orjson
 
-    from coding_genesis.batch import Executor, run_many_sync
+    from coding_genesis.batch import Executor, ExecutorName, run_many_sync
     from coding_genesis.errors import ConfigError
 
     try:
@@ -215,7 +215,7 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return usage_error("run-many", str(exc))
 
-    executor: str | Executor = "local"
+    executor: ExecutorName | Executor = "local"
     runner = None
     if args.executor == "ray":
         try:

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
+from coding_genesis.backend import MessageUsage
 from coding_genesis.events import Event, EventKind
 from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 
@@ -285,7 +286,7 @@ class RunObservers:
         return steps
 
     @property
-    def message_usage(self) -> str:
+    def message_usage(self) -> MessageUsage:
         """What the run's observers need of a CLI's per-message usage (see
         :class:`~coding_genesis.backend.Translator`): ``live`` if one that hears
         usage wants it live (the default), ``folded`` if they all take it

@@ -22,7 +22,7 @@ from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend
+from coding_genesis.backend import AttemptRequest, Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import Event, ResultEvent
 from coding_genesis.result import RunResult
@@ -325,7 +325,7 @@ def replayed_outcome(
         stdout_eof=True,
         duration_s=duration_s,
     )
-    request = Request(prompt="(replay)", cwd=cwd, timeout=config.timeout)
+    request = Request(AttemptRequest(prompt="(replay)", cwd=cwd), config.timeout)
     return AttemptOutcome(
         request,
         config.timeout,

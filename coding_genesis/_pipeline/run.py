@@ -15,7 +15,6 @@ protocol (:mod:`coding_genesis._pipeline.runsteps`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -25,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
+from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
 from coding_genesis._pipeline.listeners import RunListeners
@@ -48,7 +47,7 @@ from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo
-from coding_genesis.result import RunResult
+from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
@@ -222,29 +221,26 @@ class RunWiring:
             self.tally = tally
             tallies.append(tally)
 
-        attempt_request = dataclasses.replace(
-            request,
-            prompt=plan.prompt,
-            timeout=plan.timeout if plan.timeout is not None else request.timeout,
-            resume=plan.resume,
+        context = AttemptContext(
+            listeners=RunListeners(bus, run_id, redactor, observers or None),
+            on_stdout=observers.stdout if observers else None,
+            on_decoded=observers.flush if observers else None,
+            on_spawn=spawned,
+            on_tally=held,
+            redactor=redactor if redactor.active else None,
+            extra_env=observers.attempt_env() if observers else None,
+            stop=run.stop,
+            message_usage="live"
+            if bus.wants(EventKind.USAGE)
+            else (observers.message_usage if observers else "off"),
         )
         try:
             return await run_attempt(
                 self.config,
                 self.backend,
-                attempt_request,
+                request.retried(plan.prompt, plan.resume, plan.timeout),
                 marker=run_id,
-                listeners=RunListeners(bus, run_id, redactor, observers or None),
-                on_stdout=observers.stdout if observers else None,
-                on_decoded=observers.flush if observers else None,
-                on_spawn=spawned,
-                on_tally=held,
-                redactor=redactor if redactor.active else None,
-                extra_env=observers.attempt_env() if observers else None,
-                stop=run.stop,
-                message_usage="live"
-                if bus.wants(EventKind.USAGE)
-                else (observers.message_usage if observers else "off"),
+                context=context,
             )
         finally:
             if ledger is not None:
@@ -327,7 +323,7 @@ class RunWiring:
         stop_reason: StopReason | str | None,
         duration_s: float,
         run_id: str,
-    ) -> dict[str, Any]:
+    ) -> RunResponse:
         """The response a run of a CLI that printed ``stdout`` would have
         given, offline (see ``CodingGenesisAgent.replay``)."""
         # Observers that write nothing and say so (``replays = True``: metering)

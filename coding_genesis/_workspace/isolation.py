@@ -32,7 +32,7 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from coding_genesis._supervision.shield import shielded
 from coding_genesis._util.files import (
@@ -51,6 +51,7 @@ from coding_genesis._workspace.gitops import (
 )
 from coding_genesis._workspace.instructions import instruction_warnings
 from coding_genesis.errors import ConfigError
+from coding_genesis.options import Keep
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -67,7 +68,6 @@ __all__ = [
 
 BRANCH_PREFIX = "coding-genesis/"
 KEEP_CHOICES = ("never", "on_failure", "always")
-Keep = Literal["never", "on_failure", "always"]
 #: A full diff is cut at this many characters (the result says so).
 MAX_DIFF_CHARS = 2_000_000
 _MAX_FILES = 1000

@@ -8,7 +8,6 @@ knows the protocol, never the workspace.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from coding_genesis._pipeline.request import Request
@@ -84,7 +83,7 @@ class WorktreeStep:
                 ledger.record(self._ledger_key, marker=self._run_id, worktree=ws.record())
             except OSError as exc:
                 ws.warnings.append(f"run ledger: worktree not recorded: {exc}")
-        return replace(request, cwd=ws.cwd)
+        return request.moved(ws.cwd)
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
         """A worktree whose ``.git`` the attempt replaced fails the run

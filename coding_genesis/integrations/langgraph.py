@@ -25,6 +25,7 @@ from typing import Any
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.batch import failure_result
 from coding_genesis.events import Event
+from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 try:
@@ -51,8 +52,8 @@ def _read(state: Any, key: str) -> Any:
 
 
 async def _run_to_the_end(
-    agent: CodingGenesisAgent, run: Coroutine[Any, Any, dict[str, Any]]
-) -> dict[str, Any]:
+    agent: CodingGenesisAgent, run: Coroutine[Any, Any, RunResponse]
+) -> RunResponse:
     """Await the run in its own task, so a cancellation reaches it exactly once.
 
     Awaiting the run directly would let every ``cancel()`` of the node's task

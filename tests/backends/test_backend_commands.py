@@ -15,15 +15,15 @@ import pytest
 from coding_genesis._cli.env import node_path_for
 from coding_genesis._pipeline.attempt import Refusal, resolve_program
 from coding_genesis._pipeline.overlay import materialized
-from coding_genesis.backend import CommandSpec, NodeScript, RunRequest, node_launch
+from coding_genesis.backend import AttemptRequest, CommandSpec, NodeScript, node_launch
 from coding_genesis.backends import GeminiBackend, OpencodeBackend, QwenBackend, get_backend
 from coding_genesis.errors import ConfigError
 
 PROMPT = "--yolo; rm -rf / `SCENARIO:text` $(id)\nsecond line"
 
 
-def request(**kwargs: object) -> RunRequest:
-    return RunRequest(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
+def request(**kwargs: object) -> AttemptRequest:
+    return AttemptRequest(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["gemini", "opencode", "qwen"])

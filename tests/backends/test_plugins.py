@@ -221,7 +221,7 @@ class NewStyle(base.Backend):
     def default_program(self) -> Any:
         return registry.FailerBackend().default_program()
 
-    def build_command(self, request: base.RunRequest) -> base.CommandSpec:
+    def build_command(self, request: base.AttemptRequest) -> base.CommandSpec:
         return registry.FailerBackend().build_command(request)
 
     def translator(self) -> base.Translator:

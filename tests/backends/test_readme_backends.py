@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from coding_genesis.backend import RunRequest
+from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import get_backend, registered_backends
 from coding_genesis.config import PERMISSION_LEVELS
 
@@ -30,7 +30,7 @@ def render() -> str:
     ]
     for name in registered_backends():
         backend = get_backend(name)
-        base = backend.build_command(RunRequest(prompt="PROMPT", cwd="DIR"))
+        base = backend.build_command(AttemptRequest(prompt="PROMPT", cwd="DIR"))
         program = backend.executable if backend.default_program() is None else f"({name})"
         command = " ".join([program, *base.args])
         levels = backend.permission_levels
@@ -38,9 +38,9 @@ def render() -> str:
 
         def honoured(key: str) -> str:
             if key == "max_turns":
-                request = RunRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
+                request = AttemptRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
             else:
-                request = RunRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
+                request = AttemptRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
             spec = backend.build_command(request)  # noqa: B023
             return "no" if any(key in w for w in spec.warnings) else "yes"
 

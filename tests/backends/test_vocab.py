@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import AttemptRequest, CommandSpec
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.batch import run_many_sync
 from coding_genesis.config import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS, AgentConfig
@@ -25,8 +25,8 @@ from coding_genesis.errors import ConfigError
 from tests.support import FakeCLI
 
 
-def request(**fields: Any) -> RunRequest:
-    return RunRequest(prompt="p", cwd="/tmp", **fields)
+def request(**fields: Any) -> AttemptRequest:
+    return AttemptRequest(prompt="p", cwd="/tmp", **fields)
 
 
 # -- validated once ----------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_a_backend_without_the_attribute_refuses_every_level() -> None:
         def default_program(self) -> None:
             return None
 
-        def build_command(self, request: RunRequest) -> CommandSpec:
+        def build_command(self, request: AttemptRequest) -> CommandSpec:
             return CommandSpec(args=())
 
         def translator(self) -> Any:
@@ -242,7 +242,7 @@ def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     seen: list[Any] = []
 
     class Probe(ClaudeBackend):
-        def build_command(self, request: RunRequest) -> CommandSpec:
+        def build_command(self, request: AttemptRequest) -> CommandSpec:
             seen.append(request.cli_max_retries)
             return super().build_command(request)
 
@@ -349,7 +349,7 @@ PROBE = textwrap.dedent(
 class OverlayBackend(ClaudeBackend):
     name = "overlay-probe"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         return dataclasses.replace(
             super().build_command(request),
             args=("--settings={overlay}/settings.json",),
