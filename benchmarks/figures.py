@@ -650,7 +650,7 @@ def fig_sdk(p: Params) -> Result:
     delivered = res["ours_events"][0].value["events_delivered"]
 
     def mps(name: str) -> float:
-        return lines / median(walls(res[name]))
+        return float(lines / median(walls(res[name])))
 
     def speedup(name: str) -> float:
         # msg/s ratio = inverse wall-time ratio, per pair
@@ -855,7 +855,7 @@ def fig_stop(p: Params) -> Result:
         }
 
     def expected(mode: str) -> float:
-        return timeout + (grace if mode == ignore else 0.0)
+        return float(timeout + (grace if mode == ignore else 0.0))
 
     async def runner(mode: str) -> tuple[float | None, bool]:
         """Overshoot (None: the fake was not set up by the deadline), tree reaped."""

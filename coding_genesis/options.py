@@ -134,7 +134,7 @@ class AgentSettings(TypedDict, total=False):
     retry: RetrySetting
     circuit_breaker: BreakerSetting
     clock: Clock | None
-    transcripts: str | os.PathLike[str] | None
+    transcripts: str | os.PathLike[str] | Literal[False] | None
     transcript_max_bytes: int
     isolation: Isolation | None
     isolation_base: str | None
@@ -142,10 +142,10 @@ class AgentSettings(TypedDict, total=False):
     keep: Keep
     keep_branch: bool
     include_diff: bool
-    worktrees_dir: str | os.PathLike[str] | None
+    worktrees_dir: str | os.PathLike[str] | Literal[False] | None
     verify: Sequence[str] | None
     verify_timeout: float
-    run_log: str | os.PathLike[str] | None
+    run_log: str | os.PathLike[str] | Literal[False] | None
     observers: Sequence[Observer]
     metering: bool
     prices: Mapping[str, Any] | None

@@ -230,7 +230,7 @@ async def test_configuration_errors_raise_at_once() -> None:
     with pytest.raises(ConfigError, match="concurrency"):
         await run_many([], concurrency=0)
     with pytest.raises(ConfigError, match="executor"):
-        await run_many([], executor="threads")
+        await run_many([], executor="threads")  # type: ignore[arg-type]
     assert await run_many([]) == []
 
 
@@ -238,7 +238,7 @@ def test_run_spec_is_frozen_and_picklable() -> None:
     spec = RunSpec(prompt="hello", backend="failer", options={"max_turns": 3}, extra_args=("-x",))
     assert pickle.loads(pickle.dumps(spec)) == spec
     with pytest.raises(ValueError, match="frozen"):
-        spec.prompt = "other"  # type: ignore[misc]
+        spec.prompt = "other"
     # Every field beyond the request's own is an agent setting (AgentConfig's
     # names, checked when the run's agent is built): no second list of them.
     assert spec.agent_kwargs() == {"options": {"max_turns": 3}, "extra_args": ("-x",)}

@@ -33,7 +33,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
         "message": {"content": [{"type": "tool_result", "tool_use_id": "w1", "content": "ok"}]},
     }
     fake.script([{"init": True}, {"emit": tool}, {"emit": done}, {"answer": "wrote a.py"}])
-    good = agent.run_sync("write a.py\nwith a docstring")
+    good = dict(agent.run_sync("write a.py\nwith a docstring"))
     fake.script(
         [
             {"init": True},
@@ -42,7 +42,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
             {"exit": 1},
         ]
     )
-    bad = agent.run_sync("try again")
+    bad = dict(agent.run_sync("try again"))
     return base, good, bad
 
 

@@ -17,7 +17,7 @@ from coding_genesis._failures.usagelimits import iso, reset_at
 from coding_genesis._util.clock import VirtualClock
 from coding_genesis.batch import RunSpec, run_many
 from coding_genesis.retry import RetryPolicy
-from tests.support import FAKE_BIN, RECORDINGS, FakeCLI
+from tests.support import FAKE_BIN, RECORDINGS, FakeCLI, present
 
 pytestmark = pytest.mark.anyio
 
@@ -29,8 +29,10 @@ def replay(name: str) -> dict[str, Any]:
     flavour = name.split("_", 1)[0]
     rc = int((LIMITS / f"{name}.rc").read_text())
     stderr = (LIMITS / f"{name}.stderr").read_text()
-    return CodingGenesisAgent(flavour, ledger=False).replay(
-        path.read_bytes(), returncode=rc, stderr=stderr
+    return dict(
+        CodingGenesisAgent(flavour, ledger=False).replay(
+            path.read_bytes(), returncode=rc, stderr=stderr
+        )
     )
 
 
@@ -131,7 +133,7 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     agent = fake_claude.agent(retry=RetryPolicy.default(deadline_s=600), clock=clock)
     result = await agent.run("work")
     assert result["status"] == 1
-    failure = result["failure"]
+    failure = present(result["failure"])
     assert failure["category"] == "rate_limit"
     assert failure["retry_at"] == iso(int(reset))
     assert clock.sleeps == []  # no wait, no retry burnt on the same error

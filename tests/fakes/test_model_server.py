@@ -146,7 +146,9 @@ def claude_blocks(outcome: Outcome, block_type: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def codex_items(outcome: Outcome, item_type: str, event: str = "item.completed") -> list[dict]:
+def codex_items(
+    outcome: Outcome, item_type: str, event: str = "item.completed"
+) -> list[dict[str, Any]]:
     return [
         e["item"]
         for e in outcome.events
@@ -192,7 +194,7 @@ def test_parse_scenario() -> None:
 
 
 def test_anthropic_streaming_and_json_answers(model_server: FakeModelServer) -> None:
-    body = {
+    body: dict[str, Any] = {
         "model": "claude-x",
         "stream": True,
         "messages": [
@@ -269,7 +271,7 @@ def test_anthropic_write_and_sleep_tools(model_server: FakeModelServer, where: s
 
 
 def test_openai_streaming_answers(model_server: FakeModelServer) -> None:
-    body = {
+    body: dict[str, Any] = {
         "model": "gpt-5.5",
         "stream": True,
         "tools": [{"type": "function", "name": "exec_command", "parameters": {}}],

@@ -14,7 +14,7 @@ from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
 from coding_genesis.events import EventKind, UsageEvent
 from tests.observers.test_metering import message, tool_result
-from tests.support import EventLog, FakeCLI, QuietObserver
+from tests.support import EventLog, FakeCLI, QuietObserver, present
 
 pytestmark = pytest.mark.anyio
 
@@ -74,8 +74,8 @@ async def test_result_usage_is_the_clis_total_never_one_message(fake_claude: Fak
     fake_claude.script(_script(2, result=False))
     result = await fake_claude.agent().run("go")
     assert result["usage"] is None
-    assert result["metering"]["tokens"]["input"] == 2000
-    assert result["metering"]["turns"] == 2
+    assert present(result["metering"])["tokens"]["input"] == 2000
+    assert present(result["metering"])["turns"] == 2
 
 
 class _TypeCounter(QuietObserver):
@@ -106,7 +106,9 @@ async def test_the_tap_dispatches_by_type_and_drops_a_failing_handler(
     both = _TypeCounter()  # with metering: two taps, each hears its own
     result = await fake_claude.agent(observers=[both]).run("go")
     assert both.seen == ["usage", "tool_call", "usage", "tool_call", "usage"]
-    assert result["metering"]["turns"] == 2 and result["metering"]["tool_calls"] == 2
+    assert (
+        present(result["metering"])["turns"] == 2 and present(result["metering"])["tool_calls"] == 2
+    )
 
     failing = _TypeCounter(fail=True)
     result = await fake_claude.agent(observers=[failing], metering=False).run("go")
@@ -159,10 +161,10 @@ async def test_a_per_run_budget_reports_the_runs_whole_usage(fake_claude: FakeCL
     budget = Budget(max_tokens=10**9, max_tool_calls=10**6, per_run=True)
     result = await fake_claude.agent(budget=budget).run("go")
     assert result["status"] == 0
-    charged = result["budget"]["charged"]
+    charged = present(result["budget"])["charged"]
     assert charged["tool_calls"] == 3 and charged["turns"] == 3
     assert charged["tokens"] == 8  # the CLI's own total at the end (3 in + 5 out)
-    assert result["budget"]["outcome"] == "ran"
+    assert present(result["budget"])["outcome"] == "ran"
 
 
 # -- folded per-message usage: metering's figures for a dict store per line --
@@ -196,17 +198,20 @@ async def test_folded_usage_gives_the_figures_live_usage_gives(
     assert len([e for e in log.of("usage") if e.get("message_id")]) == 7  # live: one each
     assert folded["status"] == live["status"]
     for key in ("tokens", "by_model", "turns", "tool_calls", "context"):
-        assert folded["metering"][key] == live["metering"][key], key
-    for key in ("cost_usd", "cost_source", "usage"):
-        assert folded[key] == live[key], key
-    assert folded["metering"]["turns"] == 7
+        assert present(folded["metering"])[key] == present(live["metering"])[key], key
+    assert folded["cost_usd"] == live["cost_usd"]
+    assert folded["cost_source"] == live["cost_source"]
+    assert folded["usage"] == live["usage"]
+    assert present(folded["metering"])["turns"] == 7
     if not result_line:  # only the messages to count: both models, summed
-        assert set(folded["metering"]["by_model"]) == {
+        assert set(present(folded["metering"])["by_model"]) == {
             message(1)["emit"]["message"]["model"],
             "claude-haiku-4-5",
         }
-        assert folded["metering"]["tokens"]["input"] == sum(100 * n for n in range(1, 8))
-        assert folded["metering"]["context"]["used_tokens"] == 700  # the last message's prompt
+        assert present(folded["metering"])["tokens"]["input"] == sum(100 * n for n in range(1, 8))
+        assert (
+            present(folded["metering"])["context"]["used_tokens"] == 700
+        )  # the last message's prompt
 
 
 def test_the_folding_translator_is_bounded_and_sums_what_it_lets_go(
@@ -221,7 +226,7 @@ def test_the_folding_translator_is_bounded_and_sums_what_it_lets_go(
         line = message(n, inp=n, out=2 * n)["emit"]
         assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
         assert len(translator._messages) <= 4
-    events = translator.flush()
+    events = [e for e in translator.flush() if isinstance(e, UsageEvent)]
     model = message(1)["emit"]["message"]["model"]
     assert [(e.model, e.messages, e.message_id) for e in events] == [
         (model, 9, None),
@@ -241,6 +246,7 @@ def test_a_hostile_message_id_is_folded_not_fatal() -> None:
     line["message"]["id"] = ["not", "hashable"]
     assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
     (last,) = translator.flush()
+    assert isinstance(last, UsageEvent)
     assert last.message_id == "" and last.usage == line["message"]["usage"]
 
 
@@ -324,12 +330,12 @@ async def test_a_subscriber_that_joins_mid_run_hears_the_rest(fake_claude: FakeC
     def first(event: Any) -> None:
         if not late:
             late.append("joined")
-            agent._bus.subscribe(lambda e: late.append(e.text), kinds=[EventKind.TEXT])
+            agent._bus.subscribe(lambda e: late.append(e.to_dict()["text"]), kinds=[EventKind.TEXT])
 
     agent._bus.subscribe(first, kinds=[EventKind.TOOL_CALL])
     result = await agent.run("go")
     assert result["status"] == 0
     assert late == ["joined", "text 2"]
-    timing = result["metering"]["latency"]["tool_calls"]
+    timing = present(result["metering"])["latency"]["tool_calls"]
     assert [t["id"] for t in timing] == ["tool_1"]
     assert timing[0]["duration_s"] >= 0.25  # the call and its result were 0.3 s apart

@@ -14,7 +14,7 @@ from coding_genesis.backends import translator_for
 from coding_genesis.events import EventKind, TextEvent
 from coding_genesis.observer import RunInfo
 from coding_genesis.run_events import LIFECYCLE_KINDS, RunStartedEvent
-from tests.support import EventLog, FakeCLI, recorded_events
+from tests.support import EventLog, FakeCLI, present, recorded_events
 
 SECRET = "sk-test-Derived81secretvalue"
 
@@ -109,7 +109,7 @@ def test_the_transcript_derives_the_cli_events_from_stdout(
     log = EventLog(agent)
     result = agent.run_sync("go")
     assert result["status"] == 0, result
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     # Only the runner's own events are written; the CLI's come from stdout.jsonl.
     written = [json.loads(x)["type"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert set(written) <= {k.value for k in LIFECYCLE_KINDS}

@@ -107,6 +107,6 @@ def test_an_object_of_the_old_protocol_is_adapted_once() -> None:
     assert [e.to_dict()["text"] for e in heard] == ["hi"]
     assert observers.attempt_env() == {}  # it has none: not called
 
-    bare = RunObservers([QuietObserver()], _info())  # not even an Observer
+    bare = RunObservers([QuietObserver()], _info())  # type: ignore[list-item]  # not even an Observer
     assert bare and bare.decoded is None and bare.message_usage == "off"
     assert not adapt_observer(QuietObserver()).replays

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def agent_for(
     return agent, work
 
 
-def shown(result: dict[str, Any]) -> str:
+def shown(result: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "usage"}, default=str)[:3000]
 
 

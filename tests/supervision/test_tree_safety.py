@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -32,7 +33,7 @@ from tests.tree_support import assert_tree_gone, describe, run_pids
 
 pytestmark = pytest.mark.anyio
 
-ESCAPE = [
+ESCAPE: list[dict[str, Any]] = [
     {"init": True},
     {"grandchild": {"double_fork": True, "ignore_sigterm": True, "sleep": 600}},
     {"grandchild": {"setsid": True, "ignore_sigterm": True, "sleep": 600}},
