@@ -524,7 +524,7 @@ def load_plugin(name: str) -> Backend | None:
         return None
     try:
         target: Any = ep.load()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (a plug-in may raise anything while loading: reported as BackendPluginError)
         raise BackendPluginError(
             f"backend plug-in {name!r} ({_origin(ep)}) failed to load: {type(exc).__name__}: {exc}"
         ) from None
@@ -532,7 +532,7 @@ def load_plugin(name: str) -> Backend | None:
     if is_factory(target):
         try:
             backend = target()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (a plug-in may raise anything while loading: reported as BackendPluginError)
             raise BackendPluginError(
                 f"backend plug-in {name!r} ({_origin(ep)}) failed to start: "
                 f"{type(exc).__name__}: {exc}"

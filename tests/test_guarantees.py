@@ -187,7 +187,7 @@ def test_the_response_is_typed_with_a_documented_dict(tmp_path: Path) -> None:
         typed.failure is not None
         and typed.failure.retryable is present(response["failure"])["retryable"]
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no_such_field"):
         RunResult(status=0, message="", no_such_field=1)  # type: ignore[call-arg]
     assert set(Status) >= {Status.OK, Status.FAILED, Status.USAGE, Status.TIMEOUT}
 

@@ -53,7 +53,7 @@ def row(record: RunRecord) -> dict[str, Any]:
     """What the listing shows of one run (a damaged one says so)."""
     try:
         return _row(record)
-    except Exception as exc:  # fields of the wrong type: shown, never a traceback
+    except Exception as exc:  # noqa: BLE001 (fields of the wrong type: shown, never a traceback)
         return {
             "run_id": record.path.name,
             "started": None,

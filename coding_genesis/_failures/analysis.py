@@ -334,7 +334,7 @@ def failed_result(
     )
     try:
         update = describe_failure(result, node=agent or backend or "genesis", redactor=redactor)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (the analysis must never cost the answer: a fallback failure instead)
         update = fallback_failure(result, node=agent or backend or "genesis", error=exc)
     return result.model_copy(update=update)
 

@@ -233,7 +233,7 @@ class Decoder:
                 for step in heard:
                     try:
                         step(event)
-                    except Exception:
+                    except Exception:  # noqa: BLE001  (a failing listener is dropped, the run goes on)
                         self._listener_failed(step)
         except Exception:
             if not self.errors:

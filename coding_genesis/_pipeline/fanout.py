@@ -246,7 +246,7 @@ class RunObservers:
                     if handler is not None and only in live:  # wanted, not dropped
                         try:
                             handler(event)
-                        except Exception:
+                        except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                             self._drop(only, "decoded")
 
                 return tap_handlers
@@ -255,7 +255,7 @@ class RunObservers:
                 if only in live:  # not dropped
                     try:
                         decoded(event)
-                    except Exception:
+                    except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                         self._drop(only, "decoded")
 
             return tap_one
@@ -265,7 +265,7 @@ class RunObservers:
                 if handle in live:
                     try:
                         decoded(event)
-                    except Exception:
+                    except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                         self._drop(handle, "decoded")
 
         return tap
@@ -313,7 +313,7 @@ class RunObservers:
                 continue
             try:
                 hook(tally)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "attempt_decoded")
 
     def owns(self, step: Step) -> bool:
@@ -358,21 +358,21 @@ class RunObservers:
                 continue
             try:
                 handle.event(event)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "event")
 
     def stdout(self, chunk: bytes) -> None:
         for handle in tuple(self._live):
             try:
                 handle.stdout(chunk)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "stdout")
 
     def flush(self) -> None:
         for handle in tuple(self._live):
             try:
                 handle.flush()
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "flush")
 
     def attempt_env(self) -> dict[str, str]:
@@ -385,7 +385,7 @@ class RunObservers:
                 continue
             try:
                 env.update(hook())
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "attempt_env")
         return env
 
@@ -394,7 +394,7 @@ class RunObservers:
         for handle in tuple(self._live):
             try:
                 extra = dict(handle.response_fields())
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "response_fields")
                 continue
             warnings = extra.pop("warnings", None)
@@ -407,6 +407,6 @@ class RunObservers:
         for handle in tuple(self._live):
             try:
                 handle.finish(response)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "finish")
         self._live.clear()

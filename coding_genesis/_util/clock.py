@@ -116,14 +116,14 @@ def set_testing(enabled: bool) -> VirtualClock | None:
 
 
 @overload
-def testing(enabled: Literal[True] = ...) -> contextlib.AbstractContextManager[VirtualClock]: ...
+def testing(enabled: Literal[True] = ...) -> contextlib.AbstractContextManager[VirtualClock]: ...  # noqa: PT028  (not a test: the virtual-clock context)
 
 
 @overload
 def testing(enabled: bool) -> contextlib.AbstractContextManager[VirtualClock | None]: ...
 
 
-def testing(enabled: bool = True) -> contextlib.AbstractContextManager[VirtualClock | None]:
+def testing(enabled: bool = True) -> contextlib.AbstractContextManager[VirtualClock | None]:  # noqa: PT028  (not a test: the virtual-clock context)
     """``with testing() as clock:`` — virtual time inside the block.
 
     Process-wide (agents in other threads see it too); the previous setting

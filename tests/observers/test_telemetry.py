@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from opentelemetry import context, propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -315,12 +316,9 @@ print(json.dumps({{
 def test_telemetry_settings_are_checked() -> None:
     assert AgentConfig().telemetry is True and AgentConfig().telemetry_content is False
     for bad in ({"telemetry": "yes"}, {"telemetry_content": 1}):
-        try:
+        with pytest.raises(ConfigError) as caught:
             CodingGenesisAgent("claude", **bad)
-        except ConfigError as exc:
-            assert next(iter(bad)) in str(exc)
-        else:
-            raise AssertionError(f"{bad} accepted")
+        assert next(iter(bad)) in str(caught.value)
 
 
 def test_usage_attributes_count_cached_input() -> None:

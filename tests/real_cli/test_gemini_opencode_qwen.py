@@ -134,8 +134,7 @@ class Case:
         self.events = Recorder(self.agent)
 
     async def run(self, prompt: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        result = dict(await self.agent.run(prompt or self.prompt, **kwargs))
-        return result
+        return dict(await self.agent.run(prompt or self.prompt, **kwargs))
 
     def calls(self, prompt: str | None = None) -> list[Any]:
         return model_calls(self.rig, prompt or self.prompt)
