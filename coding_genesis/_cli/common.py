@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from coding_genesis._util.display import printable
@@ -16,6 +17,7 @@ __all__ = [
     "status_exit_code",
     "transcript_base",
     "usage_error",
+    "whole_number",
 ]
 
 #: argparse's convention for a command-line usage error, used by every command.
@@ -26,6 +28,24 @@ def usage_error(command: str, message: str) -> int:
     """Print a usage error the way argparse does and return its exit code (2)."""
     print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
     return USAGE_ERROR
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """argparse type: a whole number >= ``minimum`` (and <= ``maximum``, if given)."""
+    bounds = f">= {minimum}" if maximum is None else f"{minimum}..{maximum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number {bounds}, got {text!r}"
+            ) from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, got {text!r}")
+        return value
+
+    return parse
 
 
 def positive_seconds(text: str) -> float:

@@ -21,6 +21,7 @@ import anyio
 
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
+from coding_genesis._util.display import signal_name
 from coding_genesis.events import Event
 from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
@@ -78,7 +79,7 @@ def _silence_stdout() -> None:
 
 
 def _signal_name(signum: int) -> str:
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    return "Ctrl-C" if signum == signal.SIGINT else signal_name(signum)
 
 
 def execute(

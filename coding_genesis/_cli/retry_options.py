@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import positive_seconds
+from coding_genesis._cli.common import positive_seconds, whole_number
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -14,16 +14,6 @@ if TYPE_CHECKING:
     from coding_genesis.retry import RetryPolicy
 
 __all__ = ["add_retry_arguments", "attempt_printer", "retry_policy"]
-
-
-def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0 or value > 1000:
-        raise argparse.ArgumentTypeError(f"expected 0..1000 retries, got {text!r}")
-    return value
 
 
 def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +25,7 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--retries",
-        type=_retries,
+        type=whole_number(0, 1000),
         default=None,
         metavar="N",
         help="retry each retryable failure (timeout, network, rate limit, internal, "

@@ -10,7 +10,7 @@ import tempfile
 from typing import IO, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import usage_error
+from coding_genesis._cli.common import usage_error, whole_number
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--concurrency",
         "-j",
-        type=_positive_int,
+        type=whole_number(1),
         default=4,
         help="runs at once (default 4)",
     )
@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=whole_number(1),
         default=1,
         help="trials: run each request N times (each in its own worktree with "
         '"isolation": "worktree"); one line per trial (with "repeat"), then one '
@@ -99,16 +99,6 @@ def register(subparsers: Any) -> None:
     )
     add_budget_arguments(parser, batch=True)
     parser.set_defaults(handler=handle)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 #: What an untrusted line may set: data, never an executable, an argument,

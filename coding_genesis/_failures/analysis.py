@@ -19,7 +19,7 @@ from coding_genesis._failures.classify import Classification, Evidence, classify
 from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
 from coding_genesis._failures.report import format_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES, retry_verdict
-from coding_genesis._failures.usagelimits import iso
+from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.redact import Redactor
 from coding_genesis.result import ChildFailure, RunResult
 from coding_genesis.status import ErrorCode, FailureCategory
@@ -241,7 +241,9 @@ def analyze_failure(
         stderr_tail=result.stderr_tail[-_STDERR_TAIL:],
         reason=found.reason,
         retry_after_s=found.retry_after_s,
-        retry_at=iso(found.retry_at) if found.retry_at is not None else None,
+        retry_at=iso_utc(found.retry_at, "seconds", zulu=True)
+        if found.retry_at is not None
+        else None,
     )
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from coding_genesis._failures.retryafter import extract_retry_after
 from coding_genesis._failures.taxonomy import category_from_name
 from coding_genesis._failures.usagelimits import reset_at
+from coding_genesis._util.display import signal_name
 from coding_genesis.errors import ConfigError, UnknownBackendError
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
@@ -287,7 +288,7 @@ _STOPPED_BY_SIGNAL_CODES = {
 def _by_signal(ev: Evidence) -> Verdict | None:
     signum = _signal_of(ev.exit_code, ev.error, ev.completed)
     if signum is not None:
-        return FailureCategory.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+        return FailureCategory.INTERNAL, f"killed by {signal_name(signum)} before its result"
     name = _STOPPED_BY_SIGNAL_CODES.get(ev.exit_code or 0)
     if name is not None and not ev.completed and ev.error == "cli_error":
         return FailureCategory.INTERNAL, (
@@ -337,13 +338,6 @@ def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int
     if exit_code is None or completed or exit_code >= 0:
         return None
     return -exit_code
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return _signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:

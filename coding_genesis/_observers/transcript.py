@@ -41,7 +41,6 @@ turns the transcript off for that run and is reported as a warning.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import logging
 import os
 import re
@@ -52,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
@@ -116,10 +116,6 @@ def _valid_text(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [_valid_text(v, depth + 1) for v in value]
     return value
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 class _RawFile:
@@ -405,7 +401,7 @@ class Transcript:
 
 def now_meta(ts: float | None = None) -> dict[str, Any]:
     ts = time.time() if ts is None else ts
-    return {"started_ts": ts, "started": _iso(ts)}
+    return {"started_ts": ts, "started": iso_utc(ts)}
 
 
 # -- the observer ------------------------------------------------------------------

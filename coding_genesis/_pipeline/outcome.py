@@ -10,8 +10,6 @@ Failure analysis comes after, on failed results only.
 
 from __future__ import annotations
 
-import contextlib
-import signal as _signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +19,7 @@ from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
+from coding_genesis._util.display import signal_name
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import AttemptRequest, Backend
 from coding_genesis.config import AgentConfig
@@ -71,7 +70,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "agent": ctx.agent,
         "run_id": run_id,
         "exit_code": rc,
-        "signal": _signal_name(-rc) if rc is not None and rc < 0 else None,
+        "signal": signal_name(-rc) if rc is not None and rc < 0 else None,
         "duration_s": round(outcome.duration_s, 6),
         "skipped_lines": attempt.skipped_lines,
         "lines": attempt.lines,
@@ -208,7 +207,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     last_err = _last_line(stderr_tail)
     if rc is not None and rc < 0:
         sig = -rc
-        message = f"{name} was killed by signal {_signal_name(sig)}" + (
+        message = f"{name} was killed by signal {signal_name(sig)}" + (
             f": {last_err}" if last_err else ""
         )
         return RunResult(
@@ -259,12 +258,6 @@ def _stderr_retries(ctx: ResultContext, stderr: str) -> int:
         return max(0, int(ctx.stderr_retries(stderr)))
     except Exception:  # noqa: BLE001 (a plug-in's counter must not cost the result)
         return 0
-
-
-def _signal_name(signum: int) -> str:
-    with contextlib.suppress(ValueError):
-        return _signal.Signals(signum).name
-    return f"signal {signum}"
 
 
 def _denied_tools(result: ResultEvent | None) -> list[str]:

@@ -9,12 +9,11 @@ comes from the clock it is handed (coding_genesis._util.clock, injectable).
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._util.clock import Clock
+from coding_genesis._util.clock import Clock, iso_utc
 from coding_genesis.retry import Action, Decision, RetryPolicy
 
 if TYPE_CHECKING:
@@ -26,7 +25,6 @@ __all__ = [
     "completed_steps",
     "continuation_prompt",
     "escalation_record",
-    "iso",
     "retrying",
 ]
 
@@ -87,15 +85,6 @@ def continuation_prompt(original: str, result: RunResult, category: str | None =
     )
 
 
-def iso(ts: float) -> str:
-    """ISO 8601 UTC with milliseconds and a Z, like the failer's timestamps."""
-    return (
-        _dt.datetime.fromtimestamp(ts, _dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def escalation_record(
     *,
     run_id: str,
@@ -113,7 +102,7 @@ def escalation_record(
         "category": failure.category.value,
         "message": history[-1]["message"] if history else failure.message,
         "reason": reason,
-        "created_at": iso(now),
+        "created_at": iso_utc(now, zulu=True),
         "agent": agent,
         "backend": backend,
         "session_id": failure.session_id,
@@ -245,7 +234,7 @@ async def retrying(
             "error": result.error,
             "status": result.status,
             "message": blocker(result),
-            "at": iso(now),
+            "at": iso_utc(now, zulu=True),
             "duration_s": result.duration_s,
             "tool_calls": result.tool_calls,
             "cli_retries": result.cli_retries,
@@ -255,7 +244,7 @@ async def retrying(
             "action": decision.action.value,
             "reason": decision.reason,
             "delay_s": round(decision.delay_s, 3) if retrying_now else None,
-            "scheduled_at": iso(now + decision.delay_s) if retrying_now else None,
+            "scheduled_at": iso_utc(now + decision.delay_s, zulu=True) if retrying_now else None,
             "next_timeout_s": decision.next_timeout_s if retrying_now else None,
             "resume_session": next_resume if retrying_now else None,
         }

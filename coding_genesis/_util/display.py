@@ -11,11 +11,21 @@ escaped instead.
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import signal
+
+__all__ = ["printable", "signal_name"]
 
 _CONTROL: dict[int, None] = {
     code: None for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if code not in (0x09, 0x0A)
 }
+
+
+def signal_name(signum: int) -> str:
+    """A signal's name (``SIGTERM``), or ``signal N`` for a number no signal has."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def printable(text: object) -> str:

@@ -320,7 +320,7 @@ def test_genesis_run_flags(
     assert "invalid choice: 'root'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "--max-turns", "0", "hi"])
-    assert "must be >= 1, got 0" in capsys.readouterr().err
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 # -- the overlay ------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_show_and_runs_say_what_is_wrong(
     with pytest.raises(SystemExit) as exc:
         main(["runs", "-n", "0"])
     assert exc.value.code == 2
-    assert "expected a count >= 1, got '0'" in capsys.readouterr().err
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 # -- doctor --------------------------------------------------------------------------

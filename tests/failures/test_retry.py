@@ -567,7 +567,7 @@ def test_cli_without_retry_options_is_one_attempt(
     assert "contradicts" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli_main(["run", "-b", "failer", "--retries", "-1", "x"])
-    assert "expected 0..1000 retries" in capsys.readouterr().err
+    assert "expected a whole number 0..1000" in capsys.readouterr().err
 
 
 def test_cli_retry_options_build_the_policy(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._failures.usagelimits import iso, reset_at
-from coding_genesis._util.clock import VirtualClock
+from coding_genesis._failures.usagelimits import reset_at
+from coding_genesis._util.clock import VirtualClock, iso_utc
 from coding_genesis.batch import RunSpec, run_many
 from coding_genesis.retry import RetryPolicy
 from tests.support import FAKE_BIN, RECORDINGS, FakeCLI, present
@@ -46,7 +46,7 @@ def test_recorded_codex_usage_limit_with_a_date_gives_its_reset() -> None:
     assert failure["category"] == "rate_limit"
     # "try again at Nov 27th, 2026 11:11 AM" (local time)
     expected = _local("Nov 27 2026 11:11 AM").timestamp()
-    assert failure["retry_at"] == iso(expected)
+    assert failure["retry_at"] == iso_utc(expected, "seconds", zulu=True)
     assert failure["retry_after_s"] == pytest.approx(max(0.0, expected - time.time()), abs=5)
 
 
@@ -135,7 +135,7 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     assert result["status"] == 1
     failure = present(result["failure"])
     assert failure["category"] == "rate_limit"
-    assert failure["retry_at"] == iso(int(reset))
+    assert failure["retry_at"] == iso_utc(int(reset), "seconds", zulu=True)
     assert clock.sleeps == []  # no wait, no retry burnt on the same error
     assert len([r for r in fake_claude.records() if "argv" in r]) == 1
 
@@ -160,7 +160,7 @@ async def test_a_batch_past_its_deadline_does_not_start_queued_requests(tmp_path
         assert result["status"] == 69 and result["error"] == "usage_limit"
         assert "not started" in result["message"]
         assert result["failure"]["category"] == "rate_limit"
-        assert result["failure"]["retry_at"] == iso(int(reset))
+        assert result["failure"]["retry_at"] == iso_utc(int(reset), "seconds", zulu=True)
     assert all(not f.records() for f in queued)  # nothing was started
 
 
