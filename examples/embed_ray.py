@@ -8,7 +8,7 @@ import asyncio
 
 import ray
 
-from coding_genesis.batch import RunSpec
+from coding_genesis import RunSpec
 from coding_genesis.integrations.ray import RayRunner
 
 

@@ -203,7 +203,7 @@ class _TelemetryRun(RunObserver):
             f"attempt {self._attempt_n}",
             context=otel.trace.set_span_in_context(self._run),
             kind=otel.trace.SpanKind.INTERNAL,
-            attributes={"coding_genesis._pipeline.attempt": self._attempt_n},
+            attributes={"coding_genesis.attempt": self._attempt_n},
         )
         carrier: dict[str, str] = {}
         otel.propagate.inject(carrier, context=otel.trace.set_span_in_context(self._attempt))
@@ -253,9 +253,7 @@ class _TelemetryRun(RunObserver):
                     if category:
                         attempt.set_attribute("coding_genesis.failure.category", str(category))
                 if extra.get("action"):
-                    attempt.set_attribute(
-                        "coding_genesis._pipeline.attempt.action", str(extra["action"])
-                    )
+                    attempt.set_attribute("coding_genesis.attempt.action", str(extra["action"]))
                 self._end_attempt(_ns(event.ts))
 
     def _tool_call(self, event: ToolCallEvent) -> None:

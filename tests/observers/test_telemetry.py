@@ -87,7 +87,7 @@ def test_run_attempt_and_tool_spans_under_the_callers_span(
     assert run.status.status_code is trace.StatusCode.UNSET
 
     (attempt,) = spans.children(run)
-    assert attempt.name == "attempt 1" and attrs(attempt)["coding_genesis._pipeline.attempt"] == 1
+    assert attempt.name == "attempt 1" and attrs(attempt)["coding_genesis.attempt"] == 1
     (tool,) = spans.children(attempt)
     assert tool.name == "execute_tool Bash"
     t = attrs(tool)
@@ -151,7 +151,7 @@ def test_retries_give_one_attempt_span_each(spans: Spans, fake_claude: FakeCLI) 
     first, second = attempts
     assert attrs(first)["error.type"] == result["retry_history"][0]["error"]
     assert attrs(first)["coding_genesis.failure.category"] == "network"
-    assert attrs(first)["coding_genesis._pipeline.attempt.action"] == "retry"
+    assert attrs(first)["coding_genesis.attempt.action"] == "retry"
     assert first.status.status_code is trace.StatusCode.ERROR
     assert "error.type" not in attrs(second)
     assert second.status.status_code is trace.StatusCode.UNSET

@@ -5,16 +5,21 @@ delete, commit, stop or run anything.
 Every test here drives ``genesis`` as a subprocess (real git, real
 processes).  The cross-user tests either chown a decoy to another uid (as
 root) or, with ``CI`` or ``GENESIS_TEST_USERS=1``, run as two throwaway users
-made with ``useradd`` and removed with ``userdel -r``."""
+made with ``useradd`` and removed with ``userdel -r``.  When those users cannot
+run our interpreter (it lives under a private home), they run ``genesis``
+with a venv built once per session from the system Python
+(tests/security/users_support.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +29,16 @@ import pytest
 
 import coding_genesis
 from coding_genesis._supervision.ledger import _boot_id, _pid_namespace
+from tests.security.users_support import (
+    BuildError,
+    SharedPython,
+    build_shared_python,
+    check_runnable,
+    end_processes_of,
+    remove_traces,
+    remove_users,
+    shared_entries,
+)
 from tests.support import FAKE_BIN
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -363,8 +378,31 @@ def _users_wanted() -> bool:
     return bool(os.environ.get("CI")) or os.environ.get("GENESIS_TEST_USERS") == "1"
 
 
+@pytest.fixture(scope="session")
+def shared_python() -> Iterator[SharedPython]:
+    """Built once per session, and only when the other users cannot run our
+    interpreter: a venv from a system Python, with the runtime dependencies
+    and a copy of the package, in a directory under /tmp open to everyone
+    (removed at the end of the session).  Skips, with the reason, only when it
+    cannot be built here (no system Python >= 3.11, no network)."""
+    root = Path(tempfile.mkdtemp(prefix="genesis-shared-python-", dir="/tmp"))
+    try:
+        root.chmod(0o755)
+        try:
+            shared = build_shared_python(root)
+        except BuildError as exc:
+            pytest.skip(f"our Python cannot be run by another user and none could be built: {exc}")
+        yield shared
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
-def two_users() -> Iterator[tuple[str, str]]:
+def two_users(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, SharedPython]]:
+    """Two throwaway users and a Python the second can run ``genesis`` with;
+    afterwards their processes are ended, the users removed (``userdel -r``)
+    and everything of theirs or named for them in /dev/shm and /tmp removed,
+    whether the test passed or not."""
     if not _users_wanted():
         pytest.skip("cross-user tests make throwaway users: set CI or GENESIS_TEST_USERS=1")
     if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
@@ -372,32 +410,25 @@ def two_users() -> Iterator[tuple[str, str]]:
     tag = uuid.uuid4().hex[:6]
     names = (f"cgA{tag}", f"cgB{tag}")
     made: list[str] = []
+    uids: list[int] = []
+    before = shared_entries()
     try:
         for name in names:
             subprocess.run(["useradd", "-m", name], check=True, capture_output=True)
             made.append(name)
-        probe = subprocess.run(
-            ["runuser", "-u", names[1], "--", sys.executable, "-c", "import coding_genesis"],
-            capture_output=True,
-            cwd="/",
-            check=False,
-        )
-        if probe.returncode != 0:
-            pytest.skip(f"this Python cannot be run by another user: {probe.stderr[-200:]!r}")
-        yield names
+            uids.append(pwd.getpwnam(name).pw_uid)
+        shared = SharedPython(sys.executable, REPO_ROOT)
+        if check_runnable(names[1], shared) is not None:
+            shared = request.getfixturevalue("shared_python")
+            why = check_runnable(names[1], shared)
+            if why is not None:
+                pytest.fail(f"{names[1]} cannot run the Python built for others: {why}")
+        yield names[0], names[1], shared
     finally:
-        for name in made:
-            uid = subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout.strip()
-            subprocess.run(["userdel", "-r", name], capture_output=True, check=False)
-            for base in ("/dev/shm", tempfile_dir()):
-                for entry in Path(base).glob(f"coding-genesis*-{uid}*"):
-                    shutil.rmtree(entry, ignore_errors=True)
-
-
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
+        end_processes_of(uids)
+        left = remove_users(made)
+        remove_traces(uids, before)
+        assert not left, f"throwaway users left behind: {left}"
 
 
 def as_user(user: str, args: list[str], env: dict[str, str], cwd: str) -> Any:
@@ -410,17 +441,19 @@ def as_user(user: str, args: list[str], env: dict[str, str], cwd: str) -> Any:
     )
 
 
+@pytest.mark.timeout(600)  # the first use in a session may build the shared Python
 def test_a_second_user_cannot_make_our_run_or_reap_touch_our_files(
-    two_users: tuple[str, str],
+    two_users: tuple[str, str, SharedPython],
 ) -> None:
-    user_a, user_b = two_users
+    user_a, user_b, shared = two_users
+    genesis_b = [shared.python, "-m", "coding_genesis._cli.main"]
     uid_b = int(subprocess.run(["id", "-u", user_b], capture_output=True, text=True).stdout)
     home_b = Path(f"/home/{user_b}")
     victim = home_b / "victim"
     env_b = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home_b),
-        "PYTHONPATH": REPO_ROOT,
+        "PYTHONPATH": shared.pythonpath,
         "GENESIS_TRANSCRIPTS": "off",
         "GENESIS_RUN_LOG": "off",
     }
@@ -459,17 +492,17 @@ def test_a_second_user_cannot_make_our_run_or_reap_touch_our_files(
     try:
         subprocess.run(
             [
-                *("runuser", "-u", user_a, "--", sys.executable, "-c", plant),
+                *("runuser", "-u", user_a, "--", shared.python, "-c", plant),
                 *(str(decoy), str(planted), json.dumps(entry)),
             ],
             check=True,
             cwd="/",
         )
-        run = as_user(user_b, [*GENESIS, "run", "--backend", "failer", "hello"], env_b, "/")
+        run = as_user(user_b, [*genesis_b, "run", "--backend", "failer", "hello"], env_b, "/")
         assert run.returncode == 0, run.stderr
         assert sorted(os.listdir(victim)) == ["precious.txt"]  # no .lock, no ended.json
         assert f"refusing {decoy} (it belongs to uid" in run.stderr and user_a in run.stderr
-        reap = as_user(user_b, [*GENESIS, "reap"], env_b, "/")
+        reap = as_user(user_b, [*genesis_b, "reap"], env_b, "/")
         assert reap.returncode == 0 and sorted(os.listdir(victim)) == ["precious.txt"]
         # B's own ledger: a private directory of B's.
         [own] = [
@@ -489,7 +522,7 @@ def test_a_second_user_cannot_make_our_run_or_reap_touch_our_files(
             subprocess.run(["runuser", "-u", user_b, "--", *cmd], check=True, capture_output=True)
         isolated = as_user(
             user_b,
-            [*GENESIS, "run", "--backend", "failer", "--isolate", "--json", "hello"],
+            [*genesis_b, "run", "--backend", "failer", "--isolate", "--json", "hello"],
             env_b,
             str(repo),
         )
