@@ -18,9 +18,9 @@ CostSource: TypeAlias = Literal["reported", "computed", "unknown"]
 
 
 class ChildFailure(BaseModel):
-    """Spec 004's ``ChildFailure``: what failed, what got done, what to do next.
+    """The ``ChildFailure``: what failed, what got done, what to do next.
 
-    Its spec 004 text report is :func:`coding_genesis.format_failure_report`."""
+    Its text failure report is :func:`coding_genesis.format_failure_report`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -72,7 +72,7 @@ class ChildFailure(BaseModel):
     def retryable(self) -> bool:
         """Whether a retry as-is may help: the one answer every view renders
         (``error_context.can_retry``, the report's "Retryable:" line, the CLI)
-        and the retry policy reads (spec 004's ``suggested_retry``)."""
+        and the retry policy reads (the ``suggested_retry``)."""
         return self.suggested_retry
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class ChildFailure(BaseModel):
         data = self.model_dump(mode="json")
         return {
             "category": data.pop("category"),
-            # spec 004's ``suggested_retry`` stays too: the same field, its spec name
+            # the ``suggested_retry`` stays too: the same field, its spec name
             "retryable": self.suggested_retry,
             "reason": data.pop("reason"),
             "retry_after_s": data.pop("retry_after_s"),
@@ -167,9 +167,9 @@ class RunResult(BaseModel):
     cli_retry_delay_s: float | None = None
     #: The wall-clock timeout of the attempt, in seconds (None if it never started).
     timeout_s: float | None = None
-    #: Spec 003 error context on every failed response (failed_node, error_type, user_hint...).
+    #: The error context on every failed response (failed_node, error_type, user_hint...).
     error_context: dict[str, Any] | None = None
-    #: Spec 004 text failure report on every failed response.
+    #: The text failure report on every failed response.
     failure_report: str | None = None
     #: Signals the runner sent to stop the process tree, in order.
     signals_sent: list[str] = Field(default_factory=list)
@@ -183,7 +183,7 @@ class RunResult(BaseModel):
     #: One entry per failed attempt: attempt, category, error, message, at, action
     #: ("retry", "fail", "escalate"), reason, delay_s, scheduled_at, timeout_s, ...
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
-    #: Spec 002's escalation record when the retry policy gave up by escalating.
+    #: The escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
     #: This run's transcript directory (see coding_genesis._observers.transcript), if one was written.
     transcript: str | None = None

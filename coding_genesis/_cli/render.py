@@ -139,7 +139,7 @@ def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
 
 
 def failure_report(result: Mapping[str, Any]) -> str | None:
-    """Spec 004's failure report of a response: the one it carries, else one
+    """The failure report of a response: the one it carries, else one
     formatted from its failure record; None when it has neither."""
     text = result.get("failure_report")
     if isinstance(text, str) and text.strip():

@@ -20,7 +20,7 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "retries",
         "By default a request is one attempt. --retries or --retry-policy turn on the "
-        "retry policy (spec 002's strategies per failure category); each attempt is "
+        "retry policy (the default strategies per failure category); each attempt is "
         "printed to stderr.",
     )
     group.add_argument(
@@ -35,7 +35,7 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
         "--retry-policy",
         choices=("default", "none"),
         default=None,
-        help="default: spec 002's retry counts and backoffs; none: one attempt (the default "
+        help="default: the default retry counts and backoffs; none: one attempt (the default "
         "without --retries)",
     )
     group.add_argument(

@@ -1,4 +1,4 @@
-"""``genesis stats``: failure counts and rates (spec 004 monitoring), and runs,
+"""``genesis stats``: failure counts and rates (failure monitoring), and runs,
 failures, tokens and cost by backend, model or day, from the run log."""
 
 from __future__ import annotations

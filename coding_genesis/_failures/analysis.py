@@ -2,8 +2,8 @@
 a failed attempt, decided once.
 
 Every view renders this value and none decides again: the response's
-``failure`` dict, ``error_context`` (spec 003), the text failure report
-(spec 004), the escalation record and the CLI's lines; the retry policy reads
+``failure`` dict, ``error_context``, the text failure report,
+the escalation record and the CLI's lines; the retry policy reads
 ``failure.retryable`` and ``failure.retry_after_s``.
 """
 
@@ -64,7 +64,7 @@ def suggest_actions(
     denied_tools: Sequence[str] = (),
     evidence_text: str = "",
 ) -> list[str]:
-    """Spec 004's recovery actions (with spec 002's escalation steps) for one failure."""
+    """The recovery actions (with the escalation steps) for one failure."""
     wait = (
         f"Wait {retry_after_s:g}s before retrying (the API said so)"
         if retry_after_s is not None

@@ -1,14 +1,14 @@
 """The table-driven classifier that maps a failed run onto the failure taxonomy.
 
-The user's three vocabularies meet in the taxonomy (spec 002 error types, spec
-003 error contexts, spec 004 failure categories);
+The user's three vocabularies meet in the taxonomy (the retry strategies' error
+types, the always-responds error contexts, the failure-recovery categories);
 :data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the README's
 "Failures" section give the mapping:
 
 =============== ============ ============ =============== ===============================
-category        spec 002     spec 003     spec 004        retryable
+category        retry        responds     recovery        retryable
 =============== ============ ============ =============== ===============================
-timeout         timeout      timeout      TIMEOUT         yes (spec 004: only with progress)
+timeout         timeout      timeout      TIMEOUT         yes (only with progress)
 rate_limit      rate_limit   rate_limit   —               yes, after the announced wait
 network         network      connection   —               yes, at once
 auth            permission   —            —               no: escalate
@@ -420,7 +420,7 @@ def classify(
 def classify_exception(exc: BaseException) -> Classification:
     """Category of an exception raised by a node or by the runner itself.
 
-    Spec 003's ``classify_error`` and spec 004's exception analysis: the type
+    The always-responds ``classify_error`` and the failure-recovery exception analysis: the type
     decides first (TimeoutError, ConnectionError, PermissionError...), then
     the text rules read the message.
     """
@@ -432,7 +432,7 @@ def classify_exception(exc: BaseException) -> Classification:
     elif isinstance(exc, ConnectionError):
         by_type = FailureCategory.NETWORK
     elif isinstance(exc, PermissionError):
-        by_type = FailureCategory.TOOL_ERROR  # spec 004: "Check file permissions"
+        by_type = FailureCategory.TOOL_ERROR  # the recovery advice: "Check file permissions"
     elif isinstance(exc, FileNotFoundError | UnknownBackendError):
         by_type = FailureCategory.NOT_FOUND
     elif isinstance(exc, ModuleNotFoundError | ImportError):

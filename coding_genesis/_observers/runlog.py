@@ -1,4 +1,4 @@
-"""Failure monitoring (spec 004): one JSON line per run in a run log, and
+"""Failure monitoring: one JSON line per run in a run log, and
 counts and rates by category and backend over a time window.
 
 The library writes a run log only when asked (``run_log=PATH``, through
@@ -428,7 +428,7 @@ def usage_stats(
 
 
 class RunLogObserver(Observer):
-    """Appends one line per run to a run log (spec 004 monitoring)."""
+    """Appends one line per run to a run log (failure monitoring)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

@@ -1,5 +1,5 @@
 """The retry loop: run attempts until one succeeds or the retry policy gives up,
-with spec 004's continuation prompts and spec 002's escalation record.
+with the continuation prompts and the escalation record.
 
 The loop (:func:`retrying`) knows nothing of processes or backends: it calls
 an attempt function with an :class:`AttemptPlan`, reads the result's analysed
@@ -48,7 +48,7 @@ def blocker(result: RunResult) -> str:
 
 
 def completed_steps(result: RunResult) -> list[str]:
-    """Spec 004's "work completed before failure", from what the attempt did."""
+    """The "work completed before failure", from what the attempt did."""
     steps = [
         f"Used {name} {count} time{'s' if count != 1 else ''}"
         for name, count in result.tool_usage.items()
@@ -58,7 +58,7 @@ def completed_steps(result: RunResult) -> list[str]:
 
 
 def continuation_prompt(original: str, result: RunResult, category: str | None = None) -> str:
-    """Spec 004's "Continue from previous attempt" prompt for a retry.
+    """The "Continue from previous attempt" prompt for a retry.
 
     The original request is repeated at the end, so the prompt also stands on
     its own when the retry cannot continue the same session.
@@ -95,7 +95,7 @@ def escalation_record(
     agent: str = "",
     backend: str = "",
 ) -> dict[str, Any]:
-    """Spec 002's ``escalateError`` record: a view of the last attempt's failure."""
+    """The ``escalateError`` record: a view of the last attempt's failure."""
     return {
         "id": f"ESC-{run_id[:12] or 'run'}-{int(now * 1000)}",
         "run_id": run_id,
@@ -156,8 +156,8 @@ async def retrying(
     on_attempt: Callable[[dict[str, Any]], object] = lambda entry: None,
     escalation: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Run ``attempt`` until it succeeds or ``policy`` gives up (spec 002's
-    ``handleError``/``executeRetry`` loop, spec 004's continuation).
+    """Run ``attempt`` until it succeeds or ``policy`` gives up (the retry
+    strategies' ``handleError``/``executeRetry`` loop, the continuation).
 
     Every failed result handed back by ``attempt`` carries its analysed
     ``failure``; the loop reads it and decides nothing else about the failure.
