@@ -19,7 +19,7 @@ piped stdin), never to argv.  Facts this adapter is built on (measured on
   directory above it are owned by root and writable by no one else: a private
   per-run overlay under the temporary directory is refused ("Parent directory
   '/tmp' is insecure").  So ``cli_max_retries`` and ``max_turns``
-  (``model.maxSessionTurns``) are reported as not honoured; set them in the
+  (``model.maxSessionTurns``) are reported as not honored; set them in the
   user's own ``~/.gemini/settings.json``.
 * Without an approval mode, headless gemini does not even offer the model its
   write and shell tools.
@@ -173,12 +173,12 @@ class GeminiBackend(Backend):
         if request.cli_max_retries is not None:
             warnings.append(
                 "gemini's API retries cannot be capped per run (general.maxAttempts in "
-                "~/.gemini/settings.json): cli_max_retries not honoured"
+                "~/.gemini/settings.json): cli_max_retries not honored"
             )
         if request.max_turns is not None:
             warnings.append(
                 "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
-                "max_turns not honoured"
+                "max_turns not honored"
             )
         args.extend(request.extra_args)
         return CommandSpec(

@@ -164,16 +164,16 @@ class GenericBackend(Backend):
             if self._max_turns_args:
                 args += _group(self._max_turns_args, values)
             else:
-                warnings.append(f"max_turns={request.max_turns} not honoured by {self.name}")
+                warnings.append(f"max_turns={request.max_turns} not honored by {self.name}")
         if request.cli_max_retries is not None:
             if self._retries_args:
                 args += _group(self._retries_args, values)
             else:
                 warnings.append(
-                    f"cli_max_retries={request.cli_max_retries} not honoured by {self.name}"
+                    f"cli_max_retries={request.cli_max_retries} not honored by {self.name}"
                 )
         if request.model and not self._model_args and not _uses(self._args, "model"):
-            warnings.append(f"model={request.model!r} not honoured by {self.name}")
+            warnings.append(f"model={request.model!r} not honored by {self.name}")
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),

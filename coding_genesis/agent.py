@@ -345,7 +345,7 @@ class CodingGenesisAgent:
 
     def _answer(self, status: int, error: ErrorCode, message: str) -> RunResult:
         """An answer given without running anything (busy, invalid request)."""
-        result = self._wiring.analysed(self._wiring.bare(status, error, message))
+        result = self._wiring.analyzed(self._wiring.bare(status, error, message))
         self._last = result
         return result
 
@@ -364,7 +364,7 @@ class CodingGenesisAgent:
                 },
             )
         wiring = self._wiring
-        result = wiring.analysed(
+        result = wiring.analyzed(
             wiring.bare(
                 Status.UNAVAILABLE,
                 ErrorCode.DEGRADED,

@@ -117,7 +117,7 @@ class CommandSpec:
     #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
     #: ``env`` values with that directory's path, and removes it after the run.
     overlay: Mapping[str, bytes] = field(default_factory=dict)
-    #: Options the CLI cannot honour, reported as warnings in the result.
+    #: Options the CLI cannot honor, reported as warnings in the result.
     warnings: tuple[str, ...] = ()
 
 

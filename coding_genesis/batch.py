@@ -335,7 +335,7 @@ async def run_many(
 
     ``executor`` is ``"local"`` (this machine), ``"ray"`` (a default
     :class:`~coding_genesis.integrations.ray.RayRunner`: the Ray already
-    initialised, else a local cluster left running) or any :class:`Executor`.
+    initialized, else a local cluster left running) or any :class:`Executor`.
     ``on_event`` gets every run event tagged with ``index``; ``on_result`` gets
     each result as its run finishes.  A failing callback is logged and ignored.
     ``defaults``: agent settings for every request that does not set them

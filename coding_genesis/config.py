@@ -11,7 +11,7 @@ The one option vocabulary across backends lives here too, checked once:
 ``cli_max_retries`` mean the same for every backend; each backend maps them to
 its CLI's flags, environment or a private settings overlay
 (:attr:`~coding_genesis.backend.CommandSpec.overlay`), or reports one it cannot
-honour as a warning.  A permission level a backend cannot *enforce* is refused
+honor as a warning.  A permission level a backend cannot *enforce* is refused
 (:class:`~coding_genesis.errors.ConfigError`): never silently more permissive.
 
 Settings whose types live in higher layers (the circuit breaker, the budget)

@@ -153,7 +153,7 @@ class RunResult(BaseModel):
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: The failure value (category, retryable and why, suggested actions, ...) on
-    #: every failed response, analysed once; ``error_context`` and
+    #: every failed response, analyzed once; ``error_context`` and
     #: ``failure_report`` are views of it.
     failure: ChildFailure | None = None
     #: Successful tool calls, one line each ("Ran Bash: pytest", "Wrote src/x.py").

@@ -82,7 +82,7 @@ class CategoryPolicy(BaseModel):
     jitter: bool = False
     #: Wait what the CLI or API asked for (retry-after) instead of the backoff.
     use_retry_after: bool = False
-    #: Longest retry-after honoured; a longer one is cut to this.
+    #: Longest retry-after honored; a longer one is cut to this.
     retry_after_cap_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
     #: The timeout of the next attempt is multiplied by this (1.5 for timeouts).
     extend_timeout: Annotated[float, Field(ge=1.0, le=100.0, allow_inf_nan=False)] = 1.0

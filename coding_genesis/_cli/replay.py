@@ -74,7 +74,7 @@ def register(subparsers: Any) -> None:
 
 
 def detect_backend(data: bytes) -> str | None:
-    """claude, codex, gemini, opencode or qwen, from the first recognisable line
+    """claude, codex, gemini, opencode or qwen, from the first recognizable line
     types; None if unsure."""
     import orjson
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from coding_genesis.backend import Backend
 
 __all__ = [
-    "analyse",
+    "analyze",
     "analyze_failure",
     "describe_failure",
     "failed_result",
@@ -296,7 +296,7 @@ def fallback_failure(result: RunResult, *, node: str, error: BaseException) -> d
         session_id=result.session_id,
         duration=result.duration_s if math.isfinite(result.duration_s) else 0.0,
         suggested_retry=False,
-        retryable_reason="the failure could not be analysed",
+        retryable_reason="the failure could not be analyzed",
         suggested_actions=["Analyze the error manually", "Escalate to a person"],
         exit_code=result.exit_code,
         reason=detail,
@@ -323,7 +323,7 @@ def failed_result(
     **extra: Any,
 ) -> RunResult:
     """A failure answered without running anything (a bad request, a batch
-    request that never started), analysed like every other failure."""
+    request that never started), analyzed like every other failure."""
     redactor = redactor or Redactor()
     result = RunResult(
         status=int(status),
@@ -341,7 +341,7 @@ def failed_result(
     return result.model_copy(update=update)
 
 
-def analyse(
+def analyze(
     result: RunResult,
     backend: Backend,
     *,
@@ -353,7 +353,7 @@ def analyse(
     now: float | None = None,
 ) -> RunResult:
     """``result`` with its one failure value and the views of it, when it failed
-    (a success, or a result already analysed, comes back as is).  Asks
+    (a success, or a result already analyzed, comes back as is).  Asks
     ``backend.failure_hint`` for the CLI's own words.  Never raises."""
     if not result.is_error or result.failure is not None:
         return result
@@ -385,7 +385,7 @@ def analyse(
 def _without_noise(result: RunResult, noise: re.Pattern[str] | None) -> RunResult:
     """``result`` with the stderr lines the backend calls noise (``stderr_noise``, a
     compiled pattern: start-up chatter such as "Ripgrep not available ... EACCES")
-    left out of what the failure is analysed from; the result keeps its whole tail."""
+    left out of what the failure is analyzed from; the result keeps its whole tail."""
     if noise is None or not result.stderr_tail:
         return result
     kept = [line for line in result.stderr_tail.splitlines() if not noise.search(line)]

@@ -33,7 +33,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     FailureCategory.NOT_FOUND: "what is missing must be installed or created first",
     FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     FailureCategory.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
-    FailureCategory.UNKNOWN: "the cause is unknown: analyse it before retrying",
+    FailureCategory.UNKNOWN: "the cause is unknown: analyze it before retrying",
 }
 
 
@@ -119,7 +119,7 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.STALLED: "The coding agent hung: no output and no work for a long time, so it was stopped.",
     FailureCategory.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
     FailureCategory.NETWORK: "The coding agent lost its connection to its API.",
-    FailureCategory.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
+    FailureCategory.AUTH: "The coding agent is not authorized to do this (login, API key or permissions).",
     FailureCategory.INVALID_TASK: "The request could not be carried out as given.",
     FailureCategory.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
     FailureCategory.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",

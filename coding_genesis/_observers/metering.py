@@ -72,7 +72,7 @@ class _Attempt:
         self.live_cost = 0.0
         #: message id -> (its tokens, its cost), for replacing a repeat (budgets only).
         self.live_messages: dict[str, tuple[Tokens, float]] = {}
-        #: message id -> (model, the CLI's usage dict), normalised only at the end.
+        #: message id -> (model, the CLI's usage dict), normalized only at the end.
         self.messages: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
         #: model -> the tokens of messages folded by the translator.
         self.folded: dict[str | None, Tokens] = {}

@@ -50,7 +50,7 @@ class AttemptOutcome:
     skipped_lines: int = 0
     #: Set when the CLI was never started.
     refusal: Refusal | None = None
-    #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
+    #: Options the CLI could not honor (the backend's ``CommandSpec.warnings``).
     warnings: tuple[str, ...] = ()
     #: The run's stop handle (its request says why a ``requested`` stop happened).
     stop: StopHandle | None = None

@@ -2,7 +2,7 @@
 with the continuation prompts and the escalation record.
 
 The loop (:func:`retrying`) knows nothing of processes or backends: it calls
-an attempt function with an :class:`AttemptPlan`, reads the result's analysed
+an attempt function with an :class:`AttemptPlan`, reads the result's analyzed
 failure and asks :class:`~coding_genesis.retry.RetryPolicy` what to do.  Time
 comes from the clock it is handed (coding_genesis._util.clock, injectable).
 """
@@ -159,7 +159,7 @@ async def retrying(
     """Run ``attempt`` until it succeeds or ``policy`` gives up (the retry
     strategies' ``handleError``/``executeRetry`` loop, the continuation).
 
-    Every failed result handed back by ``attempt`` carries its analysed
+    Every failed result handed back by ``attempt`` carries its analyzed
     ``failure``; the loop reads it and decides nothing else about the failure.
     ``on_attempt`` hears each attempt start (``phase="started"``) and end.
     ``escalation``: ``run_id``, ``agent`` and ``backend`` for the escalation record.

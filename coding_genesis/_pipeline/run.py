@@ -4,7 +4,7 @@ The agent (READY, BUSY, DEGRADED) decides *whether* a request runs; this
 module is *how* it runs::
 
     observers opened → steps around the run → the retry loop → attempts
-    → results analysed → the response assembled, masked, published
+    → results analyzed → the response assembled, masked, published
 
 :class:`RunWiring` holds what every run of one agent shares (built once, with
 the agent); :class:`Run` is one run in flight.  The steps around a run
@@ -163,7 +163,7 @@ class RunWiring:
         return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, steps)
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
-        """The attempts of one request, each analysed; the policy decides retries."""
+        """The attempts of one request, each analyzed; the policy decides retries."""
         run_id = run.run_id
         steps = run.steps
 
@@ -172,7 +172,7 @@ class RunWiring:
             result = build_result(outcome, self.result_context(run_id))
             if steps:
                 result = await steps.after_attempt(result, request)
-            return self.analysed(result)
+            return self.analyzed(result)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)
@@ -271,7 +271,7 @@ class RunWiring:
         )
 
     def bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
-        """A failed result with nothing run behind it (yet to be analysed)."""
+        """A failed result with nothing run behind it (yet to be analyzed)."""
         return RunResult(
             status=int(status),
             message=self.redactor.text(message),
@@ -282,15 +282,15 @@ class RunWiring:
             **extra,
         )
 
-    def analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
+    def analyzed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
         """Attach the one failure value and its views to a failed result."""
         if not result.is_error or result.failure is not None:
             return result
         from coding_genesis._failures.analysis import (
-            analyse,  # (down) only a failure needs the analysis and its tables
+            analyze,  # (down) only a failure needs the analysis and its tables
         )
 
-        return analyse(
+        return analyze(
             result,
             self.backend,
             node=self.name,
@@ -356,7 +356,7 @@ class RunWiring:
         )
         if watchers:
             watchers.attempt_decoded(outcome.tally)
-        result = self.analysed(build_result(outcome, self.result_context(run_id)))
+        result = self.analyzed(build_result(outcome, self.result_context(run_id)))
         extra = watchers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:
@@ -412,7 +412,7 @@ class Run:
             return await self.steps.run(
                 self.request,
                 functools.partial(wiring.attempts, self, policy=policy),
-                lambda status, error, message: wiring.analysed(
+                lambda status, error, message: wiring.analyzed(
                     wiring.bare(status, error, message, run_id=run_id)
                 ),
             )
@@ -421,7 +421,7 @@ class Run:
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
-            return wiring.analysed(
+            return wiring.analyzed(
                 wiring.bare(
                     Status.INTERNAL,
                     ErrorCode.INTERNAL,
@@ -466,7 +466,7 @@ class Run:
             duration_s=round(time.monotonic() - self.started, 6),
             **facts,
         )
-        result = wiring.analysed(result)
+        result = wiring.analyzed(result)
         extra = self.observers.response_fields()
         extra.pop("warnings", None)
         cancelled = result.model_copy(update=extra)

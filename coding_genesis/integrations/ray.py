@@ -117,7 +117,7 @@ class RayRunner:
     ``num_cpus`` (default 0.25) and ``resources`` / ``memory`` are the Ray
     resource hints of one run; ``ray_options`` passes any other
     ``.options(...)`` (``scheduling_strategy``, ``runtime_env``, ...).  Ray
-    is initialised on first use if it is not already: with ``address`` and
+    is initialized on first use if it is not already: with ``address`` and
     ``init_kwargs`` when given, else a local cluster (``close()`` shuts down
     only a cluster this runner started).  ``cancel_wait`` bounds how long a
     cancelled batch waits for its tasks to report their trees stopped.

@@ -74,7 +74,7 @@ class _RayAccount:
 
 
 def ray_account(totals: Totals) -> _RayAccount:
-    """A new Ray actor holding ``totals`` (Ray must be initialised)."""
+    """A new Ray actor holding ``totals`` (Ray must be initialized)."""
     import ray
 
     actor_class = ray.remote(num_cpus=0)(_BudgetActor)

@@ -49,11 +49,11 @@ def test_gemini_command() -> None:
     assert GeminiBackend.permission_levels == {"read-only", "edit", "full"}
 
 
-def test_gemini_reports_what_it_cannot_honour() -> None:
+def test_gemini_reports_what_it_cannot_honor() -> None:
     spec = GeminiBackend().build_command(request(cli_max_retries=0, max_turns=3))
     assert len(spec.warnings) == 2
-    assert "cli_max_retries not honoured" in spec.warnings[0]
-    assert "max_turns not honoured" in spec.warnings[1]
+    assert "cli_max_retries not honored" in spec.warnings[0]
+    assert "max_turns not honored" in spec.warnings[1]
     assert not spec.overlay  # gemini refuses a settings file outside root-owned directories
 
 

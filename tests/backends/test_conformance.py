@@ -1,5 +1,5 @@
 """The conformance kit (``coding_genesis.testing``) on every backend we ship, with the recordings
-found by prefix in tests/fakes/recordings/, and the kit's own behaviour on backends that do not
+found by prefix in tests/fakes/recordings/, and the kit's own behavior on backends that do not
 conform."""
 
 from __future__ import annotations

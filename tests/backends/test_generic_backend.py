@@ -63,7 +63,7 @@ def test_a_claude_stream_json_cli_runs_with_the_prompt_on_stdin(
         "3",
     ]
     assert prompt not in " ".join(argv)
-    assert result["warnings"] == ["cli_max_retries=1 not honoured by mycli"]
+    assert result["warnings"] == ["cli_max_retries=1 not honored by mycli"]
 
 
 def test_groups_without_a_value_are_left_out_and_resume_is_supported(
@@ -79,8 +79,8 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
     spec = plain.build_command(AttemptRequest(prompt="p", cwd="/w", model="x", max_turns=2))
     assert spec.args == ()
     assert spec.warnings == (
-        "max_turns=2 not honoured by plain",
-        "model='x' not honoured by plain",
+        "max_turns=2 not honored by plain",
+        "model='x' not honored by plain",
     )
 
 

@@ -36,7 +36,7 @@ def render() -> str:
         levels = backend.permission_levels
         permissions = ", ".join(lvl for lvl in PERMISSION_LEVELS if lvl in levels) or "none"
 
-        def honoured(key: str) -> str:
+        def honored(key: str) -> str:
             if key == "max_turns":
                 request = AttemptRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
             else:
@@ -52,8 +52,8 @@ def render() -> str:
                     f"`{name}`",
                     f"`{command}`",
                     permissions,
-                    honoured("max_turns"),
-                    honoured("cli_max_retries"),
+                    honored("max_turns"),
+                    honored("cli_max_retries"),
                     "yes" if backend.supports_resume else "no",
                     "; ".join(backend.notes) or "",
                 )

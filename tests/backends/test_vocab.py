@@ -1,6 +1,6 @@
 """One option vocabulary across backends: model, permissions, max_turns, resume,
 cwd, cli_max_retries; checked once, carried to the backend, mapped to each CLI's
-flags, environment or a private overlay, or reported as not honoured."""
+flags, environment or a private overlay, or reported as not honored."""
 
 from __future__ import annotations
 
@@ -200,8 +200,8 @@ def test_codex_permissions_are_its_sandbox(level: str, sandbox: str) -> None:
 def test_codex_has_no_turn_limit_and_caps_retries_per_named_provider() -> None:
     spec = CodexBackend().build_command(request(max_turns=3, cli_max_retries=1))
     assert not any("max_turns" in a or "max-turns" in a for a in spec.args)
-    assert "max_turns=3 not honoured: codex has no turn limit" in spec.warnings
-    assert any("cli_max_retries=1 not honoured" in w for w in spec.warnings)
+    assert "max_turns=3 not honored: codex has no turn limit" in spec.warnings
+    assert any("cli_max_retries=1 not honored" in w for w in spec.warnings)
     named = CodexBackend().build_command(
         request(cli_max_retries=1, options={"config": {"model_provider": "fake"}})
     )
@@ -215,7 +215,7 @@ def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
     fake_codex.script([{"answer": "done"}])
     result = fake_codex.agent(max_turns=5).run_sync("hi")
     assert result["status"] == 0, result
-    assert "max_turns=5 not honoured: codex has no turn limit" in result["warnings"]
+    assert "max_turns=5 not honored: codex has no turn limit" in result["warnings"]
 
 
 # -- failer ---------------------------------------------------------------------
@@ -355,7 +355,7 @@ class OverlayBackend(ClaudeBackend):
             args=("--settings={overlay}/settings.json",),
             env={"PROBE_OVERLAY": "{overlay}"},
             overlay={"settings.json": b'{"permissions": {"allow": []}}', "sub/x.txt": b"x"},
-            warnings=("probe: something not honoured",),
+            warnings=("probe: something not honored",),
         )
 
 
@@ -375,7 +375,7 @@ def test_the_overlay_is_private_for_the_run_and_removed_after(tmp_path: Path) ->
     assert (facts["root_mode"], facts["nested_mode"]) == ("0o700", "0o700")
     assert facts["settings_mode"] == "0o600"
     assert not os.path.exists(facts["root"])
-    assert result["warnings"][0] == "probe: something not honoured"
+    assert result["warnings"][0] == "probe: something not honored"
 
 
 def test_the_overlay_is_removed_after_a_timeout(tmp_path: Path) -> None:

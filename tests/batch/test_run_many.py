@@ -124,7 +124,7 @@ async def test_bad_requests_are_answered_at_their_index(tmp_path: Path) -> None:
         {"prompt": "hello", "backend": "failer", "cwd": str(tmp_path / "missing")},
         InvalidRequest(reason="line 6: invalid JSON"),
         "hello",  # not a mapping
-        {"prompt": "hello", "backend": "failer", "colour": "blue"},  # unknown option
+        {"prompt": "hello", "backend": "failer", "color": "blue"},  # unknown option
         {"prompt": "   ", "backend": "failer"},  # empty prompt: the agent answers
         {"prompt": "hello", "backend": "failer", "name": "ok-9"},
     ]
@@ -144,7 +144,7 @@ async def test_bad_requests_are_answered_at_their_index(tmp_path: Path) -> None:
     assert "does not exist" in results[4]["message"]
     assert results[5]["message"] == "line 6: invalid JSON"
     assert "got str" in results[6]["message"]
-    assert "colour" in results[7]["message"]
+    assert "color" in results[7]["message"]
     assert "empty" in results[8]["message"]
     assert results[1]["backend"] == "failer"
 

@@ -37,7 +37,7 @@ def test_every_category_has_names_and_texts() -> None:
 
 def test_retryability_is_one_table_decided_per_failure() -> None:
     # spec 002: timeout/network/rate_limit yes, validation/permission/not_found/unknown
-    # no, internal "partial" (analyse and decide: we decided one retry); spec 004:
+    # no, internal "partial" (analyze and decide: we decided one retry); spec 004:
     # partial retryable, tool_error only after fixing the environment (not as-is),
     # a timeout only after progress.  Issue 12: a stall once, whatever the progress.
     # Issue 14: a failed verify once, resuming the session with the verify output.

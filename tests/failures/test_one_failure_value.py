@@ -1,5 +1,5 @@
 """One truth per failure: every failure the Process Failer, the fake CLIs and the
-recordings can produce is analysed once, and every view of it agrees —
+recordings can produce is analyzed once, and every view of it agrees —
 ``failure.retryable``, ``error_context.can_retry``, the report's "Retryable:"
 line, whether ``RetryPolicy.default()`` retries it on a first attempt, the
 escalation's actions, and what ``genesis run`` and ``genesis show`` print."""

@@ -122,7 +122,7 @@ def test_timeout_retry_extends_the_timeout_only_with_progress() -> None:
     assert "no progress" in stuck.reason and "smaller subtasks" in stuck.reason
 
 
-def test_retry_after_is_honoured_and_capped() -> None:
+def test_retry_after_is_honored_and_capped() -> None:
     policy = RetryPolicy.default()
     assert policy.decide(failure("rate_limit", retry_after_s=30), retries_done=0).delay_s == 30
     assert policy.decide(failure("rate_limit"), retries_done=2).delay_s == 240  # no hint: backoff

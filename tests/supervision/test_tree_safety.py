@@ -42,7 +42,7 @@ ESCAPE: list[dict[str, Any]] = [
 
 
 @pytest.mark.timeout(15)
-async def test_a_marked_process_in_our_own_session_is_never_signalled(tmp_path: Path) -> None:
+async def test_a_marked_process_in_our_own_session_is_never_signaled(tmp_path: Path) -> None:
     """Even carrying the run's marker and being our child, a process of our own
     session (and group) is not part of any run: a stop leaves it alone."""
     marker = "not-a-run-" + os.urandom(4).hex()
