@@ -277,6 +277,10 @@ class CodingGenesisAgent:
         unknown = set(options) - RUN_OPTION_NAMES
         if unknown:
             raise TypeError(f"run() got unexpected keyword argument(s) {sorted(unknown)}")
+        if AGENT_DEFAULT in options.values():  # given as its signature shows it: left out
+            options = cast(
+                "RunOptions", {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+            )
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,

@@ -64,6 +64,14 @@ def test_run_shows_every_run_option_defaulting_to_the_agent_setting() -> None:
     assert signature.parameters["retry"].annotation == "RetrySetting"
 
 
+def test_an_option_given_as_its_shown_default_is_the_agent_setting(tmp_path: Path) -> None:
+    agent = CodingGenesisAgent("failer", retry=1, cwd=str(tmp_path))
+    options: dict[str, Any] = {"retry": AGENT_DEFAULT, "timeout": AGENT_DEFAULT}
+    result = agent.run_sync("/fail-then-succeed 1", **options)
+    assert (result["status"], result["retry_count"]) == (0, 1), "the agent's policy retried"
+    assert result["timeout_s"] == agent.timeout
+
+
 def test_the_constructor_shows_every_setting_with_its_default() -> None:
     signature = inspect.signature(CodingGenesisAgent)
     settings = set(signature.parameters) - {"backend", "config"}
