@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import anyio
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from coding_genesis._batch.gate import LimitGate
 from coding_genesis._batch.trials import TrialTally, check_repeat
@@ -114,6 +114,16 @@ class RunSpec(BaseModel):
             if problem is not None:
                 raise ConfigError(f"RunSpec: {problem}")
             super().__init__(**fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """``model_validate`` refuses an unknown name too (a ValidationError)."""
+        if isinstance(data, Mapping):
+            problem = _unknown_fields(data)
+            if problem is not None:
+                raise ValueError(problem)
+        return data
 
     def agent_kwargs(self) -> dict[str, Any]:
         """The agent settings of this request (defaults left out)."""

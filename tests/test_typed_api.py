@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from coding_genesis import (
     AGENT_DEFAULT,
@@ -112,6 +113,8 @@ def test_a_run_spec_refuses_an_unknown_field_at_once() -> None:
         RunSpec(prompt="p", backend="failer", unknown=1)  # type: ignore[call-arg]
     with pytest.raises(ConfigError, match="'tiemout'"):
         RunSpec(prompt="p", backend="failer", tiemout=3)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="tiemout"):
+        RunSpec.model_validate({"prompt": "p", "backend": "failer", "tiemout": 3})
     spec = RunSpec(prompt="p", backend="failer", timeout=3, resume=None)
     assert spec.agent_kwargs() == {"timeout": 3}
 
