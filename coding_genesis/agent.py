@@ -4,15 +4,15 @@ wiring of one request's pipeline::
     request → attempt (spawn, supervise, decode) → outcome → result
             → failure analysis → decision (done, retry, degrade) → response
 
-Each step is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
+Each part is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
 :mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
 :mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); one run's
-wiring (observers opened and closed, the steps around the run, the retry loop,
+wiring (observers opened and closed, the wrappers around the run, the retry loop,
 the response assembled) is :mod:`~coding_genesis._pipeline.run`.  Transcripts,
 the run log and any other observer plug in through
 :mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves
 the backend in the registry and builds what the pipeline is handed: the
-observers and the steps around a run (:mod:`~coding_genesis._workspace.steps`).
+observers and the wrappers around a run (:mod:`~coding_genesis._workspace.wrappers`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
 from coding_genesis._pipeline.request import make_request
-from coding_genesis._pipeline.run import RunWiring, StepsFactory
+from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._util.clock import Clock
@@ -141,7 +141,7 @@ class CodingGenesisAgent:
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
         self._wiring = RunWiring(
-            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _steps_of(cfg), _sweep
+            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _wrappers_of(cfg), _sweep
         )
 
     # -- introspection -------------------------------------------------
@@ -461,11 +461,11 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
     return observers
 
 
-def _steps_of(config: AgentConfig) -> StepsFactory | None:
-    """The factory of the steps around each run (isolation, verify), or None."""
+def _wrappers_of(config: AgentConfig) -> WrappersFactory | None:
+    """The factory of the wrappers around each run (isolation, verify), or None."""
     if config.isolation is None and not config.verify:
         return None
     # Only an isolated or verified run needs git and the workspace (start-up cost).
-    from coding_genesis._workspace.steps import run_steps
+    from coding_genesis._workspace.wrappers import run_wrappers
 
-    return run_steps
+    return run_wrappers

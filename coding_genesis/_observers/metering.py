@@ -107,7 +107,7 @@ class _MeterRun(RunObserver):
     event_kinds = frozenset({EventKind.RUN_STARTED})
 
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
-        #: The decoded-events tap's dispatch (coding_genesis.observer): event
+        #: The decoded-events handlers' dispatch (coding_genesis.observer): event
         #: type -> handler, read by the decoder once per type and attempt.
         #: Usage and the model come as events; what the tally folds anyway
         #: (tool calls and their times, first events) comes with

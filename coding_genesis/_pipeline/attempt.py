@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from coding_genesis._pipeline.decode import Decoder, Listeners
+from coding_genesis._pipeline.decode import Decoder, Routes
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -124,7 +124,7 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
 class AttemptContext:
     """What an attempt is handed by its run: who hears it, and what it shares.
 
-    ``listeners`` hear the decoded events they ask for; ``on_stdout`` every raw
+    ``routes`` give the handlers of the decoded events; ``on_stdout`` gets every raw
     stdout chunk before it is decoded (transcripts keep the raw bytes: nothing
     read is lost if the runner dies mid-chunk); ``on_decoded`` is called once
     the events of a chunk have all been published; ``on_spawn`` gets the CLI's
@@ -138,7 +138,7 @@ class AttemptContext:
     mid-stream (see :class:`~coding_genesis.backend.Translator`).
     """
 
-    listeners: Listeners | None = None
+    routes: Routes | None = None
     on_stdout: Callable[[bytes], object] | None = None
     on_decoded: Callable[[], object] | None = None
     on_spawn: Callable[[int, list[str]], object] | None = None
@@ -195,17 +195,17 @@ async def run_attempt(
     translator = backend.translator()
     translator.message_usage = context.message_usage
     decoder = Decoder(
-        translator, tally, max_line_bytes=config.max_line_bytes, listeners=context.listeners
+        translator, tally, max_line_bytes=config.max_line_bytes, routes=context.routes
     )
     sink = decoder.feed
     if context.on_stdout is not None or context.on_decoded is not None:
-        tap = context.on_stdout
+        raw = context.on_stdout
         decoded = context.on_decoded
         feed = decoder.feed
 
         def sink(chunk: bytes) -> bool:
-            if chunk and tap is not None:
-                tap(chunk)
+            if chunk and raw is not None:
+                raw(chunk)
             terminal = feed(chunk)
             if decoded is not None:
                 decoded()

@@ -3,14 +3,14 @@
 The agent (READY, BUSY, DEGRADED) decides *whether* a request runs; this
 module is *how* it runs::
 
-    observers opened → steps around the run → the retry loop → attempts
+    observers opened → wrappers around the run → the retry loop → attempts
     → results analyzed → the response assembled, masked, published
 
 :class:`RunWiring` holds what every run of one agent shares (built once, with
-the agent); :class:`Run` is one run in flight.  The steps around a run
+the agent); :class:`Run` is one run in flight.  The wrappers around a run
 (isolation, verify) are handed in by the agent as a factory
-(:mod:`coding_genesis._workspace.steps`): the pipeline knows only their
-protocol (:mod:`coding_genesis._pipeline.runsteps`).
+(:mod:`coding_genesis._workspace.wrappers`): the pipeline knows only their
+protocol (:mod:`coding_genesis._pipeline.wrappers`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import anyio
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.listeners import RunListeners
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
@@ -36,8 +35,9 @@ from coding_genesis._pipeline.outcome import (
 )
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
-from coding_genesis._pipeline.runsteps import RunSteps
+from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._pipeline.wrappers import RunWrappers
 from coding_genesis._supervision.ledger import Ledger, LedgerError
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
@@ -52,7 +52,7 @@ from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["Run", "RunWiring", "StepsFactory", "Sweeper"]
+__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
 
 #: The sweep over a ledger at an agent's first run: (ledger, worktree roots).
 Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
@@ -60,13 +60,13 @@ Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
 #: The agent's logger: what a run logs is logged under the agent, as before the split.
 log = logging.getLogger("coding_genesis.agent")
 
-#: Builds the steps around one run: (config, run id, run ledger) → steps.
-StepsFactory = Callable[[AgentConfig, str, Ledger | None], RunSteps]
+#: Builds the wrappers around one run: (config, run id, run ledger) → wrappers.
+WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
 
 
 class RunWiring:
     """What every run of one agent shares: its configuration, backend, event
-    bus, redactor, run ledger, observers and the factory of its run steps."""
+    bus, redactor, run ledger, observers and the factory of its run wrappers."""
 
     __slots__ = (
         "_sweep",
@@ -75,7 +75,7 @@ class RunWiring:
         "bus",
         "config",
         "ledger",
-        "make_steps",
+        "make_wrappers",
         "name",
         "observers",
         "redactor",
@@ -89,7 +89,7 @@ class RunWiring:
         name: str,
         bus: EventBus,
         observers: Sequence[Observer],
-        make_steps: StepsFactory | None,
+        make_wrappers: WrappersFactory | None,
         sweep: Sweeper | None = None,
     ) -> None:
         self.config = config
@@ -97,8 +97,8 @@ class RunWiring:
         self.name = name
         self.bus = bus
         self.observers = tuple(observers)
-        #: None: no step around any run (the factory is not even called).
-        self.make_steps = make_steps
+        #: None: no wrapper around any run (the factory is not even called).
+        self.make_wrappers = make_wrappers
         #: What runs at the agent's first run over its ledger (handed in by the
         #: agent: the sweep acts on worktrees and transcripts, above this layer).
         self._sweep = sweep
@@ -135,7 +135,7 @@ class RunWiring:
             log.exception("sweep of the run ledger %s failed", ledger.path)
 
     def start(self, request: Request, run_id: str, clock: Clock) -> Run:
-        """Open the run's observers (subscribed to the bus) and its steps."""
+        """Open the run's observers (subscribed to the bus) and its wrappers."""
         started = time.monotonic()
         stop = StopHandle()
         bus = self.bus
@@ -158,20 +158,22 @@ class RunWiring:
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
-        make_steps = self.make_steps
-        steps = make_steps(self.config, run_id, self.ledger) if make_steps else RunSteps()
-        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, steps)
+        make_wrappers = self.make_wrappers
+        wrappers = (
+            make_wrappers(self.config, run_id, self.ledger) if make_wrappers else RunWrappers()
+        )
+        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
         """The attempts of one request, each analyzed; the policy decides retries."""
         run_id = run.run_id
-        steps = run.steps
+        wrappers = run.wrappers
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self.attempt(request, plan, run)
             result = build_result(outcome, self.result_context(run_id))
-            if steps:
-                result = await steps.after_attempt(result, request)
+            if wrappers:
+                result = await wrappers.after_attempt(result, request)
             return self.analyzed(result)
 
         timeout = request.timeout
@@ -222,7 +224,7 @@ class RunWiring:
             tallies.append(tally)
 
         context = AttemptContext(
-            listeners=RunListeners(bus, run_id, redactor, observers or None),
+            routes=RunRoutes(bus, run_id, redactor, observers or None),
             on_stdout=observers.stdout if observers else None,
             on_decoded=observers.flush if observers else None,
             on_spawn=spawned,
@@ -365,7 +367,7 @@ class RunWiring:
 
 
 class Run:
-    """One run in flight: its id, stop handle, observers and steps."""
+    """One run in flight: its id, stop handle, observers and wrappers."""
 
     __slots__ = (
         "clock",
@@ -373,10 +375,10 @@ class Run:
         "request",
         "run_id",
         "started",
-        "steps",
         "stop",
         "unsubscribe",
         "wiring",
+        "wrappers",
     )
 
     def __init__(
@@ -389,7 +391,7 @@ class Run:
         stop: StopHandle,
         observers: RunObservers,
         unsubscribe: Callable[[], None] | None,
-        steps: RunSteps,
+        wrappers: RunWrappers,
     ) -> None:
         self.wiring = wiring
         self.request = request
@@ -401,15 +403,15 @@ class Run:
         self.stop = stop
         self.observers = observers
         self.unsubscribe = unsubscribe
-        self.steps = steps
+        self.wrappers = wrappers
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
-        """The steps around the run and its attempts.  A bug of ours is still
+        """The wrappers around the run and its attempts.  A bug of ours is still
         answered; a cancellation is answered to the observers, then re-raised."""
         wiring = self.wiring
         run_id = self.run_id
         try:
-            return await self.steps.run(
+            return await self.wrappers.run(
                 self.request,
                 functools.partial(wiring.attempts, self, policy=policy),
                 lambda status, error, message: wiring.analyzed(
@@ -470,9 +472,9 @@ class Run:
         extra = self.observers.response_fields()
         extra.pop("warnings", None)
         cancelled = result.model_copy(update=extra)
-        if self.steps.fields:
+        if self.wrappers.fields:
             cancelled = cancelled.model_copy(
-                update={k: v for k, v in self.steps.fields.items() if k != "warnings"}
+                update={k: v for k, v in self.wrappers.fields.items() if k != "warnings"}
             )
         response = wiring.redacted(cancelled).to_dict()
         wiring.bus.publish(

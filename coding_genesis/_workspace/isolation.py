@@ -15,8 +15,8 @@ The lifecycle of one run's worktree::
                       no signing), the worktree is removed, the branch stays
 
 Worktree creation and removal on one repository hold a lock (a file lock:
-threads and processes).  :class:`WorktreeStep` wires this around a run's
-attempts (see :mod:`coding_genesis._pipeline.runsteps`); the run ledger records each
+threads and processes).  :class:`WorktreeWrapper` wires this around a run's
+attempts (see :mod:`coding_genesis._pipeline.wrappers`); the run ledger records each
 worktree so that the sweep of a dead runner's runs removes it too
 (:func:`reclaim`), keeping the branch.
 """

@@ -259,53 +259,53 @@ def _lines(*objs: dict[str, Any]) -> bytes:
     return b"".join(orjson.dumps(o) + b"\n" for o in objs)
 
 
-class _Listeners:
-    """Listeners whose steps the test changes (bumping the version)."""
+class _Routes:
+    """Routes whose handlers the test changes (bumping the version)."""
 
     def __init__(self) -> None:
         self.version = 0
         self.by_type: dict[type, list[Any]] = {}
         self.failures: list[Any] = []
 
-    def steps(self, event_type: type) -> list[Any]:
+    def handlers(self, event_type: type) -> list[Any]:
         return list(self.by_type.get(event_type, ()))
 
-    def failed(self, step: Any) -> None:
-        self.failures.append(step)
-        self.by_type = {t: [s for s in steps if s is not step] for t, steps in self.by_type.items()}
+    def failed(self, handler: Any) -> None:
+        self.failures.append(handler)
+        self.by_type = {t: [h for h in hs if h is not handler] for t, hs in self.by_type.items()}
         self.version += 1
 
 
-def test_routes_follow_who_listens_and_a_failing_listener_is_not_the_lines_fault() -> None:
+def test_routes_follow_who_hears_and_a_failing_handler_is_not_the_lines_fault() -> None:
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.events import TextEvent, ToolCallEvent
 
     heard: list[str] = []
-    listeners = _Listeners()
-    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"a:{e.id}")]
+    routes = _Routes()
+    routes.by_type[ToolCallEvent] = [lambda e: heard.append(f"a:{e.id}")]
     clock = iter([10.0, 12.5, 13.0, 14.0]).__next__
     tally = RunTally("/tmp")
-    decoder = Decoder(ClaudeTranslator(), tally, listeners=listeners, clock=clock)
+    decoder = Decoder(ClaudeTranslator(), tally, routes=routes, clock=clock)
 
     decoder.feed(_lines(message(1)["emit"]))  # at 10.0
-    # Who listens changes between chunks: the next chunk takes the new routes.
-    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"b:{e.id}")]
-    listeners.by_type[TextEvent] = [lambda e: heard.append(f"text:{e.text}")]
-    listeners.version += 1
+    # Who hears changes between chunks: the next chunk takes the new routes.
+    routes.by_type[ToolCallEvent] = [lambda e: heard.append(f"b:{e.id}")]
+    routes.by_type[TextEvent] = [lambda e: heard.append(f"text:{e.text}")]
+    routes.version += 1
     decoder.feed(_lines(tool_result(1)["emit"], message(2)["emit"], message(3, tool=False)["emit"]))
 
     def boom(event: Any) -> None:
         heard.append("boom")
-        raise RuntimeError("listener bug")
+        raise RuntimeError("handler bug")
 
-    listeners.by_type[ToolCallEvent] = [boom, lambda e: heard.append(f"c:{e.id}")]
-    listeners.version += 1
+    routes.by_type[ToolCallEvent] = [boom, lambda e: heard.append(f"c:{e.id}")]
+    routes.version += 1
     decoder.feed(_lines(message(4)["emit"], message(5)["emit"]))  # at 13.0
     decoder.feed(b"")
 
     assert heard == ["a:tool_1", "b:tool_2", "text:text 3", "boom", "c:tool_4", "c:tool_5"]
-    assert listeners.failures == [boom]
+    assert routes.failures == [boom]
     assert decoder.skipped == 0 and decoder.errors == 0  # the lines were fine
     assert tally.tool_calls == 4
     # The tally times tool calls by the chunks' clock, and knows each type's first event.
