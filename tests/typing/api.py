@@ -9,34 +9,45 @@ line must be needed (``warn_unused_ignores``): if a vocabulary widened to
 
 from __future__ import annotations
 
-from typing import Any, assert_type
+from typing import Any, Literal, assert_type
 
 from coding_genesis import (
     AGENT_DEFAULT,
     AgentConfig,
     AgentSettings,
+    AttemptRequest,
     Backend,
     Budget,
     ChildFailure,
     CircuitBreaker,
     CodingGenesisAgent,
     CostSource,
+    ErrorCode,
     Event,
     EventStream,
     FailureCategory,
+    GenericBackend,
+    JsonLinesParser,
+    Permissions,
     RetryPolicy,
     RunEvent,
+    RunLogObserver,
     RunOptions,
     RunResponse,
     RunResult,
     RunSpec,
+    Status,
     Subscription,
+    TranscriptObserver,
     Translator,
+    VirtualClock,
     available_backends,
     event_from_dict,
     format_failure_report,
     get_backend,
+    load_backends_file,
     parse_failure_report,
+    register_backend,
     run_many,
     run_many_sync,
 )
@@ -100,6 +111,15 @@ async def entry_points(policy: RetryPolicy, breaker: CircuitBreaker, budget: Bud
     assert_type(event_from_dict({"type": "text", "text": "hi"}), Event)
     result = RunResult(status=0, message="ok")
     assert_type(result.to_dict(), RunResponse)
+    assert_type(load_backends_file("backends.toml"), dict[str, GenericBackend])
+    register_backend("mine", lambda: get_backend("failer"))
+    observers = [TranscriptObserver("/tmp/runs"), RunLogObserver("/tmp/runs.jsonl")]
+    assert_type(CodingGenesisAgent("failer", observers=observers), CodingGenesisAgent)
+    assert_type(JsonLinesParser(1024).feed(b"{}\n"), list[dict[str, Any]])
+    assert_type(VirtualClock().time(), float)
+    assert_type(Status.OK, Literal[Status.OK])
+    assert_type(ErrorCode("timeout"), ErrorCode)
+    assert_type(AttemptRequest(prompt="p", cwd="/tmp").permissions, Permissions | None)
     failure = parse_failure_report(
         format_failure_report(ChildFailure(category=FailureCategory.TIMEOUT, message="x"))
     )
