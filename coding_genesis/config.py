@@ -22,6 +22,7 @@ builds it.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import signal as _signal
@@ -34,7 +35,7 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
-from coding_genesis.options import Isolation, Keep
+from coding_genesis.options import Isolation, Keep, Settings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -472,3 +473,23 @@ class AgentConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+def _show_accepted_types() -> None:
+    """``inspect.signature(AgentConfig)`` shows each setting typed as accepted
+    (:class:`~coding_genesis.options.Settings`), as type checkers see it."""
+    init: Any = AgentConfig.__init__
+    shown = inspect.signature(init)
+    accepted = {
+        name: getattr(hint, "__forward_arg__", hint)
+        for name, hint in Settings.__annotations__.items()
+    }
+    init.__signature__ = shown.replace(
+        parameters=[
+            p.replace(annotation=accepted.get(p.name, p.annotation))
+            for p in shown.parameters.values()
+        ]
+    )
+
+
+_show_accepted_types()

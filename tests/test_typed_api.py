@@ -85,6 +85,15 @@ def test_agent_settings_name_exactly_the_config_fields() -> None:
     assert set(AgentSettings.__optional_keys__) == set(AgentConfig.field_names()) - {"backend"}
 
 
+def test_the_config_shows_its_settings_typed_as_accepted() -> None:
+    parameters = inspect.signature(AgentConfig).parameters
+    assert parameters["retry"].annotation == "RetrySetting"
+    assert parameters["cli_path"].annotation == "str | os.PathLike[str] | Sequence[str] | None"
+    assert parameters["timeout"].default == 300.0
+    config = AgentConfig(retry="default", cli_path="/bin/true")
+    assert config.retry is not None and config.cli_path == ("/bin/true",)
+
+
 def test_run_refuses_an_option_it_does_not_define() -> None:
     agent = CodingGenesisAgent("failer")
     with pytest.raises(TypeError, match="tiemout"):
