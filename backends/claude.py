@@ -43,7 +43,8 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "rate_limit",
         re.compile(r"usage limit reached|\blimit reached\b|overloaded|rate_limit_error", re.I),
     ),
-    ("invalid_task", re.compile(r"prompt is too long|cannot be used with root", re.I)),
+    ("context_overflow", re.compile(r"prompt is too long", re.I)),
+    ("invalid_task", re.compile(r"cannot be used with root", re.I)),
     (
         "network",
         re.compile(

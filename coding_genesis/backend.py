@@ -29,9 +29,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis.errors import ConfigError
+from coding_genesis.events import CliRetryEvent, ErrorEvent
+from coding_genesis.options import MessageUsage, Permissions
+from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
     from coding_genesis.events import Event
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FATAL_STATUSES",
+    "FATAL_WORDS",
     "AttemptRequest",
     "Backend",
     "BackendPluginError",
@@ -52,6 +57,7 @@ __all__ = [
     "Translator",
     "as_backend",
     "check_options",
+    "fatal_evidence",
     "is_factory",
     "load_plugin",
     "node_launch",
@@ -69,15 +75,9 @@ class OptionSpec:
     help: str = ""
 
 
-#: One permission level across CLIs, from the most restrictive to the least
-#: (each backend declares the levels it enforces: ``Backend.permission_levels``).
-Permissions = Literal["read-only", "edit", "full"]
-
-
 @dataclass(frozen=True, slots=True)
 class AttemptRequest:
-    """What one attempt asks of a backend (a retry asks again, with its own
-    prompt and session)."""
+    """What one attempt asks of a backend (a retry asks again: its own prompt, session)."""
 
     prompt: str
     cwd: str
@@ -98,8 +98,7 @@ class AttemptRequest:
     extra_args: Sequence[str] = ()
 
 
-#: 0.1.0's name of :class:`AttemptRequest` (it is per attempt, not per run).
-RunRequest = AttemptRequest
+RunRequest = AttemptRequest  #: 0.1.0's name (it is per attempt, not per run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +238,6 @@ def node_launch(program: str, spec: NodeScript, node: str | None) -> list[str] |
 
 # -- the contract --------------------------------------------------------------------
 
-#: What a translator makes of the usage a CLI reports mid-stream.
-MessageUsage = Literal["live", "folded", "off"]
-
 
 class Translator(ABC):
     """Per-run, stateful line translator (e.g. remembers tool ids).
@@ -269,6 +265,49 @@ class Translator(ABC):
 
 _NO_OPTIONS: Mapping[str, OptionSpec] = MappingProxyType({})
 
+_C = FailureCategory
+
+#: The words of a CLI's retry event that no retry of the same call can change,
+#: in order (first match wins).  ``rate_limit`` here is a *usage limit* (out of
+#: quota until a reset): the run stops on it only if it resets after the deadline.
+FATAL_WORDS: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = tuple(
+    (category, re.compile(words, re.I))
+    for category, words in (
+        (
+            _C.CONTEXT_OVERFLOW,
+            r"prompt is too long|context[ _-]length[ _-]exceeded|maximum context length|"
+            r"exceeds the (?:model's )?(?:maximum )?context|context window (?:exceeded|is full)",
+        ),
+        (
+            _C.AUTH,
+            r"authentication[ _](?:failed|error)|invalid[ _-](?:x-)?api[ _-]?key|incorrect api key|"
+            r"unauthori[sz]ed|unauthenticated|not logged in|permission[ _]denied",
+        ),
+        (_C.NOT_FOUND, r"model[ _]not[ _]found|\bmodel\b[^\n]{0,80}\b(?:not found|does not exist)"),
+        (_C.RATE_LIMIT, r"usage limit|hit your (?:usage )?limit|limit reached"),
+        (_C.INVALID_TASK, r"\binvalid[ _]request(?:[ _]error)?\b"),
+    )
+)
+
+#: The HTTP statuses no retry of the same call can change (after :data:`FATAL_WORDS`).
+FATAL_STATUSES: Mapping[int, FailureCategory] = MappingProxyType(
+    {400: _C.INVALID_TASK, 401: _C.AUTH, 403: _C.AUTH, 404: _C.NOT_FOUND}
+    | {413: _C.CONTEXT_OVERFLOW, 422: _C.INVALID_TASK}
+)
+
+
+def fatal_evidence(event: CliRetryEvent | ErrorEvent) -> FailureCategory | None:
+    """The default of :meth:`Backend.fatal_evidence`: a retry event (the CLI
+    will go on retrying a call that failed) read by its words, then its HTTP
+    status.  An error event is no evidence by default: a fatal one comes with
+    the CLI's own end, a non-fatal one is often noise the CLI recovers from."""
+    if not isinstance(event, CliRetryEvent):
+        return None
+    for category, words in FATAL_WORDS:
+        if event.error and words.search(event.error):
+            return category
+    return FATAL_STATUSES.get(event.error_status) if event.error_status is not None else None
+
 
 class Backend(ABC):
     """A coding-agent CLI adapter: the plug-in contract.
@@ -294,7 +333,7 @@ class Backend(ABC):
     * ``notes`` (none): what ``genesis doctor`` and the README say about it.
     * ``version_args`` (``--version``): the arguments that print its version.
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
-      :meth:`stderr_retries`: see each.
+      :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     """
 
     #: Registry name, e.g. "claude".
@@ -339,6 +378,15 @@ class Backend(ABC):
         """How many API retries the CLI reported on stderr (for a CLI that reports
         them nowhere else)."""
         return 0
+
+    def fatal_evidence(self, event: CliRetryEvent | ErrorEvent) -> FailureCategory | None:
+        """The failure a CLI's retry or error event proves when retrying cannot
+        fix it (auth, an invalid request, a missing model, a context overflow,
+        a usage limit): the core then stops the run at once with that category
+        and the CLI's words, instead of waiting out the CLI's own retries.
+        None: go on.  Called only for these two (rare) event types; the
+        default reads the words and HTTP status (:func:`fatal_evidence`)."""
+        return fatal_evidence(event)
 
 
 def check_options(backend: Backend, options: Mapping[str, Any]) -> None:
@@ -390,7 +438,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "notes": _strings,
     "version_args": _strings,
 }
-_METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries")
+_METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 
 
 class ProtocolTranslator(Translator):
@@ -457,6 +505,13 @@ class ProtocolBackend(Backend):
     def stderr_retries(self, stderr: str) -> int:
         call = self._calls.get("stderr_retries")
         return int(call(stderr)) if call is not None else 0
+
+    def fatal_evidence(self, event: CliRetryEvent | ErrorEvent) -> FailureCategory | None:
+        call = self._calls.get("fatal_evidence")
+        if call is None:
+            return super().fatal_evidence(event)
+        found = call(event)
+        return found if isinstance(found, FailureCategory) else None
 
 
 def is_factory(target: object) -> bool:

@@ -356,6 +356,7 @@ async def run_many(
     repeat = check_repeat(repeat)
     runner = _executor(executor)
     if budget is not None:
+        budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
     deadline = seconds("deadline_s", deadline_s, allow_none=True)
     gate = LimitGate(clock or current_clock(), deadline)

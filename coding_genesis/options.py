@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
-    from coding_genesis.backend import Backend, Permissions
+    from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
     from coding_genesis.retry import RetryPolicy
 
@@ -34,12 +34,20 @@ __all__ = [
     "BreakerSetting",
     "Isolation",
     "Keep",
+    "MessageUsage",
+    "Permissions",
     "RetrySetting",
     "RunOptions",
     "SessionOptions",
     "Settings",
 ]
 
+#: One permission level across CLIs, from the most restrictive to the least
+#: (each backend declares the levels it enforces: ``Backend.permission_levels``).
+Permissions: TypeAlias = Literal["read-only", "edit", "full"]
+#: What a translator makes of the usage a CLI reports mid-stream (see
+#: :class:`~coding_genesis.backend.Translator`).
+MessageUsage: TypeAlias = Literal["live", "folded", "off"]
 #: How a run is isolated: in a fresh git worktree (None: in ``cwd`` itself).
 Isolation: TypeAlias = Literal["worktree"]
 #: When an isolated run's worktree is kept.

@@ -110,7 +110,13 @@ class RunResult(BaseModel):
     duration_s: float = 0.0
     skipped_lines: int = 0
     lines: int = 0
+    #: The run's token usage: the best-known totals, the CLI's own when it
+    #: reported them, else what metering counted (see ``usage_source``).
     usage: dict[str, Any] | None = None
+    #: Where ``usage`` comes from: ``cli`` (the CLI's own totals), ``metering``
+    #: (the messages metering counted: the CLI reported no total, e.g. a run
+    #: stopped before its end) or ``unknown`` (nothing was reported).
+    usage_source: str | None = None
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
     #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
@@ -152,6 +158,10 @@ class RunResult(BaseModel):
     denied_tools: list[str] = Field(default_factory=list)
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
+    #: What the run was stopped on, when the stopper knew it: the failure the
+    #: CLI's own events proved (auth, invalid request, ...: fail fast), or
+    #: ``not_started``; the failure analysis names this category.
+    stopped_on: FailureCategory | None = None
     #: The failure value (category, retryable and why, suggested actions, ...) on
     #: every failed response, analyzed once; ``error_context`` and
     #: ``failure_report`` are views of it.
@@ -222,6 +232,7 @@ class RunResponse(TypedDict):
     duration_s: float
     skipped_lines: int
     lines: int
+    usage_source: str | None
     usage: dict[str, Any] | None
     cost_usd: float | None
     cost_source: CostSource | None
@@ -253,6 +264,7 @@ class RunResponse(TypedDict):
     last_tool_error: str | None
     cli_retry_delay_s: float | None
     timeout_s: float | None
+    stopped_on: FailureCategory | None
     error_context: dict[str, Any] | None
     failure_report: str | None
     signals_sent: list[str]

@@ -132,6 +132,7 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.NETWORK: Action.FAIL,
     FailureCategory.AUTH: Action.ESCALATE,
     FailureCategory.INVALID_TASK: Action.FAIL,
+    FailureCategory.CONTEXT_OVERFLOW: Action.FAIL,
     FailureCategory.MISSING_CONTEXT: Action.FAIL,
     FailureCategory.TOOL_ERROR: Action.ESCALATE,
     FailureCategory.NOT_FOUND: Action.ESCALATE,
@@ -142,6 +143,11 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
     # A CLI that rewrote its repository: a person looks first.
     FailureCategory.WORKSPACE_TAMPERED: Action.ESCALATE,
+    # Endings that are no failure of the run: the caller decides what comes next.
+    FailureCategory.CANCELLED: Action.FAIL,
+    FailureCategory.BUSY: Action.FAIL,
+    FailureCategory.DEGRADED: Action.FAIL,
+    FailureCategory.NOT_STARTED: Action.FAIL,
     FailureCategory.UNKNOWN: Action.ESCALATE,
 }
 

@@ -109,6 +109,8 @@ class FailureCategory(enum.StrEnum):
     NETWORK = "network"
     AUTH = "auth"
     INVALID_TASK = "invalid_task"
+    #: The conversation no longer fits the model's context window (the CLI said so).
+    CONTEXT_OVERFLOW = "context_overflow"
     MISSING_CONTEXT = "missing_context"
     TOOL_ERROR = "tool_error"
     NOT_FOUND = "not_found"
@@ -120,4 +122,12 @@ class FailureCategory(enum.StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run.
     WORKSPACE_TAMPERED = "workspace_tampered"
+    #: The caller cancelled the run (Ctrl-C, a cancelled task): not a failure of the run.
+    CANCELLED = "cancelled"
+    #: The agent was busy with another request: nothing was started (status 75).
+    BUSY = "busy"
+    #: The agent is DEGRADED (circuit open): nothing was started (status 69).
+    DEGRADED = "degraded"
+    #: A batch's request a spent budget or a usage limit never started.
+    NOT_STARTED = "not_started"
     UNKNOWN = "unknown"

@@ -341,17 +341,19 @@ def recorded_events(run_dir: Path, *, stamps: bool = False) -> list[dict[str, An
     """A transcript's events as ``genesis show --events`` gives them: the
     runner's own from events.jsonl, the CLI's decoded from the recorded stdout.
     Without ``stamps``, ``seq``/``ts``/``timestamp`` are left out (decoded
-    events carry their attempt's start time, not the time they were read)."""
+    events carry their attempt's seq and an estimated time: ``ts_estimated``)."""
     from coding_genesis._observers.records import read_run
     from coding_genesis.backends import translator_for
 
     record = read_run(run_dir)
     assert record is not None, f"{run_dir} is no run directory"
     out = []
-    for event in record.events(translator_for):
+    for event, estimated in record.timed_events(translator_for):
         d = event.to_dict()
         if not stamps:
             for key in ("seq", "ts", "timestamp"):
                 d.pop(key, None)
+        elif estimated:
+            d["ts_estimated"] = True
         out.append(d)
     return out

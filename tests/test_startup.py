@@ -94,6 +94,7 @@ def test_help_loads_no_heavy_dependency(argv: list[str]) -> None:
         "coding_genesis",
         "coding_genesis._util",
         "coding_genesis._util.display",
+        "coding_genesis._util.words",  # stdlib only: counts and money in words (issue 28)
         "coding_genesis._util.version",  # --version: the package metadata, read on demand
         "coding_genesis.status",
     }, ours

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from coding_genesis._util.display import printable
+from coding_genesis._util.display import printable, signal_name
 
 __all__ = [
     "add_transcript_dir",
     "positive_seconds",
     "print_json",
     "status_exit_code",
+    "stop_signal_name",
     "transcript_base",
     "usage_error",
     "whole_number",
@@ -28,6 +30,13 @@ def usage_error(command: str, message: str) -> int:
     """Print a usage error the way argparse does and return its exit code (2)."""
     print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
     return USAGE_ERROR
+
+
+def stop_signal_name(signum: int | None) -> str:
+    """A stop signal as a person knows it: "Ctrl-C" for SIGINT, else its name."""
+    if signum is None:
+        return "a signal"
+    return "Ctrl-C" if signum == signal.SIGINT else signal_name(signum)
 
 
 def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:

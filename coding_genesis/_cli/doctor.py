@@ -60,7 +60,9 @@ examples:
   genesis doctor --json | jq '.checks[] | select(.status != "ok")'
 
 STATUS is ok, warn (it may still run, read the fix) or FAIL (it cannot run).
-The exit status is 1 when a checked backend has a FAIL, else 0.
+The exit status is 0 when every backend named by --backend (else $GENESIS_BACKEND)
+can run, or, with none named, when at least one can; else 1.  --strict: 1 for
+any FAIL at all.
 """
 
 
@@ -102,6 +104,9 @@ def register(subparsers: Any) -> None:
         help="seconds `<cli> --version` may take (default 15)",
     )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 for any FAIL, of any backend checked"
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -225,19 +230,15 @@ def _claude_environment() -> list[Check]:
 
 
 def _codex_credentials() -> Check:
-    found = _env_set("OPENAI_API_KEY", "CODEX_API_KEY")
-    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-    auth = home / "auth.json"
-    where = [f"${n} is set" for n in found] + ([f"{auth} exists"] if auth.is_file() else [])
-    if where:
-        return Check("codex", "credentials", "ok", "; ".join(where))
-    return Check(
-        "codex",
-        "credentials",
-        "warn",
-        f"no OPENAI_API_KEY / CODEX_API_KEY, no {auth}",
-        "export OPENAI_API_KEY=..., or run `codex login`",
-    )
+    from coding_genesis._cli.credentials import codex_credentials
+
+    return Check("codex", "credentials", *codex_credentials())
+
+
+def _other_credentials(name: str) -> Check:
+    from coding_genesis._cli.credentials import cli_credentials
+
+    return Check(name, "credentials", *cli_credentials(name))
 
 
 def _codex_environment() -> list[Check]:
@@ -343,7 +344,6 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
                     else f"run `{program[-1]} {' '.join(version_args)}` yourself to see why",
                 )
             )
-    checks.append(_exposure(name, backend))
     notes = backend.notes
     if notes:
         checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
@@ -354,30 +354,42 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
         checks.append(_codex_credentials())
         checks += _codex_environment()
     else:
-        checks.append(Check(name, "credentials", "ok", "none needed"))
+        checks.append(_other_credentials(name))
     return checks
 
 
-def _exposure(name: str, backend: Backend) -> Check:
-    """Which credentials a run would hand the CLI (names only, never values)."""
+def _exposure(names: Sequence[str]) -> Check:
+    """Which credential variables a run hands its CLI without needing them
+    (names only, never values): said once for every backend checked."""
     from coding_genesis._supervision.childenv import exposed_credentials
 
-    needs = backend.env_needs
-    needed, extra = exposed_credentials(os.environ, inherit=True, needs=needs)
-    _, clean_extra = exposed_credentials(os.environ, inherit=False, needs=needs)
-    parts = []
-    if needed:
-        parts.append(f"needed: {', '.join(needed)}")
-    if extra:
-        shown = ", ".join(extra[:12]) + (f" (+{len(extra) - 12} more)" if len(extra) > 12 else "")
-        parts.append(f"also exposed, not needed: {shown}")
-    detail = "a run passes " + ("; ".join(parts) if parts else "no credential variables")
-    if not extra:
-        return Check(name, "exposed env", "ok", detail)
-    fix = "genesis run --clean-env (or inherit_env=False) passes only what the backend needs"
-    if clean_extra:
-        fix += f"; even then: {', '.join(clean_extra[:6])}"
-    return Check(name, "exposed env", "warn", detail, fix)
+    unneeded: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            backend = _backend_named(name)
+        except Exception:  # noqa: BLE001 (a plug-in that does not load: its own row says so)
+            continue
+        _, extra = exposed_credentials(os.environ, inherit=True, needs=backend.env_needs)
+        for variable in extra:
+            unneeded.setdefault(variable, []).append(name)
+    if not unneeded:
+        return Check("*", "exposed env", "ok", "a run passes no credential it does not need")
+    shown = sorted(unneeded)
+    listed = ", ".join(shown[:12]) + (f" (+{len(shown) - 12} more)" if len(shown) > 12 else "")
+    return Check(
+        "*",
+        "exposed env",
+        "warn",
+        f"a run passes every credential of this environment, also those its backend "
+        f"does not need: {listed}",
+        "genesis run --clean-env (or inherit_env=False) passes only what the backend needs",
+    )
+
+
+def _backend_named(name: str) -> Backend:
+    from coding_genesis.backends import get_backend
+
+    return get_backend(name)
 
 
 def _machine_checks() -> list[Check]:
@@ -450,11 +462,20 @@ def run_checks(
                 tg.start_soon(one, name)
 
     anyio.run(main)
-    return [c for name in backends for c in results[name]] + _machine_checks()
+    checks = [c for name in backends for c in results[name]]
+    return [*checks, _exposure(backends), *_machine_checks()]
 
 
 def handle(args: argparse.Namespace) -> int:
+    from coding_genesis._cli.env import BACKEND
+
     backends = list(dict.fromkeys(args.backend or BACKENDS))
+    # The backends a person asked about: --backend, else $GENESIS_BACKEND (the one
+    # `genesis run` would use), else none in particular.
+    named = list(
+        args.backend
+        or ([os.environ[BACKEND].strip()] if os.environ.get(BACKEND, "").strip() else [])
+    )
     if args.cli_path and len(backends) != 1:
         print(
             "genesis doctor: error: --cli-path needs exactly one --backend "
@@ -464,6 +485,12 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     checks = run_checks(backends, args.cli_path, args.timeout)
     cannot = sorted({c.backend for c in checks if c.status == "FAIL" and c.backend in backends})
+    if args.strict:
+        failed = bool(cannot) or any(c.status == "FAIL" for c in checks)
+    elif named:
+        failed = any(b in cannot or b not in backends for b in named)
+    else:
+        failed = len(cannot) == len(backends)
     if args.json:
         print_json(
             {
@@ -472,30 +499,45 @@ def handle(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print_table(checks)
+        _print_checks(checks)
         if cannot:
-            print(f"\ncannot run: {', '.join(cannot)} (see FIX above)", file=sys.stderr)
-    return 1 if cannot else 0
+            print(f"\ncannot run: {', '.join(cannot)} (see fix: above)", file=sys.stderr)
+    return 1 if failed else 0
 
 
-def _print_table(checks: list[Check]) -> None:
+def _print_checks(checks: list[Check]) -> None:
+    """The checks, grouped by backend, wrapped to the terminal's width (80
+    columns when it is not a terminal or says nothing): a status and a check
+    name, then the detail and the fix as whole words."""
+    import shutil
+    import textwrap
+
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+    width = max(60, width)
     styles = {"ok": "green", "warn": "yellow", "FAIL": "bold red"}
-    table = Table(header_style="bold", show_lines=False)
-    table.add_column("BACKEND", no_wrap=True)
-    table.add_column("CHECK", no_wrap=True)
-    table.add_column("STATUS", no_wrap=True)
-    table.add_column("DETAIL", overflow="fold")
-    table.add_column("FIX", overflow="fold")
+    console = Console(width=width, highlight=False, soft_wrap=True)
+    indent = " " * 21  # "  warn  " and a check name of 12
+    backend = None
     for c in checks:
-        table.add_row(
-            printable(c.backend),
-            printable(c.check),
-            Text(c.status, style=styles[c.status]),
-            Text(printable(c.detail)),
-            Text(printable(c.fix)),
-        )
-    Console(width=None if sys.stdout.isatty() else 160, highlight=False).print(table)
+        if c.backend != backend:
+            backend = c.backend
+            title = "this machine, every backend" if backend == "*" else backend
+            console.print(Text(printable(title), style="bold"))
+        head = Text(f"  {c.status:<5} ", style=styles[c.status])
+        head.append(f"{printable(c.check):<12} ")
+        for i, line in enumerate(
+            textwrap.wrap(printable(c.detail), width - 21, break_on_hyphens=False) or [""]
+        ):
+            console.print(head + line if i == 0 else Text(indent + line))
+        if c.fix:
+            for line in textwrap.wrap(
+                "fix: " + printable(c.fix),
+                width,
+                initial_indent=indent,
+                subsequent_indent=indent + "     ",
+                break_on_hyphens=False,
+            ):
+                console.print(Text(line))

@@ -19,9 +19,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from coding_genesis._cli.common import stop_signal_name
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
-from coding_genesis._util.display import signal_name
 from coding_genesis.events import Event
 from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
@@ -78,10 +78,6 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
-def _signal_name(signum: int) -> str:
-    return "Ctrl-C" if signum == signal.SIGINT else signal_name(signum)
-
-
 def execute(
     agent: CodingGenesisAgent,
     start: Callable[[], Awaitable[RunResponse]],
@@ -109,7 +105,7 @@ def execute(
                     if not stop:
                         stop.append(signum)
                         tracker.stopping(
-                            f"{_signal_name(signum)}: stopping the process tree "
+                            f"{stop_signal_name(signum)}: stopping the process tree "
                             f"(SIGTERM, then SIGKILL after {agent.config.grace:g}s)…"
                         )
                         run_scope.cancel()
@@ -159,7 +155,7 @@ def stopped_response(outcome: LiveOutcome, agent: CodingGenesisAgent) -> dict[st
         transcript = os.path.join(agent.transcript_dir, t.run_id)
     return {
         "status": status,
-        "message": f"stopped by {_signal_name(signum)} after {t.elapsed:.1f}s; process tree stopped",
+        "message": f"stopped by {stop_signal_name(signum)} after {t.elapsed:.1f}s; process tree stopped",
         "is_error": True,
         "error": "cancelled",
         "backend": agent.backend_name,

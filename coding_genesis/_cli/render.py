@@ -6,14 +6,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coding_genesis._util.display import printable
+from coding_genesis._util.words import UNKNOWN, counted, money, short_count
+
 __all__ = [
     "budget_line",
+    "cli_words",
     "failure_report",
+    "isolation_lines",
     "short_id",
     "stopped_lines",
     "summary_lines",
+    "terminal_line",
     "tools_text",
     "usage_line",
+    "warning_lines",
 ]
 
 
@@ -36,31 +43,60 @@ def _seconds(value: object) -> str:
 def _count(n: object) -> str:
     if not isinstance(n, int | float):
         return "?"
-    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{int(n)}"
+    return short_count(n) if n >= 10_000 else f"{int(n)}"
+
+
+#: Library option names as the command line spells them (its flags).
+_CLI_FLAGS = (
+    ("give prices= to price it", "give --prices to price it"),
+    ("prices=", "--prices "),
+    ("max_cost_usd=", "--max-cost "),
+    ("max_tokens=", "--max-tokens "),
+    ("max_turns=", "--budget-turns "),
+    ("max_tool_calls=", "--budget-tool-calls "),
+)
+
+
+def cli_words(text: str) -> str:
+    """A library message as the command line says it: its flags, not the
+    library's keyword arguments (``--prices``, not ``prices=``)."""
+    for words, flag in _CLI_FLAGS:
+        text = text.replace(words, flag)
+    return text
 
 
 def usage_line(result: Mapping[str, Any]) -> str | None:
     """Tokens, cost and its source, turns, context use and speed, in one line
-    (from the result's ``metering``, coding_genesis._observers.metering); None without it."""
+    (from the result's ``metering``, coding_genesis._observers.metering); None without it.
+    Tokens the CLI never reported are "unknown", not 0."""
     metering = result.get("metering")
     if not isinstance(metering, Mapping):
         return None
     tokens = metering.get("tokens") or {}
-    parts = [
-        f"{_count(tokens.get('total'))} tokens (in {_count(tokens.get('input'))}, "
-        f"out {_count(tokens.get('output'))}, cache read {_count(tokens.get('cache_read'))}, "
-        f"cache write {_count(tokens.get('cache_write'))})"
-    ]
+    if result.get("usage_source") == UNKNOWN or not any(
+        isinstance(v, int | float) and v for v in tokens.values()
+    ):
+        parts = [f"tokens {UNKNOWN} (the CLI reported none)"]
+    else:
+        total = tokens.get("total")
+        parts = [
+            (counted(int(total), "token", short=True) if isinstance(total, int | float) else "?")
+            + f" (in {_count(tokens.get('input'))}, out {_count(tokens.get('output'))}, "
+            f"cache read {_count(tokens.get('cache_read'))}, "
+            f"cache write {_count(tokens.get('cache_write'))})"
+        ]
     cost, source = result.get("cost_usd"), result.get("cost_source")
     if isinstance(cost, int | float):
-        parts.append(f"${cost:.4f} ({source})")
+        parts.append(f"{money(cost)} ({source})")
     elif source:
         parts.append(f"cost {source}")
     if metering.get("turns"):
-        parts.append(f"{metering['turns']} turn(s)")
+        parts.append(counted(int(metering["turns"]), "turn"))
     context = metering.get("context")
     if isinstance(context, Mapping) and isinstance(context.get("fraction"), int | float):
-        parts.append(f"context {context['fraction']:.0%} of {_count(context.get('window'))}")
+        window = context.get("window")
+        of = short_count(window) if isinstance(window, int | float) else "?"
+        parts.append(f"context {context['fraction']:.0%} of {of}")
     latency = metering.get("latency")
     if isinstance(latency, Mapping):
         if isinstance(latency.get("first_text_s"), int | float):
@@ -77,14 +113,40 @@ def budget_line(result: Mapping[str, Any]) -> str | None:
         return None
     limits = budget.get("limits") or {}
     line = f"budget: {budget.get('outcome')} - " + ", ".join(
-        f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}" for k, v in limits.items()
+        f"{k}={_limit(k, v)}" for k, v in limits.items()
     )
     if budget.get("shared"):
         spent = budget.get("spent") or {}
-        line += f" (shared: ${spent.get('cost_usd', 0):.4f}, {spent.get('tokens', 0)} tokens spent)"
+        tokens = int(spent.get("tokens", 0) or 0)
+        line += (
+            f" (shared: {money(spent.get('cost_usd', 0) or 0.0)}, "
+            f"{counted(tokens, 'token', short=True)} spent)"
+        )
     if budget.get("reason"):
         line += f" - {budget['reason']}"
-    return line
+    return cli_words(line)
+
+
+def _limit(name: str, value: object) -> str:
+    if name == "max_cost_usd" and isinstance(value, int | float):
+        return money(value)
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+
+#: The failure line's color on a terminal: red, as ``genesis runs`` shows failures.
+_RED, _RESET = "\x1b[31m", "\x1b[0m"
+
+
+def warning_lines(result: Mapping[str, Any]) -> list[str]:
+    """The result's warnings, one line each, in the command line's words."""
+    return [f"warning: {cli_words(str(w))}" for w in result.get("warnings") or ()]
+
+
+def terminal_line(line: str) -> str:
+    """A summary line as a terminal shows it: made printable, the failure line
+    in red, as ``genesis runs`` colors failures."""
+    text = printable(line)
+    return f"{_RED}{text}{_RESET}" if line.startswith("failure: ") else text
 
 
 def summary_lines(result: Mapping[str, Any]) -> list[str]:
@@ -94,14 +156,14 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
     parts = ["ok"] if result.get("status") == 0 else []
     parts.append(_seconds(result.get("duration_s")))
     calls = result.get("tool_calls") or 0
-    tools = f"{calls} tool call(s)"
+    tools = counted(calls, "tool call")
     if calls and result.get("tool_usage"):
         tools += f" ({tools_text(result['tool_usage'])})"
     parts.append(tools)
     if (result.get("attempts") or 1) > 1:
         parts.append(f"{result['attempts']} attempts")
     if result.get("cli_retries"):
-        parts.append(f"{result['cli_retries']} CLI API retries")
+        parts.append(counted(result["cli_retries"], "CLI API retry", "CLI API retries"))
     if result.get("session_id"):
         parts.append(f"session {result['session_id']}")
     lines = ["genesis: " + " - ".join(parts)]
@@ -121,8 +183,7 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
             line += f" - retry after {failure['retry_after_s']:g}s"
         lines.append(line)
     lines.extend(isolation_lines(result))
-    for warning in result.get("warnings") or ():
-        lines.append(f"warning: {warning}")
+    lines.extend(warning_lines(result))
     if result.get("transcript"):
         lines.append(f"transcript: genesis show {short_id(result.get('run_id'))}")
     return lines
@@ -130,7 +191,7 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
 
 def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
     """What a person sees after Ctrl-C: that it stopped, and what it did so far."""
-    lines = [f"genesis run: {result['message']}."]
+    lines = [f"genesis run: {cli_words(str(result['message']))}."]
     for i, line in enumerate(outcome.tracker.summary_lines()):
         lines.append(("  so far: " if i == 0 else "          ") + line)
     if result.get("transcript"):
@@ -166,7 +227,8 @@ def isolation_lines(result: Mapping[str, Any]) -> list[str]:
         changes = result.get("changes")
         files = changes.get("files_total", 0) if isinstance(changes, Mapping) else "?"
         where = f"kept at {tree.get('path')}" if tree.get("kept") else "worktree removed"
-        lines.append(f"branch: {tree.get('branch')} - {files} file(s) changed - {where}")
+        changed = counted(files, "file") if isinstance(files, int) else f"{files} files"
+        lines.append(f"branch: {tree.get('branch')} - {changed} changed - {where}")
     verify = result.get("verify")
     if isinstance(verify, Mapping):
         lines.append(

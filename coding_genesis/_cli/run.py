@@ -15,7 +15,14 @@ from coding_genesis._cli.common import (
     usage_error,
     whole_number,
 )
-from coding_genesis._cli.render import stopped_lines, summary_lines
+from coding_genesis._cli.render import (
+    cli_words,
+    isolation_lines,
+    stopped_lines,
+    summary_lines,
+    terminal_line,
+    warning_lines,
+)
 from coding_genesis._cli.retry_options import add_retry_arguments, attempt_printer, retry_policy
 from coding_genesis._util.display import printable
 
@@ -321,14 +328,26 @@ def report(
                 print(printable(line), file=sys.stderr)
         return status_exit_code(result["status"])
     if events is None and not args.json:
-        stream = sys.stdout if result["status"] == 0 else sys.stderr
+        failed = result["status"] != 0
+        stream = sys.stderr if failed else sys.stdout
         if result["message"]:
-            print(printable(result["message"]), file=stream)
-        if result["status"] != 0:
+            # Our own words about a failure name the command line's flags; an
+            # answer is the agent's, printed as it is.
+            message = cli_words(result["message"]) if failed else result["message"]
+            print(printable(message), file=stream)
+        if failed:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
-    if not args.quiet and not machine and (sys.stderr.isatty() or result["status"] != 0):
-        for line in summary_lines(result):
-            print(printable(line), file=sys.stderr)
+    if not args.quiet and not machine:
+        tty = sys.stderr.isatty()
+        # The whole summary on a terminal or after a failure; otherwise what a
+        # script must not miss: an isolated run's branch and the warnings.
+        lines = (
+            summary_lines(result)
+            if tty or result["status"] != 0
+            else [*isolation_lines(result), *warning_lines(result)]
+        )
+        for line in lines:
+            print(terminal_line(line) if tty else printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
 
 

@@ -5,16 +5,26 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from typing import IO, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import usage_error, whole_number
+from coding_genesis._cli.common import positive_seconds, stop_signal_name, usage_error, whole_number
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
-__all__ = ["InOrder", "read_requests", "register"]
+__all__ = [
+    "InOrder",
+    "Tally",
+    "batch_defaults",
+    "ending",
+    "read_requests",
+    "register",
+    "run_until_signal",
+    "with_cli_paths",
+]
 
 EXAMPLES = """\
 examples:
@@ -32,12 +42,17 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   --trusted-input lifts that: every AgentConfig setting is then accepted, which
   lets whoever wrote the file run any program as you (code execution).
   Blank lines are skipped.
+  A line without "backend", "model", "timeout", ... takes --backend, --model,
+  --timeout, ... (and $GENESIS_BACKEND, $GENESIS_<NAME>_PATH, like `genesis run`).
 stdout: one JSON result per request, in input order, each with its "index"
 (0-based among the non-blank lines).  A bad line gets a failure result (status 64).
 A result that finishes before an earlier one waits in a private temporary file,
 not in memory; --unordered prints each result as soon as it finishes.
-exit code: 0 when every run succeeded, 1 when any failed, 64 for a usage error,
-130 when cancelled (Ctrl-C: every process tree is stopped first).
+stderr: a progress line per result, then how many succeeded, failed, were stopped
+(a budget), never started and were cancelled.
+exit code: 0 when every run succeeded, 1 when any did not, 64 for a usage error,
+128+N on signal N (130 for Ctrl-C, 143 for SIGTERM): every process tree is stopped
+first, then every result so far is printed (the unfinished ones as cancelled).
 """
 
 
@@ -97,6 +112,29 @@ def register(subparsers: Any) -> None:
         help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
         "CODE EXECUTION, whoever wrote the file runs programs as you",
     )
+    defaults = parser.add_argument_group(
+        "defaults", "settings for the lines that do not set them (as `genesis run` takes them)"
+    )
+    defaults.add_argument(
+        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
+    )
+    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
+    defaults.add_argument(
+        "--timeout", "-t", type=positive_seconds, default=None, help="wall-clock limit (300)"
+    )
+    defaults.add_argument(
+        "--idle-timeout", type=positive_seconds, default=None, help="stop after this silence"
+    )
+    defaults.add_argument(
+        "--grace", type=positive_seconds, default=None, help="seconds from SIGTERM to SIGKILL"
+    )
+    defaults.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI",
+    )
+    defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
     add_budget_arguments(parser, batch=True)
     parser.set_defaults(handler=handle)
 
@@ -186,7 +224,9 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 def handle(args: argparse.Namespace) -> int:
     import orjson
 
-    from coding_genesis.batch import Executor, ExecutorName, run_many_sync
+    from coding_genesis._cli.env import backends_file
+    from coding_genesis._cli.run import add_backends_file
+    from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 
     try:
@@ -197,9 +237,10 @@ def handle(args: argparse.Namespace) -> int:
                 data = fh.read()
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
-    requests = read_requests(data.splitlines(), trusted=args.trusted_input)
+    requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
     total = len(requests)
     try:
+        add_backends_file(backends_file(None))
         budget = budget_from(args)
         prices = prices_from(args)
     except ConfigError as exc:
@@ -223,22 +264,24 @@ def handle(args: argparse.Namespace) -> int:
             return usage_error("run-many", str(exc))
         executor = runner
 
-    finished = 0
-    failed = 0
+    tally = Tally()
+    answered: set[int] = set()
     out = sys.stdout.buffer
     in_order = None if args.unordered else InOrder(out)
     repeat = args.repeat
     total *= repeat
 
     def on_result(result: dict[str, Any]) -> None:
-        nonlocal finished, failed
         summary = result.get("type") == "summary"
         if not summary:
-            finished += 1
-            if result["status"] != 0:
-                failed += 1
+            tally.add(result)
+            answered.add(int(result["index"]) * repeat + int(result.get("repeat") or 1) - 1)
             if not args.quiet:
-                print(printable(_progress(result, finished, total)), file=sys.stderr, flush=True)
+                print(
+                    printable(_progress(result, tally.finished, total)),
+                    file=sys.stderr,
+                    flush=True,
+                )
         line = orjson.dumps(result) + b"\n"
         if in_order is None:
             out.write(line)
@@ -249,37 +292,184 @@ def handle(args: argparse.Namespace) -> int:
             in_order.add(slot, line)
         out.flush()
 
+    signum: int | None = None
     try:
-        run_many_sync(
+        signum = run_until_signal(
             requests,
             concurrency=args.concurrency,
             executor=executor,
             on_result=on_result,
-            defaults={**_recording(), **({"prices": prices} if prices else {})},
-            collect=False,
+            defaults={
+                **_recording(),
+                **batch_defaults(args),
+                **({"prices": prices} if prices else {}),
+            },
             budget=budget,
             repeat=repeat,
+            quiet=args.quiet,
         )
-    except KeyboardInterrupt:
-        print(
-            f"genesis run-many: cancelled after {finished}/{total} runs; "
-            "every process tree was stopped",
-            file=sys.stderr,
-        )
-        return int(Status.CANCELLED)
+        if signum is not None and repeat == 1:
+            # Every result so far is out; the requests the signal cut short say so.
+            for index in range(total):
+                if index not in answered:
+                    on_result(_cancelled(index, requests[index], signum))
     except ConfigError as exc:
         return usage_error("run-many", str(exc))
     finally:
         if in_order is not None:
-            in_order.close()
+            in_order.close(flush=signum is not None)
         if runner is not None:
             runner.close()
     if not args.quiet:
-        print(
-            f"genesis run-many: {total - failed} succeeded, {failed} failed",
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
+        stopped = f" (stopped by {stop_signal_name(signum)})" if signum is not None else ""
+        print(f"genesis run-many: {tally.text()}{stopped}", file=sys.stderr)
+    if signum is not None:
+        return 128 + signum
+    return 0 if tally.succeeded == tally.finished else 1
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_until_signal(
+    requests: list[Any],
+    *,
+    quiet: bool,
+    **kwargs: Any,
+) -> int | None:
+    """Run the batch; on SIGINT, SIGTERM or SIGHUP (also when started with
+    SIGINT ignored: the handlers are ours) stop every run's process tree, let
+    the batch end, and return the signal (None: the batch ran to its end)."""
+    import anyio
+
+    from coding_genesis.batch import run_many
+
+    stop: list[int] = []
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+
+        async def watch(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+            with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
+                task_status.started()
+                async for signum in signals:
+                    if not stop:
+                        stop.append(signum)
+                        if not quiet:
+                            print(
+                                f"genesis run-many: {stop_signal_name(signum)}: stopping every "
+                                "process tree…",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                        scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(watch)
+            with scope:
+                await run_many(requests, collect=False, **kwargs)
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:  # before the watcher was up or after it was gone
+        if not stop:
+            stop.append(signal.SIGINT)
+    return stop[0] if stop else None
+
+
+def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of the lines that do not set them: the flags, else what
+    ``genesis run`` reads from the environment (``$GENESIS_BACKEND``)."""
+    from coding_genesis._cli.env import default_backend
+
+    given = {
+        "backend": args.backend or default_backend(),
+        "model": args.model,
+        "timeout": args.timeout,
+        "idle_timeout": args.idle_timeout,
+        "grace": args.grace,
+        "permissions": args.permissions,
+        "cwd": args.cwd,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def with_cli_paths(requests: list[Any], args: argparse.Namespace) -> list[Any]:
+    """Each line's CLI binary as ``genesis run`` finds it (``$GENESIS_<NAME>_PATH``),
+    for the lines that do not set one (a line may only with --trusted-input)."""
+    from coding_genesis._cli.env import cli_path_for, default_backend, node_path_for
+
+    fallback = args.backend or default_backend()
+    out: list[Any] = []
+    for request in requests:
+        if isinstance(request, dict) and request.get("cli_path") is None:
+            backend = request.get("backend") or fallback
+            if isinstance(backend, str):
+                path, node = cli_path_for(backend, None), node_path_for(backend)
+                request = {
+                    **request,
+                    **({"cli_path": path} if path else {}),
+                    **({"node_path": node} if node and request.get("node_path") is None else {}),
+                }
+        out.append(request)
+    return out
+
+
+def _cancelled(index: int, request: Any, signum: int) -> dict[str, Any]:
+    """The answer to a request a signal cut short (in flight, or not yet started)."""
+    from coding_genesis._failures.analysis import failed_result
+
+    backend = request.get("backend") if isinstance(request, dict) else None
+    result = failed_result(
+        Status.CANCELLED if signum == signal.SIGINT else 128 + signum,
+        "cancelled",
+        f"cancelled by {stop_signal_name(signum)} before it finished; its process tree was stopped",
+        backend=backend if isinstance(backend, str) else "",
+    )
+    return {**result.to_dict(), "index": index}
+
+
+class Tally:
+    """How the batch's runs ended: succeeded, failed, stopped (a budget), not
+    started, cancelled."""
+
+    ORDER = ("succeeded", "failed", "stopped", "not started", "cancelled")
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(self.ORDER, 0)
+        self.finished = 0
+
+    @property
+    def succeeded(self) -> int:
+        return self.counts["succeeded"]
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.finished += 1
+        self.counts[ending(result)] += 1
+
+    def text(self) -> str:
+        shown = [f"{n} {what}" for what, n in self.counts.items() if n or what in ORDER_ALWAYS]
+        return ", ".join(shown)
+
+
+#: Said even when none ended so.
+ORDER_ALWAYS = ("succeeded", "failed")
+
+
+def ending(result: dict[str, Any]) -> str:
+    """How one run of the batch ended, in the summary's words."""
+    if result.get("status") == 0:
+        return "succeeded"
+    failure = result.get("failure") or {}
+    category = failure.get("category") if isinstance(failure, dict) else None
+    if category == "cancelled" or result.get("error") == "cancelled":
+        return "cancelled"
+    if category == "not_started":
+        return "not started"
+    if category == "budget_exceeded":
+        return "stopped"
+    return "failed"
 
 
 class InOrder:
@@ -327,8 +517,16 @@ class InOrder:
             self._spill = os.fdopen(fd, "w+b")
         return self._spill
 
-    def close(self) -> None:
-        """Delete the spill file and its directory (lines still waiting are lost)."""
+    def close(self, *, flush: bool = False) -> None:
+        """Delete the spill file and its directory; ``flush``: first write the
+        lines still waiting, in index order (a stopped batch prints every result
+        it has), else they are lost."""
+        if flush and self._spill is not None:
+            for index in sorted(self.waiting):
+                offset, length = self.waiting[index]
+                self._spill.seek(offset)
+                self._out.write(self._spill.read(length))
+            self._out.flush()
         if self._spill is not None:
             self._spill.close()
             self._spill = None

@@ -124,8 +124,11 @@ def _print_events(record: RunRecord) -> None:
     from coding_genesis.backends import translator_for
 
     out = sys.stdout.buffer
-    for event in record.events(translator_for):
-        out.write(safe_dumps(event.to_dict()) + b"\n")
+    for event, estimated in record.timed_events(translator_for):
+        line = event.to_dict()
+        if estimated:  # decoded from the raw stdout, which holds no times
+            line["ts_estimated"] = True
+        out.write(safe_dumps(line) + b"\n")
     out.flush()
 
 

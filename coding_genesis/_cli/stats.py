@@ -139,9 +139,14 @@ def _window_text(since_s: float | None) -> str:
 def format_stats(stats: Mapping[str, Any]) -> str:
     """A short text summary of :func:`failure_stats`."""
     scope = f" for backend {stats['backend']}" if stats.get("backend") else ""
+    apart = "".join(
+        f", {label}: {stats[key]}"
+        for key, label in (("cancelled", "cancelled"), ("not_started", "not started"))
+        if stats.get(key)
+    )
     lines = [
         f"Runs in {_window_text(stats.get('since_s'))}{scope}: {stats['runs']}, "
-        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%)",
+        f"failed: {stats['failures']} ({stats['failure_rate'] * 100:.1f}%){apart}",
         f"Run log: {stats.get('log') or 'off'}",
     ]
     if stats["by_category"]:

@@ -13,6 +13,7 @@ rate_limit      rate_limit   rate_limit   —               yes, after the annou
 network         network      connection   —               yes, at once
 auth            permission   —            —               no: escalate
 invalid_task    validation   data         INVALID_TASK    no: fix the request
+context_overflow —           —            —               no: new session or a shorter request
 missing_context —            —            MISSING_CONTEXT no: add context to the prompt
 tool_error      —            —            TOOL_ERROR      yes, after fixing the environment
 not_found       not_found    not_found    —               no: check and escalate
@@ -22,8 +23,14 @@ budget_exceeded —            —            —               no: raise the bu
 unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
-(and ``workspace_tampered``, ours alone: an isolated run's CLI replaced its
-worktree's ``.git``; not retried, escalated.)
+(and, ours alone: ``workspace_tampered``, an isolated run's CLI replaced its
+worktree's ``.git``, escalated; the endings that are no failure of the run,
+``cancelled``, ``busy``, ``degraded`` and ``not_started``: not retried, the
+caller decides.)
+
+Evidence the run was stopped on (``RunResult.stopped_on``: the CLI's own retry
+events proved a failure no retry can fix, see
+:mod:`coding_genesis._pipeline.evidence`) decides first.
 
 Evidence is read in a fixed order (:data:`RULES`): our own runner's verdict
 (timeouts, missing binary, invalid request), the HTTP status the CLI reported,
@@ -100,6 +107,9 @@ class Evidence:
     files_modified: int = 0
     #: The CLI's own announced retry delay (claude ``api_retry.retry_delay_ms``).
     retry_delay_s: float | None = None
+    #: The category the CLI's own events proved, on which the run was stopped
+    #: at once (``RunResult.stopped_on``): it decides before anything else.
+    stopped_on: FailureCategory | None = None
 
     @classmethod
     def from_result(cls, result: RunResult, backend_hint: str | None = None) -> Evidence:
@@ -119,6 +129,7 @@ class Evidence:
             last_tool_error=result.last_tool_error,
             files_modified=len(result.files_modified),
             retry_delay_s=result.cli_retry_delay_s,
+            stopped_on=result.stopped_on,
         )
 
     def text(self) -> str:
@@ -144,11 +155,12 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "not_found": FailureCategory.NOT_FOUND,
     "not_executable": FailureCategory.TOOL_ERROR,
     "invalid_request": FailureCategory.INVALID_TASK,
-    "busy": FailureCategory.INVALID_TASK,
-    "degraded": FailureCategory.INTERNAL,
+    "busy": FailureCategory.BUSY,
+    "degraded": FailureCategory.DEGRADED,
+    "cancelled": FailureCategory.CANCELLED,
     "internal": FailureCategory.INTERNAL,
     "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
-    "usage_limit": FailureCategory.RATE_LIMIT,
+    "usage_limit": FailureCategory.NOT_STARTED,
     "verify_failed": FailureCategory.VERIFY_FAILED,
     "workspace_tampered": FailureCategory.WORKSPACE_TAMPERED,
 }
@@ -160,14 +172,24 @@ STATUS_CODES: dict[int, FailureCategory] = {
     403: FailureCategory.AUTH,
     404: FailureCategory.NOT_FOUND,
     408: FailureCategory.NETWORK,
-    413: FailureCategory.INVALID_TASK,
+    413: FailureCategory.CONTEXT_OVERFLOW,
     422: FailureCategory.INVALID_TASK,
     429: FailureCategory.RATE_LIMIT,
     529: FailureCategory.RATE_LIMIT,  # Anthropic "overloaded": back off like a rate limit
 }
 
+#: The CLIs' words for a conversation too long for the model (claude "Prompt is
+#: too long", OpenAI ``context_length_exceeded``, gemini "exceeds the maximum
+#: number of tokens"...).
+CONTEXT_WORDS = re.compile(
+    r"prompt is too long|context[ _-]length|context[ _-]window|maximum context|"
+    r"input is too long|exceeds the (?:model's )?(?:maximum|context)|too many (?:input )?tokens",
+    re.I,
+)
+
 #: Text evidence, checked in order (first match wins).
 TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
+    (FailureCategory.CONTEXT_OVERFLOW, CONTEXT_WORDS),
     (
         FailureCategory.RATE_LIMIT,
         re.compile(
@@ -214,7 +236,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
     (
         FailureCategory.INVALID_TASK,
         re.compile(
-            r"\b4(?:00|13|22)\b|invalid request|validation|prompt is too long|context length|"
+            r"\b4(?:00|13|22)\b|invalid request|validation|"
             r"contradictory|impossible",
             re.I,
         ),
@@ -224,6 +246,12 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
 
 #: Error codes in a JSON error body (``{"error_code": "RATE_LIMIT", ...}``).
 _BODY_KEYS = ("error_code", "failure_category", "category", "error_type")
+
+
+def _by_stop(ev: Evidence) -> Verdict | None:
+    if ev.stopped_on is None:
+        return None
+    return ev.stopped_on, f"stopped on the CLI's own evidence: {ev.stopped_on}"
 
 
 def _by_error_code(ev: Evidence) -> Verdict | None:
@@ -236,6 +264,8 @@ def _by_status(ev: Evidence) -> Verdict | None:
     if status is None:
         return None
     category = STATUS_CODES.get(status)
+    if category is FailureCategory.INVALID_TASK and CONTEXT_WORDS.search(ev.text()):
+        category = FailureCategory.CONTEXT_OVERFLOW  # a 400 that says why
     if category is None and 500 <= status <= 599:
         category = FailureCategory.INTERNAL
     return (category, f"API status {status}") if category else None
@@ -311,6 +341,7 @@ def _by_failed_tools(ev: Evidence) -> Verdict | None:
 
 #: The classifier, in order: the first rule with a verdict decides.
 RULES: tuple[Rule, ...] = (
+    ("stopped on evidence", _by_stop),
     ("runner error code", _by_error_code),
     ("API status", _by_status),
     ("backend hint", _by_hint),
@@ -340,6 +371,10 @@ def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int
     return -exit_code
 
 
+#: Categories a reset time means something for: a limit, or what a limit kept from starting.
+_RESETTING = frozenset({FailureCategory.RATE_LIMIT, FailureCategory.NOT_STARTED})
+
+
 def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classification:
     """Decide the category of a failed run from all the evidence we have."""
     clock = time.time() if now is None else now
@@ -367,7 +402,7 @@ def classify_evidence(ev: Evidence, *, now: float | None = None) -> Classificati
         category = FailureCategory.PARTIAL
     if retry_after is None and ev.retry_delay_s is not None and category in DEFAULT_RETRIES:
         retry_after = ev.retry_delay_s
-    if retry_at is not None and category is not FailureCategory.RATE_LIMIT:
+    if retry_at is not None and category not in _RESETTING:
         retry_at = None  # a reset time only means something for a limit
     return Classification(category, reason, retry_after, retry_at)
 

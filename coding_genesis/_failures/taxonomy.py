@@ -28,11 +28,18 @@ __all__ = [
 _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     FailureCategory.AUTH: "auth failures need a login, key or permission change first",
     FailureCategory.INVALID_TASK: "the request itself must change first",
+    FailureCategory.CONTEXT_OVERFLOW: "the conversation exceeds the model's context window: "
+    "start a new session or shorten the request first",
     FailureCategory.MISSING_CONTEXT: "the request needs more context first",
     FailureCategory.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
     FailureCategory.NOT_FOUND: "what is missing must be installed or created first",
     FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     FailureCategory.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
+    FailureCategory.CANCELLED: "the caller cancelled the run: run it again when wanted",
+    FailureCategory.BUSY: "the agent was busy: send it again once the run in flight has ended",
+    FailureCategory.DEGRADED: "the backend's circuit is open: send it again after the cooldown",
+    FailureCategory.NOT_STARTED: "never started (a spent budget or a usage limit): raise the budget or "
+    "wait for the reset first",
     FailureCategory.UNKNOWN: "the cause is unknown: analyze it before retrying",
 }
 
@@ -72,6 +79,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.NETWORK: ("network", "connection", None),
     FailureCategory.AUTH: ("permission", None, None),
     FailureCategory.INVALID_TASK: ("validation", "data", "invalid_task"),
+    FailureCategory.CONTEXT_OVERFLOW: (None, None, None),
     FailureCategory.MISSING_CONTEXT: (None, None, "missing_context"),
     FailureCategory.TOOL_ERROR: (None, None, "tool_error"),
     FailureCategory.NOT_FOUND: ("not_found", "not_found", None),
@@ -80,6 +88,10 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.INTERNAL: ("internal", None, None),
     FailureCategory.BUDGET_EXCEEDED: (None, None, None),
     FailureCategory.WORKSPACE_TAMPERED: (None, None, None),
+    FailureCategory.CANCELLED: (None, None, None),
+    FailureCategory.BUSY: (None, None, None),
+    FailureCategory.DEGRADED: (None, None, None),
+    FailureCategory.NOT_STARTED: (None, None, None),
     FailureCategory.UNKNOWN: ("unknown", "unknown", None),
 }
 
@@ -99,6 +111,8 @@ _ALIASES: dict[str, FailureCategory] = {
     "bad_request": FailureCategory.INVALID_TASK,
     "too_many_requests": FailureCategory.RATE_LIMIT,
     "quota": FailureCategory.RATE_LIMIT,
+    "context_length_exceeded": FailureCategory.CONTEXT_OVERFLOW,
+    "prompt_too_long": FailureCategory.CONTEXT_OVERFLOW,
 }
 
 
@@ -121,6 +135,7 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.NETWORK: "The coding agent lost its connection to its API.",
     FailureCategory.AUTH: "The coding agent is not authorized to do this (login, API key or permissions).",
     FailureCategory.INVALID_TASK: "The request could not be carried out as given.",
+    FailureCategory.CONTEXT_OVERFLOW: "The conversation grew too long for the coding agent's model.",
     FailureCategory.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
     FailureCategory.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
     FailureCategory.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
@@ -131,6 +146,12 @@ USER_HINTS: dict[FailureCategory, str] = {
     "tool calls) was spent.",
     FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced its worktree's git repository; its work was "
     "not read or committed.",
+    FailureCategory.CANCELLED: "The run was cancelled before it finished.",
+    FailureCategory.BUSY: "The coding agent was busy with another request; this one was not started.",
+    FailureCategory.DEGRADED: "The coding agent is paused after repeated failures; this request was not "
+    "started.",
+    FailureCategory.NOT_STARTED: "This request was never started (its budget was spent or the account's "
+    "usage limit was reached).",
     FailureCategory.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
@@ -142,6 +163,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.NETWORK: "This is usually temporary: try again in a moment.",
     FailureCategory.AUTH: "Check the agent's login or API key and its permissions, then try again.",
     FailureCategory.INVALID_TASK: "Rephrase the request with clear, consistent requirements.",
+    FailureCategory.CONTEXT_OVERFLOW: "Start a new session, or shorten the request and what it reads.",
     FailureCategory.MISSING_CONTEXT: "Add the missing details (file paths, configuration) to the request.",
     FailureCategory.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
     FailureCategory.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
@@ -150,6 +172,10 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.INTERNAL: "Try once more; if it fails again, report it.",
     FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     FailureCategory.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
+    FailureCategory.CANCELLED: "Run it again if it is still wanted.",
+    FailureCategory.BUSY: "Send it again once the agent's current run has ended.",
+    FailureCategory.DEGRADED: "Send it again after the cooldown, once the backend works again.",
+    FailureCategory.NOT_STARTED: "Raise the budget or wait for the usage limit to reset, then run it.",
     FailureCategory.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
@@ -167,6 +193,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "needs. Check its login, API key and permissions.",
     FailureCategory.INVALID_TASK: "The coding agent could not carry out this request as given. Please rephrase "
     "it with clear, specific requirements.",
+    FailureCategory.CONTEXT_OVERFLOW: "The conversation became too long for the coding agent's model. Please "
+    "start a new session or shorten the request.",
     FailureCategory.MISSING_CONTEXT: "The coding agent needs more context to do this task. Please include the "
     "file paths and details it needs.",
     FailureCategory.TOOL_ERROR: "A tool the coding agent relies on failed. Please check the environment and try "
@@ -183,6 +211,12 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "budget to let it continue.",
     FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced the git repository of its workspace, so its "
     "work was neither read nor committed. The workspace was kept for inspection.",
+    FailureCategory.CANCELLED: "The request was cancelled before the coding agent finished.",
+    FailureCategory.BUSY: "The coding agent is busy with another request. Please try again in a moment.",
+    FailureCategory.DEGRADED: "The coding agent is paused after repeated failures. Please try again after a "
+    "short while.",
+    FailureCategory.NOT_STARTED: "This request was not started because its budget was spent or the usage "
+    "limit was reached.",
     FailureCategory.UNKNOWN: "The coding agent ran into an unexpected issue. Please try again, and if the "
     "problem continues, try rephrasing the request.",
 }

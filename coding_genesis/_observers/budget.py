@@ -18,11 +18,10 @@ Shared or per run:
   says ``ran``, ``stopped`` or ``not_started``, and why.
 * ``per_run=True``: every run gets a fresh account with the same limits.
 
-What counts: ``tokens`` are input + output; cache reads and writes only with
-``include_cache=True``.  A turn is one model response.  Thread-safe: many
-agents in one process (threads or tasks) may share one budget.  On Ray the
-shared account lives in a Ray actor (the Ray integration moves it there with
-:meth:`Budget.move_pot`), so runs in different worker processes charge the same pot.
+What counts: ``tokens`` are input + output; cache reads and writes only with ``include_cache=True``.
+A turn is one model response.  Thread-safe: many agents in one process (threads or tasks) may
+share one budget.  On Ray the shared account lives in a Ray actor (the Ray integration moves it
+there with :meth:`Budget.move_pot`), so runs in different worker processes charge the same pot.
 """
 
 from __future__ import annotations
@@ -35,10 +34,11 @@ from typing import Any, NamedTuple, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.settingtypes import register_setting_type
+from coding_genesis._util.words import counted, money
 from coding_genesis.errors import ConfigError
-from coding_genesis.status import ErrorCode
+from coding_genesis.status import ErrorCode, FailureCategory
 
-__all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage"]
+__all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage", "amount_text"]
 
 #: The limits a budget may set, in the order they are checked.
 LIMITS = ("max_cost_usd", "max_tokens", "max_turns", "max_tool_calls")
@@ -91,19 +91,27 @@ class Exceeded:
         return self.used - self.max
 
     def describe(self, shared: bool) -> str:
+        """``budget exceeded: max_tool_calls=1 (used 2 tool calls, 1 tool call over)``."""
         what = "shared budget" if shared else "budget"
-        unit = _UNITS[self.limit]
+        maximum = money(self.max) if self.limit == "max_cost_usd" else _fmt(self.max)
         return (
-            f"{what} exceeded: {self.limit}={_fmt(self.max)} "
-            f"(used {_fmt(self.used)}{unit}, {_fmt(self.over)}{unit} over)"
+            f"{what} exceeded: {self.limit}={maximum} "
+            f"(used {amount_text(self.limit, self.used)}, {amount_text(self.limit, self.over)} over)"
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {"limit": self.limit, "max": self.max, "used": self.used, "over": self.over}
 
 
-_UNITS = {"max_cost_usd": " USD", "max_tokens": " tokens", "max_turns": " turns"}
-_UNITS["max_tool_calls"] = " tool calls"
+#: The noun each count limit counts (the cost limit is money).
+_NOUNS = {"max_tokens": "token", "max_turns": "turn", "max_tool_calls": "tool call"}
+
+
+def amount_text(limit: str, value: float) -> str:
+    """A limit's value in words: ``0.0123 USD``, ``1 tool call``, ``60600 tokens``."""
+    if limit == "max_cost_usd":
+        return money(value)
+    return counted(round(value), _NOUNS[limit])
 
 
 def _fmt(value: float) -> str:
@@ -311,6 +319,9 @@ class Budget:
         self.per_run = per_run
         self.name = name
         self._account: Account | None = None if per_run else _LocalAccount(self._totals())
+        #: How many agents (and batches) this budget was given to: "shared" is
+        #: said only of a budget given to more than one (see :meth:`hold`).
+        self._holders = 0
         #: Stop handles of the runs in flight on this budget (shared budgets).
         self._lock = threading.Lock()
         self._running: dict[str, StopHandle] = {}
@@ -358,6 +369,21 @@ class Budget:
             "per_run": self.per_run,
             "name": self.name,
         }
+
+    def hold(self) -> None:
+        """One more agent or batch was given this budget (its metering, or
+        ``run_many``, says so once)."""
+        with self._lock:
+            self._holders += 1
+
+    @property
+    def shared_by_many(self) -> bool:
+        """The pot is given to more than one agent or batch (or lives in a Ray
+        actor): what a person calls a shared budget.  A single agent's budget
+        is a pot across its runs, but not "shared"."""
+        if self._account is None:
+            return False
+        return self._holders > 1 or not isinstance(self._account, _LocalAccount)
 
     # -- reading ------------------------------------------------------------
 
@@ -467,14 +493,19 @@ class BudgetRun:
         self.reason: str | None = None
         self.exceeded: Exceeded | None = None
 
+    @property
+    def _told_shared(self) -> bool:
+        """Whether to call the budget shared (given to more than one agent or batch)."""
+        return self._shared and self._budget.shared_by_many
+
     def refuse(self, exceeded: Exceeded) -> None:
         self.outcome = "not_started"
         self.exceeded = exceeded
         self.reason = (
-            f"{exceeded.describe(self._shared)} before this run started; nothing was started"
+            f"{exceeded.describe(self._told_shared)} before this run started; nothing was started"
         )
         if self._stop is not None:
-            self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
+            self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason, FailureCategory.NOT_STARTED)
 
     def below(
         self, cost_usd: float, tokens: int, cache_tokens: int, turns: int, tools: int
@@ -518,7 +549,7 @@ class BudgetRun:
         if exceeded is not None and self.exceeded is None:
             self.exceeded = exceeded
             self.outcome = "stopped"
-            self.reason = exceeded.describe(self._shared)
+            self.reason = exceeded.describe(self._told_shared)
             if self._stop is not None:
                 self._stop.stop(ErrorCode.BUDGET_EXCEEDED, self.reason)
             if crossed and self._shared:
@@ -556,7 +587,7 @@ class BudgetRun:
             "reason": self.reason,
             "limits": dict(self._budget.limits),
             "include_cache": self._budget.include_cache,
-            "shared": self._shared,
+            "shared": self._told_shared,
             "exceeded": self.exceeded.to_dict() if self.exceeded else None,
             "charged": {
                 "cost_usd": round(self._charged.cost_usd, 8),

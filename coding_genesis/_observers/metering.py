@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coding_genesis._observers.budget import Budget, BudgetRun, Usage
+from coding_genesis._observers.budget import Budget, BudgetRun, Usage, amount_text
 from coding_genesis._observers.prices import (
     PRICES_AS_OF,
     PRICES_SOURCES,
@@ -372,7 +372,8 @@ class _MeterRun(RunObserver):
                     "warning",
                     warning.limit,
                     f"{warning.limit}: {warning.fraction:.0%} used "
-                    f"({warning.used:g} of {warning.max:g})",
+                    f"({amount_text(warning.limit, warning.used)} of "
+                    f"{amount_text(warning.limit, warning.max)})",
                     {"used": warning.used, "max": warning.max, "fraction": warning.fraction},
                 )
             )
@@ -495,6 +496,8 @@ class MeteringObserver(Observer):
     ) -> None:
         self.prices = PriceTable(prices)
         self.budget = budget
+        if budget is not None:
+            budget.hold()  # one more agent holds it (see Budget.shared_by_many)
 
     def __repr__(self) -> str:
         return f"MeteringObserver(budget={self.budget!r})"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from coding_genesis._util.display import printable
+from coding_genesis._util.words import counted, money
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -206,7 +207,12 @@ class RunTracker:
         elif isinstance(event, UsageEvent):
             self._on_usage(event)
         elif isinstance(event, BudgetEvent):
-            self.budget_note = f"{event.level}: {event.message}"
+            # An exceeded budget's message says so itself ("budget exceeded: ...").
+            self.budget_note = (
+                event.message
+                if event.level == "exceeded"
+                else f"budget {event.level}: {event.message}"
+            )
             if event.level == "exceeded":
                 self.budget_exceeded = True
                 cost = event.extra.get("used") if event.limit == "max_cost_usd" else None
@@ -235,7 +241,7 @@ class RunTracker:
 
     def summary_lines(self) -> list[str]:
         """What the run did so far, as short lines (printed after Ctrl-C)."""
-        tools = f"{self.tool_calls} tool call(s)"
+        tools = counted(self.tool_calls, "tool call")
         if self.tool_calls:
             tools += f" ({self.tools_text()})"
         if self.failed_tools:
@@ -258,15 +264,15 @@ class RunTracker:
         if self.tokens or self.cost_usd is not None:
             lines.append(self.usage_text())
         if self.budget_note:
-            lines.append(f"budget {self.budget_note}")
+            lines.append(self.budget_note)
         if self.last_text:
             lines.append(f"last text: {self.last_text[:200]}")
         return [printable(line) for line in lines]
 
     def usage_text(self) -> str:
-        text = f"usage {self.tokens} tokens"
+        text = f"usage {counted(self.tokens, 'token', short=True)}"
         if self.cost_usd is not None:
-            text += f" · ${self.cost_usd:.4f}"
+            text += f" · {money(self.cost_usd)}"
         return text
 
 
@@ -381,7 +387,7 @@ class ProgressView:
             usage.append(t.usage_text())
             if t.budget_note:
                 usage.append(
-                    printable(f" · budget {t.budget_note}"),
+                    printable(f" · {t.budget_note}"),
                     style="bold red" if t.budget_exceeded else "yellow",
                 )
             lines.append(usage)

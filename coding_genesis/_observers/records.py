@@ -4,6 +4,14 @@ and ``replay`` see it (the layout is :mod:`coding_genesis._observers.transcript`
 Decoding a recorded stdout needs its backend's translator: the reader is
 handed a ``translators`` function (backend name → a fresh translator) by its
 caller, so this layer never reaches up to the backend registry.
+
+The raw stdout holds no times.  A decoded event is given its attempt's
+``seq`` (the ``run_started`` it follows: events of an attempt share it, in
+the order the CLI printed them) and a time *estimated* between the attempt's
+start and the next event the runner recorded (its end), by the event's line
+in the stdout: in order, never before its attempt began nor after it ended.
+:meth:`RunRecord.timed_events` says which times are estimated (``genesis show
+--events`` marks them ``"ts_estimated": true``).
 """
 
 from __future__ import annotations
@@ -71,20 +79,38 @@ class RunRecord:
         a torn last line, or a line of an unknown type, is skipped) with each
         attempt's decoded stdout after its ``run_started`` (see the module doc),
         when ``translators`` is given."""
+        for event, _estimated in self.timed_events(translators):
+            yield event
+
+    def timed_events(self, translators: Translators | None = None) -> Iterator[tuple[Event, bool]]:
+        """:meth:`events`, each with whether its time is estimated (a decoded one)."""
         if self.meta.get("layout") != LAYOUT:
-            yield from self.recorded_events()
+            for event in self.recorded_events():
+                yield event, False
             return
         stdout = iter(self.stdout_files())
         started: Event | None = None
-        for event in self.recorded_events():
-            yield event
+        recorded = list(self.recorded_events())  # the runner's own: a few per attempt
+        for i, event in enumerate(recorded):
+            yield event, False
             if event.kind is EventKind.RUN_STARTED:
                 started = event
                 path = next(stdout, None)
                 if path is not None:
-                    yield from self.decoded_events(path, translators, started)
+                    until = recorded[i + 1].ts if i + 1 < len(recorded) else self._ended(event)
+                    for decoded in self.decoded_events(path, translators, started, until):
+                        yield decoded, True
         for path in stdout:  # stdout of an attempt whose run_started was not written
-            yield from self.decoded_events(path, translators, started)
+            for decoded in self.decoded_events(path, translators, started):
+                yield decoded, True
+
+    def _ended(self, started: Event) -> float:
+        """When the last attempt ended, as far as the directory tells (its newest file)."""
+        newest = started.ts
+        for path in self.stdout_files():
+            with contextlib.suppress(OSError):
+                newest = max(newest, path.stat().st_mtime)
+        return newest
 
     def recorded_events(self) -> Iterator[Event]:
         """The events written to events.jsonl, typed (see :func:`event_from_dict`)."""
@@ -99,12 +125,17 @@ class RunRecord:
                         yield event_from_dict(obj)
 
     def decoded_events(
-        self, path: Path, translators: Translators | None, started: Event | None = None
+        self,
+        path: Path,
+        translators: Translators | None,
+        started: Event | None = None,
+        until: float | None = None,
     ) -> Iterator[Event]:
         """The events of one recorded stdout file, decoded as a live run does
         (the run's backend, from meta.json, through ``translators``; none if it
         is unknown or no translators are given), stamped with ``started``'s
-        agent, run id and time."""
+        agent, run id and seq, and a time estimated between ``started`` and
+        ``until`` by their line in the file (see the module doc)."""
         if translators is None:
             return
         try:
@@ -122,13 +153,21 @@ class RunRecord:
         agent = started.agent if started is not None else str(self.meta.get("agent") or "")
         run_id = started.run_id if started is not None else self.run_id
         ts = started.ts if started is not None else self.started
+        seq = started.seq if started is not None else 0
         try:
             with path.open("rb") as fh:
+                total = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+                fh.seek(0)
+                span = max(0.0, (until if until is not None else ts) - ts)
+                line = 0
                 while True:
-                    chunk = fh.read(1 << 20)
+                    chunk = fh.readline(1 << 20)
                     decoder.feed(chunk)
+                    if chunk.endswith(b"\n"):
+                        line += 1
+                    at = ts + span * min(line, total) / total if total else ts
                     for event in out:
-                        event.agent, event.run_id, event.seq, event.ts = agent, run_id, 0, ts
+                        event.agent, event.run_id, event.seq, event.ts = agent, run_id, seq, at
                         yield event
                     out.clear()
                     if not chunk:

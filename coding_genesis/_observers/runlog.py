@@ -38,6 +38,7 @@ __all__ = [
     "RunLogObserver",
     "append_run",
     "blocker_key",
+    "ending",
     "failure_stats",
     "parse_window",
     "read_runs",
@@ -256,6 +257,22 @@ def blocker_key(text: str) -> str:
     return text
 
 
+#: Endings that are no failure of the run: counted apart from the failures.
+_NOT_FAILURES = {"cancelled": "cancelled", "not_started": "not_started"}
+#: The same, read from the error code of a record written before its category existed.
+_NOT_FAILURE_ERRORS = {"cancelled": "cancelled", "usage_limit": "not_started"}
+
+
+def ending(record: Mapping[str, Any]) -> str:
+    """How a recorded run ended: ``ok``, ``cancelled``, ``not_started`` or ``failed``."""
+    if record.get("ok"):
+        return "ok"
+    found = _NOT_FAILURES.get(str(record.get("category")))
+    if found is None:
+        found = _NOT_FAILURE_ERRORS.get(str(record.get("error")))
+    return found or "failed"
+
+
 def failure_stats(
     path: str | os.PathLike[str],
     *,
@@ -268,13 +285,16 @@ def failure_stats(
 
     ``since_s=None`` covers the whole log.  Rates are fractions (0.25 = 25%):
     ``failure_rate`` of runs that failed, per category its ``share`` of the
-    failures and its ``rate`` over all runs.
+    failures and its ``rate`` over all runs.  Cancelled runs and runs never
+    started (a spent budget, a usage limit) are counted apart (``cancelled``,
+    ``not_started``), not as failures.
     """
     log_path: Path | None = Path(os.fspath(path))
     clock = time.time() if now is None else now
     counters: Counter[str] = Counter()
     runs = 0
     failures = 0
+    apart: Counter[str] = Counter()
     by_category: Counter[str] = Counter()
     blockers: Counter[str] = Counter()
     backends: dict[str, dict[str, Any]] = {}
@@ -286,7 +306,11 @@ def failure_stats(
             name = str(record.get("backend") or "unknown")
             entry = backends.setdefault(name, {"runs": 0, "failures": 0, "by_category": Counter()})
             entry["runs"] += 1
-            if record.get("ok"):
+            end = ending(record)
+            if end == "ok":
+                continue
+            if end != "failed":
+                apart[end] += 1
                 continue
             failures += 1
             category = str(record.get("category") or "unknown")
@@ -303,6 +327,8 @@ def failure_stats(
         "backend": backend,
         "runs": runs,
         "failures": failures,
+        "cancelled": apart["cancelled"],
+        "not_started": apart["not_started"],
         "failure_rate": _rate(failures, runs),
         "by_category": {
             category: {
@@ -359,7 +385,7 @@ def _usage_entry() -> dict[str, Any]:
 
 def _add_usage(entry: dict[str, Any], record: Mapping[str, Any]) -> None:
     entry["runs"] += 1
-    if not record.get("ok"):
+    if ending(record) == "failed":
         entry["failures"] += 1
     seen = False
     for key in _TOKENS:

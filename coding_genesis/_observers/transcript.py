@@ -15,7 +15,8 @@ read, before the chunk is decoded.  The normalized events are not written a
 second time; :meth:`RunRecord.events` derives them from the stdout files
 through the same :class:`~coding_genesis._pipeline.decode.Decoder` a live run and
 ``replay`` use, and puts each attempt's events after its ``run_started``
-(they carry that event's ``ts``, and ``seq`` 0).  The runner's own events are
+(they carry that event's ``seq`` and a time estimated within the attempt:
+see :mod:`coding_genesis._observers.records`).  The runner's own events are
 written as they happen, so a crash of the runner loses at most the line being
 parsed.  A run directory without ``result.json`` is a run that never finished
 (the runner was killed).  (Transcripts written before this layout, without

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from coding_genesis._pipeline.decode import Decoder, Routes
+from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -194,8 +196,14 @@ async def run_attempt(
     )
     translator = backend.translator()
     translator.message_usage = context.message_usage
+    if stop is None:  # the fail-fast watch stops the tree through a handle
+        stop = StopHandle()
     decoder = Decoder(
-        translator, tally, max_line_bytes=config.max_line_bytes, routes=context.routes
+        translator,
+        tally,
+        max_line_bytes=config.max_line_bytes,
+        routes=context.routes,
+        watch=EvidenceWatch(backend, stop, time.time() + request.timeout),
     )
     sink = decoder.feed
     if context.on_stdout is not None or context.on_decoded is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from coding_genesis._pipeline.tally import RunTally, by_type
@@ -25,12 +25,28 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser,
 from coding_genesis.backend import Translator
 from coding_genesis.events import Event, ResultEvent, ToolCallEvent, UsageEvent
 
-__all__ = ["Decoder", "Handler", "Routes"]
+__all__ = ["Decoder", "Handler", "Routes", "Watch"]
 
 log = logging.getLogger("coding_genesis._pipeline.decode")
 
 #: One handler of a route: called with each event of the route's type.
 Handler = Callable[[Any], object]
+
+
+class Watch(Protocol):
+    """Handlers for a few event types, settled at the end of the chunk in which
+    one of them found something (``pending``): the fail-fast watch
+    (``coding_genesis._pipeline.evidence``)."""
+
+    @property
+    def handlers(self) -> Mapping[type[Event], Handler]: ...
+
+    @property
+    def pending(self) -> object: ...
+
+    def settle(self, terminal: bool) -> None:
+        """The chunk is decoded; ``terminal``: the CLI's terminal event was seen."""
+        ...
 
 
 class Routes(Protocol):
@@ -111,8 +127,11 @@ class Decoder:
     terminal event has been seen.
 
     ``on_event`` hears every event (a replay, a conformance check): a failure
-    in it counts the line as skipped.  ``routes`` give the handlers of the
-    types they ask for: a failure in one is theirs (see :class:`Routes`).
+    in it counts the line as skipped.  ``watch`` adds a handler for the event
+    types it names, after the tally's, and is settled at the end of a chunk
+    in which it found something (see :class:`Watch`).  ``routes`` give the
+    handlers of the types they ask for: a failure in one is theirs (see
+    :class:`Routes`).
     """
 
     __slots__ = (
@@ -124,6 +143,7 @@ class Decoder:
         "_routes",
         "_translate",
         "_version",
+        "_watch",
         "errors",
         "parser",
         "tally",
@@ -139,6 +159,7 @@ class Decoder:
         on_event: Handler | None = None,
         routes: Routes | None = None,
         clock: Callable[[], float] = time.time,
+        watch: Watch | None = None,
     ) -> None:
         self.parser = JsonLinesParser(max_line_bytes)
         self.tally = tally
@@ -151,6 +172,7 @@ class Decoder:
         self._clock = clock
         self._adders = tally.adders()
         self._extra: tuple[Handler, ...] = (on_event,) if on_event is not None else ()
+        self._watch = watch
         self._given: Routes = routes if routes is not None else _Nobody()
         self._version = self._given.version
         #: event type -> (its core handlers, the handlers ``routes`` give).
@@ -172,6 +194,9 @@ class Decoder:
         if chunk:
             self.tally.now = self._clock()
             self.parser.feed_each(chunk, self._object)
+            watch = self._watch
+            if watch is not None and watch.pending is not None:
+                watch.settle(self.terminal)
         else:
             for obj in self.parser.close():
                 self._object(obj)
@@ -203,6 +228,9 @@ class Decoder:
             core.append(adder)
         if issubclass(event_type, ResultEvent):
             core.append(self._saw_terminal)
+        watched = by_type(self._watch.handlers, event_type) if self._watch is not None else None
+        if watched is not None:
+            core.append(watched)
         core.extend(self._extra)
         route = (tuple(core), tuple(self._given.handlers(event_type)))
         self._routes[event_type] = route

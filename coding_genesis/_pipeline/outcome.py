@@ -21,13 +21,21 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
 from coding_genesis._util.display import signal_name
 from coding_genesis._util.redact import Redactor
+from coding_genesis._util.words import counted
 from coding_genesis.backend import AttemptRequest, Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import Event, ResultEvent
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["ResultContext", "build_result", "replayed_outcome", "tally_facts"]
+__all__ = [
+    "ResultContext",
+    "build_result",
+    "how_far",
+    "replayed_outcome",
+    "tally_facts",
+    "with_best_usage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     warnings: list[str] = []
     text = tally.final_text()
 
+    request = attempt.stop.request if attempt.stop is not None else None
     if attempt.refusal is not None:
         refusal = attempt.refusal
         return RunResult(
@@ -116,6 +125,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             message=redactor.text(refusal.message),
             is_error=True,
             error=refusal.error,
+            stopped_on=request.category if request is not None else None,
             **common,
         )
     if outcome.spawn_error is not None:
@@ -131,7 +141,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
 
     if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
-        progress = f"{tally.tool_calls} tool call(s) made before the stop"
+        progress = f"{counted(tally.tool_calls, 'tool call')} made before the stop"
         if outcome.stop_reason is StopReason.STALLED:
             message = (
                 f"{name} stalled: no output on stdout or stderr for "
@@ -157,17 +167,17 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             **common,
         )
 
-    request = attempt.stop.request if attempt.stop is not None else None
     if outcome.stop_reason is StopReason.REQUESTED and request is not None:
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
         return RunResult(
             status=Status.FAILED,
             message=redactor.text(
                 f"{request.message}; process tree stopped ({stopped}); "
-                f"{tally.tool_calls} tool call(s) made before the stop"
+                f"{counted(tally.tool_calls, 'tool call')} made before the stop"
             ),
             is_error=True,
             error=request.error,
+            stopped_on=request.category,
             **common,
         )
 
@@ -271,6 +281,49 @@ def _last_line(text: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
+
+
+def with_best_usage(result: RunResult) -> RunResult:
+    """``result`` with its best-known usage and where it came from: the CLI's
+    own totals, else metering's count (a run stopped before the CLI's total),
+    else ``unknown``."""
+    if result.usage:
+        source, usage = "cli", result.usage
+    else:
+        metering = result.metering or {}
+        tokens = metering.get("tokens") if isinstance(metering, Mapping) else None
+        counts = (
+            {k: tokens.get(k) or 0 for k in ("input", "output", "cache_read", "cache_write")}
+            if isinstance(tokens, Mapping)
+            else {}
+        )
+        if any(counts.values()):
+            source = "metering"
+            usage = {  # our four counts, in claude's words (cache apart from input)
+                "input_tokens": counts["input"],
+                "output_tokens": counts["output"],
+                "cache_read_input_tokens": counts["cache_read"],
+                "cache_creation_input_tokens": counts["cache_write"],
+            }
+        else:
+            source, usage = "unknown", None
+    if result.usage_source == source and result.usage is usage:
+        return result
+    return result.model_copy(update={"usage": usage, "usage_source": source})
+
+
+def how_far(facts: Mapping[str, Any], seconds: float) -> str:
+    """How far a run got before it was cancelled, in words: its time, tool
+    calls and changed files, the last tool that worked."""
+    files = list(facts.get("files_modified") or ())
+    text = (
+        f"it had run {seconds:.1f}s, made {counted(int(facts.get('tool_calls') or 0), 'tool call')}"
+        f" and changed {counted(len(files), 'file')}"
+    )
+    if files:
+        text += " (" + ", ".join(files[:5]) + (", …" if len(files) > 5 else "") + ")"
+    last = facts.get("last_successful_tool")
+    return text + (f"; last tool that worked: {last}" if last else "")
 
 
 def tally_facts(tally: RunTally, redactor: Redactor) -> dict[str, Any]:

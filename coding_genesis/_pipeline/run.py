@@ -30,8 +30,10 @@ from coding_genesis._pipeline.fanout import RunObservers
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
+    how_far,
     replayed_outcome,
     tally_facts,
+    with_best_usage,
 )
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
@@ -363,7 +365,7 @@ class RunWiring:
         warnings = extra.pop("warnings", None)
         if warnings:
             extra["warnings"] = [*result.warnings, *warnings]
-        return result.model_copy(update=extra).to_dict() if extra else result.to_dict()
+        return with_best_usage(result.model_copy(update=extra)).to_dict()
 
 
 class Run:
@@ -440,7 +442,7 @@ class Run:
         if warnings:
             update["warnings"] = [*result.warnings, *warnings]
         update.update(extra)
-        return self.wiring.redacted(result.model_copy(update=update))
+        return self.wiring.redacted(with_best_usage(result.model_copy(update=update)))
 
     def finish(self, result: RunResult) -> None:
         """Publish the end of the run; close its observers."""
@@ -462,7 +464,8 @@ class Run:
         result = wiring.bare(
             Status.CANCELLED,
             ErrorCode.CANCELLED,
-            f"{wiring.backend.name} run cancelled by the caller; process tree stopped",
+            f"{wiring.backend.name} run cancelled by the caller; process tree stopped; "
+            + how_far(facts, time.monotonic() - self.started),
             run_id=self.run_id,
             stop_reason=StopReason.CANCELLED.value,
             duration_s=round(time.monotonic() - self.started, 6),
@@ -471,7 +474,7 @@ class Run:
         result = wiring.analyzed(result)
         extra = self.observers.response_fields()
         extra.pop("warnings", None)
-        cancelled = result.model_copy(update=extra)
+        cancelled = with_best_usage(result.model_copy(update=extra))
         if self.wrappers.fields:
             cancelled = cancelled.model_copy(
                 update={k: v for k, v in self.wrappers.fields.items() if k != "warnings"}

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coding_genesis.status import ErrorCode
+from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = ["StopHandle", "StopRequest"]
 
@@ -31,10 +31,13 @@ log = logging.getLogger("coding_genesis._supervision.stop")
 
 @dataclass(frozen=True, slots=True)
 class StopRequest:
-    """Why a run was asked to stop: our error code and a sentence."""
+    """Why a run was asked to stop: our error code, a sentence and, when the
+    stopper knows it, the failure category of this ending (the CLI's own
+    events proved an auth failure, say): the failure analysis names it."""
 
     error: ErrorCode
     message: str
+    category: FailureCategory | None = None
 
 
 class StopHandle:
@@ -59,15 +62,21 @@ class StopHandle:
     def requested(self) -> bool:
         return self._request is not None
 
-    def stop(self, error: ErrorCode | str, message: str) -> bool:
+    def stop(
+        self,
+        error: ErrorCode | str,
+        message: str,
+        category: FailureCategory | None = None,
+    ) -> bool:
         """Ask for the run to stop with our error code ``error`` (an
-        :class:`~coding_genesis.status.ErrorCode`; a ValueError otherwise) and
-        ``message``; True if this call was the first to ask."""
+        :class:`~coding_genesis.status.ErrorCode`; a ValueError otherwise),
+        ``message`` and, if known, the failure ``category`` of this ending;
+        True if this call was the first to ask."""
         code = ErrorCode(error)
         with self._lock:
             if self._request is not None:
                 return False
-            self._request = StopRequest(code, message)
+            self._request = StopRequest(code, message, category)
             wake, wake_soon, thread = self._wake, self._wake_soon, self._thread
         if wake is None:
             return True

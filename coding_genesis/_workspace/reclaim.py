@@ -28,7 +28,7 @@ from coding_genesis._workspace.isolation import (
     gitlink_status,
 )
 
-__all__ = ["check_reclaim", "list_ours", "prune", "reclaim"]
+__all__ = ["check_reclaim", "list_ours", "prune", "prune_branches", "reclaim"]
 
 log = logging.getLogger("coding_genesis._workspace.isolation")
 
@@ -209,3 +209,53 @@ async def prune(
     if not dry_run:
         await git(["worktree", "prune"], cwd=toplevel, check=False)
     return removed
+
+
+async def prune_branches(
+    cwd: str,
+    *,
+    live: frozenset[str] = frozenset(),
+    keep: frozenset[str] = frozenset(),
+    force: bool = False,
+    dry_run: bool = False,
+    free: frozenset[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The branches of finished runs (``coding-genesis/<run>``, checked out in
+    no worktree and no live run's) in the repository at ``cwd``: each with
+    ``unique`` (its commits no other branch reaches) and ``removed``.  One
+    whose commits another branch reaches loses nothing and is removed; the
+    rest only with ``force``; ``dry_run``: only said.  ``keep``: branches
+    still in use; ``free``: branches whose worktree a dry run of the prune
+    would have removed (counted as free)."""
+    marker = "coding-genesis-prune"
+    toplevel, _common = await _repo_of(cwd, marker)
+    listing = await git(
+        ["for-each-ref", "--format=%(refname)", f"refs/heads/{BRANCH_PREFIX}"],
+        cwd=toplevel,
+        marker=marker,
+    )
+    used = set(keep)
+    worktrees = await git(["worktree", "list", "--porcelain", "-z"], cwd=toplevel, marker=marker)
+    for item in worktrees.text.split("\0"):
+        if item.startswith("branch refs/heads/"):
+            name = item.removeprefix("branch refs/heads/")
+            if free is None or name not in free:
+                used.add(name)
+    found: list[dict[str, Any]] = []
+    for ref in listing.text.split():
+        branch = ref.removeprefix("refs/heads/")
+        if not ref.startswith(f"refs/heads/{BRANCH_PREFIX}") or branch in used or branch in live:
+            continue
+        # Its commits that no other branch reaches: what removing it would lose.
+        unique = await git(
+            ["rev-list", "--count", ref, "--not", f"--exclude={branch}", "--branches"],
+            cwd=toplevel,
+            marker=marker,
+        )
+        count = int(unique.text.strip() or 0)
+        entry: dict[str, Any] = {"branch": branch, "unique": count, "removed": False}
+        if (count == 0 or force) and not dry_run:
+            done = await git(["branch", "-D", "--", branch], cwd=toplevel, check=False)
+            entry["removed"] = done.ok
+        found.append(entry)
+    return found

@@ -8,6 +8,14 @@ error-handling path can be exercised.  Commands in the prompt:
   /fail                  immediate error (AGENT_ERROR), exit 1
   /timeout N             really waits N seconds, then responds normally
   /fail-then-succeed N   fails N times (state kept per request key), then succeeds
+
+``details.retry_recommended`` of an error body comes from coding-genesis's one
+retry table (``$GENESIS_FAILER_RETRYABLE``: the error codes a retry may fix,
+set by the failer backend; ``coding_genesis.backends.failer.RETRYABLE_CODES``
+when run on its own), so the body and the failure value agree.  ``/fail-then-succeed``
+keeps its counters in a private (0700) directory under the temporary
+directory, one file per request key, removed when that key succeeds or after
+24 hours.
   /partial               incomplete, malformed output, no result event
   /rate-limit            RATE_LIMIT error with retry_after_seconds 30 (HTTP 429)
 
@@ -23,7 +31,9 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -43,19 +53,39 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+#: A counter untouched this long is dropped (its request was given up).
+STATE_TTL_S = 24 * 3600
+
+#: The error codes a retry may fix (``--retryable``; see the module docstring).
+_retryable: frozenset[str] | None = None
+
+
+def _retryable_codes() -> frozenset[str]:
+    global _retryable
+    if _retryable is None and os.environ.get("GENESIS_FAILER_RETRYABLE") is not None:
+        codes = os.environ["GENESIS_FAILER_RETRYABLE"].split(",")
+        _retryable = frozenset(c for c in codes if c)
+    if _retryable is None:
+        try:  # run on its own: the table of the package it ships in
+            from coding_genesis.backends.failer import RETRYABLE_CODES
+
+            _retryable = frozenset(RETRYABLE_CODES)
+        except ImportError:  # pragma: no cover - a copy of the script alone
+            _retryable = frozenset()
+    return _retryable
+
+
 def _state_dir(explicit: str | None) -> str:
     if explicit:
         return explicit
     env = os.environ.get("GENESIS_FAILER_STATE_DIR")
     if env:
         return env
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "coding-genesis", "failer")
+    return os.path.join(tempfile.gettempdir(), f"coding-genesis-failer-{os.getuid()}")
 
 
-def _error_body(code: str, message: str, mode: str, retry: bool, **extra: Any) -> dict[str, Any]:
+def _error_body(code: str, message: str, mode: str, **extra: Any) -> dict[str, Any]:
+    retry = code in _retryable_codes()
     body: dict[str, Any] = {
         "status": "error",
         "error_code": code,
@@ -124,6 +154,28 @@ class _Run:
         )
 
 
+def _check_private(state_dir: str) -> None:
+    """The counters' directory must be ours and private (the temporary directory
+    is shared): a directory, not a symlink, owned by us, no access for others."""
+    info = os.lstat(state_dir)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise SystemExit(f"genesis-failer: {state_dir} is not a directory of ours; refusing it")
+    if info.st_mode & 0o077:
+        os.chmod(state_dir, 0o700)
+
+
+def _drop_stale(state_dir: str) -> None:
+    """Counters of requests given up (untouched for STATE_TTL_S) are removed."""
+    cutoff = time.time() - STATE_TTL_S
+    with contextlib.suppress(OSError), os.scandir(state_dir) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".count") or not entry.is_file(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+
+
 def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -> int:
     import fcntl
 
@@ -137,6 +189,8 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
     for level in reversed(missing):
         with contextlib.suppress(FileExistsError):
             os.mkdir(level, 0o700)
+    _check_private(state_dir)
+    _drop_stale(state_dir)
     path = os.path.join(state_dir, hashlib.sha256(key.encode()).hexdigest()[:32] + ".count")
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(path, flags, 0o600)
@@ -159,7 +213,6 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
             "TRANSIENT_ERROR",
             f"Simulated transient failure {attempt} of {n} (connection reset)",
             mode,
-            True,
         )
         body["details"]["attempt"] = attempt
         run.result(body, is_error=True, subtype="error_during_execution")
@@ -195,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", help="continue this session id")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
     parser.add_argument("--state-dir", help="where /fail-then-succeed keeps its counters")
+
     args, _unknown = parser.parse_known_args(argv)
 
     prompt = args.prompt
@@ -224,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if command == "fail":
-        body = _error_body("AGENT_ERROR", "Simulated agent failure for testing", mode, False)
+        body = _error_body("AGENT_ERROR", "Simulated agent failure for testing", mode)
         run.result(body, is_error=True, subtype="error_during_execution")
         sys.stderr.write("Error: AGENT_ERROR: Simulated agent failure for testing\n")
         return 1
@@ -234,7 +288,6 @@ def main(argv: list[str] | None = None) -> int:
             "RATE_LIMIT",
             "Rate limit exceeded (429). Please retry.",
             mode,
-            True,
             retry_after_seconds=30,
         )
         run.result(body, is_error=True, api_error_status=429)
@@ -256,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         number = None
     if number is None or number < 0 or number != number or number == float("inf"):
-        body = _error_body("INVALID_COMMAND", f"{mode}: expects a non-negative number", mode, False)
+        body = _error_body("INVALID_COMMAND", f"{mode}: expects a non-negative number", mode)
         run.result(body, is_error=True, subtype="error_during_execution")
         sys.stderr.write(f"Error: INVALID_COMMAND: {mode} expects a non-negative number\n")
         return 2

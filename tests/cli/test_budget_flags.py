@@ -54,8 +54,12 @@ def test_run_max_cost_stops_and_show_tells_why(
     out = capsys.readouterr().out
     assert "status    1 budget_exceeded" in out
     assert "usage: 4000 tokens (in 2000, out 2000, cache read 0, cache write 0)" in out
-    assert "$0.0360 (computed)" in out
-    assert "budget: stopped - max_cost_usd=0.03" in out
+    # Issue 28: money in fixed decimals with its currency, the CLI's flags by name, and
+    # "shared" only for a budget given to more than one agent or batch.
+    assert "0.0360 USD (computed)" in out
+    assert "budget: stopped - --max-cost 0.0300 USD" in out
+    assert "budget exceeded: --max-cost 0.0300 USD (used 0.0360 USD, 0.0060 USD over)" in out
+    assert "shared" not in out
     assert "Category: budget_exceeded" in out
 
 
@@ -116,6 +120,12 @@ def test_run_many_shares_one_budget_across_the_batch(tmp_path: Path) -> None:
     assert outcomes == {"stopped", "not_started"}, [r["message"] for r in results]
     assert all(r["error"] == "budget_exceeded" for r in results)
     assert "budget_exceeded" in done.stderr
+    # Issue 28: the summary tells the runs the budget stopped from those it never started.
+    stopped = sum(r["budget"]["outcome"] == "stopped" for r in results)
+    assert done.stderr.splitlines()[-1] == (
+        f"genesis run-many: 0 succeeded, 0 failed, {stopped} stopped, {6 - stopped} not started"
+    )
+    assert "shared budget exceeded" in done.stderr  # one budget for the whole batch
     for fake in fakes:
         assert_tree_gone(fake)
 

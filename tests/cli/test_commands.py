@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +162,7 @@ def test_doctor_finds_the_cli_and_its_version_and_never_prints_a_secret(
     }
     assert checks["credentials"]["detail"] == "$ANTHROPIC_API_KEY is set"
     assert {c["check"] for c in report["checks"] if c["backend"] == "*"} == {
+        "exposed env",  # issue 28: said once for every backend, not per backend
         "cleanup",
         "transcripts",
     }
@@ -222,8 +227,9 @@ def test_doctor_checks_every_backend_by_default(
     monkeypatch.delenv("GENESIS_CLAUDE_PATH", raising=False)
     for name in ("CLAUDE", "CODEX", "GEMINI", "OPENCODE", "QWEN"):
         monkeypatch.delenv(f"GENESIS_{name}_PATH", raising=False)
+    monkeypatch.delenv("GENESIS_BACKEND", raising=False)
     code, report = doctor(capsys)
-    assert code == 1
+    assert code == 0  # issue 28: none named, and one (the failer) can run
     assert report["can_run"] == {
         "claude": False,
         "codex": False,
@@ -233,6 +239,13 @@ def test_doctor_checks_every_backend_by_default(
         "qwen": False,
     }
     assert main(["doctor", "-b", "failer"]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "--strict"]) == 1  # any FAIL at all
+    capsys.readouterr()
+    monkeypatch.setenv("GENESIS_BACKEND", "claude")  # the one `genesis run` would use
+    assert main(["doctor", "--json"]) == 1
+    capsys.readouterr()
+    assert main(["doctor", "--json", "-b", "failer"]) == 0  # --backend names it
     capsys.readouterr()
     assert main(["doctor", "--cli-path", "/x"]) == 2
     assert "--cli-path needs exactly one --backend" in capsys.readouterr().err
@@ -279,3 +292,63 @@ def test_argument_errors_say_what_is_allowed(
         main(argv)
     assert exc.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_doctor_reads_codex_credentials_as_codex_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28: the provider selected in $CODEX_HOME/config.toml reads its ``env_key``."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        'model_provider = "house"\n[model_providers.house]\nenv_key = "HOUSE_KEY"\n'
+    )
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("HOUSE_KEY", SECRET)
+    _, report = doctor(capsys, "-b", "codex")
+    credentials = rows(report, "codex")["credentials"]
+    assert credentials["status"] == "ok", credentials
+    assert credentials["detail"] == "$HOUSE_KEY is set (provider house)"
+    monkeypatch.delenv("HOUSE_KEY")
+    _, report = doctor(capsys, "-b", "codex")
+    credentials = rows(report, "codex")["credentials"]
+    assert credentials["status"] == "warn" and "HOUSE_KEY" in credentials["detail"]
+    assert "OPENAI_API_KEY" not in credentials["detail"] + credentials["fix"]
+    assert SECRET not in json.dumps(report)
+
+
+def test_doctor_states_a_warning_once_and_fits_80_columns(tmp_path: Path) -> None:
+    """Issue 28: the exposed-credentials warning once (not per backend); at 80 columns no line
+    is longer, and no text is wrapped one to three words a line."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "COLUMNS": "80",
+        "ANTHROPIC_API_KEY": SECRET,
+        "OPENAI_API_KEY": SECRET,
+        "GENESIS_TRANSCRIPTS": "off",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", "doctor"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr  # the failer can run
+    lines = done.stdout.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
+    assert sum("exposed env" in line for line in lines) == 1
+    assert SECRET not in done.stdout
+    # A paragraph (a check's detail, or its fix) goes on while the next line is indented
+    # deeper than a check's row: each of its lines but the last holds more than three words
+    # (or the next word would not have fitted on it: a long path or name).
+    for line, following in itertools.pairwise(lines):
+        continues = following.startswith(" " * 21) and not following.strip().startswith("fix:")
+        if continues and line.startswith("  "):
+            words = line.split()
+            text = words[2:] if not line.startswith(" " * 21) else words
+            next_word = following.split()[0]
+            assert len(text) > 3 or len(line) + 1 + len(next_word) > 80, (line, following)

@@ -40,7 +40,8 @@ def test_results_in_input_order_with_bad_lines_answered(tmp_path: Path) -> None:
         "",
         json.dumps(["a list"]),
         json.dumps({"prompt": "/rate-limit", "backend": "failer"}),
-        json.dumps({"prompt": "hello"}),  # no backend
+        # No backend: $GENESIS_BACKEND, else claude, as `genesis run` (issue 28); not installed.
+        json.dumps({"prompt": "hello"}),
         json.dumps({"prompt": "/partial", "backend": "failer", "timeout": 10}),
         json.dumps({"prompt": "hello", "backend": "failer", "name": "last"}),
     ]
@@ -56,14 +57,14 @@ def test_results_in_input_order_with_bad_lines_answered(tmp_path: Path) -> None:
         (64, "invalid_request"),
         (64, "invalid_request"),
         (1, "cli_error"),
-        (64, "invalid_request"),
+        (127, "not_found"),
         (1, "incomplete"),
         (0, None),
     ]
     assert (results[0]["agent"], results[7]["agent"]) == ("first", "last")
     assert results[2]["message"].startswith("line 3: invalid JSON")
     assert results[3]["message"] == "line 5: expected a JSON object, got list"
-    assert "backend" in results[5]["message"]
+    assert "claude CLI not found" in results[5]["message"]
     progress = [line for line in done.stderr.splitlines() if line.startswith("[")]
     assert len(progress) == 8
     assert sorted(int(line.split("#")[1].split()[0]) for line in progress) == list(range(8))
@@ -102,8 +103,15 @@ def test_ctrl_c_stops_every_tree(tmp_path: Path) -> None:
     )
     out, err = interrupt_once_running(proc, 3)
     assert proc.returncode == 130, err
-    assert "cancelled after 0/3 runs" in err
-    assert out == ""
+    # Issue 28: every result so far is printed (here: each run cancelled), then the summary.
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [r["index"] for r in results] == [0, 1, 2]
+    assert {(r["status"], r["error"], r["failure"]["category"]) for r in results} == {
+        (130, "cancelled", "cancelled")
+    }
+    assert err.splitlines()[-1] == (
+        "genesis run-many: 0 succeeded, 0 failed, 3 cancelled (stopped by Ctrl-C)"
+    )
     assert marked_processes() == []
 
 
@@ -221,5 +229,40 @@ def test_ctrl_c_deletes_the_spill_file(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
-    assert out == ""
+    # Issue 28: the quick results that waited are printed too, in input order.
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [(r["index"], r["status"]) for r in results] == [(0, 130), (1, 0), (2, 0), (3, 0)]
     assert spill_dirs(tmp) == []
+
+
+def test_flags_and_environment_give_the_lines_their_defaults(tmp_path: Path) -> None:
+    """Issue 28: --backend, --model, --timeout... for the lines that do not set them, and
+    $GENESIS_BACKEND as `genesis run` reads it; a line's own setting wins."""
+    lines = [
+        json.dumps({"prompt": "hello"}),
+        json.dumps({"prompt": "/timeout 5", "timeout": 0.5}),  # its own timeout wins
+        json.dumps({"prompt": "/timeout 5"}),  # --timeout 30: long enough
+    ]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(lines) + "\n")
+    done = run_many(str(batch), "--backend", "failer", "--timeout", "30", "--model", "m-1")
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["backend"], r["status"]) for r in results] == [
+        ("failer", 0),
+        ("failer", 124),
+        ("failer", 0),
+    ], done.stderr
+    assert results[1]["timeout_s"] == 0.5 and results[2]["timeout_s"] == 30
+    assert done.stderr.splitlines()[-1] == "genesis run-many: 2 succeeded, 1 failed"
+    env = {**os.environ, "GENESIS_BACKEND": "failer"}
+    from_env = subprocess.run(
+        [*GENESIS, "run-many", "-", "-q"],
+        input=json.dumps({"prompt": "hello"}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert from_env.returncode == 0, from_env.stderr
+    assert json.loads(from_env.stdout)["backend"] == "failer"

@@ -116,7 +116,9 @@ def test_ctrl_c_stops_the_whole_tree_says_what_was_done_and_exits_130(
             {"hang": True},
         ]
     )
-    terminal = start(terminals, fake, tmp_path)
+    # A grace long enough that the stopping phase (the grandchild sits out its
+    # SIGTERM) is on the screen when the second Ctrl-C comes, however loaded the machine.
+    terminal = start(terminals, fake, tmp_path, "--grace", "3")
     assert terminal.wait_for("running Bash: sleep 600"), terminal.screen
     assert any("child" in r for r in _records_when(fake, "child")), "grandchild never started"
     assert marked_processes([fake.mark])  # the CLI and its grandchild are running
@@ -130,7 +132,7 @@ def test_ctrl_c_stops_the_whole_tree_says_what_was_done_and_exits_130(
     screen = terminal.screen
     assert "genesis run: stopped by Ctrl-C after" in screen
     assert "process tree stopped" in screen
-    assert "so far: 1 tool call(s) (Bash)" in screen
+    assert "so far: 1 tool call (Bash)" in screen  # issue 28: singular and plural
     assert f"session {SESSION}" in screen
     assert "was running: Bash: sleep 600" in screen
     assert "Traceback" not in screen
@@ -161,3 +163,32 @@ def test_quiet_draws_no_panel_on_a_terminal(tmp_path: Path, terminals: list[Term
     assert "quiet answer" in terminal.screen
     assert "tool calls" not in terminal.screen
     assert "genesis: ok" not in terminal.screen
+
+
+def test_budget_and_cost_read_once_as_a_terminal_shows_them(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """Issue 28: a single agent's budget stop is no "shared budget"; money in fixed decimals with
+    its currency (never ``7e-05`` nor ``0.0030549999999999996``); counts in the singular or
+    plural; the command line's flags by name."""
+    from tests.observers.test_metering import streaming_script
+
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script(streaming_script())
+    env = {**fake.env(), "FAKE_CLI_SESSION": SESSION, "GENESIS_TRANSCRIPTS": str(tmp_path / "runs")}
+    terminal = Terminal(
+        ["run", "-b", "claude", "--cli-path", fake.path, "--budget-tool-calls", "1", "go"],
+        env=env,
+        cols=220,  # one line each: the assertions read whole lines
+    )
+    terminals.append(terminal)
+    assert terminal.wait() == 1, terminal.screen
+    screen = terminal.screen
+    said = "budget exceeded: --budget-tool-calls 1 (used 2 tool calls, 1 tool call over)"
+    assert said in screen, screen
+    assert "budget: stopped - --budget-tool-calls 1 - " + said in screen
+    assert "shared" not in screen
+    assert "tool calls over" not in screen and "tool call(s)" not in screen
+    assert "e-0" not in screen and "99999" not in screen
+    assert " USD" in screen  # the cost, with its currency
+    assert "max_tool_calls=" not in screen and "prices=" not in screen

@@ -173,7 +173,25 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
         FailureCategory.NOT_FOUND,
         "text",
     ),
-    ({"error": "cli_error", "message": "Prompt is too long"}, FailureCategory.INVALID_TASK, "text"),
+    (
+        {"error": "cli_error", "message": "Prompt is too long"},
+        FailureCategory.CONTEXT_OVERFLOW,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "api_error_status": 400, "message": "prompt is too long"},
+        FailureCategory.CONTEXT_OVERFLOW,
+        "API status",
+    ),
+    (
+        {"error": "cli_error", "message": "context_length_exceeded"},
+        FailureCategory.CONTEXT_OVERFLOW,
+        "text",
+    ),
+    ({"error": "busy"}, FailureCategory.BUSY, "runner"),
+    ({"error": "degraded"}, FailureCategory.DEGRADED, "runner"),
+    ({"error": "cancelled"}, FailureCategory.CANCELLED, "runner"),
+    ({"error": "usage_limit"}, FailureCategory.NOT_STARTED, "runner"),
     (
         {"error": "cli_error", "message": "Cannot both keep and delete: contradictory"},
         FailureCategory.INVALID_TASK,
@@ -348,7 +366,7 @@ def _result(**fields: Any) -> RunResult:
         ({"message": "Claude AI usage limit reached|1767225600"}, "rate_limit"),
         ({"message": "API Error: Request timed out."}, "network"),
         ({"message": "API Error: Unable to connect to API (ConnectionRefused)"}, "network"),
-        ({"message": "Prompt is too long"}, "invalid_task"),
+        ({"message": "Prompt is too long"}, "context_overflow"),
         ({"message": "Invalid API key", "api_error_status": 401}, None),  # the status decides
         ({"message": "all good"}, None),
     ],

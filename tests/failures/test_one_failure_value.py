@@ -89,6 +89,10 @@ def test_failer_failures_agree_in_every_view(
         "reason"
     ]
     assert assert_one_truth(response) is retryable
+    details = (response["data"] or {}).get("details")
+    if details is not None:
+        # Issue 28: the failer's own body says what the failure value says, from one table.
+        assert details["retry_recommended"] is retryable, details
     if policy is not None:
         # The policy acted on that answer: retried what is retryable, not the rest.
         assert (response["retry_count"] > 0) is retryable

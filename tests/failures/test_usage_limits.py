@@ -159,7 +159,7 @@ async def test_a_batch_past_its_deadline_does_not_start_queued_requests(tmp_path
     for result in results[1:]:
         assert result["status"] == 69 and result["error"] == "usage_limit"
         assert "not started" in result["message"]
-        assert result["failure"]["category"] == "rate_limit"
+        assert result["failure"]["category"] == "not_started"  # issue 28: its own name
         assert result["failure"]["retry_at"] == iso_utc(int(reset), "seconds", zulu=True)
     assert all(not f.records() for f in queued)  # nothing was started
 

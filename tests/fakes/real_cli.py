@@ -193,15 +193,17 @@ def claude_env(
     base_url: str,
     home: str | os.PathLike[str],
     *,
-    max_retries: int = 1,
+    max_retries: int | None = 1,
     api_timeout_ms: int = 20_000,
     marker: str | None = None,
     extra: Mapping[str, str] | None = None,
     base_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Environment for ``claude`` talking to the fake server at ``base_url``
-    (``http://127.0.0.1:PORT``, no ``/v1``). ``home`` becomes ``HOME`` (created if missing)."""
+    (``http://127.0.0.1:PORT``, no ``/v1``). ``home`` becomes ``HOME`` (created if missing).
+    ``max_retries=None``: claude's own default retries."""
     Path(home).mkdir(parents=True, exist_ok=True)
+    retries = {} if max_retries is None else {"CLAUDE_CODE_MAX_RETRIES": str(max_retries)}
     return _cli_env(
         base_env,
         {
@@ -209,7 +211,7 @@ def claude_env(
             "HOME": str(home),
             "ANTHROPIC_BASE_URL": base_url.rstrip("/").removesuffix("/v1"),
             "ANTHROPIC_API_KEY": "fake",
-            "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
+            **retries,
             "API_TIMEOUT_MS": str(api_timeout_ms),
         },
         marker,
@@ -247,14 +249,15 @@ def write_codex_home(
     base_url: str,
     *,
     model: str = "gpt-5.5",
-    request_max_retries: int = 0,
-    stream_max_retries: int = 1,
+    request_max_retries: int | None = 0,
+    stream_max_retries: int | None = 1,
     stream_idle_timeout_ms: int = 10_000,
 ) -> Path:
     """Create ``codex_home`` with a ``config.toml`` pointing codex at the fake server.
 
     ``base_url`` may be ``http://127.0.0.1:PORT`` or ``.../v1``. ``model`` should be one codex
     knows (``gpt-5.5``); an unknown one works but adds a non-fatal ``error`` item to the output.
+    A retry count of None leaves codex's own default.
     """
     home = Path(codex_home)
     home.mkdir(parents=True, exist_ok=True)
@@ -268,9 +271,17 @@ def write_codex_home(
         f'base_url = "{url}"\n'
         f'env_key = "{CODEX_API_KEY_ENV}"\n'
         'wire_api = "responses"\n'
-        f"request_max_retries = {int(request_max_retries)}\n"
-        f"stream_max_retries = {int(stream_max_retries)}\n"
-        f"stream_idle_timeout_ms = {int(stream_idle_timeout_ms)}\n",
+        + (
+            ""
+            if request_max_retries is None
+            else f"request_max_retries = {int(request_max_retries)}\n"
+        )
+        + (
+            ""
+            if stream_max_retries is None
+            else f"stream_max_retries = {int(stream_max_retries)}\n"
+        )
+        + f"stream_idle_timeout_ms = {int(stream_idle_timeout_ms)}\n",
         encoding="utf-8",
     )
     return home

@@ -22,4 +22,4 @@ Feature: Budgets - a run that spends too much is stopped mid-run
     When the agent processes the request
     Then nothing was started
     And the response contains key "error" with text containing "budget_exceeded"
-    And the failure is "budget_exceeded" and not retryable
+    And the failure is "not_started" and not retryable

@@ -4,6 +4,7 @@ whole tree within one event, and shared budgets over a batch."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -296,7 +297,9 @@ async def test_shared_budget_stops_a_batch_of_twenty(tmp_path: Any) -> None:
     assert "stopped" in outcomes and "not_started" in outcomes
     for r in results:
         assert r["error"] == "budget_exceeded", r["message"]
-        assert r["failure"]["category"] == "budget_exceeded"
+        # Issue 28: a run the spent budget never started has its own name.
+        never_started = r["budget"]["outcome"] == "not_started"
+        assert r["failure"]["category"] == ("not_started" if never_started else "budget_exceeded")
         assert r["budget"]["reason"]
         assert r["budget"]["shared"] is True
     never = [r for r in results if r["budget"]["outcome"] == "not_started"]
@@ -407,7 +410,9 @@ def test_budget_accounting_warnings_cache_and_refunds() -> None:
     assert not stop.requested
     run.charge(Usage(tokens=1001))
     assert stop.request is not None and stop.request.error == "budget_exceeded"
-    assert "max_tokens=1000 (used 1001 tokens, 1 tokens over)" in stop.request.message
+    assert (
+        "max_tokens=1000 (used 1001 tokens, 1 token over)" in stop.request.message
+    )  # issue 28: singular
     assert budget.spent["tokens"] == 1001
 
     cached = Budget(max_tokens=1000, include_cache=True).open_run("r2", None)
@@ -440,3 +445,26 @@ async def test_a_failing_decoded_tap_never_breaks_a_run(fake_claude: FakeCLI) ->
     assert result["status"] == 0 and result["message"] == "done"
     assert broken.calls == 1  # dropped at its first failure
     assert present(result["metering"])["turns"] == 1  # metering, another observer, went on
+
+
+@pytest.mark.anyio
+async def test_a_stopped_run_has_metering_s_usage_and_says_so(tmp_path: Path) -> None:
+    """Issue 28: a run stopped by its budget before the CLI's total has ``usage`` from metering
+    (not None while metering holds the tokens), ``usage_source`` says so, and a single agent's
+    budget is no "shared budget"."""
+    fake = FakeCLI(tmp_path)
+    result, _ = await _stopped_run(fake, Budget(max_tool_calls=1))
+    assert result["error"] == "budget_exceeded"
+    assert result["usage_source"] == "metering"
+    tokens = present(result["metering"])["tokens"]
+    assert present(result["usage"])["input_tokens"] == tokens["input"] > 0
+    assert present(result["usage"])["output_tokens"] == tokens["output"] > 0
+    assert "shared" not in result["message"] and present(result["budget"])["shared"] is False
+    assert "(used 2 tool calls, 1 tool call over)" in result["message"]
+
+    fake.script([{"answer": "ok"}])  # the fake CLI's answer reports its own usage: 3 in, 5 out
+    done = await fake.agent().run("hi")
+    assert done["usage_source"] == "cli" and present(done["usage"])["output_tokens"] == 5
+    fake.script([{"init": True}, {"exit": 1}])  # no usage at all
+    failed = await fake.agent().run("hi")
+    assert failed["usage_source"] == "unknown" and failed["usage"] is None

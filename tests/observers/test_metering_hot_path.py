@@ -69,11 +69,12 @@ async def test_unheard_per_message_usage_changes_nothing_in_the_result(
 
 
 async def test_result_usage_is_the_clis_total_never_one_message(fake_claude: FakeCLI) -> None:
-    """A run without the CLI's result line: ``usage`` stays unset (a message's
-    usage is not the run's), metering counts the messages."""
+    """A run without the CLI's result line: a message's usage is not the run's; metering
+    counts the messages, and (issue 28) ``usage`` is metering's sum of both, saying so."""
     fake_claude.script(_script(2, result=False))
     result = await fake_claude.agent().run("go")
-    assert result["usage"] is None
+    assert result["usage_source"] == "metering"
+    assert present(result["usage"])["input_tokens"] == 2000  # both messages, not one's 1000
     assert present(result["metering"])["tokens"]["input"] == 2000
     assert present(result["metering"])["turns"] == 2
 

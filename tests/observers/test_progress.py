@@ -76,7 +76,7 @@ def test_the_tracker_follows_a_run_with_retries_and_tools() -> None:
     feed(tracker, AttemptEvent("started", 2, {"resume_session": "sess-1"}))
     assert tracker.last_attempt == "attempt 2 (resuming the session)"
     lines = tracker.summary_lines()
-    assert lines[0] == "2 tool call(s) (Bash, Write), 1 failed"
+    assert lines[0] == "2 tool calls (Bash, Write), 1 failed"  # issue 28: plural said once
     assert "files: src/x.py" in lines
     assert "attempts: 2 (last: attempt 2 (resuming the session))" in lines
 
@@ -135,8 +135,12 @@ def test_the_panel_shows_usage_cost_and_the_budget() -> None:
         ),
     )
     assert tracker.budget_exceeded and tracker.cost_usd == 0.036
-    assert "usage 3000 tokens · $0.0360 · budget exceeded: budget exceeded" in draw(tracker, 140)
-    assert "budget exceeded: budget exceeded: max_cost_usd=0.03" in tracker.summary_lines()
+    # Issue 28: the cost with its currency; "budget exceeded" said once.
+    assert "usage 3000 tokens · 0.0360 USD · budget exceeded: max_cost_usd=0.03" in draw(
+        tracker, 140
+    )
+    assert "budget exceeded: max_cost_usd=0.03" in tracker.summary_lines()
+    assert not any("budget exceeded: budget" in line for line in tracker.summary_lines())
     # claude's result: its own total and cost replace the running sum.
     feed(tracker, UsageEvent({"input_tokens": 2000, "output_tokens": 2000}, 0.5))
     assert tracker.tokens == 4000 and tracker.cost_usd == 0.5

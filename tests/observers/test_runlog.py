@@ -298,3 +298,34 @@ def test_genesis_run_then_stats_as_processes(tmp_path: Path) -> None:
     assert stats["runs"] == 2 and stats["by_category"] == {
         "internal": {"count": 1, "share": 1.0, "rate": 0.5}
     }
+
+
+def test_cancelled_and_not_started_runs_are_counted_apart(tmp_path: Path) -> None:
+    """Issue 28: a Ctrl-C'd run and a run a spent budget never started are no failures."""
+    log = tmp_path / "runs.jsonl"
+    endings = [
+        ("ok", 0, None, None),
+        ("failed", 1, "auth", "cli_error"),
+        ("cancelled", 130, "cancelled", "cancelled"),
+        ("budget", 1, "not_started", "budget_exceeded"),
+        ("limit", 69, None, "usage_limit"),  # a record from before its category existed
+        ("old-cancel", 130, "unknown", "cancelled"),
+    ]
+    for run_id, status, category, error in endings:
+        response = {
+            "run_id": run_id,
+            "backend": "claude",
+            "status": status,
+            "is_error": status != 0,
+            "error": error,
+            "failure": {"category": category} if category else None,
+        }
+        append_run(log, run_record(response, now=NOW - 60))
+    stats = failure_stats(log, since_s=None, now=NOW)
+    assert stats["runs"] == 6 and stats["failures"] == 1
+    assert stats["cancelled"] == 2 and stats["not_started"] == 2
+    assert stats["by_category"] == {"auth": {"count": 1, "share": 1.0, "rate": 0.1667}}
+    text = format_stats(stats)
+    assert text.splitlines()[0] == (
+        "Runs in all time: 6, failed: 1 (16.7%), cancelled: 2, not started: 2"
+    )

@@ -164,8 +164,9 @@ def test_busy_agent_answers(fake_claude: FakeCLI, portal: BlockingPortal) -> Non
         time.sleep(0.005)
     busy = portal.call(agent.run, "second")
     assert first.result(timeout=10)["status"] == 0
-    assert_answered(busy, "invalid_task")
+    assert_answered(busy, "busy")  # issue 28: its own name, no longer invalid_task
     assert busy["status"] == 75
+    assert busy["failure"]["retryable"] is False
 
 
 # -- what the CLI does -------------------------------------------------------

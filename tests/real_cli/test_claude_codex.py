@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def run(agent: CodingGenesisAgent, prompt: str) -> tuple[dict[str, Any], Recorde
     return result, events
 
 
-def explain(result: dict[str, Any], events: Recorder | None = None) -> str:
+def explain(result: Mapping[str, Any], events: Recorder | None = None) -> str:
     """Failure context: the response without its bulky parts, and the event types."""
     shown = {k: v for k, v in result.items() if k not in ("usage",)}
     text = json.dumps(shown, indent=1, default=str)[:4000]
@@ -243,7 +244,9 @@ def test_tool_call(rig: Rig) -> None:
 @pytest.mark.parametrize(
     ("code", "category", "explains"),
     [
-        (401, "auth", {"claude": "Invalid API key (fake)", "codex": "Incorrect API key"}),
+        # claude's 401 is stopped at its first retry event (issue 28): its words are those of
+        # the event, ``authentication_failed``.
+        (401, "auth", {"claude": "authentication_failed", "codex": "Incorrect API key"}),
         (429, "rate_limit", {"claude": "rate limit", "codex": "Too Many Requests"}),
     ],
 )
@@ -258,7 +261,12 @@ def test_api_error(rig: Rig, code: int, category: str, explains: dict[str, str])
     assert_session_id(rig, result, events)
     statuses = [r.status for r in rig.server.model_requests()]
     assert statuses and set(statuses) == {code}, statuses
-    if rig.backend == "claude":
+    if rig.backend == "claude" and code == 401:
+        # Issue 28: stopped on the first retry event, before claude's second request.
+        assert result["stopped_on"] == "auth" and result["cli_retries"] == 1, explain(result)
+        assert len(statuses) == 1, explain(result)
+        assert result["api_error_status"] == code
+    elif rig.backend == "claude":
         # CLAUDE_CODE_MAX_RETRIES=1 (given through env=) reached the CLI: one retry, not ten.
         assert result["cli_retries"] == 1 and len(statuses) == 2, explain(result)
         assert result["api_error_status"] == code

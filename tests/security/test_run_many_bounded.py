@@ -62,7 +62,9 @@ def test_no_run_directory_for_a_request_cancelled_before_it_started(tmp_path: Pa
     )
     out, err = interrupt_once_running(proc, 2)
     assert proc.returncode == 130, err
-    assert out == ""
+    # Issue 28: every request is answered (here: cancelled), in order, after the stop.
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [(r["index"], r["error"]) for r in results] == [(i, "cancelled") for i in range(4)]
     assert marked_processes() == []
     # Two runs started, two never did: two run directories.
     assert len(list(transcripts.iterdir())) == 2

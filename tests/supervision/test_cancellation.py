@@ -9,11 +9,13 @@ must still run to its end, then the cancellation comes out.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coding_genesis import AgentState, CodingGenesisAgent
+from coding_genesis.observer import Observer, RunInfo, RunObserver
 from tests.support import EventLog, FakeCLI
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
 
@@ -160,3 +162,68 @@ async def test_repeated_task_cancel_during_a_timeout_stop(fake_claude: FakeCLI) 
     with pytest.raises(asyncio.CancelledError):
         await task
     _cancelled_cleanly(agent, log, fake_claude)
+
+
+@pytest.mark.anyio
+@asyncio_only
+@pytest.mark.timeout(15)
+async def test_a_cancelled_run_is_named_cancelled_and_says_how_far_it_got(
+    fake_claude: FakeCLI, tmp_path: Path
+) -> None:
+    """Issue 28: category ``cancelled`` (not ``unknown``: "no evidence matched", escalate), and
+    the answer says how far the run got."""
+    fake_claude.script(
+        [
+            {"init": True},
+            {
+                "emit": {
+                    "type": "assistant",
+                    "message": {
+                        "content": [
+                            {
+                                "type": "tool_use",
+                                "id": "t1",
+                                "name": "Write",
+                                "input": {"file_path": str(tmp_path / "done.txt")},
+                            }
+                        ]
+                    },
+                }
+            },
+            {
+                "emit": {
+                    "type": "user",
+                    "message": {
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]
+                    },
+                }
+            },
+            {"grandchild": HOLDER},
+            {"hang": True},
+        ]
+    )
+    finished: list[dict[str, Any]] = []
+
+    class Finish(RunObserver):
+        def finish(self, response: Any) -> None:
+            finished.append(dict(response))
+
+    class Keep(Observer):
+        def start(self, run: RunInfo) -> RunObserver:
+            return Finish()
+
+    agent = fake_claude.agent(timeout=30.0, grace=0.3, cwd=tmp_path, observers=[Keep()])
+    log = EventLog(agent)
+    task = asyncio.create_task(agent.run("go"))
+    await wait_for_record(fake_claude, "grandchild")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert log.of("run_finished")[-1]["cancelled"] is True
+    (response,) = finished
+    assert response["status"] == 130 and response["error"] == "cancelled"
+    assert response["failure"]["category"] == "cancelled"
+    assert response["failure"]["retryable"] is False
+    assert "made 1 tool call and changed 1 file (done.txt)" in response["message"]
+    assert "last tool that worked: Write" in response["message"]
+    assert_tree_gone(fake_claude)

@@ -676,3 +676,70 @@ def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> Non
     result = agent(fake, repo, tmp_path, carry_uncommitted=True).run_sync("go")
     assert result["status"] == 0 and present(result["worktree"])["carried_uncommitted"]
     assert (repo / ".git" / "index").read_bytes() == index
+
+
+def test_genesis_worktrees_prune_branches(repo: Path, tmp_path: Path) -> None:
+    """Issue 28: every isolated run leaves a branch; ``prune --branches`` removes those whose
+    commits another branch reaches (nothing is lost), the rest only with ``--force``;
+    ``--dry-run`` only lists them."""
+    fake = FakeCLI(tmp_path)
+    fake.script([{"write": "new.txt", "content": "n\n"}, {"answer": "ok"}])
+    with_work = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
+    fake.script([{"answer": "nothing written"}])
+    empty = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
+    assert sorted(our_branches(repo)) == sorted([with_work, empty])
+    env = {**os.environ, "GENESIS_LEDGER": str(tmp_path / "ledger")}
+    base = [sys.executable, "-m", "coding_genesis._cli.main", "worktrees", "prune", "-C", str(repo)]
+    base += ["--worktrees-dir", str(tmp_path / "worktrees"), "--branches"]
+
+    def genesis(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*base, *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=True
+        )
+
+    listed = genesis("--dry-run", "--json")
+    entries = {e["branch"]: e for e in map(json.loads, listed.stdout.splitlines())}
+    assert entries[empty]["unique"] == 0 and entries[with_work]["unique"] == 1
+    assert not any(e["removed"] for e in entries.values())
+    assert sorted(our_branches(repo)) == sorted([with_work, empty])  # a dry run removes nothing
+
+    said = genesis()
+    assert our_branches(repo) == [with_work]  # its commit is on no other branch: kept
+    assert f"branch {with_work}  kept: 1 commit(s) no other branch has" in said.stdout
+    git(repo, "branch", "merged-work", with_work)  # now another branch reaches its commit
+    genesis()
+    assert our_branches(repo) == []
+    assert git(repo, "show", "merged-work:new.txt") == "n\n"  # nothing was lost
+
+    fake.script([{"write": "lost.txt", "content": "l\n"}, {"answer": "ok"}])
+    alone = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
+    forced = genesis("--force")
+    assert our_branches(repo) == [] and f"branch {alone}  removed (1 commit(s)" in forced.stdout
+
+
+def test_genesis_run_names_the_branch_on_stderr_also_in_pipes(repo: Path, tmp_path: Path) -> None:
+    """Issue 28: an isolated run's branch (and its warnings) on stderr, not only on a terminal
+    or after a failure: a script needs the branch to find the work."""
+    env = {
+        **os.environ,
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_TRANSCRIPTS": "off",
+        "GENESIS_RUN_LOG": "off",
+        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "failer"),
+        "TMPDIR": str(tmp_path),
+    }
+    argv = ["run", "-b", "failer", "--isolate", "-C", str(repo), "hello"]
+    done = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "No failure mode specified" in done.stdout
+    [branch] = our_branches(repo)
+    assert f"branch: {branch} - " in done.stderr, done.stderr
+    assert "genesis: ok" not in done.stderr  # the rest of the summary stays for terminals
