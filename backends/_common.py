@@ -31,16 +31,25 @@ def preview(value: Any, limit: int = _PREVIEW) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
 
 
+#: Beyond this an integer is no number a JSON reader holds exactly (2**53 - 1).
+_MAX_SAFE_INT = 2**53 - 1
+
+
 def as_int(value: Any) -> int | None:
+    """An integer the CLI wrote (as a number or as digits), or ``None``; one
+    beyond ±2**53 - 1 is ``None`` too (``int("1" * 40)`` would break every
+    JSON writer downstream)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        number = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and len(value) < 40 and value.strip().lstrip("-").isdigit()
+    ):
+        number = int(value)
+    else:
+        return None
+    return number if -_MAX_SAFE_INT <= number <= _MAX_SAFE_INT else None
 
 
 def str_list(value: Any) -> Iterable[str]:

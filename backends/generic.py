@@ -28,8 +28,10 @@ placeholder is refused.  The placeholders are ``{model}``, ``{cwd}``,
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -232,18 +234,48 @@ _TOML_KEYS = frozenset(
 )
 
 
+#: The largest backends file read (a few tables: KiB).
+MAX_BACKENDS_FILE = 4 * 1024 * 1024
+
+
+def _read_regular(where: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit``: a FIFO never blocks
+    the open (``O_NONBLOCK``), a directory or device is refused.  (The same
+    checks as ``coding_genesis._util.files.read_regular``, which a backend
+    may not import: backends use public modules only.)"""
+    fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"too big ({st.st_size} bytes; at most {limit})")
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit and (more := os.read(fd, limit + 1 - len(data))):
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"too big (more than {limit} bytes)")
+    return data
+
+
 def load_backends_file(path: str | os.PathLike[str]) -> dict[str, GenericBackend]:
     """The generic backends a TOML file describes (``[backends.NAME]`` tables),
     checked; register them with :func:`~coding_genesis.backends.register_backend`.
     Any mistake is a :class:`ConfigError` naming the file and the backend."""
     where = os.fspath(path)
     try:
-        with open(where, "rb") as file:
-            data = tomllib.load(file)
+        text = _read_regular(where, MAX_BACKENDS_FILE).decode("utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise ConfigError(f"cannot read backends file {where!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"backends file {where!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"backends file {where!r} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"backends file {where!r} is nested too deep") from None
     tables = data.get("backends")
     unknown_top = sorted(set(data) - {"backends"})
     if not isinstance(tables, dict) or unknown_top:

@@ -1171,6 +1171,8 @@ def probe_memory(p: Params) -> Result:
     """In a fresh process: stream ``size`` bytes through the runner (or the bare
     loop); report peak RSS.  Runs as its own worker so nothing else counts."""
     which = p["which"]
+    if which in ("fat", "thin"):
+        return _probe_fat(p)
     repeat = p["body_repeat"]
     env = {"BENCH_FAKE_FILES": stream_files(p, repeat)}
     workdir = Path(p["workdir"])
@@ -1205,6 +1207,54 @@ def probe_memory(p: Params) -> Result:
         _check_run(_agent(cli, env).run_sync(PROMPT), lines)
         wall = time.perf_counter() - t0
     return {"peak_mib": peak_rss_mib(), "idle_mib": idle, "wall": wall}
+
+
+#: The fat line of the memory figure: this many empty lists in one tool input
+#: (``[],[],...``: 36 MB of stdout, ~770 MB if it were parsed).
+FAT_CONTAINERS = 12_000_000
+
+
+def _fat_file(workdir: Path, containers: int) -> Path:
+    """One claude ``tool_use`` line whose input holds ``containers`` empty lists."""
+    path = workdir / f"fat-{containers}.jsonl"
+    if not path.exists():
+        with path.open("wb") as fh:
+            fh.write(
+                b'{"type":"assistant","message":{"content":[{"type":"tool_use",'
+                b'"id":"fat","name":"Fat","input":{"items":['
+            )
+            block = b"[]," * 65536
+            left = containers - 1
+            while left > 0:
+                n = min(left, 65536)
+                fh.write(block[: 3 * n])
+                left -= n
+            fh.write(b"[]]}}]}}\n")
+    return path
+
+
+def _probe_fat(p: Params) -> Result:
+    """One run over the plain stream's head and tail around one line: the fat
+    line (``fat``) or a small line of the same shape (``thin``)."""
+    import coding_genesis.backends.claude  # noqa: F401  (imports coding_genesis too)
+
+    workdir = Path(p["workdir"])
+    s = p["stream"]
+    line = _fat_file(workdir, FAT_CONTAINERS if p["which"] == "fat" else 1000)
+    env = {"BENCH_FAKE_FILES": f"{s['head']}\n{line}\n{s['tail']}"}
+    idle = rss_mib()
+    t0 = time.perf_counter()
+    result = _agent(launcher(workdir), env).run_sync(PROMPT)
+    wall = time.perf_counter() - t0
+    skipped = 1 if p["which"] == "fat" else 0
+    if result["status"] != 0 or result["skipped_lines"] != skipped:
+        raise RuntimeError(f"fat-line run: status={result['status']} skipped={skipped}")
+    return {
+        "peak_mib": peak_rss_mib(),
+        "idle_mib": idle,
+        "wall": wall,
+        "line_mib": line.stat().st_size / MIB,
+    }
 
 
 def fig_memory(p: Params) -> Result:
@@ -1260,6 +1310,32 @@ def fig_memory(p: Params) -> Result:
                 f"{wall(key, 'runner'):.1f} s",
             )
         )
+    # A line of millions of tiny containers: skipped unparsed (issue 29).
+    for which in ("thin", "fat"):
+        params = {**p, "stream": workloads["plain"][1], "which": which}
+        probes.setdefault(("fat", which), []).append(_run_probe("probe_memory", params))
+        drop_transcripts()
+    fat_mib = probes["fat", "fat"][0]["line_mib"]
+    rows.append(
+        row(
+            "coding-genesis, one ordinary tool_use line (baseline)",
+            peak("fat", "thin"),
+            "MiB",
+            baseline=True,
+            note=f"after imports {idle('fat', 'thin'):.1f} MiB",
+        )
+    )
+    rows.append(
+        row(
+            f"coding-genesis, one {fat_mib:.0f} MiB line of {FAT_CONTAINERS / 1e6:.0f} M "
+            "empty lists (skipped: it would cost ~0.8 GB to hold)",
+            peak("fat", "fat"),
+            "MiB",
+            ratio=peak("fat", "fat") / peak("fat", "thin"),
+            note=f"+{peak('fat', 'fat') - peak('fat', 'thin'):.1f} MiB over the baseline "
+            f"(aim ≤ 3× the line, {3 * fat_mib:.0f} MiB)",
+        )
+    )
     plain_peak, big_peak = peak("plain", "runner"), peak("big", "runner")
     plain_ratio = plain_peak / peak("plain", "bare")
     return {
@@ -1275,7 +1351,9 @@ def fig_memory(p: Params) -> Result:
         ],
         "summary": f"peak RSS {plain_peak:.1f} MiB over {sizes['plain'][0] / 2**30:.2f} GiB of "
         f"ordinary events (bare loop {peak('plain', 'bare'):.1f}); {big_peak:.1f} MiB with "
-        f"{p['stream']['max_line'] / MIB:.0f} MiB lines (bare {peak('big', 'bare'):.1f})",
+        f"{p['stream']['max_line'] / MIB:.0f} MiB lines (bare {peak('big', 'bare'):.1f}); "
+        f"a {fat_mib:.0f} MiB line of tiny containers: {peak('fat', 'fat') / peak('fat', 'thin'):.2f}× "
+        "the run with an ordinary line",
         "rows": rows,
         "notes": [
             "`bare loop` = `Popen` + `for line in proc.stdout: orjson.loads(line)`; "

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from coding_genesis._util.numbers import MAX_SAFE_INT
+
 __all__ = ["Tokens", "normalize_usage"]
 
 
@@ -42,11 +44,13 @@ class Tokens:
 
 
 def _int(value: object) -> int:
+    """A count, or 0 for anything else: a negative number, NaN, and a number
+    beyond ``MAX_SAFE_INT`` (an over-64-bit int breaks every JSON writer)."""
     if type(value) is int:
-        return value if value > 0 else 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return value if 0 < value <= MAX_SAFE_INT else 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return max(0, int(value)) if value != float("inf") else 0
+    return int(value) if 0 < value <= MAX_SAFE_INT else 0  # NaN fails the test
 
 
 def normalize_usage(usage: Mapping[str, Any]) -> Tokens:
@@ -77,10 +81,10 @@ def normalize_usage(usage: Mapping[str, Any]) -> Tokens:
         and type(o) is int
         and type(r) is int
         and type(w) is int
-        and i >= 0
-        and o >= 0
-        and r >= 0
-        and w >= 0
+        and 0 <= i <= MAX_SAFE_INT
+        and 0 <= o <= MAX_SAFE_INT
+        and 0 <= r <= MAX_SAFE_INT
+        and 0 <= w <= MAX_SAFE_INT
     ):
         return Tokens(i, o, r, w)
     return Tokens(_int(i), _int(o), _int(r), _int(w))

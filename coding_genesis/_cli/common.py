@@ -9,10 +9,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from coding_genesis._util.display import printable, signal_name
+from coding_genesis._util.display import json_for_terminal, printable, signal_name
 
 __all__ = [
     "add_transcript_dir",
+    "for_stdout",
     "positive_seconds",
     "print_json",
     "status_exit_code",
@@ -69,12 +70,23 @@ def positive_seconds(text: str) -> float:
 
 
 def print_json(obj: object) -> None:
+    """``obj`` as indented JSON that never fails (see ``safe_dumps``)."""
     import orjson
 
-    sys.stdout.buffer.write(
-        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
-    )
+    from coding_genesis._observers.transcript import safe_dumps
+
+    data = safe_dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
+    sys.stdout.buffer.write(for_stdout(data))
     sys.stdout.flush()
+
+
+def for_stdout(data: bytes, tty: bool | None = None) -> bytes:
+    """JSON text for stdout: on a terminal its C1 and bidi controls escaped
+    (``json_for_terminal``: the same JSON), exact into a pipe or a file.
+    ``tty``: whether stdout is a terminal, when the caller asked once."""
+    if tty is None:
+        tty = sys.stdout.isatty()
+    return json_for_terminal(data) if tty else data
 
 
 def status_exit_code(status: int) -> int:

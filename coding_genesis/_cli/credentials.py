@@ -14,6 +14,10 @@ __all__ = ["Found", "cli_credentials", "codex_credentials"]
 Found = tuple[str, str, str]
 
 
+#: The largest CLI configuration file read (they are a few KiB).
+MAX_CONFIG = 4 * 1024 * 1024
+
+
 def _env_set(*names: str) -> list[str]:
     return [n for n in names if os.environ.get(n, "").strip()]
 
@@ -23,11 +27,12 @@ def _codex_provider(home: Path) -> tuple[str, str | None, str]:
     it: ``model_provider`` of ``$CODEX_HOME/config.toml`` (default ``openai``)."""
     import tomllib
 
+    from coding_genesis._util.files import read_regular
+
     config = home / "config.toml"
-    try:
-        with config.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
+    try:  # a regular file only (a FIFO would block), bounded; any damage: the default
+        doc = tomllib.loads(read_regular(config, MAX_CONFIG, follow=True).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # TOMLDecodeError, UnicodeDecodeError
         return "openai", None, "codex's default"
     name = doc.get("model_provider")
     provider = name if isinstance(name, str) and name else "openai"

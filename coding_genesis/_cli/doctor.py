@@ -161,9 +161,13 @@ def _claude_credentials() -> Check:
     if settings.is_file():
         import json
 
+        from coding_genesis._cli.credentials import MAX_CONFIG
+        from coding_genesis._util.files import read_regular
+
         try:
-            helper = bool(json.loads(settings.read_text()).get("apiKeyHelper"))
-        except (OSError, ValueError, AttributeError):
+            data = read_regular(settings, MAX_CONFIG, follow=True)
+            helper = bool(json.loads(data.decode("utf-8")).get("apiKeyHelper"))
+        except (OSError, ValueError, AttributeError, RecursionError):
             helper = False
     kept = [
         n

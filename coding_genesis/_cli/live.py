@@ -22,6 +22,7 @@ import anyio
 from coding_genesis._cli.common import stop_signal_name
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
+from coding_genesis._util.display import json_for_terminal
 from coding_genesis.events import Event
 from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
@@ -55,6 +56,10 @@ class EventWriter:
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
         self.broken = False
+        try:  # asked once: on a terminal, C1 and bidi controls are escaped
+            self._tty = out.isatty()
+        except (ValueError, OSError):
+            self._tty = False
 
     def __call__(self, event: Event) -> None:
         self.line(event.to_dict())
@@ -63,7 +68,8 @@ class EventWriter:
         if self.broken:
             return
         try:
-            self._out.write(safe_dumps(obj) + b"\n")
+            data = safe_dumps(obj) + b"\n"
+            self._out.write(json_for_terminal(data) if self._tty else data)
             self._out.flush()
         except (BrokenPipeError, ValueError, OSError):
             self.broken = True

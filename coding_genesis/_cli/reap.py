@@ -80,6 +80,15 @@ def handle(args: argparse.Namespace) -> int:
                     f"run {run.run_id}: {done} its worktree {run.worktree} (its branch stays)"
                 )
             )
+        if run.overlay:
+            done = "would remove" if args.dry_run else "removed"
+            print(printable(f"run {run.run_id}: {done} its settings overlay {run.overlay}"))
+        elif run.overlay_refused:
+            print(
+                printable(
+                    f"run {run.run_id}: left its settings overlay alone: {run.overlay_refused}"
+                )
+            )
     if ledger.ignored:
         print(
             f"ignored {ledger.ignored} entr{'y' if ledger.ignored == 1 else 'ies'} of "

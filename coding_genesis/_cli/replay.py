@@ -15,6 +15,9 @@ from coding_genesis._util.display import printable
 
 __all__ = ["detect_backend", "register"]
 
+#: The largest stdout file replayed (read whole).
+MAX_REPLAY_FILE = 4 << 30
+
 EXAMPLES = """\
 examples:
   genesis replay recordings/claude_429.jsonl            backend guessed from the stream
@@ -120,6 +123,7 @@ def _error(message: str) -> int:
 def _load(args: argparse.Namespace) -> _Input | str:
     from coding_genesis._cli.env import transcript_dir
     from coding_genesis._observers.records import RunLookupError, find_run, read_run
+    from coding_genesis._util.files import read_regular
 
     found = _Input()
     path = Path(os.path.expanduser(args.file))
@@ -144,7 +148,10 @@ def _load(args: argparse.Namespace) -> _Input | str:
         index = (args.attempt or len(files)) - 1
         if not 0 <= index < len(files):
             return f"run {record.run_id} has {len(files)} attempt(s); --attempt must be 1..{len(files)}"
-        found.stdout = files[index].read_bytes()
+        try:  # a regular file only: a FIFO planted there never hangs us
+            found.stdout = record.read_stdout(files[index])
+        except OSError as exc:
+            return f"run {record.run_id} is damaged: cannot read {files[index].name}: {exc}"
         found.backend = record.meta.get("backend")
         found.cwd = record.meta.get("cwd")
         timeout = record.meta.get("timeout")
@@ -157,23 +164,26 @@ def _load(args: argparse.Namespace) -> _Input | str:
             found.stderr = record.stderr()
         return found
     try:
-        found.stdout = path.read_bytes()
+        found.stdout = read_regular(path, MAX_REPLAY_FILE, follow=True)
+        rc_file = path.with_suffix(".rc")
+        rc_text = read_regular(rc_file, 4096, follow=True) if rc_file.exists() else None
+        err_file = path.with_suffix(".stderr")
+        err = read_regular(err_file, MAX_REPLAY_FILE, follow=True) if err_file.exists() else None
     except OSError as exc:
-        return f"cannot read {str(path)!r}: {exc.strerror or exc}"
-    rc_file = path.with_suffix(".rc")
-    if rc_file.exists():
-        text = rc_file.read_text().strip()
+        return f"cannot read {str(exc.filename or path)!r}: {exc.strerror or exc}"
+    if rc_text is not None:
+        text = rc_text.decode("utf-8", "replace").strip()
         try:
             found.exit_code = int(text)
         except ValueError:
             return f"{rc_file} should hold an exit code, found {text[:40]!r}"
-    err_file = path.with_suffix(".stderr")
-    if err_file.exists():
-        found.stderr = err_file.read_text("utf-8", "replace")
+    if err is not None:
+        found.stderr = err.decode("utf-8", "replace")
     return found
 
 
 def handle(args: argparse.Namespace) -> int:
+    from coding_genesis._util.files import read_regular
     from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
     from coding_genesis.errors import ConfigError
 
@@ -182,7 +192,8 @@ def handle(args: argparse.Namespace) -> int:
         return _error(loaded)
     if args.stderr is not None:
         try:
-            loaded.stderr = Path(args.stderr).read_text("utf-8", "replace")
+            data = read_regular(args.stderr, MAX_REPLAY_FILE, follow=True)
+            loaded.stderr = data.decode("utf-8", "replace")
         except OSError as exc:
             return _error(f"cannot read --stderr {args.stderr!r}: {exc.strerror or exc}")
     backend = args.backend or loaded.backend or detect_backend(loaded.stdout)

@@ -11,7 +11,13 @@ import tempfile
 from typing import IO, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import positive_seconds, stop_signal_name, usage_error, whole_number
+from coding_genesis._cli.common import (
+    for_stdout,
+    positive_seconds,
+    stop_signal_name,
+    usage_error,
+    whole_number,
+)
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -25,6 +31,9 @@ __all__ = [
     "run_until_signal",
     "with_cli_paths",
 ]
+
+#: The largest batch file read (read whole: one request per line).
+MAX_BATCH_FILE = 256 * 1024 * 1024
 
 EXAMPLES = """\
 examples:
@@ -222,21 +231,22 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    import orjson
-
     from coding_genesis._cli.env import backends_file
     from coding_genesis._cli.run import add_backends_file
+    from coding_genesis._observers.transcript import safe_dumps
+    from coding_genesis._util.files import NotARegularFile, read_regular
     from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 
     try:
         if args.file == "-":
             data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as fh:
-                data = fh.read()
+        else:  # a regular file (a FIFO would block: "-" reads a pipe), bounded
+            data = read_regular(args.file, MAX_BATCH_FILE, follow=True)
+    except NotARegularFile as exc:
+        return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
-        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror}")
+        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
     total = len(requests)
     try:
@@ -267,6 +277,7 @@ def handle(args: argparse.Namespace) -> int:
     tally = Tally()
     answered: set[int] = set()
     out = sys.stdout.buffer
+    tty = sys.stdout.isatty()
     in_order = None if args.unordered else InOrder(out)
     repeat = args.repeat
     total *= repeat
@@ -282,7 +293,7 @@ def handle(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        line = orjson.dumps(result) + b"\n"
+        line = for_stdout(safe_dumps(result) + b"\n", tty)
         if in_order is None:
             out.write(line)
         else:

@@ -7,7 +7,7 @@ import datetime as _dt
 import sys
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import add_transcript_dir, transcript_base, whole_number
+from coding_genesis._cli.common import add_transcript_dir, for_stdout, transcript_base, whole_number
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def _row(record: RunRecord) -> dict[str, Any]:
         "started": record.meta.get("started"),
         "backend": record.meta.get("backend"),
         "status": result.get("status") if record.result is not None else None,
-        "error": result.get("error"),
+        "error": f"damaged run directory ({'; '.join(record.damaged)})"
+        if record.damaged
+        else result.get("error"),
         "duration_s": result.get("duration_s"),
         "tool_calls": result.get("tool_calls"),
         "finished": record.result is not None,
@@ -90,9 +92,8 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    import orjson
-
     from coding_genesis._observers.records import list_runs
+    from coding_genesis._observers.transcript import safe_dumps
 
     base = transcript_base(args, "runs")
     if base is None:
@@ -101,10 +102,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.failed:
         records = [r for r in records if (r.result or {}).get("status", 1) != 0]
     records = records[: args.limit]
+    for record in records:
+        if record.damaged:  # said on stderr too, whatever the format
+            note = f"genesis runs: run directory {record.path} is damaged: "
+            print(printable(note + "; ".join(record.damaged)), file=sys.stderr)
     if args.json:
         out = sys.stdout.buffer
+        tty = sys.stdout.isatty()
         for record in records:
-            out.write(orjson.dumps(row(record)) + b"\n")
+            out.write(for_stdout(safe_dumps(row(record)) + b"\n", tty))
         out.flush()
         return 0
     if not records:

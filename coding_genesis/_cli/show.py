@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import add_transcript_dir, print_json, transcript_base
+from coding_genesis._cli.common import add_transcript_dir, for_stdout, print_json, transcript_base
 from coding_genesis._cli.render import budget_line, failure_report, tools_text, usage_line
 from coding_genesis._util.display import printable
 
@@ -86,6 +86,14 @@ def handle(args: argparse.Namespace) -> int:
     except RunLookupError as exc:
         print(printable(f"genesis show: error: {exc}"), file=sys.stderr)
         return 2
+    if record.damaged:
+        print(
+            printable(
+                f"genesis show: run directory {record.path} is damaged: "
+                + "; ".join(record.damaged)
+            ),
+            file=sys.stderr,
+        )
     if args.json:
         if record.result is None:
             print(
@@ -94,13 +102,14 @@ def handle(args: argparse.Namespace) -> int:
             return 1
         print_json(record.result)
         return 0
+    failed = 1 if record.damaged else 0
     if args.events:
         _print_events(record)
-        return 0
+        return failed
     if args.raw:
         for path in record.stdout_files():
-            _copy(path)
-        return 0
+            _copy(record, path)
+        return failed
     try:
         text = render(record)
     except Exception as exc:  # noqa: BLE001 (a damaged or planted run directory: say so, never a traceback)
@@ -114,7 +123,7 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 1
     print(printable(text))
-    return 0
+    return failed
 
 
 def _print_events(record: RunRecord) -> None:
@@ -124,20 +133,29 @@ def _print_events(record: RunRecord) -> None:
     from coding_genesis.backends import translator_for
 
     out = sys.stdout.buffer
+    tty = sys.stdout.isatty()
     for event, estimated in record.timed_events(translator_for):
         line = event.to_dict()
         if estimated:  # decoded from the raw stdout, which holds no times
             line["ts_estimated"] = True
-        out.write(safe_dumps(line) + b"\n")
+        out.write(for_stdout(safe_dumps(line) + b"\n", tty))
     out.flush()
 
 
-def _copy(path: Any) -> None:
+def _copy(record: RunRecord, path: Any) -> None:
+    """The raw bytes, exact into a pipe or a file; on a terminal, as text
+    without the controls that would drive it (``printable``)."""
+    import codecs
+
     out = sys.stdout.buffer
+    text = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
+    fh = record.open_file(path)  # a regular file only: a FIFO never hangs us
+    if fh is None:
+        return
     try:
-        with open(path, "rb") as fh:
+        with fh:
             while chunk := fh.read(1 << 20):
-                out.write(chunk)
+                out.write(chunk if text is None else printable(text.decode(chunk)).encode())
         out.flush()
     except FileNotFoundError:
         pass

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from coding_genesis._cli.common import usage_error
+from coding_genesis._cli.common import for_stdout, usage_error
 from coding_genesis._util.display import printable
 
 EXAMPLES = """\
@@ -122,7 +122,7 @@ def handle(args: argparse.Namespace) -> int:
         return 1
     for entry in found:
         if args.json:
-            sys.stdout.buffer.write(orjson.dumps(entry) + b"\n")
+            sys.stdout.buffer.write(for_stdout(orjson.dumps(entry) + b"\n"))
             continue
         state = "" if entry.get("exists", True) else " (missing)"
         print(printable(f"{entry['path']}  {entry.get('branch', '(detached)')}{state}"))

@@ -42,6 +42,7 @@ from coding_genesis._observers.prices import (
     context_window,
 )
 from coding_genesis._pipeline.tally import MAX_TOOL_TIMINGS
+from coding_genesis._util.numbers import is_bad_number, safe_count
 from coding_genesis.events import Event, EventKind, TextEvent
 from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 from coding_genesis.run_events import BudgetEvent
@@ -227,8 +228,10 @@ class _MeterRun(RunObserver):
                     window = data.get("contextWindow")
                     per_model[str(model)] = (
                         normalize_usage(data),
-                        float(cost) if isinstance(cost, int | float) else None,
-                        window if isinstance(window, int) else None,
+                        float(cost)
+                        if isinstance(cost, int | float) and not is_bad_number(cost)
+                        else None,
+                        safe_count(window) or None,
                     )
             attempt.final_by_model = per_model
         if event.cost_usd is not None:

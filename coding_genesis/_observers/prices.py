@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from coding_genesis._util.files import read_regular
+from coding_genesis._util.numbers import MAX_SAFE_INT
 from coding_genesis.errors import ConfigError
 
 __all__ = [
@@ -63,12 +65,22 @@ class ModelPrice:
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
-                or value < 0
+                or not 0 <= value <= MAX_SAFE_INT
             ):
-                raise ConfigError(f"price {name} must be a finite number >= 0, got {value!r}")
+                raise ConfigError(
+                    f"price {name} must be a finite number from 0 to {MAX_SAFE_INT}, got {value!r}"
+                )
         window = self.context_window
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
-            raise ConfigError(f"context_window must be an integer, got {window!r}")
+        if window is not None and (
+            isinstance(window, bool)
+            or not isinstance(window, int)
+            or not 0 < window <= MAX_SAFE_INT
+        ):
+            # A negative window gave a negative context fraction; a huge one an
+            # integer no JSON writer takes.
+            raise ConfigError(
+                f"context_window must be an integer from 1 to {MAX_SAFE_INT}, got {window!r}"
+            )
 
     @classmethod
     def parse(cls, value: object) -> ModelPrice:
@@ -125,7 +137,9 @@ PRICES: dict[str, ModelPrice] = {
     "codex-mini": _openai(1.5, 6.0, 0.375, 200_000),
 }
 
-_SUFFIX = re.compile(r"\[(\d+)([km])\]$", re.I)
+#: A model's ``[1m]`` window suffix (the model name comes from the CLI: at
+#: most 9 digits, so the window stays a number every JSON writer takes).
+_SUFFIX = re.compile(r"\[(\d{1,9})([km])\]$", re.I)
 
 
 def _base(model: str) -> str:
@@ -173,14 +187,22 @@ class PriceTable:
         return found
 
 
+#: The largest price file read (a price table is a few KiB).
+MAX_PRICE_FILE = 4 * 1024 * 1024
+
+
 def load_prices(path: str | os.PathLike[str]) -> dict[str, ModelPrice]:
     """A price-table override from a JSON file ``{"model-prefix": {"input": 3.0,
     "output": 15.0, ...}}`` (USD per million tokens); a ConfigError when bad."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the price file {os.fspath(path)!r}: {exc}") from None
+        # A regular file only (a FIFO would block), bounded; deep nesting is
+        # a RecursionError in ``json``, a usage error here.
+        data = json.loads(read_regular(path, MAX_PRICE_FILE, follow=True).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        if isinstance(exc, RecursionError):
+            reason = "nested too deep"
+        raise ConfigError(f"cannot read the price file {os.fspath(path)!r}: {reason}") from None
     if not isinstance(data, dict):
         raise ConfigError("the price file must hold a JSON object of model prefix -> price")
     return {str(k): ModelPrice.parse(v) for k, v in data.items()}

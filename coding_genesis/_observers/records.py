@@ -1,6 +1,13 @@
 """Run transcripts read back: a run directory as ``genesis runs``, ``show``
 and ``replay`` see it (the layout is :mod:`coding_genesis._observers.transcript`'s).
 
+Every file of a run directory is opened as one another user or a hostile
+CLI may have planted (``open_regular``: non-blocking, no link followed, a
+regular file only, bounded): a FIFO named ``meta.json`` never hangs a
+reader, a link to ``/dev/zero`` is never read.  A file there that cannot be
+read so makes the record *damaged* (:attr:`RunRecord.damaged` says which and
+why), and the commands say so.
+
 Decoding a recorded stdout needs its backend's translator: the reader is
 handed a ``translators`` function (backend name → a fresh translator) by its
 caller, so this layer never reaches up to the backend registry.
@@ -17,7 +24,9 @@ in the stdout: in order, never before its attempt began nor after it ended.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +38,7 @@ import orjson
 from coding_genesis._observers.transcript import ENDED, EVENTS, LAYOUT, META, RESULT, STDERR
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._util.files import NotARegularFile, open_regular, read_regular
 from coding_genesis.events import Event, EventKind
 from coding_genesis.run_events import event_from_dict
 
@@ -53,6 +63,9 @@ class RunRecord:
     result: dict[str, Any] | None
     #: Set by the sweep when it found the runner dead: ``ended_by``, ``found_ts``...
     ended: dict[str, Any] | None = None
+    #: What makes the directory damaged: ``"result.json: not a regular file"``...
+    #: (a file that is there but could not be read as what it should be).
+    damaged: tuple[str, ...] = ()
 
     @property
     def run_id(self) -> str:
@@ -114,10 +127,10 @@ class RunRecord:
 
     def recorded_events(self) -> Iterator[Event]:
         """The events written to events.jsonl, typed (see :func:`event_from_dict`)."""
-        path = self.path / EVENTS
-        if not path.exists():
+        fh = _open(self.path / EVENTS)
+        if fh is None:
             return
-        with path.open("rb") as fh:
+        with fh:
             for line in _bounded_lines(fh, MAX_EVENT_LINE):
                 with contextlib.suppress(orjson.JSONDecodeError, ValueError, TypeError):
                     obj = orjson.loads(line)
@@ -154,8 +167,11 @@ class RunRecord:
         run_id = started.run_id if started is not None else self.run_id
         ts = started.ts if started is not None else self.started
         seq = started.seq if started is not None else 0
+        fh = _open(path)  # a regular file only: a FIFO planted there never hangs us
+        if fh is None:
+            return
         try:
-            with path.open("rb") as fh:
+            with fh:
                 total = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
                 fh.seek(0)
                 span = max(0.0, (until if until is not None else ts) - ts)
@@ -176,11 +192,23 @@ class RunRecord:
             return
 
     def stderr(self) -> str:
+        fh = _open(self.path / STDERR)
+        if fh is None:
+            return ""
         try:
-            with open(self.path / STDERR, "rb") as fh:
+            with fh:
                 return fh.read(MAX_JSON_READ).decode("utf-8", "replace")
         except OSError:
             return ""
+
+    def open_file(self, path: Path) -> io.BufferedReader | None:
+        """A file of the run directory opened for reading, if it is a regular
+        file (a FIFO or a link: None, never a hang)."""
+        return _open(path)
+
+    def read_stdout(self, path: Path) -> bytes:
+        """One recorded stdout file whole (``OSError`` when it is no regular file)."""
+        return read_regular(path, MAX_STDOUT_READ)
 
 
 #: The most of meta.json / result.json that is read back (they are small;
@@ -188,18 +216,39 @@ class RunRecord:
 MAX_JSON_READ = 16 << 20
 #: The longest events.jsonl line read back; a longer one is skipped unread.
 MAX_EVENT_LINE = 64 << 20
+#: The largest recorded stdout read whole (``replay``; the transcript's cap
+#: is 1 GiB by default).
+MAX_STDOUT_READ = 4 << 30
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _open(path: Path) -> io.BufferedReader | None:
+    """``path`` opened for reading if it is a regular file (see the module
+    doc), else None."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_JSON_READ + 1)
-        if len(data) > MAX_JSON_READ:
-            return None
-        obj = orjson.loads(data)
-    except (OSError, orjson.JSONDecodeError):
+        return os.fdopen(open_regular(path), "rb")
+    except OSError:
         return None
-    return obj if isinstance(obj, dict) else None
+
+
+def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The object in a small JSON file, and why it is damaged (None: fine,
+    or not there at all)."""
+    try:
+        data = read_regular(path, MAX_JSON_READ)
+    except FileNotFoundError:
+        return None, None
+    except NotARegularFile as exc:
+        reason = "too big" if "too big" in str(exc) else "not a regular file"
+        return None, f"{path.name}: {reason}"
+    except OSError as exc:
+        return None, f"{path.name}: {exc.strerror or exc}"
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None, f"{path.name}: not JSON"
+    if not isinstance(obj, dict):
+        return None, f"{path.name}: not a JSON object"
+    return obj, None
 
 
 def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
@@ -218,10 +267,15 @@ def _bounded_lines(fh: Any, limit: int) -> Iterator[bytes]:
 
 
 def read_run(path: Path) -> RunRecord | None:
-    meta = _read_json(path / META)
-    if meta is None:
+    """The run in ``path``; None when it has no meta.json at all.  A meta.json
+    that cannot be read gives a damaged record with an empty ``meta``."""
+    meta, bad_meta = _read_json(path / META)
+    if meta is None and bad_meta is None:
         return None
-    return RunRecord(path, meta, _read_json(path / RESULT), _read_json(path / ENDED))
+    result, bad_result = _read_json(path / RESULT)
+    ended, bad_ended = _read_json(path / ENDED)
+    damaged = tuple(d for d in (bad_meta, bad_result, bad_ended) if d is not None)
+    return RunRecord(path, meta or {}, result, ended, damaged)
 
 
 def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
@@ -277,6 +331,7 @@ def find_run(base: Path, ref: str) -> RunRecord:
         shown = ", ".join(sorted(p.name[:12] for p in matches)[:5])
         raise RunLookupError(f"{ref!r} matches {len(matches)} runs ({shown}...): give more digits")
     record = read_run(matches[0])
-    if record is None:
-        raise RunLookupError(f"{matches[0]} has no readable meta.json")
+    if record is None or not record.meta:
+        why = f" ({'; '.join(record.damaged)})" if record is not None and record.damaged else ""
+        raise RunLookupError(f"{matches[0]} has no readable meta.json{why}")
     return record

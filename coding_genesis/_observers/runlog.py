@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import re
+import stat
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -28,7 +29,7 @@ from typing import Any
 import orjson
 
 from coding_genesis._util.clock import iso_utc
-from coding_genesis._util.files import FILE_FLAGS, private_dir
+from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, open_regular, private_dir
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
@@ -155,9 +156,12 @@ def append_run(path: Path, record: Mapping[str, Any], *, max_bytes: int = MAX_BY
         line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS) + b"\n"
         private_dir(path.parent)
         _rotate(path, max_bytes)
-        # Never through a symlink (another user's link to ~/.bashrc, say).
-        fd = os.open(path, FILE_FLAGS | os.O_APPEND, 0o600)
+        # Never through a symlink (another user's link to ~/.bashrc, say), and
+        # never blocked by a FIFO planted in its place (O_NONBLOCK: ENXIO).
+        fd = os.open(path, FILE_FLAGS | os.O_APPEND | os.O_NONBLOCK, 0o600)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotARegularFile(f"{path} is not a regular file")
             os.write(fd, line)
         finally:
             os.close(fd)
@@ -204,9 +208,14 @@ def read_runs(
     clock = time.time() if now is None else now
     start = clock - since_s if since_s is not None else -math.inf
     for part in (path.with_name(path.name + ".1"), path):
-        try:
-            fh = part.open("rb")
+        try:  # a regular file only: a FIFO in its place never hangs `genesis stats`
+            fh = os.fdopen(open_regular(part, follow=True), "rb")
         except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot read the run log %s: %s", part, exc)
+            if stats is not None:
+                stats["malformed"] += 1
             continue
         with fh:
             for line in fh:

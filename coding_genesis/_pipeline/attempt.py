@@ -137,7 +137,9 @@ class AttemptContext:
     environment before ``config.env``; ``stop`` is the run's stop handle (a
     stop asked for before the spawn refuses the attempt: nothing is started);
     ``message_usage``: what the translator makes of the usage a CLI reports
-    mid-stream (see :class:`~coding_genesis.backend.Translator`).
+    mid-stream (see :class:`~coding_genesis.backend.Translator`); ``on_overlay``
+    gets the settings overlay's directory as soon as it exists (the run
+    records it for the sweep: a SIGKILLed runner removes nothing).
     """
 
     routes: Routes | None = None
@@ -149,6 +151,7 @@ class AttemptContext:
     extra_env: Mapping[str, str] | None = None
     stop: StopHandle | None = None
     message_usage: MessageUsage = "live"
+    on_overlay: Callable[[str], object] | None = None
 
 
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
@@ -180,7 +183,7 @@ async def run_attempt(
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
     spec = backend.build_command(request.attempt)
-    spec = open_overlay(spec)
+    spec = open_overlay(spec, tag=marker, on_open=context.on_overlay)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,
@@ -244,6 +247,6 @@ async def run_attempt(
         outcome,
         lines=decoder.lines,
         skipped_lines=decoder.skipped,
-        warnings=tuple(spec.warnings),
+        warnings=(*spec.warnings, *tally.number_warnings()),
         stop=stop,
     )

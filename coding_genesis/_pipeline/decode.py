@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from coding_genesis._pipeline.tally import RunTally, by_type
+from coding_genesis._util.numbers import clamp_fields
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth
 from coding_genesis.backend import Translator
-from coding_genesis.events import Event, ResultEvent, ToolCallEvent, UsageEvent
+from coding_genesis.events import CliRetryEvent, Event, ResultEvent, ToolCallEvent, UsageEvent
 
 __all__ = ["Decoder", "Handler", "Routes", "Watch"]
 
@@ -107,6 +108,35 @@ _BOUNDERS: dict[type[Event], Handler] = {
     UsageEvent: _bounder("usage"),
     ResultEvent: _bounder("permission_denials", "errors"),
 }
+
+
+#: The fields whose numbers the tally, metering and budgets read, per event
+#: type: a number out of range in them (or inside them) becomes None at the
+#: door, and the run's warnings name the field (``_util/numbers.py``).
+_COUNTED: dict[type[Event], tuple[str, ...]] = {
+    UsageEvent: ("usage", "cost_usd", "by_model", "messages"),
+    ResultEvent: ("num_turns", "duration_ms", "api_error_status"),
+    CliRetryEvent: ("attempt", "max_retries", "error_status", "retry_delay_ms"),
+}
+
+
+def _clamper(event_type: type[Event], names: tuple[str, ...], tally: RunTally) -> Handler:
+    warn = tally.bad_number
+    if issubclass(event_type, UsageEvent):
+
+        def clamp_usage(event: Any) -> None:
+            # A message's own usage (claude: one per assistant message, on the
+            # hot path) is only summed, by ``normalize_usage``, which takes a
+            # number out of range as 0; the run's totals are clamped here.
+            if event.message_id is None:
+                clamp_fields(event, names, warn)
+
+        return clamp_usage
+
+    def clamp(event: Any) -> None:
+        clamp_fields(event, names, warn)
+
+    return clamp
 
 
 class _Nobody:
@@ -223,6 +253,9 @@ class Decoder:
         bound = by_type(_BOUNDERS, event_type)
         if bound is not None:
             core.append(bound)
+        counted = by_type(_COUNTED, event_type)
+        if counted is not None:
+            core.append(_clamper(event_type, counted, self.tally))
         adder = by_type(self._adders, event_type)
         if adder is not None:
             core.append(adder)

@@ -10,6 +10,12 @@ touched.
 ``run_attempt`` is wrapped in :func:`overlay_scope` and calls
 :func:`open_overlay` on its command; :func:`materialised` is the same as a
 context manager (``genesis doctor``).
+
+A runner killed by SIGKILL runs no ``finally``: so the directory's name
+carries the run's marker (``genesis-overlay-<marker>-XXXXXXXX``) and the run
+wiring records its path in the run's ledger record as soon as it exists
+(``on_open``); the sweep of a dead runner's record removes it
+(:func:`is_own_overlay` says which directory may be removed).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import dataclasses
 import functools
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +38,9 @@ from coding_genesis.errors import ConfigError
 
 __all__ = [
     "OVERLAY_MARK",
+    "OVERLAY_PREFIX",
     "PLACEHOLDER",
+    "is_own_overlay",
     "materialised",
     "materialized",
     "open_overlay",
@@ -39,6 +48,8 @@ __all__ = [
 ]
 
 PLACEHOLDER = "{overlay}"
+#: The start of every overlay directory's name (in the temp directory).
+OVERLAY_PREFIX = "genesis-overlay-"
 #: The same, under the name the more-clis branch uses.
 OVERLAY_MARK = PLACEHOLDER
 
@@ -62,12 +73,18 @@ def _relative(name: str) -> PurePosixPath:
     return path
 
 
-def _write(spec: CommandSpec) -> tuple[str, CommandSpec]:
-    """The overlay directory and ``spec`` pointing at it."""
+def _write(
+    spec: CommandSpec, tag: str = "", on_open: Callable[[str], object] | None = None
+) -> tuple[str, CommandSpec]:
+    """The overlay directory and ``spec`` pointing at it; ``tag`` (the run's
+    marker) goes into its name, ``on_open`` hears its path once it exists."""
     names = [(_relative(name), data) for name, data in spec.overlay.items()]
-    root = tempfile.mkdtemp(prefix="genesis-overlay-")  # 0700, ours
+    prefix = f"{OVERLAY_PREFIX}{tag}-" if tag else OVERLAY_PREFIX
+    root = tempfile.mkdtemp(prefix=prefix)  # 0700, ours
     try:
         os.chmod(root, 0o700)
+        if on_open is not None:
+            on_open(root)
         for rel, data in names:
             target = os.path.join(root, *rel.parts)
             os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
@@ -102,18 +119,47 @@ def overlay_scope(body: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return scoped
 
 
-def open_overlay(spec: CommandSpec) -> CommandSpec:
+def open_overlay(
+    spec: CommandSpec, *, tag: str = "", on_open: Callable[[str], object] | None = None
+) -> CommandSpec:
     """``spec`` with its overlay written and ``{overlay}`` replaced, removed at
     the end of the enclosing :func:`overlay_scope`.  A spec without an overlay
-    is returned as is."""
+    is returned as is.  ``tag``: the run's marker, put in the directory's name;
+    ``on_open``: told the directory's path before anything is written in it
+    (the run records it in its ledger record, for the sweep)."""
     if not spec.overlay:
         return spec
     opened = _SCOPE.get()
     if opened is None:
         raise RuntimeError("open_overlay() outside an overlay_scope: nothing would remove it")
-    root, ready = _write(spec)
+    root, ready = _write(spec, tag, on_open)
     opened.append(root)
     return ready
+
+
+def is_own_overlay(path: str, tag: str) -> str | None:
+    """Why ``path`` may not be removed as the overlay of the run ``tag``
+    (None: it may): it must sit directly in the temp directory, be named
+    ``genesis-overlay-<tag>-...``, and be a directory (not a link) of ours
+    closed to others, as :func:`tempfile.mkdtemp` made it."""
+    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+        return "not an absolute path"
+    parent, name = os.path.split(os.path.normpath(path))
+    if os.path.realpath(parent) != os.path.realpath(tempfile.gettempdir()):
+        return "not in the temp directory"
+    if not tag or not name.startswith(f"{OVERLAY_PREFIX}{tag}-"):
+        return "not named for its run"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "gone"
+    except OSError as exc:
+        return str(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory (a link, a file)"
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return "not a private directory of ours"
+    return None
 
 
 @contextmanager

@@ -212,10 +212,16 @@ class RunWiring:
         )
         if ledger is not None:
             self._write_record(ledger, run_id, transcript, None)
+        overlay: list[str] = []
+
+        def overlay_opened(path: str) -> None:
+            overlay[:] = [path]
+            if ledger is not None:
+                self._write_record(ledger, run_id, transcript, None, path)
 
         def spawned(pid: int, argv: list[str]) -> None:
             if ledger is not None:
-                self._write_record(ledger, run_id, transcript, pid)
+                self._write_record(ledger, run_id, transcript, pid, *overlay[:1])
             timeout = plan.timeout if plan.timeout is not None else request.timeout
             bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
@@ -237,6 +243,7 @@ class RunWiring:
             message_usage="live"
             if bus.wants(EventKind.USAGE)
             else (observers.message_usage if observers else "off"),
+            on_overlay=overlay_opened,
         )
         try:
             return await run_attempt(
@@ -253,10 +260,17 @@ class RunWiring:
                 observers.attempt_decoded(tallies[0])
 
     def _write_record(
-        self, ledger: Ledger, run_id: str, transcript: str | None, pid: int | None
+        self,
+        ledger: Ledger,
+        run_id: str,
+        transcript: str | None,
+        pid: int | None,
+        overlay: str | None = None,
     ) -> None:
         try:
-            ledger.record(run_id, marker=run_id, transcript=transcript, cli_pid=pid)
+            ledger.record(
+                run_id, marker=run_id, transcript=transcript, cli_pid=pid, overlay=overlay
+            )
         except OSError as exc:
             log.warning("run ledger %s off for agent %r: %s", ledger.path, self.name, exc)
             self.ledger = None

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from coding_genesis._util.numbers import MAX_NAMED
 from coding_genesis._util.redact import Redactor
 from coding_genesis._util.steps import describe_step
 from coding_genesis.events import (
@@ -105,6 +106,7 @@ class RunTally:
     __slots__ = (
         "_paths_seen",
         "api_error_status",
+        "bad_numbers",
         "cli_retries",
         "cost_usd",
         "cwd",
@@ -174,6 +176,9 @@ class RunTally:
         #: The last tool call, if the last tool event was its failure.
         self.last_failed_step: str | None = None
         self.retry_delay_s: float | None = None
+        #: Fields where the CLI wrote a number out of range, set to None at the
+        #: door (the decoder; see ``coding_genesis._util.numbers``): the first few.
+        self.bad_numbers: list[str] = []
 
     @property
     def events_seen(self) -> bool:
@@ -303,6 +308,19 @@ class RunTally:
         delay = event.retry_delay_ms
         if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 0:
             self.retry_delay_s = round(delay / 1000, 3)
+
+    def bad_number(self, field: str) -> None:
+        """The CLI wrote an out-of-range number in ``field`` (kept as None)."""
+        if len(self.bad_numbers) < MAX_NAMED and field not in self.bad_numbers:
+            self.bad_numbers.append(field)
+
+    def number_warnings(self) -> tuple[str, ...]:
+        if not self.bad_numbers:
+            return ()
+        return (
+            "the CLI reported numbers out of range (negative, not finite, or beyond 2**53-1), "
+            "kept as null: " + ", ".join(self.bad_numbers),
+        )
 
     def unfinished_steps(self, stopped: bool) -> list[str]:
         """Tool calls without a result; when we stopped the run, also the last

@@ -28,7 +28,8 @@ it is ours (see :func:`coding_genesis._workspace.isolation.reclaim`).
 
 A record (``<run id>.json``, mode 0600, written atomically) holds the
 runner's pid and start time, the CLI's pid and start time (once started),
-the run's marker, the boot id and the pid namespace.  It is written before
+the run's marker, the boot id and the pid namespace, and the run's settings
+overlay directory once it has one.  It is written before
 the CLI starts and removed when the run ends.
 
 A record is dead when its runner is gone (no process with that pid and start
@@ -61,6 +62,7 @@ from coding_genesis._util.files import (
     open_own_dir,
     own_runtime_dir,
     owner_name,
+    read_regular,
 )
 
 __all__ = [
@@ -224,26 +226,8 @@ def read_records(
 
 def _read_one(dir_fd: int, name: str) -> dict[str, Any] | None:
     try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
-        )
+        data = read_regular(name, MAX_RECORD, dir_fd=dir_fd, private=True)
     except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.getuid()
-            or st.st_mode & 0o077
-            or st.st_size > MAX_RECORD
-        ):
-            return None
-        data = os.read(fd, MAX_RECORD + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_RECORD:
         return None
     try:
         entry = orjson.loads(data)
@@ -325,8 +309,10 @@ class Ledger:
         transcript: str | None = None,
         cli_pid: int | None = None,
         worktree: dict[str, Any] | None = None,
+        overlay: str | None = None,
     ) -> None:
-        """Write (or rewrite, once the CLI's pid is known) the run's record."""
+        """Write (or rewrite, once the CLI's pid is known) the run's record;
+        ``overlay``: the run's settings overlay directory, for the sweep."""
         entry: dict[str, Any] = {
             "run_id": run_id,
             "marker": marker,
@@ -341,6 +327,8 @@ class Ledger:
         }
         if worktree is not None:
             entry["worktree"] = worktree
+        if overlay is not None:
+            entry["overlay"] = overlay
         self._dir()
         name = self._name(run_id)
         tmp = f".{name}.{os.getpid()}.tmp"

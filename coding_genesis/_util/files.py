@@ -23,19 +23,96 @@ log = logging.getLogger("coding_genesis._util.files")
 
 __all__ = [
     "FILE_FLAGS",
+    "READ_FLAGS",
+    "NotARegularFile",
     "UnsafeDirectory",
     "check_base",
     "find_own_runtime_dir",
     "is_own_private",
     "new_private_dir",
     "open_own_dir",
+    "open_regular",
     "own_runtime_dir",
     "owner_name",
     "private_dir",
+    "read_regular",
 ]
 
 #: Flags for a file we create and write: never through a symlink.
 FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+#: Flags for a file we read that someone else may have planted: a FIFO must
+#: not block the open, a link is not followed.
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotARegularFile(OSError):
+    """A file to read is a FIFO, a device, a directory, a link, too big, or
+    (when asked) not private to us: reported, never read."""
+
+
+def open_regular(
+    path: str | os.PathLike[str],
+    max_bytes: int | None = None,
+    *,
+    dir_fd: int | None = None,
+    private: bool = False,
+    follow: bool = False,
+) -> int:
+    """A descriptor of a regular file (of at most ``max_bytes``, when given),
+    for a file someone else may have planted or replaced: opened with
+    :data:`READ_FLAGS` and checked with ``fstat``, so a FIFO named like a
+    record never blocks and a symlink to ``/dev/zero`` is never followed.
+    ``private``: also ours and closed to others; ``follow``: a link is
+    followed (a file the user named: their link is their choice, but a FIFO
+    still is no file).  :class:`NotARegularFile` otherwise, or the
+    ``OSError`` of the open (ELOOP for a link)."""
+    flags = READ_FLAGS & ~os.O_NOFOLLOW if follow else READ_FLAGS
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile(f"{os.fspath(path)} is not a regular file")
+        if private and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+            raise NotARegularFile(f"{os.fspath(path)} is not private to us")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise NotARegularFile(
+                f"{os.fspath(path)} is too big ({st.st_size} bytes; at most {max_bytes})"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(
+    path: str | os.PathLike[str],
+    max_bytes: int,
+    *,
+    dir_fd: int | None = None,
+    private: bool = False,
+    follow: bool = False,
+) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (see
+    :func:`open_regular`; one that grows past the bound while read is too big
+    as well)."""
+    fd = open_regular(path, max_bytes, dir_fd=dir_fd, private=private, follow=follow)
+    parts: list[bytes] = []
+    try:
+        left = max_bytes + 1
+        while left > 0:
+            data = os.read(fd, min(left, 1 << 20))
+            if not data:
+                break
+            parts.append(data)
+            left -= len(data)
+    finally:
+        os.close(fd)
+    data = b"".join(parts)
+    if len(data) > max_bytes:
+        raise NotARegularFile(f"{os.fspath(path)} is too big (more than {max_bytes} bytes)")
+    return data
 
 
 class UnsafeDirectory(OSError):

@@ -6,6 +6,14 @@ Chunks are split by searching for ``b"\\n"`` from where the last search ended,
 so a long line costs one pass, and a line beyond ``max_line_bytes`` is dropped
 as it arrives instead of being held whole.
 
+A line's bytes are not what it costs to hold once parsed: ``[],`` is 3 bytes
+but a 64-byte list.  A line long enough that its containers could cost more
+than ``max_line_bytes`` (longer than :data:`HEAVY_FLOOR` and
+``max_line_bytes // 128``) has its brackets counted first (two
+``bytes.count`` passes, no allocation); if they would cost more than
+``max_line_bytes`` (:func:`held_cost`), the line is skipped unparsed, counted
+like an over-long line.  Shorter lines, all ordinary ones, skip the count.
+
 On the hot path, :meth:`JsonLinesParser.feed_each` hands every object to a
 callback as soon as its line is parsed, instead of building a list per chunk:
 the consumer is done with one object before the next is decoded, so the
@@ -23,17 +31,45 @@ import orjson
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "HEAVY_FLOOR",
     "MAX_DEPTH",
     "TOO_DEEP",
     "Emit",
     "JsonLinesParser",
     "bound_depth",
     "has_nested",
+    "held_cost",
     "parse_lines",
 ]
 
 #: Tool results can be tens of MiB; anything longer than this is skipped.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: What one parsed container costs to hold, measured (CPython 3.11+, orjson):
+#: a list 56 bytes + its slot in its parent; a dict with an entry ~190 bytes.
+#: An estimate from above: a bracket inside a string is counted too.
+LIST_COST = 64
+DICT_COST = 192
+#: Lines shorter than this are never counted: at ~96 bytes held per byte at
+#: worst, such a line costs a few MiB at most, whatever ``max_line_bytes``.
+HEAVY_FLOOR = 64 * 1024
+
+
+def held_cost(line: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
+    """An upper estimate of what the containers of ``line[start:end]`` cost
+    to hold once parsed (bytes)."""
+    if end is None:
+        end = len(line)
+    return LIST_COST * line.count(b"[", start, end) + DICT_COST * line.count(b"{", start, end)
+
+
+def _heavy_from(max_line_bytes: int) -> int:
+    """The length above which a line's containers are counted: a line has at
+    most one container per 2 bytes, so a shorter one cannot cost more than
+    ``max_line_bytes`` (``DICT_COST / 2 < 128``).  Never above
+    ``max_line_bytes``: the one comparison also catches over-long lines."""
+    return min(max_line_bytes, max(HEAVY_FLOOR, max_line_bytes // 128))
+
 
 #: Deepest nesting of containers kept from a CLI value.  A deeper container is
 #: replaced by :data:`TOO_DEEP` (see :func:`bound_depth`, applied by
@@ -60,12 +96,13 @@ class JsonLinesParser:
     :meth:`close` at EOF to parse a last line that had no newline.
     """
 
-    __slots__ = ("_discarding", "_pending", "lines", "max_line_bytes", "skipped")
+    __slots__ = ("_discarding", "_heavy", "_pending", "lines", "max_line_bytes", "skipped")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be at least 1")
         self.max_line_bytes = max_line_bytes
+        self._heavy = _heavy_from(max_line_bytes)
         self.skipped = 0
         self.lines = 0
         #: The start of a line that has no newline yet (one buffer, so a
@@ -101,6 +138,7 @@ class JsonLinesParser:
                     pending += memoryview(chunk)[:idx]
                     self._parse(pending, emit)
         limit = self.max_line_bytes
+        heavy = self._heavy
         loads = _loads
         seen = bad = 0
         try:
@@ -112,7 +150,9 @@ class JsonLinesParser:
                     start += 1  # blank line
                     continue
                 seen += 1
-                if idx - start > limit:
+                if idx - start > heavy and (
+                    idx - start > limit or held_cost(chunk, start, idx) > limit
+                ):
                     bad += 1
                     start = idx + 1
                     continue
@@ -163,6 +203,9 @@ class JsonLinesParser:
         if not line or line.isspace():
             return
         self.lines += 1
+        if len(line) > self._heavy and held_cost(line) > self.max_line_bytes:
+            self.skipped += 1  # would cost more than max_line_bytes to hold
+            return
         try:
             obj = _loads(line)
         except _JSONDecodeError:

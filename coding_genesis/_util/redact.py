@@ -4,9 +4,13 @@ Which variables hold secrets is decided by name (:func:`is_secret_name`,
 tested in both directions); any variable whose value is a URL with a password
 (``scheme://user:PASS@host``) contributes that password too.  A secret is
 found verbatim and in the forms JSON escapes it to (``\\"``, ``\\\\``,
-``\\n``, ``\\uXXXX``); what is not caught: a secret shorter than 8
-characters, or re-encoded (base64, URL-encoding, hex, split by the CLI
-itself, ...).
+``\\n``, ``\\uXXXX``).  In raw output (a transcript's ``stdout.jsonl``) a
+secret may be written with any legal JSON escape (``\\/``, Go's ``\\u0026``,
+every character ``\\u``-escaped, mixed): there, bytes that hold a ``\\u`` or
+``\\/`` escape are searched with a pattern of every JSON encoding of each
+secret, and its raw bytes masked (:meth:`Redactor.escaped_spans`).  What is not caught: a
+secret shorter than 8 characters, or re-encoded (base64, URL-encoding, hex,
+split by the CLI itself, ...).
 """
 
 from __future__ import annotations
@@ -43,6 +47,44 @@ _MIN_LEN = 8
 _MIN_URL_LEN = 4
 MASK = "[REDACTED]"
 _UPPER_HEX = re.compile(r"\\u[0-9a-f]{4}")
+#: How JSON may write a character inside a string besides ``\\uXXXX``.
+_SHORT = {
+    '"': rb'\\"',
+    "\\": rb"\\\\",
+    "/": rb"\\/",
+    "\b": rb"\\b",
+    "\f": rb"\\f",
+    "\n": rb"\\n",
+    "\r": rb"\\r",
+    "\t": rb"\\t",
+}
+
+
+def _hex(code: int) -> bytes:
+    """``\\uXXXX`` for a UTF-16 code unit, its hex digits in either case."""
+    return rb"\\u" + b"".join(
+        b"[" + d.encode() + d.upper().encode() + b"]" if d.isalpha() else d.encode()
+        for d in f"{code:04x}"
+    )
+
+
+def _escaped_form(secret: str) -> bytes:
+    """A regex of every way a JSON string may write ``secret``: each of its
+    characters raw (UTF-8), as ``\\uXXXX`` (a surrogate pair beyond the BMP)
+    or as its short escape."""
+    parts = []
+    for char in secret:
+        code = ord(char)
+        if code < 0x10000:
+            escaped = _hex(code)
+        else:
+            code -= 0x10000
+            escaped = _hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF))
+        alternatives = [re.escape(char.encode("utf-8", "replace")), escaped]
+        if char in _SHORT:
+            alternatives.append(_SHORT[char])
+        parts.append(b"(?:" + b"|".join(alternatives) + b")")
+    return b"".join(parts)
 
 
 def is_secret_name(name: str) -> bool:
@@ -77,7 +119,14 @@ _SHARED_MAX = 8
 class Redactor:
     """Replaces the values of secret-looking environment variables."""
 
-    __slots__ = ("_json_values", "_longest", "_pattern", "_raw_forms", "_values")
+    __slots__ = (
+        "_escaped_pattern",
+        "_json_values",
+        "_longest",
+        "_pattern",
+        "_raw_forms",
+        "_values",
+    )
 
     def __init__(self, *envs: Mapping[str, str]) -> None:
         values: set[str] = set()
@@ -106,6 +155,15 @@ class Redactor:
         self._raw_forms = tuple(sorted(forms, key=len, reverse=True))
         #: Length in bytes of the longest form of a secret (0: none).
         self._longest = max((len(f) for f in self._raw_forms), default=0)
+        #: Every JSON string encoding of each secret (see :meth:`escaped_spans`).
+        self._escaped_pattern = (
+            re.compile(
+                b"|".join(_escaped_form(v) for v in sorted(values, key=len, reverse=True)),
+                re.S,
+            )
+            if values
+            else None
+        )
 
     @classmethod
     def of_environment(cls, extra: Mapping[str, str] | None = None) -> Redactor:
@@ -155,6 +213,21 @@ class Redactor:
             return None
         pattern = re.compile(b"|".join(re.escape(f) for f in self._raw_forms))
         return pattern, self._longest, self._raw_forms
+
+    def escaped_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """The byte spans of ``data`` that hold a secret written as a JSON
+        string may write it: each character raw or escaped in any legal way
+        (``\\/``, ``\\u0026`` in either case, every character ``\\u``-escaped,
+        a surrogate pair, mixed).  One regex pass at C speed, from the start of
+        the first character to the end of the last, so a mask covers whole
+        escapes and keeps the rest of the line byte for byte.  (The
+        alternatives, decoding then mapping positions back, or re-serialising
+        the line, cost a Python pass per escape, or change bytes that hold
+        no secret.)  Callers ask only for bytes that hold ``\\u`` or ``\\/``."""
+        pattern = self._escaped_pattern
+        if pattern is None:
+            return []
+        return [match.span() for match in pattern.finditer(data)]
 
     def deep(self, value: Any) -> Any:
         """Redact strings inside dicts, lists and tuples: new containers where a

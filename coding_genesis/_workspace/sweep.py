@@ -3,8 +3,10 @@
 For each record of the run ledger (:mod:`coding_genesis._supervision.ledger`)
 whose runner is gone, it stops every process of our user that carries the
 run's marker (the supervisor's tree stop: pid-reuse safe, TERM, grace, KILL),
-reclaims the run's worktree when it is ours, marks the run's transcript as
-ended by the runner's death and removes the record.  Only a record we wrote is
+reclaims the run's worktree when it is ours, removes the run's settings
+overlay directory when it is ours (``is_own_overlay``: named for the run, a
+private directory of ours directly in the temp directory, not a link), marks
+the run's transcript as ended by the runner's death and removes the record.  Only a record we wrote is
 read, and only a marker we wrote for its own run is stopped.  With nothing to
 do it costs one directory listing.  The agent sweeps at its first run;
 ``genesis reap`` on demand.
@@ -16,6 +18,8 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ import anyio
 import orjson
 
 from coding_genesis._observers.transcript import ENDED
+from coding_genesis._pipeline.overlay import is_own_overlay
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.ledger import Ledger, not_ours
 from coding_genesis._supervision.tree import stop_marked
@@ -52,6 +57,10 @@ class SweptRun:
     refused: str | None = None
     #: Why the worktree it names was left alone (not ours, not registered...).
     worktree_refused: str | None = None
+    #: The run's settings overlay directory, removed by the sweep.
+    overlay: str | None = None
+    #: Why the overlay it names was left alone (not ours, not in the temp dir...).
+    overlay_refused: str | None = None
 
 
 def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> None:
@@ -80,14 +89,18 @@ def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> 
             option=orjson.OPT_INDENT_2,
         )
         with contextlib.suppress(OSError):
+            # O_NONBLOCK: a FIFO planted as ended.json fails the open (ENXIO)
+            # instead of blocking the sweep; anything but a regular file is left.
             fd = os.open(
                 ENDED,
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                 0o600,
                 dir_fd=dir_fd,
             )
             try:
-                os.write(fd, data)
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.ftruncate(fd, 0)
+                    os.write(fd, data)
             finally:
                 os.close(fd)
     finally:
@@ -151,6 +164,16 @@ async def sweep(
                     await reclaim(worktree, roots=worktrees_dirs)
                 except Exception:
                     log.exception("run %s: could not remove its worktree", run.run_id)
+        overlay = entry.get("overlay")
+        if overlay is not None:
+            why_not = is_own_overlay(overlay, marker)
+            if why_not is None:
+                run = dataclasses.replace(run, overlay=overlay)
+                if not dry_run:
+                    shutil.rmtree(overlay, ignore_errors=True)  # fd-based: no link followed
+            elif why_not != "gone":
+                run = dataclasses.replace(run, overlay_refused=why_not)
+                log.warning("run %s: its overlay %r left alone: %s", run.run_id, overlay, why_not)
         swept.append(run)
         if dry_run:
             continue

@@ -36,6 +36,8 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"stderr_flood": N}             N bytes on stderr
   {"stdout_flood": N, "line": L}  N bytes of valid JSON lines of about L bytes
   {"long_line": N}                one JSON line N bytes long
+  {"fat_line": N}                 one tool_use line whose input holds N empty
+                                  lists (``[],[],...``: 3 bytes each, ~64 held)
   {"close_stdout": true}          close stdout but keep running
   {"kill_self": "SIGKILL"}        die by a signal
   {"exit": 3}                     exit with a code (default 0 at the end)
@@ -361,6 +363,19 @@ def main() -> int:
                 out(block[: min(left, len(block))])
                 left -= len(block)
             out(b'"}\n')
+        elif "fat_line" in step:
+            count = int(step["fat_line"])
+            out(
+                b'{"type":"assistant","message":{"content":[{"type":"tool_use",'
+                b'"id":"fat","name":"Fat","input":{"items":['
+            )
+            block = b"[]," * 65536
+            left = count - 1
+            while left > 0:
+                n = min(left, 65536)
+                out(block[: 3 * n])
+                left -= n
+            out(b"[]]}}]}}\n")
         elif "close_stdout" in step:
             os.close(1)
             devnull = os.open(os.devnull, os.O_WRONLY)
