@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["PROXY_ENV", "as_int", "first_hint", "preview", "str_list"]
 
-#: The proxy variables every CLI that talks HTTP honours (part of its ``env_needs``).
+#: The proxy variables every CLI that talks HTTP honors (part of its ``env_needs``).
 PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
 
 _PREVIEW = 2000

@@ -11,7 +11,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
@@ -137,7 +137,7 @@ class ClaudeBackend(Backend):
             "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
         )
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["-p", "--output-format", "stream-json", "--verbose"]
         warnings: list[str] = []

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -93,7 +93,7 @@ class CodexBackend(Backend):
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_SANDBOX)
     notes = (
-        "no turn limit: max_turns= is reported as not honoured",
+        "no turn limit: max_turns= is reported as not honored",
         "API retries are capped per model provider (-c model_providers.NAME."
         "request_max_retries / stream_max_retries): only for a provider named in "
         "options={'config': {'model_provider': NAME}}",
@@ -107,7 +107,7 @@ class CodexBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
         warnings: list[str] = []
@@ -129,7 +129,7 @@ class CodexBackend(Backend):
             for key, value in config.items():
                 args += ["-c", f"{key}={value}"]
         if request.max_turns is not None:
-            warnings.append(f"max_turns={request.max_turns} not honoured: codex has no turn limit")
+            warnings.append(f"max_turns={request.max_turns} not honored: codex has no turn limit")
         if request.cli_max_retries is not None:
             provider = config.get("model_provider") if isinstance(config, Mapping) else None
             if isinstance(provider, str) and provider:
@@ -142,7 +142,7 @@ class CodexBackend(Backend):
                 ]
             else:
                 warnings.append(
-                    f"cli_max_retries={request.cli_max_retries} not honoured: codex caps "
+                    f"cli_max_retries={request.cli_max_retries} not honored: codex caps "
                     "retries per model provider; name it with "
                     "options={'config': {'model_provider': NAME}}"
                 )

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import coding_genesis
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec
 from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
@@ -66,7 +66,7 @@ class FailerBackend(Backend):
     def install_hint(self) -> str:
         return "it ships with coding-genesis; reinstall the package"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")

@@ -19,7 +19,7 @@ piped stdin), never to argv.  Facts this adapter is built on (measured on
   directory above it are owned by root and writable by no one else: a private
   per-run overlay under the temporary directory is refused ("Parent directory
   '/tmp' is insecure").  So ``cli_max_retries`` and ``max_turns``
-  (``model.maxSessionTurns``) are reported as not honoured; set them in the
+  (``model.maxSessionTurns``) are reported as not honored; set them in the
   user's own ``~/.gemini/settings.json``.
 * Without an approval mode, headless gemini does not even offer the model its
   write and shell tools.
@@ -32,7 +32,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -153,7 +153,7 @@ class GeminiBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
         warnings: list[str] = []
@@ -173,12 +173,12 @@ class GeminiBackend(Backend):
         if request.cli_max_retries is not None:
             warnings.append(
                 "gemini's API retries cannot be capped per run (general.maxAttempts in "
-                "~/.gemini/settings.json): cli_max_retries not honoured"
+                "~/.gemini/settings.json): cli_max_retries not honored"
             )
         if request.max_turns is not None:
             warnings.append(
                 "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
-                "max_turns not honoured"
+                "max_turns not honored"
             )
         args.extend(request.extra_args)
         return CommandSpec(

@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
 from coding_genesis.errors import ConfigError
 from coding_genesis.result import RunResult
 
@@ -146,7 +146,7 @@ class GenericBackend(Backend):
     def install_hint(self) -> str:
         return self._install_hint or f"install {self.executable!r}, or set {self.path_env_var}"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         values: dict[str, str | None] = {
             "model": request.model,
             "cwd": request.cwd,
@@ -166,16 +166,16 @@ class GenericBackend(Backend):
             if self._max_turns_args:
                 args += _group(self._max_turns_args, values)
             else:
-                warnings.append(f"max_turns={request.max_turns} not honoured by {self.name}")
+                warnings.append(f"max_turns={request.max_turns} not honored by {self.name}")
         if request.cli_max_retries is not None:
             if self._retries_args:
                 args += _group(self._retries_args, values)
             else:
                 warnings.append(
-                    f"cli_max_retries={request.cli_max_retries} not honoured by {self.name}"
+                    f"cli_max_retries={request.cli_max_retries} not honored by {self.name}"
                 )
         if request.model and not self._model_args and not _uses(self._args, "model"):
-            warnings.append(f"model={request.model!r} not honoured by {self.name}")
+            warnings.append(f"model={request.model!r} not honored by {self.name}")
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),

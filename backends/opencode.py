@@ -22,7 +22,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, OptionSpec, RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -95,7 +95,7 @@ class OpencodeBackend(Backend):
     permission_levels = frozenset(_PERMISSIONS)
     notes = (
         "API retries cannot be capped (about 6 attempts over ~80 s on a 429)",
-        "no turn limit flag (max_turns is not honoured)",
+        "no turn limit flag (max_turns is not honored)",
         "permissions= is passed as OPENCODE_PERMISSION (over the user's own)",
         "no final result event: the last step_finish with reason 'stop' ends the run",
         "may ignore SIGTERM for 15-30 s: stopped by SIGKILL after the grace period",
@@ -108,7 +108,7 @@ class OpencodeBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g opencode-ai`, or set GENESIS_OPENCODE_PATH"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["run", "--format", "json", "--dir", request.cwd]
         warnings: list[str] = []
@@ -121,7 +121,7 @@ class OpencodeBackend(Backend):
         if request.resume_session:
             args += ["--session", request.resume_session]
         if request.max_turns is not None:
-            warnings.append("opencode has no turn limit flag: max_turns is not honoured")
+            warnings.append("opencode has no turn limit flag: max_turns is not honored")
         if request.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
         args.extend(request.extra_args)

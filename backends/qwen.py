@@ -28,7 +28,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import Backend, CommandSpec, NodeScript, OptionSpec, RunRequest
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, NodeScript, OptionSpec
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.result import RunResult
 
@@ -112,7 +112,7 @@ class QwenBackend(Backend):
             "or set GENESIS_QWEN_PATH (and GENESIS_QWEN_NODE for the node to run it with)"
         )
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json"]
         if request.model:

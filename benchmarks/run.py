@@ -236,9 +236,9 @@ def _met(res: dict[str, Any]) -> str:
 
 def _headline(res: dict[str, Any]) -> str:
     if "error" in res:
-        return "ERROR: " + res["error"].splitlines()[-1]
+        return "ERROR: " + str(res["error"]).splitlines()[-1]
     if "skipped" in res:
-        return "skipped: " + res["skipped"]
+        return "skipped: " + str(res["skipped"])
     return f"{res.get('summary', '')}  [aim: {res.get('aim', '')}: {_met(res).strip('*')}]"
 
 

@@ -4,23 +4,24 @@ wiring of one request's pipeline::
     request → attempt (spawn, supervise, decode) → outcome → result
             → failure analysis → decision (done, retry, degrade) → response
 
-Each step is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
+Each part is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
 :mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
 :mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); one run's
-wiring (observers opened and closed, the steps around the run, the retry loop,
+wiring (observers opened and closed, the wrappers around the run, the retry loop,
 the response assembled) is :mod:`~coding_genesis._pipeline.run`.  Transcripts,
 the run log and any other observer plug in through
 :mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves
 the backend in the registry and builds what the pipeline is handed: the
-observers and the steps around a run (:mod:`~coding_genesis._workspace.steps`).
+observers and the wrappers around a run (:mod:`~coding_genesis._workspace.wrappers`).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -32,31 +33,41 @@ from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
 from coding_genesis._pipeline.request import make_request
-from coding_genesis._pipeline.run import RunWiring, StepsFactory
+from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._util.clock import Clock
 from coding_genesis._util.loops import running_event_loop
+from coding_genesis._util.signatures import keyword_parameters, show_keywords
 from coding_genesis._workspace.sweep import sweep
 from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
-from coding_genesis.result import RunResult
+from coding_genesis.options import AGENT_DEFAULT, RUN_OPTION_NAMES, AgentSettings, RunOptions
+from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
-from coding_genesis.run_events import StateEvent
+from coding_genesis.run_events import RunEvent, StateEvent
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 if TYPE_CHECKING:
-    from coding_genesis._observers.budget import Budget
+    from typing_extensions import Unpack
+
+    from coding_genesis.events import Event
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
-#: ``run(retry=...)`` not given: use the agent's policy.
-_AGENT_POLICY: Any = object()
-_REQUEST_ARGS = frozenset(
-    {"timeout", "cwd", "model", "resume", "options", "request_key", "retry"}
-    | {"permissions", "max_turns", "cli_max_retries"}
+#: What ``inspect.signature`` shows for ``**options``: each run option, typed,
+#: defaulting to the agent's setting.
+_RUN_KEYWORDS = keyword_parameters(RunOptions.__annotations__, AGENT_DEFAULT)
+#: ... and for the constructor's ``**settings``: each AgentConfig field, typed as
+#: accepted, with its default.
+_SETTING_KEYWORDS = keyword_parameters(
+    AgentSettings.__annotations__,
+    {
+        name: parameter.default
+        for name, parameter in inspect.signature(AgentConfig).parameters.items()
+    },
 )
 
 
@@ -83,18 +94,20 @@ class CodingGenesisAgent:
     :meth:`subscribe` callbacks and :meth:`events` streams.
     """
 
+    @show_keywords(_SETTING_KEYWORDS)
     def __init__(
         self,
         backend: str | Backend | None = None,
         *,
         config: AgentConfig | None = None,
-        **settings: Any,
+        **settings: Unpack[AgentSettings],
     ) -> None:
         if config is not None and not isinstance(config, AgentConfig):
             raise ConfigError(f"config must be an AgentConfig, got {config!r}")
+        given: dict[str, Any] = dict(settings)
         if backend is not None:
-            settings["backend"] = backend
-        unknown = sorted(set(settings) - set(AgentConfig.field_names()))
+            given["backend"] = backend
+        unknown = sorted(set(given) - set(AgentConfig.field_names()))
         if unknown:
             raise ConfigError(
                 f"unknown setting(s) {', '.join(map(repr, unknown))}; "
@@ -102,9 +115,9 @@ class CodingGenesisAgent:
             )
         try:
             if config is None:
-                cfg = AgentConfig(**settings)
+                cfg = AgentConfig(**given)
             else:
-                cfg = config.replace(**settings) if settings else config
+                cfg = config.replace(**given) if given else config
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):
@@ -119,9 +132,7 @@ class CodingGenesisAgent:
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
         breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
-        self._breaker = (
-            CircuitBreaker() if breaker == "default" else cast("CircuitBreaker | None", breaker)
-        )
+        self._breaker = CircuitBreaker() if breaker == "default" else breaker
         if cfg.prices is not None:
             PriceTable(cfg.prices)  # a ConfigError when bad
         self._state = AgentState.READY
@@ -130,7 +141,7 @@ class CodingGenesisAgent:
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
         self._wiring = RunWiring(
-            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _steps_of(cfg), _sweep
+            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _wrappers_of(cfg), _sweep
         )
 
     # -- introspection -------------------------------------------------
@@ -214,9 +225,10 @@ class CodingGenesisAgent:
 
     # -- events --------------------------------------------------------
 
-    def subscribe(self, callback: Any) -> Subscription:
+    def subscribe(self, callback: Callable[[RunEvent], object]) -> Subscription:
         """Call ``callback(event)`` for every event; returns an unsubscribe handle."""
-        return self._bus.subscribe(callback)
+        # Everything published is one of the concrete events RunEvent names.
+        return self._bus.subscribe(cast("Callable[[Event], object]", callback))
 
     def events(self, max_buffer: int = 10_000) -> EventStream:
         """An async iterator of events from now on (use ``async with``)."""
@@ -235,7 +247,8 @@ class CodingGenesisAgent:
 
     # -- running -------------------------------------------------------
 
-    def run_sync(self, prompt: str, **overrides: Any) -> dict[str, Any]:
+    @show_keywords(_RUN_KEYWORDS)
+    def run_sync(self, prompt: str, **options: Unpack[RunOptions]) -> RunResponse:
         """Blocking :meth:`run` for code without an event loop."""
         library = running_event_loop()
         if library is not None:
@@ -243,50 +256,31 @@ class CodingGenesisAgent:
                 f"run_sync() cannot be called from a running {library} event loop; "
                 "use `await agent.run(...)`"
             )
-        return anyio.run(functools.partial(self.run, prompt, **overrides))
+        return anyio.run(functools.partial(self.run, prompt, **options))
 
-    async def run(
-        self,
-        prompt: str,
-        *,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        model: str | None = None,
-        resume: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        request_key: str | None = None,
-        retry: RetryPolicy | str | int | None = _AGENT_POLICY,
-        permissions: str | None = None,
-        max_turns: int | None = None,
-        cli_max_retries: int | None = None,
-    ) -> dict[str, Any]:
+    @show_keywords(_RUN_KEYWORDS)
+    async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunResponse:
         """Run one request; return the response dict.  Never raises for a
         runtime failure; re-raises cancellation after the process tree is gone.
 
-        ``retry`` overrides the agent's retry policy for this call (None: one attempt).
+        The options (:class:`~coding_genesis.config.RunOptions`) override the
+        agent's settings for this call; ``retry`` overrides its retry policy
+        (None: one attempt).
         """
-        result = await self.run_result(
-            prompt,
-            timeout=timeout,
-            cwd=cwd,
-            model=model,
-            resume=resume,
-            options=options,
-            request_key=request_key,
-            retry=retry,
-            permissions=permissions,
-            max_turns=max_turns,
-            cli_max_retries=cli_max_retries,
-        )
+        result = await self.run_result(prompt, **options)
         return result.to_dict()
 
-    async def run_result(self, prompt: str, **arguments: Any) -> RunResult:
+    @show_keywords(_RUN_KEYWORDS)
+    async def run_result(self, prompt: str, **options: Unpack[RunOptions]) -> RunResult:
         """:meth:`run` (the same arguments), returning the typed
         :class:`RunResult` behind the dict."""
-        unknown = set(arguments) - _REQUEST_ARGS
+        unknown = set(options) - RUN_OPTION_NAMES
         if unknown:
             raise TypeError(f"run() got unexpected keyword argument(s) {sorted(unknown)}")
-        retry = arguments.get("retry", _AGENT_POLICY)
+        if AGENT_DEFAULT in options.values():  # given as its signature shows it: left out
+            options = cast(
+                "RunOptions", {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+            )
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,
@@ -296,23 +290,11 @@ class CodingGenesisAgent:
             )
         clock = self._clock()
         try:
-            policy = self.config.retry if retry is _AGENT_POLICY else RetryPolicy.parse(retry)
+            policy = (
+                RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
+            )
             request = make_request(
-                self.config,
-                self.backend_name,
-                prompt,
-                timeout=arguments.get("timeout"),
-                cwd=arguments.get("cwd"),
-                model=arguments.get("model"),
-                resume=arguments.get("resume"),
-                options=arguments.get("options"),
-                key=arguments.get("request_key"),
-                check_options=functools.partial(check_options, self._backend),
-                permissions=arguments.get("permissions"),
-                max_turns=arguments.get("max_turns"),
-                cli_max_retries=arguments.get("cli_max_retries"),
-                backend=self._backend,
-                retrying=policy is not None,
+                self.config, self._backend, prompt, options, retrying=policy is not None
             )
         except ConfigError as exc:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc))
@@ -347,7 +329,7 @@ class CodingGenesisAgent:
         cwd: str | os.PathLike[str] | None = None,
         stop_reason: StopReason | str | None = None,
         duration_s: float = 0.0,
-    ) -> dict[str, Any]:
+    ) -> RunResponse:
         """What :meth:`run` would have returned for a CLI that printed ``stdout``,
         wrote ``stderr`` and exited with ``returncode``: the same decoding
         pipeline, result building and failure analysis, offline.  Starts
@@ -367,7 +349,7 @@ class CodingGenesisAgent:
 
     def _answer(self, status: int, error: ErrorCode, message: str) -> RunResult:
         """An answer given without running anything (busy, invalid request)."""
-        result = self._wiring.analysed(self._wiring.bare(status, error, message))
+        result = self._wiring.analyzed(self._wiring.bare(status, error, message))
         self._last = result
         return result
 
@@ -386,7 +368,7 @@ class CodingGenesisAgent:
                 },
             )
         wiring = self._wiring
-        result = wiring.analysed(
+        result = wiring.analyzed(
             wiring.bare(
                 Status.UNAVAILABLE,
                 ErrorCode.DEGRADED,
@@ -474,16 +456,16 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
         # (down) only an agent that meters loads metering
         from coding_genesis._observers.metering import MeteringObserver
 
-        observers.append(MeteringObserver(config.prices, cast("Budget | None", config.budget)))
+        observers.append(MeteringObserver(config.prices, config.budget))
     observers.extend(adapt_observer(o) for o in config.observers)  # the 0.1.0 protocol too
     return observers
 
 
-def _steps_of(config: AgentConfig) -> StepsFactory | None:
-    """The factory of the steps around each run (isolation, verify), or None."""
+def _wrappers_of(config: AgentConfig) -> WrappersFactory | None:
+    """The factory of the wrappers around each run (isolation, verify), or None."""
     if config.isolation is None and not config.verify:
         return None
     # Only an isolated or verified run needs git and the workspace (start-up cost).
-    from coding_genesis._workspace.steps import run_steps
+    from coding_genesis._workspace.wrappers import run_wrappers
 
-    return run_steps
+    return run_wrappers

@@ -4,7 +4,7 @@ A backend is pure: it builds the command line for a request and turns each
 parsed stdout object into normalized events.  It never spawns, signals, reads
 or waits on a process; the core does all of that.  A backend subclasses
 :class:`Backend` (its translator :class:`Translator`); this module also holds
-what a backend describes itself with (:class:`RunRequest`, :class:`CommandSpec`,
+what a backend describes itself with (:class:`AttemptRequest`, :class:`CommandSpec`,
 :class:`OptionSpec`, :class:`NodeScript`) and finds the backends other packages
 install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
 
@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent
+from coding_genesis.options import MessageUsage, Permissions
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
@@ -43,12 +44,14 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FATAL_STATUSES",
     "FATAL_WORDS",
+    "AttemptRequest",
     "Backend",
     "BackendPluginError",
     "CommandSpec",
     "MessageUsage",
     "NodeScript",
     "OptionSpec",
+    "Permissions",
     "ProtocolBackend",
     "RunRequest",
     "Translator",
@@ -73,8 +76,8 @@ class OptionSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRequest:
-    """What one attempt asks of a backend."""
+class AttemptRequest:
+    """What one attempt asks of a backend (a retry asks again: its own prompt, session)."""
 
     prompt: str
     cwd: str
@@ -82,7 +85,7 @@ class RunRequest:
     #: Continue this CLI session instead of starting a new one.
     resume_session: str | None = None
     #: One permission level across CLIs: "read-only", "edit" or "full"; None: the CLI's default.
-    permissions: str | None = None
+    permissions: Permissions | None = None
     #: The CLI's own turn limit (passed to the CLI; not a budget of ours).
     max_turns: int | None = None
     #: Cap on the CLI's own API retries where it allows one; None: the CLI's default.
@@ -93,6 +96,9 @@ class RunRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: Extra CLI arguments, appended before the prompt marker.
     extra_args: Sequence[str] = ()
+
+
+RunRequest = AttemptRequest  #: 0.1.0's name (it is per attempt, not per run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +116,7 @@ class CommandSpec:
     #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
     #: ``env`` values with that directory's path, and removes it after the run.
     overlay: Mapping[str, bytes] = field(default_factory=dict)
-    #: Options the CLI cannot honour, reported as warnings in the result.
+    #: Options the CLI cannot honor, reported as warnings in the result.
     warnings: tuple[str, ...] = ()
 
 
@@ -232,9 +238,6 @@ def node_launch(program: str, spec: NodeScript, node: str | None) -> list[str] |
 
 # -- the contract --------------------------------------------------------------------
 
-#: What a translator makes of the usage a CLI reports mid-stream.
-MessageUsage = Literal["live", "folded", "off"]
-
 
 class Translator(ABC):
     """Per-run, stateful line translator (e.g. remembers tool ids).
@@ -350,7 +353,7 @@ class Backend(ABC):
     version_args: tuple[str, ...] = ("--version",)
 
     @abstractmethod
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         """The CLI arguments for a request.  The prompt must never become a flag."""
 
     @abstractmethod
@@ -479,7 +482,7 @@ class ProtocolBackend(Backend):
     def __repr__(self) -> str:
         return f"ProtocolBackend({self.plugin!r})"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         spec: CommandSpec = self.plugin.build_command(request)
         return spec
 
@@ -577,7 +580,7 @@ def load_plugin(name: str) -> Backend | None:
         return None
     try:
         target: Any = ep.load()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (a plug-in may raise anything while loading: reported as BackendPluginError)
         raise BackendPluginError(
             f"backend plug-in {name!r} ({_origin(ep)}) failed to load: {type(exc).__name__}: {exc}"
         ) from None
@@ -585,7 +588,7 @@ def load_plugin(name: str) -> Backend | None:
     if is_factory(target):
         try:
             backend = target()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (a plug-in may raise anything while loading: reported as BackendPluginError)
             raise BackendPluginError(
                 f"backend plug-in {name!r} ({_origin(ep)}) failed to start: "
                 f"{type(exc).__name__}: {exc}"

@@ -16,30 +16,36 @@ import functools
 import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import anyio
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from coding_genesis._batch.gate import LimitGate
 from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
+from coding_genesis._util.signatures import blocking_twin
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.config import seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.options import AgentSettings, SessionOptions
 from coding_genesis.status import ErrorCode, Status
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from coding_genesis._observers.budget import Budget
 
 __all__ = [
+    "BatchItem",
+    "BatchSettings",
     "EventCallback",
     "Executor",
+    "ExecutorName",
     "InvalidRequest",
     "LocalExecutor",
-    "Request",
     "ResultCallback",
     "RunSpec",
     "coerce_request",
@@ -52,6 +58,29 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis.batch")
 
+#: The executors the core knows by name (others register: :func:`register_executor`).
+ExecutorName: TypeAlias = Literal["local", "ray"]
+
+
+class BatchSettings(AgentSettings, SessionOptions, total=False):
+    """A :class:`RunSpec`'s fields besides ``prompt`` and ``backend``: the
+    agent's settings (:class:`~coding_genesis.config.AgentSettings`) and the
+    request's session options (``resume``, ``request_key``)."""
+
+
+#: Every field a RunSpec accepts, derived from the two definitions.
+_SPEC_FIELDS = frozenset({"prompt", "backend"}) | BatchSettings.__optional_keys__
+
+
+def _unknown_fields(names: Iterable[object]) -> str | None:
+    unknown = sorted(str(name) for name in names if name not in _SPEC_FIELDS)
+    if not unknown:
+        return None
+    return (
+        f"unknown field(s) {', '.join(map(repr, unknown))}; valid: prompt, backend, "
+        f"{', '.join(sorted(_SPEC_FIELDS - {'prompt', 'backend'}))}"
+    )
+
 
 class RunSpec(BaseModel):
     """One request of a batch: the prompt, the backend, and the agent's settings.
@@ -59,9 +88,10 @@ class RunSpec(BaseModel):
     Only ``prompt`` and ``backend`` are required.  Every other field is an
     :class:`~coding_genesis.config.AgentConfig` setting (``timeout``, ``cwd``,
     ``model``, ``retry``, ``options``, ...), checked when the run's agent is
-    built: an unknown or invalid one answers that request with a failure.  A
-    setting given as ``None`` keeps the default.  ``resume`` and
-    ``request_key`` go to :meth:`CodingGenesisAgent.run`.
+    built: an invalid one answers that request with a failure; an unknown name
+    is a :class:`~coding_genesis.errors.ConfigError` at once.  A setting given
+    as ``None`` keeps the default.  ``resume`` and ``request_key`` go to
+    :meth:`CodingGenesisAgent.run`.
     """
 
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -71,11 +101,35 @@ class RunSpec(BaseModel):
     resume: str | None = None
     request_key: str | None = None
 
+    if TYPE_CHECKING:
+
+        def __init__(
+            self, *, prompt: str, backend: str, **fields: Unpack[BatchSettings]
+        ) -> None: ...
+
+    else:
+
+        def __init__(self, **fields: Any) -> None:
+            problem = _unknown_fields(fields)
+            if problem is not None:
+                raise ConfigError(f"RunSpec: {problem}")
+            super().__init__(**fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """``model_validate`` refuses an unknown name too (a ValidationError)."""
+        if isinstance(data, Mapping):
+            problem = _unknown_fields(data)
+            if problem is not None:
+                raise ValueError(problem)
+        return data
+
     def agent_kwargs(self) -> dict[str, Any]:
         """The agent settings of this request (defaults left out)."""
         return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
 
-    def run_kwargs(self) -> dict[str, Any]:
+    def run_kwargs(self) -> SessionOptions:
         """Keyword arguments for :meth:`CodingGenesisAgent.run`."""
         return {"resume": self.resume, "request_key": self.request_key}
 
@@ -89,7 +143,9 @@ class InvalidRequest(BaseModel):
     reason: str
 
 
-Request: TypeAlias = RunSpec | Mapping[str, Any] | InvalidRequest
+#: One item of a batch: a RunSpec, a mapping of its fields, or a line that
+#: could not be read.
+BatchItem: TypeAlias = RunSpec | Mapping[str, Any] | InvalidRequest
 #: Receives each event as a dict (``Event.to_dict()``) tagged with ``index``.
 EventCallback: TypeAlias = Callable[[dict[str, Any]], object]
 #: Receives each result dict (with its ``index``) as soon as its run finishes.
@@ -105,7 +161,7 @@ def failure_result(
     backend: str = "",
 ) -> dict[str, Any]:
     """A failure answered without running anything, shaped like every result."""
-    result = failed_result(status, error, message, backend=backend).to_dict()
+    result: dict[str, Any] = dict(failed_result(status, error, message, backend=backend).to_dict())
     result["index"] = index
     return result
 
@@ -118,6 +174,13 @@ def coerce_request(index: int, request: object) -> RunSpec | dict[str, Any]:
         return failure_result(index, request.reason)
     if isinstance(request, Mapping):
         backend = request.get("backend")
+        problem = _unknown_fields(request)
+        if problem is not None:
+            return failure_result(
+                index,
+                f"invalid request: {problem}",
+                backend=backend if isinstance(backend, str) else "",
+            )
         try:
             return RunSpec.model_validate(request)
         except ValidationError as exc:
@@ -166,7 +229,7 @@ async def execute(
 
         agent.subscribe(tagged)
     try:
-        result = await agent.run(spec.prompt, **spec.run_kwargs())
+        result: dict[str, Any] = dict(await agent.run(spec.prompt, **spec.run_kwargs()))
     except anyio.get_cancelled_exc_class():
         raise
     except Exception as exc:  # run() answers every runtime failure; this is a bug of ours
@@ -186,7 +249,7 @@ class Executor(Protocol):
     """Runs one request of a batch; :func:`run_many` bounds and orders them."""
 
     async def run_one(
-        self, index: int, request: Request, emit: EventCallback | None
+        self, index: int, request: BatchItem, emit: EventCallback | None
     ) -> dict[str, Any]: ...
 
 
@@ -194,7 +257,7 @@ class LocalExecutor:
     """Runs each request in this process (each run supervises its own tree)."""
 
     async def run_one(
-        self, index: int, request: Request, emit: EventCallback | None
+        self, index: int, request: BatchItem, emit: EventCallback | None
     ) -> dict[str, Any]:
         return await execute(request, index, emit)
 
@@ -232,7 +295,7 @@ def _call_safely(callback: Callable[[dict[str, Any]], object], value: dict[str, 
         log.exception("callback %r failed; the batch goes on", callback)
 
 
-def with_defaults(request: Request, defaults: Mapping[str, Any] | None) -> Request:
+def with_defaults(request: BatchItem, defaults: Mapping[str, Any] | None) -> BatchItem:
     """``request`` with agent settings it does not set itself taken from ``defaults``."""
     if not defaults:
         return request
@@ -245,10 +308,10 @@ def with_defaults(request: Request, defaults: Mapping[str, Any] | None) -> Reque
 
 
 async def run_many(
-    requests: Iterable[Request],
+    requests: Iterable[BatchItem],
     *,
     concurrency: int = 4,
-    executor: str | Executor = "local",
+    executor: ExecutorName | Executor = "local",
     on_event: EventCallback | None = None,
     on_result: ResultCallback | None = None,
     defaults: Mapping[str, Any] | None = None,
@@ -282,7 +345,7 @@ async def run_many(
 
     ``executor`` is ``"local"`` (this machine), ``"ray"`` (a default
     :class:`~coding_genesis.integrations.ray.RayRunner`: the Ray already
-    initialised, else a local cluster left running) or any :class:`Executor`.
+    initialized, else a local cluster left running) or any :class:`Executor`.
     ``on_event`` gets every run event tagged with ``index``; ``on_result`` gets
     each result as its run finishes.  A failing callback is logged and ignored.
     ``defaults``: agent settings for every request that does not set them
@@ -307,7 +370,7 @@ async def run_many(
     if on_event is not None:
         emit = functools.partial(_call_safely, on_event)
 
-    async def one(index: int, request: Request, slot: object) -> None:
+    async def one(index: int, request: BatchItem, slot: object) -> None:
         nonlocal answered
         try:
             refusal = await gate.admit()
@@ -359,7 +422,7 @@ def _not_started(index: int, refusal: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def _trials(
-    items: list[Request],
+    items: list[BatchItem],
     repeat: int,
     runner: Executor,
     concurrency: int,
@@ -379,7 +442,7 @@ async def _trials(
         if on_result is not None:
             _call_safely(on_result, value)
 
-    async def one(index: int, trial: int, request: Request) -> None:
+    async def one(index: int, trial: int, request: BatchItem) -> None:
         async with limiter:
             try:
                 result = await runner.run_one(index, request, emit)
@@ -403,42 +466,16 @@ async def _trials(
     return [r for r in results if r is not None]
 
 
-def run_many_sync(
-    requests: Iterable[Request],
-    *,
-    concurrency: int = 4,
-    executor: str | Executor = "local",
-    on_event: EventCallback | None = None,
-    on_result: ResultCallback | None = None,
-    defaults: Mapping[str, Any] | None = None,
-    collect: bool = True,
-    budget: Budget | None = None,
-    deadline_s: float | None = None,
-    clock: Clock | None = None,
-    repeat: int = 1,
-) -> list[dict[str, Any]]:
-    """Blocking :func:`run_many` for code without an event loop (``collect=False``:
-    an empty list, results only through ``on_result``).  Ctrl-C stops every
-    process tree, then raises ``KeyboardInterrupt``."""
+@blocking_twin(run_many)
+def run_many_sync(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Blocking :func:`run_many` (the same parameters) for code without an
+    event loop (``collect=False``: an empty list, results only through
+    ``on_result``).  Ctrl-C stops every process tree, then raises
+    ``KeyboardInterrupt``."""
     library = running_event_loop()
     if library is not None:
         raise AgentUsageError(
             f"run_many_sync() cannot be called from a running {library} event loop; "
             "use `await run_many(...)`"
         )
-    return anyio.run(
-        functools.partial(
-            run_many,
-            requests,
-            concurrency=concurrency,
-            executor=executor,
-            on_event=on_event,
-            on_result=on_result,
-            defaults=defaults,
-            collect=collect,
-            budget=budget,
-            deadline_s=deadline_s,
-            clock=clock,
-            repeat=repeat,
-        )
-    )
+    return anyio.run(functools.partial(run_many, *args, **kwargs))

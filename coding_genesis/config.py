@@ -11,7 +11,7 @@ The one option vocabulary across backends lives here too, checked once:
 ``cli_max_retries`` mean the same for every backend; each backend maps them to
 its CLI's flags, environment or a private settings overlay
 (:attr:`~coding_genesis.backend.CommandSpec.overlay`), or reports one it cannot
-honour as a warning.  A permission level a backend cannot *enforce* is refused
+honor as a warning.  A permission level a backend cannot *enforce* is refused
 (:class:`~coding_genesis.errors.ConfigError`): never silently more permissive.
 
 Settings whose types live in higher layers (the circuit breaker, the budget)
@@ -22,23 +22,30 @@ builds it.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import signal as _signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.settingtypes import is_setting_type
-from coding_genesis.backend import as_backend
+from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
+from coding_genesis.options import Isolation, Keep, Settings
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from coding_genesis._failures.breaker import CircuitBreaker
+    from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
     from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
+    from coding_genesis.options import AgentSettings, Settings
     from coding_genesis.retry import RetryPolicy
 
 __all__ = [
@@ -58,7 +65,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 300.0
 
 #: From the most restrictive to the least.
-PERMISSION_LEVELS = ("read-only", "edit", "full")
+PERMISSION_LEVELS: tuple[Permissions, ...] = ("read-only", "edit", "full")
+
 
 #: The cap on a CLI's own API retries when the agent has a retry policy and
 #: ``cli_max_retries`` is not given: the CLI absorbs a short blip, and our
@@ -67,7 +75,7 @@ PERMISSION_LEVELS = ("read-only", "edit", "full")
 DEFAULT_CLI_MAX_RETRIES = 2
 
 
-def check_permissions(value: object) -> str | None:
+def check_permissions(value: object) -> Permissions | None:
     if value is None:
         return None
     if not isinstance(value, str) or value not in PERMISSION_LEVELS:
@@ -179,7 +187,7 @@ class AgentConfig:
     model: str | None = None
     #: One permission level across CLIs: "read-only", "edit" or "full" (None:
     #: the CLI's default); a level the backend cannot enforce is a ConfigError.
-    permissions: str | None = None
+    permissions: Permissions | None = None
     #: The CLI's own turn limit (None: the CLI's default).
     max_turns: int | None = None
     #: Cap on the CLI's own API retries where it allows one (None: the CLI's
@@ -223,7 +231,7 @@ class AgentConfig:
     retry: RetryPolicy | None = None
     #: Shared circuit breaker (a :class:`~coding_genesis._failures.breaker.CircuitBreaker`);
     #: "default": a breaker of the agent's own; None: none.
-    circuit_breaker: object = "default"
+    circuit_breaker: CircuitBreaker | Literal["default"] | None = "default"
     #: Time source of the retry loop and the breaker (None: the current clock).
     clock: Clock | None = None
     #: Directory of per-run transcripts (None: none are written).
@@ -233,14 +241,14 @@ class AgentConfig:
     transcript_max_bytes: int = 1 << 30
     #: None: the run edits ``cwd`` itself; "worktree": each run happens in a fresh
     #: git worktree on a new branch (see coding_genesis._workspace.isolation).
-    isolation: str | None = None
+    isolation: Isolation | None = None
     #: The commit the run's branch starts from (None: ``HEAD`` of the ``cwd`` repository).
     isolation_base: str | None = None
     #: Carry the checkout's uncommitted changes (untracked files too) into the worktree.
     carry_uncommitted: bool = False
     #: Keep the worktree after the run: "never", "on_failure" or "always"
     #: (the branch stays in every case unless ``keep_branch`` is False).
-    keep: str = "never"
+    keep: Keep = "never"
     keep_branch: bool = True
     #: Put the full diff of an isolated run in ``changes["diff"]``.
     include_diff: bool = False
@@ -263,7 +271,7 @@ class AgentConfig:
     #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis._observers.budget);
     #: one pot shared by everything it is given to unless ``per_run``.
     #: A :class:`~coding_genesis._observers.budget.Budget`, or None.
-    budget: object = None
+    budget: Budget | None = None
     #: Run ledger directory (see coding_genesis._supervision.ledger): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
     #: /dev/shm or under the temp directory); False: no ledger (the parent-death signal is then the
@@ -433,9 +441,17 @@ class AgentConfig:
             set_(self, "verify", verify)
         set_(self, "verify_timeout", required_seconds("verify_timeout", self.verify_timeout))
 
-    def replace(self, **changes: Any) -> AgentConfig:
+    if TYPE_CHECKING:
+        # What the constructor accepts (a path or a list where a tuple is
+        # stored, "default" or a number for a retry policy, ...).
+        def __init__(
+            self, backend: str | Backend = "claude", **settings: Unpack[AgentSettings]
+        ) -> None: ...
+
+    def replace(self, **changes: Unpack[Settings]) -> AgentConfig:
         """A copy with ``changes`` applied (validated again)."""
-        return replace(self, **changes)
+        accepted: dict[str, Any] = dict(changes)  # checked again by __post_init__
+        return replace(self, **accepted)
 
     def supervisor(
         self, timeout: float | None = None, *, pdeath_signal: int | None = _signal.SIGTERM
@@ -457,3 +473,23 @@ class AgentConfig:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+def _show_accepted_types() -> None:
+    """``inspect.signature(AgentConfig)`` shows each setting typed as accepted
+    (:class:`~coding_genesis.options.Settings`), as type checkers see it."""
+    init: Any = AgentConfig.__init__
+    shown = inspect.signature(init)
+    accepted = {
+        name: getattr(hint, "__forward_arg__", hint)
+        for name, hint in Settings.__annotations__.items()
+    }
+    init.__signature__ = shown.replace(
+        parameters=[
+            p.replace(annotation=accepted.get(p.name, p.annotation))
+            for p in shown.parameters.values()
+        ]
+    )
+
+
+_show_accepted_types()

@@ -1,4 +1,4 @@
-"""Graph-node helpers for orchestrators (spec 003, "the agent always responds").
+"""Graph-node helpers for orchestrators ("the agent always responds").
 
 - :func:`graceful_node` wraps a node function (sync or async) so that an
   exception becomes a state update with ``error_context`` and
@@ -49,7 +49,7 @@ __all__ = [
 
 log = logging.getLogger("coding_genesis.graph")
 
-#: Return values of :func:`should_force_response` (spec 003's names).
+#: Return values of :func:`should_force_response` (the always-responds names).
 GENERATE_RESPONSE = "generate_response"
 CONTINUE = "continue"
 
@@ -187,7 +187,7 @@ def agent_node(
 def with_fallback_response(
     message_key: str = "response", source_key: str = "response_source"
 ) -> Callable[[F], F]:
-    """Give the response node a last-resort answer (spec 003 ``LAST_RESORT_MESSAGES``).
+    """Give the response node a last-resort answer (``LAST_RESORT_MESSAGES``).
 
     If the wrapped node raises, the update is ``{message_key: <fallback text>,
     source_key: "fallback"}``; the text fits the error in the state's

@@ -10,7 +10,7 @@ Observers never break a run: an exception is logged once per observer and that
 observer is dropped for the rest of the run.
 
 Subclass these classes and override what you need; every member has a default
-that does nothing (see :class:`RunObserver` for the hooks).  An object that
+that does nothing (see :class:`RunObserver` for the optional methods).  An object that
 does not subclass them but has the members of the same names (the protocol of
 0.1.0) is still accepted: it is wrapped once, when its run starts, by the
 run's fan-out (``coding_genesis._pipeline.fanout``).
@@ -99,7 +99,7 @@ class RunObserver:
     - :meth:`response_fields`: the fields it adds to the response;
     - :meth:`finish`: the final response.
 
-    The optional hooks (the run's fan-out looks once, when the run starts,
+    The optional methods (the run's fan-out looks once, when the run starts,
     at which of them a class overrides, so the hot path pays nothing for the
     ones it does not):
 
@@ -157,13 +157,13 @@ class RunObserver:
         """The final response (also for a cancelled run, status 130)."""
 
     def decoded(self, event: Event) -> None:
-        """Every decoded event, unstamped and unredacted (hook 2 above)."""
+        """Every decoded event, unstamped and unredacted (method 2 above)."""
 
     def attempt_decoded(self, tally: AttemptTally) -> None:
-        """An attempt's stdout is decoded: its tally, read-only (hook 5 above)."""
+        """An attempt's stdout is decoded: its tally, read-only (method 5 above)."""
 
     def attempt_env(self) -> Mapping[str, str]:
-        """Variables for the next attempt's CLI environment (hook 6 above)."""
+        """Variables for the next attempt's CLI environment (method 6 above)."""
         return {}
 
 

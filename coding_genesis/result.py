@@ -4,19 +4,23 @@ run from its tally (``coding_genesis._pipeline.tally``)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coding_genesis.status import ErrorCode, FailureCategory
 
-__all__ = ["ChildFailure", "RunResult"]
+__all__ = ["ChildFailure", "CostSource", "RunResponse", "RunResult"]
+
+#: Where a run's ``cost_usd`` comes from: the CLI's own figure, tokens x the
+#: price table, or unknown (no price for the model).
+CostSource: TypeAlias = Literal["reported", "computed", "unknown"]
 
 
 class ChildFailure(BaseModel):
-    """Spec 004's ``ChildFailure``: what failed, what got done, what to do next.
+    """The ``ChildFailure``: what failed, what got done, what to do next.
 
-    Its spec 004 text report is :func:`coding_genesis.format_failure_report`."""
+    Its text failure report is :func:`coding_genesis.format_failure_report`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -68,7 +72,7 @@ class ChildFailure(BaseModel):
     def retryable(self) -> bool:
         """Whether a retry as-is may help: the one answer every view renders
         (``error_context.can_retry``, the report's "Retryable:" line, the CLI)
-        and the retry policy reads (spec 004's ``suggested_retry``)."""
+        and the retry policy reads (the ``suggested_retry``)."""
         return self.suggested_retry
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,7 +80,7 @@ class ChildFailure(BaseModel):
         data = self.model_dump(mode="json")
         return {
             "category": data.pop("category"),
-            # spec 004's ``suggested_retry`` stays too: the same field, its spec name
+            # the ``suggested_retry`` stays too: the same field, its spec name
             "retryable": self.suggested_retry,
             "reason": data.pop("reason"),
             "retry_after_s": data.pop("retry_after_s"),
@@ -116,7 +120,7 @@ class RunResult(BaseModel):
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
     #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
-    cost_source: str | None = None
+    cost_source: CostSource | None = None
     #: Tokens (per model), turns, tool calls, context-window use and latency
     #: (coding_genesis._observers.metering); None when metering is off.
     metering: dict[str, Any] | None = None
@@ -159,7 +163,7 @@ class RunResult(BaseModel):
     #: ``not_started``; the failure analysis names this category.
     stopped_on: FailureCategory | None = None
     #: The failure value (category, retryable and why, suggested actions, ...) on
-    #: every failed response, analysed once; ``error_context`` and
+    #: every failed response, analyzed once; ``error_context`` and
     #: ``failure_report`` are views of it.
     failure: ChildFailure | None = None
     #: Successful tool calls, one line each ("Ran Bash: pytest", "Wrote src/x.py").
@@ -173,9 +177,9 @@ class RunResult(BaseModel):
     cli_retry_delay_s: float | None = None
     #: The wall-clock timeout of the attempt, in seconds (None if it never started).
     timeout_s: float | None = None
-    #: Spec 003 error context on every failed response (failed_node, error_type, user_hint...).
+    #: The error context on every failed response (failed_node, error_type, user_hint...).
     error_context: dict[str, Any] | None = None
-    #: Spec 004 text failure report on every failed response.
+    #: The text failure report on every failed response.
     failure_report: str | None = None
     #: Signals the runner sent to stop the process tree, in order.
     signals_sent: list[str] = Field(default_factory=list)
@@ -189,7 +193,7 @@ class RunResult(BaseModel):
     #: One entry per failed attempt: attempt, category, error, message, at, action
     #: ("retry", "fail", "escalate"), reason, delay_s, scheduled_at, timeout_s, ...
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
-    #: Spec 002's escalation record when the retry policy gave up by escalating.
+    #: The escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
     #: This run's transcript directory (see coding_genesis._observers.transcript), if one was written.
     transcript: str | None = None
@@ -202,9 +206,74 @@ class RunResult(BaseModel):
     #: the agent's commits, the full diff on request.
     changes: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RunResponse:
         """The documented plain dict that ``run()`` returns."""
         out = self.model_dump()
         out["error"] = str(self.error) if self.error is not None else None
         out["failure"] = self.failure.to_dict() if self.failure is not None else None
-        return out
+        return cast("RunResponse", out)
+
+
+class RunResponse(TypedDict):
+    """The dict ``run()`` returns: :meth:`RunResult.to_dict`, key for key (a
+    test checks both name the same keys); each key is documented on
+    :class:`RunResult`.  ``error`` is the error code's text and ``failure``
+    the failure value's dict (:meth:`ChildFailure.to_dict`)."""
+
+    status: int
+    message: str
+    tool_calls: int
+    session_id: str | None
+    backend: str
+    agent: str
+    run_id: str
+    exit_code: int | None
+    signal: str | None
+    duration_s: float
+    skipped_lines: int
+    lines: int
+    usage_source: str | None
+    usage: dict[str, Any] | None
+    cost_usd: float | None
+    cost_source: CostSource | None
+    metering: dict[str, Any] | None
+    budget: dict[str, Any] | None
+    model: str | None
+    num_turns: int | None
+    stop_reason: str | None
+    completed: bool
+    is_error: bool
+    error: str | None
+    stderr_tail: str
+    tool_usage: dict[str, int]
+    files_modified: list[str]
+    last_successful_tool: str | None
+    cli_retries: int
+    data: dict[str, Any] | None
+    warnings: list[str]
+    leftovers_stopped: int
+    api_error_status: int | None
+    cli_errors: list[str]
+    failed_tools: list[str]
+    permission_denials: int
+    denied_tools: list[str]
+    result_subtype: str | None
+    failure: dict[str, Any] | None
+    completed_steps: list[str]
+    unfinished_steps: list[str]
+    last_tool_error: str | None
+    cli_retry_delay_s: float | None
+    timeout_s: float | None
+    stopped_on: FailureCategory | None
+    error_context: dict[str, Any] | None
+    failure_report: str | None
+    signals_sent: list[str]
+    pid: int | None
+    retry_count: int
+    attempts: int
+    retry_history: list[dict[str, Any]]
+    escalation: dict[str, Any] | None
+    transcript: str | None
+    verify: dict[str, Any] | None
+    worktree: dict[str, Any] | None
+    changes: dict[str, Any] | None

@@ -1,7 +1,7 @@
 """Retry policies: per-category retry strategies and the decision after a failed
 attempt.
 
-The numbers are spec 002's (``retryStrategies``)::
+The numbers are the retry strategies' (``retryStrategies``)::
 
     timeout     2 retries, linear 30 s, timeout x1.5 on each retry
     network     3 retries, exponential from 1 s, capped at 30 s
@@ -58,7 +58,7 @@ class Backoff(enum.StrEnum):
 
 
 class Action(enum.StrEnum):
-    """What happens after a failed attempt (spec 002's strategy actions)."""
+    """What happens after a failed attempt (the retry strategies' actions)."""
 
     RETRY = "retry"
     #: Give up; the caller can fix the request and retry by hand.
@@ -68,7 +68,7 @@ class Action(enum.StrEnum):
 
 
 class CategoryPolicy(BaseModel):
-    """How one failure category is retried (one entry of spec 002's ``retryStrategies``)."""
+    """How one failure category is retried (one entry of the retry strategies' ``retryStrategies``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -82,15 +82,15 @@ class CategoryPolicy(BaseModel):
     jitter: bool = False
     #: Wait what the CLI or API asked for (retry-after) instead of the backoff.
     use_retry_after: bool = False
-    #: Longest retry-after honoured; a longer one is cut to this.
+    #: Longest retry-after honored; a longer one is cut to this.
     retry_after_cap_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
-    #: The timeout of the next attempt is multiplied by this (spec 002: 1.5 for timeouts).
+    #: The timeout of the next attempt is multiplied by this (1.5 for timeouts).
     extend_timeout: Annotated[float, Field(ge=1.0, le=100.0, allow_inf_nan=False)] = 1.0
     #: What happens when this category is not retried (any more).
     on_give_up: Literal[Action.FAIL, Action.ESCALATE] = Action.FAIL
 
     def delay(self, retry_number: int, random: Callable[[], float] | None = None) -> float:
-        """Backoff before retry ``retry_number`` (1-based), spec 002's ``calculateBackoff``."""
+        """Backoff before retry ``retry_number`` (1-based), the retry strategies' ``calculateBackoff``."""
         n = max(1, retry_number)
         base = self.base_delay_s
         if self.backoff is Backoff.LINEAR:
@@ -110,9 +110,9 @@ class CategoryPolicy(BaseModel):
 #: not retried as-is.  This is the one table retryability is read from: the
 #: failure analysis decides ``failure.retryable`` with it
 #: (coding_genesis._failures.taxonomy.retry_verdict) and the default policy
-#: retries exactly these categories, so the two agree.  (Spec 002 calls
-#: ``internal`` "Partiel": analyse and decide.  We decided: one retry after a
-#: pause.  Spec 004's tool errors are retryable "after fixing the environment":
+#: retries exactly these categories, so the two agree.  (The retry strategies
+#: call ``internal`` "Partiel": analyze and decide.  We decided: one retry after
+#: a pause.  Failure recovery's tool errors are retryable "after fixing the environment":
 #: not as-is, so not by a policy.)
 DEFAULT_RETRIES: dict[FailureCategory, int] = {
     FailureCategory.TIMEOUT: 2,
@@ -124,7 +124,7 @@ DEFAULT_RETRIES: dict[FailureCategory, int] = {
     FailureCategory.VERIFY_FAILED: 1,
 }
 
-#: What each category does when it is not retried (spec 002's table, "Action" column).
+#: What each category does when it is not retried (the retry strategies' table, "Action" column).
 _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.TIMEOUT: Action.ESCALATE,
     FailureCategory.STALLED: Action.ESCALATE,
@@ -175,7 +175,7 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
             "use_retry_after": True,
         },
         FailureCategory.INTERNAL: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
-        # Spec 004: partial success is "often retryable with adjusted approach" — the
+        # Failure recovery: partial success is "often retryable with adjusted approach" — the
         # continuation prompt is that adjustment.
         FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
         # The verify output is the continuation prompt (coding_genesis._pipeline.retrying).
@@ -204,7 +204,7 @@ class Decision:
 class RetryPolicy(BaseModel):
     """Retry strategies per failure category, an overall deadline, and resume.
 
-    ``RetryPolicy.default()`` has spec 002's numbers; ``with_retries(n)``,
+    ``RetryPolicy.default()`` has the retry strategies' numbers; ``with_retries(n)``,
     ``with_category(category, **changes)`` and ``model_copy(update=...)`` derive
     others.  Categories absent from ``categories`` are not retried.
     """
@@ -220,7 +220,7 @@ class RetryPolicy(BaseModel):
 
     @classmethod
     def default(cls, **changes: Any) -> RetryPolicy:
-        """Spec 002's strategies (optionally with top-level changes, e.g. ``deadline_s``)."""
+        """The default retry strategies (optionally with top-level changes, e.g. ``deadline_s``)."""
         return cls.model_validate(changes) if changes else cls()
 
     @classmethod
@@ -288,7 +288,7 @@ class RetryPolicy(BaseModel):
         elapsed_s: float = 0.0,
         random: Callable[[], float] | None = None,
     ) -> Decision:
-        """Spec 002's ``determineStrategy`` + ``executeRetry`` for one failed attempt.
+        """The retry strategies' ``determineStrategy`` + ``executeRetry`` for one failed attempt.
 
         Whether the failure is worth retrying at all is the failure's own
         answer (``failure.retryable``); the policy adds how often and when."""

@@ -76,7 +76,7 @@ def normalize_usage(usage: Mapping[str, Any]) -> Tokens:
     get = usage.get
     i, o = get("input_tokens"), get("output_tokens")
     r, w = get("cache_read_input_tokens"), get("cache_creation_input_tokens")
-    if (  # the usual case, checked inline (a budget normalises every message)
+    if (  # the usual case, checked inline (a budget normalizes every message)
         type(i) is int
         and type(o) is int
         and type(r) is int

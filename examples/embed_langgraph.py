@@ -2,7 +2,7 @@
 TimeoutPolicy whose idle clock the node's heartbeats keep fresh."""
 
 import asyncio
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import TimeoutPolicy
@@ -28,7 +28,8 @@ graph = builder.compile()
 
 
 async def main() -> None:
-    async for mode, chunk in graph.astream({"prompt": "hello"}, stream_mode=["custom", "values"]):
+    async for part in graph.astream({"prompt": "hello"}, stream_mode=["custom", "values"]):
+        mode, chunk = cast("tuple[str, dict[str, Any]]", part)  # (mode, chunk) per mode
         if mode == "custom":
             print("event:", chunk["type"])
         elif "genesis_result" in chunk:

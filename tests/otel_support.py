@@ -16,8 +16,8 @@ from opentelemetry.util._once import Once
 def _reset_global_provider() -> None:
     # What opentelemetry's own test helpers do: the API lets the global
     # provider be set once per process, and other tests must not inherit ours.
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
 
 
 class Spans:
@@ -46,7 +46,7 @@ class Spans:
         parts: list[str] = []
         for span in self.all():
             parts.append(span.name)
-            parts.extend(f"{k}={v}" for k, v in (span.attributes or {}).items())
+            parts.extend(f"{k}={v!s}" for k, v in (span.attributes or {}).items())
             parts.append(str(span.status.description))
         return "\n".join(parts)
 

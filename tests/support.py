@@ -8,10 +8,10 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -39,6 +39,15 @@ CONTEXT_KEYS = {
 }
 FAKE_BIN = FAKES / "bin"
 RECORDINGS = FAKES / "recordings"
+
+T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """``value``, asserted present: a response's optional part (``usage``,
+    ``worktree``, ``failure``...) that the test expects there."""
+    assert value is not None, "expected a value, got None"
+    return value
 
 
 class QuietObserver:
@@ -266,7 +275,7 @@ sys.exit(code)
 """
 
 
-def assert_one_truth(response: dict[str, Any]) -> bool:
+def assert_one_truth(response: Mapping[str, Any]) -> bool:
     """Rule 4 of the redesign: for a failed response, ``failure.retryable``,
     ``error_context.can_retry``, the report's "Retryable:" line and whether
     ``RetryPolicy.default()`` retries it on a first attempt all agree (and

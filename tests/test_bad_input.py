@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,11 @@ class Case:
     check: Check
 
 
+def _agent_with_timeout(value: object) -> Callable[[FakeCLI, Path], Any]:
+    """Builds an agent with a bad ``timeout`` (of any type: that is the point)."""
+    return lambda fake, tmp: CodingGenesisAgent("claude", timeout=value)  # type: ignore[arg-type]
+
+
 def raises(exc: type[Exception], match: str, make: Callable[[FakeCLI, Path], Any]) -> Check:
     """The case must raise ``exc`` (a ConfigError, so also a ValueError) at construction."""
 
@@ -57,7 +62,7 @@ def answers(
     started: bool = True,
     agent: Callable[[FakeCLI, Path], CodingGenesisAgent] | None = None,
     script: list[dict[str, Any]] | None = None,
-    more: Callable[[dict[str, Any], FakeCLI], None] | None = None,
+    more: Callable[[Mapping[str, Any], FakeCLI], None] | None = None,
     run_kwargs: dict[str, Any] | None = None,
 ) -> Check:
     """The case must come back as a response with this status and error code."""
@@ -85,8 +90,8 @@ def _not_executable(fake: FakeCLI, tmp: Path) -> CodingGenesisAgent:
     return CodingGenesisAgent("claude", cli_path=str(path), timeout=5.0)
 
 
-def _stdin_intact(prompt: str) -> Callable[[dict[str, Any], FakeCLI], None]:
-    def more(result: dict[str, Any], fake: FakeCLI) -> None:
+def _stdin_intact(prompt: str) -> Callable[[Mapping[str, Any], FakeCLI], None]:
+    def more(result: Mapping[str, Any], fake: FakeCLI) -> None:
         data = prompt.encode()
         got = next(r for r in fake.records() if "stdin_sha256" in r)
         assert got["stdin_bytes"] == len(data)
@@ -97,7 +102,7 @@ def _stdin_intact(prompt: str) -> Callable[[dict[str, Any], FakeCLI], None]:
     return more
 
 
-def _skipped_one(result: dict[str, Any], fake: FakeCLI) -> None:
+def _skipped_one(result: Mapping[str, Any], fake: FakeCLI) -> None:
     assert result["skipped_lines"] == 1
     assert result["session_id"] is not None  # the line before the bad one
     assert result["message"] == "the answer"  # the lines after it
@@ -199,7 +204,7 @@ CASES = [
             raises(
                 InvalidTimeoutError,
                 "timeout must be a",
-                lambda f, t, value=value: CodingGenesisAgent("claude", timeout=value),
+                _agent_with_timeout(value),
             ),
         )
         for value in (0, -1.0, math.nan, math.inf, "10")
@@ -329,7 +334,7 @@ CASES = [
 ]
 
 
-def _assert(ok: bool, result: dict[str, Any]) -> None:
+def _assert(ok: bool, result: Mapping[str, Any]) -> None:
     assert ok, describe(result)
 
 

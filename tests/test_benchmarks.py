@@ -45,7 +45,7 @@ def test_correctness_lines_are_what_they_claim(tmp_path: Path) -> None:
     for kind in ("invalid_utf8", "broken"):
         with pytest.raises(orjson.JSONDecodeError):
             orjson.loads(data.line_with(kind))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown line kind"):
         data.line_with("nope")
 
 

@@ -29,7 +29,7 @@ from coding_genesis import (
 )
 from coding_genesis.events import TextEvent
 from coding_genesis.run_events import RunEvent
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 ROOT = Path(__file__).parent.parent
 
@@ -112,7 +112,7 @@ def test_files_we_write_are_private_even_with_a_permissive_umask(tmp_path: Path)
         )
     finally:
         os.umask(old)
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     for path in run_dir.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
@@ -146,7 +146,7 @@ def test_backend_options_are_checked_at_construction() -> None:
     with pytest.raises(ConfigError, match="valid options: config, profile, sandbox"):
         CodingGenesisAgent("codex", options={"max_turns": 3})
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) 'timout'"):
-        CodingGenesisAgent("failer", timout=3)
+        CodingGenesisAgent("failer", timout=3)  # type: ignore[call-arg]
     # Per call, the same check answers instead of raising (status 64).
     answer = CodingGenesisAgent("failer").run_sync("hi", options={"max_turnz": 3})
     assert answer["status"] == 64 and answer["error"] == "invalid_request"
@@ -157,8 +157,8 @@ def test_every_exception_we_raise_is_a_genesis_error() -> None:
         lambda: CodingGenesisAgent("no-such-backend"),
         lambda: CodingGenesisAgent("failer", timeout=-1),
         lambda: CodingGenesisAgent("failer", cwd="/no/such/dir"),
-        lambda: CodingGenesisAgent("failer", retry="sometimes"),
-        lambda: CodingGenesisAgent("failer", circuit_breaker="yes"),
+        lambda: CodingGenesisAgent("failer", retry="sometimes"),  # type: ignore[arg-type]
+        lambda: CodingGenesisAgent("failer", circuit_breaker="yes"),  # type: ignore[arg-type]
         lambda: AgentConfig(stop_signals=(999,)),
     ):
         with pytest.raises(GenesisError):
@@ -183,8 +183,11 @@ def test_the_response_is_typed_with_a_documented_dict(tmp_path: Path) -> None:
     typed = agent.last_result
     assert isinstance(typed, RunResult) and typed.to_dict() == response
     assert typed.error is ErrorCode.CLI_ERROR and response["error"] == "cli_error"
-    assert typed.failure is not None and typed.failure.retryable is response["failure"]["retryable"]
-    with pytest.raises(ValueError):
+    assert (
+        typed.failure is not None
+        and typed.failure.retryable is present(response["failure"])["retryable"]
+    )
+    with pytest.raises(ValueError, match="no_such_field"):
         RunResult(status=0, message="", no_such_field=1)  # type: ignore[call-arg]
     assert set(Status) >= {Status.OK, Status.FAILED, Status.USAGE, Status.TIMEOUT}
 

@@ -16,6 +16,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ print("clean")
 """
 
 
-def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=240, **kwargs)
     assert done.returncode == 0, f"{args}\n{done.stdout}\n{done.stderr}"
     return done

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -112,7 +112,7 @@ class RssPeak:
                 tg.cancel_scope.cancel()
 
 
-def describe(result: dict[str, Any]) -> str:
+def describe(result: Mapping[str, Any]) -> str:
     """A short view of a response for assertion messages."""
     keys = ("status", "error", "message", "stop_reason", "signals_sent", "exit_code", "warnings")
     return repr({k: result.get(k) for k in keys})

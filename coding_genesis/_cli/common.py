@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from coding_genesis._util.display import json_for_terminal, printable
+from coding_genesis._util.display import json_for_terminal, printable, signal_name
 
 __all__ = [
     "add_transcript_dir",
@@ -15,8 +17,10 @@ __all__ = [
     "positive_seconds",
     "print_json",
     "status_exit_code",
+    "stop_signal_name",
     "transcript_base",
     "usage_error",
+    "whole_number",
 ]
 
 #: argparse's convention for a command-line usage error, used by every command.
@@ -27,6 +31,31 @@ def usage_error(command: str, message: str) -> int:
     """Print a usage error the way argparse does and return its exit code (2)."""
     print(printable(f"genesis {command}: error: {message}"), file=sys.stderr)
     return USAGE_ERROR
+
+
+def stop_signal_name(signum: int | None) -> str:
+    """A stop signal as a person knows it: "Ctrl-C" for SIGINT, else its name."""
+    if signum is None:
+        return "a signal"
+    return "Ctrl-C" if signum == signal.SIGINT else signal_name(signum)
+
+
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """argparse type: a whole number >= ``minimum`` (and <= ``maximum``, if given)."""
+    bounds = f">= {minimum}" if maximum is None else f"{minimum}..{maximum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number {bounds}, got {text!r}"
+            ) from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, got {text!r}")
+        return value
+
+    return parse
 
 
 def positive_seconds(text: str) -> float:

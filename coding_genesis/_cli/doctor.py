@@ -193,10 +193,10 @@ def _claude_credentials() -> Check:
 def _claude_stripped() -> list[str]:
     """Inherited variables the claude backend removes from the CLI's environment."""
     from coding_genesis._supervision.childenv import build_env
-    from coding_genesis.backend import RunRequest
+    from coding_genesis.backend import AttemptRequest
     from coding_genesis.backends.claude import ClaudeBackend
 
-    spec = ClaudeBackend().build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
+    spec = ClaudeBackend().build_command(AttemptRequest(prompt="doctor", cwd=os.getcwd()))
     kept = build_env(os.environ, unset=spec.unset_env)
     return sorted(n for n in os.environ if n not in kept)
 
@@ -286,7 +286,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     from coding_genesis._pipeline.attempt import Refusal, resolve_program
     from coding_genesis._supervision.childenv import build_env
     from coding_genesis.agent import CodingGenesisAgent
-    from coding_genesis.backend import RunRequest, plugin_entry_points
+    from coding_genesis.backend import AttemptRequest, plugin_entry_points
     from coding_genesis.errors import ConfigError
 
     try:
@@ -332,7 +332,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
         else:
             from coding_genesis._pipeline.overlay import materialised
 
-            spec = backend.build_command(RunRequest(prompt="doctor", cwd=os.getcwd()))
+            spec = backend.build_command(AttemptRequest(prompt="doctor", cwd=os.getcwd()))
             version_args = backend.version_args
             with materialised(spec) as ready:  # the CLI sees its settings overlay, as in a run
                 env = build_env(os.environ, unset=ready.unset_env, add=ready.env)
@@ -371,7 +371,7 @@ def _exposure(names: Sequence[str]) -> Check:
     for name in names:
         try:
             backend = _backend_named(name)
-        except Exception:  # a plug-in that does not load: its own row says so
+        except Exception:  # noqa: BLE001 (a plug-in that does not load: its own row says so)
             continue
         _, extra = exposed_credentials(os.environ, inherit=True, needs=backend.env_needs)
         for variable in extra:

@@ -127,7 +127,7 @@ def cli_path_for(
         from coding_genesis.backends import get_backend
 
         variable = get_backend(backend).path_env_var
-    except Exception:
+    except Exception:  # noqa: BLE001  (an unknown or broken backend has no variable to read)
         return None
     value = _env(env).get(variable, "").strip() if variable else ""
     return value or None
@@ -140,7 +140,7 @@ def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | N
         from coding_genesis.backends import get_backend
 
         script = get_backend(backend).node_script
-    except Exception:
+    except Exception:  # noqa: BLE001  (an unknown or broken backend has no variable to read)
         return None
     variable = script.node_env_var if script is not None else ""
     value = _env(env).get(variable, "").strip() if variable else ""

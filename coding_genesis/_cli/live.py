@@ -19,10 +19,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from coding_genesis._cli.common import stop_signal_name
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._util.display import json_for_terminal
 from coding_genesis.events import Event
+from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ _TICK = 0.125
 class LiveOutcome:
     """The response dict (None when a signal stopped the run) and the tracker."""
 
-    def __init__(self, result: dict[str, Any] | None, signum: int | None, tracker: RunTracker):
+    def __init__(self, result: RunResponse | None, signum: int | None, tracker: RunTracker):
         self.result = result
         self.signum = signum
         self.tracker = tracker
@@ -82,13 +84,9 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
-def _signal_name(signum: int) -> str:
-    return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-
-
 def execute(
     agent: CodingGenesisAgent,
-    start: Callable[[], Awaitable[dict[str, Any]]],
+    start: Callable[[], Awaitable[RunResponse]],
     *,
     progress: bool,
     events: EventWriter | None,
@@ -102,8 +100,8 @@ def execute(
     view = ProgressView(tracker) if progress else None
     stop: list[int] = []
 
-    async def main() -> dict[str, Any] | None:
-        result: dict[str, Any] | None = None
+    async def main() -> RunResponse | None:
+        result: RunResponse | None = None
         run_scope = anyio.CancelScope()
 
         async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -113,7 +111,7 @@ def execute(
                     if not stop:
                         stop.append(signum)
                         tracker.stopping(
-                            f"{_signal_name(signum)}: stopping the process tree "
+                            f"{stop_signal_name(signum)}: stopping the process tree "
                             f"(SIGTERM, then SIGKILL after {agent.config.grace:g}s)…"
                         )
                         run_scope.cancel()
@@ -135,7 +133,7 @@ def execute(
             tg.cancel_scope.cancel()
         return result
 
-    result: dict[str, Any] | None = None
+    result: RunResponse | None = None
     try:
         with view if view is not None else contextlib.nullcontext():
             result = anyio.run(main)
@@ -163,7 +161,7 @@ def stopped_response(outcome: LiveOutcome, agent: CodingGenesisAgent) -> dict[st
         transcript = os.path.join(agent.transcript_dir, t.run_id)
     return {
         "status": status,
-        "message": f"stopped by {_signal_name(signum)} after {t.elapsed:.1f}s; process tree stopped",
+        "message": f"stopped by {stop_signal_name(signum)} after {t.elapsed:.1f}s; process tree stopped",
         "is_error": True,
         "error": "cancelled",
         "backend": agent.backend_name,

@@ -133,7 +133,7 @@ def _limit(name: str, value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
-#: The failure line's colour on a terminal: red, as ``genesis runs`` shows failures.
+#: The failure line's color on a terminal: red, as ``genesis runs`` shows failures.
 _RED, _RESET = "\x1b[31m", "\x1b[0m"
 
 
@@ -144,7 +144,7 @@ def warning_lines(result: Mapping[str, Any]) -> list[str]:
 
 def terminal_line(line: str) -> str:
     """A summary line as a terminal shows it: made printable, the failure line
-    in red, as ``genesis runs`` colours failures."""
+    in red, as ``genesis runs`` colors failures."""
     text = printable(line)
     return f"{_RED}{text}{_RESET}" if line.startswith("failure: ") else text
 
@@ -200,7 +200,7 @@ def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
 
 
 def failure_report(result: Mapping[str, Any]) -> str | None:
-    """Spec 004's failure report of a response: the one it carries, else one
+    """The failure report of a response: the one it carries, else one
     formatted from its failure record; None when it has neither."""
     text = result.get("failure_report")
     if isinstance(text, str) and text.strip():

@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
 
 
 def detect_backend(data: bytes) -> str | None:
-    """claude, codex, gemini, opencode or qwen, from the first recognisable line
+    """claude, codex, gemini, opencode or qwen, from the first recognizable line
     types; None if unsure."""
     import orjson
 
@@ -205,7 +205,7 @@ def handle(args: argparse.Namespace) -> int:
     exit_code = args.exit_code if args.exit_code is not None else loaded.exit_code
     try:
         agent = CodingGenesisAgent(
-            backend, transcripts=False, timeout=loaded.timeout or DEFAULT_TIMEOUT
+            backend, transcripts=None, timeout=loaded.timeout or DEFAULT_TIMEOUT
         )
     except ConfigError as exc:
         return _error(str(exc))

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import positive_seconds
+from coding_genesis._cli.common import positive_seconds, whole_number
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -16,26 +16,16 @@ if TYPE_CHECKING:
 __all__ = ["add_retry_arguments", "attempt_printer", "retry_policy"]
 
 
-def _retries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0 or value > 1000:
-        raise argparse.ArgumentTypeError(f"expected 0..1000 retries, got {text!r}")
-    return value
-
-
 def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "retries",
         "By default a request is one attempt. --retries or --retry-policy turn on the "
-        "retry policy (spec 002's strategies per failure category); each attempt is "
+        "retry policy (the default strategies per failure category); each attempt is "
         "printed to stderr.",
     )
     group.add_argument(
         "--retries",
-        type=_retries,
+        type=whole_number(0, 1000),
         default=None,
         metavar="N",
         help="retry each retryable failure (timeout, network, rate limit, internal, "
@@ -45,7 +35,7 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
         "--retry-policy",
         choices=("default", "none"),
         default=None,
-        help="default: spec 002's retry counts and backoffs; none: one attempt (the default "
+        help="default: the default retry counts and backoffs; none: one attempt (the default "
         "without --retries)",
     )
     group.add_argument(

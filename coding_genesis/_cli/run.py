@@ -8,7 +8,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import positive_seconds, print_json, status_exit_code, usage_error
+from coding_genesis._cli.common import (
+    positive_seconds,
+    print_json,
+    status_exit_code,
+    usage_error,
+    whole_number,
+)
 from coding_genesis._cli.render import (
     cli_words,
     isolation_lines,
@@ -128,11 +134,11 @@ def register(subparsers: Any) -> None:
         "a level the backend cannot enforce is refused (status 64)",
     )
     parser.add_argument(
-        "--max-turns", type=_count(1), default=None, help="the CLI's own turn limit"
+        "--max-turns", type=whole_number(1), default=None, help="the CLI's own turn limit"
     )
     parser.add_argument(
         "--cli-max-retries",
-        type=_count(0),
+        type=whole_number(0),
         default=None,
         help="cap on the CLI's own API retries where it allows one "
         "(default: the CLI's, or 2 with --retries)",
@@ -366,19 +372,6 @@ class BackendsHelp(str):
         from coding_genesis._cli.backends import all_names
 
         return str(self).replace("{backends}", ", ".join(all_names()))
-
-
-def _count(minimum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
 
 
 def _stall_seconds(text: str) -> float | None:

@@ -11,7 +11,13 @@ import tempfile
 from typing import IO, Any
 
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
-from coding_genesis._cli.common import for_stdout, positive_seconds, usage_error
+from coding_genesis._cli.common import (
+    for_stdout,
+    positive_seconds,
+    stop_signal_name,
+    usage_error,
+    whole_number,
+)
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -72,7 +78,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--concurrency",
         "-j",
-        type=_positive_int,
+        type=whole_number(1),
         default=4,
         help="runs at once (default 4)",
     )
@@ -103,7 +109,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=whole_number(1),
         default=1,
         help="trials: run each request N times (each in its own worktree with "
         '"isolation": "worktree"); one line per trial (with "repeat"), then one '
@@ -140,16 +146,6 @@ def register(subparsers: Any) -> None:
     defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
     add_budget_arguments(parser, batch=True)
     parser.set_defaults(handler=handle)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 #: What an untrusted line may set: data, never an executable, an argument,
@@ -239,7 +235,7 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis._util.files import NotARegularFile, read_regular
-    from coding_genesis.batch import Executor
+    from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 
     try:
@@ -260,7 +256,7 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return usage_error("run-many", str(exc))
 
-    executor: str | Executor = "local"
+    executor: ExecutorName | Executor = "local"
     runner = None
     if args.executor == "ray":
         try:
@@ -336,7 +332,7 @@ def handle(args: argparse.Namespace) -> int:
         if runner is not None:
             runner.close()
     if not args.quiet:
-        stopped = f" (stopped by {_signal_name(signum)})" if signum is not None else ""
+        stopped = f" (stopped by {stop_signal_name(signum)})" if signum is not None else ""
         print(f"genesis run-many: {tally.text()}{stopped}", file=sys.stderr)
     if signum is not None:
         return 128 + signum
@@ -344,12 +340,6 @@ def handle(args: argparse.Namespace) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _signal_name(signum: int | None) -> str:
-    if signum == signal.SIGINT:
-        return "Ctrl-C"
-    return signal.Signals(signum).name if signum is not None else "a signal"
 
 
 def run_until_signal(
@@ -378,7 +368,7 @@ def run_until_signal(
                         stop.append(signum)
                         if not quiet:
                             print(
-                                f"genesis run-many: {_signal_name(signum)}: stopping every "
+                                f"genesis run-many: {stop_signal_name(signum)}: stopping every "
                                 "process tree…",
                                 file=sys.stderr,
                                 flush=True,
@@ -445,11 +435,10 @@ def _cancelled(index: int, request: Any, signum: int) -> dict[str, Any]:
     result = failed_result(
         Status.CANCELLED if signum == signal.SIGINT else 128 + signum,
         "cancelled",
-        f"cancelled by {_signal_name(signum)} before it finished; its process tree was stopped",
+        f"cancelled by {stop_signal_name(signum)} before it finished; its process tree was stopped",
         backend=backend if isinstance(backend, str) else "",
-    ).to_dict()
-    result["index"] = index
-    return result
+    )
+    return {**result.to_dict(), "index": index}
 
 
 class Tally:

@@ -7,7 +7,7 @@ import datetime as _dt
 import sys
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._cli.common import add_transcript_dir, for_stdout, transcript_base
+from coding_genesis._cli.common import add_transcript_dir, for_stdout, transcript_base, whole_number
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -27,13 +27,6 @@ runner never finished (killed or crashed): its stdout and events are still there
 """
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a count >= 1, got {text!r}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "runs",
@@ -42,7 +35,9 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--limit", "-n", type=_count, default=20, help="how many runs (default 20)")
+    parser.add_argument(
+        "--limit", "-n", type=whole_number(1), default=20, help="how many runs (default 20)"
+    )
     parser.add_argument("--failed", action="store_true", help="only runs with a non-zero status")
     parser.add_argument("--json", action="store_true", help="one JSON object per run, one per line")
     add_transcript_dir(parser)
@@ -53,7 +48,7 @@ def row(record: RunRecord) -> dict[str, Any]:
     """What the listing shows of one run (a damaged one says so)."""
     try:
         return _row(record)
-    except Exception as exc:  # fields of the wrong type: shown, never a traceback
+    except Exception as exc:  # noqa: BLE001 (fields of the wrong type: shown, never a traceback)
         return {
             "run_id": record.path.name,
             "started": None,

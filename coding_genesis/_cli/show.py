@@ -112,7 +112,7 @@ def handle(args: argparse.Namespace) -> int:
         return failed
     try:
         text = render(record)
-    except Exception as exc:  # a damaged or planted run directory: say so, never a traceback
+    except Exception as exc:  # noqa: BLE001 (a damaged or planted run directory: say so, never a traceback)
         print(
             printable(
                 f"genesis show: run directory {record.path} is damaged and cannot be shown "

@@ -1,4 +1,4 @@
-"""``genesis stats``: failure counts and rates (spec 004 monitoring), and runs,
+"""``genesis stats``: failure counts and rates (failure monitoring), and runs,
 failures, tokens and cost by backend, model or day, from the run log."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from coding_genesis._cli.common import print_json
+from coding_genesis._cli.common import print_json, whole_number
 from coding_genesis._util.display import printable
 
 __all__ = ["format_stats", "format_usage", "register"]
@@ -46,16 +46,6 @@ def _rate(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "stats",
@@ -89,7 +79,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--max-failures",
-        type=_count,
+        type=whole_number(0),
         default=None,
         help="exit 1 with an alert on stderr when there are more failures than this",
     )

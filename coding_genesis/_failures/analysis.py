@@ -2,8 +2,8 @@
 a failed attempt, decided once.
 
 Every view renders this value and none decides again: the response's
-``failure`` dict, ``error_context`` (spec 003), the text failure report
-(spec 004), the escalation record and the CLI's lines; the retry policy reads
+``failure`` dict, ``error_context``, the text failure report,
+the escalation record and the CLI's lines; the retry policy reads
 ``failure.retryable`` and ``failure.retry_after_s``.
 """
 
@@ -19,7 +19,7 @@ from coding_genesis._failures.classify import Classification, Evidence, classify
 from coding_genesis._failures.errorcontext import error_context_for_failure, last_resort_message
 from coding_genesis._failures.report import format_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES, retry_verdict
-from coding_genesis._failures.usagelimits import iso
+from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.redact import Redactor
 from coding_genesis.result import ChildFailure, RunResult
 from coding_genesis.status import ErrorCode, FailureCategory
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from coding_genesis.backend import Backend
 
 __all__ = [
-    "analyse",
+    "analyze",
     "analyze_failure",
     "describe_failure",
     "failed_result",
@@ -64,7 +64,7 @@ def suggest_actions(
     denied_tools: Sequence[str] = (),
     evidence_text: str = "",
 ) -> list[str]:
-    """Spec 004's recovery actions (with spec 002's escalation steps) for one failure."""
+    """The recovery actions (with the escalation steps) for one failure."""
     wait = (
         f"Wait {retry_after_s:g}s before retrying (the API said so)"
         if retry_after_s is not None
@@ -241,7 +241,9 @@ def analyze_failure(
         stderr_tail=result.stderr_tail[-_STDERR_TAIL:],
         reason=found.reason,
         retry_after_s=found.retry_after_s,
-        retry_at=iso(found.retry_at) if found.retry_at is not None else None,
+        retry_at=iso_utc(found.retry_at, "seconds", zulu=True)
+        if found.retry_at is not None
+        else None,
     )
 
 
@@ -294,7 +296,7 @@ def fallback_failure(result: RunResult, *, node: str, error: BaseException) -> d
         session_id=result.session_id,
         duration=result.duration_s if math.isfinite(result.duration_s) else 0.0,
         suggested_retry=False,
-        retryable_reason="the failure could not be analysed",
+        retryable_reason="the failure could not be analyzed",
         suggested_actions=["Analyze the error manually", "Escalate to a person"],
         exit_code=result.exit_code,
         reason=detail,
@@ -321,7 +323,7 @@ def failed_result(
     **extra: Any,
 ) -> RunResult:
     """A failure answered without running anything (a bad request, a batch
-    request that never started), analysed like every other failure."""
+    request that never started), analyzed like every other failure."""
     redactor = redactor or Redactor()
     result = RunResult(
         status=int(status),
@@ -334,12 +336,12 @@ def failed_result(
     )
     try:
         update = describe_failure(result, node=agent or backend or "genesis", redactor=redactor)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001  (the analysis must never cost the answer: a fallback failure instead)
         update = fallback_failure(result, node=agent or backend or "genesis", error=exc)
     return result.model_copy(update=update)
 
 
-def analyse(
+def analyze(
     result: RunResult,
     backend: Backend,
     *,
@@ -351,7 +353,7 @@ def analyse(
     now: float | None = None,
 ) -> RunResult:
     """``result`` with its one failure value and the views of it, when it failed
-    (a success, or a result already analysed, comes back as is).  Asks
+    (a success, or a result already analyzed, comes back as is).  Asks
     ``backend.failure_hint`` for the CLI's own words.  Never raises."""
     if not result.is_error or result.failure is not None:
         return result
@@ -383,7 +385,7 @@ def analyse(
 def _without_noise(result: RunResult, noise: re.Pattern[str] | None) -> RunResult:
     """``result`` with the stderr lines the backend calls noise (``stderr_noise``, a
     compiled pattern: start-up chatter such as "Ripgrep not available ... EACCES")
-    left out of what the failure is analysed from; the result keeps its whole tail."""
+    left out of what the failure is analyzed from; the result keeps its whole tail."""
     if noise is None or not result.stderr_tail:
         return result
     kept = [line for line in result.stderr_tail.splitlines() if not noise.search(line)]

@@ -1,14 +1,14 @@
 """The table-driven classifier that maps a failed run onto the failure taxonomy.
 
-The user's three vocabularies meet in the taxonomy (spec 002 error types, spec
-003 error contexts, spec 004 failure categories);
-:data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the taxonomy table of
-``docs/failures.md`` give the mapping:
+The user's three vocabularies meet in the taxonomy (the retry strategies' error
+types, the always-responds error contexts, the failure-recovery categories);
+:data:`coding_genesis._failures.taxonomy.SPEC_NAMES` and the taxonomy
+table of ``docs/failures.md`` give the mapping:
 
 =============== ============ ============ =============== ===============================
-category        spec 002     spec 003     spec 004        retryable
+category        retry        responds     recovery        retryable
 =============== ============ ============ =============== ===============================
-timeout         timeout      timeout      TIMEOUT         yes (spec 004: only with progress)
+timeout         timeout      timeout      TIMEOUT         yes (only with progress)
 rate_limit      rate_limit   rate_limit   —               yes, after the announced wait
 network         network      connection   —               yes, at once
 auth            permission   —            —               no: escalate
@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from coding_genesis._failures.retryafter import extract_retry_after
 from coding_genesis._failures.taxonomy import category_from_name
 from coding_genesis._failures.usagelimits import reset_at
+from coding_genesis._util.display import signal_name
 from coding_genesis.errors import ConfigError, UnknownBackendError
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
@@ -317,7 +318,7 @@ _STOPPED_BY_SIGNAL_CODES = {
 def _by_signal(ev: Evidence) -> Verdict | None:
     signum = _signal_of(ev.exit_code, ev.error, ev.completed)
     if signum is not None:
-        return FailureCategory.INTERNAL, f"killed by {_signal_name(signum)} before its result"
+        return FailureCategory.INTERNAL, f"killed by {signal_name(signum)} before its result"
     name = _STOPPED_BY_SIGNAL_CODES.get(ev.exit_code or 0)
     if name is not None and not ev.completed and ev.error == "cli_error":
         return FailureCategory.INTERNAL, (
@@ -368,13 +369,6 @@ def _signal_of(exit_code: int | None, error: str | None, completed: bool) -> int
     if exit_code is None or completed or exit_code >= 0:
         return None
     return -exit_code
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return _signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 #: Categories a reset time means something for: a limit, or what a limit kept from starting.
@@ -461,7 +455,7 @@ def classify(
 def classify_exception(exc: BaseException) -> Classification:
     """Category of an exception raised by a node or by the runner itself.
 
-    Spec 003's ``classify_error`` and spec 004's exception analysis: the type
+    The always-responds ``classify_error`` and the failure-recovery exception analysis: the type
     decides first (TimeoutError, ConnectionError, PermissionError...), then
     the text rules read the message.
     """
@@ -473,7 +467,7 @@ def classify_exception(exc: BaseException) -> Classification:
     elif isinstance(exc, ConnectionError):
         by_type = FailureCategory.NETWORK
     elif isinstance(exc, PermissionError):
-        by_type = FailureCategory.TOOL_ERROR  # spec 004: "Check file permissions"
+        by_type = FailureCategory.TOOL_ERROR  # the recovery advice: "Check file permissions"
     elif isinstance(exc, FileNotFoundError | UnknownBackendError):
         by_type = FailureCategory.NOT_FOUND
     elif isinstance(exc, ModuleNotFoundError | ImportError):

@@ -1,4 +1,4 @@
-"""Spec 003's error context: what failed, told so that whoever answers the
+"""The error context: what failed, told so that whoever answers the
 user (an orchestrator, a response node, a person) can say what happened and
 what to do, instead of showing a raw error or reaching a dead end.
 
@@ -38,7 +38,7 @@ CONTROL_KEYS = frozenset({"error_context", "partial_failure", "force_response", 
 
 
 class ErrorContext(TypedDict, total=False):
-    """Context about a failure that the response generator can use (spec 003)."""
+    """Context about a failure that the response generator can use."""
 
     failed_node: str  # which node (agent) failed
     error_type: str  # a FailureCategory value
@@ -150,7 +150,7 @@ def error_context_for_exception(
     provides: Iterable[str] = (),
     redactor: Redactor | None = None,
 ) -> ErrorContext:
-    """Spec 003's ``build_error_context``: an exception in a graph node.
+    """The ``build_error_context``: an exception in a graph node.
 
     ``available_data`` lists the state keys that hold something; ``provides``
     names what the failed node would have added (reported as unavailable).

@@ -1,8 +1,8 @@
-"""Spec 004's text failure report (the "standard format" with
+"""The text failure report (the "standard format" with
 ``<task_metadata>``) of a :class:`~coding_genesis.result.ChildFailure`, and a
 parser that reads a report back into the record.
 
-The text format is exactly spec 004's, so its regex helpers
+The text format is exactly the failure-recovery one, so its regex helpers
 (``<failure_category>(.+?)</failure_category>``, ``Blocked on: (.+)``,
 ``Files modified: (.+)``...) work on it.  To make the round trip exact for any
 text, free-text values are escaped only where they would break a line-based
@@ -10,7 +10,7 @@ reader: backslash, line breaks and control characters (``\\n``, ``\\u2028``...),
 leading/trailing spaces, ``,`` inside file names, and ``<`` before one of our
 metadata tag names.  Ordinary text is written as is.
 
-Beyond spec 004's four metadata tags, ``<task_metadata>`` also carries the
+Beyond the standard four metadata tags, ``<task_metadata>`` also carries the
 record's other fields (exit_code, tool_usage, ...) so nothing is lost; only the
 stderr tail stays out of the report (it is log detail, in the response).
 """
@@ -40,12 +40,12 @@ _NONE = "none"
 
 
 class ReportParseError(ValueError):
-    """The text is not a failure report in spec 004's format."""
+    """The text is not a failure report in the standard format."""
 
 
 # -- the text report ------------------------------------------------------
 
-#: Metadata tags, in report order (spec 004's four first).
+#: Metadata tags, in report order (the standard four first).
 _TAGS = (
     "session_id",
     "status",
@@ -117,7 +117,7 @@ def _split_files(text: str) -> list[str]:
 
 
 def format_failure_report(failure: ChildFailure) -> str:
-    """Spec 004's standard failure report."""
+    """The standard failure report."""
     lines = [
         f"{REPORT_PREFIX}{_escape(failure.message)}",
         "",

@@ -1,8 +1,8 @@
 """The failure taxonomy's tables: which categories a retry may fix and why, the
 specs' names for each category, and what we tell people about each.
 
-The user's three vocabularies meet here (spec 002 error types, spec 003 error
-contexts, spec 004 failure categories); :data:`SPEC_NAMES` and the taxonomy table
+The user's three vocabularies meet here (the retry strategies' error types, the
+always-responds error contexts, the failure-recovery categories); :data:`SPEC_NAMES` and the taxonomy table
 of ``docs/failures.md`` give the mapping.  The categories themselves are
 :class:`coding_genesis.status.FailureCategory`; how many times each is retried
 is :data:`coding_genesis.retry.DEFAULT_RETRIES`.
@@ -40,14 +40,14 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     FailureCategory.DEGRADED: "the backend's circuit is open: send it again after the cooldown",
     FailureCategory.NOT_STARTED: "never started (a spent budget or a usage limit): raise the budget or "
     "wait for the reset first",
-    FailureCategory.UNKNOWN: "the cause is unknown: analyse it before retrying",
+    FailureCategory.UNKNOWN: "the cause is unknown: analyze it before retrying",
 }
 
 
 def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, str]:
     """Whether a failure of ``category`` is worth retrying as-is, and why.
 
-    ``progress``: the attempt made at least one tool call (spec 004: a timeout
+    ``progress``: the attempt made at least one tool call (a timeout
     with no progress is likely an invalid task, so it is not retried)."""
     if category not in DEFAULT_RETRIES:
         return False, f"{category}: {_NOT_RETRYABLE_BECAUSE.get(category, 'not retried as-is')}"
@@ -70,7 +70,8 @@ def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, s
     return True, f"{category} failures are usually transient"
 
 
-#: The names each spec uses for a category: (spec 002, spec 003, spec 004).
+#: The names each vocabulary uses for a category: (retry strategies, always
+#: responds, failure recovery).
 SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.TIMEOUT: ("timeout", "timeout", "timeout"),
     FailureCategory.STALLED: (None, None, None),
@@ -126,13 +127,13 @@ def category_from_name(name: object) -> FailureCategory | None:
 
 # -- what we tell people ------------------------------------------------
 
-#: Spec 003 ``user_hint``: a pre-written hint for whoever talks to the user.
+#: The ``user_hint``: a pre-written hint for whoever talks to the user.
 USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.TIMEOUT: "The coding agent ran out of time before finishing the task.",
     FailureCategory.STALLED: "The coding agent hung: no output and no work for a long time, so it was stopped.",
     FailureCategory.RATE_LIMIT: "The coding agent's API is rate-limiting requests right now.",
     FailureCategory.NETWORK: "The coding agent lost its connection to its API.",
-    FailureCategory.AUTH: "The coding agent is not authorised to do this (login, API key or permissions).",
+    FailureCategory.AUTH: "The coding agent is not authorized to do this (login, API key or permissions).",
     FailureCategory.INVALID_TASK: "The request could not be carried out as given.",
     FailureCategory.CONTEXT_OVERFLOW: "The conversation grew too long for the coding agent's model.",
     FailureCategory.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
@@ -154,7 +155,7 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.UNKNOWN: "Something unexpected happened while running the coding agent.",
 }
 
-#: Spec 003 ``retry_suggestion``: what the user can do next.
+#: The ``retry_suggestion``: what the user can do next.
 RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.TIMEOUT: "Try again with a longer timeout, or split the task into smaller steps.",
     FailureCategory.STALLED: "Try again (the session continues); if it hangs again, check the tool it ran.",
@@ -178,7 +179,7 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.UNKNOWN: "Try again shortly, or rephrase the request.",
 }
 
-#: Spec 003 ``LAST_RESORT_MESSAGES``: a response is never empty, whatever broke.
+#: The ``LAST_RESORT_MESSAGES``: a response is never empty, whatever broke.
 LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     FailureCategory.TIMEOUT: "The coding agent is running slowly and ran out of time. Try again in a moment; "
     "if it keeps happening, give it more time or a smaller task.",

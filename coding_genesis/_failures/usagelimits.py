@@ -29,7 +29,7 @@ from typing import Any
 
 from coding_genesis._failures.retryafter import LIMIT_EPOCH, iso_timestamp, number
 
-__all__ = ["iso", "reset_at"]
+__all__ = ["reset_at"]
 
 _MONTHS = {
     m: i
@@ -144,8 +144,3 @@ def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> 
             hour, minute = clock
             return _next_time_of_day(hour, minute, _zone(found["tz"]), now)
     return None
-
-
-def iso(epoch: float) -> str:
-    """``epoch`` as ISO 8601 UTC, to the second."""
-    return _dt.datetime.fromtimestamp(epoch, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -18,11 +18,10 @@ Shared or per run:
   says ``ran``, ``stopped`` or ``not_started``, and why.
 * ``per_run=True``: every run gets a fresh account with the same limits.
 
-What counts: ``tokens`` are input + output; cache reads and writes only with
-``include_cache=True``.  A turn is one model response.  Thread-safe: many
-agents in one process (threads or tasks) may share one budget.  On Ray the
-shared account lives in a Ray actor (the Ray integration moves it there with
-:meth:`Budget.move_pot`), so runs in different worker processes charge the same pot.
+What counts: ``tokens`` are input + output; cache reads and writes only with ``include_cache=True``.
+A turn is one model response.  Thread-safe: many agents in one process (threads or tasks) may
+share one budget.  On Ray the shared account lives in a Ray actor (the Ray integration moves it
+there with :meth:`Budget.move_pot`), so runs in different worker processes charge the same pot.
 """
 
 from __future__ import annotations
@@ -122,7 +121,7 @@ def _fmt(value: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Warning_:
+class BudgetWarning:
     limit: str
     fraction: float
     used: float
@@ -133,7 +132,9 @@ class Account(Protocol):
     """Where a budget's totals live (this process, or a Ray actor): the
     strategy an integration supplies to :meth:`Budget.move_pot`."""
 
-    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]: ...
+    def charge(
+        self, key: str, delta: Usage
+    ) -> tuple[Exceeded | None, list[BudgetWarning], bool]: ...
     def open(self, key: str) -> Exceeded | None: ...
     def close(self, key: str) -> None: ...
     def snapshot(self) -> dict[str, Any]: ...
@@ -183,11 +184,11 @@ class Totals:
             return used.turns
         return used.tool_calls
 
-    def charge(self, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+    def charge(self, delta: Usage) -> tuple[Exceeded | None, list[BudgetWarning], bool]:
         """Add ``delta``; (the crossing, new warnings, True if this charge crossed)."""
         return self.reach(self.used.plus(delta))
 
-    def reach(self, total: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+    def reach(self, total: Usage) -> tuple[Exceeded | None, list[BudgetWarning], bool]:
         """What has been used is now ``total``; as :meth:`charge`."""
         self.used = total
         floor = self.floor
@@ -198,7 +199,7 @@ class Totals:
             and total.tool_calls < floor[3]
         ):
             return self.exceeded, [], False  # below every next threshold: nothing new
-        warnings: list[Warning_] = []
+        warnings: list[BudgetWarning] = []
         crossed = False
         for limit, maximum in self.limits.items():
             used = self.value(limit)
@@ -208,7 +209,7 @@ class Totals:
                 key = (limit, fraction)
                 if used >= fraction * maximum and key not in self.warned and used <= maximum:
                     self.warned.add(key)
-                    warnings.append(Warning_(limit, fraction, used, maximum))
+                    warnings.append(BudgetWarning(limit, fraction, used, maximum))
             if self.exceeded is None and used > maximum:
                 self.exceeded = Exceeded(limit, maximum, used)
                 crossed = True
@@ -238,7 +239,7 @@ class _LocalAccount:
         self._lock = threading.Lock()
         self._totals = totals
 
-    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[BudgetWarning], bool]:
         with self._lock:
             return self._totals.charge(delta)
 
@@ -529,7 +530,7 @@ class BudgetRun:
             return True
         return False
 
-    def charge(self, total: Usage) -> list[Warning_]:
+    def charge(self, total: Usage) -> list[BudgetWarning]:
         """The run's usage so far is ``total``: charge the change; stop the run
         (and, for a shared budget, the others) when a limit is crossed."""
         self._owed = None

@@ -73,7 +73,7 @@ class _Attempt:
         self.live_cost = 0.0
         #: message id -> (its tokens, its cost), for replacing a repeat (budgets only).
         self.live_messages: dict[str, tuple[Tokens, float]] = {}
-        #: message id -> (model, the CLI's usage dict), normalised only at the end.
+        #: message id -> (model, the CLI's usage dict), normalized only at the end.
         self.messages: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
         #: model -> the tokens of messages folded by the translator.
         self.folded: dict[str | None, Tokens] = {}
@@ -108,7 +108,7 @@ class _MeterRun(RunObserver):
     event_kinds = frozenset({EventKind.RUN_STARTED})
 
     def __init__(self, info: RunInfo, prices: PriceTable, budget: Budget | None) -> None:
-        #: The decoded-events tap's dispatch (coding_genesis.observer): event
+        #: The decoded-events handlers' dispatch (coding_genesis.observer): event
         #: type -> handler, read by the decoder once per type and attempt.
         #: Usage and the model come as events; what the tally folds anyway
         #: (tool calls and their times, first events) comes with

@@ -82,11 +82,10 @@ class RunRecord:
             return 0.0
 
     def stdout_files(self) -> list[Path]:
-        files = sorted(
+        return sorted(
             self.path.glob("stdout*.jsonl"),
             key=lambda p: int(p.stem.partition("-")[2] or 1),
         )
-        return files
 
     def events(self, translators: Translators | None = None) -> Iterator[Event]:
         """The run's events, typed, in order: the runner's own (events.jsonl;
@@ -154,7 +153,7 @@ class RunRecord:
             return
         try:
             translator = translators(str(self.meta.get("backend")))
-        except Exception:
+        except Exception:  # noqa: BLE001  (a recorded run names any backend: an unknown one is not decoded)
             log.warning(
                 "run %s: unknown backend %r; stdout not decoded",
                 self.run_id,

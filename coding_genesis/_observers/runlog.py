@@ -1,4 +1,4 @@
-"""Failure monitoring (spec 004): one JSON line per run in a run log, and
+"""Failure monitoring: one JSON line per run in a run log, and
 counts and rates by category and backend over a time window.
 
 The library writes a run log only when asked (``run_log=PATH``, through
@@ -15,7 +15,6 @@ to ``runs.jsonl.1``.  Writing never fails a run: errors are logged once.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import math
 import os
@@ -29,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, open_regular, private_dir
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import EventKind
@@ -54,10 +54,6 @@ MAX_BYTES = 20 * 1024 * 1024
 SCHEMA = 1
 _MESSAGE = 300
 _warned: set[str] = set()
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _count(value: Any) -> int | None:
@@ -107,7 +103,7 @@ def run_record(
     cost = response.get("cost_usd")
     record: dict[str, Any] = {
         "v": SCHEMA,
-        "ts": _iso(ts),
+        "ts": iso_utc(ts),
         "t": round(ts, 3),
         "run_id": response.get("run_id"),
         "agent": response.get("agent"),
@@ -335,8 +331,8 @@ def failure_stats(
     return {
         "log": str(log_path) if log_path is not None else None,
         "since_s": since_s,
-        "from": _iso(clock - since_s) if since_s is not None else None,
-        "to": _iso(clock),
+        "from": iso_utc(clock - since_s) if since_s is not None else None,
+        "to": iso_utc(clock),
         "backend": backend,
         "runs": runs,
         "failures": failures,
@@ -379,7 +375,7 @@ def _usage_key(record: Mapping[str, Any], by: str) -> str:
         ts = record.get("ts")
         if isinstance(ts, str) and len(ts) >= 10:
             return ts[:10]
-        return _iso(float(record["t"]))[:10]
+        return iso_utc(float(record["t"]))[:10]
     value = record.get(by)
     return str(value) if value else "unknown"
 
@@ -454,8 +450,8 @@ def usage_stats(
     return {
         "log": str(log_path),
         "since_s": since_s,
-        "from": _iso(clock - since_s) if since_s is not None else None,
-        "to": _iso(clock),
+        "from": iso_utc(clock - since_s) if since_s is not None else None,
+        "to": iso_utc(clock),
         "backend": backend,
         "by": by,
         "total": _usage_out(total),
@@ -467,7 +463,7 @@ def usage_stats(
 
 
 class RunLogObserver(Observer):
-    """Appends one line per run to a run log (spec 004 monitoring)."""
+    """Appends one line per run to a run log (failure monitoring)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

@@ -45,7 +45,6 @@ turns the transcript off for that run and is reported as a warning.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import logging
 import os
 import re
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
 from coding_genesis._util.numbers import INT64_RANGE
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
@@ -124,10 +124,6 @@ def _valid_text(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [_valid_text(v, depth + 1) for v in value]
     return value
-
-
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 class _RawFile:
@@ -342,7 +338,7 @@ class Transcript:
             return None
         try:
             translator = self._translator()
-        except Exception:
+        except Exception:  # noqa: BLE001  (a plug-in translator that fails to build: the overflow is not decoded)
             return None
         return Decoder(translator, RunTally(".", None), on_event=self._overflow_event)
 
@@ -450,7 +446,7 @@ class Transcript:
 
 def now_meta(ts: float | None = None) -> dict[str, Any]:
     ts = time.time() if ts is None else ts
-    return {"started_ts": ts, "started": _iso(ts)}
+    return {"started_ts": ts, "started": iso_utc(ts)}
 
 
 # -- the observer ------------------------------------------------------------------

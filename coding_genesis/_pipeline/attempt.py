@@ -13,9 +13,8 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import cast
 
-from coding_genesis._pipeline.decode import Decoder, Listeners
+from coding_genesis._pipeline.decode import Decoder, Routes
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
@@ -24,11 +23,11 @@ from coding_genesis._supervision.childenv import build_env, child_base_env
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend, MessageUsage, RunRequest, node_launch
+from coding_genesis.backend import Backend, MessageUsage, node_launch
 from coding_genesis.config import AgentConfig
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
+__all__ = ["AttemptContext", "AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +52,7 @@ class AttemptOutcome:
     skipped_lines: int = 0
     #: Set when the CLI was never started.
     refusal: Refusal | None = None
-    #: Options the CLI could not honour (the backend's ``CommandSpec.warnings``).
+    #: Options the CLI could not honor (the backend's ``CommandSpec.warnings``).
     warnings: tuple[str, ...] = ()
     #: The run's stop handle (its request says why a ``requested`` stop happened).
     stop: StopHandle | None = None
@@ -123,6 +122,38 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
     return [program, *rest]
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptContext:
+    """What an attempt is handed by its run: who hears it, and what it shares.
+
+    ``routes`` give the handlers of the decoded events; ``on_stdout`` gets every raw
+    stdout chunk before it is decoded (transcripts keep the raw bytes: nothing
+    read is lost if the runner dies mid-chunk); ``on_decoded`` is called once
+    the events of a chunk have all been published; ``on_spawn`` gets the CLI's
+    pid and argv; ``on_tally`` the attempt's tally as soon as it exists (the
+    answer to a cancellation reports what it holds).  ``redactor`` masks
+    secrets in the text the tally cuts short, before it is cut; ``extra_env``
+    (from the run's observers, e.g. ``TRACEPARENT``) is added to the CLI's
+    environment before ``config.env``; ``stop`` is the run's stop handle (a
+    stop asked for before the spawn refuses the attempt: nothing is started);
+    ``message_usage``: what the translator makes of the usage a CLI reports
+    mid-stream (see :class:`~coding_genesis.backend.Translator`); ``on_overlay``
+    gets the settings overlay's directory as soon as it exists (the run
+    records it for the sweep: a SIGKILLed runner removes nothing).
+    """
+
+    routes: Routes | None = None
+    on_stdout: Callable[[bytes], object] | None = None
+    on_decoded: Callable[[], object] | None = None
+    on_spawn: Callable[[int, list[str]], object] | None = None
+    on_tally: Callable[[RunTally], object] | None = None
+    redactor: Redactor | None = None
+    extra_env: Mapping[str, str] | None = None
+    stop: StopHandle | None = None
+    message_usage: MessageUsage = "live"
+    on_overlay: Callable[[str], object] | None = None
+
+
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
 async def run_attempt(
     config: AgentConfig,
@@ -130,35 +161,12 @@ async def run_attempt(
     request: Request,
     *,
     marker: str,
-    listeners: Listeners | None = None,
-    on_stdout: Callable[[bytes], object] | None = None,
-    on_decoded: Callable[[], object] | None = None,
-    on_spawn: Callable[[int, list[str]], object] | None = None,
-    on_tally: Callable[[RunTally], object] | None = None,
-    redactor: Redactor | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    stop: StopHandle | None = None,
-    message_usage: str = "live",
-    on_overlay: Callable[[str], object] | None = None,
+    context: AttemptContext = AttemptContext(),
 ) -> AttemptOutcome:
-    """Spawn, supervise and decode one attempt.
-
-    ``listeners`` hear the decoded events they ask for; ``on_stdout`` every raw stdout chunk
-    before it is decoded (transcripts keep the raw bytes: nothing read is lost
-    if the runner dies mid-chunk); ``on_decoded`` is called once the events of
-    a chunk have all been published; ``on_spawn`` the CLI's pid and argv;
-    ``on_tally`` the attempt's tally as soon as it exists (the answer to a
-    cancellation reports what it holds); ``redactor`` masks secrets in the
-    text the tally cuts short, before it is cut; ``extra_env`` (from the
-    run's observers, e.g. ``TRACEPARENT``) is added to the CLI's environment
-    before ``config.env``; ``stop`` the run's stop
-    handle (a stop asked for before the spawn refuses the attempt: nothing
-    is started); ``message_usage``: what the translator makes of the usage a
-    CLI reports mid-stream, ``live``, ``folded`` or ``off`` (see
-    :class:`~coding_genesis.backend.Translator`); ``on_overlay`` the path of
-    the settings overlay directory as soon as it exists (the run records it
-    for the sweep: a SIGKILLed runner removes nothing).
-    """
+    """Spawn, supervise and decode one attempt (``marker`` tags its processes)."""
+    redactor = context.redactor
+    on_tally = context.on_tally
+    stop = context.stop
     tally = RunTally(request.cwd, redactor)
     if on_tally is not None:
         on_tally(tally)
@@ -174,21 +182,8 @@ async def run_attempt(
     program = resolve_program(backend, config.cli_path, config.node_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
-    spec = backend.build_command(
-        RunRequest(
-            prompt=request.prompt,
-            cwd=request.cwd,
-            model=request.model,
-            resume_session=request.resume,
-            permissions=request.permissions,
-            max_turns=request.max_turns,
-            cli_max_retries=request.cli_max_retries,
-            request_key=request.key,
-            options=request.options,
-            extra_args=config.extra_args,
-        )
-    )
-    spec = open_overlay(spec, tag=marker, on_open=on_overlay)
+    spec = backend.build_command(request.attempt)
+    spec = open_overlay(spec, tag=marker, on_open=context.on_overlay)
     argv = [*program, *spec.args]
     base = child_base_env(
         os.environ,
@@ -199,37 +194,37 @@ async def run_attempt(
     env = build_env(
         base,
         unset=spec.unset_env,
-        add={**spec.env, **(extra_env or {}), **config.env},
+        add={**spec.env, **(context.extra_env or {}), **config.env},
         marker=marker,
     )
     translator = backend.translator()
-    translator.message_usage = cast("MessageUsage", message_usage)  # one of our observers' modes
+    translator.message_usage = context.message_usage
     if stop is None:  # the fail-fast watch stops the tree through a handle
         stop = StopHandle()
     decoder = Decoder(
         translator,
         tally,
         max_line_bytes=config.max_line_bytes,
-        listeners=listeners,
+        routes=context.routes,
         watch=EvidenceWatch(backend, stop, time.time() + request.timeout),
     )
     sink = decoder.feed
-    if on_stdout is not None or on_decoded is not None:
-        tap = on_stdout
-        decoded = on_decoded
+    if context.on_stdout is not None or context.on_decoded is not None:
+        raw = context.on_stdout
+        decoded = context.on_decoded
         feed = decoder.feed
 
         def sink(chunk: bytes) -> bool:
-            if chunk and tap is not None:
-                tap(chunk)
+            if chunk and raw is not None:
+                raw(chunk)
             terminal = feed(chunk)
             if decoded is not None:
                 decoded()
             return terminal
 
     spawned = None
-    if on_spawn is not None:
-        notify = on_spawn
+    if context.on_spawn is not None:
+        notify = context.on_spawn
 
         def spawned(pid: int) -> None:
             notify(pid, argv)

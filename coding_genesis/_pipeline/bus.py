@@ -109,11 +109,11 @@ class EventBus:
         self._some: list[tuple[Callback, frozenset[EventKind]]] = []
         self._some_kinds: frozenset[EventKind] = frozenset()
         self._seq = 0
-        #: Bumped whenever who listens changes (producers cache ``wants``).
+        #: Bumped whenever who subscribes changes (producers cache ``wants``).
         self.version = 0
 
     @property
-    def has_listeners(self) -> bool:
+    def has_subscribers(self) -> bool:
         return bool(self._callbacks or self._streams or self._some)
 
     def wants(self, kind: EventKind) -> bool:

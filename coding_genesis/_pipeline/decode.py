@@ -1,15 +1,15 @@
 """The one decoding pipeline: stdout bytes → JSON lines parser → the backend's
-translator → typed events → the run's tally, then whoever listens.
+translator → typed events → the run's tally, then whoever hears it.
 
 Live runs feed it the supervisor's chunks, ``replay`` feeds it a recorded
 stdout, and the benchmarks time it; all three get the same events and the same
 tally from the same bytes, whatever the chunking.
 
 Each event goes down a *route* made for its type the first time the type is
-seen: bound its CLI containers, fold it into the tally, then the listeners
+seen: bound its CLI containers, fold it into the tally, then the handlers
 that want that type (the bus's publisher, observers' handlers).  A run sees a
 handful of types and a hundred thousand events, so the per-event work is a
-dict lookup and the steps themselves: no type tests, no "does anyone want
+dict lookup and the handlers themselves: no type tests, no "does anyone want
 this" questions on every event.
 """
 
@@ -26,21 +26,21 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser,
 from coding_genesis.backend import Translator
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, ToolCallEvent, UsageEvent
 
-__all__ = ["Decoder", "Listeners", "Step", "Watch"]
+__all__ = ["Decoder", "Handler", "Routes", "Watch"]
 
 log = logging.getLogger("coding_genesis._pipeline.decode")
 
-#: One step of a route: called with each event of the route's type.
-Step = Callable[[Any], object]
+#: One handler of a route: called with each event of the route's type.
+Handler = Callable[[Any], object]
 
 
 class Watch(Protocol):
-    """Steps for a few event types, settled at the end of the chunk in which
+    """Handlers for a few event types, settled at the end of the chunk in which
     one of them found something (``pending``): the fail-fast watch
     (``coding_genesis._pipeline.evidence``)."""
 
     @property
-    def steps(self) -> Mapping[type[Event], Step]: ...
+    def handlers(self) -> Mapping[type[Event], Handler]: ...
 
     @property
     def pending(self) -> object: ...
@@ -50,27 +50,27 @@ class Watch(Protocol):
         ...
 
 
-class Listeners(Protocol):
-    """Who hears a run's decoded events, per event type (the agent's bus and
-    the run's observers: see ``coding_genesis._pipeline.listeners``)."""
+class Routes(Protocol):
+    """The handlers of a run's decoded events, per event type (the agent's bus
+    and the run's observers: see ``coding_genesis._pipeline.routes``)."""
 
-    #: Changes whenever who listens changes (a subscriber comes or goes, an
+    #: Changes whenever who hears changes (a subscriber comes or goes, an
     #: observer is dropped): the decoder then builds its routes again.
     @property
     def version(self) -> int: ...
 
-    def steps(self, event_type: type[Event]) -> Sequence[Step]:
-        """The steps for events of ``event_type``, in order (may be empty)."""
+    def handlers(self, event_type: type[Event]) -> Sequence[Handler]:
+        """The handlers for events of ``event_type``, in order (may be empty)."""
         ...
 
-    def failed(self, step: Step) -> None:
-        """``step`` raised: log it and stop calling it (the event and the line
-        it came from are not at fault; the run goes on)."""
+    def failed(self, handler: Handler) -> None:
+        """``handler`` raised: log it and stop calling it (the event and the
+        line it came from are not at fault; the run goes on)."""
         ...
 
 
-def _bounder(*names: str) -> Step:
-    """A step that replaces the containers nested too deep in these fields
+def _bounder(*names: str) -> Handler:
+    """A handler that replaces the containers nested too deep in these fields
     of an event (a CLI's JSON reaches events through them) by a marker."""
 
     if len(names) == 1:
@@ -92,18 +92,18 @@ def _bounder(*names: str) -> Step:
 
         return bound_one
 
-    steps = tuple(_bounder(name) for name in names)
+    bounders = tuple(_bounder(name) for name in names)
 
     def bound_all(event: Any) -> None:
-        for step in steps:
-            step(event)
+        for bound in bounders:
+            bound(event)
 
     return bound_all
 
 
 #: The fields through which a CLI's containers reach an event, per event type:
 #: each is bounded to :data:`~coding_genesis._util.parser.MAX_DEPTH` on the way in.
-_BOUNDERS: dict[type[Event], Step] = {
+_BOUNDERS: dict[type[Event], Handler] = {
     ToolCallEvent: _bounder("input"),
     UsageEvent: _bounder("usage"),
     ResultEvent: _bounder("permission_denials", "errors"),
@@ -120,7 +120,7 @@ _COUNTED: dict[type[Event], tuple[str, ...]] = {
 }
 
 
-def _clamper(event_type: type[Event], names: tuple[str, ...], tally: RunTally) -> Step:
+def _clamper(event_type: type[Event], names: tuple[str, ...], tally: RunTally) -> Handler:
     warn = tally.bad_number
     if issubclass(event_type, UsageEvent):
 
@@ -140,14 +140,14 @@ def _clamper(event_type: type[Event], names: tuple[str, ...], tally: RunTally) -
 
 
 class _Nobody:
-    """No listeners."""
+    """No handlers."""
 
     version = 0
 
-    def steps(self, event_type: type[Event]) -> Sequence[Step]:
+    def handlers(self, event_type: type[Event]) -> Sequence[Handler]:
         return ()
 
-    def failed(self, step: Step) -> None:  # pragma: no cover - has no steps
+    def failed(self, handler: Handler) -> None:  # pragma: no cover - has no handlers
         pass
 
 
@@ -157,10 +157,11 @@ class Decoder:
     terminal event has been seen.
 
     ``on_event`` hears every event (a replay, a conformance check): a failure
-    in it counts the line as skipped.  ``watch`` adds a step for the event
+    in it counts the line as skipped.  ``watch`` adds a handler for the event
     types it names, after the tally's, and is settled at the end of a chunk
-    in which it found something (see :class:`Watch`).  ``listeners`` hear the events of the
-    types they ask for: a failure in one is theirs (see :class:`Listeners`).
+    in which it found something (see :class:`Watch`).  ``routes`` give the
+    handlers of the types they ask for: a failure in one is theirs (see
+    :class:`Routes`).
     """
 
     __slots__ = (
@@ -168,7 +169,7 @@ class Decoder:
         "_clock",
         "_extra",
         "_flush",
-        "_listeners",
+        "_given",
         "_routes",
         "_translate",
         "_version",
@@ -185,8 +186,8 @@ class Decoder:
         tally: RunTally,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        on_event: Step | None = None,
-        listeners: Listeners | None = None,
+        on_event: Handler | None = None,
+        routes: Routes | None = None,
         clock: Callable[[], float] = time.time,
         watch: Watch | None = None,
     ) -> None:
@@ -200,12 +201,12 @@ class Decoder:
         #: Read once per chunk: the time its events became known (the tally's ``now``).
         self._clock = clock
         self._adders = tally.adders()
-        self._extra: tuple[Step, ...] = (on_event,) if on_event is not None else ()
+        self._extra: tuple[Handler, ...] = (on_event,) if on_event is not None else ()
         self._watch = watch
-        self._listeners: Listeners = listeners if listeners is not None else _Nobody()
-        self._version = self._listeners.version
-        #: event type -> (its core steps, its listeners' steps).
-        self._routes: dict[type, tuple[tuple[Step, ...], tuple[Step, ...]]] = {}
+        self._given: Routes = routes if routes is not None else _Nobody()
+        self._version = self._given.version
+        #: event type -> (its core handlers, the handlers ``routes`` give).
+        self._routes: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
     @property
     def lines(self) -> int:
@@ -216,8 +217,8 @@ class Decoder:
         return self.parser.skipped
 
     def feed(self, chunk: bytes) -> bool:
-        version = self._listeners.version
-        if version != self._version:  # who listens changed: routes anew
+        version = self._given.version
+        if version != self._version:  # who hears changed: routes anew
             self._version = version
             self._routes.clear()
         if chunk:
@@ -245,10 +246,10 @@ class Decoder:
         self.feed(b"")
         return self
 
-    def _route(self, event_type: type) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    def _route(self, event_type: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         """The route of a type, made at its first event (so also: when it came)."""
         self.tally.first_seen.setdefault(event_type, self.tally.now)
-        core: list[Step] = []
+        core: list[Handler] = []
         bound = by_type(_BOUNDERS, event_type)
         if bound is not None:
             core.append(bound)
@@ -260,11 +261,11 @@ class Decoder:
             core.append(adder)
         if issubclass(event_type, ResultEvent):
             core.append(self._saw_terminal)
-        watched = by_type(self._watch.steps, event_type) if self._watch is not None else None
+        watched = by_type(self._watch.handlers, event_type) if self._watch is not None else None
         if watched is not None:
             core.append(watched)
         core.extend(self._extra)
-        route = (tuple(core), tuple(self._listeners.steps(event_type)))
+        route = (tuple(core), tuple(self._given.handlers(event_type)))
         self._routes[event_type] = route
         return route
 
@@ -288,20 +289,20 @@ class Decoder:
                 if route is None:
                     route = self._route(type(event))
                 core, heard = route
-                for step in core:
-                    step(event)
-                for step in heard:
+                for handler in core:
+                    handler(event)
+                for handler in heard:
                     try:
-                        step(event)
-                    except Exception:
-                        self._listener_failed(step)
+                        handler(event)
+                    except Exception:  # noqa: BLE001  (a failing handler is dropped, the run goes on)
+                        self._handler_failed(handler)
         except Exception:
             if not self.errors:
                 log.exception("decoding a stdout line failed; skipped (logged once per run)")
             self.errors += 1
             self.parser.skipped += 1
 
-    def _listener_failed(self, step: Step) -> None:
-        self._listeners.failed(step)
-        self._version = self._listeners.version
+    def _handler_failed(self, handler: Handler) -> None:
+        self._given.failed(handler)
+        self._version = self._given.version
         self._routes.clear()  # at once: the rest of this chunk must not call it

@@ -44,7 +44,7 @@ class EvidenceWatch:
     attempt's timeout ends (a usage limit stops the run only when it resets
     after it)."""
 
-    __slots__ = ("_backend", "_clock", "_deadline", "_stop", "pending", "steps")
+    __slots__ = ("_backend", "_clock", "_deadline", "_stop", "handlers", "pending")
 
     def __init__(
         self,
@@ -60,8 +60,8 @@ class EvidenceWatch:
         self._clock = clock
         #: The stop to ask for at the end of the chunk: (message, category).
         self.pending: tuple[str, FailureCategory] | None = None
-        #: The decoder's steps, per event type.
-        self.steps: Mapping[type[Event], Callable[[Event], object]] = {
+        #: The decoder's handlers, per event type.
+        self.handlers: Mapping[type[Event], Callable[[Event], object]] = {
             CliRetryEvent: self._saw,
             ErrorEvent: self._saw,
         }

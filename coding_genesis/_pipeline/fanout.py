@@ -1,11 +1,11 @@
 """The observers of one run behind one object: each guarded so that none can
 break the run, each read once, when the run starts.
 
-Reading once: which optional hooks of :class:`~coding_genesis.observer.RunObserver`
+Reading once: which optional methods of :class:`~coding_genesis.observer.RunObserver`
 a run observer's class overrides (``type(obs).decoded is not
 RunObserver.decoded``), its ``event_kinds``, ``decoded_handlers`` and
-``message_usage``.  The decoder's routes then bind the steps found here once
-per event type (``coding_genesis._pipeline.listeners``): no question is asked
+``message_usage``.  The decoder's routes then bind the handlers found here once
+per event type (``coding_genesis._pipeline.routes``): no question is asked
 per event.
 
 Adapters: an observer that does not subclass the base classes but has their
@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
+from coding_genesis.backend import MessageUsage
 from coding_genesis.events import Event, EventKind
 from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 
@@ -27,7 +28,7 @@ __all__ = ["RunObservers", "adapt_observer", "adapt_run_observer"]
 
 log = logging.getLogger("coding_genesis._pipeline.fanout")
 
-Step = Callable[[Event], object]
+Handler = Callable[[Event], object]
 
 
 # -- adapters: observers that do not subclass the base classes ------------------------
@@ -102,7 +103,7 @@ class _AdaptedRun(RunObserver):
 
 
 def _forward_decoded(self: _AdaptedRun, event: Event) -> None:
-    cast(Step, self._decoded)(event)
+    cast(Handler, self._decoded)(event)
 
 
 def _forward_attempt_decoded(self: _AdaptedRun, tally: AttemptTally) -> None:
@@ -121,16 +122,16 @@ _FORWARDERS: dict[str, Callable[..., Any]] = {
 _ADAPTERS: dict[frozenset[str], type[_AdaptedRun]] = {}
 
 
-def _adapter_class(hooks: frozenset[str]) -> type[_AdaptedRun]:
-    """The adapter class that overrides exactly ``hooks`` (made once per set)."""
-    cls = _ADAPTERS.get(hooks)
+def _adapter_class(overrides: frozenset[str]) -> type[_AdaptedRun]:
+    """The adapter class that overrides exactly ``overrides`` (made once per set)."""
+    cls = _ADAPTERS.get(overrides)
     if cls is None:
-        name = "_AdaptedRun_" + "_".join(sorted(hooks)) if hooks else "_AdaptedRunBare"
+        name = "_AdaptedRun_" + "_".join(sorted(overrides)) if overrides else "_AdaptedRunBare"
         cls = cast(
             type[_AdaptedRun],
-            type(name, (_AdaptedRun,), {hook: _FORWARDERS[hook] for hook in hooks}),
+            type(name, (_AdaptedRun,), {method: _FORWARDERS[method] for method in overrides}),
         )
-        _ADAPTERS[hooks] = cls
+        _ADAPTERS[overrides] = cls
     return cls
 
 
@@ -139,30 +140,30 @@ def adapt_run_observer(handle: Any) -> RunObserver:
     that makes one of it (called once per run observer, when its run starts)."""
     if isinstance(handle, RunObserver):
         return handle
-    hooks = frozenset(name for name in _FORWARDERS if callable(getattr(handle, name, None)))
-    return _adapter_class(hooks)(handle)
+    overrides = frozenset(name for name in _FORWARDERS if callable(getattr(handle, name, None)))
+    return _adapter_class(overrides)(handle)
 
 
 # -- the fan-out ------------------------------------------------------------------------
 
 
-class _Hooks(NamedTuple):
+class _Overrides(NamedTuple):
     """What a run observer takes part in, read once when its run starts."""
 
     kinds: frozenset[EventKind] | None
     #: Its decoded-events handlers by event type name, or None.
-    handlers: Mapping[str, Step] | None
+    handlers: Mapping[str, Handler] | None
     #: Its ``decoded`` method if it overrides it (and has no handlers), else None.
-    decoded: Step | None
+    decoded: Handler | None
     attempt_decoded: Callable[[AttemptTally], object] | None
     attempt_env: Callable[[], Mapping[str, str]] | None
 
 
-def _hooks_of(handle: RunObserver) -> _Hooks:
+def _overrides_of(handle: RunObserver) -> _Overrides:
     cls = type(handle)
     kinds = handle.event_kinds
     handlers = handle.decoded_handlers
-    return _Hooks(
+    return _Overrides(
         kinds=None if kinds is None else frozenset(kinds),
         handlers=handlers,
         decoded=(
@@ -179,7 +180,7 @@ def _hooks_of(handle: RunObserver) -> _Hooks:
     )
 
 
-def _dispatch(handlers: Mapping[str, Step]) -> Callable[[Event], None]:
+def _dispatch(handlers: Mapping[str, Handler]) -> Callable[[Event], None]:
     """A ``decoded`` callable over an observer's ``decoded_handlers``."""
     handler_of = handlers.get
 
@@ -194,15 +195,15 @@ def _dispatch(handlers: Mapping[str, Step]) -> Callable[[Event], None]:
 class RunObservers:
     """The observers of one run, each guarded so that none can break it."""
 
-    __slots__ = ("_hooks", "_kinds", "_live", "_owners", "decoded", "version")
+    __slots__ = ("_kinds", "_live", "_overrides", "_owners", "decoded", "version")
 
     def __init__(self, observers: Sequence[Observer], run: RunInfo) -> None:
         self._live: list[RunObserver] = []
         #: Bumped when an observer is dropped (the decoder's routes change).
         self.version = 0
-        #: id(step) -> (step, its observer), for the steps handed to a decoder.
-        self._owners: dict[int, tuple[Step, RunObserver]] = {}
-        self._hooks: dict[int, _Hooks] = {}
+        #: id(handler) -> (handler, its observer), for the handlers handed to a decoder.
+        self._owners: dict[int, tuple[Handler, RunObserver]] = {}
+        self._overrides: dict[int, _Overrides] = {}
         #: id(handle) -> the kinds it hears (None: all), read per published event.
         self._kinds: dict[int, frozenset[EventKind] | None] = {}
         for observer in observers:
@@ -211,92 +212,92 @@ class RunObservers:
                 if handle is None:
                     continue
                 handle = adapt_run_observer(handle)
-                hooks = _hooks_of(handle)
+                overrides = _overrides_of(handle)
             except Exception:
                 log.exception(
                     "observer %r failed to start; skipped for run %s", observer, run.run_id
                 )
                 continue
             self._live.append(handle)
-            self._hooks[id(handle)] = hooks
-            self._kinds[id(handle)] = hooks.kinds
-        #: The decoded-events tap (see RunObserver), or None when no observer has one.
-        self.decoded: Callable[[Event], None] | None = self._tap()
+            self._overrides[id(handle)] = overrides
+            self._kinds[id(handle)] = overrides.kinds
+        #: Every decoded event to the observers that hear them (see RunObserver), or None.
+        self.decoded: Callable[[Event], None] | None = self._decoded_fanout()
 
-    def _tap(self) -> Callable[[Event], None] | None:
-        taps: list[tuple[RunObserver, Step]] = []
+    def _decoded_fanout(self) -> Callable[[Event], None] | None:
+        hearing: list[tuple[RunObserver, Handler]] = []
         for handle in self._live:
-            hooks = self._hooks[id(handle)]
-            if hooks.handlers is not None:
-                taps.append((handle, _dispatch(hooks.handlers)))
-            elif hooks.decoded is not None:
-                taps.append((handle, hooks.decoded))
-        if not taps:
+            overrides = self._overrides[id(handle)]
+            if overrides.handlers is not None:
+                hearing.append((handle, _dispatch(overrides.handlers)))
+            elif overrides.decoded is not None:
+                hearing.append((handle, overrides.decoded))
+        if not hearing:
             return None
         live = self._live
-        if len(taps) == 1:
-            ((only, decoded),) = taps
-            handlers = self._hooks[id(only)].handlers
+        if len(hearing) == 1:
+            ((only, decoded),) = hearing
+            handlers = self._overrides[id(only)].handlers
             if handlers is not None:
                 handler_of = handlers.get
 
-                def tap_handlers(event: Event) -> None:
+                def decoded_by_handlers(event: Event) -> None:
                     handler = handler_of(event._type)
                     if handler is not None and only in live:  # wanted, not dropped
                         try:
                             handler(event)
-                        except Exception:
+                        except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                             self._drop(only, "decoded")
 
-                return tap_handlers
+                return decoded_by_handlers
 
-            def tap_one(event: Event) -> None:
+            def decoded_one(event: Event) -> None:
                 if only in live:  # not dropped
                     try:
                         decoded(event)
-                    except Exception:
+                    except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                         self._drop(only, "decoded")
 
-            return tap_one
+            return decoded_one
 
-        def tap(event: Event) -> None:
-            for handle, decoded in taps:
+        def decoded_all(event: Event) -> None:
+            for handle, decoded in hearing:
                 if handle in live:
                     try:
                         decoded(event)
-                    except Exception:
+                    except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                         self._drop(handle, "decoded")
 
-        return tap
+        return decoded_all
 
-    def decoded_steps(self, event_type: type[Event]) -> list[Step]:
-        """The observers' ``decoded`` steps for events of ``event_type`` (the
+    def route_handlers(self, event_type: type[Event]) -> list[Handler]:
+        """The observers' ``decoded`` handlers for events of ``event_type`` (the
         decoder's route; a ``decoded_handlers`` dict is read now)."""
-        steps: list[Step] = []
+        handlers: list[Handler] = []
         for handle in self._live:
-            hooks = self._hooks[id(handle)]
-            if hooks.handlers is not None:
-                step = hooks.handlers.get(event_type._type)
+            overrides = self._overrides[id(handle)]
+            if overrides.handlers is not None:
+                handler = overrides.handlers.get(event_type._type)
             else:
-                step = hooks.decoded
-            if step is not None:
-                self._owners[id(step)] = (step, handle)
-                steps.append(step)
-        return steps
+                handler = overrides.decoded
+            if handler is not None:
+                self._owners[id(handler)] = (handler, handle)
+                handlers.append(handler)
+        return handlers
 
     @property
-    def message_usage(self) -> str:
+    def message_usage(self) -> MessageUsage:
         """What the run's observers need of a CLI's per-message usage (see
         :class:`~coding_genesis.backend.Translator`): ``live`` if one that hears
         usage wants it live (the default), ``folded`` if they all take it
         folded, ``off`` if none hears usage."""
         modes: set[str] = set()
         for handle in self._live:
-            hooks = self._hooks[id(handle)]
-            if hooks.handlers is not None:
-                if "usage" not in hooks.handlers:
+            overrides = self._overrides[id(handle)]
+            if overrides.handlers is not None:
+                if "usage" not in overrides.handlers:
                     continue
-            elif hooks.decoded is None:
+            elif overrides.decoded is None:
                 continue
             modes.add(str(handle.message_usage))
         if "live" in modes:
@@ -305,27 +306,27 @@ class RunObservers:
 
     def attempt_decoded(self, tally: AttemptTally) -> None:
         """An attempt's stream is decoded: observers with an
-        ``attempt_decoded`` hook read its tally (what was folded anyway)."""
+        ``attempt_decoded`` method read its tally (what was folded anyway)."""
         for handle in tuple(self._live):
-            hook = self._hooks[id(handle)].attempt_decoded
-            if hook is None:
+            method = self._overrides[id(handle)].attempt_decoded
+            if method is None:
                 continue
             try:
-                hook(tally)
-            except Exception:
+                method(tally)
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "attempt_decoded")
 
-    def owns(self, step: Step) -> bool:
-        return id(step) in self._owners
+    def owns(self, handler: Handler) -> bool:
+        return id(handler) in self._owners
 
-    def step_failed(self, step: Step) -> None:
-        """A decoded step raised: its observer is dropped for the run."""
-        owner = self._owners.get(id(step))
+    def handler_failed(self, handler: Handler) -> None:
+        """A decoded handler raised: its observer is dropped for the run."""
+        owner = self._owners.get(id(handler))
         if owner is not None:
             self._drop(owner[1], "decoded")
 
     def replayed(self, event: Event) -> None:
-        """An event of a replay (no bus): the tap, then :meth:`event`."""
+        """An event of a replay (no bus): the decoded_all, then :meth:`event`."""
         if self.decoded is not None:
             self.decoded(event)
         self.event(event)
@@ -338,7 +339,7 @@ class RunObservers:
         """The event kinds some observer of this run hears (None: all)."""
         heard: set[EventKind] = set()
         for handle in self._live:
-            kinds = self._hooks[id(handle)].kinds
+            kinds = self._overrides[id(handle)].kinds
             if kinds is None:
                 return None
             heard |= kinds
@@ -357,21 +358,21 @@ class RunObservers:
                 continue
             try:
                 handle.event(event)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "event")
 
     def stdout(self, chunk: bytes) -> None:
         for handle in tuple(self._live):
             try:
                 handle.stdout(chunk)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "stdout")
 
     def flush(self) -> None:
         for handle in tuple(self._live):
             try:
                 handle.flush()
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "flush")
 
     def attempt_env(self) -> dict[str, str]:
@@ -379,12 +380,12 @@ class RunObservers:
         CLI's environment (from those that define ``attempt_env``)."""
         env: dict[str, str] = {}
         for handle in tuple(self._live):
-            hook = self._hooks[id(handle)].attempt_env
-            if hook is None:
+            method = self._overrides[id(handle)].attempt_env
+            if method is None:
                 continue
             try:
-                env.update(hook())
-            except Exception:
+                env.update(method())
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "attempt_env")
         return env
 
@@ -393,7 +394,7 @@ class RunObservers:
         for handle in tuple(self._live):
             try:
                 extra = dict(handle.response_fields())
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "response_fields")
                 continue
             warnings = extra.pop("warnings", None)
@@ -406,6 +407,6 @@ class RunObservers:
         for handle in tuple(self._live):
             try:
                 handle.finish(response)
-            except Exception:
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "finish")
         self._live.clear()

@@ -10,8 +10,6 @@ Failure analysis comes after, on failed results only.
 
 from __future__ import annotations
 
-import contextlib
-import signal as _signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +19,10 @@ from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome, StopReason
+from coding_genesis._util.display import signal_name
 from coding_genesis._util.redact import Redactor
 from coding_genesis._util.words import counted
-from coding_genesis.backend import Backend
+from coding_genesis.backend import AttemptRequest, Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import Event, ResultEvent
 from coding_genesis.result import RunResult
@@ -79,7 +78,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "agent": ctx.agent,
         "run_id": run_id,
         "exit_code": rc,
-        "signal": _signal_name(-rc) if rc is not None and rc < 0 else None,
+        "signal": signal_name(-rc) if rc is not None and rc < 0 else None,
         "duration_s": round(outcome.duration_s, 6),
         "skipped_lines": attempt.skipped_lines,
         "lines": attempt.lines,
@@ -218,7 +217,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     last_err = _last_line(stderr_tail)
     if rc is not None and rc < 0:
         sig = -rc
-        message = f"{name} was killed by signal {_signal_name(sig)}" + (
+        message = f"{name} was killed by signal {signal_name(sig)}" + (
             f": {last_err}" if last_err else ""
         )
         return RunResult(
@@ -267,14 +266,8 @@ def _stderr_retries(ctx: ResultContext, stderr: str) -> int:
         return 0
     try:
         return max(0, int(ctx.stderr_retries(stderr)))
-    except Exception:  # a plug-in's counter must not cost the result
+    except Exception:  # noqa: BLE001 (a plug-in's counter must not cost the result)
         return 0
-
-
-def _signal_name(signum: int) -> str:
-    with contextlib.suppress(ValueError):
-        return _signal.Signals(signum).name
-    return f"signal {signum}"
 
 
 def _denied_tools(result: ResultEvent | None) -> list[str]:
@@ -378,7 +371,7 @@ def replayed_outcome(
         stdout_eof=True,
         duration_s=duration_s,
     )
-    request = Request(prompt="(replay)", cwd=cwd, timeout=config.timeout)
+    request = Request(AttemptRequest(prompt="(replay)", cwd=cwd), config.timeout)
     return AttemptOutcome(
         request,
         config.timeout,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
+from coding_genesis.backend import AttemptRequest, Backend, check_options
 from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
     AgentConfig,
@@ -25,9 +25,7 @@ from coding_genesis.config import (
     required_seconds,
 )
 from coding_genesis.errors import ConfigError
-
-if TYPE_CHECKING:
-    from coding_genesis.backend import Backend
+from coding_genesis.options import RunOptions
 
 __all__ = ["Request", "make_request", "request_key"]
 
@@ -36,24 +34,44 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One validated request."""
+    """One validated request: what each attempt asks of the backend (the
+    retry loop changes only its prompt and session), and its timeout."""
 
-    prompt: str
-    cwd: str
+    attempt: AttemptRequest
+    #: Wall-clock limit of one attempt, in seconds.
     timeout: float
-    model: str | None = None
-    #: Continue this CLI session.
-    resume: str | None = None
-    #: One permission level ("read-only", "edit", "full"; None: the CLI's default).
-    permissions: str | None = None
-    #: The CLI's own turn limit.
-    max_turns: int | None = None
-    #: Cap on the CLI's own API retries.
-    cli_max_retries: int | None = None
-    #: Backend options: the agent's, updated with the call's.
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: Stable across the attempts of one logical request.
-    key: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return self.attempt.prompt
+
+    @property
+    def cwd(self) -> str:
+        return self.attempt.cwd
+
+    @property
+    def model(self) -> str | None:
+        return self.attempt.model
+
+    @property
+    def resume(self) -> str | None:
+        return self.attempt.resume_session
+
+    @property
+    def key(self) -> str:
+        """Stable across the attempts of one logical request."""
+        return self.attempt.request_key
+
+    def retried(self, prompt: str, resume: str | None, timeout: float | None) -> Request:
+        """The request of a later attempt (its prompt, session and timeout)."""
+        return Request(
+            replace(self.attempt, prompt=prompt, resume_session=resume),
+            self.timeout if timeout is None else timeout,
+        )
+
+    def moved(self, cwd: str) -> Request:
+        """The same request run in ``cwd`` (an isolated run's worktree)."""
+        return Request(replace(self.attempt, cwd=cwd), self.timeout)
 
 
 def request_key(backend: str, cwd: str, prompt: str) -> str:
@@ -80,23 +98,21 @@ def check_prompt(prompt: object) -> str:
 
 def make_request(
     config: AgentConfig,
-    backend_name: str,
+    backend: Backend,
     prompt: object,
+    call: RunOptions,
     *,
-    timeout: object = None,
-    cwd: str | os.PathLike[str] | None = None,
-    model: str | None = None,
-    resume: str | None = None,
-    options: Mapping[str, Any] | None = None,
-    key: str | None = None,
-    check_options: Callable[[Mapping[str, Any]], object] | None = None,
-    permissions: object = None,
-    max_turns: object = None,
-    cli_max_retries: object = None,
-    backend: Backend | None = None,
     retrying: bool = False,
 ) -> Request:
-    """Validate one call's arguments against the agent's configuration."""
+    """Validate one call's options (:class:`~coding_genesis.config.RunOptions`)
+    against the agent's configuration and ``backend``'s options and permissions."""
+    timeout = call.get("timeout")
+    cwd = call.get("cwd")
+    model = call.get("model")
+    resume = call.get("resume")
+    options = call.get("options")
+    key = call.get("request_key")
+    permissions = call.get("permissions")
     run_timeout = required_seconds("timeout", timeout) if timeout is not None else config.timeout
     run_cwd = check_cwd(cwd) if cwd is not None else (config.cwd or check_cwd(os.getcwd()))
     text = check_prompt(prompt)
@@ -107,28 +123,29 @@ def make_request(
     if options is not None and not isinstance(options, Mapping):
         raise ConfigError(f"options must be a mapping, got {options!r}")
     merged = {**config.options, **(options or {})}
-    if options and check_options is not None:
-        check_options(options)
+    if options:
+        check_options(backend, options)
     run_permissions = check_permissions(permissions) or config.permissions
-    if backend is not None and permissions is not None:
+    if permissions is not None:
         require_permissions(backend, run_permissions)
-    run_max_turns = check_max_turns(max_turns) or config.max_turns
-    run_retries = check_cli_max_retries(cli_max_retries)
+    run_max_turns = check_max_turns(call.get("max_turns")) or config.max_turns
+    run_retries = check_cli_max_retries(call.get("cli_max_retries"))
     if run_retries is None:
         run_retries = config.cli_max_retries
     if run_retries is None and retrying:
         run_retries = DEFAULT_CLI_MAX_RETRIES
     if key is not None and (not isinstance(key, str) or not key):
         raise ConfigError(f"request_key must be a non-empty string, got {key!r}")
-    return Request(
+    attempt = AttemptRequest(
         prompt=text,
         cwd=run_cwd,
-        timeout=run_timeout,
         model=model or config.model,
-        resume=resume,
+        resume_session=resume,
         permissions=run_permissions,
         max_turns=run_max_turns,
         cli_max_retries=run_retries,
+        request_key=key or request_key(backend.name, run_cwd, text),
         options=merged,
-        key=key or request_key(backend_name, run_cwd, text),
+        extra_args=config.extra_args,
     )
+    return Request(attempt, run_timeout)

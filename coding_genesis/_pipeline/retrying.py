@@ -1,20 +1,19 @@
 """The retry loop: run attempts until one succeeds or the retry policy gives up,
-with spec 004's continuation prompts and spec 002's escalation record.
+with the continuation prompts and the escalation record.
 
 The loop (:func:`retrying`) knows nothing of processes or backends: it calls
-an attempt function with an :class:`AttemptPlan`, reads the result's analysed
+an attempt function with an :class:`AttemptPlan`, reads the result's analyzed
 failure and asks :class:`~coding_genesis.retry.RetryPolicy` what to do.  Time
 comes from the clock it is handed (coding_genesis._util.clock, injectable).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coding_genesis._util.clock import Clock
+from coding_genesis._util.clock import Clock, iso_utc
 from coding_genesis.retry import Action, Decision, RetryPolicy
 
 if TYPE_CHECKING:
@@ -26,7 +25,6 @@ __all__ = [
     "completed_steps",
     "continuation_prompt",
     "escalation_record",
-    "iso",
     "retrying",
 ]
 
@@ -50,7 +48,7 @@ def blocker(result: RunResult) -> str:
 
 
 def completed_steps(result: RunResult) -> list[str]:
-    """Spec 004's "work completed before failure", from what the attempt did."""
+    """The "work completed before failure", from what the attempt did."""
     steps = [
         f"Used {name} {count} time{'s' if count != 1 else ''}"
         for name, count in result.tool_usage.items()
@@ -60,7 +58,7 @@ def completed_steps(result: RunResult) -> list[str]:
 
 
 def continuation_prompt(original: str, result: RunResult, category: str | None = None) -> str:
-    """Spec 004's "Continue from previous attempt" prompt for a retry.
+    """The "Continue from previous attempt" prompt for a retry.
 
     The original request is repeated at the end, so the prompt also stands on
     its own when the retry cannot continue the same session.
@@ -87,15 +85,6 @@ def continuation_prompt(original: str, result: RunResult, category: str | None =
     )
 
 
-def iso(ts: float) -> str:
-    """ISO 8601 UTC with milliseconds and a Z, like the failer's timestamps."""
-    return (
-        _dt.datetime.fromtimestamp(ts, _dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
 def escalation_record(
     *,
     run_id: str,
@@ -106,14 +95,14 @@ def escalation_record(
     agent: str = "",
     backend: str = "",
 ) -> dict[str, Any]:
-    """Spec 002's ``escalateError`` record: a view of the last attempt's failure."""
+    """The ``escalateError`` record: a view of the last attempt's failure."""
     return {
         "id": f"ESC-{run_id[:12] or 'run'}-{int(now * 1000)}",
         "run_id": run_id,
         "category": failure.category.value,
         "message": history[-1]["message"] if history else failure.message,
         "reason": reason,
-        "created_at": iso(now),
+        "created_at": iso_utc(now, zulu=True),
         "agent": agent,
         "backend": backend,
         "session_id": failure.session_id,
@@ -167,10 +156,10 @@ async def retrying(
     on_attempt: Callable[[dict[str, Any]], object] = lambda entry: None,
     escalation: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Run ``attempt`` until it succeeds or ``policy`` gives up (spec 002's
-    ``handleError``/``executeRetry`` loop, spec 004's continuation).
+    """Run ``attempt`` until it succeeds or ``policy`` gives up (the retry
+    strategies' ``handleError``/``executeRetry`` loop, the continuation).
 
-    Every failed result handed back by ``attempt`` carries its analysed
+    Every failed result handed back by ``attempt`` carries its analyzed
     ``failure``; the loop reads it and decides nothing else about the failure.
     ``on_attempt`` hears each attempt start (``phase="started"``) and end.
     ``escalation``: ``run_id``, ``agent`` and ``backend`` for the escalation record.
@@ -245,7 +234,7 @@ async def retrying(
             "error": result.error,
             "status": result.status,
             "message": blocker(result),
-            "at": iso(now),
+            "at": iso_utc(now, zulu=True),
             "duration_s": result.duration_s,
             "tool_calls": result.tool_calls,
             "cli_retries": result.cli_retries,
@@ -255,7 +244,7 @@ async def retrying(
             "action": decision.action.value,
             "reason": decision.reason,
             "delay_s": round(decision.delay_s, 3) if retrying_now else None,
-            "scheduled_at": iso(now + decision.delay_s) if retrying_now else None,
+            "scheduled_at": iso_utc(now + decision.delay_s, zulu=True) if retrying_now else None,
             "next_timeout_s": decision.next_timeout_s if retrying_now else None,
             "resume_session": next_resume if retrying_now else None,
         }

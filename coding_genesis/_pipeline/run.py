@@ -3,19 +3,18 @@
 The agent (READY, BUSY, DEGRADED) decides *whether* a request runs; this
 module is *how* it runs::
 
-    observers opened → steps around the run → the retry loop → attempts
-    → results analysed → the response assembled, masked, published
+    observers opened → wrappers around the run → the retry loop → attempts
+    → results analyzed → the response assembled, masked, published
 
 :class:`RunWiring` holds what every run of one agent shares (built once, with
-the agent); :class:`Run` is one run in flight.  The steps around a run
+the agent); :class:`Run` is one run in flight.  The wrappers around a run
 (isolation, verify) are handed in by the agent as a factory
-(:mod:`coding_genesis._workspace.steps`): the pipeline knows only their
-protocol (:mod:`coding_genesis._pipeline.runsteps`).
+(:mod:`coding_genesis._workspace.wrappers`): the pipeline knows only their
+protocol (:mod:`coding_genesis._pipeline.wrappers`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -25,10 +24,9 @@ from typing import Any
 
 import anyio
 
-from coding_genesis._pipeline.attempt import AttemptOutcome, run_attempt
+from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.listeners import RunListeners
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
@@ -39,8 +37,9 @@ from coding_genesis._pipeline.outcome import (
 )
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
-from coding_genesis._pipeline.runsteps import RunSteps
+from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._pipeline.wrappers import RunWrappers
 from coding_genesis._supervision.ledger import Ledger, LedgerError
 from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
@@ -50,12 +49,12 @@ from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo
-from coding_genesis.result import RunResult
+from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["Run", "RunWiring", "StepsFactory", "Sweeper"]
+__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
 
 #: The sweep over a ledger at an agent's first run: (ledger, worktree roots).
 Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
@@ -63,13 +62,13 @@ Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
 #: The agent's logger: what a run logs is logged under the agent, as before the split.
 log = logging.getLogger("coding_genesis.agent")
 
-#: Builds the steps around one run: (config, run id, run ledger) → steps.
-StepsFactory = Callable[[AgentConfig, str, Ledger | None], RunSteps]
+#: Builds the wrappers around one run: (config, run id, run ledger) → wrappers.
+WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
 
 
 class RunWiring:
     """What every run of one agent shares: its configuration, backend, event
-    bus, redactor, run ledger, observers and the factory of its run steps."""
+    bus, redactor, run ledger, observers and the factory of its run wrappers."""
 
     __slots__ = (
         "_sweep",
@@ -78,7 +77,7 @@ class RunWiring:
         "bus",
         "config",
         "ledger",
-        "make_steps",
+        "make_wrappers",
         "name",
         "observers",
         "redactor",
@@ -92,7 +91,7 @@ class RunWiring:
         name: str,
         bus: EventBus,
         observers: Sequence[Observer],
-        make_steps: StepsFactory | None,
+        make_wrappers: WrappersFactory | None,
         sweep: Sweeper | None = None,
     ) -> None:
         self.config = config
@@ -100,8 +99,8 @@ class RunWiring:
         self.name = name
         self.bus = bus
         self.observers = tuple(observers)
-        #: None: no step around any run (the factory is not even called).
-        self.make_steps = make_steps
+        #: None: no wrapper around any run (the factory is not even called).
+        self.make_wrappers = make_wrappers
         #: What runs at the agent's first run over its ledger (handed in by the
         #: agent: the sweep acts on worktrees and transcripts, above this layer).
         self._sweep = sweep
@@ -138,7 +137,7 @@ class RunWiring:
             log.exception("sweep of the run ledger %s failed", ledger.path)
 
     def start(self, request: Request, run_id: str, clock: Clock) -> Run:
-        """Open the run's observers (subscribed to the bus) and its steps."""
+        """Open the run's observers (subscribed to the bus) and its wrappers."""
         started = time.monotonic()
         stop = StopHandle()
         bus = self.bus
@@ -161,21 +160,23 @@ class RunWiring:
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
-        make_steps = self.make_steps
-        steps = make_steps(self.config, run_id, self.ledger) if make_steps else RunSteps()
-        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, steps)
+        make_wrappers = self.make_wrappers
+        wrappers = (
+            make_wrappers(self.config, run_id, self.ledger) if make_wrappers else RunWrappers()
+        )
+        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
-        """The attempts of one request, each analysed; the policy decides retries."""
+        """The attempts of one request, each analyzed; the policy decides retries."""
         run_id = run.run_id
-        steps = run.steps
+        wrappers = run.wrappers
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self.attempt(request, plan, run)
             result = build_result(outcome, self.result_context(run_id))
-            if steps:
-                result = await steps.after_attempt(result, request)
-            return self.analysed(result)
+            if wrappers:
+                result = await wrappers.after_attempt(result, request)
+            return self.analyzed(result)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)
@@ -230,30 +231,27 @@ class RunWiring:
             self.tally = tally
             tallies.append(tally)
 
-        attempt_request = dataclasses.replace(
-            request,
-            prompt=plan.prompt,
-            timeout=plan.timeout if plan.timeout is not None else request.timeout,
-            resume=plan.resume,
+        context = AttemptContext(
+            routes=RunRoutes(bus, run_id, redactor, observers or None),
+            on_stdout=observers.stdout if observers else None,
+            on_decoded=observers.flush if observers else None,
+            on_spawn=spawned,
+            on_tally=held,
+            redactor=redactor if redactor.active else None,
+            extra_env=observers.attempt_env() if observers else None,
+            stop=run.stop,
+            message_usage="live"
+            if bus.wants(EventKind.USAGE)
+            else (observers.message_usage if observers else "off"),
+            on_overlay=overlay_opened,
         )
         try:
             return await run_attempt(
                 self.config,
                 self.backend,
-                attempt_request,
+                request.retried(plan.prompt, plan.resume, plan.timeout),
                 marker=run_id,
-                listeners=RunListeners(bus, run_id, redactor, observers or None),
-                on_stdout=observers.stdout if observers else None,
-                on_decoded=observers.flush if observers else None,
-                on_spawn=spawned,
-                on_tally=held,
-                redactor=redactor if redactor.active else None,
-                extra_env=observers.attempt_env() if observers else None,
-                stop=run.stop,
-                message_usage="live"
-                if bus.wants(EventKind.USAGE)
-                else (observers.message_usage if observers else "off"),
-                on_overlay=overlay_opened,
+                context=context,
             )
         finally:
             if ledger is not None:
@@ -291,7 +289,7 @@ class RunWiring:
         )
 
     def bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
-        """A failed result with nothing run behind it (yet to be analysed)."""
+        """A failed result with nothing run behind it (yet to be analyzed)."""
         return RunResult(
             status=int(status),
             message=self.redactor.text(message),
@@ -302,15 +300,15 @@ class RunWiring:
             **extra,
         )
 
-    def analysed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
+    def analyzed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
         """Attach the one failure value and its views to a failed result."""
         if not result.is_error or result.failure is not None:
             return result
         from coding_genesis._failures.analysis import (
-            analyse,  # (down) only a failure needs the analysis and its tables
+            analyze,  # (down) only a failure needs the analysis and its tables
         )
 
-        return analyse(
+        return analyze(
             result,
             self.backend,
             node=self.name,
@@ -343,7 +341,7 @@ class RunWiring:
         stop_reason: StopReason | str | None,
         duration_s: float,
         run_id: str,
-    ) -> dict[str, Any]:
+    ) -> RunResponse:
         """The response a run of a CLI that printed ``stdout`` would have
         given, offline (see ``CodingGenesisAgent.replay``)."""
         # Observers that write nothing and say so (``replays = True``: metering)
@@ -376,7 +374,7 @@ class RunWiring:
         )
         if watchers:
             watchers.attempt_decoded(outcome.tally)
-        result = self.analysed(build_result(outcome, self.result_context(run_id)))
+        result = self.analyzed(build_result(outcome, self.result_context(run_id)))
         extra = watchers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:
@@ -385,7 +383,7 @@ class RunWiring:
 
 
 class Run:
-    """One run in flight: its id, stop handle, observers and steps."""
+    """One run in flight: its id, stop handle, observers and wrappers."""
 
     __slots__ = (
         "clock",
@@ -393,10 +391,10 @@ class Run:
         "request",
         "run_id",
         "started",
-        "steps",
         "stop",
         "unsubscribe",
         "wiring",
+        "wrappers",
     )
 
     def __init__(
@@ -409,7 +407,7 @@ class Run:
         stop: StopHandle,
         observers: RunObservers,
         unsubscribe: Callable[[], None] | None,
-        steps: RunSteps,
+        wrappers: RunWrappers,
     ) -> None:
         self.wiring = wiring
         self.request = request
@@ -421,18 +419,18 @@ class Run:
         self.stop = stop
         self.observers = observers
         self.unsubscribe = unsubscribe
-        self.steps = steps
+        self.wrappers = wrappers
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
-        """The steps around the run and its attempts.  A bug of ours is still
+        """The wrappers around the run and its attempts.  A bug of ours is still
         answered; a cancellation is answered to the observers, then re-raised."""
         wiring = self.wiring
         run_id = self.run_id
         try:
-            return await self.steps.run(
+            return await self.wrappers.run(
                 self.request,
                 functools.partial(wiring.attempts, self, policy=policy),
-                lambda status, error, message: wiring.analysed(
+                lambda status, error, message: wiring.analyzed(
                     wiring.bare(status, error, message, run_id=run_id)
                 ),
             )
@@ -441,7 +439,7 @@ class Run:
             raise
         except Exception as exc:  # a bug of ours: still answer
             log.exception("internal error in run %s", run_id)
-            return wiring.analysed(
+            return wiring.analyzed(
                 wiring.bare(
                     Status.INTERNAL,
                     ErrorCode.INTERNAL,
@@ -487,13 +485,13 @@ class Run:
             duration_s=round(time.monotonic() - self.started, 6),
             **facts,
         )
-        result = wiring.analysed(result)
+        result = wiring.analyzed(result)
         extra = self.observers.response_fields()
         extra.pop("warnings", None)
         cancelled = with_best_usage(result.model_copy(update=extra))
-        if self.steps.fields:
+        if self.wrappers.fields:
             cancelled = cancelled.model_copy(
-                update={k: v for k, v in self.steps.fields.items() if k != "warnings"}
+                update={k: v for k, v in self.wrappers.fields.items() if k != "warnings"}
             )
         response = wiring.redacted(cancelled).to_dict()
         wiring.bus.publish(

@@ -18,7 +18,7 @@ repeated), or an internal error.  How processes are found:
   run is ever in our session or process group; we never signal either.
 * Every process of a run carries ``GENESIS_RUN_ID=<run id>`` in its
   environment, inherited through forks and execs, so descendants that
-  escaped with ``setsid`` or a double fork are recognised by it.
+  escaped with ``setsid`` or a double fork are recognized by it.
 * On Linux the host process is a child subreaper
   (``prctl(PR_SET_CHILD_SUBREAPER)``) while runs are in flight (not in
   between, unless it made itself one): orphans of a run are reparented to us
@@ -40,7 +40,7 @@ repeated), or an internal error.  How processes are found:
   shielded; on asyncio it runs as its own task that native ``Task.cancel()``
   cannot reach, and the cancellation is re-raised once it is done.
 * pid reuse: processes are held as ``psutil.Process`` objects (pid plus start
-  time) and checked before each signal; a group is signalled only while one of
+  time) and checked before each signal; a group is signaled only while one of
   its members is known alive.  The CLI itself is reaped only through its
   ``Popen`` once its pidfd turns readable (polled where there are no pidfds):
   the main pids of runs in flight are excluded from every other ``waitpid``.

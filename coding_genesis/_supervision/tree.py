@@ -242,7 +242,7 @@ class Tree:
 
     def signal(self, procs: Mapping[int, psutil.Process], signum: int) -> None:
         """Signal every process group of the live members (each member itself
-        where its group cannot be signalled)."""
+        where its group cannot be signaled)."""
         # Once each: a second SIGINT means "abort now" to many CLIs.
         by_group: dict[int, list[psutil.Process]] = {}
         for pid, proc in procs.items():
@@ -342,7 +342,7 @@ class Tree:
     def _reap_orphan_zombies(self) -> list[int]:
         """Reap zombies reparented to us (subreaper) that died unseen.
 
-        They have no readable environment any more: recognised by their
+        They have no readable environment any more: recognized by their
         session or group (one of the run's), else by the settle rule.
         """
         pending: list[int] = []

@@ -10,6 +10,7 @@ variable, so a production process can never be switched by accident; the
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import time
 from collections.abc import Iterator
 from typing import Literal, Protocol, overload
@@ -25,9 +26,18 @@ __all__ = [
     "VirtualClock",
     "current_clock",
     "is_testing",
+    "iso_utc",
     "set_testing",
     "testing",
 ]
+
+
+def iso_utc(ts: float, timespec: str = "milliseconds", *, zulu: bool = False) -> str:
+    """``ts`` (seconds since the epoch) as ISO 8601 in UTC, to ``timespec``;
+    ``zulu``: ``Z`` rather than ``+00:00`` (what the failer and the retry
+    records write)."""
+    text = _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec=timespec)
+    return text.replace("+00:00", "Z") if zulu else text
 
 
 class Clock(Protocol):
@@ -116,14 +126,14 @@ def set_testing(enabled: bool) -> VirtualClock | None:
 
 
 @overload
-def testing(enabled: Literal[True] = ...) -> contextlib.AbstractContextManager[VirtualClock]: ...
+def testing(enabled: Literal[True] = ...) -> contextlib.AbstractContextManager[VirtualClock]: ...  # noqa: PT028  (not a test: the virtual-clock context)
 
 
 @overload
 def testing(enabled: bool) -> contextlib.AbstractContextManager[VirtualClock | None]: ...
 
 
-def testing(enabled: bool = True) -> contextlib.AbstractContextManager[VirtualClock | None]:
+def testing(enabled: bool = True) -> contextlib.AbstractContextManager[VirtualClock | None]:  # noqa: PT028  (not a test: the virtual-clock context)
     """``with testing() as clock:`` — virtual time inside the block.
 
     Process-wide (agents in other threads see it too); the previous setting

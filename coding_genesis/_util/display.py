@@ -18,8 +18,9 @@ controls but not C1 ones nor bidi controls, so on a terminal they go through
 from __future__ import annotations
 
 import re
+import signal
 
-__all__ = ["BIDI_CONTROLS", "json_for_terminal", "printable"]
+__all__ = ["BIDI_CONTROLS", "json_for_terminal", "printable", "signal_name"]
 
 #: The bidirectional formatting characters: embeddings and overrides, isolates,
 #: the left-to-right, right-to-left and Arabic letter marks.
@@ -38,6 +39,14 @@ _CONTROL: dict[int, None] = {
 _TERMINAL_UNSAFE = re.compile(
     rb"\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]|\xd8\x9c"
 )
+
+
+def signal_name(signum: int) -> str:
+    """A signal's name (``SIGTERM``), or ``signal N`` for a number no signal has."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def printable(text: object) -> str:

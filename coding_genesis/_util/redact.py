@@ -43,7 +43,7 @@ _NOT_SECRET = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "XAUTHORITY", "KEYMA
 #: ``scheme://user:PASSWORD@host``: the password part.
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:([^/@\s]+)@")
 _MIN_LEN = 8
-#: A password inside a URL is recognisable by where it sits: shorter is fine.
+#: A password inside a URL is recognizable by where it sits: shorter is fine.
 _MIN_URL_LEN = 4
 MASK = "[REDACTED]"
 _UPPER_HEX = re.compile(r"\\u[0-9a-f]{4}")
@@ -235,7 +235,7 @@ class Redactor:
         if self._pattern is None:
             return value
         if isinstance(value, dict | list):
-            # One C-speed serialisation and a substring test per secret instead
+            # One C-speed serialization and a substring test per secret instead
             # of a Python walk of every string: almost no event holds a secret.
             try:
                 blob = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)

@@ -1,5 +1,5 @@
 """One-line descriptions of tool calls: the "Work completed before failure"
-of a failure report (spec 004), e.g. ``Ran Bash: pytest -q`` or ``Wrote src/x.py``.
+of a failure report, e.g. ``Ran Bash: pytest -q`` or ``Wrote src/x.py``.
 
 Pure functions; paths under the run's working directory come back relative.
 """

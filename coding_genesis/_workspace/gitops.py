@@ -84,7 +84,7 @@ _QUIET = {
     "GIT_COMMITTER_NAME": AUTHOR_NAME,
     "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL,
 }
-#: ``-c`` settings of every call: no signing, no colour, and none of the
+#: ``-c`` settings of every call: no signing, no color, and none of the
 #: repository's programs (hooks, fsmonitor, pager, editor, credential helper,
 #: transports, automatic maintenance, submodule recursion).
 _CONFIG = (

@@ -15,8 +15,8 @@ The lifecycle of one run's worktree::
                       no signing), the worktree is removed, the branch stays
 
 Worktree creation and removal on one repository hold a lock (a file lock:
-threads and processes).  :class:`WorktreeStep` wires this around a run's
-attempts (see :mod:`coding_genesis._pipeline.runsteps`); the run ledger records each
+threads and processes).  :class:`WorktreeWrapper` wires this around a run's
+attempts (see :mod:`coding_genesis._pipeline.wrappers`); the run ledger records each
 worktree so that the sweep of a dead runner's runs removes it too
 (:func:`reclaim`), keeping the branch.
 """
@@ -32,7 +32,7 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from coding_genesis._supervision.shield import shielded
 from coding_genesis._util.files import (
@@ -51,6 +51,7 @@ from coding_genesis._workspace.gitops import (
 )
 from coding_genesis._workspace.instructions import instruction_warnings
 from coding_genesis.errors import ConfigError
+from coding_genesis.options import Keep
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -67,7 +68,6 @@ __all__ = [
 
 BRANCH_PREFIX = "coding-genesis/"
 KEEP_CHOICES = ("never", "on_failure", "always")
-Keep = Literal["never", "on_failure", "always"]
 #: A full diff is cut at this many characters (the result says so).
 MAX_DIFF_CHARS = 2_000_000
 _MAX_FILES = 1000

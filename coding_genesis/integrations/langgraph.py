@@ -20,11 +20,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.batch import failure_result
 from coding_genesis.events import Event
+from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 try:
@@ -39,7 +40,13 @@ __all__ = ["AgentFactory", "genesis_node"]
 log = logging.getLogger("coding_genesis.integrations.langgraph")
 
 AgentFactory = Callable[[], CodingGenesisAgent]
-Node = Callable[[Any, Runtime[Any]], Awaitable[dict[str, Any]]]
+
+
+class Node(Protocol):
+    """A LangGraph node that is handed the run's ``runtime`` (by keyword)."""
+
+    def __call__(self, state: Any, *, runtime: Runtime[Any]) -> Awaitable[dict[str, Any]]: ...
+
 
 _MISSING = object()
 
@@ -51,8 +58,8 @@ def _read(state: Any, key: str) -> Any:
 
 
 async def _run_to_the_end(
-    agent: CodingGenesisAgent, run: Coroutine[Any, Any, dict[str, Any]]
-) -> dict[str, Any]:
+    agent: CodingGenesisAgent, run: Coroutine[Any, Any, RunResponse]
+) -> RunResponse:
     """Await the run in its own task, so a cancellation reaches it exactly once.
 
     Awaiting the run directly would let every ``cancel()`` of the node's task
@@ -105,7 +112,7 @@ def genesis_node(
         raise TypeError(f"genesis_node() needs an agent or an agent factory, got {agent!r}")
     extra = dict(run_kwargs or {})
 
-    async def node(state: Any, runtime: Runtime[Any]) -> dict[str, Any]:
+    async def node(state: Any, *, runtime: Runtime[Any]) -> dict[str, Any]:
         prompt = _read(state, prompt_key)
         if prompt is _MISSING:
             return {result_key: _failure(f"the graph state has no {prompt_key!r}")}

@@ -41,8 +41,8 @@ import anyio
 from coding_genesis._observers.budget import Budget
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis.batch import (
+    BatchItem,
     EventCallback,
-    Request,
     ResultCallback,
     RunSpec,
     coerce_request,
@@ -117,7 +117,7 @@ class RayRunner:
     ``num_cpus`` (default 0.25) and ``resources`` / ``memory`` are the Ray
     resource hints of one run; ``ray_options`` passes any other
     ``.options(...)`` (``scheduling_strategy``, ``runtime_env``, ...).  Ray
-    is initialised on first use if it is not already: with ``address`` and
+    is initialized on first use if it is not already: with ``address`` and
     ``init_kwargs`` when given, else a local cluster (``close()`` shuts down
     only a cluster this runner started).  ``cancel_wait`` bounds how long a
     cancelled batch waits for its tasks to report their trees stopped.
@@ -190,7 +190,7 @@ class RayRunner:
         return _remote().options(**self._options).remote(spec, index, events)
 
     async def run_one(
-        self, index: int, request: Request, emit: EventCallback | None
+        self, index: int, request: BatchItem, emit: EventCallback | None
     ) -> dict[str, Any]:
         spec = coerce_request(index, request)
         if isinstance(spec, dict):
@@ -252,7 +252,7 @@ class RayRunner:
 
     async def run_many(
         self,
-        requests: Iterable[Request],
+        requests: Iterable[BatchItem],
         *,
         concurrency: int = 4,
         on_event: EventCallback | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coding_genesis._observers.budget import Budget, Exceeded, Totals, Usage, Warning_
+from coding_genesis._observers.budget import Budget, BudgetWarning, Exceeded, Totals, Usage
 
 __all__ = ["on_ray", "ray_account"]
 
@@ -23,7 +23,7 @@ class _BudgetActor:
     def __init__(self, totals: Totals) -> None:
         self._totals = totals
 
-    def charge(self, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
+    def charge(self, delta: Usage) -> tuple[Exceeded | None, list[BudgetWarning], bool]:
         return self._totals.charge(delta)
 
     def open(self, key: str) -> Exceeded | None:
@@ -51,8 +51,8 @@ class _RayAccount:
 
         return ray.get(ref)
 
-    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[Warning_], bool]:
-        result: tuple[Exceeded | None, list[Warning_], bool] = self._get(
+    def charge(self, key: str, delta: Usage) -> tuple[Exceeded | None, list[BudgetWarning], bool]:
+        result: tuple[Exceeded | None, list[BudgetWarning], bool] = self._get(
             self._actor.charge.remote(delta)
         )
         return result
@@ -74,7 +74,7 @@ class _RayAccount:
 
 
 def ray_account(totals: Totals) -> _RayAccount:
-    """A new Ray actor holding ``totals`` (Ray must be initialised)."""
+    """A new Ray actor holding ``totals`` (Ray must be initialized)."""
     import ray
 
     actor_class = ray.remote(num_cpus=0)(_BudgetActor)

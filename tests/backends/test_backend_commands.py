@@ -15,15 +15,15 @@ import pytest
 from coding_genesis._cli.env import node_path_for
 from coding_genesis._pipeline.attempt import Refusal, resolve_program
 from coding_genesis._pipeline.overlay import materialized
-from coding_genesis.backend import CommandSpec, NodeScript, RunRequest, node_launch
+from coding_genesis.backend import AttemptRequest, CommandSpec, NodeScript, node_launch
 from coding_genesis.backends import GeminiBackend, OpencodeBackend, QwenBackend, get_backend
 from coding_genesis.errors import ConfigError
 
 PROMPT = "--yolo; rm -rf / `SCENARIO:text` $(id)\nsecond line"
 
 
-def request(**kwargs: object) -> RunRequest:
-    return RunRequest(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
+def request(**kwargs: object) -> AttemptRequest:
+    return AttemptRequest(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["gemini", "opencode", "qwen"])
@@ -49,11 +49,11 @@ def test_gemini_command() -> None:
     assert GeminiBackend.permission_levels == {"read-only", "edit", "full"}
 
 
-def test_gemini_reports_what_it_cannot_honour() -> None:
+def test_gemini_reports_what_it_cannot_honor() -> None:
     spec = GeminiBackend().build_command(request(cli_max_retries=0, max_turns=3))
     assert len(spec.warnings) == 2
-    assert "cli_max_retries not honoured" in spec.warnings[0]
-    assert "max_turns not honoured" in spec.warnings[1]
+    assert "cli_max_retries not honored" in spec.warnings[0]
+    assert "max_turns not honored" in spec.warnings[1]
     assert not spec.overlay  # gemini refuses a settings file outside root-owned directories
 
 

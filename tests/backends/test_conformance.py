@@ -1,5 +1,5 @@
 """The conformance kit (``coding_genesis.testing``) on every backend we ship, with the recordings
-found by prefix in tests/fakes/recordings/, and the kit's own behaviour on backends that do not
+found by prefix in tests/fakes/recordings/, and the kit's own behavior on backends that do not
 conform."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.backend import RunRequest, Translator
+from coding_genesis.backend import AttemptRequest, Translator
 from coding_genesis.backends import ClaudeBackend, FailerBackend, available_backends, get_backend
 from coding_genesis.events import Event, ResultEvent, SessionEvent, TextEvent
 from coding_genesis.testing import (
@@ -46,7 +46,7 @@ def test_every_backend_conforms_on_its_recordings(name: str) -> None:
 def failer_recording(case: str, prompt: str) -> Recording:
     program = FailerBackend().default_program()
     assert program is not None
-    spec = FailerBackend().build_command(RunRequest(prompt=prompt, cwd="/tmp"))
+    spec = FailerBackend().build_command(AttemptRequest(prompt=prompt, cwd="/tmp"))
     proc = subprocess.run(
         [*program, *spec.args], input=spec.stdin, capture_output=True, timeout=60, check=False
     )

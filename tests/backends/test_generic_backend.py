@@ -15,7 +15,7 @@ from coding_genesis import (
     backends as registry,
     load_backends_file,
 )
-from coding_genesis.backend import RunRequest
+from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import register_backend
 from coding_genesis.errors import ConfigError
 from tests.support import FakeCLI
@@ -63,7 +63,7 @@ def test_a_claude_stream_json_cli_runs_with_the_prompt_on_stdin(
         "3",
     ]
     assert prompt not in " ".join(argv)
-    assert result["warnings"] == ["cli_max_retries=1 not honoured by mycli"]
+    assert result["warnings"] == ["cli_max_retries=1 not honored by mycli"]
 
 
 def test_groups_without_a_value_are_left_out_and_resume_is_supported(
@@ -71,16 +71,16 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
 ) -> None:
     backend = claude_like(fake_claude)
     assert backend.supports_resume
-    spec = backend.build_command(RunRequest(prompt="p", cwd="/w", resume_session="s-1"))
+    spec = backend.build_command(AttemptRequest(prompt="p", cwd="/w", resume_session="s-1"))
     assert spec.args == ("-p", "--output-format", "stream-json", "--workdir=/w", "--resume=s-1")
     assert spec.stdin == b"p"
     plain = GenericBackend("plain", command=["plain"])
     assert not plain.supports_resume
-    spec = plain.build_command(RunRequest(prompt="p", cwd="/w", model="x", max_turns=2))
+    spec = plain.build_command(AttemptRequest(prompt="p", cwd="/w", model="x", max_turns=2))
     assert spec.args == ()
     assert spec.warnings == (
-        "max_turns=2 not honoured by plain",
-        "model='x' not honoured by plain",
+        "max_turns=2 not honored by plain",
+        "model='x' not honored by plain",
     )
 
 

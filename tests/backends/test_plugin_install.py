@@ -42,7 +42,7 @@ PLUGIN = '''\
 import sys
 from pathlib import Path
 
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import CommandSpec, AttemptRequest
 from coding_genesis.backends.claude import ClaudeTranslator, claude_failure_hint
 
 FAKE = str(Path(__file__).with_name("fake_cli.py"))
@@ -64,7 +64,7 @@ class DemoBackend:
     def install_hint(self):
         return "pip install genesis-plugin-demo"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         args = ["--stream-json"]
         if request.permissions == "read-only":
             args.append("--read-only")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from coding_genesis.backend import RunRequest
+from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import get_backend, registered_backends
 from coding_genesis.config import PERMISSION_LEVELS
 
@@ -32,17 +32,17 @@ def render() -> str:
     ]
     for name in registered_backends():
         backend = get_backend(name)
-        base = backend.build_command(RunRequest(prompt="PROMPT", cwd="DIR"))
+        base = backend.build_command(AttemptRequest(prompt="PROMPT", cwd="DIR"))
         program = backend.executable if backend.default_program() is None else f"({name})"
         command = " ".join([program, *base.args])
         levels = backend.permission_levels
         permissions = ", ".join(lvl for lvl in PERMISSION_LEVELS if lvl in levels) or "none"
 
-        def honoured(key: str) -> str:
+        def honored(key: str) -> str:
             if key == "max_turns":
-                request = RunRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
+                request = AttemptRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
             else:
-                request = RunRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
+                request = AttemptRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
             spec = backend.build_command(request)  # noqa: B023
             return "no" if any(key in w for w in spec.warnings) else "yes"
 
@@ -54,8 +54,8 @@ def render() -> str:
                     f"`{name}`",
                     f"`{command}`",
                     permissions,
-                    honoured("max_turns"),
-                    honoured("cli_max_retries"),
+                    honored("max_turns"),
+                    honored("cli_max_retries"),
                     "yes" if backend.supports_resume else "no",
                     "; ".join(backend.notes) or "",
                 )

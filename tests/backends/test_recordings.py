@@ -278,8 +278,7 @@ def replay(
     fake = FakeCLI(tmp_path, name.split("_")[0])
     fake.script(replay_steps(name, jsonl))
     agent = fake.agent(**kwargs)
-    response: dict[str, Any] = portal.call(agent.run, "replay the recording")
-    return response
+    return dict(portal.call(agent.run, "replay the recording"))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -1,6 +1,6 @@
 """One option vocabulary across backends: model, permissions, max_turns, resume,
 cwd, cli_max_retries; checked once, carried to the backend, mapped to each CLI's
-flags, environment or a private overlay, or reported as not honoured."""
+flags, environment or a private overlay, or reported as not honored."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import AttemptRequest, CommandSpec
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.batch import run_many_sync
 from coding_genesis.config import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS, AgentConfig
@@ -25,8 +25,8 @@ from coding_genesis.errors import ConfigError
 from tests.support import FakeCLI
 
 
-def request(**fields: Any) -> RunRequest:
-    return RunRequest(prompt="p", cwd="/tmp", **fields)
+def request(**fields: Any) -> AttemptRequest:
+    return AttemptRequest(prompt="p", cwd="/tmp", **fields)
 
 
 # -- validated once ----------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_a_backend_without_the_attribute_refuses_every_level() -> None:
         def default_program(self) -> None:
             return None
 
-        def build_command(self, request: RunRequest) -> CommandSpec:
+        def build_command(self, request: AttemptRequest) -> CommandSpec:
             return CommandSpec(args=())
 
         def translator(self) -> Any:
@@ -200,8 +200,8 @@ def test_codex_permissions_are_its_sandbox(level: str, sandbox: str) -> None:
 def test_codex_has_no_turn_limit_and_caps_retries_per_named_provider() -> None:
     spec = CodexBackend().build_command(request(max_turns=3, cli_max_retries=1))
     assert not any("max_turns" in a or "max-turns" in a for a in spec.args)
-    assert "max_turns=3 not honoured: codex has no turn limit" in spec.warnings
-    assert any("cli_max_retries=1 not honoured" in w for w in spec.warnings)
+    assert "max_turns=3 not honored: codex has no turn limit" in spec.warnings
+    assert any("cli_max_retries=1 not honored" in w for w in spec.warnings)
     named = CodexBackend().build_command(
         request(cli_max_retries=1, options={"config": {"model_provider": "fake"}})
     )
@@ -215,7 +215,7 @@ def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
     fake_codex.script([{"answer": "done"}])
     result = fake_codex.agent(max_turns=5).run_sync("hi")
     assert result["status"] == 0, result
-    assert "max_turns=5 not honoured: codex has no turn limit" in result["warnings"]
+    assert "max_turns=5 not honored: codex has no turn limit" in result["warnings"]
 
 
 # -- failer ---------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     seen: list[Any] = []
 
     class Probe(ClaudeBackend):
-        def build_command(self, request: RunRequest) -> CommandSpec:
+        def build_command(self, request: AttemptRequest) -> CommandSpec:
             seen.append(request.cli_max_retries)
             return super().build_command(request)
 
@@ -320,7 +320,7 @@ def test_genesis_run_flags(
     assert "invalid choice: 'root'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "--max-turns", "0", "hi"])
-    assert "must be >= 1, got 0" in capsys.readouterr().err
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 # -- the overlay ------------------------------------------------------------------
@@ -349,13 +349,13 @@ PROBE = textwrap.dedent(
 class OverlayBackend(ClaudeBackend):
     name = "overlay-probe"
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         return dataclasses.replace(
             super().build_command(request),
             args=("--settings={overlay}/settings.json",),
             env={"PROBE_OVERLAY": "{overlay}"},
             overlay={"settings.json": b'{"permissions": {"allow": []}}', "sub/x.txt": b"x"},
-            warnings=("probe: something not honoured",),
+            warnings=("probe: something not honored",),
         )
 
 
@@ -375,7 +375,7 @@ def test_the_overlay_is_private_for_the_run_and_removed_after(tmp_path: Path) ->
     assert (facts["root_mode"], facts["nested_mode"]) == ("0o700", "0o700")
     assert facts["settings_mode"] == "0o600"
     assert not os.path.exists(facts["root"])
-    assert result["warnings"][0] == "probe: something not honoured"
+    assert result["warnings"][0] == "probe: something not honored"
 
 
 def test_the_overlay_is_removed_after_a_timeout(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
         "message": {"content": [{"type": "tool_result", "tool_use_id": "w1", "content": "ok"}]},
     }
     fake.script([{"init": True}, {"emit": tool}, {"emit": done}, {"answer": "wrote a.py"}])
-    good = agent.run_sync("write a.py\nwith a docstring")
+    good = dict(agent.run_sync("write a.py\nwith a docstring"))
     fake.script(
         [
             {"init": True},
@@ -46,7 +46,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
             {"exit": 1},
         ]
     )
-    bad = agent.run_sync("try again")
+    bad = dict(agent.run_sync("try again"))
     return base, good, bad
 
 
@@ -126,7 +126,7 @@ def test_show_and_runs_say_what_is_wrong(
     with pytest.raises(SystemExit) as exc:
         main(["runs", "-n", "0"])
     assert exc.value.code == 2
-    assert "expected a count >= 1, got '0'" in capsys.readouterr().err
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 # -- doctor --------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert "cannot read" in missing.stderr
     bad = run_many("-", "--concurrency", "0", stdin="")
     assert bad.returncode == 2
-    assert "positive integer" in bad.stderr
+    assert "expected a whole number >= 1, got '0'" in bad.stderr
     empty = run_many("-", stdin="\n\n")
     assert (empty.returncode, empty.stdout) == (0, "")
 

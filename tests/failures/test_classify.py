@@ -26,7 +26,6 @@ from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
 from coding_genesis.status import FailureCategory
 
 FAILURES_PAGE = Path(__file__).parents[2] / "docs" / "failures.md"
-C = FailureCategory
 
 
 def test_every_category_has_names_and_texts() -> None:
@@ -37,27 +36,27 @@ def test_every_category_has_names_and_texts() -> None:
 
 def test_retryability_is_one_table_decided_per_failure() -> None:
     # spec 002: timeout/network/rate_limit yes, validation/permission/not_found/unknown
-    # no, internal "partial" (analyse and decide: we decided one retry); spec 004:
+    # no, internal "partial" (analyze and decide: we decided one retry); spec 004:
     # partial retryable, tool_error only after fixing the environment (not as-is),
     # a timeout only after progress.  Issue 12: a stall once, whatever the progress.
     # Issue 14: a failed verify once, resuming the session with the verify output.
     assert set(DEFAULT_RETRIES) == {
-        C.TIMEOUT,
-        C.STALLED,
-        C.NETWORK,
-        C.RATE_LIMIT,
-        C.INTERNAL,
-        C.PARTIAL,
-        C.VERIFY_FAILED,
+        FailureCategory.TIMEOUT,
+        FailureCategory.STALLED,
+        FailureCategory.NETWORK,
+        FailureCategory.RATE_LIMIT,
+        FailureCategory.INTERNAL,
+        FailureCategory.PARTIAL,
+        FailureCategory.VERIFY_FAILED,
     }
     for category in FailureCategory:
         retryable, why = retry_verdict(category, progress=True)
         assert retryable is (category in DEFAULT_RETRIES) and why
         policy = RetryPolicy.default().for_category(category)
         assert policy.max_retries == DEFAULT_RETRIES.get(category, 0)
-    assert retry_verdict(C.TIMEOUT, progress=False)[0] is False
-    assert "no progress" in retry_verdict(C.TIMEOUT, progress=False)[1]
-    assert retry_verdict(C.TOOL_ERROR, progress=True) == (
+    assert retry_verdict(FailureCategory.TIMEOUT, progress=False)[0] is False
+    assert "no progress" in retry_verdict(FailureCategory.TIMEOUT, progress=False)[1]
+    assert retry_verdict(FailureCategory.TOOL_ERROR, progress=True) == (
         False,
         "tool_error: the environment must be fixed first (a retry as-is fails the same way)",
     )
@@ -66,16 +65,16 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
 @pytest.mark.parametrize(
     ("name", "category"),
     [
-        ("permission", C.AUTH),  # spec 002
-        ("validation", C.INVALID_TASK),
-        ("connection", C.NETWORK),  # spec 003
-        ("data", C.INVALID_TASK),
-        ("PARTIAL_SUCCESS", C.PARTIAL),  # spec 004
-        ("MISSING_CONTEXT", C.MISSING_CONTEXT),
-        ("RATE_LIMIT", C.RATE_LIMIT),  # failer error codes
-        ("AGENT_ERROR", C.INTERNAL),
-        ("TRANSIENT_ERROR", C.NETWORK),
-        ("rate-limit", C.RATE_LIMIT),
+        ("permission", FailureCategory.AUTH),  # spec 002
+        ("validation", FailureCategory.INVALID_TASK),
+        ("connection", FailureCategory.NETWORK),  # spec 003
+        ("data", FailureCategory.INVALID_TASK),
+        ("PARTIAL_SUCCESS", FailureCategory.PARTIAL),  # spec 004
+        ("MISSING_CONTEXT", FailureCategory.MISSING_CONTEXT),
+        ("RATE_LIMIT", FailureCategory.RATE_LIMIT),  # failer error codes
+        ("AGENT_ERROR", FailureCategory.INTERNAL),
+        ("TRANSIENT_ERROR", FailureCategory.NETWORK),
+        ("rate-limit", FailureCategory.RATE_LIMIT),
         ("bogus", None),
         (42, None),
     ],
@@ -92,86 +91,174 @@ def test_docs_map_every_category() -> None:
 
 # (evidence, category, reason starts with)
 CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
-    ({"error": "timeout", "message": "429 in the text"}, C.TIMEOUT, "runner: timeout"),
-    ({"error": "idle_timeout"}, C.TIMEOUT, "runner"),
-    ({"error": "stalled"}, C.STALLED, "runner"),
-    ({"error": "not_found"}, C.NOT_FOUND, "runner"),
-    ({"error": "not_executable"}, C.TOOL_ERROR, "runner"),
-    ({"error": "invalid_request"}, C.INVALID_TASK, "runner"),
-    ({"error": "cli_error", "api_error_status": 429}, C.RATE_LIMIT, "API status 429"),
-    ({"error": "cli_error", "api_error_status": 529}, C.RATE_LIMIT, "API status"),
-    ({"error": "cli_error", "api_error_status": 401}, C.AUTH, "API status"),
-    ({"error": "cli_error", "api_error_status": 403}, C.AUTH, "API status"),
-    ({"error": "cli_error", "api_error_status": 404}, C.NOT_FOUND, "API status"),
-    ({"error": "cli_error", "api_error_status": 400}, C.INVALID_TASK, "API status"),
-    ({"error": "cli_error", "api_error_status": 503}, C.INTERNAL, "API status"),
-    ({"error": "cli_error", "backend_hint": "network"}, C.NETWORK, "backend hint"),
-    ({"error": "cli_error", "backend_hint": "nonsense", "message": "x"}, C.UNKNOWN, "no evidence"),
-    ({"error": "cli_error", "data": {"error_code": "RATE_LIMIT"}}, C.RATE_LIMIT, "error body"),
-    ({"error": "cli_error", "result_subtype": "error_max_turns"}, C.PARTIAL, "max turns"),
-    ({"error": "cli_error", "permission_denials": 2}, C.AUTH, "2 permission denial"),
-    ({"error": "cli_error", "message": "Error: authentication failed"}, C.AUTH, "text"),
-    ({"error": "cli_error", "stderr_tail": "connect ECONNREFUSED 127.0.0.1"}, C.NETWORK, "text"),
-    ({"error": "cli_error", "message": "stream disconnected before completion"}, C.NETWORK, "text"),
+    (
+        {"error": "timeout", "message": "429 in the text"},
+        FailureCategory.TIMEOUT,
+        "runner: timeout",
+    ),
+    ({"error": "idle_timeout"}, FailureCategory.TIMEOUT, "runner"),
+    ({"error": "stalled"}, FailureCategory.STALLED, "runner"),
+    ({"error": "not_found"}, FailureCategory.NOT_FOUND, "runner"),
+    ({"error": "not_executable"}, FailureCategory.TOOL_ERROR, "runner"),
+    ({"error": "invalid_request"}, FailureCategory.INVALID_TASK, "runner"),
+    ({"error": "cli_error", "api_error_status": 429}, FailureCategory.RATE_LIMIT, "API status 429"),
+    ({"error": "cli_error", "api_error_status": 529}, FailureCategory.RATE_LIMIT, "API status"),
+    ({"error": "cli_error", "api_error_status": 401}, FailureCategory.AUTH, "API status"),
+    ({"error": "cli_error", "api_error_status": 403}, FailureCategory.AUTH, "API status"),
+    ({"error": "cli_error", "api_error_status": 404}, FailureCategory.NOT_FOUND, "API status"),
+    ({"error": "cli_error", "api_error_status": 400}, FailureCategory.INVALID_TASK, "API status"),
+    ({"error": "cli_error", "api_error_status": 503}, FailureCategory.INTERNAL, "API status"),
+    ({"error": "cli_error", "backend_hint": "network"}, FailureCategory.NETWORK, "backend hint"),
+    (
+        {"error": "cli_error", "backend_hint": "nonsense", "message": "x"},
+        FailureCategory.UNKNOWN,
+        "no evidence",
+    ),
+    (
+        {"error": "cli_error", "data": {"error_code": "RATE_LIMIT"}},
+        FailureCategory.RATE_LIMIT,
+        "error body",
+    ),
+    (
+        {"error": "cli_error", "result_subtype": "error_max_turns"},
+        FailureCategory.PARTIAL,
+        "max turns",
+    ),
+    ({"error": "cli_error", "permission_denials": 2}, FailureCategory.AUTH, "2 permission denial"),
+    (
+        {"error": "cli_error", "message": "Error: authentication failed"},
+        FailureCategory.AUTH,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "stderr_tail": "connect ECONNREFUSED 127.0.0.1"},
+        FailureCategory.NETWORK,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "message": "stream disconnected before completion"},
+        FailureCategory.NETWORK,
+        "text",
+    ),
     (
         {
             "error": "cli_error",
             "message": "API Error: Unable to connect to API (ConnectionRefused)",
         },
-        C.NETWORK,
+        FailureCategory.NETWORK,
         "text",
     ),
     (
         {"error": "cli_error", "last_tool_error": "Bash failed: ModuleNotFoundError: No module"},
-        C.TOOL_ERROR,
+        FailureCategory.TOOL_ERROR,
         "text",
     ),
-    ({"error": "cli_error", "message": "bash: foo: command not found"}, C.TOOL_ERROR, "text"),
-    ({"error": "cli_error", "stderr_tail": "EACCES: permission denied"}, C.TOOL_ERROR, "text"),
+    (
+        {"error": "cli_error", "message": "bash: foo: command not found"},
+        FailureCategory.TOOL_ERROR,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "stderr_tail": "EACCES: permission denied"},
+        FailureCategory.TOOL_ERROR,
+        "text",
+    ),
     (
         {"error": "cli_error", "message": "Cannot find 'the auth file' mentioned in prompt"},
-        C.MISSING_CONTEXT,
+        FailureCategory.MISSING_CONTEXT,
         "text",
     ),
-    ({"error": "cli_error", "message": "No such file or directory: x.py"}, C.NOT_FOUND, "text"),
-    ({"error": "cli_error", "message": "Prompt is too long"}, C.CONTEXT_OVERFLOW, "text"),
+    (
+        {"error": "cli_error", "message": "No such file or directory: x.py"},
+        FailureCategory.NOT_FOUND,
+        "text",
+    ),
+    (
+        {"error": "cli_error", "message": "Prompt is too long"},
+        FailureCategory.CONTEXT_OVERFLOW,
+        "text",
+    ),
     (
         {"error": "cli_error", "api_error_status": 400, "message": "prompt is too long"},
-        C.CONTEXT_OVERFLOW,
+        FailureCategory.CONTEXT_OVERFLOW,
         "API status",
     ),
-    ({"error": "cli_error", "message": "context_length_exceeded"}, C.CONTEXT_OVERFLOW, "text"),
-    ({"error": "busy"}, C.BUSY, "runner"),
-    ({"error": "degraded"}, C.DEGRADED, "runner"),
-    ({"error": "cancelled"}, C.CANCELLED, "runner"),
-    ({"error": "usage_limit"}, C.NOT_STARTED, "runner"),
     (
-        {"error": "cli_error", "message": "Cannot both keep and delete: contradictory"},
-        C.INVALID_TASK,
+        {"error": "cli_error", "message": "context_length_exceeded"},
+        FailureCategory.CONTEXT_OVERFLOW,
         "text",
     ),
-    ({"error": "cli_error", "message": "HTTP 502 Bad Gateway"}, C.INTERNAL, "text"),
-    ({"error": "killed", "exit_code": -9, "message": "x"}, C.INTERNAL, "killed by SIGKILL"),
-    ({"error": "killed", "exit_code": -15, "message": "x"}, C.INTERNAL, "killed by SIGTERM"),
+    ({"error": "busy"}, FailureCategory.BUSY, "runner"),
+    ({"error": "degraded"}, FailureCategory.DEGRADED, "runner"),
+    ({"error": "cancelled"}, FailureCategory.CANCELLED, "runner"),
+    ({"error": "usage_limit"}, FailureCategory.NOT_STARTED, "runner"),
+    (
+        {"error": "cli_error", "message": "Cannot both keep and delete: contradictory"},
+        FailureCategory.INVALID_TASK,
+        "text",
+    ),
+    ({"error": "cli_error", "message": "HTTP 502 Bad Gateway"}, FailureCategory.INTERNAL, "text"),
+    (
+        {"error": "killed", "exit_code": -9, "message": "x"},
+        FailureCategory.INTERNAL,
+        "killed by SIGKILL",
+    ),
+    (
+        {"error": "killed", "exit_code": -15, "message": "x"},
+        FailureCategory.INTERNAL,
+        "killed by SIGTERM",
+    ),
     # An exit code above 128 is the CLI's own choice, not a signal (gemini exits
     # with the HTTP status mod 256): only how the process ended counts.
     # ... except the codes a CLI exits with when it stops itself on a
     # termination signal, which say what stopped it (status stays 1).
-    ({"error": "cli_error", "exit_code": 137, "message": "x"}, C.INTERNAL, "exited with code 137"),
-    ({"error": "cli_error", "exit_code": 143, "message": "x"}, C.INTERNAL, "exited with code 143"),
-    ({"error": "cli_error", "exit_code": 145, "message": "x"}, C.UNKNOWN, "no evidence"),
-    ({"error": "cli_error", "exit_code": 143, "completed": True, "message": "x"}, C.UNKNOWN, "no"),
-    ({"error": "incomplete", "message": "exited before finishing"}, C.PARTIAL, "exited before"),
-    ({"error": "cli_error", "failed_tools": 1, "message": "x"}, C.TOOL_ERROR, "1 tool call"),
-    ({"error": "cli_error", "message": "exited with code 2"}, C.UNKNOWN, "no evidence"),
+    (
+        {"error": "cli_error", "exit_code": 137, "message": "x"},
+        FailureCategory.INTERNAL,
+        "exited with code 137",
+    ),
+    (
+        {"error": "cli_error", "exit_code": 143, "message": "x"},
+        FailureCategory.INTERNAL,
+        "exited with code 143",
+    ),
+    (
+        {"error": "cli_error", "exit_code": 145, "message": "x"},
+        FailureCategory.UNKNOWN,
+        "no evidence",
+    ),
+    (
+        {"error": "cli_error", "exit_code": 143, "completed": True, "message": "x"},
+        FailureCategory.UNKNOWN,
+        "no",
+    ),
+    (
+        {"error": "incomplete", "message": "exited before finishing"},
+        FailureCategory.PARTIAL,
+        "exited before",
+    ),
+    (
+        {"error": "cli_error", "failed_tools": 1, "message": "x"},
+        FailureCategory.TOOL_ERROR,
+        "1 tool call",
+    ),
+    (
+        {"error": "cli_error", "message": "exited with code 2"},
+        FailureCategory.UNKNOWN,
+        "no evidence",
+    ),
     # Work done before the blocker: spec 004's PARTIAL_SUCCESS.
     (
         {"error": "cli_error", "failed_tools": 1, "files_modified": 2, "message": "x"},
-        C.PARTIAL,
+        FailureCategory.PARTIAL,
         "1 tool call(s) failed, after changing 2 file(s)",
     ),
     # ... but an API verdict stays what it is.
-    ({"error": "cli_error", "api_error_status": 500, "files_modified": 2}, C.INTERNAL, "API"),
+    (
+        {"error": "cli_error", "api_error_status": 500, "files_modified": 2},
+        FailureCategory.INTERNAL,
+        "API",
+    ),
 ]
 
 
@@ -190,9 +277,9 @@ def test_the_first_rule_with_a_verdict_decides() -> None:
         api_error_status=429,
         backend_hint="auth",
     )
-    assert found.category is C.RATE_LIMIT
+    assert found.category is FailureCategory.RATE_LIMIT
     found = classify(error="cli_error", message="connection reset", backend_hint="auth")
-    assert found.category is C.AUTH
+    assert found.category is FailureCategory.AUTH
 
 
 @pytest.mark.parametrize(
@@ -244,21 +331,21 @@ class BrokenTimeout(Exception):
     ("exc", "category"),
     [
         # spec 003's own unit tests
-        (TimeoutError("request timed out"), C.TIMEOUT),
-        (ConnectionError("refused"), C.NETWORK),
-        (Exception("429 rate limit"), C.RATE_LIMIT),
-        (Exception("something weird"), C.UNKNOWN),
+        (TimeoutError("request timed out"), FailureCategory.TIMEOUT),
+        (ConnectionError("refused"), FailureCategory.NETWORK),
+        (Exception("429 rate limit"), FailureCategory.RATE_LIMIT),
+        (Exception("something weird"), FailureCategory.UNKNOWN),
         # spec 004: PermissionError is a tool error ("Check file permissions")
-        (PermissionError("Permission denied: /etc/config"), C.TOOL_ERROR),
-        (FileNotFoundError("no such file: claude"), C.NOT_FOUND),
-        (ModuleNotFoundError("No module named 'pytest'"), C.TOOL_ERROR),
-        (OSError(28, "No space left on device"), C.TOOL_ERROR),
-        (ValueError("invalid literal"), C.INVALID_TASK),
-        (KeyError("task"), C.INVALID_TASK),
-        (ConfigError("timeout must be a number"), C.INVALID_TASK),
-        (UnknownBackendError("unknown backend 'x'"), C.NOT_FOUND),
-        (BrokenTimeout("slow"), C.TIMEOUT),
-        (RuntimeError("Directus connection reset"), C.NETWORK),
+        (PermissionError("Permission denied: /etc/config"), FailureCategory.TOOL_ERROR),
+        (FileNotFoundError("no such file: claude"), FailureCategory.NOT_FOUND),
+        (ModuleNotFoundError("No module named 'pytest'"), FailureCategory.TOOL_ERROR),
+        (OSError(28, "No space left on device"), FailureCategory.TOOL_ERROR),
+        (ValueError("invalid literal"), FailureCategory.INVALID_TASK),
+        (KeyError("task"), FailureCategory.INVALID_TASK),
+        (ConfigError("timeout must be a number"), FailureCategory.INVALID_TASK),
+        (UnknownBackendError("unknown backend 'x'"), FailureCategory.NOT_FOUND),
+        (BrokenTimeout("slow"), FailureCategory.TIMEOUT),
+        (RuntimeError("Directus connection reset"), FailureCategory.NETWORK),
     ],
 )
 def test_classify_exception(exc: BaseException, category: FailureCategory) -> None:

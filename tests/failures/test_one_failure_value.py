@@ -1,5 +1,5 @@
 """One truth per failure: every failure the Process Failer, the fake CLIs and the
-recordings can produce is analysed once, and every view of it agrees —
+recordings can produce is analyzed once, and every view of it agrees —
 ``failure.retryable``, ``error_context.can_retry``, the report's "Retryable:"
 line, whether ``RetryPolicy.default()`` retries it on a first attempt, the
 escalation's actions, and what ``genesis run`` and ``genesis show`` print."""
@@ -16,7 +16,8 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent, retry
-from tests.support import RECORDINGS, FakeCLI, assert_one_truth
+from coding_genesis.options import RetrySetting
+from tests.support import RECORDINGS, FakeCLI, assert_one_truth, present
 
 #: (prompt, agent timeout, expected category, expected retryable)
 FAILER_FAILURES = [
@@ -75,7 +76,7 @@ def test_failer_failures_agree_in_every_view(
     timeout: float,
     category: str,
     retryable: bool,
-    policy: str | None,
+    policy: RetrySetting,
     tmp_path: Path,
 ) -> None:
     agent = CodingGenesisAgent(
@@ -84,7 +85,9 @@ def test_failer_failures_agree_in_every_view(
     with retry.testing():
         response = agent.run_sync(prompt)
     assert response["status"] != 0
-    assert response["failure"]["category"] == category, response["failure"]["reason"]
+    assert present(response["failure"])["category"] == category, present(response["failure"])[
+        "reason"
+    ]
     assert assert_one_truth(response) is retryable
     details = (response["data"] or {}).get("details")
     if details is not None:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._failures.usagelimits import iso, reset_at
-from coding_genesis._util.clock import VirtualClock
+from coding_genesis._failures.usagelimits import reset_at
+from coding_genesis._util.clock import VirtualClock, iso_utc
 from coding_genesis.batch import RunSpec, run_many
 from coding_genesis.retry import RetryPolicy
-from tests.support import FAKE_BIN, RECORDINGS, FakeCLI
+from tests.support import FAKE_BIN, RECORDINGS, FakeCLI, present
 
 pytestmark = pytest.mark.anyio
 
@@ -29,8 +29,10 @@ def replay(name: str) -> dict[str, Any]:
     flavour = name.split("_", 1)[0]
     rc = int((LIMITS / f"{name}.rc").read_text())
     stderr = (LIMITS / f"{name}.stderr").read_text()
-    return CodingGenesisAgent(flavour, ledger=False).replay(
-        path.read_bytes(), returncode=rc, stderr=stderr
+    return dict(
+        CodingGenesisAgent(flavour, ledger=False).replay(
+            path.read_bytes(), returncode=rc, stderr=stderr
+        )
     )
 
 
@@ -44,7 +46,7 @@ def test_recorded_codex_usage_limit_with_a_date_gives_its_reset() -> None:
     assert failure["category"] == "rate_limit"
     # "try again at Nov 27th, 2026 11:11 AM" (local time)
     expected = _local("Nov 27 2026 11:11 AM").timestamp()
-    assert failure["retry_at"] == iso(expected)
+    assert failure["retry_at"] == iso_utc(expected, "seconds", zulu=True)
     assert failure["retry_after_s"] == pytest.approx(max(0.0, expected - time.time()), abs=5)
 
 
@@ -131,9 +133,9 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     agent = fake_claude.agent(retry=RetryPolicy.default(deadline_s=600), clock=clock)
     result = await agent.run("work")
     assert result["status"] == 1
-    failure = result["failure"]
+    failure = present(result["failure"])
     assert failure["category"] == "rate_limit"
-    assert failure["retry_at"] == iso(int(reset))
+    assert failure["retry_at"] == iso_utc(int(reset), "seconds", zulu=True)
     assert clock.sleeps == []  # no wait, no retry burnt on the same error
     assert len([r for r in fake_claude.records() if "argv" in r]) == 1
 
@@ -158,7 +160,7 @@ async def test_a_batch_past_its_deadline_does_not_start_queued_requests(tmp_path
         assert result["status"] == 69 and result["error"] == "usage_limit"
         assert "not started" in result["message"]
         assert result["failure"]["category"] == "not_started"  # issue 28: its own name
-        assert result["failure"]["retry_at"] == iso(int(reset))
+        assert result["failure"]["retry_at"] == iso_utc(int(reset), "seconds", zulu=True)
     assert all(not f.records() for f in queued)  # nothing was started
 
 

@@ -308,8 +308,8 @@ def main() -> int:
         elif "raw_hex" in step:
             out(bytes.fromhex(step["raw_hex"]))
         elif "recording" in step:
-            with open(step["recording"], "rb") as fh:
-                out(fh.read())
+            with open(step["recording"], "rb") as recording:
+                out(recording.read())
         elif "answer" in step:
             answer(step["answer"])
         elif "init" in step:

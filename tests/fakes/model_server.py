@@ -310,9 +310,10 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         msg = contents[i]
         if not isinstance(msg, dict) or msg.get("role", "user") != "user":
             continue
-        parts = msg.get("parts") if isinstance(msg.get("parts"), list) else []
+        given = msg.get("parts")
+        texts: list[Any] = given if isinstance(given, list) else []
         text = "\n".join(
-            p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+            p["text"] for p in texts if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
         scenario = parse_scenario(text)
         if scenario is not None:

@@ -83,7 +83,7 @@ _STRIP_PREFIXES = (
 )
 _STRIP_NAMES = frozenset({"CLAUDECODE", "CLAUDE_CONFIG_DIR", "MCP_TIMEOUT", "API_TIMEOUT_MS"})
 
-# Honoured by claude 2.1.x (names checked in the shipped binary): no telemetry, no auto-update,
+# Honored by claude 2.1.x (names checked in the shipped binary): no telemetry, no auto-update,
 # no error reporting, no "non-essential" network traffic.
 _CLAUDE_QUIET = {
     "DISABLE_TELEMETRY": "1",
@@ -553,7 +553,7 @@ def marked_processes(marker: str) -> list[int]:
 
 def kill_marked(marker: str, timeout: float = 10.0) -> list[int]:
     """SIGKILL every process carrying ``marker`` until none is left (or ``timeout``).
-    Returns the PIDs that were signalled."""
+    Returns the PIDs that were signaled."""
     import signal
     import time
 

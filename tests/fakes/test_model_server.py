@@ -146,7 +146,9 @@ def claude_blocks(outcome: Outcome, block_type: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def codex_items(outcome: Outcome, item_type: str, event: str = "item.completed") -> list[dict]:
+def codex_items(
+    outcome: Outcome, item_type: str, event: str = "item.completed"
+) -> list[dict[str, Any]]:
     return [
         e["item"]
         for e in outcome.events
@@ -192,7 +194,7 @@ def test_parse_scenario() -> None:
 
 
 def test_anthropic_streaming_and_json_answers(model_server: FakeModelServer) -> None:
-    body = {
+    body: dict[str, Any] = {
         "model": "claude-x",
         "stream": True,
         "messages": [
@@ -269,7 +271,7 @@ def test_anthropic_write_and_sleep_tools(model_server: FakeModelServer, where: s
 
 
 def test_openai_streaming_answers(model_server: FakeModelServer) -> None:
-    body = {
+    body: dict[str, Any] = {
         "model": "gpt-5.5",
         "stream": True,
         "tools": [{"type": "function", "name": "exec_command", "parameters": {}}],
@@ -432,7 +434,7 @@ def test_stop_releases_hanging_requests() -> None:
         try:
             body = {"messages": [{"role": "user", "content": "SCENARIO:hang"}], "stream": True}
             outcome.append(http_request(url, "POST", "/v1/messages", body)[0])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (the thread hands whatever it raised to the test)
             outcome.append(exc)
 
     thread = threading.Thread(target=hang, daemon=True)
@@ -455,7 +457,7 @@ def test_context_manager() -> None:
         assert server.url.startswith("http://127.0.0.1:")
         assert server.openai_base_url == server.url + "/v1"
         assert http_request(server.url, "HEAD", "/")[0] == 200
-    with pytest.raises(OSError):
+    with pytest.raises(OSError):  # noqa: PT011  (refused: the text varies by platform)
         http_request(server.url, "HEAD", "/")
 
 

@@ -48,14 +48,14 @@ Feature: Failure intelligence
     And the failure report contains "  • Retry with timeout=2s"
 
   Scenario Outline: The fake CLIs' failure modes are classified
-    Given a fake "<cli>" CLI that <behaviour>
+    Given a fake "<cli>" CLI that <behavior>
     When the fake CLI's agent processes a request
     Then the failure category is "<category>"
     And the response carries an error context of type "<category>"
     And the failure report round-trips to the same record
 
     Examples:
-      | cli    | behaviour                                                  | category   |
+      | cli    | behavior                                                  | category   |
       | claude | exits 1 with stderr "Error: authentication failed"         | auth       |
       | codex  | exits 1 with stderr "connect ECONNREFUSED 127.0.0.1:443"   | network    |
       | claude | is killed by SIGKILL                                       | internal   |

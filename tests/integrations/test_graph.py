@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent
@@ -121,7 +122,7 @@ def test_last_resort_fallback() -> None:
 def test_agent_node_with_a_failing_agent(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer", timeout=10, options={"state_dir": str(tmp_path)})
     node = agent_node(agent, critical=True)
-    update = asyncio.run(node({"task": "/fail"}))
+    update = anyio.run(node, {"task": "/fail"})
     assert update["agent_result"]["status"] == 1
     assert update["error_context"]["error_type"] == "internal"
     assert update["error_context"]["failed_node"] == "failer-agent"
@@ -130,7 +131,7 @@ def test_agent_node_with_a_failing_agent(tmp_path: Path) -> None:
 
 def test_agent_node_without_a_prompt() -> None:
     node = agent_node(CodingGenesisAgent("failer"), name="coder", result_key="code")
-    update = asyncio.run(node({}))
+    update = anyio.run(node, {})
     assert update["error_context"]["error_type"] == "invalid_task"  # KeyError('task')
     assert update["error_context"]["unavailable_data"] == ["code"]
     assert "force_response" not in update

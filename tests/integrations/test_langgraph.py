@@ -112,7 +112,7 @@ async def test_run_timeout_policy_cancels_the_node_and_its_tree() -> None:
         timeout=TimeoutPolicy(run_timeout=1.0),
     )
     pids: list[int] = []
-    with pytest.raises(NodeTimeoutError) as caught:
+    with pytest.raises(NodeTimeoutError) as caught:  # noqa: PT012  (raised while streaming)
         async for chunk in graph.astream({"prompt": "/timeout 30"}, stream_mode="custom"):
             if chunk["type"] == "run_started":
                 pids.append(chunk["pid"])
@@ -156,7 +156,7 @@ async def test_idle_timeout_fires_on_a_silent_cli(fake_claude: FakeCLI) -> None:
         timeout=TimeoutPolicy(idle_timeout=1.0, refresh_on="heartbeat"),
     )
     seen: list[str] = []
-    with pytest.raises(NodeTimeoutError) as caught:
+    with pytest.raises(NodeTimeoutError) as caught:  # noqa: PT012  (raised while streaming)
         async for chunk in graph.astream({"prompt": "work"}, stream_mode="custom"):
             seen.append(chunk["type"])
     assert caught.value.kind == "idle"

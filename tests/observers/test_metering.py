@@ -15,7 +15,7 @@ from coding_genesis._observers.budget import Budget
 from coding_genesis._observers.prices import ModelPrice, PriceTable, context_window
 from coding_genesis.batch import RunSpec, run_many
 from coding_genesis.errors import ConfigError
-from tests.support import FAKE_BIN, EventLog, FakeCLI, QuietObserver
+from tests.support import FAKE_BIN, EventLog, FakeCLI, QuietObserver, present
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
 
 pytestmark = pytest.mark.anyio
@@ -99,7 +99,7 @@ async def _stopped_run(fake: FakeCLI, budget: Budget) -> tuple[dict[str, Any], E
     fake.script(streaming_script())
     agent = fake.agent(budget=budget, timeout=20.0, grace=0.5)
     log = EventLog(agent)
-    result = await agent.run("do the task")
+    result = dict(await agent.run("do the task"))
     return result, log
 
 
@@ -203,7 +203,7 @@ async def test_claude_reported_cost_and_per_model_usage(fake_claude: FakeCLI) ->
     result = await fake_claude.agent().run("hi")
     assert result["status"] == 0, result["message"]
     assert result["cost_usd"] == 0.5 and result["cost_source"] == "reported"
-    metering = result["metering"]
+    metering = present(result["metering"])
     assert metering["by_model"][f"{SONNET}[1m]"]["cost_usd"] == 0.5
     assert metering["context"]["used_tokens"] == 1000
     assert metering["context"]["window"] == 1_000_000
@@ -242,15 +242,15 @@ async def test_codex_cost_is_computed_from_its_tokens(fake_codex: FakeCLI) -> No
     expected = (6000 * 1.25 + 4000 * 0.125 + 2000 * 10.0) / 1e6
     assert result["cost_source"] == "computed"
     assert result["cost_usd"] == pytest.approx(expected)
-    assert result["metering"]["tokens"] == {
+    assert present(result["metering"])["tokens"] == {
         "input": 6000,
         "output": 2000,
         "cache_read": 4000,
         "cache_write": 0,
         "total": 8000,
     }
-    assert result["metering"]["prices"]["sources"]
-    assert result["metering"]["context"]["window"] == 400_000
+    assert present(result["metering"])["prices"]["sources"]
+    assert present(result["metering"])["context"]["window"] == 400_000
 
 
 async def test_unknown_model_cost_is_unknown_and_prices_override(fake_codex: FakeCLI) -> None:
@@ -325,7 +325,7 @@ async def test_shared_budget_between_agents_in_threads(tmp_path: Any) -> None:
     results: list[dict[str, Any]] = []
 
     def run(agent: CodingGenesisAgent) -> None:
-        results.append(agent.run_sync("work"))
+        results.append(dict(agent.run_sync("work")))
 
     async with anyio.create_task_group() as tg:
         for agent in agents:
@@ -347,7 +347,7 @@ def test_budget_and_price_validation() -> None:
     with pytest.raises(ConfigError):
         Budget(max_tokens=10, warn_at=(1.5,))
     with pytest.raises(ConfigError):
-        CodingGenesisAgent("claude", budget="1 dollar")
+        CodingGenesisAgent("claude", budget="1 dollar")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         CodingGenesisAgent("claude", prices={"m": {"input": 1}})
     with pytest.raises(ConfigError):
@@ -364,12 +364,12 @@ async def test_budget_refuses_runs_once_spent(fake_claude: FakeCLI) -> None:
     budget = Budget(max_turns=1)
     agent = fake_claude.agent(budget=budget)
     first = await agent.run("one")
-    assert first["budget"]["outcome"] == "stopped"
+    assert present(first["budget"])["outcome"] == "stopped"
     await wait_for_record(fake_claude, "argv")
     before = len(run_pids(fake_claude)["main"])
     second = await agent.run("two")
     assert second["error"] == "budget_exceeded"
-    assert second["budget"]["outcome"] == "not_started"
+    assert present(second["budget"])["outcome"] == "not_started"
     assert second["pid"] is None
     assert len(run_pids(fake_claude)["main"]) == before
 
@@ -384,15 +384,15 @@ def test_codex_recording_cost_is_computed_and_claude_recording_reported() -> Non
         (RECORDINGS / "codex_shell.jsonl").read_bytes()
     )
     assert codex["cost_source"] == "computed"
-    assert codex["metering"]["tokens"]["total"] == 24 + 14
+    assert present(codex["metering"])["tokens"]["total"] == 24 + 14
     assert codex["cost_usd"] == pytest.approx((24 * 1.25 + 14 * 10.0) / 1e6)
     claude = CodingGenesisAgent("claude", ledger=False).replay(
         (RECORDINGS / "claude_bash_allowed.jsonl").read_bytes()
     )
     assert claude["cost_source"] == "reported" and claude["cost_usd"] == 0.00047
-    assert claude["metering"]["by_model"]["claude-opus-4-8[1m]"]["cost_usd"] == 0.00047
-    assert claude["metering"]["context"]["window"] == 1_000_000
-    assert claude["metering"]["turns"] == 2
+    assert present(claude["metering"])["by_model"]["claude-opus-4-8[1m]"]["cost_usd"] == 0.00047
+    assert present(claude["metering"])["context"]["window"] == 1_000_000
+    assert present(claude["metering"])["turns"] == 2
 
 
 def test_budget_accounting_warnings_cache_and_refunds() -> None:
@@ -444,7 +444,7 @@ async def test_a_failing_decoded_tap_never_breaks_a_run(fake_claude: FakeCLI) ->
     result = await fake_claude.agent(observers=[broken]).run("hi")
     assert result["status"] == 0 and result["message"] == "done"
     assert broken.calls == 1  # dropped at its first failure
-    assert result["metering"]["turns"] == 1  # metering, another observer, went on
+    assert present(result["metering"])["turns"] == 1  # metering, another observer, went on
 
 
 @pytest.mark.anyio
@@ -456,15 +456,15 @@ async def test_a_stopped_run_has_metering_s_usage_and_says_so(tmp_path: Path) ->
     result, _ = await _stopped_run(fake, Budget(max_tool_calls=1))
     assert result["error"] == "budget_exceeded"
     assert result["usage_source"] == "metering"
-    tokens = result["metering"]["tokens"]
-    assert result["usage"]["input_tokens"] == tokens["input"] > 0
-    assert result["usage"]["output_tokens"] == tokens["output"] > 0
-    assert "shared" not in result["message"] and result["budget"]["shared"] is False
+    tokens = present(result["metering"])["tokens"]
+    assert present(result["usage"])["input_tokens"] == tokens["input"] > 0
+    assert present(result["usage"])["output_tokens"] == tokens["output"] > 0
+    assert "shared" not in result["message"] and present(result["budget"])["shared"] is False
     assert "(used 2 tool calls, 1 tool call over)" in result["message"]
 
     fake.script([{"answer": "ok"}])  # the fake CLI's answer reports its own usage: 3 in, 5 out
     done = await fake.agent().run("hi")
-    assert done["usage_source"] == "cli" and done["usage"]["output_tokens"] == 5
+    assert done["usage_source"] == "cli" and present(done["usage"])["output_tokens"] == 5
     fake.script([{"init": True}, {"exit": 1}])  # no usage at all
     failed = await fake.agent().run("hi")
     assert failed["usage_source"] == "unknown" and failed["usage"] is None

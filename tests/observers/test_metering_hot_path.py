@@ -14,7 +14,7 @@ from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
 from coding_genesis.events import EventKind, UsageEvent
 from tests.observers.test_metering import message, tool_result
-from tests.support import EventLog, FakeCLI, QuietObserver
+from tests.support import EventLog, FakeCLI, QuietObserver, present
 
 pytestmark = pytest.mark.anyio
 
@@ -74,9 +74,9 @@ async def test_result_usage_is_the_clis_total_never_one_message(fake_claude: Fak
     fake_claude.script(_script(2, result=False))
     result = await fake_claude.agent().run("go")
     assert result["usage_source"] == "metering"
-    assert result["usage"]["input_tokens"] == 2000  # both messages, not one's 1000
-    assert result["metering"]["tokens"]["input"] == 2000
-    assert result["metering"]["turns"] == 2
+    assert present(result["usage"])["input_tokens"] == 2000  # both messages, not one's 1000
+    assert present(result["metering"])["tokens"]["input"] == 2000
+    assert present(result["metering"])["turns"] == 2
 
 
 class _TypeCounter(QuietObserver):
@@ -107,7 +107,9 @@ async def test_the_tap_dispatches_by_type_and_drops_a_failing_handler(
     both = _TypeCounter()  # with metering: two taps, each hears its own
     result = await fake_claude.agent(observers=[both]).run("go")
     assert both.seen == ["usage", "tool_call", "usage", "tool_call", "usage"]
-    assert result["metering"]["turns"] == 2 and result["metering"]["tool_calls"] == 2
+    assert (
+        present(result["metering"])["turns"] == 2 and present(result["metering"])["tool_calls"] == 2
+    )
 
     failing = _TypeCounter(fail=True)
     result = await fake_claude.agent(observers=[failing], metering=False).run("go")
@@ -160,10 +162,10 @@ async def test_a_per_run_budget_reports_the_runs_whole_usage(fake_claude: FakeCL
     budget = Budget(max_tokens=10**9, max_tool_calls=10**6, per_run=True)
     result = await fake_claude.agent(budget=budget).run("go")
     assert result["status"] == 0
-    charged = result["budget"]["charged"]
+    charged = present(result["budget"])["charged"]
     assert charged["tool_calls"] == 3 and charged["turns"] == 3
     assert charged["tokens"] == 8  # the CLI's own total at the end (3 in + 5 out)
-    assert result["budget"]["outcome"] == "ran"
+    assert present(result["budget"])["outcome"] == "ran"
 
 
 # -- folded per-message usage: metering's figures for a dict store per line --
@@ -197,17 +199,20 @@ async def test_folded_usage_gives_the_figures_live_usage_gives(
     assert len([e for e in log.of("usage") if e.get("message_id")]) == 7  # live: one each
     assert folded["status"] == live["status"]
     for key in ("tokens", "by_model", "turns", "tool_calls", "context"):
-        assert folded["metering"][key] == live["metering"][key], key
-    for key in ("cost_usd", "cost_source", "usage"):
-        assert folded[key] == live[key], key
-    assert folded["metering"]["turns"] == 7
+        assert present(folded["metering"])[key] == present(live["metering"])[key], key
+    assert folded["cost_usd"] == live["cost_usd"]
+    assert folded["cost_source"] == live["cost_source"]
+    assert folded["usage"] == live["usage"]
+    assert present(folded["metering"])["turns"] == 7
     if not result_line:  # only the messages to count: both models, summed
-        assert set(folded["metering"]["by_model"]) == {
+        assert set(present(folded["metering"])["by_model"]) == {
             message(1)["emit"]["message"]["model"],
             "claude-haiku-4-5",
         }
-        assert folded["metering"]["tokens"]["input"] == sum(100 * n for n in range(1, 8))
-        assert folded["metering"]["context"]["used_tokens"] == 700  # the last message's prompt
+        assert present(folded["metering"])["tokens"]["input"] == sum(100 * n for n in range(1, 8))
+        assert (
+            present(folded["metering"])["context"]["used_tokens"] == 700
+        )  # the last message's prompt
 
 
 def test_the_folding_translator_is_bounded_and_sums_what_it_lets_go(
@@ -222,7 +227,7 @@ def test_the_folding_translator_is_bounded_and_sums_what_it_lets_go(
         line = message(n, inp=n, out=2 * n)["emit"]
         assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
         assert len(translator._messages) <= 4
-    events = translator.flush()
+    events = [e for e in translator.flush() if isinstance(e, UsageEvent)]
     model = message(1)["emit"]["message"]["model"]
     assert [(e.model, e.messages, e.message_id) for e in events] == [
         (model, 9, None),
@@ -242,6 +247,7 @@ def test_a_hostile_message_id_is_folded_not_fatal() -> None:
     line["message"]["id"] = ["not", "hashable"]
     assert [e.kind for e in translator.translate(line)] == [EventKind.TOOL_CALL]
     (last,) = translator.flush()
+    assert isinstance(last, UsageEvent)
     assert last.message_id == "" and last.usage == line["message"]["usage"]
 
 
@@ -254,53 +260,53 @@ def _lines(*objs: dict[str, Any]) -> bytes:
     return b"".join(orjson.dumps(o) + b"\n" for o in objs)
 
 
-class _Listeners:
-    """Listeners whose steps the test changes (bumping the version)."""
+class _Routes:
+    """Routes whose handlers the test changes (bumping the version)."""
 
     def __init__(self) -> None:
         self.version = 0
         self.by_type: dict[type, list[Any]] = {}
         self.failures: list[Any] = []
 
-    def steps(self, event_type: type) -> list[Any]:
+    def handlers(self, event_type: type) -> list[Any]:
         return list(self.by_type.get(event_type, ()))
 
-    def failed(self, step: Any) -> None:
-        self.failures.append(step)
-        self.by_type = {t: [s for s in steps if s is not step] for t, steps in self.by_type.items()}
+    def failed(self, handler: Any) -> None:
+        self.failures.append(handler)
+        self.by_type = {t: [h for h in hs if h is not handler] for t, hs in self.by_type.items()}
         self.version += 1
 
 
-def test_routes_follow_who_listens_and_a_failing_listener_is_not_the_lines_fault() -> None:
+def test_routes_follow_who_hears_and_a_failing_handler_is_not_the_lines_fault() -> None:
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.events import TextEvent, ToolCallEvent
 
     heard: list[str] = []
-    listeners = _Listeners()
-    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"a:{e.id}")]
+    routes = _Routes()
+    routes.by_type[ToolCallEvent] = [lambda e: heard.append(f"a:{e.id}")]
     clock = iter([10.0, 12.5, 13.0, 14.0]).__next__
     tally = RunTally("/tmp")
-    decoder = Decoder(ClaudeTranslator(), tally, listeners=listeners, clock=clock)
+    decoder = Decoder(ClaudeTranslator(), tally, routes=routes, clock=clock)
 
     decoder.feed(_lines(message(1)["emit"]))  # at 10.0
-    # Who listens changes between chunks: the next chunk takes the new routes.
-    listeners.by_type[ToolCallEvent] = [lambda e: heard.append(f"b:{e.id}")]
-    listeners.by_type[TextEvent] = [lambda e: heard.append(f"text:{e.text}")]
-    listeners.version += 1
+    # Who hears changes between chunks: the next chunk takes the new routes.
+    routes.by_type[ToolCallEvent] = [lambda e: heard.append(f"b:{e.id}")]
+    routes.by_type[TextEvent] = [lambda e: heard.append(f"text:{e.text}")]
+    routes.version += 1
     decoder.feed(_lines(tool_result(1)["emit"], message(2)["emit"], message(3, tool=False)["emit"]))
 
     def boom(event: Any) -> None:
         heard.append("boom")
-        raise RuntimeError("listener bug")
+        raise RuntimeError("handler bug")
 
-    listeners.by_type[ToolCallEvent] = [boom, lambda e: heard.append(f"c:{e.id}")]
-    listeners.version += 1
+    routes.by_type[ToolCallEvent] = [boom, lambda e: heard.append(f"c:{e.id}")]
+    routes.version += 1
     decoder.feed(_lines(message(4)["emit"], message(5)["emit"]))  # at 13.0
     decoder.feed(b"")
 
     assert heard == ["a:tool_1", "b:tool_2", "text:text 3", "boom", "c:tool_4", "c:tool_5"]
-    assert listeners.failures == [boom]
+    assert routes.failures == [boom]
     assert decoder.skipped == 0 and decoder.errors == 0  # the lines were fine
     assert tally.tool_calls == 4
     # The tally times tool calls by the chunks' clock, and knows each type's first event.
@@ -325,12 +331,12 @@ async def test_a_subscriber_that_joins_mid_run_hears_the_rest(fake_claude: FakeC
     def first(event: Any) -> None:
         if not late:
             late.append("joined")
-            agent._bus.subscribe(lambda e: late.append(e.text), kinds=[EventKind.TEXT])
+            agent._bus.subscribe(lambda e: late.append(e.to_dict()["text"]), kinds=[EventKind.TEXT])
 
     agent._bus.subscribe(first, kinds=[EventKind.TOOL_CALL])
     result = await agent.run("go")
     assert result["status"] == 0
     assert late == ["joined", "text 2"]
-    timing = result["metering"]["latency"]["tool_calls"]
+    timing = present(result["metering"])["latency"]["tool_calls"]
     assert [t["id"] for t in timing] == ["tool_1"]
     assert timing[0]["duration_s"] >= 0.25  # the call and its result were 0.3 s apart

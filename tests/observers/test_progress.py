@@ -33,9 +33,10 @@ def feed(tracker: RunTracker, *events: Event) -> None:
 
 
 def draw(tracker: RunTracker, width: int = 100) -> str:
-    console = Console(file=io.StringIO(), width=width, color_system=None)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None)
     console.print(ProgressView(tracker, console).render())
-    out = console.file.getvalue()
+    out = buffer.getvalue()
     assert isinstance(out, str)
     return out
 

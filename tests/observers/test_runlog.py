@@ -245,7 +245,7 @@ def test_parse_window(text: str, seconds: float | None) -> None:
 
 @pytest.mark.parametrize("text", ["", "yesterday", "-1h", "0", "5y"])
 def test_bad_window(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="window"):
         parse_window(text)
 
 

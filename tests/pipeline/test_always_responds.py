@@ -7,23 +7,23 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from coding_genesis import CodingGenesisAgent, Event
+from coding_genesis import CodingGenesisAgent, Event, RunResponse
 from coding_genesis._failures.report import parse_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES
-from coding_genesis.backend import CommandSpec, RunRequest
+from coding_genesis.backend import AttemptRequest, CommandSpec
 from coding_genesis.backends import ClaudeBackend
 from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS, FakeCLI
 
 
-def assert_answered(response: dict[str, Any], category: str) -> dict[str, Any]:
+def assert_answered(response: Mapping[str, Any], category: str) -> dict[str, Any]:
     """A coherent failed response of ``category``; returns its failure record."""
     assert response["status"] != 0
     assert response["is_error"] is True
@@ -141,7 +141,11 @@ def test_options_of_the_wrong_type(fake_claude: FakeCLI, portal: BlockingPortal)
     # Options are checked with the request now: a bad one is an invalid request
     # (status 64), no longer a crash inside the backend (status 70).
     agent = fake_claude.agent()
-    response = portal.call(lambda: agent.run("hi", options=[1, 2]))  # type: ignore[arg-type]
+
+    async def bad() -> RunResponse:
+        return await agent.run("hi", options=[1, 2])  # type: ignore[arg-type]
+
+    response = portal.call(bad)
     assert_answered(response, "invalid_task")
     assert response["status"] == 64
     assert "options must be a mapping" in response["message"]
@@ -308,7 +312,7 @@ class Hostile(ClaudeBackend):
     def default_program(self) -> Sequence[str] | None:
         return tuple(self.program) or None
 
-    def build_command(self, request: RunRequest) -> CommandSpec:
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
         if self.where == "build_command":
             raise RuntimeError("build_command exploded")
         return super().build_command(request)

@@ -14,7 +14,7 @@ from coding_genesis.backends import translator_for
 from coding_genesis.events import EventKind, TextEvent
 from coding_genesis.observer import RunInfo
 from coding_genesis.run_events import LIFECYCLE_KINDS, RunStartedEvent
-from tests.support import EventLog, FakeCLI, recorded_events
+from tests.support import EventLog, FakeCLI, present, recorded_events
 
 SECRET = "sk-test-Derived81secretvalue"
 
@@ -75,15 +75,15 @@ def test_observers_hear_the_kinds_they_ask_for(tmp_path: Path) -> None:
 def test_a_bus_subscriber_with_kinds_hears_only_those() -> None:
     bus = EventBus("a")
     heard: list[str] = []
-    assert not bus.has_listeners and not bus.wants(EventKind.TEXT)
+    assert not bus.has_subscribers and not bus.wants(EventKind.TEXT)
     unsubscribe = bus.subscribe(lambda e: heard.append(e.kind.value), kinds=LIFECYCLE_KINDS)
-    assert bus.has_listeners
+    assert bus.has_subscribers
     assert bus.wants(EventKind.RUN_STARTED) and not bus.wants(EventKind.TEXT)
     bus.publish(TextEvent("hi"), "r1")
     started = bus.publish(RunStartedEvent("claude", "claude", 1, "/", 1.0), "r1")
     assert heard == ["run_started"] and started.seq == 2
     unsubscribe()
-    assert not bus.has_listeners and not bus.wants(EventKind.RUN_STARTED)
+    assert not bus.has_subscribers and not bus.wants(EventKind.RUN_STARTED)
 
 
 def test_the_transcript_derives_the_cli_events_from_stdout(
@@ -109,7 +109,7 @@ def test_the_transcript_derives_the_cli_events_from_stdout(
     log = EventLog(agent)
     result = agent.run_sync("go")
     assert result["status"] == 0, result
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     # Only the runner's own events are written; the CLI's come from stdout.jsonl.
     written = [json.loads(x)["type"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert set(written) <= {k.value for k in LIFECYCLE_KINDS}

@@ -150,7 +150,7 @@ def test_redacted_returns_a_masked_copy_and_leaves_the_original() -> None:
     assert clean.redacted(redactor) is clean
     dirty = published(ToolCallEvent("t", "Bash", {"command": "echo s3cr3t-value-xyz"}))
     masked = dirty.redacted(redactor)
-    assert isinstance(masked, ToolCallEvent)
+    assert isinstance(masked, ToolCallEvent) and isinstance(dirty, ToolCallEvent)
     assert masked.input == {"command": "echo [REDACTED]"}
     assert dirty.input == {"command": "echo s3cr3t-value-xyz"}
     assert (masked.seq, masked.run_id, masked.agent) == (dirty.seq, dirty.run_id, dirty.agent)

@@ -44,7 +44,7 @@ def run_hanging(
     fake.script([{"init": True}, evidence, {"hang": True}])
     agent = fake.agent(timeout=TIMEOUT)
     started = time.monotonic()
-    result: dict[str, Any] = portal.call(agent.run, "hi")
+    result = dict(portal.call(agent.run, "hi"))
     return result, time.monotonic() - started, fake
 
 

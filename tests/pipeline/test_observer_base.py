@@ -56,7 +56,7 @@ def test_a_subclass_takes_part_only_in_the_hooks_it_overrides() -> None:
 
     observers = RunObservers([_Once(EnvOnly())], _info())
     assert observers.decoded is None  # no decoded tap on the hot path
-    assert observers.decoded_steps(TextEvent) == []
+    assert observers.route_handlers(TextEvent) == []
     assert observers.message_usage == "off"
     assert observers.attempt_env() == {"X": "1"}
     assert observers.kinds is None
@@ -79,8 +79,8 @@ def test_a_subclass_with_decoded_handlers_is_called_through_them() -> None:
     observers.decoded(TextEvent("hi"))
     observers.decoded(UsageEvent({"input_tokens": 1}))
     assert heard == ["usage"]
-    assert len(observers.decoded_steps(UsageEvent)) == 1
-    assert observers.decoded_steps(TextEvent) == []
+    assert len(observers.route_handlers(UsageEvent)) == 1
+    assert observers.route_handlers(TextEvent) == []
 
 
 def test_an_object_of_the_old_protocol_is_adapted_once() -> None:
@@ -107,6 +107,6 @@ def test_an_object_of_the_old_protocol_is_adapted_once() -> None:
     assert [e.to_dict()["text"] for e in heard] == ["hi"]
     assert observers.attempt_env() == {}  # it has none: not called
 
-    bare = RunObservers([QuietObserver()], _info())  # not even an Observer
+    bare = RunObservers([QuietObserver()], _info())  # type: ignore[list-item]  # not even an Observer
     assert bare and bare.decoded is None and bare.message_usage == "off"
     assert not adapt_observer(QuietObserver()).replays

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ RECORDED = sorted(RECORDINGS.glob("*.jsonl"))
 PER_PROCESS = {"run_id", "duration_s", "pid", "transcript", "signals_sent", "leftovers_stopped"}
 
 
-def comparable(result: dict[str, Any]) -> dict[str, Any]:
+def comparable(result: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in result.items() if k not in PER_PROCESS}
     # The failure record and its report repeat the duration.
     if isinstance(out.get("failure"), dict):

@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent, retry
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._util.redact import MASK
+from coding_genesis.options import RetrySetting
 from tests.fakes.model_server import (
     DEFAULT_TEXT,
     TOOL_DONE_PREFIX,
@@ -114,7 +116,7 @@ class Rig:
         timeout: float = RUN_TIMEOUT,
         env: dict[str, str] | None = None,
         stop_signals: tuple[int, ...] = (signal.SIGTERM,),
-        retry: str | None = None,
+        retry: RetrySetting = None,
     ) -> CodingGenesisAgent:
         return CodingGenesisAgent(
             self.backend,
@@ -168,11 +170,11 @@ class Recorder:
 
 def run(agent: CodingGenesisAgent, prompt: str) -> tuple[dict[str, Any], Recorder]:
     events = Recorder(agent)
-    result = agent.run_sync(prompt)
+    result = dict(agent.run_sync(prompt))
     return result, events
 
 
-def explain(result: dict[str, Any], events: Recorder | None = None) -> str:
+def explain(result: Mapping[str, Any], events: Recorder | None = None) -> str:
     """Failure context: the response without its bulky parts, and the event types."""
     shown = {k: v for k, v in result.items() if k not in ("usage",)}
     text = json.dumps(shown, indent=1, default=str)[:4000]
@@ -435,7 +437,7 @@ def _run_watching_for_sleep(
         agent.subscribe(on_event)
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
-            result = await agent.run(prompt)
+            result = dict(await agent.run(prompt))
             tg.cancel_scope.cancel()
         return result
 

@@ -92,7 +92,8 @@ def test_real_claude_mid_tool_dies_with_its_runner_and_the_sweep_stops_the_tool(
     finally:
         host.kill()
         host.wait()
-        host.stdout.close()
+        if host.stdout is not None:
+            host.stdout.close()
     # claude handles its SIGTERM (the parent-death signal claude declares) by
     # cleaning up its own tools first: measured 2-3.5 s with claude 2.1.330, so
     # the bound here is not the fake CLI's 1 s.

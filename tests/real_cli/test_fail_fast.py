@@ -22,6 +22,7 @@ from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import claude_env, codex_env, write_codex_home
 from tests.real_cli.test_claude_codex import Recorder, assert_nothing_left, explain, hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import ALL, MoreRig, make_rig
+from tests.support import present
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
 
@@ -54,8 +55,8 @@ def test_401_is_auth_at_once_with_default_retries(
     answered = time.time()
     took = time.monotonic() - started
     assert result["status"] == 1 and result["is_error"] is True, explain(result, events)
-    assert result["failure"]["category"] == "auth", explain(result, events)
-    assert result["failure"]["retryable"] is False
+    assert present(result["failure"])["category"] == "auth", explain(result, events)
+    assert present(result["failure"])["retryable"] is False
     first = min(r.time for r in model_server.model_requests())
     assert answered - first < 10.0, (answered - first, explain(result, events))
     assert took < 60.0, (took, explain(result, events))
@@ -71,5 +72,5 @@ def test_401_is_auth_at_once_with_default_retries(
         # Stopped on the CLI's first retry, not after its last.
         assert result["stopped_on"] == "auth", explain(result, events)
         assert result["cli_retries"] == 1, explain(result, events)
-        assert result["failure"]["reason"].startswith("stopped on the CLI's own evidence")
+        assert present(result["failure"])["reason"].startswith("stopped on the CLI's own evidence")
     assert_nothing_left(events.run_id())

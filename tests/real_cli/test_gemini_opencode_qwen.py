@@ -134,8 +134,7 @@ class Case:
         self.events = Recorder(self.agent)
 
     async def run(self, prompt: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.agent.run(prompt or self.prompt, **kwargs)
-        return result
+        return dict(await self.agent.run(prompt or self.prompt, **kwargs))
 
     def calls(self, prompt: str | None = None) -> list[Any]:
         return model_calls(self.rig, prompt or self.prompt)
@@ -269,7 +268,7 @@ def test_rate_limited_runs_in_parallel(
 
     async def main() -> None:
         async def one(backend: str) -> None:
-            results[backend] = await agents[backend].run(f"SCENARIO:429 {backend}")
+            results[backend] = dict(await agents[backend].run(f"SCENARIO:429 {backend}"))
 
         async with anyio.create_task_group() as tg:
             for backend in NEW:

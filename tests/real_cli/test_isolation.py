@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis import CodingGenesisAgent
+from coding_genesis import CodingGenesisAgent, Keep
 from tests.real_cli.test_claude_codex import (  # noqa: F401 - fixtures
     RUN_TIMEOUT,
     Rig,
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.mark.parametrize("keep", ["never", "always"])
-def test_real_cli_writes_in_its_worktree(rig: Rig, tmp_path: Path, keep: str) -> None:  # noqa: F811
+def test_real_cli_writes_in_its_worktree(rig: Rig, tmp_path: Path, keep: Keep) -> None:  # noqa: F811
     repo = rig.work
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     (repo / "README.md").write_text("a project\n")

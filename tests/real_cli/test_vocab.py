@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def agent_for(
     return agent, work
 
 
-def shown(result: dict[str, Any]) -> str:
+def shown(result: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "usage"}, default=str)[:3000]
 
 
@@ -123,14 +123,14 @@ def test_codex_cli_max_retries_caps_its_named_providers_retries(
     assert [r.status for r in model_server.model_requests()] == [429, 429, 429]
 
 
-def test_codex_reports_max_turns_as_not_honoured(
+def test_codex_reports_max_turns_as_not_honored(
     real_codex: str, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
     agent, _ = agent_for("codex", real_codex, model_server, tmp_path, max_turns=2)
     result = agent.run_sync("SCENARIO:text all good")
     assert result["status"] == 0, shown(result)
     assert result["message"] == "all good"
-    assert "max_turns=2 not honoured: codex has no turn limit" in result["warnings"]
+    assert "max_turns=2 not honored: codex has no turn limit" in result["warnings"]
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ class Soak:
         error: str | None,
         **run: Any,
     ) -> dict[str, Any]:
-        result = await agent.run(prompt, **run)
+        result = dict(await agent.run(prompt, **run))
         assert (result["status"], result["error"]) == (status, error), describe(result)
         return result
 

@@ -36,7 +36,7 @@ from coding_genesis import CodingGenesisAgent
 CodingGenesisAgent("claude", **json.loads(sys.argv[1])).run_sync("soak")
 """
 
-ESCAPING = [
+ESCAPING: list[dict[str, Any]] = [
     {"init": True},
     {"grandchild": {"setsid": True, "ignore_sigterm": True, "hold_stdout": False, "sleep": 600}},
     {"await_records": {"key": "grandchild", "count": 1}},
@@ -108,10 +108,10 @@ def test_fifty_runners_killed_at_random_then_one_sweep(
         time.sleep(0.05)
     left = marked_processes((fake.mark,), ("FAKE_CLI_MARK",))
     described = []
-    for proc in left:
+    for leftover in left:
         try:
-            described.append(f"{proc.pid} {' '.join(proc.cmdline())[:80]}")
-            proc.kill()
+            described.append(f"{leftover.pid} {' '.join(leftover.cmdline())[:80]}")
+            leftover.kill()
         except psutil.Error:
             continue
     figure = {

@@ -14,7 +14,7 @@ from coding_genesis._cli.main import main
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, JsonLinesParser, bound_depth
 from coding_genesis._util.redact import Redactor
-from tests.support import FakeCLI, recorded_events
+from tests.support import FakeCLI, present, recorded_events
 
 SECRET = "sk-ant-deep-Zq9secretvalue"
 
@@ -142,7 +142,7 @@ def test_a_deeply_nested_line_never_breaks_a_run(
     calls = [e for e in seen if e["type"] == "tool_call"]
     assert len(calls) == 1 and TOO_DEEP in json.dumps(calls[0])
 
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     stored = json.loads((run_dir / "result.json").read_text())
     assert stored["status"] == 0 and TOO_DEEP in json.dumps(stored["usage"])
     events = recorded_events(run_dir)

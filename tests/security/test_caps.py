@@ -15,7 +15,7 @@ from coding_genesis._cli.main import main
 from coding_genesis._pipeline.tally import MAX_PENDING, MAX_TOOL_NAMES, OTHER_TOOLS, RunTally
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import ToolCallEvent, ToolResultEvent
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 
 def test_distinct_tool_names_and_unfinished_inputs_are_capped() -> None:
@@ -45,7 +45,7 @@ def test_the_raw_transcript_is_capped_and_says_where_it_stopped(tmp_path: Path) 
     cap = 20_000
     result = fake.agent(transcripts=tmp_path / "runs", transcript_max_bytes=cap).run_sync("x")
     assert result["status"] == 0, result
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     raw = (run_dir / "stdout.jsonl").read_bytes()
     assert 0 < len(raw) <= cap and raw.endswith(b"\n")
     warning = [w for w in result["warnings"] if "stopped being recorded" in w]

@@ -70,7 +70,7 @@ def test_settings_are_checked() -> None:
     from coding_genesis import CodingGenesisAgent
 
     with pytest.raises(ConfigError, match="inherit_env"):
-        CodingGenesisAgent("failer", inherit_env="no")
+        CodingGenesisAgent("failer", inherit_env="no")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="env_allow"):
         CodingGenesisAgent("failer", env_allow="PATH")
 

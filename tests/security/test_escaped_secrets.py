@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from coding_genesis._util.redact import MASK, Redactor
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 #: A secret with the characters other JSON writers escape: ``/`` (``\/``),
 #: ``& < >`` (Go's encoding/json), and non-ASCII (``\u`` in ASCII-only JSON).
@@ -53,7 +53,7 @@ def test_every_escaped_form_is_masked_in_stdout_jsonl(tmp_path: Path, name: str)
     fake.script([{"init": True}, {"raw": line}, {"answer": "done"}])
     result = fake.agent(transcripts=tmp_path / "runs", env={"SERVICE_TOKEN": SECRET}).run_sync("x")
     assert result["status"] == 0, result
-    raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
+    raw = (Path(present(result["transcript"])) / "stdout.jsonl").read_text("utf-8")
     (masked,) = [text for text in raw.splitlines() if "before" in text]
     # The rest of the line is as it was, byte for byte.
     assert masked == line.replace(form, MASK)
@@ -80,7 +80,7 @@ def test_a_run_without_secrets_writes_stdout_untouched(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"raw": line}, {"answer": "done"}])
     result = fake.agent(transcripts=tmp_path / "runs").run_sync("x")
-    raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
+    raw = (Path(present(result["transcript"])) / "stdout.jsonl").read_text("utf-8")
     assert line in raw.splitlines()
 
 
@@ -102,7 +102,7 @@ def test_an_escaped_secret_split_across_reads_is_masked(tmp_path: Path, name: st
         ]
     )
     result = fake.agent(transcripts=tmp_path / "runs", env={"SERVICE_TOKEN": SECRET}).run_sync("x")
-    raw = (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
+    raw = (Path(present(result["transcript"])) / "stdout.jsonl").read_text("utf-8")
     (masked,) = [text for text in raw.splitlines() if "before" in text]
     assert masked == line.replace(form, MASK)
 

@@ -17,7 +17,7 @@ import pytest
 
 from coding_genesis._observers.runlog import append_run
 from coding_genesis._util.files import UnsafeDirectory, private_dir
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 OTHER = "genesis-test-user"
 
@@ -77,7 +77,7 @@ def test_every_level_we_create_is_0700_and_every_file_0600(tmp_path: Path, umask
     log = tmp_path / "c" / "d" / "runs.jsonl"
     result = fake.agent(transcripts=base, run_log=log).run_sync("x")
     assert result["status"] == 0, result
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     for directory in (tmp_path / "a", tmp_path / "a" / "b", base, run_dir, log.parent.parent):
         assert mode(directory) == 0o700, directory
     assert mode(log.parent) == 0o700
@@ -115,7 +115,7 @@ def test_a_run_in_a_shared_directory_is_private(
     # With it (/tmp-like): written, and the other user can neither read nor replace it.
     shared.chmod(0o1777)
     result = fake.agent(transcripts=shared).run_sync("x")
-    run_dir = Path(result["transcript"])
+    run_dir = Path(present(result["transcript"]))
     assert (run_dir / "result.json").exists()
     read = as_user(other_user, f"cat {run_dir}/result.json")
     assert read.returncode != 0 and "the secret answer" not in read.stdout

@@ -12,7 +12,7 @@ import pytest
 
 from coding_genesis._cli.main import main
 from coding_genesis._util.redact import MASK, Redactor, is_secret_name, secret_values
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 SECRET = "sk-live-9Hq2secretZ"
 
@@ -86,7 +86,7 @@ def emit_raw_and_check(tmp_path: Path, secret: str, steps: list[dict[str, Any]])
     fake.script([{"init": True}, *steps, {"answer": "done"}])
     result = fake.agent(transcripts=tmp_path / "runs", env={"SERVICE_TOKEN": secret}).run_sync("x")
     assert result["status"] == 0, result
-    return (Path(result["transcript"]) / "stdout.jsonl").read_text("utf-8")
+    return (Path(present(result["transcript"])) / "stdout.jsonl").read_text("utf-8")
 
 
 @pytest.mark.parametrize(

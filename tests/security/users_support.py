@@ -176,7 +176,7 @@ def check_runnable(user: str, shared: SharedPython) -> str | None:
 
 def shared_entries() -> set[str]:
     """Every entry of the shared directories, by path."""
-    found = set()
+    found: set[str] = set()
     for base in SHARED_DIRS:
         try:
             found.update(os.path.join(base, name) for name in os.listdir(base))

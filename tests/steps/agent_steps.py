@@ -19,7 +19,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import AgentState, CodingGenesisAgent, Event, RunStartedEvent
+from coding_genesis import AgentState, CodingGenesisAgent, Event, RunResponse, RunStartedEvent
 from tests.support import EventLog, FakeCLI, is_reaped
 
 
@@ -37,7 +37,7 @@ class World:
         self.fake: FakeCLI | None = None
         self.log: EventLog | None = None
         self.response: dict[str, Any] | None = None
-        self.future: Future[dict[str, Any]] | None = None
+        self.future: Future[RunResponse] | None = None
         self.checked_timeout: float | None = None
 
     def build(self) -> CodingGenesisAgent:
@@ -67,8 +67,9 @@ class World:
 
     def finish(self) -> dict[str, Any]:
         assert self.future is not None
-        self.response = self.future.result(timeout=30)
-        return self.response
+        response = dict(self.future.result(timeout=30))
+        self.response = response
+        return response
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ class FailureWorld:
 
     def run(self, prompt: str) -> dict[str, Any]:
         assert self.agent is not None
-        response: dict[str, Any] = self.portal.call(self.agent.run, prompt)
+        response = dict(self.portal.call(self.agent.run, prompt))
         self.response = response
         return response
 

@@ -74,9 +74,14 @@ class RetryWorld:
         return agent
 
     def run(self, prompt: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        assert self.agent is not None and self.log is not None
+        agent = self.agent
+        assert agent is not None and self.log is not None
         self.events_before = len(self.log.events)
-        response = self.portal.call(lambda: self.agent.run(prompt or self.prompt, **kwargs))  # type: ignore[union-attr]
+
+        async def go() -> dict[str, Any]:
+            return dict(await agent.run(prompt or self.prompt, **kwargs))
+
+        response: dict[str, Any] = self.portal.call(go)
         self.responses.append(response)
         return response
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ class TelemetryWorld:
         self.spans = spans
         self.fake = FakeCLI(tmp_path, "claude")
         self.agent: CodingGenesisAgent | None = None
-        self.response: dict[str, Any] = {}
+        self.response: Mapping[str, Any] = {}
         self.current: ReadableSpan | None = None
 
     def span(self, name: str) -> ReadableSpan:

@@ -9,7 +9,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import CodingGenesisAgent, GenericBackend
+from coding_genesis import CodingGenesisAgent, GenericBackend, Permissions, RunResponse
 from tests.support import FakeCLI
 
 
@@ -47,11 +47,11 @@ def codex_agent(vocab: VocabWorld, turns: int) -> None:
 
 
 @when(parsers.parse('a request asks for permissions "{level}"'))
-def ask_permissions(vocab: VocabWorld, level: str) -> None:
+def ask_permissions(vocab: VocabWorld, level: Permissions) -> None:
     agent = vocab.agent
     assert agent is not None
 
-    async def run() -> dict[str, Any]:
+    async def run() -> RunResponse:
         return await agent.run("do the task", permissions=level)
 
     vocab.response = vocab.portal.call(run)

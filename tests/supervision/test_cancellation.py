@@ -116,7 +116,7 @@ async def test_task_group_sibling_failure_stops_the_tree(fake_claude: FakeCLI) -
         await wait_for_record(fake_claude, "grandchild")
         raise LookupError("sibling failed")
 
-    with pytest.raises(ExceptionGroup) as caught:
+    with pytest.raises(ExceptionGroup) as caught:  # noqa: PT012  (the group raises on exit)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(agent.run("go"))
             tg.create_task(sibling())

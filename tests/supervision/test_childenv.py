@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV, build_env
-from coding_genesis.backend import RunRequest
+from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import ClaudeBackend
 
 
@@ -14,7 +14,7 @@ def test_unset_patterns_prefix_and_keep() -> None:
 
 
 def test_claude_strips_parent_session_but_keeps_user_credentials_and_config() -> None:
-    spec = ClaudeBackend().build_command(RunRequest(prompt="hi", cwd="/"))
+    spec = ClaudeBackend().build_command(AttemptRequest(prompt="hi", cwd="/"))
     parent = {
         "CLAUDECODE": "1",
         "CLAUDE_CODE_ENTRYPOINT": "cli",

@@ -172,7 +172,7 @@ def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int, arm:
 # -- the run ledger and the sweep ---------------------------------------------------------------
 
 #: A CLI whose setsid grandchild ignores SIGTERM: the parent-death signal does not reach it.
-ESCAPING = [
+ESCAPING: list[dict[str, Any]] = [
     {"init": True},
     {"grandchild": {"setsid": True, "ignore_sigterm": True, "hold_stdout": False, "sleep": 600}},
     {"await_records": {"key": "grandchild", "count": 1}},
@@ -454,12 +454,19 @@ def test_an_exec_failure_behind_setpriv_answers_as_a_direct_one(
     cli = tmp_path / "claude"
     cli.write_text("#!/nonexistent/interpreter\n")
     cli.chmod(0o755)
-    answers = []
+    answers: list[dict[str, Any]] = []
     for arm in ("setpriv", "preexec"):
         if arm == "preexec":
             monkeypatch.setattr(spawn, "_setpriv", lambda: None)
         result = CodingGenesisAgent("claude", cli_path=str(cli), timeout=10).run_sync("hi")
-        answers.append({k: result[k] for k in ("status", "error", "message", "exit_code")})
+        answers.append(
+            {
+                "status": result["status"],
+                "error": result["error"],
+                "message": result["message"],
+                "exit_code": result["exit_code"],
+            }
+        )
     assert answers[0] == answers[1]
     assert answers[0]["error"] == "not_found" and "No such file" in answers[0]["message"]
 

@@ -14,7 +14,7 @@ from coding_genesis._failures.taxonomy import retry_verdict
 from coding_genesis.errors import ConfigError
 from coding_genesis.retry import DEFAULT_RETRIES, RetryPolicy
 from coding_genesis.status import FailureCategory
-from tests.support import FakeCLI, leaked_processes
+from tests.support import FakeCLI, leaked_processes, present
 
 
 def test_silent_idle_cli_is_stopped_as_stalled(tmp_path: Path) -> None:
@@ -25,8 +25,8 @@ def test_silent_idle_cli_is_stopped_as_stalled(tmp_path: Path) -> None:
     took = time.monotonic() - started
     assert result["status"] == 124 and result["error"] == "stalled"
     assert result["stop_reason"] == "stalled"
-    assert result["failure"]["category"] == "stalled"
-    assert result["failure"]["retryable"] is True
+    assert present(result["failure"])["category"] == "stalled"
+    assert present(result["failure"])["retryable"] is True
     assert "stalled: no output on stdout or stderr for " in result["message"]
     assert "CPU seconds" in result["message"]
     assert 1.5 <= took < 6, took

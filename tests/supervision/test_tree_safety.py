@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -32,7 +33,7 @@ from tests.tree_support import assert_tree_gone, describe, run_pids
 
 pytestmark = pytest.mark.anyio
 
-ESCAPE = [
+ESCAPE: list[dict[str, Any]] = [
     {"init": True},
     {"grandchild": {"double_fork": True, "ignore_sigterm": True, "sleep": 600}},
     {"grandchild": {"setsid": True, "ignore_sigterm": True, "sleep": 600}},
@@ -41,7 +42,7 @@ ESCAPE = [
 
 
 @pytest.mark.timeout(15)
-async def test_a_marked_process_in_our_own_session_is_never_signalled(tmp_path: Path) -> None:
+async def test_a_marked_process_in_our_own_session_is_never_signaled(tmp_path: Path) -> None:
     """Even carrying the run's marker and being our child, a process of our own
     session (and group) is not part of any run: a stop leaves it alone."""
     marker = "not-a-run-" + os.urandom(4).hex()

@@ -104,5 +104,5 @@ def test_each_object_is_handed_on_before_the_next_line_is_parsed() -> None:
 
 
 def test_bad_limit_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_line_bytes"):
         JsonLinesParser(0)

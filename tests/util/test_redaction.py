@@ -115,7 +115,7 @@ def test_a_secret_with_characters_the_report_escapes(
 
 
 def test_deep_redaction_finds_secrets_that_json_escapes() -> None:
-    """``deep`` checks one serialisation for the secrets before walking: the
+    """``deep`` checks one serialization for the secrets before walking: the
     check must see a secret wherever it sits, however JSON escapes it."""
     from coding_genesis._util.redact import MASK, Redactor
 

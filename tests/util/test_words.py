@@ -69,7 +69,7 @@ def test_usage_line_says_unknown_when_nothing_was_reported() -> None:
 
 
 def test_the_failure_line_is_red_on_a_terminal_and_stays_printable() -> None:
-    """Issue 28: the failure summary line coloured as `genesis runs` colours failures; the
+    """Issue 28: the failure summary line colored as `genesis runs` colors failures; the
     CLI's text in it can still carry no escape of its own."""
     from coding_genesis._cli.render import terminal_line
 

@@ -26,7 +26,7 @@ from coding_genesis._workspace.isolation import BRANCH_PREFIX
 from coding_genesis._workspace.sweep import sweep_sync
 from coding_genesis.batch import RunSpec, run_many, run_many_sync
 from coding_genesis.errors import ConfigError
-from tests.support import FakeCLI
+from tests.support import FakeCLI, present
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -110,7 +110,7 @@ def test_run_happens_in_a_worktree_and_changes_come_from_git(repo: Path, tmp_pat
     assert checkout_state(repo) == before, "the caller's checkout was touched"
     assert not (repo / "new.txt").exists()
 
-    tree = result["worktree"]
+    tree = present(result["worktree"])
     assert tree["branch"].startswith(BRANCH_PREFIX) and tree["removed"] and not tree["kept"]
     assert tree["base_commit"] == before[0]
     assert not os.path.exists(tree["path"])
@@ -118,7 +118,7 @@ def test_run_happens_in_a_worktree_and_changes_come_from_git(repo: Path, tmp_pat
     # The CLI ran in the worktree.
     assert fake.records()[0]["cwd"] == tree["cwd"] == tree["path"]
 
-    changes = result["changes"]
+    changes = present(result["changes"])
     kinds = {f["path"]: f["kind"] for f in changes["files"]}
     assert kinds == {
         "a.txt": "modified",
@@ -165,7 +165,7 @@ def test_keep_decides_the_worktree_the_branch_stays(
     fake.script([{"write": "x.txt", "content": "x\n"}, *ending])
     result = agent(fake, repo, tmp_path, keep=keep).run_sync("go")
     assert (result["status"] != 0) is fail
-    tree = result["worktree"]
+    tree = present(result["worktree"])
     assert tree["kept"] is kept and tree["removed"] is not kept
     assert os.path.isdir(tree["path"]) is kept
     assert our_branches(repo) == [tree["branch"]]
@@ -195,19 +195,19 @@ def test_dirty_checkout_is_not_carried_by_default_and_is_on_request(
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
     plain = agent(fake, repo, tmp_path, keep="always").run_sync("go")
-    assert plain["worktree"]["carried_uncommitted"] is False
-    assert plain["worktree"]["uncommitted_in_checkout"] == 3
+    assert present(plain["worktree"])["carried_uncommitted"] is False
+    assert present(plain["worktree"])["uncommitted_in_checkout"] == 3
     assert any("3 uncommitted path(s)" in w for w in plain["warnings"])
-    path = Path(plain["worktree"]["path"])
+    path = Path(present(plain["worktree"])["path"])
     assert (path / "a.txt").read_text() == "a\n" and not (path / "scratch.txt").exists()
 
     carried = agent(fake, repo, tmp_path, keep="always", carry_uncommitted=True).run_sync("go")
-    path = Path(carried["worktree"]["path"])
-    assert carried["worktree"]["carried_uncommitted"] is True
+    path = Path(present(carried["worktree"])["path"])
+    assert present(carried["worktree"])["carried_uncommitted"] is True
     assert (path / "a.txt").read_text() == "dirty\n"
     assert (path / "scratch.txt").read_text() == "untracked\n"
     assert not (path / "b.txt").exists()
-    kinds = {f["path"]: f["kind"] for f in carried["changes"]["files"]}
+    kinds = {f["path"]: f["kind"] for f in present(carried["changes"])["files"]}
     assert kinds == {"a.txt": "modified", "scratch.txt": "added", "b.txt": "deleted"}
     assert checkout_state(repo) == before, "carrying changes touched the caller's index"
 
@@ -216,7 +216,9 @@ def test_subdirectory_of_the_checkout_is_kept(repo: Path, tmp_path: Path) -> Non
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "made.txt", "content": "m\n"}, {"answer": "ok"}])
     result = agent(fake, repo, tmp_path, cwd=str(repo / "sub")).run_sync("go")
-    assert result["worktree"]["cwd"] == os.path.join(result["worktree"]["path"], "sub")
+    assert present(result["worktree"])["cwd"] == os.path.join(
+        present(result["worktree"])["path"], "sub"
+    )
     assert result["files_modified"] == ["sub/made.txt"]
 
 
@@ -237,10 +239,11 @@ def test_not_a_repository_and_missing_git_are_clear_failures(
     result = agent(fake, plain, tmp_path).run_sync("go")
     assert result["status"] == 127 and result["error"] == "not_found"
     assert "needs git" in result["message"]
-    assert result["failure"]["category"] == "not_found"
+    assert present(result["failure"])["category"] == "not_found"
 
 
 def test_bad_settings_are_config_errors() -> None:
+    bad: dict[str, Any]
     for bad in (
         {"isolation": "container"},
         {"keep": "sometimes"},
@@ -290,8 +293,8 @@ def test_verify_fails_then_passes_after_the_resumed_retry(
     assert first["category"] == "verify_failed" and first["error"] == "verify_failed"
     assert first["action"] == "retry" and first["resume_session"]
     assert "NEEDS-FIX" in first["verify"]["output_tail"]
-    assert result["verify"]["status"] == "passed"
-    history = result["verify"]["history"]
+    assert present(result["verify"])["status"] == "passed"
+    history = present(result["verify"])["history"]
     assert [h["status"] for h in history] == ["failed", "passed"]
     assert "NEEDS-FIX" in history[0]["output_tail"]
     assert "checked out.txt" in history[1]["output_tail"]
@@ -300,7 +303,7 @@ def test_verify_fails_then_passes_after_the_resumed_retry(
     assert len(argvs) == 2
     assert f"--resume={first['resume_session']}" in argvs[1]
     if isolated:
-        prompt = git(repo, "show", f"{result['worktree']['branch']}:out.txt")
+        prompt = git(repo, "show", f"{present(result['worktree'])['branch']}:out.txt")
     else:
         prompt = (repo / "out.txt").read_text()
     assert "NEEDS-FIX: out.txt is not done" in prompt and "verify_failed" in prompt
@@ -311,11 +314,11 @@ def test_verify_failure_without_retry_is_its_own_category(repo: Path, tmp_path: 
     fake.script([{"write": "out.txt", "content": "nope"}, {"answer": "wrote it"}])
     result = agent(fake, repo, tmp_path, verify=VERIFY).run_sync("go")
     assert result["status"] == 1 and result["error"] == "verify_failed"
-    assert result["failure"]["category"] == "verify_failed"
-    assert result["failure"]["retryable"] is True
+    assert present(result["failure"])["category"] == "verify_failed"
+    assert present(result["failure"])["retryable"] is True
     assert result["message"].startswith("verify `")
     assert "The agent's answer was:\nwrote it" in result["message"]
-    assert result["verify"]["exit_code"] == 1
+    assert present(result["verify"])["exit_code"] == 1
 
 
 def test_verify_timeout_stops_its_tree(repo: Path, tmp_path: Path) -> None:
@@ -323,7 +326,7 @@ def test_verify_timeout_stops_its_tree(repo: Path, tmp_path: Path) -> None:
     fake.script([{"answer": "ok"}])
     sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
     result = agent(fake, repo, tmp_path, verify=sleeper, verify_timeout=0.5).run_sync("go")
-    assert result["error"] == "verify_failed" and result["verify"]["status"] == "timeout"
+    assert result["error"] == "verify_failed" and present(result["verify"])["status"] == "timeout"
     assert "timed out after 0.5s" in result["message"]
 
 
@@ -336,7 +339,7 @@ def test_twenty_isolated_runs_with_timeouts_and_cancellations(repo: Path, tmp_pa
     finishing.script([{"write": "out.txt"}, {"answer": "ok"}])
     hanging.script([{"write": "out.txt"}, {"hang": True}])
     cancelled.script([{"write": "out.txt"}, {"init": True}, {"hang": True}])
-    common = {
+    common: dict[str, Any] = {
         "backend": "claude",
         "isolation": "worktree",
         "cwd": str(repo),
@@ -391,7 +394,7 @@ def test_trials_give_one_line_per_attempt_then_a_summary(repo: Path, tmp_path: P
     good, bad = FakeCLI(tmp_path), FakeCLI(tmp_path)
     good.script([{"write": "out.txt"}, {"answer": "ok"}])
     bad.script([{"write": "out.txt", "content": "no"}, {"answer": "ok"}])
-    common = {
+    common: dict[str, Any] = {
         "backend": "claude",
         "isolation": "worktree",
         "cwd": str(repo),
@@ -519,7 +522,7 @@ def test_genesis_worktrees_lists_and_prunes(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "kept.txt", "content": "k\n"}, {"answer": "ok"}])
     result = agent(fake, repo, tmp_path, keep="always").run_sync("go")
-    path = result["worktree"]["path"]
+    path = present(result["worktree"])["path"]
     env = {**os.environ, "GENESIS_LEDGER": str(tmp_path / "ledger")}
     base = [sys.executable, "-m", "coding_genesis._cli.main", "worktrees", "-C", str(repo)]
     base += ["--worktrees-dir", str(tmp_path / "worktrees")]
@@ -531,7 +534,7 @@ def test_genesis_worktrees_lists_and_prunes(repo: Path, tmp_path: Path) -> None:
 
     listing = genesis("--json")
     [entry] = [json.loads(line) for line in listing.stdout.splitlines()]
-    assert entry["path"] == path and entry["branch"] == result["worktree"]["branch"]
+    assert entry["path"] == path and entry["branch"] == present(result["worktree"])["branch"]
     assert path in genesis("prune", "--dry-run").stdout and os.path.isdir(path)
     genesis("prune")
     assert not os.path.exists(path) and worktree_paths(repo) == [str(repo)]
@@ -560,7 +563,7 @@ def test_worktree_directories_are_private(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
     result = agent(fake, repo, tmp_path, keep="always").run_sync("go")
-    path = Path(result["worktree"]["path"])
+    path = Path(present(result["worktree"])["path"])
     for directory in (tmp_path / "worktrees", path.parent, path):
         assert directory.stat().st_mode & 0o777 == 0o700, directory
 
@@ -671,7 +674,7 @@ def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> Non
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
     result = agent(fake, repo, tmp_path, carry_uncommitted=True).run_sync("go")
-    assert result["status"] == 0 and result["worktree"]["carried_uncommitted"]
+    assert result["status"] == 0 and present(result["worktree"])["carried_uncommitted"]
     assert (repo / ".git" / "index").read_bytes() == index
 
 
@@ -681,9 +684,9 @@ def test_genesis_worktrees_prune_branches(repo: Path, tmp_path: Path) -> None:
     ``--dry-run`` only lists them."""
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "new.txt", "content": "n\n"}, {"answer": "ok"}])
-    with_work = agent(fake, repo, tmp_path).run_sync("go")["worktree"]["branch"]
+    with_work = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
     fake.script([{"answer": "nothing written"}])
-    empty = agent(fake, repo, tmp_path).run_sync("go")["worktree"]["branch"]
+    empty = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
     assert sorted(our_branches(repo)) == sorted([with_work, empty])
     env = {**os.environ, "GENESIS_LEDGER": str(tmp_path / "ledger")}
     base = [sys.executable, "-m", "coding_genesis._cli.main", "worktrees", "prune", "-C", str(repo)]
@@ -709,7 +712,7 @@ def test_genesis_worktrees_prune_branches(repo: Path, tmp_path: Path) -> None:
     assert git(repo, "show", "merged-work:new.txt") == "n\n"  # nothing was lost
 
     fake.script([{"write": "lost.txt", "content": "l\n"}, {"answer": "ok"}])
-    alone = agent(fake, repo, tmp_path).run_sync("go")["worktree"]["branch"]
+    alone = present(agent(fake, repo, tmp_path).run_sync("go")["worktree"])["branch"]
     forced = genesis("--force")
     assert our_branches(repo) == [] and f"branch {alone}  removed (1 commit(s)" in forced.stdout
 

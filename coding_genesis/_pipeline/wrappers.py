@@ -1,14 +1,14 @@
-"""Steps around a run's attempts: the protocol isolation and verification plug
-in as, without a branch in the agent (the concrete steps live in
-:mod:`coding_genesis._workspace.steps`; the agent builds them and hands them
+"""Wrappers around a run's attempts: the protocol isolation and verification plug
+in as, without a branch in the agent (the concrete wrappers live in
+:mod:`coding_genesis._workspace.wrappers`; the agent builds them and hands them
 to the pipeline).
 
-A :class:`RunStep` is told when the run starts (it may change the request:
-the worktree step moves ``cwd`` into the run's worktree), sees each attempt's
-result before its failure analysis (the verify step turns a success into a
+A :class:`RunWrapper` is told when the run starts (it may change the request:
+the worktree wrapper moves ``cwd`` into the run's worktree), sees each attempt's
+result before its failure analysis (the verify wrapper turns a success into a
 ``verify_failed`` failure), and ends with the run, cancelled or not (its
 cleanup runs to its end even then), adding fields to the response.
-:class:`RunSteps` runs them in order (and ends them in reverse).
+:class:`RunWrappers` runs them in order (and ends them in reverse).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from coding_genesis._pipeline.request import Request
     from coding_genesis.result import RunResult
 
-__all__ = ["Refuse", "RunStep", "RunSteps", "StepRefused"]
+__all__ = ["Refuse", "RunWrapper", "RunWrappers", "WrapperRefused"]
 
-log = logging.getLogger("coding_genesis._pipeline.runsteps")
+log = logging.getLogger("coding_genesis._pipeline.wrappers")
 
 
-class StepRefused(Exception):
+class WrapperRefused(Exception):
     """The run cannot start (answered with ``status``/``error``, nothing started)."""
 
     def __init__(self, status: int, error: ErrorCode, message: str) -> None:
@@ -41,9 +41,9 @@ class StepRefused(Exception):
         self.message = message
 
 
-class RunStep(Protocol):
+class RunWrapper(Protocol):
     async def enter(self, request: Request) -> Request:
-        """The run starts: the request its attempts will run (raise StepRefused)."""
+        """The run starts: the request its attempts will run (raise WrapperRefused)."""
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
         """One attempt's result, before its failure analysis."""
@@ -56,15 +56,15 @@ class RunStep(Protocol):
 Refuse = Callable[[int, ErrorCode, str], "RunResult"]
 
 
-class RunSteps:
-    """The steps of one run."""
+class RunWrappers:
+    """The wrappers of one run."""
 
     __slots__ = ("_entered", "_steps", "fields")
 
-    def __init__(self, steps: Sequence[RunStep] = ()) -> None:
-        self._steps = tuple(steps)
-        self._entered: list[RunStep] = []
-        #: The fields the steps added when the run ended (also when cancelled).
+    def __init__(self, wrappers: Sequence[RunWrapper] = ()) -> None:
+        self._steps = tuple(wrappers)
+        self._entered: list[RunWrapper] = []
+        #: The fields the wrappers added when the run ended (also when cancelled).
         self.fields: dict[str, Any] = {}
 
     def __bool__(self) -> bool:
@@ -79,13 +79,13 @@ class RunSteps:
         if not self._steps:
             return await pipeline(request)
         try:
-            for step in self._steps:
+            for wrapper in self._steps:
                 try:
-                    request = await step.enter(request)
-                except StepRefused as exc:
+                    request = await wrapper.enter(request)
+                except WrapperRefused as exc:
                     result = refuse(exc.status, exc.error, exc.message)
                     break
-                self._entered.append(step)
+                self._entered.append(wrapper)
             else:
                 result = await pipeline(request)
         except BaseException:
@@ -99,19 +99,19 @@ class RunSteps:
         return result.model_copy(update=update)
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
-        for step in self._entered:
-            result = await step.after_attempt(result, request)
+        for wrapper in self._entered:
+            result = await wrapper.after_attempt(result, request)
         return result
 
     async def _exit(self, result: RunResult | None) -> None:
-        for step in reversed(self._entered):
+        for wrapper in reversed(self._entered):
             try:
-                extra = await step.exit(result)
+                extra = await wrapper.exit(result)
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:
-                log.exception("run step %r failed at the end of the run", step)
-                extra = {"warnings": [f"{type(step).__name__} failed at the end: {exc}"]}
+                log.exception("run wrapper %r failed at the end of the run", wrapper)
+                extra = {"warnings": [f"{type(wrapper).__name__} failed at the end: {exc}"]}
             warnings = extra.pop("warnings", None)
             if warnings:
                 self.fields.setdefault("warnings", []).extend(warnings)

@@ -1,6 +1,6 @@
-"""Who hears an attempt's decoded events, per event type: the agent's bus
-(for the kinds its subscribers want: redacted, stamped, published) and the
-run's observers (their ``decoded`` taps, unredacted).
+"""An attempt's routes: the handlers of its decoded events, per event type:
+the agent's bus (for the kinds its subscribers want: redacted, stamped,
+published) and the run's observers (their ``decoded`` handlers, unredacted).
 
 The decoder asks once per event type and again only when :attr:`version`
 changes, so a hundred thousand events cost no "does anyone want this?" each.
@@ -13,17 +13,17 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from coding_genesis._pipeline.bus import EventBus
-from coding_genesis._pipeline.decode import Step
+from coding_genesis._pipeline.decode import Handler
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event
 
-__all__ = ["ObserverSteps", "RunListeners"]
+__all__ = ["ObserverHandlers", "RunRoutes"]
 
-log = logging.getLogger("coding_genesis._pipeline.listeners")
+log = logging.getLogger("coding_genesis._pipeline.routes")
 
 
-class ObserverSteps(Protocol):
-    """The run's observers as the listeners see them: their ``decoded`` steps
+class ObserverHandlers(Protocol):
+    """The run's observers as the routes see them: their ``decoded`` handlers
     per event type (``coding_genesis._pipeline.fanout.RunObservers``, handed
     in by the agent)."""
 
@@ -31,15 +31,15 @@ class ObserverSteps(Protocol):
     def version(self) -> int:
         """Changes when an observer is dropped (the routes must be made again)."""
 
-    def decoded_steps(self, event_type: type[Event]) -> Sequence[Step]: ...
+    def route_handlers(self, event_type: type[Event]) -> Sequence[Handler]: ...
 
-    def owns(self, step: Step) -> bool: ...
+    def owns(self, handler: Handler) -> bool: ...
 
-    def step_failed(self, step: Step) -> None: ...
+    def handler_failed(self, handler: Handler) -> None: ...
 
 
-class RunListeners:
-    """The listeners of one attempt (see :class:`coding_genesis._pipeline.decode.Listeners`)."""
+class RunRoutes:
+    """The routes of one attempt (see :class:`coding_genesis._pipeline.decode.Routes`)."""
 
     __slots__ = ("_bus", "_observers", "_redactor", "_run_id", "_warned")
 
@@ -48,7 +48,7 @@ class RunListeners:
         bus: EventBus,
         run_id: str,
         redactor: Redactor,
-        observers: ObserverSteps | None,
+        observers: ObserverHandlers | None,
     ) -> None:
         self._bus = bus
         self._run_id = run_id
@@ -61,18 +61,18 @@ class RunListeners:
         observers = self._observers
         return self._bus.version + (observers.version if observers is not None else 0)
 
-    def steps(self, event_type: type[Event]) -> Sequence[Step]:
-        steps: list[Step] = []
+    def handlers(self, event_type: type[Event]) -> Sequence[Handler]:
+        handlers: list[Handler] = []
         if self._bus.wants(event_type.kind):
-            steps.append(self._publish_redacted if self._redactor.active else self._publish)
+            handlers.append(self._publish_redacted if self._redactor.active else self._publish)
         if self._observers is not None:
             # After publishing: what an observer publishes follows the event.
-            steps.extend(self._observers.decoded_steps(event_type))
-        return steps
+            handlers.extend(self._observers.route_handlers(event_type))
+        return handlers
 
-    def failed(self, step: Step) -> None:
-        if self._observers is not None and self._observers.owns(step):
-            self._observers.step_failed(step)
+    def failed(self, handler: Handler) -> None:
+        if self._observers is not None and self._observers.owns(handler):
+            self._observers.handler_failed(handler)
         elif not self._warned:  # publishing (redaction): the next event may be fine
             self._warned = True
             log.exception("publishing a decoded event failed (logged once per attempt)")

@@ -1,18 +1,17 @@
-"""The steps around a run that the workspace supplies: a fresh git worktree per
+"""The wrappers around a run that the workspace supplies: a fresh git worktree per
 run (isolation) and the caller's verify command after each successful attempt.
 
-The agent builds them (:func:`run_steps`) and hands them to the pipeline as
-:class:`~coding_genesis._pipeline.runsteps.RunStep` objects: the pipeline
+The agent builds them (:func:`run_wrappers`) and hands them to the pipeline as
+:class:`~coding_genesis._pipeline.wrappers.RunWrapper` objects: the pipeline
 knows the protocol, never the workspace.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from coding_genesis._pipeline.request import Request
-from coding_genesis._pipeline.runsteps import RunStep, RunSteps, StepRefused
+from coding_genesis._pipeline.wrappers import RunWrapper, RunWrappers, WrapperRefused
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._workspace.gitops import GitError
 from coding_genesis._workspace.isolation import (
@@ -29,23 +28,23 @@ from coding_genesis.config import AgentConfig
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["VerifyStep", "WorktreeStep", "run_steps"]
+__all__ = ["VerifyWrapper", "WorktreeWrapper", "run_wrappers"]
 
 
-def run_steps(config: AgentConfig, run_id: str, ledger: Ledger | None) -> RunSteps:
-    """The steps ``config`` asks for around run ``run_id``."""
-    steps: list[RunStep] = []
+def run_wrappers(config: AgentConfig, run_id: str, ledger: Ledger | None) -> RunWrappers:
+    """The wrappers ``config`` asks for around run ``run_id``."""
+    wrappers: list[RunWrapper] = []
     if config.isolation == "worktree":
-        steps.append(WorktreeStep(config, run_id, ledger))
+        wrappers.append(WorktreeWrapper(config, run_id, ledger))
     if config.verify:
-        steps.append(VerifyStep(config, run_id))
-    return RunSteps(steps)
+        wrappers.append(VerifyWrapper(config, run_id))
+    return RunWrappers(wrappers)
 
 
 # -- isolation: one git worktree per run ----------------------------------------------
 
 
-class WorktreeStep:
+class WorktreeWrapper:
     """Runs the attempts in a fresh worktree; reports the changes from git;
     commits leftovers and removes the worktree per ``keep``."""
 
@@ -56,7 +55,7 @@ class WorktreeStep:
         self._ws: Workspace | None = None
 
     def __repr__(self) -> str:
-        return f"WorktreeStep({self._run_id})"
+        return f"WorktreeWrapper({self._run_id})"
 
     @property
     def _ledger_key(self) -> str:
@@ -75,8 +74,8 @@ class WorktreeStep:
             )
         except WorktreeRefused as exc:
             if exc.missing_git:
-                raise StepRefused(Status.NOT_FOUND, ErrorCode.NOT_FOUND, str(exc)) from None
-            raise StepRefused(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc)) from None
+                raise WrapperRefused(Status.NOT_FOUND, ErrorCode.NOT_FOUND, str(exc)) from None
+            raise WrapperRefused(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc)) from None
         self._ws = ws
         ledger = self._ledger
         if ledger is not None:
@@ -84,7 +83,7 @@ class WorktreeStep:
                 ledger.record(self._ledger_key, marker=self._run_id, worktree=ws.record())
             except OSError as exc:
                 ws.warnings.append(f"run ledger: worktree not recorded: {exc}")
-        return replace(request, cwd=ws.cwd)
+        return request.moved(ws.cwd)
 
     async def after_attempt(self, result: RunResult, request: Request) -> RunResult:
         """A worktree whose ``.git`` the attempt replaced fails the run
@@ -137,7 +136,7 @@ class WorktreeStep:
 # -- verification ---------------------------------------------------------------------
 
 
-class VerifyStep:
+class VerifyWrapper:
     """Runs the caller's verify command after each successful attempt."""
 
     def __init__(self, config: AgentConfig, run_id: str) -> None:
@@ -146,7 +145,7 @@ class VerifyStep:
         self._history: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:
-        return f"VerifyStep({self._run_id})"
+        return f"VerifyWrapper({self._run_id})"
 
     async def enter(self, request: Request) -> Request:
         return request
