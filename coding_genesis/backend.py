@@ -9,10 +9,9 @@ what a backend describes itself with (:class:`AttemptRequest`, :class:`CommandSp
 install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
 
 A plug-in written against 0.1.0's ``Backend`` Protocol, without subclassing,
-still loads: :func:`as_backend` wraps it once, when it is registered or loaded,
-in an adapter that takes its members and fills in the defaults.  That adapter
-is the one place that inspects a foreign object; everything else calls the
-typed members.
+still loads: :func:`as_backend` wraps it once, when it is registered or loaded, in
+an adapter that takes its members and fills in the defaults: the one place that
+inspects a foreign object; everything else calls the typed members.
 """
 
 from __future__ import annotations

@@ -221,7 +221,7 @@ class Redactor:
         a surrogate pair, mixed).  One regex pass at C speed, from the start of
         the first character to the end of the last, so a mask covers whole
         escapes and keeps the rest of the line byte for byte.  (The
-        alternatives, decoding then mapping positions back, or re-serialising
+        alternatives, decoding then mapping positions back, or re-serializing
         the line, cost a Python pass per escape, or change bytes that hold
         no secret.)  Callers ask only for bytes that hold ``\\u`` or ``\\/``."""
         pattern = self._escaped_pattern
