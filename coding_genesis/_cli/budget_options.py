@@ -104,6 +104,7 @@ def budget_from(args: argparse.Namespace) -> Budget | None:
     }
     if all(v is None for v in limits.values()):
         return None
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.budget import Budget
 
     return Budget(
@@ -117,6 +118,7 @@ def budget_from(args: argparse.Namespace) -> Budget | None:
 def prices_from(args: argparse.Namespace) -> dict[str, ModelPrice] | None:
     if not args.prices:
         return None
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.prices import load_prices
 
     return load_prices(args.prices)

@@ -73,6 +73,7 @@ def print_json(obj: object) -> None:
     """``obj`` as indented JSON that never fails (see ``safe_dumps``)."""
     import orjson
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.transcript import safe_dumps
 
     data = safe_dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n"
@@ -106,6 +107,7 @@ def add_transcript_dir(parser: argparse.ArgumentParser) -> None:
 
 def transcript_base(args: argparse.Namespace, command: str) -> Path | None:
     """The transcript directory the user means, or None after printing why not."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import TRANSCRIPTS, transcript_dir
 
     base = transcript_dir(args.transcript_dir)

@@ -27,6 +27,7 @@ def _codex_provider(home: Path) -> tuple[str, str | None, str]:
     it: ``model_provider`` of ``$CODEX_HOME/config.toml`` (default ``openai``)."""
     import tomllib
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._util.files import read_regular
 
     config = home / "config.toml"

@@ -33,6 +33,7 @@ class _Backends(Sequence[str]):
     argparse needs it: checking ``--backend`` or showing the help."""
 
     def _names(self) -> list[str]:
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._cli.backends import all_names
 
         return all_names()
@@ -117,6 +118,7 @@ async def _version(
     argv: list[str], env: dict[str, str], timeout: float, version_args: tuple[str, ...] = ()
 ) -> tuple[str, str]:
     """(status, detail) of ``argv --version`` (or ``version_args``) run under supervision."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._supervision.process import SupervisorConfig, run_process
 
     chunks: list[bytes] = []
@@ -161,6 +163,7 @@ def _claude_credentials() -> Check:
     if settings.is_file():
         import json
 
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._cli.credentials import MAX_CONFIG
         from coding_genesis._util.files import read_regular
 
@@ -192,6 +195,7 @@ def _claude_credentials() -> Check:
 
 def _claude_stripped() -> list[str]:
     """Inherited variables the claude backend removes from the CLI's environment."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._supervision.childenv import build_env
     from coding_genesis.backend import AttemptRequest
     from coding_genesis.backends.claude import ClaudeBackend
@@ -234,12 +238,14 @@ def _claude_environment() -> list[Check]:
 
 
 def _codex_credentials() -> Check:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.credentials import codex_credentials
 
     return Check("codex", "credentials", *codex_credentials())
 
 
 def _other_credentials(name: str) -> Check:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.credentials import cli_credentials
 
     return Check(name, "credentials", *cli_credentials(name))
@@ -282,6 +288,7 @@ def _codex_environment() -> list[Check]:
 
 
 async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> list[Check]:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import cli_path_for
     from coding_genesis._pipeline.attempt import Refusal, resolve_program
     from coding_genesis._supervision.childenv import build_env
@@ -296,6 +303,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     backend = agent.backend
     checks: list[Check] = []
     ep = plugin_entry_points().get(name)
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import registered_backends
 
     if ep is not None and name not in registered_backends():
@@ -326,10 +334,12 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
             source = "PATH"
         checks.append(Check(name, "cli", "ok", f"{' '.join(program)} (from {source})"))
         if name == "failer":
+            # lazy: `genesis --help` imports only the parsers
             from coding_genesis._util.version import version
 
             checks.append(Check(name, "version", "ok", f"embedded in coding-genesis {version()}"))
         else:
+            # lazy: `genesis --help` imports only the parsers
             from coding_genesis._pipeline.overlay import materialised
 
             spec = backend.build_command(AttemptRequest(prompt="doctor", cwd=os.getcwd()))
@@ -365,6 +375,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
 def _exposure(names: Sequence[str]) -> Check:
     """Which credential variables a run hands its CLI without needing them
     (names only, never values): said once for every backend checked."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._supervision.childenv import exposed_credentials
 
     unneeded: dict[str, list[str]] = {}
@@ -391,12 +402,14 @@ def _exposure(names: Sequence[str]) -> Check:
 
 
 def _backend_named(name: str) -> Backend:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import get_backend
 
     return get_backend(name)
 
 
 def _machine_checks() -> list[Check]:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import SUBREAPER, transcript_dir
     from coding_genesis._supervision.table import subreaper_enabled
 
@@ -471,6 +484,7 @@ def run_checks(
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import BACKEND
 
     backends = list(dict.fromkeys(args.backend or BACKENDS))

@@ -124,6 +124,7 @@ def cli_path_for(
     if explicit:
         return explicit
     try:
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis.backends import get_backend
 
         variable = get_backend(backend).path_env_var
@@ -137,6 +138,7 @@ def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | N
     """The node a backend's node-script CLI runs under: the variable its
     ``node_script`` names (``$GENESIS_QWEN_NODE``), else None (found)."""
     try:
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis.backends import get_backend
 
         script = get_backend(backend).node_script
@@ -153,10 +155,12 @@ def apply_process_settings(
     """Process-wide switches of a ``genesis`` invocation: the subreaper, virtual time."""
     values = _env(env)
     if values.get(SUBREAPER, "").strip() == "0":
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._supervision.table import set_subreaper
 
         set_subreaper(False)
     if retry_testing or values.get(RETRY_TESTING, "").strip().lower() in ("1", "true", "yes", "on"):
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._util.clock import set_testing
 
         set_testing(True)

@@ -77,6 +77,7 @@ class _Version(argparse.Action):
     ``genesis --help`` ~20 ms of imports otherwise)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._util.version import version
 
         parser.exit(message=f"coding-genesis {version()}\n")
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import apply_process_settings
 
     apply_process_settings(retry_testing=args.retry_testing)

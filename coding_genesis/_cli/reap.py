@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import ledger_setting
     from coding_genesis._supervision.ledger import Ledger, LedgerError
     from coding_genesis._workspace.sweep import sweep_sync

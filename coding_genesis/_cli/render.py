@@ -210,6 +210,7 @@ def failure_report(result: Mapping[str, Any]) -> str | None:
         return None
     from pydantic import ValidationError
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._failures.report import format_failure_report
     from coding_genesis.result import ChildFailure
 

@@ -121,6 +121,7 @@ def _error(message: str) -> int:
 
 
 def _load(args: argparse.Namespace) -> _Input | str:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import transcript_dir
     from coding_genesis._observers.records import RunLookupError, find_run, read_run
     from coding_genesis._util.files import read_regular
@@ -183,6 +184,7 @@ def _load(args: argparse.Namespace) -> _Input | str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._util.files import read_regular
     from coding_genesis.agent import DEFAULT_TIMEOUT, CodingGenesisAgent
     from coding_genesis.errors import ConfigError

@@ -54,6 +54,7 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
 
 def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
     """The policy the retry options ask for (None: one attempt)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.errors import ConfigError
     from coding_genesis.retry import RetryPolicy
 
@@ -82,6 +83,7 @@ def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
 
 def attempt_printer(prog: str, stream: IO[str] | None = None) -> Any:
     """An event callback printing one line per attempt outcome to stderr."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.run_events import AttemptEvent
 
     def show(event: Event) -> None:

@@ -280,6 +280,7 @@ def handle(args: argparse.Namespace) -> int:
 def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:
     import shlex
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.errors import ConfigError
 
     settings: dict[str, Any] = {}
@@ -314,6 +315,7 @@ def report(
     events: EventWriter | None,
 ) -> int:
     """Print the response the way the flags ask; return the exit code."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.live import stopped_response
 
     result = outcome.result if outcome.result is not None else stopped_response(outcome, agent)
@@ -355,6 +357,7 @@ def add_backends_file(path: str | None) -> None:
     """Register the generic backends of a TOML file (none: nothing)."""
     if path is None:
         return
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import register_backend
     from coding_genesis.backends.generic import load_backends_file
 
@@ -369,6 +372,7 @@ class BackendsHelp(str):
     __slots__ = ()
 
     def __mod__(self, params: object) -> str:
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis._cli.backends import all_names
 
         return str(self).replace("{backends}", ", ".join(all_names()))

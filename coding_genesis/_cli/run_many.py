@@ -204,6 +204,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
     (unless ``trusted``, a line setting more than :data:`UNTRUSTED_FIELDS`)."""
     import orjson
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.batch import InvalidRequest
 
     requests: list[Any] = []
@@ -231,6 +232,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import backends_file
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
@@ -260,6 +262,7 @@ def handle(args: argparse.Namespace) -> int:
     runner = None
     if args.executor == "ray":
         try:
+            # lazy: `genesis --help` imports only the parsers
             from coding_genesis.integrations.ray import DEFAULT_NUM_CPUS, RayRunner
 
             runner = RayRunner(
@@ -353,6 +356,7 @@ def run_until_signal(
     the batch end, and return the signal (None: the batch ran to its end)."""
     import anyio
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.batch import run_many
 
     stop: list[int] = []
@@ -392,6 +396,7 @@ def run_until_signal(
 def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
     """The settings of the lines that do not set them: the flags, else what
     ``genesis run`` reads from the environment (``$GENESIS_BACKEND``)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import default_backend
 
     given = {
@@ -409,6 +414,7 @@ def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
 def with_cli_paths(requests: list[Any], args: argparse.Namespace) -> list[Any]:
     """Each line's CLI binary as ``genesis run`` finds it (``$GENESIS_<NAME>_PATH``),
     for the lines that do not set one (a line may only with --trusted-input)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import cli_path_for, default_backend, node_path_for
 
     fallback = args.backend or default_backend()
@@ -429,6 +435,7 @@ def with_cli_paths(requests: list[Any], args: argparse.Namespace) -> list[Any]:
 
 def _cancelled(index: int, request: Any, signum: int) -> dict[str, Any]:
     """The answer to a request a signal cut short (in flight, or not yet started)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._failures.analysis import failed_result
 
     backend = request.get("backend") if isinstance(request, dict) else None
@@ -549,6 +556,7 @@ class InOrder:
 
 def _recording() -> dict[str, Any]:
     """Each run is recorded like a `genesis run` (transcript and run log)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import ledger_setting, run_log_path, transcript_dir
 
     base, log = transcript_dir(), run_log_path()

@@ -92,6 +92,7 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.records import list_runs
     from coding_genesis._observers.transcript import safe_dumps
 

@@ -50,6 +50,7 @@ def register(subparsers: Any) -> None:
 
 def tool_lines(events: Iterable[Event]) -> list[str]:
     """One line per tool call, with how it ended."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.progress import tool_summary
     from coding_genesis.events import ToolCallEvent, ToolResultEvent
     from coding_genesis.run_events import AttemptEvent
@@ -76,6 +77,7 @@ def _local(ts: float) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.records import RunLookupError, find_run
 
     base = transcript_base(args, "show")
@@ -129,6 +131,7 @@ def handle(args: argparse.Namespace) -> int:
 def _print_events(record: RunRecord) -> None:
     """Every event of the run as JSON lines: the runner's own, recorded, and
     those decoded from the recorded stdout (see coding_genesis._observers.transcript)."""
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis.backends import translator_for
 
@@ -162,6 +165,7 @@ def _copy(record: RunRecord, path: Any) -> None:
 
 
 def render(record: RunRecord) -> str:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import translator_for
     from coding_genesis.events import ToolCallEvent
 

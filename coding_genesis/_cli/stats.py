@@ -87,6 +87,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import run_log_path
     from coding_genesis._observers.runlog import failure_stats, usage_stats  # at use: as above
 

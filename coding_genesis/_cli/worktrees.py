@@ -63,6 +63,7 @@ def _live_worktrees() -> tuple[frozenset[str], frozenset[str]]:
     """Worktree paths and branches of runs whose runner is alive (from the run ledger)."""
     import os
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import ledger_setting
     from coding_genesis._supervision.ledger import Ledger
 
@@ -85,6 +86,7 @@ def handle(args: argparse.Namespace) -> int:
     import anyio
     import orjson
 
+    # lazy: `genesis --help` imports only the parsers
     from coding_genesis._workspace.isolation import WorktreeRefused
     from coding_genesis._workspace.reclaim import list_ours, prune, prune_branches
 

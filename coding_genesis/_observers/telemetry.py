@@ -99,6 +99,7 @@ def _json(value: Any, redactor: Redactor) -> str:
 def usage_attributes(usage: Mapping[str, Any] | None) -> dict[str, int]:
     """``gen_ai.usage.*`` from a CLI's usage dict (counted as the run log
     counts them: ``input_tokens`` includes cached input, as the conventions ask)."""
+    # lazy: loaded only when a run is traced
     from coding_genesis._observers.runlog import token_counts
 
     tokens = token_counts(usage)
@@ -131,6 +132,7 @@ class TelemetryObserver(Observer):
         otel = _otel()
         if otel is None:
             return None
+        # lazy: loaded only when a run is traced
         from coding_genesis._util.version import version
 
         tracer = otel.trace.get_tracer(_SCOPE, version(), tracer_provider=self.tracer_provider)

@@ -331,6 +331,7 @@ class Transcript:
             self._fail(exc)
 
     def _overflow_decoder(self) -> Any:
+        # lazy: only a run past its raw cap decodes here
         from coding_genesis._pipeline.decode import Decoder
         from coding_genesis._pipeline.tally import RunTally
 

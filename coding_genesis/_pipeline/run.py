@@ -304,6 +304,7 @@ class RunWiring:
         """Attach the one failure value and its views to a failed result."""
         if not result.is_error or result.failure is not None:
             return result
+        # lazy: only a failure needs the analysis and its tables
         from coding_genesis._failures.analysis import (
             analyze,  # (down) only a failure needs the analysis and its tables
         )

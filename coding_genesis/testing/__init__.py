@@ -128,6 +128,7 @@ def _fail(recording: Recording | None, what: str) -> AssertionError:
 
 
 def _agent(backend: Backend, **settings: Any) -> Any:
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis.agent import CodingGenesisAgent
 
     settings.setdefault("ledger", False)
@@ -146,6 +147,7 @@ def _replay(backend: Backend, recording: Recording, stdout: bytes | None = None)
 
 
 def _decode(backend: Backend, data: bytes) -> Any:
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis._pipeline.tally import RunTally
 
@@ -232,6 +234,7 @@ def check_contract(backend: Backend) -> None:
 
 def check_translation(backend: Backend, recording: Recording, *, usage: bool = True) -> None:
     """The recording's events and result are what its case says (see the module)."""
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis._pipeline.tally import RunTally
     from coding_genesis.events import ToolCallEvent, ToolResultEvent
@@ -352,6 +355,7 @@ def check_bad_lines(backend: Backend, recording: Recording) -> None:
 
 def _partial(backend: Backend, data: bytes) -> bytes:
     """The recorded stdout up to, not including, the line that ends the run."""
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis._pipeline.tally import RunTally
 
@@ -367,6 +371,7 @@ def _partial(backend: Backend, data: bytes) -> bytes:
 def _run_processes(run_id: str) -> list[str]:
     import psutil
 
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 
     found = []
@@ -394,6 +399,7 @@ def check_stop_path(
     instead of the kit's replayer.  Returns the response."""
     if (recording is None) == (program is None):
         raise ValueError("give either a recording or a program")
+    # lazy: importing the kit (a plug-in's tests) loads no agent or pipeline
     from coding_genesis.run_events import RunStartedEvent
 
     workdir = tempfile.mkdtemp(prefix="genesis-conformance-")
