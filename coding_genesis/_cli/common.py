@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from coding_genesis._util.display import json_for_terminal, printable, signal_name
 
@@ -119,3 +120,31 @@ def transcript_base(args: argparse.Namespace, command: str) -> Path | None:
             file=sys.stderr,
         )
     return base
+
+
+#: The signals that stop a run (and a batch): every tree stopped, results so far printed.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+async def watch_stop_signals(
+    stop: list[int],
+    first: Callable[[int], object],
+    again: Callable[[int], object] | None = None,
+    *,
+    task_status: Any,
+) -> None:
+    """Until cancelled (start it with ``task_group.start``): the first stop
+    signal is recorded in ``stop`` and handed to ``first``; a later one to
+    ``again``.  Our own handlers, so a process started with SIGINT ignored
+    still stops."""
+    # lazy: `genesis --help` imports only the parsers
+    import anyio
+
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            if not stop:
+                stop.append(signum)
+                first(signum)
+            elif again is not None:
+                again(signum)

@@ -11,6 +11,7 @@ leaving the tree behind is what this exists to prevent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from coding_genesis._cli.common import stop_signal_name
+from coding_genesis._cli.common import stop_signal_name, watch_stop_signals
 from coding_genesis._observers.progress import ProgressView, RunTracker
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._util.display import json_for_terminal
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveOutcome", "execute"]
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _TICK = 0.125
 
 
@@ -104,19 +104,15 @@ def execute(
         result: RunResponse | None = None
         run_scope = anyio.CancelScope()
 
-        async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-            with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
-                task_status.started()
-                async for signum in signals:
-                    if not stop:
-                        stop.append(signum)
-                        tracker.stopping(
-                            f"{stop_signal_name(signum)}: stopping the process tree "
-                            f"(SIGTERM, then SIGKILL after {agent.config.grace:g}s)…"
-                        )
-                        run_scope.cancel()
-                    else:
-                        tracker.stop_note = "still stopping the process tree (bounded); please wait"
+        def first(signum: int) -> None:
+            tracker.stopping(
+                f"{stop_signal_name(signum)}: stopping the process tree "
+                f"(SIGTERM, then SIGKILL after {agent.config.grace:g}s)…"
+            )
+            run_scope.cancel()
+
+        def again(_: int) -> None:
+            tracker.stop_note = "still stopping the process tree (bounded); please wait"
 
         async def tick() -> None:
             assert view is not None
@@ -125,7 +121,7 @@ def execute(
                 await anyio.sleep(_TICK)
 
         async with anyio.create_task_group() as tg:
-            await tg.start(watch_signals)
+            await tg.start(functools.partial(watch_stop_signals, stop, first, again))
             if view is not None:
                 tg.start_soon(tick)
             with run_scope:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ from coding_genesis._cli.common import (
     positive_seconds,
     stop_signal_name,
     usage_error,
+    watch_stop_signals,
     whole_number,
 )
 from coding_genesis._util.display import printable
@@ -342,9 +344,6 @@ def handle(args: argparse.Namespace) -> int:
     return 0 if tally.succeeded == tally.finished else 1
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 def run_until_signal(
     requests: list[Any],
     *,
@@ -364,23 +363,17 @@ def run_until_signal(
     async def main() -> None:
         scope = anyio.CancelScope()
 
-        async def watch(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-            with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
-                task_status.started()
-                async for signum in signals:
-                    if not stop:
-                        stop.append(signum)
-                        if not quiet:
-                            print(
-                                f"genesis run-many: {stop_signal_name(signum)}: stopping every "
-                                "process tree…",
-                                file=sys.stderr,
-                                flush=True,
-                            )
-                        scope.cancel()
+        def first(signum: int) -> None:
+            if not quiet:
+                print(
+                    f"genesis run-many: {stop_signal_name(signum)}: stopping every process tree…",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            scope.cancel()
 
         async with anyio.create_task_group() as tg:
-            await tg.start(watch)
+            await tg.start(functools.partial(watch_stop_signals, stop, first))
             with scope:
                 await run_many(requests, collect=False, **kwargs)
             tg.cancel_scope.cancel()

@@ -169,6 +169,19 @@ def _environ() -> Mapping[str, str]:
     return os.environ
 
 
+def _supervised(timeout: float, *, stderr_tail_bytes: int) -> SupervisorConfig:
+    """How every git command of ours is supervised: a short grace, no stall or
+    linger clock (git is quiet while it works), the parent-death signal."""
+    return SupervisorConfig(
+        timeout=timeout,
+        grace=2.0,
+        linger=None,
+        stall_timeout=None,
+        stderr_tail_bytes=stderr_tail_bytes,
+        pdeath_signal=signal.SIGTERM,
+    )
+
+
 async def git(
     args: Sequence[str],
     *,
@@ -219,14 +232,7 @@ async def git(
         cwd=os.fspath(cwd),
         env=child_env,
         stdin=stdin,
-        config=SupervisorConfig(
-            timeout=timeout,
-            grace=2.0,
-            linger=None,
-            stall_timeout=None,
-            stderr_tail_bytes=16 * 1024,
-            pdeath_signal=signal.SIGTERM,
-        ),
+        config=_supervised(timeout, stderr_tail_bytes=16 * 1024),
         on_stdout=sink,
         marker=marker,
     )
@@ -272,14 +278,7 @@ async def _no_filters(
         stdin=None,
         cwd=os.fspath(cwd),
         env=env,
-        config=SupervisorConfig(
-            timeout=timeout,
-            grace=2.0,
-            linger=None,
-            stall_timeout=None,
-            stderr_tail_bytes=4 * 1024,
-            pdeath_signal=signal.SIGTERM,
-        ),
+        config=_supervised(timeout, stderr_tail_bytes=4 * 1024),
         on_stdout=sink,
         marker=marker,
     )
