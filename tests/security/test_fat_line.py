@@ -14,7 +14,6 @@ from typing import Any
 
 from coding_genesis._util.parser import HEAVY_FLOOR, JsonLinesParser, held_cost
 from tests.support import FakeCLI
-from tests.terminal import GENESIS
 
 #: 12 M empty lists: a 36 MB line, ~770 MB once parsed.
 FAT = 12_000_000
@@ -27,15 +26,31 @@ def run_measured(tmp_path: Path, fake: FakeCLI) -> tuple[dict[str, Any], int]:
         **fake.env(),
         "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
     }
-    argv = [*GENESIS, "run", "-b", "claude", "--cli-path", fake.path, "--json", "-q"]
-    argv += ["--transcript-dir", "off", "--timeout", "120", "go"]
+    args = ["run", "-b", "claude", "--cli-path", fake.path, "--json", "-q"]
+    args += ["--transcript-dir", "off", "--timeout", "120", "go"]
     out = tmp_path / f"out-{fake.mark}.json"
+    peak = tmp_path / f"peak-{fake.mark}.txt"
+    # The child's own peak (VmHWM of its memory, read as it ends): ru_maxrss would
+    # carry this pytest process's peak across the exec and hide the line's cost.
+    code = (
+        "import sys\n"
+        "from coding_genesis._cli.main import main\n"
+        "rc = main(sys.argv[2:])\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+        "open(sys.argv[1], 'w').write(hwm.split()[1])\n"
+        "sys.exit(rc)\n"
+    )
     with out.open("wb") as fh:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(peak), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            env=env,
+            timeout=300,
+            check=False,
+        )
     assert proc.returncode == 0, out.read_text()
-    return json.loads(out.read_text()), usage.ru_maxrss * 1024
+    return json.loads(out.read_text()), int(peak.read_text()) * 1024
 
 
 def test_a_line_of_millions_of_containers_is_skipped_and_memory_stays_bounded(
