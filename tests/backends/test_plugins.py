@@ -31,7 +31,7 @@ class Echo:
     executable = "echo-cli"
     path_env_var = "GENESIS_ECHO_PATH"
     supports_resume = False
-    options: dict[str, Any] = {}  # noqa: RUF012
+    options: dict[str, Any] = {}  # noqa: RUF012  (a 0.1.0 plug-in declares a plain class dict)
 
     def default_program(self) -> Any:
         return registry.FailerBackend().default_program()
@@ -135,7 +135,7 @@ class OldStyle:
     executable = "old-cli"
     path_env_var = "GENESIS_OLDSTYLE_PATH"
     supports_resume = True
-    options: dict[str, Any] = {}  # noqa: RUF012
+    options: dict[str, Any] = {}  # noqa: RUF012  (a 0.1.0 plug-in declares a plain class dict)
     permission_levels = ("read-only", "edit")  # a tuple, not a frozenset
     env_needs = ["OLD_API_KEY"]  # noqa: RUF012  (a list, not a tuple)
     notes = ("an old plug-in",)

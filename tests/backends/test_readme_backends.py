@@ -43,7 +43,7 @@ def render() -> str:
                 request = AttemptRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
             else:
                 request = AttemptRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
-            spec = backend.build_command(request)  # noqa: B023
+            spec = backend.build_command(request)  # noqa: B023  (called at once, inside the same iteration)
             return "no" if any(key in w for w in spec.warnings) else "yes"
 
         rows.append(
