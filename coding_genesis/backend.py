@@ -16,26 +16,23 @@ inspects a foreign object; everything else calls the typed members.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import signal
-import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from coding_genesis._util.node import NodeScript, node_launch, node_major
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.options import MessageUsage, Permissions
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
+    from coding_genesis.control import ControlProtocol
     from coding_genesis.events import Event
     from coding_genesis.result import RunResult
 
@@ -117,122 +114,6 @@ class CommandSpec:
     overlay: Mapping[str, bytes] = field(default_factory=dict)
     #: Options the CLI cannot honor, reported as warnings in the result.
     warnings: tuple[str, ...] = ()
-
-
-# -- node scripts: an npm CLI started without its wrapper --------------------------
-#
-# Some npm CLIs install a ``bin`` that only spawns the real CLI in a second node
-# process (qwen: ``cli-entry.js`` ``spawnSync``s ``node --expose-gc cli.js``); a SIGTERM
-# to the wrapper leaves the real CLI and its tools running.  A backend declares the
-# real entry point as a NodeScript; node_launch (called by the core's program
-# resolution) turns the found wrapper into ``node [node_args] <package>/<script>``
-# under a node recent enough, or says why it cannot.  Backends stay pure: only this
-# code looks at the filesystem and runs ``node --version``.
-
-
-@dataclass(frozen=True, slots=True)
-class NodeScript:
-    """The real entry point of an npm CLI, declared by its backend."""
-
-    #: The npm package, e.g. ``"@qwen-code/qwen-code"``.
-    package: str
-    #: The entry point inside the package, e.g. ``"cli.js"``.
-    script: str
-    #: Arguments of node before the script (what the wrapper would have added).
-    node_args: tuple[str, ...] = ()
-    #: The oldest node major version the CLI runs under (0: any).
-    min_node: int = 0
-    #: The variable naming the node to use (read by the command line only).
-    node_env_var: str = ""
-
-
-_VERSION = re.compile(r"v?(\d+)\.")
-_versions: dict[tuple[str, float], int | None] = {}
-
-
-def node_major(node: str) -> int | None:
-    """The major version of the node at ``node`` (cached per path and mtime)."""
-    try:
-        key = (node, os.stat(node).st_mtime)
-    except OSError:
-        return None
-    if key in _versions:
-        return _versions[key]
-    major: int | None = None
-    try:
-        out = subprocess.run(  # noqa: S603 (a node binary found by path, a list argv)
-            [node, "--version"],
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            timeout=10,
-            check=False,
-        )
-        match = _VERSION.match(out.stdout.decode("ascii", "replace").strip())
-        major = int(match.group(1)) if match else None
-    except (OSError, subprocess.SubprocessError):
-        major = None
-    _versions[key] = major
-    return major
-
-
-def _package_dir(program: str, package: str) -> Path | None:
-    """The installed ``package`` that ``program`` (its bin, maybe a symlink) belongs to."""
-    try:
-        real = Path(os.path.realpath(program))
-    except OSError:
-        return None
-    for parent in list(real.parents)[:6]:
-        manifest = parent / "package.json"
-        try:
-            name = json.loads(manifest.read_text("utf-8")).get("name")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if name == package:
-            return parent
-    return None
-
-
-def _bundled_node(package_dir: Path, package: str) -> Path:
-    """``node_modules/node/bin/node`` beside the package (``npm install node@22``)."""
-    depth = package.count("/") + 1
-    node_modules = package_dir.parents[depth - 1]
-    return node_modules / "node" / "bin" / "node"
-
-
-def node_launch(program: str, spec: NodeScript, node: str | None) -> list[str] | str | None:
-    """argv that runs ``spec`` directly, an error message, or None to run
-    ``program`` as it is (it is not that package's bin, e.g. a fake CLI).
-
-    The node is ``node`` if given (checked), else the first recent enough of
-    ``node`` on ``PATH`` and the one installed beside the package.
-    """
-    package_dir = _package_dir(program, spec.package)
-    if package_dir is None:
-        return None
-    script = package_dir / spec.script
-    if not script.is_file():
-        return None
-    need = spec.min_node
-    if node is not None:
-        found = shutil.which(node) if os.sep not in node else node
-        major = node_major(found) if found else None
-        if found is None or major is None:
-            return f"node {node!r} (for {spec.package}) not found or not runnable"
-        if major < need:
-            return f"{spec.package} needs node >= {need}; {found} is node {major}"
-        return [found, *spec.node_args, str(script)]
-    seen: list[str] = []
-    candidates = [shutil.which("node"), str(_bundled_node(package_dir, spec.package))]
-    for cand in candidates:
-        if not cand or not os.path.isfile(cand) or not os.access(cand, os.X_OK):
-            continue
-        major = node_major(cand)
-        if major is not None and major >= need:
-            return [cand, *spec.node_args, str(script)]
-        seen.append(f"{cand} is node {major}")
-    hint = f" (set {spec.node_env_var})" if spec.node_env_var else ""
-    found_text = "; ".join(seen) or "no node found"
-    return f"{spec.package} needs node >= {need}: {found_text}{hint}"
 
 
 # -- the contract --------------------------------------------------------------------
@@ -334,6 +215,7 @@ class Backend(ABC):
     * ``version_args`` (``--version``): the arguments that print its version.
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
+    * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
     """
 
     #: Registry name, e.g. "claude".
@@ -387,6 +269,12 @@ class Backend(ABC):
         None: go on.  Called only for these two (rare) event types; the
         default reads the words and HTTP status (:func:`fatal_evidence`)."""
         return fatal_evidence(event)
+
+    def control(self) -> ControlProtocol | None:
+        """A fresh two-way protocol for one live session (``agent.session()``,
+        ``approver=``); None: this backend has none (see
+        :mod:`coding_genesis.control`)."""
+        return None
 
 
 def check_options(backend: Backend, options: Mapping[str, Any]) -> None:

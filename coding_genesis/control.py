@@ -1,0 +1,198 @@
+"""The two-way control contract: how a backend speaks to a CLI kept running
+across turns (a *live session*).
+
+A backend that can hold a session returns a :class:`ControlProtocol` from
+:meth:`Backend.control() <coding_genesis.backend.Backend.control>`.  Like the
+rest of a backend, a protocol is pure: it turns our intents (open, a turn, an
+answer to an approval request, interrupt, steer, close) into the JSON objects
+to write on the CLI's stdin, and says what each object the CLI writes means
+(:data:`Incoming`).  It never touches the process: the session machinery
+writes, reads, times, stops and reaps, as for a one-shot run.
+
+One protocol object serves one session (it may keep state: ids of our
+requests, the thread and turn ids).  Every method returns the objects to
+write, in order (each becomes one JSON line).  The three protocols it is
+made for: claude's stream-json control protocol, codex's app-server JSON-RPC
+and the Agent Client Protocol.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+
+from coding_genesis.approval import ApprovalRequest, Decision
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import CommandSpec, Translator
+    from coding_genesis.options import Permissions
+
+__all__ = [
+    "FORWARD",
+    "ControlProtocol",
+    "Forward",
+    "Incoming",
+    "Outgoing",
+    "PermissionAsk",
+    "ProtocolFault",
+    "Ready",
+    "Reply",
+    "SessionStart",
+    "TurnEnded",
+    "Unknown",
+]
+
+#: One JSON object to write on the CLI's stdin (one line).
+Outgoing: TypeAlias = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStart:
+    """What a session asks of the CLI when it starts it."""
+
+    cwd: str
+    model: str | None = None
+    #: The CLI's session (thread) id to continue; None: a new conversation.
+    resume: str | None = None
+    #: The permission level when no approver decides (see ``permissions=``).
+    permissions: Permissions | None = None
+    #: An approver decides: the CLI must ask before each tool call it can ask about.
+    approvals: bool = False
+    max_turns: int | None = None
+    cli_max_retries: int | None = None
+    #: The backend's own options (``options=``), checked against its ``options``.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    extra_args: Sequence[str] = ()
+
+
+# -- what a line from the CLI means ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """An ordinary line: decode it with the protocol's translator (text, tool
+    calls, usage, the turn's result)."""
+
+
+#: The one Forward (it carries nothing).
+FORWARD = Forward()
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The opening handshake is done (``session_id``: the CLI's session or
+    thread id, when this message names it)."""
+
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionAsk:
+    """The CLI asks to make a tool call and waits for :meth:`ControlProtocol.answer`.
+
+    ``key`` is the protocol's own handle of the question (a request id);
+    ``request`` the typed question, whose run, turn and cwd fields the session
+    fills in.
+    """
+
+    key: Any
+    request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The running turn is over.
+
+    ``how``: ``completed`` (the CLI answered; its result line, if any, is
+    forwarded too), ``interrupted`` (after :meth:`ControlProtocol.interrupt`),
+    ``failed`` (the CLI says the turn failed: ``message`` says why).
+    """
+
+    how: Literal["completed", "interrupted", "failed"] = "completed"
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Objects the protocol must write now, unasked by us (a request of the CLI
+    we do not serve answered with an error, a ping answered)."""
+
+    objects: tuple[Outgoing, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolFault:
+    """A control message that breaks the protocol (malformed, an answer to an id
+    we never used, an error answer to our request): the running turn (or the
+    opening) ends with this failure.  ``fatal``: the session cannot go on."""
+
+    message: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """A message type the protocol does not know: ignored and counted."""
+
+    type: str = ""
+
+
+#: What one object from the CLI means (a line may mean several: claude's
+#: ``result`` is forwarded *and* ends the turn).
+Incoming: TypeAlias = Forward | Ready | PermissionAsk | TurnEnded | Reply | ProtocolFault | Unknown
+
+
+class ControlProtocol(ABC):
+    """One live session's protocol, pure: intents in, objects to write out;
+    objects read in, their meaning out.
+
+    ``can_steer``: :meth:`steer` adds input to a running turn.  ``name`` is
+    the protocol's name in errors and docs.
+    """
+
+    name: ClassVar[str] = ""
+    can_steer: ClassVar[bool] = False
+
+    @abstractmethod
+    def command(self, start: SessionStart) -> CommandSpec:
+        """The argv tail, environment and overlay to start the CLI with (its
+        ``stdin`` must be None: the session owns stdin)."""
+
+    @abstractmethod
+    def translator(self) -> Translator:
+        """The translator of the lines :meth:`receive` forwards."""
+
+    def opening(self, start: SessionStart) -> list[Outgoing]:
+        """Written once the CLI runs (an initialize request).  When it writes
+        anything, the session waits for :class:`Ready` before the first turn;
+        none by default: ready at once."""
+        return []
+
+    @abstractmethod
+    def begin_turn(self, prompt: str) -> list[Outgoing]:
+        """Start a turn with the user's ``prompt``."""
+
+    @abstractmethod
+    def interrupt(self) -> list[Outgoing]:
+        """End the running turn (it ends with :class:`TurnEnded` ``interrupted``).
+        A protocol that needs an id it has not been told yet (codex's turn id)
+        keeps the wish and writes it through a :class:`Reply` when the id comes."""
+
+    def steer(self, text: str) -> list[Outgoing]:
+        """Add ``text`` to the running turn (only when ``can_steer``)."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} cannot steer a turn")
+
+    @abstractmethod
+    def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
+        """The answer to one :class:`PermissionAsk`."""
+
+    @abstractmethod
+    def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
+        """What one object from the CLI means (never raises: a bad message is a
+        :class:`ProtocolFault`, an unknown one :class:`Unknown`)."""
+
+    def closing(self) -> list[Outgoing]:
+        """Written before stdin is closed at the end of the session (none by default)."""
+        return []
