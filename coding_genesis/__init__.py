@@ -84,6 +84,9 @@ if TYPE_CHECKING:
     from coding_genesis.config import (
         AgentConfig as AgentConfig,
     )
+    from coding_genesis.control import (
+        ControlProtocol as ControlProtocol,
+    )
     from coding_genesis.errors import (
         AgentUsageError as AgentUsageError,
         ConfigError as ConfigError,
@@ -115,11 +118,13 @@ if TYPE_CHECKING:
         BreakerSetting as BreakerSetting,
         Isolation as Isolation,
         Keep as Keep,
+        LiveOptions as LiveOptions,
         MessageUsage as MessageUsage,
         Permissions as Permissions,
         RetrySetting as RetrySetting,
         RunOptions as RunOptions,
         SessionOptions as SessionOptions,
+        TurnOptions as TurnOptions,
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
@@ -132,12 +137,18 @@ if TYPE_CHECKING:
     )
     from coding_genesis.run_events import (
         EVENT_TYPES as EVENT_TYPES,
+        ApprovalEvent as ApprovalEvent,
         AttemptEvent as AttemptEvent,
         RunEvent as RunEvent,
         RunFinishedEvent as RunFinishedEvent,
         RunStartedEvent as RunStartedEvent,
         StateEvent as StateEvent,
         event_from_dict as event_from_dict,
+    )
+    from coding_genesis.session import (
+        Session as Session,
+        SyncSession as SyncSession,
+        TurnStream as TurnStream,
     )
     from coding_genesis.status import (
         AgentState as AgentState,
@@ -148,6 +159,13 @@ if TYPE_CHECKING:
 
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
+    "TurnStream": "session",
+    "SyncSession": "session",
+    "Session": "session",
+    "TurnOptions": "options",
+    "LiveOptions": "options",
+    "ControlProtocol": "control",
+    "ApprovalEvent": "run_events",
     "AGENT_DEFAULT": "options",
     "AgentConfig": "config",
     "AgentSettings": "options",

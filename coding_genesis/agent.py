@@ -44,15 +44,23 @@ from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
-from coding_genesis.options import AGENT_DEFAULT, RUN_OPTION_NAMES, AgentSettings, RunOptions
+from coding_genesis.options import (
+    AGENT_DEFAULT,
+    RUN_OPTION_NAMES,
+    AgentSettings,
+    LiveOptions,
+    RunOptions,
+)
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import RunEvent, StateEvent
+from coding_genesis.session import Session, SyncSession
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from coding_genesis._pipeline.live import LiveLink
     from coding_genesis.events import Event
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -128,6 +136,8 @@ class CodingGenesisAgent:
         else:
             self._backend = cfg.backend
         check_options(self._backend, cfg.options)
+        if cfg.approver is not None and self._backend.control() is None:
+            raise ConfigError(_no_two_way(self._backend, "approver="))
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
@@ -137,6 +147,7 @@ class CodingGenesisAgent:
             PriceTable(cfg.prices)  # a ConfigError when bad
         self._state = AgentState.READY
         self._state_reason = "created"
+        self._session: Session | None = None
         self._run_id: str | None = None
         self._bus = EventBus(self.name)
         self._last: RunResult | None = None
@@ -281,6 +292,24 @@ class CodingGenesisAgent:
             options = cast(
                 "RunOptions", {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
             )
+        return await self._request(prompt, options)
+
+    def session(self, **options: Unpack[LiveOptions]) -> Session:
+        """A live conversation with one CLI process (``async with``); see
+        :class:`~coding_genesis.session.Session`.  Raises
+        :class:`AgentUsageError` for a backend without a two-way protocol, or
+        while another session of this agent is open."""
+        return Session(self, self._wiring, options)
+
+    def session_sync(self, **options: Unpack[LiveOptions]) -> SyncSession:
+        """:meth:`session` for scripts without an event loop (``with``)."""
+        return SyncSession(self.session(**options))
+
+    async def _request(
+        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+    ) -> RunResult:
+        """One request through the pipeline: a one-shot run, or (``link``) a
+        turn of a live session: the same states, checks, wiring and answer."""
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,
@@ -289,10 +318,16 @@ class CodingGenesisAgent:
                 "Wait for it to finish or use another agent.",
             )
         clock = self._clock()
+        if options.get("approver") is not None and self._backend.control() is None:
+            return self._answer(
+                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_two_way(self._backend, "approver=")
+            )
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
             )
+            if link is not None:
+                policy = None  # a turn is never retried
             request = make_request(
                 self.config, self._backend, prompt, options, retrying=policy is not None
             )
@@ -307,7 +342,7 @@ class CodingGenesisAgent:
         await wiring.sweep_once()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
-        run = wiring.start(request, run_id, clock)
+        run = wiring.start(request, run_id, clock, link)
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
@@ -319,6 +354,20 @@ class CodingGenesisAgent:
         self._last = result
         run.finish(result)
         return result
+
+    def two_way_backends(self, *, steering: bool = False) -> list[str]:
+        """The built-in and registered backends that can hold a live session
+        (``steering``: and steer a running turn)."""
+        return _two_way_backends(steering)
+
+    def claim_session(self, session: Session | None) -> None:
+        """A session opens (``None``: it closed): at most one at a time."""
+        if session is not None and self._session is not None and self._session is not session:
+            raise AgentUsageError(
+                f"agent {self.name!r} already has an open session; close it first "
+                "(or use another agent)"
+            )
+        self._session = session
 
     def replay(
         self,
@@ -433,6 +482,25 @@ class CodingGenesisAgent:
             )
             return
         self._set_state(AgentState.READY, "run finished")
+
+
+def _two_way_backends(steering: bool = False) -> list[str]:
+    # (down) the registry loads every backend: only an answer that names them needs it
+    from coding_genesis.backends import get_backend, registered_backends
+
+    names = []
+    for name in registered_backends():
+        protocol = get_backend(name).control()
+        if protocol is not None and (protocol.can_steer or not steering):
+            names.append(name)
+    return names
+
+
+def _no_two_way(backend: Backend, what: str) -> str:
+    return (
+        f"backend {backend.name!r} has no two-way protocol, which {what} needs; "
+        f"backends that have one: {', '.join(_two_way_backends()) or '(none)'}"
+    )
 
 
 async def _sweep(ledger: Ledger, worktrees_dirs: Sequence[str]) -> None:

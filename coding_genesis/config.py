@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
+    from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
     from coding_genesis.options import AgentSettings, Settings
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "PERMISSION_LEVELS",
     "AgentConfig",
+    "check_approver",
     "check_cli_max_retries",
     "check_cwd",
     "check_max_turns",
@@ -96,6 +98,12 @@ def _count(name: str, value: object, minimum: int) -> int | None:
 
 def check_max_turns(value: object) -> int | None:
     return _count("max_turns", value, 1)
+
+
+def check_approver(value: object) -> None:
+    """An approver is a callable of one request (or None)."""
+    if value is not None and not callable(value):
+        raise ConfigError(f"approver must be a callable (sync or async), got {value!r}")
 
 
 def check_cli_max_retries(value: object) -> int | None:
@@ -193,6 +201,11 @@ class AgentConfig:
     #: Cap on the CLI's own API retries where it allows one (None: the CLI's
     #: default, or :data:`DEFAULT_CLI_MAX_RETRIES` under a retry policy).
     cli_max_retries: int | None = None
+    #: Decides each tool call the CLI asks to make (coding_genesis.approval): a run
+    #: with an approver speaks the CLI's two-way protocol.  None: ``permissions``.
+    approver: Approver | None = None
+    #: Seconds an approver has to answer before the tool call is denied.
+    approval_timeout: float = 60.0
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -327,6 +340,8 @@ class AgentConfig:
         set_(self, "permissions", check_permissions(self.permissions))
         set_(self, "max_turns", check_max_turns(self.max_turns))
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
+        check_approver(self.approver)
+        set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -52,6 +52,7 @@ class EventKind(enum.StrEnum):
     CLI_RETRY = "cli_retry"  # the CLI retries an API call by itself
     ATTEMPT = "attempt"  # coding-genesis starts another attempt (retry policy)
     BUDGET = "budget"  # a budget passed a warning fraction, or was exceeded
+    APPROVAL = "approval"  # a tool call the CLI asked about was allowed or refused
 
 
 class _Unset:

@@ -56,6 +56,10 @@ class RunInfo:
     #: A fresh translator of the run's backend, for an observer that decodes
     #: stdout itself (a transcript past its raw cap).
     translator: Callable[[], Translator] | None = None
+    #: The live session this run is a turn of (its key; None: a one-shot run).
+    session: str | None = None
+    #: The turn's number in its session (0: a one-shot run).
+    turn: int = 0
 
 
 class AttemptTally(Protocol):
@@ -144,6 +148,10 @@ class RunObserver:
     def stdout(self, chunk: bytes) -> None:
         """Every raw stdout chunk as read, before its events."""
 
+    def stdin(self, data: bytes) -> None:
+        """Each line written on a live CLI's stdin (a session's turn, a run with
+        an approver): our prompts and answers, unredacted."""
+
     def flush(self) -> None:
         """The events of the last stdout chunk have all been delivered: write
         out what was buffered (called once per chunk)."""
@@ -183,3 +191,7 @@ class Observer:
     def start(self, run: RunInfo) -> RunObserver | None:
         """A run starts: the run observer that watches it, or None (not interested)."""
         return None
+
+    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
+        """A live session closed (its turns were runs with ``RunInfo.session``
+        == ``session``): ``summary`` holds its CLI session id, turns and usage."""

@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
+    from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
     from coding_genesis.retry import RetryPolicy
 
 __all__ = [
     "AGENT_DEFAULT",
+    "LIVE_OPTION_NAMES",
     "RUN_OPTION_NAMES",
     "SESSION_OPTION_NAMES",
     "AgentDefault",
@@ -34,12 +36,14 @@ __all__ = [
     "BreakerSetting",
     "Isolation",
     "Keep",
+    "LiveOptions",
     "MessageUsage",
     "Permissions",
     "RetrySetting",
     "RunOptions",
     "SessionOptions",
     "Settings",
+    "TurnOptions",
 ]
 
 #: One permission level across CLIs, from the most restrictive to the least
@@ -83,29 +87,49 @@ class SessionOptions(TypedDict, total=False):
     request_key: str | None
 
 
-class RunOptions(SessionOptions, total=False):
-    """The options of one ``run()`` call, defined once: ``run()``,
-    ``run_result()`` and ``run_sync()`` take them as keywords, the agent checks
-    a call against these names, and :func:`~coding_genesis._pipeline.request.make_request`
-    validates them.  Each one left out (or None, except ``retry``) is the
-    agent's setting."""
+class TurnOptions(TypedDict, total=False):
+    """The options of one request that a live session's turns share with a
+    one-shot run (see :class:`RunOptions`, :class:`LiveOptions`)."""
 
-    #: Wall-clock limit of this request, in seconds.
+    #: Wall-clock limit of this request (of each turn of a session), in seconds.
     timeout: float | None
     #: Working directory of the CLI.
     cwd: str | os.PathLike[str] | None
     model: str | None
     #: Backend options, merged over the agent's.
     options: Mapping[str, Any] | None
-    #: This call's retry policy (None: one attempt).
-    retry: RetrySetting
     permissions: Permissions | None
     max_turns: int | None
     cli_max_retries: int | None
+    #: Decides each tool call the CLI asks to make (see coding_genesis.approval).
+    approver: Approver | None
+    #: Seconds an approver has to answer before the call is denied.
+    approval_timeout: float | None
+
+
+class RunOptions(SessionOptions, TurnOptions, total=False):
+    """The options of one ``run()`` call, defined once: ``run()``,
+    ``run_result()`` and ``run_sync()`` take them as keywords, the agent checks
+    a call against these names, and :func:`~coding_genesis._pipeline.request.make_request`
+    validates them.  Each one left out (or None, except ``retry``) is the
+    agent's setting."""
+
+    #: This call's retry policy (None: one attempt).
+    retry: RetrySetting
+
+
+class LiveOptions(TurnOptions, total=False):
+    """The options of a live session (``agent.session()``): a run's, without
+    ``retry`` (a turn is never retried) or ``request_key``."""
+
+    #: Continue this CLI session (one that ended, or a one-shot run's).
+    resume: str | None
 
 
 #: The keywords ``run()`` accepts.
 RUN_OPTION_NAMES: frozenset[str] = RunOptions.__optional_keys__
+#: The keywords ``agent.session()`` accepts.
+LIVE_OPTION_NAMES: frozenset[str] = LiveOptions.__optional_keys__
 #: The run options that are not agent settings.
 SESSION_OPTION_NAMES: frozenset[str] = SessionOptions.__optional_keys__
 
@@ -124,6 +148,8 @@ class AgentSettings(TypedDict, total=False):
     permissions: Permissions | None
     max_turns: int | None
     cli_max_retries: int | None
+    approver: Approver | None
+    approval_timeout: float
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -156,6 +156,12 @@ class RunResult(BaseModel):
     permission_denials: int = 0
     #: Tools whose calls the CLI's permission system denied (claude ``permission_denials``).
     denied_tools: list[str] = Field(default_factory=list)
+    #: The tool calls the CLI asked about and what was decided (a live
+    #: session's turn, a run with ``approver=``): tool, kind, allowed,
+    #: decision, source, reason, message, elapsed_s (input not kept here).
+    approvals: list[dict[str, Any]] = Field(default_factory=list)
+    #: The turn's number in its live session (None: a one-shot run).
+    turn: int | None = None
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: What the run was stopped on, when the stopper knew it: the failure the
@@ -257,6 +263,8 @@ class RunResponse(TypedDict):
     failed_tools: list[str]
     permission_denials: int
     denied_tools: list[str]
+    approvals: list[dict[str, Any]]
+    turn: int | None
     result_subtype: str | None
     failure: dict[str, Any] | None
     completed_steps: list[str]

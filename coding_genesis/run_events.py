@@ -29,6 +29,7 @@ from coding_genesis.events import (
 __all__ = [
     "EVENT_TYPES",
     "LIFECYCLE_KINDS",
+    "ApprovalEvent",
     "AttemptEvent",
     "BudgetEvent",
     "RunEvent",
@@ -208,6 +209,34 @@ class AttemptEvent(_WithExtra):
         return action if isinstance(action, str) else None
 
 
+class ApprovalEvent(_WithExtra):
+    """A tool call the CLI asked to make was decided (a live session, or a run
+    with ``approver=``).  ``to_dict`` fields: ``tool``, ``allowed``,
+    ``decision`` (an :class:`~coding_genesis.approval.ApprovalOption` value),
+    ``source`` (``approver``, ``timeout``, ``error``, ``unsettled``,
+    ``permissions``), then ``extra``: ``kind``, ``tool_call_id``, ``turn``,
+    ``reason``, ``message``, ``elapsed_s``, ``error``, ``input`` (redacted)."""
+
+    __slots__ = ("allowed", "decision", "source", "tool")
+    kind = EventKind.APPROVAL
+    fields = ("tool", "allowed", "decision", "source")
+
+    def __init__(
+        self,
+        tool: str,
+        allowed: bool,
+        decision: str,
+        source: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.tool = tool
+        self.allowed = allowed
+        self.decision = decision
+        self.source = source
+        self.extra = _extra(extra, self.fields)
+        self._stamp()
+
+
 RunEvent: TypeAlias = (
     TextEvent
     | ToolCallEvent
@@ -222,6 +251,7 @@ RunEvent: TypeAlias = (
     | RunFinishedEvent
     | AttemptEvent
     | BudgetEvent
+    | ApprovalEvent
 )
 """Any concrete event; ``kind`` (``to_dict()["type"]``) says which."""
 
@@ -242,6 +272,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CliRetryEvent,
         AttemptEvent,
         BudgetEvent,
+        ApprovalEvent,
     )
 }
 

@@ -96,6 +96,10 @@ class ErrorCode(enum.StrEnum):
     #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run,
     #: its branch was left as it was, the worktree was kept (status 1).
     WORKSPACE_TAMPERED = "workspace_tampered"
+    #: A turn of a live session was interrupted (status 130; the session goes on).
+    INTERRUPTED = "interrupted"
+    #: A refusal of a tool call ended the turn (status 1).
+    PERMISSION_DENIED = "permission_denied"
 
 
 class FailureCategory(enum.StrEnum):

@@ -40,6 +40,9 @@ from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = ["LIMITS", "Budget", "BudgetRun", "Exceeded", "Usage", "amount_text"]
 
+#: ``per_run`` accounts of live sessions kept (a session past it starts afresh).
+_SESSIONS_KEPT = 256
+
 #: The limits a budget may set, in the order they are checked.
 LIMITS = ("max_cost_usd", "max_tokens", "max_turns", "max_tool_calls")
 
@@ -325,6 +328,9 @@ class Budget:
         #: Stop handles of the runs in flight on this budget (shared budgets).
         self._lock = threading.Lock()
         self._running: dict[str, StopHandle] = {}
+        #: ``per_run``: the account of each live session (its turns share it),
+        #: the most recent few kept.
+        self._sessions: dict[str, Account] = {}
 
     def _totals(self) -> Totals:
         return Totals(dict(self.limits), self.include_cache, self.warn_at)
@@ -409,13 +415,24 @@ class Budget:
 
     # -- metering's side ----------------------------------------------------
 
-    def open_run(self, key: str, stop: StopHandle | None) -> BudgetRun:
+    def open_run(self, key: str, stop: StopHandle | None, session: str | None = None) -> BudgetRun:
         """Start charging one run; a run of a spent shared budget is refused
-        at once (its stop handle is stopped before anything is spawned)."""
+        at once (its stop handle is stopped before anything is spawned).
+        ``session``: the run is a turn of that live session; ``per_run``, its
+        turns share one account (the session is the run a limit is set for)."""
         shared = self._account is not None
-        account: Account = (
-            self._account if self._account is not None else _LocalAccount(self._totals())
-        )
+        account: Account
+        if self._account is not None:
+            account = self._account
+        elif session is not None:
+            with self._lock:
+                found = self._sessions.pop(session, None)
+                account = found if found is not None else _LocalAccount(self._totals())
+                self._sessions[session] = account  # the most recent last
+                while len(self._sessions) > _SESSIONS_KEPT:
+                    del self._sessions[next(iter(self._sessions))]
+        else:
+            account = _LocalAccount(self._totals())
         run = BudgetRun(self, account, key, stop, shared)
         exceeded = account.open(key)
         if exceeded is not None:

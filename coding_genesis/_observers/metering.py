@@ -139,7 +139,7 @@ class _MeterRun(RunObserver):
         self._last_prompt: tuple[str | None, Mapping[str, Any]] | None = None
         self._publish = info.publish
         self._budget: BudgetRun | None = (
-            budget.open_run(info.run_id, info.stop) if budget is not None else None
+            budget.open_run(info.run_id, info.stop, info.session) if budget is not None else None
         )
 
     # -- events ---------------------------------------------------------

@@ -124,6 +124,41 @@ class TelemetryObserver(Observer):
     def __init__(self, *, content: bool = False, tracer_provider: Any = None) -> None:
         self.content = content
         self.tracer_provider = tracer_provider
+        #: The span of each open live session: its turns' spans are its children.
+        self._sessions: dict[str, Any] = {}
+
+    def _session_span(self, otel: Any, tracer: Any, run: RunInfo) -> Any:
+        key = run.session
+        assert key is not None
+        span = self._sessions.get(key)
+        if span is None:
+            span = tracer.start_span(
+                f"session {run.agent}",
+                context=otel.context.get_current(),
+                kind=otel.trace.SpanKind.CLIENT,
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.provider.name": PROVIDERS.get(run.backend, run.backend),
+                    "gen_ai.agent.name": run.agent,
+                    "coding_genesis.backend": run.backend,
+                    "coding_genesis.session": key,
+                },
+                start_time=_ns(run.started),
+            )
+            self._sessions[key] = span
+        return span
+
+    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
+        span = self._sessions.pop(session, None)
+        if span is None:
+            return
+        turns = summary.get("turns")
+        if isinstance(turns, int):
+            span.set_attribute("coding_genesis.turns", turns)
+        cli_session = summary.get("session_id")
+        if isinstance(cli_session, str):
+            span.set_attribute("gen_ai.conversation.id", cli_session)
+        span.end()
 
     def __repr__(self) -> str:
         return f"TelemetryObserver(content={self.content})"
@@ -137,6 +172,8 @@ class TelemetryObserver(Observer):
 
         tracer = otel.trace.get_tracer(_SCOPE, version(), tracer_provider=self.tracer_provider)
         parent = otel.context.get_current()
+        if run.session is not None:  # a turn of a live session: a child of its span
+            parent = otel.trace.set_span_in_context(self._session_span(otel, tracer, run), parent)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.provider.name": PROVIDERS.get(run.backend, run.backend),
@@ -144,6 +181,9 @@ class TelemetryObserver(Observer):
             "coding_genesis.backend": run.backend,
             "coding_genesis.run_id": run.run_id,
         }
+        if run.session is not None:
+            attributes["coding_genesis.session"] = run.session
+            attributes["coding_genesis.turn"] = run.turn
         if run.model:
             attributes["gen_ai.request.model"] = run.model
         if self.content:

@@ -7,6 +7,8 @@ Layout of ``<base>/<run_id>/``::
                    (``stdout-2.jsonl``, ... for further attempts of the same run)
     events.jsonl   the runner's own events (``Event.to_dict()``: state, run_started,
                    attempt, run_finished), one per line
+    stdin.jsonl    what we wrote on a live CLI's stdin (a session's turn, a run with
+                   an approver): prompts, control requests, approval answers
     stderr.txt     the CLI's stderr tail (at the end)
     result.json    the response dict (at the end; status 130 when cancelled)
 
@@ -80,6 +82,7 @@ log = logging.getLogger("coding_genesis._observers.transcript")
 
 META = "meta.json"
 EVENTS = "events.jsonl"
+STDIN = "stdin.jsonl"
 STDERR = "stderr.txt"
 RESULT = "result.json"
 #: Written by the run ledger's sweep into a run whose runner died (see coding_genesis._supervision.ledger).
@@ -254,6 +257,7 @@ class Transcript:
         self.path = base / run_id
         self._redactor = redactor
         self._raw: _RawFile | None = None
+        self._stdin: _RawFile | None = None
         self._attempts = 0
         self._events: Any = None
         self._pending: list[bytes] = []
@@ -433,8 +437,24 @@ class Transcript:
             except (OSError, ValueError) as exc:
                 self._fail(exc)
 
+    def sent(self, data: bytes) -> None:
+        """A line we wrote on a live CLI's stdin (masked like stdout)."""
+        if self.error is not None:
+            return
+        try:
+            if self._stdin is None:
+                assert self._dir_fd is not None
+                self._stdin = _RawFile(self._dir_fd, STDIN, self._redactor)
+            self._stdin.write(data)
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+
     def _close_files(self) -> None:
         self._close_raw()
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                stdin.close()
         events, self._events = self._events, None
         if events is not None:
             with contextlib.suppress(OSError):
@@ -472,7 +492,7 @@ class _TranscriptRun(RunObserver):
 
     #: The raw stdout is the transcript of what the CLI said; events decoded
     #: from it are derived on reading (:meth:`RunRecord.events`), not written.
-    event_kinds = LIFECYCLE_KINDS
+    event_kinds = LIFECYCLE_KINDS | {EventKind.APPROVAL}
 
     def __init__(self, base: Path, run: RunInfo, max_raw_bytes: int | None = None) -> None:
         transcript = Transcript(
@@ -507,6 +527,9 @@ class _TranscriptRun(RunObserver):
 
     def stdout(self, chunk: bytes) -> None:
         self._transcript.raw(chunk)
+
+    def stdin(self, data: bytes) -> None:
+        self._transcript.sent(data)
 
     def flush(self) -> None:
         self._transcript.flush()

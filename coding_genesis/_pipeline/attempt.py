@@ -23,11 +23,19 @@ from coding_genesis._supervision.childenv import build_env, child_base_env
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend, MessageUsage, node_launch
+from coding_genesis.backend import Backend, CommandSpec, MessageUsage, node_launch
 from coding_genesis.config import AgentConfig
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["AttemptContext", "AttemptOutcome", "Refusal", "resolve_program", "run_attempt"]
+__all__ = [
+    "AttemptContext",
+    "AttemptOutcome",
+    "Refusal",
+    "TurnEnd",
+    "launch",
+    "resolve_program",
+    "run_attempt",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,18 @@ class Refusal:
     status: Status
     error: ErrorCode
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """How a turn of a live session ended, when not by the CLI's own result.
+
+    ``how``: ``interrupted`` (asked for), ``denied`` (a refusal ended it),
+    ``fault`` (the CLI broke its protocol), ``died`` (the CLI exited mid-turn),
+    ``completed``/``failed`` (the CLI's result says the rest)."""
+
+    how: str
+    message: str = ""
 
 
 @dataclass(slots=True)
@@ -56,6 +76,10 @@ class AttemptOutcome:
     warnings: tuple[str, ...] = ()
     #: The run's stop handle (its request says why a ``requested`` stop happened).
     stop: StopHandle | None = None
+    #: A turn of a live session: how it ended (None: a one-shot run).
+    ended: TurnEnd | None = None
+    #: A turn of a live session: the approval decisions taken during it.
+    approvals: tuple[dict[str, object], ...] = ()
 
 
 def resolve_program(
@@ -122,6 +146,30 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
     return [program, *rest]
 
 
+def launch(
+    config: AgentConfig,
+    backend: Backend,
+    program: list[str],
+    spec: CommandSpec,
+    context: AttemptContext,
+    marker: str,
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment a CLI is started with (one-shot or live)."""
+    base = child_base_env(
+        os.environ,
+        inherit=config.inherit_env,
+        needs=backend.env_needs,
+        allow=config.env_allow,
+    )
+    env = build_env(
+        base,
+        unset=spec.unset_env,
+        add={**spec.env, **(context.extra_env or {}), **config.env},
+        marker=marker,
+    )
+    return [*program, *spec.args], env
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptContext:
     """What an attempt is handed by its run: who hears it, and what it shares.
@@ -152,6 +200,8 @@ class AttemptContext:
     stop: StopHandle | None = None
     message_usage: MessageUsage = "live"
     on_overlay: Callable[[str], object] | None = None
+    #: Each line written on a live CLI's stdin (transcripts keep both directions).
+    on_stdin: Callable[[bytes], object] | None = None
 
 
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
@@ -182,21 +232,10 @@ async def run_attempt(
     program = resolve_program(backend, config.cli_path, config.node_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
-    spec = backend.build_command(request.attempt)
-    spec = open_overlay(spec, tag=marker, on_open=context.on_overlay)
-    argv = [*program, *spec.args]
-    base = child_base_env(
-        os.environ,
-        inherit=config.inherit_env,
-        needs=backend.env_needs,
-        allow=config.env_allow,
+    spec = open_overlay(
+        backend.build_command(request.attempt), tag=marker, on_open=context.on_overlay
     )
-    env = build_env(
-        base,
-        unset=spec.unset_env,
-        add={**spec.env, **(context.extra_env or {}), **config.env},
-        marker=marker,
-    )
+    argv, env = launch(config, backend, program, spec, context, marker)
     translator = backend.translator()
     translator.message_usage = context.message_usage
     if stop is None:  # the fail-fast watch stops the tree through a handle

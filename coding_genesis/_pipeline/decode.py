@@ -272,6 +272,26 @@ class Decoder:
     def _saw_terminal(self, event: Event) -> None:
         self.terminal = True
 
+    def retarget(self, tally: RunTally, *, routes: Routes | None, watch: Watch | None) -> None:
+        """Decode from now on into ``tally``, for ``routes`` (a live session's
+        next turn: one parser for the session's stdout, one tally per turn)."""
+        self.tally = tally
+        self.terminal = False
+        self._adders = tally.adders()
+        self._watch = watch
+        self._given = routes if routes is not None else _Nobody()
+        self._version = self._given.version
+        self._routes.clear()
+
+    def emit(self, events: Sequence[Event]) -> None:
+        """Take ``events`` (not from a line: a turn's held-back events) down their routes."""
+        if events:
+            translate, self._translate = self._translate, lambda obj: events
+            try:
+                self._object({})
+            finally:
+                self._translate = translate
+
     def _object(self, obj: dict[str, Any]) -> None:
         """Translate one object and take its events down their routes; a
         failure skips that line, never the stream."""

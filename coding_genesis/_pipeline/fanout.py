@@ -375,6 +375,13 @@ class RunObservers:
             except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "flush")
 
+    def stdin(self, data: bytes) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.stdin(data)
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
+                self._drop(handle, "stdin")
+
     def attempt_env(self) -> dict[str, str]:
         """An attempt is about to start: the variables observers add to its
         CLI's environment (from those that define ``attempt_env``)."""

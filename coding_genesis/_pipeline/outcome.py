@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coding_genesis._pipeline.attempt import AttemptOutcome
+from coding_genesis._pipeline.attempt import AttemptOutcome, TurnEnd
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -103,6 +103,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "failed_tools": list(tally.failed_tools),
         "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
+        "approvals": redactor.deep([dict(a) for a in attempt.approvals]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
             tally.unfinished_steps(
@@ -138,6 +139,13 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             error=ErrorCode.NOT_FOUND if missing else ErrorCode.NOT_EXECUTABLE,
             **common,
         )
+
+    ended = attempt.ended
+    if ended is not None and (
+        ended.how in ("interrupted", "denied", "fault")
+        or (ended.how == "died" and outcome.stop_reason is None)
+    ):
+        return _turn_end(attempt, ended, common, redactor, name)
 
     if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
         stopped = ", ".join(outcome.signals_sent) or "it had already exited"
@@ -255,6 +263,57 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     return RunResult(
         status=Status.FAILED,
         message=redactor.text(message),
+        is_error=True,
+        error=ErrorCode.INCOMPLETE,
+        **common,
+    )
+
+
+def _turn_end(
+    attempt: AttemptOutcome,
+    ended: TurnEnd,
+    common: dict[str, Any],
+    redactor: Redactor,
+    name: str,
+) -> RunResult:
+    """A live session's turn that ended otherwise than by the CLI's own answer."""
+    progress = f"{counted(attempt.tally.tool_calls, 'tool call')} made"
+    closed = attempt.process.returncode is not None or attempt.process.stop_reason is not None
+    if ended.how == "interrupted":
+        after = (
+            "the CLI did not end it in time: process tree stopped, the session is closed"
+            if closed
+            else "the session goes on"
+        )
+        return RunResult(
+            status=Status.CANCELLED,
+            message=redactor.text(f"{name} turn interrupted; {progress}; {after}"),
+            is_error=True,
+            error=ErrorCode.INTERRUPTED,
+            **common,
+        )
+    if ended.how == "denied":
+        return RunResult(
+            status=Status.FAILED,
+            message=redactor.text(f"{ended.message}; {progress}"),
+            is_error=True,
+            error=ErrorCode.PERMISSION_DENIED,
+            **common,
+        )
+    if ended.how == "fault":
+        return RunResult(
+            status=Status.FAILED,
+            message=redactor.text(f"{ended.message}; the turn was ended; {progress}"),
+            is_error=True,
+            error=ErrorCode.CLI_ERROR,
+            **common,
+        )
+    last_err = _last_line(redactor.text(attempt.process.stderr_tail))
+    return RunResult(
+        status=Status.FAILED,
+        message=redactor.text(
+            f"{ended.message}; {progress}" + (f"; stderr: {last_err}" if last_err else "")
+        ),
         is_error=True,
         error=ErrorCode.INCOMPLETE,
         **common,

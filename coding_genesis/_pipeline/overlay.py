@@ -20,13 +20,14 @@ wiring records its path in the run's ledger record as soon as it exists
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import PurePosixPath
@@ -45,6 +46,7 @@ __all__ = [
     "materialized",
     "open_overlay",
     "overlay_scope",
+    "overlays",
 ]
 
 PLACEHOLDER = "{overlay}"
@@ -107,16 +109,24 @@ def overlay_scope(body: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(body)
     async def scoped(*args: P.args, **kwargs: P.kwargs) -> T:
-        opened: list[str] = []
-        token = _SCOPE.set(opened)
-        try:
+        async with overlays():
             return await body(*args, **kwargs)
-        finally:
-            _SCOPE.reset(token)
-            for root in opened:
-                shutil.rmtree(root, ignore_errors=True)
 
     return scoped
+
+
+@contextlib.asynccontextmanager
+async def overlays() -> AsyncIterator[None]:
+    """An overlay scope for the body (a live session's: its overlay lives as
+    long as the session): see :func:`overlay_scope`."""
+    opened: list[str] = []
+    token = _SCOPE.set(opened)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+        for root in opened:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def open_overlay(

@@ -12,11 +12,13 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from coding_genesis.backend import AttemptRequest, Backend, check_options
 from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
     AgentConfig,
+    check_approver,
     check_cli_max_retries,
     check_cwd,
     check_max_turns,
@@ -26,6 +28,9 @@ from coding_genesis.config import (
 )
 from coding_genesis.errors import ConfigError
 from coding_genesis.options import RunOptions
+
+if TYPE_CHECKING:
+    from coding_genesis.approval import Approver
 
 __all__ = ["Request", "make_request", "request_key"]
 
@@ -40,6 +45,10 @@ class Request:
     attempt: AttemptRequest
     #: Wall-clock limit of one attempt, in seconds.
     timeout: float
+    #: Decides each tool call (None: the permission level does).
+    approver: Approver | None = None
+    #: Seconds the approver has to answer.
+    approval_timeout: float = 60.0
 
     @property
     def prompt(self) -> str:
@@ -64,14 +73,15 @@ class Request:
 
     def retried(self, prompt: str, resume: str | None, timeout: float | None) -> Request:
         """The request of a later attempt (its prompt, session and timeout)."""
-        return Request(
-            replace(self.attempt, prompt=prompt, resume_session=resume),
-            self.timeout if timeout is None else timeout,
+        return replace(
+            self,
+            attempt=replace(self.attempt, prompt=prompt, resume_session=resume),
+            timeout=self.timeout if timeout is None else timeout,
         )
 
     def moved(self, cwd: str) -> Request:
         """The same request run in ``cwd`` (an isolated run's worktree)."""
-        return Request(replace(self.attempt, cwd=cwd), self.timeout)
+        return replace(self, attempt=replace(self.attempt, cwd=cwd))
 
 
 def request_key(backend: str, cwd: str, prompt: str) -> str:
@@ -148,4 +158,15 @@ def make_request(
         options=merged,
         extra_args=config.extra_args,
     )
-    return Request(attempt, run_timeout)
+    approver = call.get("approver")
+    if approver is not None:
+        check_approver(approver)
+    approval_timeout = call.get("approval_timeout")
+    return Request(
+        attempt,
+        run_timeout,
+        approver if approver is not None else config.approver,
+        required_seconds("approval_timeout", approval_timeout)
+        if approval_timeout is not None
+        else config.approval_timeout,
+    )

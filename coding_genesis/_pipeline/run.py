@@ -27,6 +27,7 @@ import anyio
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
+from coding_genesis._pipeline.live import LiveLink, one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
@@ -136,10 +137,14 @@ class RunWiring:
         except Exception:
             log.exception("sweep of the run ledger %s failed", ledger.path)
 
-    def start(self, request: Request, run_id: str, clock: Clock) -> Run:
-        """Open the run's observers (subscribed to the bus) and its wrappers."""
+    def start(
+        self, request: Request, run_id: str, clock: Clock, link: LiveLink | None = None
+    ) -> Run:
+        """Open the run's observers (subscribed to the bus) and its wrappers.
+        ``link``: the run is a turn of that live session (its stop handle is
+        the session's: a budget stops the session's process)."""
         started = time.monotonic()
-        stop = StopHandle()
+        stop = link.stop if link is not None else StopHandle()
         bus = self.bus
         observers = RunObservers(
             self.observers,
@@ -157,6 +162,8 @@ class RunWiring:
                 stop=stop,
                 publish=lambda event: bus.publish(event, run_id),
                 translator=self.backend.translator,
+                session=link.key if link is not None else None,
+                turn=link.turns + 1 if link is not None else 0,
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
@@ -164,7 +171,9 @@ class RunWiring:
         wrappers = (
             make_wrappers(self.config, run_id, self.ledger) if make_wrappers else RunWrappers()
         )
-        return Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
+        run = Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
+        run.link = link
+        return run
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
         """The attempts of one request, each analyzed; the policy decides retries."""
@@ -206,22 +215,22 @@ class RunWiring:
         backend = self.backend.name
         run_id = run.run_id
         observers = run.observers
-        ledger = self.ledger
+        ledger = self.ledger if run.link is None else None  # a session keeps its own record
         transcript = (
             os.path.join(self.config.transcripts, run_id) if self.config.transcripts else None
         )
         if ledger is not None:
-            self._write_record(ledger, run_id, transcript, None)
+            self.record(ledger, run_id, transcript, None)
         overlay: list[str] = []
 
         def overlay_opened(path: str) -> None:
             overlay[:] = [path]
             if ledger is not None:
-                self._write_record(ledger, run_id, transcript, None, path)
+                self.record(ledger, run_id, transcript, None, path)
 
         def spawned(pid: int, argv: list[str]) -> None:
             if ledger is not None:
-                self._write_record(ledger, run_id, transcript, pid, *overlay[:1])
+                self.record(ledger, run_id, transcript, pid, *overlay[:1])
             timeout = plan.timeout if plan.timeout is not None else request.timeout
             bus.publish(RunStartedEvent(backend, argv[0], pid, request.cwd, timeout), run_id)
 
@@ -244,14 +253,16 @@ class RunWiring:
             if bus.wants(EventKind.USAGE)
             else (observers.message_usage if observers else "off"),
             on_overlay=overlay_opened,
+            on_stdin=observers.stdin if observers else None,
         )
+        attempt = request.retried(plan.prompt, plan.resume, plan.timeout)
         try:
+            if run.link is not None:  # a turn of a live session
+                return await run.link.turn(attempt, context, run_id=run_id)
+            if attempt.approver is not None:  # one turn of a live process
+                return await one_turn(self.config, self.backend, attempt, context, run_id)
             return await run_attempt(
-                self.config,
-                self.backend,
-                request.retried(plan.prompt, plan.resume, plan.timeout),
-                marker=run_id,
-                context=context,
+                self.config, self.backend, attempt, marker=run_id, context=context
             )
         finally:
             if ledger is not None:
@@ -259,7 +270,7 @@ class RunWiring:
             if tallies and observers:
                 observers.attempt_decoded(tallies[0])
 
-    def _write_record(
+    def record(
         self,
         ledger: Ledger,
         run_id: str,
@@ -388,6 +399,7 @@ class Run:
 
     __slots__ = (
         "clock",
+        "link",
         "observers",
         "request",
         "run_id",
@@ -421,6 +433,8 @@ class Run:
         self.observers = observers
         self.unsubscribe = unsubscribe
         self.wrappers = wrappers
+        #: The live session this run is a turn of (None: a one-shot run).
+        self.link: LiveLink | None = None
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
         """The wrappers around the run and its attempts.  A bug of ours is still
@@ -452,6 +466,8 @@ class Run:
     def response(self, result: RunResult) -> RunResult:
         """The run's final result: its duration, the observers' fields, masked."""
         update: dict[str, Any] = {"duration_s": round(time.monotonic() - self.started, 6)}
+        if self.link is not None:
+            update["turn"] = self.link.turns
         extra = self.observers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:

@@ -1,0 +1,651 @@
+"""A live session's transport: one CLI process held across turns, spoken to
+through its backend's :class:`~coding_genesis.control.ControlProtocol`.
+
+It sits under the same pipeline as a one-shot run.  Each turn is an attempt:
+its :class:`~coding_genesis._pipeline.attempt.AttemptOutcome` goes through the
+same result building, failure analysis and response.  Only the transport
+differs: instead of spawning a CLI per attempt, a turn writes the prompt to
+the live process and decodes its stdout (one parser for the session, one
+tally per turn) until the protocol says the turn ended.
+
+The process is supervised by the same :func:`run_process`, in its live mode
+(stdin held open, a turn's clocks armed only while the turn runs): every
+guarantee of a one-shot run holds (wall, idle and stall limits per turn; the
+whole tree stopped and reaped when the session closes, is cancelled, times
+out, is stopped by a budget or its runner dies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+
+from coding_genesis._pipeline.attempt import (
+    AttemptContext,
+    AttemptOutcome,
+    Refusal,
+    TurnEnd,
+    launch,
+    resolve_program,
+)
+from coding_genesis._pipeline.decode import Decoder
+from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.overlay import open_overlay, overlays
+from coding_genesis._pipeline.request import Request
+from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
+from coding_genesis._supervision.process import ProcessOutcome, run_process
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.approving import decide
+from coding_genesis.approval import Approver, Decision
+from coding_genesis.backend import Backend, Translator
+from coding_genesis.config import AgentConfig
+from coding_genesis.control import (
+    ControlProtocol,
+    Forward,
+    Outgoing,
+    PermissionAsk,
+    ProtocolFault,
+    Ready,
+    Reply,
+    SessionStart,
+    TurnEnded,
+    Unknown,
+)
+from coding_genesis.events import Event
+from coding_genesis.run_events import ApprovalEvent
+from coding_genesis.status import ErrorCode, Status
+
+__all__ = ["LiveLink", "one_turn", "open_link", "session_start"]
+
+log = logging.getLogger("coding_genesis._pipeline.live")
+
+#: The stderr a turn keeps (its failure analysis reads the tail).
+_STDERR_TAIL = 64 * 1024
+
+
+class _Switch(Translator):
+    """The session decoder's translator: each object goes to the protocol
+    first; what it forwards is translated by the running turn's translator."""
+
+    def __init__(self, link: LiveLink) -> None:
+        self._link = link
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        return self._link.received(obj)
+
+
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    number: int
+    request: Request
+    context: AttemptContext
+    tally: RunTally
+    translator: Translator
+    run_id: str
+    started: float
+    stdout_at_start: int
+    lines_at_start: int
+    skipped_at_start: int
+    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    ended: TurnEnd | None = None
+    interrupt_asked: bool = False
+    denied: str | None = None
+    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stderr: bytearray = dataclasses.field(default_factory=bytearray)
+    stderr_bytes: int = 0
+
+    def end(self, how: str, message: str = "") -> None:
+        if not self.done.is_set():
+            self.ended = TurnEnd(how, message)
+            self.done.set()
+
+
+class LiveLink:
+    """One live CLI process and its protocol, held for a session's turns."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: Backend,
+        protocol: ControlProtocol,
+        start: SessionStart,
+        *,
+        marker: str,
+        approver: Approver | None,
+        approval_timeout: float,
+        stop: StopHandle,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.protocol = protocol
+        self.start = start
+        self.marker = marker
+        self.approver = approver
+        self.approval_timeout = approval_timeout
+        self.stop = stop
+        #: Our key of the session (the marker of its processes).
+        self.key = marker
+        #: Set when the CLI could not be started (not found, not executable).
+        self.refusal: Refusal | None = None
+        self.stdin = LiveStdin()
+        self.clocks = TurnClocks()
+        self.supervisor = config.supervisor(config.timeout, pdeath_signal=backend.pdeath_signal)
+        #: The CLI's session (thread) id, once known.
+        self.session_id: str | None = start.resume
+        self.pid: int | None = None
+        self.argv: list[str] = []
+        #: The supervisor's outcome once the process is gone (None: alive).
+        self.exit: ProcessOutcome | None = None
+        #: Why the session cannot go on (a fatal protocol fault, a failed opening).
+        self.broken: str | None = None
+        #: Messages the protocol did not know (ignored, counted).
+        self.unknown = 0
+        self.turns = 0
+        self.warnings: tuple[str, ...] = ()
+        self._turn: _Turn | None = None
+        self._idle = RunTally(start.cwd)
+        self._idle_translator = protocol.translator()
+        self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
+        self._stdout_bytes = 0
+        self._ready = anyio.Event()
+        self._dead = anyio.Event()
+        self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
+            max_buffer_size=1024
+        )
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._context: AttemptContext = AttemptContext()
+
+    # -- state -------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.exit is None and self.broken is None and not self._dead.is_set()
+
+    @property
+    def running(self) -> bool:
+        """A turn is under way."""
+        return self._turn is not None and not self._turn.done.is_set()
+
+    # -- the process -------------------------------------------------------------
+
+    async def _run(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        context = self._context
+
+        def spawned(pid: int) -> None:
+            self.pid = pid
+            if context.on_spawn is not None:
+                context.on_spawn(pid, argv)
+
+        try:
+            self.exit = await run_process(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=self.stdin,
+                config=self.supervisor,
+                on_stdout=self._sink,
+                on_stderr=self._stderr,
+                marker=self.marker,
+                on_spawn=spawned,
+                stop_handle=self.stop,
+                clocks=self.clocks,
+            )
+        finally:
+            self._dead.set()
+            self._ready.set()
+            self._outbox_send.close()
+            turn = self._turn
+            if turn is not None:
+                turn.end("interrupted" if turn.interrupt_asked else "died", self._death())
+
+    def _death(self) -> str:
+        exit = self.exit
+        name = self.backend.name
+        if exit is None:
+            return f"{name} ended mid-turn; the session is closed"
+        if exit.stop_reason is not None:
+            return f"{name} was stopped ({exit.stop_reason.value}); the session is closed"
+        rc = exit.returncode
+        how = (
+            f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc}"
+        )
+        return f"{name} {how} mid-turn; the session is closed"
+
+    def _sink(self, chunk: bytes) -> bool:
+        turn = self._turn
+        context = turn.context if turn is not None else None
+        if chunk:
+            self._stdout_bytes += len(chunk)
+            if context is not None and context.on_stdout is not None:
+                context.on_stdout(chunk)
+        self._decoder.feed(chunk)
+        if context is not None and context.on_decoded is not None:
+            context.on_decoded()
+        return False  # a live process has no terminal event: turns end by protocol
+
+    def _stderr(self, chunk: bytes) -> None:
+        turn = self._turn
+        if turn is not None:
+            turn.stderr_bytes += len(chunk)
+            turn.stderr += chunk
+            if len(turn.stderr) > 2 * _STDERR_TAIL:
+                del turn.stderr[:-_STDERR_TAIL]
+
+    async def _writer(self) -> None:
+        try:
+            async for data in self._outbox:
+                try:
+                    await self.stdin.write(data)
+                except LiveStdinClosed:
+                    return
+        finally:
+            self._outbox.close()
+
+    def send(self, *objects: Outgoing) -> None:
+        """Queue ``objects`` for the CLI's stdin, in order (one line each)."""
+        turn = self._turn
+        on_stdin = turn.context.on_stdin if turn is not None else self._context.on_stdin
+        for obj in objects:
+            data = orjson.dumps(obj) + b"\n"
+            if on_stdin is not None:
+                on_stdin(data)
+            try:
+                self._outbox_send.send_nowait(data)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                log.warning(
+                    "%s: stdin closed or full; a control message was dropped", self.backend.name
+                )
+
+    # -- what the CLI says -------------------------------------------------------
+
+    def received(self, obj: dict[str, Any]) -> Sequence[Event]:
+        """The meaning of one object from the CLI (called by the decoder)."""
+        try:
+            items = self.protocol.receive(obj)
+        except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
+            items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
+        forward = False
+        turn = self._turn
+        for item in items:
+            if isinstance(item, Forward):
+                forward = True
+            elif isinstance(item, Ready):
+                if item.session_id:
+                    self.session_id = item.session_id
+                self._ready.set()
+            elif isinstance(item, PermissionAsk):
+                if self._tg is not None:
+                    self._tg.start_soon(self._approve, item, turn)
+            elif isinstance(item, TurnEnded):
+                if turn is not None:
+                    self._turn_ended(turn, item)
+            elif isinstance(item, Reply):
+                self.send(*item.objects)
+            elif isinstance(item, ProtocolFault):
+                self._fault(item)
+            elif isinstance(item, Unknown):
+                self.unknown += 1
+        if not forward:
+            return ()
+        translator = turn.translator if turn is not None else self._idle_translator
+        events = translator.translate(obj)
+        if turn is not None and events:
+            for event in events:
+                session = getattr(event, "session_id", None)
+                if session and type(event).__name__ == "SessionEvent":
+                    self.session_id = session
+        return events
+
+    def _turn_ended(self, turn: _Turn, item: TurnEnded) -> None:
+        if turn.denied is not None:
+            turn.end("denied", turn.denied)
+        elif item.how == "interrupted" or turn.interrupt_asked:
+            turn.end("interrupted", item.message or "")
+        else:
+            turn.end(item.how, item.message or "")
+
+    def _fault(self, fault: ProtocolFault) -> None:
+        name = self.protocol.name or self.backend.name
+        message = f"{name} broke its control protocol: {fault.message}"
+        log.warning("%s", message)
+        turn = self._turn
+        if fault.fatal or turn is None:
+            if self.broken is None:
+                self.broken = message
+            self._ready.set()
+        if turn is not None:
+            turn.end("fault", message)
+
+    # -- approvals ---------------------------------------------------------------
+
+    async def _approve(self, ask: PermissionAsk, turn: _Turn | None) -> None:
+        request = dataclasses.replace(
+            ask.request,
+            cwd=self.start.cwd,
+            backend=self.backend.name,
+            run_id=turn.run_id if turn is not None else "",
+            turn=turn.number if turn is not None else 0,
+            session_id=self.session_id,
+        )
+        started = time.monotonic()
+        error: str | None = None
+        if self.approver is None:
+            level = self.start.permissions or "the CLI's default"
+            decision = Decision.deny(
+                f"not allowed by permissions={level}; pass approver= to decide each tool call",
+            )
+            source = "permissions"
+        else:
+            decided = await decide(self.approver, request, timeout=self.approval_timeout)
+            decision, source, error = decided.decision, decided.source, decided.error
+        if not self.alive:
+            return
+        self.send(*self.protocol.answer(ask, decision))
+        record: dict[str, Any] = {
+            "tool": request.tool,
+            "kind": request.kind,
+            "tool_call_id": request.tool_call_id,
+            "turn": request.turn,
+            "allowed": decision.allowed,
+            "decision": decision.option.value,
+            "source": source,
+            "reason": decision.reason or None,
+            "message": decision.message or None,
+            "elapsed_s": round(time.monotonic() - started, 6),
+        }
+        if error is not None:
+            record["error"] = error
+        if turn is None or turn is not self._turn:
+            return
+        turn.approvals.append(record)
+        extra = {
+            k: v for k, v in record.items() if k not in ("tool", "allowed", "decision", "source")
+        }
+        extra["input"] = dict(request.input)
+        self._decoder.emit(
+            [ApprovalEvent(request.tool, decision.allowed, decision.option.value, source, extra)]
+        )
+        if not decision.allowed and decision.end_turn and turn.denied is None:
+            turn.denied = (
+                f"{request.tool} refused and the turn ended: {decision.message or 'denied'}"
+            )
+
+    # -- turns -------------------------------------------------------------------
+
+    async def turn(
+        self, request: Request, context: AttemptContext, *, run_id: str
+    ) -> AttemptOutcome:
+        """One turn: the prompt written, the output decoded until the turn ends."""
+        tally = RunTally(request.cwd, context.redactor)
+        if context.on_tally is not None:
+            context.on_tally(tally)
+        self.turns += 1
+        translator = self.protocol.translator()
+        translator.message_usage = context.message_usage
+        decoder = self._decoder
+        turn = _Turn(
+            self.turns,
+            request,
+            context,
+            tally,
+            translator,
+            run_id,
+            time.monotonic(),
+            self._stdout_bytes,
+            decoder.lines,
+            decoder.skipped,
+        )
+        decoder.retarget(
+            tally,
+            routes=context.routes,
+            watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
+        )
+        warnings = self.warnings if self.turns == 1 else ()
+        if self.refusal is not None:
+            return AttemptOutcome(
+                request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
+            )
+        if not self.alive:
+            turn.end("died", self.broken or self._death())
+        else:
+            self._turn = turn
+            if (
+                context.on_spawn is not None
+                and self.pid is not None
+                and context is not self._context
+            ):
+                context.on_spawn(self.pid, self.argv)  # the turn starts on this process
+            self.clocks.arm(
+                timeout=request.timeout,
+                idle_timeout=self.config.idle_timeout,
+                stall_timeout=self.config.stall_timeout,
+            )
+            try:
+                self.send(*self.protocol.begin_turn(request.prompt))
+                await turn.done.wait()
+            except BaseException:
+                # A cancelled turn: the session's process tree is stopped.
+                self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
+                raise
+            finally:
+                self.clocks.disarm()
+                decoder.emit(translator.flush())
+                self._turn = None
+                decoder.retarget(self._idle, routes=None, watch=None)
+        if turn.ended is not None and turn.ended.how == "died":
+            with anyio.move_on_after(self.supervisor.kill_wait + self.config.grace):
+                await self._dead.wait()  # the supervisor's account of the end
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            tally,
+            self._turn_process(turn),
+            lines=decoder.lines - turn.lines_at_start,
+            skipped_lines=decoder.skipped - turn.skipped_at_start,
+            warnings=(*warnings, *tally.number_warnings()),
+            stop=self.stop,
+            ended=turn.ended,
+            approvals=tuple(turn.approvals),
+        )
+
+    def _turn_process(self, turn: _Turn) -> ProcessOutcome:
+        exit = self.exit
+        out = ProcessOutcome(
+            pid=self.pid,
+            stdout_bytes=self._stdout_bytes - turn.stdout_at_start,
+            stderr_tail=bytes(turn.stderr[-_STDERR_TAIL:]).decode("utf-8", "replace"),
+            stderr_bytes=turn.stderr_bytes,
+            duration_s=time.monotonic() - turn.started,
+        )
+        if exit is not None:
+            out.returncode = exit.returncode
+            out.stop_reason = exit.stop_reason
+            out.spawn_error = exit.spawn_error
+            out.signals_sent = list(exit.signals_sent)
+            out.leftovers_stopped = exit.leftovers_stopped
+            out.stdout_eof = exit.stdout_eof
+            out.stall_silent_s = exit.stall_silent_s
+            out.stall_cpu_s = exit.stall_cpu_s
+            if not turn.stderr and exit.stderr_tail:
+                out.stderr_tail = exit.stderr_tail
+        return out
+
+    async def interrupt(self) -> bool:
+        """End the running turn; the session lives on.  A CLI that does not end
+        it within the grace period has its tree stopped (the session ends)."""
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return False
+        turn.interrupt_asked = True
+        self.send(*self.protocol.interrupt())
+        with anyio.move_on_after(self.config.grace):
+            await turn.done.wait()
+        if not turn.done.is_set():
+            self.stop.stop(
+                ErrorCode.INTERRUPTED,
+                f"{self.backend.name} did not end the turn within {self.config.grace:g}s "
+                "of the interrupt",
+            )
+            await turn.done.wait()
+        return True
+
+    def steer(self, text: str) -> None:
+        self.send(*self.protocol.steer(text))
+
+    # -- opening and closing -----------------------------------------------------
+
+    async def _open(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
+        self._tg = tg
+        program = resolve_program(self.backend, self.config.cli_path, self.config.node_path)
+        if isinstance(program, Refusal):
+            return program
+        spec = self.protocol.command(self.start)
+        if spec.stdin is not None:
+            return Refusal(
+                Status.INTERNAL,
+                ErrorCode.INTERNAL,
+                f"{self.backend.name}: a live session's command must leave stdin to the session",
+            )
+        spec = open_overlay(spec, tag=self.marker, on_open=self._context.on_overlay)
+        self.warnings = spec.warnings
+        argv, env = launch(self.config, self.backend, program, spec, self._context, self.marker)
+        self.argv = argv
+        tg.start_soon(self._run, argv, env, self.start.cwd)
+        tg.start_soon(self._writer)
+        opening = self.protocol.opening(self.start)
+        if opening:
+            self.send(*opening)
+            self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
+            try:
+                await self._ready.wait()
+            finally:
+                self.clocks.disarm()
+        return None
+
+    async def close(self) -> None:
+        """Close stdin (after the protocol's goodbye), give the CLI the grace
+        period to exit by itself, then stop its tree."""
+        if not self._dead.is_set():
+            if self.alive:
+                self.send(*self.protocol.closing())
+            self._outbox_send.close()
+            with anyio.move_on_after(self.config.grace):
+                await self._outbox_closed()
+            self.stdin.close()
+            with anyio.move_on_after(self.config.grace):
+                await self._dead.wait()
+            if not self._dead.is_set():
+                self.stop.stop(ErrorCode.CANCELLED, "the session was closed")
+                await self._dead.wait()
+
+    async def _outbox_closed(self) -> None:
+        while not self._dead.is_set():
+            stats = self._outbox_send.statistics()
+            if stats.current_buffer_used == 0:
+                return
+            await anyio.sleep(0.005)
+
+
+@asynccontextmanager
+async def open_link(
+    config: AgentConfig,
+    backend: Backend,
+    protocol: ControlProtocol,
+    start: SessionStart,
+    *,
+    marker: str,
+    timeout: float,
+    approver: Approver | None,
+    approval_timeout: float,
+    stop: StopHandle,
+    context: AttemptContext | None = None,
+) -> AsyncIterator[LiveLink]:
+    """A live process for the body: started (its opening handshake done, or
+    its failure kept in ``broken``/``exit``), closed and reaped at the end,
+    whatever ends the body."""
+    link = LiveLink(
+        config,
+        backend,
+        protocol,
+        start,
+        marker=marker,
+        approver=approver,
+        approval_timeout=approval_timeout,
+        stop=stop,
+    )
+    link._context = context if context is not None else AttemptContext()
+    async with overlays(), anyio.create_task_group() as tg:
+        refusal = await link._open(tg, timeout)
+        if refusal is not None:
+            link.refusal = refusal
+            link.broken = refusal.message
+            link._outbox_send.close()
+            link._dead.set()
+        try:
+            yield link
+        finally:
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(2 * config.grace + link.supervisor.kill_wait + 5):
+                    await link.close()
+                tg.cancel_scope.cancel()
+
+
+def session_start(request: Request, *, approvals: bool) -> SessionStart:
+    """What a live CLI is started with, from a validated request."""
+    attempt = request.attempt
+    return SessionStart(
+        cwd=attempt.cwd,
+        model=attempt.model,
+        resume=attempt.resume_session,
+        permissions=attempt.permissions,
+        approvals=approvals,
+        max_turns=attempt.max_turns,
+        cli_max_retries=attempt.cli_max_retries,
+        options=attempt.options,
+        extra_args=attempt.extra_args,
+    )
+
+
+async def one_turn(
+    config: AgentConfig,
+    backend: Backend,
+    request: Request,
+    context: AttemptContext,
+    run_id: str,
+) -> AttemptOutcome:
+    """A one-shot run with an approver: a live process for one turn."""
+    protocol = backend.control()
+    if protocol is None:  # checked before: a backend without one never gets here
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            RunTally(request.cwd),
+            ProcessOutcome(),
+            refusal=Refusal(
+                Status.USAGE,
+                ErrorCode.INVALID_REQUEST,
+                f"backend {backend.name!r} has no two-way protocol: approver= cannot be used",
+            ),
+        )
+    async with open_link(
+        config,
+        backend,
+        protocol,
+        session_start(request, approvals=request.approver is not None),
+        marker=run_id,
+        timeout=request.timeout,
+        approver=request.approver,
+        approval_timeout=request.approval_timeout,
+        stop=context.stop if context.stop is not None else StopHandle(),
+        context=context,
+    ) as link:
+        return await link.turn(request, context, run_id=run_id)

@@ -1,0 +1,378 @@
+"""Live sessions: a conversation with one CLI process kept running across turns.
+
+``agent.session(**options)`` opens one (``async with``; ``agent.session_sync()``
+for scripts).  Each :meth:`Session.send` is one turn through the same
+pipeline as ``run()`` (its states, checks, observers, failure analysis and
+answer): it returns the same dict, never raises for a runtime failure, and
+is never retried.  :meth:`Session.interrupt` ends the running turn and the
+session lives on; :meth:`Session.steer` adds input to it where the CLI can
+(codex); :meth:`Session.close` (or leaving the ``with``) ends the session and
+stops the CLI's whole process tree.
+
+An agent has at most one open session.  During a turn the agent is BUSY (a
+``run()`` or a second ``send()`` is answered 75 at once); between turns it is
+READY.  A CLI that dies mid-turn ends that turn (status 1, ``incomplete``) and
+closes the session; ``send()`` on a closed session raises
+:class:`~coding_genesis.errors.AgentUsageError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+
+from coding_genesis._pipeline.attempt import AttemptContext
+from coding_genesis._pipeline.live import LiveLink, open_link, session_start
+from coding_genesis._pipeline.request import make_request
+from coding_genesis._pipeline.run import RunWiring
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.options import AGENT_DEFAULT, LIVE_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.result import RunResponse, RunResult
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Backend
+    from coding_genesis.events import Event
+
+__all__ = ["Session", "SessionOwner", "SyncSession", "TurnStream"]
+
+log = logging.getLogger("coding_genesis.session")
+
+
+class SessionOwner(Protocol):
+    """What a session needs of its agent (the agent is above this module)."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def subscribe(self, callback: Callable[[Any], object]) -> Any: ...
+
+    def two_way_backends(self, *, steering: bool = False) -> list[str]: ...
+
+    def claim_session(self, session: Session | None) -> None: ...
+
+    async def _request(
+        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+    ) -> RunResult: ...
+
+
+class TurnStream:
+    """The events of one streamed turn (``async for``), then its ``result``."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[Any](max_buffer_size=100_000)
+        #: The turn's result, once it ended.
+        self.result: RunResult | None = None
+
+    def _put(self, event: Any) -> None:
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._send.send_nowait(event)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        async for event in self._receive:
+            yield event
+
+
+class Session:
+    """A live conversation with one CLI process (see the module's docstring)."""
+
+    def __init__(self, agent: SessionOwner, wiring: RunWiring, options: LiveOptions) -> None:
+        unknown = set(options) - LIVE_OPTION_NAMES
+        if unknown:
+            raise TypeError(f"session() got unexpected keyword argument(s) {sorted(unknown)}")
+        given = {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+        backend = agent.backend
+        protocol = backend.control()
+        if protocol is None:
+            raise AgentUsageError(
+                f"backend {backend.name!r} has no two-way protocol: a live session needs one; "
+                f"backends that have one: {', '.join(agent.two_way_backends()) or '(none)'}"
+            )
+        config = wiring.config
+        if config.isolation is not None or config.verify:
+            raise AgentUsageError(
+                "a live session runs in its working directory: isolation= and verify= "
+                "apply to one-shot runs only"
+            )
+        try:
+            self._request = make_request(config, backend, "session", cast("RunOptions", given))
+        except ConfigError as exc:
+            raise AgentUsageError(str(exc)) from None
+        self._agent = agent
+        self._wiring = wiring
+        self._protocol = protocol
+        #: The options of each turn (``resume`` only opens the session).
+        self._turn_options = cast("RunOptions", {k: v for k, v in given.items() if k != "resume"})
+        #: Our key of the session: the marker of its processes, its ledger record.
+        self.key = uuid.uuid4().hex
+        self._link: LiveLink | None = None
+        self._closed = False
+        self._closing = anyio.Event()
+        self._done = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        #: The sum of the turns' token usage and cost.
+        self.usage: dict[str, int] = {}
+        self.cost_usd: float | None = None
+        self.results: list[RunResult] = []
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        """The CLI's session (thread) id, once known: ``resume=`` continues it."""
+        return self._link.session_id if self._link is not None else self._request.resume
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def turns(self) -> int:
+        return self._link.turns if self._link is not None else 0
+
+    @property
+    def can_steer(self) -> bool:
+        return self._protocol.can_steer
+
+    # -- opening and closing ------------------------------------------------------
+
+    async def __aenter__(self) -> Session:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        try:
+            await tg.start(self._host)
+        except BaseException as exc:
+            await tg.__aexit__(type(exc), exc, exc.__traceback__)
+            self._tg = None
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        tg, self._tg = self._tg, None
+        try:
+            await self.close()
+        finally:
+            if tg is not None:
+                await tg.__aexit__(None, None, None)
+
+    async def _host(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Holds the live process for the session's life (its own task: the
+        process's task group is entered and left here)."""
+        if self._closed or self._link is not None:
+            raise AgentUsageError("a session is opened once")
+        self._agent.claim_session(self)
+        wiring = self._wiring
+        try:
+            await wiring.sweep_once()
+            ledger = wiring.ledger
+            key = self.key
+
+            def spawned(pid: int, argv: list[str]) -> None:
+                if ledger is not None:
+                    wiring.record(ledger, key, None, pid)
+
+            request = self._request
+            async with open_link(
+                wiring.config,
+                wiring.backend,
+                self._protocol,
+                session_start(request, approvals=request.approver is not None),
+                marker=key,
+                timeout=request.timeout,
+                approver=request.approver,
+                approval_timeout=request.approval_timeout,
+                stop=StopHandle(),
+                context=AttemptContext(on_spawn=spawned, redactor=wiring.redactor),
+            ) as link:
+                self._link = link
+                task_status.started()
+                await self._closing.wait()
+        finally:
+            self._closed = True
+            if wiring.ledger is not None:
+                wiring.ledger.remove(self.key)
+            self._agent.claim_session(None)
+            self._ended()
+            self._done.set()
+
+    def _ended(self) -> None:
+        """Tell the agent's observers (a session span ends, say)."""
+        summary = {
+            "session_id": self.session_id,
+            "turns": self.turns,
+            "usage": dict(self.usage),
+            "cost_usd": self.cost_usd,
+        }
+        for observer in self._wiring.observers:
+            try:
+                observer.session_ended(self.key, summary)
+            except Exception:
+                log.exception("observer %r failed at the end of session %s", observer, self.key)
+
+    async def close(self) -> None:
+        """End the session: the CLI is told goodbye, given the grace period,
+        then its whole process tree is stopped and reaped.  Idempotent."""
+        self._closing.set()
+        if self._link is not None or self._tg is not None:
+            with anyio.CancelScope(shield=True):
+                await self._done.wait()
+        self._closed = True
+
+    # -- turns --------------------------------------------------------------------
+
+    def _live(self, what: str) -> LiveLink:
+        link = self._link
+        if link is None or self._closed:
+            raise AgentUsageError(
+                f"{what} on a closed session"
+                if self._closed
+                else f"{what} before the session is open (use `async with agent.session()`)"
+            )
+        return link
+
+    async def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+        """One turn: the typed result (never raises for a runtime failure)."""
+        link = self._live("send()")
+        options = dict(self._turn_options)
+        if timeout is not None:
+            options["timeout"] = timeout
+        result = await self._agent._request(prompt, cast("RunOptions", options), link)
+        if result.error not in ("busy", "degraded", "invalid_request"):
+            self.results.append(result)
+            self._add_usage(result)
+        if not link.alive:
+            await self.close()
+        return result
+
+    async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+        """One turn: the same dict ``run()`` returns, for this turn."""
+        return (await self.send_result(prompt, timeout=timeout)).to_dict()
+
+    @asynccontextmanager
+    async def stream(
+        self, prompt: str, *, timeout: float | None = None
+    ) -> AsyncIterator[TurnStream]:
+        """One turn, streamed: ``async with session.stream(p) as turn: async
+        for event in turn: ...``; then ``turn.result``."""
+        self._live("stream()")
+        turn = TurnStream()
+        subscription = self._agent.subscribe(turn._put)
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def go() -> None:
+                    try:
+                        turn.result = await self.send_result(prompt, timeout=timeout)
+                    finally:
+                        turn._send.close()
+
+                tg.start_soon(go)
+                yield turn
+        finally:
+            subscription()
+
+    async def interrupt(self) -> bool:
+        """End the running turn (it answers 130 ``interrupted``); the session
+        lives on.  False when no turn was running."""
+        return await self._live("interrupt()").interrupt()
+
+    async def steer(self, text: str) -> None:
+        """Add ``text`` to the running turn (codex)."""
+        link = self._live("steer()")
+        if not self._protocol.can_steer:
+            names = self._agent.two_way_backends(steering=True)
+            raise AgentUsageError(
+                f"backend {self._agent.backend.name!r} cannot steer a running turn; "
+                f"backends that can: {', '.join(names) or '(none)'}"
+            )
+        if not link.running:
+            raise AgentUsageError("steer() needs a running turn (use send() to start one)")
+        link.steer(text)
+
+    def _add_usage(self, result: RunResult) -> None:
+        usage = result.usage
+        if isinstance(usage, Mapping):
+            for name, value in usage.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.usage[name] = self.usage.get(name, 0) + value
+        if result.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("open" if self._link else "new")
+        return f"Session(backend={self._agent.backend.name!r}, key={self.key!r}, {state})"
+
+
+class SyncSession:
+    """:class:`Session` for code without an event loop: ``with agent.session_sync() as s``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+
+    def __enter__(self) -> SyncSession:
+        cm = anyio.from_thread.start_blocking_portal()
+        portal = cm.__enter__()
+        self._portal_cm, self._portal = cm, portal
+        try:
+            portal.start_task(self.session._host)
+        except BaseException:
+            cm.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        portal = self._portal
+        if portal is None:
+            raise AgentUsageError("use the sync session inside `with agent.session_sync() as s`")
+        return portal.call(functools.partial(fn, *args, **kwargs))
+
+    def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+        return cast("RunResponse", self._call(self.session.send, prompt, timeout=timeout))
+
+    def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+        return cast("RunResult", self._call(self.session.send_result, prompt, timeout=timeout))
+
+    def interrupt(self) -> bool:
+        """From another thread while :meth:`send` blocks."""
+        return bool(self._call(self.session.interrupt))
+
+    def steer(self, text: str) -> None:
+        self._call(self.session.steer, text)
+
+    def close(self) -> None:
+        cm, self._portal_cm = self._portal_cm, None
+        if cm is None:
+            return
+        try:
+            self._call(self.session.close)
+        finally:
+            self._portal = None
+            cm.__exit__(None, None, None)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.session_id
+
+    @property
+    def closed(self) -> bool:
+        return self.session.closed

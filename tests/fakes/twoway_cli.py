@@ -1,0 +1,146 @@
+"""A tiny CLI speaking a minimal two-way protocol on stdin/stdout (JSON lines),
+for the live-session tests of the machinery itself (claude's and codex's own
+protocols have their fakes in ``fakecli.py``).
+
+We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
+``{"op": "prompt", "text": ...}``, ``{"op": "answer", "id": N, "allow": bool,
+"message": ..., "input": ..., "end": bool}``, ``{"op": "interrupt"}`` and
+``{"op": "bye"}`` (the CLI exits 0).  A prompt's first word picks what the
+turn does:
+
+* ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
+* ``ASK <tool> <json>``: ``ask`` (id N), waits for the answer, then says it
+  (``allowed <json input>`` / ``denied <message>``) and ``done``; an answer
+  with ``end`` ends the turn at once (``done`` with ``ended``);
+* ``HANG_ASK``: asks and never reads the answer's effect (``done`` only
+  after an interrupt);
+* ``SLEEP n``: starts ``python3 -c 'time.sleep(n)'`` in its own session (a
+  tool that escapes the CLI's group) and waits for it; an interrupt kills it
+  and answers ``done`` with ``interrupted``;
+* ``ORPHAN n``: like SLEEP, but the interrupt leaves the sleeper running;
+* ``DIE``: exits 3 mid-turn; ``SILENCE``: says nothing more (keeps running);
+* ``GARBAGE``: a non-JSON line and a malformed control line, then ``done``;
+* ``UNKNOWN_ID``: an ``answered`` for an id we never used;
+* ``NEWS``: a message of a type nobody knows, then ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+_out_lock = threading.Lock()
+
+
+def say(obj: Any) -> None:
+    with _out_lock:
+        sys.stdout.write((obj if isinstance(obj, str) else json.dumps(obj)) + "\n")
+        sys.stdout.flush()
+
+
+def main() -> int:
+    session = os.environ.get("TWOWAY_SESSION", "sess-1")
+    answers: dict[int, dict[str, Any]] = {}
+    cond = threading.Condition()
+    interrupted = threading.Event()
+    sleeper: list[subprocess.Popen[bytes]] = []
+    ask_id = [0]
+
+    def wait_answer(n: int) -> dict[str, Any] | None:
+        with cond:
+            while n not in answers and not interrupted.is_set():
+                cond.wait(0.05)
+            return answers.pop(n, None)
+
+    def turn(text: str) -> None:
+        word, _, rest = text.partition(" ")
+        usage = {"input_tokens": 12, "output_tokens": 7}
+        if word == "TEXT":
+            say({"type": "text", "text": rest or "hello"})
+            say({"type": "done", "usage": usage})
+        elif word in ("ASK", "HANG_ASK"):
+            tool, _, raw = rest.partition(" ")
+            ask_id[0] += 1
+            n = ask_id[0]
+            say({"type": "ask", "id": n, "tool": tool or "Bash", "input": json.loads(raw or "{}")})
+            if word == "HANG_ASK":
+                interrupted.wait()
+                say({"type": "done", "interrupted": True})
+                return
+            answer = wait_answer(n)
+            if answer is None:
+                say({"type": "done", "interrupted": True})
+            elif answer.get("allow"):
+                say({"type": "tool", "name": tool, "input": answer.get("input")})
+                say({"type": "text", "text": "allowed " + json.dumps(answer.get("input"))})
+                say({"type": "done", "usage": usage})
+            elif answer.get("end"):
+                say({"type": "done", "ended": True})
+            else:
+                say({"type": "text", "text": "denied " + str(answer.get("message"))})
+                say({"type": "done", "usage": usage})
+        elif word in ("SLEEP", "ORPHAN"):
+            code = f"import time; time.sleep({float(rest or 600)})"
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code], start_new_session=True
+            )
+            say({"type": "tool", "name": "Bash", "input": {"command": code}, "pid": proc.pid})
+            sleeper[:] = [proc]
+            while proc.poll() is None and not interrupted.is_set():
+                interrupted.wait(0.05)
+            if interrupted.is_set():
+                if word == "SLEEP":
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                say({"type": "done", "interrupted": True})
+            else:
+                say({"type": "done", "usage": usage})
+        elif word == "DIE":
+            say({"type": "text", "text": "about to die"})
+            os._exit(3)
+        elif word == "SILENCE":
+            return
+        elif word == "GARBAGE":
+            say("this is not json {")
+            say({"type": "ask", "id": "not-a-number"})
+            say({"type": "done", "usage": usage})
+        elif word == "UNKNOWN_ID":
+            say({"type": "answered", "id": 999})
+        elif word == "NEWS":
+            say({"type": "news", "text": "nobody knows me"})
+            say({"type": "done", "usage": usage})
+        else:
+            say({"type": "text", "text": f"echo: {text}"})
+            say({"type": "done", "usage": usage})
+
+    worker: threading.Thread | None = None
+    for line in sys.stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        op = msg.get("op")
+        if op == "hello":
+            say({"type": "ready", "session": session})
+        elif op == "prompt":
+            interrupted.clear()
+            worker = threading.Thread(target=turn, args=(str(msg.get("text", "")),), daemon=True)
+            worker.start()
+        elif op == "answer":
+            with cond:
+                answers[int(msg["id"])] = msg
+                cond.notify_all()
+        elif op == "interrupt":
+            interrupted.set()
+        elif op == "bye":
+            return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
