@@ -77,6 +77,8 @@ _WRITE_TOOLS = {
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 
 _DENIED = "denied by the approver"
+#: What a fault or an error answer quotes of the CLI's words, at most.
+_SAID = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +329,7 @@ class ClaudeControl(ControlProtocol):
         if not self._ready and "initialize" in self._pending.values():
             # claude gave up before the handshake (a resume of an unknown session).
             errors = obj.get("errors")
-            words = "; ".join(str(e) for e in errors) if isinstance(errors, list) else ""
+            words = "; ".join(str(e) for e in errors)[:_SAID] if isinstance(errors, list) else ""
             words = words or "no reason given"
             return (ProtocolFault(f"claude ended before it was ready: {words}", True),)
         if self._interrupted or self._ended_by is not None:
@@ -341,9 +343,10 @@ class ClaudeControl(ControlProtocol):
         request_id = response.get("request_id")
         subtype = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
         if subtype is None:
-            return (ProtocolFault(f"claude answered a request we never sent: {request_id!r}"),)
+            unknown = repr(request_id)[:_SAID]
+            return (ProtocolFault(f"claude answered a request we never sent: {unknown}"),)
         if response.get("subtype") != "success":
-            error = response.get("error")
+            error = str(response.get("error"))[:_SAID]
             return (ProtocolFault(f"claude refused {subtype}: {error}", subtype == "initialize"),)
         if subtype == "initialize":
             self._ready = True
@@ -363,7 +366,8 @@ class ClaudeControl(ControlProtocol):
         if subtype == "can_use_tool":
             return self._can_use_tool(request_id, request)
         # mcp_message: we serve no SDK MCP server; anything else we do not know.
-        return (Reply((_error(request_id, f"genesis does not serve {subtype!r} requests"),)),)
+        refusal = f"genesis does not serve {repr(subtype)[:_SAID]} requests"
+        return (Reply((_error(request_id, refusal),)),)
 
     def _hook(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         data = request.get("input")

@@ -320,6 +320,14 @@ def test_error_answers_to_our_requests() -> None:
     # the same answer again is an answer to an id no longer pending
     (again,) = proto.receive({"type": "control_response", "response": error})
     assert isinstance(again, ProtocolFault)
+    # a fault quotes a bounded part of claude's words
+    (interrupt,) = proto.interrupt()
+    error = {"subtype": "error", "request_id": interrupt["request_id"], "error": "x" * 10**6}
+    (fault,) = proto.receive({"type": "control_response", "response": error})
+    assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000
+    huge = {"subtype": "success", "request_id": "y" * 10**6}
+    (fault,) = proto.receive({"type": "control_response", "response": huge})
+    assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000
 
 
 @pytest.mark.parametrize(
