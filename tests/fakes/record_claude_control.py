@@ -15,6 +15,7 @@ Not a test of the process layer: the session machinery is not used here (Popen i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -56,6 +57,7 @@ def allow(request: ApprovalRequest) -> Decision:
 class Recording:
     tmp: str
     lines: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def add(self, entry: dict[str, Any]) -> None:
         self.lines.append(entry)
@@ -63,6 +65,17 @@ class Recording:
     def note(self, text: str) -> None:
         print("  #", text)
         self.add({"dir": "#", "note": text})
+
+    def stop(self) -> None:
+        """Kill what a failed scenario left running."""
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
 
     def save(self, name: str) -> None:
         OUT.mkdir(parents=True, exist_ok=True)
@@ -112,6 +125,7 @@ class Session:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        rec.processes.append(self.proc)
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.session_id: str | None = None
@@ -315,7 +329,10 @@ def main(names: Sequence[str]) -> int:
         print(name)
         with tempfile.TemporaryDirectory(prefix="genesis-rec-") as tmp, FakeModelServer() as srv:
             rec = Recording(tmp)
-            SCENARIOS[name](rec, srv)
+            try:
+                SCENARIOS[name](rec, srv)
+            finally:
+                rec.stop()
             rec.save(name)
     return 0
 
