@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.control import SessionStart
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
@@ -26,6 +27,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.usage import normalize_usage
 
 from ._common import PROXY_ENV, as_int, preview, str_list
+from .claude_control import SESSION_FLAGS, ClaudeControl
 
 __all__ = ["ClaudeBackend", "ClaudeTranslator", "claude_failure_hint"]
 
@@ -138,50 +140,25 @@ class ClaudeBackend(Backend):
         )
 
     def build_command(self, request: AttemptRequest) -> CommandSpec:
-        opts = request.options
-        args: list[str] = ["-p", "--output-format", "stream-json", "--verbose"]
-        warnings: list[str] = []
-        env: dict[str, str] = {}
-        if request.model:
-            args.append(f"--model={request.model}")
-        max_turns = request.max_turns if request.max_turns is not None else opts.get("max_turns")
-        if max_turns is not None:
-            args.append(f"--max-turns={int(max_turns)}")
-        denied: tuple[str, ...] = ()
-        granted: tuple[str, ...] = ()
-        if request.permissions is not None:
-            mode, denied, granted = _PERMISSIONS[request.permissions]
-            args.append(f"--permission-mode={mode}")
-            if opts.get("permission_mode"):
-                warnings.append(
-                    f"option permission_mode={opts['permission_mode']!r} ignored: "
-                    f"permissions={request.permissions!r} sets the permission mode"
-                )
-        elif opts.get("permission_mode"):
-            args.append(f"--permission-mode={opts['permission_mode']}")
-        allowed = list(dict.fromkeys([*str_list(opts.get("allowed_tools")), *granted]))
-        if allowed:
-            args.append("--allowedTools=" + ",".join(allowed))
-        disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
-        if disallowed:
-            args.append("--disallowedTools=" + ",".join(disallowed))
-        if opts.get("append_system_prompt"):
-            args.append(f"--append-system-prompt={opts['append_system_prompt']}")
-        for directory in str_list(opts.get("add_dirs")):
-            args.append(f"--add-dir={directory}")
-        if opts.get("mcp_config"):
-            args.append(f"--mcp-config={opts['mcp_config']}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
-        if request.cli_max_retries is not None:
-            env["CLAUDE_CODE_MAX_RETRIES"] = str(request.cli_max_retries)
-        args.extend(request.extra_args)
-        return CommandSpec(
-            args=tuple(args),
+        return _command(
+            ("-p", "--output-format", "stream-json", "--verbose"),
+            SessionStart(
+                cwd=request.cwd,
+                model=request.model,
+                resume=request.resume_session,
+                permissions=request.permissions,
+                max_turns=request.max_turns,
+                cli_max_retries=request.cli_max_retries,
+                options=request.options,
+                extra_args=request.extra_args,
+            ),
             stdin=request.prompt.encode("utf-8"),
-            env=env,
-            unset_env=_UNSET_ENV,
-            warnings=tuple(warnings),
+        )
+
+    def control(self) -> ClaudeControl:
+        """claude's stream-json control protocol (see :mod:`.claude_control`)."""
+        return ClaudeControl(
+            command=lambda start: _command(SESSION_FLAGS, start), translator=self.translator
         )
 
     def translator(self) -> ClaudeTranslator:
@@ -189,6 +166,57 @@ class ClaudeBackend(Backend):
 
     def failure_hint(self, result: RunResult) -> str | None:
         return claude_failure_hint(result)
+
+
+def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = None) -> CommandSpec:
+    """The argv of a one-shot run (``-p``) or of a live session (``head``): the
+    model, turn limit, permission level, options, resume and extra arguments
+    are spelled the same in both."""
+    opts = start.options
+    args: list[str] = list(head)
+    warnings: list[str] = []
+    env: dict[str, str] = {}
+    if start.model:
+        args.append(f"--model={start.model}")
+    max_turns = start.max_turns if start.max_turns is not None else opts.get("max_turns")
+    if max_turns is not None:
+        args.append(f"--max-turns={int(max_turns)}")
+    denied: tuple[str, ...] = ()
+    granted: tuple[str, ...] = ()
+    if start.permissions is not None:
+        mode, denied, granted = _PERMISSIONS[start.permissions]
+        args.append(f"--permission-mode={mode}")
+        if opts.get("permission_mode"):
+            warnings.append(
+                f"option permission_mode={opts['permission_mode']!r} ignored: "
+                f"permissions={start.permissions!r} sets the permission mode"
+            )
+    elif opts.get("permission_mode"):
+        args.append(f"--permission-mode={opts['permission_mode']}")
+    allowed = list(dict.fromkeys([*str_list(opts.get("allowed_tools")), *granted]))
+    if allowed:
+        args.append("--allowedTools=" + ",".join(allowed))
+    disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
+    if disallowed:
+        args.append("--disallowedTools=" + ",".join(disallowed))
+    if opts.get("append_system_prompt"):
+        args.append(f"--append-system-prompt={opts['append_system_prompt']}")
+    for directory in str_list(opts.get("add_dirs")):
+        args.append(f"--add-dir={directory}")
+    if opts.get("mcp_config"):
+        args.append(f"--mcp-config={opts['mcp_config']}")
+    if start.resume:
+        args.append(f"--resume={start.resume}")
+    if start.cli_max_retries is not None:
+        env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
+    args.extend(start.extra_args)
+    return CommandSpec(
+        args=tuple(args),
+        stdin=stdin,
+        env=env,
+        unset_env=_UNSET_ENV,
+        warnings=tuple(warnings),
+    )
 
 
 def claude_failure_hint(result: RunResult) -> str | None:

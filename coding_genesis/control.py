@@ -106,7 +106,8 @@ class TurnEnded:
     """The running turn is over.
 
     ``how``: ``completed`` (the CLI answered; its result line, if any, is
-    forwarded too), ``interrupted`` (after :meth:`ControlProtocol.interrupt`),
+    forwarded too), ``interrupted`` (after :meth:`ControlProtocol.interrupt`,
+    or an answer whose decision has ``end_turn``: ``message`` is its message),
     ``failed`` (the CLI says the turn failed: ``message`` says why).
     """
 
@@ -117,7 +118,8 @@ class TurnEnded:
 @dataclass(frozen=True, slots=True)
 class Reply:
     """Objects the protocol must write now, unasked by us (a request of the CLI
-    we do not serve answered with an error, a ping answered)."""
+    we do not serve answered with an error, a ping answered, a question the
+    protocol settles itself: a call an "always" decision covers)."""
 
     objects: tuple[Outgoing, ...]
 

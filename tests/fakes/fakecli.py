@@ -47,6 +47,9 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"delete": "path"}              delete a file
   {"git_commit": "message"}       ``git add -A`` and ``git commit`` in the cwd
 
+Started with ``--input-format stream-json``, ``bin/claude`` runs ``fakecontrol.py``
+instead: claude's control protocol of a live session (its scenarios are in its docstring).
+
 ``FAKE_CLI_RECORD=path`` appends one JSON object per event of interest
 (argv, stdin length and sha256, signals received, pids of every process it
 starts: ``child``, ``grandchild``, ``intermediate``, ``bomb``) so tests can check them.

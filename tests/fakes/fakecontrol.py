@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""The fake ``claude`` speaking the stream-json control protocol (standard library only).
+
+``bin/claude`` runs this instead of ``fakecli.py`` when started with ``--input-format
+stream-json`` (as ``ClaudeControl.command()`` starts it).  It reads one JSON object per stdin
+line, as the real claude 2.1.330 does (see recordings/twoway): a ``control_request``
+``initialize`` is answered (its ``PreToolUse`` hook callback id kept), ``interrupt`` is
+acknowledged (and ends a running turn), any other request gets an error answer.  Each user
+message is a turn: ``system/init``, then what its text says, then a ``result``:
+
+  (any other text)     text ``fake claude got: <text>``, result success
+  ASK <Tool> <json>    asks about a tool call: a ``hook_callback`` when initialize registered the
+                       hook (as the real claude does), else a ``can_use_tool``; waits for the
+                       answer; says ``allowed <Tool> <input as answered, JSON>`` or ``denied
+                       <Tool>: <message>``; a deny with ``interrupt`` (or a hook's
+                       ``continue: false``) ends the turn as claude does (result
+                       ``error_during_execution``, or ``hook_stopped``)
+  GARBAGE              a non-JSON line, a control_request without request_id, one whose
+                       request is not an object, then a result
+  UNKNOWN_ID           a control_response for an id never sent, then a result
+  DIE                  exits 3 mid-turn (no result)
+  SILENCE              prints nothing more and ignores everything (even stdin's end)
+  SLEEP <n>            a Bash tool call running ``time.sleep(n)`` in a child process; done: result
+                       success; on ``interrupt``: the child killed, claude's refusal and
+                       ``[Request interrupted by user for tool use]``, result
+                       ``error_during_execution``
+  HANG_ASK             asks (like ASK) and ignores the answer; an interrupt cancels the question
+                       (``control_cancel_request``) and ends the turn
+
+An interrupt during ASK also cancels the question.  At the end of stdin it exits 1 if the last
+result was an error (as claude does), else 0.  ``FAKE_CLI_RECORD=path`` appends the argv, each
+stdin object (``stdin``) and each child's pid (``child``).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
+REFUSED = "The user doesn't want to proceed with this tool use. The tool use was rejected."
+INTERRUPTED = "[Request interrupted by user for tool use]"
+
+
+def record(**entry: Any) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    if path:
+        entry["pid"], entry["t"] = os.getpid(), time.time()
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+def emit(obj: dict[str, Any]) -> None:
+    os.write(1, (json.dumps(obj) + "\n").encode())
+
+
+def message(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": role,
+        "message": {"role": role, "content": list(blocks)},
+        "parent_tool_use_id": None,
+        "session_id": SESSION,
+    }
+
+
+def tool_result(call: str, text: str, is_error: bool = False) -> None:
+    emit(
+        message(
+            "user",
+            {"type": "tool_result", "tool_use_id": call, "content": text, "is_error": is_error},
+        )
+    )
+
+
+class Fake:
+    def __init__(self) -> None:
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.later: collections.deque[dict[str, Any]] = collections.deque()
+        self.hook_id: str | None = None
+        self.last_error = False
+        self.eof = False
+        self.count = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in sys.stdin.buffer:
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                record(stdin=obj)
+                self.inbox.put(obj)
+        self.inbox.put(None)
+
+    def next_id(self) -> str:
+        self.count += 1
+        return str(self.count)
+
+    def result(self, text: str | None, subtype: str = "success", **extra: Any) -> None:
+        self.last_error = subtype != "success"
+        emit(
+            {
+                "type": "result",
+                "subtype": subtype,
+                "is_error": self.last_error,
+                "result": text,
+                "session_id": SESSION,
+                "num_turns": 1,
+                "total_cost_usd": 0.0001,
+                "usage": {"input_tokens": 3, "output_tokens": 5},
+                "permission_denials": [],
+                **extra,
+            }
+        )
+
+    def interrupted(self, call: str) -> None:
+        tool_result(call, REFUSED, True)
+        emit(message("user", {"type": "text", "text": INTERRUPTED}))
+        self.result(None, "error_during_execution", terminal_reason="aborted_tools")
+
+    def serve(self, obj: dict[str, Any]) -> None:
+        """Answer a control request that is no interrupt."""
+        rid, request = obj.get("request_id"), obj.get("request") or {}
+        answer: dict[str, Any]
+        if request.get("subtype") == "initialize":
+            for matcher in (request.get("hooks") or {}).get("PreToolUse") or []:
+                self.hook_id = (matcher.get("hookCallbackIds") or [None])[0]
+            answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}
+        elif request.get("subtype") == "set_permission_mode":
+            answer = {"subtype": "success", "request_id": rid, "response": {}}
+        else:
+            error = f"Unsupported control request subtype: {request.get('subtype')}"
+            answer = {"subtype": "error", "request_id": rid, "error": error}
+        emit({"type": "control_response", "response": answer})
+
+    def wait(
+        self, want: str | None = None, child: subprocess.Popen[bytes] | None = None
+    ) -> tuple[str, Any]:
+        """Read stdin until the answer to ``want`` ("answer"), an interrupt, stdin's end
+        ("eof") or ``child``'s exit ("done")."""
+        while True:
+            if child is not None and child.poll() is not None:
+                return "done", child.returncode
+            try:
+                obj = self.inbox.get(timeout=0.05 if child is not None else None)
+            except queue.Empty:
+                continue
+            if obj is None:
+                self.eof = True
+                return "eof", None
+            kind, request = obj.get("type"), obj.get("request") or {}
+            if kind == "control_request" and request.get("subtype") == "interrupt":
+                answer = {"subtype": "success", "request_id": obj.get("request_id")}
+                emit({"type": "control_response", "response": {**answer, "response": {}}})
+                return "interrupt", None
+            if kind == "control_request":
+                self.serve(obj)
+            elif kind == "control_response":
+                response = obj.get("response") or {}
+                if want is not None and response.get("request_id") == want:
+                    return "answer", response
+            elif kind == "user":
+                self.later.append(obj)
+
+    def tool_use(self, tool: str, tool_input: dict[str, Any]) -> str:
+        call = f"toolu_fake_{self.next_id()}"
+        emit(
+            message(
+                "assistant", {"type": "tool_use", "id": call, "name": tool, "input": tool_input}
+            )
+        )
+        return call
+
+    def ask(self, tool: str, tool_input: dict[str, Any], call: str) -> str:
+        rid = f"fake-req-{self.next_id()}"
+        if self.hook_id is not None:
+            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
+            data |= {"cwd": os.getcwd(), "tool_name": tool, "tool_input": tool_input}
+            data["tool_use_id"] = call
+            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
+        else:
+            request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
+            request["decision_reason"] = "the fake CLI asks"
+        emit(
+            {
+                "type": "control_request",
+                "request_id": rid,
+                "request": {**request, "tool_use_id": call},
+            }
+        )
+        return rid
+
+    def turn(self, text: str) -> None:
+        emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
+        word, _, rest = text.strip().partition(" ")
+        if word == "ASK":
+            self.ask_turn(rest)
+        elif word == "HANG_ASK":
+            call = self.tool_use("Bash", {"command": "echo hang"})
+            rid = self.ask("Bash", {"command": "echo hang"}, call)
+            if self.wait()[0] == "interrupt":
+                emit({"type": "control_cancel_request", "request_id": rid})
+                self.interrupted(call)
+        elif word == "SLEEP":
+            self.sleep(float(rest or 600))
+        elif word == "GARBAGE":
+            os.write(1, b"this is not json\n")
+            emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
+            emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
+            self.result("garbage sent")
+        elif word == "UNKNOWN_ID":
+            answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
+            emit({"type": "control_response", "response": answer})
+            self.result("answered an id never sent")
+        elif word == "DIE":
+            os._exit(3)
+        elif word == "SILENCE":
+            while True:
+                time.sleep(3600)
+        else:
+            said = f"fake claude got: {text}"
+            emit(message("assistant", {"type": "text", "text": said}))
+            self.result(said)
+
+    def ask_turn(self, rest: str) -> None:
+        tool, _, raw = rest.partition(" ")
+        try:
+            tool_input = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            tool_input = {"raw": raw}
+        call = self.tool_use(tool, tool_input)
+        rid = self.ask(tool, tool_input, call)
+        got, answer = self.wait(rid)
+        if got == "interrupt":
+            emit({"type": "control_cancel_request", "request_id": rid})
+            self.interrupted(call)
+            return
+        if got == "eof":
+            return
+        out = answer.get("response") or {}
+        if answer.get("subtype") != "success":
+            allowed, message_, updated, stop = False, f"error: {answer.get('error')}", None, False
+        elif self.hook_id is not None:
+            specific = out.get("hookSpecificOutput") or {}
+            allowed = specific.get("permissionDecision") == "allow"
+            message_ = str(specific.get("permissionDecisionReason") or "")
+            updated, stop = specific.get("updatedInput"), out.get("continue") is False
+        else:
+            allowed, message_ = out.get("behavior") == "allow", str(out.get("message") or "")
+            updated, stop = out.get("updatedInput"), bool(out.get("interrupt"))
+        if allowed:
+            used = updated if updated is not None else tool_input
+            tool_result(call, "ok")
+            said = f"allowed {tool} {json.dumps(used, sort_keys=True)}"
+        elif stop and self.hook_id is not None:
+            tool_result(call, f"PreToolUse:{tool} hook error: {message_}", True)
+            self.result("", terminal_reason="hook_stopped")
+            return
+        elif stop:
+            self.interrupted(call)
+            return
+        else:
+            tool_result(call, message_, True)
+            said = f"denied {tool}: {message_}"
+        emit(message("assistant", {"type": "text", "text": said}))
+        self.result(said)
+
+    def sleep(self, seconds: float) -> None:
+        code = f"import time; time.sleep({seconds})"
+        call = self.tool_use("Bash", {"command": f"python3 -c '{code}'"})
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+        record(child=child.pid)
+        got, _ = self.wait(child=child)
+        if got == "done":
+            tool_result(call, "(Bash completed with no output)")
+            emit(message("assistant", {"type": "text", "text": f"slept {seconds:g} s"}))
+            self.result(f"slept {seconds:g} s")
+            return
+        child.kill()
+        child.wait()
+        if got == "interrupt":
+            self.interrupted(call)
+
+
+def main() -> int:
+    record(argv=sys.argv[1:], cwd=os.getcwd())
+    fake = Fake()
+    while not fake.eof:
+        obj = fake.later.popleft() if fake.later else fake.inbox.get()
+        if obj is None:
+            break
+        kind, request = obj.get("type"), obj.get("request") or {}
+        if kind == "control_request" and request.get("subtype") == "interrupt":
+            ack: dict[str, Any] = {
+                "subtype": "success",
+                "request_id": obj.get("request_id"),
+                "response": {},
+            }
+            emit({"type": "control_response", "response": ack})  # no turn to end
+        elif kind == "control_request":
+            fake.serve(obj)
+        elif kind == "user":
+            content = (obj.get("message") or {}).get("content")
+            if isinstance(content, list):
+                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+            fake.turn(str(content))
+    return 1 if fake.last_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
