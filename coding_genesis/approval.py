@@ -138,10 +138,10 @@ class Decision:
 
 #: What an approver may answer: a decision, True (allow) / False (deny), or
 #: None (not settled here: the next approver of a chain, else denied).
-Verdict: TypeAlias = "Decision | bool | None"
+Verdict: TypeAlias = Decision | bool | None
 
 #: An approver: a callable, sync or async, of one request.
-Approver: TypeAlias = Callable[[ApprovalRequest], "Verdict | Awaitable[Verdict]"]
+Approver: TypeAlias = Callable[[ApprovalRequest], Verdict | Awaitable[Verdict]]
 
 
 # -- the ready-made approvers ------------------------------------------------------
