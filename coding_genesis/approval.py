@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import itertools
 import os
 import re
+import shlex
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -169,7 +171,7 @@ def deny_commands(*patterns: str | re.Pattern[str]) -> Approver:
     whole command: ``"rm -rf *"``) or a compiled regex (searched anywhere).
 
     The command is split on ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines;
-    ``$(...)``, ``<(...)``, backticks and ``sh -c '...'`` are looked into;
+    ``$(...)``, ``<(...)``, backticks and ``bash -lc '...'`` are looked into;
     leading ``VAR=value`` assignments and wrappers (``sudo``, ``env``,
     ``nohup``, ``then``...) are tried with and without.  A convenience, not a
     security boundary: a command can be spelled in ways no pattern foresees
@@ -385,8 +387,9 @@ def _inside(path: str, root: str) -> bool:
 _SEPARATORS = re.compile(r"\|\||&&|[;|&\n]")
 #: ``$(``, ``<(``, ``>(``: substitutions whose inside is a command of its own.
 _OPENING = re.compile(r"[$<>]\(|`")
-#: ``sh -c '...'``: the quoted command of a shell.
-_SHELL_C = re.compile(r"""(?:^|\s)-c\s+(?:'([^']*)'|"([^"]*)")""")
+#: A shell's ``-c`` flag (``-c``, ``-lc``, ``-ec``): the next word is a command.
+_SHELL_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 #: Leading ``VAR=value`` assignments.
 _ASSIGNMENTS = re.compile(r"""^(?:[A-Za-z_]\w*=(?:'[^']*'|"[^"]*"|\S*)\s+)+""")
 #: Words that run the command after them.
@@ -418,8 +421,21 @@ def _simple_commands(text: str, depth: int = 0) -> Iterator[str]:
     if depth < 8:  # deeper nesting than any real command
         for found in inner:
             yield from _simple_commands(found, depth + 1)
-        for match in _SHELL_C.finditer(outer):
-            yield from _simple_commands(match.group(1) or match.group(2) or "", depth + 1)
+        for script in _shell_scripts(outer):
+            yield from _simple_commands(script, depth + 1)
+
+
+def _shell_scripts(text: str) -> Iterator[str]:
+    """The commands given to a shell with ``-c`` (codex runs ``/bin/bash -lc '...'``)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:  # unbalanced quotes: no script can be told apart
+        return
+    shell = False
+    for word, after in itertools.pairwise(words):
+        shell = shell or os.path.basename(word) in _SHELLS
+        if shell and _SHELL_C.fullmatch(word):
+            yield after
 
 
 def _substitutions(text: str) -> tuple[str, list[str]]:

@@ -164,6 +164,9 @@ def test_a_write_with_no_paths_is_denied_and_other_kinds_are_not_settled(tree: P
         "FOO=1 rm -rf build",
         "sudo rm -rf build",
         "bash -c 'ls; rm -rf build'",
+        # codex app-server 0.169 asks about its shell commands in this form (measured)
+        "/bin/bash -lc 'rm -rf build && ls'",
+        """/bin/bash -lc 'echo '"'"'a; b'"'"' && rm -rf build'""",
         "if true; then rm -rf build; fi",
     ],
 )
