@@ -86,10 +86,6 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
-    #: The caller interrupted a live session's turn; the session goes on (status 130).
-    INTERRUPTED = "interrupted"
-    #: The approver denied a tool call and ended the turn with it (status 1).
-    PERMISSION_DENIED = "permission_denied"
     #: A budget (coding_genesis._observers.budget) was spent: the process tree was stopped,
     #: or, for a run of a spent shared budget, nothing was started (status 1).
     BUDGET_EXCEEDED = "budget_exceeded"
@@ -101,6 +97,10 @@ class ErrorCode(enum.StrEnum):
     #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run,
     #: its branch was left as it was, the worktree was kept (status 1).
     WORKSPACE_TAMPERED = "workspace_tampered"
+    #: A turn of a live session was interrupted (status 130; the session goes on).
+    INTERRUPTED = "interrupted"
+    #: A refusal of a tool call ended the turn (status 1).
+    PERMISSION_DENIED = "permission_denied"
 
 
 class FailureCategory(enum.StrEnum):
