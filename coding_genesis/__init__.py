@@ -55,6 +55,18 @@ if TYPE_CHECKING:
         DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
         CodingGenesisAgent as CodingGenesisAgent,
     )
+    from coding_genesis.approval import (
+        ApprovalOption as ApprovalOption,
+        ApprovalRequest as ApprovalRequest,
+        Approver as Approver,
+        Decision as Decision,
+        ToolKind as ToolKind,
+        Verdict as Verdict,
+        allow_tools as allow_tools,
+        chain as chain,
+        deny_commands as deny_commands,
+        writes_under as writes_under,
+    )
     from coding_genesis.backend import (
         AttemptRequest as AttemptRequest,
         Backend as Backend,
@@ -171,6 +183,9 @@ _EXPORTS: dict[str, str] = {
     "AgentSettings": "options",
     "AgentState": "status",
     "AgentUsageError": "errors",
+    "ApprovalOption": "approval",
+    "ApprovalRequest": "approval",
+    "Approver": "approval",
     "AttemptEvent": "run_events",
     "AttemptRequest": "backend",
     "Backend": "backend",
@@ -187,6 +202,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "errors",
     "CostSource": "result",
     "DEFAULT_TIMEOUT": "agent",
+    "Decision": "approval",
     "EVENT_TYPES": "run_events",
     "ErrorCode": "status",
     "ErrorEvent": "events",
@@ -229,13 +245,18 @@ _EXPORTS: dict[str, str] = {
     "SupervisorConfig": "_supervision.process",
     "TextEvent": "events",
     "ToolCallEvent": "events",
+    "ToolKind": "approval",
     "ToolResultEvent": "events",
     "TranscriptObserver": "_observers.transcript",
     "Translator": "backend",
     "UnknownBackendError": "errors",
     "UsageEvent": "events",
+    "Verdict": "approval",
     "VirtualClock": "_util.clock",
+    "allow_tools": "approval",
     "available_backends": "backends",
+    "chain": "approval",
+    "deny_commands": "approval",
     "event_from_dict": "run_events",
     "format_failure_report": "_failures.report",
     "get_backend": "backends",
@@ -244,6 +265,7 @@ _EXPORTS: dict[str, str] = {
     "register_backend": "backends",
     "run_many": "batch",
     "run_many_sync": "batch",
+    "writes_under": "approval",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

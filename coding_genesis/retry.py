@@ -143,8 +143,11 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
     # A CLI that rewrote its repository: a person looks first.
     FailureCategory.WORKSPACE_TAMPERED: Action.ESCALATE,
+    # The caller's approver refused: its policy, so the caller decides (not an escalation).
+    FailureCategory.PERMISSION_DENIED: Action.FAIL,
     # Endings that are no failure of the run: the caller decides what comes next.
     FailureCategory.CANCELLED: Action.FAIL,
+    FailureCategory.INTERRUPTED: Action.FAIL,
     FailureCategory.BUSY: Action.FAIL,
     FailureCategory.DEGRADED: Action.FAIL,
     FailureCategory.NOT_STARTED: Action.FAIL,

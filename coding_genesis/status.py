@@ -29,7 +29,8 @@ class Status(enum.IntEnum):
     """
 
     OK = 0
-    #: The CLI failed: it reported an error, exited non-zero by itself, or did not finish.
+    #: The CLI failed: it reported an error, exited non-zero by itself, or did not finish
+    #: (or the approver refused a tool call and ended the turn).
     FAILED = 1
     #: The request itself is invalid (empty prompt, NUL byte, bad cwd).
     USAGE = 64
@@ -45,7 +46,7 @@ class Status(enum.IntEnum):
     NOT_EXECUTABLE = 126
     #: The CLI binary was not found.
     NOT_FOUND = 127
-    #: The run was cancelled by the caller (Ctrl-C).
+    #: The run was cancelled by the caller (Ctrl-C), or a live session's turn interrupted.
     CANCELLED = 130
 
     @staticmethod
@@ -128,6 +129,10 @@ class FailureCategory(enum.StrEnum):
     WORKSPACE_TAMPERED = "workspace_tampered"
     #: The caller cancelled the run (Ctrl-C, a cancelled task): not a failure of the run.
     CANCELLED = "cancelled"
+    #: The caller interrupted a live session's turn: not a failure of the turn.
+    INTERRUPTED = "interrupted"
+    #: The approver denied a tool call and ended the turn: the caller's policy, not the CLI's fault.
+    PERMISSION_DENIED = "permission_denied"
     #: The agent was busy with another request: nothing was started (status 75).
     BUSY = "busy"
     #: The agent is DEGRADED (circuit open): nothing was started (status 69).

@@ -157,6 +157,15 @@ def suggest_actions(
             "Inspect the kept worktree without running git in it (its .git is not ours)",
             "Remove the worktree by hand; the run's branch is as it was before the run",
         ]
+    if category is FailureCategory.PERMISSION_DENIED:
+        tools = ", ".join(dict.fromkeys(denied_tools)) or "the tool it refused"
+        return [
+            f"Allow {tools} in the approver (allow_tools, writes_under) if the task needs it",
+            "Or ask for work that does not need it",
+            "Continue the session: the turn's work so far is kept",
+        ]
+    if category is FailureCategory.INTERRUPTED:
+        return ["Send the next turn (or this one again) when wanted: the session goes on"]
     if category is FailureCategory.BUDGET_EXCEEDED:
         return [
             "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "

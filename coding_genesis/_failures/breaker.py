@@ -19,8 +19,10 @@ from coding_genesis.status import FailureCategory
 
 __all__ = ["NEUTRAL_ERRORS", "CircuitBreaker"]
 
-#: Error codes that say nothing about the backend's health (the request never reached it).
-NEUTRAL_ERRORS = frozenset({"invalid_request", "busy", "degraded"})
+#: Error codes that say nothing about the backend's health: the request never
+#: reached it, or the caller interrupted the turn (like a cancelled run, which
+#: the breaker never sees).
+NEUTRAL_ERRORS = frozenset({"invalid_request", "busy", "degraded", "interrupted"})
 
 _DEFAULT_TRIP_ON = frozenset({FailureCategory.NOT_FOUND, FailureCategory.AUTH})
 

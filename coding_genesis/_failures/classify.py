@@ -24,9 +24,10 @@ unknown         unknown      unknown      —               no: escalate
 =============== ============ ============ =============== ===============================
 
 (and, ours alone: ``workspace_tampered``, an isolated run's CLI replaced its
-worktree's ``.git``, escalated; the endings that are no failure of the run,
-``cancelled``, ``busy``, ``degraded`` and ``not_started``: not retried, the
-caller decides.)
+worktree's ``.git``, escalated; ``permission_denied``, the approver refused a
+tool call and ended the turn, not retried; the endings that are no failure of
+the run, ``cancelled``, ``interrupted``, ``busy``, ``degraded`` and
+``not_started``: not retried, the caller decides.)
 
 Evidence the run was stopped on (``RunResult.stopped_on``: the CLI's own retry
 events proved a failure no retry can fix, see
@@ -158,6 +159,8 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "busy": FailureCategory.BUSY,
     "degraded": FailureCategory.DEGRADED,
     "cancelled": FailureCategory.CANCELLED,
+    "interrupted": FailureCategory.INTERRUPTED,
+    "permission_denied": FailureCategory.PERMISSION_DENIED,
     "internal": FailureCategory.INTERNAL,
     "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
     "usage_limit": FailureCategory.NOT_STARTED,

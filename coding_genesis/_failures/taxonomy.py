@@ -36,6 +36,9 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     FailureCategory.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
     FailureCategory.CANCELLED: "the caller cancelled the run: run it again when wanted",
+    FailureCategory.INTERRUPTED: "the caller interrupted the turn: send the next turn when wanted",
+    FailureCategory.PERMISSION_DENIED: "the approver refused a tool call: the same turn is refused "
+    "again unless the approver or the request changes",
     FailureCategory.BUSY: "the agent was busy: send it again once the run in flight has ended",
     FailureCategory.DEGRADED: "the backend's circuit is open: send it again after the cooldown",
     FailureCategory.NOT_STARTED: "never started (a spent budget or a usage limit): raise the budget or "
@@ -89,17 +92,18 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.BUDGET_EXCEEDED: (None, None, None),
     FailureCategory.WORKSPACE_TAMPERED: (None, None, None),
     FailureCategory.CANCELLED: (None, None, None),
+    FailureCategory.INTERRUPTED: (None, None, None),
+    FailureCategory.PERMISSION_DENIED: (None, None, None),
     FailureCategory.BUSY: (None, None, None),
     FailureCategory.DEGRADED: (None, None, None),
     FailureCategory.NOT_STARTED: (None, None, None),
     FailureCategory.UNKNOWN: ("unknown", "unknown", None),
 }
 
+#: Every category's own value names it (last: it wins over the other vocabularies).
 _ALIASES: dict[str, FailureCategory] = {
-    **{c.value: c for c in FailureCategory},
     **{name: c for c, names in SPEC_NAMES.items() for name in names if name},
     "partial_success": FailureCategory.PARTIAL,
-    "permission_denied": FailureCategory.AUTH,
     "unauthorized": FailureCategory.AUTH,
     "authentication": FailureCategory.AUTH,
     "forbidden": FailureCategory.AUTH,
@@ -113,6 +117,7 @@ _ALIASES: dict[str, FailureCategory] = {
     "quota": FailureCategory.RATE_LIMIT,
     "context_length_exceeded": FailureCategory.CONTEXT_OVERFLOW,
     "prompt_too_long": FailureCategory.CONTEXT_OVERFLOW,
+    **{c.value: c for c in FailureCategory},
 }
 
 
@@ -147,6 +152,9 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced its worktree's git repository; its work was "
     "not read or committed.",
     FailureCategory.CANCELLED: "The run was cancelled before it finished.",
+    FailureCategory.INTERRUPTED: "The turn was interrupted before it finished; the session goes on.",
+    FailureCategory.PERMISSION_DENIED: "A tool call the coding agent asked for was refused, which "
+    "ended the turn.",
     FailureCategory.BUSY: "The coding agent was busy with another request; this one was not started.",
     FailureCategory.DEGRADED: "The coding agent is paused after repeated failures; this request was not "
     "started.",
@@ -173,6 +181,9 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     FailureCategory.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
     FailureCategory.CANCELLED: "Run it again if it is still wanted.",
+    FailureCategory.INTERRUPTED: "Send the next turn (or the same one again) when wanted.",
+    FailureCategory.PERMISSION_DENIED: "Allow the tool in the approver, or ask for work that does "
+    "not need it.",
     FailureCategory.BUSY: "Send it again once the agent's current run has ended.",
     FailureCategory.DEGRADED: "Send it again after the cooldown, once the backend works again.",
     FailureCategory.NOT_STARTED: "Raise the budget or wait for the usage limit to reset, then run it.",
@@ -212,6 +223,10 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced the git repository of its workspace, so its "
     "work was neither read nor committed. The workspace was kept for inspection.",
     FailureCategory.CANCELLED: "The request was cancelled before the coding agent finished.",
+    FailureCategory.INTERRUPTED: "The turn was interrupted before the coding agent finished. The "
+    "session can go on with the next turn.",
+    FailureCategory.PERMISSION_DENIED: "The coding agent needed a tool call that was not allowed, so "
+    "the turn ended. Allow the tool, or ask for work that does not need it.",
     FailureCategory.BUSY: "The coding agent is busy with another request. Please try again in a moment.",
     FailureCategory.DEGRADED: "The coding agent is paused after repeated failures. Please try again after a "
     "short while.",

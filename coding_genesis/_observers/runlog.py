@@ -266,10 +266,15 @@ def blocker_key(text: str) -> str:
     return text
 
 
-#: Endings that are no failure of the run: counted apart from the failures.
-_NOT_FAILURES = {"cancelled": "cancelled", "not_started": "not_started"}
+#: Endings that are no failure of the run: counted apart from the failures (an
+#: interrupted turn with the cancelled runs: the caller stopped both).
+_NOT_FAILURES = {"cancelled": "cancelled", "interrupted": "cancelled", "not_started": "not_started"}
 #: The same, read from the error code of a record written before its category existed.
-_NOT_FAILURE_ERRORS = {"cancelled": "cancelled", "usage_limit": "not_started"}
+_NOT_FAILURE_ERRORS = {
+    "cancelled": "cancelled",
+    "interrupted": "cancelled",
+    "usage_limit": "not_started",
+}
 
 
 def ending(record: Mapping[str, Any]) -> str:
@@ -294,9 +299,9 @@ def failure_stats(
 
     ``since_s=None`` covers the whole log.  Rates are fractions (0.25 = 25%):
     ``failure_rate`` of runs that failed, per category its ``share`` of the
-    failures and its ``rate`` over all runs.  Cancelled runs and runs never
-    started (a spent budget, a usage limit) are counted apart (``cancelled``,
-    ``not_started``), not as failures.
+    failures and its ``rate`` over all runs.  Cancelled runs (and interrupted
+    turns) and runs never started (a spent budget, a usage limit) are counted
+    apart (``cancelled``, ``not_started``), not as failures.
     """
     log_path: Path | None = Path(os.fspath(path))
     clock = time.time() if now is None else now

@@ -329,3 +329,27 @@ def test_cancelled_and_not_started_runs_are_counted_apart(tmp_path: Path) -> Non
     assert text.splitlines()[0] == (
         "Runs in all time: 6, failed: 1 (16.7%), cancelled: 2, not started: 2"
     )
+
+
+def test_an_interrupted_turn_is_counted_apart_and_a_refused_one_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    """A turn the caller interrupted is no failure (with the cancelled runs); a turn
+    the approver ended by a refusal failed, in its own category."""
+    log = tmp_path / "runs.jsonl"
+    for run_id, status, error in (
+        ("interrupted", 130, "interrupted"),
+        ("refused", 1, "permission_denied"),
+    ):
+        response = {
+            "run_id": run_id,
+            "backend": "codex",
+            "status": status,
+            "is_error": True,
+            "error": error,
+            "failure": {"category": error},
+        }
+        append_run(log, run_record(response, now=NOW - 60))
+    stats = failure_stats(log, since_s=None, now=NOW)
+    assert stats["runs"] == 2 and stats["failures"] == 1 and stats["cancelled"] == 1
+    assert stats["by_category"] == {"permission_denied": {"count": 1, "share": 1.0, "rate": 0.5}}

@@ -15,6 +15,8 @@ from coding_genesis import (
     AGENT_DEFAULT,
     AgentConfig,
     AgentSettings,
+    ApprovalRequest,
+    Approver,
     AttemptRequest,
     Backend,
     Budget,
@@ -22,6 +24,7 @@ from coding_genesis import (
     CircuitBreaker,
     CodingGenesisAgent,
     CostSource,
+    Decision,
     ErrorCode,
     Event,
     EventStream,
@@ -40,8 +43,12 @@ from coding_genesis import (
     Subscription,
     TranscriptObserver,
     Translator,
+    Verdict,
     VirtualClock,
+    allow_tools,
     available_backends,
+    chain,
+    deny_commands,
     event_from_dict,
     format_failure_report,
     get_backend,
@@ -50,7 +57,9 @@ from coding_genesis import (
     register_backend,
     run_many,
     run_many_sync,
+    writes_under,
 )
+from coding_genesis.approval import Decided, decide
 from coding_genesis.options import AgentDefault
 
 
@@ -126,6 +135,24 @@ async def entry_points(policy: RetryPolicy, breaker: CircuitBreaker, budget: Bud
     assert_type(failure, ChildFailure)
 
 
+def mine(request: ApprovalRequest) -> Verdict:
+    """A sync approver: a decision, a bool, or None (not settled here)."""
+    return Decision.deny("no", end_turn=True) if request.kind == "write" else None
+
+
+async def theirs(request: ApprovalRequest) -> Verdict:
+    """An async approver."""
+    return True
+
+
+async def approvers() -> None:
+    policy = chain(mine, theirs, allow_tools("Read"), deny_commands("rm *"), writes_under("/tmp"))
+    assert_type(policy, Approver)
+    request = ApprovalRequest("Bash", {"command": "ls"}, kind="command", command="ls")
+    assert_type(await decide(policy, request, timeout=30), Decided)
+    assert_type(Decision.allow(always=True).allowed, bool)
+
+
 async def misuses(agent: CodingGenesisAgent, translator: Translator, response: RunResponse) -> None:
     """One misuse per closed vocabulary; each ignore must be needed."""
     CodingGenesisAgent("failer", permissions="admin")  # type: ignore[arg-type]
@@ -143,3 +170,4 @@ async def misuses(agent: CodingGenesisAgent, translator: Translator, response: R
     CodingGenesisAgent("failer", timout=3)  # type: ignore[call-arg]
     RunSpec(prompt="p", backend="failer", unknown=1)  # type: ignore[call-arg]
     response["no_such_key"]  # type: ignore[typeddict-item]
+    ApprovalRequest("Bash", {}, kind="shell")  # type: ignore[arg-type]
