@@ -13,7 +13,14 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    Permissions,
+    Translator,
+)
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -29,7 +36,14 @@ from coding_genesis.result import RunResult
 
 from ._common import PROXY_ENV, as_int, preview
 
-__all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
+__all__ = [
+    "CodexBackend",
+    "CodexTranslator",
+    "codex_failure_hint",
+    "codex_overrides",
+    "codex_sandbox",
+    "http_status",
+]
 
 #: permissions= → codex's sandbox (enforced by codex for the commands it runs).
 _SANDBOX = {
@@ -77,6 +91,56 @@ def codex_failure_hint(result: RunResult) -> str | None:
     return None
 
 
+def codex_sandbox(
+    permissions: Permissions | None, options: Mapping[str, Any]
+) -> tuple[str | None, list[str]]:
+    """The sandbox codex runs commands in (``permissions=`` wins over the
+    ``sandbox`` option; None: codex's default) and the warning when both are
+    set.  Shared by ``codex exec`` and ``codex app-server``."""
+    chosen = options.get("sandbox")
+    if permissions is None:
+        return (str(chosen) if chosen else None), []
+    warnings = []
+    if chosen:
+        warnings.append(
+            f"option sandbox={chosen!r} ignored: permissions={permissions!r} sets the sandbox"
+        )
+    return _SANDBOX[permissions], warnings
+
+
+def codex_overrides(
+    options: Mapping[str, Any], max_turns: int | None, cli_max_retries: int | None
+) -> tuple[list[str], list[str]]:
+    """The ``-c key=value`` arguments (the ``config`` option, the retry cap) and
+    the warnings of what codex cannot honor.  Shared by ``codex exec`` and
+    ``codex app-server`` (which takes ``-c`` but neither ``-m`` nor ``-s``)."""
+    args: list[str] = []
+    warnings: list[str] = []
+    config = options.get("config")
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            args += ["-c", f"{key}={value}"]
+    if max_turns is not None:
+        warnings.append(f"max_turns={max_turns} not honored: codex has no turn limit")
+    if cli_max_retries is not None:
+        provider = config.get("model_provider") if isinstance(config, Mapping) else None
+        if isinstance(provider, str) and provider:
+            n = cli_max_retries
+            args += [
+                "-c",
+                f"model_providers.{provider}.request_max_retries={n}",
+                "-c",
+                f"model_providers.{provider}.stream_max_retries={n}",
+            ]
+        else:
+            warnings.append(
+                f"cli_max_retries={cli_max_retries} not honored: codex caps "
+                "retries per model provider; name it with "
+                "options={'config': {'model_provider': NAME}}"
+            )
+    return args, warnings
+
+
 class CodexBackend(Backend):
     name = "codex"
     executable = "codex"
@@ -110,42 +174,16 @@ class CodexBackend(Backend):
     def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
-        warnings: list[str] = []
         if request.model:
             args += ["-m", request.model]
-        if request.permissions is not None:
-            args += ["-s", _SANDBOX[request.permissions]]
-            if opts.get("sandbox"):
-                warnings.append(
-                    f"option sandbox={opts['sandbox']!r} ignored: "
-                    f"permissions={request.permissions!r} sets the sandbox"
-                )
-        elif opts.get("sandbox"):
-            args += ["-s", str(opts["sandbox"])]
+        sandbox, warnings = codex_sandbox(request.permissions, opts)
+        if sandbox:
+            args += ["-s", sandbox]
         if opts.get("profile"):
             args += ["-p", str(opts["profile"])]
-        config = opts.get("config")
-        if isinstance(config, Mapping):
-            for key, value in config.items():
-                args += ["-c", f"{key}={value}"]
-        if request.max_turns is not None:
-            warnings.append(f"max_turns={request.max_turns} not honored: codex has no turn limit")
-        if request.cli_max_retries is not None:
-            provider = config.get("model_provider") if isinstance(config, Mapping) else None
-            if isinstance(provider, str) and provider:
-                n = request.cli_max_retries
-                args += [
-                    "-c",
-                    f"model_providers.{provider}.request_max_retries={n}",
-                    "-c",
-                    f"model_providers.{provider}.stream_max_retries={n}",
-                ]
-            else:
-                warnings.append(
-                    f"cli_max_retries={request.cli_max_retries} not honored: codex caps "
-                    "retries per model provider; name it with "
-                    "options={'config': {'model_provider': NAME}}"
-                )
+        overrides, more = codex_overrides(opts, request.max_turns, request.cli_max_retries)
+        args += overrides
+        warnings += more
         args.extend(request.extra_args)
         if request.resume_session:
             args += ["resume", request.resume_session]
