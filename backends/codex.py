@@ -18,7 +18,6 @@ from coding_genesis.backend import (
     Backend,
     CommandSpec,
     OptionSpec,
-    Permissions,
     Translator,
 )
 from coding_genesis.events import (
@@ -34,30 +33,16 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
+from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status
 from ._common import PROXY_ENV, as_int, preview
+from .codex_control import CodexAppServer
 
-__all__ = [
-    "CodexBackend",
-    "CodexTranslator",
-    "codex_failure_hint",
-    "codex_overrides",
-    "codex_sandbox",
-    "http_status",
-]
-
-#: permissions= → codex's sandbox (enforced by codex for the commands it runs).
-_SANDBOX = {
-    "read-only": "read-only",
-    "edit": "workspace-write",
-    "full": "danger-full-access",
-}
+__all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
 #: "Reconnecting... 2/5 (...)": codex retrying the API by itself (not fatal).
 _RECONNECTING = re.compile(r"^Reconnecting\.\.\.\s*(\d+)/(\d+)")
-#: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
-_STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")
 
 #: Messages whose meaning codex words itself, most specific first.
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -75,12 +60,6 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
-def http_status(message: str) -> int | None:
-    """The HTTP status a codex error message names, if any."""
-    match = _STATUS.search(message)
-    return int(match.group(1)) if match else None
-
-
 def codex_failure_hint(result: RunResult) -> str | None:
     """Category from codex's own words for its failure (turn.failed, last error line)."""
     texts = [result.message, *reversed(result.cli_errors)]
@@ -89,56 +68,6 @@ def codex_failure_hint(result: RunResult) -> str | None:
             if text and pattern.search(text):
                 return category
     return None
-
-
-def codex_sandbox(
-    permissions: Permissions | None, options: Mapping[str, Any]
-) -> tuple[str | None, list[str]]:
-    """The sandbox codex runs commands in (``permissions=`` wins over the
-    ``sandbox`` option; None: codex's default) and the warning when both are
-    set.  Shared by ``codex exec`` and ``codex app-server``."""
-    chosen = options.get("sandbox")
-    if permissions is None:
-        return (str(chosen) if chosen else None), []
-    warnings = []
-    if chosen:
-        warnings.append(
-            f"option sandbox={chosen!r} ignored: permissions={permissions!r} sets the sandbox"
-        )
-    return _SANDBOX[permissions], warnings
-
-
-def codex_overrides(
-    options: Mapping[str, Any], max_turns: int | None, cli_max_retries: int | None
-) -> tuple[list[str], list[str]]:
-    """The ``-c key=value`` arguments (the ``config`` option, the retry cap) and
-    the warnings of what codex cannot honor.  Shared by ``codex exec`` and
-    ``codex app-server`` (which takes ``-c`` but neither ``-m`` nor ``-s``)."""
-    args: list[str] = []
-    warnings: list[str] = []
-    config = options.get("config")
-    if isinstance(config, Mapping):
-        for key, value in config.items():
-            args += ["-c", f"{key}={value}"]
-    if max_turns is not None:
-        warnings.append(f"max_turns={max_turns} not honored: codex has no turn limit")
-    if cli_max_retries is not None:
-        provider = config.get("model_provider") if isinstance(config, Mapping) else None
-        if isinstance(provider, str) and provider:
-            n = cli_max_retries
-            args += [
-                "-c",
-                f"model_providers.{provider}.request_max_retries={n}",
-                "-c",
-                f"model_providers.{provider}.stream_max_retries={n}",
-            ]
-        else:
-            warnings.append(
-                f"cli_max_retries={cli_max_retries} not honored: codex caps "
-                "retries per model provider; name it with "
-                "options={'config': {'model_provider': NAME}}"
-            )
-    return args, warnings
 
 
 class CodexBackend(Backend):
@@ -155,7 +84,7 @@ class CodexBackend(Backend):
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
-    permission_levels = frozenset(_SANDBOX)
+    permission_levels = frozenset(SANDBOX)
     notes = (
         "no turn limit: max_turns= is reported as not honored",
         "API retries are capped per model provider (-c model_providers.NAME."
@@ -197,6 +126,10 @@ class CodexBackend(Backend):
 
     def failure_hint(self, result: RunResult) -> str | None:
         return codex_failure_hint(result)
+
+    def control(self) -> CodexAppServer:
+        """A live session over ``codex app-server`` (JSON-RPC, can steer)."""
+        return CodexAppServer()
 
 
 class CodexTranslator(Translator):
