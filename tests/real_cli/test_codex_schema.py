@@ -30,7 +30,7 @@ UNIONS = {
 
 def method_names(union: dict[str, Any]) -> list[str]:
     """The ``method`` of each message a generated union (``ClientRequest.json``...) lists."""
-    names = []
+    names: list[str] = []
     for alternative in union.get("oneOf", []):
         enum = alternative.get("properties", {}).get("method", {}).get("enum", [])
         names.extend(str(name) for name in enum)
