@@ -36,7 +36,7 @@ from ._codex import codex_overrides, codex_sandbox
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 
-__all__ = ["NOT_SERVED", "CodexAppServer"]
+__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
 
 #: The JSON-RPC error code a request we do not serve is answered with.
 NOT_SERVED = -32601
@@ -45,7 +45,7 @@ _INVALID_PARAMS = -32602
 #: Notifications ignored here but asked for by nobody: codex is told not to
 #: send them (``optOutNotificationMethods``), which also spares a long
 #: command's streamed output.  What is left of a message is its completed item.
-_OPT_OUT = (
+OPT_OUT = (
     "remoteControl/status/changed",
     "item/agentMessage/delta",
     "item/reasoning/summaryTextDelta",
@@ -58,7 +58,7 @@ _OPT_OUT = (
 
 #: Notifications that belong to a turn: forwarded to the translator (which
 #: makes events of some and nothing of the rest, as transcripts keep them).
-_FORWARDED = frozenset(
+FORWARDED = frozenset(
     {
         "error",
         "thread/started",
@@ -170,7 +170,7 @@ class CodexAppServer(ControlProtocol):
                 "initialize",
                 {
                     "clientInfo": {"name": "coding-genesis", "version": "1"},
-                    "capabilities": {"optOutNotificationMethods": list(_OPT_OUT)},
+                    "capabilities": {"optOutNotificationMethods": list(OPT_OUT)},
                 },
             )
         ]
@@ -386,15 +386,15 @@ class CodexAppServer(ControlProtocol):
             started = self._turn_started(tid) if isinstance(tid, str) and tid else ()
             return (FORWARD, *started)
         if method == "turn/completed":
+            if not isinstance(params.get("turn"), Mapping):
+                return (ProtocolFault("turn/completed without a turn"),)
             return (FORWARD, *self._turn_completed(params))
-        if method in _FORWARDED:
+        if method in FORWARDED:
             return (FORWARD,)
         return (Unknown(method),)
 
     def _turn_completed(self, params: Mapping[str, Any]) -> Sequence[Incoming]:
-        turn = params.get("turn")
-        if not isinstance(turn, Mapping):
-            return (ProtocolFault("turn/completed without a turn"),)
+        turn = params["turn"]
         tid = turn.get("id")
         if not self.turn_running or (self.turn_id is not None and tid != self.turn_id):
             return ()  # not the running turn (a late one)
