@@ -396,8 +396,8 @@ class CodexAppServer(ControlProtocol):
     def _turn_completed(self, params: Mapping[str, Any]) -> Sequence[Incoming]:
         turn = params["turn"]
         tid = turn.get("id")
-        if not self.turn_running or (self.turn_id is not None and tid != self.turn_id):
-            return ()  # not the running turn (a late one)
+        if not self.turn_running or self.turn_id is None or tid != self.turn_id:
+            return ()  # not the running turn: an older one (its end came late), or none
         self.turn_running = self._turn_active = False
         self.turn_id = None
         self._changes.clear()

@@ -13,6 +13,7 @@ decides and ends a turn at ``TurnEnded``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -27,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from coding_genesis.approval import Decision
+from coding_genesis.backend import Translator
 from coding_genesis.backends.codex_control import CodexAppServer
 from coding_genesis.control import (
+    FORWARD,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
@@ -37,9 +40,11 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
 )
+from coding_genesis.events import Event
 from coding_genesis.options import Permissions
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import (
+    MARKER_ENV,
     codex_env,
     find_codex,
     kill_marked,
@@ -60,31 +65,51 @@ During = Callable[["Session", dict[str, Any]], None]
 
 
 class Session:
-    """One ``codex app-server`` process driven by one :class:`CodexAppServer`."""
+    """One ``codex app-server`` process (``program``: the real one or the fake) driven by
+    one :class:`CodexAppServer`; ``events`` are the running turn's, from its translator."""
 
-    def __init__(self, codex: str, server: FakeModelServer, tmp: Path, start: SessionStart) -> None:
+    def __init__(
+        self,
+        program: str,
+        start: SessionStart,
+        env: dict[str, str],
+        stderr: Path,
+        server: FakeModelServer | None = None,
+    ) -> None:
         self.protocol = CodexAppServer()
         self.server = server
-        self.tmp = tmp
-        self.marker = f"codexctl-{uuid.uuid4().hex[:8]}"
+        self.marker = env.get(MARKER_ENV, "")
         self.lines: list[dict[str, Any]] = []
         self.start = start
-        home = write_codex_home(tmp / "codex_home", server.url)
-        env = codex_env(home, marker=self.marker)
-        node = repo_root() / ".tools" / "node_modules" / "node" / "bin"
-        env["PATH"] = f"{node}{os.pathsep}{env.get('PATH', '')}"
+        self.events: list[Event] = []
+        self._translator: Translator | None = None
+        self._asked = 0  # the model requests before the running turn
+        self._began = 0.0
         spec = self.protocol.command(start)
         self.t0 = time.monotonic()
+        self._stderr = stderr.open("wb")
         self.proc = subprocess.Popen(
-            [codex, *spec.args],
+            [program, *spec.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=(tmp / "stderr").open("wb"),
+            stderr=self._stderr,
             env=env,
             cwd=start.cwd,
         )
         self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def real(cls, codex: str, server: FakeModelServer, tmp: Path, start: SessionStart) -> Session:
+        """The real codex, against ``server``, with a private ``CODEX_HOME`` under ``tmp``."""
+        env = codex_env(
+            write_codex_home(tmp / "codex_home", server.url),
+            marker=f"codexctl-{uuid.uuid4().hex[:8]}",
+        )
+        node = repo_root() / ".tools" / "node_modules" / "node" / "bin"
+        env["PATH"] = f"{node}{os.pathsep}{env.get('PATH', '')}"
+        return cls(codex, start, env, tmp / "stderr", server)
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -129,17 +154,37 @@ class Session:
                     raise RuntimeError(meaning.message)
 
     def turn(
-        self, prompt: str, decide: Decide | None = None, during: During | None = None
+        self,
+        prompt: str,
+        decide: Decide | None = None,
+        during: During | None = None,
+        timeout: float = TURN_TIMEOUT,
     ) -> TurnEnded:
         """One turn: the prompt written, approval requests answered, until it ends."""
-        asked = len(self.server.model_requests())
+        self.begin(prompt)
+        return self.finish(decide, during, timeout)
+
+    def begin(self, prompt: str) -> None:
+        self._asked = len(self.server.model_requests()) if self.server else 0
+        self._began = time.monotonic()
         self.write(self.protocol.begin_turn(prompt))
-        began = time.monotonic()
-        deadline = began + TURN_TIMEOUT
+        self._translator = self.protocol.translator()
+        self.events = []
+
+    def finish(
+        self,
+        decide: Decide | None = None,
+        during: During | None = None,
+        timeout: float = TURN_TIMEOUT,
+    ) -> TurnEnded:
+        """Read until the running turn ends (``queue.Empty`` after ``timeout`` s of it)."""
+        deadline = time.monotonic() + timeout
         while True:
             obj = self.next_message(deadline)
             for meaning in self.protocol.receive(obj):
-                if isinstance(meaning, Reply):
+                if meaning is FORWARD and self._translator is not None:
+                    self.events.extend(self._translator.translate(obj))
+                elif isinstance(meaning, Reply):
                     self.write(meaning.objects)
                 elif isinstance(meaning, PermissionAsk):
                     decision = decide(meaning) if decide else Decision.deny(reason="no approver")
@@ -147,11 +192,12 @@ class Session:
                 elif isinstance(meaning, ProtocolFault):
                     self.note(fault=meaning.message)
                 elif isinstance(meaning, TurnEnded):
+                    asked = len(self.server.model_requests()) if self.server else 0
                     self.note(
                         turn_ended=meaning.how,
                         message=meaning.message,
-                        seconds=round(time.monotonic() - began, 3),
-                        model_requests=len(self.server.model_requests()) - asked,
+                        seconds=round(time.monotonic() - self._began, 3),
+                        model_requests=asked - self._asked,
                     )
                     return meaning
             if during is not None:
@@ -169,8 +215,21 @@ class Session:
             self.proc.kill()
             code = self.proc.wait()
         self.note(exit_code=code, exit_seconds=round(time.monotonic() - began, 3))
-        self.note(left_running=len(kill_marked(self.marker)))
+        if self.marker:
+            self.note(left_running=len(kill_marked(self.marker)))
+        self.release()
         return code
+
+    def release(self) -> None:
+        """The process killed if it still runs, reaped, and our ends of its pipes closed."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._reader.join(5)  # it reads to EOF before its pipe is closed
+        for pipe in (self.proc.stdin, self.proc.stdout, self._stderr):
+            if pipe is not None and not pipe.closed:
+                with contextlib.suppress(BrokenPipeError):  # a flush to a process gone
+                    pipe.close()
 
 
 def _save(name: str, tmp: Path, lines: list[dict[str, Any]]) -> Path:
@@ -209,7 +268,9 @@ def _one(
     approvals: bool = False,
     permissions: Permissions | None = "edit",
 ) -> Session:
-    session = Session(codex, server, tmp, _start(tmp, approvals=approvals, permissions=permissions))
+    session = Session.real(
+        codex, server, tmp, _start(tmp, approvals=approvals, permissions=permissions)
+    )
     session.open()
     for prompt, decide, during in prompts:
         session.turn(prompt, decide, during)
@@ -294,7 +355,7 @@ def interrupt(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, 
         state["sent"] = time.monotonic()
         session.write(session.protocol.interrupt())
 
-    session = Session(codex, server, tmp, _start(tmp, permissions="full"))
+    session = Session.real(codex, server, tmp, _start(tmp, permissions="full"))
     session.open()
     session.turn("SCENARIO:sleep 600", None, during)
     session.note(
@@ -310,7 +371,7 @@ def interrupt(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, 
 
 def interrupt_early(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, Any]]:
     """``interrupt()`` before the turn id is known: the wish goes out through a Reply."""
-    session = Session(codex, server, tmp, _start(tmp, permissions="full"))
+    session = Session.real(codex, server, tmp, _start(tmp, permissions="full"))
     session.open()
     session.write(session.protocol.begin_turn("SCENARIO:sleep 600"))
     session.note(interrupt_before_turn_id=session.protocol.interrupt())
@@ -342,7 +403,7 @@ def steer(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, Any]
             steered.append(True)
             session.write(session.protocol.steer("SCENARIO:text Steered answer."))
 
-    session = Session(codex, server, tmp, _start(tmp, permissions="full"))
+    session = Session.real(codex, server, tmp, _start(tmp, permissions="full"))
     session.open()
     session.turn("SCENARIO:sleep 2", None, during)
     last = server.model_requests()[-1].body or {}
@@ -364,11 +425,11 @@ def steer(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, Any]
 
 def resume(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, Any]]:
     """A thread closed with its process, resumed by ``thread/resume`` in a new one."""
-    first = Session(codex, server, tmp, _start(tmp, permissions="edit"))
+    first = Session.real(codex, server, tmp, _start(tmp, permissions="edit"))
     thread = first.open()
     first.turn("SCENARIO:text Remember the word apple.")
     first.close()
-    second = Session(codex, server, tmp, _start(tmp, permissions="edit", resume=thread))
+    second = Session.real(codex, server, tmp, _start(tmp, permissions="edit", resume=thread))
     second.open()
     second.turn("SCENARIO:text I remember.")
     body = server.model_requests()[-1].body or {}
