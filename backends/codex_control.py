@@ -56,8 +56,10 @@ OPT_OUT = (
     "item/fileChange/outputDelta",
 )
 
-#: Notifications that belong to a turn: forwarded to the translator (which
-#: makes events of some and nothing of the rest, as transcripts keep them).
+#: The notifications of a session we know (every one codex 0.169 sent in our
+#: recordings among them): forwarded to the translator, which makes events of
+#: some and nothing of the rest (transcripts keep them).  Any other is
+#: :class:`Unknown`, a sign of a newer codex.
 FORWARDED = frozenset(
     {
         "error",
@@ -73,6 +75,9 @@ FORWARDED = frozenset(
         "item/mcpToolCall/progress",
         "item/fileChange/patchUpdated",
         "serverRequest/resolved",
+        "account/rateLimits/updated",
+        "mcpServer/startupStatus/updated",
+        "thread/goal/cleared",
         "model/rerouted",
         "warning",
         "configWarning",

@@ -365,6 +365,12 @@ def test_what_codex_wrote_matches_the_schema() -> None:
     assert seen == set(files)
 
 
+def test_every_notification_recorded_is_known() -> None:
+    for name in ALL:
+        unknown = [m for m in replay(name).meanings if isinstance(m, Unknown)]
+        assert unknown == [], name
+
+
 def test_the_method_names_the_codec_knows_exist() -> None:
     names = json.loads((SCHEMAS / "methods.json").read_text(encoding="utf-8"))
     assert set(FORWARDED) <= set(names["serverNotifications"])
@@ -538,7 +544,7 @@ def test_a_file_change_it_was_not_told_of_has_no_paths() -> None:
 
 def test_unknown_and_foreign_notifications() -> None:
     protocol = ready()
-    assert only(protocol.receive({"method": "thread/goal/cleared", "params": {}}), Unknown).type
+    assert only(protocol.receive({"method": "made/up", "params": {}}), Unknown).type == "made/up"
     other = {"method": "turn/completed", "params": {"threadId": "x", "turn": {"id": "u"}}}
     only(protocol.receive(other), Unknown)
     assert protocol.turn_running  # another thread's turn did not end ours
