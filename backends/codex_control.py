@@ -115,7 +115,7 @@ class CodexAppServer(ControlProtocol):
     Approvals: with ``start.approvals`` the thread's ``approvalPolicy`` is
     ``untrusted``, under which codex 0.169 asks before every shell command
     and every patch, whatever the sandbox (an approved command runs outside
-    the sandbox).  Without approvals the policy is ``never`` (as ``codex
+    it: an approved ``touch`` wrote under ``read-only``).  Without approvals the policy is ``never`` (as ``codex
     exec``) and ``permissions=`` picks the sandbox.  A decision's ``input``
     and ``message`` cannot reach codex (its answer is one word: ``accept``,
     ``acceptForSession``, ``decline``, ``cancel``); ``end_turn`` is
@@ -169,12 +169,14 @@ class CodexAppServer(ControlProtocol):
         return AppServerTranslator(baseline=self._usage_total)
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
+        from coding_genesis import __version__  # the package metadata, read once a session
+
         self._start = start
         return [
             self._call(
                 "initialize",
                 {
-                    "clientInfo": {"name": "coding-genesis", "version": "1"},
+                    "clientInfo": {"name": "coding-genesis", "version": __version__},
                     "capabilities": {"optOutNotificationMethods": list(OPT_OUT)},
                 },
             )
