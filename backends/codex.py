@@ -13,7 +13,13 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    Translator,
+)
 from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
@@ -27,23 +33,16 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
+from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status
 from ._common import PROXY_ENV, as_int, preview
+from .codex_control import CodexAppServer
 
 __all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
-
-#: permissions= → codex's sandbox (enforced by codex for the commands it runs).
-_SANDBOX = {
-    "read-only": "read-only",
-    "edit": "workspace-write",
-    "full": "danger-full-access",
-}
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
 #: "Reconnecting... 2/5 (...)": codex retrying the API by itself (not fatal).
 _RECONNECTING = re.compile(r"^Reconnecting\.\.\.\s*(\d+)/(\d+)")
-#: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
-_STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")
 
 #: Messages whose meaning codex words itself, most specific first.
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -59,12 +58,6 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
-
-
-def http_status(message: str) -> int | None:
-    """The HTTP status a codex error message names, if any."""
-    match = _STATUS.search(message)
-    return int(match.group(1)) if match else None
 
 
 def codex_failure_hint(result: RunResult) -> str | None:
@@ -91,7 +84,7 @@ class CodexBackend(Backend):
     supports_resume = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
-    permission_levels = frozenset(_SANDBOX)
+    permission_levels = frozenset(SANDBOX)
     notes = (
         "no turn limit: max_turns= is reported as not honored",
         "API retries are capped per model provider (-c model_providers.NAME."
@@ -110,42 +103,16 @@ class CodexBackend(Backend):
     def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
-        warnings: list[str] = []
         if request.model:
             args += ["-m", request.model]
-        if request.permissions is not None:
-            args += ["-s", _SANDBOX[request.permissions]]
-            if opts.get("sandbox"):
-                warnings.append(
-                    f"option sandbox={opts['sandbox']!r} ignored: "
-                    f"permissions={request.permissions!r} sets the sandbox"
-                )
-        elif opts.get("sandbox"):
-            args += ["-s", str(opts["sandbox"])]
+        sandbox, warnings = codex_sandbox(request.permissions, opts)
+        if sandbox:
+            args += ["-s", sandbox]
         if opts.get("profile"):
             args += ["-p", str(opts["profile"])]
-        config = opts.get("config")
-        if isinstance(config, Mapping):
-            for key, value in config.items():
-                args += ["-c", f"{key}={value}"]
-        if request.max_turns is not None:
-            warnings.append(f"max_turns={request.max_turns} not honored: codex has no turn limit")
-        if request.cli_max_retries is not None:
-            provider = config.get("model_provider") if isinstance(config, Mapping) else None
-            if isinstance(provider, str) and provider:
-                n = request.cli_max_retries
-                args += [
-                    "-c",
-                    f"model_providers.{provider}.request_max_retries={n}",
-                    "-c",
-                    f"model_providers.{provider}.stream_max_retries={n}",
-                ]
-            else:
-                warnings.append(
-                    f"cli_max_retries={request.cli_max_retries} not honored: codex caps "
-                    "retries per model provider; name it with "
-                    "options={'config': {'model_provider': NAME}}"
-                )
+        overrides, more = codex_overrides(opts, request.max_turns, request.cli_max_retries)
+        args += overrides
+        warnings += more
         args.extend(request.extra_args)
         if request.resume_session:
             args += ["resume", request.resume_session]
@@ -159,6 +126,10 @@ class CodexBackend(Backend):
 
     def failure_hint(self, result: RunResult) -> str | None:
         return codex_failure_hint(result)
+
+    def control(self) -> CodexAppServer:
+        """A live session over ``codex app-server`` (JSON-RPC, can steer)."""
+        return CodexAppServer()
 
 
 class CodexTranslator(Translator):

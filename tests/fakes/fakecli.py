@@ -60,6 +60,7 @@ all by the ``FAKE_CLI_MARK`` variable.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import signal
@@ -282,6 +283,8 @@ def trap(signum: int, code: int | None) -> None:
 
 def main() -> int:
     record(argv=sys.argv[1:], cwd=os.getcwd())
+    if FLAVOUR == "codex" and sys.argv[1:2] == ["app-server"]:  # the two-way fake, its own module
+        return int(importlib.import_module("fake_app_server").main(sys.argv[2:]))
     raw = os.environ.get("FAKE_CLI_SCRIPT")
     path = os.environ.get("FAKE_CLI_SCRIPT_FILE")
     if path:

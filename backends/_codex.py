@@ -1,0 +1,78 @@
+"""What ``codex exec`` and ``codex app-server`` share: the sandbox a request
+runs in, the ``-c`` overrides, the HTTP status in codex's error words."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from coding_genesis.backend import Permissions
+
+__all__ = ["SANDBOX", "codex_overrides", "codex_sandbox", "http_status"]
+
+#: permissions= → codex's sandbox (enforced by codex for the commands it runs).
+SANDBOX = {
+    "read-only": "read-only",
+    "edit": "workspace-write",
+    "full": "danger-full-access",
+}
+
+#: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
+_STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")
+
+
+def http_status(message: str) -> int | None:
+    """The HTTP status a codex error message names, if any."""
+    match = _STATUS.search(message)
+    return int(match.group(1)) if match else None
+
+
+def codex_sandbox(
+    permissions: Permissions | None, options: Mapping[str, Any]
+) -> tuple[str | None, list[str]]:
+    """The sandbox codex runs commands in (``permissions=`` wins over the
+    ``sandbox`` option; None: codex's default) and the warning when both are
+    set.  Shared by ``codex exec`` and ``codex app-server``."""
+    chosen = options.get("sandbox")
+    if permissions is None:
+        return (str(chosen) if chosen else None), []
+    warnings = []
+    if chosen:
+        warnings.append(
+            f"option sandbox={chosen!r} ignored: permissions={permissions!r} sets the sandbox"
+        )
+    return SANDBOX[permissions], warnings
+
+
+def codex_overrides(
+    options: Mapping[str, Any], max_turns: int | None, cli_max_retries: int | None
+) -> tuple[list[str], list[str]]:
+    """The ``-c key=value`` arguments (the ``config`` option, the retry cap) and
+    the warnings of what codex cannot honor.  Shared by ``codex exec`` and
+    ``codex app-server`` (which takes ``-c`` but neither ``-m`` nor ``-s``)."""
+    args: list[str] = []
+    warnings: list[str] = []
+    config = options.get("config")
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            args += ["-c", f"{key}={value}"]
+    if max_turns is not None:
+        warnings.append(f"max_turns={max_turns} not honored: codex has no turn limit")
+    if cli_max_retries is not None:
+        provider = config.get("model_provider") if isinstance(config, Mapping) else None
+        if isinstance(provider, str) and provider:
+            n = cli_max_retries
+            args += [
+                "-c",
+                f"model_providers.{provider}.request_max_retries={n}",
+                "-c",
+                f"model_providers.{provider}.stream_max_retries={n}",
+            ]
+        else:
+            warnings.append(
+                f"cli_max_retries={cli_max_retries} not honored: codex caps "
+                "retries per model provider; name it with "
+                "options={'config': {'model_provider': NAME}}"
+            )
+    return args, warnings

@@ -1,0 +1,436 @@
+"""codex's two-way protocol: ``codex app-server``, JSON-RPC 2.0, one object a line.
+
+A live session (``agent.session()``, ``approver=``) holds one thread in one
+``codex app-server`` process: ``initialize`` → ``initialized`` →
+``thread/start`` (or ``thread/resume``), then ``turn/start`` per turn, and
+``turn/steer``, ``turn/interrupt`` on demand.  codex asks approval with the
+server requests ``item/commandExecution/requestApproval`` and
+``item/fileChange/requestApproval``; every other server request is answered
+with a "method not found" error.  codex 0.169 writes its messages without the
+``"jsonrpc"`` member, so it is not required here.  The exact schema of the
+messages this codec writes and reads is in ``schemas/codex-app-server/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.backend import CommandSpec, Translator
+from coding_genesis.control import (
+    FORWARD,
+    ControlProtocol,
+    Incoming,
+    Outgoing,
+    PermissionAsk,
+    ProtocolFault,
+    Ready,
+    Reply,
+    SessionStart,
+    TurnEnded,
+    Unknown,
+)
+
+from ._codex import codex_overrides, codex_sandbox
+from ._common import as_int
+from .codex_events import AppServerTranslator, add_usage
+
+__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
+
+#: The JSON-RPC error code a request we do not serve is answered with.
+NOT_SERVED = -32601
+_INVALID_PARAMS = -32602
+
+#: Notifications ignored here but asked for by nobody: codex is told not to
+#: send them (``optOutNotificationMethods``), which also spares a long
+#: command's streamed output.  What is left of a message is its completed item.
+OPT_OUT = (
+    "remoteControl/status/changed",
+    "item/agentMessage/delta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/summaryPartAdded",
+    "item/reasoning/textDelta",
+    "item/plan/delta",
+    "item/commandExecution/outputDelta",
+    "item/fileChange/outputDelta",
+)
+
+#: The notifications of a session we know (every one codex 0.169 sent in our
+#: recordings among them): forwarded to the translator, which makes events of
+#: some and nothing of the rest (transcripts keep them).  Any other is
+#: :class:`Unknown`, a sign of a newer codex.
+FORWARDED = frozenset(
+    {
+        "error",
+        "thread/started",
+        "thread/status/changed",
+        "thread/tokenUsage/updated",
+        "turn/started",
+        "turn/completed",
+        "turn/diff/updated",
+        "turn/plan/updated",
+        "item/started",
+        "item/completed",
+        "item/mcpToolCall/progress",
+        "item/fileChange/patchUpdated",
+        "serverRequest/resolved",
+        "account/rateLimits/updated",
+        "mcpServer/startupStatus/updated",
+        "thread/goal/cleared",
+        "model/rerouted",
+        "warning",
+        "configWarning",
+        "deprecationNotice",
+    }
+)
+
+_COMMAND_ASK = "item/commandExecution/requestApproval"
+_WRITE_ASK = "item/fileChange/requestApproval"
+_OPENING = ("initialize", "thread/start", "thread/resume")
+
+
+def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": dict(params)}
+
+
+def _error(rid: Any, code: int, message: str) -> Outgoing:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def _valid_id(value: Any) -> bool:
+    """A JSON-RPC id: a string or an integer (a bool is not one)."""
+    return isinstance(value, str) or (type(value) is int)
+
+
+def _text_input(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "text_elements": []}]
+
+
+class CodexAppServer(ControlProtocol):
+    """One live session's codec for ``codex app-server``: pure, stateful
+    (our request ids, the thread and turn ids, the file changes it was told
+    of).
+
+    Approvals: with ``start.approvals`` the thread's ``approvalPolicy`` is
+    ``untrusted``, under which codex 0.169 asks before every shell command
+    and every patch, whatever the sandbox (an approved command runs outside
+    it: an approved ``touch`` wrote under ``read-only``).  Without approvals the policy is ``never`` (as ``codex
+    exec``) and ``permissions=`` picks the sandbox.  A decision's ``input``
+    and ``message`` cannot reach codex (its answer is one word: ``accept``,
+    ``acceptForSession``, ``decline``, ``cancel``); ``end_turn`` is
+    ``cancel``, which ends the turn as interrupted.
+    """
+
+    name = "codex app-server"
+    can_steer = True
+
+    def __init__(self) -> None:
+        self._next_id = 0
+        #: Our requests awaiting their response: id → method.
+        self._pending: dict[int, str] = {}
+        self._start: SessionStart | None = None
+        self.thread_id: str | None = None
+        self.turn_id: str | None = None
+        #: A turn was started and has not completed.
+        self.turn_running = False
+        #: codex said ``turn/started``: only now does it take an interrupt or a steer
+        #: (before, even with the turn id answered, it is "no active turn to interrupt").
+        self._turn_active = False
+        self._wish_interrupt = False
+        self._queued_steers: list[str] = []
+        #: The running turn's file changes as codex announced them: item id → changes.
+        self._changes: dict[str, list[Any]] = {}
+        #: The running turn's approval requests answered with ``cancel``.
+        self._cancelled = False
+        #: The thread's token usage as codex last reported it (its running total).
+        self._usage_total: dict[str, int] | None = None
+
+    # -- intents -------------------------------------------------------------------
+
+    def _call(self, method: str, params: Mapping[str, Any]) -> Outgoing:
+        self._next_id += 1
+        self._pending[self._next_id] = method
+        return _request(self._next_id, method, params)
+
+    def command(self, start: SessionStart) -> CommandSpec:
+        overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
+        warnings += codex_sandbox(start.permissions, start.options)[1]
+        if start.options.get("profile"):
+            warnings.append(
+                f"option profile={start.options['profile']!r} not honored: "
+                "codex app-server takes no --profile (use options={'config': {...}})"
+            )
+        return CommandSpec(
+            args=("app-server", *overrides, *start.extra_args), warnings=tuple(warnings)
+        )
+
+    def translator(self) -> Translator:
+        return AppServerTranslator(baseline=self._usage_total)
+
+    def opening(self, start: SessionStart) -> list[Outgoing]:
+        from coding_genesis import __version__  # the package metadata, read once a session
+
+        self._start = start
+        return [
+            self._call(
+                "initialize",
+                {
+                    "clientInfo": {"name": "coding-genesis", "version": __version__},
+                    "capabilities": {"optOutNotificationMethods": list(OPT_OUT)},
+                },
+            )
+        ]
+
+    def _thread_params(self, start: SessionStart) -> dict[str, Any]:
+        sandbox, _ = codex_sandbox(start.permissions, start.options)
+        params: dict[str, Any] = {
+            "cwd": start.cwd,
+            "approvalPolicy": "untrusted" if start.approvals else "never",
+        }
+        if sandbox:
+            params["sandbox"] = sandbox
+        if start.model:
+            params["model"] = start.model
+        if start.resume:
+            # The turns so far are not needed (and their full hydration is deprecated).
+            params["threadId"] = start.resume
+            params["excludeTurns"] = True
+        return params
+
+    def begin_turn(self, prompt: str) -> list[Outgoing]:
+        self.turn_id = None
+        self.turn_running = True
+        self._turn_active = False
+        self._wish_interrupt = False
+        self._queued_steers.clear()
+        self._changes.clear()
+        self._cancelled = False
+        return [
+            self._call(
+                "turn/start", {"threadId": self.thread_id or "", "input": _text_input(prompt)}
+            )
+        ]
+
+    def interrupt(self) -> list[Outgoing]:
+        if not self.turn_running:
+            return []
+        if not self._turn_active:
+            self._wish_interrupt = True  # written through a Reply at turn/started
+            return []
+        return [self._interrupt_call()]
+
+    def _interrupt_call(self) -> Outgoing:
+        self._wish_interrupt = False
+        return self._call(
+            "turn/interrupt", {"threadId": self.thread_id or "", "turnId": self.turn_id or ""}
+        )
+
+    def steer(self, text: str) -> list[Outgoing]:
+        if not self.turn_running:
+            return []
+        if not self._turn_active:
+            self._queued_steers.append(text)
+            return []
+        return [self._steer_call(text)]
+
+    def _steer_call(self, text: str) -> Outgoing:
+        return self._call(
+            "turn/steer",
+            {
+                "threadId": self.thread_id or "",
+                "expectedTurnId": self.turn_id or "",
+                "input": _text_input(text),
+            },
+        )
+
+    def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
+        if decision.allowed:
+            word = "acceptForSession" if decision.always else "accept"
+        elif decision.end_turn:
+            word = "cancel"
+            self._cancelled = True
+        else:
+            word = "decline"
+        return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
+
+    # -- what the CLI says ---------------------------------------------------------
+
+    def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
+        if not isinstance(obj, Mapping):
+            return (ProtocolFault(f"not a JSON-RPC message: {type(obj).__name__}"),)
+        version = obj.get("jsonrpc", "2.0")
+        method = obj.get("method")
+        if version != "2.0":
+            return (ProtocolFault(f"not JSON-RPC 2.0: jsonrpc={version!r}"),)
+        if method is None:
+            return self._response(obj)
+        if not isinstance(method, str):
+            return (ProtocolFault(f"a method that is not a string: {method!r}"),)
+        if "id" in obj:
+            return self._server_request(obj, method)
+        return self._notification(obj, method)
+
+    def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
+        rid = obj.get("id")
+        if "result" not in obj and "error" not in obj:
+            return (ProtocolFault("not JSON-RPC: neither a method nor a result nor an error"),)
+        error = obj.get("error")
+        if rid is None and error is not None:  # codex could not read one of our lines
+            return (ProtocolFault(f"codex app-server: {_error_text(error)}"),)
+        if not _valid_id(rid) or rid not in self._pending:
+            return (ProtocolFault(f"a response to id {rid!r}, which we never sent"),)
+        method = self._pending.pop(rid)
+        if error is not None or "result" not in obj:
+            return self._failed(method, _error_text(error))
+        result = obj.get("result")
+        if method == "initialize":
+            start = self._start or SessionStart(cwd=".")
+            opening = "thread/resume" if start.resume else "thread/start"
+            return (
+                Reply(
+                    (
+                        {"jsonrpc": "2.0", "method": "initialized"},
+                        self._call(opening, self._thread_params(start)),
+                    )
+                ),
+            )
+        if method in ("thread/start", "thread/resume"):
+            thread = result.get("thread") if isinstance(result, Mapping) else None
+            tid = thread.get("id") if isinstance(thread, Mapping) else None
+            if not isinstance(tid, str) or not tid:
+                return (ProtocolFault(f"{method} answered no thread id", fatal=True),)
+            self.thread_id = tid
+            return (Ready(tid),)
+        if method == "turn/start":
+            turn = result.get("turn") if isinstance(result, Mapping) else None
+            tid = turn.get("id") if isinstance(turn, Mapping) else None
+            if isinstance(tid, str) and tid and self.turn_running and self.turn_id is None:
+                self.turn_id = tid
+        return ()
+
+    def _failed(self, method: str, message: str) -> Sequence[Incoming]:
+        if method in _OPENING:
+            return (ProtocolFault(f"codex app-server refused {method}: {message}", fatal=True),)
+        if method == "turn/interrupt" and not self.turn_running:
+            return ()  # the turn ended while the interrupt was on its way
+        return (ProtocolFault(f"codex app-server refused {method}: {message}"),)
+
+    def _turn_started(self, turn_id: str) -> Sequence[Incoming]:
+        """The running turn is active: what was waiting for it goes out now."""
+        if not self.turn_running or self._turn_active or self.turn_id not in (None, turn_id):
+            return ()
+        self.turn_id = turn_id
+        self._turn_active = True
+        objects = [self._steer_call(text) for text in self._queued_steers]
+        self._queued_steers.clear()
+        if self._wish_interrupt:
+            objects.append(self._interrupt_call())
+        return (Reply(tuple(objects)),) if objects else ()
+
+    def _server_request(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
+        rid = obj.get("id")
+        if not _valid_id(rid):
+            return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
+        if method not in (_COMMAND_ASK, _WRITE_ASK):
+            return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
+        params = obj.get("params")
+        if not isinstance(params, Mapping):
+            return (
+                Reply((_error(rid, _INVALID_PARAMS, f"{method} without params"),)),
+                ProtocolFault(f"{method} without params"),
+            )
+        item_id = params.get("itemId")
+        item_id = item_id if isinstance(item_id, str) else None
+        reason = params.get("reason")
+        common: dict[str, Any] = {
+            "reason": reason if isinstance(reason, str) else None,
+            "session_id": self.thread_id,
+            "tool_call_id": item_id,
+        }
+        if method == _COMMAND_ASK:
+            command = params.get("command")
+            request = ApprovalRequest(
+                "commandExecution",
+                dict(params),
+                kind="command",
+                command=command if isinstance(command, str) else None,
+                **common,
+            )
+        else:
+            changes = self._changes.get(item_id or "", [])
+            request = ApprovalRequest(
+                "fileChange",
+                {**params, "changes": changes},
+                kind="write",
+                paths=_paths(changes),
+                **common,
+            )
+        return (PermissionAsk(rid, request),)
+
+    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
+        params = obj.get("params")
+        params = params if isinstance(params, Mapping) else {}
+        thread = params.get("threadId")
+        if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
+            return (Unknown(f"{method} of another thread"),)
+        if method == "item/started":
+            item = params.get("item")
+            if isinstance(item, Mapping) and item.get("type") == "fileChange":
+                changes = item.get("changes")
+                if isinstance(item.get("id"), str) and isinstance(changes, list):
+                    self._changes[item["id"]] = changes
+            return (FORWARD,)
+        if method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage")
+            total = usage.get("total") if isinstance(usage, Mapping) else None
+            if isinstance(total, Mapping):
+                self._usage_total = add_usage({}, total)
+            return (FORWARD,)
+        if method == "turn/started":
+            turn = params.get("turn")
+            tid = turn.get("id") if isinstance(turn, Mapping) else None
+            started = self._turn_started(tid) if isinstance(tid, str) and tid else ()
+            return (FORWARD, *started)
+        if method == "turn/completed":
+            if not isinstance(params.get("turn"), Mapping):
+                return (ProtocolFault("turn/completed without a turn"),)
+            return (FORWARD, *self._turn_completed(params))
+        if method in FORWARDED:
+            return (FORWARD,)
+        return (Unknown(method),)
+
+    def _turn_completed(self, params: Mapping[str, Any]) -> Sequence[Incoming]:
+        turn = params["turn"]
+        tid = turn.get("id")
+        if not self.turn_running or self.turn_id is None or tid != self.turn_id:
+            return ()  # not the running turn: an older one (its end came late), or none
+        self.turn_running = self._turn_active = False
+        self.turn_id = None
+        self._changes.clear()
+        status = turn.get("status")
+        error = turn.get("error")
+        message = _error_text(error) if error is not None else None
+        if status == "completed":
+            return (TurnEnded("completed"),)
+        if status == "interrupted":
+            if self._cancelled:
+                message = "the approver declined and ended the turn"
+            return (TurnEnded("interrupted", message),)
+        return (TurnEnded("failed", message or f"turn ended with status {status!r}"),)
+
+
+def _paths(changes: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(
+        str(c["path"]) for c in changes if isinstance(c, Mapping) and isinstance(c.get("path"), str)
+    )
+
+
+def _error_text(error: Any) -> str:
+    """The words of a JSON-RPC error or a turn's error, whatever its shape."""
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        code = as_int(error.get("code"))
+        text = str(message) if message is not None else repr(dict(error))
+        return f"{text} ({code})" if code is not None else text
+    return "no error message" if error is None else str(error)

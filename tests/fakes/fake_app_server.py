@@ -1,0 +1,316 @@
+"""A fake ``codex app-server`` (standard library only): ``bin/codex app-server``.
+
+It speaks the JSON-RPC of the real one (codex 0.169: one object a line, no ``"jsonrpc"``
+member in what it writes), enough for a live session: ``initialize``, ``initialized``,
+``thread/start``, ``thread/resume``, ``turn/start``, ``turn/interrupt``, ``turn/steer``.  Each
+turn plays the scenario its prompt starts with:
+
+  (anything else)   text ``fake codex got: PROMPT``, token usage, ``turn/completed``
+  ASK <command>     ``item/commandExecution/requestApproval`` for the command; waits for the
+                    answer and says it (``decision: accept``); ``cancel`` ends the turn as
+                    interrupted, as codex does
+  GARBAGE           a line that is not JSON, a JSON array, an object that is no JSON-RPC
+                    message, then the normal answer
+  UNKNOWN_ID        a response to an id never sent (``{"id": 9999, "result": {}}``), then
+                    the normal answer
+  DIE               ``turn/started``, a command item started, then exit 3
+  SILENCE           ``turn/started``, then nothing at all (not even to ``turn/interrupt``)
+  SLEEP <n>         a command item that takes n seconds, then text; ``turn/interrupt`` ends
+                    it at once (``turn/completed`` status ``interrupted``); ``turn/steer``
+                    is taken and its text said at the end (``steered: TEXT``)
+  HANG_ASK          an approval request, then nothing whatever the answer; ``turn/interrupt``
+                    ends the turn as interrupted (what codex 0.169 does with a pending ask)
+
+Token usage is reported as codex does: the thread's running total (10 input and 5 output
+tokens per turn) and the last call's.  ``FAKE_CLI_RECORD=path`` gets one JSON object per
+event (``argv``, ``received`` method, ``decision``, ``interrupted``, ``steer``), as
+``fakecli.py`` does; ``FAKE_CLI_SESSION`` is the thread id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+__all__ = ["main"]
+
+INPUT_TOKENS = 10
+OUTPUT_TOKENS = 5
+
+
+def _record(**entry: Any) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    if path:
+        entry["pid"] = os.getpid()
+        entry["t"] = time.time()
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+def _write(text: str) -> None:
+    try:
+        os.write(1, (text + "\n").encode())
+    except BrokenPipeError:
+        os._exit(141)
+
+
+def _send(obj: dict[str, Any]) -> None:
+    _write(json.dumps(obj))
+
+
+class Interrupted(Exception):
+    """The running turn got ``turn/interrupt``."""
+
+
+class FakeAppServer:
+    def __init__(self) -> None:
+        self.thread_id = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
+        self.turn_id: str | None = None
+        self.turns = 0
+        self.items = 0
+        #: The thread's token usage so far, as codex reports it.
+        self.total = {"inputTokens": 0, "cachedInputTokens": 0, "outputTokens": 0}
+        self.next_request = 0
+        self.steered: list[str] = []
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in sys.stdin.buffer:
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                _send({"id": None, "error": {"code": -32700, "message": "parse error"}})
+                continue
+            if isinstance(obj, dict):
+                self.inbox.put(obj)
+        self.inbox.put(None)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run(self) -> int:
+        while True:
+            msg = self.inbox.get()
+            if msg is None:
+                return 0
+            self.handle(msg)
+
+    def notify(self, method: str, **params: Any) -> None:
+        _send({"method": method, "params": params})
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """One message outside or inside a turn; a response to our request is returned."""
+        method = msg.get("method")
+        if method is None:
+            return msg  # a response (an approval's answer), for whoever waits
+        _record(received=method)
+        rid, params = msg.get("id"), msg.get("params") or {}
+        if rid is None:
+            return None  # "initialized" and other notifications
+        if method == "initialize":
+            result: dict[str, Any] = {
+                "userAgent": "fake-codex/0.169.0",
+                "codexHome": os.environ.get("CODEX_HOME", "/nonexistent"),
+                "platformFamily": "unix",
+                "platformOs": "linux",
+            }
+        elif method in ("thread/start", "thread/resume"):
+            self.thread_id = str(params.get("threadId") or self.thread_id)
+            result = {"thread": {"id": self.thread_id, "cwd": params.get("cwd"), "turns": []}}
+            _send({"id": rid, "result": result})
+            self.notify("thread/started", thread={"id": self.thread_id})
+            return None
+        elif method == "turn/start" and self.turn_id is None:
+            self.turns += 1
+            self.turn_id = f"turn-{self.turns}"
+            _send({"id": rid, "result": {"turn": self._turn("inProgress")}})
+            text = "".join(
+                str(part.get("text") or "")
+                for part in params.get("input") or []
+                if isinstance(part, dict)
+            )
+            self.play(text)
+            return None
+        elif method == "turn/interrupt":
+            raise_it = self.turn_id is not None and params.get("turnId") == self.turn_id
+            if not raise_it:
+                self._error(rid, -32600, "no active turn to interrupt")
+                return None
+            _send({"id": rid, "result": {}})
+            _record(interrupted=True)
+            raise Interrupted
+        elif method == "turn/steer":
+            if self.turn_id is None or params.get("expectedTurnId") != self.turn_id:
+                self._error(rid, -32600, "no active turn to steer")
+                return None
+            for part in params.get("input") or []:
+                self.steered.append(str(part.get("text") or ""))
+            _record(steer=self.steered[-1] if self.steered else "")
+            result = {"turnId": self.turn_id}
+        elif method == "turn/start":
+            self._error(rid, -32600, "a turn is running")
+            return None
+        else:
+            self._error(rid, -32601, f"unknown method {method}")
+            return None
+        _send({"id": rid, "result": result})
+        return None
+
+    def _error(self, rid: Any, code: int, message: str) -> None:
+        _send({"id": rid, "error": {"code": code, "message": message}})
+
+    def _turn(self, status: str) -> dict[str, Any]:
+        return {"id": self.turn_id, "items": [], "status": status, "error": None}
+
+    def poll(self, seconds: float | None) -> dict[str, Any] | None:
+        """Serve what comes in for ``seconds`` (None: until a response comes); a response
+        to our request is returned; ``turn/interrupt`` raises :class:`Interrupted`."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            try:
+                msg = self.inbox.get(timeout=left)
+            except queue.Empty:
+                return None
+            if msg is None:
+                os._exit(0)  # stdin closed: the session is over
+            response = self.handle(msg)
+            if response is not None:
+                return response
+
+    # -- a turn --------------------------------------------------------------------
+
+    def play(self, prompt: str) -> None:
+        self.steered.clear()
+        self.notify("turn/started", threadId=self.thread_id, turn=self._turn("inProgress"))
+        word, _, rest = prompt.strip().partition(" ")
+        try:
+            if word == "ASK":
+                self.ask(rest or "echo hi")
+            elif word == "GARBAGE":
+                _write("this is not JSON")
+                _write("[1, 2, 3]")
+                _send({"hello": "world"})
+                self.answer(prompt)
+            elif word == "UNKNOWN_ID":
+                _send({"id": 9999, "result": {}})
+                self.answer(prompt)
+            elif word == "DIE":
+                self.item_started("commandExecution", command="sleep 5")
+                os._exit(3)
+            elif word == "SILENCE":
+                while self.inbox.get() is not None:
+                    pass  # read, never answered
+                os._exit(0)
+            elif word == "SLEEP":
+                self.sleep(float(rest or "1"))
+            elif word == "HANG_ASK":
+                self.request_approval(self.item_started("commandExecution", command="true"))
+                while True:
+                    self.poll(None)
+            else:
+                self.answer(prompt)
+        except Interrupted:
+            self.completed("interrupted")
+
+    def item_started(self, kind: str, **fields: Any) -> str:
+        self.items += 1
+        item = {"type": kind, "id": f"item-{self.items}", "status": "inProgress", **fields}
+        self.notify("item/started", threadId=self.thread_id, turnId=self.turn_id, item=item)
+        return str(item["id"])
+
+    def item_completed(self, item: dict[str, Any]) -> None:
+        self.notify("item/completed", threadId=self.thread_id, turnId=self.turn_id, item=item)
+
+    def request_approval(self, item_id: str, command: str = "true") -> int:
+        rid = self.next_request
+        self.next_request += 1
+        params = {
+            "threadId": self.thread_id,
+            "turnId": self.turn_id,
+            "itemId": item_id,
+            "startedAtMs": int(time.time() * 1000),
+            "command": command,
+            "cwd": os.getcwd(),
+        }
+        _send({"id": rid, "method": "item/commandExecution/requestApproval", "params": params})
+        return rid
+
+    def ask(self, command: str) -> None:
+        item_id = self.item_started("commandExecution", command=command, cwd=os.getcwd())
+        rid = self.request_approval(item_id, command)
+        while True:
+            response = self.poll(None)
+            if response is not None and response.get("id") == rid:
+                break
+        result = response.get("result")
+        decision = result.get("decision") if isinstance(result, dict) else None
+        _record(decision=decision)
+        self.notify("serverRequest/resolved", threadId=self.thread_id, requestId=rid)
+        accepted = decision in ("accept", "acceptForSession")
+        item = {
+            "type": "commandExecution",
+            "id": item_id,
+            "command": command,
+            "status": "completed" if accepted else "declined",
+            "exitCode": 0 if accepted else None,
+            "aggregatedOutput": "" if accepted else None,
+        }
+        self.item_completed(item)
+        if decision == "cancel":
+            raise Interrupted
+        self.answer(f"decision: {decision}")
+
+    def sleep(self, seconds: float) -> None:
+        item_id = self.item_started("commandExecution", command=f"sleep {seconds:g}")
+        self.poll(seconds)
+        self.item_completed(
+            {
+                "type": "commandExecution",
+                "id": item_id,
+                "command": f"sleep {seconds:g}",
+                "status": "completed",
+                "exitCode": 0,
+                "aggregatedOutput": "",
+            }
+        )
+        said = f"slept {seconds:g}s" + "".join(f"; steered: {text}" for text in self.steered)
+        self.answer(said)
+
+    def answer(self, text: str) -> None:
+        if not text.startswith(("decision:", "slept")):
+            text = f"fake codex got: {text}"
+        item_id = self.item_started("agentMessage", text="")
+        self.item_completed({"type": "agentMessage", "id": item_id, "text": text})
+        last = {"inputTokens": INPUT_TOKENS, "cachedInputTokens": 0, "outputTokens": OUTPUT_TOKENS}
+        for name, value in last.items():
+            self.total[name] += value
+        total = dict(self.total)
+        for counts in (last, total):
+            counts["reasoningOutputTokens"] = 0
+            counts["totalTokens"] = counts["inputTokens"] + counts["outputTokens"]
+        self.notify(
+            "thread/tokenUsage/updated",
+            threadId=self.thread_id,
+            turnId=self.turn_id,
+            tokenUsage={"total": total, "last": last},
+        )
+        self.completed("completed")
+
+    def completed(self, status: str) -> None:
+        self.notify("turn/completed", threadId=self.thread_id, turn=self._turn(status))
+        self.turn_id = None
+
+
+def main(argv: list[str]) -> int:
+    """``codex app-server [ARGS]``: ARGS (``-c`` overrides...) are recorded, not read."""
+    _record(app_server=argv)
+    return FakeAppServer().run()
