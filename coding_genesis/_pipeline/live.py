@@ -44,8 +44,7 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis._util.approving import decide
-from coding_genesis.approval import Approver, Decision
+from coding_genesis.approval import Approver, Decision, decide
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
