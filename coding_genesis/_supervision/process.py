@@ -74,7 +74,6 @@ import os
 import signal
 import subprocess
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -83,6 +82,7 @@ import anyio
 import anyio.lowlevel
 import psutil
 
+from coding_genesis._supervision.live import LiveStdin
 from coding_genesis._supervision.shield import shielded
 from coding_genesis._supervision.spawn import (
     Child,
@@ -91,10 +91,12 @@ from coding_genesis._supervision.spawn import (
     spawn,
     stdout_pipe,
 )
+from coding_genesis._supervision.stall import StallWatch
 from coding_genesis._supervision.table import count_main, count_spawning, hold_subreaper
 from coding_genesis._supervision.tree import Tree
 
 if TYPE_CHECKING:
+    from coding_genesis._supervision.live import TurnClocks
     from coding_genesis._supervision.stop import StopHandle
 
 
@@ -207,12 +209,13 @@ async def run_process(
     *,
     cwd: str,
     env: Mapping[str, str],
-    stdin: bytes | None,
+    stdin: bytes | LiveStdin | None,
     config: SupervisorConfig,
     on_stdout: StdoutSink,
     marker: str,
     on_spawn: Callable[[int], object] | None = None,
     stop_handle: StopHandle | None = None,
+    clocks: TurnClocks | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
@@ -223,7 +226,16 @@ async def run_process(
     Re-raises cancellation after the tree is stopped and reaped.
     ``stop_handle``: a stop asked for through it stops the tree like a timeout
     (stop reason ``requested``).
+
+    A live process (:mod:`coding_genesis._supervision.live`): ``stdin`` a
+    :class:`LiveStdin`, bound to the pipe once the CLI runs and released when
+    it exits or the run ends (always); ``clocks`` a ``TurnClocks``, whose
+    armed turn sets the wall, idle and stall limits instead of ``config``
+    (no linger), nothing timing out while it is disarmed.
     """
+    live = stdin if isinstance(stdin, LiveStdin) else None
+    if live is not None:
+        live.claim()
     hold_subreaper(+1)
     try:
         outcome = ProcessOutcome()
@@ -252,7 +264,7 @@ async def run_process(
                     stderr=stderr_w,
                     pdeath_signal=config.pdeath_signal,
                 ),
-                stdin_fd,
+                stdin_fd if live is None else None,
             )
             count_main(proc.pid, +1)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -275,6 +287,8 @@ async def run_process(
             count_spawning(-1)
 
         outcome.pid = proc.pid
+        if live is not None and stdin_fd is not None:
+            live.bind(stdin_fd)
         try:
             root: psutil.Process | None = psutil.Process(proc.pid)
         except psutil.Error:
@@ -294,6 +308,7 @@ async def run_process(
                 stdout_fd,
                 stderr_fd,
                 stop_handle,
+                clocks,
             )
             if (
                 done.returncode == 127
@@ -312,6 +327,8 @@ async def run_process(
                 count_main(proc.pid, -1)
     finally:
         hold_subreaper(-1)
+        if live is not None:
+            live.release("the run ended")
 
 
 async def _supervise(
@@ -321,12 +338,13 @@ async def _supervise(
     outcome: ProcessOutcome,
     tail: _Tail,
     started: float,
-    stdin: bytes | None,
+    stdin: bytes | LiveStdin | None,
     on_stdout: StdoutSink,
     on_spawn: Callable[[int], object] | None,
     stdout_fd: int,
     stderr_fd: int,
     stop_handle: StopHandle | None = None,
+    clocks: TurnClocks | None = None,
 ) -> ProcessOutcome:
     if on_spawn is not None:
         try:
@@ -339,7 +357,7 @@ async def _supervise(
     wake = anyio.Event()
     readers_left = 2
     readers_done = anyio.Event()
-    clocks = anyio.CancelScope()
+    watching = anyio.CancelScope()
 
     def reader_finished() -> None:
         nonlocal readers_left
@@ -426,81 +444,87 @@ async def _supervise(
             sent = await tree.stop(config.stop_signals, config.grace, config.kill_wait)
             outcome.signals_sent.extend(s for s in sent if s not in outcome.signals_sent)
 
+    # The clocks' origin and limits: the run's (from ``config``), or with
+    # ``clocks`` those of the armed turn (re-read at each wake).
+    origin = started
+    timeout: float | None = config.timeout
+    idle, linger = config.idle_timeout, config.linger
     stall = config.stall_timeout
-    #: (time, tree CPU seconds) samples covering the last stall window.
-    #: The CLI had used no CPU when it started: the first sample is free.
-    samples: deque[tuple[float, float]] = deque([(started, 0.0)])
-    sample_every = min(max(stall / 10, 0.05), 5.0) if stall is not None else 0.0
-    next_sample = started + sample_every
+    watch = StallWatch(tree, stall, config.stall_cpu, started) if stall is not None else None
+    turn = 0
 
-    def stalled(now: float) -> bool:
-        """Sample the tree's CPU; True when silent and idle for ``stall`` seconds."""
-        assert stall is not None
-        cpu = tree.cpu_seconds()
-        samples.append((now, cpu))
-        while len(samples) > 1 and samples[1][0] <= now - stall:
-            samples.popleft()
-        silent_since = max(last_output, last_stderr)
-        if now - silent_since < stall:
-            return False
-        base_t, base_cpu = samples[0]
-        window = now - base_t
-        used = cpu - base_cpu
-        if window < stall or used >= config.stall_cpu * window:
-            return False
-        outcome.stall_silent_s = round(now - silent_since, 3)
-        outcome.stall_cpu_s = round(used, 3)
-        return True
+    def new_turn(now: float) -> None:
+        """The armed turn's limits (none while disarmed); a new turn's stall window."""
+        nonlocal origin, timeout, idle, linger, watch, turn
+        assert clocks is not None
+        timeout, idle, linger = clocks.timeout, clocks.idle_timeout, None
+        if turn != clocks.generation:
+            turn, origin, watch = clocks.generation, clocks.armed_at, None
+            limit = clocks.stall_timeout
+            if limit is not None:
+                watch = StallWatch(tree, limit, config.stall_cpu, now, tree.cpu_seconds())
 
     async def watchdog() -> None:
-        nonlocal wake, next_sample
+        nonlocal wake
         reason: StopReason | None = None
-        with clocks:
+        with watching:
             while True:
                 if stop_handle is not None and stop_handle.requested:
                     reason = StopReason.REQUESTED
                     break
                 now = anyio.current_time()
-                if stall is not None and now >= next_sample:
-                    if stalled(now):
+                if clocks is not None:
+                    new_turn(now)
+                if timeout is None:  # between turns: only a stop or an arming wakes us
+                    await wake.wait()
+                    wake = anyio.Event()
+                    continue
+                if watch is not None and now >= watch.next_sample:
+                    evidence = watch.sample(now, max(last_output, last_stderr, origin))
+                    if evidence is not None:
+                        outcome.stall_silent_s, outcome.stall_cpu_s = evidence
                         reason = StopReason.STALLED
                         break
-                    next_sample = now + sample_every
-                reason, deadline = StopReason.TIMEOUT, started + config.timeout
-                if config.idle_timeout is not None and last_output + config.idle_timeout < deadline:
-                    reason, deadline = StopReason.IDLE, last_output + config.idle_timeout
+                reason, deadline = StopReason.TIMEOUT, origin + timeout
+                if idle is not None and max(last_output, origin) + idle < deadline:
+                    reason, deadline = StopReason.IDLE, max(last_output, origin) + idle
                 if (
                     terminal_at is not None
-                    and config.linger is not None
-                    and terminal_at + config.linger < deadline
+                    and linger is not None
+                    and terminal_at + linger < deadline
                 ):
-                    reason, deadline = StopReason.LINGER, terminal_at + config.linger
+                    reason, deadline = StopReason.LINGER, terminal_at + linger
                 if now >= deadline:
                     break
-                wait_until = min(deadline, next_sample) if stall is not None else deadline
+                wait_until = min(deadline, watch.next_sample) if watch is not None else deadline
                 with anyio.move_on_after(wait_until - now):
                     await wake.wait()
                 if wake.is_set():
                     wake = anyio.Event()
-        if not clocks.cancel_called and reason is not None:
+        if not watching.cancel_called and reason is not None:
             await stop(reason)
 
     if stop_handle is not None:
         stop_handle.bind(lambda: wake.set())
+    if clocks is not None:
+        clocks.bind(lambda: wake.set())
+    live = stdin if isinstance(stdin, LiveStdin) else None
     finished = False
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_stdout)
             tg.start_soon(drain_stderr)
-            if stdin is not None:
+            if isinstance(stdin, bytes):
                 tg.start_soon(write_stdin, stdin)
             tg.start_soon(watchdog)
             await proc.wait()
             exited_at = time.monotonic()
+            if live is not None:
+                live.release("the CLI exited")
             # The CLI has ended: no clock applies any more (a stop under way
             # completes), its pipes get a short grace, then whatever of the
             # run is left is stopped and the readers are let go.
-            clocks.cancel()
+            watching.cancel()
             with anyio.move_on_after(config.eof_grace):
                 await readers_done.wait()
             if config.kill_leftovers:
@@ -517,10 +541,14 @@ async def _supervise(
             with anyio.move_on_after(config.kill_wait):
                 await proc.wait()
             proc.close_stdin()
+            if live is not None:
+                live.release("the run ended")
             await tree.reap_all()
 
         if stop_handle is not None:
             stop_handle.unbind()
+        if clocks is not None:
+            clocks.unbind()
         try:
             await shielded(cleanup)
         finally:

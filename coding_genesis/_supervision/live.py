@@ -1,0 +1,210 @@
+"""What a live process needs from the supervisor: its stdin held open across
+turns, and clocks that run only while a turn does.
+
+A live session keeps one CLI running for several turns and speaks to it in
+JSON lines on stdin.  It runs :func:`~coding_genesis._supervision.process.run_process`
+as a background task for its whole life, with ``stdin=LiveStdin()`` and
+``clocks=TurnClocks()``: the supervisor opens the pipe and binds it to the
+:class:`LiveStdin` once the CLI is spawned, closes it when the run ends
+(always), and times out only while a turn has armed the :class:`TurnClocks`.
+Everything else (the tree stopped on timeout or cancellation, reaping, the
+stop handle) is the one-shot supervision, unchanged.
+
+Both objects belong to the event loop that runs the process: call them from
+its tasks, not from other threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+from collections.abc import Callable
+
+import anyio
+
+from coding_genesis.errors import InvalidTimeoutError
+
+__all__ = ["LiveStdin", "LiveStdinClosed", "TurnClocks"]
+
+
+class LiveStdinClosed(BrokenPipeError):
+    """The CLI can no longer read what we write: it exited or closed its
+    stdin (``EPIPE``), we closed our end, or the run ended (or never spawned).
+
+    A :class:`BrokenPipeError` (so an ``OSError``, ``errno`` ``EPIPE``): what
+    a write to a pipe nobody reads raises, whichever way the reader went.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(errno.EPIPE, f"the CLI's stdin is closed: {why}")
+
+
+class LiveStdin:
+    """The stdin of a live CLI, held open across turns.
+
+    Hand one to ``run_process(stdin=...)``; it serves that one run.  Writes
+    made before the CLI is spawned wait for it; writes are serialized, so the
+    lines of concurrent writers never interleave.
+    """
+
+    __slots__ = ("_ended", "_fd", "_lock", "_ready", "_used", "_why")
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        #: Set once the pipe is bound or will never be: a waiting write goes on.
+        self._ready = anyio.Event()
+        self._lock = anyio.Lock()
+        self._used = False
+        self._ended = False
+        self._why = ""
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing written can reach the CLI any more."""
+        return self._ended
+
+    async def write(self, data: bytes) -> None:
+        """Write all of ``data`` (waiting while the pipe is full).
+
+        Raises :class:`LiveStdinClosed` when the CLI can no longer read it:
+        then none or only part of ``data`` was delivered.  Never hangs past
+        the end of the run: the supervisor closes our end when it ends.
+        """
+        if not self._ready.is_set():
+            await self._ready.wait()
+        async with self._lock:
+            view = memoryview(data)
+            while True:
+                fd = self._fd
+                if fd is None:
+                    raise LiveStdinClosed(self._why)
+                if not view:
+                    return
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    with contextlib.suppress(anyio.ClosedResourceError):  # closed: the loop raises
+                        await anyio.wait_writable(fd)
+                except OSError as exc:
+                    self._end(
+                        "the CLI no longer reads it" if exc.errno == errno.EPIPE else str(exc)
+                    )
+
+    def close(self) -> None:
+        """Close our end: the CLI reads EOF once it has read what was written.
+        Idempotent; before the CLI is spawned, it gets an empty stdin."""
+        self._end("closed by us")
+
+    def _end(self, why: str) -> None:
+        if self._ended:
+            return
+        self._ended, self._why = True, why
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            anyio.notify_closing(fd)  # a write waiting for room wakes up
+            os.close(fd)
+        self._ready.set()
+
+    # -- the supervisor's side -----------------------------------------------
+
+    def claim(self) -> None:
+        """Called by ``run_process`` before it opens the pipe: one run only."""
+        if self._used:
+            raise RuntimeError("a LiveStdin serves one run only")
+        self._used = True
+
+    def bind(self, fd: int) -> None:
+        """Take our (non-blocking) write end of the CLI's stdin pipe, once the
+        CLI runs.  Closed at once if :meth:`close` came first."""
+        if self._ended:
+            os.close(fd)
+            return
+        self._fd = fd
+        self._ready.set()
+
+    def release(self, why: str) -> None:
+        """The run ended, or the CLI exited (or never started): nothing
+        written can reach it any more."""
+        self._end(why)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._ended else "open" if self._fd is not None else "unbound"
+        return f"LiveStdin({state})"
+
+
+class TurnClocks:
+    """A live process's clocks, running only during a turn.
+
+    :meth:`arm` starts a turn's wall clock, idle clock and stall window now;
+    :meth:`disarm` ends them.  While disarmed nothing times out, however long
+    the pause between turns.  With clocks, ``run_process`` ignores its
+    config's ``timeout``, ``idle_timeout``, ``stall_timeout`` and ``linger``.
+    """
+
+    __slots__ = ("_wake", "armed_at", "generation", "idle_timeout", "stall_timeout", "timeout")
+
+    def __init__(self) -> None:
+        self.timeout: float | None = None
+        self.idle_timeout: float | None = None
+        self.stall_timeout: float | None = None
+        #: When the running turn was armed (``anyio.current_time()``).
+        self.armed_at = 0.0
+        #: Counts the armings, so the supervisor sees a new turn's clocks.
+        self.generation = 0
+        self._wake: Callable[[], object] | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self.timeout is not None
+
+    def arm(
+        self,
+        *,
+        timeout: float,
+        idle_timeout: float | None = None,
+        stall_timeout: float | None = None,
+    ) -> None:
+        """Start a turn's clocks now (again from zero if a turn was armed):
+        ``timeout`` of wall time, stopped after ``idle_timeout`` seconds
+        without stdout, or ``stall_timeout`` without output and CPU."""
+        for name, value in (
+            ("timeout", timeout),
+            ("idle_timeout", idle_timeout),
+            ("stall_timeout", stall_timeout),
+        ):
+            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+                raise InvalidTimeoutError(f"{name} must be a finite number of seconds")
+            if value is not None and value <= 0:
+                raise InvalidTimeoutError(f"{name} must be greater than zero, got {value}")
+        self.timeout, self.idle_timeout, self.stall_timeout = timeout, idle_timeout, stall_timeout
+        self.armed_at = anyio.current_time()
+        self.generation += 1
+        self._poke()
+
+    def disarm(self) -> None:
+        """End the turn's clocks: nothing times out until the next :meth:`arm`."""
+        self.timeout = self.idle_timeout = self.stall_timeout = None
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake()
+
+    # -- the supervisor's side -----------------------------------------------
+
+    def bind(self, wake: Callable[[], object]) -> None:
+        """Called by the supervisor: ``wake`` is called on each arm and disarm."""
+        self._wake = wake
+
+    def unbind(self) -> None:
+        self._wake = None
+
+    def __repr__(self) -> str:
+        if not self.armed:
+            return "TurnClocks(disarmed)"
+        return (
+            f"TurnClocks(timeout={self.timeout}, idle_timeout={self.idle_timeout}, "
+            f"stall_timeout={self.stall_timeout})"
+        )
