@@ -290,6 +290,38 @@ async def test_the_stop_handle_stops_the_tree_between_turns() -> None:
     assert_all_gone(live, present(live.pid), grandchild)
 
 
+@pytest.mark.parametrize("ended_by", ["close", "timeout"])
+async def test_a_write_blocked_on_a_full_pipe_raises_when_stdin_closes(ended_by: str) -> None:
+    """The CLI reads nothing while a write waits for room: closing our end,
+    or the run ending (a turn's timeout), wakes the write with the error."""
+    failed = anyio.Event()
+
+    async def flood() -> None:
+        with pytest.raises(LiveStdinClosed):
+            await live.stdin.write(b"x" * 1_000_000)
+        failed.set()
+
+    async with live_run() as live:
+        live.clocks.arm(timeout=5)
+        assert await live.ask(do="grandchild")  # it holds stdin too: no EPIPE
+        await live.tell(do="sleep", s=30)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flood)
+            await anyio.sleep(0.3)
+            assert not failed.is_set()  # blocked: the pipe is full
+            if ended_by == "close":
+                live.stdin.close()
+            else:
+                live.clocks.arm(timeout=0.2)
+            with anyio.fail_after(3):
+                await failed.wait()
+        live.stop.stop("cancelled", "test over")
+        outcome = await live.end()
+    expected = StopReason.REQUESTED if ended_by == "close" else StopReason.TIMEOUT
+    assert outcome.stop_reason is expected
+    assert_all_gone(live)
+
+
 async def test_concurrent_writes_do_not_interleave() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=5)
