@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -67,14 +68,14 @@ class Live:
         self._line.set()
         return False
 
-    async def run(self, argv: list[str]) -> None:
+    async def run(self, argv: list[str], cwd: str) -> None:
         def spawned(pid: int) -> None:
             self.pid = pid
 
         try:
             self.outcome = await run_process(
                 argv,
-                cwd=os.getcwd(),
+                cwd=cwd,
                 env={**os.environ, RUN_MARKER_ENV: self.marker},
                 stdin=self.stdin,
                 config=CONFIG,
@@ -110,11 +111,11 @@ class Live:
 
 
 @contextlib.asynccontextmanager
-async def live_run(argv: list[str] | None = None) -> AsyncIterator[Live]:
+async def live_run(cwd: str | None = None) -> AsyncIterator[Live]:
     """The echo fake run as a background task for the life of the block."""
     live = Live()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(live.run, argv or [sys.executable, ECHO])
+        tg.start_soon(live.run, [sys.executable, ECHO], cwd or os.getcwd())
         yield live
         tg.cancel_scope.cancel()
 
@@ -188,12 +189,12 @@ async def test_write_after_the_cli_closed_its_stdin_raises_while_it_runs() -> No
     assert outcome.returncode == 0 and outcome.signals_sent == []
 
 
-async def test_a_write_waiting_for_a_cli_that_never_starts_raises() -> None:
-    async with live_run(["/nonexistent/genesis-live-cli"]) as live:
+async def test_a_write_waiting_for_a_cli_that_never_starts_raises(tmp_path: Path) -> None:
+    async with live_run(str(tmp_path / "gone")) as live:  # no such cwd: Popen raises
         with anyio.fail_after(2), pytest.raises(LiveStdinClosed):
             await live.tell(text="hello?")
         outcome = await live.end()
-    assert outcome.spawn_error is not None and outcome.returncode is None
+    assert isinstance(outcome.spawn_error, FileNotFoundError) and outcome.pid is None
 
 
 async def test_a_turns_wall_timeout_stops_the_whole_tree() -> None:
