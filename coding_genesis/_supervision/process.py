@@ -48,6 +48,10 @@ repeated), or an internal error.  How processes are found:
   signal armed (Linux; see :func:`_pdeath_preexec`): it dies with this
   process even when nothing here gets to run.
 
+A live process (one CLI kept across turns) is the same run with its stdin
+held open and clocks that run only while a turn is armed
+(:mod:`coding_genesis._supervision.live`): the guarantee is unchanged.
+
 Zombie children that are not a run's main process are reaped when they are
 known to belong to a run (seen alive, or in a session or group of the run).
 A zombie of unknown origin (a run process that escaped and died before any

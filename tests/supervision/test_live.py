@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -67,14 +68,14 @@ class Live:
         self._line.set()
         return False
 
-    async def run(self, argv: list[str]) -> None:
+    async def run(self, argv: list[str], cwd: str) -> None:
         def spawned(pid: int) -> None:
             self.pid = pid
 
         try:
             self.outcome = await run_process(
                 argv,
-                cwd=os.getcwd(),
+                cwd=cwd,
                 env={**os.environ, RUN_MARKER_ENV: self.marker},
                 stdin=self.stdin,
                 config=CONFIG,
@@ -110,11 +111,11 @@ class Live:
 
 
 @contextlib.asynccontextmanager
-async def live_run(argv: list[str] | None = None) -> AsyncIterator[Live]:
+async def live_run(cwd: str | None = None) -> AsyncIterator[Live]:
     """The echo fake run as a background task for the life of the block."""
     live = Live()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(live.run, argv or [sys.executable, ECHO])
+        tg.start_soon(live.run, [sys.executable, ECHO], cwd or os.getcwd())
         yield live
         tg.cancel_scope.cancel()
 
@@ -188,12 +189,12 @@ async def test_write_after_the_cli_closed_its_stdin_raises_while_it_runs() -> No
     assert outcome.returncode == 0 and outcome.signals_sent == []
 
 
-async def test_a_write_waiting_for_a_cli_that_never_starts_raises() -> None:
-    async with live_run(["/nonexistent/genesis-live-cli"]) as live:
+async def test_a_write_waiting_for_a_cli_that_never_starts_raises(tmp_path: Path) -> None:
+    async with live_run(str(tmp_path / "gone")) as live:  # no such cwd: Popen raises
         with anyio.fail_after(2), pytest.raises(LiveStdinClosed):
             await live.tell(text="hello?")
         outcome = await live.end()
-    assert outcome.spawn_error is not None and outcome.returncode is None
+    assert isinstance(outcome.spawn_error, FileNotFoundError) and outcome.pid is None
 
 
 async def test_a_turns_wall_timeout_stops_the_whole_tree() -> None:
@@ -288,6 +289,38 @@ async def test_the_stop_handle_stops_the_tree_between_turns() -> None:
         outcome = await live.end()
     assert outcome.stop_reason is StopReason.REQUESTED
     assert_all_gone(live, present(live.pid), grandchild)
+
+
+@pytest.mark.parametrize("ended_by", ["close", "timeout"])
+async def test_a_write_blocked_on_a_full_pipe_raises_when_stdin_closes(ended_by: str) -> None:
+    """The CLI reads nothing while a write waits for room: closing our end,
+    or the run ending (a turn's timeout), wakes the write with the error."""
+    failed = anyio.Event()
+
+    async def flood() -> None:
+        with pytest.raises(LiveStdinClosed):
+            await live.stdin.write(b"x" * 1_000_000)
+        failed.set()
+
+    async with live_run() as live:
+        live.clocks.arm(timeout=5)
+        assert await live.ask(do="grandchild")  # it holds stdin too: no EPIPE
+        await live.tell(do="sleep", s=30)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flood)
+            await anyio.sleep(0.3)
+            assert not failed.is_set()  # blocked: the pipe is full
+            if ended_by == "close":
+                live.stdin.close()
+            else:
+                live.clocks.arm(timeout=0.2)
+            with anyio.fail_after(3):
+                await failed.wait()
+        live.stop.stop("cancelled", "test over")
+        outcome = await live.end()
+    expected = StopReason.REQUESTED if ended_by == "close" else StopReason.TIMEOUT
+    assert outcome.stop_reason is expected
+    assert_all_gone(live)
 
 
 async def test_concurrent_writes_do_not_interleave() -> None:
