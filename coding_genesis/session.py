@@ -150,15 +150,22 @@ class Session:
 
     # -- opening and closing ------------------------------------------------------
 
+    def _claim(self) -> None:
+        if self._closed or self._link is not None or self._tg is not None:
+            raise AgentUsageError("a session is opened once")
+        self._agent.claim_session(self)
+
     async def __aenter__(self) -> Session:
+        self._claim()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
         try:
             await tg.start(self._host)
         except BaseException as exc:
-            await tg.__aexit__(type(exc), exc, exc.__traceback__)
             self._tg = None
+            self._agent.claim_session(None)
+            await tg.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
@@ -173,9 +180,6 @@ class Session:
     async def _host(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Holds the live process for the session's life (its own task: the
         process's task group is entered and left here)."""
-        if self._closed or self._link is not None:
-            raise AgentUsageError("a session is opened once")
-        self._agent.claim_session(self)
         wiring = self._wiring
         try:
             await wiring.sweep_once()
@@ -285,6 +289,8 @@ class Session:
                 yield turn
         finally:
             subscription()
+            turn._send.close()
+            turn._receive.close()
 
     async def interrupt(self) -> bool:
         """End the running turn (it answers 130 ``interrupted``); the session
@@ -327,6 +333,7 @@ class SyncSession:
         self._portal: anyio.from_thread.BlockingPortal | None = None
 
     def __enter__(self) -> SyncSession:
+        self.session._claim()
         cm = anyio.from_thread.start_blocking_portal()
         portal = cm.__enter__()
         self._portal_cm, self._portal = cm, portal

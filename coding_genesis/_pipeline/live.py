@@ -101,6 +101,8 @@ class _Turn:
     approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
+    #: Processes the turn left running that were stopped after it (interrupted).
+    strays: int = 0
 
     def end(self, how: str, message: str = "") -> None:
         if not self.done.is_set():
@@ -157,6 +159,8 @@ class LiveLink:
         self._stdout_bytes = 0
         self._ready = anyio.Event()
         self._dead = anyio.Event()
+        #: Set when the CLI ended a turn we ended first (a protocol fault).
+        self._drained: anyio.Event | None = None
         self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
             max_buffer_size=1024
         )
@@ -274,6 +278,8 @@ class LiveLink:
             items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
         forward = False
         turn = self._turn
+        if turn is not None and turn.done.is_set():
+            turn = None  # ended (its task has yet to see it): what follows is not its
         for item in items:
             if isinstance(item, Forward):
                 forward = True
@@ -287,6 +293,8 @@ class LiveLink:
             elif isinstance(item, TurnEnded):
                 if turn is not None:
                     self._turn_ended(turn, item)
+                elif self._drained is not None:
+                    self._drained.set()  # the CLI ended the turn we had given up on
             elif isinstance(item, Reply):
                 self.send(*item.objects)
             elif isinstance(item, ProtocolFault):
@@ -321,8 +329,13 @@ class LiveLink:
             if self.broken is None:
                 self.broken = message
             self._ready.set()
-        if turn is not None:
+        if turn is not None and not turn.done.is_set():
             turn.end("fault", message)
+            if self.broken is None:
+                # The CLI may still be in that turn: ask it to end it, and let
+                # the next turn begin only once it has (see _drain).
+                self._drained = anyio.Event()
+                self.send(*self.protocol.interrupt())
 
     # -- approvals ---------------------------------------------------------------
 
@@ -409,6 +422,7 @@ class LiveLink:
             watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
         )
         warnings = self.warnings if self.turns == 1 else ()
+        await self._drain()
         if self.refusal is not None:
             return AttemptOutcome(
                 request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
@@ -440,6 +454,10 @@ class LiveLink:
                 decoder.emit(translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
+        if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
+            # What the interrupted turn's tools left running; the CLI lives on.
+            with anyio.CancelScope(shield=True):
+                turn.strays = await self.clocks.stop_strays()
         if turn.ended is not None and turn.ended.how == "died":
             with anyio.move_on_after(self.supervisor.kill_wait + self.config.grace):
                 await self._dead.wait()  # the supervisor's account of the end
@@ -456,6 +474,22 @@ class LiveLink:
             approvals=tuple(turn.approvals),
         )
 
+    async def _drain(self) -> None:
+        """Before a turn: the CLI has ended the turn a fault made us give up
+        on, or it gets the grace period to; else its tree is stopped (its
+        late answer must not end the next turn)."""
+        drained = self._drained
+        if drained is None:
+            return
+        with anyio.move_on_after(self.supervisor.grace):
+            await drained.wait()
+        self._drained = None
+        if not drained.is_set() and self.alive:
+            self.broken = f"{self.backend.name} did not end a turn it broke off; session closed"
+            self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
+            with anyio.move_on_after(self.supervisor.grace + self.supervisor.kill_wait + 1):
+                await self._dead.wait()
+
     def _turn_process(self, turn: _Turn) -> ProcessOutcome:
         exit = self.exit
         out = ProcessOutcome(
@@ -464,13 +498,14 @@ class LiveLink:
             stderr_tail=bytes(turn.stderr[-_STDERR_TAIL:]).decode("utf-8", "replace"),
             stderr_bytes=turn.stderr_bytes,
             duration_s=time.monotonic() - turn.started,
+            leftovers_stopped=turn.strays,
         )
         if exit is not None:
             out.returncode = exit.returncode
             out.stop_reason = exit.stop_reason
             out.spawn_error = exit.spawn_error
             out.signals_sent = list(exit.signals_sent)
-            out.leftovers_stopped = exit.leftovers_stopped
+            out.leftovers_stopped = exit.leftovers_stopped + turn.strays
             out.stdout_eof = exit.stdout_eof
             out.stall_silent_s = exit.stall_silent_s
             out.stall_cpu_s = exit.stall_cpu_s
@@ -588,6 +623,7 @@ async def open_link(
             link.refusal = refusal
             link.broken = refusal.message
             link._outbox_send.close()
+            link._outbox.close()
             link._dead.set()
         try:
             yield link

@@ -21,10 +21,15 @@ import errno
 import math
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
 from coding_genesis.errors import InvalidTimeoutError
+
+if TYPE_CHECKING:
+    from coding_genesis._supervision.process import SupervisorConfig
+    from coding_genesis._supervision.tree import Tree
 
 __all__ = ["LiveStdin", "LiveStdinClosed", "TurnClocks"]
 
@@ -143,7 +148,17 @@ class TurnClocks:
     config's ``timeout``, ``idle_timeout``, ``stall_timeout`` and ``linger``.
     """
 
-    __slots__ = ("_wake", "armed_at", "generation", "idle_timeout", "stall_timeout", "timeout")
+    __slots__ = (
+        "_config",
+        "_tree",
+        "_wake",
+        "armed_at",
+        "before",
+        "generation",
+        "idle_timeout",
+        "stall_timeout",
+        "timeout",
+    )
 
     def __init__(self) -> None:
         self.timeout: float | None = None
@@ -151,9 +166,13 @@ class TurnClocks:
         self.stall_timeout: float | None = None
         #: When the running turn was armed (``anyio.current_time()``).
         self.armed_at = 0.0
+        #: The tree's processes (pid, start time) when the turn was armed.
+        self.before: frozenset[tuple[int, float]] = frozenset()
         #: Counts the armings, so the supervisor sees a new turn's clocks.
         self.generation = 0
         self._wake: Callable[[], object] | None = None
+        self._tree: Tree | None = None
+        self._config: SupervisorConfig | None = None
 
     @property
     def armed(self) -> bool:
@@ -180,6 +199,8 @@ class TurnClocks:
                 raise InvalidTimeoutError(f"{name} must be greater than zero, got {value}")
         self.timeout, self.idle_timeout, self.stall_timeout = timeout, idle_timeout, stall_timeout
         self.armed_at = anyio.current_time()
+        if self._tree is not None:
+            self.before = self._tree.identities()
         self.generation += 1
         self._poke()
 
@@ -197,6 +218,21 @@ class TurnClocks:
     def bind(self, wake: Callable[[], object]) -> None:
         """Called by the supervisor: ``wake`` is called on each arm and disarm."""
         self._wake = wake
+
+    def bind_tree(self, tree: Tree, config: SupervisorConfig) -> None:
+        """Called by the supervisor: the process tree :meth:`stop_strays` stops in."""
+        self._tree, self._config = tree, config
+
+    async def stop_strays(self) -> int:
+        """Stop the processes of the tree that were not there at the last :meth:`arm`, the
+        CLI itself spared (what an interrupted turn's tools left running);
+        how many there were.  Bounded like a stop of the whole tree."""
+        tree, config = self._tree, self._config
+        if tree is None or config is None:
+            return 0
+        return await tree.stop_strays(
+            self.before, config.stop_signals, config.grace, config.kill_wait
+        )
 
     def unbind(self) -> None:
         self._wake = None

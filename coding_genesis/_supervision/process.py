@@ -183,14 +183,18 @@ class ProcessOutcome:
 class _Tail:
     """The last N bytes of a stream, amortised O(1) per chunk."""
 
-    __slots__ = ("_buf", "limit", "total")
+    __slots__ = ("_buf", "limit", "listener", "total")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.total = 0
         self._buf = bytearray()
+        #: Also hears each chunk (a live session's turn keeps its own tail).
+        self.listener: Callable[[bytes], object] | None = None
 
     def add(self, chunk: bytes) -> None:
+        if self.listener is not None:
+            self.listener(chunk)
         self.total += len(chunk)
         self._buf += chunk
         if len(self._buf) > 2 * self.limit:
@@ -220,6 +224,7 @@ async def run_process(
     on_spawn: Callable[[int], object] | None = None,
     stop_handle: StopHandle | None = None,
     clocks: TurnClocks | None = None,
+    on_stderr: Callable[[bytes], object] | None = None,
 ) -> ProcessOutcome:
     """Run one CLI to completion under supervision.
 
@@ -244,6 +249,7 @@ async def run_process(
     try:
         outcome = ProcessOutcome()
         tail = _Tail(config.stderr_tail_bytes)
+        tail.listener = on_stderr
         wall_started = time.time()
         started = anyio.current_time()
         stdout_fd, stdout_w = stdout_pipe(config.read_size)
@@ -512,6 +518,7 @@ async def _supervise(
         stop_handle.bind(lambda: wake.set())
     if clocks is not None:
         clocks.bind(lambda: wake.set())
+        clocks.bind_tree(tree, config)
     live = stdin if isinstance(stdin, LiveStdin) else None
     finished = False
     try:

@@ -240,9 +240,59 @@ class Tree:
             if p.pid != self.pid and p.pid not in TABLE.active_mains and _has_marker(p, self.marker)
         ]
 
-    def signal(self, procs: Mapping[int, psutil.Process], signum: int) -> None:
+    def identities(self) -> frozenset[tuple[int, float]]:
+        """The run's live processes now, as (pid, start time)."""
+        found = set()
+        for pid, proc in self.snapshot().items():
+            with contextlib.suppress(psutil.Error):
+                found.add((pid, proc.create_time()))
+        return frozenset(found)
+
+    async def stop_strays(
+        self,
+        before: frozenset[tuple[int, float]],
+        signals: Sequence[int],
+        grace: float,
+        kill_wait: float,
+    ) -> int:
+        """Stop the run's processes that are not in ``before`` (see
+        :meth:`identities`), the CLI spared, and groups the CLI is in signaled
+        one member at a time; how many were found.  Bounded like :meth:`stop`."""
+
+        def strays() -> dict[int, psutil.Process]:
+            found: dict[int, psutil.Process] = {}
+            for pid, proc in self.snapshot().items():
+                try:
+                    if pid != self.pid and (pid, proc.create_time()) not in before:
+                        found[pid] = proc
+                except psutil.Error:
+                    continue
+            return found
+
+        ids = _session_and_group(self.pid)
+        spare = ids[1] if ids is not None else None
+        async with self._lock:
+            procs = strays()
+            count = len(procs)
+            for signum in signals:
+                if not procs:
+                    break
+                self.signal(procs, signum, spare_group=spare)
+                self.signal(procs, signal.SIGCONT, spare_group=spare)
+                procs = {**await self.wait_gone(procs, grace), **strays()}
+            deadline = anyio.current_time() + kill_wait
+            while procs and anyio.current_time() < deadline:
+                self.signal(procs, signal.SIGKILL, spare_group=spare)
+                alive = await self.wait_gone(procs, deadline - anyio.current_time())
+                procs = {**alive, **strays()}
+            self.reap()
+        return count
+
+    def signal(
+        self, procs: Mapping[int, psutil.Process], signum: int, spare_group: int | None = None
+    ) -> None:
         """Signal every process group of the live members (each member itself
-        where its group cannot be signaled)."""
+        where its group cannot be signaled, or is ``spare_group``)."""
         # Once each: a second SIGINT means "abort now" to many CLIs.
         by_group: dict[int, list[psutil.Process]] = {}
         for pid, proc in procs.items():
@@ -250,7 +300,7 @@ class Tree:
             if ids is not None and ids[0] != self._own_sid:
                 by_group.setdefault(ids[1], []).append(proc)
         for pgid, members in by_group.items():
-            if pgid > 1 and pgid != self._own_pgrp:
+            if pgid > 1 and pgid != self._own_pgrp and pgid != spare_group:
                 try:
                     # A group also reaches members born after the snapshot.
                     os.killpg(pgid, signum)

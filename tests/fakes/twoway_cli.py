@@ -19,8 +19,9 @@ turn does:
   and answers ``done`` with ``interrupted``;
 * ``ORPHAN n``: like SLEEP, but the interrupt leaves the sleeper running;
 * ``DIE``: exits 3 mid-turn; ``SILENCE``: says nothing more (keeps running);
-* ``GARBAGE``: a non-JSON line and a malformed control line, then ``done``;
-* ``UNKNOWN_ID``: an ``answered`` for an id we never used;
+* ``GARBAGE``: a non-JSON line and a malformed control line, then ``done``
+  (``GARBAGE_STUCK``: and never ``done``, even when interrupted);
+* ``UNKNOWN_ID``: an ``answered`` for an id we never used, then ``done``;
 * ``NEWS``: a message of a type nobody knows, then ``done``.
 """
 
@@ -86,9 +87,7 @@ def main() -> int:
                 say({"type": "done", "usage": usage})
         elif word in ("SLEEP", "ORPHAN"):
             code = f"import time; time.sleep({float(rest or 600)})"
-            proc = subprocess.Popen(
-                [sys.executable, "-c", code], start_new_session=True
-            )
+            proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
             say({"type": "tool", "name": "Bash", "input": {"command": code}, "pid": proc.pid})
             sleeper[:] = [proc]
             while proc.poll() is None and not interrupted.is_set():
@@ -105,12 +104,14 @@ def main() -> int:
             os._exit(3)
         elif word == "SILENCE":
             return
-        elif word == "GARBAGE":
+        elif word in ("GARBAGE", "GARBAGE_STUCK"):
             say("this is not json {")
             say({"type": "ask", "id": "not-a-number"})
-            say({"type": "done", "usage": usage})
+            if word == "GARBAGE":
+                say({"type": "done", "usage": usage})
         elif word == "UNKNOWN_ID":
             say({"type": "answered", "id": 999})
+            say({"type": "done", "usage": usage})
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
             say({"type": "done", "usage": usage})

@@ -4,7 +4,6 @@ protocol's failure modes, and that nothing of a session outlives it."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -34,7 +33,10 @@ def session_processes(key: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("GENESIS_RUN_ID") == key and proc.status() != psutil.STATUS_ZOMBIE:
+            if (
+                proc.environ().get("GENESIS_RUN_ID") == key
+                and proc.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -218,6 +220,19 @@ async def test_garbage_unknown_ids_unknown_types_and_silence(tmp_path: Path) -> 
         assert session_processes(s.key) == []
 
 
+async def test_a_cli_that_never_ends_a_broken_off_turn_closes_the_session(
+    tmp_path: Path,
+) -> None:
+    a = agent(tmp_path, grace=0.5)
+    async with a.session() as s:
+        broken = await s.send_result("GARBAGE_STUCK")
+        assert broken.status == 1 and "broke its control protocol" in broken.message
+        after = await s.send_result("TEXT hello")
+        assert after.status == 1 and "did not end a turn it broke off" in after.message
+        assert s.closed
+        assert session_processes(s.key) == []
+
+
 async def test_a_turn_timeout_stops_the_whole_tree(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -311,6 +326,7 @@ anyio.run(main)
     assert len(session_processes(key)) >= 2
     runner.kill()
     runner.wait()
+    runner.stdout.close()
     # The CLI dies with its runner (parent-death signal); what it left (the
     # sleeper in its own session) is stopped by the next agent's sweep of the ledger.
     records = os.listdir(tmp_path / "ledger")
@@ -323,4 +339,3 @@ anyio.run(main)
         time.sleep(0.05)
     assert session_processes(key) == []
     assert not any(key in name for name in os.listdir(tmp_path / "ledger"))
-    json.dumps(records)
