@@ -16,6 +16,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
+from coding_genesis.run_events import StateEvent
 from coding_genesis.status import AgentState
 from tests.session.twoway import TwoWayBackend
 
@@ -46,14 +47,14 @@ def session_processes(key: str) -> list[psutil.Process]:
 async def test_three_turns_in_one_process_with_usage_per_turn(tmp_path: Path) -> None:
     a = agent(tmp_path)
     states: list[str] = []
-    a.subscribe(lambda e: states.append(e.state) if e.kind == "state" else None)
+    a.subscribe(lambda e: states.append(e.state) if isinstance(e, StateEvent) else None)
     async with a.session() as s:
         pids = set()
         for n in range(3):
             r = await s.send(f"TEXT turn {n}")
             assert r["status"] == 0, r
             assert r["message"] == f"turn {n}"
-            assert r["usage"]["input_tokens"] == 12
+            assert (r["usage"] or {})["input_tokens"] == 12
             pids.add(r["pid"])
             assert a.state is AgentState.READY
         assert len(pids) == 1  # one process for every turn
@@ -84,10 +85,9 @@ async def test_busy_during_a_turn_and_send_after_close_raises(tmp_path: Path) ->
             run = await a.run("TEXT one-shot")
             assert run["status"] == 75
         assert results[0]["status"] == 0
-        with pytest.raises(AgentUsageError):
-            a.session()  # only one open session
-            async with a.session():
-                pass
+        second_session = a.session()  # only one open session at a time
+        with pytest.raises(AgentUsageError, match="already has an open session"):
+            await second_session.__aenter__()
     with pytest.raises(AgentUsageError, match="closed session"):
         await s.send("TEXT late")
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
@@ -90,16 +90,18 @@ class TwoWayProtocol(ControlProtocol):
         if kind in ("text", "tool"):
             return [FORWARD]
         if kind == "done":
-            how = "interrupted" if obj.get("interrupted") else "completed"
-            return [FORWARD, TurnEnded(how)]
+            return [FORWARD, TurnEnded("interrupted" if obj.get("interrupted") else "completed")]
         if kind == "ask":
             n = obj.get("id")
             if not isinstance(n, int):
                 return [ProtocolFault(f"an ask without a numeric id: {obj!r}")]
             self._asks.add(n)
             tool = str(obj.get("tool"))
-            data = obj.get("input") if isinstance(obj.get("input"), dict) else {}
-            kind_of = "write" if tool == "Write" else "command" if tool == "Bash" else "other"
+            raw = obj.get("input")
+            data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            kind_of: ToolKind = (
+                "write" if tool == "Write" else "command" if tool == "Bash" else "other"
+            )
             return [
                 PermissionAsk(
                     n,
