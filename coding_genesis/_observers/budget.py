@@ -433,7 +433,7 @@ class Budget:
                     del self._sessions[next(iter(self._sessions))]
         else:
             account = _LocalAccount(self._totals())
-        run = BudgetRun(self, account, key, stop, shared)
+        run = BudgetRun(self, account, key, stop, shared, alone=session is None)
         exceeded = account.open(key)
         if exceeded is not None:
             run.refuse(exceeded)
@@ -490,6 +490,7 @@ class BudgetRun:
         key: str,
         stop: StopHandle | None,
         shared: bool,
+        alone: bool = True,
     ) -> None:
         self._budget = budget
         self._account = account
@@ -497,10 +498,13 @@ class BudgetRun:
         self._stop = stop
         self._shared = shared
         self._charged = Usage()
-        #: A per-run account in this process is this run's alone: charged
-        #: without its lock, with the run's total (no delta to build).
+        #: A per-run account in this process is this run's alone (not a live
+        #: session's, which its turns share): charged without its lock, with
+        #: the run's total (no delta to build).
         self._own: Totals | None = (
-            account._totals if not shared and isinstance(account, _LocalAccount) else None
+            account._totals
+            if alone and not shared and isinstance(account, _LocalAccount)
+            else None
         )
         #: The run's totals not yet charged, because they reached no threshold
         #: of its own account (see :meth:`below`); charged on :meth:`close`.

@@ -23,9 +23,9 @@ import pytest
 from coding_genesis import Budget, CodingGenesisAgent, Decision, writes_under
 from coding_genesis.approval import ApprovalRequest
 from tests.fakes.model_server import FakeModelServer, sleep_command
-from tests.real_cli.test_claude_codex import Rig, hermetic_env, rig
+from tests.real_cli.test_claude_codex import Rig, codex_rig, hermetic_env, rig
 
-__all__ = ["hermetic_env", "rig"]  # the real-CLI fixtures, active here too
+__all__ = ["codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures, active here too
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
@@ -218,10 +218,11 @@ async def test_resume_a_closed_session(rig: Rig) -> None:
 
 
 async def test_a_budget_crossed_mid_turn_stops_the_session(rig: Rig) -> None:
-    agent = session_agent(rig, budget=Budget(max_tool_calls=1))
+    # per_run: the session is the run a limit is set for (its turns share the account)
+    agent = session_agent(rig, budget=Budget(max_tool_calls=1, per_run=True))
     async with agent.session() as session:
-        first = await session.send_result("SCENARIO:text hello")
-        assert first.status == 0
+        first = await session.send_result("SCENARIO:bash echo zero")
+        assert first.status == 0, first.message
         spent = await session.send_result("SCENARIO:bash echo one")
         assert spent.status == 1 and spent.error == "budget_exceeded", spent.message
         assert session.closed
