@@ -93,6 +93,7 @@ class _Turn:
     stdout_at_start: int
     lines_at_start: int
     skipped_at_start: int
+    unknown_at_start: int
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
@@ -299,7 +300,7 @@ class LiveLink:
             elif isinstance(item, Reply):
                 self.send(*item.objects)
             elif isinstance(item, ProtocolFault):
-                self._fault(item)
+                self._fault(item, turn)
             elif isinstance(item, Unknown):
                 self.unknown += 1
         if not forward:
@@ -321,22 +322,22 @@ class LiveLink:
         else:
             turn.end(item.how, item.message or "")
 
-    def _fault(self, fault: ProtocolFault) -> None:
+    def _fault(self, fault: ProtocolFault, turn: _Turn | None) -> None:
+        """A broken control message: it ends the running turn (a fatal one, the
+        session); between turns a message that is not fatal is logged only."""
         name = self.protocol.name or self.backend.name
         message = f"{name} broke its control protocol: {fault.message}"
         log.warning("%s", message)
-        turn = self._turn
-        if fault.fatal or turn is None:
+        if fault.fatal:
             if self.broken is None:
                 self.broken = message
             self._ready.set()
-        if turn is not None and not turn.done.is_set():
+        if turn is not None:
             turn.end("fault", message)
-            if self.broken is None:
-                # The CLI may still be in that turn: ask it to end it, and let
-                # the next turn begin only once it has (see _drain).
+            if not fault.fatal:
+                # The CLI may still be in that turn: the next one begins only
+                # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
-                self.send(*self.protocol.interrupt())
 
     # -- approvals ---------------------------------------------------------------
 
@@ -386,6 +387,7 @@ class LiveLink:
             self._stdout_bytes,
             decoder.lines,
             decoder.skipped,
+            self.unknown,
         )
         decoder.retarget(
             tally,
@@ -434,6 +436,10 @@ class LiveLink:
             # turn, a budget's say, is this turn's answer even if it ended first).
             with anyio.move_on_after(2 * self.supervisor.grace + self.supervisor.kill_wait + 1):
                 await self._dead.wait()
+        unknown = self.unknown - turn.unknown_at_start
+        if unknown:
+            name = self.protocol.name or self.backend.name
+            warnings = (*warnings, f"{unknown} message(s) of a type {name} does not know, ignored")
         return AttemptOutcome(
             request,
             request.timeout,
@@ -454,8 +460,10 @@ class LiveLink:
         drained = self._drained
         if drained is None:
             return
-        with anyio.move_on_after(self.supervisor.grace):
-            await drained.wait()
+        if not drained.is_set() and self.alive:
+            self.send(*self.protocol.interrupt())  # the CLI is still in it: end it
+            with anyio.move_on_after(self.supervisor.grace):
+                await drained.wait()
         self._drained = None
         if not drained.is_set() and self.alive:
             self.broken = f"{self.backend.name} did not end a turn it broke off; session closed"

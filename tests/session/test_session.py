@@ -210,6 +210,7 @@ async def test_garbage_unknown_ids_unknown_types_and_silence(tmp_path: Path) -> 
         assert garbage.status == 1 and "broke its control protocol" in garbage.message
         news = await s.send_result("NEWS")
         assert news.status == 0
+        assert "1 message(s) of a type twoway does not know, ignored" in news.warnings
         unknown = await s.send_result("UNKNOWN_ID")
         assert unknown.status == 1 and "never used" in unknown.message
         started = time.monotonic()
