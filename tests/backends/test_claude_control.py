@@ -315,8 +315,8 @@ def test_error_answers_to_our_requests() -> None:
     proto = _opened()
     (interrupt,) = proto.interrupt()
     error = {"subtype": "error", "request_id": interrupt["request_id"], "error": "no"}
-    (fault,) = proto.receive({"type": "control_response", "response": error})
-    assert isinstance(fault, ProtocolFault) and not fault.fatal
+    # a refused interrupt: the turn had ended by itself (a race), nothing is broken
+    assert proto.receive({"type": "control_response", "response": error}) == ()
     # the same answer again is an answer to an id no longer pending
     (again,) = proto.receive({"type": "control_response", "response": error})
     assert isinstance(again, ProtocolFault)
