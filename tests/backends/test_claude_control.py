@@ -321,9 +321,10 @@ def test_error_answers_to_our_requests() -> None:
     (again,) = proto.receive({"type": "control_response", "response": error})
     assert isinstance(again, ProtocolFault)
     # a fault quotes a bounded part of claude's words
-    (interrupt,) = proto.interrupt()
-    error = {"subtype": "error", "request_id": interrupt["request_id"], "error": "x" * 10**6}
-    (fault,) = proto.receive({"type": "control_response", "response": error})
+    fresh = ClaudeBackend().control()
+    (init,) = fresh.opening(SessionStart(cwd="/w"))
+    error = {"subtype": "error", "request_id": init["request_id"], "error": "x" * 10**6}
+    (fault,) = fresh.receive({"type": "control_response", "response": error})
     assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000
     huge = {"subtype": "success", "request_id": "y" * 10**6}
     (fault,) = proto.receive({"type": "control_response", "response": huge})
