@@ -60,7 +60,7 @@ async def test_the_approver_gets_the_raw_input_events_get_it_redacted(
     )
     a.subscribe(lambda e: events.append(e) if isinstance(e, ApprovalEvent) else None)
     async with a.session() as s:
-        r = await s.send_result('ASK Bash {"command": "curl -H %s"}' % secret)
+        r = await s.send_result(f'ASK Bash {{"command": "curl -H {secret}"}}')
     assert secret in str(seen[0].input["command"])
     assert events and secret not in str(events[0].to_dict())
     assert "[REDACTED]" in str(events[0].to_dict())
