@@ -52,9 +52,14 @@ async def test_the_approver_gets_the_raw_input_events_get_it_redacted(
     secret = "sk-live-abcdefghijklmnop1234"
     seen: list[ApprovalRequest] = []
     events: list[ApprovalEvent] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
     a = agent(
         tmp_path,
-        approver=lambda r: seen.append(r) or True,
+        approver=approver,
         env={"MY_API_KEY": secret},
         transcripts=str(tmp_path / "t"),
     )
