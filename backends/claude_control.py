@@ -19,6 +19,18 @@ that came anyway would be answered with the hook's decision, never asked twice.
 Without ``approvals`` no hook is registered and each ``can_use_tool`` is a
 :class:`~coding_genesis.control.PermissionAsk` with claude's own reason.
 
+Host tools (``tools=``): claude is started with an SDK MCP server named
+``genesis`` (``--mcp-config``, ``"type": "sdk"``) and each tool allowed
+(``--allowedTools=mcp__genesis__<name>``); claude speaks MCP's JSON-RPC to it
+through ``mcp_message`` control requests.  This protocol answers the
+handshake and ``tools/list`` itself (each tool marked ``anthropic/alwaysLoad``:
+the model sees it at once, not through claude's tool search) and makes each
+``tools/call`` a :class:`~coding_genesis.control.ToolCall`.  The approver is
+never asked about a host tool: it is the caller's own code.  Measured on
+claude 2.1.330: the handshake comes before the answer to ``initialize``; the
+model's ``tool_use`` line comes before the ``tools/call``, the
+``tool_result`` after our answer (``is_error`` from ``isError``).
+
 ``always`` (allow or reject for the rest of the session): claude's session
 rules cannot stop a hook from firing, so this protocol keeps the decision and
 answers later calls of the same tool (a command tool: the same command) by
@@ -30,8 +42,9 @@ answer to ``can_use_tool`` also hands claude its own suggestions
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
@@ -46,11 +59,13 @@ from coding_genesis.control import (
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
+from coding_genesis.tools import HostTool, ToolResult
 
-__all__ = ["SESSION_FLAGS", "ClaudeControl"]
+__all__ = ["MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -65,6 +80,11 @@ SESSION_FLAGS = (
 
 #: Our one hook callback: every tool, before it runs.
 HOOK_ID = "genesis_pre_tool_use"
+#: The SDK MCP server of the host tools: the model sees ``mcp__genesis__<name>``.
+MCP_SERVER = "genesis"
+_MCP_PREFIX = f"mcp__{MCP_SERVER}__"
+#: The MCP version we answer when claude names none.
+_MCP_VERSION = "2025-06-18"
 
 _COMMAND_TOOLS = frozenset({"Bash"})
 #: Tools that write files, and the input field naming the file.
@@ -77,6 +97,8 @@ _WRITE_TOOLS = {
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 
 _DENIED = "denied by the approver"
+#: The answer about a host tool's call (the caller's own code).
+_HOST_ALLOWED = Decision.allow(reason="a host tool (tools=)")
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
 
@@ -189,6 +211,39 @@ def _permission_result(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class McpKey:
+    """The handle of one ``tools/call`` (:attr:`ToolCall.key`): claude's
+    control request id and the JSON-RPC id inside it."""
+
+    request_id: str
+    rpc_id: Any
+
+
+def _mcp_answer(request_id: str, message: Mapping[str, Any]) -> Outgoing:
+    return _success(request_id, {"mcp_response": dict(message)})
+
+
+def _rpc_error(rpc_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
+
+
+def _tool_listing(tool: HostTool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": dict(tool.parameters),
+        "_meta": {"anthropic/alwaysLoad": True},
+    }
+
+
+def _host_flags(tools: Sequence[HostTool]) -> tuple[str, ...]:
+    """The argv that declares the SDK MCP server and allows its tools."""
+    config = {"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}}
+    allowed = ",".join(_MCP_PREFIX + tool.name for tool in tools)
+    return ("--mcp-config", json.dumps(config), f"--allowedTools={allowed}")
+
+
 def _remembered(decision: Decision) -> Decision:
     """An "always" decision as it answers a later call: no input of another
     call's, and the turn goes on."""
@@ -208,6 +263,7 @@ class ClaudeControl(ControlProtocol):
 
     name = "claude stream-json control"
     can_steer = False
+    can_host_tools = True
 
     def __init__(
         self,
@@ -233,11 +289,17 @@ class ClaudeControl(ControlProtocol):
         self._decided: dict[str, Decision] = {}
         #: "always" decisions: (tool,) or (tool, command) -> decision.
         self._always: dict[tuple[str, ...], Decision] = {}
+        #: The host tools, by the name the model calls them.
+        self._tools: dict[str, HostTool] = {}
 
     # -- intents -> objects ------------------------------------------------------
 
     def command(self, start: SessionStart) -> CommandSpec:
-        return self._command(start)
+        spec = self._command(start)
+        self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
+        if not start.tools:
+            return spec
+        return replace(spec, args=(*_host_flags(start.tools), *spec.args))
 
     def translator(self) -> Translator:
         return self._translator()
@@ -295,6 +357,16 @@ class ClaudeControl(ControlProtocol):
             return [_success(key.request_id, _hook_output(decision))]
         payload = _permission_result(decision, request.input, key.suggestions)
         return [_success(key.request_id, payload)]
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        """The ``tools/call`` answer; none when claude cancelled the request."""
+        key = call.key
+        if not isinstance(key, McpKey) or key.request_id not in self._open:
+            return []
+        self._open.discard(key.request_id)
+        content = [{"type": "text", "text": result.text}]
+        answer = {"content": content, "isError": result.is_error}
+        return [_mcp_answer(key.request_id, {"jsonrpc": "2.0", "id": key.rpc_id, "result": answer})]
 
     @staticmethod
     def _always_key(request: ApprovalRequest) -> tuple[str, ...]:
@@ -367,7 +439,9 @@ class ClaudeControl(ControlProtocol):
             return self._hook(request_id, request)
         if subtype == "can_use_tool":
             return self._can_use_tool(request_id, request)
-        # mcp_message: we serve no SDK MCP server; anything else we do not know.
+        if subtype == "mcp_message" and self._tools:
+            return self._mcp(request_id, request)
+        # mcp_message without host tools, or anything else we do not know.
         refusal = f"genesis does not serve {repr(subtype)[:_SAID]} requests"
         return (Reply((_error(request_id, refusal),)),)
 
@@ -381,6 +455,8 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             unreadable = Decision.deny("genesis could not read this tool call")
             return (Reply((_success(request_id, _hook_output(unreadable)),)),)
+        if tool in self._tools:  # the caller's own function: not the approver's to settle
+            return (Reply((_success(request_id, _hook_output(_HOST_ALLOWED)),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
         session_id = _text(data.get("session_id")) or self._session_id
         approval = _tool_request(
@@ -399,6 +475,9 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool in self._tools:
+            allowed = _permission_result(_HOST_ALLOWED, tool_input, ())
+            return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
         approval = _tool_request(
             tool,
@@ -416,3 +495,45 @@ class ClaudeControl(ControlProtocol):
         suggestions = tuple(raw) if isinstance(raw, list) else ()
         self._open.add(request_id)
         return (PermissionAsk(AskKey(request_id, "can_use_tool", suggestions), approval),)
+
+    def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
+        """One MCP message to our SDK server: the handshake and the listing
+        answered here, a ``tools/call`` handed to the session."""
+        message = request.get("message")
+        if not isinstance(message, dict):
+            return (Reply((_error(request_id, "an mcp_message without a message"),)),)
+        rpc_id, method = message.get("id"), message.get("method")
+        if request.get("server_name") != MCP_SERVER:
+            server = repr(request.get("server_name"))[:_SAID]
+            missing = _rpc_error(rpc_id, -32601, f"no MCP server {server} here")
+            return (Reply((_mcp_answer(request_id, missing),)),)
+        if "id" not in message or not isinstance(method, str):
+            # A notification (or a response): acknowledged, as claude expects.
+            return (Reply((_mcp_answer(request_id, {"jsonrpc": "2.0", "result": {}}),)),)
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == "tools/call":
+            name, arguments = params.get("name"), params.get("arguments", {})
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                bad = _rpc_error(rpc_id, -32602, "tools/call needs a name and an arguments object")
+                return (Reply((_mcp_answer(request_id, bad),)),)
+            meta = params.get("_meta")
+            call_id = _text(meta.get("claudecode/toolUseId")) if isinstance(meta, dict) else None
+            self._open.add(request_id)
+            return (ToolCall(McpKey(request_id, rpc_id), name, arguments, call_id),)
+        if method == "initialize":
+            version = params.get("protocolVersion")
+            result: dict[str, Any] = {
+                "protocolVersion": version if isinstance(version, str) else _MCP_VERSION,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": MCP_SERVER, "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [_tool_listing(tool) for tool in self._tools.values()]}
+        elif method == "ping":
+            result = {}
+        else:
+            unknown = _rpc_error(rpc_id, -32601, f"method {method[:_SAID]!r} not served")
+            return (Reply((_mcp_answer(request_id, unknown),)),)
+        answer = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+        return (Reply((_mcp_answer(request_id, answer),)),)

@@ -5,7 +5,11 @@ A live session (``agent.session()``, ``approver=``) holds one thread in one
 ``thread/start`` (or ``thread/resume``), then ``turn/start`` per turn, and
 ``turn/steer``, ``turn/interrupt`` on demand.  codex asks approval with the
 server requests ``item/commandExecution/requestApproval`` and
-``item/fileChange/requestApproval``; every other server request is answered
+``item/fileChange/requestApproval``; the caller's functions (``tools=``) are
+codex's *dynamic tools* (``dynamicTools`` of ``thread/start``, an
+experimental field: ``initialize`` then opts into ``experimentalApi``), each
+call the server request ``item/tool/call``, answered with its
+``contentItems`` and ``success``.  Every other server request is answered
 with a "method not found" error.  codex 0.169 writes its messages without the
 ``"jsonrpc"`` member, so it is not required here.  The exact schema of the
 messages this codec writes and reads is in ``schemas/codex-app-server/``.
@@ -28,9 +32,11 @@ from coding_genesis.control import (
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
+from coding_genesis.tools import HostTool, ToolResult
 
 from ._codex import codex_overrides, codex_sandbox
 from ._common import as_int
@@ -87,6 +93,7 @@ FORWARDED = frozenset(
 
 _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
+_TOOL_CALL = "item/tool/call"
 _OPENING = ("initialize", "thread/start", "thread/resume")
 
 
@@ -107,6 +114,15 @@ def _text_input(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text, "text_elements": []}]
 
 
+def _dynamic_tool(tool: HostTool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": dict(tool.parameters),
+    }
+
+
 class CodexAppServer(ControlProtocol):
     """One live session's codec for ``codex app-server``: pure, stateful
     (our request ids, the thread and turn ids, the file changes it was told
@@ -124,6 +140,7 @@ class CodexAppServer(ControlProtocol):
 
     name = "codex app-server"
     can_steer = True
+    can_host_tools = True
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -172,12 +189,15 @@ class CodexAppServer(ControlProtocol):
         from coding_genesis import __version__  # the package metadata, read once a session
 
         self._start = start
+        capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
+        if start.tools:
+            capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
         return [
             self._call(
                 "initialize",
                 {
                     "clientInfo": {"name": "coding-genesis", "version": __version__},
-                    "capabilities": {"optOutNotificationMethods": list(OPT_OUT)},
+                    "capabilities": capabilities,
                 },
             )
         ]
@@ -194,8 +214,11 @@ class CodexAppServer(ControlProtocol):
             params["model"] = start.model
         if start.resume:
             # The turns so far are not needed (and their full hydration is deprecated).
+            # A resumed thread keeps the dynamic tools it was started with.
             params["threadId"] = start.resume
             params["excludeTurns"] = True
+        elif start.tools:
+            params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -253,6 +276,11 @@ class CodexAppServer(ControlProtocol):
         else:
             word = "decline"
         return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        content = [{"type": "inputText", "text": result.text}]
+        answer = {"contentItems": content, "success": not result.is_error}
+        return [{"jsonrpc": "2.0", "id": call.key, "result": answer}]
 
     # -- what the CLI says ---------------------------------------------------------
 
@@ -336,7 +364,8 @@ class CodexAppServer(ControlProtocol):
         rid = obj.get("id")
         if not _valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
-        if method not in (_COMMAND_ASK, _WRITE_ASK):
+        tools = self._start.tools if self._start is not None else ()
+        if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
         params = obj.get("params")
         if not isinstance(params, Mapping):
@@ -344,6 +373,8 @@ class CodexAppServer(ControlProtocol):
                 Reply((_error(rid, _INVALID_PARAMS, f"{method} without params"),)),
                 ProtocolFault(f"{method} without params"),
             )
+        if method == _TOOL_CALL:
+            return self._tool_call(rid, params)
         item_id = params.get("itemId")
         item_id = item_id if isinstance(item_id, str) else None
         reason = params.get("reason")
@@ -371,6 +402,18 @@ class CodexAppServer(ControlProtocol):
                 **common,
             )
         return (PermissionAsk(rid, request),)
+
+    def _tool_call(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
+        """The model calls a dynamic tool: one of the caller's functions."""
+        tool, arguments = params.get("tool"), params.get("arguments", {})
+        if params.get("namespace") is not None or not isinstance(tool, str):
+            name = repr(params.get("tool"))[:200]
+            return (Reply((_error(rid, _INVALID_PARAMS, f"no dynamic tool {name}"),)),)
+        if not isinstance(arguments, Mapping):
+            bad = f"{_TOOL_CALL} arguments must be an object"
+            return (Reply((_error(rid, _INVALID_PARAMS, bad),)),)
+        call_id = params.get("callId")
+        return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
 
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         params = obj.get("params")

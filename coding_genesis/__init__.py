@@ -168,9 +168,17 @@ if TYPE_CHECKING:
         FailureCategory as FailureCategory,
         Status as Status,
     )
+    from coding_genesis.tools import (
+        HostTool as HostTool,
+        ToolResult as ToolResult,
+        tool as tool,
+    )
 
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
+    "HostTool": "tools",
+    "ToolResult": "tools",
+    "tool": "tools",
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",

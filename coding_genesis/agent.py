@@ -138,6 +138,8 @@ class CodingGenesisAgent:
         check_options(self._backend, cfg.options)
         if cfg.approver is not None and self._backend.control() is None:
             raise ConfigError(_no_two_way(self._backend, "approver="))
+        if cfg.tools and not _hosts_tools(self._backend):
+            raise ConfigError(_no_host_tools(self._backend))
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
@@ -322,6 +324,10 @@ class CodingGenesisAgent:
             return self._answer(
                 Status.USAGE, ErrorCode.INVALID_REQUEST, _no_two_way(self._backend, "approver=")
             )
+        if options.get("tools") and not _hosts_tools(self._backend):
+            return self._answer(
+                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_host_tools(self._backend)
+            )
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
@@ -484,16 +490,32 @@ class CodingGenesisAgent:
         self._set_state(AgentState.READY, "run finished")
 
 
-def _two_way_backends(steering: bool = False) -> list[str]:
+def _two_way_backends(steering: bool = False, tools: bool = False) -> list[str]:
     # (down) the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
 
     names = []
     for name in registered_backends():
         protocol = get_backend(name).control()
-        if protocol is not None and (protocol.can_steer or not steering):
+        if (
+            protocol is not None
+            and (protocol.can_steer or not steering)
+            and (protocol.can_host_tools or not tools)
+        ):
             names.append(name)
     return names
+
+
+def _hosts_tools(backend: Backend) -> bool:
+    protocol = backend.control()
+    return protocol is not None and protocol.can_host_tools
+
+
+def _no_host_tools(backend: Backend) -> str:
+    return (
+        f"backend {backend.name!r} cannot call the caller's functions (tools=); "
+        f"backends that can: {', '.join(_two_way_backends(tools=True)) or '(none)'}"
+    )
 
 
 def _no_two_way(backend: Backend, what: str) -> str:

@@ -65,17 +65,27 @@ ExecutorName: TypeAlias = Literal["local", "ray"]
 class BatchSettings(AgentSettings, SessionOptions, total=False):
     """A :class:`RunSpec`'s fields besides ``prompt`` and ``backend``: the
     agent's settings (:class:`~coding_genesis.config.AgentSettings`) and the
-    request's session options (``resume``, ``request_key``)."""
+    request's session options (``resume``, ``request_key``); ``tools`` is
+    refused (a batch never names host code)."""
 
 
+#: The settings a batch never takes: a batch line never names host code.
+_NOT_IN_A_BATCH = frozenset({"tools"})
 #: Every field a RunSpec accepts, derived from the two definitions.
-_SPEC_FIELDS = frozenset({"prompt", "backend"}) | BatchSettings.__optional_keys__
+_SPEC_FIELDS = (
+    frozenset({"prompt", "backend"}) | BatchSettings.__optional_keys__
+) - _NOT_IN_A_BATCH
 
 
 def _unknown_fields(names: Iterable[object]) -> str | None:
     unknown = sorted(str(name) for name in names if name not in _SPEC_FIELDS)
     if not unknown:
         return None
+    if _NOT_IN_A_BATCH.intersection(unknown):
+        return (
+            "tools cannot be set in a batch: a batch never names host code "
+            "(pass tools= to an agent's run() or session())"
+        )
     return (
         f"unknown field(s) {', '.join(map(repr, unknown))}; valid: prompt, backend, "
         f"{', '.join(sorted(_SPEC_FIELDS - {'prompt', 'backend'}))}"

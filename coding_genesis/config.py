@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from coding_genesis.observer import Observer
     from coding_genesis.options import AgentSettings, Settings
     from coding_genesis.retry import RetryPolicy
+    from coding_genesis.tools import HostTool
 
 __all__ = [
     "DEFAULT_CLI_MAX_RETRIES",
@@ -59,6 +60,7 @@ __all__ = [
     "check_cwd",
     "check_max_turns",
     "check_permissions",
+    "check_tools",
     "permission_levels",
     "require_permissions",
     "seconds",
@@ -104,6 +106,15 @@ def check_approver(value: object) -> None:
     """An approver is a callable of one request (or None)."""
     if value is not None and not callable(value):
         raise ConfigError(f"approver must be a callable (sync or async), got {value!r}")
+
+
+def check_tools(value: object) -> tuple[HostTool, ...]:
+    """``tools=``: each a host tool (a plain function wrapped), names unique."""
+    if value is None or (isinstance(value, Sequence) and not value):
+        return ()
+    from coding_genesis.tools import as_host_tools  # (down) pydantic, only when tools are given
+
+    return as_host_tools(value)  # type: ignore[arg-type]  # checked there
 
 
 def check_cli_max_retries(value: object) -> int | None:
@@ -206,6 +217,9 @@ class AgentConfig:
     approver: Approver | None = None
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = 60.0
+    #: The caller's functions the model may call (coding_genesis.tools): plain
+    #: functions or ``@tool`` ones; a run with tools speaks the CLI's two-way protocol.
+    tools: tuple[HostTool, ...] = ()
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -342,6 +356,7 @@ class AgentConfig:
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
         check_approver(self.approver)
         set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
+        set_(self, "tools", check_tools(self.tools))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -6,7 +6,9 @@ A backend that can hold a session returns a :class:`ControlProtocol` from
 rest of a backend, a protocol is pure: it turns our intents (open, a turn, an
 answer to an approval request, interrupt, steer, close) into the JSON objects
 to write on the CLI's stdin, and says what each object the CLI writes means
-(:data:`Incoming`).  It never touches the process: the session machinery
+(:data:`Incoming`): the model's call of one of the caller's functions
+(``tools=``) included, which the session runs and :meth:`ControlProtocol.answer_tool`
+answers.  It never touches the process: the session machinery
 writes, reads, times, stops and reaps, as for a one-shot run.
 
 One protocol object serves one session (it may keep state: ids of our
@@ -28,6 +30,7 @@ from coding_genesis.approval import ApprovalRequest, Decision
 if TYPE_CHECKING:
     from coding_genesis.backend import CommandSpec, Translator
     from coding_genesis.options import Permissions
+    from coding_genesis.tools import HostTool, ToolResult
 
 __all__ = [
     "FORWARD",
@@ -40,6 +43,7 @@ __all__ = [
     "Ready",
     "Reply",
     "SessionStart",
+    "ToolCall",
     "TurnEnded",
     "Unknown",
 ]
@@ -65,6 +69,9 @@ class SessionStart:
     #: The backend's own options (``options=``), checked against its ``options``.
     options: Mapping[str, Any] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    #: The caller's functions the model may call (``tools=``): the protocol
+    #: declares them to the CLI (only when ``can_host_tools``).
+    tools: Sequence[HostTool] = ()
 
 
 # -- what a line from the CLI means ------------------------------------------------
@@ -99,6 +106,26 @@ class PermissionAsk:
 
     key: Any
     request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model calls one of the caller's functions (``tools=``) and the CLI
+    waits for :meth:`ControlProtocol.answer_tool`.
+
+    ``key`` is the protocol's own handle of the call; ``call_id`` the tool
+    call's id in the CLI's stream, when known.  ``reported``: the CLI's own
+    stream reports the call and its result as for any tool (claude, codex),
+    so the session adds no event of its own; when False the session emits the
+    :class:`~coding_genesis.events.ToolCallEvent` and
+    :class:`~coding_genesis.events.ToolResultEvent` itself.
+    """
+
+    key: Any
+    name: str
+    arguments: Mapping[str, Any]
+    call_id: str | None = None
+    reported: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +170,24 @@ class Unknown:
 
 #: What one object from the CLI means (a line may mean several: claude's
 #: ``result`` is forwarded *and* ends the turn).
-Incoming: TypeAlias = Forward | Ready | PermissionAsk | TurnEnded | Reply | ProtocolFault | Unknown
+Incoming: TypeAlias = (
+    Forward | Ready | PermissionAsk | ToolCall | TurnEnded | Reply | ProtocolFault | Unknown
+)
 
 
 class ControlProtocol(ABC):
     """One live session's protocol, pure: intents in, objects to write out;
     objects read in, their meaning out.
 
-    ``can_steer``: :meth:`steer` adds input to a running turn.  ``name`` is
-    the protocol's name in errors and docs.
+    ``can_steer``: :meth:`steer` adds input to a running turn;
+    ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
+    CLI and says :class:`ToolCall` when the model calls one.  ``name`` is the
+    protocol's name in errors and docs.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    can_host_tools: ClassVar[bool] = False
 
     @abstractmethod
     def command(self, start: SessionStart) -> CommandSpec:
@@ -189,6 +221,10 @@ class ControlProtocol(ABC):
     @abstractmethod
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to one :class:`PermissionAsk`."""
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        """The answer to one :class:`ToolCall` (only when ``can_host_tools``)."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} cannot call host tools")
 
     @abstractmethod
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:

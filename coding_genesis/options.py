@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 if TYPE_CHECKING:
@@ -105,6 +105,8 @@ class TurnOptions(TypedDict, total=False):
     approver: Approver | None
     #: Seconds an approver has to answer before the call is denied.
     approval_timeout: float | None
+    #: The caller's functions the model may call (see coding_genesis.tools).
+    tools: Sequence[Callable[..., Any]] | None
 
 
 class RunOptions(SessionOptions, TurnOptions, total=False):
@@ -150,6 +152,7 @@ class AgentSettings(TypedDict, total=False):
     cli_max_retries: int | None
     approver: Approver | None
     approval_timeout: float
+    tools: Sequence[Callable[..., Any]]
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -113,6 +113,11 @@ class Session:
             self._request = make_request(config, backend, "session", cast("RunOptions", given))
         except ConfigError as exc:
             raise AgentUsageError(str(exc)) from None
+        if self._request.tools and not protocol.can_host_tools:
+            raise AgentUsageError(
+                f"backend {backend.name!r} cannot call the caller's functions (tools=) "
+                "in a live session"
+            )
         self._agent = agent
         self._wiring = wiring
         self._protocol = protocol

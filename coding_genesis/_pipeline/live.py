@@ -38,6 +38,7 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.hosttools import call_host_tool
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -56,6 +57,7 @@ from coding_genesis.control import (
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
@@ -133,6 +135,7 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
+        self.tools = {tool.name: tool for tool in start.tools}
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -292,6 +295,9 @@ class LiveLink:
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
+            elif isinstance(item, ToolCall):
+                if self._tg is not None:
+                    self._tg.start_soon(self._call_tool, item, turn)
             elif isinstance(item, TurnEnded):
                 if turn is not None:
                     self._turn_ended(turn, item)
@@ -362,6 +368,13 @@ class LiveLink:
         self._decoder.emit([settled.event(request)])
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
+
+    async def _call_tool(self, call: ToolCall, turn: _Turn | None) -> None:
+        """The caller's function, run off the decoder; its result answered."""
+        emit = None if call.reported or turn is None else self._decoder.emit
+        result = await call_host_tool(self.tools, call, emit)
+        if self.alive:
+            self.send(*self.protocol.answer_tool(call, result))
 
     # -- turns -------------------------------------------------------------------
 

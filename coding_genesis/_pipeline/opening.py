@@ -1,6 +1,6 @@
 """Opening a live CLI: a :class:`~coding_genesis._pipeline.live.LiveLink`
 for a session's life (:func:`open_link`), or for one turn of a ``run()``
-with an approver (:func:`one_turn`), started from a validated request
+with an approver or host tools (:func:`one_turn`), started from a validated request
 (:func:`session_start`)."""
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def session_start(request: Request, *, approvals: bool) -> SessionStart:
         cli_max_retries=attempt.cli_max_retries,
         options=attempt.options,
         extra_args=attempt.extra_args,
+        tools=request.tools,
     )
 
 
@@ -88,7 +89,7 @@ async def one_turn(
     context: AttemptContext,
     run_id: str,
 ) -> AttemptOutcome:
-    """A one-shot run with an approver: a live process for one turn."""
+    """A one-shot run with an approver or host tools: a live process for one turn."""
     protocol = backend.control()
     if protocol is None:  # checked before: a backend without one never gets here
         return AttemptOutcome(
@@ -99,7 +100,8 @@ async def one_turn(
             refusal=Refusal(
                 Status.USAGE,
                 ErrorCode.INVALID_REQUEST,
-                f"backend {backend.name!r} has no two-way protocol: approver= cannot be used",
+                f"backend {backend.name!r} has no two-way protocol: approver= and tools= "
+                "cannot be used",
             ),
         )
     async with open_link(

@@ -23,6 +23,7 @@ from coding_genesis.config import (
     check_cwd,
     check_max_turns,
     check_permissions,
+    check_tools,
     require_permissions,
     required_seconds,
 )
@@ -31,6 +32,7 @@ from coding_genesis.options import RunOptions
 
 if TYPE_CHECKING:
     from coding_genesis.approval import Approver
+    from coding_genesis.tools import HostTool
 
 __all__ = ["Request", "make_request", "request_key"]
 
@@ -49,6 +51,13 @@ class Request:
     approver: Approver | None = None
     #: Seconds the approver has to answer.
     approval_timeout: float = 60.0
+    #: The caller's functions the model may call.
+    tools: tuple[HostTool, ...] = ()
+
+    @property
+    def two_way(self) -> bool:
+        """The request needs the CLI's two-way protocol (an approver, host tools)."""
+        return self.approver is not None or bool(self.tools)
 
     @property
     def prompt(self) -> str:
@@ -162,6 +171,7 @@ def make_request(
     if approver is not None:
         check_approver(approver)
     approval_timeout = call.get("approval_timeout")
+    tools = call.get("tools")
     return Request(
         attempt,
         run_timeout,
@@ -169,4 +179,5 @@ def make_request(
         required_seconds("approval_timeout", approval_timeout)
         if approval_timeout is not None
         else config.approval_timeout,
+        check_tools(tools) if tools is not None else config.tools,
     )
