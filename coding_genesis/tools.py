@@ -217,7 +217,14 @@ def _host_tool(
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> HostTool: ...
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> HostTool: ...
 
 
 @overload
@@ -239,7 +246,8 @@ def tool(
     description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
 ) -> HostTool | Callable[[Callable[..., Any]], HostTool]:
-    """Make ``fn`` a :class:`HostTool` (``@tool`` or ``@tool(name=..., timeout=...)``).
+    """Make ``fn`` a :class:`HostTool` (``@tool``, ``@tool(name=..., timeout=...)``
+    or ``tool(fn, ...)``).
 
     ``name`` defaults to the function's, ``description`` to its docstring;
     ``timeout`` bounds each call.  Raises :class:`ConfigError` when a

@@ -5,13 +5,17 @@ protocols have their fakes in ``fakecli.py``).
 We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
 ``{"op": "prompt", "text": ...}``, ``{"op": "answer", "id": N, "allow": bool,
 "message": ..., "input": ..., "end": bool}``, ``{"op": "interrupt"}`` and
-``{"op": "bye"}`` (the CLI exits 0).  A prompt's first word picks what the
+``{"op": "bye"}`` (the CLI exits 0), and ``{"op": "result", "id": N, "text": ...,
+"error": bool}`` (a host tool's result).  A prompt's first word picks what the
 turn does:
 
 * ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
 * ``ASK <tool> <json>``: ``ask`` (id N), waits for the answer, then says it
   (``allowed <json input>`` / ``denied <message>``) and ``done``; an answer
   with ``end`` ends the turn at once (``done`` with ``ended``);
+* ``CALL <name> <json>``: ``call`` (id N) of a host tool with those arguments,
+  waits for its ``result``, then says it (``result: <text>`` / ``tool error:
+  <text>``) and ``done``; ``CALL2 ...``: two calls at once, then both results;
 * ``HANG_ASK``: asks and never reads the answer's effect (``done`` only
   after an interrupt);
 * ``SLEEP n``: starts ``python3 -c 'time.sleep(n)'`` in its own session (a
@@ -70,6 +74,21 @@ def main() -> int:
         usage = {"input_tokens": 12, "output_tokens": 7}
         if word == "TEXT":
             say({"type": "text", "text": rest or "hello"})
+            done(usage)
+        elif word in ("CALL", "CALL2"):
+            name, _, raw = rest.partition(" ")
+            ids = []
+            for _ in range(2 if word == "CALL2" else 1):
+                ask_id[0] += 1
+                ids.append(ask_id[0])
+                say({"type": "call", "id": ids[-1], "name": name, "arguments": json.loads(raw)})
+            for n in ids:
+                result = wait_answer(n)
+                if result is None:
+                    done(interrupted=True)
+                    return
+                said = "tool error: " if result.get("error") else "result: "
+                say({"type": "text", "text": said + str(result.get("text"))})
             done(usage)
         elif word in ("ASK", "HANG_ASK"):
             tool, _, raw = rest.partition(" ")
@@ -139,7 +158,7 @@ def main() -> int:
             interrupted.clear()
             worker = threading.Thread(target=turn, args=(str(msg.get("text", "")),), daemon=True)
             worker.start()
-        elif op == "answer":
+        elif op in ("answer", "result"):
             with cond:
                 answers[int(msg["id"])] = msg
                 cond.notify_all()

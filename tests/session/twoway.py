@@ -23,10 +23,12 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolCallEvent, UsageEvent
+from coding_genesis.tools import ToolResult
 
 CLI = str(Path(__file__).resolve().parents[1] / "fakes" / "twoway_cli.py")
 
@@ -49,6 +51,7 @@ class TwoWayTranslator(Translator):
 
 class TwoWayProtocol(ControlProtocol):
     name: ClassVar[str] = "twoway"
+    can_host_tools: ClassVar[bool] = True
 
     def __init__(self, steer: bool = False) -> None:
         self._asks: set[int] = set()
@@ -81,8 +84,16 @@ class TwoWayProtocol(ControlProtocol):
             }
         ]
 
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        return [{"op": "result", "id": call.key, "text": result.text, "error": result.is_error}]
+
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         kind = obj.get("type")
+        if kind == "call":
+            # This CLI does not report the call in its stream: the session does.
+            arguments = obj.get("arguments")
+            args: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
+            return [ToolCall(obj.get("id"), str(obj.get("name")), args, reported=False)]
         if kind == "ready":
             return [Ready(str(obj.get("session")))]
         if kind in ("text", "tool", "usage"):
