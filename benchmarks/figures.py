@@ -1517,6 +1517,13 @@ def fig_startup(p: Params) -> Result:
     }
 
 
+def fig_hosttools(p: Params) -> Result:
+    """A host tool round trip on the real claude (``benchmarks/hosttools.py``)."""
+    from .hosttools import fig_hosttools as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1529,5 +1536,6 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "stop": ("4. Stop precision", fig_stop),
     "concurrency": ("5. Concurrency", fig_concurrency),
     "memory": ("6. Memory", fig_memory),
+    "hosttools": ("9. Host tools", fig_hosttools),
     "startup": ("7. Start-up", fig_startup),
 }

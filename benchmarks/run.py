@@ -47,6 +47,7 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_bytes": 1024 * MIB,
         "memory_plain_events": 50_000,
         "memory_reps": 2,
+        "hosttools_trips": 50,
         "startup_reps": 15,
     },
     "smoke": {
@@ -61,6 +62,7 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_bytes": 32 * MIB,
         "memory_plain_events": 10_000,
         "memory_reps": 1,
+        "hosttools_trips": 5,
         "startup_reps": 2,
     },
 }
