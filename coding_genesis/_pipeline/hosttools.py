@@ -1,19 +1,22 @@
-"""One call of the caller's function that a live CLI asked for (``tools=``):
-the function found and run, bounded by its own timeout, off the decoder
+"""The calls of the caller's functions that a live CLI asks for (``tools=``):
+each function found and run, bounded by its own timeout, off the decoder
 (:meth:`HostTool.call <coding_genesis.tools.HostTool.call>` never raises);
-and, for a protocol whose CLI does not report the call in its stream, the
-events that record it like any tool call (tallies, metering, budgets,
-telemetry's ``execute_tool`` span, transcripts)."""
+for a protocol whose CLI does not report the call in its stream, the events
+that record it like any tool call (tallies, metering, budgets, telemetry's
+``execute_tool`` span, transcripts); and the calls still running when their
+turn ends cancelled (the CLI gave up on them: an answer would be stale)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+import anyio
+
 from coding_genesis.control import ToolCall
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.tools import HostTool, ToolResult
 
-__all__ = ["call_host_tool"]
+__all__ = ["HostCalls", "call_host_tool"]
 
 #: What a ToolResultEvent keeps of the text the model reads.
 _PREVIEW = 2000
@@ -38,3 +41,28 @@ async def call_host_tool(
     if emit is not None:
         emit([ToolResultEvent(tool_id, call.name, result.is_error, result.text[:_PREVIEW])])
     return result
+
+
+class HostCalls:
+    """A session's host tools and their running calls."""
+
+    def __init__(self, tools: Sequence[HostTool]) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+        self._running: set[anyio.CancelScope] = set()
+
+    async def call(
+        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None
+    ) -> ToolResult | None:
+        """The call's result; None when :meth:`cancel` cut it short."""
+        with anyio.CancelScope() as scope:
+            self._running.add(scope)
+            try:
+                return await call_host_tool(self.tools, call, emit)
+            finally:
+                self._running.discard(scope)
+        return None
+
+    def cancel(self) -> None:
+        """Cancel the calls still running (their turn ended)."""
+        for scope in self._running:
+            scope.cancel()

@@ -38,7 +38,7 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hosttools import call_host_tool
+from coding_genesis._pipeline.hosttools import HostCalls
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -135,7 +135,7 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
-        self.tools = {tool.name: tool for tool in start.tools}
+        self.host_calls = HostCalls(start.tools)
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -372,8 +372,8 @@ class LiveLink:
     async def _call_tool(self, call: ToolCall, turn: _Turn | None) -> None:
         """The caller's function, run off the decoder; its result answered."""
         emit = None if call.reported or turn is None else self._decoder.emit
-        result = await call_host_tool(self.tools, call, emit)
-        if self.alive:
+        result = await self.host_calls.call(call, emit)
+        if result is not None and self.alive:
             self.send(*self.protocol.answer_tool(call, result))
 
     # -- turns -------------------------------------------------------------------
@@ -437,6 +437,7 @@ class LiveLink:
                 raise
             finally:
                 self.clocks.disarm()
+                self.host_calls.cancel()  # what the ended turn's tools still run
                 decoder.emit(translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)

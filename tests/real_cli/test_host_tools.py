@@ -141,3 +141,38 @@ def test_a_host_tool_beside_an_approved_cli_tool(rig: Rig) -> None:
     assert result["status"] == 0, result
     assert (rig.work / "note.txt").read_text() == "hello\n"
     assert [a["allowed"] for a in result["approvals"]] == [True]
+
+
+async def test_an_interrupt_while_a_host_tool_runs_and_the_next_turn(rig: Rig) -> None:
+    started, finished = anyio.Event(), anyio.Event()
+
+    @tool(timeout=20)
+    async def wait_long() -> str:
+        """Takes its time."""
+        started.set()
+        try:
+            await anyio.sleep(3)
+        finally:
+            finished.set()
+        return "late"
+
+    agent = session_agent(rig, tools=[wait_long, lookup])
+    async with agent.session() as session:
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def turn() -> None:
+                results.append(await session.send_result(called(rig, "wait_long", {})))
+
+            tg.start_soon(turn)
+            with anyio.fail_after(30):
+                await started.wait()
+            asked = time.monotonic()
+            assert await session.interrupt() is True
+            with anyio.fail_after(2):  # cancelled with its turn, not left to run its 3 s
+                await finished.wait()
+            assert time.monotonic() - asked < 2.5
+        assert results[0].status == 130 and results[0].error == "interrupted", results[0]
+        after = await session.send_result(called(rig, "lookup", {"key": "z"}))
+        assert after.status == 0, after.message
+        assert after.message.endswith('"value":"Z"}'), after.message

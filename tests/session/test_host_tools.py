@@ -106,6 +106,37 @@ async def test_a_raise_a_timeout_and_bad_arguments_answer_errors_and_the_turn_go
     assert errors == [True, True, True, True, False]
 
 
+async def test_a_call_still_running_when_its_turn_ends_is_cancelled(tmp_path: Path) -> None:
+    started, ended = anyio.Event(), anyio.Event()
+
+    @tool(timeout=30)
+    async def long_call() -> str:
+        started.set()
+        try:
+            await anyio.sleep(30)
+        finally:
+            ended.set()
+        return "late"
+
+    a = agent(tmp_path, tools=[long_call, add])
+    async with a.session() as s:
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def turn() -> None:
+                results.append(await s.send("CALL long_call {}"))
+
+            tg.start_soon(turn)
+            with anyio.fail_after(10):
+                await started.wait()
+            assert await s.interrupt() is True
+            with anyio.fail_after(5):
+                await ended.wait()
+        assert results[0]["status"] == 130
+        after = await s.send('CALL add {"a": 1, "b": 2}')
+        assert after["message"] == "result: 3"
+
+
 async def test_calls_at_once_run_concurrently(tmp_path: Path) -> None:
     both = threading.Barrier(2, timeout=5)
 
