@@ -8,15 +8,18 @@ turn ends cancelled (the CLI gave up on them: an answer would be stale)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-from coding_genesis.control import ToolCall
+from coding_genesis.control import ControlProtocol, Outgoing, ToolCall
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.tools import HostTool, ToolResult
 
 __all__ = ["HostCalls", "call_host_tool"]
+
+log = logging.getLogger("coding_genesis._pipeline.hosttools")
 
 #: What a ToolResultEvent keeps of the text the model reads.
 _PREVIEW = 2000
@@ -51,16 +54,24 @@ class HostCalls:
         self._running: set[anyio.CancelScope] = set()
 
     async def call(
-        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None
-    ) -> ToolResult | None:
-        """The call's result; None when :meth:`cancel` cut it short."""
+        self,
+        protocol: ControlProtocol,
+        call: ToolCall,
+        emit: Callable[[Sequence[Event]], object] | None,
+    ) -> list[Outgoing]:
+        """The objects that answer ``call`` (none when :meth:`cancel` cut it
+        short, or when the protocol could not answer: that is logged)."""
         with anyio.CancelScope() as scope:
             self._running.add(scope)
             try:
-                return await call_host_tool(self.tools, call, emit)
+                result = await call_host_tool(self.tools, call, emit)
             finally:
                 self._running.discard(scope)
-        return None
+            try:
+                return protocol.answer_tool(call, result)
+            except Exception:  # a plug-in's protocol must not break the session
+                log.exception("%s could not answer host tool %s", protocol.name, call.name)
+        return []
 
     def cancel(self) -> None:
         """Cancel the calls still running (their turn ended)."""

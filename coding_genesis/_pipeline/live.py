@@ -372,9 +372,9 @@ class LiveLink:
     async def _call_tool(self, call: ToolCall, turn: _Turn | None) -> None:
         """The caller's function, run off the decoder; its result answered."""
         emit = None if call.reported or turn is None else self._decoder.emit
-        result = await self.host_calls.call(call, emit)
-        if result is not None and self.alive:
-            self.send(*self.protocol.answer_tool(call, result))
+        answer = await self.host_calls.call(self.protocol, call, emit)
+        if answer and self.alive:
+            self.send(*answer)
 
     # -- turns -------------------------------------------------------------------
 

@@ -186,6 +186,28 @@ class NoToolsBackend(TwoWayBackend):
         return NoTools()
 
 
+class Broken(TwoWayProtocol):
+    def answer_tool(self, call: Any, result: Any) -> list[dict[str, Any]]:
+        raise RuntimeError("a plug-in's bug")
+
+
+class BrokenBackend(TwoWayBackend):
+    name = "twoway-broken"
+
+    def control(self) -> Broken:
+        return Broken()
+
+
+async def test_a_protocol_that_cannot_answer_breaks_only_that_turn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = CodingGenesisAgent(BrokenBackend(), cwd=str(tmp_path), timeout=1.5, grace=0.5, tools=[add])
+    r = await a.run('CALL add {"a": 1, "b": 2}')
+    assert r["status"] == Status.TIMEOUT, r  # the CLI waited for an answer that never came
+    assert "could not answer host tool add" in caplog.text
+    assert (await a.run("TEXT fine", approver=lambda request: True))["status"] == 0
+
+
 async def test_who_cannot_take_tools(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot call the caller's functions"):
         CodingGenesisAgent("failer", tools=[add])
