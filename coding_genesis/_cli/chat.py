@@ -21,7 +21,11 @@ from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.common import positive_seconds, usage_error
 
 if TYPE_CHECKING:
+    import anyio
+    import anyio.abc
+
     from coding_genesis._cli.asking import TerminalAsker, TerminalLines
+    from coding_genesis._observers.progress import ProgressView
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.result import RunResponse
     from coding_genesis.session import Session
@@ -179,8 +183,6 @@ class Chat:
         *,
         quiet: bool,
     ) -> None:
-        import anyio
-
         self.agent = agent
         self.session = session
         self.lines = lines
@@ -198,7 +200,7 @@ class Chat:
         self._reading: anyio.CancelScope | None = None
 
     async def main(self) -> int:
-        import anyio
+        import anyio  # lazy: `genesis --help` imports only the parsers
 
         self._outer = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
@@ -301,7 +303,9 @@ class Chat:
                 _err(terminal_line(line) if tty else printable(line))
         return status_exit_code(status)
 
-    async def _signals(self, tg: Any, *, task_status: Any) -> None:
+    async def _signals(
+        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
         """Ctrl-C: interrupt the turn, or clear the prompt; a second one (or
         SIGTERM, SIGHUP) closes the session."""
         import anyio
@@ -360,8 +364,8 @@ class Chat:
             _err(text)
 
 
-async def _tick(view: Any) -> None:
-    import anyio
+async def _tick(view: ProgressView) -> None:
+    import anyio  # lazy: `genesis --help` imports only the parsers
 
     while True:
         view.refresh()

@@ -204,3 +204,16 @@ def test_chat_names_the_backends_that_can_hold_a_session(
     screen = terminal.screen
     assert "genesis chat: error: backend 'failer' has no two-way protocol" in screen
     assert "claude" in screen and "codex" in screen
+
+
+def test_a_cli_that_dies_ends_the_session_with_its_turns_status(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    fake = FakeCLI(tmp_path, "claude")
+    terminal = chat(terminals, fake, tmp_path)
+    say(terminal, "DIE")
+    assert terminal.wait() == 1
+    screen = terminal.screen
+    assert "[status 1: incomplete]" in screen
+    assert "the CLI's process ended; the session is closed" in screen
+    assert marked_processes([fake.mark]) == []
