@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,15 @@ def our_clis() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until ``check()`` holds (polled every 50 ms), failing after ``timeout`` seconds."""
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s: {check}")
 
 
 def nothing_left(ended: Ended, opened: int) -> None:
@@ -124,9 +133,7 @@ async def test_idle_and_dead_warm_sessions_are_replaced(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended, size=1, max_idle_s=0.5) as p:
         assert await p.wait_warm(timeout=10)
-        with anyio.fail_after(10):
-            while p.stats().expired < 2 or len(ended.keys) < 2:  # each idle one closed
-                await anyio.sleep(0.1)
+        await eventually(lambda: p.stats().expired >= 2 and len(ended.keys) >= 2)  # closed
         for key in ended.keys:
             assert session_processes(key) == []
     nothing_left(ended, p.stats().opened)
@@ -136,9 +143,7 @@ async def test_idle_and_dead_warm_sessions_are_replaced(tmp_path: Path) -> None:
         assert await p.wait_warm(timeout=10)
         (cli,) = our_clis()
         os.kill(cli.pid, signal.SIGKILL)
-        with anyio.fail_after(10):
-            while p.stats().died < 1 or p.stats().warm < 1:
-                await anyio.sleep(0.05)
+        await eventually(lambda: p.stats().died >= 1 and p.stats().warm >= 1)
         async with p.session() as s:
             r = await s.send_result("TEXT alive")
             assert r.status == 0 and r.pid != cli.pid
