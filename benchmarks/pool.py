@@ -303,7 +303,10 @@ def fig_pool(p: Params) -> Result:
         "reads its settings, skills and project memory at the first prompt: ~50-250 ms on "
         "this machine, against ~20-30 ms for its later turns).",
         f"Batches: {p['pool_batch_reps']} interleaved pairs; the pool is opened and warmed "
-        "before the batch's clock starts, and refills in the background while it runs.",
+        "before the batch's clock starts, and refills in the background while it runs. With a "
+        "pool as large as the concurrency, each prompt past the first two waits for a refill "
+        "(a start-up, overlapped only with the other slot's turn): a batch saves less than a "
+        "prompt arriving at a warm pool does.",
     ]
     return {
         "aim": aim,

@@ -326,7 +326,9 @@ class SessionPool:
         next.  A fresh slot holds one session, lent as soon as it is open."""
         failures = 0
         try:
-            while not self._closing.is_set():
+            # A fresh slot opens its one session even if the pool closes
+            # meanwhile (its caller waits in start(); the close ends it at once).
+            while slot.fresh or not self._closing.is_set():
                 try:
                     failed = await self._one_session(slot, task_status)
                 except Exception:
