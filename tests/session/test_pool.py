@@ -174,6 +174,20 @@ async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     assert our_clis() == []
 
 
+async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: Path) -> None:
+    ended = Ended()
+    async with pool(tmp_path, ended, size=1) as p:
+        assert await p.wait_warm(timeout=10)
+        with anyio.move_on_after(0.5) as scope:
+            async with p.session() as s:
+                await s.send("SLEEP 30")  # a tool running when the caller gives up
+        assert scope.cancelled_caught and s.closed
+        assert session_processes(s.key) == []
+        assert await p.wait_warm(timeout=10)
+        assert (await p.run("TEXT next"))["status"] == 0
+    nothing_left(ended, p.stats().opened)
+
+
 async def test_run_many_draws_from_the_pool(tmp_path: Path) -> None:
     ended = Ended()
     events: list[dict[str, Any]] = []
