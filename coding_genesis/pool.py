@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
@@ -196,13 +197,26 @@ class SessionPool:
             tg.start_soon(self._keep, slot)
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
         tg = self._tg
         try:
             await self.close()
-        finally:
+        except BaseException as failed:
             if tg is not None:
-                await tg.__aexit__(None, None, None)
+                await tg.__aexit__(type(failed), failed, failed.__traceback__)
+            raise
+        if tg is None:
+            return None
+        if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            await tg.__aexit__(None, None, None)
+            return None  # the body's error goes on as it is
+        # A cancellation goes to the task group: one a failed slot caused is its to absorb.
+        return await tg.__aexit__(exc_type, exc, tb)
 
     async def close(self) -> None:
         """Close every session (lent ones too), open no more, and return once

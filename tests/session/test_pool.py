@@ -173,6 +173,19 @@ async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     nothing_left(ended, p.stats().opened)
     assert our_clis() == []
 
+    ended = Ended()
+    p = pool(tmp_path, ended)
+
+    async def failing_body() -> None:
+        async with p:
+            await p.wait_warm(timeout=10)
+            raise ValueError("the caller's bug")
+
+    with pytest.raises(ValueError, match="the caller's bug"):  # as it is, on both loops
+        await failing_body()
+    nothing_left(ended, p.stats().opened)
+    assert our_clis() == []
+
 
 async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: Path) -> None:
     ended = Ended()
