@@ -1517,6 +1517,13 @@ def fig_startup(p: Params) -> Result:
     }
 
 
+def fig_pool(p: Params) -> Result:
+    """Warm session pools on the real claude and codex (``benchmarks/pool.py``)."""
+    from .pool import fig_pool as figure
+
+    return figure(p)
+
+
 def fig_hosttools(p: Params) -> Result:
     """A host tool round trip on the real claude (``benchmarks/hosttools.py``)."""
     from .hosttools import fig_hosttools as figure
@@ -1536,6 +1543,7 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "stop": ("4. Stop precision", fig_stop),
     "concurrency": ("5. Concurrency", fig_concurrency),
     "memory": ("6. Memory", fig_memory),
-    "hosttools": ("9. Host tools", fig_hosttools),
     "startup": ("7. Start-up", fig_startup),
+    "pool": ("9. Warm pool", fig_pool),
+    "hosttools": ("10. Host tools", fig_hosttools),
 }

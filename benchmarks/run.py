@@ -49,6 +49,9 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_reps": 2,
         "hosttools_trips": 50,
         "startup_reps": 15,
+        "pool_first": 10,
+        "pool_batch": 8,
+        "pool_batch_reps": 3,
     },
     "smoke": {
         "events": 20_000,
@@ -64,6 +67,9 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_reps": 1,
         "hosttools_trips": 5,
         "startup_reps": 2,
+        "pool_first": 3,
+        "pool_batch": 4,
+        "pool_batch_reps": 1,
     },
 }
 

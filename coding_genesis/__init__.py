@@ -138,6 +138,11 @@ if TYPE_CHECKING:
         SessionOptions as SessionOptions,
         TurnOptions as TurnOptions,
     )
+    from coding_genesis.pool import (
+        PoolStats as PoolStats,
+        SessionPool as SessionPool,
+        SyncSessionPool as SyncSessionPool,
+    )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
         CostSource as CostSource,
@@ -179,6 +184,9 @@ _EXPORTS: dict[str, str] = {
     "HostTool": "tools",
     "ToolResult": "tools",
     "tool": "tools",
+    "SessionPool": "pool",
+    "SyncSessionPool": "pool",
+    "PoolStats": "pool",
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-from coding_genesis.control import ControlProtocol, Outgoing, ToolCall
+from coding_genesis.control import ControlProtocol, ToolCall
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.tools import HostTool, ToolResult
 
@@ -47,19 +47,26 @@ async def call_host_tool(
 
 
 class HostCalls:
-    """A session's host tools and their running calls."""
+    """A session's host tools and their running calls: each answered through
+    the protocol with ``send`` while the session is ``alive``."""
 
-    def __init__(self, tools: Sequence[HostTool]) -> None:
+    def __init__(
+        self,
+        tools: Sequence[HostTool],
+        protocol: ControlProtocol,
+        send: Callable[..., None],
+        alive: Callable[[], bool],
+    ) -> None:
         self.tools = {tool.name: tool for tool in tools}
+        self._protocol = protocol
+        self._send = send
+        self._alive = alive
         self._running: set[anyio.CancelScope] = set()
 
-    async def call(
-        self,
-        protocol: ControlProtocol,
-        call: ToolCall,
-        emit: Callable[[Sequence[Event]], object] | None,
-    ) -> list[Outgoing]:
-        """The objects that answer ``call`` (none when :meth:`cancel` cut it
+    async def answer(
+        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None
+    ) -> None:
+        """Run ``call`` and write its answer (none when :meth:`cancel` cut it
         short, or when the protocol could not answer: that is logged)."""
         with anyio.CancelScope() as scope:
             self._running.add(scope)
@@ -68,10 +75,12 @@ class HostCalls:
             finally:
                 self._running.discard(scope)
             try:
-                return protocol.answer_tool(call, result)
+                objects = self._protocol.answer_tool(call, result)
             except Exception:  # a plug-in's protocol must not break the session
-                log.exception("%s could not answer host tool %s", protocol.name, call.name)
-        return []
+                log.exception("%s could not answer host tool %s", self._protocol.name, call.name)
+                return
+            if objects and self._alive():
+                self._send(*objects)
 
     def cancel(self) -> None:
         """Cancel the calls still running (their turn ended)."""

@@ -105,11 +105,15 @@ class _Turn:
     stderr_bytes: int = 0
     #: Processes the turn left running that were stopped after it (interrupted).
     strays: int = 0
+    #: The approvals under way (cancelled when the turn ends).
+    asking: list[anyio.CancelScope] = dataclasses.field(default_factory=list)
 
     def end(self, how: str, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
+            for scope in self.asking:  # questions of an ended turn: nobody waits for them
+                scope.cancel()
 
 
 class LiveLink:
@@ -135,7 +139,7 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
-        self.host_calls = HostCalls(start.tools)
+        self.host_calls = HostCalls(start.tools, protocol, self.send, lambda: self.alive)
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -295,9 +299,10 @@ class LiveLink:
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
-            elif isinstance(item, ToolCall):
+            elif isinstance(item, ToolCall):  # the caller's function, run off the decoder
                 if self._tg is not None:
-                    self._tg.start_soon(self._call_tool, item, turn)
+                    emit = None if item.reported or turn is None else self._decoder.emit
+                    self._tg.start_soon(self.host_calls.answer, item, emit)
             elif isinstance(item, TurnEnded):
                 if turn is not None:
                     self._turn_ended(turn, item)
@@ -356,10 +361,17 @@ class LiveLink:
             turn=turn.number if turn is not None else 0,
             session_id=self.session_id,
         )
-        settled = await settle(
-            request, self.approver, self.approval_timeout, self.start.permissions
-        )
-        if not self.alive:
+        with anyio.CancelScope() as scope:
+            if turn is not None:
+                if turn.done.is_set():
+                    return
+                turn.asking.append(scope)
+            settled = await settle(
+                request, self.approver, self.approval_timeout, self.start.permissions
+            )
+        if turn is not None and scope in turn.asking:
+            turn.asking.remove(scope)
+        if scope.cancel_called or not self.alive:
             return
         self.send(*self.protocol.answer(ask, settled.decision))
         if turn is None or turn is not self._turn:
@@ -368,13 +380,6 @@ class LiveLink:
         self._decoder.emit([settled.event(request)])
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
-
-    async def _call_tool(self, call: ToolCall, turn: _Turn | None) -> None:
-        """The caller's function, run off the decoder; its result answered."""
-        emit = None if call.reported or turn is None else self._decoder.emit
-        answer = await self.host_calls.call(self.protocol, call, emit)
-        if answer and self.alive:
-            self.send(*answer)
 
     # -- turns -------------------------------------------------------------------
 
