@@ -175,6 +175,23 @@ async def test_tools_on_a_per_call_basis_override_the_agent_s(tmp_path: Path) ->
     assert none["message"] == "tool error: no host tool named 'add' (host tools: none)"
 
 
+async def test_warm_pooled_sessions_host_the_tools_of_their_settings(tmp_path: Path) -> None:
+    from coding_genesis import SessionPool
+
+    async with SessionPool(
+        TwoWayBackend(),
+        size=1,
+        max_idle_s=60,
+        cwd=str(tmp_path),
+        timeout=20,
+        grace=1.0,
+        ledger=str(tmp_path / "ledger"),
+        tools=[add],
+    ) as pool:
+        r = await pool.run('CALL add {"a": 4, "b": 5}')
+    assert r["status"] == 0 and r["message"] == "result: 9", r
+
+
 class NoTools(TwoWayProtocol):
     can_host_tools: ClassVar[bool] = False
 
