@@ -32,6 +32,7 @@ from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
+from coding_genesis._pipeline.hooking import unsupported_hooks
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
@@ -138,6 +139,8 @@ class CodingGenesisAgent:
         check_options(self._backend, cfg.options)
         if cfg.approver is not None and self._backend.control() is None:
             raise ConfigError(_no_two_way(self._backend, "approver="))
+        if (refused := _hooks_refused(self._backend, cfg.hooks)) is not None:
+            raise ConfigError(refused)
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
@@ -322,6 +325,8 @@ class CodingGenesisAgent:
             return self._answer(
                 Status.USAGE, ErrorCode.INVALID_REQUEST, _no_two_way(self._backend, "approver=")
             )
+        if (refused := _hooks_refused(self._backend, options.get("hooks"))) is not None:
+            return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
@@ -494,6 +499,17 @@ def _two_way_backends(steering: bool = False) -> list[str]:
         if protocol is not None and (protocol.can_steer or not steering):
             names.append(name)
     return names
+
+
+def _hooks_refused(backend: Backend, hooks: object) -> str | None:
+    """Why ``hooks=`` cannot run on ``backend`` (None: they can, or they are
+    malformed, which the request's check says)."""
+    if not isinstance(hooks, Mapping) or not hooks:
+        return None
+    protocol = backend.control()
+    if protocol is None:
+        return _no_two_way(backend, "hooks=")
+    return unsupported_hooks(backend.name, protocol, hooks)
 
 
 def _no_two_way(backend: Backend, what: str) -> str:

@@ -35,6 +35,7 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
+from coding_genesis.hooks import hook_table
 from coding_genesis.options import Isolation, Keep, Settings
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from coding_genesis._util.clock import Clock
     from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
+    from coding_genesis.hooks import Hooks
     from coding_genesis.observer import Observer
     from coding_genesis.options import AgentSettings, Settings
     from coding_genesis.retry import RetryPolicy
@@ -206,6 +208,11 @@ class AgentConfig:
     approver: Approver | None = None
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = 60.0
+    #: Code run at hook points of each turn (coding_genesis.hooks): event ->
+    #: hook or hooks.  A run with hooks speaks the CLI's two-way protocol.
+    hooks: Hooks | None = None
+    #: Seconds each hook has to answer (a ``pre_tool`` hook that does not blocks).
+    hook_timeout: float = 30.0
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -342,6 +349,8 @@ class AgentConfig:
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
         check_approver(self.approver)
         set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
+        set_(self, "hooks", hook_table(self.hooks) or None)
+        set_(self, "hook_timeout", required_seconds("hook_timeout", self.hook_timeout))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

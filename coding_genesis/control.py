@@ -14,6 +14,11 @@ requests, the thread and turn ids).  Every method returns the objects to
 write, in order (each becomes one JSON line).  The three protocols it is
 made for: claude's stream-json control protocol, codex's app-server JSON-RPC
 and the Agent Client Protocol.
+
+Hooks (``hooks=``, :mod:`coding_genesis.hooks`) plug in the same way: a
+protocol that reports hook points says so in :attr:`ControlProtocol.hook_effects`,
+turns each into a :class:`HookCall` and answers it in
+:meth:`ControlProtocol.answer_hook`; one that reports none needs nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 
 if TYPE_CHECKING:
     from coding_genesis.backend import CommandSpec, Translator
@@ -33,6 +39,7 @@ __all__ = [
     "FORWARD",
     "ControlProtocol",
     "Forward",
+    "HookCall",
     "Incoming",
     "Outgoing",
     "PermissionAsk",
@@ -65,6 +72,11 @@ class SessionStart:
     #: The backend's own options (``options=``), checked against its ``options``.
     options: Mapping[str, Any] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    #: The events the session has hooks for (the protocol reports only these).
+    hooks: frozenset[HookEvent] = frozenset()
+    #: Seconds the CLI should wait for the answer to one hook point, when it
+    #: has hooks (None: the CLI's own default).
+    hook_wait: float | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------
@@ -99,6 +111,24 @@ class PermissionAsk:
 
     key: Any
     request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """The CLI reached a hook point: the session runs its hooks of
+    ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
+
+    ``key`` is the protocol's own handle (a request id; None when the CLI only
+    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    turn, cwd and backend fields the session fills in.  ``ask``: the same
+    point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
+    set): it is asked after the hooks, with the input they changed, unless
+    they block.
+    """
+
+    key: Any
+    input: HookInput
+    ask: PermissionAsk | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +173,9 @@ class Unknown:
 
 #: What one object from the CLI means (a line may mean several: claude's
 #: ``result`` is forwarded *and* ends the turn).
-Incoming: TypeAlias = Forward | Ready | PermissionAsk | TurnEnded | Reply | ProtocolFault | Unknown
+Incoming: TypeAlias = (
+    Forward | Ready | PermissionAsk | HookCall | TurnEnded | Reply | ProtocolFault | Unknown
+)
 
 
 class ControlProtocol(ABC):
@@ -151,11 +183,14 @@ class ControlProtocol(ABC):
     objects read in, their meaning out.
 
     ``can_steer``: :meth:`steer` adds input to a running turn.  ``name`` is
-    the protocol's name in errors and docs.
+    the protocol's name in errors and docs.  ``hook_effects``: the hook
+    events the protocol reports, and what a hook of each can do there (an
+    empty set: it observes); an event left out is never reported.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
 
     @abstractmethod
     def command(self, start: SessionStart) -> CommandSpec:
@@ -189,6 +224,13 @@ class ControlProtocol(ABC):
     @abstractmethod
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to one :class:`PermissionAsk`."""
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """The answer to one :class:`HookCall` (``result`` holds only what
+        :attr:`hook_effects` allows).  A call with an ``ask`` that ``result``
+        does not block is answered by :meth:`answer` after the approver: keep
+        ``result`` for it and write nothing.  None by default (observed only)."""
+        return []
 
     @abstractmethod
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:

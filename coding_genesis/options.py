@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from coding_genesis._util.clock import Clock
     from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
+    from coding_genesis.hooks import Hooks
     from coding_genesis.observer import Observer
     from coding_genesis.retry import RetryPolicy
 
@@ -105,6 +106,10 @@ class TurnOptions(TypedDict, total=False):
     approver: Approver | None
     #: Seconds an approver has to answer before the call is denied.
     approval_timeout: float | None
+    #: Code run at hook points of the turn (see coding_genesis.hooks).
+    hooks: Hooks | None
+    #: Seconds each hook has to answer.
+    hook_timeout: float | None
 
 
 class RunOptions(SessionOptions, TurnOptions, total=False):
@@ -150,6 +155,8 @@ class AgentSettings(TypedDict, total=False):
     cli_max_retries: int | None
     approver: Approver | None
     approval_timeout: float
+    hooks: Hooks | None
+    hook_timeout: float
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -160,6 +160,10 @@ class RunResult(BaseModel):
     #: session's turn, a run with ``approver=``): tool, kind, allowed,
     #: decision, source, reason, message, elapsed_s (input not kept here).
     approvals: list[dict[str, Any]] = Field(default_factory=list)
+    #: The hooks called (``hooks=``): event, hook, tool, tool_call_id, turn,
+    #: outcome (continued, changed, blocked, error, timeout), message, error,
+    #: not_applied (what the backend could not do of what the hook asked), elapsed_s.
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
     #: The turn's number in its live session (None: a one-shot run).
     turn: int | None = None
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
@@ -264,6 +268,7 @@ class RunResponse(TypedDict):
     permission_denials: int
     denied_tools: list[str]
     approvals: list[dict[str, Any]]
+    hooks: list[dict[str, Any]]
     turn: int | None
     result_subtype: str | None
     failure: dict[str, Any] | None

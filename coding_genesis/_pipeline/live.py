@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -38,6 +38,8 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.hooking import Running, longest, then_ask
+from coding_genesis._pipeline.liveexit import death, with_exit
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -50,6 +52,7 @@ from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
     ControlProtocol,
     Forward,
+    HookCall,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
@@ -60,6 +63,7 @@ from coding_genesis.control import (
     Unknown,
 )
 from coding_genesis.events import Event
+from coding_genesis.hooks import Hook, HookEvent, run_hooks
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["LiveLink"]
@@ -99,6 +103,8 @@ class _Turn:
     interrupt_asked: bool = False
     denied: str | None = None
     approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    running: Running = dataclasses.field(default_factory=Running)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
     #: Processes the turn left running that were stopped after it (interrupted).
@@ -125,6 +131,8 @@ class LiveLink:
         approval_timeout: float,
         stop: StopHandle,
         context: AttemptContext | None = None,
+        hooks: Mapping[HookEvent, tuple[Hook, ...]] | None = None,
+        hook_timeout: float = 30.0,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -133,6 +141,8 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
+        self.hooks = dict(hooks or {})
+        self.hook_timeout = hook_timeout
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -210,20 +220,8 @@ class LiveLink:
             self._outbox_send.close()
             turn = self._turn
             if turn is not None:
-                turn.end("interrupted" if turn.interrupt_asked else "died", self._death())
-
-    def _death(self) -> str:
-        exit = self.exit
-        name = self.backend.name
-        if exit is None:
-            return f"{name} ended mid-turn; the session is closed"
-        if exit.stop_reason is not None:
-            return f"{name} was stopped ({exit.stop_reason.value}); the session is closed"
-        rc = exit.returncode
-        how = (
-            f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc}"
-        )
-        return f"{name} {how} mid-turn; the session is closed"
+                how = "interrupted" if turn.interrupt_asked else "died"
+                turn.end(how, death(self.backend.name, self.exit))
 
     def _sink(self, chunk: bytes) -> bool:
         turn = self._turn
@@ -292,6 +290,10 @@ class LiveLink:
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
+            elif isinstance(item, HookCall) and self._tg is not None:
+                if turn is not None:
+                    turn.running.add()
+                self._tg.start_soon(self._hook, item, turn)
             elif isinstance(item, TurnEnded):
                 if turn is not None:
                     self._turn_ended(turn, item)
@@ -339,17 +341,19 @@ class LiveLink:
                 # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
 
-    # -- approvals ---------------------------------------------------------------
+    # -- approvals and hooks -----------------------------------------------------
+
+    def _where(self, turn: _Turn | None) -> dict[str, Any]:
+        """What the session adds to an approval request or a hook input."""
+        return {
+            "cwd": self.start.cwd,
+            "backend": self.backend.name,
+            "run_id": turn.run_id if turn is not None else "",
+            "turn": turn.number if turn is not None else 0,
+        }
 
     async def _approve(self, ask: PermissionAsk, turn: _Turn | None) -> None:
-        request = dataclasses.replace(
-            ask.request,
-            cwd=self.start.cwd,
-            backend=self.backend.name,
-            run_id=turn.run_id if turn is not None else "",
-            turn=turn.number if turn is not None else 0,
-            session_id=self.session_id,
-        )
+        request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
         settled = await settle(
             request, self.approver, self.approval_timeout, self.start.permissions
         )
@@ -362,6 +366,29 @@ class LiveLink:
         self._decoder.emit([settled.event(request)])
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
+
+    async def _hook(self, call: HookCall, turn: _Turn | None) -> None:
+        """One hook point: its hooks run, the CLI answered, then any approver asked."""
+        try:
+            session_id = call.input.session_id or self.session_id
+            data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
+            ran = await run_hooks(
+                self.hooks.get(data.event, ()),
+                data,
+                timeout=self.hook_timeout,
+                effects=self.protocol.hook_effects.get(data.event, frozenset()),
+                backend=self.backend.name,
+            )
+            if turn is not None:
+                turn.hooks.extend(ran.records)
+            if self.alive:
+                self.send(*self.protocol.answer_hook(call, ran.result))
+                ask = then_ask(call, ran.result)
+                if ask is not None:
+                    await self._approve(ask, turn)
+        finally:
+            if turn is not None:
+                turn.running.done()
 
     # -- turns -------------------------------------------------------------------
 
@@ -401,7 +428,7 @@ class LiveLink:
                 request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
             )
         if not self.alive:
-            turn.end("died", self.broken or self._death())
+            turn.end("died", self.broken or death(self.backend.name, self.exit))
         else:
             self._turn = turn
             if (
@@ -427,6 +454,9 @@ class LiveLink:
                 decoder.emit(translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
+        if turn.running.count and self.alive:
+            with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
+                await turn.running.wait(longest(self.hooks, self.hook_timeout))
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
@@ -451,6 +481,7 @@ class LiveLink:
             stop=self.stop,
             ended=turn.ended,
             approvals=tuple(turn.approvals),
+            hooks=tuple(turn.hooks),
         )
 
     async def _drain(self) -> None:
@@ -472,7 +503,6 @@ class LiveLink:
                 await self._dead.wait()
 
     def _turn_process(self, turn: _Turn) -> ProcessOutcome:
-        exit = self.exit
         out = ProcessOutcome(
             pid=self.pid,
             stdout_bytes=self._stdout_bytes - turn.stdout_at_start,
@@ -481,18 +511,7 @@ class LiveLink:
             duration_s=time.monotonic() - turn.started,
             leftovers_stopped=turn.strays,
         )
-        if exit is not None:
-            out.returncode = exit.returncode
-            out.stop_reason = exit.stop_reason
-            out.spawn_error = exit.spawn_error
-            out.signals_sent = list(exit.signals_sent)
-            out.leftovers_stopped = exit.leftovers_stopped + turn.strays
-            out.stdout_eof = exit.stdout_eof
-            out.stall_silent_s = exit.stall_silent_s
-            out.stall_cpu_s = exit.stall_cpu_s
-            if not turn.stderr and exit.stderr_tail:
-                out.stderr_tail = exit.stderr_tail
-        return out
+        return with_exit(out, self.exit, turn.strays)
 
     async def interrupt(self) -> bool:
         """End the running turn; the session lives on.  A CLI that does not end

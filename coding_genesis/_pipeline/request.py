@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from coding_genesis.backend import AttemptRequest, Backend, check_options
@@ -27,6 +27,7 @@ from coding_genesis.config import (
     required_seconds,
 )
 from coding_genesis.errors import ConfigError
+from coding_genesis.hooks import Hook, HookEvent, hook_table
 from coding_genesis.options import RunOptions
 
 if TYPE_CHECKING:
@@ -49,6 +50,15 @@ class Request:
     approver: Approver | None = None
     #: Seconds the approver has to answer.
     approval_timeout: float = 60.0
+    #: The hooks of each event (empty: none).
+    hooks: Mapping[HookEvent, tuple[Hook, ...]] = field(default_factory=dict)
+    #: Seconds each hook has to answer.
+    hook_timeout: float = 30.0
+
+    @property
+    def two_way(self) -> bool:
+        """An approver or hooks: the run speaks the CLI's two-way protocol."""
+        return self.approver is not None or bool(self.hooks)
 
     @property
     def prompt(self) -> str:
@@ -162,6 +172,8 @@ def make_request(
     if approver is not None:
         check_approver(approver)
     approval_timeout = call.get("approval_timeout")
+    hooks = call.get("hooks")
+    hook_timeout = call.get("hook_timeout")
     return Request(
         attempt,
         run_timeout,
@@ -169,4 +181,8 @@ def make_request(
         required_seconds("approval_timeout", approval_timeout)
         if approval_timeout is not None
         else config.approval_timeout,
+        hook_table(hooks if hooks is not None else config.hooks),
+        required_seconds("hook_timeout", hook_timeout)
+        if hook_timeout is not None
+        else config.hook_timeout,
     )

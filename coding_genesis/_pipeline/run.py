@@ -260,7 +260,7 @@ class RunWiring:
         try:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id)
-            if attempt.approver is not None:  # one turn of a live process
+            if attempt.two_way:  # an approver or hooks: one turn of a live process
                 return await one_turn(self.config, self.backend, attempt, context, run_id)
             return await run_attempt(
                 self.config, self.backend, attempt, marker=run_id, context=context
