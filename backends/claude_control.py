@@ -339,6 +339,7 @@ class ClaudeControl(ControlProtocol):
             request_id = obj.get("request_id")
             if isinstance(request_id, str):
                 self._open.discard(request_id)
+                self._hooked.pop(request_id, None)
             return ()
         if kind == "result":
             return self._result(obj)

@@ -454,7 +454,7 @@ class LiveLink:
                 decoder.emit(translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
-        if turn.running.count and self.alive:
+        if turn.running.count and self.alive and not turn.interrupt_asked:
             with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
                 await turn.running.wait(longest(self.hooks, self.hook_timeout))
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:

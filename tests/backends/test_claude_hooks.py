@@ -246,6 +246,12 @@ def test_the_hooks_context_goes_out_with_the_approver_s_answer() -> None:
     proto.answer_hook(call, HookResult(input={"command": "echo changed"}))
     output = _answer(proto.answer(call.ask, Decision.deny("refused")))
     assert "updatedInput" not in output["hookSpecificOutput"]  # a refusal runs nothing
+    (call,) = proto.receive(_pre("h3", call="toolu_3"))
+    assert isinstance(call, HookCall) and call.ask is not None
+    assert proto.answer_hook(call, HookResult(context="kept")) == []
+    assert proto.receive({"type": "control_cancel_request", "request_id": "h3"}) == ()
+    assert proto.answer(call.ask, Decision.allow()) == []  # claude gave up on it
+    assert proto._hooked == {}
 
 
 def test_an_always_decision_still_runs_the_hooks() -> None:

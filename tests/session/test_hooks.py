@@ -172,3 +172,25 @@ async def test_hooks_are_checked_and_need_a_backend_that_reports_them(tmp_path: 
     failer = CodingGenesisAgent("failer", cwd=str(tmp_path))
     r = await failer.run("hello", hooks={"pre_tool": hook})
     assert r["status"] == 64 and "hooks=" in str(r["message"])
+
+
+async def test_an_interrupt_during_a_slow_hook_ends_the_turn_at_once(tmp_path: Path) -> None:
+    async def slow(hook: HookInput) -> None:
+        await anyio.sleep(600)
+
+    a = agent(tmp_path, hooks={"pre_tool": slow}, hook_timeout=20)
+    async with a.session() as s:
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def turn() -> None:
+                results.append(await s.send_result('HOOK Bash {"command": "echo hi"}'))
+
+            tg.start_soon(turn)
+            await anyio.sleep(0.5)
+            started = time.monotonic()
+            assert await s.interrupt() is True
+        assert time.monotonic() - started < 5
+        assert results[0].status == 130 and results[0].error == "interrupted"
+        after = await s.send_result("TEXT still here")
+        assert after.status == 0 and after.message == "still here"
