@@ -32,14 +32,13 @@ from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
     Refusal,
-    TurnEnd,
     launch,
     resolve_program,
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hooking import Running, longest, then_ask
-from coding_genesis._pipeline.liveexit import death, with_exit
+from coding_genesis._pipeline.hooking import longest, then_ask
+from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -70,9 +69,6 @@ __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
 
-#: The stderr a turn keeps (its failure analysis reads the tail).
-_STDERR_TAIL = 64 * 1024
-
 
 class _Switch(Translator):
     """The session decoder's translator: each object goes to the protocol
@@ -83,37 +79,6 @@ class _Switch(Translator):
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         return self._link.received(obj)
-
-
-@dataclasses.dataclass(slots=True)
-class _Turn:
-    number: int
-    request: Request
-    context: AttemptContext
-    tally: RunTally
-    translator: Translator
-    run_id: str
-    started: float
-    stdout_at_start: int
-    lines_at_start: int
-    skipped_at_start: int
-    unknown_at_start: int
-    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
-    ended: TurnEnd | None = None
-    interrupt_asked: bool = False
-    denied: str | None = None
-    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    running: Running = dataclasses.field(default_factory=Running)
-    stderr: bytearray = dataclasses.field(default_factory=bytearray)
-    stderr_bytes: int = 0
-    #: Processes the turn left running that were stopped after it (interrupted).
-    strays: int = 0
-
-    def end(self, how: str, message: str = "") -> None:
-        if not self.done.is_set():
-            self.ended = TurnEnd(how, message)
-            self.done.set()
 
 
 class LiveLink:
@@ -163,7 +128,7 @@ class LiveLink:
         self.unknown = 0
         self.turns = 0
         self.warnings: tuple[str, ...] = ()
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
         self._idle_translator = protocol.translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
@@ -240,8 +205,8 @@ class LiveLink:
         if turn is not None:
             turn.stderr_bytes += len(chunk)
             turn.stderr += chunk
-            if len(turn.stderr) > 2 * _STDERR_TAIL:
-                del turn.stderr[:-_STDERR_TAIL]
+            if len(turn.stderr) > 2 * STDERR_TAIL:
+                del turn.stderr[:-STDERR_TAIL]
 
     async def _writer(self) -> None:
         try:
@@ -316,7 +281,7 @@ class LiveLink:
                     self.session_id = session
         return events
 
-    def _turn_ended(self, turn: _Turn, item: TurnEnded) -> None:
+    def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:
             turn.end("denied", turn.denied)
         elif item.how == "interrupted" or turn.interrupt_asked:
@@ -324,7 +289,7 @@ class LiveLink:
         else:
             turn.end(item.how, item.message or "")
 
-    def _fault(self, fault: ProtocolFault, turn: _Turn | None) -> None:
+    def _fault(self, fault: ProtocolFault, turn: Turn | None) -> None:
         """A broken control message: it ends the running turn (a fatal one, the
         session); between turns a message that is not fatal is logged only."""
         name = self.protocol.name or self.backend.name
@@ -343,7 +308,7 @@ class LiveLink:
 
     # -- approvals and hooks -----------------------------------------------------
 
-    def _where(self, turn: _Turn | None) -> dict[str, Any]:
+    def _where(self, turn: Turn | None) -> dict[str, Any]:
         """What the session adds to an approval request or a hook input."""
         return {
             "cwd": self.start.cwd,
@@ -352,12 +317,19 @@ class LiveLink:
             "turn": turn.number if turn is not None else 0,
         }
 
-    async def _approve(self, ask: PermissionAsk, turn: _Turn | None) -> None:
+    async def _approve(self, ask: PermissionAsk, turn: Turn | None) -> None:
         request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
-        settled = await settle(
-            request, self.approver, self.approval_timeout, self.start.permissions
-        )
-        if not self.alive:
+        with anyio.CancelScope() as scope:
+            if turn is not None:
+                if turn.done.is_set():
+                    return
+                turn.asking.append(scope)
+            settled = await settle(
+                request, self.approver, self.approval_timeout, self.start.permissions
+            )
+        if turn is not None and scope in turn.asking:
+            turn.asking.remove(scope)
+        if scope.cancel_called or not self.alive:
             return
         self.send(*self.protocol.answer(ask, settled.decision))
         if turn is None or turn is not self._turn:
@@ -367,7 +339,7 @@ class LiveLink:
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
 
-    async def _hook(self, call: HookCall, turn: _Turn | None) -> None:
+    async def _hook(self, call: HookCall, turn: Turn | None) -> None:
         """One hook point: its hooks run, the CLI answered, then any approver asked."""
         try:
             session_id = call.input.session_id or self.session_id
@@ -403,7 +375,7 @@ class LiveLink:
         translator = self.protocol.translator()
         translator.message_usage = context.message_usage
         decoder = self._decoder
-        turn = _Turn(
+        turn = Turn(
             self.turns,
             request,
             context,
@@ -474,7 +446,7 @@ class LiveLink:
             request,
             request.timeout,
             tally,
-            self._turn_process(turn),
+            turn.process(self.pid, self._stdout_bytes, self.exit),
             lines=decoder.lines - turn.lines_at_start,
             skipped_lines=decoder.skipped - turn.skipped_at_start,
             warnings=(*warnings, *tally.number_warnings()),
@@ -501,17 +473,6 @@ class LiveLink:
             self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
             with anyio.move_on_after(self.supervisor.grace + self.supervisor.kill_wait + 1):
                 await self._dead.wait()
-
-    def _turn_process(self, turn: _Turn) -> ProcessOutcome:
-        out = ProcessOutcome(
-            pid=self.pid,
-            stdout_bytes=self._stdout_bytes - turn.stdout_at_start,
-            stderr_tail=bytes(turn.stderr[-_STDERR_TAIL:]).decode("utf-8", "replace"),
-            stderr_bytes=turn.stderr_bytes,
-            duration_s=time.monotonic() - turn.started,
-            leftovers_stopped=turn.strays,
-        )
-        return with_exit(out, self.exit, turn.strays)
 
     async def interrupt(self) -> bool:
         """End the running turn; the session lives on.  A CLI that does not end
