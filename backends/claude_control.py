@@ -50,7 +50,7 @@ from coding_genesis.control import (
     Unknown,
 )
 
-__all__ = ["SESSION_FLAGS", "ClaudeControl"]
+__all__ = ["ANSWER_TOOL", "SESSION_FLAGS", "ClaudeControl"]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -75,6 +75,10 @@ _WRITE_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+
+#: The tool claude answers an output schema with (``--json-schema``): the
+#: answer itself, no action, so no approver is asked about it.
+ANSWER_TOOL = "StructuredOutput"
 
 _DENIED = "denied by the approver"
 #: What a fault or an error answer quotes of the CLI's words, at most.
@@ -381,6 +385,8 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             unreadable = Decision.deny("genesis could not read this tool call")
             return (Reply((_success(request_id, _hook_output(unreadable)),)),)
+        if tool == ANSWER_TOOL:
+            return (Reply((_success(request_id, _hook_output(Decision.allow())),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
         session_id = _text(data.get("session_id")) or self._session_id
         approval = _tool_request(
@@ -399,6 +405,9 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool == ANSWER_TOOL:
+            allowed = _permission_result(Decision.allow(), tool_input, ())
+            return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
         approval = _tool_request(
             tool,

@@ -206,11 +206,10 @@ class CodexAppServer(ControlProtocol):
         self._queued_steers.clear()
         self._changes.clear()
         self._cancelled = False
-        return [
-            self._call(
-                "turn/start", {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-            )
-        ]
+        params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
+        if self._start is not None and self._start.output_schema is not None:
+            params["outputSchema"] = dict(self._start.output_schema)
+        return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
         if not self.turn_running:

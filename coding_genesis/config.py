@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
@@ -206,6 +207,11 @@ class AgentConfig:
     approver: Approver | None = None
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = 60.0
+    #: The shape of every answer: a JSON Schema (its root an object) or a
+    #: pydantic model class, given to the CLI; the result's ``output`` holds
+    #: the validated answer (None: a free answer).  Checked once: held as an
+    #: :class:`~coding_genesis._util.schema.OutputSchema`.
+    output_schema: OutputSchema | None = None
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -342,6 +348,8 @@ class AgentConfig:
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
         check_approver(self.approver)
         set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
+        if self.output_schema is not None:
+            set_(self, "output_schema", output_schema(self.output_schema))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -65,6 +65,8 @@ class SessionStart:
     #: The backend's own options (``options=``), checked against its ``options``.
     options: Mapping[str, Any] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    #: The JSON Schema every turn's answer must match (``output_schema=``); None: free.
+    output_schema: Mapping[str, Any] | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------

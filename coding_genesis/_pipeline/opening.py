@@ -78,6 +78,7 @@ def session_start(request: Request, *, approvals: bool) -> SessionStart:
         cli_max_retries=attempt.cli_max_retries,
         options=attempt.options,
         extra_args=attempt.extra_args,
+        output_schema=attempt.output_schema,
     )
 
 
