@@ -34,7 +34,7 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status
+from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status, strict_schema_warning
 from ._common import PROXY_ENV, as_int, preview
 from .codex_control import CodexAppServer
 
@@ -125,6 +125,7 @@ class CodexBackend(Backend):
         if request.output_schema is not None:
             overlay[_SCHEMA_FILE] = json.dumps(request.output_schema).encode("utf-8")
             args += ["--output-schema", f"{{overlay}}/{_SCHEMA_FILE}"]
+            warnings += strict_schema_warning(request.output_schema)
         args.extend(request.extra_args)
         if request.resume_session:
             args += ["resume", request.resume_session]

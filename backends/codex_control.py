@@ -32,7 +32,7 @@ from coding_genesis.control import (
     Unknown,
 )
 
-from ._codex import codex_overrides, codex_sandbox
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 
@@ -156,6 +156,7 @@ class CodexAppServer(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
+        warnings += strict_schema_warning(start.output_schema)
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
