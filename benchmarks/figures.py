@@ -1517,6 +1517,13 @@ def fig_startup(p: Params) -> Result:
     }
 
 
+def fig_pool(p: Params) -> Result:
+    """Warm session pools on the real claude and codex (``benchmarks/pool.py``)."""
+    from .pool import fig_pool as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1530,4 +1537,5 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "concurrency": ("5. Concurrency", fig_concurrency),
     "memory": ("6. Memory", fig_memory),
     "startup": ("7. Start-up", fig_startup),
+    "pool": ("9. Warm pool", fig_pool),
 }

@@ -48,6 +48,9 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_plain_events": 50_000,
         "memory_reps": 2,
         "startup_reps": 15,
+        "pool_first": 10,
+        "pool_batch": 8,
+        "pool_batch_reps": 3,
     },
     "smoke": {
         "events": 20_000,
@@ -62,6 +65,9 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_plain_events": 10_000,
         "memory_reps": 1,
         "startup_reps": 2,
+        "pool_first": 3,
+        "pool_batch": 4,
+        "pool_batch_reps": 1,
     },
 }
 

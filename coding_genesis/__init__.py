@@ -138,6 +138,11 @@ if TYPE_CHECKING:
         SessionOptions as SessionOptions,
         TurnOptions as TurnOptions,
     )
+    from coding_genesis.pool import (
+        PoolStats as PoolStats,
+        SessionPool as SessionPool,
+        SyncSessionPool as SyncSessionPool,
+    )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
         CostSource as CostSource,
@@ -171,6 +176,9 @@ if TYPE_CHECKING:
 
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
+    "SessionPool": "pool",
+    "SyncSessionPool": "pool",
+    "PoolStats": "pool",
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",

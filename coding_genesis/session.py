@@ -142,6 +142,13 @@ class Session:
         return self._closed
 
     @property
+    def alive(self) -> bool:
+        """Open, its CLI running and its protocol unbroken (a CLI that died
+        between turns leaves the session open until the next ``send()``)."""
+        link = self._link
+        return link is not None and link.alive and not self._closed
+
+    @property
     def turns(self) -> int:
         return self._link.turns if self._link is not None else 0
 
