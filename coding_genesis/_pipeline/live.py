@@ -103,11 +103,15 @@ class _Turn:
     stderr_bytes: int = 0
     #: Processes the turn left running that were stopped after it (interrupted).
     strays: int = 0
+    #: The approvals under way (cancelled when the turn ends).
+    asking: list[anyio.CancelScope] = dataclasses.field(default_factory=list)
 
     def end(self, how: str, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
+            for scope in self.asking:  # questions of an ended turn: nobody waits for them
+                scope.cancel()
 
 
 class LiveLink:
@@ -350,10 +354,17 @@ class LiveLink:
             turn=turn.number if turn is not None else 0,
             session_id=self.session_id,
         )
-        settled = await settle(
-            request, self.approver, self.approval_timeout, self.start.permissions
-        )
-        if not self.alive:
+        with anyio.CancelScope() as scope:
+            if turn is not None:
+                if turn.done.is_set():
+                    return
+                turn.asking.append(scope)
+            settled = await settle(
+                request, self.approver, self.approval_timeout, self.start.permissions
+            )
+        if turn is not None and scope in turn.asking:
+            turn.asking.remove(scope)
+        if scope.cancel_called or not self.alive:
             return
         self.send(*self.protocol.answer(ask, settled.decision))
         if turn is None or turn is not self._turn:
