@@ -71,7 +71,7 @@ from .claude_hooks import (
     pre_tool_output,
 )
 
-__all__ = ["HOOK_ID", "SESSION_FLAGS", "ClaudeControl"]
+__all__ = ["ANSWER_TOOL", "HOOK_ID", "SESSION_FLAGS", "ClaudeControl"]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -93,6 +93,10 @@ _WRITE_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+
+#: The tool claude answers an output schema with (``--json-schema``): the
+#: answer itself, no action, so no approver is asked about it.
+ANSWER_TOOL = "StructuredOutput"
 
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
@@ -416,6 +420,8 @@ class ClaudeControl(ControlProtocol):
                 return (Reply((_success(request_id, {}),)),)  # nothing to tell of it
             unreadable = Decision.deny("genesis could not read this tool call")
             return (Reply((_success(request_id, pre_tool_output(unreadable)),)),)
+        if tool == ANSWER_TOOL:
+            return (Reply((_success(request_id, pre_tool_output(Decision.allow())),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
         approval = tool_request(
             tool, tool_input, reason=None, tool_call_id=call_id, session_id=session_id
@@ -444,6 +450,9 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool == ANSWER_TOOL:
+            allowed = _permission_result(Decision.allow(), tool_input, ())
+            return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
         approval = tool_request(
             tool,

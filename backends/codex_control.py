@@ -35,7 +35,7 @@ from coding_genesis.control import (
 )
 from coding_genesis.hooks import HookEvent, HookInput
 
-from ._codex import codex_overrides, codex_sandbox
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
@@ -164,6 +164,7 @@ class CodexAppServer(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
+        warnings += strict_schema_warning(start.output_schema)
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
@@ -216,11 +217,10 @@ class CodexAppServer(ControlProtocol):
         self._changes.clear()
         self._cancelled = False
         self._answer = None
-        return [
-            self._call(
-                "turn/start", {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-            )
-        ]
+        params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
+        if self._start is not None and self._start.output_schema is not None:
+            params["outputSchema"] = dict(self._start.output_schema)
+        return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
         if not self.turn_running:

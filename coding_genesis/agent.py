@@ -141,6 +141,8 @@ class CodingGenesisAgent:
             raise ConfigError(_no_two_way(self._backend, "approver="))
         if (refused := _hooks_refused(self._backend, cfg.hooks)) is not None:
             raise ConfigError(refused)
+        if cfg.output_schema is not None and not self._backend.structured_output:
+            raise ConfigError(_no_structured_output(self._backend))
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
@@ -327,6 +329,10 @@ class CodingGenesisAgent:
             )
         if (refused := _hooks_refused(self._backend, options.get("hooks"))) is not None:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
+        if options.get("output_schema") is not None and not self._backend.structured_output:
+            return self._answer(
+                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_structured_output(self._backend)
+            )
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
@@ -516,6 +522,17 @@ def _no_two_way(backend: Backend, what: str) -> str:
     return (
         f"backend {backend.name!r} has no two-way protocol, which {what} needs; "
         f"backends that have one: {', '.join(_two_way_backends()) or '(none)'}"
+    )
+
+
+def _no_structured_output(backend: Backend) -> str:
+    # (down) the registry loads every backend: only an answer that names them needs it
+    from coding_genesis.backends import get_backend, registered_backends
+
+    names = [name for name in registered_backends() if get_backend(name).structured_output]
+    return (
+        f"backend {backend.name!r} takes no output schema, which output_schema= needs; "
+        f"backends that do: {', '.join(names) or '(none)'}"
     )
 
 

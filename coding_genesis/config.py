@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
@@ -213,6 +214,11 @@ class AgentConfig:
     hooks: Hooks | None = None
     #: Seconds each hook has to answer (a ``pre_tool`` hook that does not blocks).
     hook_timeout: float = 30.0
+    #: The shape of every answer: a JSON Schema (its root an object) or a
+    #: pydantic model class, given to the CLI; the result's ``output`` holds
+    #: the validated answer (None: a free answer).  Checked once: held as an
+    #: :class:`~coding_genesis._util.schema.OutputSchema`.
+    output_schema: OutputSchema | None = None
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -351,6 +357,8 @@ class AgentConfig:
         set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
         set_(self, "hooks", hook_table(self.hooks) or None)
         set_(self, "hook_timeout", required_seconds("hook_timeout", self.hook_timeout))
+        if self.output_schema is not None:
+            set_(self, "output_schema", output_schema(self.output_schema))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -77,6 +77,8 @@ class SessionStart:
     #: Seconds the CLI should wait for the answer to one hook point, when it
     #: has hooks (None: the CLI's own default).
     hook_wait: float | None = None
+    #: The JSON Schema every turn's answer must match (``output_schema=``); None: free.
+    output_schema: Mapping[str, Any] | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
@@ -39,6 +41,7 @@ __all__ = [
     "Keep",
     "LiveOptions",
     "MessageUsage",
+    "OutputSchemaSetting",
     "Permissions",
     "RetrySetting",
     "RunOptions",
@@ -62,6 +65,9 @@ Keep: TypeAlias = Literal["never", "on_failure", "always"]
 RetrySetting: TypeAlias = "RetryPolicy | Literal['default', 'none'] | int | None"
 #: ``circuit_breaker=``: a (shareable) breaker, "default" (one of the agent's own) or None.
 BreakerSetting: TypeAlias = "CircuitBreaker | Literal['default'] | None"
+#: ``output_schema=``: the shape of the answer, a JSON Schema (its root an
+#: object) or a pydantic model class (see coding_genesis._util.schema).
+OutputSchemaSetting: TypeAlias = "Mapping[str, Any] | type[BaseModel]"
 
 
 class AgentDefault(enum.Enum):
@@ -110,6 +116,9 @@ class TurnOptions(TypedDict, total=False):
     hooks: Hooks | None
     #: Seconds each hook has to answer.
     hook_timeout: float | None
+    #: The answer must be JSON of this shape; the result's ``output`` holds it
+    #: validated (an answer that is not: ``invalid_output``, retried once).
+    output_schema: OutputSchemaSetting | None
 
 
 class RunOptions(SessionOptions, TurnOptions, total=False):
@@ -157,6 +166,7 @@ class AgentSettings(TypedDict, total=False):
     approval_timeout: float
     hooks: Hooks | None
     hook_timeout: float
+    output_schema: OutputSchemaSetting | None
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -145,6 +145,10 @@ class RunResult(BaseModel):
     cli_retries: int = 0
     #: The final answer parsed as JSON, when it is a JSON object.
     data: dict[str, Any] | None = None
+    #: The answer validated against ``output_schema=``: a dict, or an instance
+    #: of the pydantic model given (its JSON dict in the response dict); None
+    #: without a schema, or when the answer did not match (``invalid_output``).
+    output: Any = None
     warnings: list[str] = Field(default_factory=list)
     leftovers_stopped: int = 0
     #: HTTP status of the API error the CLI reported, if any.
@@ -221,6 +225,8 @@ class RunResult(BaseModel):
         out = self.model_dump()
         out["error"] = str(self.error) if self.error is not None else None
         out["failure"] = self.failure.to_dict() if self.failure is not None else None
+        if isinstance(self.output, BaseModel):
+            out["output"] = self.output.model_dump(mode="json")
         return cast("RunResponse", out)
 
 
@@ -260,6 +266,7 @@ class RunResponse(TypedDict):
     last_successful_tool: str | None
     cli_retries: int
     data: dict[str, Any] | None
+    output: Any
     warnings: list[str]
     leftovers_stopped: int
     api_error_status: int | None

@@ -84,6 +84,7 @@ def session_start(request: Request, *, approvals: bool) -> SessionStart:
         extra_args=attempt.extra_args,
         hooks=frozenset(request.hooks),
         hook_wait=hook_wait(request),
+        output_schema=attempt.output_schema,
     )
 
 

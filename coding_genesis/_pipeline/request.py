@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis.backend import AttemptRequest, Backend, check_options
 from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
@@ -59,6 +60,9 @@ class Request:
     def two_way(self) -> bool:
         """An approver or hooks: the run speaks the CLI's two-way protocol."""
         return self.approver is not None or bool(self.hooks)
+
+    #: The shape the answer must have (None: a free answer).
+    output: OutputSchema | None = None
 
     @property
     def prompt(self) -> str:
@@ -156,6 +160,12 @@ def make_request(
         run_retries = DEFAULT_CLI_MAX_RETRIES
     if key is not None and (not isinstance(key, str) or not key):
         raise ConfigError(f"request_key must be a non-empty string, got {key!r}")
+    shape = call.get("output_schema")
+    output = output_schema(shape) if shape is not None else config.output_schema
+    if output is not None and not backend.structured_output:
+        raise ConfigError(
+            f"backend {backend.name!r} takes no output schema: output_schema= cannot be used"
+        )
     attempt = AttemptRequest(
         prompt=text,
         cwd=run_cwd,
@@ -167,6 +177,7 @@ def make_request(
         request_key=key or request_key(backend.name, run_cwd, text),
         options=merged,
         extra_args=config.extra_args,
+        output_schema=output.schema if output is not None else None,
     )
     approver = call.get("approver")
     if approver is not None:
@@ -185,4 +196,5 @@ def make_request(
         required_seconds("hook_timeout", hook_timeout)
         if hook_timeout is not None
         else config.hook_timeout,
+        output,
     )
