@@ -31,6 +31,13 @@ claude 2.1.330: the handshake comes before the answer to ``initialize``; the
 model's ``tool_use`` line comes before the ``tools/call``, the
 ``tool_result`` after our answer (``is_error`` from ``isError``).
 
+Hooks (``hooks=``): each hook point the session has hooks for gets a
+callback at ``initialize`` (see :mod:`.claude_hooks`), and each
+``hook_callback`` is a :class:`~coding_genesis.control.HookCall`.  The
+``PreToolUse`` callback is shared: with an approver too, the call carries
+the approver's question, asked after the hooks unless they block; a hook's
+changed input or context goes out with the approver's answer.
+
 ``always`` (allow or reject for the rest of the session): claude's session
 rules cannot stop a hook from firing, so this protocol keeps the decision and
 answers later calls of the same tool (a command tool: the same command) by
@@ -52,6 +59,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -63,9 +71,22 @@ from coding_genesis.control import (
     TurnEnded,
     Unknown,
 )
+from coding_genesis.hooks import HookResult
 from coding_genesis.tools import HostTool, ToolResult
 
-__all__ = ["MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
+from .claude_hooks import (
+    CALLBACKS,
+    DENIED,
+    HOOK_EFFECTS,
+    HOOK_ID,
+    HookKey,
+    event_of,
+    hook_answer,
+    hook_input,
+    pre_tool_output,
+)
+
+__all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -78,8 +99,6 @@ SESSION_FLAGS = (
     "stdio",
 )
 
-#: Our one hook callback: every tool, before it runs.
-HOOK_ID = "genesis_pre_tool_use"
 #: The SDK MCP server of the host tools: the model sees ``mcp__genesis__<name>``.
 MCP_SERVER = "genesis"
 _MCP_PREFIX = f"mcp__{MCP_SERVER}__"
@@ -96,9 +115,12 @@ _WRITE_TOOLS = {
 }
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 
-_DENIED = "denied by the approver"
 #: The answer about a host tool's call (the caller's own code).
 _HOST_ALLOWED = Decision.allow(reason="a host tool (tools=)")
+#: The tool claude answers an output schema with (``--json-schema``): the
+#: answer itself, no action, so no approver is asked about it.
+ANSWER_TOOL = "StructuredOutput"
+
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
 
@@ -114,7 +136,7 @@ class AskKey:
     suggestions: tuple[Any, ...] = ()
 
 
-def _tool_request(
+def tool_request(
     tool: str,
     tool_input: Mapping[str, Any],
     *,
@@ -175,25 +197,6 @@ def _error(request_id: str, message: str) -> Outgoing:
     }
 
 
-def _hook_output(decision: Decision) -> dict[str, Any]:
-    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
-    out: dict[str, Any] = {"hookSpecificOutput": specific}
-    if decision.allowed:
-        specific["permissionDecision"] = "allow"
-        if decision.reason:
-            specific["permissionDecisionReason"] = decision.reason
-        if decision.input is not None:
-            specific["updatedInput"] = dict(decision.input)
-        return out
-    message = decision.message or _DENIED
-    specific["permissionDecision"] = "deny"
-    specific["permissionDecisionReason"] = message
-    if decision.end_turn:
-        out["continue"] = False
-        out["stopReason"] = message
-    return out
-
-
 def _permission_result(
     decision: Decision, tool_input: Mapping[str, Any], suggestions: Sequence[Any]
 ) -> dict[str, Any]:
@@ -205,7 +208,7 @@ def _permission_result(
         if decision.always and suggestions:
             out["updatedPermissions"] = list(suggestions)
         return out
-    out = {"behavior": "deny", "message": decision.message or _DENIED}
+    out = {"behavior": "deny", "message": decision.message or DENIED}
     if decision.end_turn:
         out["interrupt"] = True
     return out
@@ -263,6 +266,7 @@ class ClaudeControl(ControlProtocol):
 
     name = "claude stream-json control"
     can_steer = False
+    hook_effects = HOOK_EFFECTS
     can_host_tools = True
 
     def __init__(
@@ -291,6 +295,10 @@ class ClaudeControl(ControlProtocol):
         self._always: dict[tuple[str, ...], Decision] = {}
         #: The host tools, by the name the model calls them.
         self._tools: dict[str, HostTool] = {}
+        #: The events the session has hooks for.
+        self._hooks: frozenset[str] = frozenset()
+        #: What the pre_tool hooks of a call asked, kept for the approver's answer.
+        self._hooked: dict[str, HookResult] = {}
 
     # -- intents -> objects ------------------------------------------------------
 
@@ -315,12 +323,18 @@ class ClaudeControl(ControlProtocol):
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
         self._approvals = start.approvals
-        hooks = (
-            {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]}
-            if start.approvals
-            else None
-        )
-        return [self._request("initialize", hooks=hooks)]
+        self._hooks = frozenset(start.hooks)
+        hooks: dict[str, list[dict[str, Any]]] = {}
+        if start.approvals:
+            hooks["PreToolUse"] = [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
+        for event, (callback, names) in CALLBACKS.items():
+            if event in start.hooks:
+                for claude_event in names:
+                    hooks[claude_event] = [{"matcher": None, "hookCallbackIds": [callback]}]
+        if start.hooks and start.hook_wait is not None:
+            for matchers in hooks.values():
+                matchers[0]["timeout"] = start.hook_wait  # claude must not give up first
+        return [self._request("initialize", hooks=hooks or None)]
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._interrupted = False
@@ -350,11 +364,12 @@ class ClaudeControl(ControlProtocol):
         if decision.always:
             self._always[self._always_key(request)] = _remembered(decision)
         if decision.end_turn and not decision.allowed:
-            self._ended_by = decision.message or _DENIED
+            self._ended_by = decision.message or DENIED
         if key.via == "hook":
             if request.tool_call_id:
                 self._decided[request.tool_call_id] = decision
-            return [_success(key.request_id, _hook_output(decision))]
+            hooked = self._hooked.pop(key.request_id, None)
+            return [_success(key.request_id, pre_tool_output(decision, hooked))]
         payload = _permission_result(decision, request.input, key.suggestions)
         return [_success(key.request_id, payload)]
 
@@ -367,6 +382,21 @@ class ClaudeControl(ControlProtocol):
         content = [{"type": "text", "text": result.text}]
         answer = {"content": content, "isError": result.is_error}
         return [_mcp_answer(key.request_id, {"jsonrpc": "2.0", "id": key.rpc_id, "result": answer})]
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """The answer to a hook point; none when claude cancelled it, or when
+        the approver's answer is still to come (``result`` kept for it)."""
+        key = call.key
+        if not isinstance(key, HookKey) or key.request_id not in self._open:
+            return []
+        if call.ask is not None and not result.block:
+            self._hooked[key.request_id] = result
+            return []
+        self._open.discard(key.request_id)
+        call_id = call.input.tool_call_id
+        if key.claude_event == "PreToolUse" and result.block and call_id:
+            self._decided[call_id] = Decision.deny(result.message or "blocked by a pre_tool hook")
+        return [_success(key.request_id, hook_answer(key, result))]
 
     @staticmethod
     def _always_key(request: ApprovalRequest) -> tuple[str, ...]:
@@ -386,6 +416,7 @@ class ClaudeControl(ControlProtocol):
             request_id = obj.get("request_id")
             if isinstance(request_id, str):
                 self._open.discard(request_id)
+                self._hooked.pop(request_id, None)
             return ()
         if kind == "result":
             return self._result(obj)
@@ -447,39 +478,60 @@ class ClaudeControl(ControlProtocol):
 
     def _hook(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         data = request.get("input")
-        if request.get("callback_id") != HOOK_ID or not isinstance(data, dict):
+        if not isinstance(data, dict):
             return (Reply((_error(request_id, "no such hook callback"),)),)
-        if data.get("hook_event_name", "PreToolUse") != "PreToolUse":
+        claude_event = data.get("hook_event_name", "PreToolUse")
+        event = event_of(request.get("callback_id"), claude_event)
+        if event is None or (event != "pre_tool" and event not in self._hooks):
             return (Reply((_error(request_id, "no such hook callback"),)),)
+        session_id = _text(data.get("session_id")) or self._session_id
+        if event in ("turn_end", "pre_compact"):
+            self._open.add(request_id)
+            key = HookKey(request_id, str(claude_event))
+            return (HookCall(key, hook_input(event, data, session_id)),)
         tool, tool_input = data.get("tool_name"), data.get("tool_input")
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
+            if event == "post_tool":
+                return (Reply((_success(request_id, {}),)),)  # nothing to tell of it
             unreadable = Decision.deny("genesis could not read this tool call")
-            return (Reply((_success(request_id, _hook_output(unreadable)),)),)
-        if tool in self._tools:  # the caller's own function: not the approver's to settle
-            return (Reply((_success(request_id, _hook_output(_HOST_ALLOWED)),)),)
+            return (Reply((_success(request_id, pre_tool_output(unreadable)),)),)
+        if tool == ANSWER_TOOL:
+            return (Reply((_success(request_id, pre_tool_output(Decision.allow())),)),)
+        if tool in self._tools and event == "pre_tool":  # the caller's own function
+            return (Reply((_success(request_id, pre_tool_output(_HOST_ALLOWED)),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
-        session_id = _text(data.get("session_id")) or self._session_id
-        approval = _tool_request(
+        approval = tool_request(
             tool, tool_input, reason=None, tool_call_id=call_id, session_id=session_id
         )
+        if event == "post_tool":
+            self._open.add(request_id)
+            key = HookKey(request_id, str(claude_event))
+            return (HookCall(key, hook_input(event, data, session_id, approval)),)
         known = self._always.get(self._always_key(approval))
-        if known is not None:
-            if call_id:
-                self._decided[call_id] = known
-            return (Reply((_success(request_id, _hook_output(known)),)),)
+        if known is not None and call_id:
+            self._decided[call_id] = known
+        ask = None
+        if self._approvals and known is None:
+            ask = PermissionAsk(AskKey(request_id, "hook"), approval)
+        if "pre_tool" in self._hooks:
+            self._open.add(request_id)
+            key = HookKey(request_id, "PreToolUse", known)
+            return (HookCall(key, hook_input(event, data, session_id, approval), ask),)
+        if ask is None:  # an "always" decision settles it (no approver, no hook: no callback)
+            return (Reply((_success(request_id, pre_tool_output(known)),)),)
         self._open.add(request_id)
-        return (PermissionAsk(AskKey(request_id, "hook"), approval),)
+        return (ask,)
 
     def _can_use_tool(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         tool, tool_input = request.get("tool_name"), request.get("input")
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
-        if tool in self._tools:
-            allowed = _permission_result(_HOST_ALLOWED, tool_input, ())
+        if tool == ANSWER_TOOL or tool in self._tools:
+            allowed = _permission_result(Decision.allow(), tool_input, ())
             return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
-        approval = _tool_request(
+        approval = tool_request(
             tool,
             tool_input,
             reason=_cli_reason(request),

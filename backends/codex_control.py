@@ -10,7 +10,8 @@ codex's *dynamic tools* (``dynamicTools`` of ``thread/start``, an
 experimental field: ``initialize`` then opts into ``experimentalApi``), each
 call the server request ``item/tool/call``, answered with its
 ``contentItems`` and ``success``.  Every other server request is answered
-with a "method not found" error.  codex 0.169 writes its messages without the
+with a "method not found" error.  Hooks (``hooks=``) observe its items and the
+turn's end (:mod:`.codex_hooks`).  codex 0.169 writes its messages without the
 ``"jsonrpc"`` member, so it is not required here.  The exact schema of the
 messages this codec writes and reads is in ``schemas/codex-app-server/``.
 """
@@ -25,6 +26,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -36,11 +38,13 @@ from coding_genesis.control import (
     TurnEnded,
     Unknown,
 )
+from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
+from .codex_hooks import HOOK_EFFECTS, tool_hook
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
 
@@ -140,6 +144,7 @@ class CodexAppServer(ControlProtocol):
 
     name = "codex app-server"
     can_steer = True
+    hook_effects = HOOK_EFFECTS
     can_host_tools = True
 
     def __init__(self) -> None:
@@ -162,6 +167,9 @@ class CodexAppServer(ControlProtocol):
         self._cancelled = False
         #: The thread's token usage as codex last reported it (its running total).
         self._usage_total: dict[str, int] | None = None
+        #: The events the session has hooks for; the running turn's last answer.
+        self._hooks: frozenset[str] = frozenset()
+        self._answer: str | None = None
 
     # -- intents -------------------------------------------------------------------
 
@@ -173,6 +181,7 @@ class CodexAppServer(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
+        warnings += strict_schema_warning(start.output_schema)
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
@@ -189,6 +198,7 @@ class CodexAppServer(ControlProtocol):
         from coding_genesis import __version__  # the package metadata, read once a session
 
         self._start = start
+        self._hooks = frozenset(start.hooks)
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
         if start.tools:
             capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
@@ -229,11 +239,11 @@ class CodexAppServer(ControlProtocol):
         self._queued_steers.clear()
         self._changes.clear()
         self._cancelled = False
-        return [
-            self._call(
-                "turn/start", {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-            )
-        ]
+        self._answer = None
+        params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
+        if self._start is not None and self._start.output_schema is not None:
+            params["outputSchema"] = dict(self._start.output_schema)
+        return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
         if not self.turn_running:
@@ -421,13 +431,19 @@ class CodexAppServer(ControlProtocol):
         thread = params.get("threadId")
         if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
             return (Unknown(f"{method} of another thread"),)
-        if method == "item/started":
+        if method in ("item/started", "item/completed"):
             item = params.get("item")
-            if isinstance(item, Mapping) and item.get("type") == "fileChange":
+            if not isinstance(item, Mapping):
+                return (FORWARD,)
+            begins = method == "item/started"
+            if begins and item.get("type") == "fileChange":
                 changes = item.get("changes")
                 if isinstance(item.get("id"), str) and isinstance(changes, list):
                     self._changes[item["id"]] = changes
-            return (FORWARD,)
+            if not begins and item.get("type") == "agentMessage":
+                text = item.get("text")
+                self._answer = text if isinstance(text, str) and text else self._answer
+            return (FORWARD, *self._item_hook(item, params, begins))
         if method == "thread/tokenUsage/updated":
             usage = params.get("tokenUsage")
             total = usage.get("total") if isinstance(usage, Mapping) else None
@@ -442,10 +458,31 @@ class CodexAppServer(ControlProtocol):
         if method == "turn/completed":
             if not isinstance(params.get("turn"), Mapping):
                 return (ProtocolFault("turn/completed without a turn"),)
-            return (FORWARD, *self._turn_completed(params))
+            ended = self._turn_completed(params)
+            if ended and "turn_end" in self._hooks:
+                end = HookInput(
+                    "turn_end", answer=self._answer, session_id=self.thread_id, raw=dict(params)
+                )
+                ended = (HookCall(None, end), *ended)
+            return (FORWARD, *ended)
         if method in FORWARDED:
             return (FORWARD,)
         return (Unknown(method),)
+
+    def _item_hook(
+        self, item: Mapping[str, Any], params: Mapping[str, Any], started: bool
+    ) -> tuple[Incoming, ...]:
+        """The hook call an item's start or end is (observed), if the session has hooks for it."""
+        if started and item.get("type") == "contextCompaction":
+            if "pre_compact" not in self._hooks:
+                return ()
+            compact = HookInput("pre_compact", session_id=self.thread_id, raw=dict(params))
+            return (HookCall(None, compact),)
+        event: HookEvent = "pre_tool" if started else "post_tool"
+        if event not in self._hooks:
+            return ()
+        data = tool_hook(event, item, params, self.thread_id)
+        return (HookCall(None, data),) if data is not None else ()
 
     def _turn_completed(self, params: Mapping[str, Any]) -> Sequence[Incoming]:
         turn = params["turn"]

@@ -119,6 +119,13 @@ if TYPE_CHECKING:
         ToolResultEvent as ToolResultEvent,
         UsageEvent as UsageEvent,
     )
+    from coding_genesis.hooks import (
+        Hook as Hook,
+        HookEvent as HookEvent,
+        HookInput as HookInput,
+        HookResult as HookResult,
+        Hooks as Hooks,
+    )
     from coding_genesis.observer import (
         Observer as Observer,
         RunInfo as RunInfo,
@@ -229,6 +236,11 @@ _EXPORTS: dict[str, str] = {
     "FailureCategory": "status",
     "GenericBackend": "backends.generic",
     "GenesisError": "errors",
+    "Hook": "hooks",
+    "HookEvent": "hooks",
+    "HookInput": "hooks",
+    "HookResult": "hooks",
+    "Hooks": "hooks",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",
     "Isolation": "options",

@@ -16,6 +16,11 @@ requests, the thread and turn ids).  Every method returns the objects to
 write, in order (each becomes one JSON line).  The three protocols it is
 made for: claude's stream-json control protocol, codex's app-server JSON-RPC
 and the Agent Client Protocol.
+
+Hooks (``hooks=``, :mod:`coding_genesis.hooks`) plug in the same way: a
+protocol that reports hook points says so in :attr:`ControlProtocol.hook_effects`,
+turns each into a :class:`HookCall` and answers it in
+:meth:`ControlProtocol.answer_hook`; one that reports none needs nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 
 if TYPE_CHECKING:
     from coding_genesis.backend import CommandSpec, Translator
@@ -36,6 +42,7 @@ __all__ = [
     "FORWARD",
     "ControlProtocol",
     "Forward",
+    "HookCall",
     "Incoming",
     "Outgoing",
     "PermissionAsk",
@@ -69,6 +76,13 @@ class SessionStart:
     #: The backend's own options (``options=``), checked against its ``options``.
     options: Mapping[str, Any] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    #: The events the session has hooks for (the protocol reports only these).
+    hooks: frozenset[HookEvent] = frozenset()
+    #: Seconds the CLI should wait for the answer to one hook point, when it
+    #: has hooks (None: the CLI's own default).
+    hook_wait: float | None = None
+    #: The JSON Schema every turn's answer must match (``output_schema=``); None: free.
+    output_schema: Mapping[str, Any] | None = None
     #: The caller's functions the model may call (``tools=``): the protocol
     #: declares them to the CLI (only when ``can_host_tools``).
     tools: Sequence[HostTool] = ()
@@ -106,6 +120,24 @@ class PermissionAsk:
 
     key: Any
     request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """The CLI reached a hook point: the session runs its hooks of
+    ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
+
+    ``key`` is the protocol's own handle (a request id; None when the CLI only
+    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    turn, cwd and backend fields the session fills in.  ``ask``: the same
+    point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
+    set): it is asked after the hooks, with the input they changed, unless
+    they block.
+    """
+
+    key: Any
+    input: HookInput
+    ask: PermissionAsk | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +203,15 @@ class Unknown:
 #: What one object from the CLI means (a line may mean several: claude's
 #: ``result`` is forwarded *and* ends the turn).
 Incoming: TypeAlias = (
-    Forward | Ready | PermissionAsk | ToolCall | TurnEnded | Reply | ProtocolFault | Unknown
+    Forward
+    | Ready
+    | PermissionAsk
+    | HookCall
+    | ToolCall
+    | TurnEnded
+    | Reply
+    | ProtocolFault
+    | Unknown
 )
 
 
@@ -179,14 +219,17 @@ class ControlProtocol(ABC):
     """One live session's protocol, pure: intents in, objects to write out;
     objects read in, their meaning out.
 
-    ``can_steer``: :meth:`steer` adds input to a running turn;
+    ``can_steer``: :meth:`steer` adds input to a running turn.  ``name`` is
+    the protocol's name in errors and docs.  ``hook_effects``: the hook
+    events the protocol reports, and what a hook of each can do there (an
+    empty set: it observes); an event left out is never reported.
     ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
-    CLI and says :class:`ToolCall` when the model calls one.  ``name`` is the
-    protocol's name in errors and docs.
+    CLI and says :class:`ToolCall` when the model calls one.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
 
     @abstractmethod
@@ -221,6 +264,13 @@ class ControlProtocol(ABC):
     @abstractmethod
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to one :class:`PermissionAsk`."""
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """The answer to one :class:`HookCall` (``result`` holds only what
+        :attr:`hook_effects` allows).  A call with an ``ask`` that ``result``
+        does not block is answered by :meth:`answer` after the approver: keep
+        ``result`` for it and write nothing.  None by default (observed only)."""
+        return []
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         """The answer to one :class:`ToolCall` (only when ``can_host_tools``)."""

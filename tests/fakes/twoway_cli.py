@@ -26,7 +26,15 @@ turn does:
 * ``GARBAGE``: a non-JSON line and a malformed control line, then ``done``
   (``GARBAGE_STUCK``: and never ``done``, even when interrupted);
 * ``UNKNOWN_ID``: an ``answered`` for an id we never used, then ``done``;
-* ``NEWS``: a message of a type nobody knows, then ``done``.
+* ``NEWS``: a message of a type nobody knows, then ``done``;
+* ``HOOK <tool> <json>``: a pre-tool hook point (``hook``, id N), waits for
+  ``{"op": "hook_answer", "id": N, "block", "message", "input", "context"}``
+  and says it (``ran <json input>`` plus ``context: ...``, or ``blocked
+  <message>``), then an observed turn's end (``hook`` with ``"wait": false``,
+  event ``turn_end``: nothing is awaited) and ``done``;
+* ``HOOKASK <tool> <json>``: a pre-tool hook point that is also a question
+  (``"ask": true``): the ``hook_answer`` of a block, or the ``answer`` of the
+  question (after the hooks), settles it.
 """
 
 from __future__ import annotations
@@ -68,6 +76,39 @@ def main() -> int:
             while n not in answers and not interrupted.is_set():
                 cond.wait(0.05)
             return answers.pop(n, None)
+
+    def hook_turn(word: str, rest: str, usage: dict[str, int]) -> None:
+        tool, _, raw = rest.partition(" ")
+        ask_id[0] += 1
+        n = ask_id[0]
+        tool_input = json.loads(raw or "{}")
+        say(
+            {
+                "type": "hook",
+                "id": n,
+                "event": "pre_tool",
+                "tool": tool,
+                "input": tool_input,
+                "ask": word == "HOOKASK",
+            }
+        )
+        answer = wait_answer(n)
+        if answer is None:
+            done(interrupted=True)
+            return
+        if answer.get("block"):
+            say({"type": "text", "text": "blocked " + str(answer.get("message"))})
+        elif answer.get("op") == "answer" and not answer.get("allow"):
+            say({"type": "text", "text": "denied " + str(answer.get("message"))})
+        else:
+            used = answer.get("input") or tool_input
+            say({"type": "tool", "name": tool, "input": used})
+            said = "ran " + json.dumps(used, sort_keys=True)
+            if answer.get("context"):
+                said += " context: " + str(answer["context"])
+            say({"type": "text", "text": said})
+        say({"type": "hook", "id": None, "event": "turn_end", "wait": False})
+        done(usage)
 
     def turn(text: str) -> None:
         word, _, rest = text.partition(" ")
@@ -138,6 +179,8 @@ def main() -> int:
         elif word == "UNKNOWN_ID":
             say({"type": "answered", "id": 999})
             done(usage)
+        elif word in ("HOOK", "HOOKASK"):
+            hook_turn(word, rest, usage)
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
             done(usage)
@@ -158,7 +201,7 @@ def main() -> int:
             interrupted.clear()
             worker = threading.Thread(target=turn, args=(str(msg.get("text", "")),), daemon=True)
             worker.start()
-        elif op in ("answer", "result"):
+        elif op in ("answer", "hook_answer", "result"):
             with cond:
                 answers[int(msg["id"])] = msg
                 cond.notify_all()
