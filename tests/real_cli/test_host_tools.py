@@ -18,10 +18,23 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent, tool
 from coding_genesis.approval import ApprovalRequest
-from tests.real_cli.test_claude_codex import Recorder, Rig, codex_rig, hermetic_env, rig
+from coding_genesis.hooks import HookInput, HookResult
+from tests.real_cli.test_claude_codex import (
+    Recorder,
+    Rig,
+    claude_rig,
+    codex_rig,
+    hermetic_env,
+    rig,
+)
 from tests.real_cli.test_sessions import session_agent
 
-__all__ = ["codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures, active here too
+__all__ = [
+    "claude_rig",
+    "codex_rig",
+    "hermetic_env",
+    "rig",
+]  # the real-CLI fixtures, active here too
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
@@ -176,3 +189,23 @@ async def test_an_interrupt_while_a_host_tool_runs_and_the_next_turn(rig: Rig) -
         after = await session.send_result(called(rig, "lookup", {"key": "z"}))
         assert after.status == 0, after.message
         assert after.message.endswith('"value":"Z"}'), after.message
+
+
+async def test_host_tools_beside_hooks_on_claude(claude_rig: Rig) -> None:
+    rig = claude_rig
+    pre: list[str | None] = []
+    post: list[tuple[str | None, Any]] = []
+
+    def pre_tool(hook: HookInput) -> HookResult:
+        pre.append(hook.tool)
+        return HookResult(block=True, message="no tool today")  # never asked of a host tool
+
+    def post_tool(hook: HookInput) -> None:
+        post.append((hook.tool, hook.output))
+
+    agent = session_agent(rig, tools=[lookup], hooks={"pre_tool": pre_tool, "post_tool": post_tool})
+    result = await agent.run_result(called(rig, "lookup", {"key": "h"}))
+    assert result.status == 0, result.message
+    assert result.message.endswith('"value":"H"}'), result.message
+    assert pre == []  # the caller's own function: not a pre_tool hook's to block
+    assert [tool for tool, _ in post] == ["mcp__genesis__lookup"]
