@@ -18,15 +18,13 @@ measured event loop for the GIL.  Skipped without a claude CLI or claude-agent-s
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .sessions import fake_server, hermetic
 from .stats import median, paired_ratio, percentile
 
 __all__ = ["fig_hosttools"]
@@ -37,41 +35,6 @@ Result = dict[str, Any]
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("ours", "ours_sync", "sdk")
 AIM = 1.1
-
-
-@contextlib.contextmanager
-def _fake_server() -> Iterator[str]:
-    """The fake model server in a process of its own; yields its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.model_server"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the fake model server did not start (said {url!r})")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _hermetic() -> None:
-    """No parent Claude Code session's or user's endpoint reaches either client."""
-    from tests.fakes.real_cli import clean_env
-
-    keep = set(clean_env(os.environ)) | {"ANTHROPIC_API_KEY"}
-    for name in list(os.environ):
-        if name not in keep:
-            del os.environ[name]
 
 
 # -- stamps -------------------------------------------------------------------
@@ -328,10 +291,10 @@ def fig_hosttools(p: Params) -> Result:
     except metadata.PackageNotFoundError:
         return {"aim": aim, "aim_met": None, "skipped": "claude-agent-sdk is not installed"}
     logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
-    _hermetic()
+    hermetic()
     n = int(p["hosttools_trips"])
     work = Path(p["workdir"]) / "hosttools"
-    with _fake_server() as url:
+    with fake_server() as url:
         env = claude_env(url, work / "home", base_env={})
         trips = anyio.run(_measure, cli, env, work / "work", n)
     sdk, ours, sync = trips["sdk"], trips["ours"], trips["ours_sync"]

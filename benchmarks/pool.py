@@ -18,16 +18,12 @@ GIL.  A CLI that is not installed is skipped.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .sessions import fake_server, hermetic
 from .stats import median, paired_ratio, percentile
 
 __all__ = ["fig_pool"]
@@ -50,42 +46,6 @@ class Rig:
     cli: str
     env: dict[str, str]
     work: Path
-
-
-@contextlib.contextmanager
-def _fake_server() -> Iterator[str]:
-    """The fake model server in a process of its own; yields its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.model_server"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the fake model server did not start (said {url!r})")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _hermetic() -> None:
-    """No parent session's or user's endpoint reaches a CLI; the placeholder
-    key stays, so secret redaction runs as for a claude user."""
-    from tests.fakes.real_cli import clean_env
-
-    keep = set(clean_env(os.environ)) | {"ANTHROPIC_API_KEY"}
-    for name in list(os.environ):
-        if name not in keep:
-            del os.environ[name]
 
 
 class FirstEvent:
@@ -228,9 +188,9 @@ def fig_pool(p: Params) -> Result:
     from .figures import aim_row, row
 
     aim = "a prompt's first event from a warm pool ≤ 0.15× a fresh run()'s"
-    _hermetic()
+    hermetic()
     work = Path(p["workdir"]) / "pool"
-    with _fake_server() as url:
+    with fake_server() as url:
         rigs = _rigs(url, work)
         if not rigs:
             return {"aim": aim, "aim_met": None, "skipped": "neither claude nor codex is installed"}

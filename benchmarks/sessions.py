@@ -58,7 +58,7 @@ class Rig:
 
 
 @contextlib.contextmanager
-def _fake_server() -> Iterator[str]:
+def fake_server() -> Iterator[str]:
     """The fake model server in a process of its own; yields its URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.model_server"],
@@ -82,7 +82,7 @@ def _fake_server() -> Iterator[str]:
             proc.wait()
 
 
-def _hermetic() -> None:
+def hermetic() -> None:
     """No parent Claude Code session's or user's endpoint reaches either client
     (both merge this process's environment under the one they are given); the
     orchestrator's placeholder key stays, so secret redaction runs as for a
@@ -524,9 +524,9 @@ def fig_sessions(p: Params) -> Result:
         }
     version = _sdk_version()
     logging.getLogger("claude_agent_sdk").setLevel(logging.CRITICAL)
-    _hermetic()
+    hermetic()
     work = Path(p["workdir"]) / "sessions"
-    with _fake_server() as url:
+    with fake_server() as url:
         rig = Rig(cli, claude_env(url, work / "home", base_env={}), work / "work")
         m = anyio.run(_measure, rig, p, version is not None)
 
