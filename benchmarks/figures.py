@@ -1,4 +1,4 @@
-"""The seven figures.  Each runs in its own worker process (``benchmarks.worker``)
+"""The eight figures.  Each runs in its own worker process (``benchmarks.worker``)
 and returns a JSON-ready dict: rows of medians, ratios against a baseline
 measured in the same process, interleaved with it, and whether the aim is met.
 
@@ -1517,6 +1517,13 @@ def fig_startup(p: Params) -> Result:
     }
 
 
+def fig_sessions(p: Params) -> Result:
+    """Live sessions on the real claude (``benchmarks/sessions.py``)."""
+    from .sessions import fig_sessions as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1530,4 +1537,5 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "concurrency": ("5. Concurrency", fig_concurrency),
     "memory": ("6. Memory", fig_memory),
     "startup": ("7. Start-up", fig_startup),
+    "sessions": ("8. Live sessions", fig_sessions),
 }

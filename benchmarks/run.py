@@ -48,6 +48,10 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_plain_events": 50_000,
         "memory_reps": 2,
         "startup_reps": 15,
+        "sessions_first": 10,
+        "sessions_pairs": 5,
+        "sessions_turns": 20,
+        "sessions_trips": 50,
     },
     "smoke": {
         "events": 20_000,
@@ -62,6 +66,10 @@ MODES: dict[str, dict[str, Any]] = {
         "memory_plain_events": 10_000,
         "memory_reps": 1,
         "startup_reps": 2,
+        "sessions_first": 3,
+        "sessions_pairs": 1,
+        "sessions_turns": 5,
+        "sessions_trips": 5,
     },
 }
 
