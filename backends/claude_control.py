@@ -346,6 +346,8 @@ class ClaudeControl(ControlProtocol):
             unknown = repr(request_id)[:_SAID]
             return (ProtocolFault(f"claude answered a request we never sent: {unknown}"),)
         if response.get("subtype") != "success":
+            if subtype == "interrupt":
+                return ()  # no turn to interrupt (it had ended): nothing is broken
             error = str(response.get("error"))[:_SAID]
             return (ProtocolFault(f"claude refused {subtype}: {error}", subtype == "initialize"),)
         if subtype == "initialize":

@@ -310,6 +310,10 @@ class CodexAppServer(ControlProtocol):
         return ()
 
     def _failed(self, method: str, message: str) -> Sequence[Incoming]:
+        if method == "turn/interrupt":
+            # The turn ended as we asked (a race with its own end): its
+            # turn/completed says how; nothing is broken.
+            return ()
         if method in _OPENING:
             return (ProtocolFault(f"codex app-server refused {method}: {message}", fatal=True),)
         if method == "turn/interrupt" and not self.turn_running:

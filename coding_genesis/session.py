@@ -30,7 +30,8 @@ import anyio.abc
 import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
-from coding_genesis._pipeline.live import LiveLink, open_link, session_start
+from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.opening import open_link, session_start
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle

@@ -20,14 +20,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import anyio.abc
 import orjson
 
+from coding_genesis._pipeline.approvals import settle
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -38,13 +38,13 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.overlay import open_overlay, overlays
+from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver, Decision, decide
+from coding_genesis.approval import Approver
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
@@ -60,10 +60,9 @@ from coding_genesis.control import (
     Unknown,
 )
 from coding_genesis.events import Event
-from coding_genesis.run_events import ApprovalEvent
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["LiveLink", "one_turn", "open_link", "session_start"]
+__all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
 
@@ -94,6 +93,7 @@ class _Turn:
     stdout_at_start: int
     lines_at_start: int
     skipped_at_start: int
+    unknown_at_start: int
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
@@ -124,6 +124,7 @@ class LiveLink:
         approver: Approver | None,
         approval_timeout: float,
         stop: StopHandle,
+        context: AttemptContext | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -165,7 +166,8 @@ class LiveLink:
             max_buffer_size=1024
         )
         self._tg: anyio.abc.TaskGroup | None = None
-        self._context: AttemptContext = AttemptContext()
+        #: Who hears the process itself (its spawn, overlay), apart from any turn.
+        self._context = context if context is not None else AttemptContext()
 
     # -- state -------------------------------------------------------------------
 
@@ -298,7 +300,7 @@ class LiveLink:
             elif isinstance(item, Reply):
                 self.send(*item.objects)
             elif isinstance(item, ProtocolFault):
-                self._fault(item)
+                self._fault(item, turn)
             elif isinstance(item, Unknown):
                 self.unknown += 1
         if not forward:
@@ -320,22 +322,22 @@ class LiveLink:
         else:
             turn.end(item.how, item.message or "")
 
-    def _fault(self, fault: ProtocolFault) -> None:
+    def _fault(self, fault: ProtocolFault, turn: _Turn | None) -> None:
+        """A broken control message: it ends the running turn (a fatal one, the
+        session); between turns a message that is not fatal is logged only."""
         name = self.protocol.name or self.backend.name
         message = f"{name} broke its control protocol: {fault.message}"
         log.warning("%s", message)
-        turn = self._turn
-        if fault.fatal or turn is None:
+        if fault.fatal:
             if self.broken is None:
                 self.broken = message
             self._ready.set()
-        if turn is not None and not turn.done.is_set():
+        if turn is not None:
             turn.end("fault", message)
-            if self.broken is None:
-                # The CLI may still be in that turn: ask it to end it, and let
-                # the next turn begin only once it has (see _drain).
+            if not fault.fatal:
+                # The CLI may still be in that turn: the next one begins only
+                # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
-                self.send(*self.protocol.interrupt())
 
     # -- approvals ---------------------------------------------------------------
 
@@ -348,48 +350,18 @@ class LiveLink:
             turn=turn.number if turn is not None else 0,
             session_id=self.session_id,
         )
-        started = time.monotonic()
-        error: str | None = None
-        if self.approver is None:
-            level = self.start.permissions or "the CLI's default"
-            decision = Decision.deny(
-                f"not allowed by permissions={level}; pass approver= to decide each tool call",
-            )
-            source = "permissions"
-        else:
-            decided = await decide(self.approver, request, timeout=self.approval_timeout)
-            decision, source, error = decided.decision, decided.source, decided.error
+        settled = await settle(
+            request, self.approver, self.approval_timeout, self.start.permissions
+        )
         if not self.alive:
             return
-        self.send(*self.protocol.answer(ask, decision))
-        record: dict[str, Any] = {
-            "tool": request.tool,
-            "kind": request.kind,
-            "tool_call_id": request.tool_call_id,
-            "turn": request.turn,
-            "allowed": decision.allowed,
-            "decision": decision.option.value,
-            "source": source,
-            "reason": decision.reason or None,
-            "message": decision.message or None,
-            "elapsed_s": round(time.monotonic() - started, 6),
-        }
-        if error is not None:
-            record["error"] = error
+        self.send(*self.protocol.answer(ask, settled.decision))
         if turn is None or turn is not self._turn:
             return
-        turn.approvals.append(record)
-        extra = {
-            k: v for k, v in record.items() if k not in ("tool", "allowed", "decision", "source")
-        }
-        extra["input"] = dict(request.input)
-        self._decoder.emit(
-            [ApprovalEvent(request.tool, decision.allowed, decision.option.value, source, extra)]
-        )
-        if not decision.allowed and decision.end_turn and turn.denied is None:
-            turn.denied = (
-                f"{request.tool} refused and the turn ended: {decision.message or 'denied'}"
-            )
+        turn.approvals.append(settled.record)
+        self._decoder.emit([settled.event(request)])
+        if settled.ends_turn and turn.denied is None:
+            turn.denied = settled.ends_turn
 
     # -- turns -------------------------------------------------------------------
 
@@ -415,6 +387,7 @@ class LiveLink:
             self._stdout_bytes,
             decoder.lines,
             decoder.skipped,
+            self.unknown,
         )
         decoder.retarget(
             tally,
@@ -458,9 +431,15 @@ class LiveLink:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
                 turn.strays = await self.clocks.stop_strays()
-        if turn.ended is not None and turn.ended.how == "died":
-            with anyio.move_on_after(self.supervisor.kill_wait + self.config.grace):
-                await self._dead.wait()  # the supervisor's account of the end
+        if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
+            # The supervisor's account of the end (a stop asked for during the
+            # turn, a budget's say, is this turn's answer even if it ended first).
+            with anyio.move_on_after(2 * self.supervisor.grace + self.supervisor.kill_wait + 1):
+                await self._dead.wait()
+        unknown = self.unknown - turn.unknown_at_start
+        if unknown:
+            name = self.protocol.name or self.backend.name
+            warnings = (*warnings, f"{unknown} message(s) of a type {name} does not know, ignored")
         return AttemptOutcome(
             request,
             request.timeout,
@@ -481,8 +460,10 @@ class LiveLink:
         drained = self._drained
         if drained is None:
             return
-        with anyio.move_on_after(self.supervisor.grace):
-            await drained.wait()
+        if not drained.is_set() and self.alive:
+            self.send(*self.protocol.interrupt())  # the CLI is still in it: end it
+            with anyio.move_on_after(self.supervisor.grace):
+                await drained.wait()
         self._drained = None
         if not drained.is_set() and self.alive:
             self.broken = f"{self.backend.name} did not end a turn it broke off; session closed"
@@ -537,7 +518,18 @@ class LiveLink:
 
     # -- opening and closing -----------------------------------------------------
 
-    async def _open(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
+    async def open(self, tg: anyio.abc.TaskGroup, timeout: float) -> None:
+        """Start the CLI in ``tg`` and do the opening handshake (bounded by
+        ``timeout``); a CLI that cannot be started is kept in ``refusal``."""
+        refusal = await self._start(tg, timeout)
+        if refusal is not None:
+            self.refusal = refusal
+            self.broken = refusal.message
+            self._outbox_send.close()
+            self._outbox.close()
+            self._dead.set()
+
+    async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
         self._tg = tg
         program = resolve_program(self.backend, self.config.cli_path, self.config.node_path)
         if isinstance(program, Refusal):
@@ -587,100 +579,3 @@ class LiveLink:
             if stats.current_buffer_used == 0:
                 return
             await anyio.sleep(0.005)
-
-
-@asynccontextmanager
-async def open_link(
-    config: AgentConfig,
-    backend: Backend,
-    protocol: ControlProtocol,
-    start: SessionStart,
-    *,
-    marker: str,
-    timeout: float,
-    approver: Approver | None,
-    approval_timeout: float,
-    stop: StopHandle,
-    context: AttemptContext | None = None,
-) -> AsyncIterator[LiveLink]:
-    """A live process for the body: started (its opening handshake done, or
-    its failure kept in ``broken``/``exit``), closed and reaped at the end,
-    whatever ends the body."""
-    link = LiveLink(
-        config,
-        backend,
-        protocol,
-        start,
-        marker=marker,
-        approver=approver,
-        approval_timeout=approval_timeout,
-        stop=stop,
-    )
-    link._context = context if context is not None else AttemptContext()
-    async with overlays(), anyio.create_task_group() as tg:
-        refusal = await link._open(tg, timeout)
-        if refusal is not None:
-            link.refusal = refusal
-            link.broken = refusal.message
-            link._outbox_send.close()
-            link._outbox.close()
-            link._dead.set()
-        try:
-            yield link
-        finally:
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(2 * config.grace + link.supervisor.kill_wait + 5):
-                    await link.close()
-                tg.cancel_scope.cancel()
-
-
-def session_start(request: Request, *, approvals: bool) -> SessionStart:
-    """What a live CLI is started with, from a validated request."""
-    attempt = request.attempt
-    return SessionStart(
-        cwd=attempt.cwd,
-        model=attempt.model,
-        resume=attempt.resume_session,
-        permissions=attempt.permissions,
-        approvals=approvals,
-        max_turns=attempt.max_turns,
-        cli_max_retries=attempt.cli_max_retries,
-        options=attempt.options,
-        extra_args=attempt.extra_args,
-    )
-
-
-async def one_turn(
-    config: AgentConfig,
-    backend: Backend,
-    request: Request,
-    context: AttemptContext,
-    run_id: str,
-) -> AttemptOutcome:
-    """A one-shot run with an approver: a live process for one turn."""
-    protocol = backend.control()
-    if protocol is None:  # checked before: a backend without one never gets here
-        return AttemptOutcome(
-            request,
-            request.timeout,
-            RunTally(request.cwd),
-            ProcessOutcome(),
-            refusal=Refusal(
-                Status.USAGE,
-                ErrorCode.INVALID_REQUEST,
-                f"backend {backend.name!r} has no two-way protocol: approver= cannot be used",
-            ),
-        )
-    async with open_link(
-        config,
-        backend,
-        protocol,
-        session_start(request, approvals=request.approver is not None),
-        marker=run_id,
-        timeout=request.timeout,
-        approver=request.approver,
-        approval_timeout=request.approval_timeout,
-        stop=context.stop if context.stop is not None else StopHandle(),
-        context=context,
-    ) as link:
-        return await link.turn(request, context, run_id=run_id)

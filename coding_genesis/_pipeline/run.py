@@ -27,7 +27,8 @@ import anyio
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink, one_turn
+from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,

@@ -315,15 +315,16 @@ def test_error_answers_to_our_requests() -> None:
     proto = _opened()
     (interrupt,) = proto.interrupt()
     error = {"subtype": "error", "request_id": interrupt["request_id"], "error": "no"}
-    (fault,) = proto.receive({"type": "control_response", "response": error})
-    assert isinstance(fault, ProtocolFault) and not fault.fatal
+    # a refused interrupt: the turn had ended by itself (a race), nothing is broken
+    assert proto.receive({"type": "control_response", "response": error}) == ()
     # the same answer again is an answer to an id no longer pending
     (again,) = proto.receive({"type": "control_response", "response": error})
     assert isinstance(again, ProtocolFault)
     # a fault quotes a bounded part of claude's words
-    (interrupt,) = proto.interrupt()
-    error = {"subtype": "error", "request_id": interrupt["request_id"], "error": "x" * 10**6}
-    (fault,) = proto.receive({"type": "control_response", "response": error})
+    fresh = ClaudeBackend().control()
+    (init,) = fresh.opening(SessionStart(cwd="/w"))
+    error = {"subtype": "error", "request_id": init["request_id"], "error": "x" * 10**6}
+    (fault,) = fresh.receive({"type": "control_response", "response": error})
     assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000
     huge = {"subtype": "success", "request_id": "y" * 10**6}
     (fault,) = proto.receive({"type": "control_response", "response": huge})

@@ -44,6 +44,13 @@ def say(obj: Any) -> None:
         sys.stdout.flush()
 
 
+def done(usage: dict[str, int] | None = None, **flags: bool) -> None:
+    """A turn's end: its usage first (a line of its own, as CLIs report it mid-turn)."""
+    if usage is not None:
+        say({"type": "usage", "usage": usage})
+    say({"type": "done", **flags})
+
+
 def main() -> int:
     session = os.environ.get("TWOWAY_SESSION", "sess-1")
     answers: dict[int, dict[str, Any]] = {}
@@ -63,7 +70,7 @@ def main() -> int:
         usage = {"input_tokens": 12, "output_tokens": 7}
         if word == "TEXT":
             say({"type": "text", "text": rest or "hello"})
-            say({"type": "done", "usage": usage})
+            done(usage)
         elif word in ("ASK", "HANG_ASK"):
             tool, _, raw = rest.partition(" ")
             ask_id[0] += 1
@@ -71,20 +78,20 @@ def main() -> int:
             say({"type": "ask", "id": n, "tool": tool or "Bash", "input": json.loads(raw or "{}")})
             if word == "HANG_ASK":
                 interrupted.wait()
-                say({"type": "done", "interrupted": True})
+                done(interrupted=True)
                 return
             answer = wait_answer(n)
             if answer is None:
-                say({"type": "done", "interrupted": True})
+                done(interrupted=True)
             elif answer.get("allow"):
                 say({"type": "tool", "name": tool, "input": answer.get("input")})
                 say({"type": "text", "text": "allowed " + json.dumps(answer.get("input"))})
-                say({"type": "done", "usage": usage})
+                done(usage)
             elif answer.get("end"):
-                say({"type": "done", "ended": True})
+                done(ended=True)
             else:
                 say({"type": "text", "text": "denied " + str(answer.get("message"))})
-                say({"type": "done", "usage": usage})
+                done(usage)
         elif word in ("SLEEP", "ORPHAN"):
             code = f"import time; time.sleep({float(rest or 600)})"
             proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
@@ -96,9 +103,9 @@ def main() -> int:
                 if word == "SLEEP":
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                say({"type": "done", "interrupted": True})
+                done(interrupted=True)
             else:
-                say({"type": "done", "usage": usage})
+                done(usage)
         elif word == "DIE":
             say({"type": "text", "text": "about to die"})
             os._exit(3)
@@ -108,16 +115,16 @@ def main() -> int:
             say("this is not json {")
             say({"type": "ask", "id": "not-a-number"})
             if word == "GARBAGE":
-                say({"type": "done", "usage": usage})
+                done(usage)
         elif word == "UNKNOWN_ID":
             say({"type": "answered", "id": 999})
-            say({"type": "done", "usage": usage})
+            done(usage)
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
-            say({"type": "done", "usage": usage})
+            done(usage)
         else:
             say({"type": "text", "text": f"echo: {text}"})
-            say({"type": "done", "usage": usage})
+            done(usage)
 
     worker: threading.Thread | None = None
     for line in sys.stdin:

@@ -210,6 +210,7 @@ async def test_garbage_unknown_ids_unknown_types_and_silence(tmp_path: Path) -> 
         assert garbage.status == 1 and "broke its control protocol" in garbage.message
         news = await s.send_result("NEWS")
         assert news.status == 0
+        assert "1 message(s) of a type twoway does not know, ignored" in news.warnings
         unknown = await s.send_result("UNKNOWN_ID")
         assert unknown.status == 1 and "never used" in unknown.message
         started = time.monotonic()
@@ -339,3 +340,18 @@ anyio.run(main)
         time.sleep(0.05)
     assert session_processes(key) == []
     assert not any(key in name for name in os.listdir(tmp_path / "ledger"))
+
+
+async def test_a_failed_turn_counts_toward_the_circuit_breaker(tmp_path: Path) -> None:
+    from coding_genesis import CircuitBreaker, FailureCategory
+
+    breaker = CircuitBreaker(threshold=1, cooldown_s=60, trip_on=list(FailureCategory))
+    a = agent(tmp_path, circuit_breaker=breaker)
+    async with a.session() as s:
+        died = await s.send_result("DIE")
+        assert died.error == "incomplete" and died.failure is not None
+        assert died.failure.category in FailureCategory
+    assert a.state is AgentState.DEGRADED
+    async with a.session() as s2:
+        degraded = await s2.send("TEXT hello")
+        assert degraded["status"] == 69 and degraded["error"] == "degraded"

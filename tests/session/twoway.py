@@ -38,14 +38,12 @@ class TwoWayTranslator(Translator):
             return [TextEvent(str(obj.get("text", "")))]
         if kind == "tool":
             return [ToolCallEvent(str(obj.get("pid", "t")), str(obj.get("name")), obj.get("input"))]
-        if kind == "done":
-            events: list[Event] = []
+        if kind == "usage":
             usage = obj.get("usage")
-            if isinstance(usage, dict):
-                events.append(UsageEvent(usage))
+            return [UsageEvent(usage)] if isinstance(usage, dict) else ()
+        if kind == "done":
             failed = bool(obj.get("interrupted") or obj.get("ended"))
-            events.append(ResultEvent(is_error=failed, subtype="done", text=""))
-            return events
+            return [ResultEvent(is_error=failed, subtype="done", text="")]
         return ()
 
 
@@ -87,7 +85,7 @@ class TwoWayProtocol(ControlProtocol):
         kind = obj.get("type")
         if kind == "ready":
             return [Ready(str(obj.get("session")))]
-        if kind in ("text", "tool"):
+        if kind in ("text", "tool", "usage"):
             return [FORWARD]
         if kind == "done":
             return [FORWARD, TurnEnded("interrupted" if obj.get("interrupted") else "completed")]
