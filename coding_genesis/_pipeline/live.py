@@ -168,8 +168,7 @@ class LiveLink:
             max_buffer_size=1024
         )
         #: Lines handed to the writer and not yet written; sealed: no more lines.
-        self._queued = 0
-        self._sealed = False
+        self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
         #: Who hears the process itself (its spawn, overlay), apart from any turn.
         self._context = context if context is not None else AttemptContext()
@@ -275,10 +274,9 @@ class LiveLink:
             try:
                 if not self._queued and not self._sealed:
                     data = data[self.stdin.write_nowait(data) :]
-                    if not data:
-                        continue
-                self._outbox_send.send_nowait(data)
-                self._queued += 1
+                if data:
+                    self._outbox_send.send_nowait(data)
+                    self._queued += 1
             except _UNSENT:
                 log.warning(
                     "%s: stdin closed or full; a control message was dropped", self.backend.name
@@ -387,7 +385,9 @@ class LiveLink:
     async def turn(
         self, request: Request, context: AttemptContext, *, run_id: str
     ) -> AttemptOutcome:
-        """One turn: the prompt written, the output decoded until the turn ends."""
+        """One turn: the prompt written, then the clocks armed (their scan of the process
+        table costs the CLI no wait; what it starts meanwhile counts as older than the
+        turn, stopped at the session's end), the output decoded until the turn ends."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
@@ -429,13 +429,13 @@ class LiveLink:
                 and context is not self._context
             ):
                 context.on_spawn(self.pid, self.argv)  # the turn starts on this process
-            self.clocks.arm(
-                timeout=request.timeout,
-                idle_timeout=self.config.idle_timeout,
-                stall_timeout=self.config.stall_timeout,
-            )
             try:
                 self.send(*self.protocol.begin_turn(request.prompt))
+                self.clocks.arm(
+                    timeout=request.timeout,
+                    idle_timeout=self.config.idle_timeout,
+                    stall_timeout=self.config.stall_timeout,
+                )
                 await turn.done.wait()
             except BaseException:
                 # A cancelled turn: the session's process tree is stopped.
