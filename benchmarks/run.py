@@ -51,7 +51,7 @@ MODES: dict[str, dict[str, Any]] = {
         "sessions_first": 10,
         "sessions_pairs": 5,
         "sessions_turns": 20,
-        "sessions_trips": 50,
+        "sessions_trips": 100,
     },
     "smoke": {
         "events": 20_000,
