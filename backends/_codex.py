@@ -1,5 +1,6 @@
 """What ``codex exec`` and ``codex app-server`` share: the sandbox a request
-runs in, the ``-c`` overrides, the HTTP status in codex's error words."""
+runs in, the ``-c`` overrides, the HTTP status in codex's error words, the
+output schema's strict form."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from coding_genesis.backend import Permissions
 
-__all__ = ["SANDBOX", "codex_overrides", "codex_sandbox", "http_status"]
+__all__ = ["SANDBOX", "codex_overrides", "codex_sandbox", "http_status", "strict_schema_warning"]
 
 #: permissions= → codex's sandbox (enforced by codex for the commands it runs).
 SANDBOX = {
@@ -76,3 +77,48 @@ def codex_overrides(
                 "options={'config': {'model_provider': NAME}}"
             )
     return args, warnings
+
+
+def strict_schema_warning(schema: Mapping[str, Any] | None) -> list[str]:
+    """A warning when ``output_schema`` is not in the strict form codex sends
+    it in (OpenAI's strict JSON-Schema response format, which the OpenAI API
+    refuses otherwise): every object closed (``additionalProperties: false``)
+    with every property required."""
+    if schema is None:
+        return []
+    where = _open_object(schema, "$", 0)
+    if where is None:
+        return []
+    return [
+        f"output_schema at {where} is not in OpenAI's strict form (every object needs "
+        "additionalProperties: false and every property in required; a pydantic model: "
+        'extra="forbid", no defaults): codex sends it strict, and the OpenAI API refuses it'
+    ]
+
+
+def _open_object(node: Any, where: str, depth: int) -> str | None:
+    if not isinstance(node, Mapping) or depth > 64:
+        return None
+    props = node.get("properties")
+    if node.get("type") == "object" or isinstance(props, Mapping):
+        names = set(props) if isinstance(props, Mapping) else set()
+        required = node.get("required")
+        if node.get("additionalProperties") is not False or names - set(required or ()):
+            return where
+    for key, value in node.items():
+        subs = value.items() if key in ("properties", "$defs", "definitions") else ()
+        if isinstance(value, Mapping) and subs:
+            for name, sub in subs:
+                found = _open_object(sub, f"{where}.{name}", depth + 1)
+                if found is not None:
+                    return found
+        elif key in ("items", "additionalProperties"):
+            found = _open_object(value, f"{where}[]", depth + 1)
+            if found is not None:
+                return found
+        elif key in ("anyOf", "oneOf", "allOf") and isinstance(value, list):
+            for sub in value:
+                found = _open_object(sub, where, depth + 1)
+                if found is not None:
+                    return found
+    return None

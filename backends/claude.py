@@ -6,6 +6,7 @@ newlines or NUL-free megabytes, and never be read as a flag.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -116,6 +117,9 @@ class ClaudeBackend(Backend):
         *PROXY_ENV,
     )
     supports_resume = True
+    #: ``--json-schema``: claude offers the model a ``StructuredOutput`` tool of
+    #: that input schema, validates its call, and reports ``structured_output``.
+    structured_output = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
@@ -151,6 +155,7 @@ class ClaudeBackend(Backend):
                 cli_max_retries=request.cli_max_retries,
                 options=request.options,
                 extra_args=request.extra_args,
+                output_schema=request.output_schema,
             ),
             stdin=request.prompt.encode("utf-8"),
         )
@@ -207,6 +212,8 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
         args.append(f"--mcp-config={opts['mcp_config']}")
     if start.resume:
         args.append(f"--resume={start.resume}")
+    if start.output_schema is not None:
+        args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
     if start.cli_max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
     args.extend(start.extra_args)
@@ -223,8 +230,12 @@ def claude_failure_hint(result: RunResult) -> str | None:
     """Category from claude's own words for its failure (the result text, stderr).
 
     The HTTP status (``api_error_status``) is read by the core; this adds what
-    only the wording says (an expired login, a usage limit, an oversized prompt).
+    only the wording says (an expired login, a usage limit, an oversized prompt)
+    and that claude gave up on an output schema (its model's answers kept
+    failing it: ``MAX_STRUCTURED_OUTPUT_RETRIES``, 5 by default).
     """
+    if result.result_subtype == "error_max_structured_output_retries":
+        return "invalid_output"
     if result.api_error_status is not None:
         return None  # the status is more precise than any wording
     for text in (result.message, result.stderr_tail[-4000:]):
@@ -419,6 +430,9 @@ class ClaudeTranslator(Translator):
     def _result(self, obj: dict[str, Any]) -> Sequence[Event]:
         errors = obj.get("errors")
         text = obj.get("result")
+        structured = obj.get("structured_output")
+        if isinstance(structured, dict):  # with --json-schema: the answer itself
+            text = json.dumps(structured, ensure_ascii=False)
         if not isinstance(text, str):
             text = "; ".join(str(e) for e in errors) if isinstance(errors, list) else None
         denials = obj.get("permission_denials")

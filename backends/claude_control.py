@@ -19,6 +19,25 @@ that came anyway would be answered with the hook's decision, never asked twice.
 Without ``approvals`` no hook is registered and each ``can_use_tool`` is a
 :class:`~coding_genesis.control.PermissionAsk` with claude's own reason.
 
+Host tools (``tools=``): claude is started with an SDK MCP server named
+``genesis`` (``--mcp-config``, ``"type": "sdk"``) and each tool allowed
+(``--allowedTools=mcp__genesis__<name>``); claude speaks MCP's JSON-RPC to it
+through ``mcp_message`` control requests.  This protocol answers the
+handshake and ``tools/list`` itself (each tool marked ``anthropic/alwaysLoad``:
+the model sees it at once, not through claude's tool search) and makes each
+``tools/call`` a :class:`~coding_genesis.control.ToolCall`.  The approver is
+never asked about a host tool: it is the caller's own code.  Measured on
+claude 2.1.330: the handshake comes before the answer to ``initialize``; the
+model's ``tool_use`` line comes before the ``tools/call``, the
+``tool_result`` after our answer (``is_error`` from ``isError``).
+
+Hooks (``hooks=``): each hook point the session has hooks for gets a
+callback at ``initialize`` (see :mod:`.claude_hooks`), and each
+``hook_callback`` is a :class:`~coding_genesis.control.HookCall`.  The
+``PreToolUse`` callback is shared: with an approver too, the call carries
+the approver's question, asked after the hooks unless they block; a hook's
+changed input or context goes out with the approver's answer.
+
 ``always`` (allow or reject for the rest of the session): claude's session
 rules cannot stop a hook from firing, so this protocol keeps the decision and
 answers later calls of the same tool (a command tool: the same command) by
@@ -30,8 +49,9 @@ answer to ``can_use_tool`` also hands claude its own suggestions
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
@@ -39,6 +59,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -46,11 +67,26 @@ from coding_genesis.control import (
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
+from coding_genesis.hooks import HookResult
+from coding_genesis.tools import HostTool, ToolResult
 
-__all__ = ["SESSION_FLAGS", "ClaudeControl"]
+from .claude_hooks import (
+    CALLBACKS,
+    DENIED,
+    HOOK_EFFECTS,
+    HOOK_ID,
+    HookKey,
+    event_of,
+    hook_answer,
+    hook_input,
+    pre_tool_output,
+)
+
+__all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -63,8 +99,11 @@ SESSION_FLAGS = (
     "stdio",
 )
 
-#: Our one hook callback: every tool, before it runs.
-HOOK_ID = "genesis_pre_tool_use"
+#: The SDK MCP server of the host tools: the model sees ``mcp__genesis__<name>``.
+MCP_SERVER = "genesis"
+_MCP_PREFIX = f"mcp__{MCP_SERVER}__"
+#: The MCP version we answer when claude names none.
+_MCP_VERSION = "2025-06-18"
 
 _COMMAND_TOOLS = frozenset({"Bash"})
 #: Tools that write files, and the input field naming the file.
@@ -76,7 +115,12 @@ _WRITE_TOOLS = {
 }
 _READ_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 
-_DENIED = "denied by the approver"
+#: The answer about a host tool's call (the caller's own code).
+_HOST_ALLOWED = Decision.allow(reason="a host tool (tools=)")
+#: The tool claude answers an output schema with (``--json-schema``): the
+#: answer itself, no action, so no approver is asked about it.
+ANSWER_TOOL = "StructuredOutput"
+
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
 
@@ -92,7 +136,7 @@ class AskKey:
     suggestions: tuple[Any, ...] = ()
 
 
-def _tool_request(
+def tool_request(
     tool: str,
     tool_input: Mapping[str, Any],
     *,
@@ -153,25 +197,6 @@ def _error(request_id: str, message: str) -> Outgoing:
     }
 
 
-def _hook_output(decision: Decision) -> dict[str, Any]:
-    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
-    out: dict[str, Any] = {"hookSpecificOutput": specific}
-    if decision.allowed:
-        specific["permissionDecision"] = "allow"
-        if decision.reason:
-            specific["permissionDecisionReason"] = decision.reason
-        if decision.input is not None:
-            specific["updatedInput"] = dict(decision.input)
-        return out
-    message = decision.message or _DENIED
-    specific["permissionDecision"] = "deny"
-    specific["permissionDecisionReason"] = message
-    if decision.end_turn:
-        out["continue"] = False
-        out["stopReason"] = message
-    return out
-
-
 def _permission_result(
     decision: Decision, tool_input: Mapping[str, Any], suggestions: Sequence[Any]
 ) -> dict[str, Any]:
@@ -183,10 +208,43 @@ def _permission_result(
         if decision.always and suggestions:
             out["updatedPermissions"] = list(suggestions)
         return out
-    out = {"behavior": "deny", "message": decision.message or _DENIED}
+    out = {"behavior": "deny", "message": decision.message or DENIED}
     if decision.end_turn:
         out["interrupt"] = True
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class McpKey:
+    """The handle of one ``tools/call`` (:attr:`ToolCall.key`): claude's
+    control request id and the JSON-RPC id inside it."""
+
+    request_id: str
+    rpc_id: Any
+
+
+def _mcp_answer(request_id: str, message: Mapping[str, Any]) -> Outgoing:
+    return _success(request_id, {"mcp_response": dict(message)})
+
+
+def _rpc_error(rpc_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
+
+
+def _tool_listing(tool: HostTool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": dict(tool.parameters),
+        "_meta": {"anthropic/alwaysLoad": True},
+    }
+
+
+def _host_flags(tools: Sequence[HostTool]) -> tuple[str, ...]:
+    """The argv that declares the SDK MCP server and allows its tools."""
+    config = {"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}}
+    allowed = ",".join(_MCP_PREFIX + tool.name for tool in tools)
+    return ("--mcp-config", json.dumps(config), f"--allowedTools={allowed}")
 
 
 def _remembered(decision: Decision) -> Decision:
@@ -208,6 +266,8 @@ class ClaudeControl(ControlProtocol):
 
     name = "claude stream-json control"
     can_steer = False
+    hook_effects = HOOK_EFFECTS
+    can_host_tools = True
 
     def __init__(
         self,
@@ -233,11 +293,21 @@ class ClaudeControl(ControlProtocol):
         self._decided: dict[str, Decision] = {}
         #: "always" decisions: (tool,) or (tool, command) -> decision.
         self._always: dict[tuple[str, ...], Decision] = {}
+        #: The host tools, by the name the model calls them.
+        self._tools: dict[str, HostTool] = {}
+        #: The events the session has hooks for.
+        self._hooks: frozenset[str] = frozenset()
+        #: What the pre_tool hooks of a call asked, kept for the approver's answer.
+        self._hooked: dict[str, HookResult] = {}
 
     # -- intents -> objects ------------------------------------------------------
 
     def command(self, start: SessionStart) -> CommandSpec:
-        return self._command(start)
+        spec = self._command(start)
+        self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
+        if not start.tools:
+            return spec
+        return replace(spec, args=(*_host_flags(start.tools), *spec.args))
 
     def translator(self) -> Translator:
         return self._translator()
@@ -253,12 +323,18 @@ class ClaudeControl(ControlProtocol):
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
         self._approvals = start.approvals
-        hooks = (
-            {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]}
-            if start.approvals
-            else None
-        )
-        return [self._request("initialize", hooks=hooks)]
+        self._hooks = frozenset(start.hooks)
+        hooks: dict[str, list[dict[str, Any]]] = {}
+        if start.approvals:
+            hooks["PreToolUse"] = [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
+        for event, (callback, names) in CALLBACKS.items():
+            if event in start.hooks:
+                for claude_event in names:
+                    hooks[claude_event] = [{"matcher": None, "hookCallbackIds": [callback]}]
+        if start.hooks and start.hook_wait is not None:
+            for matchers in hooks.values():
+                matchers[0]["timeout"] = start.hook_wait  # claude must not give up first
+        return [self._request("initialize", hooks=hooks or None)]
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._interrupted = False
@@ -288,13 +364,39 @@ class ClaudeControl(ControlProtocol):
         if decision.always:
             self._always[self._always_key(request)] = _remembered(decision)
         if decision.end_turn and not decision.allowed:
-            self._ended_by = decision.message or _DENIED
+            self._ended_by = decision.message or DENIED
         if key.via == "hook":
             if request.tool_call_id:
                 self._decided[request.tool_call_id] = decision
-            return [_success(key.request_id, _hook_output(decision))]
+            hooked = self._hooked.pop(key.request_id, None)
+            return [_success(key.request_id, pre_tool_output(decision, hooked))]
         payload = _permission_result(decision, request.input, key.suggestions)
         return [_success(key.request_id, payload)]
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        """The ``tools/call`` answer; none when claude cancelled the request."""
+        key = call.key
+        if not isinstance(key, McpKey) or key.request_id not in self._open:
+            return []
+        self._open.discard(key.request_id)
+        content = [{"type": "text", "text": result.text}]
+        answer = {"content": content, "isError": result.is_error}
+        return [_mcp_answer(key.request_id, {"jsonrpc": "2.0", "id": key.rpc_id, "result": answer})]
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """The answer to a hook point; none when claude cancelled it, or when
+        the approver's answer is still to come (``result`` kept for it)."""
+        key = call.key
+        if not isinstance(key, HookKey) or key.request_id not in self._open:
+            return []
+        if call.ask is not None and not result.block:
+            self._hooked[key.request_id] = result
+            return []
+        self._open.discard(key.request_id)
+        call_id = call.input.tool_call_id
+        if key.claude_event == "PreToolUse" and result.block and call_id:
+            self._decided[call_id] = Decision.deny(result.message or "blocked by a pre_tool hook")
+        return [_success(key.request_id, hook_answer(key, result))]
 
     @staticmethod
     def _always_key(request: ApprovalRequest) -> tuple[str, ...]:
@@ -314,6 +416,7 @@ class ClaudeControl(ControlProtocol):
             request_id = obj.get("request_id")
             if isinstance(request_id, str):
                 self._open.discard(request_id)
+                self._hooked.pop(request_id, None)
             return ()
         if kind == "result":
             return self._result(obj)
@@ -367,40 +470,68 @@ class ClaudeControl(ControlProtocol):
             return self._hook(request_id, request)
         if subtype == "can_use_tool":
             return self._can_use_tool(request_id, request)
-        # mcp_message: we serve no SDK MCP server; anything else we do not know.
+        if subtype == "mcp_message" and self._tools:
+            return self._mcp(request_id, request)
+        # mcp_message without host tools, or anything else we do not know.
         refusal = f"genesis does not serve {repr(subtype)[:_SAID]} requests"
         return (Reply((_error(request_id, refusal),)),)
 
     def _hook(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         data = request.get("input")
-        if request.get("callback_id") != HOOK_ID or not isinstance(data, dict):
+        if not isinstance(data, dict):
             return (Reply((_error(request_id, "no such hook callback"),)),)
-        if data.get("hook_event_name", "PreToolUse") != "PreToolUse":
+        claude_event = data.get("hook_event_name", "PreToolUse")
+        event = event_of(request.get("callback_id"), claude_event)
+        if event is None or (event != "pre_tool" and event not in self._hooks):
             return (Reply((_error(request_id, "no such hook callback"),)),)
+        session_id = _text(data.get("session_id")) or self._session_id
+        if event in ("turn_end", "pre_compact"):
+            self._open.add(request_id)
+            key = HookKey(request_id, str(claude_event))
+            return (HookCall(key, hook_input(event, data, session_id)),)
         tool, tool_input = data.get("tool_name"), data.get("tool_input")
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
+            if event == "post_tool":
+                return (Reply((_success(request_id, {}),)),)  # nothing to tell of it
             unreadable = Decision.deny("genesis could not read this tool call")
-            return (Reply((_success(request_id, _hook_output(unreadable)),)),)
+            return (Reply((_success(request_id, pre_tool_output(unreadable)),)),)
+        if tool == ANSWER_TOOL:
+            return (Reply((_success(request_id, pre_tool_output(Decision.allow())),)),)
+        if tool in self._tools and event == "pre_tool":  # the caller's own function
+            return (Reply((_success(request_id, pre_tool_output(_HOST_ALLOWED)),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
-        session_id = _text(data.get("session_id")) or self._session_id
-        approval = _tool_request(
+        approval = tool_request(
             tool, tool_input, reason=None, tool_call_id=call_id, session_id=session_id
         )
+        if event == "post_tool":
+            self._open.add(request_id)
+            key = HookKey(request_id, str(claude_event))
+            return (HookCall(key, hook_input(event, data, session_id, approval)),)
         known = self._always.get(self._always_key(approval))
-        if known is not None:
-            if call_id:
-                self._decided[call_id] = known
-            return (Reply((_success(request_id, _hook_output(known)),)),)
+        if known is not None and call_id:
+            self._decided[call_id] = known
+        ask = None
+        if self._approvals and known is None:
+            ask = PermissionAsk(AskKey(request_id, "hook"), approval)
+        if "pre_tool" in self._hooks:
+            self._open.add(request_id)
+            key = HookKey(request_id, "PreToolUse", known)
+            return (HookCall(key, hook_input(event, data, session_id, approval), ask),)
+        if ask is None:  # an "always" decision settles it (no approver, no hook: no callback)
+            return (Reply((_success(request_id, pre_tool_output(known)),)),)
         self._open.add(request_id)
-        return (PermissionAsk(AskKey(request_id, "hook"), approval),)
+        return (ask,)
 
     def _can_use_tool(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         tool, tool_input = request.get("tool_name"), request.get("input")
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool == ANSWER_TOOL or tool in self._tools:
+            allowed = _permission_result(Decision.allow(), tool_input, ())
+            return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
-        approval = _tool_request(
+        approval = tool_request(
             tool,
             tool_input,
             reason=_cli_reason(request),
@@ -416,3 +547,45 @@ class ClaudeControl(ControlProtocol):
         suggestions = tuple(raw) if isinstance(raw, list) else ()
         self._open.add(request_id)
         return (PermissionAsk(AskKey(request_id, "can_use_tool", suggestions), approval),)
+
+    def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
+        """One MCP message to our SDK server: the handshake and the listing
+        answered here, a ``tools/call`` handed to the session."""
+        message = request.get("message")
+        if not isinstance(message, dict):
+            return (Reply((_error(request_id, "an mcp_message without a message"),)),)
+        rpc_id, method = message.get("id"), message.get("method")
+        if request.get("server_name") != MCP_SERVER:
+            server = repr(request.get("server_name"))[:_SAID]
+            missing = _rpc_error(rpc_id, -32601, f"no MCP server {server} here")
+            return (Reply((_mcp_answer(request_id, missing),)),)
+        if "id" not in message or not isinstance(method, str):
+            # A notification (or a response): acknowledged, as claude expects.
+            return (Reply((_mcp_answer(request_id, {"jsonrpc": "2.0", "result": {}}),)),)
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == "tools/call":
+            name, arguments = params.get("name"), params.get("arguments", {})
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                bad = _rpc_error(rpc_id, -32602, "tools/call needs a name and an arguments object")
+                return (Reply((_mcp_answer(request_id, bad),)),)
+            meta = params.get("_meta")
+            call_id = _text(meta.get("claudecode/toolUseId")) if isinstance(meta, dict) else None
+            self._open.add(request_id)
+            return (ToolCall(McpKey(request_id, rpc_id), name, arguments, call_id),)
+        if method == "initialize":
+            version = params.get("protocolVersion")
+            result: dict[str, Any] = {
+                "protocolVersion": version if isinstance(version, str) else _MCP_VERSION,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": MCP_SERVER, "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [_tool_listing(tool) for tool in self._tools.values()]}
+        elif method == "ping":
+            result = {}
+        else:
+            unknown = _rpc_error(rpc_id, -32601, f"method {method[:_SAID]!r} not served")
+            return (Reply((_mcp_answer(request_id, unknown),)),)
+        answer = {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+        return (Reply((_mcp_answer(request_id, answer),)),)

@@ -8,6 +8,7 @@ are understood.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -33,11 +34,14 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status
+from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status, strict_schema_warning
 from ._common import PROXY_ENV, as_int, preview
 from .codex_control import CodexAppServer
 
 __all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
+
+#: The output schema's file in the run's private overlay directory.
+_SCHEMA_FILE = "output-schema.json"
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
@@ -82,6 +86,10 @@ class CodexBackend(Backend):
         *PROXY_ENV,
     )
     supports_resume = True
+    #: ``--output-schema FILE`` (``outputSchema`` of the app-server's ``turn/start``):
+    #: sent to the API as a strict JSON-Schema response format; codex does not
+    #: check the answer itself.
+    structured_output = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(SANDBOX)
@@ -113,12 +121,20 @@ class CodexBackend(Backend):
         overrides, more = codex_overrides(opts, request.max_turns, request.cli_max_retries)
         args += overrides
         warnings += more
+        overlay: dict[str, bytes] = {}
+        if request.output_schema is not None:
+            overlay[_SCHEMA_FILE] = json.dumps(request.output_schema).encode("utf-8")
+            args += ["--output-schema", f"{{overlay}}/{_SCHEMA_FILE}"]
+            warnings += strict_schema_warning(request.output_schema)
         args.extend(request.extra_args)
         if request.resume_session:
             args += ["resume", request.resume_session]
         args.append("-")  # read the prompt from stdin
         return CommandSpec(
-            args=tuple(args), stdin=request.prompt.encode("utf-8"), warnings=tuple(warnings)
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            overlay=overlay,
+            warnings=tuple(warnings),
         )
 
     def translator(self) -> CodexTranslator:

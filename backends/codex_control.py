@@ -5,8 +5,13 @@ A live session (``agent.session()``, ``approver=``) holds one thread in one
 ``thread/start`` (or ``thread/resume``), then ``turn/start`` per turn, and
 ``turn/steer``, ``turn/interrupt`` on demand.  codex asks approval with the
 server requests ``item/commandExecution/requestApproval`` and
-``item/fileChange/requestApproval``; every other server request is answered
-with a "method not found" error.  codex 0.169 writes its messages without the
+``item/fileChange/requestApproval``; the caller's functions (``tools=``) are
+codex's *dynamic tools* (``dynamicTools`` of ``thread/start``, an
+experimental field: ``initialize`` then opts into ``experimentalApi``), each
+call the server request ``item/tool/call``, answered with its
+``contentItems`` and ``success``.  Every other server request is answered
+with a "method not found" error.  Hooks (``hooks=``) observe its items and the
+turn's end (:mod:`.codex_hooks`).  codex 0.169 writes its messages without the
 ``"jsonrpc"`` member, so it is not required here.  The exact schema of the
 messages this codec writes and reads is in ``schemas/codex-app-server/``.
 """
@@ -21,6 +26,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -28,13 +34,17 @@ from coding_genesis.control import (
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
+from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
+from .codex_hooks import HOOK_EFFECTS, tool_hook
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
 
@@ -87,6 +97,7 @@ FORWARDED = frozenset(
 
 _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
+_TOOL_CALL = "item/tool/call"
 _OPENING = ("initialize", "thread/start", "thread/resume")
 
 
@@ -107,6 +118,15 @@ def _text_input(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text, "text_elements": []}]
 
 
+def _dynamic_tool(tool: HostTool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": dict(tool.parameters),
+    }
+
+
 class CodexAppServer(ControlProtocol):
     """One live session's codec for ``codex app-server``: pure, stateful
     (our request ids, the thread and turn ids, the file changes it was told
@@ -124,6 +144,8 @@ class CodexAppServer(ControlProtocol):
 
     name = "codex app-server"
     can_steer = True
+    hook_effects = HOOK_EFFECTS
+    can_host_tools = True
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -145,6 +167,9 @@ class CodexAppServer(ControlProtocol):
         self._cancelled = False
         #: The thread's token usage as codex last reported it (its running total).
         self._usage_total: dict[str, int] | None = None
+        #: The events the session has hooks for; the running turn's last answer.
+        self._hooks: frozenset[str] = frozenset()
+        self._answer: str | None = None
 
     # -- intents -------------------------------------------------------------------
 
@@ -156,6 +181,7 @@ class CodexAppServer(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
+        warnings += strict_schema_warning(start.output_schema)
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
@@ -172,12 +198,16 @@ class CodexAppServer(ControlProtocol):
         from coding_genesis import __version__  # the package metadata, read once a session
 
         self._start = start
+        self._hooks = frozenset(start.hooks)
+        capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
+        if start.tools:
+            capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
         return [
             self._call(
                 "initialize",
                 {
                     "clientInfo": {"name": "coding-genesis", "version": __version__},
-                    "capabilities": {"optOutNotificationMethods": list(OPT_OUT)},
+                    "capabilities": capabilities,
                 },
             )
         ]
@@ -194,8 +224,11 @@ class CodexAppServer(ControlProtocol):
             params["model"] = start.model
         if start.resume:
             # The turns so far are not needed (and their full hydration is deprecated).
+            # A resumed thread keeps the dynamic tools it was started with.
             params["threadId"] = start.resume
             params["excludeTurns"] = True
+        elif start.tools:
+            params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -206,11 +239,11 @@ class CodexAppServer(ControlProtocol):
         self._queued_steers.clear()
         self._changes.clear()
         self._cancelled = False
-        return [
-            self._call(
-                "turn/start", {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-            )
-        ]
+        self._answer = None
+        params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
+        if self._start is not None and self._start.output_schema is not None:
+            params["outputSchema"] = dict(self._start.output_schema)
+        return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
         if not self.turn_running:
@@ -253,6 +286,11 @@ class CodexAppServer(ControlProtocol):
         else:
             word = "decline"
         return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        content = [{"type": "inputText", "text": result.text}]
+        answer = {"contentItems": content, "success": not result.is_error}
+        return [{"jsonrpc": "2.0", "id": call.key, "result": answer}]
 
     # -- what the CLI says ---------------------------------------------------------
 
@@ -336,7 +374,8 @@ class CodexAppServer(ControlProtocol):
         rid = obj.get("id")
         if not _valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
-        if method not in (_COMMAND_ASK, _WRITE_ASK):
+        tools = self._start.tools if self._start is not None else ()
+        if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
         params = obj.get("params")
         if not isinstance(params, Mapping):
@@ -344,6 +383,8 @@ class CodexAppServer(ControlProtocol):
                 Reply((_error(rid, _INVALID_PARAMS, f"{method} without params"),)),
                 ProtocolFault(f"{method} without params"),
             )
+        if method == _TOOL_CALL:
+            return self._tool_call(rid, params)
         item_id = params.get("itemId")
         item_id = item_id if isinstance(item_id, str) else None
         reason = params.get("reason")
@@ -372,19 +413,37 @@ class CodexAppServer(ControlProtocol):
             )
         return (PermissionAsk(rid, request),)
 
+    def _tool_call(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
+        """The model calls a dynamic tool: one of the caller's functions."""
+        tool, arguments = params.get("tool"), params.get("arguments", {})
+        if params.get("namespace") is not None or not isinstance(tool, str):
+            name = repr(params.get("tool"))[:200]
+            return (Reply((_error(rid, _INVALID_PARAMS, f"no dynamic tool {name}"),)),)
+        if not isinstance(arguments, Mapping):
+            bad = f"{_TOOL_CALL} arguments must be an object"
+            return (Reply((_error(rid, _INVALID_PARAMS, bad),)),)
+        call_id = params.get("callId")
+        return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
+
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         params = obj.get("params")
         params = params if isinstance(params, Mapping) else {}
         thread = params.get("threadId")
         if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
             return (Unknown(f"{method} of another thread"),)
-        if method == "item/started":
+        if method in ("item/started", "item/completed"):
             item = params.get("item")
-            if isinstance(item, Mapping) and item.get("type") == "fileChange":
+            if not isinstance(item, Mapping):
+                return (FORWARD,)
+            begins = method == "item/started"
+            if begins and item.get("type") == "fileChange":
                 changes = item.get("changes")
                 if isinstance(item.get("id"), str) and isinstance(changes, list):
                     self._changes[item["id"]] = changes
-            return (FORWARD,)
+            if not begins and item.get("type") == "agentMessage":
+                text = item.get("text")
+                self._answer = text if isinstance(text, str) and text else self._answer
+            return (FORWARD, *self._item_hook(item, params, begins))
         if method == "thread/tokenUsage/updated":
             usage = params.get("tokenUsage")
             total = usage.get("total") if isinstance(usage, Mapping) else None
@@ -399,10 +458,31 @@ class CodexAppServer(ControlProtocol):
         if method == "turn/completed":
             if not isinstance(params.get("turn"), Mapping):
                 return (ProtocolFault("turn/completed without a turn"),)
-            return (FORWARD, *self._turn_completed(params))
+            ended = self._turn_completed(params)
+            if ended and "turn_end" in self._hooks:
+                end = HookInput(
+                    "turn_end", answer=self._answer, session_id=self.thread_id, raw=dict(params)
+                )
+                ended = (HookCall(None, end), *ended)
+            return (FORWARD, *ended)
         if method in FORWARDED:
             return (FORWARD,)
         return (Unknown(method),)
+
+    def _item_hook(
+        self, item: Mapping[str, Any], params: Mapping[str, Any], started: bool
+    ) -> tuple[Incoming, ...]:
+        """The hook call an item's start or end is (observed), if the session has hooks for it."""
+        if started and item.get("type") == "contextCompaction":
+            if "pre_compact" not in self._hooks:
+                return ()
+            compact = HookInput("pre_compact", session_id=self.thread_id, raw=dict(params))
+            return (HookCall(None, compact),)
+        event: HookEvent = "pre_tool" if started else "post_tool"
+        if event not in self._hooks:
+            return ()
+        data = tool_hook(event, item, params, self.thread_id)
+        return (HookCall(None, data),) if data is not None else ()
 
     def _turn_completed(self, params: Mapping[str, Any]) -> Sequence[Incoming]:
         turn = params["turn"]

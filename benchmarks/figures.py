@@ -1524,6 +1524,20 @@ def fig_sessions(p: Params) -> Result:
     return figure(p)
 
 
+def fig_pool(p: Params) -> Result:
+    """Warm session pools on the real claude and codex (``benchmarks/pool.py``)."""
+    from .pool import fig_pool as figure
+
+    return figure(p)
+
+
+def fig_hosttools(p: Params) -> Result:
+    """A host tool round trip on the real claude (``benchmarks/hosttools.py``)."""
+    from .hosttools import fig_hosttools as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1538,4 +1552,6 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "memory": ("6. Memory", fig_memory),
     "startup": ("7. Start-up", fig_startup),
     "sessions": ("8. Live sessions", fig_sessions),
+    "pool": ("9. Warm pool", fig_pool),
+    "hosttools": ("10. Host tools", fig_hosttools),
 }

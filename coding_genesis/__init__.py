@@ -119,6 +119,13 @@ if TYPE_CHECKING:
         ToolResultEvent as ToolResultEvent,
         UsageEvent as UsageEvent,
     )
+    from coding_genesis.hooks import (
+        Hook as Hook,
+        HookEvent as HookEvent,
+        HookInput as HookInput,
+        HookResult as HookResult,
+        Hooks as Hooks,
+    )
     from coding_genesis.observer import (
         Observer as Observer,
         RunInfo as RunInfo,
@@ -137,6 +144,11 @@ if TYPE_CHECKING:
         RunOptions as RunOptions,
         SessionOptions as SessionOptions,
         TurnOptions as TurnOptions,
+    )
+    from coding_genesis.pool import (
+        PoolStats as PoolStats,
+        SessionPool as SessionPool,
+        SyncSessionPool as SyncSessionPool,
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
@@ -168,9 +180,20 @@ if TYPE_CHECKING:
         FailureCategory as FailureCategory,
         Status as Status,
     )
+    from coding_genesis.tools import (
+        HostTool as HostTool,
+        ToolResult as ToolResult,
+        tool as tool,
+    )
 
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
+    "HostTool": "tools",
+    "ToolResult": "tools",
+    "tool": "tools",
+    "SessionPool": "pool",
+    "SyncSessionPool": "pool",
+    "PoolStats": "pool",
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",
@@ -213,6 +236,11 @@ _EXPORTS: dict[str, str] = {
     "FailureCategory": "status",
     "GenericBackend": "backends.generic",
     "GenesisError": "errors",
+    "Hook": "hooks",
+    "HookEvent": "hooks",
+    "HookInput": "hooks",
+    "HookResult": "hooks",
+    "Hooks": "hooks",
     "InvalidCwdError": "errors",
     "InvalidTimeoutError": "errors",
     "Isolation": "options",

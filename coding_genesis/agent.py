@@ -32,6 +32,7 @@ from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
+from coding_genesis._pipeline.hooking import unsupported_hooks
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
@@ -138,6 +139,12 @@ class CodingGenesisAgent:
         check_options(self._backend, cfg.options)
         if cfg.approver is not None and self._backend.control() is None:
             raise ConfigError(_no_two_way(self._backend, "approver="))
+        if (refused := _hooks_refused(self._backend, cfg.hooks)) is not None:
+            raise ConfigError(refused)
+        if cfg.output_schema is not None and not self._backend.structured_output:
+            raise ConfigError(_no_structured_output(self._backend))
+        if cfg.tools and not _hosts_tools(self._backend):
+            raise ConfigError(_no_host_tools(self._backend))
         require_permissions(self._backend, cfg.permissions)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
@@ -322,6 +329,16 @@ class CodingGenesisAgent:
             return self._answer(
                 Status.USAGE, ErrorCode.INVALID_REQUEST, _no_two_way(self._backend, "approver=")
             )
+        if (refused := _hooks_refused(self._backend, options.get("hooks"))) is not None:
+            return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
+        if options.get("output_schema") is not None and not self._backend.structured_output:
+            return self._answer(
+                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_structured_output(self._backend)
+            )
+        if options.get("tools") and not _hosts_tools(self._backend):
+            return self._answer(
+                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_host_tools(self._backend)
+            )
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
@@ -484,22 +501,60 @@ class CodingGenesisAgent:
         self._set_state(AgentState.READY, "run finished")
 
 
-def _two_way_backends(steering: bool = False) -> list[str]:
+def _two_way_backends(steering: bool = False, tools: bool = False) -> list[str]:
     # (down) the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
 
     names = []
     for name in registered_backends():
         protocol = get_backend(name).control()
-        if protocol is not None and (protocol.can_steer or not steering):
+        if (
+            protocol is not None
+            and (protocol.can_steer or not steering)
+            and (protocol.can_host_tools or not tools)
+        ):
             names.append(name)
     return names
+
+
+def _hooks_refused(backend: Backend, hooks: object) -> str | None:
+    """Why ``hooks=`` cannot run on ``backend`` (None: they can, or they are
+    malformed, which the request's check says)."""
+    if not isinstance(hooks, Mapping) or not hooks:
+        return None
+    protocol = backend.control()
+    if protocol is None:
+        return _no_two_way(backend, "hooks=")
+    return unsupported_hooks(backend.name, protocol, hooks)
+
+
+def _hosts_tools(backend: Backend) -> bool:
+    protocol = backend.control()
+    return protocol is not None and protocol.can_host_tools
+
+
+def _no_host_tools(backend: Backend) -> str:
+    return (
+        f"backend {backend.name!r} cannot call the caller's functions (tools=); "
+        f"backends that can: {', '.join(_two_way_backends(tools=True)) or '(none)'}"
+    )
 
 
 def _no_two_way(backend: Backend, what: str) -> str:
     return (
         f"backend {backend.name!r} has no two-way protocol, which {what} needs; "
         f"backends that have one: {', '.join(_two_way_backends()) or '(none)'}"
+    )
+
+
+def _no_structured_output(backend: Backend) -> str:
+    # (down) the registry loads every backend: only an answer that names them needs it
+    from coding_genesis.backends import get_backend, registered_backends
+
+    names = [name for name in registered_backends() if get_backend(name).structured_output]
+    return (
+        f"backend {backend.name!r} takes no output schema, which output_schema= needs; "
+        f"backends that do: {', '.join(names) or '(none)'}"
     )
 
 

@@ -92,6 +92,9 @@ class AttemptRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: Extra CLI arguments, appended before the prompt marker.
     extra_args: Sequence[str] = ()
+    #: The JSON Schema the final answer must match (``output_schema=``; its root
+    #: an object), for a backend with ``structured_output``; None: a free answer.
+    output_schema: Mapping[str, Any] | None = None
 
 
 RunRequest = AttemptRequest  #: 0.1.0's name (it is per attempt, not per run)
@@ -213,6 +216,9 @@ class Backend(ABC):
     * ``notes`` (none): what ``genesis doctor`` and the backends table (README, ``docs/backends.md``)
       say about it.
     * ``version_args`` (``--version``): the arguments that print its version.
+    * ``structured_output`` (False): the CLI takes a JSON Schema for its final
+      answer (``AttemptRequest.output_schema``, ``SessionStart.output_schema``);
+      without it ``output_schema=`` is refused.
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
@@ -232,6 +238,7 @@ class Backend(ABC):
     stderr_noise: re.Pattern[str] | None = None
     notes: tuple[str, ...] = ()
     version_args: tuple[str, ...] = ("--version",)
+    structured_output: bool = False
 
     @abstractmethod
     def build_command(self, request: AttemptRequest) -> CommandSpec:
@@ -325,6 +332,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "stderr_noise": lambda v: v if isinstance(v, re.Pattern) else None,
     "notes": _strings,
     "version_args": _strings,
+    "structured_output": bool,
 }
 _METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from coding_genesis._observers.budget import Budget
+    from coding_genesis.pool import SessionPool
 
 __all__ = [
     "BatchItem",
@@ -46,6 +47,7 @@ __all__ = [
     "ExecutorName",
     "InvalidRequest",
     "LocalExecutor",
+    "PoolExecutor",
     "ResultCallback",
     "RunSpec",
     "coerce_request",
@@ -65,17 +67,27 @@ ExecutorName: TypeAlias = Literal["local", "ray"]
 class BatchSettings(AgentSettings, SessionOptions, total=False):
     """A :class:`RunSpec`'s fields besides ``prompt`` and ``backend``: the
     agent's settings (:class:`~coding_genesis.config.AgentSettings`) and the
-    request's session options (``resume``, ``request_key``)."""
+    request's session options (``resume``, ``request_key``); ``tools`` is
+    refused (a batch never names host code)."""
 
 
+#: The settings a batch never takes: a batch line never names host code.
+_NOT_IN_A_BATCH = frozenset({"tools"})
 #: Every field a RunSpec accepts, derived from the two definitions.
-_SPEC_FIELDS = frozenset({"prompt", "backend"}) | BatchSettings.__optional_keys__
+_SPEC_FIELDS = (
+    frozenset({"prompt", "backend"}) | BatchSettings.__optional_keys__
+) - _NOT_IN_A_BATCH
 
 
 def _unknown_fields(names: Iterable[object]) -> str | None:
     unknown = sorted(str(name) for name in names if name not in _SPEC_FIELDS)
     if not unknown:
         return None
+    if _NOT_IN_A_BATCH.intersection(unknown):
+        return (
+            "tools cannot be set in a batch: a batch never names host code "
+            "(pass tools= to an agent's run() or session())"
+        )
     return (
         f"unknown field(s) {', '.join(map(repr, unknown))}; valid: prompt, backend, "
         f"{', '.join(sorted(_SPEC_FIELDS - {'prompt', 'backend'}))}"
@@ -262,6 +274,59 @@ class LocalExecutor:
         return await execute(request, index, emit)
 
 
+class PoolExecutor:
+    """Runs each request as the one turn of a warm session of ``pool``
+    (``run_many(pool=...)``).  A request takes the pool's settings: one that
+    names another backend, sets a setting otherwise (``timeout`` apart: it
+    bounds the turn) or asks to ``resume`` is answered with a failure."""
+
+    def __init__(self, pool: SessionPool) -> None:
+        self.pool = pool
+
+    async def run_one(
+        self, index: int, request: BatchItem, emit: EventCallback | None
+    ) -> dict[str, Any]:
+        spec = coerce_request(index, request)
+        if isinstance(spec, dict):
+            return spec
+        settings = spec.agent_kwargs()
+        problem = self._mismatch(spec, settings)
+        if problem is not None:
+            return failure_result(index, problem, backend=spec.backend)
+
+        def tagged(event: Any) -> None:
+            if emit is not None:
+                emit({**event.to_dict(), "index": index})
+
+        result = await self.pool.run_result(
+            spec.prompt, timeout=settings.get("timeout"), on_event=tagged if emit else None
+        )
+        answer: dict[str, Any] = dict(result.to_dict())
+        answer["index"] = index
+        return answer
+
+    def _mismatch(self, spec: RunSpec, settings: Mapping[str, Any]) -> str | None:
+        pool = self.pool.config
+        name = self.pool.backend.name
+        if spec.backend != name:
+            return (
+                f"this batch runs on a pool of {name!r} sessions: backend {spec.backend!r} cannot"
+            )
+        if spec.resume is not None:
+            return "a pooled request starts a new conversation: resume cannot apply"
+        given = {k: v for k, v in settings.items() if k != "timeout"}
+        try:
+            wanted = pool.replace(**given)
+        except (ConfigError, TypeError) as exc:
+            return f"invalid request: {exc}"
+        differ = sorted(k for k in given if getattr(wanted, k) != getattr(pool, k))
+        if differ:
+            return (
+                f"a pooled request takes the pool's settings; it sets {', '.join(differ)} otherwise"
+            )
+        return None
+
+
 #: Executors by name.  An integration registers its own when it is imported
 #: (:func:`register_executor`): the core never imports an integration, they
 #: depend on it.
@@ -320,6 +385,7 @@ async def run_many(
     deadline_s: float | None = None,
     clock: Clock | None = None,
     repeat: int = 1,
+    pool: SessionPool | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -350,11 +416,23 @@ async def run_many(
     each result as its run finishes.  A failing callback is logged and ignored.
     ``defaults``: agent settings for every request that does not set them
     (``genesis run-many`` records each run this way: ``transcripts``, ``run_log``).
+
+    ``pool``: a :class:`~coding_genesis.pool.SessionPool` (entered) each
+    request takes a warm session from, for one turn (:class:`PoolExecutor`);
+    on this machine, with the pool's settings (its budget too).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
     repeat = check_repeat(repeat)
-    runner = _executor(executor)
+    if pool is not None:
+        if executor != "local" or budget is not None:
+            raise ConfigError(
+                "pool= runs on this machine with the pool's settings: no executor= "
+                "or budget= (give the pool its budget)"
+            )
+        if not pool.serving:
+            raise AgentUsageError("pool= needs an entered pool (`async with SessionPool(...)`)")
+    runner = PoolExecutor(pool) if pool is not None else _executor(executor)
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
@@ -477,5 +555,10 @@ def run_many_sync(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         raise AgentUsageError(
             f"run_many_sync() cannot be called from a running {library} event loop; "
             "use `await run_many(...)`"
+        )
+    if kwargs.get("pool") is not None:
+        raise AgentUsageError(
+            "a pool's sessions live on its own event loop: use `await run_many(..., pool=pool)` "
+            "or SyncSessionPool.run_many()"
         )
     return anyio.run(functools.partial(run_many, *args, **kwargs))

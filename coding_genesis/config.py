@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
+from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
+from coding_genesis.hooks import hook_table
 from coding_genesis.options import Isolation, Keep, Settings
 
 if TYPE_CHECKING:
@@ -45,9 +47,11 @@ if TYPE_CHECKING:
     from coding_genesis._util.clock import Clock
     from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
+    from coding_genesis.hooks import Hooks
     from coding_genesis.observer import Observer
     from coding_genesis.options import AgentSettings, Settings
     from coding_genesis.retry import RetryPolicy
+    from coding_genesis.tools import HostTool
 
 __all__ = [
     "DEFAULT_CLI_MAX_RETRIES",
@@ -59,6 +63,7 @@ __all__ = [
     "check_cwd",
     "check_max_turns",
     "check_permissions",
+    "check_tools",
     "permission_levels",
     "require_permissions",
     "seconds",
@@ -104,6 +109,15 @@ def check_approver(value: object) -> None:
     """An approver is a callable of one request (or None)."""
     if value is not None and not callable(value):
         raise ConfigError(f"approver must be a callable (sync or async), got {value!r}")
+
+
+def check_tools(value: object) -> tuple[HostTool, ...]:
+    """``tools=``: each a host tool (a plain function wrapped), names unique."""
+    if value is None or (isinstance(value, Sequence) and not value):
+        return ()
+    from coding_genesis.tools import as_host_tools  # (down) pydantic, only when tools are given
+
+    return as_host_tools(value)  # type: ignore[arg-type]  # checked there
 
 
 def check_cli_max_retries(value: object) -> int | None:
@@ -206,6 +220,19 @@ class AgentConfig:
     approver: Approver | None = None
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = 60.0
+    #: Code run at hook points of each turn (coding_genesis.hooks): event ->
+    #: hook or hooks.  A run with hooks speaks the CLI's two-way protocol.
+    hooks: Hooks | None = None
+    #: Seconds each hook has to answer (a ``pre_tool`` hook that does not blocks).
+    hook_timeout: float = 30.0
+    #: The shape of every answer: a JSON Schema (its root an object) or a
+    #: pydantic model class, given to the CLI; the result's ``output`` holds
+    #: the validated answer (None: a free answer).  Checked once: held as an
+    #: :class:`~coding_genesis._util.schema.OutputSchema`.
+    output_schema: OutputSchema | None = None
+    #: The caller's functions the model may call (coding_genesis.tools): plain
+    #: functions or ``@tool`` ones; a run with tools speaks the CLI's two-way protocol.
+    tools: tuple[HostTool, ...] = ()
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -342,6 +369,11 @@ class AgentConfig:
         set_(self, "cli_max_retries", check_cli_max_retries(self.cli_max_retries))
         check_approver(self.approver)
         set_(self, "approval_timeout", required_seconds("approval_timeout", self.approval_timeout))
+        set_(self, "hooks", hook_table(self.hooks) or None)
+        set_(self, "hook_timeout", required_seconds("hook_timeout", self.hook_timeout))
+        if self.output_schema is not None:
+            set_(self, "output_schema", output_schema(self.output_schema))
+        set_(self, "tools", check_tools(self.tools))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

@@ -6,7 +6,9 @@ A backend that can hold a session returns a :class:`ControlProtocol` from
 rest of a backend, a protocol is pure: it turns our intents (open, a turn, an
 answer to an approval request, interrupt, steer, close) into the JSON objects
 to write on the CLI's stdin, and says what each object the CLI writes means
-(:data:`Incoming`).  It never touches the process: the session machinery
+(:data:`Incoming`): the model's call of one of the caller's functions
+(``tools=``) included, which the session runs and :meth:`ControlProtocol.answer_tool`
+answers.  It never touches the process: the session machinery
 writes, reads, times, stops and reaps, as for a one-shot run.
 
 One protocol object serves one session (it may keep state: ids of our
@@ -14,6 +16,11 @@ requests, the thread and turn ids).  Every method returns the objects to
 write, in order (each becomes one JSON line).  The three protocols it is
 made for: claude's stream-json control protocol, codex's app-server JSON-RPC
 and the Agent Client Protocol.
+
+Hooks (``hooks=``, :mod:`coding_genesis.hooks`) plug in the same way: a
+protocol that reports hook points says so in :attr:`ControlProtocol.hook_effects`,
+turns each into a :class:`HookCall` and answers it in
+:meth:`ControlProtocol.answer_hook`; one that reports none needs nothing.
 """
 
 from __future__ import annotations
@@ -24,15 +31,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 
 if TYPE_CHECKING:
     from coding_genesis.backend import CommandSpec, Translator
     from coding_genesis.options import Permissions
+    from coding_genesis.tools import HostTool, ToolResult
 
 __all__ = [
     "FORWARD",
     "ControlProtocol",
     "Forward",
+    "HookCall",
     "Incoming",
     "Outgoing",
     "PermissionAsk",
@@ -40,6 +50,7 @@ __all__ = [
     "Ready",
     "Reply",
     "SessionStart",
+    "ToolCall",
     "TurnEnded",
     "Unknown",
 ]
@@ -65,6 +76,16 @@ class SessionStart:
     #: The backend's own options (``options=``), checked against its ``options``.
     options: Mapping[str, Any] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
+    #: The events the session has hooks for (the protocol reports only these).
+    hooks: frozenset[HookEvent] = frozenset()
+    #: Seconds the CLI should wait for the answer to one hook point, when it
+    #: has hooks (None: the CLI's own default).
+    hook_wait: float | None = None
+    #: The JSON Schema every turn's answer must match (``output_schema=``); None: free.
+    output_schema: Mapping[str, Any] | None = None
+    #: The caller's functions the model may call (``tools=``): the protocol
+    #: declares them to the CLI (only when ``can_host_tools``).
+    tools: Sequence[HostTool] = ()
 
 
 # -- what a line from the CLI means ------------------------------------------------
@@ -99,6 +120,44 @@ class PermissionAsk:
 
     key: Any
     request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """The CLI reached a hook point: the session runs its hooks of
+    ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
+
+    ``key`` is the protocol's own handle (a request id; None when the CLI only
+    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    turn, cwd and backend fields the session fills in.  ``ask``: the same
+    point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
+    set): it is asked after the hooks, with the input they changed, unless
+    they block.
+    """
+
+    key: Any
+    input: HookInput
+    ask: PermissionAsk | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model calls one of the caller's functions (``tools=``) and the CLI
+    waits for :meth:`ControlProtocol.answer_tool`.
+
+    ``key`` is the protocol's own handle of the call; ``call_id`` the tool
+    call's id in the CLI's stream, when known.  ``reported``: the CLI's own
+    stream reports the call and its result as for any tool (claude, codex),
+    so the session adds no event of its own; when False the session emits the
+    :class:`~coding_genesis.events.ToolCallEvent` and
+    :class:`~coding_genesis.events.ToolResultEvent` itself.
+    """
+
+    key: Any
+    name: str
+    arguments: Mapping[str, Any]
+    call_id: str | None = None
+    reported: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +202,17 @@ class Unknown:
 
 #: What one object from the CLI means (a line may mean several: claude's
 #: ``result`` is forwarded *and* ends the turn).
-Incoming: TypeAlias = Forward | Ready | PermissionAsk | TurnEnded | Reply | ProtocolFault | Unknown
+Incoming: TypeAlias = (
+    Forward
+    | Ready
+    | PermissionAsk
+    | HookCall
+    | ToolCall
+    | TurnEnded
+    | Reply
+    | ProtocolFault
+    | Unknown
+)
 
 
 class ControlProtocol(ABC):
@@ -151,11 +220,17 @@ class ControlProtocol(ABC):
     objects read in, their meaning out.
 
     ``can_steer``: :meth:`steer` adds input to a running turn.  ``name`` is
-    the protocol's name in errors and docs.
+    the protocol's name in errors and docs.  ``hook_effects``: the hook
+    events the protocol reports, and what a hook of each can do there (an
+    empty set: it observes); an event left out is never reported.
+    ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
+    CLI and says :class:`ToolCall` when the model calls one.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
+    can_host_tools: ClassVar[bool] = False
 
     @abstractmethod
     def command(self, start: SessionStart) -> CommandSpec:
@@ -189,6 +264,17 @@ class ControlProtocol(ABC):
     @abstractmethod
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to one :class:`PermissionAsk`."""
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """The answer to one :class:`HookCall` (``result`` holds only what
+        :attr:`hook_effects` allows).  A call with an ``ask`` that ``result``
+        does not block is answered by :meth:`answer` after the approver: keep
+        ``result`` for it and write nothing.  None by default (observed only)."""
+        return []
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        """The answer to one :class:`ToolCall` (only when ``can_host_tools``)."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} cannot call host tools")
 
     @abstractmethod
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from coding_genesis._failures.breaker import CircuitBreaker
     from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
     from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
+    from coding_genesis.hooks import Hooks
     from coding_genesis.observer import Observer
     from coding_genesis.retry import RetryPolicy
 
@@ -38,6 +41,7 @@ __all__ = [
     "Keep",
     "LiveOptions",
     "MessageUsage",
+    "OutputSchemaSetting",
     "Permissions",
     "RetrySetting",
     "RunOptions",
@@ -61,6 +65,9 @@ Keep: TypeAlias = Literal["never", "on_failure", "always"]
 RetrySetting: TypeAlias = "RetryPolicy | Literal['default', 'none'] | int | None"
 #: ``circuit_breaker=``: a (shareable) breaker, "default" (one of the agent's own) or None.
 BreakerSetting: TypeAlias = "CircuitBreaker | Literal['default'] | None"
+#: ``output_schema=``: the shape of the answer, a JSON Schema (its root an
+#: object) or a pydantic model class (see coding_genesis._util.schema).
+OutputSchemaSetting: TypeAlias = "Mapping[str, Any] | type[BaseModel]"
 
 
 class AgentDefault(enum.Enum):
@@ -105,6 +112,15 @@ class TurnOptions(TypedDict, total=False):
     approver: Approver | None
     #: Seconds an approver has to answer before the call is denied.
     approval_timeout: float | None
+    #: Code run at hook points of the turn (see coding_genesis.hooks).
+    hooks: Hooks | None
+    #: Seconds each hook has to answer.
+    hook_timeout: float | None
+    #: The answer must be JSON of this shape; the result's ``output`` holds it
+    #: validated (an answer that is not: ``invalid_output``, retried once).
+    output_schema: OutputSchemaSetting | None
+    #: The caller's functions the model may call (see coding_genesis.tools).
+    tools: Sequence[Callable[..., Any]] | None
 
 
 class RunOptions(SessionOptions, TurnOptions, total=False):
@@ -150,6 +166,10 @@ class AgentSettings(TypedDict, total=False):
     cli_max_retries: int | None
     approver: Approver | None
     approval_timeout: float
+    hooks: Hooks | None
+    hook_timeout: float
+    output_schema: OutputSchemaSetting | None
+    tools: Sequence[Callable[..., Any]]
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

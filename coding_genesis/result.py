@@ -145,6 +145,10 @@ class RunResult(BaseModel):
     cli_retries: int = 0
     #: The final answer parsed as JSON, when it is a JSON object.
     data: dict[str, Any] | None = None
+    #: The answer validated against ``output_schema=``: a dict, or an instance
+    #: of the pydantic model given (its JSON dict in the response dict); None
+    #: without a schema, or when the answer did not match (``invalid_output``).
+    output: Any = None
     warnings: list[str] = Field(default_factory=list)
     leftovers_stopped: int = 0
     #: HTTP status of the API error the CLI reported, if any.
@@ -160,6 +164,10 @@ class RunResult(BaseModel):
     #: session's turn, a run with ``approver=``): tool, kind, allowed,
     #: decision, source, reason, message, elapsed_s (input not kept here).
     approvals: list[dict[str, Any]] = Field(default_factory=list)
+    #: The hooks called (``hooks=``): event, hook, tool, tool_call_id, turn,
+    #: outcome (continued, changed, blocked, error, timeout), message, error,
+    #: not_applied (what the backend could not do of what the hook asked), elapsed_s.
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
     #: The turn's number in its live session (None: a one-shot run).
     turn: int | None = None
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
@@ -217,6 +225,8 @@ class RunResult(BaseModel):
         out = self.model_dump()
         out["error"] = str(self.error) if self.error is not None else None
         out["failure"] = self.failure.to_dict() if self.failure is not None else None
+        if isinstance(self.output, BaseModel):
+            out["output"] = self.output.model_dump(mode="json")
         return cast("RunResponse", out)
 
 
@@ -256,6 +266,7 @@ class RunResponse(TypedDict):
     last_successful_tool: str | None
     cli_retries: int
     data: dict[str, Any] | None
+    output: Any
     warnings: list[str]
     leftovers_stopped: int
     api_error_status: int | None
@@ -264,6 +275,7 @@ class RunResponse(TypedDict):
     permission_denials: int
     denied_tools: list[str]
     approvals: list[dict[str, Any]]
+    hooks: list[dict[str, Any]]
     turn: int | None
     result_subtype: str | None
     failure: dict[str, Any] | None

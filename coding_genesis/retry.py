@@ -8,6 +8,8 @@ The numbers are the retry strategies' (``retryStrategies``)::
     rate_limit  5 retries, exponential from 60 s; the CLI's retry-after wins (capped)
     internal    1 retry, fixed 60 s, then escalate
     partial     1 retry, fixed 1 s, continuing from the completed steps
+    invalid_output  1 retry at once, resuming with the validation error
+                    (ours: a request with ``output_schema=``, even without a policy)
 
 The policy never decides retryability itself: it reads the failure value's
 ``retryable`` (decided once by the failure analysis from the same table,
@@ -122,6 +124,8 @@ DEFAULT_RETRIES: dict[FailureCategory, int] = {
     FailureCategory.INTERNAL: 1,
     FailureCategory.PARTIAL: 1,
     FailureCategory.VERIFY_FAILED: 1,
+    # Also without a retry policy: a request with output_schema= has this one row.
+    FailureCategory.INVALID_OUTPUT: 1,
 }
 
 #: What each category does when it is not retried (the retry strategies' table, "Action" column).
@@ -138,6 +142,8 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.NOT_FOUND: Action.ESCALATE,
     FailureCategory.PARTIAL: Action.ESCALATE,
     FailureCategory.VERIFY_FAILED: Action.FAIL,
+    # The model's answer kept its own shape: the caller decides (a simpler schema, a better prompt).
+    FailureCategory.INVALID_OUTPUT: Action.FAIL,
     FailureCategory.INTERNAL: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
     FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
@@ -183,6 +189,8 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
         FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
         # The verify output is the continuation prompt (coding_genesis._pipeline.retrying).
         FailureCategory.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
+        # The validation error is the continuation prompt (coding_genesis._pipeline.retrying).
+        FailureCategory.INVALID_OUTPUT: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
     }
     for category, retries in DEFAULT_RETRIES.items():
         policies[category] = CategoryPolicy(

@@ -30,6 +30,7 @@ import anyio.abc
 import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
+from coding_genesis._pipeline.hooking import unsupported_hooks
 from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.opening import open_link, session_start
 from coding_genesis._pipeline.request import make_request
@@ -113,6 +114,14 @@ class Session:
             self._request = make_request(config, backend, "session", cast("RunOptions", given))
         except ConfigError as exc:
             raise AgentUsageError(str(exc)) from None
+        refused = unsupported_hooks(backend.name, protocol, self._request.hooks)
+        if refused is not None:
+            raise AgentUsageError(refused)
+        if self._request.tools and not protocol.can_host_tools:
+            raise AgentUsageError(
+                f"backend {backend.name!r} cannot call the caller's functions (tools=) "
+                "in a live session"
+            )
         self._agent = agent
         self._wiring = wiring
         self._protocol = protocol
@@ -140,6 +149,13 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def alive(self) -> bool:
+        """Open, its CLI running and its protocol unbroken (a CLI that died
+        between turns leaves the session open until the next ``send()``)."""
+        link = self._link
+        return link is not None and link.alive and not self._closed
 
     @property
     def turns(self) -> int:
@@ -203,6 +219,7 @@ class Session:
                 approval_timeout=request.approval_timeout,
                 stop=StopHandle(),
                 context=AttemptContext(on_spawn=spawned, redactor=wiring.redactor),
+                request=request,
             ) as link:
                 self._link = link
                 task_status.started()

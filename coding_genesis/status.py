@@ -101,6 +101,8 @@ class ErrorCode(enum.StrEnum):
     INTERRUPTED = "interrupted"
     #: A refusal of a tool call ended the turn (status 1).
     PERMISSION_DENIED = "permission_denied"
+    #: The answer does not match the request's ``output_schema`` (status 1).
+    INVALID_OUTPUT = "invalid_output"
 
 
 class FailureCategory(enum.StrEnum):
@@ -133,6 +135,8 @@ class FailureCategory(enum.StrEnum):
     INTERRUPTED = "interrupted"
     #: The approver denied a tool call and ended the turn: the caller's policy, not the CLI's fault.
     PERMISSION_DENIED = "permission_denied"
+    #: The answer does not match the request's ``output_schema`` (not JSON, or not of its shape).
+    INVALID_OUTPUT = "invalid_output"
     #: The agent was busy with another request: nothing was started (status 75).
     BUSY = "busy"
     #: The agent is DEGRADED (circuit open): nothing was started (status 69).

@@ -106,6 +106,7 @@ def test_help_loads_no_heavy_dependency(argv: list[str]) -> None:
         (["run", "--help"], "run"),
         (["--retry-testing", "run", "--help"], "run"),
         (["run-many", "--help"], "run_many"),
+        (["chat", "--help"], "chat"),
         (["show", "--help"], "show"),
     ],
 )

@@ -29,6 +29,7 @@ from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 if TYPE_CHECKING:
+    from coding_genesis._cli.asking import TerminalAsker
     from coding_genesis.agent import CodingGenesisAgent
 
 __all__ = ["LiveOutcome", "execute"]
@@ -90,14 +91,18 @@ def execute(
     *,
     progress: bool,
     events: EventWriter | None,
+    asker: TerminalAsker | None = None,
 ) -> LiveOutcome:
     """Run ``start()`` (the agent's run) with the tracker, the progress panel
-    and the event writer attached, stopping cleanly on a signal."""
+    and the event writer attached, stopping cleanly on a signal; ``asker``
+    (``--ask``) takes the panel off the screen while it asks."""
     tracker = RunTracker(agent.backend_name, agent.timeout)
     subscriptions = [agent.subscribe(tracker.on_event)]
     if events is not None:
         subscriptions.append(agent.subscribe(events))
     view = ProgressView(tracker) if progress else None
+    if asker is not None:
+        asker.view = view
     stop: list[int] = []
 
     async def main() -> RunResponse | None:

@@ -16,7 +16,18 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis._cli, in --help order.
-COMMANDS = ("run", "run_many", "runs", "show", "replay", "doctor", "stats", "reap", "worktrees")
+COMMANDS = (
+    "run",
+    "chat",
+    "run_many",
+    "runs",
+    "show",
+    "replay",
+    "doctor",
+    "stats",
+    "reap",
+    "worktrees",
+)
 
 EPILOG = """\
 examples:
@@ -25,6 +36,8 @@ examples:
   genesis run --backend claude --timeout 600 "Add a test for parse_date"
   genesis run --json --backend codex -- "--prompt that starts with dashes"
   genesis run --events --backend failer "hi" | jq -c .type   events as JSON lines
+  genesis run --ask --backend claude "tidy the imports"    approve each tool call
+  genesis chat --backend claude                   a live session: turns, inline approvals
   genesis doctor --backend claude                 why would it not start here?
   genesis runs                                    recent runs (every run is recorded)
   genesis show last                               summary, tools, failure report
@@ -61,7 +74,7 @@ environment (read by the genesis command only, never by the library):
 def _only_command(argv: Sequence[str]) -> str | None:
     """The command module of the command ``argv`` runs, when it plainly names
     one: then only that module is imported and only its parser built (all
-    eight cost about 20 ms of CPU, 5 % of ``genesis run``'s start-up).  None
+    ten cost about 20 ms of CPU, 5 % of ``genesis run``'s start-up).  None
     (all of them) for help, errors and anything unusual."""
     for arg in argv:
         if arg == "--retry-testing":

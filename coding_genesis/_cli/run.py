@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import (
     positive_seconds,
@@ -176,6 +177,7 @@ def register(subparsers: Any) -> None:
     )
     add_retry_arguments(parser)
     add_budget_arguments(parser)
+    add_approver_arguments(parser, ask=True)
     isolation = parser.add_argument_group("isolation and verification")
     isolation.add_argument(
         "--isolate",
@@ -218,6 +220,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     # Imported here, not at the top: `genesis --help` loads this module too.
+    from coding_genesis._cli.approver_options import approval_timeout, approver_from
     from coding_genesis._cli.env import (
         backends_file,
         cli_path_for,
@@ -231,11 +234,23 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.errors import ConfigError
 
+    if args.ask and not sys.stdin.isatty():
+        return usage_error(
+            "run",
+            "--ask asks on the terminal, and stdin is not one; without a terminal decide "
+            "with --approve-tools, --deny-commands, --writes-under",
+        )
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     backend = args.backend or default_backend()
+    asker = None
+    if args.ask:
+        from coding_genesis._cli.asking import TerminalAsker, TerminalLines
+
+        asker = TerminalAsker(TerminalLines(sys.stdin.fileno()), scope="run")
     try:
+        approver = approver_from(args, asker)
         add_backends_file(backends_file(args.backends_file))
         agent = CodingGenesisAgent(
             backend,
@@ -270,9 +285,12 @@ def handle(args: argparse.Namespace) -> int:
             permissions=args.permissions,
             max_turns=args.max_turns,
             cli_max_retries=args.cli_max_retries,
+            approver=approver,
+            approval_timeout=approval_timeout(args, asking=args.ask),
         ),
         progress=_wants_progress(args),
         events=events,
+        asker=asker,
     )
     return report(outcome, agent, args, events)
 

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import IO, Any
 
+from coding_genesis._cli.approver_options import add_approver_arguments, batch_line_problem
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import (
     for_stdout,
@@ -52,6 +53,8 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   environment variable or a permission) is refused with a failure at its index.
   --trusted-input lifts that: every AgentConfig setting is then accepted, which
   lets whoever wrote the file run any program as you (code execution).
+  An approver comes from the command line only (--approve-tools, --deny-commands,
+  --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.
   A line without "backend", "model", "timeout", ... takes --backend, --model,
   --timeout, ... (and $GENESIS_BACKEND, $GENESIS_<NAME>_PATH, like `genesis run`).
@@ -147,6 +150,7 @@ def register(subparsers: Any) -> None:
     )
     defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
     add_budget_arguments(parser, batch=True)
+    add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -225,7 +229,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
                 )
             )
             continue
-        problem = None if trusted else untrusted_problem(value)
+        problem = batch_line_problem(value) or (None if trusted else untrusted_problem(value))
         if problem is not None:
             requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
             continue
@@ -257,6 +261,7 @@ def handle(args: argparse.Namespace) -> int:
         add_backends_file(backends_file(None))
         budget = budget_from(args)
         prices = prices_from(args)
+        approvals = _approvals(args)
     except ConfigError as exc:
         return usage_error("run-many", str(exc))
 
@@ -319,6 +324,7 @@ def handle(args: argparse.Namespace) -> int:
                 **_recording(),
                 **batch_defaults(args),
                 **({"prices": prices} if prices else {}),
+                **approvals,
             },
             budget=budget,
             repeat=repeat,
@@ -545,6 +551,18 @@ class InOrder:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
         self.waiting.clear()
+
+
+def _approvals(args: argparse.Namespace) -> dict[str, Any]:
+    """The approver of every run, from the flags only (never a batch line)."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.approver_options import approval_timeout, approver_from
+
+    approver, timeout = approver_from(args), approval_timeout(args, asking=False)
+    return {
+        **({"approver": approver} if approver is not None else {}),
+        **({"approval_timeout": timeout} if timeout is not None else {}),
+    }
 
 
 def _recording() -> dict[str, Any]:

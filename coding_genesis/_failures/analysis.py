@@ -166,6 +166,12 @@ def suggest_actions(
         ]
     if category is FailureCategory.INTERRUPTED:
         return ["Send the next turn (or this one again) when wanted: the session goes on"]
+    if category is FailureCategory.INVALID_OUTPUT:
+        return [
+            "Continue the session with the validation error (a retry does, once)",
+            "Say more about the expected answer in the prompt, or simplify output_schema",
+            "Read the answer the agent gave in the message and data",
+        ]
     if category is FailureCategory.BUDGET_EXCEEDED:
         return [
             "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "

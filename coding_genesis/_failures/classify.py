@@ -25,7 +25,8 @@ unknown         unknown      unknown      —               no: escalate
 
 (and, ours alone: ``workspace_tampered``, an isolated run's CLI replaced its
 worktree's ``.git``, escalated; ``permission_denied``, the approver refused a
-tool call and ended the turn, not retried; the endings that are no failure of
+tool call and ended the turn, not retried; ``invalid_output``, the answer does
+not match the request's ``output_schema``, retried once; the endings that are no failure of
 the run, ``cancelled``, ``interrupted``, ``busy``, ``degraded`` and
 ``not_started``: not retried, the caller decides.)
 
@@ -165,6 +166,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
     "usage_limit": FailureCategory.NOT_STARTED,
     "verify_failed": FailureCategory.VERIFY_FAILED,
+    "invalid_output": FailureCategory.INVALID_OUTPUT,
     "workspace_tampered": FailureCategory.WORKSPACE_TAMPERED,
 }
 

@@ -125,6 +125,7 @@ _STEP_HINTS: dict[FailureCategory, str] = {
     FailureCategory.NOT_FOUND: "Something the {node} step needs was not found.",
     FailureCategory.PARTIAL: "The {node} step finished only part of its work.",
     FailureCategory.VERIFY_FAILED: "The {node} step finished, but its verification failed.",
+    FailureCategory.INVALID_OUTPUT: "The {node} step answered, but not in the shape asked for.",
     FailureCategory.INTERNAL: "The {node} step failed internally.",
     FailureCategory.BUDGET_EXCEEDED: "The {node} step was stopped when its budget was spent.",
     FailureCategory.WORKSPACE_TAMPERED: "The {node} step replaced its workspace's repository; "

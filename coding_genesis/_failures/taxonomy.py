@@ -68,6 +68,11 @@ def retry_verdict(category: FailureCategory, *, progress: bool) -> tuple[bool, s
         return True, (
             "the verify command failed: retried once, resuming the session with its output"
         )
+    if category is FailureCategory.INVALID_OUTPUT:
+        return True, (
+            "the answer does not match the output schema: retried once, resuming the "
+            "session with the validation error"
+        )
     if category is FailureCategory.TIMEOUT:
         return True, "timeout after progress: retry with a longer timeout, continuing the session"
     return True, f"{category} failures are usually transient"
@@ -88,6 +93,7 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.NOT_FOUND: ("not_found", "not_found", None),
     FailureCategory.PARTIAL: (None, None, "partial"),
     FailureCategory.VERIFY_FAILED: (None, None, None),
+    FailureCategory.INVALID_OUTPUT: (None, None, None),
     FailureCategory.INTERNAL: ("internal", None, None),
     FailureCategory.BUDGET_EXCEEDED: (None, None, None),
     FailureCategory.WORKSPACE_TAMPERED: (None, None, None),
@@ -146,6 +152,8 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
     FailureCategory.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
     FailureCategory.VERIFY_FAILED: "The coding agent finished, but the verification command failed.",
+    FailureCategory.INVALID_OUTPUT: "The coding agent's answer does not have the shape that was asked "
+    "for (its output schema).",
     FailureCategory.INTERNAL: "The coding agent failed on its side.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
     "tool calls) was spent.",
@@ -177,6 +185,8 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
     FailureCategory.PARTIAL: "Ask the agent to continue from where it stopped.",
     FailureCategory.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
+    FailureCategory.INVALID_OUTPUT: "Let the agent answer again with the validation error (a retry "
+    "does); if it fails again, simplify the schema or say more about it in the prompt.",
     FailureCategory.INTERNAL: "Try once more; if it fails again, report it.",
     FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     FailureCategory.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
@@ -216,6 +226,8 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "to continue from where it stopped.",
     FailureCategory.VERIFY_FAILED: "The coding agent finished, but its work did not pass the verification "
     "command. It can continue from the verification output.",
+    FailureCategory.INVALID_OUTPUT: "The coding agent finished, but its answer did not have the shape "
+    "that was asked for. It can answer again with the validation error.",
     FailureCategory.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
     "failing, report it.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "

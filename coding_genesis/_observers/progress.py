@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from coding_genesis._util.display import printable
@@ -296,30 +297,60 @@ class ProgressView:
 
     def __init__(self, tracker: RunTracker, console: Any = None) -> None:
         from rich.console import Console
-        from rich.live import Live
 
         self.tracker = tracker
         # The real stderr, fixed now: while the panel is up, other writes to
         # sys.stderr (attempt lines, log warnings) are printed above it.
         self.console = console if console is not None else Console(file=sys.stderr)
-        self._live = Live(
+        self._live = self._new_live()
+        self._frame = 0
+        self._shown = False
+        self._paused = False
+
+    def __enter__(self) -> ProgressView:
+        self._shown = True
+        self._live.start()
+        self.refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._shown = False
+        self._live.stop()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The panel off the screen for the body: a question asked on the
+        terminal (an approval) must not be drawn over."""
+        if self._paused or not self._shown:
+            yield
+            return
+        self._paused = True
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._paused = False
+            if self._shown:  # not if the panel's run ended meanwhile
+                # A new one: the old one would first erase as many lines as it
+                # last drew, which are the question's now.
+                self._live = self._new_live()
+                self._live.start()
+                self.refresh()
+
+    def _new_live(self) -> Any:
+        from rich.live import Live
+
+        return Live(
             console=self.console,
             auto_refresh=False,
             transient=True,
             redirect_stdout=False,
             redirect_stderr=True,
         )
-        self._frame = 0
-
-    def __enter__(self) -> ProgressView:
-        self._live.start()
-        self.refresh()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._live.stop()
 
     def refresh(self) -> None:
+        if self._paused:
+            return
         self._frame += 1
         self._live.update(self.render(), refresh=True)
 

@@ -80,6 +80,8 @@ class AttemptOutcome:
     ended: TurnEnd | None = None
     #: A turn of a live session: the approval decisions taken during it.
     approvals: tuple[dict[str, object], ...] = ()
+    #: A turn of a live session: the hooks called during it.
+    hooks: tuple[dict[str, object], ...] = ()
 
 
 def resolve_program(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -32,12 +32,14 @@ from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
     Refusal,
-    TurnEnd,
     launch,
     resolve_program,
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.hooking import longest, then_ask
+from coding_genesis._pipeline.hosttools import HostCalls
+from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
@@ -50,16 +52,19 @@ from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
     ControlProtocol,
     Forward,
+    HookCall,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
     Ready,
     Reply,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
 from coding_genesis.events import Event
+from coding_genesis.hooks import Hook, HookEvent, run_hooks
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["LiveLink"]
@@ -68,8 +73,6 @@ log = logging.getLogger("coding_genesis._pipeline.live")
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
-#: The stderr a turn keeps (its failure analysis reads the tail).
-_STDERR_TAIL = 64 * 1024
 
 
 class _Switch(Translator):
@@ -81,35 +84,6 @@ class _Switch(Translator):
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         return self._link.received(obj)
-
-
-@dataclasses.dataclass(slots=True)
-class _Turn:
-    number: int
-    request: Request
-    context: AttemptContext
-    tally: RunTally
-    translator: Translator
-    run_id: str
-    started: float
-    stdout_at_start: int
-    lines_at_start: int
-    skipped_at_start: int
-    unknown_at_start: int
-    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
-    ended: TurnEnd | None = None
-    interrupt_asked: bool = False
-    denied: str | None = None
-    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    stderr: bytearray = dataclasses.field(default_factory=bytearray)
-    stderr_bytes: int = 0
-    #: Processes the turn left running that were stopped after it (interrupted).
-    strays: int = 0
-
-    def end(self, how: str, message: str = "") -> None:
-        if not self.done.is_set():
-            self.ended = TurnEnd(how, message)
-            self.done.set()
 
 
 class LiveLink:
@@ -127,6 +101,8 @@ class LiveLink:
         approval_timeout: float,
         stop: StopHandle,
         context: AttemptContext | None = None,
+        hooks: Mapping[HookEvent, tuple[Hook, ...]] | None = None,
+        hook_timeout: float = 30.0,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -135,6 +111,9 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
+        self.host_calls = HostCalls(start.tools, protocol, self.send, lambda: self.alive)
+        self.hooks = dict(hooks or {})
+        self.hook_timeout = hook_timeout
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -155,7 +134,7 @@ class LiveLink:
         self.unknown = 0
         self.turns = 0
         self.warnings: tuple[str, ...] = ()
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
         self._idle_translator = protocol.translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
@@ -214,20 +193,8 @@ class LiveLink:
             self._seal()
             turn = self._turn
             if turn is not None:
-                turn.end("interrupted" if turn.interrupt_asked else "died", self._death())
-
-    def _death(self) -> str:
-        exit = self.exit
-        name = self.backend.name
-        if exit is None:
-            return f"{name} ended mid-turn; the session is closed"
-        if exit.stop_reason is not None:
-            return f"{name} was stopped ({exit.stop_reason.value}); the session is closed"
-        rc = exit.returncode
-        how = (
-            f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc}"
-        )
-        return f"{name} {how} mid-turn; the session is closed"
+                how = "interrupted" if turn.interrupt_asked else "died"
+                turn.end(how, death(self.backend.name, self.exit))
 
     def _sink(self, chunk: bytes) -> bool:
         turn = self._turn
@@ -246,8 +213,8 @@ class LiveLink:
         if turn is not None:
             turn.stderr_bytes += len(chunk)
             turn.stderr += chunk
-            if len(turn.stderr) > 2 * _STDERR_TAIL:
-                del turn.stderr[:-_STDERR_TAIL]
+            if len(turn.stderr) > 2 * STDERR_TAIL:
+                del turn.stderr[:-STDERR_TAIL]
 
     async def _writer(self) -> None:
         try:
@@ -309,6 +276,14 @@ class LiveLink:
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
+            elif isinstance(item, ToolCall):  # the caller's function, run off the decoder
+                if self._tg is not None:
+                    emit = None if item.reported or turn is None else self._decoder.emit
+                    self._tg.start_soon(self.host_calls.answer, item, emit)
+            elif isinstance(item, HookCall) and self._tg is not None:
+                if turn is not None:
+                    turn.running.add()
+                self._tg.start_soon(self._hook, item, turn)
             elif isinstance(item, TurnEnded):
                 if turn is not None:
                     self._turn_ended(turn, item)
@@ -331,7 +306,7 @@ class LiveLink:
                     self.session_id = session
         return events
 
-    def _turn_ended(self, turn: _Turn, item: TurnEnded) -> None:
+    def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:
             turn.end("denied", turn.denied)
         elif item.how == "interrupted" or turn.interrupt_asked:
@@ -339,7 +314,7 @@ class LiveLink:
         else:
             turn.end(item.how, item.message or "")
 
-    def _fault(self, fault: ProtocolFault, turn: _Turn | None) -> None:
+    def _fault(self, fault: ProtocolFault, turn: Turn | None) -> None:
         """A broken control message: it ends the running turn (a fatal one, the
         session); between turns a message that is not fatal is logged only."""
         name = self.protocol.name or self.backend.name
@@ -356,21 +331,30 @@ class LiveLink:
                 # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
 
-    # -- approvals ---------------------------------------------------------------
+    # -- approvals and hooks -----------------------------------------------------
 
-    async def _approve(self, ask: PermissionAsk, turn: _Turn | None) -> None:
-        request = dataclasses.replace(
-            ask.request,
-            cwd=self.start.cwd,
-            backend=self.backend.name,
-            run_id=turn.run_id if turn is not None else "",
-            turn=turn.number if turn is not None else 0,
-            session_id=self.session_id,
-        )
-        settled = await settle(
-            request, self.approver, self.approval_timeout, self.start.permissions
-        )
-        if not self.alive:
+    def _where(self, turn: Turn | None) -> dict[str, Any]:
+        """What the session adds to an approval request or a hook input."""
+        return {
+            "cwd": self.start.cwd,
+            "backend": self.backend.name,
+            "run_id": turn.run_id if turn is not None else "",
+            "turn": turn.number if turn is not None else 0,
+        }
+
+    async def _approve(self, ask: PermissionAsk, turn: Turn | None) -> None:
+        request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
+        with anyio.CancelScope() as scope:
+            if turn is not None:
+                if turn.done.is_set():
+                    return
+                turn.asking.append(scope)
+            settled = await settle(
+                request, self.approver, self.approval_timeout, self.start.permissions
+            )
+        if turn is not None and scope in turn.asking:
+            turn.asking.remove(scope)
+        if scope.cancel_called or not self.alive:
             return
         self.send(*self.protocol.answer(ask, settled.decision))
         if turn is None or turn is not self._turn:
@@ -379,6 +363,29 @@ class LiveLink:
         self._decoder.emit([settled.event(request)])
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
+
+    async def _hook(self, call: HookCall, turn: Turn | None) -> None:
+        """One hook point: its hooks run, the CLI answered, then any approver asked."""
+        try:
+            session_id = call.input.session_id or self.session_id
+            data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
+            ran = await run_hooks(
+                self.hooks.get(data.event, ()),
+                data,
+                timeout=self.hook_timeout,
+                effects=self.protocol.hook_effects.get(data.event, frozenset()),
+                backend=self.backend.name,
+            )
+            if turn is not None:
+                turn.hooks.extend(ran.records)
+            if self.alive:
+                self.send(*self.protocol.answer_hook(call, ran.result))
+                ask = then_ask(call, ran.result)
+                if ask is not None:
+                    await self._approve(ask, turn)
+        finally:
+            if turn is not None:
+                turn.running.done()
 
     # -- turns -------------------------------------------------------------------
 
@@ -395,7 +402,7 @@ class LiveLink:
         translator = self.protocol.translator()
         translator.message_usage = context.message_usage
         decoder = self._decoder
-        turn = _Turn(
+        turn = Turn(
             self.turns,
             request,
             context,
@@ -420,7 +427,7 @@ class LiveLink:
                 request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
             )
         if not self.alive:
-            turn.end("died", self.broken or self._death())
+            turn.end("died", self.broken or death(self.backend.name, self.exit))
         else:
             self._turn = turn
             if (
@@ -443,9 +450,13 @@ class LiveLink:
                 raise
             finally:
                 self.clocks.disarm()
+                self.host_calls.cancel()  # what the ended turn's tools still run
                 decoder.emit(translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
+        if turn.running.count and self.alive and not turn.interrupt_asked:
+            with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
+                await turn.running.wait(longest(self.hooks, self.hook_timeout))
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
@@ -463,13 +474,14 @@ class LiveLink:
             request,
             request.timeout,
             tally,
-            self._turn_process(turn),
+            turn.process(self.pid, self._stdout_bytes, self.exit),
             lines=decoder.lines - turn.lines_at_start,
             skipped_lines=decoder.skipped - turn.skipped_at_start,
             warnings=(*warnings, *tally.number_warnings()),
             stop=self.stop,
             ended=turn.ended,
             approvals=tuple(turn.approvals),
+            hooks=tuple(turn.hooks),
         )
 
     async def _drain(self) -> None:
@@ -489,29 +501,6 @@ class LiveLink:
             self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
             with anyio.move_on_after(self.supervisor.grace + self.supervisor.kill_wait + 1):
                 await self._dead.wait()
-
-    def _turn_process(self, turn: _Turn) -> ProcessOutcome:
-        exit = self.exit
-        out = ProcessOutcome(
-            pid=self.pid,
-            stdout_bytes=self._stdout_bytes - turn.stdout_at_start,
-            stderr_tail=bytes(turn.stderr[-_STDERR_TAIL:]).decode("utf-8", "replace"),
-            stderr_bytes=turn.stderr_bytes,
-            duration_s=time.monotonic() - turn.started,
-            leftovers_stopped=turn.strays,
-        )
-        if exit is not None:
-            out.returncode = exit.returncode
-            out.stop_reason = exit.stop_reason
-            out.spawn_error = exit.spawn_error
-            out.signals_sent = list(exit.signals_sent)
-            out.leftovers_stopped = exit.leftovers_stopped + turn.strays
-            out.stdout_eof = exit.stdout_eof
-            out.stall_silent_s = exit.stall_silent_s
-            out.stall_cpu_s = exit.stall_cpu_s
-            if not turn.stderr and exit.stderr_tail:
-                out.stderr_tail = exit.stderr_tail
-        return out
 
     async def interrupt(self) -> bool:
         """End the running turn; the session lives on.  A CLI that does not end

@@ -1,6 +1,6 @@
 """Opening a live CLI: a :class:`~coding_genesis._pipeline.live.LiveLink`
 for a session's life (:func:`open_link`), or for one turn of a ``run()``
-with an approver (:func:`one_turn`), started from a validated request
+with an approver or host tools (:func:`one_turn`), started from a validated request
 (:func:`session_start`)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, Refusal
+from coding_genesis._pipeline.hooking import hook_wait
 from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.overlay import overlays
 from coding_genesis._pipeline.request import Request
@@ -39,10 +40,11 @@ async def open_link(
     approval_timeout: float,
     stop: StopHandle,
     context: AttemptContext | None = None,
+    request: Request | None = None,
 ) -> AsyncIterator[LiveLink]:
     """A live process for the body: started (its opening handshake done, or
     its failure kept in ``broken``/``exit``), closed and reaped at the end,
-    whatever ends the body."""
+    whatever ends the body.  ``request``: the hooks and their timeout."""
     link = LiveLink(
         config,
         backend,
@@ -53,6 +55,8 @@ async def open_link(
         approval_timeout=approval_timeout,
         stop=stop,
         context=context,
+        hooks=request.hooks if request is not None else None,
+        hook_timeout=request.hook_timeout if request is not None else 30.0,
     )
     async with overlays(), anyio.create_task_group() as tg:
         await link.open(tg, timeout)
@@ -66,7 +70,7 @@ async def open_link(
 
 
 def session_start(request: Request, *, approvals: bool) -> SessionStart:
-    """What a live CLI is started with, from a validated request."""
+    """What a live CLI is started with, from a validated request (its hooks included)."""
     attempt = request.attempt
     return SessionStart(
         cwd=attempt.cwd,
@@ -78,6 +82,10 @@ def session_start(request: Request, *, approvals: bool) -> SessionStart:
         cli_max_retries=attempt.cli_max_retries,
         options=attempt.options,
         extra_args=attempt.extra_args,
+        hooks=frozenset(request.hooks),
+        hook_wait=hook_wait(request),
+        output_schema=attempt.output_schema,
+        tools=request.tools,
     )
 
 
@@ -88,7 +96,7 @@ async def one_turn(
     context: AttemptContext,
     run_id: str,
 ) -> AttemptOutcome:
-    """A one-shot run with an approver: a live process for one turn."""
+    """A one-shot run with an approver, hooks or host tools: a live process for one turn."""
     protocol = backend.control()
     if protocol is None:  # checked before: a backend without one never gets here
         return AttemptOutcome(
@@ -99,7 +107,8 @@ async def one_turn(
             refusal=Refusal(
                 Status.USAGE,
                 ErrorCode.INVALID_REQUEST,
-                f"backend {backend.name!r} has no two-way protocol: approver= cannot be used",
+                f"backend {backend.name!r} has no two-way protocol: "
+                "approver=, hooks= and tools= cannot be used",
             ),
         )
     async with open_link(
@@ -113,5 +122,6 @@ async def one_turn(
         approval_timeout=request.approval_timeout,
         stop=context.stop if context.stop is not None else StopHandle(),
         context=context,
+        request=request,
     ) as link:
         return await link.turn(request, context, run_id=run_id)

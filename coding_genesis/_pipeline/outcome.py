@@ -104,6 +104,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
         "approvals": redactor.deep([dict(a) for a in attempt.approvals]),
+        "hooks": redactor.deep([dict(h) for h in attempt.hooks]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
             tally.unfinished_steps(

@@ -11,9 +11,10 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis.backend import AttemptRequest, Backend, check_options
 from coding_genesis.config import (
     DEFAULT_CLI_MAX_RETRIES,
@@ -23,14 +24,17 @@ from coding_genesis.config import (
     check_cwd,
     check_max_turns,
     check_permissions,
+    check_tools,
     require_permissions,
     required_seconds,
 )
 from coding_genesis.errors import ConfigError
+from coding_genesis.hooks import Hook, HookEvent, hook_table
 from coding_genesis.options import RunOptions
 
 if TYPE_CHECKING:
     from coding_genesis.approval import Approver
+    from coding_genesis.tools import HostTool
 
 __all__ = ["Request", "make_request", "request_key"]
 
@@ -49,6 +53,20 @@ class Request:
     approver: Approver | None = None
     #: Seconds the approver has to answer.
     approval_timeout: float = 60.0
+    #: The hooks of each event (empty: none).
+    hooks: Mapping[HookEvent, tuple[Hook, ...]] = field(default_factory=dict)
+    #: Seconds each hook has to answer.
+    hook_timeout: float = 30.0
+
+    @property
+    def two_way(self) -> bool:
+        """An approver, hooks or host tools: the run speaks the CLI's two-way protocol."""
+        return self.approver is not None or bool(self.hooks) or bool(self.tools)
+
+    #: The shape the answer must have (None: a free answer).
+    output: OutputSchema | None = None
+    #: The caller's functions the model may call.
+    tools: tuple[HostTool, ...] = ()
 
     @property
     def prompt(self) -> str:
@@ -146,6 +164,12 @@ def make_request(
         run_retries = DEFAULT_CLI_MAX_RETRIES
     if key is not None and (not isinstance(key, str) or not key):
         raise ConfigError(f"request_key must be a non-empty string, got {key!r}")
+    shape = call.get("output_schema")
+    output = output_schema(shape) if shape is not None else config.output_schema
+    if output is not None and not backend.structured_output:
+        raise ConfigError(
+            f"backend {backend.name!r} takes no output schema: output_schema= cannot be used"
+        )
     attempt = AttemptRequest(
         prompt=text,
         cwd=run_cwd,
@@ -157,11 +181,15 @@ def make_request(
         request_key=key or request_key(backend.name, run_cwd, text),
         options=merged,
         extra_args=config.extra_args,
+        output_schema=output.schema if output is not None else None,
     )
     approver = call.get("approver")
     if approver is not None:
         check_approver(approver)
     approval_timeout = call.get("approval_timeout")
+    hooks = call.get("hooks")
+    hook_timeout = call.get("hook_timeout")
+    tools = call.get("tools")
     return Request(
         attempt,
         run_timeout,
@@ -169,4 +197,10 @@ def make_request(
         required_seconds("approval_timeout", approval_timeout)
         if approval_timeout is not None
         else config.approval_timeout,
+        hook_table(hooks if hooks is not None else config.hooks),
+        required_seconds("hook_timeout", hook_timeout)
+        if hook_timeout is not None
+        else config.hook_timeout,
+        output,
+        check_tools(tools) if tools is not None else config.tools,
     )

@@ -36,7 +36,8 @@ _MAX_BLOCKER = 500
 
 def blocker(result: RunResult) -> str:
     """A short description of what stopped an attempt."""
-    data = result.data or {}
+    # the data of an answer that did not match its schema is that answer
+    data = (result.data or {}) if result.error != "invalid_output" else {}
     for key in ("error_message", "error"):
         value = data.get(key)
         if isinstance(value, str) and value.strip():
@@ -73,6 +74,12 @@ def continuation_prompt(original: str, result: RunResult, category: str | None =
             f"Verification `{' '.join(verify.get('argv') or [])}` "
             f"({verify.get('status')}, exit {verify.get('exit_code')}) printed:\n"
             f"```\n{str(verify.get('output_tail') or '').rstrip()}\n```\n\n"
+        )
+    if result.error == "invalid_output":
+        checked += (
+            "Your final answer did not have the required structured format:\n"
+            f"```\n{result.message.strip()}\n```\n"
+            "Give the final answer again, in exactly the required format.\n\n"
         )
     return (
         "Continue from previous attempt:\n\n"
@@ -274,8 +281,14 @@ async def retrying(
         loop.retries += 1
         await clock.sleep(decision.delay_s)
         made_progress = result.tool_calls > 0 or bool(result.files_modified)
-        # A failed verify is always continued: its output is what the retry needs.
-        continuation = next_resume is not None or made_progress or result.verify is not None
+        # A failed verify, an answer of the wrong shape, is always continued:
+        # its output, the validation error, is what the retry needs.
+        continuation = (
+            next_resume is not None
+            or made_progress
+            or result.verify is not None
+            or result.error == "invalid_output"
+        )
         plan = AttemptPlan(
             number=plan.number + 1,
             prompt=(

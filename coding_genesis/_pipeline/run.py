@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
@@ -37,6 +38,7 @@ from coding_genesis._pipeline.outcome import (
     tally_facts,
     with_best_usage,
 )
+from coding_genesis._pipeline.output import OUTPUT_RETRY, checked_output
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.routes import RunRoutes
@@ -177,19 +179,25 @@ class RunWiring:
         return run
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
-        """The attempts of one request, each analyzed; the policy decides retries."""
+        """The attempts of one request, each analyzed; the policy decides
+        retries (a request with an output schema retries an answer that does
+        not match once, without a policy too: in a live session, as a second
+        turn)."""
         run_id = run.run_id
         wrappers = run.wrappers
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self.attempt(request, plan, run)
             result = build_result(outcome, self.result_context(run_id))
+            result = checked_output(result, request.output, self.backend)
             if wrappers:
                 result = await wrappers.after_attempt(result, request)
             return self.analyzed(result)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)
+        if policy is None and request.output is not None:
+            policy = OUTPUT_RETRY
         if policy is None:
             return await attempt(first)
         if policy.deadline_s is not None:
@@ -205,7 +213,8 @@ class RunWiring:
             run.clock,
             attempt,
             first,
-            can_resume=policy.resume and self.backend.supports_resume,
+            # a live session's next turn continues its conversation by itself
+            can_resume=policy.resume and self.backend.supports_resume and run.link is None,
             on_attempt=on_attempt,
             escalation={"run_id": run_id, "agent": self.name, "backend": self.backend.name},
         )
@@ -260,7 +269,7 @@ class RunWiring:
         try:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id)
-            if attempt.approver is not None:  # one turn of a live process
+            if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
                 return await one_turn(self.config, self.backend, attempt, context, run_id)
             return await run_attempt(
                 self.config, self.backend, attempt, marker=run_id, context=context
@@ -338,8 +347,18 @@ class RunWiring:
         its views were masked when they were made)."""
         if not self.redactor.active:
             return result
-        fields = result.model_dump(exclude={"failure", "error"})
+        fields = result.model_dump(exclude={"failure", "error", "output"})
         clean = self.redactor.deep(fields)
+        output = result.output
+        if isinstance(output, BaseModel):  # a model instance stays one unless it holds a secret
+            dumped = output.model_dump(mode="json")
+            masked = self.redactor.deep(dumped)
+            if masked is not dumped:
+                clean = {**clean, "output": masked}
+        elif output is not None:
+            masked = self.redactor.deep(output)
+            if masked is not output:
+                clean = {**clean, "output": masked}
         if clean is fields:
             return result
         return result.model_copy(update=clean)

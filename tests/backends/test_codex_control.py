@@ -46,6 +46,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.hooks import HookEvent
 from coding_genesis.options import Permissions
 from coding_genesis.usage import normalize_usage
 from tests.backends.schema_lite import load, problems
@@ -93,8 +94,11 @@ def lines(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def _start(recorded: list[dict[str, Any]], index: int) -> SessionStart:
-    """The session start a process of the recording was made with (from its thread request)."""
+def _start(
+    recorded: list[dict[str, Any]], index: int, hooks: frozenset[HookEvent] = frozenset()
+) -> SessionStart:
+    """The session start a process of the recording was made with (from its thread
+    request), with ``hooks`` (none were asked for: hooks only observe codex)."""
     for line in recorded[index:]:
         msg = line.get("msg") or {}
         if line["dir"] == ">" and msg.get("method") in ("thread/start", "thread/resume"):
@@ -104,11 +108,12 @@ def _start(recorded: list[dict[str, Any]], index: int) -> SessionStart:
                 approvals=params["approvalPolicy"] == "untrusted",
                 permissions=SANDBOXES[params["sandbox"]],
                 resume=params.get("threadId"),
+                hooks=hooks,
             )
     raise AssertionError("no thread request")
 
 
-def replay(name: str) -> Replay:
+def replay(name: str, hooks: frozenset[HookEvent] = frozenset()) -> Replay:
     recorded = lines(name)
     out = Replay()
     protocol = CodexAppServer()
@@ -142,7 +147,7 @@ def replay(name: str) -> Replay:
         if not produced:  # our own intent: derive it from the line we wrote
             method = msg.get("method")
             if method == "initialize":
-                produced = protocol.opening(_start(recorded, index))
+                produced = protocol.opening(_start(recorded, index, hooks))
             elif method == "turn/start":
                 produced = protocol.begin_turn(msg["params"]["input"][0]["text"])
                 translator = protocol.translator()

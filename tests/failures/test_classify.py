@@ -40,6 +40,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
     # partial retryable, tool_error only after fixing the environment (not as-is),
     # a timeout only after progress.  Issue 12: a stall once, whatever the progress.
     # Issue 14: a failed verify once, resuming the session with the verify output.
+    # Issue 27: an answer that does not match its output schema once, likewise.
     assert set(DEFAULT_RETRIES) == {
         FailureCategory.TIMEOUT,
         FailureCategory.STALLED,
@@ -48,6 +49,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
         FailureCategory.INTERNAL,
         FailureCategory.PARTIAL,
         FailureCategory.VERIFY_FAILED,
+        FailureCategory.INVALID_OUTPUT,
     }
     for category in FailureCategory:
         retryable, why = retry_verdict(category, progress=True)

@@ -20,6 +20,8 @@ turn plays the scenario its prompt starts with:
                     is taken and its text said at the end (``steered: TEXT``)
   HANG_ASK          an approval request, then nothing whatever the answer; ``turn/interrupt``
                     ends the turn as interrupted (what codex 0.169 does with a pending ask)
+  JSON <json>       that JSON as the answer's text (what codex answers a turn with an
+                    ``outputSchema``); ``turn/start``'s ``outputSchema`` is recorded (``schema``)
 
 Token usage is reported as codex does: the thread's running total (10 input and 5 output
 tokens per turn) and the last call's.  ``FAKE_CLI_RECORD=path`` gets one JSON object per
@@ -129,6 +131,8 @@ class FakeAppServer:
         elif method == "turn/start" and self.turn_id is None:
             self.turns += 1
             self.turn_id = f"turn-{self.turns}"
+            if "outputSchema" in params:
+                _record(schema=params["outputSchema"])
             _send({"id": rid, "result": {"turn": self._turn("inProgress")}})
             text = "".join(
                 str(part.get("text") or "")
@@ -212,6 +216,8 @@ class FakeAppServer:
                 os._exit(0)
             elif word == "SLEEP":
                 self.sleep(float(rest or "1"))
+            elif word == "JSON":
+                self.answer(rest, said=True)
             elif word == "HANG_ASK":
                 self.request_approval(self.item_started("commandExecution", command="true"))
                 while True:
@@ -285,8 +291,8 @@ class FakeAppServer:
         said = f"slept {seconds:g}s" + "".join(f"; steered: {text}" for text in self.steered)
         self.answer(said)
 
-    def answer(self, text: str) -> None:
-        if not text.startswith(("decision:", "slept")):
+    def answer(self, text: str, *, said: bool = False) -> None:
+        if not said and not text.startswith(("decision:", "slept")):
             text = f"fake codex got: {text}"
         item_id = self.item_started("agentMessage", text="")
         self.item_completed({"type": "agentMessage", "id": item_id, "text": text})

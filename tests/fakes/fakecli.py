@@ -13,6 +13,7 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"init": true}                  the flavour's session line only
   {"result": "text"}              the flavour's terminal line only
   {"echo_prompt": true}           answer with the prompt it read
+  {"answer_prompt": true}         answer with the prompt it read, as it is (a JSON answer)
   {"answer_env": true}            answer with the sorted names of its environment
   {"record_env": ["NAME", ...]}   record those variables' values (None when unset)
   {"sleep": 1.5} / {"hang": true}
@@ -324,6 +325,8 @@ def main() -> int:
             emit(result_line(step["result"], bool(step.get("is_error"))))
         elif "echo_prompt" in step:
             answer(f"fake {FLAVOUR} got: {prompt}")
+        elif "answer_prompt" in step:
+            answer(prompt)
         elif "answer_env" in step:
             answer(json.dumps(sorted(os.environ)))
         elif "sleep" in step:

@@ -26,6 +26,9 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
                        ``error_during_execution``
   HANG_ASK             asks (like ASK) and ignores the answer; an interrupt cancels the question
                        (``control_cancel_request``) and ends the turn
+  JSON <json>          answers as claude does with ``--json-schema``: a ``StructuredOutput`` tool
+                       call of that input, then a result whose ``structured_output`` is it
+                       (and its ``result`` the JSON text)
 
 An interrupt during ASK also cancels the question.  At the end of stdin it exits 1 if the last
 result was an error (as claude does), else 0.  ``FAKE_CLI_RECORD=path`` appends the argv, each
@@ -221,6 +224,10 @@ class Fake:
             answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
             emit({"type": "control_response", "response": answer})
             self.result("answered an id never sent")
+        elif word == "JSON":
+            value = json.loads(rest)
+            tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
+            self.result(json.dumps(value), structured_output=value)
         elif word == "DIE":
             os._exit(3)
         elif word == "SILENCE":

@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 DEFAULT_TEXT = "Hello from the fake model."
+#: The tool claude offers for an answer of a JSON schema (``--json-schema``).
+STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 TOOL_DONE_PREFIX = "The tool finished. Output: "
 TOOL_ERROR_PREFIX = "The tool finished (tool reported an error). Output: "
 # Tool output quoted back in the final answer is cut to this many characters.
@@ -154,6 +156,9 @@ class _Conversation:
     conversation_id: str
     workdir: str | None
     model: str
+    #: User messages that carry this scenario's line (2 or more: the conversation was
+    #: continued with the same request, e.g. a retry resuming its session).
+    prompts: int = 1
 
 
 @dataclasses.dataclass(slots=True)
@@ -190,6 +195,7 @@ def _anthropic_conversation(body: dict[str, Any], headers: dict[str, str]) -> _C
     messages = body.get("messages") or []
     scenario: Scenario | None = None
     scen_index = -1
+    prompts = 0
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
         if not isinstance(msg, dict) or msg.get("role") != "user":
@@ -205,10 +211,11 @@ def _anthropic_conversation(body: dict[str, Any], headers: dict[str, str]) -> _C
             )
         else:
             text = _text_of(content)
-        scenario = parse_scenario(text)
-        if scenario is not None:
-            scen_index = i
-            break
+        found = parse_scenario(text)
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     tool_is_error = False
     for msg in messages[scen_index + 1 :]:
@@ -241,6 +248,7 @@ def _anthropic_conversation(body: dict[str, Any], headers: dict[str, str]) -> _C
         conversation_id=conv_id,
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "claude-fake"),
+        prompts=max(prompts, 1),
     )
 
 
@@ -253,6 +261,7 @@ def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
     scenario: Scenario | None = None
     scen_index = -1
     workdir: str | None = None
+    prompts = 0
     for i in range(len(items) - 1, -1, -1):
         item = items[i]
         if not isinstance(item, dict) or item.get("role") != "user":
@@ -264,10 +273,11 @@ def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
             m = _WORKDIR_RE.search(text)
             if m:
                 workdir = m.group(1)
-        if scenario is None:
-            scenario = parse_scenario(text)
-            if scenario is not None:
-                scen_index = i
+        found = parse_scenario(text)
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     tool_is_error = False
     for item in items[scen_index + 1 :]:
@@ -296,6 +306,7 @@ def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         conversation_id=conv_id,
         workdir=workdir,
         model=str(body.get("model") or "gpt-fake"),
+        prompts=max(prompts, 1),
     )
 
 
@@ -378,6 +389,26 @@ def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conver
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "chat-fake"),
     )
+
+
+def _json_values(text: str) -> list[str]:
+    """The JSON values written one after another in ``text``, each as its own text."""
+    decoder = json.JSONDecoder()
+    values: list[str] = []
+    at = 0
+    while at < len(text):
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text):
+            break
+        try:
+            _, end = decoder.raw_decode(text, at)
+        except ValueError:
+            values.append(text[at:].strip())
+            break
+        values.append(text[at:end])
+        at = end
+    return values
 
 
 def _declared_tools(names: Iterable[str]) -> str | None:
@@ -601,6 +632,8 @@ class FakeModelServer:
             path = parts[0] if parts else "fake_written.txt"
             content = parts[1] if len(parts) > 1 else "hello file"
             return _Reply("tool", tool_name="write", tool_input={"path": path, "content": content})
+        if name in ("json", "jsonfix"):
+            return self._json(api, conv, rec, name, arg)
         if name == "tool":
             # SCENARIO:tool <Name> <json input>  (raw tool call, e.g. claude's Read/Glob)
             parts = arg.split(None, 1)
@@ -612,6 +645,34 @@ class FakeModelServer:
             return _Reply("tool", tool_name="raw:" + tname, tool_input=tinput)
         # "text" and anything unknown
         return _Reply("text", arg or self.default_text)
+
+    def _json(
+        self, api: str, conv: _Conversation, rec: RecordedRequest, name: str, arg: str
+    ) -> _Reply:
+        """``SCENARIO:json <value>``: the final answer is that JSON, given the way the CLI asks
+        for structured output: claude (``--json-schema``) as a call of the ``StructuredOutput``
+        tool it offers, codex (``text.format`` json_schema) and the others as the message's
+        text.  ``SCENARIO:jsonfix <bad> <good>``: ``<bad>`` for the first prompt, ``<good>``
+        once a later prompt of the conversation carries the same line too (a retry)."""
+        text = arg
+        if name == "jsonfix":
+            values = _json_values(arg)
+            text = values[min(conv.prompts, len(values)) - 1] if values else arg
+        body = rec.body if isinstance(rec.body, dict) else {}
+        tools = body.get("tools")
+        offered = (
+            {t.get("name") for t in tools if isinstance(t, dict)}
+            if isinstance(tools, list)
+            else set()
+        )
+        if api == "anthropic" and STRUCTURED_OUTPUT_TOOL in offered:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if isinstance(value, dict):
+                return _Reply("tool", tool_name="raw:" + STRUCTURED_OUTPUT_TOOL, tool_input=value)
+        return _Reply("text", text or "{}")
 
     def _after_tool(self, conv: _Conversation) -> _Reply:
         out = conv.tool_output or ""

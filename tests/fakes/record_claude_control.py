@@ -32,6 +32,7 @@ from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.control import (
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -41,12 +42,14 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
 )
+from coding_genesis.hooks import HookInput, HookResult
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import claude_env, find_claude, kill_marked, marked_processes
 
 OUT = Path(__file__).parent / "recordings" / "twoway"
 SRV = "/srv/rec"
 Approver = Callable[[ApprovalRequest], Decision]
+Hooker = Callable[[HookInput], HookResult]
 
 
 def allow(request: ApprovalRequest) -> Decision:
@@ -107,8 +110,9 @@ class Session:
         start: SessionStart,
         approver: Approver = allow,
         marker: str = "genesis-rec",
+        hooker: Hooker | None = None,
     ) -> None:
-        self.rec, self.approver = rec, approver
+        self.rec, self.approver, self.hooker = rec, approver, hooker
         self.proto: ControlProtocol = ClaudeBackend().control()
         spec = self.proto.command(start)
         claude = find_claude()
@@ -173,12 +177,27 @@ class Session:
                         + (" with new input" if decision.input is not None else "")
                     )
                     self.write(self.proto.answer(meaning, decision))
+                elif isinstance(meaning, HookCall):
+                    self._hook(meaning)
                 elif isinstance(meaning, Reply):
                     self.write(meaning.objects)
                 if isinstance(meaning, ProtocolFault | TurnEnded):
                     self.rec.note(f"{meaning!r} at {self.now()} s")
                 if stop(meaning):
                     return meaning
+
+    def _hook(self, call: HookCall) -> None:
+        """The hooker's answer (what claude can apply of it), then the approver's."""
+        result = self.hooker(call.input) if self.hooker is not None else HookResult()
+        self.rec.note(f"hook {call.input.event} {call.input.tool or ''}: {result!r}")
+        self.write(self.proto.answer_hook(call, result))
+        if call.ask is not None and not result.block:
+            request = call.ask.request
+            if result.input is not None:
+                request = ApprovalRequest(**{**_fields(request), "input": result.input})
+            decision = self.approver(request)
+            self.rec.note(f"ask {request.tool} after the hooks: {decision.option.value}")
+            self.write(self.proto.answer(call.ask, decision))
 
     def turn(self, prompt: str, timeout: float = 60) -> Incoming | None:
         self.write(self.proto.begin_turn(prompt))
@@ -286,6 +305,45 @@ def interrupt(rec: Recording, server: FakeModelServer) -> None:
     kill_marked(marker)
 
 
+def _fields(request: ApprovalRequest) -> dict[str, Any]:
+    return {name: getattr(request, name) for name in request.__dataclass_fields__}
+
+
+def hooks(rec: Recording, server: FakeModelServer) -> None:
+    """Every hook point: a changed command with context, a refused one (the
+    approver not asked), a failed one, a turn's end kept going once, a
+    compaction refused then let through."""
+    ends: list[str] = []
+
+    def hooker(hook: HookInput) -> HookResult:
+        command = str(hook.input.get("command", ""))
+        if hook.event == "pre_tool" and command.startswith("rm "):
+            return HookResult(block=True, message="no rm here")
+        if hook.event == "pre_tool" and command == "echo hi":
+            return HookResult(input={**hook.input, "command": "echo changed"}, context="PRE-CTX")
+        if hook.event == "post_tool":
+            return HookResult(context=f"POST-CTX error={hook.error is not None}")
+        if hook.event == "turn_end" and not ends:
+            ends.append(hook.answer or "")
+            return HookResult(block=True, message="SCENARIO:text kept going")
+        if hook.event == "pre_compact" and hook.trigger == "manual" and len(ends) == 1:
+            ends.append("compact refused")
+            return HookResult(block=True, message="not now")
+        return HookResult()
+
+    events = frozenset({"pre_tool", "post_tool", "turn_end", "pre_compact"})
+    start = _start(rec, approvals=True, hooks=events, hook_wait=95.0)
+    s = Session(rec, server, start, hooker=hooker)
+    s.turn("SCENARIO:bash echo hi")
+    s.turn("SCENARIO:bash rm -rf x")
+    s.turn("SCENARIO:bash ls /nonexistent-genesis-dir")
+    s.turn("/compact")
+    s.turn("/compact")
+    last = server.model_requests()[-1].body.get("messages", [])
+    rec.note(f"the compaction asked the model with {len(last)} messages")
+    s.close()
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -321,6 +379,7 @@ SCENARIOS: dict[str, Callable[[Recording, FakeModelServer], None]] = {
     "interrupt": interrupt,
     "resume": resume,
     "resume_unknown": resume_unknown,
+    "hooks": hooks,
 }
 
 

@@ -5,13 +5,17 @@ protocols have their fakes in ``fakecli.py``).
 We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
 ``{"op": "prompt", "text": ...}``, ``{"op": "answer", "id": N, "allow": bool,
 "message": ..., "input": ..., "end": bool}``, ``{"op": "interrupt"}`` and
-``{"op": "bye"}`` (the CLI exits 0).  A prompt's first word picks what the
+``{"op": "bye"}`` (the CLI exits 0), and ``{"op": "result", "id": N, "text": ...,
+"error": bool}`` (a host tool's result).  A prompt's first word picks what the
 turn does:
 
 * ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
 * ``ASK <tool> <json>``: ``ask`` (id N), waits for the answer, then says it
   (``allowed <json input>`` / ``denied <message>``) and ``done``; an answer
   with ``end`` ends the turn at once (``done`` with ``ended``);
+* ``CALL <name> <json>``: ``call`` (id N) of a host tool with those arguments,
+  waits for its ``result``, then says it (``result: <text>`` / ``tool error:
+  <text>``) and ``done``; ``CALL2 ...``: two calls at once, then both results;
 * ``HANG_ASK``: asks and never reads the answer's effect (``done`` only
   after an interrupt);
 * ``SLEEP n``: starts ``python3 -c 'time.sleep(n)'`` in its own session (a
@@ -22,7 +26,15 @@ turn does:
 * ``GARBAGE``: a non-JSON line and a malformed control line, then ``done``
   (``GARBAGE_STUCK``: and never ``done``, even when interrupted);
 * ``UNKNOWN_ID``: an ``answered`` for an id we never used, then ``done``;
-* ``NEWS``: a message of a type nobody knows, then ``done``.
+* ``NEWS``: a message of a type nobody knows, then ``done``;
+* ``HOOK <tool> <json>``: a pre-tool hook point (``hook``, id N), waits for
+  ``{"op": "hook_answer", "id": N, "block", "message", "input", "context"}``
+  and says it (``ran <json input>`` plus ``context: ...``, or ``blocked
+  <message>``), then an observed turn's end (``hook`` with ``"wait": false``,
+  event ``turn_end``: nothing is awaited) and ``done``;
+* ``HOOKASK <tool> <json>``: a pre-tool hook point that is also a question
+  (``"ask": true``): the ``hook_answer`` of a block, or the ``answer`` of the
+  question (after the hooks), settles it.
 """
 
 from __future__ import annotations
@@ -65,11 +77,59 @@ def main() -> int:
                 cond.wait(0.05)
             return answers.pop(n, None)
 
+    def hook_turn(word: str, rest: str, usage: dict[str, int]) -> None:
+        tool, _, raw = rest.partition(" ")
+        ask_id[0] += 1
+        n = ask_id[0]
+        tool_input = json.loads(raw or "{}")
+        say(
+            {
+                "type": "hook",
+                "id": n,
+                "event": "pre_tool",
+                "tool": tool,
+                "input": tool_input,
+                "ask": word == "HOOKASK",
+            }
+        )
+        answer = wait_answer(n)
+        if answer is None:
+            done(interrupted=True)
+            return
+        if answer.get("block"):
+            say({"type": "text", "text": "blocked " + str(answer.get("message"))})
+        elif answer.get("op") == "answer" and not answer.get("allow"):
+            say({"type": "text", "text": "denied " + str(answer.get("message"))})
+        else:
+            used = answer.get("input") or tool_input
+            say({"type": "tool", "name": tool, "input": used})
+            said = "ran " + json.dumps(used, sort_keys=True)
+            if answer.get("context"):
+                said += " context: " + str(answer["context"])
+            say({"type": "text", "text": said})
+        say({"type": "hook", "id": None, "event": "turn_end", "wait": False})
+        done(usage)
+
     def turn(text: str) -> None:
         word, _, rest = text.partition(" ")
         usage = {"input_tokens": 12, "output_tokens": 7}
         if word == "TEXT":
             say({"type": "text", "text": rest or "hello"})
+            done(usage)
+        elif word in ("CALL", "CALL2"):
+            name, _, raw = rest.partition(" ")
+            ids = []
+            for _ in range(2 if word == "CALL2" else 1):
+                ask_id[0] += 1
+                ids.append(ask_id[0])
+                say({"type": "call", "id": ids[-1], "name": name, "arguments": json.loads(raw)})
+            for n in ids:
+                result = wait_answer(n)
+                if result is None:
+                    done(interrupted=True)
+                    return
+                said = "tool error: " if result.get("error") else "result: "
+                say({"type": "text", "text": said + str(result.get("text"))})
             done(usage)
         elif word in ("ASK", "HANG_ASK"):
             tool, _, raw = rest.partition(" ")
@@ -119,6 +179,8 @@ def main() -> int:
         elif word == "UNKNOWN_ID":
             say({"type": "answered", "id": 999})
             done(usage)
+        elif word in ("HOOK", "HOOKASK"):
+            hook_turn(word, rest, usage)
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
             done(usage)
@@ -139,7 +201,7 @@ def main() -> int:
             interrupted.clear()
             worker = threading.Thread(target=turn, args=(str(msg.get("text", "")),), daemon=True)
             worker.start()
-        elif op == "answer":
+        elif op in ("answer", "hook_answer", "result"):
             with cond:
                 answers[int(msg["id"])] = msg
                 cond.notify_all()

@@ -1,6 +1,8 @@
 """The committed subset of the ``codex app-server`` schema (``backends/schemas/codex-app-server/``)
 is still what the pinned codex generates: each file equal to its regenerated twin, and
-``methods.json`` equal to the method names the regenerated message unions list.
+``methods.json`` equal to the method names the regenerated message unions list.  Files under
+``experimental/`` are compared with a generation with ``--experimental`` (the fields codex
+hides unless the client opts into its experimental API, such as ``dynamicTools``).
 
 Skips only when codex is not installed (``.ci/run`` installs it)."""
 
@@ -45,8 +47,7 @@ def methods(generated: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _generate(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Path:
     codex = find_codex()
     if codex is None:
         pytest.skip("real codex CLI not found (GENESIS_CODEX_PATH, .tools/node_modules/.bin, PATH)")
@@ -54,7 +55,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("codex-home")
     env = clean_env() | {"CODEX_HOME": str(home), "HOME": str(home)}
     subprocess.run(
-        [codex, "app-server", "generate-json-schema", "--out", str(out)],
+        [codex, "app-server", "generate-json-schema", *flags, "--out", str(out)],
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -62,6 +63,16 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
     )
     return out
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _generate(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def generated_experimental(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _generate(tmp_path_factory, "--experimental")
 
 
 def committed() -> list[Path]:
@@ -76,8 +87,16 @@ def test_the_subset_is_there() -> None:
 
 
 @pytest.mark.parametrize("name", committed(), ids=lambda p: p.as_posix())
-def test_each_committed_file_is_what_codex_generates(generated: Path, name: Path) -> None:
-    fresh = json.loads((generated / name).read_text(encoding="utf-8"))
+def test_each_committed_file_is_what_codex_generates(
+    request: pytest.FixtureRequest, name: Path
+) -> None:
+    source = name
+    if name.parts[0] == "experimental":
+        generated: Path = request.getfixturevalue("generated_experimental")
+        source = name.relative_to("experimental")
+    else:
+        generated = request.getfixturevalue("generated")
+    fresh = json.loads((generated / source).read_text(encoding="utf-8"))
     ours = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
     assert ours == fresh, f"{name} changed: regenerate it (see {SCHEMAS / 'README.md'})"
 

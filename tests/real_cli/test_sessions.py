@@ -54,11 +54,15 @@ def marked(key: str) -> list[psutil.Process]:
     return found
 
 
-def sleepers() -> list[psutil.Process]:
-    """The fake model's long ``python3 -c 'import time; time.sleep(...)'`` tools."""
+def sleepers(key: str) -> list[psutil.Process]:
+    """The fake model's long ``python3 -c 'import time; time.sleep(...)'`` tools, of the
+    session ``key`` (its processes carry the marker; other tests' sleepers do not count)."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
+    for proc in marked(key):
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
         if "time.sleep(600)" in cmdline and "python" in cmdline and proc.pid != os.getpid():
             found.append(proc)
     return found
@@ -165,17 +169,17 @@ async def test_interrupt_mid_command_leaves_no_process_and_the_next_turn_works(
             tg.start_soon(turn)
             for _ in range(300):
                 await anyio.sleep(0.1)
-                if sleepers():
+                if sleepers(session.key):
                     break
-            assert sleepers(), "the long command never started"
+            assert sleepers(session.key), "the long command never started"
             assert await session.interrupt() is True
         interrupted = results[0]
         assert interrupted.status == 130 and interrupted.error == "interrupted"
         for _ in range(50):
-            if not sleepers():
+            if not sleepers(session.key):
                 break
             await anyio.sleep(0.1)
-        assert sleepers() == []
+        assert sleepers(session.key) == []
         after = await session.send_result("SCENARIO:text after the interrupt")
         assert after.status == 0 and after.message == "after the interrupt"
     assert marked(session.key) == []
@@ -249,14 +253,14 @@ anyio.run(main)
         assert runner.stdout is not None
         key = runner.stdout.readline().decode().strip()
         deadline = time.monotonic() + 60
-        while not sleepers() and time.monotonic() < deadline:
+        while not sleepers(key) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert sleepers(), "the long command never started"
+        assert sleepers(key), "the long command never started"
         runner.kill()
         runner.wait()
     later = CodingGenesisAgent("failer", cwd=str(rig.work), ledger=str(ledger))
     later.run_sync("hello")  # its first run sweeps the ledger
     deadline = time.monotonic() + 20
-    while (marked(key) or sleepers()) and time.monotonic() < deadline:
+    while (marked(key) or sleepers(key)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert marked(key) == [] and sleepers() == []
+    assert marked(key) == [] and sleepers(key) == []

@@ -366,3 +366,34 @@ async def test_a_failed_turn_counts_toward_the_circuit_breaker(tmp_path: Path) -
     async with a.session() as s2:
         degraded = await s2.send("TEXT hello")
         assert degraded["status"] == 69 and degraded["error"] == "degraded"
+
+
+async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
+    tmp_path: Path,
+) -> None:
+    withdrawn = anyio.Event()
+
+    async def pondering(request: ApprovalRequest) -> bool:
+        try:
+            await anyio.sleep(60)
+        finally:
+            withdrawn.set()
+        return True
+
+    a = agent(tmp_path, approver=pondering, approval_timeout=60)
+    async with a.session() as s:
+        results: list[Any] = []
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+
+            async def turn() -> None:
+                results.append(await s.send_result('ASK Bash {"command": "echo"}'))
+
+            tg.start_soon(turn)
+            await anyio.sleep(0.5)
+            assert await s.interrupt() is True
+        assert time.monotonic() - started < 10
+        assert results[0].error == "interrupted" and results[0].approvals == []
+        with anyio.fail_after(5):
+            await withdrawn.wait()
+        assert (await s.send("TEXT next"))["status"] == 0

@@ -8,7 +8,7 @@ in ``tests/backends`` and against the real CLIs in ``tests/real_cli``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,16 +17,20 @@ from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Transla
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
     Ready,
     SessionStart,
+    ToolCall,
     TurnEnded,
     Unknown,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolCallEvent, UsageEvent
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.tools import ToolResult
 
 CLI = str(Path(__file__).resolve().parents[1] / "fakes" / "twoway_cli.py")
 
@@ -49,9 +53,16 @@ class TwoWayTranslator(Translator):
 
 class TwoWayProtocol(ControlProtocol):
     name: ClassVar[str] = "twoway"
+    can_host_tools: ClassVar[bool] = True
+    #: A pre-tool hook can do everything; a turn's end is only observed.
+    hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {
+        "pre_tool": frozenset({"block", "input", "context"}),
+        "turn_end": frozenset(),
+    }
 
     def __init__(self, steer: bool = False) -> None:
         self._asks: set[int] = set()
+        self._hooked: dict[int, HookResult] = {}
 
     def command(self, start: SessionStart) -> CommandSpec:
         return CommandSpec(args=(CLI,), env={"TWOWAY_SESSION": start.resume or "sess-1"})
@@ -70,6 +81,7 @@ class TwoWayProtocol(ControlProtocol):
 
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         self._asks.discard(ask.key)
+        hooked = self._hooked.pop(ask.key, HookResult())
         return [
             {
                 "op": "answer",
@@ -78,11 +90,37 @@ class TwoWayProtocol(ControlProtocol):
                 "message": decision.message,
                 "input": dict(decision.input) if decision.input is not None else ask.request.input,
                 "end": decision.end_turn,
+                "context": hooked.context,
             }
         ]
 
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        if call.key is None:
+            return []  # observed: the CLI waits for nothing
+        if call.ask is not None and not result.block:
+            self._hooked[call.key] = result
+            return []
+        return [
+            {
+                "op": "hook_answer",
+                "id": call.key,
+                "block": result.block,
+                "message": result.message,
+                "input": dict(result.input) if result.input is not None else None,
+                "context": result.context,
+            }
+        ]
+
+    def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
+        return [{"op": "result", "id": call.key, "text": result.text, "error": result.is_error}]
+
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         kind = obj.get("type")
+        if kind == "call":
+            # This CLI does not report the call in its stream: the session does.
+            arguments = obj.get("arguments")
+            args: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
+            return [ToolCall(obj.get("id"), str(obj.get("name")), args, reported=False)]
         if kind == "ready":
             return [Ready(str(obj.get("session")))]
         if kind in ("text", "tool", "usage"):
@@ -112,9 +150,28 @@ class TwoWayProtocol(ControlProtocol):
                     ),
                 )
             ]
+        if kind == "hook":
+            return [self._hook(obj)]
         if kind == "answered":
             return [ProtocolFault(f"an answer for an id we never used: {obj.get('id')!r}")]
         return [Unknown(str(kind))]
+
+    def _hook(self, obj: dict[str, Any]) -> Incoming:
+        if obj.get("event") == "turn_end":
+            return HookCall(None, HookInput("turn_end", raw=obj))
+        n = obj.get("id")
+        if not isinstance(n, int):
+            return ProtocolFault(f"a hook point without a numeric id: {obj!r}")
+        tool = str(obj.get("tool"))
+        raw = obj.get("input")
+        data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        kind_of: ToolKind = "command" if tool == "Bash" else "other"
+        hook = HookInput("pre_tool", tool=tool, input=data, kind=kind_of, raw=obj)
+        ask = None
+        if obj.get("ask"):
+            self._asks.add(n)
+            ask = PermissionAsk(n, ApprovalRequest(tool=tool, input=data, kind=kind_of))
+        return HookCall(n, hook, ask)
 
     def closing(self) -> list[Outgoing]:
         return [{"op": "bye"}]

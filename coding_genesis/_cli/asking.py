@@ -1,0 +1,192 @@
+"""Asking a person at the terminal: lines read from it without blocking the
+event loop (:class:`TerminalLines`), and an approver that asks about each tool
+call inline (:class:`TerminalAsker`), for ``genesis chat`` and ``genesis run
+--ask``.
+
+The question is written on stderr with the live panel taken off the screen;
+what the CLI wants to run is shown in full, made printable (a command from the
+model must not drive the terminal).  Input typed before the question is
+dropped, so nothing typed ahead answers it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import termios
+from typing import TYPE_CHECKING
+
+import anyio
+
+from coding_genesis._observers.progress import tool_summary
+from coding_genesis._util.display import printable
+from coding_genesis.approval import ApprovalRequest, Decision
+
+if TYPE_CHECKING:
+    from coding_genesis._observers.progress import ProgressView
+
+__all__ = ["TerminalAsker", "TerminalLines", "describe"]
+
+#: The longest detail shown inline, and the most lines of a long one.
+_INLINE = 100
+_MAX_LINES = 60
+
+
+class TerminalLines:
+    """Lines typed on the terminal ``fd`` (canonical mode: the kernel edits
+    the line), read without blocking the event loop, so a read can be
+    cancelled (Ctrl-C at the prompt, a question withdrawn)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = b""
+
+    async def read(self) -> str | None:
+        """The next line, without its newline; None at the end of input
+        (Ctrl-D on an empty line, the terminal gone)."""
+        while b"\n" not in self._buffer:
+            await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                return None  # EIO: the terminal hung up
+            if not chunk:
+                line, self._buffer = self._buffer, b""
+                return line.decode("utf-8", "replace") if line else None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def discard(self) -> None:
+        """Drop what was typed and not yet read (the kernel's line included)."""
+        self._buffer = b""
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcflush(self.fd, termios.TCIFLUSH)
+
+
+def describe(request: ApprovalRequest) -> str:
+    """What a tool call does, as the question shows it: the command, the
+    paths written, else the input's telling field."""
+    if request.kind == "command" and request.command:
+        return request.command
+    if request.paths:
+        return ", ".join(request.paths)
+    summary = tool_summary(request.tool, request.input, limit=100_000)
+    prefix = f"{request.tool}: "
+    return summary[len(prefix) :] if summary.startswith(prefix) else ""
+
+
+class TerminalAsker:
+    """An approver asking a person on the terminal about each tool call:
+    ``[y]es`` allows it once, ``[n]o`` refuses it (``n <words>``: the model is
+    told the words), ``[a]lways`` allows this tool for the rest of the
+    ``scope`` (the session, the run) without asking again.  One question at
+    a time; :meth:`withdraw` ends the pending ones (the turn ended)."""
+
+    def __init__(self, lines: TerminalLines, *, scope: str = "session") -> None:
+        self.lines = lines
+        self.scope = scope
+        #: The panel to take off the screen while asking (None: none shown).
+        self.view: ProgressView | None = None
+        #: Tools allowed for the rest of the scope.
+        self.always: set[str] = set()
+        self._lock = anyio.Lock()
+        self._pending: set[anyio.CancelScope] = set()
+        self._quiet: anyio.Event | None = None
+
+    async def __call__(self, request: ApprovalRequest) -> Decision:
+        scope = anyio.CancelScope()
+        self._pending.add(scope)
+        answered: Decision | None = None
+        try:
+            with scope:
+                async with self._lock:
+                    answered = self._remembered(request) or await self._ask(request)
+        finally:
+            self._pending.discard(scope)
+            if not self._pending and self._quiet is not None:
+                self._quiet.set()
+            if answered is None:  # withdrawn, or no answer in time (the caller's deadline)
+                _say(f"  (no answer: {request.tool} denied)")
+        if answered is None:
+            return Decision.deny(
+                "the question was withdrawn: the turn ended", reason="withdrawn at the terminal"
+            )
+        return answered
+
+    def withdraw(self) -> None:
+        """End every question asked or waiting (each is denied)."""
+        for scope in list(self._pending):
+            scope.cancel()
+
+    async def settled(self, within: float = 1.0) -> None:
+        """Wait (at most ``within`` seconds) until no question is pending."""
+        if self._pending:
+            self._quiet = anyio.Event()
+            with anyio.move_on_after(within):
+                await self._quiet.wait()
+
+    def _remembered(self, request: ApprovalRequest) -> Decision | None:
+        if request.tool not in self.always:
+            return None
+        detail = describe(request)
+        shown = f" `{printable(' '.join(detail.split()))[:_INLINE]}`" if detail else ""
+        _say(f"  allowed {printable(request.tool)}{shown} (always, for this {self.scope})")
+        return Decision.allow(always=True, reason=f"allowed for this {self.scope} at the terminal")
+
+    async def _ask(self, request: ApprovalRequest) -> Decision:
+        with self.view.paused() if self.view is not None else contextlib.nullcontext():
+            self.lines.discard()  # nothing typed ahead answers the question
+            question = self._question(request)
+            while True:
+                _say(question, end="")
+                line = await self.lines.read()
+                if line is None:
+                    _say("")
+                    return Decision.deny(
+                        "no answer (the terminal's input ended)", reason="end of input"
+                    )
+                word, _, rest = line.strip().partition(" ")
+                word = word.lower()
+                if word in ("y", "yes"):
+                    return Decision.allow(reason="allowed at the terminal")
+                if word in ("a", "always"):
+                    self.always.add(request.tool)
+                    return Decision.allow(
+                        always=True, reason=f"allowed for this {self.scope} at the terminal"
+                    )
+                if word in ("n", "no"):
+                    told = rest.strip() or "the user refused this tool call"
+                    return Decision.deny(told, reason="refused at the terminal")
+                _say("  answer y, n (n <why> tells the model why) or a")
+
+    def _question(self, request: ApprovalRequest) -> str:
+        """The question's line; a long or multi-line detail is shown above it."""
+        tool = printable(request.tool)
+        detail = printable(describe(request))
+        question = f"Allow {tool}"
+        lines = detail.splitlines()
+        if detail and len(lines) == 1 and len(detail) <= _INLINE:
+            question += f" `{detail}`"
+        elif detail:
+            shown = lines[:_MAX_LINES]
+            block = [f"{tool} wants to run:" if request.kind == "command" else f"{tool}:"]
+            block += [f"  │ {line}" for line in shown]
+            if len(lines) > len(shown):
+                more = len(lines) - len(shown)
+                block.append(f"  │ … {more} more line(s) not shown: answer n if unsure")
+            _say("\n".join(block))
+        if request.reason:
+            _say(f"  why: {printable(' '.join(request.reason.split()))}")
+        return question + f"? [y]es / [n]o / [a]lways for this {self.scope}: "
+
+
+def _say(text: str, *, end: str = "\n") -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(text, end=end, file=sys.stderr, flush=True)

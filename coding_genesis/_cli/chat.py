@@ -1,0 +1,377 @@
+"""``genesis chat``: a live session in the terminal.
+
+Each line typed is one turn of one CLI process (``agent.session()``), shown
+with the live panel of ``genesis run`` and answered on stdout; each tool call
+the CLI asks to make is asked inline (after the approval flags had their say).
+Ctrl-C interrupts the running turn (the session lives on); a second Ctrl-C,
+in the turn or at the prompt, closes the session and exits 130.  Ctrl-D or
+``/exit`` closes it and exits 0.  Each turn is recorded like a ``genesis run``
+(transcript, run log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from coding_genesis._cli.approver_options import add_approver_arguments
+from coding_genesis._cli.common import positive_seconds, usage_error
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.abc
+
+    from coding_genesis._cli.asking import TerminalAsker, TerminalLines
+    from coding_genesis._observers.progress import ProgressView
+    from coding_genesis.agent import CodingGenesisAgent
+    from coding_genesis.result import RunResponse
+    from coding_genesis.session import Session
+
+__all__ = ["register"]
+
+EXAMPLES = """\
+examples:
+  genesis chat --backend claude
+  genesis chat --backend codex --cwd ~/src/app --approve-tools read
+  genesis chat --deny-commands "rm -rf *" "git push*" --writes-under .
+  genesis chat --resume 4bb9969a-70c4-4d11-8b4a-353abc836831
+
+type a prompt and Enter: the turn runs with a live panel on stderr, its answer
+goes to stdout.  Each tool call the CLI asks to make is asked inline:
+  Allow Bash `pytest -q`? [y]es / [n]o / [a]lways for this session:
+(n <why> tells the model why; a allows that tool for the rest of the session);
+the approval flags settle what they can first.
+Ctrl-C interrupts the running turn; a second Ctrl-C (in the turn or at the
+prompt) closes the session and exits 130; Ctrl-D or /exit closes it (exit 0).
+Each turn is recorded like a `genesis run` (see `genesis runs`).
+stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
+"""
+
+#: What the prompt looks like (on stderr: stdout holds only answers).
+PROMPT = "> "
+#: The lines that close the session.
+EXIT_WORDS = frozenset({"/exit", "/quit"})
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "chat",
+        help="a live session in the terminal: turns, inline approvals, Ctrl-C",
+        description="Hold a conversation with one coding-agent CLI process (claude, "
+        "codex): one turn per line, each tool call approved inline.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--backend",
+        "-b",
+        default=None,
+        help="a backend with a two-way protocol: claude or codex "
+        "(default: $GENESIS_BACKEND, else claude)",
+    )
+    parser.add_argument(
+        "--timeout",
+        "-t",
+        type=positive_seconds,
+        default=1800.0,
+        help="wall-clock limit of each turn, questions included (default 1800)",
+    )
+    parser.add_argument(
+        "--idle-timeout", type=positive_seconds, default=None, help="end a silent turn"
+    )
+    parser.add_argument(
+        "--grace",
+        type=positive_seconds,
+        default=5.0,
+        help="seconds between SIGTERM and SIGKILL, and for an interrupt (default 5)",
+    )
+    parser.add_argument("--cwd", "-C", default=None, help="working directory of the agent")
+    parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
+    parser.add_argument(
+        "--cli-path",
+        default=None,
+        help="path of the CLI binary (default: $GENESIS_<BACKEND>_PATH, else found on PATH)",
+    )
+    parser.add_argument("--resume", default=None, help="continue this CLI session id")
+    parser.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI (default: the CLI's own setting)",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no panel and no summaries on stderr"
+    )
+    parser.add_argument(
+        "--transcript-dir",
+        metavar="DIR",
+        default=None,
+        help='where the turns\' run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
+        "else $XDG_STATE_HOME/coding-genesis/runs)",
+    )
+    add_approver_arguments(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
+    import anyio
+
+    from coding_genesis._cli.approver_options import approval_timeout, approver_from
+    from coding_genesis._cli.asking import TerminalAsker, TerminalLines
+    from coding_genesis._cli.env import (
+        cli_path_for,
+        default_backend,
+        ledger_setting,
+        node_path_for,
+        run_log_path,
+        transcript_dir,
+    )
+    from coding_genesis.agent import CodingGenesisAgent
+    from coding_genesis.errors import AgentUsageError, ConfigError
+
+    if not sys.stdin.isatty():
+        return usage_error(
+            "chat",
+            "stdin is not a terminal: genesis chat reads prompts and answers there "
+            "(for a script: genesis run, or agent.session() in Python)",
+        )
+    backend = args.backend or default_backend()
+    lines = TerminalLines(sys.stdin.fileno())
+    asker = TerminalAsker(lines, scope="session")
+    try:
+        agent = CodingGenesisAgent(
+            backend,
+            timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
+            grace=args.grace,
+            cwd=args.cwd,
+            model=args.model,
+            cli_path=cli_path_for(backend, args.cli_path),
+            node_path=node_path_for(backend),
+            transcripts=transcript_dir(args.transcript_dir),
+            run_log=run_log_path(),
+            ledger=ledger_setting(),
+        )
+        session = agent.session(
+            resume=args.resume,
+            permissions=args.permissions,
+            approver=approver_from(args, asker),
+            approval_timeout=approval_timeout(args, asking=True),
+        )
+    except (ConfigError, AgentUsageError) as exc:
+        return usage_error("chat", str(exc))
+    chat = Chat(agent, session, lines, asker, quiet=args.quiet)
+    try:
+        return anyio.run(chat.main)
+    except KeyboardInterrupt:  # before the signal watcher was up, or after
+        return 130
+
+
+class Chat:
+    """The prompt loop and its signals (see the module's docstring)."""
+
+    def __init__(
+        self,
+        agent: CodingGenesisAgent,
+        session: Session,
+        lines: TerminalLines,
+        asker: TerminalAsker,
+        *,
+        quiet: bool,
+    ) -> None:
+        self.agent = agent
+        self.session = session
+        self.lines = lines
+        self.asker = asker
+        self.quiet = quiet
+        #: The exit code: 0 (Ctrl-D, /exit), the last turn's when the CLI ended
+        #: the session, 128+N for a signal.
+        self.code = 0
+        self._last = 0
+        #: A Ctrl-C was pressed since the last prompt was sent: the next one leaves.
+        self.armed = False
+        self.opened = False
+        self.in_turn = False
+        self._outer: anyio.CancelScope | None = None
+        self._reading: anyio.CancelScope | None = None
+
+    async def main(self) -> int:
+        import anyio  # lazy: `genesis --help` imports only the parsers
+
+        self._outer = anyio.CancelScope()
+        async with anyio.create_task_group() as tg:
+            await tg.start(self._signals, tg)
+            with self._outer:
+                async with self.session as session:
+                    self.opened = True
+                    self._note(
+                        f"genesis chat: {self.agent.backend_name} session open; "
+                        "Ctrl-C interrupts a turn, Ctrl-C twice, Ctrl-D or /exit leaves"
+                    )
+                    await self._loop(session)
+            tg.cancel_scope.cancel()
+        self._goodbye()
+        return self.code
+
+    async def _loop(self, session: Session) -> None:
+        while True:
+            if session.closed:
+                self._note("genesis chat: the CLI's process ended; the session is closed")
+                self.code = self._last or 1
+                return
+            line = await self._prompt()
+            if line is None:  # Ctrl-D
+                _err("")
+                return
+            text = line.strip()
+            if text in EXIT_WORDS:
+                return
+            if text:
+                self.armed = False
+                self._last = await self._turn(session, line)
+
+    async def _prompt(self) -> str | None:
+        """The next prompt; "" when Ctrl-C cleared the line."""
+        import anyio
+
+        _err(PROMPT, end="")
+        with anyio.CancelScope() as scope:
+            self._reading = scope
+            try:
+                return await self.lines.read()
+            finally:
+                self._reading = None
+        self.lines.discard()
+        _err("")
+        self._note("(Ctrl-C again to leave; Ctrl-D or /exit closes the session)")
+        return ""
+
+    async def _turn(self, session: Session, prompt: str) -> int:
+        """One turn with the live panel; its answer printed; its exit code."""
+        import anyio
+
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._observers.progress import ProgressView, RunTracker
+
+        tracker = RunTracker(self.agent.backend_name, self.agent.timeout)
+        view = ProgressView(tracker) if not self.quiet and sys.stderr.isatty() else None
+        self.asker.view = view
+        self.in_turn = True
+        result: RunResponse | None = None
+        try:
+            with view if view is not None else contextlib.nullcontext():
+                async with anyio.create_task_group() as tg:
+                    if view is not None:
+                        tg.start_soon(_tick, view)
+                    async with session.stream(prompt) as turn:
+                        async for event in turn:
+                            tracker.on_event(event)
+                    tg.cancel_scope.cancel()
+                self.asker.withdraw()  # a question the turn's end left open
+                await self.asker.settled()
+                if turn.result is not None:
+                    result = turn.result.to_dict()
+        finally:
+            self.in_turn = False
+            self.asker.view = None
+            self.asker.withdraw()
+        return self._show(result) if result is not None else 1
+
+    def _show(self, result: RunResponse) -> int:
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._cli.common import status_exit_code
+        from coding_genesis._cli.render import cli_words, summary_lines, terminal_line
+        from coding_genesis._util.display import printable
+
+        status = result["status"]
+        if status == 0:
+            if result["message"]:
+                print(printable(result["message"]), flush=True)
+        elif result["error"] == "interrupted":
+            _err("[interrupted]")
+        else:
+            if result["message"]:
+                _err(printable(cli_words(result["message"])))
+            _err(f"[status {status}: {result['error']}]")
+        if not self.quiet:
+            tty = sys.stderr.isatty()
+            for line in summary_lines(result):
+                _err(terminal_line(line) if tty else printable(line))
+        return status_exit_code(status)
+
+    async def _signals(
+        self, tg: anyio.abc.TaskGroup, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        """Ctrl-C: interrupt the turn, or clear the prompt; a second one (or
+        SIGTERM, SIGHUP) closes the session."""
+        import anyio
+
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._cli.common import STOP_SIGNALS, stop_signal_name
+
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            task_status.started()
+            async for signum in signals:
+                if signum != signal.SIGINT or self.armed or not self.opened:
+                    _err("")
+                    self._note(f"genesis chat: {stop_signal_name(signum)}: closing the session…")
+                    self.code = 130 if signum == signal.SIGINT else 128 + signum
+                    if self._outer is not None:
+                        self._outer.cancel()
+                    continue
+                self.armed = True
+                if self.in_turn:
+                    _err("")
+                    self._note(
+                        "genesis chat: interrupting the turn (Ctrl-C again closes the session)"
+                    )
+                    tg.start_soon(self._interrupt)
+                elif self._reading is not None:
+                    self._reading.cancel()
+
+    async def _interrupt(self) -> None:
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis.errors import AgentUsageError
+
+        with contextlib.suppress(AgentUsageError):  # the session closed meanwhile
+            await self.session.interrupt()
+
+    def _goodbye(self) -> None:
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._util.display import printable
+        from coding_genesis._util.words import counted, money
+
+        session = self.session
+        if self.quiet or not self.opened:
+            return
+        parts = [counted(session.turns, "turn")]
+        tokens = sum(session.usage.get(k, 0) for k in ("input_tokens", "output_tokens"))
+        if tokens:
+            parts.append(counted(tokens, "token", short=True))
+        if session.cost_usd is not None:
+            parts.append(money(session.cost_usd))
+        text = f"genesis chat: session closed - {' - '.join(parts)}"
+        if session.session_id:
+            text += f" - continue it: genesis chat --resume {session.session_id}"
+        _err(printable(text))
+
+    def _note(self, text: str) -> None:
+        if not self.quiet:
+            _err(text)
+
+
+async def _tick(view: ProgressView) -> None:
+    import anyio  # lazy: `genesis --help` imports only the parsers
+
+    while True:
+        view.refresh()
+        await anyio.sleep(0.125)
+
+
+def _err(text: str, *, end: str = "\n") -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(text, end=end, file=sys.stderr, flush=True)

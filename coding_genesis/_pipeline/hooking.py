@@ -1,0 +1,97 @@
+"""Hooks in a live session: which a backend can run, how long its CLI should
+wait for them, and the hook calls of a turn still running.
+
+Running the hooks of one hook point is :func:`coding_genesis.hooks.run_hooks`;
+the session's link (``live.py``) fills in the input, answers the CLI through
+its protocol and keeps the records on the turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import anyio
+
+from coding_genesis._pipeline.request import Request
+from coding_genesis.control import ControlProtocol, HookCall, PermissionAsk
+from coding_genesis.hooks import Hook, HookEvent, HookResult
+
+__all__ = ["Running", "hook_wait", "longest", "then_ask", "unsupported_hooks"]
+
+#: Added to what the hooks may take, so the CLI never gives up first.
+_MARGIN = 5.0
+
+
+def unsupported_hooks(
+    backend: str, protocol: ControlProtocol | None, hooks: Mapping[HookEvent, object] | None
+) -> str | None:
+    """Why ``hooks`` cannot run on ``backend`` (None: they can)."""
+    if not hooks:
+        return None
+    if protocol is None:
+        return None  # the caller names the backends with a two-way protocol
+    reported = protocol.hook_effects
+    missing = [event for event in hooks if event not in reported]
+    if not missing:
+        return None
+    known = ", ".join(reported) or "none"
+    return (
+        f"backend {backend!r} reports no {', '.join(missing)} hook point (its hook events: {known})"
+    )
+
+
+def hook_wait(request: Request) -> float | None:
+    """Seconds the CLI should wait for one hook point's answer: every hook of
+    the busiest event at its timeout, then the approver (None: no hooks)."""
+    if not request.hooks:
+        return None
+    most = max(len(hooks) for hooks in request.hooks.values())
+    wait = most * request.hook_timeout + _MARGIN
+    if request.approver is not None:
+        wait += request.approval_timeout
+    return float(math.ceil(wait))
+
+
+def longest(hooks: Mapping[HookEvent, tuple[Hook, ...]], timeout: float) -> float:
+    """What the hooks of one hook point may take at most."""
+    return max((len(h) for h in hooks.values()), default=0) * timeout + 1.0
+
+
+def then_ask(call: HookCall, result: HookResult) -> PermissionAsk | None:
+    """The approver's question after the hooks of ``call`` (None: no
+    question, or the hooks blocked), with the input they changed."""
+    ask = call.ask
+    if ask is None or result.block:
+        return None
+    if result.input is not None:
+        ask = dataclasses.replace(ask, request=dataclasses.replace(ask.request, input=result.input))
+    return ask
+
+
+class Running:
+    """The hook calls of one turn still running (a turn's result waits for
+    them: an observed hook of codex runs while codex goes on)."""
+
+    __slots__ = ("_idle", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle: anyio.Event | None = None
+
+    def add(self) -> None:
+        self.count += 1
+
+    def done(self) -> None:
+        self.count -= 1
+        if self.count <= 0 and self._idle is not None:
+            self._idle.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Until none runs, or ``timeout`` seconds."""
+        if self.count <= 0:
+            return
+        self._idle = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await self._idle.wait()

@@ -1,0 +1,105 @@
+"""One turn of a live session (``live.py``): what the link keeps of it while
+it runs (its tally, its ending, the approvals and hooks under way), its
+account of the process, and what the CLI's exit says of a turn it did not end."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import anyio
+
+from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
+from coding_genesis._pipeline.hooking import Running
+from coding_genesis._pipeline.request import Request
+from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._supervision.process import ProcessOutcome
+from coding_genesis.backend import Translator
+
+__all__ = ["STDERR_TAIL", "Turn", "death", "with_exit"]
+
+#: The stderr a turn keeps (its failure analysis reads the tail).
+STDERR_TAIL = 64 * 1024
+
+
+@dataclasses.dataclass(slots=True)
+class Turn:
+    """The state of one running turn (``number``: 1 for the session's first)."""
+
+    number: int
+    request: Request
+    context: AttemptContext
+    tally: RunTally
+    translator: Translator
+    run_id: str
+    started: float
+    stdout_at_start: int
+    lines_at_start: int
+    skipped_at_start: int
+    unknown_at_start: int
+    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    ended: TurnEnd | None = None
+    interrupt_asked: bool = False
+    denied: str | None = None
+    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The hooks called, and the hook calls still running.
+    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    running: Running = dataclasses.field(default_factory=Running)
+    stderr: bytearray = dataclasses.field(default_factory=bytearray)
+    stderr_bytes: int = 0
+    #: Processes the turn left running that were stopped after it (interrupted).
+    strays: int = 0
+    #: The approvals under way (cancelled when the turn ends).
+    asking: list[anyio.CancelScope] = dataclasses.field(default_factory=list)
+
+    def end(self, how: str, message: str = "") -> None:
+        if not self.done.is_set():
+            self.ended = TurnEnd(how, message)
+            self.done.set()
+            for scope in self.asking:  # questions of an ended turn: nobody waits for them
+                scope.cancel()
+
+    def process(
+        self, pid: int | None, stdout_bytes: int, exit: ProcessOutcome | None
+    ) -> ProcessOutcome:
+        """The turn's account of the process (``stdout_bytes``: the session's
+        so far; ``exit``: the supervisor's outcome once the process is gone)."""
+        out = ProcessOutcome(
+            pid=pid,
+            stdout_bytes=stdout_bytes - self.stdout_at_start,
+            stderr_tail=bytes(self.stderr[-STDERR_TAIL:]).decode("utf-8", "replace"),
+            stderr_bytes=self.stderr_bytes,
+            duration_s=time.monotonic() - self.started,
+            leftovers_stopped=self.strays,
+        )
+        return with_exit(out, exit, self.strays)
+
+
+def death(name: str, exit: ProcessOutcome | None) -> str:
+    """Why the session is closed, in words, for a turn the CLI did not end."""
+    if exit is None:
+        return f"{name} ended mid-turn; the session is closed"
+    if exit.stop_reason is not None:
+        return f"{name} was stopped ({exit.stop_reason.value}); the session is closed"
+    rc = exit.returncode
+    how = f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc}"
+    return f"{name} {how} mid-turn; the session is closed"
+
+
+def with_exit(out: ProcessOutcome, exit: ProcessOutcome | None, strays: int) -> ProcessOutcome:
+    """``out`` (the turn's own account) with what the supervisor saw of the
+    process's end, once it is gone (``exit``; None: alive)."""
+    if exit is None:
+        return out
+    out.returncode = exit.returncode
+    out.stop_reason = exit.stop_reason
+    out.spawn_error = exit.spawn_error
+    out.signals_sent = list(exit.signals_sent)
+    out.leftovers_stopped = exit.leftovers_stopped + strays
+    out.stdout_eof = exit.stdout_eof
+    out.stall_silent_s = exit.stall_silent_s
+    out.stall_cpu_s = exit.stall_cpu_s
+    if not out.stderr_tail and exit.stderr_tail:
+        out.stderr_tail = exit.stderr_tail
+    return out

@@ -1,0 +1,254 @@
+"""Hooks: code of yours that runs at points of a CLI's turn, through the CLI's
+own mechanism where it has one.
+
+``hooks=`` (on the agent, a session or one ``run()``) maps a
+:data:`HookEvent` to a hook or a list of hooks.  A hook is a callable, sync or
+async, given a :class:`HookInput` and answering a :class:`HookResult` (or
+None: go on unchanged).  Each backend's protocol says what a hook of each event
+can do there (:attr:`ControlProtocol.hook_effects
+<coding_genesis.control.ControlProtocol.hook_effects>`): block, change the
+tool's input, add context for the model.  Where the CLI cannot do what a hook
+asks (codex reports its items but never waits for us), the hook observes and
+the result records what was not applied, never silently.
+
+The hooks of one event run in order: each sees the input the previous one
+changed; the first block ends the list.  A hook that raises, answers something
+else or runs past its timeout is recorded; a ``pre_tool`` hook that fails
+blocks the call where the CLI can block (fail closed: a broken guard must not
+let the call through).  A failing hook of another event does not block: a
+``turn_end`` block keeps the turn going, and on a bug it would never end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias, get_args
+
+from coding_genesis.approval import ToolKind
+from coding_genesis.errors import ConfigError
+
+__all__ = [
+    "HOOK_EVENTS",
+    "Hook",
+    "HookEffect",
+    "HookEvent",
+    "HookInput",
+    "HookOutcome",
+    "HookResult",
+    "HookRun",
+    "Hooks",
+    "hook_table",
+    "run_hooks",
+]
+
+#: Where a hook runs: before a tool call, after it, at a turn's end (the CLI
+#: is about to answer), before the CLI compacts its context.
+HookEvent: TypeAlias = Literal["pre_tool", "post_tool", "turn_end", "pre_compact"]
+HOOK_EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
+
+#: What a backend lets a hook do: ``block`` (refuse the call, keep the turn
+#: going, stop the compaction), change the tool's ``input``, add ``context``
+#: the model reads.
+HookEffect: TypeAlias = Literal["block", "input", "context"]
+
+#: How one hook call went: ``continued`` (nothing asked), ``changed`` (input or
+#: context), ``blocked``, ``error`` (it raised or answered something else),
+#: ``timeout``.
+HookOutcome: TypeAlias = Literal["continued", "changed", "blocked", "error", "timeout"]
+
+_ERROR_TEXT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class HookInput:
+    """What a hook is told.
+
+    ``tool``, ``input``, ``kind`` and ``tool_call_id`` describe the tool call
+    (``pre_tool``, ``post_tool``: the CLI's own tool name, claude ``Bash``, codex
+    ``commandExecution``; ``input`` raw and unredacted, as for an approver);
+    ``output`` is what the tool gave (``post_tool``) and ``error`` why it failed,
+    when it did.  ``answer`` is the turn's last answer (``turn_end``, where the
+    CLI gives it); ``trigger`` why the CLI compacts (``pre_compact``:
+    ``manual``, ``auto``).  ``raw`` is the CLI's own payload of the hook point.
+    """
+
+    event: HookEvent
+    tool: str | None = None
+    input: Mapping[str, Any] = field(default_factory=dict)
+    kind: ToolKind = "other"
+    tool_call_id: str | None = None
+    output: Any = None
+    error: str | None = None
+    answer: str | None = None
+    trigger: str | None = None
+    cwd: str = ""
+    backend: str = ""
+    run_id: str = ""
+    #: The session's turn (1 for the first; 1 for a one-shot run).
+    turn: int = 1
+    session_id: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """A hook's answer (None means ``HookResult()``: go on unchanged).
+
+    ``block``: refuse the tool call (``pre_tool``), tell the model the call's
+    result is refused (``post_tool``: the call has run), keep the turn going
+    (``turn_end``), skip the compaction (``pre_compact``); ``message`` is what
+    the model (or the record) is told why.  ``input`` replaces the tool's input
+    (``pre_tool``).  ``context`` is text the CLI adds for the model.
+    """
+
+    block: bool = False
+    message: str = ""
+    input: Mapping[str, Any] | None = None
+    context: str = ""
+
+    @property
+    def asks(self) -> frozenset[HookEffect]:
+        """What this result asks of the CLI."""
+        wanted: set[HookEffect] = set()
+        if self.block:
+            wanted.add("block")
+        if self.input is not None:
+            wanted.add("input")
+        if self.context:
+            wanted.add("context")
+        return frozenset(wanted)
+
+
+#: A hook: a callable, sync or async, of one input.
+Hook: TypeAlias = Callable[[HookInput], HookResult | Awaitable[HookResult | None] | None]
+#: ``hooks=``: each event's hook, or hooks in the order they run.
+Hooks: TypeAlias = Mapping[HookEvent, Hook | Sequence[Hook]]
+
+
+def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:
+    """``hooks=`` checked: each event known, each hook a callable (a
+    :class:`~coding_genesis.errors.ConfigError` otherwise); events without
+    hooks left out."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"hooks must be a mapping of event to hook(s), got {value!r}")
+    table: dict[HookEvent, tuple[Hook, ...]] = {}
+    for event, given in value.items():
+        if event not in HOOK_EVENTS:
+            raise ConfigError(
+                f"hooks: unknown event {event!r}; the events are {', '.join(HOOK_EVENTS)}"
+            )
+        hooks = (given,) if callable(given) else given
+        if isinstance(hooks, str | bytes) or not isinstance(hooks, Sequence):
+            raise ConfigError(f"hooks[{event!r}] must be a callable or a list of them")
+        for hook in hooks:
+            if not callable(hook):
+                raise ConfigError(f"hooks[{event!r}]: a hook is a callable, got {hook!r}")
+        if hooks:
+            table[event] = tuple(hooks)
+    return table
+
+
+# -- running the hooks of one hook point -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """The hooks of one hook point, run: what to answer the CLI (only what it
+    can apply) and one record per hook called."""
+
+    result: HookResult
+    records: tuple[dict[str, Any], ...]
+
+
+def _name(hook: Hook) -> str:
+    name = getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None)
+    return str(name) if name else type(hook).__name__
+
+
+async def _call(hook: Hook, data: HookInput, timeout: float) -> tuple[object, str | None, bool]:
+    """``(answer, error, timed_out)``: a raise or no answer in time is an error."""
+    import anyio  # only a live session runs hooks: `import coding_genesis.hooks` stays light
+
+    started = anyio.current_time()
+    answer: object = None
+    try:
+        with anyio.CancelScope(deadline=started + timeout) as scope:
+            answer = hook(data)
+            if isinstance(answer, Awaitable):
+                answer = await answer
+    except Exception as exc:  # noqa: BLE001  (a hook's raise is recorded, never propagated)
+        if not scope.cancel_called:
+            return None, f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT], False
+    if scope.cancel_called or anyio.current_time() - started > timeout:
+        return None, f"no answer within {timeout:g}s", True
+    if answer is not None and not isinstance(answer, HookResult):
+        return None, f"the hook answered {type(answer).__name__}, not a HookResult or None", False
+    return answer, None, False
+
+
+async def run_hooks(
+    hooks: Sequence[Hook],
+    data: HookInput,
+    *,
+    timeout: float,
+    effects: frozenset[HookEffect],
+    backend: str = "",
+) -> HookRun:
+    """Run ``hooks`` in order on ``data`` (each within ``timeout`` seconds);
+    never raises.  ``effects``: what the CLI applies of a result here; what a
+    hook asks beyond them is recorded as not applied."""
+    changed_input: Mapping[str, Any] | None = None
+    contexts: list[str] = []
+    messages: list[str] = []
+    block = False
+    records: list[dict[str, Any]] = []
+    who = backend or "this backend"
+    for hook in hooks:
+        started = time.monotonic()
+        answer, error, timed_out = await _call(hook, data, timeout)
+        result = answer if isinstance(answer, HookResult) else HookResult()
+        outcome: HookOutcome = "continued"
+        if error is not None:
+            outcome = "timeout" if timed_out else "error"
+            if data.event == "pre_tool":  # fail closed: a broken guard blocks the call
+                result = HookResult(block=True, message=f"blocked: the {data.event} hook failed")
+        asked = result.asks
+        applied = asked & effects
+        if error is None and asked:
+            outcome = "blocked" if "block" in applied else "changed" if applied else "continued"
+        record: dict[str, Any] = {
+            "event": data.event,
+            "hook": _name(hook),
+            "tool": data.tool,
+            "tool_call_id": data.tool_call_id,
+            "turn": data.turn,
+            "outcome": outcome,
+            "message": result.message or None,
+            "error": error,
+            "not_applied": None,
+            "elapsed_s": round(time.monotonic() - started, 6),
+        }
+        if asked - effects:
+            unapplied = ", ".join(sorted(asked - effects))
+            record["not_applied"] = f"{who} cannot apply a {data.event} hook's {unapplied}"
+        records.append(record)
+        if "input" in applied and result.input is not None:
+            changed_input = dict(result.input)
+            data = replace(data, input=changed_input)
+        if "context" in applied:
+            contexts.append(result.context)
+        if "block" in applied:
+            block = True
+            messages.append(result.message or f"blocked by a {data.event} hook")
+            break
+    answer_result = HookResult(
+        block=block,
+        message="\n".join(messages),
+        input=changed_input,
+        context="\n".join(contexts),
+    )
+    return HookRun(answer_result, tuple(records))
