@@ -392,9 +392,7 @@ class LiveLink:
     async def turn(
         self, request: Request, context: AttemptContext, *, run_id: str
     ) -> AttemptOutcome:
-        """One turn: the prompt written, then the clocks armed (their scan of the process
-        table costs the CLI no wait; what it starts meanwhile counts as older than the
-        turn, stopped at the session's end), the output decoded until the turn ends."""
+        """One turn: the prompt written, the output decoded until the turn ends."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
@@ -436,13 +434,13 @@ class LiveLink:
                 and context is not self._context
             ):
                 context.on_spawn(self.pid, self.argv)  # the turn starts on this process
+            self.clocks.arm(
+                timeout=request.timeout,
+                idle_timeout=self.config.idle_timeout,
+                stall_timeout=self.config.stall_timeout,
+            )
             try:
                 self.send(*self.protocol.begin_turn(request.prompt))
-                self.clocks.arm(
-                    timeout=request.timeout,
-                    idle_timeout=self.config.idle_timeout,
-                    stall_timeout=self.config.stall_timeout,
-                )
                 await turn.done.wait()
             except BaseException:
                 # A cancelled turn: the session's process tree is stopped.
