@@ -63,7 +63,7 @@ from coding_genesis.control import (
     TurnEnded,
     Unknown,
 )
-from coding_genesis.events import Event
+from coding_genesis.events import Event, SessionEvent
 from coding_genesis.hooks import Hook, HookEvent, run_hooks
 from coding_genesis.status import ErrorCode, Status
 
@@ -301,9 +301,8 @@ class LiveLink:
         events = translator.translate(obj)
         if turn is not None and events:
             for event in events:
-                session = getattr(event, "session_id", None)
-                if session and type(event).__name__ == "SessionEvent":
-                    self.session_id = session
+                if isinstance(event, SessionEvent) and event.session_id:
+                    self.session_id = event.session_id
         return events
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
