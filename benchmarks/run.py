@@ -52,7 +52,7 @@ MODES: dict[str, dict[str, Any]] = {
         "sessions_first": 10,
         "sessions_pairs": 5,
         "sessions_turns": 20,
-        "sessions_trips": 50,
+        "sessions_trips": 100,
         "pool_first": 10,
         "pool_batch": 8,
         "pool_batch_reps": 3,

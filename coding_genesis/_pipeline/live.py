@@ -71,6 +71,9 @@ __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
 
+#: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
+_UNSENT = (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
+
 
 class _Switch(Translator):
     """The session decoder's translator: each object goes to the protocol
@@ -143,6 +146,8 @@ class LiveLink:
         self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
             max_buffer_size=1024
         )
+        #: Lines handed to the writer and not yet written; sealed: no more lines.
+        self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
         #: Who hears the process itself (its spawn, overlay), apart from any turn.
         self._context = context if context is not None else AttemptContext()
@@ -185,7 +190,7 @@ class LiveLink:
         finally:
             self._dead.set()
             self._ready.set()
-            self._outbox_send.close()
+            self._seal()
             turn = self._turn
             if turn is not None:
                 how = "interrupted" if turn.interrupt_asked else "died"
@@ -218,11 +223,15 @@ class LiveLink:
                     await self.stdin.write(data)
                 except LiveStdinClosed:
                     return
+                finally:
+                    self._queued -= 1
         finally:
             self._outbox.close()
 
     def send(self, *objects: Outgoing) -> None:
-        """Queue ``objects`` for the CLI's stdin, in order (one line each)."""
+        """Write ``objects`` on the CLI's stdin, in order (one line each): at
+        once while nothing waits before them (an answer is not held up by a
+        trip through the event loop), else queued for the writer."""
         turn = self._turn
         on_stdin = turn.context.on_stdin if turn is not None else self._context.on_stdin
         for obj in objects:
@@ -230,11 +239,20 @@ class LiveLink:
             if on_stdin is not None:
                 on_stdin(data)
             try:
-                self._outbox_send.send_nowait(data)
-            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                if not self._queued and not self._sealed:
+                    data = data[self.stdin.write_nowait(data) :]
+                if data:
+                    self._outbox_send.send_nowait(data)
+                    self._queued += 1
+            except _UNSENT:
                 log.warning(
                     "%s: stdin closed or full; a control message was dropped", self.backend.name
                 )
+
+    def _seal(self) -> None:
+        """Nothing more goes to the CLI's stdin (what is queued still does)."""
+        self._sealed = True
+        self._outbox_send.close()
 
     # -- what the CLI says -------------------------------------------------------
 
@@ -512,7 +530,7 @@ class LiveLink:
         if refusal is not None:
             self.refusal = refusal
             self.broken = refusal.message
-            self._outbox_send.close()
+            self._seal()
             self._outbox.close()
             self._dead.set()
 
@@ -550,7 +568,7 @@ class LiveLink:
         if not self._dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())
-            self._outbox_send.close()
+            self._seal()
             with anyio.move_on_after(self.config.grace):
                 await self._outbox_closed()
             self.stdin.close()

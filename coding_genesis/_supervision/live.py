@@ -97,6 +97,27 @@ class LiveStdin:
                         "the CLI no longer reads it" if exc.errno == errno.EPIPE else str(exc)
                     )
 
+    def write_nowait(self, data: bytes) -> int:
+        """Write what the pipe takes of ``data`` now, without waiting: the
+        number of bytes written, 0 while a :meth:`write` is under way, before
+        the CLI is spawned or when the pipe is full (then :meth:`write` the
+        rest).  A message goes out without a trip through the event loop.
+
+        Raises :class:`LiveStdinClosed` as :meth:`write` does.
+        """
+        if self._lock.locked() or not self._ready.is_set():
+            return 0
+        fd = self._fd
+        if fd is None:
+            raise LiveStdinClosed(self._why)
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._end("the CLI no longer reads it" if exc.errno == errno.EPIPE else str(exc))
+            raise LiveStdinClosed(self._why) from None
+
     def close(self) -> None:
         """Close our end: the CLI reads EOF once it has read what was written.
         Idempotent; before the CLI is spawned, it gets an empty stdin."""

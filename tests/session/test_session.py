@@ -68,6 +68,17 @@ async def test_three_turns_in_one_process_with_usage_per_turn(tmp_path: Path) ->
     assert states.count("BUSY") == 3
 
 
+async def test_a_prompt_larger_than_the_pipe_goes_whole_and_in_order(tmp_path: Path) -> None:
+    # Written at once as far as the pipe takes it, the rest by the writer; the
+    # next line waits behind that rest.
+    big = "y" * 3_000_000
+    async with agent(tmp_path).session() as s:
+        first = await s.send_result(f"TEXT {big}")
+        second = await s.send_result("TEXT after")
+    assert first.status == 0 and first.message == big, first.message[-200:]
+    assert second.status == 0 and second.message == "after", second.message
+
+
 async def test_busy_during_a_turn_and_send_after_close_raises(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:

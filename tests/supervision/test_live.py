@@ -360,3 +360,34 @@ async def test_a_live_stdin_serves_one_run() -> None:
                 on_stdout=live.sink,
                 marker=live.marker,
             )
+
+
+async def test_write_nowait_writes_what_the_pipe_takes_at_once() -> None:
+    """Nothing before the spawn or while a write waits (0: the caller queues),
+    then all of a line at once; after the CLI closed its stdin, it raises."""
+    line = json.dumps({"text": "now"}).encode() + b"\n"
+    async with live_run() as live:
+        assert live.stdin.write_nowait(line) == 0  # not spawned yet: nothing written
+        live.clocks.arm(timeout=5)
+        assert await live.ask(text="up") == {"echo": "up"}
+        assert live.stdin.write_nowait(line) == len(line)
+        assert await live.line() == {"echo": "now"}
+        await live.tell(do="sleep", s=30)  # it reads nothing: the pipe fills
+        blocked = anyio.Event()
+
+        async def flood() -> None:
+            blocked.set()
+            with pytest.raises(LiveStdinClosed):
+                await live.stdin.write(b"x" * 1_000_000)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flood)
+            await blocked.wait()
+            await anyio.sleep(0.2)
+            assert live.stdin.write_nowait(line) == 0  # a write waits for room: not now
+            live.stdin.close()
+        with pytest.raises(LiveStdinClosed):
+            live.stdin.write_nowait(line)
+        live.stop.stop("cancelled", "test over")
+        await live.end()
+    assert_all_gone(live)
