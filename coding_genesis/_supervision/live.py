@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from coding_genesis._supervision.epoch import Epoch
 from coding_genesis.errors import InvalidTimeoutError
 
 if TYPE_CHECKING:
@@ -187,8 +188,8 @@ class TurnClocks:
         self.stall_timeout: float | None = None
         #: When the running turn was armed (``anyio.current_time()``).
         self.armed_at = 0.0
-        #: The tree's processes (pid, start time) when the turn was armed.
-        self.before: frozenset[tuple[int, float]] = frozenset()
+        #: What existed when the turn was armed: its strays are what came after.
+        self.before = Epoch.empty()
         #: Counts the armings, so the supervisor sees a new turn's clocks.
         self.generation = 0
         self._wake: Callable[[], object] | None = None
@@ -220,8 +221,7 @@ class TurnClocks:
                 raise InvalidTimeoutError(f"{name} must be greater than zero, got {value}")
         self.timeout, self.idle_timeout, self.stall_timeout = timeout, idle_timeout, stall_timeout
         self.armed_at = anyio.current_time()
-        if self._tree is not None:
-            self.before = self._tree.identities()
+        self.before = Epoch.now()
         self.generation += 1
         self._poke()
 
@@ -245,9 +245,11 @@ class TurnClocks:
         self._tree, self._config = tree, config
 
     async def stop_strays(self) -> int:
-        """Stop the processes of the tree that were not there at the last :meth:`arm`, the
-        CLI itself spared (what an interrupted turn's tools left running);
-        how many there were.  Bounded like a stop of the whole tree."""
+        """Stop the processes of the tree that were not there at the last
+        :meth:`arm`, the CLI itself spared (what an interrupted turn's tools
+        left running); how many there were.  The tree is resolved now: arming
+        only lists pids (see :mod:`~coding_genesis._supervision.epoch`).
+        Bounded like a stop of the whole tree."""
         tree, config = self._tree, self._config
         if tree is None or config is None:
             return 0

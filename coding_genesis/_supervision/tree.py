@@ -30,6 +30,7 @@ import psutil
 
 from coding_genesis._supervision import procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
+from coding_genesis._supervision.epoch import Epoch
 from coding_genesis._supervision.table import TABLE, subreaper_enabled
 
 __all__ = ["Tree", "stop_marked"]
@@ -240,34 +241,23 @@ class Tree:
             if p.pid != self.pid and p.pid not in TABLE.active_mains and _has_marker(p, self.marker)
         ]
 
-    def identities(self) -> frozenset[tuple[int, float]]:
-        """The run's live processes now, as (pid, start time)."""
-        found = set()
-        for pid, proc in self.snapshot().items():
-            with contextlib.suppress(psutil.Error):
-                found.add((pid, proc.create_time()))
-        return frozenset(found)
-
     async def stop_strays(
         self,
-        before: frozenset[tuple[int, float]],
+        before: Epoch,
         signals: Sequence[int],
         grace: float,
         kill_wait: float,
     ) -> int:
-        """Stop the run's processes that are not in ``before`` (see
-        :meth:`identities`), the CLI spared, and groups the CLI is in signaled
-        one member at a time; how many were found.  Bounded like :meth:`stop`."""
+        """Stop the run's processes that do not predate ``before``, the CLI
+        spared, and groups the CLI is in signaled one member at a time; how
+        many were found.  Bounded like :meth:`stop`."""
 
         def strays() -> dict[int, psutil.Process]:
-            found: dict[int, psutil.Process] = {}
-            for pid, proc in self.snapshot().items():
-                try:
-                    if pid != self.pid and (pid, proc.create_time()) not in before:
-                        found[pid] = proc
-                except psutil.Error:
-                    continue
-            return found
+            return {
+                pid: proc
+                for pid, proc in self.snapshot().items()
+                if pid != self.pid and not before.predates(proc)
+            }
 
         ids = _session_and_group(self.pid)
         spare = ids[1] if ids is not None else None

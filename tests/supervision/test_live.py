@@ -391,3 +391,22 @@ async def test_write_nowait_writes_what_the_pipe_takes_at_once() -> None:
         live.stop.stop("cancelled", "test over")
         await live.end()
     assert_all_gone(live)
+
+
+async def test_stop_strays_stops_what_the_turn_started_and_spares_the_rest() -> None:
+    """A process of the tree started before the turn was armed lives on; one
+    the turn started is stopped; the CLI answers the next turn."""
+    async with live_run() as live:
+        live.clocks.arm(timeout=10)
+        older = (await live.ask(do="grandchild"))["grandchild"]
+        live.clocks.disarm()
+        live.clocks.arm(timeout=10)
+        newer = (await live.ask(do="grandchild"))["grandchild"]
+        assert await live.clocks.stop_strays() == 1
+        assert not psutil.pid_exists(newer) or psutil.Process(newer).status() == "zombie"
+        assert psutil.Process(older).is_running()
+        assert (await live.ask(text="still here")) == {"echo": "still here"}
+        live.clocks.disarm()
+        live.clocks.arm(timeout=10)
+        assert await live.clocks.stop_strays() == 0  # the older one predates this turn too
+    assert_all_gone(live, present(live.pid), older, newer)
