@@ -472,7 +472,7 @@ async def _supervise(
             turn, origin, watch = clocks.generation, clocks.armed_at, None
             limit = clocks.stall_timeout
             if limit is not None:
-                watch = StallWatch(tree, limit, config.stall_cpu, now, tree.cpu_seconds())
+                watch = StallWatch(tree, limit, config.stall_cpu, now, cpu=None)
 
     async def watchdog() -> None:
         nonlocal wake

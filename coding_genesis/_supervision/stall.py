@@ -4,7 +4,11 @@
 A CLI waiting forever on a dead connection is silent and idle; one that
 thinks hard or runs a long build is silent but busy, and is left to its wall
 clock.  The watch samples the tree's CPU a tenth of the window apart (50 ms
-to 5 s), so its cost stays bounded however long the run.
+to 5 s), so its cost stays bounded however long the run.  A live session's
+turn takes its first sample as the window's base (a tenth of the window
+into the turn) rather than at the turn's start: sampling means scanning the
+process table, which would sit on every turn's path, however short; a stall
+is then seen at most that tenth later.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ __all__ = ["StallWatch"]
 
 class StallWatch:
     """One stall window over a run's tree, from ``start`` (when the tree had
-    used ``cpu`` CPU seconds: 0 for a CLI just started)."""
+    used ``cpu`` CPU seconds: 0 for a CLI just started; None: unknown, the
+    first sample is the base)."""
 
     __slots__ = ("cpu_share", "every", "limit", "next_sample", "samples", "tree")
 
     def __init__(
-        self, tree: Tree, limit: float, cpu_share: float, start: float, cpu: float = 0.0
+        self, tree: Tree, limit: float, cpu_share: float, start: float, cpu: float | None = 0.0
     ) -> None:
         self.tree = tree
         self.limit = limit
@@ -33,7 +38,7 @@ class StallWatch:
         self.every = min(max(limit / 10, 0.05), 5.0)
         self.next_sample = start + self.every
         #: (time, tree CPU seconds) samples covering the last window.
-        self.samples: deque[tuple[float, float]] = deque([(start, cpu)])
+        self.samples: deque[tuple[float, float]] = deque(() if cpu is None else [(start, cpu)])
 
     def sample(self, now: float, silent_since: float) -> tuple[float, float] | None:
         """Sample the tree's CPU now; the evidence (seconds silent, CPU
@@ -41,9 +46,11 @@ class StallWatch:
         limit, samples = self.limit, self.samples
         cpu = self.tree.cpu_seconds()
         samples.append((now, cpu))
+        self.next_sample = now + self.every
+        if len(samples) == 1:  # the base
+            return None
         while len(samples) > 1 and samples[1][0] <= now - limit:
             samples.popleft()
-        self.next_sample = now + self.every
         if now - silent_since < limit:
             return None
         base_t, base_cpu = samples[0]

@@ -20,6 +20,7 @@ import anyio
 import psutil
 import pytest
 
+from coding_genesis._supervision import procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import (
@@ -263,6 +264,24 @@ async def test_a_silent_idle_turn_is_stalled_a_busy_one_is_not() -> None:
     assert outcome.stop_reason is StopReason.STALLED
     assert present(outcome.stall_silent_s) >= 0.6
     assert 0.6 <= took < 3, took
+    assert_all_gone(live)
+
+
+async def test_a_short_turn_scans_no_process_table() -> None:
+    """Arming a turn and a quick answer cost no scan of every process (the
+    stall window takes its base a tenth of the window in; strays are listed
+    by pid): a scan is 1.5-9 ms on each turn's path."""
+    async with live_run() as live:
+        live.clocks.arm(timeout=10, idle_timeout=5, stall_timeout=5)
+        assert await live.ask(text="warm") == {"echo": "warm"}
+        live.clocks.disarm()
+        await anyio.sleep(0.1)  # the first turn's start-up is over
+        scans = procscan.scan_count()
+        for i in range(5):
+            live.clocks.arm(timeout=10, idle_timeout=5, stall_timeout=5)
+            assert await live.ask(text=str(i)) == {"echo": str(i)}
+            live.clocks.disarm()
+        assert procscan.scan_count() == scans
     assert_all_gone(live)
 
 
