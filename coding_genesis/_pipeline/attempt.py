@@ -155,8 +155,11 @@ def launch(
     spec: CommandSpec,
     context: AttemptContext,
     marker: str,
+    cwd: str,
 ) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment a CLI is started with (one-shot or live)."""
+    """The argv and environment a CLI is started with (one-shot or live).
+    ``PWD`` names ``cwd`` (not the runner's directory) unless ``env=`` sets it:
+    tools that read it, rather than asking the kernel, see where they run."""
     base = child_base_env(
         os.environ,
         inherit=config.inherit_env,
@@ -166,7 +169,7 @@ def launch(
     env = build_env(
         base,
         unset=spec.unset_env,
-        add={**spec.env, **(context.extra_env or {}), **config.env},
+        add={"PWD": cwd, **spec.env, **(context.extra_env or {}), **config.env},
         marker=marker,
     )
     return [*program, *spec.args], env
@@ -237,7 +240,7 @@ async def run_attempt(
     spec = open_overlay(
         backend.build_command(request.attempt), tag=marker, on_open=context.on_overlay
     )
-    argv, env = launch(config, backend, program, spec, context, marker)
+    argv, env = launch(config, backend, program, spec, context, marker, request.cwd)
     translator = backend.translator()
     translator.message_usage = context.message_usage
     if stop is None:  # the fail-fast watch stops the tree through a handle

@@ -548,7 +548,9 @@ class LiveLink:
             )
         spec = open_overlay(spec, tag=self.marker, on_open=self._context.on_overlay)
         self.warnings = spec.warnings
-        argv, env = launch(self.config, self.backend, program, spec, self._context, self.marker)
+        argv, env = launch(
+            self.config, self.backend, program, spec, self._context, self.marker, self.start.cwd
+        )
         self.argv = argv
         tg.start_soon(self._run, argv, env, self.start.cwd)
         tg.start_soon(self._writer)

@@ -5,10 +5,10 @@ A CLI waiting forever on a dead connection is silent and idle; one that
 thinks hard or runs a long build is silent but busy, and is left to its wall
 clock.  The watch samples the tree's CPU a tenth of the window apart (50 ms
 to 5 s), so its cost stays bounded however long the run.  A live session's
-turn takes its first sample as the window's base (a tenth of the window
+turn takes its first sample as the window's base (one sampling interval
 into the turn) rather than at the turn's start: sampling means scanning the
 process table, which would sit on every turn's path, however short; a stall
-is then seen at most that tenth later.
+is then seen at most one interval later.
 """
 
 from __future__ import annotations

@@ -100,3 +100,15 @@ def test_doctor_lists_the_exposed_credentials(environ: None, capsys: Any) -> Non
     assert "SSH_AUTH_SOCK" in row["detail"]  # not a secret value, but it grants access
     assert "--clean-env" in row["fix"]
     assert "aws-secret-value-123" not in json.dumps(report)
+
+
+@pytest.mark.parametrize("inherit", [True, False])
+def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path, inherit: bool) -> None:
+    """Not the runner's directory; ``env=`` still has the last word."""
+    fake = FakeCLI(tmp_path, "claude")
+    work = tmp_path / "work"
+    work.mkdir()
+    fake.script([{"record_env": ["PWD"]}, {"init": True}, {"answer": "ok"}])
+    assert fake.agent(cwd=str(work), inherit_env=inherit).run_sync("x")["status"] == 0
+    assert fake.agent(cwd=str(work), env={"PWD": "/elsewhere"}).run_sync("x")["status"] == 0
+    assert [r["env"]["PWD"] for r in fake.records() if "env" in r] == [str(work), "/elsewhere"]

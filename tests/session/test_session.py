@@ -397,3 +397,18 @@ async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
         with anyio.fail_after(5):
             await withdrawn.wait()
         assert (await s.send("TEXT next"))["status"] == 0
+
+
+async def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path) -> None:
+    """Tools that read ``PWD`` rather than ask the kernel see where they run,
+    not the runner's directory."""
+    work = tmp_path / "work"
+    work.mkdir()
+    a = CodingGenesisAgent(
+        TwoWayBackend(), cwd=str(work), timeout=20, grace=1.0, ledger=str(tmp_path / "ledger")
+    )
+    async with a.session() as s:
+        r = await s.send("TEXT hi")
+        assert r["status"] == 0, r
+        (cli,) = [p for p in session_processes(s.key) if p.pid == r["pid"]]
+        assert cli.environ()["PWD"] == str(work) == cli.cwd()

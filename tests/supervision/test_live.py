@@ -269,7 +269,7 @@ async def test_a_silent_idle_turn_is_stalled_a_busy_one_is_not() -> None:
 
 async def test_a_short_turn_scans_no_process_table() -> None:
     """Arming a turn and a quick answer cost no scan of every process (the
-    stall window takes its base a tenth of the window in; strays are listed
+    stall window takes its base one sampling interval in; strays are listed
     by pid): a scan is 1.5-9 ms on each turn's path."""
     async with live_run() as live:
         live.clocks.arm(timeout=10, idle_timeout=5, stall_timeout=5)
