@@ -630,20 +630,37 @@ def fig_sessions(p: Params) -> Result:
             "sdk_can_use_tool": "claude-agent-sdk, `can_use_tool` allowing it "
             '(`permission_mode="default"`)',
         }
-        for name, label in labels.items():
-            rows.append(
-                row(
-                    f"{label}: the request read → the CLI's next line read",
-                    _ms(trip[name]),
-                    "ms",
-                    baseline=name == "sdk_hook",
-                    ratio=None
-                    if name == "sdk_hook"
-                    else paired_ratio(trip[name], trip["sdk_hook"]),
-                    note=f"p90 {_p90(trip[name]):.1f} ms; the client's share (request read → "
-                    f"answer formed) {_ms(answer[name]):.2f} ms",
+
+        def add(
+            labels: dict[str, str],
+            values: dict[str, list[float]],
+            what: str,
+            ratio: Callable[[str], float],
+            note: Callable[[str], str],
+        ) -> None:
+            """A row per client, in ms, against the SDK's hook."""
+            for name, label in labels.items():
+                rows.append(
+                    row(
+                        f"{label}: {what}",
+                        _ms(values[name]),
+                        "ms",
+                        baseline=name == "sdk_hook",
+                        ratio=None if name == "sdk_hook" else ratio(name),
+                        note=note(name),
+                    )
                 )
-            )
+
+        add(
+            labels,
+            trip,
+            "the request read → the CLI's next line read",
+            lambda name: paired_ratio(trip[name], trip["sdk_hook"]),
+            lambda name: (
+                f"p90 {_p90(trip[name]):.1f} ms; the client's share (request read → "
+                f"answer formed) {_ms(answer[name]):.2f} ms"
+            ),
+        )
         seen = {
             "sdk_hook": "claude-agent-sdk, hook",
             "ours": "coding-genesis, approver",
@@ -658,17 +675,13 @@ def fig_sessions(p: Params) -> Result:
                 return paired_ratio(ours_gaps, base)
             return median(ours_gaps) / median(base)
 
-        for name, label in seen.items():
-            rows.append(
-                row(
-                    f"{label}: the caller's view, a `Write`'s tool call → its result",
-                    _ms(gap[name]),
-                    "ms",
-                    baseline=name == "sdk_hook",
-                    ratio=None if name == "sdk_hook" else gap_ratio(name),
-                    note=f"p90 {_p90(gap[name]):.1f} ms",
-                )
-            )
+        add(
+            seen,
+            gap,
+            "the caller's view, a `Write`'s tool call → its result",
+            gap_ratio,
+            lambda name: f"p90 {_p90(gap[name]):.1f} ms",
+        )
         view_ratio = paired_ratio(gap["ours"], gap["sdk_can_use_tool"])
         aims.append(
             aim_row(
