@@ -20,7 +20,7 @@ import anyio
 import psutil
 import pytest
 
-from coding_genesis._supervision import procscan
+from coding_genesis._supervision import epoch, procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import (
@@ -412,9 +412,16 @@ async def test_write_nowait_writes_what_the_pipe_takes_at_once() -> None:
     assert_all_gone(live)
 
 
-async def test_stop_strays_stops_what_the_turn_started_and_spares_the_rest() -> None:
+@pytest.mark.parametrize("by", ["last pid", "listing"])
+async def test_stop_strays_stops_what_the_turn_started_and_spares_the_rest(
+    by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A process of the tree started before the turn was armed lives on; one
-    the turn started is stopped; the CLI answers the next turn."""
+    the turn started is stopped; the CLI answers the next turn.  The epoch
+    tells them by the last pid handed out, or (a container's /proc/loadavg)
+    by a listing of pids."""
+    if by == "listing":
+        monkeypatch.setattr(epoch, "_PID_MAX", None)
     async with live_run() as live:
         live.clocks.arm(timeout=10)
         older = (await live.ask(do="grandchild"))["grandchild"]
