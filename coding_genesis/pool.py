@@ -40,6 +40,7 @@ from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.config import AgentConfig, required_seconds, seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.result import RunResponse, RunResult
+from coding_genesis.session import SyncTurns
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -421,33 +422,13 @@ class SessionPool:
                 await slot.wake.wait()
 
 
-class SyncPooledSession:
+class SyncPooledSession(SyncTurns):
     """A pooled :class:`~coding_genesis.session.Session` for code without an
     event loop (from :meth:`SyncSessionPool.session`)."""
 
     def __init__(self, portal: anyio.from_thread.BlockingPortal, session: Session) -> None:
         self.session = session
         self._portal = portal
-
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return self._portal.call(functools.partial(fn, *args, **kwargs))
-
-    def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
-        return cast("RunResponse", self._call(self.session.send, prompt, timeout=timeout))
-
-    def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        return cast("RunResult", self._call(self.session.send_result, prompt, timeout=timeout))
-
-    def interrupt(self) -> bool:
-        """From another thread while :meth:`send` blocks."""
-        return bool(self._call(self.session.interrupt))
-
-    def steer(self, text: str) -> None:
-        self._call(self.session.steer, text)
-
-    @property
-    def session_id(self) -> str | None:
-        return self.session.session_id
 
     @property
     def key(self) -> str:

@@ -342,7 +342,39 @@ class Session:
         return f"Session(backend={self._agent.backend.name!r}, key={self.key!r}, {state})"
 
 
-class SyncSession:
+class SyncTurns:
+    """The turns of a :class:`Session`, called from code without an event loop
+    through a blocking portal: what :class:`SyncSession` and a pool's sync
+    session share."""
+
+    session: Session
+    _portal: anyio.from_thread.BlockingPortal | None
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        portal = self._portal
+        if portal is None:
+            raise AgentUsageError("use the sync session inside `with agent.session_sync() as s`")
+        return portal.call(functools.partial(fn, *args, **kwargs))
+
+    def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+        return cast("RunResponse", self._call(self.session.send, prompt, timeout=timeout))
+
+    def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+        return cast("RunResult", self._call(self.session.send_result, prompt, timeout=timeout))
+
+    def interrupt(self) -> bool:
+        """From another thread while :meth:`send` blocks."""
+        return bool(self._call(self.session.interrupt))
+
+    def steer(self, text: str) -> None:
+        self._call(self.session.steer, text)
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.session_id
+
+
+class SyncSession(SyncTurns):
     """:class:`Session` for code without an event loop: ``with agent.session_sync() as s``."""
 
     def __init__(self, session: Session) -> None:
@@ -365,25 +397,6 @@ class SyncSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        portal = self._portal
-        if portal is None:
-            raise AgentUsageError("use the sync session inside `with agent.session_sync() as s`")
-        return portal.call(functools.partial(fn, *args, **kwargs))
-
-    def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
-        return cast("RunResponse", self._call(self.session.send, prompt, timeout=timeout))
-
-    def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        return cast("RunResult", self._call(self.session.send_result, prompt, timeout=timeout))
-
-    def interrupt(self) -> bool:
-        """From another thread while :meth:`send` blocks."""
-        return bool(self._call(self.session.interrupt))
-
-    def steer(self, text: str) -> None:
-        self._call(self.session.steer, text)
-
     def close(self) -> None:
         cm, self._portal_cm = self._portal_cm, None
         if cm is None:
@@ -393,10 +406,6 @@ class SyncSession:
         finally:
             self._portal = None
             cm.__exit__(None, None, None)
-
-    @property
-    def session_id(self) -> str | None:
-        return self.session.session_id
 
     @property
     def closed(self) -> bool:
