@@ -16,6 +16,7 @@ import errno
 import os
 import sys
 import termios
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -32,42 +33,143 @@ __all__ = ["TerminalAsker", "TerminalLines", "describe"]
 #: The longest detail shown inline, and the most lines of a long one.
 _INLINE = 100
 _MAX_LINES = 60
+#: The most typed ahead that is kept.
+_TYPED_AHEAD = 65536
 
 
 class TerminalLines:
     """Lines typed on the terminal ``fd`` (canonical mode: the kernel edits
     the line), read without blocking the event loop, so a read can be
-    cancelled (Ctrl-C at the prompt, a question withdrawn)."""
+    cancelled (Ctrl-C at the prompt, a question withdrawn).
+
+    While a panel is drawn (:meth:`hidden`), keys are not echoed: the
+    kernel would draw them into the panel, and a panel redrawn by moving the
+    cursor up as many lines as it drew would leave its top behind.  What
+    was typed meanwhile is kept and shown when the next line is read.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buffer = b""
+        #: Bytes at the start of the buffer typed while hidden, not yet shown.
+        self._unshown = 0
+        self._hidden = False
 
     async def read(self) -> str | None:
         """The next line, without its newline; None at the end of input
         (Ctrl-D on an empty line, the terminal gone)."""
-        while b"\n" not in self._buffer:
-            await anyio.wait_readable(self.fd)
-            try:
-                chunk = os.read(self.fd, 4096)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
+        self._show_typed_ahead()
+        with self._echoing():
+            while b"\n" not in self._buffer:
+                await anyio.wait_readable(self.fd)
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except BlockingIOError:
                     continue
-                return None  # EIO: the terminal hung up
-            if not chunk:
-                line, self._buffer = self._buffer, b""
-                return line.decode("utf-8", "replace") if line else None
-            self._buffer += chunk
+                except OSError as exc:
+                    if exc.errno == errno.EINTR:
+                        continue
+                    return None  # EIO: the terminal hung up
+                if not chunk:
+                    line, self._buffer = self._buffer, b""
+                    return line.decode("utf-8", "replace") if line else None
+                self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode("utf-8", "replace")
 
     def discard(self) -> None:
         """Drop what was typed and not yet read (the kernel's line included)."""
         self._buffer = b""
+        self._unshown = 0
         with contextlib.suppress(OSError, termios.error):
             termios.tcflush(self.fd, termios.TCIFLUSH)
+
+    @contextlib.contextmanager
+    def hidden(self, *, keep: bool = True) -> Iterator[None]:
+        """Keys not echoed for the body (a panel is drawn).  ``keep``: what
+        was typed meanwhile is taken from the kernel, to be shown and read as
+        the next line; else it stays there, for whoever reads the terminal
+        next (the shell after ``genesis run``)."""
+        if self._hidden or not self._set_echo(on=False):
+            yield
+            return
+        self._hidden = True
+        try:
+            yield
+        finally:
+            self._hidden = False
+            if keep:
+                self._take_typed_ahead()
+            self._set_echo(on=True)
+
+    @contextlib.contextmanager
+    def _echoing(self) -> Iterator[None]:
+        """Echo on while a line is read inside :meth:`hidden` (a question)."""
+        if not self._hidden or not self._set_echo(on=True):
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._set_echo(on=False)
+
+    def _set_echo(self, *, on: bool) -> bool:
+        """Turn the terminal's echo on or off; False when it is not a
+        terminal or its echo was already off (someone else's setting)."""
+        try:
+            attrs = termios.tcgetattr(self.fd)
+            echoing = bool(attrs[3] & termios.ECHO)
+            if echoing == on:
+                return on  # off already: not ours to turn back on
+            attrs[3] = attrs[3] | termios.ECHO if on else attrs[3] & ~termios.ECHO
+            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        except (OSError, termios.error):
+            return False
+        return True
+
+    def _take_typed_ahead(self) -> None:
+        """Move what was typed unseen (whole lines and the one being typed)
+        from the kernel into the buffer: the kernel hands the unfinished
+        line over once the terminal leaves canonical mode for a moment."""
+        try:
+            attrs = termios.tcgetattr(self.fd)
+            raw = [*attrs[:6], list(attrs[6])]
+            raw[3] = attrs[3] & ~termios.ICANON
+            raw[6][termios.VMIN] = 0
+            raw[6][termios.VTIME] = 0
+            termios.tcsetattr(self.fd, termios.TCSANOW, raw)
+        except (OSError, termios.error):
+            return
+        taken = b""
+        try:
+            while len(taken) < _TYPED_AHEAD:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                taken += chunk
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError, termios.error):
+                termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        taken = taken.replace(b"\x00", b"")  # an end of input (Ctrl-D) typed ahead
+        if taken:
+            self._buffer += taken
+            self._unshown = len(self._buffer)
+
+    def _show_typed_ahead(self) -> None:
+        """Show the next line's part that was typed unseen, as if echoed."""
+        if not self._unshown:
+            return
+        part = self._buffer[: self._unshown]
+        line, newline, _ = part.partition(b"\n")
+        self._unshown -= len(line) + len(newline)
+        if not newline:
+            self._unshown = 0
+        _say(printable(line.decode("utf-8", "replace")), end="\n" if newline else "")
 
 
 def describe(request: ApprovalRequest) -> str:

@@ -263,7 +263,10 @@ class Chat:
         self.in_turn = True
         result: RunResponse | None = None
         try:
-            with view if view is not None else contextlib.nullcontext():
+            # keys typed during the turn are not drawn into the panel: they
+            # are shown at the next prompt
+            hidden = self.lines.hidden() if view is not None else contextlib.nullcontext()
+            with hidden, view if view is not None else contextlib.nullcontext():
                 async with anyio.create_task_group() as tg:
                     if view is not None:
                         tg.start_soon(_tick, view)

@@ -29,7 +29,7 @@ from coding_genesis.result import RunResponse
 from coding_genesis.status import Status
 
 if TYPE_CHECKING:
-    from coding_genesis._cli.asking import TerminalAsker
+    from coding_genesis._cli.asking import TerminalAsker, TerminalLines
     from coding_genesis.agent import CodingGenesisAgent
 
 __all__ = ["LiveOutcome", "execute"]
@@ -135,8 +135,14 @@ def execute(
         return result
 
     result: RunResponse | None = None
+    # Keys typed during the run would be drawn into the panel: not echoed;
+    # they stay typed for the shell.
+    keys = _keyboard(asker) if view is not None else None
     try:
-        with view if view is not None else contextlib.nullcontext():
+        with (
+            keys.hidden(keep=False) if keys is not None else contextlib.nullcontext(),
+            view if view is not None else contextlib.nullcontext(),
+        ):
             result = anyio.run(main)
     except KeyboardInterrupt:
         # Ctrl-C before the signal watcher was up or after it was gone: the
@@ -150,6 +156,18 @@ def execute(
     if result is not None:
         stop.clear()
     return LiveOutcome(result, stop[0] if stop else None, tracker)
+
+
+def _keyboard(asker: TerminalAsker | None) -> TerminalLines | None:
+    """The terminal keys are typed on (the asker's), if stdin is one."""
+    from coding_genesis._cli.asking import TerminalLines
+
+    if asker is not None:
+        return asker.lines
+    try:
+        return TerminalLines(sys.stdin.fileno()) if sys.stdin.isatty() else None
+    except (OSError, ValueError):  # stdin closed or replaced
+        return None
 
 
 def stopped_response(outcome: LiveOutcome, agent: CodingGenesisAgent) -> dict[str, Any]:

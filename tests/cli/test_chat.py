@@ -78,6 +78,8 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     assert terminal.wait_for("Allow Write `/etc/passwd`?"), terminal.screen
     say(terminal, "n write under ./out instead")
     assert terminal.wait_for("denied Write: write under ./out instead"), terminal.screen
+    # The answer is echoed as typed (the keys are hidden only while the panel is up).
+    assert "[a]lways for this session: n write under ./out instead" in terminal.screen
 
     # A flag settles first: nobody is asked.
     say(terminal, 'ASK Bash {"command": "rm -rf /tmp/x"}')
@@ -217,3 +219,35 @@ def test_a_cli_that_dies_ends_the_session_with_its_turns_status(
     assert "[status 1: incomplete]" in screen
     assert "the CLI's process ended; the session is closed" in screen
     assert marked_processes([fake.mark]) == []
+
+
+def test_keys_typed_during_a_turn_are_not_drawn_into_the_panel_and_make_the_next_prompt(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """The kernel echoes a key where the cursor is: into the panel, which then
+    redraws one line too low and leaves its top behind.  Typed ahead, a line is
+    shown at the next prompt and sent; an unfinished one is finished there."""
+    fake = FakeCLI(tmp_path, "claude")
+    terminal = chat(terminals, fake, tmp_path)
+    say(terminal, "SLEEP 1.5")
+    assert terminal.wait_for("running Bash"), terminal.screen
+    say(terminal, "typed ahead")  # a whole line, while the panel is drawn
+    terminal.send(b"half")  # and the start of another
+    time.sleep(0.3)
+    assert terminal.wait_for("fake claude got: typed ahead", 30), terminal.screen
+    terminal.send(b" done\r")
+    assert terminal.wait_for("fake claude got: half done"), terminal.screen
+    terminal.send(b"\x04")
+    assert terminal.wait() == 0
+    screen = terminal.screen
+    assert "state BUSY" not in screen  # no panel left behind
+    assert not [line for line in screen.splitlines() if line.startswith("tool calls")]
+    assert "> typed ahead\n" in screen  # shown at the prompt, as if echoed there
+    assert "> half done\n" in screen
+    assert screen.count("typed ahead") == 2  # the prompt, the answer: never in the panel
+    # Never drawn while the panel was up.
+    assert not [f for f in terminal.frames if "running Bash" in f and "typed ahead" in f]
+    sent = [r["stdin"] for r in fake.records() if "stdin" in r]
+    prompts = [s["message"]["content"] for s in sent if s.get("type") == "user"]
+    assert prompts == ["SLEEP 1.5", "typed ahead", "half done"]
+    assert len(started(fake)) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,33 @@ def test_quiet_draws_no_panel_on_a_terminal(tmp_path: Path, terminals: list[Term
     assert "quiet answer" in terminal.screen
     assert "tool calls" not in terminal.screen
     assert "genesis: ok" not in terminal.screen
+
+
+def test_keys_typed_during_a_run_are_not_drawn_into_the_panel(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """The kernel would echo them where the cursor is, into the panel, which
+    then redraws a line too low and leaves its top behind; the echo is back
+    on for the shell afterwards."""
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script(
+        [
+            {"init": True},
+            {"emit": tool_use("t1", "make")},
+            {"sleep": 1.2},
+            {"emit": tool_result("t1")},
+            {"answer": "built"},
+        ]
+    )
+    terminal = start(terminals, fake, tmp_path, "--timeout", "90")
+    assert terminal.wait_for("running Bash: make"), terminal.screen
+    terminal.send(b"ls -l\r")
+    assert terminal.wait() == 0
+    screen = terminal.screen
+    assert "built" in screen and "genesis: ok" in screen
+    assert "state BUSY" not in screen  # no panel left behind
+    assert "ls -l" not in terminal.seen  # typed for the shell, never drawn
+    assert termios.tcgetattr(terminal.master)[3] & termios.ECHO  # echo back on
 
 
 def test_budget_and_cost_read_once_as_a_terminal_shows_them(
