@@ -54,6 +54,8 @@ class TerminalLines:
         #: Bytes at the start of the buffer typed while hidden, not yet shown.
         self._unshown = 0
         self._hidden = False
+        #: An end of input typed ahead, after the buffer.
+        self._eof = False
 
     async def read(self) -> str | None:
         """The next line, without its newline; None at the end of input
@@ -61,6 +63,10 @@ class TerminalLines:
         self._show_typed_ahead()
         with self._echoing():
             while b"\n" not in self._buffer:
+                if self._eof:  # typed ahead: the lines before it, then the end
+                    self._eof = bool(self._buffer)
+                    line, self._buffer = self._buffer, b""
+                    return line.decode("utf-8", "replace") if line else None
                 await anyio.wait_readable(self.fd)
                 try:
                     chunk = os.read(self.fd, 4096)
@@ -81,6 +87,7 @@ class TerminalLines:
         """Drop what was typed and not yet read (the kernel's line included)."""
         self._buffer = b""
         self._unshown = 0
+        self._eof = False
         with contextlib.suppress(OSError, termios.error):
             termios.tcflush(self.fd, termios.TCIFLUSH)
 
@@ -155,9 +162,19 @@ class TerminalLines:
         finally:
             with contextlib.suppress(OSError, termios.error):
                 termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
-        taken = taken.replace(b"\x00", b"")  # an end of input (Ctrl-D) typed ahead
-        if taken:
-            self._buffer += taken
+        # The kernel keeps an end of input (Ctrl-D) as a NUL: on an empty line
+        # it ends the input (for chat: the session), after some text it only
+        # hands the text over.
+        kept = b""
+        for piece in taken.split(b"\x00")[:-1]:
+            kept += piece
+            if not kept or kept.endswith(b"\n"):
+                self._eof = True
+                break
+        else:
+            kept += taken.rpartition(b"\x00")[2]
+        if kept:
+            self._buffer += kept
             self._unshown = len(self._buffer)
 
     def _show_typed_ahead(self) -> None:

@@ -237,8 +237,11 @@ def test_keys_typed_during_a_turn_are_not_drawn_into_the_panel_and_make_the_next
     assert terminal.wait_for("fake claude got: typed ahead", 30), terminal.screen
     terminal.send(b" done\r")
     assert terminal.wait_for("fake claude got: half done"), terminal.screen
-    terminal.send(b"\x04")
+    say(terminal, "SLEEP 1")
+    assert terminal.wait_for("running Bash"), terminal.screen
+    terminal.send(b"\x04")  # Ctrl-D typed during a turn: the session closes after it
     assert terminal.wait() == 0
+    assert "genesis chat: session closed - 4 turns" in terminal.screen
     screen = terminal.screen
     assert "state BUSY" not in screen  # no panel left behind
     assert not [line for line in screen.splitlines() if line.startswith("tool calls")]
@@ -246,8 +249,10 @@ def test_keys_typed_during_a_turn_are_not_drawn_into_the_panel_and_make_the_next
     assert "> half done\n" in screen
     assert screen.count("typed ahead") == 2  # the prompt, the answer: never in the panel
     # Never drawn while the panel was up.
-    assert not [f for f in terminal.frames if "running Bash" in f and "typed ahead" in f]
+    first = "time.sleep(1.5)"
+    assert [f for f in terminal.frames if first in f]
+    assert not [f for f in terminal.frames if first in f and "typed ahead" in f]
     sent = [r["stdin"] for r in fake.records() if "stdin" in r]
     prompts = [s["message"]["content"] for s in sent if s.get("type") == "user"]
-    assert prompts == ["SLEEP 1.5", "typed ahead", "half done"]
+    assert prompts == ["SLEEP 1.5", "typed ahead", "half done", "SLEEP 1"]
     assert len(started(fake)) == 1
