@@ -26,6 +26,31 @@ _LAUNCHER = (
     "os.execv(sys.argv[1], sys.argv[1:])"
 )
 
+#: The same terminal, with `genesis` a background job on it: in a process group
+#: of its own, not the terminal's foreground one (like `genesis run ... &` in a
+#: shell).  The launcher stays in the foreground, passes SIGTERM on and exits
+#: with genesis's code.
+_BACKGROUND_LAUNCHER = """
+import fcntl, os, signal, sys, termios
+os.setsid()
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.execv(sys.argv[1], sys.argv[1:])
+signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
+while True:
+    try:
+        _, status = os.waitpid(pid, os.WUNTRACED)
+    except InterruptedError:
+        continue
+    if os.WIFSTOPPED(status):  # stopped (SIGTTOU): say so and end it
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit(125)
+    sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
 
 def genesis(
     args: Sequence[str],
@@ -55,13 +80,21 @@ class Terminal:
         env: Mapping[str, str] | None = None,
         cols: int = 120,
         rows: int = 40,
+        *,
+        background: bool = False,
     ) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         full_env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), **(env or {})}
         full_env.pop("NO_COLOR", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER, *GENESIS, *args],
+            [
+                sys.executable,
+                "-c",
+                _BACKGROUND_LAUNCHER if background else _LAUNCHER,
+                *GENESIS,
+                *args,
+            ],
             stdin=slave,
             stdout=slave,
             stderr=slave,

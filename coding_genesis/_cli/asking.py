@@ -120,9 +120,21 @@ class TerminalLines:
         finally:
             self._set_echo(on=False)
 
+    def _foreground(self) -> bool:
+        """Whether we own the terminal now.  A background job (``genesis run
+        ... &``) leaves its modes alone: changing them would stop it
+        (SIGTTOU), and they are the shell's."""
+        try:
+            return os.tcgetpgrp(self.fd) == os.getpgrp()
+        except OSError:
+            return False
+
     def _set_echo(self, *, on: bool) -> bool:
         """Turn the terminal's echo on or off; False when it is not a
-        terminal or its echo was already off (someone else's setting)."""
+        terminal, not ours now, or its echo was already off (someone else's
+        setting)."""
+        if not self._foreground():
+            return False
         try:
             attrs = termios.tcgetattr(self.fd)
             echoing = bool(attrs[3] & termios.ECHO)
@@ -138,6 +150,8 @@ class TerminalLines:
         """Move what was typed unseen (whole lines and the one being typed)
         from the kernel into the buffer: the kernel hands the unfinished
         line over once the terminal leaves canonical mode for a moment."""
+        if not self._foreground():
+            return
         try:
             attrs = termios.tcgetattr(self.fd)
             raw = [*attrs[:6], list(attrs[6])]

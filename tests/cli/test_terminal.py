@@ -193,6 +193,22 @@ def test_keys_typed_during_a_run_are_not_drawn_into_the_panel(
     assert termios.tcgetattr(terminal.master)[3] & termios.ECHO  # echo back on
 
 
+def test_a_run_in_the_background_leaves_the_terminals_modes_alone(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """`genesis run ... &`: the panel is drawn, but the terminal's modes are
+    the shell's; changing them from a background job would stop it (SIGTTOU)."""
+    fake = FakeCLI(tmp_path, "claude")
+    fake.script([{"init": True}, {"sleep": 0.5}, {"answer": "done in the background"}])
+    env = {**fake.env(), "FAKE_CLI_SESSION": SESSION, "GENESIS_TRANSCRIPTS": str(tmp_path / "runs")}
+    argv = ["run", "--backend", "claude", "--cli-path", fake.path, "--timeout", "60", "go"]
+    terminal = Terminal(argv, env=env, background=True)
+    terminals.append(terminal)
+    assert terminal.wait() == 0  # 125: it was stopped
+    assert "done in the background" in terminal.screen
+    assert "genesis: ok" in terminal.screen
+
+
 def test_budget_and_cost_read_once_as_a_terminal_shows_them(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
