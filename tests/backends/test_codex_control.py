@@ -306,18 +306,19 @@ PARAMS = {
 }
 
 
-def schema_problems(obj: Outgoing) -> list[str]:
+def schema_problems(obj: Outgoing, schemas: Path = SCHEMAS) -> list[str]:
+    """What in ``obj`` (a line the codec writes) the schema in ``schemas`` refuses."""
     if "method" in obj and "id" in obj:
-        found = problems(load(SCHEMAS / "JSONRPCRequest.json"), obj)
-        return found + problems(load(SCHEMAS / PARAMS[obj["method"]]), obj["params"])
+        found = problems(load(schemas / "JSONRPCRequest.json"), obj)
+        return found + problems(load(schemas / PARAMS[obj["method"]]), obj["params"])
     if "method" in obj:
-        return problems(load(SCHEMAS / "JSONRPCNotification.json"), obj) + problems(
-            load(SCHEMAS / "ClientNotification.json"), obj
+        return problems(load(schemas / "JSONRPCNotification.json"), obj) + problems(
+            load(schemas / "ClientNotification.json"), obj
         )
     if "error" in obj:
-        return problems(load(SCHEMAS / "JSONRPCError.json"), obj)
-    return problems(load(SCHEMAS / "JSONRPCResponse.json"), obj) + problems(
-        load(SCHEMAS / "CommandExecutionRequestApprovalResponse.json"), obj["result"]
+        return problems(load(schemas / "JSONRPCError.json"), obj)
+    return problems(load(schemas / "JSONRPCResponse.json"), obj) + problems(
+        load(schemas / "CommandExecutionRequestApprovalResponse.json"), obj["result"]
     )
 
 
@@ -352,6 +353,12 @@ def test_every_object_the_codec_writes_matches_the_schema() -> None:
 
 def test_what_codex_wrote_matches_the_schema() -> None:
     """The recorded messages we read, against the files we rely on (a check of the checker)."""
+    assert recorded_problems(SCHEMAS) == []
+
+
+def recorded_problems(schemas: Path) -> list[str]:
+    """What the schema in ``schemas`` refuses of the messages codex wrote in the
+    recordings, of the kinds we read (each kind must be recorded)."""
     files = {
         "turn/completed": "v2/TurnCompletedNotification.json",
         "item/started": "v2/ItemStartedNotification.json",
@@ -361,13 +368,15 @@ def test_what_codex_wrote_matches_the_schema() -> None:
         "item/fileChange/requestApproval": "FileChangeRequestApprovalParams.json",
     }
     seen = set()
+    found: list[str] = []
     for name in ALL:
         for line in lines(name):
             method = (line.get("msg") or {}).get("method")
             if line["dir"] == "<" and method in files:
                 seen.add(method)
-                assert problems(load(SCHEMAS / files[method]), line["msg"]["params"]) == []
+                found += problems(load(schemas / files[method]), line["msg"]["params"])
     assert seen == set(files)
+    return found
 
 
 def test_every_notification_recorded_is_known() -> None:
@@ -378,6 +387,11 @@ def test_every_notification_recorded_is_known() -> None:
 
 def test_the_method_names_the_codec_knows_exist() -> None:
     names = json.loads((SCHEMAS / "methods.json").read_text(encoding="utf-8"))
+    assert_the_codecs_methods_in(names)
+
+
+def assert_the_codecs_methods_in(names: dict[str, list[str]]) -> None:
+    """Each method the codec writes, answers or reads is one of ``names`` (methods.json's form)."""
     assert set(FORWARDED) <= set(names["serverNotifications"])
     assert set(OPT_OUT) <= set(names["serverNotifications"])
     assert {*PARAMS} <= set(names["clientRequests"])
