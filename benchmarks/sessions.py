@@ -300,61 +300,64 @@ async def _first_event(rig: Rig, n: int) -> dict[str, list[float]]:
 async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[float]]:
     """``pairs`` pairs of a ``turns``-turn conversation, ours and the SDK's:
     both open at once, their turns interleaved one by one (the machine's noise
-    falls on both), each side's turns summed; the openings timed apart."""
+    falls on both), each side's turns summed; the openings timed apart.  A
+    second SDK client (``sdk2``) runs alongside in the same way, a control:
+    the SDK against itself is what the harness reads for two equal clients."""
     from claude_agent_sdk import ClaudeSDKClient
 
     prompts = [(f"SCENARIO:text answer {i}", f"answer {i}") for i in range(turns)]
+    names = ("ours", "sdk", "sdk2")
 
-    async def pair(count: int, sdk_first: bool) -> dict[str, float]:
+    async def pair(count: int, rep: int) -> dict[str, float]:
         agent = _agent(rig, rig.cwd("conversation-ours"))
-        client = ClaudeSDKClient(_sdk_options(rig, rig.cwd("conversation-sdk")))
-        took = {"ours": 0.0, "sdk": 0.0, "ours_cpu": 0.0, "sdk_cpu": 0.0}
+        clients = {
+            name: ClaudeSDKClient(_sdk_options(rig, rig.cwd(f"conversation-{name}")))
+            for name in ("sdk", "sdk2")
+        }
+        took = {name: 0.0 for name in names} | {f"{name}_cpu": 0.0 for name in names}
+        # Who opens and goes first turns round from pair to pair.
+        order = names[rep % 3 :] + names[: rep % 3]
         async with contextlib.AsyncExitStack() as stack:
-
-            async def open_ours() -> Any:
-                return await stack.enter_async_context(agent.session())
-
-            async def open_sdk() -> Any:
-                return await stack.enter_async_context(client)
-
             opened: dict[str, Any] = {}
-            for name in ("sdk", "ours") if sdk_first else ("ours", "sdk"):
+            for name in order:
                 started = time.perf_counter()
-                opened[name] = await (open_sdk() if name == "sdk" else open_ours())
+                opened[name] = await stack.enter_async_context(
+                    agent.session() if name == "ours" else clients[name]
+                )
                 took[f"{name}_open"] = time.perf_counter() - started
             session = opened["ours"]
 
-            async def ours(prompt: str, answer: str) -> None:
+            async def ours(prompt: str, answer: str, name: str) -> None:
                 _check(await session.send_result(prompt), answer)
 
-            async def sdk(prompt: str, answer: str) -> None:
-                text = await _sdk_turn(client, prompt)
+            async def sdk(prompt: str, answer: str, name: str) -> None:
+                text = await _sdk_turn(clients[name], prompt)
                 if text != answer:
                     raise RuntimeError(f"claude-agent-sdk's turn answered {text!r}, not {answer!r}")
 
-            sides = {"ours": ours, "sdk": sdk}
             for i, (prompt, answer) in enumerate(prompts[:count]):
-                for name in ("ours", "sdk") if (i % 2 == 0) != sdk_first else ("sdk", "ours"):
+                for name in order[i % 3 :] + order[: i % 3]:
                     started, cpu = time.perf_counter(), time.process_time()
-                    await sides[name](prompt, answer)
+                    await (ours if name == "ours" else sdk)(prompt, answer, name)
                     took[name] += time.perf_counter() - started
                     took[f"{name}_cpu"] += time.process_time() - cpu
                     turn_times[name].append(time.perf_counter() - started)
         return took
 
-    #: Every turn's time, both sides in step (turn i of ours was run next to turn i of the SDK's).
-    turn_times: dict[str, list[float]] = {"ours": [], "sdk": []}
+    #: Every turn's time, all sides in step (turn i of each was run next to the others').
+    turn_times: dict[str, list[float]] = {name: [] for name in names}
 
-    await pair(1, False)  # warm-up
-    turn_times["ours"].clear()
-    turn_times["sdk"].clear()
+    await pair(1, 0)  # warm-up
+    for times in turn_times.values():
+        times.clear()
     out: dict[str, list[float]] = {
-        k: [] for k in ("ours", "sdk", "ours_open", "sdk_open", "ours_cpu", "sdk_cpu")
+        f"{name}{part}": [] for name in names for part in ("", "_open", "_cpu")
     }
     for rep in range(pairs):
-        for name, value in (await pair(turns, rep % 2 == 1)).items():
+        for name, value in (await pair(turns, rep)).items():
             out[name].append(value)
-    out["ours_turns"], out["sdk_turns"] = turn_times["ours"], turn_times["sdk"]
+    for name in names:
+        out[f"{name}_turns"] = turn_times[name]
     return out
 
 
@@ -598,6 +601,9 @@ def fig_sessions(p: Params) -> Result:
         total_ratio = sum(talk["ours_turns"]) / sum(talk["sdk_turns"])
         turn_ratio = paired_ratio(talk["ours_turns"], talk["sdk_turns"])
         open_ratio = paired_ratio(talk["ours_open"], talk["sdk_open"])
+        # The control: the SDK against itself, read the same ways.
+        self_ratio = paired_ratio(talk["sdk2"], talk["sdk"])
+        self_total = sum(talk["sdk2_turns"]) / sum(talk["sdk_turns"])
         rows += [
             row(
                 f"claude-agent-sdk {version} `ClaudeSDKClient`: {turns} turns (opening excluded)",
@@ -617,6 +623,14 @@ def fig_sessions(p: Params) -> Result:
                 f"{median(talk['ours_cpu']) / turns * 1000:.1f} ms of it; opening "
                 f"{_ms(talk['ours_open']):.0f} ms ({open_ratio:.2f}× the SDK's)",
             ),
+            row(
+                f"control: a second `ClaudeSDKClient` alongside, {turns} turns",
+                median(talk["sdk2"]),
+                "s",
+                ratio=self_ratio,
+                note=f"the SDK against itself: what the harness reads for two equal clients; "
+                f"all {len(talk['sdk2_turns'])} turns {self_total:.2f}× in total",
+            ),
         ]
         aims.append(
             aim_row(
@@ -625,7 +639,8 @@ def fig_sessions(p: Params) -> Result:
                 1.05,
                 note=f"median of {pairs} interleaved pairs; openings excluded "
                 f"(opening {open_ratio:.2f}×); all {every_turn} turns: {total_ratio:.2f}× in "
-                f"total, {turn_ratio:.2f}× at the median of each turn's ratio",
+                f"total, {turn_ratio:.2f}× at the median of each turn's ratio; the SDK "
+                f"against itself {self_ratio:.2f}× ({self_total:.2f}× in total)",
             )
         )
         met.append(talk_ratio <= 1.05)
@@ -720,8 +735,9 @@ def fig_sessions(p: Params) -> Result:
         )
         notes.append(
             f"{turns}-turn conversations: {pairs} pairs after a one-turn warm-up pair; in each "
-            "pair both sessions are open and their turns alternate one by one (who goes first "
-            "alternates too); `SCENARIO:text` prompts, each answer checked; the SDK is given claude's "
+            "pair ours, the SDK's and a second SDK client (the control) are open at once and "
+            "their turns go round one by one (who opens and goes first turns round too); "
+            "`SCENARIO:text` prompts, each answer checked; the SDK is given claude's "
             "own system prompt preset (its default, `--system-prompt ''`, would have claude "
             "send a shorter request than ours). Approvals: each turn asks for one `Write` of a "
             f"new file; the five variants' sessions stay open and their {trips} turns each are "
