@@ -604,6 +604,8 @@ def fig_sessions(p: Params) -> Result:
         # The control: the SDK against itself, read the same ways.
         self_ratio = paired_ratio(talk["sdk2"], talk["sdk"])
         self_total = sum(talk["sdk2_turns"]) / sum(talk["sdk_turns"])
+        control_ratio = paired_ratio(talk["ours"], talk["sdk2"])
+        control_total = sum(talk["ours_turns"]) / sum(talk["sdk2_turns"])
         rows += [
             row(
                 f"claude-agent-sdk {version} `ClaudeSDKClient`: {turns} turns (opening excluded)",
@@ -640,7 +642,8 @@ def fig_sessions(p: Params) -> Result:
                 note=f"median of {pairs} interleaved pairs; openings excluded "
                 f"(opening {open_ratio:.2f}×); all {every_turn} turns: {total_ratio:.2f}× in "
                 f"total, {turn_ratio:.2f}× at the median of each turn's ratio; the SDK "
-                f"against itself {self_ratio:.2f}× ({self_total:.2f}× in total)",
+                f"against itself {self_ratio:.2f}× ({self_total:.2f}× in total); ours against "
+                f"the second SDK client {control_ratio:.2f}× ({control_total:.2f}× in total)",
             )
         )
         met.append(talk_ratio <= 1.05)
