@@ -60,10 +60,16 @@ def methods(generated: Path) -> dict[str, list[str]]:
     }
 
 
-def _generate(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Path:
+def _codex() -> str:
+    """The codex to ask; the test skips where none is installed (``.ci/run`` installs it)."""
     codex = find_codex()
     if codex is None:
         pytest.skip("real codex CLI not found (GENESIS_CODEX_PATH, .tools/node_modules/.bin, PATH)")
+    return codex
+
+
+def _generate(tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Path:
+    codex = _codex()
     out = tmp_path_factory.mktemp("codex-schema")
     home = tmp_path_factory.mktemp("codex-home")
     env = clean_env() | {"CODEX_HOME": str(home), "HOME": str(home)}
@@ -92,9 +98,7 @@ def committed_version() -> str:
 
 @pytest.fixture(scope="module")
 def installed() -> str:
-    codex = find_codex()
-    if codex is None:
-        pytest.skip("real codex CLI not found (GENESIS_CODEX_PATH, .tools/node_modules/.bin, PATH)")
+    codex = _codex()
     out = subprocess.run(
         [codex, "--version"],
         env=clean_env(),
