@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,10 +297,41 @@ async def _first_event(rig: Rig, n: int) -> dict[str, list[float]]:
 # -- 2. a 20-turn conversation vs ClaudeSDKClient ------------------------------------
 
 
+def balanced(names: Sequence[str], turns: int) -> list[str]:
+    """``turns`` turns of each client in an order where every client follows
+    every client, itself included, about equally often.
+
+    A turn is slowed by the work its predecessor leaves behind.  After each of
+    the SDK's results claude sends a ``session_state_changed`` frame that the
+    SDK reads and acts on while the next turn runs; a turn after ours was
+    0.2–3.4 ms quicker than one after the SDK, and no quicker once the SDK's
+    claude was told not to send the frames.  Going round in a fixed order,
+    each client always follows the same one (ours the second SDK client, the
+    SDK ours): that work fell on ours and never on the SDK, and the SDK's
+    client after ours was ahead of its twin in every run.  The order here
+    walks a de Bruijn cycle over the clients (each ordered pair of successive
+    turns once per cycle), skipping a client whose turns are done.
+    """
+    k = len(names)
+    # The Lyndon words of length 1 and 2 in order (a; a b for every b > a),
+    # joined: a de Bruijn cycle of order 2 (for three, 0 0 1 0 2 1 1 2 2).
+    cycle = [s for a in range(k) for s in (a, *(x for b in range(a + 1, k) for x in (a, b)))]
+    left = dict.fromkeys(names, turns)
+    out: list[str] = []
+    while len(out) < k * turns:
+        for symbol in cycle:
+            name = names[symbol]
+            if left[name]:
+                left[name] -= 1
+                out.append(name)
+    return out
+
+
 async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[float]]:
     """``pairs`` pairs of a ``turns``-turn conversation, ours and the SDK's:
     both open at once, their turns interleaved one by one (the machine's noise
-    falls on both), each side's turns summed; the openings timed apart.  A
+    falls on both) in an order where each follows each equally often
+    (:func:`balanced`), each side's turns summed; the openings timed apart.  A
     second SDK client (``sdk2``) runs alongside in the same way, a control:
     the SDK against itself is what the harness reads for two equal clients."""
     from claude_agent_sdk import ClaudeSDKClient
@@ -315,7 +346,8 @@ async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[floa
             for name in ("sdk", "sdk2")
         }
         took = {name: 0.0 for name in names} | {f"{name}_cpu": 0.0 for name in names}
-        # Who opens and goes first turns round from pair to pair.
+        # Who opens, and which client is which in the balanced order, turns
+        # round from pair to pair.
         order = names[rep % 3 :] + names[: rep % 3]
         async with contextlib.AsyncExitStack() as stack:
             opened: dict[str, Any] = {}
@@ -335,13 +367,15 @@ async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[floa
                 if text != answer:
                     raise RuntimeError(f"claude-agent-sdk's turn answered {text!r}, not {answer!r}")
 
-            for i, (prompt, answer) in enumerate(prompts[:count]):
-                for name in order[i % 3 :] + order[: i % 3]:
-                    started, cpu = time.perf_counter(), time.process_time()
-                    await (ours if name == "ours" else sdk)(prompt, answer, name)
-                    took[name] += time.perf_counter() - started
-                    took[f"{name}_cpu"] += time.process_time() - cpu
-                    turn_times[name].append(time.perf_counter() - started)
+            done = {name: 0 for name in names}
+            for name in balanced(order, count):
+                prompt, answer = prompts[done[name]]
+                done[name] += 1
+                started, cpu = time.perf_counter(), time.process_time()
+                await (ours if name == "ours" else sdk)(prompt, answer, name)
+                took[name] += time.perf_counter() - started
+                took[f"{name}_cpu"] += time.process_time() - cpu
+                turn_times[name].append(time.perf_counter() - started)
         return took
 
     #: Every turn's time, all sides in step (turn i of each was run next to the others').

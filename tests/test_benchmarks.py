@@ -109,3 +109,23 @@ def test_reports_render_every_state() -> None:
     assert "boom" in md
     assert "## Before and after the fixes" in md
     assert "1.10×" in render_text(report)
+
+
+@pytest.mark.parametrize("count", [2, 3, 4])
+def test_the_session_figure_gives_every_client_every_predecessor_alike(count: int) -> None:
+    """Figure 8's turn order: each client its turns, and each ordered pair of
+    successive turns (a client after itself included) about as often as any
+    other, so the work one client leaves behind falls on all alike."""
+    from collections import Counter
+    from itertools import pairwise
+
+    from benchmarks.sessions import balanced
+
+    names = [f"c{i}" for i in range(count)]
+    order = balanced(names, 20)
+    assert Counter(order) == dict.fromkeys(names, 20)
+    follows = Counter(pairwise(order))
+    assert set(follows) == {(a, b) for a in names for b in names}
+    assert max(follows.values()) - min(follows.values()) <= 3
+    # A fixed round, by contrast, gives each client one predecessor.
+    assert len(Counter(pairwise(names * 20))) == count
