@@ -782,7 +782,10 @@ def fig_sessions(p: Params) -> Result:
         notes.append(
             f"{turns}-turn conversations: {pairs} pairs after a one-turn warm-up pair; in each "
             "pair ours, the SDK's and a second SDK client (the control) are open at once and "
-            "their turns go round one by one (who opens and goes first turns round too); "
+            "their turns are interleaved one by one in an order where each client follows "
+            "each, itself included, about equally often (a de Bruijn cycle: the turn after "
+            "one of the SDK's pays for what the SDK does after its result); who is made and "
+            "opens first turns round through the six orders; "
             "`SCENARIO:text` prompts, each answer checked; the SDK is given claude's "
             "own system prompt preset (its default, `--system-prompt ''`, would have claude "
             "send a shorter request than ours). Approvals: each turn asks for one `Write` of a "
