@@ -387,7 +387,7 @@ async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[floa
                 turn_times[name].append(time.perf_counter() - started)
         return took
 
-    #: Every turn's time, all sides in step (turn i of each was run next to the others').
+    #: Every turn's time, all sides in step (turn i of each ran close to the others' turn i).
     turn_times: dict[str, list[float]] = {name: [] for name in names}
 
     await pair(1, 0)  # warm-up
