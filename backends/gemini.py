@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -45,7 +46,9 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_hint, preview
+from .acp import AcpProtocol
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -114,6 +117,32 @@ def gemini_failure_hint(result: RunResult) -> str | None:
     return None
 
 
+def _options(
+    model: str | None, options: Mapping[str, Any], retries: int | None, max_turns: int | None
+) -> tuple[list[str], list[str]]:
+    """The arguments (model, directories) and warnings a one-shot run and a
+    live session share."""
+    args: list[str] = []
+    warnings: list[str] = []
+    if model:
+        args += ["-m", model]
+    dirs = options.get("include_directories")
+    if dirs:
+        joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
+        args.append(f"--include-directories={joined}")
+    if retries is not None:
+        warnings.append(
+            "gemini's API retries cannot be capped per run (general.maxAttempts in "
+            "~/.gemini/settings.json): cli_max_retries not honored"
+        )
+    if max_turns is not None:
+        warnings.append(
+            "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
+            "max_turns not honored"
+        )
+    return args, warnings
+
+
 class GeminiBackend(Backend):
     name = "gemini"
     executable = "gemini"
@@ -144,6 +173,8 @@ class GeminiBackend(Backend):
         "caps them for every run); a 429 is retried for about 270 s by default",
         "no turn limit flag (model.maxSessionTurns in its settings only)",
         "its API errors exit with the HTTP status mod 256 (401 -> 145, 429 -> 173)",
+        "live sessions and approvals over ACP (gemini --acp --skip-trust); resume= in a live "
+        "session is refused (its session/load wipes the session)",
     )
     options: Mapping[str, OptionSpec] = {
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
@@ -154,36 +185,43 @@ class GeminiBackend(Backend):
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
     def build_command(self, request: AttemptRequest) -> CommandSpec:
-        opts = request.options
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
-        warnings: list[str] = []
-        if request.model:
-            args += ["-m", request.model]
-        mode = opts.get("approval_mode")
+        shared, warnings = _options(
+            request.model, request.options, request.cli_max_retries, request.max_turns
+        )
+        mode = request.options.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        dirs = opts.get("include_directories")
-        if dirs:
-            joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
-            args.append(f"--include-directories={joined}")
+        args += shared
         if request.resume_session:
             args.append(f"--resume={request.resume_session}")
-        if request.cli_max_retries is not None:
-            warnings.append(
-                "gemini's API retries cannot be capped per run (general.maxAttempts in "
-                "~/.gemini/settings.json): cli_max_retries not honored"
-            )
-        if request.max_turns is not None:
-            warnings.append(
-                "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
-                "max_turns not honored"
-            )
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
+            env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+            warnings=tuple(warnings),
+        )
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``gemini --acp``): see :mod:`.acp`."""
+        return AcpProtocol(acp_agents.GEMINI, self._acp_command)
+
+    def _acp_command(self, start: SessionStart) -> CommandSpec:
+        """``gemini --acp --skip-trust``: modes (``permissions=``, an approver)
+        are set over the protocol, not on the command line."""
+        shared, warnings = _options(
+            start.model, start.options, start.cli_max_retries, start.max_turns
+        )
+        if start.options.get("approval_mode"):
+            warnings.append(
+                "option approval_mode is not used in a live session: permissions= and "
+                "approver= pick gemini's mode (session/set_mode)"
+            )
+        return CommandSpec(
+            args=("--acp", "--skip-trust", *shared, *start.extra_args),
             env={"GEMINI_CLI_NO_RELAUNCH": "true"},
             warnings=tuple(warnings),
         )

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -35,7 +36,9 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_hint, preview
+from .acp import AcpProtocol
 
 __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 
@@ -99,6 +102,8 @@ class OpencodeBackend(Backend):
         "permissions= is passed as OPENCODE_PERMISSION (over the user's own)",
         "no final result event: the last step_finish with reason 'stop' ends the run",
         "may ignore SIGTERM for 15-30 s: stopped by SIGKILL after the grace period",
+        "live sessions and approvals over ACP (opencode acp); model= and an approver's "
+        "permission: ask go in OPENCODE_CONFIG_CONTENT (over the user's own)",
     )
     options: Mapping[str, OptionSpec] = {
         "agent": OptionSpec((str,), "--agent"),
@@ -138,6 +143,41 @@ class OpencodeBackend(Backend):
 
     def translator(self) -> OpencodeTranslator:
         return OpencodeTranslator()
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``opencode acp``): see :mod:`.acp`."""
+        return AcpProtocol(acp_agents.OPENCODE, self._acp_command)
+
+    def _acp_command(self, start: SessionStart) -> CommandSpec:
+        """``opencode acp --cwd DIR``.  opencode has no permission modes: with an
+        approver its configuration says ``"permission": "ask"`` (through
+        ``OPENCODE_CONFIG_CONTENT``: every tool call asked; measured), else
+        ``permissions=`` is ``OPENCODE_PERMISSION`` as for a run.  The model is
+        its configuration's ``model`` too (``opencode acp`` takes no ``-m``)."""
+        args = ["acp", "--cwd", start.cwd]
+        warnings: list[str] = []
+        for name in ("agent", "variant"):
+            if start.options.get(name):
+                warnings.append(f"option {name} is not used by opencode acp")
+        if start.max_turns is not None:
+            warnings.append("opencode has no turn limit flag: max_turns is not honored")
+        if start.cli_max_retries is not None:
+            warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
+        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        config: dict[str, Any] = {}
+        if start.model:
+            config["model"] = start.model
+        if start.approvals and start.permissions != "read-only":
+            config["permission"] = "ask"
+        else:
+            permission = _PERMISSIONS.get(start.permissions or "")
+            if permission is not None:
+                env["OPENCODE_PERMISSION"] = json.dumps(permission)
+        if config:
+            env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        return CommandSpec(
+            args=(*args, *start.extra_args), env=env, warnings=tuple(warnings)
+        )
 
     def failure_hint(self, result: RunResult) -> str | None:
         return opencode_failure_hint(result)

@@ -29,10 +29,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, NodeScript, OptionSpec
+from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_hint
+from .acp import AcpProtocol
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -54,7 +57,9 @@ _API_STATUS = re.compile(r"API Error: (\d{3})\b")
 
 #: Start-up chatter on stderr, even on success (its vendored ripgrep is not executable
 #: when npm ran no install scripts: "... rg EACCES" would read as a tool error).
-_NOISE = re.compile(r"^(?:Ripgrep not available|YOLO mode is enabled)")
+_NOISE = re.compile(
+    r"^(?:Ripgrep not available|YOLO mode is enabled|\[perf\] acp agent event loop stall)"
+)
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rate_limit", re.compile(r"rate limit|quota|too many requests", re.I)),
@@ -68,6 +73,34 @@ def qwen_failure_hint(result: RunResult) -> str | None:
     if result.api_error_status is not None:
         return None
     return first_hint((result.message, result.stderr_tail[-4000:]), _HINTS)
+
+
+def _options(
+    model: str | None, opts: Mapping[str, Any], max_turns: int | None, retries: int | None
+) -> tuple[list[str], dict[str, str], dict[str, bytes]]:
+    """The arguments, environment and settings overlay a one-shot run and a
+    live session share."""
+    args: list[str] = []
+    if model:
+        args += ["-m", model]
+    if max_turns is not None:
+        args.append(f"--max-session-turns={int(max_turns)}")
+    if opts.get("max_tool_calls") is not None:
+        args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
+    dirs = opts.get("add_dirs")
+    for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
+        args.append(f"--add-dir={directory}")
+    # cli.js relaunches itself in a child node for a larger heap (when half the
+    # machine's memory exceeds node's default); SIGTERM then stops only the parent.
+    env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
+    if opts.get("max_retries") is not None:
+        retries = opts.get("max_retries")
+    overlay: dict[str, bytes] = {}
+    if retries is not None:
+        settings = {"model": {"generationConfig": {"maxRetries": max(0, int(retries))}}}
+        overlay["settings.json"] = json.dumps(settings).encode("utf-8")
+        env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
+    return args, env, overlay
 
 
 class QwenBackend(Backend):
@@ -96,6 +129,7 @@ class QwenBackend(Backend):
         "with its own relaunch off (QWEN_CODE_NO_RELAUNCH: node's default heap size)",
         "cli_max_retries caps its rate-limit retries (model.generationConfig.maxRetries); "
         "its transport backoff still retries a 429 for about a minute",
+        "live sessions and approvals over ACP (cli.js --acp)",
     )
     options: Mapping[str, OptionSpec] = {
         "approval_mode": OptionSpec(
@@ -115,36 +149,41 @@ class QwenBackend(Backend):
     def build_command(self, request: AttemptRequest) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json"]
-        if request.model:
-            args += ["-m", request.model]
         mode = opts.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        if request.max_turns is not None:
-            args.append(f"--max-session-turns={int(request.max_turns)}")
-        if opts.get("max_tool_calls") is not None:
-            args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
-        dirs = opts.get("add_dirs")
-        for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
-            args.append(f"--add-dir={directory}")
+        shared, env, overlay = _options(
+            request.model, opts, request.max_turns, request.cli_max_retries
+        )
+        args += shared
         if request.resume_session:
             args.append(f"--resume={request.resume_session}")
         args.extend(request.extra_args)
-        # cli.js relaunches itself in a child node for a larger heap (when half the
-        # machine's memory exceeds node's default); SIGTERM then stops only the parent.
-        env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
-        retries = opts.get("max_retries")
-        if retries is None:
-            retries = request.cli_max_retries
-        overlay: dict[str, bytes] = {}
-        if retries is not None:
-            settings = {"model": {"generationConfig": {"maxRetries": max(0, int(retries))}}}
-            overlay["settings.json"] = json.dumps(settings).encode("utf-8")
-            env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
         return CommandSpec(
             args=tuple(args), stdin=request.prompt.encode("utf-8"), env=env, overlay=overlay
+        )
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``cli.js --acp``): see :mod:`.acp`."""
+        return AcpProtocol(acp_agents.QWEN, self._acp_command)
+
+    def _acp_command(self, start: SessionStart) -> CommandSpec:
+        """``cli.js --acp``: modes (``permissions=``, an approver) are set over
+        the protocol; the retry cap is the same settings overlay as a run's."""
+        shared, env, overlay = _options(start.model, start.options, start.max_turns, start.cli_max_retries)
+        warnings = []
+        if start.options.get("approval_mode"):
+            warnings.append(
+                "option approval_mode is not used in a live session: permissions= and "
+                "approver= pick qwen's mode (session/set_mode)"
+            )
+        return CommandSpec(
+            args=("--acp", *shared, *start.extra_args),
+            env=env,
+            overlay=overlay,
+            warnings=tuple(warnings),
         )
 
     def translator(self) -> QwenTranslator:

@@ -232,6 +232,13 @@ class ControlProtocol(ABC):
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
 
+    def refusal(self, start: SessionStart) -> str | None:
+        """Why this protocol cannot open a session with ``start`` (a ``resume=``
+        its CLI cannot do safely, say), told before anything is started; None:
+        it can.  (Added for the Agent Client Protocol: gemini's
+        ``session/load`` wipes the session it was asked to continue.)"""
+        return None
+
     @abstractmethod
     def command(self, start: SessionStart) -> CommandSpec:
         """The argv tail, environment and overlay to start the CLI with (its

@@ -115,6 +115,9 @@ class Session:
         except ConfigError as exc:
             raise AgentUsageError(str(exc)) from None
         refused = unsupported_hooks(backend.name, protocol, self._request.hooks)
+        if refused is None:  # what the protocol cannot start (gemini's ACP resume)
+            start = session_start(self._request, approvals=self._request.approver is not None)
+            refused = protocol.refusal(start)
         if refused is not None:
             raise AgentUsageError(refused)
         if self._request.tools and not protocol.can_host_tools:

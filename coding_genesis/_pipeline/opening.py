@@ -111,11 +111,21 @@ async def one_turn(
                 "approver=, hooks= and tools= cannot be used",
             ),
         )
+    start = session_start(request, approvals=request.approver is not None)
+    refused = protocol.refusal(start)
+    if refused is not None:  # said before anything is started
+        return AttemptOutcome(
+            request,
+            request.timeout,
+            RunTally(request.cwd),
+            ProcessOutcome(),
+            refusal=Refusal(Status.USAGE, ErrorCode.INVALID_REQUEST, refused),
+        )
     async with open_link(
         config,
         backend,
         protocol,
-        session_start(request, approvals=request.approver is not None),
+        start,
         marker=run_id,
         timeout=request.timeout,
         approver=request.approver,
