@@ -490,6 +490,10 @@ class AcpTranslator(Translator):
         if usage is not None or cost is not None:
             events.append(UsageEvent(usage, cost) if cost is not None else UsageEvent(usage))
         text = "".join(self._chunks) or None
+        said = self._said
+        # The turn is over: what comes after it starts afresh (the session's
+        # translator between turns hears one turn's leftovers after another).
+        self._chunks, self._parts, self._said, self._calls = [], None, False, {}
         if "error" in obj or not isinstance(result, Mapping):
             error = obj.get("error")
             words = error_words(error)
@@ -505,10 +509,7 @@ class AcpTranslator(Translator):
             return events
         reason = _text(result.get("stopReason")) or "end_turn"
         hidden = (
-            reason == "end_turn"
-            and not self._said
-            and "usage" in result
-            and result.get("usage") is None
+            reason == "end_turn" and not said and "usage" in result and result.get("usage") is None
         )
         if hidden:
             words = "the agent ended the turn with no answer, no tool call and no usage (an error it did not report)"
@@ -560,7 +561,7 @@ class AcpProtocol(ControlProtocol):
     makes the agent's command (argv tail, environment, overlay) for a session.
     """
 
-    name = "Agent Client Protocol"
+    # No name of its own: the backend's (gemini, qwen...) names it in errors.
     can_steer = False
     can_host_tools = False
 
@@ -706,7 +707,9 @@ class AcpProtocol(ControlProtocol):
         if "result" not in obj and "error" not in obj:
             return (ProtocolFault("not JSON-RPC: neither a method nor a result nor an error"),)
         if rid is None and obj.get("error") is not None:  # the agent could not read a line of ours
-            return (ProtocolFault(f"{self.agent.name}: {error_words(obj.get('error'))}"),)
+            return (
+                ProtocolFault(f"an error answer to no request: {error_words(obj.get('error'))}"),
+            )
         if type(rid) is not int or rid not in self._pending:
             return (ProtocolFault(f"an answer for id {_said(repr(rid))}, which we never used"),)
         method = self._pending.pop(rid)
@@ -718,9 +721,7 @@ class AcpProtocol(ControlProtocol):
             if method == "session/cancel":
                 return ()
             fatal = method in ("initialize", "session/new", "session/load", "session/set_mode")
-            return (
-                ProtocolFault(f"{self.agent.name} refused {method}: {error_words(error)}", fatal),
-            )
+            return (ProtocolFault(f"refused {method}: {error_words(error)}", fatal),)
         if method == "initialize":
             return self._initialized(result)
         if method in ("session/new", "session/load"):
@@ -734,7 +735,7 @@ class AcpProtocol(ControlProtocol):
         if version != PROTOCOL_VERSION:
             return (
                 ProtocolFault(
-                    f"{self.agent.name} answered ACP protocol version {_said(repr(version))}; "
+                    f"answered ACP protocol version {_said(repr(version))}; "
                     f"coding-genesis speaks version {PROTOCOL_VERSION} only",
                     fatal=True,
                 ),
@@ -747,7 +748,7 @@ class AcpProtocol(ControlProtocol):
             if not self.can_load:
                 return (
                     ProtocolFault(
-                        f"{self.agent.name} does not offer session/load (loadSession): "
+                        f"does not offer session/load (loadSession): "
                         f"resume={start.resume!r} cannot continue that session",
                         fatal=True,
                     ),
@@ -760,11 +761,7 @@ class AcpProtocol(ControlProtocol):
         if method == "session/new":
             sid = _text(result.get("sessionId"))
             if sid is None:
-                return (
-                    ProtocolFault(
-                        f"{self.agent.name} answered session/new with no sessionId", True
-                    ),
-                )
+                return (ProtocolFault("answered session/new with no sessionId", True),)
             self.session_id = sid
         start = self._start or SessionStart(cwd=".")
         mode = self.mode(start)
@@ -778,7 +775,7 @@ class AcpProtocol(ControlProtocol):
         if offered and mode not in offered:
             return (
                 ProtocolFault(
-                    f"{self.agent.name} offers no mode {mode!r} (its modes: "
+                    f"offers no mode {mode!r} (its modes: "
                     f"{', '.join(map(str, offered))}): the session cannot run as asked",
                     fatal=True,
                 ),
@@ -849,7 +846,7 @@ class AcpProtocol(ControlProtocol):
                 FORWARD,
                 Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}},)),
                 ProtocolFault(
-                    f"{self.agent.name} asked to run {_said(what)} offering no option to allow it "
+                    f"asked to run {_said(what)} offering no option to allow it "
                     f"once (options: {offered}); it was refused"
                 ),
             )

@@ -175,9 +175,7 @@ class OpencodeBackend(Backend):
                 env["OPENCODE_PERMISSION"] = json.dumps(permission)
         if config:
             env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
-        return CommandSpec(
-            args=(*args, *start.extra_args), env=env, warnings=tuple(warnings)
-        )
+        return CommandSpec(args=(*args, *start.extra_args), env=env, warnings=tuple(warnings))
 
     def failure_hint(self, result: RunResult) -> str | None:
         return opencode_failure_hint(result)

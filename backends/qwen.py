@@ -172,7 +172,9 @@ class QwenBackend(Backend):
     def _acp_command(self, start: SessionStart) -> CommandSpec:
         """``cli.js --acp``: modes (``permissions=``, an approver) are set over
         the protocol; the retry cap is the same settings overlay as a run's."""
-        shared, env, overlay = _options(start.model, start.options, start.max_turns, start.cli_max_retries)
+        shared, env, overlay = _options(
+            start.model, start.options, start.max_turns, start.cli_max_retries
+        )
         warnings = []
         if start.options.get("approval_mode"):
             warnings.append(

@@ -81,6 +81,9 @@ if TYPE_CHECKING:
         get_backend as get_backend,
         register_backend as register_backend,
     )
+    from coding_genesis.backends.acp_generic import (
+        AcpBackend as AcpBackend,
+    )
     from coding_genesis.backends.generic import (
         GenericBackend as GenericBackend,
         load_backends_file as load_backends_file,
@@ -235,6 +238,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutorName": "batch",
     "FailureCategory": "status",
     "GenericBackend": "backends.generic",
+    "AcpBackend": "backends.acp_generic",
     "GenesisError": "errors",
     "Hook": "hooks",
     "HookEvent": "hooks",

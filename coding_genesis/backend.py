@@ -222,6 +222,9 @@ class Backend(ABC):
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
+    * ``two_way_only`` (False): the CLI speaks only that protocol (an Agent
+      Client Protocol agent): every run is one turn of a live process, and
+      :meth:`build_command` only describes the command (``genesis doctor``).
     """
 
     #: Registry name, e.g. "claude".
@@ -239,6 +242,7 @@ class Backend(ABC):
     notes: tuple[str, ...] = ()
     version_args: tuple[str, ...] = ("--version",)
     structured_output: bool = False
+    two_way_only: bool = False
 
     @abstractmethod
     def build_command(self, request: AttemptRequest) -> CommandSpec:
@@ -333,6 +337,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "notes": _strings,
     "version_args": _strings,
     "structured_output": bool,
+    "two_way_only": bool,
 }
 _METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 

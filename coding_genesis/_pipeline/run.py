@@ -269,7 +269,9 @@ class RunWiring:
         try:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id)
-            if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
+            # An approver, hooks or tools, or a CLI that speaks nothing else (an
+            # ACP agent): one turn of a live process.
+            if attempt.two_way or self.backend.two_way_only:
                 return await one_turn(self.config, self.backend, attempt, context, run_id)
             return await run_attempt(
                 self.config, self.backend, attempt, marker=run_id, context=context

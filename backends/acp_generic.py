@@ -1,0 +1,188 @@
+"""A backend for any command that speaks the Agent Client Protocol: no code needed.
+
+About 40 agents speak ACP on stdin/stdout.  One of them is a backend given
+its command and the few facts that differ between agents, in code::
+
+    register_backend("myagent", lambda: AcpBackend(
+        "myagent",
+        command=["myagent", "--acp"],
+        modes={"read-only": "plan", "edit": "acceptEdits", "full": "bypassPermissions"},
+        ask_mode="default",
+    ))
+
+or in the backends file (``format = "acp"``, see
+:func:`~coding_genesis.backends.generic.load_backends_file`)::
+
+    [backends.myagent]
+    format = "acp"
+    command = ["myagent", "--acp"]
+    env = { MYAGENT_NO_UPDATE = "1" }
+    modes = { "read-only" = "plan", edit = "acceptEdits", full = "bypassPermissions" }
+    ask_mode = "default"
+
+Every run of such a backend is one turn of a live process
+(:attr:`~coding_genesis.backend.Backend.two_way_only`): the agent has no
+one-shot output to read.  ``modes``: the ``session/set_mode`` id of each
+permission level the agent enforces (only those levels are accepted);
+``ask_mode``: the mode in which it asks before each tool call (set when an
+approver decides); ``resume``: whether ``resume=`` may use ``session/load``
+(where the agent offers it; False refuses it); ``model_args``: how the model
+is given on the command line (``{model}``), when it can be.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
+from coding_genesis.control import ControlProtocol, SessionStart
+from coding_genesis.errors import ConfigError
+
+from .acp import AcpAgent, AcpProtocol, AcpTranslator
+
+__all__ = ["ACP_KEYS", "AcpBackend"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_LEVELS = ("read-only", "edit", "full")
+
+#: The keys of a ``format = "acp"`` table of the backends file.
+ACP_KEYS = frozenset(
+    {
+        "format",
+        "command",
+        "env",
+        "modes",
+        "ask_mode",
+        "resume",
+        "model_args",
+        "version_args",
+        "notes",
+        "install_hint",
+    }
+)
+
+
+def _strings(field: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{field} must be a list of strings, got {value!r}")
+    if any(not isinstance(v, str) or "\0" in v for v in value):
+        raise ConfigError(f"{field} must be a list of strings without NUL bytes")
+    return tuple(value)
+
+
+def _mode_id(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value or "\0" in value or len(value) > 200:
+        raise ConfigError(f"{field} must be a mode id (a non-empty string), got {value!r}")
+    return value
+
+
+class AcpBackend(Backend):
+    """Any command that speaks ACP (see the module's docstring)."""
+
+    two_way_only = True
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        modes: Mapping[str, str] | None = None,
+        ask_mode: str | None = None,
+        resume: bool = True,
+        model_args: Sequence[str] = (),
+        version_args: Sequence[str] = ("--version",),
+        notes: Sequence[str] = (),
+        install_hint: str = "",
+        format: str = "acp",
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"backend name must be letters, digits, '_', '.', '-', got {name!r}")
+        if format != "acp":
+            raise ConfigError(f"backend {name!r}: an AcpBackend's format is 'acp', got {format!r}")
+        argv = _strings(f"backend {name!r} command", command)
+        if not argv or not argv[0]:
+            raise ConfigError(f"backend {name!r}: command must start with the program's name")
+        if any("{" in arg for arg in argv):
+            raise ConfigError(
+                f"backend {name!r}: an ACP command takes no placeholders (the prompt goes "
+                "over the protocol, the working directory in session/new)"
+            )
+        self._model_args = _strings(f"backend {name!r} model_args", model_args)
+        bad = [a for a in self._model_args if "{" in a and a.replace("{model}", "").count("{")]
+        if bad:
+            raise ConfigError(f"backend {name!r}: model_args know only {{model}}, got {bad}")
+        given = dict(modes or {})
+        unknown = sorted(str(k) for k in given if k not in _LEVELS)
+        if unknown:
+            raise ConfigError(
+                f"backend {name!r}: unknown permission level(s) {unknown} in modes; known: {_LEVELS}"
+            )
+        levels = {k: _mode_id(f"backend {name!r} modes[{k!r}]", v) for k, v in given.items()}
+        ask = None if ask_mode is None else _mode_id(f"backend {name!r} ask_mode", ask_mode)
+        env = dict(env or {})
+        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in env.items()):
+            raise ConfigError(f"backend {name!r}: env must map names to strings")
+        if not isinstance(resume, bool):
+            raise ConfigError(f"backend {name!r}: resume must be true or false, got {resume!r}")
+        self.name = name
+        self.executable = argv[0]
+        self._args = argv[1:]
+        self._env = env
+        self.agent = AcpAgent(
+            name,
+            modes=levels,
+            ask_mode=ask,
+            resume=None
+            if resume
+            else f"resume is off for {name} (its backend says resume = false)",
+        )
+        #: Only the levels it was told the mode of.
+        self.permission_levels = frozenset(levels)
+        self.supports_resume = resume
+        self.version_args = _strings(f"backend {name!r} version_args", version_args)
+        self.notes = (
+            "an Agent Client Protocol agent: every run is one turn of a live session",
+            *(str(n) for n in notes),
+        )
+        self.path_env_var = "GENESIS_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_PATH"
+        self._install_hint = install_hint
+
+    def __repr__(self) -> str:
+        return f"AcpBackend({self.name!r}, command={[self.executable, *self._args]!r})"
+
+    def install_hint(self) -> str:
+        return self._install_hint or f"install {self.executable!r}, or set {self.path_env_var}"
+
+    def _argv(self, model: str | None) -> tuple[list[str], list[str]]:
+        args = list(self._args)
+        warnings: list[str] = []
+        if model:
+            if self._model_args:
+                args += [a.replace("{model}", model) for a in self._model_args]
+            else:
+                warnings.append(f"model={model!r} not honored by {self.name} (no model_args)")
+        return args, warnings
+
+    def build_command(self, request: AttemptRequest) -> CommandSpec:
+        """The agent's command (what ``genesis doctor`` checks): a run never
+        spawns it this way, every run is a live session's turn."""
+        args, warnings = self._argv(request.model)
+        return CommandSpec(args=tuple(args), env=dict(self._env), warnings=tuple(warnings))
+
+    def _command(self, start: SessionStart) -> CommandSpec:
+        args, warnings = self._argv(start.model)
+        if start.max_turns is not None:
+            warnings.append(f"max_turns={start.max_turns} not honored by {self.name}")
+        if start.cli_max_retries is not None:
+            warnings.append(f"cli_max_retries={start.cli_max_retries} not honored by {self.name}")
+        return CommandSpec(
+            args=(*args, *start.extra_args), env=dict(self._env), warnings=tuple(warnings)
+        )
+
+    def translator(self) -> Translator:
+        return AcpTranslator()
+
+    def control(self) -> ControlProtocol:
+        return AcpProtocol(self.agent, self._command)

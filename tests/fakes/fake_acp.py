@@ -1,0 +1,508 @@
+"""A fake Agent Client Protocol agent (standard library only): ``bin/gemini --acp``,
+``bin/qwen --acp``, ``bin/opencode acp`` (the flavour is ``FAKE_CLI_FLAVOUR``).
+
+It speaks ACP version 1 on stdin/stdout, one JSON-RPC object a line:
+``initialize``, ``session/new``, ``session/load`` (replays the session's turns as
+updates), ``session/set_mode``, ``session/prompt``, ``session/cancel``.  Its own
+requests (``session/request_permission``...) are numbered from 0, as the real
+agents do, so their ids overlap the client's.  Each flavour names its
+permission options as the real agent does (gemini ``proceed_once``, qwen
+``proceed_always_project``, opencode ``once``...) and reports usage its way
+(gemini ``_meta.quota``, qwen ``_meta.usage`` on an empty chunk, opencode the
+answer's ``usage``).  The prompt's first word picks what the turn does:
+
+  (anything else)  text ``fake <flavour> got: PROMPT`` in two chunks, usage, ``end_turn``
+  ASK <kind> <json> a tool call of that ACP kind and raw input, then
+                    ``session/request_permission``; an allow runs it (``completed``,
+                    text ``allowed``), a reject fails it (text ``denied``), the
+                    ``cancelled`` outcome ends the turn ``cancelled``
+  NOALLOW           a permission request offering reject options only, then ``end_turn``
+  SLEEP <n>         a tool that runs ``python3 -c 'time.sleep(n)'`` in a session of its own;
+                    ``session/cancel`` kills it and ends the turn ``cancelled``
+  ORPHAN <n>        like SLEEP, but the cancel leaves the sleeper running (codex-acp)
+  DIE               a chunk, then exit 3
+  SILENCE           nothing at all, even to ``session/cancel``
+  GARBAGE           a line that is not JSON and a torn one, then the normal answer
+  MALFORMED         an object that is no JSON-RPC message (neither method nor result)
+  UNKNOWN_ID        an answer for an id the client never used, then the normal answer
+  UNKNOWN           an update kind and a notification nobody knows, then the normal answer
+  OVERLAP           ``fs/read_text_file``, ``terminal/create`` and ``craft/drainMidTurnQueue``
+                    requests whose ids equal the prompt's, then a permission request
+                    of that id too; the answers are said (``answers: ...``)
+  ERROR <code>      the prompt answered with a JSON-RPC error as the flavour writes it
+                    (gemini: the HTTP code; qwen: -32603 with ``data.details``; opencode:
+                    -32603 with the words only); ``ERROR 429`` says "retry after 7s"
+  HIDDEN            ``end_turn`` with nothing said and ``usage: null`` (codex-acp's 429)
+  LATE              the answer, then a text chunk and a tool call (after it)
+  STUBBORN          the normal answer; from now on a closed stdin does not end the agent
+  COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
+  REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
+
+``FAKE_ACP_VERSION`` is the protocol version it answers (default 1);
+``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``.  ``FAKE_CLI_RECORD=path``
+gets one JSON object per message received (``received``: the method or the
+answered id, ``params``/``result``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+__all__ = ["main"]
+
+#: Each flavour's permission options (id, kind), as the real agent names them.
+OPTIONS = {
+    "gemini": [
+        ("proceed_always", "allow_always"),
+        ("proceed_once", "allow_once"),
+        ("cancel", "reject_once"),
+    ],
+    "qwen": [
+        ("proceed_always_project", "allow_always"),
+        ("proceed_always_user", "allow_always"),
+        ("proceed_once", "allow_once"),
+        ("cancel", "reject_once"),
+    ],
+    "opencode": [("once", "allow_once"), ("always", "allow_always"), ("reject", "reject_once")],
+}
+MODES = {
+    "gemini": ["default", "autoEdit", "yolo", "plan"],
+    "qwen": ["plan", "default", "auto-edit", "auto", "yolo"],
+    "opencode": [],
+}
+
+_lock = threading.Lock()
+
+
+def _write(text: str) -> None:
+    with _lock:
+        try:
+            os.write(1, (text + "\n").encode())
+        except BrokenPipeError:
+            os._exit(141)
+
+
+def send(obj: Any) -> None:
+    _write(json.dumps(obj))
+
+
+def record(**entry: Any) -> None:
+    path = os.environ.get("FAKE_CLI_RECORD")
+    if path:
+        entry["pid"] = os.getpid()
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+class Cancelled(Exception):
+    """The running turn got ``session/cancel``."""
+
+
+class Agent:
+    def __init__(self) -> None:
+        self.flavour = os.environ.get("FAKE_CLI_FLAVOUR", "gemini")
+        self.session = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
+        self.history: list[tuple[str, str]] = []
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.answers: dict[Any, dict[str, Any]] = {}
+        self.answered = threading.Condition()
+        self.next_id = 0
+        self.cancel = threading.Event()
+        self.stubborn = False
+        self.cost = 0.0
+        self.mode = "default"
+        self.turn: threading.Thread | None = None
+        self.current = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    # -- reading -----------------------------------------------------------------
+
+    def _read(self) -> None:
+        for raw in sys.stdin.buffer:
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse"}})
+                continue
+            if not isinstance(obj, dict):
+                continue
+            if "method" not in obj:  # an answer to one of our requests
+                record(received=obj.get("id"), result=obj.get("result"), error=obj.get("error"))
+                with self.answered:
+                    self.answers[obj.get("id")] = obj
+                    self.answered.notify_all()
+                continue
+            record(received=obj["method"], params=obj.get("params"))
+            if obj["method"] == "session/cancel":
+                self.cancel.set()
+                continue
+            self.inbox.put(obj)
+        self.inbox.put(None)
+
+    def ask(self, method: str, params: dict[str, Any], rid: Any = None) -> dict[str, Any]:
+        """A request of ours; its answer (or ``Cancelled``)."""
+        if rid is None:
+            rid = self.next_id
+            self.next_id += 1
+        send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        with self.answered:
+            while rid not in self.answers:
+                self.answered.wait(0.05)
+            return self.answers.pop(rid)
+
+    # -- the loop ----------------------------------------------------------------
+
+    def run(self) -> int:
+        while True:
+            msg = self.inbox.get()
+            if msg is None:
+                while self.stubborn:  # a closed stdin does not end it
+                    time.sleep(0.5)
+                return 0
+            self.handle(msg)
+
+    def notify(self, update: dict[str, Any]) -> None:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": self.session, "update": update},
+            }
+        )
+
+    def chunk(self, text: str, **extra: Any) -> None:
+        self.notify(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+                **extra,
+            }
+        )
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        method, rid, params = msg["method"], msg.get("id"), msg.get("params") or {}
+        if method == "initialize":
+            version = int(os.environ.get("FAKE_ACP_VERSION", "1"))
+            caps = {"loadSession": os.environ.get("FAKE_ACP_NO_LOAD") != "1"}
+            result = {
+                "protocolVersion": version,
+                "agentCapabilities": caps,
+                "agentInfo": {"name": f"fake-{self.flavour}", "version": "0.0.1"},
+                "authMethods": [],
+            }
+            send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method in ("session/new", "session/load"):
+            if method == "session/load":
+                self.session = params.get("sessionId") or self.session
+                self.history = _load(self.session)
+                for prompt, answer in self.history:
+                    self.notify(
+                        {
+                            "sessionUpdate": "user_message_chunk",
+                            "content": {"type": "text", "text": prompt},
+                        }
+                    )
+                    self.chunk(answer)
+            opened: dict[str, Any] = {} if method == "session/load" else {"sessionId": self.session}
+            modes = MODES[self.flavour]
+            if modes:
+                opened["modes"] = {
+                    "currentModeId": "default" if "default" in modes else modes[0],
+                    "availableModes": [{"id": m, "name": m} for m in modes],
+                }
+            send({"jsonrpc": "2.0", "id": rid, "result": opened})
+        elif method == "session/set_mode":
+            if params.get("modeId") not in MODES[self.flavour]:
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {"code": -32602, "message": "no such mode"},
+                    }
+                )
+            else:
+                self.mode = params["modeId"]
+                record(mode=self.mode)
+                send({"jsonrpc": "2.0", "id": rid, "result": {}})
+        elif method == "session/prompt":
+            if self.turn is not None:
+                self.turn.join()  # what the last turn still says after its answer goes first
+            self.cancel.clear()
+            blocks = params.get("prompt") or [{}]
+            text = str(blocks[0].get("text", ""))
+            self.turn = threading.Thread(target=self.prompt, args=(rid, text), daemon=True)
+            self.turn.start()
+        else:
+            send(
+                {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no {method}"}}
+            )
+
+    # -- a turn ------------------------------------------------------------------
+
+    def usage(self) -> dict[str, Any]:
+        """What the prompt's answer carries of usage (and the chunk qwen sends)."""
+        counts = {"inputTokens": 10, "outputTokens": 6, "totalTokens": 16}
+        if self.flavour == "qwen":
+            self.chunk("", _meta={"usage": {**counts, "thoughtTokens": 0, "cachedReadTokens": 0}})
+            return {}
+        if self.flavour == "opencode":
+            return {"usage": counts}
+        return {"_meta": {"quota": {"token_count": {"input_tokens": 10, "output_tokens": 6}}}}
+
+    def end(self, rid: Any, reason: str = "end_turn", **extra: Any) -> None:
+        send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": reason, **extra}})
+
+    def answer(self, rid: Any, text: str) -> None:
+        half = max(1, len(text) // 2)
+        self.chunk(text[:half])
+        self.chunk(text[half:])
+        self.history.append((self.current, text))
+        _save(self.session, self.history)
+        self.end(rid, **self.usage())
+
+    def prompt(self, rid: Any, text: str) -> None:
+        self.current = text
+        word, _, rest = text.partition(" ")
+        try:
+            self.play(rid, word, rest.strip(), text)
+        except Cancelled:
+            self.end(rid, "cancelled")
+
+    def permission(self, call: dict[str, Any], options: list[tuple[str, str]]) -> str | None:
+        """Ask; the kind of the option chosen (None: the cancelled outcome)."""
+        params = {
+            "sessionId": self.session,
+            "toolCall": call,
+            "options": [{"optionId": o, "name": o, "kind": k} for o, k in options],
+        }
+        answer = self.ask("session/request_permission", params)
+        outcome = (answer.get("result") or {}).get("outcome") or {}
+        if outcome.get("outcome") != "selected":
+            return None
+        chosen = dict(options).get(str(outcome.get("optionId")))
+        record(chosen=outcome.get("optionId"), kind=chosen)
+        return chosen
+
+    def play(self, rid: Any, word: str, rest: str, text: str) -> None:
+        if word == "ASK":
+            kind, _, raw = rest.partition(" ")
+            raw_input = json.loads(raw) if raw else {}
+            call = {
+                "toolCallId": "call_1",
+                "title": kind,
+                "kind": kind,
+                "status": "pending",
+                "rawInput": raw_input,
+            }
+            self.notify({"sessionUpdate": "tool_call", **call})
+            chosen = self.permission(call, OPTIONS[self.flavour])
+            if chosen is None:
+                raise Cancelled
+            if chosen.startswith("allow"):
+                self.notify(
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": "call_1",
+                        "status": "in_progress",
+                    }
+                )
+                done = {"type": "content", "content": {"type": "text", "text": "ran"}}
+                self.notify(
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": "call_1",
+                        "status": "completed",
+                        "content": [done],
+                    }
+                )
+                self.answer(rid, f"allowed {chosen}")
+            else:
+                self.notify(
+                    {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": "call_1",
+                        "status": "failed",
+                    }
+                )
+                self.answer(rid, f"denied {chosen}")
+        elif word == "NOALLOW":
+            call = {
+                "toolCallId": "call_n",
+                "title": "rm -rf /",
+                "kind": "execute",
+                "status": "pending",
+            }
+            options = [("no", "reject_once"), ("never", "reject_always")]
+            chosen = self.permission(call, options)
+            self.answer(rid, f"refused {chosen}")
+        elif word in ("SLEEP", "ORPHAN"):
+            secs = float(rest or "600")
+            argv = [sys.executable, "-c", f"import time; time.sleep({secs})"]
+            sleeper = subprocess.Popen(argv, start_new_session=True)
+            call = {
+                "toolCallId": "call_s",
+                "title": "sleep",
+                "kind": "execute",
+                "status": "in_progress",
+                "rawInput": {"command": " ".join(argv)},
+            }
+            self.notify({"sessionUpdate": "tool_call", **call})
+            while sleeper.poll() is None:
+                if self.cancel.wait(0.05):
+                    if word == "SLEEP":
+                        sleeper.kill()
+                        sleeper.wait()
+                    self.notify(
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": "call_s",
+                            "status": "failed",
+                        }
+                    )
+                    raise Cancelled
+            self.notify(
+                {"sessionUpdate": "tool_call_update", "toolCallId": "call_s", "status": "completed"}
+            )
+            self.answer(rid, "slept")
+        elif word == "DIE":
+            self.chunk("dying")
+            os._exit(3)
+        elif word == "SILENCE":
+            while True:
+                time.sleep(1)
+        elif word == "GARBAGE":
+            _write("this is not json")
+            _write('{"jsonrpc": "2.0", "method": "session/upd')
+            self.answer(rid, "after garbage")
+        elif word == "MALFORMED":
+            send({"jsonrpc": "2.0", "what": "nothing"})
+            self.answer(rid, "after malformed")
+        elif word == "UNKNOWN_ID":
+            send({"jsonrpc": "2.0", "id": 9999, "result": {}})
+            self.answer(rid, "after unknown id")
+        elif word == "UNKNOWN":
+            self.notify({"sessionUpdate": "holographic_display", "content": "?"})
+            send({"jsonrpc": "2.0", "method": "fake/notify/news", "params": {}})
+            self.answer(rid, "after unknown")
+        elif word == "OVERLAP":
+            said = []
+            for method in ("fs/read_text_file", "terminal/create", "craft/drainMidTurnQueue"):
+                answer = self.ask(method, {"sessionId": self.session}, rid=rid)
+                said.append(f"{method}={(answer.get('error') or {}).get('code')}")
+            call = {
+                "toolCallId": "call_o",
+                "title": "touch x",
+                "kind": "execute",
+                "status": "pending",
+            }
+            params = {
+                "sessionId": self.session,
+                "toolCall": call,
+                "options": [
+                    {"optionId": o, "name": o, "kind": k} for o, k in OPTIONS[self.flavour]
+                ],
+            }
+            answer = self.ask("session/request_permission", params, rid=rid)
+            said.append(
+                f"permission={((answer.get('result') or {}).get('outcome') or {}).get('optionId')}"
+            )
+            self.answer(rid, "answers: " + " ".join(said))
+        elif word == "ERROR":
+            code = int(rest or "401")
+            words = {
+                401: "Incorrect API key provided (fake).",
+                429: "Rate limit reached (fake); retry after 7s",
+            }.get(code, "failed (fake)")
+            if self.flavour == "gemini":
+                error: dict[str, Any] = {
+                    "code": code,
+                    "message": json.dumps({"error": {"code": code, "message": words}}),
+                }
+            elif self.flavour == "qwen":
+                error = {
+                    "code": -32603,
+                    "message": "Internal error",
+                    "data": {"details": f"{code} {words}"},
+                }
+            else:
+                error = {
+                    "code": -32603,
+                    "message": f"Internal error: {words}",
+                    "data": {"errorName": "APIError"},
+                }
+            send({"jsonrpc": "2.0", "id": rid, "error": error})
+        elif word == "HIDDEN":
+            self.end(rid, usage=None)
+        elif word == "LATE":
+            self.chunk("on time")
+            self.end(rid, **self.usage())
+            time.sleep(0.05)
+            self.chunk("late words")
+            self.notify(
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "late",
+                    "title": "late",
+                    "kind": "execute",
+                    "status": "completed",
+                }
+            )
+        elif word == "STUBBORN":
+            self.stubborn = True
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self.answer(rid, "stubborn now")
+        elif word == "COST":
+            self.cost += 0.25
+            self.notify(
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 100,
+                    "size": 1000,
+                    "cost": {"amount": self.cost, "currency": "USD"},
+                }
+            )
+            self.answer(rid, "costly")
+        elif word == "REFUSE":
+            self.chunk("partial")
+            self.end(rid, rest or "refusal")
+        else:
+            self.answer(rid, f"fake {self.flavour} got: {text}")
+
+
+def _store(session: str) -> str:
+    return os.path.join(
+        os.environ.get("FAKE_ACP_STORE") or os.environ.get("TMPDIR") or "/tmp",
+        f"fake-acp-{session}.json",
+    )
+
+
+def _save(session: str, history: list[tuple[str, str]]) -> None:
+    if os.environ.get("FAKE_ACP_STORE"):
+        with open(_store(session), "w", encoding="utf-8") as fh:
+            json.dump(history, fh)
+
+
+def _load(session: str) -> list[tuple[str, str]]:
+    try:
+        with open(_store(session), encoding="utf-8") as fh:
+            return [(str(a), str(b)) for a, b in json.load(fh)]
+    except (OSError, ValueError):
+        return []
+
+
+def main() -> int:
+    record(argv=sys.argv[1:])
+    return Agent().run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
