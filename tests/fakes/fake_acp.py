@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -458,7 +457,6 @@ class Agent:
             )
         elif word == "STUBBORN":
             self.stubborn = True
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             self.answer(rid, "stubborn now")
         elif word == "COST":
             self.cost += 0.25
