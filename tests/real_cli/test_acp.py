@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import pytest
 
-from coding_genesis import CodingGenesisAgent, Decision
+from coding_genesis import CodingGenesisAgent, Decision, load_backends_file
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.errors import AgentUsageError
 from tests.fakes.model_server import FakeModelServer, sleep_command
@@ -187,3 +187,31 @@ async def test_resume_where_it_works(rig: MoreRig) -> None:
         assert r.status == 0 and r.message == "and now?", r.message
         assert second.session_id == session_id
     assert "tangerine" in str([req.body for req in rig.server.model_requests()])
+
+
+async def test_the_generic_backend_drives_gemini_from_a_backends_file(
+    real_gemini: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    rig = MoreRig("gemini", real_gemini, model_server, tmp_path)
+    path = tmp_path / "backends.toml"
+    path.write_text(
+        "[backends.gemini-acp]\n"
+        'format = "acp"\n'
+        f'command = ["{real_gemini}", "--acp", "--skip-trust"]\n'
+        'env = { GEMINI_CLI_NO_RELAUNCH = "true" }\n'
+        'modes = { "read-only" = "plan", edit = "autoEdit", full = "yolo" }\n'
+        'ask_mode = "default"\n'
+        "resume = false\n"
+        'model_args = ["-m", "{model}"]\n'
+    )
+    (backend,) = load_backends_file(path).values()
+    agent = CodingGenesisAgent(
+        backend, cwd=rig.work, env=rig.env(), model=GEMINI_MODEL, timeout=90.0, ledger=False
+    )
+    plain = await agent.run("SCENARIO:text generic hello")
+    assert plain["status"] == 0 and plain["message"] == "generic hello", plain["message"]
+    asked = await agent.run("SCENARIO:bash touch generic.txt", approver=lambda r: True)
+    assert asked["status"] == 0, asked["message"]
+    assert asked["approvals"][0]["allowed"] is True and (rig.work / "generic.txt").exists()
+    requests = [r.path for r in rig.server.model_requests()]
+    assert requests and all(GEMINI_MODEL in p for p in requests)  # model_args applied
