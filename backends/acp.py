@@ -181,7 +181,8 @@ class AcpAgent:
     opencode's configuration).  ``resume``: None when ``resume=`` uses
     ``session/load`` where the agent offers it (``loadSession``); else why
     resuming is refused.  ``refusal``: what a refused tool call does to the
-    turn (for the docs and the capability check).
+    turn (for the docs and the capability check); ``permissions``: how the
+    agent enforces the levels and asks, when its modes do not.
     """
 
     name: str
@@ -189,6 +190,8 @@ class AcpAgent:
     ask_mode: str | None = None
     resume: str | None = None
     refusal: str = ""
+    #: How the agent enforces permission levels and asks, when not by modes.
+    permissions: str = ""
 
 
 def _text(value: object) -> str | None:

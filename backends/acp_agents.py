@@ -48,4 +48,8 @@ QWEN = AcpAgent(
 OPENCODE = AcpAgent(
     "opencode",
     refusal="the tool call fails and the turn ends (end_turn)",
+    permissions=(
+        "levels as OPENCODE_PERMISSION (a denied tool is not offered); an approver: "
+        '{"permission": "ask"} in OPENCODE_CONFIG_CONTENT'
+    ),
 )

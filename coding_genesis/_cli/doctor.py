@@ -104,6 +104,12 @@ def register(subparsers: Any) -> None:
         default=15.0,
         help="seconds `<cli> --version` may take (default 15)",
     )
+    parser.add_argument(
+        "--backends-file",
+        default=None,
+        metavar="FILE",
+        help="also check the backends of this TOML file (default: $GENESIS_BACKENDS_FILE)",
+    )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 for any FAIL, of any backend checked"
@@ -361,6 +367,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     notes = backend.notes
     if notes:
         checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
+    checks.append(Check(name, "sessions", "ok", _sessions(backend)))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()
@@ -370,6 +377,33 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     else:
         checks.append(_other_credentials(name))
     return checks
+
+
+def _sessions(backend: Backend) -> str:
+    """What a live session can do on ``backend`` (``approver=``, ``hooks=``,
+    ``tools=``, steer, resume), as the agent's own checks answer it."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis.backends.acp import AcpProtocol
+
+    protocol = backend.control()
+    if protocol is None:
+        return "none: one-shot runs only (approver=, hooks=, tools= and sessions need a two-way protocol)"
+    hooks = ", ".join(protocol.hook_effects) or "none"
+    said = [
+        f"approver=: yes; hooks=: {hooks}; tools=: {'yes' if protocol.can_host_tools else 'no'}; "
+        f"steer: {'yes' if protocol.can_steer else 'no'}"
+    ]
+    if isinstance(protocol, AcpProtocol):
+        agent = protocol.agent
+        modes = ", ".join(f"{level}={mode}" for level, mode in agent.modes.items()) or "none"
+        asks = f"asks in mode {agent.ask_mode}" if agent.ask_mode else "asks in its default mode"
+        resume = f"refused ({agent.resume})" if agent.resume else "session/load, where offered"
+        said.insert(0, "over the Agent Client Protocol")
+        enforced = agent.permissions or f"modes: {modes}; {asks}"
+        said.append(f"{enforced}; resume: {resume}")
+    elif protocol.name:
+        said.insert(0, f"over {protocol.name}")
+    return "; ".join(said)
 
 
 def _exposure(names: Sequence[str]) -> Check:
@@ -485,9 +519,16 @@ def run_checks(
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import BACKEND
+    from coding_genesis._cli.env import BACKEND, backends_file
+    from coding_genesis._cli.run import add_backends_file
+    from coding_genesis.errors import ConfigError
 
-    backends = list(dict.fromkeys(args.backend or BACKENDS))
+    try:
+        added = add_backends_file(backends_file(args.backends_file))
+    except ConfigError as exc:
+        print(f"genesis doctor: error: {exc}", file=sys.stderr)
+        return 2
+    backends = list(dict.fromkeys(args.backend or [*BACKENDS, *added]))
     # The backends a person asked about: --backend, else $GENESIS_BACKEND (the one
     # `genesis run` would use), else none in particular.
     named = list(
