@@ -367,7 +367,10 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     notes = backend.notes
     if notes:
         checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
-    checks.append(Check(name, "sessions", "ok", _sessions(backend)))
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.capabilities import sessions
+
+    checks.append(Check(name, "sessions", "ok", sessions(backend)))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()
@@ -377,33 +380,6 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     else:
         checks.append(_other_credentials(name))
     return checks
-
-
-def _sessions(backend: Backend) -> str:
-    """What a live session can do on ``backend`` (``approver=``, ``hooks=``,
-    ``tools=``, steer, resume), as the agent's own checks answer it."""
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.backends.acp import AcpProtocol
-
-    protocol = backend.control()
-    if protocol is None:
-        return "none: one-shot runs only (approver=, hooks=, tools= and sessions need a two-way protocol)"
-    hooks = ", ".join(protocol.hook_effects) or "none"
-    said = [
-        f"approver=: yes; hooks=: {hooks}; tools=: {'yes' if protocol.can_host_tools else 'no'}; "
-        f"steer: {'yes' if protocol.can_steer else 'no'}"
-    ]
-    if isinstance(protocol, AcpProtocol):
-        agent = protocol.agent
-        modes = ", ".join(f"{level}={mode}" for level, mode in agent.modes.items()) or "none"
-        asks = f"asks in mode {agent.ask_mode}" if agent.ask_mode else "asks in its default mode"
-        resume = f"refused ({agent.resume})" if agent.resume else "session/load, where offered"
-        said.insert(0, "over the Agent Client Protocol")
-        enforced = agent.permissions or f"modes: {modes}; {asks}"
-        said.append(f"{enforced}; resume: {resume}")
-    elif protocol.name:
-        said.insert(0, f"over {protocol.name}")
-    return "; ".join(said)
 
 
 def _exposure(names: Sequence[str]) -> Check:

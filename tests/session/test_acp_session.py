@@ -30,6 +30,7 @@ pytestmark = pytest.mark.anyio
 def anyio_backend() -> str:
     return "asyncio"  # the codec is the subject; tests/session runs the machinery on both loops
 
+
 FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
 FLAVOURS = ("gemini", "qwen", "opencode")
 #: Each flavour's allow-once and reject-once option ids (tests/fakes/fake_acp.py).
@@ -618,3 +619,19 @@ def test_the_generic_backend_refuses_placeholders_and_resume_off(tmp_path: Path)
     with pytest.raises(AgentUsageError, match="resume is off for x"):
         agent_.session(resume="abc")
     assert os.path.basename(off.executable) == "qwen"
+
+
+async def test_an_approver_that_does_not_answer_is_refused_at_its_deadline(
+    tmp_path: Path,
+) -> None:
+    async def never(request: ApprovalRequest) -> bool:
+        await anyio.sleep(600)
+        return True
+
+    a = agent("opencode", tmp_path, approver=never, approval_timeout=0.5)
+    async with a.session() as s:
+        started = time.monotonic()
+        r = await s.send_result('ASK execute {"command": "touch late"}')
+        assert time.monotonic() - started < 10
+    assert r.status == 0 and r.message == "denied reject_once", r.message
+    assert r.approvals[0]["source"] == "timeout"

@@ -1,0 +1,415 @@
+"""The events of an ACP agent's turn (:mod:`.acp`): its ``session/update``
+notifications and its prompt's answer, translated (text chunks, tool calls and
+their results, usage in each agent's shape, the result by ``stopReason``), and
+what a permission request asks (:func:`acp_request`).  The protocol's words
+on its errors live here too, read by both."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coding_genesis.approval import ApprovalRequest, ToolKind
+from coding_genesis.backend import Translator
+from coding_genesis.control import Outgoing
+from coding_genesis.events import (
+    Event,
+    ResultEvent,
+    SessionEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
+
+from ._common import as_int, preview
+
+__all__ = ["AcpTranslator", "acp_request", "error_status", "error_words"]
+
+#: ACP's tool kinds → ours.
+_KINDS: Mapping[str, ToolKind] = {
+    "execute": "command",
+    "edit": "write",
+    "delete": "write",
+    "move": "write",
+    "read": "read",
+    "search": "read",
+}
+
+#: The input fields that name a file a call touches (a move's both ends among them).
+_PATH_FIELDS = (
+    "file_path",
+    "filePath",
+    "path",
+    "abs_path",
+    "notebook_path",
+    "source",
+    "destination",
+    "from",
+    "to",
+    "old_path",
+    "new_path",
+    "oldPath",
+    "newPath",
+)
+
+#: An HTTP status an error's words name: ``401 Incorrect API key``, ``status 429``,
+#: ``"code":401``, ``API Error: 429``.
+_STATUS = re.compile(r'^\s*([45]\d\d)\b|(?:status|"code"|API Error)\D{0,3}([45]\d\d)\b', re.I)
+
+#: What a fault or an error quotes of the agent's words, at most.
+_SAID = 500
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _valid_id(value: object) -> bool:
+    """A JSON-RPC id: a string or an integer (a bool is not one)."""
+    return isinstance(value, str) or type(value) is int
+
+
+def _error(rid: Any, code: int, message: str) -> Outgoing:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def _said(value: object) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= _SAID else text[:_SAID] + "…"
+
+
+def error_words(error: object) -> str:
+    """The words of a JSON-RPC error, its details included, whatever its shape."""
+    if not isinstance(error, Mapping):
+        return "no error message" if error is None else _said(error)
+    message = _text(error.get("message")) or ""
+    data = error.get("data")
+    details = _text(data.get("details")) if isinstance(data, Mapping) else _text(data)
+    if details and details not in message:
+        message = f"{message}: {details}" if message else details
+    code = as_int(error.get("code"))
+    words = message or repr(dict(error))
+    return _said(f"{words} ({code})" if code is not None else words)
+
+
+def error_status(error: object) -> int | None:
+    """The HTTP status of a JSON-RPC error: its code when that is one, else
+    the status its words name."""
+    if not isinstance(error, Mapping):
+        return None
+    code = as_int(error.get("code"))
+    if code is not None and 400 <= code <= 599:
+        return code
+    data = error.get("data")
+    for text in (
+        _text(data.get("details")) if isinstance(data, Mapping) else _text(data),
+        _text(error.get("message")),
+    ):
+        match = _STATUS.search(text) if text else None
+        if match:
+            return int(match.group(1) or match.group(2))
+    return None
+
+
+# -- tool calls ------------------------------------------------------------------
+
+
+def _tool_name(call: Mapping[str, Any]) -> str:
+    """The agent's own name of a tool (qwen ``_meta.toolName``, claude-agent-acp
+    ``_meta.claudeCode.toolName``), else its ACP kind (``execute``, ``edit``...)."""
+    meta = _mapping(call.get("_meta"))
+    name = _text(meta.get("toolName")) or _text(_mapping(meta.get("claudeCode")).get("toolName"))
+    return name or _text(call.get("kind")) or "tool"
+
+
+def _command(call: Mapping[str, Any]) -> str | None:
+    """The shell command of an ``execute`` call: its input's ``command`` (a list is
+    joined as a shell would read it), else its title (gemini gives no input)."""
+    raw = _mapping(call.get("rawInput"))
+    command = raw.get("command", raw.get("cmd"))
+    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+        return shlex.join(command)
+    return _text(command) or _text(call.get("title"))
+
+
+def _paths(call: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every path a call touches: its locations, its diffs, and the input fields
+    that name a file (a move's source and destination both)."""
+    found: list[str] = []
+    for location in call.get("locations") or ():
+        path = _text(_mapping(location).get("path"))
+        if path:
+            found.append(path)
+    for item in call.get("content") or ():
+        item = _mapping(item)
+        if item.get("type") == "diff" and _text(item.get("path")):
+            found.append(item["path"])
+    raw = _mapping(call.get("rawInput"))
+    found += [raw[name] for name in _PATH_FIELDS if _text(raw.get(name))]
+    return tuple(dict.fromkeys(found))
+
+
+def _input(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's raw input; an agent that gives none (gemini) is described by
+    what it did give (title, kind, content, locations)."""
+    raw = call.get("rawInput")
+    if isinstance(raw, Mapping) and raw:
+        return dict(raw)
+    return {k: call[k] for k in ("title", "kind", "content", "locations") if call.get(k)}
+
+
+def acp_request(call: Mapping[str, Any], session_id: str | None) -> ApprovalRequest:
+    """The typed question of a ``session/request_permission`` (its ``toolCall``)."""
+    kind = _KINDS.get(str(call.get("kind")), "other")
+    return ApprovalRequest(
+        tool=_tool_name(call),
+        input=_input(call),
+        kind=kind,
+        command=_command(call) if kind == "command" else None,
+        paths=_paths(call) if kind == "write" else (),
+        session_id=session_id,
+        tool_call_id=_text(call.get("toolCallId")),
+    )
+
+
+def _output(call: Mapping[str, Any]) -> Any:
+    """What a finished call gave: its text content, else its raw output."""
+    texts: list[str] = []
+    for item in call.get("content") or ():
+        if isinstance(item, Mapping) and item.get("type") == "content":
+            text = _mapping(item.get("content")).get("text")
+            if isinstance(text, str):
+                texts.append(text)
+    if texts:
+        return "\n".join(texts)
+    return call.get("rawOutput")
+
+
+@dataclass(slots=True)
+class _Call:
+    """One tool call as its updates told it so far (each update may add fields)."""
+
+    id: str
+    fields: dict[str, Any]
+    called: bool = False
+    finished: bool = False
+
+
+# -- the translator --------------------------------------------------------------
+
+
+def _usage_dict(usage: Mapping[str, Any]) -> dict[str, int] | None:
+    """ACP's token counts (``inputTokens``, ``cachedReadTokens``...) in the
+    names :func:`~coding_genesis.usage.normalize_usage` reads."""
+    counts = {
+        "inputTokens": as_int(usage.get("inputTokens")),
+        "outputTokens": as_int(usage.get("outputTokens")),
+        "cacheReadInputTokens": as_int(usage.get("cachedReadTokens")),
+        "cacheCreationInputTokens": as_int(usage.get("cachedWriteTokens")),
+        "thoughtTokens": as_int(usage.get("thoughtTokens")),
+        "totalTokens": as_int(usage.get("totalTokens")),
+    }
+    if counts["inputTokens"] is None and counts["outputTokens"] is None:
+        return None
+    return {k: max(0, v) for k, v in counts.items() if v is not None}
+
+
+class AcpTranslator(Translator):
+    """One turn's ``session/update`` notifications and its prompt's answer → events.
+
+    Text: a :class:`TextEvent` per chunk (it streams); the answer is the
+    chunks of the last message (since the last tool call, or a new
+    ``messageId``), joined.  Tool calls: a :class:`ToolCallEvent` once the
+    call runs or names its input (updates merge, as the protocol says), a
+    :class:`ToolResultEvent` when it completes or fails.  Thoughts, plans,
+    commands and modes make no event (transcripts keep them).  The prompt's
+    answer (the only response the protocol forwards) makes the turn's usage
+    and its :class:`ResultEvent`.
+
+    ``cost_base``: the session's cumulative cost (``usage_update``) before
+    this turn, kept by the protocol.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_chunks",
+        "_cost",
+        "_cost_base",
+        "_message",
+        "_parts",
+        "_said",
+        "_session",
+    )
+
+    def __init__(self, cost_base: float | None = None, session_id: str | None = None) -> None:
+        self._session = session_id
+        self._calls: dict[str, _Call] = {}
+        self._chunks: list[str] = []
+        self._message: str | None = None
+        #: qwen's per-call usage, summed over the turn.
+        self._parts: dict[str, int] | None = None
+        self._cost_base = cost_base
+        self._cost: float | None = None
+        #: Anything was said or done this turn (an answer, a thought, a tool call).
+        self._said = False
+
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        if "method" not in obj:
+            return self._answer(obj)
+        params = _mapping(obj.get("params"))
+        if obj.get("method") == "session/request_permission":
+            self._merge(_mapping(params.get("toolCall")))  # what the call is, if it runs
+            return ()
+        update = _mapping(params.get("update"))
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            return self._chunk(update)
+        if kind in ("tool_call", "tool_call_update"):
+            return self._tool(update)
+        if kind == "agent_thought_chunk":
+            self._said = True
+        elif kind == "usage_update":
+            cost = _mapping(update.get("cost")).get("amount")
+            if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+                self._cost = float(cost)
+        return ()
+
+    def _chunk(self, update: Mapping[str, Any]) -> Sequence[Event]:
+        meta = _mapping(update.get("_meta"))
+        usage = _usage_dict(_mapping(meta.get("usage")))
+        if usage is not None:  # qwen: one model call's usage, on an empty chunk
+            parts = self._parts if self._parts is not None else {}
+            for name, value in usage.items():
+                parts[name] = parts.get(name, 0) + value
+            self._parts = parts
+        text = _mapping(update.get("content")).get("text")
+        if not isinstance(text, str) or not text:
+            return ()
+        message = _text(update.get("messageId"))
+        if message is not None and message != self._message:
+            self._message = message
+            self._chunks.clear()
+        self._chunks.append(text)
+        self._said = True
+        return (TextEvent(text),)
+
+    def _merge(self, update: Mapping[str, Any]) -> _Call | None:
+        call_id = _text(update.get("toolCallId"))
+        if call_id is None:
+            return None
+        call = self._calls.get(call_id)
+        if call is None:
+            call = self._calls[call_id] = _Call(call_id, {})
+        for name, value in update.items():
+            if name == "rawInput" and not value and call.fields.get("rawInput"):
+                continue  # an update without input does not take the input back
+            if value is not None and name != "sessionUpdate":
+                call.fields[name] = value
+        return call
+
+    def _tool(self, update: Mapping[str, Any]) -> Sequence[Event]:
+        call = self._merge(update)
+        if call is None:
+            return ()
+        self._said = True
+        self._chunks.clear()  # the answer is what comes after the last tool call
+        fields = call.fields
+        status = fields.get("status")
+        events: list[Event] = []
+        name = _tool_name(fields)
+        runs = status in ("in_progress", "completed", "failed") or bool(fields.get("rawInput"))
+        if not call.called and runs:
+            call.called = True
+            kind = _KINDS.get(str(fields.get("kind")))
+            files = list(_paths(fields)) if kind == "write" else []
+            events.append(ToolCallEvent(call.id, name, _input(fields), files))
+        if status in ("completed", "failed") and not call.finished:
+            call.finished = True
+            raw = _mapping(fields.get("rawOutput"))
+            code = as_int(
+                raw.get("exitCode", raw.get("exit_code", _mapping(raw.get("metadata")).get("exit")))
+            )
+            failed = status == "failed" or code not in (None, 0)
+            events.append(ToolResultEvent(call.id, name, failed, preview(_output(fields))))
+        return events
+
+    def _answer(self, obj: Mapping[str, Any]) -> Sequence[Event]:
+        """The prompt's answer: the session, the turn's usage, then its result."""
+        events: list[Event] = [SessionEvent(self._session)] if self._session else []
+        result = obj.get("result")
+        usage = None
+        if isinstance(result, Mapping):
+            usage = _usage_dict(_mapping(result.get("usage")))
+            quota = _mapping(
+                _mapping(_mapping(result.get("_meta")).get("quota")).get("token_count")
+            )
+            if usage is None and quota:  # gemini: this turn's tokens
+                usage = {
+                    "inputTokens": max(0, as_int(quota.get("input_tokens")) or 0),
+                    "outputTokens": max(0, as_int(quota.get("output_tokens")) or 0),
+                }
+        usage = usage if usage is not None else self._parts
+        cost = None
+        if self._cost is not None:
+            cost = max(0.0, self._cost - (self._cost_base or 0.0))
+        if usage is not None or cost is not None:
+            events.append(UsageEvent(usage, cost) if cost is not None else UsageEvent(usage))
+        text = "".join(self._chunks) or None
+        said = self._said
+        # The turn is over: what comes after it starts afresh (the session's
+        # translator between turns hears one turn's leftovers after another).
+        self._chunks, self._parts, self._said, self._calls = [], None, False, {}
+        if "error" in obj or not isinstance(result, Mapping):
+            error = obj.get("error")
+            words = error_words(error)
+            events.append(
+                ResultEvent(
+                    is_error=True,
+                    subtype="error",
+                    text=words,
+                    api_error_status=error_status(error),
+                    errors=[words],
+                )
+            )
+            return events
+        reason = _text(result.get("stopReason")) or "end_turn"
+        hidden = (
+            reason == "end_turn" and not said and "usage" in result and result.get("usage") is None
+        )
+        if hidden:
+            words = "the agent ended the turn with no answer, no tool call and no usage (an error it did not report)"
+            events.append(
+                ResultEvent(
+                    is_error=True,
+                    subtype="end_turn",
+                    text=words,
+                    errors=[words],
+                    stop_reason=reason,
+                )
+            )
+            return events
+        failed = reason not in ("end_turn", "cancelled")
+        events.append(
+            ResultEvent(
+                is_error=failed,
+                subtype=reason,
+                text=text
+                if not failed
+                else f"the agent stopped the turn: {reason}" + (f"; {text}" if text else ""),
+                stop_reason=reason,
+            )
+        )
+        return events
+
+    @property
+    def cost(self) -> float | None:
+        """The session's cumulative cost as last reported (None: none was)."""
+        return self._cost

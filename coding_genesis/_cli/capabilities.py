@@ -1,0 +1,35 @@
+"""What a live session can do on a backend, in words: ``genesis doctor``'s
+``sessions`` row (the same answers the agent's own checks give)."""
+
+from __future__ import annotations
+
+from coding_genesis.backend import Backend
+
+__all__ = ["sessions"]
+
+
+def sessions(backend: Backend) -> str:
+    """What a live session can do on ``backend`` (``approver=``, ``hooks=``,
+    ``tools=``, steer, resume), as the agent's own checks answer it."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis.backends.acp import AcpProtocol
+
+    protocol = backend.control()
+    if protocol is None:
+        return "none: one-shot runs only (approver=, hooks=, tools= and sessions need a two-way protocol)"
+    hooks = ", ".join(protocol.hook_effects) or "none"
+    said = [
+        f"approver=: yes; hooks=: {hooks}; tools=: {'yes' if protocol.can_host_tools else 'no'}; "
+        f"steer: {'yes' if protocol.can_steer else 'no'}"
+    ]
+    if isinstance(protocol, AcpProtocol):
+        agent = protocol.agent
+        modes = ", ".join(f"{level}={mode}" for level, mode in agent.modes.items()) or "none"
+        asks = f"asks in mode {agent.ask_mode}" if agent.ask_mode else "asks in its default mode"
+        resume = f"refused ({agent.resume})" if agent.resume else "session/load, where offered"
+        said.insert(0, "over the Agent Client Protocol")
+        enforced = agent.permissions or f"modes: {modes}; {asks}"
+        said.append(f"{enforced}; resume: {resume}")
+    elif protocol.name:
+        said.insert(0, f"over {protocol.name}")
+    return "; ".join(said)
