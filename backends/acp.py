@@ -84,13 +84,12 @@ from coding_genesis.control import (
     Unknown,
 )
 
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .acp_events import (
     AcpTranslator,
-    _error,
     _mapping,
     _said,
     _text,
-    _valid_id,
     acp_request,
     error_status,
     error_words,
@@ -110,9 +109,6 @@ __all__ = [
 
 #: The version of the protocol we speak.
 PROTOCOL_VERSION = 1
-#: The JSON-RPC error code a request we do not serve is answered with.
-NOT_SERVED = -32601
-_INVALID_PARAMS = -32602
 
 #: The ``sessionUpdate`` kinds of version 1 (forwarded to the translator,
 #: which makes events of some); any other is :class:`Unknown`, ignored and counted.
@@ -309,18 +305,14 @@ class AcpProtocol(ControlProtocol):
     # -- what the agent says ------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        if not isinstance(obj, Mapping):
-            return (ProtocolFault(f"not a JSON-RPC message: {type(obj).__name__}"),)
-        if obj.get("jsonrpc", "2.0") != "2.0":
-            return (ProtocolFault(f"not JSON-RPC 2.0: jsonrpc={_said(obj.get('jsonrpc'))}"),)
-        method = obj.get("method")
-        if method is None:
+        kind = envelope(obj)
+        if isinstance(kind, ProtocolFault):
+            return (kind,)
+        if kind == "response":
             return self._response(obj)
-        if not isinstance(method, str):
-            return (ProtocolFault(f"a method that is not a string: {_said(method)}"),)
-        if "id" in obj:
-            return self._request(obj, method)
-        return self._notification(obj, method)
+        if kind == "request":
+            return self._request(obj, obj["method"])
+        return self._notification(obj, obj["method"])
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")
@@ -430,29 +422,35 @@ class AcpProtocol(ControlProtocol):
 
     def _request(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         rid = obj.get("id")
-        if not _valid_id(rid):
+        if not valid_id(rid):
             return (
                 ProtocolFault(f"a request of {_said(method)} with a bad id: {_said(repr(rid))}"),
             )
         if method != "session/request_permission":
             return (
-                Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {_said(method)}"),)),
+                Reply(
+                    (
+                        error_answer(
+                            rid, NOT_SERVED, f"not served by coding-genesis: {_said(method)}"
+                        ),
+                    )
+                ),
             )
         params = _mapping(obj.get("params"))
         call = params.get("toolCall")
         options = params.get("options")
         if not isinstance(call, Mapping) or not isinstance(options, list):
             bad = "session/request_permission without a toolCall and its options"
-            return (Reply((_error(rid, _INVALID_PARAMS, bad),)), ProtocolFault(bad))
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)), ProtocolFault(bad))
         sid = params.get("sessionId")
         if self.session_id and sid != self.session_id:
             bad = f"a permission request of another session ({_said(sid)})"
-            return (Reply((_error(rid, _INVALID_PARAMS, bad),)), ProtocolFault(bad))
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)), ProtocolFault(bad))
         by_kind: dict[str, Any] = {}
         for offered in options:
             entry = _mapping(offered)
             kind, oid = _text(entry.get("kind")), entry.get("optionId")
-            if kind and _valid_id(oid) and kind not in by_kind:
+            if kind and valid_id(oid) and kind not in by_kind:
                 by_kind[kind] = oid
         request = acp_request(call, self.session_id)
         if "allow_once" not in by_kind:

@@ -14,7 +14,6 @@ from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, ToolKind
 from coding_genesis.backend import Translator
-from coding_genesis.control import Outgoing
 from coding_genesis.events import (
     Event,
     ResultEvent,
@@ -70,15 +69,6 @@ def _text(value: object) -> str | None:
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _valid_id(value: object) -> bool:
-    """A JSON-RPC id: a string or an integer (a bool is not one)."""
-    return isinstance(value, str) or type(value) is int
-
-
-def _error(rid: Any, code: int, message: str) -> Outgoing:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
 
 def _said(value: object) -> str:

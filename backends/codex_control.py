@@ -43,14 +43,12 @@ from coding_genesis.tools import HostTool, ToolResult
 
 from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
 from ._common import as_int
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
 
-#: The JSON-RPC error code a request we do not serve is answered with.
-NOT_SERVED = -32601
-_INVALID_PARAMS = -32602
 
 #: Notifications ignored here but asked for by nobody: codex is told not to
 #: send them (``optOutNotificationMethods``), which also spares a long
@@ -103,15 +101,6 @@ _OPENING = ("initialize", "thread/start", "thread/resume")
 
 def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": dict(params)}
-
-
-def _error(rid: Any, code: int, message: str) -> Outgoing:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-
-
-def _valid_id(value: Any) -> bool:
-    """A JSON-RPC id: a string or an integer (a bool is not one)."""
-    return isinstance(value, str) or (type(value) is int)
 
 
 def _text_input(text: str) -> list[dict[str, Any]]:
@@ -295,19 +284,14 @@ class CodexAppServer(ControlProtocol):
     # -- what the CLI says ---------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        if not isinstance(obj, Mapping):
-            return (ProtocolFault(f"not a JSON-RPC message: {type(obj).__name__}"),)
-        version = obj.get("jsonrpc", "2.0")
-        method = obj.get("method")
-        if version != "2.0":
-            return (ProtocolFault(f"not JSON-RPC 2.0: jsonrpc={version!r}"),)
-        if method is None:
+        kind = envelope(obj)
+        if isinstance(kind, ProtocolFault):
+            return (kind,)
+        if kind == "response":
             return self._response(obj)
-        if not isinstance(method, str):
-            return (ProtocolFault(f"a method that is not a string: {method!r}"),)
-        if "id" in obj:
-            return self._server_request(obj, method)
-        return self._notification(obj, method)
+        if kind == "request":
+            return self._server_request(obj, obj["method"])
+        return self._notification(obj, obj["method"])
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")
@@ -316,7 +300,7 @@ class CodexAppServer(ControlProtocol):
         error = obj.get("error")
         if rid is None and error is not None:  # codex could not read one of our lines
             return (ProtocolFault(f"codex app-server: {_error_text(error)}"),)
-        if not _valid_id(rid) or rid not in self._pending:
+        if not valid_id(rid) or rid not in self._pending:
             return (ProtocolFault(f"a response to id {rid!r}, which we never sent"),)
         method = self._pending.pop(rid)
         if error is not None or "result" not in obj:
@@ -372,15 +356,17 @@ class CodexAppServer(ControlProtocol):
 
     def _server_request(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         rid = obj.get("id")
-        if not _valid_id(rid):
+        if not valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
         tools = self._start.tools if self._start is not None else ()
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
-            return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
+            return (
+                Reply((error_answer(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),
+            )
         params = obj.get("params")
         if not isinstance(params, Mapping):
             return (
-                Reply((_error(rid, _INVALID_PARAMS, f"{method} without params"),)),
+                Reply((error_answer(rid, INVALID_PARAMS, f"{method} without params"),)),
                 ProtocolFault(f"{method} without params"),
             )
         if method == _TOOL_CALL:
@@ -418,10 +404,10 @@ class CodexAppServer(ControlProtocol):
         tool, arguments = params.get("tool"), params.get("arguments", {})
         if params.get("namespace") is not None or not isinstance(tool, str):
             name = repr(params.get("tool"))[:200]
-            return (Reply((_error(rid, _INVALID_PARAMS, f"no dynamic tool {name}"),)),)
+            return (Reply((error_answer(rid, INVALID_PARAMS, f"no dynamic tool {name}"),)),)
         if not isinstance(arguments, Mapping):
             bad = f"{_TOOL_CALL} arguments must be an object"
-            return (Reply((_error(rid, _INVALID_PARAMS, bad),)),)
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)),)
         call_id = params.get("callId")
         return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
 
