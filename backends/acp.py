@@ -73,6 +73,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    HookCall,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -83,16 +84,20 @@ from coding_genesis.control import (
     TurnEnded,
     Unknown,
 )
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .acp_events import (
     AcpTranslator,
+    Call,
     _mapping,
     _said,
     _text,
     acp_request,
     error_status,
     error_words,
+    tool_hook,
+    track,
 )
 
 __all__ = [
@@ -106,6 +111,13 @@ __all__ = [
     "error_status",
     "error_words",
 ]
+
+#: Every hook point ACP tells of; none can do more than observe.
+HOOK_EFFECTS: Mapping[HookEvent, frozenset[HookEffect]] = {
+    "pre_tool": frozenset(),
+    "post_tool": frozenset(),
+    "turn_end": frozenset(),
+}
 
 #: The version of the protocol we speak.
 PROTOCOL_VERSION = 1
@@ -178,6 +190,10 @@ class AcpProtocol(ControlProtocol):
     """
 
     # No name of its own: the backend's (gemini, qwen...) names it in errors.
+    #: Hooks observe: ACP tells of a tool call's start and end and of a turn's
+    #: end but waits for nobody (blocking before a tool, through the permission
+    #: request, is for later).
+    hook_effects = HOOK_EFFECTS
     can_steer = False
     can_host_tools = False
 
@@ -199,6 +215,10 @@ class AcpProtocol(ControlProtocol):
         self._translator: AcpTranslator | None = None
         #: The session's cumulative cost as last reported (``usage_update``).
         self._cost: float | None = None
+        #: The events the session has hooks for, and the running turn's tool
+        #: calls as the hooks see them.
+        self._hooks: frozenset[str] = frozenset()
+        self._hook_calls: dict[str, Call] = {}
 
     # -- intents ------------------------------------------------------------------
 
@@ -225,6 +245,7 @@ class AcpProtocol(ControlProtocol):
         from coding_genesis import __version__  # the package metadata, read once a session
 
         self._start = start
+        self._hooks = frozenset(start.hooks)
         return [
             self._call(
                 "initialize",
@@ -251,6 +272,7 @@ class AcpProtocol(ControlProtocol):
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._open.clear()
+        self._hook_calls.clear()
         self._cancelled = False
         self._ended_by = None
         call = self._call(
@@ -414,6 +436,12 @@ class AcpProtocol(ControlProtocol):
             # The agent cancelled by itself (codex-acp after a refusal).
             return (FORWARD, TurnEnded("failed", f"{self.agent.name} cancelled the turn by itself"))
         if reason in (None, "end_turn"):
+            if "turn_end" in self._hooks:
+                answer = translator.answer if translator is not None else None
+                end = HookInput(
+                    "turn_end", answer=answer, session_id=self.session_id, raw=dict(obj)
+                )
+                return (FORWARD, HookCall(None, end), TurnEnded("completed"))
             return (FORWARD, TurnEnded("completed"))
         return (
             FORWARD,
@@ -477,10 +505,26 @@ class AcpProtocol(ControlProtocol):
             sid = params.get("sessionId")
             if self.session_id and sid != self.session_id:
                 return (Unknown("session/update of another session"),)
-            kind = _mapping(params.get("update")).get("sessionUpdate")
+            update = _mapping(params.get("update"))
+            kind = update.get("sessionUpdate")
+            if kind in ("tool_call", "tool_call_update") and self._hooks:
+                return (FORWARD, *self._tool_hooks(update))
             if kind in KNOWN_UPDATES:
                 return (FORWARD,)
             return (Unknown(f"session/update {_said(kind)}"),)
         if method.startswith(_QUIET):
             return ()
         return (Unknown(_said(method)),)
+
+    def _tool_hooks(self, update: Mapping[str, Any]) -> tuple[Incoming, ...]:
+        """The observed hook calls a tool call's update is: its start, its end."""
+        tracked = track(self._hook_calls, update)
+        if tracked is None:
+            return ()
+        call, starts, finishes = tracked
+        hooks: list[Incoming] = []
+        if starts and "pre_tool" in self._hooks:
+            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id)))
+        if finishes and "post_tool" in self._hooks:
+            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id)))
+        return tuple(hooks)

@@ -23,10 +23,19 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.hooks import HookEvent, HookInput
 
 from ._common import as_int, preview
 
-__all__ = ["AcpTranslator", "acp_request", "error_status", "error_words"]
+__all__ = [
+    "AcpTranslator",
+    "Call",
+    "acp_request",
+    "error_status",
+    "error_words",
+    "tool_hook",
+    "track",
+]
 
 #: ACP's tool kinds → ours.
 _KINDS: Mapping[str, ToolKind] = {
@@ -184,13 +193,63 @@ def _output(call: Mapping[str, Any]) -> Any:
 
 
 @dataclass(slots=True)
-class _Call:
-    """One tool call as its updates told it so far (each update may add fields)."""
+class Call:
+    """One tool call as its updates told it so far (each update may add fields):
+    ``called`` once it runs or names its input, ``finished`` once it completed
+    or failed."""
 
     id: str
     fields: dict[str, Any]
     called: bool = False
     finished: bool = False
+
+
+def track(
+    calls: dict[str, Call], update: Mapping[str, Any], *, asked: bool = False
+) -> tuple[Call, bool, bool] | None:
+    """Merge one ``tool_call`` / ``tool_call_update`` into ``calls``: the call,
+    whether it starts running now, and whether it finishes now (None: no call
+    id).  ``asked``: a permission request's ``toolCall``, which says what the
+    call is but neither starts nor ends it."""
+    call_id = _text(update.get("toolCallId"))
+    if call_id is None:
+        return None
+    call = calls.get(call_id)
+    if call is None:
+        call = calls[call_id] = Call(call_id, {})
+    fields = call.fields
+    for name, value in update.items():
+        if name == "rawInput" and not value and fields.get("rawInput"):
+            continue  # an update without input does not take the input back
+        if value is not None and name != "sessionUpdate":
+            fields[name] = value
+    if asked:
+        return call, False, False
+    status = fields.get("status")
+    starts = not call.called and (
+        status in ("in_progress", "completed", "failed") or bool(fields.get("rawInput"))
+    )
+    finishes = status in ("completed", "failed") and not call.finished
+    call.called = call.called or starts
+    call.finished = call.finished or finishes
+    return call, starts, finishes
+
+
+def tool_hook(event: HookEvent, call: Call, session_id: str | None) -> HookInput:
+    """The observed hook input of a call that starts (``pre_tool``) or ends (``post_tool``)."""
+    fields = call.fields
+    ended = event == "post_tool"
+    return HookInput(
+        event,
+        tool=_tool_name(fields),
+        input=_input(fields),
+        kind=_KINDS.get(str(fields.get("kind")), "other"),
+        tool_call_id=call.id,
+        output=_output(fields) if ended else None,
+        error="the call failed" if ended and fields.get("status") == "failed" else None,
+        session_id=session_id,
+        raw=dict(fields),
+    )
 
 
 # -- the translator --------------------------------------------------------------
@@ -241,7 +300,7 @@ class AcpTranslator(Translator):
 
     def __init__(self, cost_base: float | None = None, session_id: str | None = None) -> None:
         self._session = session_id
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, Call] = {}
         self._chunks: list[str] = []
         self._message: str | None = None
         #: qwen's per-call usage, summed over the turn.
@@ -256,7 +315,7 @@ class AcpTranslator(Translator):
             return self._answer(obj)
         params = _mapping(obj.get("params"))
         if obj.get("method") == "session/request_permission":
-            self._merge(_mapping(params.get("toolCall")))  # what the call is, if it runs
+            track(self._calls, _mapping(params.get("toolCall")), asked=True)
             return ()
         update = _mapping(params.get("update"))
         kind = update.get("sessionUpdate")
@@ -291,45 +350,34 @@ class AcpTranslator(Translator):
         self._said = True
         return (TextEvent(text),)
 
-    def _merge(self, update: Mapping[str, Any]) -> _Call | None:
-        call_id = _text(update.get("toolCallId"))
-        if call_id is None:
-            return None
-        call = self._calls.get(call_id)
-        if call is None:
-            call = self._calls[call_id] = _Call(call_id, {})
-        for name, value in update.items():
-            if name == "rawInput" and not value and call.fields.get("rawInput"):
-                continue  # an update without input does not take the input back
-            if value is not None and name != "sessionUpdate":
-                call.fields[name] = value
-        return call
-
     def _tool(self, update: Mapping[str, Any]) -> Sequence[Event]:
-        call = self._merge(update)
-        if call is None:
+        tracked = track(self._calls, update)
+        if tracked is None:
             return ()
+        call, starts, finishes = tracked
         self._said = True
         self._chunks.clear()  # the answer is what comes after the last tool call
         fields = call.fields
-        status = fields.get("status")
         events: list[Event] = []
         name = _tool_name(fields)
-        runs = status in ("in_progress", "completed", "failed") or bool(fields.get("rawInput"))
-        if not call.called and runs:
-            call.called = True
+        if starts:
             kind = _KINDS.get(str(fields.get("kind")))
             files = list(_paths(fields)) if kind == "write" else []
             events.append(ToolCallEvent(call.id, name, _input(fields), files))
-        if status in ("completed", "failed") and not call.finished:
-            call.finished = True
+        if finishes:
             raw = _mapping(fields.get("rawOutput"))
-            code = as_int(
-                raw.get("exitCode", raw.get("exit_code", _mapping(raw.get("metadata")).get("exit")))
+            exit_code = raw.get(
+                "exitCode", raw.get("exit_code", _mapping(raw.get("metadata")).get("exit"))
             )
-            failed = status == "failed" or code not in (None, 0)
+            code = as_int(exit_code)
+            failed = fields.get("status") == "failed" or code not in (None, 0)
             events.append(ToolResultEvent(call.id, name, failed, preview(_output(fields))))
         return events
+
+    @property
+    def answer(self) -> str | None:
+        """The turn's answer so far: the chunks of its last message."""
+        return "".join(self._chunks) or None
 
     def _answer(self, obj: Mapping[str, Any]) -> Sequence[Event]:
         """The prompt's answer: the session, the turn's usage, then its result."""
