@@ -378,6 +378,7 @@ class Agent:
         elif word == "SILENCE":
             while True:
                 time.sleep(1)
+
         elif word == "GARBAGE":
             _write("this is not json")
             _write('{"jsonrpc": "2.0", "method": "session/upd')

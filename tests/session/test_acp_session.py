@@ -656,3 +656,14 @@ async def test_hooks_observe_each_tool_call_and_the_turns_end(tmp_path: Path) ->
     assert seen[1].output == "ran" and seen[1].error is None
     assert seen[2].answer == "allowed allow_once" and seen[2].session_id == s.session_id
     assert len(r.hooks) == 3 and all(h["not_applied"] for h in r.hooks), r.hooks
+
+
+async def test_a_silent_idle_agent_is_stopped_as_stalled(tmp_path: Path) -> None:
+    a = agent("gemini", tmp_path, stall_timeout=1.0)
+    async with a.session() as s:
+        started = time.monotonic()
+        r = await s.send_result("SILENCE")  # no output, no CPU: a stall
+        assert time.monotonic() - started < 15
+        assert r.status == 124 and r.error == "stalled", r.message
+        assert s.closed
+    assert await wait_gone(s.key) == []
