@@ -38,12 +38,12 @@ callback at ``initialize`` (see :mod:`.claude_hooks`), and each
 the approver's question, asked after the hooks unless they block; a hook's
 changed input or context goes out with the approver's answer.
 
-``always`` (allow or reject for the rest of the session): claude's session
-rules cannot stop a hook from firing, so this protocol keeps the decision and
-answers later calls of the same tool (a command tool: the same command) by
-itself, through a :class:`~coding_genesis.control.Reply`; an allow-always
-answer to ``can_use_tool`` also hands claude its own suggestions
-(``updatedPermissions``).
+``always`` (allow or reject for the rest of the session) is not this
+protocol's: the session keeps those answers for every backend alike
+(:class:`~coding_genesis.approval.Remembered`), so each call is asked here
+and answered once: never with claude's own suggestions
+(``updatedPermissions``), which would let claude settle later calls behind
+the session's back, with rules wider than what was asked.
 """
 
 from __future__ import annotations
@@ -132,8 +132,6 @@ class AskKey:
 
     request_id: str
     via: Literal["hook", "can_use_tool"]
-    #: ``can_use_tool``'s ``permission_suggestions`` (what "always" hands back).
-    suggestions: tuple[Any, ...] = ()
 
 
 def tool_request(
@@ -197,18 +195,13 @@ def _error(request_id: str, message: str) -> Outgoing:
     }
 
 
-def _permission_result(
-    decision: Decision, tool_input: Mapping[str, Any], suggestions: Sequence[Any]
-) -> dict[str, Any]:
+def _permission_result(decision: Decision, tool_input: Mapping[str, Any]) -> dict[str, Any]:
     if decision.allowed:
-        out: dict[str, Any] = {
+        return {
             "behavior": "allow",
             "updatedInput": dict(decision.input if decision.input is not None else tool_input),
         }
-        if decision.always and suggestions:
-            out["updatedPermissions"] = list(suggestions)
-        return out
-    out = {"behavior": "deny", "message": decision.message or DENIED}
+    out: dict[str, Any] = {"behavior": "deny", "message": decision.message or DENIED}
     if decision.end_turn:
         out["interrupt"] = True
     return out
@@ -247,14 +240,6 @@ def _host_flags(tools: Sequence[HostTool]) -> tuple[str, ...]:
     return ("--mcp-config", json.dumps(config), f"--allowedTools={allowed}")
 
 
-def _remembered(decision: Decision) -> Decision:
-    """An "always" decision as it answers a later call: no input of another
-    call's, and the turn goes on."""
-    if decision.allowed:
-        return Decision(decision.option, reason=decision.reason)
-    return Decision(decision.option, message=decision.message, reason=decision.reason)
-
-
 class ClaudeControl(ControlProtocol):
     """One live claude session's protocol (see the module's docstring).
 
@@ -291,8 +276,6 @@ class ClaudeControl(ControlProtocol):
         #: This turn's hook decisions by tool call id (a later can_use_tool
         #: for the same call gets the same answer).
         self._decided: dict[str, Decision] = {}
-        #: "always" decisions: (tool,) or (tool, command) -> decision.
-        self._always: dict[tuple[str, ...], Decision] = {}
         #: The host tools, by the name the model calls them.
         self._tools: dict[str, HostTool] = {}
         #: The events the session has hooks for.
@@ -361,8 +344,6 @@ class ClaudeControl(ControlProtocol):
             return []
         self._open.discard(key.request_id)
         request = ask.request
-        if decision.always:
-            self._always[self._always_key(request)] = _remembered(decision)
         if decision.end_turn and not decision.allowed:
             self._ended_by = decision.message or DENIED
         if key.via == "hook":
@@ -370,8 +351,7 @@ class ClaudeControl(ControlProtocol):
                 self._decided[request.tool_call_id] = decision
             hooked = self._hooked.pop(key.request_id, None)
             return [_success(key.request_id, pre_tool_output(decision, hooked))]
-        payload = _permission_result(decision, request.input, key.suggestions)
-        return [_success(key.request_id, payload)]
+        return [_success(key.request_id, _permission_result(decision, request.input))]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         """The ``tools/call`` answer; none when claude cancelled the request."""
@@ -397,12 +377,6 @@ class ClaudeControl(ControlProtocol):
         if key.claude_event == "PreToolUse" and result.block and call_id:
             self._decided[call_id] = Decision.deny(result.message or "blocked by a pre_tool hook")
         return [_success(key.request_id, hook_answer(key, result))]
-
-    @staticmethod
-    def _always_key(request: ApprovalRequest) -> tuple[str, ...]:
-        if request.kind == "command" and request.command is not None:
-            return (request.tool, request.command)
-        return (request.tool,)
 
     # -- objects -> meaning ------------------------------------------------------
 
@@ -507,18 +481,13 @@ class ClaudeControl(ControlProtocol):
             self._open.add(request_id)
             key = HookKey(request_id, str(claude_event))
             return (HookCall(key, hook_input(event, data, session_id, approval)),)
-        known = self._always.get(self._always_key(approval))
-        if known is not None and call_id:
-            self._decided[call_id] = known
-        ask = None
-        if self._approvals and known is None:
-            ask = PermissionAsk(AskKey(request_id, "hook"), approval)
+        ask = PermissionAsk(AskKey(request_id, "hook"), approval) if self._approvals else None
         if "pre_tool" in self._hooks:
             self._open.add(request_id)
-            key = HookKey(request_id, "PreToolUse", known)
+            key = HookKey(request_id, "PreToolUse")
             return (HookCall(key, hook_input(event, data, session_id, approval), ask),)
-        if ask is None:  # an "always" decision settles it (no approver, no hook: no callback)
-            return (Reply((_success(request_id, pre_tool_output(known)),)),)
+        if ask is None:  # neither an approver nor a hook: claude's own check goes on
+            return (Reply((_success(request_id, pre_tool_output(None)),)),)
         self._open.add(request_id)
         return (ask,)
 
@@ -528,7 +497,7 @@ class ClaudeControl(ControlProtocol):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
         if tool == ANSWER_TOOL or tool in self._tools:
-            allowed = _permission_result(Decision.allow(), tool_input, ())
+            allowed = _permission_result(Decision.allow(), tool_input)
             return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
         approval = tool_request(
@@ -539,14 +508,10 @@ class ClaudeControl(ControlProtocol):
             session_id=self._session_id,
         )
         known = self._decided.get(call_id) if call_id else None
-        if known is None:
-            known = self._always.get(self._always_key(approval))
-        if known is not None:
-            return (Reply((_success(request_id, _permission_result(known, tool_input, ())),)),)
-        raw = request.get("permission_suggestions")
-        suggestions = tuple(raw) if isinstance(raw, list) else ()
+        if known is not None:  # the hook's answer to this very call
+            return (Reply((_success(request_id, _permission_result(known, tool_input)),)),)
         self._open.add(request_id)
-        return (PermissionAsk(AskKey(request_id, "can_use_tool", suggestions), approval),)
+        return (PermissionAsk(AskKey(request_id, "can_use_tool"), approval),)
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         """One MCP message to our SDK server: the handshake and the listing

@@ -278,8 +278,10 @@ class CodexAppServer(ControlProtocol):
         )
 
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
+        # Once per call, "always" included (never acceptForSession): the
+        # session's own store settles repeats, as narrowly as was asked.
         if decision.allowed:
-            word = "acceptForSession" if decision.always else "accept"
+            word = "accept"
         elif decision.end_turn:
             word = "cancel"
             self._cancelled = True

@@ -39,9 +39,11 @@ __all__ = [
     "Decided",
     "Decision",
     "DecisionSource",
+    "Remembered",
     "ToolKind",
     "Verdict",
     "allow_tools",
+    "always_covers",
     "chain",
     "decide",
     "deny_commands",
@@ -284,6 +286,28 @@ async def _settled(value: Verdict | Awaitable[Verdict]) -> Verdict:
 #: answer in time, raised, or settled nothing, the deny that stands in.
 DecisionSource: TypeAlias = Literal["approver", "timeout", "error", "unsettled"]
 
+
+def always_covers(request: ApprovalRequest) -> str | None:
+    """What an "always" answer to ``request`` settles for the rest of the
+    session, in words; None: nothing more (this kind is not remembered, and
+    "always" settles this one call only).
+
+    "Always" is as narrow as what was asked, on every backend: a command
+    covers that exact command string of that tool; a write covers exactly
+    the paths it names, resolved (symlinks and ``..``, against ``cwd``) when
+    it was asked, for that tool.  A later call that needs anything more is
+    asked again.  A session keeps the answers (see ``coding_genesis.session``)
+    and records each call they settle with ``source: "always"``.
+    """
+    if request.kind == "command" and request.command:
+        return f"this exact {request.tool} command"
+    if request.kind == "write" and request.paths:
+        resolved = [_resolved(path, request.cwd) for path in request.paths]
+        if all(resolved):
+            return f"{request.tool} writing exactly {', '.join(request.paths)}"
+    return None
+
+
 _ERROR_TEXT = 1000
 
 
@@ -353,7 +377,63 @@ async def decide(approver: Approver, request: ApprovalRequest, *, timeout: float
     )
 
 
+class Remembered:
+    """The "always" answers of one session, as narrow as what was asked (see
+    :func:`always_covers`): one store for every backend, so a repeat is
+    settled (and recorded) the same way whatever the CLI's own protocol
+    offers.  A deny covering any path of a write refuses it; an allow settles
+    a write only when it covers every path."""
+
+    __slots__ = ("_commands", "_paths")
+
+    def __init__(self) -> None:
+        #: (tool, exact command) -> the answer.
+        self._commands: dict[tuple[str, str], Decision] = {}
+        #: (tool, resolved path) -> the answer.
+        self._paths: dict[tuple[str, str], Decision] = {}
+
+    def recall(self, request: ApprovalRequest) -> Decision | None:
+        """The remembered answer that settles ``request`` (None: ask)."""
+        if request.kind == "command" and request.command:
+            return self._commands.get((request.tool, request.command))
+        if request.kind != "write" or not request.paths or not self._paths:
+            return None
+        found = [self._paths.get((request.tool, path)) for path in _resolved_all(request)]
+        for decision in found:
+            if decision is not None and not decision.allowed:
+                return decision
+        if found and all(decision is not None for decision in found):
+            return found[0]
+        return None
+
+    def keep(self, request: ApprovalRequest, decision: Decision) -> str | None:
+        """Remember ``decision`` if it is an "always" answer of a kind that is
+        remembered; what it covers, in words (None: nothing kept)."""
+        if not decision.always:
+            return None
+        covers = always_covers(request)
+        if covers is None:
+            return None
+        # What answers a later call: no input of this call's, and the turn goes on.
+        kept = Decision(decision.option, message=decision.message, reason=decision.reason)
+        if request.kind == "command" and request.command:
+            self._commands[(request.tool, request.command)] = kept
+        else:
+            for path in _resolved_all(request):
+                self._paths[(request.tool, path)] = kept
+        return covers
+
+    def __len__(self) -> int:
+        return len(self._commands) + len(self._paths)
+
+
 # -- helpers -----------------------------------------------------------------------
+
+
+def _resolved_all(request: ApprovalRequest) -> list[str]:
+    """Every path of a write request, resolved; a path that cannot be is
+    kept as given (it then matches nothing remembered)."""
+    return [_resolved(path, request.cwd) or f"\0{path}" for path in request.paths]
 
 
 def _texts(who: str, values: tuple[object, ...]) -> tuple[str, ...]:

@@ -23,7 +23,8 @@ import anyio
 
 from coding_genesis._observers.progress import tool_summary
 from coding_genesis._util.display import printable
-from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.approval import ApprovalRequest, Decision, always_covers
+from coding_genesis.run_events import ApprovalEvent
 
 if TYPE_CHECKING:
     from coding_genesis._observers.progress import ProgressView
@@ -218,17 +219,18 @@ def describe(request: ApprovalRequest) -> str:
 class TerminalAsker:
     """An approver asking a person on the terminal about each tool call:
     ``[y]es`` allows it once, ``[n]o`` refuses it (``n <words>``: the model is
-    told the words), ``[a]lways`` allows this tool for the rest of the
-    ``scope`` (the session, the run) without asking again.  One question at
-    a time; :meth:`withdraw` ends the pending ones (the turn ended)."""
+    told the words), ``[a]lways`` allows it for the rest of the ``scope``
+    (the session, the run) as narrowly as the question says
+    (:func:`~coding_genesis.approval.always_covers`: this exact command, or
+    exactly these paths); the session keeps that answer and settles the
+    repeats itself.  One question at a time; :meth:`withdraw` ends the
+    pending ones (the turn ended)."""
 
     def __init__(self, lines: TerminalLines, *, scope: str = "session") -> None:
         self.lines = lines
         self.scope = scope
         #: The panel to take off the screen while asking (None: none shown).
         self.view: ProgressView | None = None
-        #: Tools allowed for the rest of the scope.
-        self.always: set[str] = set()
         self._lock = anyio.Lock()
         self._pending: set[anyio.CancelScope] = set()
         self._quiet: anyio.Event | None = None
@@ -240,7 +242,7 @@ class TerminalAsker:
         try:
             with scope:
                 async with self._lock:
-                    answered = self._remembered(request) or await self._ask(request)
+                    answered = await self._ask(request)
         finally:
             self._pending.discard(scope)
             if not self._pending and self._quiet is not None:
@@ -253,6 +255,17 @@ class TerminalAsker:
             )
         return answered
 
+    def heard(self, event: object) -> None:
+        """Subscribed to the agent: a call settled by an "always" answer is
+        shown, though nobody was asked (the person sees what ran)."""
+        if not isinstance(event, ApprovalEvent) or event.source != "always":
+            return
+        raw = event.extra.get("input")
+        summary = tool_summary(event.tool, raw if isinstance(raw, dict) else {}, limit=_INLINE)
+        word = "allowed" if event.allowed else "denied"
+        with self.view.paused() if self.view is not None else contextlib.nullcontext():
+            _say(f"  {word} {printable(summary)} (always, for this {self.scope})")
+
     def withdraw(self) -> None:
         """End every question asked or waiting (each is denied)."""
         for scope in list(self._pending):
@@ -264,14 +277,6 @@ class TerminalAsker:
             self._quiet = anyio.Event()
             with anyio.move_on_after(within):
                 await self._quiet.wait()
-
-    def _remembered(self, request: ApprovalRequest) -> Decision | None:
-        if request.tool not in self.always:
-            return None
-        detail = describe(request)
-        shown = f" `{printable(' '.join(detail.split()))[:_INLINE]}`" if detail else ""
-        _say(f"  allowed {printable(request.tool)}{shown} (always, for this {self.scope})")
-        return Decision.allow(always=True, reason=f"allowed for this {self.scope} at the terminal")
 
     async def _ask(self, request: ApprovalRequest) -> Decision:
         with self.view.paused() if self.view is not None else contextlib.nullcontext():
@@ -290,9 +295,12 @@ class TerminalAsker:
                 if word in ("y", "yes"):
                     return Decision.allow(reason="allowed at the terminal")
                 if word in ("a", "always"):
-                    self.always.add(request.tool)
+                    covers = always_covers(request)
+                    if covers is None:
+                        return Decision.allow(reason="allowed at the terminal (this call only)")
                     return Decision.allow(
-                        always=True, reason=f"allowed for this {self.scope} at the terminal"
+                        always=True,
+                        reason=f"allowed at the terminal: {covers}, for this {self.scope}",
                     )
                 if word in ("n", "no"):
                     told = rest.strip() or "the user refused this tool call"
@@ -317,7 +325,11 @@ class TerminalAsker:
             _say("\n".join(block))
         if request.reason:
             _say(f"  why: {printable(' '.join(request.reason.split()))}")
-        return question + f"? [y]es / [n]o / [a]lways for this {self.scope}: "
+        covers = always_covers(request)
+        if covers is not None:
+            _say(f"  [a]lways: {printable(covers)}, for this {self.scope}")
+            return question + f"? [y]es / [n]o / [a]lways for this {self.scope}: "
+        return question + "? [y]es / [n]o: "
 
 
 def _say(text: str, *, end: str = "\n") -> None:

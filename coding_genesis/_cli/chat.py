@@ -164,6 +164,7 @@ def handle(args: argparse.Namespace) -> int:
         )
     except (ConfigError, AgentUsageError) as exc:
         return usage_error("chat", str(exc))
+    agent.subscribe(asker.heard)
     chat = Chat(agent, session, lines, asker, quiet=args.quiet)
     try:
         return anyio.run(chat.main)

@@ -276,6 +276,8 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run", str(exc))
     if agent.retry_policy is not None and not args.quiet:
         agent.subscribe(attempt_printer("genesis run"))
+    if asker is not None:
+        agent.subscribe(asker.heard)
     events = EventWriter(sys.stdout.buffer) if args.events else None
     outcome = execute(
         agent,

@@ -46,7 +46,7 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver
+from coding_genesis.approval import Approver, Remembered
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
@@ -111,6 +111,8 @@ class LiveLink:
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
+        #: The session's "always" answers (every backend's, kept here).
+        self.remembered = Remembered()
         self.host_calls = HostCalls(start.tools, protocol, self.send, lambda: self.alive)
         self.hooks = dict(hooks or {})
         self.hook_timeout = hook_timeout
@@ -349,7 +351,11 @@ class LiveLink:
                     return
                 turn.asking.append(scope)
             settled = await settle(
-                request, self.approver, self.approval_timeout, self.start.permissions
+                request,
+                self.approver,
+                self.approval_timeout,
+                self.start.permissions,
+                self.remembered,
             )
         if turn is not None and scope in turn.asking:
             turn.asking.remove(scope)

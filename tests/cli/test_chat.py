@@ -89,20 +89,29 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     assert terminal.wait_for("Allow Bash `ls`?"), terminal.screen
     say(terminal, "perhaps")
     assert terminal.wait_for("answer y, n"), terminal.screen
+    assert "[a]lways: this exact Bash command, for this session" in terminal.screen
     say(terminal, "a")
     assert terminal.wait_for('allowed Bash {"command": "ls"}'), terminal.screen
-    say(terminal, 'ASK Bash {"command": "pwd"}')  # always: not asked again
+    say(terminal, 'ASK Bash {"command": "ls"}')  # always: that exact command, not asked again
+    assert terminal.wait_for("allowed Bash: ls (always, for this session)"), terminal.screen
+    lines = terminal.screen.splitlines()
+    asks = [i for i, line in enumerate(lines) if line == '> ASK Bash {"command": "ls"}']
+    assert len(asks) == 2, terminal.screen
+    # the second time: settled at once, no question in between
+    assert lines[asks[1] + 1].strip() == "allowed Bash: ls (always, for this session)"
+    # "always" covered `ls` only: another command of the same tool is asked
+    say(terminal, 'ASK Bash {"command": "pwd"}')
+    assert terminal.wait_for("Allow Bash `pwd`?"), terminal.screen
+    say(terminal, "y")
     assert terminal.wait_for('allowed Bash {"command": "pwd"}'), terminal.screen
-    assert "Allow Bash `pwd`" not in terminal.seen
-    assert "allowed Bash `pwd` (always, for this session)" in terminal.screen
 
     say(terminal, "/exit")
     assert terminal.wait() == 0
-    assert "genesis chat: session closed - 6 turns" in terminal.screen
+    assert "genesis chat: session closed - 7 turns" in terminal.screen
     assert f"genesis chat --resume {SESSION}" in terminal.screen
     assert "Traceback" not in terminal.seen
     assert len(started(fake)) == 1  # every turn in one process
-    assert len(run_dirs(tmp_path)) == 6  # each turn recorded like a `genesis run`
+    assert len(run_dirs(tmp_path)) == 7  # each turn recorded like a `genesis run`
     assert marked_processes([fake.mark]) == []
 
 

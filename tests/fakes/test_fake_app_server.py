@@ -79,7 +79,8 @@ def test_turns_answer_with_usage(rig: Rig) -> None:
     ("decision", "ended", "said"),
     [
         (Decision.allow(), "completed", ["decision: accept"]),
-        (Decision.allow(always=True), "completed", ["decision: acceptForSession"]),
+        # once per call: the session's store, not codex, keeps "always"
+        (Decision.allow(always=True), "completed", ["decision: accept"]),
         (Decision.deny(), "completed", ["decision: decline"]),
         (Decision.deny(end_turn=True), "interrupted", []),
     ],
