@@ -216,6 +216,12 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
         args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
     if start.cli_max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
+    # Subagents and commands run inside the turn, not in the background: a
+    # background task comes back after the turn's result, outside its wall
+    # limit and its record (measured on 2.1.330: claude then drops
+    # run_in_background from the Agent tool's input).  env= can turn it back on
+    # ("0"); what the CLI does between turns is then a turn of its own.
+    env["CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"] = "1"
     args.extend(start.extra_args)
     return CommandSpec(
         args=tuple(args),

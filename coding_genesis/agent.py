@@ -61,7 +61,7 @@ from coding_genesis.status import AgentState, ErrorCode, Status
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._pipeline.live import LiveLink
+    from coding_genesis._pipeline.live import LiveLink, Trigger
     from coding_genesis.events import Event
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -313,10 +313,16 @@ class CodingGenesisAgent:
         return SyncSession(self.session(**options))
 
     async def _request(
-        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+        self,
+        prompt: str,
+        options: RunOptions,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> RunResult:
         """One request through the pipeline: a one-shot run, or (``link``) a
-        turn of a live session: the same states, checks, wiring and answer."""
+        turn of a live session: the same states, checks, wiring and answer.
+        ``trigger="cli"``: a turn the CLI started between turns (admitted past
+        an open circuit: it is the CLI's, already under way)."""
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,
@@ -351,7 +357,7 @@ class CodingGenesisAgent:
         except ConfigError as exc:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc))
         probe = False
-        if self._breaker is not None:
+        if self._breaker is not None and trigger == "user":
             probe, wait = self._breaker.admit(clock.monotonic())
             if wait > 0:
                 return self._degraded(wait)
@@ -359,7 +365,7 @@ class CodingGenesisAgent:
         await wiring.sweep_once()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
-        run = wiring.start(request, run_id, clock, link)
+        run = wiring.start(request, run_id, clock, link, trigger)
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:

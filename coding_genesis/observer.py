@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
@@ -60,6 +60,8 @@ class RunInfo:
     session: str | None = None
     #: The turn's number in its session (0: a one-shot run).
     turn: int = 0
+    #: Who started the run: the caller, or the CLI between a session's turns.
+    trigger: Literal["user", "cli"] = "user"
 
 
 class AttemptTally(Protocol):

@@ -31,7 +31,7 @@ import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
 from coding_genesis._pipeline.hooking import unsupported_hooks
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.live import LiveLink, Trigger
 from coding_genesis._pipeline.opening import open_link, session_start
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionOwner", "SyncSession", "TurnStream"]
 
 log = logging.getLogger("coding_genesis.session")
+
+#: What a turn the CLI started by itself is asked for (it is never sent: the
+#: CLI's own work is the turn; the run log and the transcript show this).
+_CLI_PROMPT = "(a turn the CLI started by itself, between the caller's turns)"
+#: How long a turn the CLI wants waits for the agent, busy with another run.
+_BUSY_WAIT = 0.05
 
 
 class SessionOwner(Protocol):
@@ -65,7 +71,11 @@ class SessionOwner(Protocol):
     def claim_session(self, session: Session | None) -> None: ...
 
     async def _request(
-        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+        self,
+        prompt: str,
+        options: RunOptions,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> RunResult: ...
 
 
@@ -138,6 +148,10 @@ class Session:
         self.usage: dict[str, int] = {}
         self.cost_usd: float | None = None
         self.results: list[RunResult] = []
+        #: A turn the CLI started by itself is under way (or wanted).
+        self._cli_busy = False
+        #: Set when one ends (a fresh event each time).
+        self._cli_done = anyio.Event()
 
     # -- state --------------------------------------------------------------------
 
@@ -164,6 +178,12 @@ class Session:
     @property
     def can_steer(self) -> bool:
         return self._protocol.can_steer
+
+    @property
+    def turn_running(self) -> bool:
+        """A turn is under way (the caller's, or one the CLI started by itself)."""
+        link = self._link
+        return link is not None and link.running
 
     # -- opening and closing ------------------------------------------------------
 
@@ -222,8 +242,12 @@ class Session:
                 request=request,
             ) as link:
                 self._link = link
-                task_status.started()
-                await self._closing.wait()
+                link.takes_cli_turns = True
+                async with anyio.create_task_group() as watch:
+                    watch.start_soon(self._cli_turns, link)
+                    task_status.started()
+                    await self._closing.wait()
+                    watch.cancel_scope.cancel()
         finally:
             self._closed = True
             if wiring.ledger is not None:
@@ -268,18 +292,62 @@ class Session:
         return link
 
     async def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        """One turn: the typed result (never raises for a runtime failure)."""
+        """One turn: the typed result (never raises for a runtime failure).
+        A turn the CLI started by itself (:meth:`cli_turn`) ends first."""
         link = self._live("send()")
         options = dict(self._turn_options)
         if timeout is not None:
             options["timeout"] = timeout
+        while link.alive and (self._cli_busy or link.between.wanted.is_set()):
+            await self._cli_done.wait()
         result = await self._agent._request(prompt, cast("RunOptions", options), link)
         if result.error not in ("busy", "degraded", "invalid_request"):
-            self.results.append(result)
-            self._add_usage(result)
+            self._record(result)
         if not link.alive:
             await self.close()
         return result
+
+    async def cli_turn(self) -> RunResult:
+        """Wait for the next turn the CLI starts by itself between turns (a
+        background task of claude's that came back, say) and return its
+        result.  Such a turn runs whether anyone waits for it or not: it goes
+        through the same pipeline as :meth:`send` (its approvals asked, its
+        usage metered and budgeted, its transcript and run log written, its
+        events published) and is in :attr:`results` with ``trigger="cli"``."""
+        self._live("cli_turn()")
+        count = len(self.results)
+        while True:
+            await self._cli_done.wait()
+            for result in self.results[count:]:
+                if result.trigger == "cli":
+                    return result
+            count = len(self.results)
+
+    async def _cli_turns(self, link: LiveLink) -> None:
+        """Runs each turn the CLI starts by itself, as soon as it wants one
+        (between the caller's turns: never two at once)."""
+        while link.alive:
+            await link.between.wanted.wait()
+            self._cli_busy = True
+            try:
+                while link.alive and link.between.wanted.is_set():
+                    result = await self._agent._request(
+                        _CLI_PROMPT, cast("RunOptions", dict(self._turn_options)), link, "cli"
+                    )
+                    if result.error == "busy":  # the agent's own run (or a turn's tail)
+                        await anyio.sleep(_BUSY_WAIT)
+                        continue
+                    self._record(result)
+            finally:
+                self._cli_busy = False
+                self._cli_done.set()
+                self._cli_done = anyio.Event()
+            if not link.alive:
+                self._closing.set()
+
+    def _record(self, result: RunResult) -> None:
+        self.results.append(result)
+        self._add_usage(result)
 
     async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
         """One turn: the same dict ``run()`` returns, for this turn."""

@@ -16,7 +16,7 @@ import errno
 import os
 import sys
 import termios
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -231,6 +231,9 @@ class TerminalAsker:
         self.scope = scope
         #: The panel to take off the screen while asking (None: none shown).
         self.view: ProgressView | None = None
+        #: Awaited before a question is shown: whoever else reads the terminal
+        #: (chat's prompt) gives way, so that what is typed answers the question.
+        self.before_asking: Callable[[], Awaitable[None]] | None = None
         self._lock = anyio.Lock()
         self._pending: set[anyio.CancelScope] = set()
         self._quiet: anyio.Event | None = None
@@ -242,6 +245,8 @@ class TerminalAsker:
         try:
             with scope:
                 async with self._lock:
+                    if self.before_asking is not None:
+                        await self.before_asking()
                     answered = await self._ask(request)
         finally:
             self._pending.discard(scope)

@@ -42,8 +42,11 @@ examples:
 type a prompt and Enter: the turn runs with a live panel on stderr, its answer
 goes to stdout.  Each tool call the CLI asks to make is asked inline:
   Allow Bash `pytest -q`? [y]es / [n]o / [a]lways for this session:
-(n <why> tells the model why; a allows that tool for the rest of the session);
-the approval flags settle what they can first.
+(n <why> tells the model why; a allows this exact command, or a write of exactly
+these paths, for the rest of the session); the approval flags settle what they
+can first.  What the CLI does by itself between turns (a background task that
+came back) is a turn of its own: its questions are asked in place of the
+prompt, its answer shown when it ends.
 Ctrl-C interrupts the running turn; a second Ctrl-C (in the turn or at the
 prompt) closes the session and exits 130; Ctrl-D or /exit closes it (exit 0).
 Each turn is recorded like a `genesis run` (see `genesis runs`).
@@ -199,6 +202,12 @@ class Chat:
         self.in_turn = False
         self._outer: anyio.CancelScope | None = None
         self._reading: anyio.CancelScope | None = None
+        #: The prompt's read was given up for the terminal's other user (a
+        #: question, or the answer of a turn the CLI started): prompt again.
+        self._yielded = False
+        #: Set while nobody reads the prompt (a reader of the terminal waits on it).
+        self._not_reading: anyio.Event | None = None
+        asker.before_asking = self._give_way
 
     async def main(self) -> int:
         import anyio  # lazy: `genesis --help` imports only the parsers
@@ -213,6 +222,7 @@ class Chat:
                         f"genesis chat: {self.agent.backend_name} session open; "
                         "Ctrl-C interrupts a turn, Ctrl-C twice, Ctrl-D or /exit leaves"
                     )
+                    tg.start_soon(self._cli_turns, session)
                     await self._loop(session)
             tg.cancel_scope.cancel()
         self._goodbye()
@@ -236,20 +246,67 @@ class Chat:
                 self._last = await self._turn(session, line)
 
     async def _prompt(self) -> str | None:
-        """The next prompt; "" when Ctrl-C cleared the line."""
+        """The next prompt; "" when Ctrl-C cleared the line.  The read gives
+        way to a question of a turn the CLI started by itself (one reader of
+        the terminal at a time: what is typed answers the question, never
+        becomes a prompt), then the prompt is shown again."""
         import anyio
 
-        _err(PROMPT, end="")
-        with anyio.CancelScope() as scope:
-            self._reading = scope
-            try:
-                return await self.lines.read()
-            finally:
-                self._reading = None
+        while True:
+            _err(PROMPT, end="")
+            with anyio.CancelScope() as scope:
+                self._reading = scope
+                try:
+                    return await self.lines.read()
+                finally:
+                    self._reading = None
+                    if self._not_reading is not None:
+                        self._not_reading.set()
+            if not self._yielded:
+                break
+            self._yielded = False
+            await self.asker.settled(within=float("inf"))
         self.lines.discard()
         _err("")
         self._note("(Ctrl-C again to leave; Ctrl-D or /exit closes the session)")
         return ""
+
+    def _yield_prompt(self) -> bool:
+        """The terminal is needed (a question, an answer to show): the prompt's
+        read gives way, and the prompt comes back after.  False: no prompt
+        was being read."""
+        if self._reading is None or self._yielded:
+            return False
+        self._yielded = True
+        self._reading.cancel()
+        _err("")  # off the prompt's line
+        return True
+
+    async def _give_way(self) -> None:
+        """Before a question: the prompt's read has ended (two readers of one
+        terminal would fight over each key)."""
+        import anyio
+
+        self._not_reading = anyio.Event()
+        try:
+            if self._yield_prompt():
+                await self._not_reading.wait()
+        finally:
+            self._not_reading = None
+
+    async def _cli_turns(self, session: Session) -> None:
+        """Shows each turn the CLI started by itself, when it ends."""
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis.errors import AgentUsageError
+
+        while True:
+            try:
+                result = await session.cli_turn()
+            except AgentUsageError:  # the session closed
+                return
+            self._yield_prompt()
+            self._note(f"genesis chat: the CLI worked by itself (turn {result.turn}):")
+            self._last = self._show(result.to_dict())
 
     async def _turn(self, session: Session, prompt: str) -> int:
         """One turn with the live panel; its answer printed; its exit code."""
@@ -328,7 +385,7 @@ class Chat:
                         self._outer.cancel()
                     continue
                 self.armed = True
-                if self.in_turn:
+                if self.in_turn or self.session.turn_running:
                     _err("")
                     self._note(
                         "genesis chat: interrupting the turn (Ctrl-C again closes the session)"

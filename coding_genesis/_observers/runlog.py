@@ -125,6 +125,8 @@ def run_record(
         "signal": response.get("signal"),
         "stop_reason": response.get("stop_reason"),
         "session_id": response.get("session_id"),
+        "turn": response.get("turn"),
+        "trigger": response.get("trigger"),
         "model": response.get("model"),
         "cli_retries": response.get("cli_retries"),
         "attempts": response.get("attempts"),

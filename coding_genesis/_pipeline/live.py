@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -39,14 +39,14 @@ from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.hooking import longest, then_ask
 from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, death
+from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver, Remembered
+from coding_genesis.approval import Approver, Decision, Remembered
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
@@ -64,12 +64,16 @@ from coding_genesis.control import (
     Unknown,
 )
 from coding_genesis.events import Event, SessionEvent
-from coding_genesis.hooks import Hook, HookEvent, run_hooks
+from coding_genesis.hooks import Hook, HookEvent, HookResult, run_hooks
 from coding_genesis.status import ErrorCode, Status
+from coding_genesis.tools import ToolResult
 
-__all__ = ["LiveLink"]
+__all__ = ["LiveLink", "Trigger"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
+
+#: Who started a turn: the caller (a prompt), or the CLI itself between turns.
+Trigger = Literal["user", "cli"]
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
@@ -136,6 +140,13 @@ class LiveLink:
         self.unknown = 0
         self.turns = 0
         self.warnings: tuple[str, ...] = ()
+        #: What the CLI says between turns (after the opening), held for the
+        #: turn it starts by itself.
+        self.between = Unattended()
+        #: A session takes the CLI's own turns (it starts one when
+        #: :attr:`between` wants it); else what the CLI asks between turns is
+        #: refused at once (a one-shot run's link, once its turn is over).
+        self.takes_cli_turns = False
         self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
         self._idle_translator = protocol.translator()
@@ -205,6 +216,8 @@ class LiveLink:
             self._stdout_bytes += len(chunk)
             if context is not None and context.on_stdout is not None:
                 context.on_stdout(chunk)
+            elif turn is None and self._unattended():
+                self.between.bytes(chunk)
         self._decoder.feed(chunk)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
@@ -258,6 +271,11 @@ class LiveLink:
 
     # -- what the CLI says -------------------------------------------------------
 
+    def _unattended(self) -> bool:
+        """What the CLI says now is between turns (the opening done, no turn
+        given up on and still draining): held for a turn of its own."""
+        return self._ready.is_set() and self._drained is None and self.alive
+
     def received(self, obj: dict[str, Any]) -> Sequence[Event]:
         """The meaning of one object from the CLI (called by the decoder)."""
         try:
@@ -268,6 +286,7 @@ class LiveLink:
         turn = self._turn
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
+        held = self.between if turn is None and self._unattended() else None
         for item in items:
             if isinstance(item, Forward):
                 forward = True
@@ -275,6 +294,13 @@ class LiveLink:
                 if item.session_id:
                     self.session_id = item.session_id
                 self._ready.set()
+            elif held is not None and isinstance(item, PermissionAsk | ToolCall | HookCall):
+                if self.takes_cli_turns:
+                    held.wait(item)  # for the turn the CLI starts (the session's)
+                else:
+                    self._refuse(item)
+            elif held is not None and isinstance(item, TurnEnded):
+                held.ended = item
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
@@ -301,11 +327,29 @@ class LiveLink:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
         events = translator.translate(obj)
+        if held is not None:
+            held.said(events)  # the turn that takes them routes them
+            return ()
         if turn is not None and events:
             for event in events:
                 if isinstance(event, SessionEvent) and event.session_id:
                     self.session_id = event.session_id
         return events
+
+    def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
+        """What the CLI asks between turns with nobody to take a turn of its
+        own (a one-shot run's process, its one turn over): refused at once,
+        never decided behind the caller's back."""
+        why = "no turn is running: coding-genesis refused this call"
+        log.warning("%s asked %s between turns: refused", self.backend.name, type(item).__name__)
+        if isinstance(item, PermissionAsk):
+            self.send(*self.protocol.answer(item, Decision.deny(why)))
+        elif isinstance(item, ToolCall):
+            self.send(*self.protocol.answer_tool(item, ToolResult(why, is_error=True)))
+        else:
+            self.send(*self.protocol.answer_hook(item, HookResult(block=True, message=why)))
+            if item.ask is not None:
+                self.send(*self.protocol.answer(item.ask, Decision.deny(why)))
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:
@@ -395,9 +439,17 @@ class LiveLink:
     # -- turns -------------------------------------------------------------------
 
     async def turn(
-        self, request: Request, context: AttemptContext, *, run_id: str
+        self,
+        request: Request,
+        context: AttemptContext,
+        *,
+        run_id: str,
+        trigger: Trigger = "user",
     ) -> AttemptOutcome:
-        """One turn: the prompt written, the output decoded until the turn ends."""
+        """One turn: the prompt written, the output decoded until the turn
+        ends.  ``trigger="cli"``: a turn the CLI started by itself between
+        turns: no prompt is written; the turn takes what the CLI said and
+        asked meanwhile (:attr:`between`) and goes on until the CLI ends it."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
@@ -432,6 +484,15 @@ class LiveLink:
         if not self.alive:
             turn.end("died", self.broken or death(self.backend.name, self.exit))
         else:
+            held = self.between.take()
+            if held.wanted.is_set():
+                # What the CLI did since the last turn is this turn's (decoded
+                # with the translator that read it, which the turn keeps).
+                turn.translator, self._idle_translator = (
+                    self._idle_translator,
+                    self.protocol.translator(),
+                )
+                turn.translator.message_usage = context.message_usage
             self._turn = turn
             if (
                 context.on_spawn is not None
@@ -445,7 +506,13 @@ class LiveLink:
                 stall_timeout=self.config.stall_timeout,
             )
             try:
-                self.send(*self.protocol.begin_turn(request.prompt))
+                if held.wanted.is_set():
+                    self._adopt(turn, held, ended=trigger == "cli")
+                if trigger == "cli":
+                    if not held.wanted.is_set():
+                        turn.end("completed")  # nothing was left to do
+                else:
+                    self.send(*self.protocol.begin_turn(request.prompt))
                 await turn.done.wait()
             except BaseException:
                 # A cancelled turn: the session's process tree is stopped.
@@ -486,6 +553,38 @@ class LiveLink:
             approvals=tuple(turn.approvals),
             hooks=tuple(turn.hooks),
         )
+
+    def _adopt(self, turn: Turn, held: Unattended, *, ended: bool) -> None:
+        """Make what the CLI did between turns ``turn``'s: its bytes to the
+        transcript, its events down the turn's routes, its questions and calls
+        asked and answered now; ``ended``: its own end of a turn ends this one
+        (a turn the CLI started), else the prompt still goes (a user's turn
+        that came first)."""
+        context = turn.context
+        if held.raw and context.on_stdout is not None:
+            context.on_stdout(bytes(held.raw))
+        if held.dropped:
+            log.warning(
+                "%s said more between turns than is held: %d byte(s) or event(s) not kept",
+                self.backend.name,
+                held.dropped,
+            )
+        self._decoder.emit(held.events)
+        for item in held.waiting:
+            if isinstance(item, PermissionAsk):
+                self._tg_start(self._approve, item, turn)
+            elif isinstance(item, ToolCall):
+                emit = None if item.reported else self._decoder.emit
+                self._tg_start(self.host_calls.answer, item, emit)
+            else:
+                turn.running.add()
+                self._tg_start(self._hook, item, turn)
+        if ended and held.ended is not None:
+            self._turn_ended(turn, held.ended)
+
+    def _tg_start(self, fn: Any, *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(fn, *args)
 
     async def _drain(self) -> None:
         """Before a turn: the CLI has ended the turn a fault made us give up

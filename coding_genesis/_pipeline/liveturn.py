@@ -1,11 +1,14 @@
 """One turn of a live session (``live.py``): what the link keeps of it while
 it runs (its tally, its ending, the approvals and hooks under way), its
-account of the process, and what the CLI's exit says of a turn it did not end."""
+account of the process, and what the CLI's exit says of a turn it did not end;
+and what the CLI says between turns (:class:`Unattended`), held for the turn
+it starts by itself."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -16,8 +19,16 @@ from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome
 from coding_genesis.backend import Translator
+from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
+from coding_genesis.events import (
+    Event,
+    ResultEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 
-__all__ = ["STDERR_TAIL", "Turn", "death", "with_exit"]
+__all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
 
 #: The stderr a turn keeps (its failure analysis reads the tail).
 STDERR_TAIL = 64 * 1024
@@ -74,6 +85,69 @@ class Turn:
             leftovers_stopped=self.strays,
         )
         return with_exit(out, exit, self.strays)
+
+
+#: What the CLI says between turns that makes a turn of its own (the model at
+#: work); anything else (usage, status notes) only waits for the next turn.
+_WORK = (TextEvent, ToolCallEvent, ToolResultEvent, ResultEvent)
+#: The most held between turns: a CLI that talks on and on without a turn
+#: starting keeps only this much (the rest is counted).
+_HELD_BYTES = 8 * 1024 * 1024
+_HELD_ITEMS = 10_000
+
+#: What the CLI asks between turns that waits for an answer.
+Waiting = PermissionAsk | ToolCall | HookCall
+
+
+class Unattended:
+    """What the CLI said since the last turn ended: its bytes (for the
+    transcript), its events, its questions and calls (unanswered until a turn
+    takes them) and its end of a turn.  Work (:data:`_WORK` events, a
+    question, a call, a hook point) sets :attr:`wanted`: the session then
+    starts a turn of the CLI's own (``trigger: "cli"``) that takes it all, so
+    nothing the CLI does between turns goes unrecorded."""
+
+    __slots__ = ("dropped", "ended", "events", "raw", "waiting", "wanted")
+
+    def __init__(self) -> None:
+        self.raw = bytearray()
+        self.events: list[Event] = []
+        self.waiting: list[Waiting] = []
+        self.ended: TurnEnded | None = None
+        #: Bytes or events not held (over the bounds).
+        self.dropped = 0
+        self.wanted = anyio.Event()
+
+    def bytes(self, chunk: bytes) -> None:
+        if len(self.raw) + len(chunk) <= _HELD_BYTES:
+            self.raw += chunk
+        else:
+            self.dropped += len(chunk)
+
+    def said(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if len(self.events) >= _HELD_ITEMS:
+                self.dropped += 1
+                continue
+            self.events.append(event)
+            if isinstance(event, _WORK):
+                self.wanted.set()
+
+    def wait(self, item: Waiting) -> None:
+        self.waiting.append(item)
+        self.wanted.set()
+
+    def take(self) -> Unattended:
+        """All of it, handed over (this one starts afresh)."""
+        held = Unattended()
+        held.raw, self.raw = self.raw, bytearray()
+        held.events, self.events = self.events, []
+        held.waiting, self.waiting = self.waiting, []
+        held.ended, self.ended = self.ended, None
+        held.dropped, self.dropped = self.dropped, 0
+        if self.wanted.is_set():  # an unset one stays: a waiter still waits on it
+            held.wanted, self.wanted = self.wanted, anyio.Event()
+        return held
 
 
 def death(name: str, exit: ProcessOutcome | None) -> str:

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.live import LiveLink, Trigger
 from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
@@ -141,11 +141,17 @@ class RunWiring:
             log.exception("sweep of the run ledger %s failed", ledger.path)
 
     def start(
-        self, request: Request, run_id: str, clock: Clock, link: LiveLink | None = None
+        self,
+        request: Request,
+        run_id: str,
+        clock: Clock,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> Run:
         """Open the run's observers (subscribed to the bus) and its wrappers.
         ``link``: the run is a turn of that live session (its stop handle is
-        the session's: a budget stops the session's process)."""
+        the session's: a budget stops the session's process); ``trigger``:
+        who started it (``cli``: the CLI itself, between the session's turns)."""
         started = time.monotonic()
         stop = link.stop if link is not None else StopHandle()
         bus = self.bus
@@ -167,6 +173,7 @@ class RunWiring:
                 translator=self.backend.translator,
                 session=link.key if link is not None else None,
                 turn=link.turns + 1 if link is not None else 0,
+                trigger=trigger,
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
@@ -176,6 +183,7 @@ class RunWiring:
         )
         run = Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
         run.link = link
+        run.trigger = trigger
         return run
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
@@ -268,7 +276,7 @@ class RunWiring:
         attempt = request.retried(plan.prompt, plan.resume, plan.timeout)
         try:
             if run.link is not None:  # a turn of a live session
-                return await run.link.turn(attempt, context, run_id=run_id)
+                return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
             if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
                 return await one_turn(self.config, self.backend, attempt, context, run_id)
             return await run_attempt(
@@ -425,6 +433,7 @@ class Run:
         "run_id",
         "started",
         "stop",
+        "trigger",
         "unsubscribe",
         "wiring",
         "wrappers",
@@ -455,6 +464,8 @@ class Run:
         self.wrappers = wrappers
         #: The live session this run is a turn of (None: a one-shot run).
         self.link: LiveLink | None = None
+        #: Who started it (``cli``: the CLI, between a session's turns).
+        self.trigger: Trigger = "user"
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
         """The wrappers around the run and its attempts.  A bug of ours is still
@@ -488,6 +499,7 @@ class Run:
         update: dict[str, Any] = {"duration_s": round(time.monotonic() - self.started, 6)}
         if self.link is not None:
             update["turn"] = self.link.turns
+            update["trigger"] = self.trigger
         extra = self.observers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:

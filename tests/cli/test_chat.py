@@ -265,3 +265,33 @@ def test_keys_typed_during_a_turn_are_not_drawn_into_the_panel_and_make_the_next
     prompts = [s["message"]["content"] for s in sent if s.get("type") == "user"]
     assert prompts == ["SLEEP 1.5", "typed ahead", "half done", "SLEEP 1"]
     assert len(started(fake)) == 1
+
+
+def test_a_question_between_turns_is_asked_in_place_of_the_prompt(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """A background task of the CLI comes back after its turn and asks: chat asks
+    where it can be answered (the prompt's read gives way), the typed answer never
+    becomes a prompt, and the CLI's own turn is shown and recorded."""
+    fake = FakeCLI(tmp_path, "claude")
+    terminal = chat(terminals, fake, tmp_path)
+
+    say(terminal, 'LATER 1 ASK Bash {"command": "make"}')
+    assert terminal.wait_for("genesis: ok"), terminal.screen
+    assert terminal.wait_for("Allow Bash `make`?"), terminal.screen
+    say(terminal, "y")
+    assert terminal.wait_for("the CLI worked by itself (turn 2)"), terminal.screen
+    assert terminal.wait_for('allowed Bash {"command": "make"}'), terminal.screen
+    say(terminal, "TEXT and now")
+    assert terminal.wait_for("fake claude got: TEXT and now"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    prompts = [
+        r["stdin"]["message"]["content"]
+        for r in fake.records()
+        if isinstance(r.get("stdin"), dict) and r["stdin"].get("type") == "user"
+    ]
+    assert prompts == ['LATER 1 ASK Bash {"command": "make"}', "TEXT and now"]  # no "y"
+    assert "genesis chat: session closed - 3 turns" in terminal.screen
+    assert len(run_dirs(tmp_path)) == 3
+    assert "Traceback" not in terminal.seen

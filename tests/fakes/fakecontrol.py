@@ -18,6 +18,8 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
   GARBAGE              a non-JSON line, a control_request without request_id, one whose
                        request is not an object, then a result
   UNKNOWN_ID           a control_response for an id never sent, then a result
+  LATER <s> <text>     a result at once, then after <s> seconds the turn of <text> by itself
+                       (claude's background tasks coming back between turns)
   DIE                  exits 3 mid-turn (no result)
   SILENCE              prints nothing more and ignores everything (even stdin's end)
   SLEEP <n>            a Bash tool call running ``time.sleep(n)`` in a child process; done: result
@@ -228,6 +230,12 @@ class Fake:
             value = json.loads(rest)
             tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
             self.result(json.dumps(value), structured_output=value)
+        elif word == "LATER":  # a background task: this turn ends, the task comes back later
+            delay, _, inner = rest.partition(" ")
+            emit(message("assistant", {"type": "text", "text": "started in the background"}))
+            self.result("started in the background")
+            time.sleep(float(delay))
+            self.turn(inner)
         elif word == "DIE":
             os._exit(3)
         elif word == "SILENCE":

@@ -612,6 +612,12 @@ class FakeModelServer:
 
         if conv.tool_output is not None:
             return self._after_tool(conv)
+        if name == "later":  # SCENARIO:later <seconds> <scenario>: that scenario, answered late
+            secs, _, inner = arg.partition(" ")
+            if re.fullmatch(r"[0-9]+(\.[0-9]+)?", secs):
+                time.sleep(min(float(secs), 30.0))
+            later = parse_scenario("SCENARIO:" + inner) if inner else None
+            name, arg = (later.name, later.arg) if later is not None else ("text", "")
         if name == "hangonce":  # the first request of the conversation hangs, then text
             return _Reply("hang") if seen == 0 else _Reply("text", arg or self.default_text)
         if name == "hang":

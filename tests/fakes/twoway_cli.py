@@ -27,6 +27,8 @@ turn does:
   (``GARBAGE_STUCK``: and never ``done``, even when interrupted);
 * ``UNKNOWN_ID``: an ``answered`` for an id we never used, then ``done``;
 * ``NEWS``: a message of a type nobody knows, then ``done``;
+* ``LATER <seconds> <prompt>``: ``done`` at once, then after the delay the
+  turn of ``<prompt>`` by itself, between turns (claude's background tasks);
 * ``HOOK <tool> <json>``: a pre-tool hook point (``hook``, id N), waits for
   ``{"op": "hook_answer", "id": N, "block", "message", "input", "context"}``
   and says it (``ran <json input>`` plus ``context: ...``, or ``blocked
@@ -184,6 +186,15 @@ def main() -> int:
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
             done(usage)
+        elif word == "LATER":
+            # ends this turn now, then after the delay works by itself (a
+            # background task coming back): the rest is a turn of its own
+            delay, _, inner = rest.partition(" ")
+            say({"type": "text", "text": "started in the background"})
+            done(usage)
+            interrupted.wait(float(delay))
+            interrupted.clear()
+            turn(inner)
         else:
             say({"type": "text", "text": f"echo: {text}"})
             done(usage)
