@@ -25,12 +25,18 @@ from coding_genesis.events import (
     UsageEvent,
 )
 from coding_genesis.result import RunResult
-from coding_genesis.usage import normalize_usage
+from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
 from ._common import PROXY_ENV, as_int, preview, str_list
 from .claude_control import SESSION_FLAGS, ClaudeControl
 
-__all__ = ["ClaudeBackend", "ClaudeTranslator", "claude_failure_hint"]
+__all__ = [
+    "ClaudeBackend",
+    "ClaudeTranslator",
+    "claude_failure_hint",
+    "recorded_total",
+    "running_total",
+]
 
 #: claude's own wording for its failures, most specific first.
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -232,6 +238,76 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
     )
 
 
+#: The counters of a ``modelUsage`` entry (the rest, a context window, are not).
+_MODEL_COUNTERS = (
+    "inputTokens",
+    "outputTokens",
+    "cacheReadInputTokens",
+    "cacheCreationInputTokens",
+    "webSearchRequests",
+    "costUSD",
+)
+
+
+def running_total(cost: object, by_model: Mapping[str, Any]) -> dict[str, float]:
+    """claude's running session totals (``total_cost_usd``, ``modelUsage``)
+    as the counters :class:`~coding_genesis.usage.RunningTotals` keeps."""
+    flat: dict[str, float] = {}
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        flat["cost"] = cost
+    for model, entry in by_model.items():
+        if isinstance(entry, Mapping):
+            for name in _MODEL_COUNTERS:
+                value = entry.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    flat[f"{model}\0{name}"] = value
+    return flat
+
+
+def recorded_total(cost: float, models: Mapping[str, tuple[Tokens, float]]) -> dict[str, float]:
+    """:func:`running_total` of a session as our records know it (the run
+    log's shares, summed: its cost, and per model its tokens and cost)."""
+    usage = {
+        model: {
+            "inputTokens": tokens.input,
+            "outputTokens": tokens.output,
+            "cacheReadInputTokens": tokens.cache_read,
+            "cacheCreationInputTokens": tokens.cache_write,
+            "costUSD": spent,
+        }
+        for model, (tokens, spent) in models.items()
+    }
+    return running_total(cost, usage)
+
+
+def _shares(
+    totals: RunningTotals, session: str, cost: object, by_model: object
+) -> tuple[object, object]:
+    """This run's share of claude's running session totals: ``total_cost_usd``
+    and ``modelUsage`` count the whole session (across turns, and across
+    ``--resume``), ``usage`` only the turn."""
+    models = by_model if isinstance(by_model, dict) else {}
+    share = totals.share(ClaudeTranslator.running_cli, session, running_total(cost, models))
+    if "cost" in share:
+        cost = round(share["cost"], 10)
+    if models:
+        by_model = {
+            model: _entry_share(entry, f"{model}\0", share) if isinstance(entry, dict) else entry
+            for model, entry in models.items()
+        }
+    return cost, by_model
+
+
+def _entry_share(entry: dict[str, Any], prefix: str, share: dict[str, float]) -> dict[str, Any]:
+    """One ``modelUsage`` entry with its counters replaced by their shares."""
+    out = dict(entry)
+    for name in _MODEL_COUNTERS:
+        value = share.get(prefix + name)
+        if value is not None:
+            out[name] = round(value, 10) if name == "costUSD" else int(value)
+    return out
+
+
 def claude_failure_hint(result: RunResult) -> str | None:
     """Category from claude's own words for its failure (the result text, stderr).
 
@@ -275,6 +351,8 @@ class ClaudeTranslator(Translator):
 
     __slots__ = ("_folded", "_last_id", "_last_usage", "_messages", "_tool_names", "message_usage")
 
+    running_cli = "claude"
+
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
         #: What becomes of the usage claude reports per message (see
@@ -316,6 +394,11 @@ class ClaudeTranslator(Translator):
                 ),
             )
         return ()
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float]:
+        return recorded_total(cost, models)
 
     def flush(self) -> Sequence[Event]:
         """The folded per-message usage (at the result line, else at the end
@@ -457,10 +540,13 @@ class ClaudeTranslator(Translator):
         )
         # The messages' folded usage first: it came before the run's total.
         events: list[Event] = list(self.flush())
-        usage = obj.get("usage")
-        cost = obj.get("total_cost_usd")
+        usage = obj.get("usage")  # this turn's
+        cost = obj.get("total_cost_usd")  # the session's running total, as modelUsage
+        by_model = obj.get("modelUsage")
+        session = obj.get("session_id")
+        if self.totals is not None and isinstance(session, str):
+            cost, by_model = _shares(self.totals, session, cost, by_model)
         if usage is not None or cost is not None:
-            by_model = obj.get("modelUsage")
             if isinstance(by_model, dict):
                 events.append(
                     UsageEvent(

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -253,6 +254,7 @@ class ClaudeControl(ControlProtocol):
     can_steer = False
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
+    changes_input = True  # updatedInput
 
     def __init__(
         self,
@@ -288,9 +290,16 @@ class ClaudeControl(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         spec = self._command(start)
         self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
-        if not start.tools:
-            return spec
-        return replace(spec, args=(*_host_flags(start.tools), *spec.args))
+        args = spec.args
+        if not start.resume:
+            # A new conversation's id is ours to give, so it is known at open
+            # (claude names it only in its first turn's init line otherwise).
+            self._session_id = str(uuid.uuid4())
+            flags = len(SESSION_FLAGS)
+            args = (*args[:flags], f"--session-id={self._session_id}", *args[flags:])
+        if start.tools:
+            args = (*_host_flags(start.tools), *args)
+        return replace(spec, args=args)
 
     def translator(self) -> Translator:
         return self._translator()
@@ -429,7 +438,7 @@ class ClaudeControl(ControlProtocol):
             return (ProtocolFault(f"claude refused {subtype}: {error}", subtype == "initialize"),)
         if subtype == "initialize":
             self._ready = True
-            return (Ready(None),)
+            return (Ready(self._session_id),)
         return ()
 
     def _control_request(self, obj: dict[str, Any]) -> Sequence[Incoming]:

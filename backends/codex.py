@@ -151,10 +151,12 @@ class CodexBackend(Backend):
 class CodexTranslator(Translator):
     """codex exec --json lines to normalized events."""
 
-    __slots__ = ("_started",)
+    __slots__ = ("_started", "_thread")
 
     def __init__(self) -> None:
         self._started: set[str] = set()
+        #: The thread (``thread.started``): its usage is the thread's running total.
+        self._thread: str | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -166,9 +168,17 @@ class CodexTranslator(Translator):
                 return self._item(item, completed=kind == "item.completed")
             return ()
         if kind == "thread.started":
-            return (SessionEvent(obj.get("thread_id")),)
+            thread = obj.get("thread_id")
+            self._thread = thread if isinstance(thread, str) else None
+            return (SessionEvent(thread),)
         if kind == "turn.completed":
             usage = obj.get("usage")
+            if isinstance(usage, dict) and self.totals is not None:
+                # The thread's running total (a resumed thread counts its past
+                # turns too): this run's share of it.
+                usage = {
+                    k: int(v) for k, v in self.totals.share("codex", self._thread, usage).items()
+                }
             return (
                 UsageEvent(usage if isinstance(usage, dict) else None),
                 ResultEvent(is_error=False, subtype="turn.completed", text=None),

@@ -153,6 +153,8 @@ class CodexAppServer(ControlProtocol):
         self._pending: dict[int, str] = {}
         self._start: SessionStart | None = None
         self.thread_id: str | None = None
+        #: The thread's model (``thread/start``'s answer names it): what prices a turn.
+        self.model: str | None = None
         self.turn_id: str | None = None
         #: A turn was started and has not completed.
         self.turn_running = False
@@ -192,7 +194,10 @@ class CodexAppServer(ControlProtocol):
         )
 
     def translator(self) -> Translator:
-        return AppServerTranslator(baseline=self._usage_total)
+        baseline = self._usage_total
+        if baseline is None and self._start is not None and not self._start.resume:
+            baseline = {}  # a new thread: its first total is all this turn's
+        return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
         from coding_genesis import __version__  # the package metadata, read once a session
@@ -341,6 +346,8 @@ class CodexAppServer(ControlProtocol):
             if not isinstance(tid, str) or not tid:
                 return (ProtocolFault(f"{method} answered no thread id", fatal=True),)
             self.thread_id = tid
+            model = result.get("model") if isinstance(result, Mapping) else None
+            self.model = model if isinstance(model, str) and model else None
             return (Ready(tid),)
         if method == "turn/start":
             turn = result.get("turn") if isinstance(result, Mapping) else None

@@ -23,13 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.options import MessageUsage, Permissions
 from coding_genesis.status import FailureCategory
+from coding_genesis.usage import RunningTotals, Tokens
 
 if TYPE_CHECKING:
     from coding_genesis.control import ControlProtocol
@@ -132,9 +133,26 @@ class Translator(ABC):
     needs, for a dict store per line); ``"off"``: dropped (nothing hears usage).  The
     CLI's final usage is translated whatever the mode, and the run's result is the
     same.  A translator that reports no mid-stream usage ignores it.
+
+    ``totals`` (the core sets it for a live run; None for a replay): where a
+    translator of a CLI that reports its *session's* running total makes the
+    run's share of it (:class:`~coding_genesis.usage.RunningTotals`): its usage
+    events then carry that share, never the running total.
     """
 
     message_usage: MessageUsage = "live"
+    totals: RunningTotals | None = None
+    #: The name its running totals are kept under (None: the CLI reports none).
+    running_cli: ClassVar[str | None] = None
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float] | None:
+        """A session's running total as our records know it (the cost, and
+        per model the tokens and cost its runs' shares add up to), in the
+        counters :attr:`totals` keeps for this CLI: what a resumed session's
+        first run is the share of.  None: the CLI reports no running totals."""
+        return None
 
     @abstractmethod
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:

@@ -225,10 +225,14 @@ class ControlProtocol(ABC):
     empty set: it observes); an event left out is never reported.
     ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
     CLI and says :class:`ToolCall` when the model calls one.
+    ``changes_input``: an allow's changed input (``Decision.allow(input)``)
+    reaches the CLI, which runs the call with it; where it cannot, the call
+    runs as asked and the approval's record says the change was not applied.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
 

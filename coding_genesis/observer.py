@@ -28,6 +28,7 @@ from coding_genesis.events import Event, EventKind
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Translator
+    from coding_genesis.usage import RunningTotals
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
 
@@ -62,6 +63,9 @@ class RunInfo:
     turn: int = 0
     #: Who started the run: the caller, or the CLI between a session's turns.
     trigger: Literal["user", "cli"] = "user"
+    #: The agent's memory of the running totals its CLI sessions reported
+    #: (the run log seeds it with what a resumed session cost before).
+    totals: RunningTotals | None = None
 
 
 class AttemptTally(Protocol):
@@ -192,6 +196,13 @@ class Observer:
 
     def start(self, run: RunInfo) -> RunObserver | None:
         """A run starts: the run observer that watches it, or None (not interested)."""
+        return None
+
+    def session_started(self, session: str, info: RunInfo) -> RunObserver | None:
+        """A live session opens (``info.run_id`` is its key): the observer of
+        what its CLI says and is told *outside* its turns (the opening
+        handshake, what comes between turns) — its ``stdout``, ``stdin`` and,
+        when it closes, ``finish`` with the session's summary — or None."""
         return None
 
     def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:

@@ -43,6 +43,7 @@ from coding_genesis.result import RunResponse, RunResult
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
     from coding_genesis.events import Event
+    from coding_genesis.observer import RunObserver
 
 __all__ = ["Session", "SessionOwner", "SyncSession", "TurnStream"]
 
@@ -77,6 +78,20 @@ class SessionOwner(Protocol):
         link: LiveLink | None = None,
         trigger: Trigger = "user",
     ) -> RunResult: ...
+
+
+def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
+    """One callable calling each of ``calls`` (None when there are none)."""
+    if not calls:
+        return None
+    if len(calls) == 1:
+        return calls[0]
+
+    def each(data: bytes) -> None:
+        for call in calls:
+            call(data)
+
+    return each
 
 
 class TurnStream:
@@ -148,6 +163,10 @@ class Session:
         self.usage: dict[str, int] = {}
         self.cost_usd: float | None = None
         self.results: list[RunResult] = []
+        #: The observers of the session's own traffic (outside its turns).
+        self._watching: list[RunObserver] = []
+        #: Every turn's run id, in order.
+        self._run_ids: list[str] = []
         #: A turn the CLI started by itself is under way (or wanted).
         self._cli_busy = False
         #: Set when one ends (a fresh event each time).
@@ -228,6 +247,14 @@ class Session:
                     wiring.record(ledger, key, None, pid)
 
             request = self._request
+            watching = self._watching = wiring.session_observers(key, request)
+            context = AttemptContext(
+                on_spawn=spawned,
+                redactor=wiring.redactor,
+                totals=wiring.totals,
+                on_stdout=_fan_out([w.stdout for w in watching]),
+                on_stdin=_fan_out([w.stdin for w in watching]),
+            )
             async with open_link(
                 wiring.config,
                 wiring.backend,
@@ -238,7 +265,7 @@ class Session:
                 approver=request.approver,
                 approval_timeout=request.approval_timeout,
                 stop=StopHandle(),
-                context=AttemptContext(on_spawn=spawned, redactor=wiring.redactor),
+                context=context,
                 request=request,
             ) as link:
                 self._link = link
@@ -264,6 +291,12 @@ class Session:
             "usage": dict(self.usage),
             "cost_usd": self.cost_usd,
         }
+        for watcher in self._watching:
+            try:
+                watcher.flush()
+                watcher.finish({"session": self.key, **summary, "runs": list(self._run_ids)})
+            except Exception:
+                log.exception("observer %r failed at the end of session %s", watcher, self.key)
         for observer in self._wiring.observers:
             try:
                 observer.session_ended(self.key, summary)
@@ -347,6 +380,7 @@ class Session:
 
     def _record(self, result: RunResult) -> None:
         self.results.append(result)
+        self._run_ids.append(result.run_id)
         self._add_usage(result)
 
     async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:

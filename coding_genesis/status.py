@@ -103,6 +103,9 @@ class ErrorCode(enum.StrEnum):
     PERMISSION_DENIED = "permission_denied"
     #: The answer does not match the request's ``output_schema`` (status 1).
     INVALID_OUTPUT = "invalid_output"
+    #: The CLI stopped at its turn limit (``max_turns=``) before it finished
+    #: (status 1; category ``partial``: what it did so far is in the result).
+    MAX_TURNS = "max_turns"
 
 
 class FailureCategory(enum.StrEnum):

@@ -168,6 +168,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "verify_failed": FailureCategory.VERIFY_FAILED,
     "invalid_output": FailureCategory.INVALID_OUTPUT,
     "workspace_tampered": FailureCategory.WORKSPACE_TAMPERED,
+    "max_turns": FailureCategory.PARTIAL,
 }
 
 #: HTTP status reported by the CLI -> category.

@@ -21,7 +21,7 @@ from coding_genesis.approval import ApprovalRequest, Approver, Decision, Remembe
 from coding_genesis.options import Permissions
 from coding_genesis.run_events import ApprovalEvent
 
-__all__ = ["Settled", "settle"]
+__all__ = ["Settled", "approval_event", "settle", "withdrawn_record"]
 
 #: The record's fields that the event carries as its core (the rest is its ``extra``).
 _CORE = ("tool", "allowed", "decision", "source")
@@ -38,12 +38,16 @@ class Settled:
 
     def event(self, request: ApprovalRequest) -> ApprovalEvent:
         """The ``approval`` event (its input is redacted on the way to the bus)."""
-        extra = {k: v for k, v in self.record.items() if k not in _CORE}
-        extra["input"] = dict(request.input)
-        decision = self.decision
-        return ApprovalEvent(
-            request.tool, decision.allowed, decision.option.value, self.record["source"], extra
-        )
+        return approval_event(self.record, request)
+
+
+def approval_event(record: dict[str, Any], request: ApprovalRequest) -> ApprovalEvent:
+    """The ``approval`` event of one record (its input is redacted on the way to the bus)."""
+    extra = {k: v for k, v in record.items() if k not in _CORE}
+    extra["input"] = dict(request.input)
+    return ApprovalEvent(
+        request.tool, record["allowed"], record["decision"], record["source"], extra
+    )
 
 
 async def settle(
@@ -96,3 +100,21 @@ async def settle(
     if not decision.allowed and decision.end_turn:
         ends = f"{request.tool} refused and the turn ended: {decision.message or 'denied'}"
     return Settled(decision, record, ends)
+
+
+def withdrawn_record(request: ApprovalRequest, ended: str) -> dict[str, Any]:
+    """The record of a question the turn's end withdrew before the approver
+    answered (an interrupt, the CLI gone): denied, never run."""
+    return {
+        "tool": request.tool,
+        "kind": request.kind,
+        "tool_call_id": request.tool_call_id,
+        "turn": request.turn,
+        "allowed": False,
+        "decision": Decision.deny().option.value,
+        "source": "withdrawn",
+        "withdrawn": True,
+        "reason": f"the turn ended ({ended}) before the approver answered",
+        "message": None,
+        "elapsed_s": None,
+    }

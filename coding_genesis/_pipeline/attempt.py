@@ -26,6 +26,7 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, CommandSpec, MessageUsage, node_launch
 from coding_genesis.config import AgentConfig
 from coding_genesis.status import ErrorCode, Status
+from coding_genesis.usage import RunningTotals
 
 __all__ = [
     "AttemptContext",
@@ -207,6 +208,9 @@ class AttemptContext:
     on_overlay: Callable[[str], object] | None = None
     #: Each line written on a live CLI's stdin (transcripts keep both directions).
     on_stdin: Callable[[bytes], object] | None = None
+    #: The agent's memory of the running totals its CLI sessions reported: the
+    #: translator makes the run's share with it (None: a replay, what was said).
+    totals: RunningTotals | None = None
 
 
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
@@ -243,6 +247,7 @@ async def run_attempt(
     argv, env = launch(config, backend, program, spec, context, marker, request.cwd)
     translator = backend.translator()
     translator.message_usage = context.message_usage
+    translator.totals = context.totals
     if stop is None:  # the fail-fast watch stops the tree through a handle
         stop = StopHandle()
     decoder = Decoder(

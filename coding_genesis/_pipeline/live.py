@@ -17,7 +17,6 @@ out, is stopped by a budget or its runner dies).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -27,7 +26,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from coding_genesis._pipeline.approvals import settle
+from coding_genesis._pipeline.approvals import approval_event
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -37,8 +36,9 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hooking import longest, then_ask
+from coding_genesis._pipeline.hooking import longest
 from coding_genesis._pipeline.hosttools import HostCalls
+from coding_genesis._pipeline.liveasks import LinkQuestions
 from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
@@ -46,7 +46,7 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver, Decision, Remembered
+from coding_genesis.approval import Approver, Remembered
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
@@ -64,9 +64,8 @@ from coding_genesis.control import (
     Unknown,
 )
 from coding_genesis.events import Event, SessionEvent
-from coding_genesis.hooks import Hook, HookEvent, HookResult, run_hooks
+from coding_genesis.hooks import Hook, HookEvent
 from coding_genesis.status import ErrorCode, Status
-from coding_genesis.tools import ToolResult
 
 __all__ = ["LiveLink", "Trigger"]
 
@@ -90,7 +89,7 @@ class _Switch(Translator):
         return self._link.received(obj)
 
 
-class LiveLink:
+class LiveLink(LinkQuestions):
     """One live CLI process and its protocol, held for a session's turns."""
 
     def __init__(
@@ -111,6 +110,9 @@ class LiveLink:
         self.config = config
         self.backend = backend
         self.protocol = protocol
+        #: Who hears the process itself (its spawn, overlay, what is said
+        #: outside the turns), apart from any turn.
+        self._context = context if context is not None else AttemptContext()
         self.start = start
         self.marker = marker
         self.approver = approver
@@ -149,7 +151,7 @@ class LiveLink:
         self.takes_cli_turns = False
         self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
-        self._idle_translator = protocol.translator()
+        self._idle_translator = self._translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
         self._stdout_bytes = 0
         self._ready = anyio.Event()
@@ -162,8 +164,12 @@ class LiveLink:
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
-        #: Who hears the process itself (its spawn, overlay), apart from any turn.
-        self._context = context if context is not None else AttemptContext()
+
+    def _translator(self) -> Translator:
+        """A translator of the protocol's, making its shares of the CLI's running totals."""
+        translator = self.protocol.translator()
+        translator.totals = self._context.totals
+        return translator
 
     # -- state -------------------------------------------------------------------
 
@@ -216,8 +222,12 @@ class LiveLink:
             self._stdout_bytes += len(chunk)
             if context is not None and context.on_stdout is not None:
                 context.on_stdout(chunk)
-            elif turn is None and self._unattended():
-                self.between.bytes(chunk)
+            elif turn is None:
+                session = self._context.on_stdout  # the session's own record
+                if session is not None:
+                    session(chunk)
+                if self._unattended():
+                    self.between.bytes(chunk)
         self._decoder.feed(chunk)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
@@ -336,21 +346,6 @@ class LiveLink:
                     self.session_id = event.session_id
         return events
 
-    def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
-        """What the CLI asks between turns with nobody to take a turn of its
-        own (a one-shot run's process, its one turn over): refused at once,
-        never decided behind the caller's back."""
-        why = "no turn is running: coding-genesis refused this call"
-        log.warning("%s asked %s between turns: refused", self.backend.name, type(item).__name__)
-        if isinstance(item, PermissionAsk):
-            self.send(*self.protocol.answer(item, Decision.deny(why)))
-        elif isinstance(item, ToolCall):
-            self.send(*self.protocol.answer_tool(item, ToolResult(why, is_error=True)))
-        else:
-            self.send(*self.protocol.answer_hook(item, HookResult(block=True, message=why)))
-            if item.ask is not None:
-                self.send(*self.protocol.answer(item.ask, Decision.deny(why)))
-
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:
             turn.end("denied", turn.denied)
@@ -376,66 +371,6 @@ class LiveLink:
                 # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
 
-    # -- approvals and hooks -----------------------------------------------------
-
-    def _where(self, turn: Turn | None) -> dict[str, Any]:
-        """What the session adds to an approval request or a hook input."""
-        return {
-            "cwd": self.start.cwd,
-            "backend": self.backend.name,
-            "run_id": turn.run_id if turn is not None else "",
-            "turn": turn.number if turn is not None else 0,
-        }
-
-    async def _approve(self, ask: PermissionAsk, turn: Turn | None) -> None:
-        request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
-        with anyio.CancelScope() as scope:
-            if turn is not None:
-                if turn.done.is_set():
-                    return
-                turn.asking.append(scope)
-            settled = await settle(
-                request,
-                self.approver,
-                self.approval_timeout,
-                self.start.permissions,
-                self.remembered,
-            )
-        if turn is not None and scope in turn.asking:
-            turn.asking.remove(scope)
-        if scope.cancel_called or not self.alive:
-            return
-        self.send(*self.protocol.answer(ask, settled.decision))
-        if turn is None or turn is not self._turn:
-            return
-        turn.approvals.append(settled.record)
-        self._decoder.emit([settled.event(request)])
-        if settled.ends_turn and turn.denied is None:
-            turn.denied = settled.ends_turn
-
-    async def _hook(self, call: HookCall, turn: Turn | None) -> None:
-        """One hook point: its hooks run, the CLI answered, then any approver asked."""
-        try:
-            session_id = call.input.session_id or self.session_id
-            data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
-            ran = await run_hooks(
-                self.hooks.get(data.event, ()),
-                data,
-                timeout=self.hook_timeout,
-                effects=self.protocol.hook_effects.get(data.event, frozenset()),
-                backend=self.backend.name,
-            )
-            if turn is not None:
-                turn.hooks.extend(ran.records)
-            if self.alive:
-                self.send(*self.protocol.answer_hook(call, ran.result))
-                ask = then_ask(call, ran.result)
-                if ask is not None:
-                    await self._approve(ask, turn)
-        finally:
-            if turn is not None:
-                turn.running.done()
-
     # -- turns -------------------------------------------------------------------
 
     async def turn(
@@ -454,7 +389,7 @@ class LiveLink:
         if context.on_tally is not None:
             context.on_tally(tally)
         self.turns += 1
-        translator = self.protocol.translator()
+        translator = self._translator()
         translator.message_usage = context.message_usage
         decoder = self._decoder
         turn = Turn(
@@ -488,10 +423,7 @@ class LiveLink:
             if held.wanted.is_set():
                 # What the CLI did since the last turn is this turn's (decoded
                 # with the translator that read it, which the turn keeps).
-                turn.translator, self._idle_translator = (
-                    self._idle_translator,
-                    self.protocol.translator(),
-                )
+                turn.translator, self._idle_translator = self._idle_translator, self._translator()
                 turn.translator.message_usage = context.message_usage
             self._turn = turn
             if (
@@ -521,7 +453,8 @@ class LiveLink:
             finally:
                 self.clocks.disarm()
                 self.host_calls.cancel()  # what the ended turn's tools still run
-                decoder.emit(translator.flush())
+                decoder.emit([approval_event(*pair) for pair in turn.withdrawn])
+                decoder.emit(turn.translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
         if turn.running.count and self.alive and not turn.interrupt_asked:
@@ -553,38 +486,6 @@ class LiveLink:
             approvals=tuple(turn.approvals),
             hooks=tuple(turn.hooks),
         )
-
-    def _adopt(self, turn: Turn, held: Unattended, *, ended: bool) -> None:
-        """Make what the CLI did between turns ``turn``'s: its bytes to the
-        transcript, its events down the turn's routes, its questions and calls
-        asked and answered now; ``ended``: its own end of a turn ends this one
-        (a turn the CLI started), else the prompt still goes (a user's turn
-        that came first)."""
-        context = turn.context
-        if held.raw and context.on_stdout is not None:
-            context.on_stdout(bytes(held.raw))
-        if held.dropped:
-            log.warning(
-                "%s said more between turns than is held: %d byte(s) or event(s) not kept",
-                self.backend.name,
-                held.dropped,
-            )
-        self._decoder.emit(held.events)
-        for item in held.waiting:
-            if isinstance(item, PermissionAsk):
-                self._tg_start(self._approve, item, turn)
-            elif isinstance(item, ToolCall):
-                emit = None if item.reported else self._decoder.emit
-                self._tg_start(self.host_calls.answer, item, emit)
-            else:
-                turn.running.add()
-                self._tg_start(self._hook, item, turn)
-        if ended and held.ended is not None:
-            self._turn_ended(turn, held.ended)
-
-    def _tg_start(self, fn: Any, *args: Any) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(fn, *args)
 
     async def _drain(self) -> None:
         """Before a turn: the CLI has ended the turn a fault made us give up

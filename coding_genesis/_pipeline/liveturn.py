@@ -13,11 +13,13 @@ from typing import Any
 
 import anyio
 
+from coding_genesis._pipeline.approvals import withdrawn_record
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
 from coding_genesis._pipeline.hooking import Running
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome
+from coding_genesis.approval import ApprovalRequest
 from coding_genesis.backend import Translator
 from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
 from coding_genesis.events import (
@@ -61,15 +63,25 @@ class Turn:
     stderr_bytes: int = 0
     #: Processes the turn left running that were stopped after it (interrupted).
     strays: int = 0
-    #: The approvals under way (cancelled when the turn ends).
-    asking: list[anyio.CancelScope] = dataclasses.field(default_factory=list)
+    #: The approvals under way, and what each asks (withdrawn when the turn ends).
+    asking: dict[anyio.CancelScope, ApprovalRequest] = dataclasses.field(default_factory=dict)
+    #: The questions the turn's end withdrew, with their records (to publish).
+    withdrawn: list[tuple[dict[str, Any], ApprovalRequest]] = dataclasses.field(
+        default_factory=list
+    )
 
     def end(self, how: str, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
-            for scope in self.asking:  # questions of an ended turn: nobody waits for them
+            for scope, request in self.asking.items():
+                # questions of an ended turn: nobody waits for them; recorded
+                # as withdrawn (an interrupt while the approver pondered)
                 scope.cancel()
+                record = withdrawn_record(request, how)
+                self.approvals.append(record)
+                self.withdrawn.append((record, request))
+            self.asking.clear()
 
     def process(
         self, pid: int | None, stdout_bytes: int, exit: ProcessOutcome | None

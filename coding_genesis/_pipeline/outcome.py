@@ -201,7 +201,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
                 status=status,
                 message=redactor.text(message),
                 is_error=True,
-                error=ErrorCode.CLI_ERROR,
+                error=_SUBTYPE_ERRORS.get(result.subtype or "", ErrorCode.CLI_ERROR),
                 data=RunTally.parse_data(redactor.text(text or "")),
                 **common,
             )
@@ -268,6 +268,10 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         error=ErrorCode.INCOMPLETE,
         **common,
     )
+
+
+#: A CLI's error result whose subtype says more than "the CLI failed".
+_SUBTYPE_ERRORS = {"error_max_turns": ErrorCode.MAX_TURNS}
 
 
 def _turn_end(

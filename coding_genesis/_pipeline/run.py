@@ -52,11 +52,12 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
-from coding_genesis.observer import Observer, RunInfo
+from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
+from coding_genesis.usage import RunningTotals
 
 __all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
 
@@ -86,6 +87,7 @@ class RunWiring:
         "observers",
         "redactor",
         "tally",
+        "totals",
     )
 
     def __init__(
@@ -116,6 +118,9 @@ class RunWiring:
         )
         #: The tally of the attempt in flight (for the answer to a cancellation).
         self.tally: RunTally | None = None
+        #: The running totals this agent's CLI sessions reported (each run's
+        #: usage is its share of them; see coding_genesis.usage.RunningTotals).
+        self.totals = RunningTotals()
         self._swept = False
 
     def clock(self) -> Clock:
@@ -139,6 +144,35 @@ class RunWiring:
             self.ledger = None
         except Exception:
             log.exception("sweep of the run ledger %s failed", ledger.path)
+
+    def session_observers(self, key: str, request: Request) -> list[RunObserver]:
+        """The observers of a live session's own traffic (outside its turns:
+        the opening, what comes between turns), one per agent observer that
+        watches sessions (``Observer.session_started``)."""
+        info = RunInfo(
+            run_id=key,
+            agent=self.name,
+            backend=self.backend.name,
+            prompt="(a live session: what its CLI said outside its turns)",
+            cwd=request.cwd,
+            timeout=request.timeout,
+            model=request.model,
+            resume=request.resume,
+            started=time.time(),
+            redactor=self.redactor,
+            translator=self.backend.translator,
+            session=key,
+        )
+        watching: list[RunObserver] = []
+        for observer in self.observers:
+            try:
+                watcher = observer.session_started(key, info)
+            except Exception:
+                log.exception("observer %r failed at the start of session %s", observer, key)
+                continue
+            if watcher is not None:
+                watching.append(watcher)
+        return watching
 
     def start(
         self,
@@ -174,6 +208,7 @@ class RunWiring:
                 session=link.key if link is not None else None,
                 turn=link.turns + 1 if link is not None else 0,
                 trigger=trigger,
+                totals=self.totals,
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
@@ -272,6 +307,7 @@ class RunWiring:
             else (observers.message_usage if observers else "off"),
             on_overlay=overlay_opened,
             on_stdin=observers.stdin if observers else None,
+            totals=self.totals,
         )
         attempt = request.retried(plan.prompt, plan.resume, plan.timeout)
         try:

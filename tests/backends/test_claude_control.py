@@ -227,7 +227,9 @@ def test_the_command_is_the_one_shot_run_s_in_stream_json() -> None:
     assert spec.args[: len(SESSION_FLAGS)] == SESSION_FLAGS
     assert "-p" not in spec.args
     assert spec.stdin is None
-    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "2"}
+    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "2", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
+    (session_id,) = [a for a in spec.args if a.startswith("--session-id=")]
+    assert spec.args.index(session_id) == len(SESSION_FLAGS)  # a new conversation: our id
     assert "CLAUDECODE" in spec.unset_env
     assert spec.args[-1] == "--x"
     for flag in (

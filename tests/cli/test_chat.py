@@ -5,6 +5,7 @@ prompt's own Ctrl-C and Ctrl-D, and that nothing of the session outlives it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +56,15 @@ def started(fake: FakeCLI) -> list[dict[str, Any]]:
 
 
 def run_dirs(tmp_path: Path) -> list[Path]:
+    """The turns' run directories (the session's own directory is not a run)."""
     base = tmp_path / "runs"
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
+    if not base.exists():
+        return []
+    return sorted(
+        p
+        for p in base.iterdir()
+        if p.is_dir() and json.loads((p / "meta.json").read_text()).get("kind") != "session"
+    )
 
 
 def test_turns_and_approvals_yes_no_always_in_one_process(

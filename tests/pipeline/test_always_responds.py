@@ -294,7 +294,9 @@ def test_max_turns_is_partial(fake_claude: FakeCLI, portal: BlockingPortal) -> N
             },
         ]
     )
-    failure = assert_answered(portal.call(fake_claude.agent().run, "hi"), "partial")
+    response = portal.call(fake_claude.agent().run, "hi")
+    assert (response["status"], response["error"]) == (1, "max_turns"), response
+    failure = assert_answered(response, "partial")
     assert failure["completed_steps"] == ["Edited a.py"]
     assert failure["suggested_actions"][0].startswith("Complete remaining work")
 

@@ -8,6 +8,9 @@ The real claude is in ``tests/security/test_between_turns.py``.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +107,46 @@ async def test_without_a_session_a_question_after_the_turn_is_refused_unasked(
     )
     assert r.status == 0 and r.message == "started in the background"
     assert asked == []
+
+
+async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path: Path) -> None:
+    """The opening exchange (and what comes between turns) is in the session's own
+    directory beside its turns'; `genesis show <session>` shows its turns in order."""
+    base = tmp_path / "t"
+    async with agent(tmp_path, transcripts=str(base)).session() as s:
+        one = await s.send_result("TEXT first")
+        two = await s.send_result("TEXT second")
+    own = base / s.key
+    meta = json.loads((own / "meta.json").read_text())
+    assert meta["kind"] == "session" and meta["session"] == s.key
+    assert '"op":"hello"' in (own / "stdin.jsonl").read_text().replace(" ", "")
+    assert '"type":"ready"' in (own / "stdout.jsonl").read_text().replace(" ", "")
+    assert "TEXT first" not in (own / "stdin.jsonl").read_text()  # the turns' are theirs
+    summary = json.loads((own / "session.json").read_text())
+    assert summary["runs"] == [one.run_id, two.run_id] and summary["turns"] == 2
+    for n, r in ((1, one), (2, two)):
+        turn_meta = json.loads((Path(r.transcript or "") / "meta.json").read_text())
+        assert (turn_meta["session"], turn_meta["turn"], turn_meta["trigger"]) == (s.key, n, "user")
+    shown = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", "show", s.key[:12]],
+        env={**os.environ, "GENESIS_TRANSCRIPTS": str(base)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"session {s.key}"
+    turn_lines = [line for line in lines if one.run_id[:12] in line or two.run_id[:12] in line]
+    assert [line.split()[0] for line in turn_lines] == ["1", "2"]
+    assert "first" in turn_lines[0] and "second" in turn_lines[1]
+    listed = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", "runs"],
+        env={**os.environ, "GENESIS_TRANSCRIPTS": str(base)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert s.key[:12] not in listed.stdout  # a session's own directory is not a run

@@ -16,7 +16,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
-from coding_genesis.run_events import StateEvent
+from coding_genesis.run_events import ApprovalEvent, StateEvent
 from coding_genesis.status import AgentState
 from tests.session.twoway import TwoWayBackend
 
@@ -381,6 +381,8 @@ async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
         return True
 
     a = agent(tmp_path, approver=pondering, approval_timeout=60)
+    heard: list[ApprovalEvent] = []
+    a.subscribe(lambda e: heard.append(e) if isinstance(e, ApprovalEvent) else None)
     async with a.session() as s:
         results: list[Any] = []
         started = time.monotonic()
@@ -393,7 +395,16 @@ async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
             await anyio.sleep(0.5)
             assert await s.interrupt() is True
         assert time.monotonic() - started < 10
-        assert results[0].error == "interrupted" and results[0].approvals == []
+        assert results[0].error == "interrupted"
+        # the withdrawn question is in the turn's record, and was published
+        (record,) = results[0].approvals
+        assert (record["tool"], record["allowed"], record["source"], record["withdrawn"]) == (
+            "Bash",
+            False,
+            "withdrawn",
+            True,
+        )
+        assert [(e.tool, e.source) for e in heard] == [("Bash", "withdrawn")]
         with anyio.fail_after(5):
             await withdrawn.wait()
         assert (await s.send("TEXT next"))["status"] == 0

@@ -54,6 +54,7 @@ class TwoWayTranslator(Translator):
 class TwoWayProtocol(ControlProtocol):
     name: ClassVar[str] = "twoway"
     can_host_tools: ClassVar[bool] = True
+    changes_input: ClassVar[bool] = True
     #: A pre-tool hook can do everything; a turn's end is only observed.
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {
         "pre_tool": frozenset({"block", "input", "context"}),
