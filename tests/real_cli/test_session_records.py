@@ -29,6 +29,9 @@ __all__ = ["codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures, active 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
 
+GENESIS_RUN = (sys.executable, "-m", "coding_genesis._cli.main", "run", "--json", "-b", "claude")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -176,8 +179,7 @@ def test_genesis_run_resume_in_a_new_process_is_priced_once(rig: Rig) -> None:
 
     def genesis(*argv: str) -> dict[str, Any]:
         done = subprocess.run(
-            [sys.executable, "-m", "coding_genesis._cli.main", "run", "--json", "-b", "claude"]
-            + ["--cli-path", rig.cli, "--cwd", str(rig.work), *argv],
+            [*GENESIS_RUN, "--cli-path", rig.cli, "--cwd", str(rig.work), *argv],
             env=env,
             capture_output=True,
             timeout=90,

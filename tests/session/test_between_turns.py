@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,26 +126,14 @@ async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path:
     for n, r in ((1, one), (2, two)):
         turn_meta = json.loads((Path(r.transcript or "") / "meta.json").read_text())
         assert (turn_meta["session"], turn_meta["turn"], turn_meta["trigger"]) == (s.key, n, "user")
-    shown = subprocess.run(
-        [sys.executable, "-m", "coding_genesis._cli.main", "show", s.key[:12]],
-        env={**os.environ, "GENESIS_TRANSCRIPTS": str(base)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = {**os.environ, "GENESIS_TRANSCRIPTS": str(base)}
+    genesis = [sys.executable, "-m", "coding_genesis._cli.main"]
+    shown = await anyio.run_process([*genesis, "show", s.key[:12]], env=env, check=False)
     assert shown.returncode == 0, shown.stderr
-    lines = shown.stdout.splitlines()
+    lines = shown.stdout.decode().splitlines()
     assert lines[0] == f"session {s.key}"
     turn_lines = [line for line in lines if one.run_id[:12] in line or two.run_id[:12] in line]
     assert [line.split()[0] for line in turn_lines] == ["1", "2"]
     assert "first" in turn_lines[0] and "second" in turn_lines[1]
-    listed = subprocess.run(
-        [sys.executable, "-m", "coding_genesis._cli.main", "runs"],
-        env={**os.environ, "GENESIS_TRANSCRIPTS": str(base)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert s.key[:12] not in listed.stdout  # a session's own directory is not a run
+    listed = await anyio.run_process([*genesis, "runs"], env=env, check=False)
+    assert s.key[:12] not in listed.stdout.decode()  # a session's own directory is not a run
