@@ -54,7 +54,8 @@ def _claude_result(session: str, cost: float, tokens: int) -> dict[str, Any]:
     }
 
 
-def _usage(events: Any) -> UsageEvent:
+def _usage(events: Any) -> Any:
+    """The result's usage event (its ``by_model`` checked to be there)."""
     (usage,) = [e for e in events if isinstance(e, UsageEvent) and e.by_model]
     return usage
 
