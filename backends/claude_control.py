@@ -106,7 +106,10 @@ _MCP_PREFIX = f"mcp__{MCP_SERVER}__"
 _MCP_VERSION = "2025-06-18"
 
 _COMMAND_TOOLS = frozenset({"Bash"})
-#: Tools that write files, and the input field naming the file.
+#: Tools that write files, and the input field naming the file: claude 2.1.330's
+#: own list of file-writing tools, each writing the one file that field names
+#: (MultiEdit's edits and NotebookEdit's cell are inside it).  A call of one
+#: whose field is not a path is unreadable: denied, nobody asked.
 _WRITE_TOOLS = {
     "Write": "file_path",
     "Edit": "file_path",
@@ -147,14 +150,19 @@ def tool_request(
     kind: ToolKind = "other"
     command = None
     paths: tuple[str, ...] = ()
+    unreadable = None
     if tool in _COMMAND_TOOLS:
         kind = "command"
         value = tool_input.get("command")
         command = value if isinstance(value, str) else None
     elif tool in _WRITE_TOOLS:
         kind = "write"
-        value = tool_input.get(_WRITE_TOOLS[tool])
-        paths = (value,) if isinstance(value, str) else ()
+        field = _WRITE_TOOLS[tool]
+        value = tool_input.get(field)
+        if isinstance(value, str) and value:
+            paths = (value,)
+        else:
+            unreadable = f"{tool}'s {field} is not a path: {repr(value)[:200]}"
     elif tool in _READ_TOOLS:
         kind = "read"
     return ApprovalRequest(
@@ -166,6 +174,7 @@ def tool_request(
         reason=reason,
         session_id=session_id,
         tool_call_id=tool_call_id,
+        unreadable=unreadable,
     )
 
 

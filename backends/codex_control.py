@@ -19,6 +19,7 @@ messages this codec writes and reads is in ``schemas/codex-app-server/``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
@@ -95,6 +96,7 @@ FORWARDED = frozenset(
     }
 )
 
+_PATCH_UPDATED = "item/fileChange/patchUpdated"
 _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
 _TOOL_CALL = "item/tool/call"
@@ -161,8 +163,9 @@ class CodexAppServer(ControlProtocol):
         self._turn_active = False
         self._wish_interrupt = False
         self._queued_steers: list[str] = []
-        #: The running turn's file changes as codex announced them: item id → changes.
-        self._changes: dict[str, list[Any]] = {}
+        #: The running turn's file changes as codex announced them (``item/started``,
+        #: ``item/fileChange/patchUpdated``), until the item completes: item id → changes.
+        self._changes: dict[str, object] = {}
         #: The running turn's approval requests answered with ``cancel``.
         self._cancelled = False
         #: The thread's token usage as codex last reported it (its running total).
@@ -403,12 +406,15 @@ class CodexAppServer(ControlProtocol):
                 **common,
             )
         else:
-            changes = self._changes.get(item_id or "", [])
+            changes = self._changes.get(item_id or "")
+            touched = _touched(changes, params.get("grantRoot"))
             request = ApprovalRequest(
                 "fileChange",
-                {**params, "changes": changes},
+                {**params, "changes": changes if changes is not None else []},
                 kind="write",
-                paths=_paths(changes),
+                paths=touched.paths,
+                moves=touched.moves,
+                unreadable=touched.unreadable,
                 **common,
             )
         return (PermissionAsk(rid, request),)
@@ -436,14 +442,20 @@ class CodexAppServer(ControlProtocol):
             if not isinstance(item, Mapping):
                 return (FORWARD,)
             begins = method == "item/started"
-            if begins and item.get("type") == "fileChange":
-                changes = item.get("changes")
-                if isinstance(item.get("id"), str) and isinstance(changes, list):
-                    self._changes[item["id"]] = changes
+            if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
+                if begins:  # kept as announced (a shape we cannot read is denied when asked)
+                    self._changes[item["id"]] = item.get("changes")
+                else:
+                    self._changes.pop(item["id"], None)
             if not begins and item.get("type") == "agentMessage":
                 text = item.get("text")
                 self._answer = text if isinstance(text, str) and text else self._answer
             return (FORWARD, *self._item_hook(item, params, begins))
+        if method == _PATCH_UPDATED:
+            item_id = params.get("itemId")
+            if isinstance(item_id, str) and item_id in self._changes:
+                self._changes[item_id] = params.get("changes")  # what is asked about now
+            return (FORWARD,)
         if method == "thread/tokenUsage/updated":
             usage = params.get("tokenUsage")
             total = usage.get("total") if isinstance(usage, Mapping) else None
@@ -504,10 +516,65 @@ class CodexAppServer(ControlProtocol):
         return (TurnEnded("failed", message or f"turn ended with status {status!r}"),)
 
 
-def _paths(changes: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(
-        str(c["path"]) for c in changes if isinstance(c, Mapping) and isinstance(c.get("path"), str)
-    )
+#: The kinds of one file's change codex 0.169 reports (``PatchChangeKind``), and
+#: the fields a change and its kind have: any other shape is not read as a write.
+_CHANGE_KINDS = frozenset({"add", "delete", "update"})
+_CHANGE_FIELDS = frozenset({"path", "kind", "diff"})
+_KIND_FIELDS = frozenset({"type", "move_path"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Touched:
+    """What one file change touches: every path (sources and destinations),
+    the moves among them, or why it could not be read whole."""
+
+    paths: tuple[str, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()
+    unreadable: str | None = None
+
+
+def _touched(changes: object, grant_root: object) -> _Touched:
+    """Every path a ``fileChange`` touches (each file added, changed or
+    deleted; both ends of a move), and the root it asks writes under for the
+    session (``grantRoot``) when it asks one; a shape codex 0.169 does not
+    write is unreadable (the request is then denied, unasked)."""
+    if not isinstance(changes, list):
+        return _Touched(unreadable="codex announced no list of changes for this file change")
+    if not changes:
+        return _Touched(unreadable="the file change names no file")
+    paths: dict[str, None] = {}  # ordered, without repeats
+    moves: list[tuple[str, str]] = []
+    for change in changes:
+        if not isinstance(change, Mapping) or not change.keys() <= _CHANGE_FIELDS:
+            return _Touched(unreadable=f"a change of an unknown shape: {_shown(change)}")
+        path, kind = change.get("path"), change.get("kind")
+        if not isinstance(path, str) or not path:
+            return _Touched(unreadable=f"a change whose path is not a string: {_shown(path)}")
+        if (
+            not isinstance(kind, Mapping)
+            or not kind.keys() <= _KIND_FIELDS
+            or kind.get("type") not in _CHANGE_KINDS
+        ):
+            return _Touched(unreadable=f"a change of an unknown kind: {_shown(kind)}")
+        destination = kind.get("move_path")
+        paths[path] = None
+        if destination is None:
+            continue
+        if kind["type"] != "update" or not isinstance(destination, str) or not destination:
+            return _Touched(unreadable=f"a move of an unknown shape: {_shown(kind)}")
+        paths[destination] = None
+        moves.append((path, destination))
+    if grant_root is not None:
+        if not isinstance(grant_root, str) or not grant_root:
+            return _Touched(unreadable=f"a grantRoot that is not a path: {_shown(grant_root)}")
+        paths[grant_root] = None
+    return _Touched(tuple(paths), tuple(moves))
+
+
+def _shown(value: object) -> str:
+    """A value quoted in a reason, short."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _error_text(error: Any) -> str:

@@ -69,9 +69,16 @@ class ApprovalRequest:
 
     ``tool`` is the CLI's own name of the tool (claude ``Write``, codex
     ``commandExecution``); ``kind`` says what it does; ``command`` is the shell
-    command of a ``command`` tool, ``paths`` the files a ``write`` tool writes
-    (as the CLI gave them; :func:`writes_under` resolves them against ``cwd``).
+    command of a ``command`` tool, ``paths`` every file a ``write`` tool
+    touches (as the CLI gave them; :func:`writes_under` resolves them against
+    ``cwd``): the files it adds, changes or deletes, and both ends of a move,
+    which ``moves`` also gives as ``(source, destination)`` pairs.
     ``input`` is the tool's raw input, unredacted: the approver alone sees it.
+
+    ``unreadable`` says why the backend could not read the call whole (a
+    shape it does not know: a change of an unknown kind, a path that is not a
+    string): what it touches is not known, so such a request is denied before
+    any approver is asked (the result's record says why).
     """
 
     tool: str
@@ -88,6 +95,10 @@ class ApprovalRequest:
     turn: int = 1
     session_id: str | None = None
     tool_call_id: str | None = None
+    #: The files a write moves (renames), as (source, destination); both are in ``paths``.
+    moves: tuple[tuple[str, str], ...] = ()
+    #: Why the call could not be read whole (None: it was): denied unasked.
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,10 +49,18 @@ async def settle(
     permissions: Permissions | None,
 ) -> Settled:
     """Ask ``approver`` (within ``timeout``); without one, the permission
-    level did not settle the request: it is denied with a reason."""
+    level did not settle the request: it is denied with a reason.  A request
+    the backend could not read whole (``unreadable``) is denied first, nobody
+    asked: what it would touch is not known, so nothing may allow it."""
     started = time.monotonic()
     error: str | None = None
-    if approver is None:
+    if request.unreadable is not None:
+        decision = Decision.deny(
+            f"denied: genesis could not read this tool call ({request.unreadable})",
+            reason=f"unreadable: {request.unreadable}",
+        )
+        source = "unreadable"
+    elif approver is None:
         level = permissions or "the CLI's default"
         decision = Decision.deny(
             f"not allowed by permissions={level}; pass approver= to decide each tool call"

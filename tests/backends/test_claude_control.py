@@ -357,6 +357,42 @@ def test_an_unreadable_tool_call_is_refused_not_asked() -> None:
     assert response["response"]["behavior"] == "deny"
 
 
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "path"),
+    [
+        ("Write", {"file_path": "/w/a.txt", "content": "x"}, "/w/a.txt"),
+        ("Edit", {"file_path": "/w/a.txt", "old_string": "a", "new_string": "b"}, "/w/a.txt"),
+        ("MultiEdit", {"file_path": "/w/a.txt", "edits": [{"old_string": "a"}]}, "/w/a.txt"),
+        ("NotebookEdit", {"notebook_path": "/w/n.ipynb", "new_source": "1"}, "/w/n.ipynb"),
+    ],
+)
+def test_each_write_tool_names_its_file(tool: str, tool_input: dict[str, Any], path: str) -> None:
+    ask = _opened().receive(_hook("h1", tool=tool, tool_input=tool_input))
+    (question,) = ask
+    assert isinstance(question, PermissionAsk)
+    request = question.request
+    assert (request.kind, request.paths, request.unreadable) == ("write", (path,), None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Write", {"content": "x"}),  # no path at all
+        ("Write", {"file_path": ["/w/a", "/etc/x"], "content": "x"}),
+        ("Edit", {"file_path": 7}),
+        ("MultiEdit", {"file_path": ""}),
+        ("NotebookEdit", {"file_path": "/w/n.ipynb"}),  # not the field NotebookEdit names
+    ],
+)
+def test_a_write_whose_path_is_not_one_is_unreadable(tool: str, tool_input: dict[str, Any]) -> None:
+    for message in (_hook("h1", tool=tool, tool_input=tool_input), _can_use("c1", tool=tool)):
+        if message["request"]["subtype"] == "can_use_tool":
+            message["request"]["input"] = tool_input
+        (question,) = _opened().receive(message)
+        assert isinstance(question, PermissionAsk)
+        assert question.request.kind == "write" and question.request.unreadable, question
+
+
 def test_other_lines_are_forwarded_and_unknown_control_types_counted() -> None:
     proto = _opened()
     for obj in ({}, {"type": ["x"]}, {"type": "keep_alive"}, {"type": "stream_event"}):
