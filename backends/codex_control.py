@@ -38,6 +38,7 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.tools import HostTool, ToolResult
@@ -101,6 +102,8 @@ _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
 _TOOL_CALL = "item/tool/call"
 _OPENING = ("initialize", "thread/start", "thread/resume")
+#: Why a line codex wrote is refused unread.
+_UNPARSED = "nested too deep or too large for coding-genesis to read"
 
 
 def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
@@ -311,6 +314,40 @@ class CodexAppServer(ControlProtocol):
         if "id" in obj:
             return self._server_request(obj, method)
         return self._notification(obj, method)
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A message that could not be parsed, from its envelope: a server
+        request is answered (an approval declined as unreadable, through the
+        approval machinery; any other request an error), an answer to one of
+        our requests fails it, and the running turn's ``turn/completed``
+        still ends it."""
+        method, rid = head.get("method"), head.get("id")
+        if isinstance(method, str) and _valid_id(rid):
+            if method not in (_COMMAND_ASK, _WRITE_ASK):
+                return (Reply((_error(rid, _INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
+            item_id = head.get("params", "itemId")
+            command = method == _COMMAND_ASK
+            request = ApprovalRequest(
+                "commandExecution" if command else "fileChange",
+                {},
+                kind="command" if command else "write",
+                session_id=self.thread_id,
+                tool_call_id=item_id if isinstance(item_id, str) else None,
+                unreadable=f"its request was {_UNPARSED}",
+            )
+            return (PermissionAsk(rid, request),)
+        if method is None and type(rid) is int and rid in self._pending:
+            return self._failed(self._pending.pop(rid), f"its answer was {_UNPARSED}")
+        if method == "turn/completed":
+            thread, tid = head.get("params", "threadId"), head.get("params", "turn", "id")
+            if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
+                return ()
+            # Its answer and usage are in what could not be read: the turn ended, unread.
+            status = head.get("params", "turn", "status")
+            error = f"codex's turn/completed was {_UNPARSED} (status {status or 'unread'})"
+            status = "interrupted" if status == "interrupted" else "failed"
+            return self._turn_completed({"turn": {"id": tid, "status": status, "error": error}})
+        return ()
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")

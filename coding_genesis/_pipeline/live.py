@@ -46,6 +46,7 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.parser import edge_fields
 from coding_genesis.approval import Approver
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
@@ -62,6 +63,7 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent
 from coding_genesis.hooks import Hook, HookEvent, run_hooks
@@ -138,6 +140,7 @@ class LiveLink:
         self._idle = RunTally(start.cwd)
         self._idle_translator = protocol.translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
+        self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
         self._stdout_bytes = 0
         self._ready = anyio.Event()
         self._dead = anyio.Event()
@@ -256,19 +259,20 @@ class LiveLink:
 
     # -- what the CLI says -------------------------------------------------------
 
-    def received(self, obj: dict[str, Any]) -> Sequence[Event]:
-        """The meaning of one object from the CLI (called by the decoder)."""
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+        """The meaning of one object from the CLI (called by the decoder), or
+        of a ``line`` it could not parse (see :meth:`_unparsed`)."""
         try:
-            items = self.protocol.receive(obj)
+            items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
         except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
             items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
-        forward = False
+        forward: Forward | None = None
         turn = self._turn
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
         for item in items:
             if isinstance(item, Forward):
-                forward = True
+                forward = item
             elif isinstance(item, Ready):
                 if item.session_id:
                     self.session_id = item.session_id
@@ -295,15 +299,20 @@ class LiveLink:
                 self._fault(item, turn)
             elif isinstance(item, Unknown):
                 self.unknown += 1
-        if not forward:
+        if forward is None:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
-        events = translator.translate(obj)
+        events = translator.translate(obj if forward.obj is None else dict(forward.obj))
         if turn is not None and events:
             for event in events:
                 if isinstance(event, SessionEvent) and event.session_id:
                     self.session_id = event.session_id
         return events
+
+    def _unparsed(self, head: bytes, tail: bytes) -> None:
+        """A line the parser skipped, by its head and tail: the protocol answers what it
+        can of it (a request it cannot read is refused, never left waiting)."""
+        self._decoder.emit(self.received({}, UnparsedLine(edge_fields(head, tail))))
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:

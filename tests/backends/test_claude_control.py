@@ -23,6 +23,7 @@ from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.claude_control import HOOK_ID, SESSION_FLAGS, ClaudeControl
 from coding_genesis.control import (
     FORWARD,
+    Forward,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -32,6 +33,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolResultEvent
 
@@ -488,3 +490,83 @@ def test_receive_never_raises(kind: str, body: dict[str, Any]) -> None:
     for meaning in proto.receive({**body, "type": kind}):
         if isinstance(meaning, PermissionAsk):
             proto.answer(meaning, Decision.deny())
+
+
+# -- a line too deep to parse, answered from what could be read of it ----------------------
+
+
+def _unread(**fields: Any) -> UnparsedLine:
+    return UnparsedLine({tuple(k.split("__")): v for k, v in fields.items()})
+
+
+def test_an_unparsed_tool_question_is_denied_as_unreadable() -> None:
+    for subtype, callback, answer_key in (
+        ("hook_callback", HOOK_ID, "hookSpecificOutput"),
+        ("can_use_tool", None, "behavior"),
+    ):
+        proto = _opened()
+        line = _unread(
+            type="control_request",
+            request_id="r9",
+            request__subtype=subtype,
+            request__callback_id=callback,
+            request__tool_name="Workflow",
+            request__tool_use_id="toolu_9",
+        )
+        (ask,) = proto.unparsed(line)
+        assert isinstance(ask, PermissionAsk)
+        assert (ask.request.tool, ask.request.tool_call_id) == ("Workflow", "toolu_9")
+        assert ask.request.unreadable and "too deep" in ask.request.unreadable
+        (answer,) = proto.answer(ask, Decision.deny("unread"))
+        response = answer["response"]["response"]
+        assert response[answer_key] in (
+            {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "unread",
+            },
+            "deny",
+        )
+
+
+def test_an_unparsed_request_of_another_kind_is_answered_unasked() -> None:
+    proto = _opened()
+    observed = _unread(
+        type="control_request",
+        request_id="r1",
+        request__subtype="hook_callback",
+        request__callback_id="genesis_post_tool_use",
+    )
+    assert _reply(proto.unparsed(observed)) == {
+        "subtype": "success",
+        "request_id": "r1",
+        "response": {},
+    }
+    other = _unread(type="control_request", request_id="r2", request__subtype="mcp_message")
+    response = _reply(proto.unparsed(other))
+    assert response["subtype"] == "error" and "could not read" in response["error"]
+    (fault,) = proto.unparsed(_unread(type="control_request"))
+    assert isinstance(fault, ProtocolFault)
+    assert proto.unparsed(_unread(type="assistant")) == ()
+    assert proto.unparsed(_unread()) == ()
+
+
+def test_an_unparsed_result_ends_the_turn_with_what_was_read() -> None:
+    proto = _opened()
+    line = _unread(
+        type="result",
+        subtype="success",
+        is_error=False,
+        result="the answer",
+        usage__input_tokens=3,
+    )
+    forward, ended = proto.unparsed(line)
+    assert isinstance(forward, Forward) and forward.obj is not None
+    assert forward.obj == {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "the answer",
+        "usage": {"input_tokens": 3},
+    }
+    assert ended == TurnEnded("completed")

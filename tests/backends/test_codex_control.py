@@ -35,6 +35,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import (
     CliRetryEvent,
@@ -762,3 +763,70 @@ def test_never_raises(method: str, params: Any, rid: Any, with_id: bool) -> None
             "params": {"item": params, "turn": params, "tokenUsage": params, "error": params},
         }
     )
+
+
+# -- a line too deep to parse, answered from what could be read of it ----------------------
+
+
+def unread(**fields: Any) -> UnparsedLine:
+    return UnparsedLine({tuple(k.split("__")): v for k, v in fields.items()})
+
+
+@pytest.mark.parametrize(
+    ("method", "tool", "kind"),
+    [
+        ("item/commandExecution/requestApproval", "commandExecution", "command"),
+        ("item/fileChange/requestApproval", "fileChange", "write"),
+    ],
+)
+def test_an_unparsed_approval_request_is_declined_as_unreadable(
+    method: str, tool: str, kind: str
+) -> None:
+    protocol = ready()
+    (ask,) = protocol.unparsed(unread(method=method, id=5, params__itemId="i"))
+    assert isinstance(ask, PermissionAsk)
+    request = ask.request
+    assert (request.tool, request.kind, request.tool_call_id) == (tool, kind, "i")
+    assert request.unreadable and "too deep" in request.unreadable
+    assert protocol.answer(ask, Decision.deny()) == [
+        {"jsonrpc": "2.0", "id": 5, "result": {"decision": "decline"}}
+    ]
+
+
+def test_an_unparsed_request_of_another_kind_gets_an_error() -> None:
+    reply = only(ready().unparsed(unread(method="item/tool/call", id="x")), Reply)
+    (error,) = reply.objects
+    assert error["id"] == "x" and error["error"]["code"] == -32602
+    assert "too deep" in error["error"]["message"]
+
+
+def test_an_unparsed_answer_to_our_request_fails_it() -> None:
+    protocol = CodexAppServer()
+    protocol.opening(SessionStart(cwd="/w"))
+    fault = only(protocol.unparsed(unread(id=1)), ProtocolFault)
+    assert fault.fatal and "initialize" in fault.message
+    assert ready().unparsed(unread(id=99)) == ()  # not ours
+
+
+def test_an_unparsed_turn_end_ends_the_running_turn() -> None:
+    protocol = ready()
+    assert protocol.unparsed(unread(method="turn/completed", params__turn__id="old")) == ()
+    ended = only(
+        protocol.unparsed(
+            unread(method="turn/completed", params__threadId="t", params__turn__id="u")
+        ),
+        TurnEnded,
+    )
+    assert ended.how == "failed" and "(status unread)" in (ended.message or "")
+    assert not protocol.turn_running
+    protocol = ready()
+    ended = only(
+        protocol.unparsed(
+            unread(
+                method="turn/completed", params__turn__id="u", params__turn__status="interrupted"
+            )
+        ),
+        TurnEnded,
+    )
+    assert ended.how == "interrupted"
+    assert ready().unparsed(unread(method="item/completed")) == ()
