@@ -9,6 +9,10 @@ session lives on; :meth:`Session.steer` adds input to it where the CLI can
 (codex); :meth:`Session.close` (or leaving the ``with``) ends the session and
 stops the CLI's whole process tree.
 
+A session keeps its last results in ``results`` (100 by default, so a long
+session's memory stays bounded; ``keep_results=N``, or ``"all"`` for every
+one); its ``usage`` and ``cost_usd`` sum every turn.
+
 An agent has at most one open session.  During a turn the agent is BUSY (a
 ``run()`` or a second ``send()`` is answered 75 at once); between turns it is
 READY.  A CLI that dies mid-turn ends that turn (status 1, ``incomplete``) and
@@ -21,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -37,7 +42,13 @@ from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import AGENT_DEFAULT, LIVE_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.options import (
+    AGENT_DEFAULT,
+    KEEP_RESULTS,
+    LIVE_OPTION_NAMES,
+    LiveOptions,
+    RunOptions,
+)
 from coding_genesis.result import RunResponse, RunResult
 
 if TYPE_CHECKING:
@@ -97,6 +108,9 @@ class Session:
         if unknown:
             raise TypeError(f"session() got unexpected keyword argument(s) {sorted(unknown)}")
         given = {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+        keep = given.pop("keep_results", KEEP_RESULTS)
+        if keep != "all" and (type(keep) is not int or keep < 0):
+            raise AgentUsageError(f"keep_results must be an int >= 0 or 'all', got {keep!r}")
         backend = agent.backend
         protocol = backend.control()
         if protocol is None:
@@ -137,7 +151,8 @@ class Session:
         #: The sum of the turns' token usage and cost.
         self.usage: dict[str, int] = {}
         self.cost_usd: float | None = None
-        self.results: list[RunResult] = []
+        #: The last ``keep_results`` results, oldest first (every one with "all").
+        self.results: deque[RunResult] = deque(maxlen=keep if type(keep) is int else None)
 
     # -- state --------------------------------------------------------------------
 
