@@ -217,9 +217,11 @@ def deny_commands(*patterns: str | re.Pattern[str]) -> Approver:
 
 
 def writes_under(*roots: str | os.PathLike[str]) -> Approver:
-    """Allow a ``write`` request when every path it writes lies under one of
-    ``roots``; deny it otherwise, naming the path (a write that names no path
-    is denied: it cannot be checked).  Other requests are left unsettled (None).
+    """Allow a ``write`` request when every path it touches (both ends of a
+    move included) lies under one of ``roots``; deny it otherwise, naming the
+    path (a write that names no path is denied: it cannot be checked).  Other
+    requests are left unsettled (None): a shell command's own writes (``>``,
+    ``tee``, ``sed -i``) are a ``command`` request, which this never sees.
 
     Paths and roots are resolved at each request with :func:`os.path.realpath`
     (symlinks and ``..`` followed; a path not yet created resolves through its
