@@ -31,6 +31,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+class AllowEverything:
+    """An approver that allows every call it is asked about, and keeps them."""
+
+    def __init__(self) -> None:
+        self.asked: list[ApprovalRequest] = []
+
+    def __call__(self, request: ApprovalRequest) -> bool:
+        self.asked.append(request)
+        return True
+
+
 def ended_by_itself(result: RunResult) -> None:
     """The turn ended by the protocol, not at its wall limit."""
     assert result.error != "timeout", (result.status, result.error, result.message)
@@ -40,14 +51,9 @@ def ended_by_itself(result: RunResult) -> None:
 async def test_claude_a_deep_tool_question_is_denied_and_the_turn_goes_on(
     tmp_path: Path, depth: int
 ) -> None:
-    asked: list[ApprovalRequest] = []
-
-    def allow_everything(request: ApprovalRequest) -> bool:
-        asked.append(request)
-        return True
-
+    approver = AllowEverything()
     fake = FakeCLI(tmp_path, "claude")
-    agent = fake.agent(approver=allow_everything, timeout=WALL, cwd=tmp_path)
+    agent = fake.agent(approver=approver, timeout=WALL, cwd=tmp_path)
     async with agent.session() as session:
         result = await session.send_result(f"DEEP_ASK {depth}")
         ended_by_itself(result)
@@ -63,12 +69,12 @@ async def test_claude_a_deep_tool_question_is_denied_and_the_turn_goes_on(
         # The session goes on.
         after = await session.send_result('ASK Bash {"command": "ls"}')
         assert after.message == 'allowed Bash {"command": "ls"}'
-    assert [r.command for r in asked] == ["ls"]  # the deep call never reached the approver
+    assert [r.command for r in approver.asked] == ["ls"]  # the deep call never reached it
 
 
 async def test_claude_a_deep_request_of_another_kind_gets_an_error(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
-    agent = fake.agent(approver=lambda r: True, timeout=WALL, cwd=tmp_path)
+    agent = fake.agent(approver=AllowEverything(), timeout=WALL, cwd=tmp_path)
     async with agent.session() as session:
         result = await session.send_result("DEEP_REQUEST")
         ended_by_itself(result)
@@ -82,7 +88,7 @@ async def test_claude_a_deep_result_still_ends_the_turn_with_its_answer(
     tmp_path: Path, depth: int
 ) -> None:
     fake = FakeCLI(tmp_path, "claude")
-    agent = fake.agent(approver=lambda r: True, timeout=WALL, cwd=tmp_path)
+    agent = fake.agent(approver=AllowEverything(), timeout=WALL, cwd=tmp_path)
     async with agent.session() as session:
         result = await session.send_result(f"DEEP_RESULT {depth}")
         ended_by_itself(result)
@@ -96,14 +102,9 @@ async def test_claude_a_deep_result_still_ends_the_turn_with_its_answer(
 async def test_codex_a_deep_approval_request_is_declined_and_the_turn_goes_on(
     tmp_path: Path,
 ) -> None:
-    asked: list[ApprovalRequest] = []
-
-    def allow_everything(request: ApprovalRequest) -> bool:
-        asked.append(request)
-        return True
-
+    approver = AllowEverything()
     fake = FakeCLI(tmp_path, "codex")
-    agent = fake.agent(approver=allow_everything, timeout=WALL, cwd=tmp_path)
+    agent = fake.agent(approver=approver, timeout=WALL, cwd=tmp_path)
     async with agent.session() as session:
         result = await session.send_result("DEEP_ASK")
         ended_by_itself(result)
@@ -116,14 +117,14 @@ async def test_codex_a_deep_approval_request_is_declined_and_the_turn_goes_on(
         )
         after = await session.send_result("ASK ls")
         assert after.message == "decision: accept"
-    assert [r.command for r in asked] == ["ls"]
+    assert [r.command for r in approver.asked] == ["ls"]
 
 
 async def test_codex_a_deep_tool_call_gets_an_error_and_a_deep_turn_end_ends_the_turn(
     tmp_path: Path,
 ) -> None:
     fake = FakeCLI(tmp_path, "codex")
-    agent = fake.agent(approver=lambda r: True, timeout=WALL, cwd=tmp_path)
+    agent = fake.agent(approver=AllowEverything(), timeout=WALL, cwd=tmp_path)
     async with agent.session() as session:
         result = await session.send_result("DEEP_TOOL")
         ended_by_itself(result)

@@ -7,13 +7,15 @@ terminal emulator (pyte), against the fake claude speaking the control protocol.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli.test_approval_flags import terminals
 from tests.support import FakeCLI, marked_processes
 from tests.terminal import Terminal
+
+__all__ = ["terminals"]  # the fixture that closes each terminal, active here too
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -29,14 +31,6 @@ PADDED = {
     "many-lines": DANGER + "\n" + "\n".join(f"echo {n}" for n in range(300)) + "\nls -la",
     "dangerous-last": "\n".join(f"echo {n}" for n in range(300)) + "\n" + DANGER,
 }
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 @pytest.mark.parametrize("padding", sorted(PADDED))
