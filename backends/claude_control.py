@@ -565,7 +565,7 @@ class ClaudeControl(ControlProtocol):
             self._open.add(request_id)
             key = HookKey(request_id, str(claude_event))
             return (HookCall(key, hook_input(event, data, session_id, approval)),)
-        known = self._always.get(self._always_key(approval))
+        known = None if approval.unreadable else self._always.get(self._always_key(approval))
         if known is not None and call_id:
             self._decided[call_id] = known
         ask = None
@@ -598,7 +598,7 @@ class ClaudeControl(ControlProtocol):
         )
         known = self._decided.get(call_id) if call_id else None
         if known is None:
-            known = self._always.get(self._always_key(approval))
+            known = None if approval.unreadable else self._always.get(self._always_key(approval))
         if known is not None:
             return (Reply((_success(request_id, _permission_result(known, tool_input, ())),)),)
         raw = request.get("permission_suggestions")

@@ -570,3 +570,15 @@ def test_an_unparsed_result_ends_the_turn_with_what_was_read() -> None:
         "usage": {"input_tokens": 3},
     }
     assert ended == TurnEnded("completed")
+
+
+def test_an_always_answer_never_settles_a_call_it_cannot_read() -> None:
+    proto = _opened()
+    (ask,) = proto.receive(
+        _hook("h1", tool="Write", tool_input={"file_path": "/w/a", "content": "x"})
+    )
+    assert isinstance(ask, PermissionAsk)
+    proto.answer(ask, Decision.allow(always=True))
+    unread = {"file_path": ["/w/a", "/etc/x"], "content": "x"}
+    (again,) = proto.receive(_hook("h2", tool="Write", tool_input=unread, call="toolu_2"))
+    assert isinstance(again, PermissionAsk) and again.request.unreadable  # denied, not "always"
