@@ -151,7 +151,7 @@ class Question:
             above.append("  why: " + one_line(request.reason, columns - 8))
         if len(detail) == 1 and cell_len(detail[0]) <= INLINE:
             inline = f"Allow {tool} `{detail[0]}`{tail}"
-            if cell_len(inline) + 8 <= columns:  # room for the answer on the same row
+            if cell_len(inline) + 8 <= 2 * columns:  # two rows at most, the answer's room kept
                 return above, inline
         if detail:
             verb = {"command": " wants to run", "write": " wants to write"}.get(request.kind, "")

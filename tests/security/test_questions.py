@@ -58,7 +58,7 @@ def test_a_padded_command_shows_its_dangerous_part_on_an_80x24_screen(
     # Both ends of the command are on the screen with the question, the question whole.
     assert DANGER in screen, screen
     assert ("ls -la" in screen) or padding == "dangerous-last", screen
-    assert "Bash wants to run:" in screen, screen
+    assert "Allow Bash" in screen and "[a]lways for this run:" in screen, screen
     terminal.send(b"n\r")
     assert terminal.wait() == 0
     assert "denied Bash" in terminal.screen
