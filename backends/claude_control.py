@@ -60,6 +60,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    Forward,
     HookCall,
     Incoming,
     Outgoing,
@@ -71,6 +72,7 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.hooks import HookResult
 from coding_genesis.tools import HostTool, ToolResult
@@ -107,7 +109,10 @@ _MCP_PREFIX = f"mcp__{MCP_SERVER}__"
 _MCP_VERSION = "2025-06-18"
 
 _COMMAND_TOOLS = frozenset({"Bash"})
-#: Tools that write files, and the input field naming the file.
+#: Tools that write files, and the input field naming the file: claude 2.1.330's
+#: own list of file-writing tools, each writing the one file that field names
+#: (MultiEdit's edits and NotebookEdit's cell are inside it).  A call of one
+#: whose field is not a path is unreadable: denied, nobody asked.
 _WRITE_TOOLS = {
     "Write": "file_path",
     "Edit": "file_path",
@@ -124,6 +129,8 @@ ANSWER_TOOL = "StructuredOutput"
 
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
+#: Why a line claude wrote is refused unread.
+_UNPARSED = "nested too deep or too large for genesis to read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,14 +153,19 @@ def tool_request(
     kind: ToolKind = "other"
     command = None
     paths: tuple[str, ...] = ()
+    unreadable = None
     if tool in _COMMAND_TOOLS:
         kind = "command"
         value = tool_input.get("command")
         command = value if isinstance(value, str) else None
     elif tool in _WRITE_TOOLS:
         kind = "write"
-        value = tool_input.get(_WRITE_TOOLS[tool])
-        paths = (value,) if isinstance(value, str) else ()
+        field = _WRITE_TOOLS[tool]
+        value = tool_input.get(field)
+        if isinstance(value, str) and value:
+            paths = (value,)
+        else:
+            unreadable = f"{tool}'s {field} is not a path: {repr(value)[:200]}"
     elif tool in _READ_TOOLS:
         kind = "read"
     return ApprovalRequest(
@@ -165,6 +177,7 @@ def tool_request(
         reason=reason,
         session_id=session_id,
         tool_call_id=tool_call_id,
+        unreadable=unreadable,
     )
 
 
@@ -410,6 +423,51 @@ class ClaudeControl(ControlProtocol):
             if isinstance(session_id, str):
                 self._session_id = session_id
         return (FORWARD,)
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A ``control_request`` that could not be parsed is answered from its
+        envelope: a tool call's question (``PreToolUse``, ``can_use_tool``)
+        is denied as unreadable, through the approval machinery (recorded);
+        another hook point gets an empty answer; any other request an error.
+        A ``result`` that could not be parsed (claude 2.1.330 writes its
+        ``type`` last, after ``permission_denials``, which hold a refused
+        call's input) still ends the turn, read from what could be read."""
+        kind = head.get("type")
+        if kind == "result":
+            stand_in: dict[str, Any] = {k[0]: v for k, v in head.fields.items() if len(k) == 1}
+            usage = {k[1]: v for k, v in head.fields.items() if len(k) == 2 and k[0] == "usage"}
+            if usage:
+                stand_in["usage"] = usage
+            return tuple(
+                Forward(stand_in) if meaning is FORWARD else meaning
+                for meaning in self._result(stand_in)
+            )
+        if kind != "control_request":
+            return ()
+        request_id = head.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            return (ProtocolFault(f"claude sent a control_request {_UNPARSED}, its id unread"),)
+        subtype = head.get("request", "subtype")
+        if subtype == "hook_callback" and head.get("request", "callback_id") != HOOK_ID:
+            return (Reply((_success(request_id, {}),)),)  # observed only: nothing to say
+        if subtype not in ("hook_callback", "can_use_tool"):
+            return (
+                Reply((_error(request_id, f"genesis could not read this request: {_UNPARSED}"),)),
+            )
+        tool = head.get("request", "tool_name") or head.get("request", "input", "tool_name")
+        call_id = head.get("request", "tool_use_id")
+        approval = ApprovalRequest(
+            tool if isinstance(tool, str) else "(unread)",
+            {},
+            tool_call_id=call_id if isinstance(call_id, str) else None,
+            session_id=self._session_id,
+            unreadable=f"its request was {_UNPARSED}",
+        )
+        self._open.add(request_id)
+        via: Literal["hook", "can_use_tool"] = (
+            "hook" if subtype == "hook_callback" else "can_use_tool"
+        )
+        return (PermissionAsk(AskKey(request_id, via), approval),)
 
     def _result(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         if not self._ready and "initialize" in self._pending.values():

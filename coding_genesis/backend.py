@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
 from coding_genesis.errors import ConfigError
@@ -143,7 +143,7 @@ class Translator(ABC):
     message_usage: MessageUsage = "live"
     totals: RunningTotals | None = None
     #: The name its running totals are kept under (None: the CLI reports none).
-    running_cli: ClassVar[str | None] = None
+    running_cli: str | None = None
 
     def recorded_total(
         self, cost: float, models: Mapping[str, tuple[Tokens, float]]

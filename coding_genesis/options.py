@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_DEFAULT",
+    "KEEP_RESULTS",
     "LIVE_OPTION_NAMES",
     "RUN_OPTION_NAMES",
     "SESSION_OPTION_NAMES",
@@ -140,6 +141,15 @@ class LiveOptions(TurnOptions, total=False):
 
     #: Continue this CLI session (one that ended, or a one-shot run's).
     resume: str | None
+    #: How many of its last results ``session.results`` keeps (default
+    #: :data:`KEEP_RESULTS`); ``"all"``: every one, the memory growing with
+    #: each turn.
+    keep_results: int | Literal["all"]
+
+
+#: The results a live session keeps by default (``keep_results=``): a long
+#: session's memory stays bounded whatever its turns answer.
+KEEP_RESULTS = 100
 
 
 #: The keywords ``run()`` accepts.

@@ -214,7 +214,7 @@ class ApprovalEvent(_WithExtra):
     with ``approver=``).  ``to_dict`` fields: ``tool``, ``allowed``,
     ``decision`` (an :class:`~coding_genesis.approval.ApprovalOption` value),
     ``source`` (``approver``, ``timeout``, ``error``, ``unsettled``,
-    ``permissions``), then ``extra``: ``kind``, ``tool_call_id``, ``turn``,
+    ``permissions``, ``unreadable``), then ``extra``: ``kind``, ``tool_call_id``, ``turn``,
     ``reason``, ``message``, ``elapsed_s``, ``error``, ``input`` (redacted)."""
 
     __slots__ = ("allowed", "decision", "source", "tool")

@@ -9,6 +9,10 @@ session lives on; :meth:`Session.steer` adds input to it where the CLI can
 (codex); :meth:`Session.close` (or leaving the ``with``) ends the session and
 stops the CLI's whole process tree.
 
+A session keeps its last results in ``results`` (100 by default, so a long
+session's memory stays bounded; ``keep_results=N``, or ``"all"`` for every
+one); its ``usage`` and ``cost_usd`` sum every turn.
+
 An agent has at most one open session.  During a turn the agent is BUSY (a
 ``run()`` or a second ``send()`` is answered 75 at once); between turns it is
 READY.  A CLI that dies mid-turn ends that turn (status 1, ``incomplete``) and
@@ -21,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -37,7 +42,13 @@ from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import AGENT_DEFAULT, LIVE_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.options import (
+    AGENT_DEFAULT,
+    KEEP_RESULTS,
+    LIVE_OPTION_NAMES,
+    LiveOptions,
+    RunOptions,
+)
 from coding_genesis.result import RunResponse, RunResult
 
 if TYPE_CHECKING:
@@ -122,6 +133,9 @@ class Session:
         if unknown:
             raise TypeError(f"session() got unexpected keyword argument(s) {sorted(unknown)}")
         given = {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+        keep = given.pop("keep_results", KEEP_RESULTS)
+        if keep != "all" and (type(keep) is not int or keep < 0):
+            raise AgentUsageError(f"keep_results must be an int >= 0 or 'all', got {keep!r}")
         backend = agent.backend
         protocol = backend.control()
         if protocol is None:
@@ -162,15 +176,19 @@ class Session:
         #: The sum of the turns' token usage and cost.
         self.usage: dict[str, int] = {}
         self.cost_usd: float | None = None
-        self.results: list[RunResult] = []
+        #: The last ``keep_results`` results, oldest first (every one with "all").
+        self.results: deque[RunResult] = deque(maxlen=keep if type(keep) is int else None)
         #: The observers of the session's own traffic (outside its turns).
         self._watching: list[RunObserver] = []
-        #: Every turn's run id, in order.
+        #: Every turn's run id, in order (the session's own record lists them).
         self._run_ids: list[str] = []
         #: A turn the CLI started by itself is under way (or wanted).
         self._cli_busy = False
-        #: Set when one ends (a fresh event each time).
+        #: Set when one ends (a fresh event each time); the CLI's turns so
+        #: far, and the last one's result.
         self._cli_done = anyio.Event()
+        self._cli_count = 0
+        self._cli_last: RunResult | None = None
 
     # -- state --------------------------------------------------------------------
 
@@ -348,13 +366,11 @@ class Session:
         usage metered and budgeted, its transcript and run log written, its
         events published) and is in :attr:`results` with ``trigger="cli"``."""
         self._live("cli_turn()")
-        count = len(self.results)
-        while True:
+        count = self._cli_count
+        while self._cli_count == count:
             await self._cli_done.wait()
-            for result in self.results[count:]:
-                if result.trigger == "cli":
-                    return result
-            count = len(self.results)
+        assert self._cli_last is not None
+        return self._cli_last
 
     async def _cli_turns(self, link: LiveLink) -> None:
         """Runs each turn the CLI starts by itself, as soon as it wants one
@@ -382,6 +398,9 @@ class Session:
         self.results.append(result)
         self._run_ids.append(result.run_id)
         self._add_usage(result)
+        if result.trigger == "cli":
+            self._cli_count += 1
+            self._cli_last = result
 
     async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
         """One turn: the same dict ``run()`` returns, for this turn."""

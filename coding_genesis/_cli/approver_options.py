@@ -74,8 +74,10 @@ def add_approver_arguments(parser: argparse.ArgumentParser, *, ask: bool = False
         metavar="DIR",
         action="append",
         default=[],
-        help="allow a file write whose every path is under DIR (symlinks followed), "
-        "deny any other write; repeatable",
+        help="allow a write tool's call (Write, Edit, a patch) whose every path, both ends "
+        "of a move included, is under DIR (symlinks followed), deny any other; a shell "
+        "command's own writes (>, tee, sed -i) are commands, not writes, and are not "
+        "checked: pair it with --ask or --deny-commands; repeatable",
     )
     group.add_argument(
         "--approval-timeout",

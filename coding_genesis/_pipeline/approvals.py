@@ -57,15 +57,26 @@ async def settle(
     permissions: Permissions | None,
     remembered: Remembered | None = None,
 ) -> Settled:
-    """Settle ``request`` by an "always" answer of the session
-    (``remembered``), else ask ``approver`` (within ``timeout``) and keep its
-    answer if it is one for the session; without an approver, the permission
-    level did not settle the request: it is denied with a reason."""
+    """Settle ``request``: a request the backend could not read whole
+    (``unreadable``) is denied first, nobody asked (what it would touch is not
+    known, so nothing may allow it, an "always" answer included); else by an
+    "always" answer of the session (``remembered``); else ask ``approver``
+    (within ``timeout``) and keep its answer if it is one for the session;
+    without an approver, the permission level did not settle the request: it
+    is denied with a reason."""
     started = time.monotonic()
     error: str | None = None
     covers: str | None = None
-    known = remembered.recall(request) if remembered is not None else None
-    if known is not None:
+    known = None
+    if request.unreadable is None and remembered is not None:
+        known = remembered.recall(request)
+    if request.unreadable is not None:
+        decision = Decision.deny(
+            f"denied: genesis could not read this tool call ({request.unreadable})",
+            reason=f"unreadable: {request.unreadable}",
+        )
+        source = "unreadable"
+    elif known is not None:
         decision, source = known, "always"
     elif approver is None:
         level = permissions or "the CLI's default"

@@ -62,6 +62,7 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent
 from coding_genesis.hooks import Hook, HookEvent
@@ -153,6 +154,7 @@ class LiveLink(LinkQuestions):
         self._idle = RunTally(start.cwd)
         self._idle_translator = self._translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
+        self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
         self._stdout_bytes = 0
         self._ready = anyio.Event()
         self._dead = anyio.Event()
@@ -286,20 +288,21 @@ class LiveLink(LinkQuestions):
         given up on and still draining): held for a turn of its own."""
         return self._ready.is_set() and self._drained is None and self.alive
 
-    def received(self, obj: dict[str, Any]) -> Sequence[Event]:
-        """The meaning of one object from the CLI (called by the decoder)."""
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+        """The meaning of one object from the CLI (called by the decoder), or
+        of a ``line`` it could not parse (see :meth:`_unparsed`)."""
         try:
-            items = self.protocol.receive(obj)
+            items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
         except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
             items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
-        forward = False
+        forward: Forward | None = None
         turn = self._turn
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
         held = self.between if turn is None and self._unattended() else None
         for item in items:
             if isinstance(item, Forward):
-                forward = True
+                forward = item
             elif isinstance(item, Ready):
                 if item.session_id:
                     self.session_id = item.session_id
@@ -333,10 +336,10 @@ class LiveLink(LinkQuestions):
                 self._fault(item, turn)
             elif isinstance(item, Unknown):
                 self.unknown += 1
-        if not forward:
+        if forward is None:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
-        events = translator.translate(obj)
+        events = translator.translate(obj if forward.obj is None else dict(forward.obj))
         if held is not None:
             held.said(events)  # the turn that takes them routes them
             return ()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,6 +18,7 @@ from coding_genesis._pipeline.approvals import settle, withdrawn_record
 from coding_genesis._pipeline.hooking import then_ask
 from coding_genesis._pipeline.hosttools import HostCalls
 from coding_genesis._pipeline.liveturn import Turn, Unattended
+from coding_genesis._util.parser import edge_fields
 from coding_genesis.approval import Approver, Decision, Remembered
 from coding_genesis.control import (
     ControlProtocol,
@@ -26,7 +27,9 @@ from coding_genesis.control import (
     SessionStart,
     ToolCall,
     TurnEnded,
+    UnparsedLine,
 )
+from coding_genesis.events import Event
 from coding_genesis.hooks import Hook, HookEvent, HookResult, run_hooks
 from coding_genesis.tools import ToolResult
 
@@ -64,6 +67,14 @@ class LinkQuestions:
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         raise NotImplementedError
+
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+        raise NotImplementedError
+
+    def _unparsed(self, head: bytes, tail: bytes) -> None:
+        """A line the parser skipped, by its head and tail: the protocol answers what it
+        can of it (a request it cannot read is refused, never left waiting)."""
+        self._decoder.emit(self.received({}, UnparsedLine(edge_fields(head, tail))))
 
     def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
         """What the CLI asks between turns with nobody to take a turn of its

@@ -145,6 +145,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     if ended is not None and (
         ended.how in ("interrupted", "denied", "fault")
         or (ended.how == "died" and outcome.stop_reason is None)
+        or (ended.how == "failed" and tally.result is None)  # said so, with no result line
     ):
         return _turn_end(attempt, ended, common, redactor, name)
 

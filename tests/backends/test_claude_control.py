@@ -23,6 +23,7 @@ from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.claude_control import HOOK_ID, SESSION_FLAGS, ClaudeControl
 from coding_genesis.control import (
     FORWARD,
+    Forward,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -32,6 +33,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolResultEvent
 
@@ -360,6 +362,42 @@ def test_an_unreadable_tool_call_is_refused_not_asked() -> None:
     assert response["response"]["behavior"] == "deny"
 
 
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "path"),
+    [
+        ("Write", {"file_path": "/w/a.txt", "content": "x"}, "/w/a.txt"),
+        ("Edit", {"file_path": "/w/a.txt", "old_string": "a", "new_string": "b"}, "/w/a.txt"),
+        ("MultiEdit", {"file_path": "/w/a.txt", "edits": [{"old_string": "a"}]}, "/w/a.txt"),
+        ("NotebookEdit", {"notebook_path": "/w/n.ipynb", "new_source": "1"}, "/w/n.ipynb"),
+    ],
+)
+def test_each_write_tool_names_its_file(tool: str, tool_input: dict[str, Any], path: str) -> None:
+    ask = _opened().receive(_hook("h1", tool=tool, tool_input=tool_input))
+    (question,) = ask
+    assert isinstance(question, PermissionAsk)
+    request = question.request
+    assert (request.kind, request.paths, request.unreadable) == ("write", (path,), None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Write", {"content": "x"}),  # no path at all
+        ("Write", {"file_path": ["/w/a", "/etc/x"], "content": "x"}),
+        ("Edit", {"file_path": 7}),
+        ("MultiEdit", {"file_path": ""}),
+        ("NotebookEdit", {"file_path": "/w/n.ipynb"}),  # not the field NotebookEdit names
+    ],
+)
+def test_a_write_whose_path_is_not_one_is_unreadable(tool: str, tool_input: dict[str, Any]) -> None:
+    for message in (_hook("h1", tool=tool, tool_input=tool_input), _can_use("c1", tool=tool)):
+        if message["request"]["subtype"] == "can_use_tool":
+            message["request"]["input"] = tool_input
+        (question,) = _opened().receive(message)
+        assert isinstance(question, PermissionAsk)
+        assert question.request.kind == "write" and question.request.unreadable, question
+
+
 def test_other_lines_are_forwarded_and_unknown_control_types_counted() -> None:
     proto = _opened()
     for obj in ({}, {"type": ["x"]}, {"type": "keep_alive"}, {"type": "stream_event"}):
@@ -456,3 +494,95 @@ def test_receive_never_raises(kind: str, body: dict[str, Any]) -> None:
     for meaning in proto.receive({**body, "type": kind}):
         if isinstance(meaning, PermissionAsk):
             proto.answer(meaning, Decision.deny())
+
+
+# -- a line too deep to parse, answered from what could be read of it ----------------------
+
+
+def _unread(**fields: Any) -> UnparsedLine:
+    return UnparsedLine({tuple(k.split("__")): v for k, v in fields.items()})
+
+
+def test_an_unparsed_tool_question_is_denied_as_unreadable() -> None:
+    for subtype, callback, answer_key in (
+        ("hook_callback", HOOK_ID, "hookSpecificOutput"),
+        ("can_use_tool", None, "behavior"),
+    ):
+        proto = _opened()
+        line = _unread(
+            type="control_request",
+            request_id="r9",
+            request__subtype=subtype,
+            request__callback_id=callback,
+            request__tool_name="Workflow",
+            request__tool_use_id="toolu_9",
+        )
+        (ask,) = proto.unparsed(line)
+        assert isinstance(ask, PermissionAsk)
+        assert (ask.request.tool, ask.request.tool_call_id) == ("Workflow", "toolu_9")
+        assert ask.request.unreadable and "too deep" in ask.request.unreadable
+        (answer,) = proto.answer(ask, Decision.deny("unread"))
+        response = answer["response"]["response"]
+        assert response[answer_key] in (
+            {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "unread",
+            },
+            "deny",
+        )
+
+
+def test_an_unparsed_request_of_another_kind_is_answered_unasked() -> None:
+    proto = _opened()
+    observed = _unread(
+        type="control_request",
+        request_id="r1",
+        request__subtype="hook_callback",
+        request__callback_id="genesis_post_tool_use",
+    )
+    assert _reply(proto.unparsed(observed)) == {
+        "subtype": "success",
+        "request_id": "r1",
+        "response": {},
+    }
+    other = _unread(type="control_request", request_id="r2", request__subtype="mcp_message")
+    response = _reply(proto.unparsed(other))
+    assert response["subtype"] == "error" and "could not read" in response["error"]
+    (fault,) = proto.unparsed(_unread(type="control_request"))
+    assert isinstance(fault, ProtocolFault)
+    assert proto.unparsed(_unread(type="assistant")) == ()
+    assert proto.unparsed(_unread()) == ()
+
+
+def test_an_unparsed_result_ends_the_turn_with_what_was_read() -> None:
+    proto = _opened()
+    line = _unread(
+        type="result",
+        subtype="success",
+        is_error=False,
+        result="the answer",
+        usage__input_tokens=3,
+    )
+    forward, ended = proto.unparsed(line)
+    assert isinstance(forward, Forward) and forward.obj is not None
+    assert forward.obj == {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "the answer",
+        "usage": {"input_tokens": 3},
+    }
+    assert ended == TurnEnded("completed")
+
+
+def test_an_always_answer_never_settles_a_call_it_cannot_read() -> None:
+    proto = _opened()
+    (ask,) = proto.receive(
+        _hook("h1", tool="Write", tool_input={"file_path": "/w/a", "content": "x"})
+    )
+    assert isinstance(ask, PermissionAsk)
+    proto.answer(ask, Decision.allow(always=True))
+    unread = {"file_path": ["/w/a", "/etc/x"], "content": "x"}
+    (again,) = proto.receive(_hook("h2", tool="Write", tool_input=unread, call="toolu_2"))
+    assert isinstance(again, PermissionAsk) and again.request.unreadable  # denied, not "always"

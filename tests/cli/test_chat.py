@@ -78,16 +78,22 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     assert terminal.wait_for("genesis: ok"), terminal.screen
 
     say(terminal, 'ASK Bash {"command": "echo hi"}')
-    assert terminal.wait_for("Allow Bash `echo hi`? [y]es / [n]o / [a]lways for this session:")
+    # each answer says its scope: this call once, this exact command or every call of
+    # the tool for the rest of the session, or a refusal
+    assert terminal.wait_for(
+        "Allow Bash `echo hi`? [y]es (this command once) / [a]lways (this exact Bash command)"
+        " / [t]ool (every Bash call) / [n]o:"
+    ), terminal.screen
     say(terminal, "y")
     assert terminal.wait_for('allowed Bash {"command": "echo hi"}'), terminal.screen
 
     say(terminal, 'ASK Write {"file_path": "/etc/passwd", "content": "x"}')
     assert terminal.wait_for("Allow Write `/etc/passwd`?"), terminal.screen
+    assert "[a]lways (these paths)" in terminal.screen
     say(terminal, "n write under ./out instead")
     assert terminal.wait_for("denied Write: write under ./out instead"), terminal.screen
     # The answer is echoed as typed (the keys are hidden only while the panel is up).
-    assert "[a]lways for this session: n write under ./out instead" in terminal.screen
+    assert "[n]o: n write under ./out instead" in terminal.screen.replace("\n", "")
 
     # A flag settles first: nobody is asked.
     say(terminal, 'ASK Bash {"command": "rm -rf /tmp/x"}')
@@ -96,8 +102,7 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     say(terminal, 'ASK Bash {"command": "ls"}')
     assert terminal.wait_for("Allow Bash `ls`?"), terminal.screen
     say(terminal, "perhaps")
-    assert terminal.wait_for("answer y, n"), terminal.screen
-    assert "[a]lways: this exact Bash command, for this session" in terminal.screen
+    assert terminal.wait_for("answer y, a, t or n"), terminal.screen
     say(terminal, "a")
     assert terminal.wait_for('allowed Bash {"command": "ls"}'), terminal.screen
     say(terminal, 'ASK Bash {"command": "ls"}')  # always: that exact command, not asked again
@@ -107,19 +112,23 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     assert len(asks) == 2, terminal.screen
     # the second time: settled at once, no question in between
     assert lines[asks[1] + 1].strip() == "allowed Bash: ls (always, for this session)"
-    # "always" covered `ls` only: another command of the same tool is asked
+    # "always" covered `ls` only: another command of the same tool is asked; "tool"
+    # then covers every call of it
     say(terminal, 'ASK Bash {"command": "pwd"}')
     assert terminal.wait_for("Allow Bash `pwd`?"), terminal.screen
-    say(terminal, "y")
+    say(terminal, "t")
     assert terminal.wait_for('allowed Bash {"command": "pwd"}'), terminal.screen
+    say(terminal, 'ASK Bash {"command": "whoami"}')
+    assert terminal.wait_for("allowed Bash: whoami (always, for this session)"), terminal.screen
+    assert "Allow Bash `whoami`" not in terminal.seen
 
     say(terminal, "/exit")
     assert terminal.wait() == 0
-    assert "genesis chat: session closed - 7 turns" in terminal.screen
+    assert "genesis chat: session closed - 8 turns" in terminal.screen
     assert f"genesis chat --resume {SESSION}" in terminal.screen
     assert "Traceback" not in terminal.seen
     assert len(started(fake)) == 1  # every turn in one process
-    assert len(run_dirs(tmp_path)) == 7  # each turn recorded like a `genesis run`
+    assert len(run_dirs(tmp_path)) == 8  # each turn recorded like a `genesis run`
     assert marked_processes([fake.mark]) == []
 
 

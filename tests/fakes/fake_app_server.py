@@ -22,6 +22,11 @@ turn plays the scenario its prompt starts with:
                     ends the turn as interrupted (what codex 0.169 does with a pending ask)
   JSON <json>       that JSON as the answer's text (what codex answers a turn with an
                     ``outputSchema``); ``turn/start``'s ``outputSchema`` is recorded (``schema``)
+  DEEP_ASK [n]      like ASK, the approval request's ``commandActions`` nested n levels deep
+                    (default 1100, deeper than orjson's 1,024: the line cannot be parsed)
+  DEEP_TOOL [n]     an ``item/tool/call`` whose arguments nest n deep; says the answer
+                    (``tool call answered: error <code>``)
+  DEEP_END [n]      the answer, then a ``turn/completed`` whose turn's items nest n deep
 
 Token usage is reported as codex does: the thread's running total (10 input and 5 output
 tokens per turn) and the last call's.  ``FAKE_CLI_RECORD=path`` gets one JSON object per
@@ -62,8 +67,16 @@ def _write(text: str) -> None:
         os._exit(141)
 
 
-def _send(obj: dict[str, Any]) -> None:
-    _write(json.dumps(obj))
+#: Stands in for a deep value in an object written by ``_send`` (json.dumps cannot nest it).
+DEEP = "<<deep>>"
+
+
+def _send(obj: dict[str, Any], depth: int = 0) -> None:
+    """Write ``obj``; with ``depth``, each ``DEEP`` string becomes lists nested that deep."""
+    text = json.dumps(obj)
+    if depth:
+        text = text.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
+    _write(text)
 
 
 class Interrupted(Exception):
@@ -103,8 +116,8 @@ class FakeAppServer:
                 return 0
             self.handle(msg)
 
-    def notify(self, method: str, **params: Any) -> None:
-        _send({"method": method, "params": params})
+    def notify(self, method: str, depth: int = 0, **params: Any) -> None:
+        _send({"method": method, "params": params}, depth)
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """One message outside or inside a turn; a response to our request is returned."""
@@ -218,6 +231,12 @@ class FakeAppServer:
                 self.sleep(float(rest or "1"))
             elif word == "JSON":
                 self.answer(rest, said=True)
+            elif word == "DEEP_ASK":
+                self.ask("echo deep", depth=int(rest or 1100))
+            elif word == "DEEP_TOOL":
+                self.deep_tool(int(rest or 1100))
+            elif word == "DEEP_END":
+                self.answer("the end is deep", end_depth=int(rest or 1100))
             elif word == "HANG_ASK":
                 self.request_approval(self.item_started("commandExecution", command="true"))
                 while True:
@@ -236,7 +255,7 @@ class FakeAppServer:
     def item_completed(self, item: dict[str, Any]) -> None:
         self.notify("item/completed", threadId=self.thread_id, turnId=self.turn_id, item=item)
 
-    def request_approval(self, item_id: str, command: str = "true") -> int:
+    def request_approval(self, item_id: str, command: str = "true", depth: int = 0) -> int:
         rid = self.next_request
         self.next_request += 1
         params = {
@@ -247,12 +266,28 @@ class FakeAppServer:
             "command": command,
             "cwd": os.getcwd(),
         }
-        _send({"id": rid, "method": "item/commandExecution/requestApproval", "params": params})
+        if depth:
+            params["commandActions"] = DEEP
+        message = {"method": "item/commandExecution/requestApproval", "id": rid, "params": params}
+        _send(message, depth)
         return rid
 
-    def ask(self, command: str) -> None:
+    def deep_tool(self, depth: int) -> None:
+        rid = self.next_request
+        self.next_request += 1
+        params: dict[str, Any] = {"threadId": self.thread_id, "turnId": self.turn_id}
+        params |= {"callId": "c1", "tool": "lookup", "arguments": {"q": DEEP}}
+        _send({"method": "item/tool/call", "id": rid, "params": params}, depth)
+        while True:
+            response = self.poll(None)
+            if response is not None and response.get("id") == rid:
+                break
+        error = response.get("error") or {}
+        self.answer(f"tool call answered: error {error.get('code')}", said=True)
+
+    def ask(self, command: str, depth: int = 0) -> None:
         item_id = self.item_started("commandExecution", command=command, cwd=os.getcwd())
-        rid = self.request_approval(item_id, command)
+        rid = self.request_approval(item_id, command, depth)
         while True:
             response = self.poll(None)
             if response is not None and response.get("id") == rid:
@@ -291,7 +326,7 @@ class FakeAppServer:
         said = f"slept {seconds:g}s" + "".join(f"; steered: {text}" for text in self.steered)
         self.answer(said)
 
-    def answer(self, text: str, *, said: bool = False) -> None:
+    def answer(self, text: str, *, said: bool = False, end_depth: int = 0) -> None:
         if not said and not text.startswith(("decision:", "slept")):
             text = f"fake codex got: {text}"
         item_id = self.item_started("agentMessage", text="")
@@ -309,10 +344,13 @@ class FakeAppServer:
             turnId=self.turn_id,
             tokenUsage={"total": total, "last": last},
         )
-        self.completed("completed")
+        self.completed("completed", end_depth)
 
-    def completed(self, status: str) -> None:
-        self.notify("turn/completed", threadId=self.thread_id, turn=self._turn(status))
+    def completed(self, status: str, depth: int = 0) -> None:
+        turn = self._turn(status)
+        if depth:  # the items before the status, as codex writes them
+            turn = {**turn, "items": [DEEP]}
+        self.notify("turn/completed", depth, threadId=self.thread_id, turn=turn)
         self.turn_id = None
 
 

@@ -31,6 +31,13 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
   JSON <json>          answers as claude does with ``--json-schema``: a ``StructuredOutput`` tool
                        call of that input, then a result whose ``structured_output`` is it
                        (and its ``result`` the JSON text)
+  DEEP_ASK [n]         like ASK of a ``Workflow`` call whose ``args`` nest n levels (default
+                       1100, deeper than orjson's 1,024: the line cannot be parsed), the
+                       tool_use line nested as deep; the answer is said as for ASK
+  DEEP_REQUEST [n]     a control_request of subtype ``mcp_message`` nested n deep; says the
+                       answer's subtype (``answered <subtype>: <error>``), then a result
+  DEEP_RESULT [n]      a result whose ``permission_denials`` nest n deep, written as claude
+                       2.1.330 writes it: its ``type``, ``subtype`` and answer last
 
 An interrupt during ASK also cancels the question.  At the end of stdin it exits 1 if the last
 result was an error (as claude does), else 0.  ``FAKE_CLI_RECORD=path`` appends the argv, each
@@ -63,8 +70,17 @@ def record(**entry: Any) -> None:
             fh.write(json.dumps(entry) + "\n")
 
 
-def emit(obj: dict[str, Any]) -> None:
-    os.write(1, (json.dumps(obj) + "\n").encode())
+#: Stands in for a deep value in an object written by ``emit`` (json.dumps cannot nest it).
+DEEP = "<<deep>>"
+
+
+def emit(obj: dict[str, Any], depth: int = 0) -> None:
+    """Write ``obj`` as one line; with ``depth``, each ``DEEP`` string in it becomes
+    lists nested ``depth`` levels deep (as a real CLI can write them)."""
+    text = json.dumps(obj)
+    if depth:
+        text = text.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
+    os.write(1, (text + "\n").encode())
 
 
 def message(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
@@ -176,16 +192,17 @@ class Fake:
             elif kind == "user":
                 self.later.append(obj)
 
-    def tool_use(self, tool: str, tool_input: dict[str, Any]) -> str:
+    def tool_use(self, tool: str, tool_input: dict[str, Any], depth: int = 0) -> str:
         call = f"toolu_fake_{self.next_id()}"
         emit(
             message(
                 "assistant", {"type": "tool_use", "id": call, "name": tool, "input": tool_input}
-            )
+            ),
+            depth,
         )
         return call
 
-    def ask(self, tool: str, tool_input: dict[str, Any], call: str) -> str:
+    def ask(self, tool: str, tool_input: dict[str, Any], call: str, depth: int = 0) -> str:
         rid = f"fake-req-{self.next_id()}"
         if self.hook_id is not None:
             data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
@@ -200,7 +217,8 @@ class Fake:
                 "type": "control_request",
                 "request_id": rid,
                 "request": {**request, "tool_use_id": call},
-            }
+            },
+            depth,
         )
         return rid
 
@@ -226,6 +244,32 @@ class Fake:
             answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
             emit({"type": "control_response", "response": answer})
             self.result("answered an id never sent")
+        elif word == "DEEP_ASK":
+            depth = int(rest or 1100)
+            self.ask_turn(
+                'Workflow {"script": "export const meta = {}", "args": "<<deep>>"}', depth
+            )
+        elif word == "DEEP_REQUEST":
+            rid = f"fake-req-{self.next_id()}"
+            request = {"subtype": "mcp_message", "server_name": "x", "message": DEEP}
+            emit(
+                {"type": "control_request", "request_id": rid, "request": request},
+                int(rest or 1100),
+            )
+            got, answer = self.wait(rid)
+            if got == "answer":
+                self.result(f"answered {answer.get('subtype')}: {answer.get('error')}")
+        elif word == "DEEP_RESULT":
+            # claude 2.1.330 writes a result's type, subtype and answer last, after the
+            # permission_denials that hold a refused call's (deep) input.
+            said = "the answer after a deep refusal"
+            denial = {"tool_name": "Workflow", "tool_use_id": "toolu_x", "tool_input": DEEP}
+            result: dict[str, Any] = {"session_id": SESSION}
+            result["usage"] = {"input_tokens": 3, "output_tokens": 5}
+            result |= {"permission_denials": [denial], "is_error": False, "num_turns": 1}
+            result |= {"subtype": "success", "result": said, "type": "result"}
+            emit(result, int(rest or 1100))
+            self.last_error = False
         elif word == "JSON":
             value = json.loads(rest)
             tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
@@ -246,14 +290,14 @@ class Fake:
             emit(message("assistant", {"type": "text", "text": said}))
             self.result(said)
 
-    def ask_turn(self, rest: str) -> None:
+    def ask_turn(self, rest: str, depth: int = 0) -> None:
         tool, _, raw = rest.partition(" ")
         try:
             tool_input = json.loads(raw) if raw.strip() else {}
         except ValueError:
             tool_input = {"raw": raw}
-        call = self.tool_use(tool, tool_input)
-        rid = self.ask(tool, tool_input, call)
+        call = self.tool_use(tool, tool_input, depth)
+        rid = self.ask(tool, tool_input, call, depth)
         got, answer = self.wait(rid)
         if got == "interrupt":
             emit({"type": "control_cancel_request", "request_id": rid})

@@ -10,6 +10,7 @@ We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
 turn does:
 
 * ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
+* ``BIG n``: a ``text`` of n bytes, then ``done`` as for ``TEXT``;
 * ``ASK <tool> <json>``: ``ask`` (id N), waits for the answer, then says it
   (``allowed <json input>`` / ``denied <message>``) and ``done``; an answer
   with ``end`` ends the turn at once (``done`` with ``ended``);
@@ -117,6 +118,9 @@ def main() -> int:
         usage = {"input_tokens": 12, "output_tokens": 7}
         if word == "TEXT":
             say({"type": "text", "text": rest or "hello"})
+            done(usage)
+        elif word == "BIG":
+            say({"type": "text", "text": "x" * int(rest)})
             done(usage)
         elif word in ("CALL", "CALL2"):
             name, _, raw = rest.partition(" ")
