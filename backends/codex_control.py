@@ -173,6 +173,9 @@ class CodexAppServer(ControlProtocol):
         self._changes: dict[str, object] = {}
         #: The running turn's approval requests answered with ``cancel``.
         self._cancelled = False
+        #: The ids of approval requests handed out and not yet answered: each is
+        #: answered once, even when codex sent the id twice.
+        self._open: set[Any] = set()
         #: The thread's token usage as codex last reported it (its running total).
         self._usage_total: dict[str, int] | None = None
         #: The events the session has hooks for; the running turn's last answer.
@@ -291,6 +294,9 @@ class CodexAppServer(ControlProtocol):
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         # Once per call, "always" included (never acceptForSession): the
         # session's own store settles repeats, as narrowly as was asked.
+        if ask.key not in self._open:
+            return []  # answered already (codex sent that id twice)
+        self._open.discard(ask.key)
         if decision.allowed:
             word = "accept"
         elif decision.end_turn:
@@ -463,6 +469,7 @@ class CodexAppServer(ControlProtocol):
                 unreadable=touched.unreadable,
                 **common,
             )
+        self._open.add(rid)
         return (PermissionAsk(rid, request),)
 
     def _tool_call(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:

@@ -18,6 +18,7 @@ out, is stopped by a budget or its runner dies).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -76,7 +77,7 @@ log = logging.getLogger("coding_genesis._pipeline.live")
 Trigger = Literal["user", "cli"]
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
-_UNSENT = (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
+_UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
 
 
 class _Switch(Translator):
@@ -160,8 +161,12 @@ class LiveLink(LinkQuestions):
         self._dead = anyio.Event()
         #: Set when the CLI ended a turn we ended first (a protocol fault).
         self._drained: anyio.Event | None = None
+        # Unbounded: a line queued is an answer to a line the CLI wrote (or a
+        # prompt, an interrupt), so the queue grows only as the CLI's own output
+        # does; a bound dropped answers in a burst of questions, and the CLI
+        # waited for them until the turn's wall limit.
         self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
-            max_buffer_size=1024
+            max_buffer_size=math.inf
         )
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
@@ -272,9 +277,7 @@ class LiveLink(LinkQuestions):
                     self._outbox_send.send_nowait(data)
                     self._queued += 1
             except _UNSENT:
-                log.warning(
-                    "%s: stdin closed or full; a control message was dropped", self.backend.name
-                )
+                log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
 
     def _seal(self) -> None:
         """Nothing more goes to the CLI's stdin (what is queued still does)."""

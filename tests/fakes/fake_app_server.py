@@ -28,6 +28,18 @@ turn plays the scenario its prompt starts with:
                     (``tool call answered: error <code>``)
   DEEP_END [n]      the answer, then a ``turn/completed`` whose turn's items nest n deep
 
+Hostile scenarios (a server abusing the protocol; each says what came back, then completes):
+
+  FLOOD <n>         n ``item/commandExecution/requestApproval`` at once (ids 1000..; command
+                    ``echo <i>``), all sent before stdin is read again; says ``flood <n>: once <a>, again <b>, never <c>, unknown
+                    <d>, accepted <e>``
+  DUPLICATE         two approval requests with one id (``echo first``, ``echo second``) and
+                    another, in one write (both pending at once); says ``answers: <id>=<count>
+                    ...``
+  FOREIGN           server requests nobody serves (``item/tool/requestUserInput``,
+                    ``made/up``, ``item/tool/call`` in a session without tools); says
+                    ``<method>: <answer>`` for each (``error <code>``, ``result``, ``none``)
+
 Token usage is reported as codex does: the thread's running total (10 input and 5 output
 tokens per turn) and the last call's.  ``FAKE_CLI_RECORD=path`` gets one JSON object per
 event (``argv``, ``received`` method, ``decision``, ``interrupted``, ``steer``), as
@@ -36,6 +48,7 @@ event (``argv``, ``received`` method, ``decision``, ``interrupted``, ``steer``),
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -94,10 +107,14 @@ class FakeAppServer:
         self.next_request = 0
         self.steered: list[str] = []
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        #: Cleared while a flood is written: stdin is not read meanwhile.
+        self.reading = threading.Event()
+        self.reading.set()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for raw in sys.stdin.buffer:
+            self.reading.wait()
             try:
                 obj = json.loads(raw)
             except ValueError:
@@ -237,6 +254,8 @@ class FakeAppServer:
                 self.deep_tool(int(rest or 1100))
             elif word == "DEEP_END":
                 self.answer("the end is deep", end_depth=int(rest or 1100))
+            elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
+                self.answer(getattr(self, word.lower())(rest), said=True)
             elif word == "HANG_ASK":
                 self.request_approval(self.item_started("commandExecution", command="true"))
                 while True:
@@ -310,6 +329,89 @@ class FakeAppServer:
             raise Interrupted
         self.answer(f"decision: {decision}")
 
+    # -- hostile scenarios ---------------------------------------------------------------
+
+    def approval_request(self, rid: int, command: str) -> dict[str, Any]:
+        params = {
+            "threadId": self.thread_id,
+            "turnId": self.turn_id,
+            "itemId": f"item-ask-{command}",
+            "startedAtMs": int(time.time() * 1000),
+            "command": command,
+            "cwd": os.getcwd(),
+        }
+        return {"id": rid, "method": "item/commandExecution/requestApproval", "params": params}
+
+    def responses(
+        self, ids: set[int], *, limit: float, linger: float = 0.5
+    ) -> dict[Any, list[dict[str, Any]]]:
+        """The responses to our requests by id, until each of ``ids`` has one (or ``limit``
+        seconds), then for ``linger`` seconds more (a second answer)."""
+        got: dict[Any, list[dict[str, Any]]] = collections.defaultdict(list)
+        waiting, deadline, end = set(ids), time.monotonic() + limit, None
+        while True:
+            now = time.monotonic()
+            if end is None and (not waiting or now > deadline):
+                end = now + linger
+            if end is not None and now >= end:
+                return got
+            response = self.poll((end or deadline) - now)
+            if response is not None:
+                got[response.get("id")].append(response)
+                waiting.discard(response.get("id"))
+
+    def flood(self, rest: str) -> str:
+        n = int(rest.split()[0]) if rest.split() else 20000
+        ids = list(range(1000, 1000 + n))
+        self.reading.clear()  # every request sent before any response is read
+        for rid in ids:
+            _send(self.approval_request(rid, f"echo {rid}"))
+        self.reading.set()
+        asked = set(ids)
+        got = self.responses(asked, limit=20)
+        counts = [len(got.get(rid, [])) for rid in ids]
+        accepted = sum(
+            1 for rid in ids for r in got.get(rid, [])[:1] if _decision(r) in ("accept",)
+        )
+        unknown = sum(len(v) for k, v in got.items() if k not in asked)
+        return (
+            f"flood {n}: once {counts.count(1)}, again {sum(1 for c in counts if c > 1)}, "
+            f"never {counts.count(0)}, unknown {unknown}, accepted {accepted}"
+        )
+
+    def duplicate(self, rest: str) -> str:
+        asks = [(500, "echo first"), (500, "echo second"), (501, "echo third")]
+        _write("\n".join(json.dumps(self.approval_request(rid, cmd)) for rid, cmd in asks))
+        got = self.responses({500, 501}, limit=10)
+        return "answers: " + " ".join(f"{rid}={len(got[rid])}" for rid in sorted(got, key=str))
+
+    def foreign(self, rest: str) -> str:
+        sent = {
+            700: ("item/tool/requestUserInput", {"threadId": self.thread_id, "questions": []}),
+            701: ("made/up", {"threadId": self.thread_id}),
+            702: (
+                "item/tool/call",
+                {
+                    "threadId": self.thread_id,
+                    "turnId": self.turn_id,
+                    "callId": "c1",
+                    "tool": "rm_everything",
+                    "arguments": {},
+                },
+            ),
+        }
+        for rid, (method, params) in sent.items():
+            _send({"id": rid, "method": method, "params": params})
+        got = self.responses(set(sent), limit=10)
+        said = []
+        for rid, (method, _) in sent.items():
+            shown = [
+                f"error {r['error'].get('code')}" if isinstance(r.get("error"), dict) else "result"
+                for r in got.get(rid, [])
+            ]
+            said.append(f"{method}: {', '.join(shown) or 'none'}")
+        return " | ".join(said)
+
     def sleep(self, seconds: float) -> None:
         item_id = self.item_started("commandExecution", command=f"sleep {seconds:g}")
         self.poll(seconds)
@@ -352,6 +454,11 @@ class FakeAppServer:
             turn = {**turn, "items": [DEEP]}
         self.notify("turn/completed", depth, threadId=self.thread_id, turn=turn)
         self.turn_id = None
+
+
+def _decision(response: dict[str, Any]) -> Any:
+    result = response.get("result")
+    return result.get("decision") if isinstance(result, dict) else None
 
 
 def main(argv: list[str]) -> int:

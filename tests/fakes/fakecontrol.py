@@ -39,6 +39,23 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
   DEEP_RESULT [n]      a result whose ``permission_denials`` nest n deep, written as claude
                        2.1.330 writes it: its ``type``, ``subtype`` and answer last
 
+Hostile scenarios (a CLI abusing the protocol; each says what came back, then a result):
+
+  FLOOD <n> [how]      n questions at once, each a Bash call ``echo <id>`` (``how``: ``hook``,
+                       ``can_use_tool``, ``mixed``: every other one each way; default ``mixed``
+                       when initialize registered the hook, else ``can_use_tool``), all
+                       written before stdin is read again (the answers wait in the pipe and in
+                       the sender's queue); then reads the answers and says ``flood <n>: once <a>, again <b>, never <c>, unknown
+                       <d>, allowed <e>`` (ids answered more than once in ``again``, answers
+                       to ids never sent in ``unknown``)
+  DUPLICATE            two questions with one request id (``echo first``, ``echo second``)
+                       and another (``echo third``), in one write (so both are pending at
+                       once); says ``answers: <id>=<count> ...``
+  FOREIGN              a hook callback of an id nobody registered (``PreToolUse`` of a Bash
+                       call), an ``mcp_message`` to the server ``not-ours``, a request of an
+                       unknown subtype; says ``hook: <answer> | mcp: <answer> | other:
+                       <answer>`` (``error``, ``allow``, ``deny``, ``rpc error <code>``, ``none``)
+
 An interrupt during ASK also cancels the question.  At the end of stdin it exits 1 if the last
 result was an error (as claude does), else 0.  ``FAKE_CLI_RECORD=path`` appends the argv, each
 stdin object (``stdin``) and each child's pid (``child``).
@@ -109,10 +126,16 @@ class Fake:
         self.last_error = False
         self.eof = False
         self.count = 0
+        #: The answers of the last hostile scenario, by request id.
+        self.answered: dict[str, list[dict[str, Any]]] = {}
+        #: Cleared while a flood is written: stdin is not read meanwhile.
+        self.reading = threading.Event()
+        self.reading.set()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for raw in sys.stdin.buffer:
+            self.reading.wait()
             try:
                 obj = json.loads(raw)
             except ValueError:
@@ -280,6 +303,8 @@ class Fake:
             self.result("started in the background")
             time.sleep(float(delay))
             self.turn(inner)
+        elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
+            self.result(getattr(self, word.lower())(rest))
         elif word == "DIE":
             os._exit(3)
         elif word == "SILENCE":
@@ -333,6 +358,126 @@ class Fake:
         emit(message("assistant", {"type": "text", "text": said}))
         self.result(said)
 
+    # -- hostile scenarios ---------------------------------------------------------------
+
+    def question(self, rid: str, command: str, how: str) -> dict[str, Any]:
+        """A question about ``command`` under request id ``rid``."""
+        call = f"toolu_{rid}"
+        tool_input = {"command": command}
+        if how == "hook":
+            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
+            data |= {"tool_name": "Bash", "tool_input": tool_input, "tool_use_id": call}
+            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
+        else:
+            request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": tool_input}
+        return {
+            "type": "control_request",
+            "request_id": rid,
+            "request": {**request, "tool_use_id": call},
+        }
+
+    def answers(
+        self, ids: set[str], *, limit: float, linger: float = 0.5
+    ) -> collections.Counter[str]:
+        """The answers to ``ids`` (and any other) by request id, until each of ``ids`` has
+        one (or ``limit`` seconds), then for ``linger`` seconds more (a second answer)."""
+        got: collections.Counter[str] = collections.Counter()
+        self.answered = collections.defaultdict(list)
+        waiting, deadline, end = set(ids), time.monotonic() + limit, None
+        while True:
+            now = time.monotonic()
+            if end is None and (not waiting or now > deadline):
+                end = now + linger
+            if end is not None and now >= end:
+                return got
+            try:
+                obj = self.inbox.get(timeout=max(0.001, (end or deadline) - now))
+            except queue.Empty:
+                continue
+            if obj is None:
+                self.eof = True
+                return got
+            if obj.get("type") == "control_response":
+                response = obj.get("response") or {}
+                rid = str(response.get("request_id"))
+                got[rid] += 1
+                self.answered[rid].append(response)
+                waiting.discard(rid)
+            elif obj.get("type") == "control_request":
+                self.serve(obj)
+            elif obj.get("type") == "user":
+                self.later.append(obj)
+
+    def flood(self, rest: str) -> str:
+        words = rest.split()
+        n = int(words[0]) if words else 20000
+        how = words[1] if len(words) > 1 else "mixed" if self.hook_id else "can_use_tool"
+        ids = [f"flood-{i}" for i in range(n)]
+        ways = ("hook", "can_use_tool") if how == "mixed" else (how,)
+        self.reading.clear()  # every question asked before any answer is read
+        for i, rid in enumerate(ids):
+            emit(self.question(rid, f"echo {rid}", ways[i % len(ways)]))
+        self.reading.set()
+        asked = set(ids)
+        got = self.answers(asked, limit=20)
+        allowed = sum(
+            1 for rid in ids for answer in self.answered.get(rid, [])[:1] if _allowed(answer)
+        )
+        return (
+            f"flood {n}: once {sum(1 for rid in ids if got[rid] == 1)}, "
+            f"again {sum(1 for rid in ids if got[rid] > 1)}, "
+            f"never {sum(1 for rid in ids if got[rid] == 0)}, "
+            f"unknown {sum(c for rid, c in got.items() if rid not in asked)}, "
+            f"allowed {allowed}"
+        )
+
+    def duplicate(self, rest: str) -> str:
+        how = "hook" if self.hook_id is not None else "can_use_tool"
+        asks = [("dup-1", "echo first"), ("dup-1", "echo second"), ("dup-2", "echo third")]
+        lines = [json.dumps(self.question(rid, command, how)) + "\n" for rid, command in asks]
+        os.write(1, "".join(lines).encode())  # one write: all three pending at once
+        got = self.answers({"dup-1", "dup-2"}, limit=10)
+        return "answers: " + " ".join(f"{rid}={got[rid]}" for rid in sorted(got))
+
+    def foreign(self, rest: str) -> str:
+        hook: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
+        hook |= {"tool_name": "Bash", "tool_input": {"command": "touch pwned"}}
+        sent = {
+            "hook": {
+                "subtype": "hook_callback",
+                "callback_id": "hook_nobody_registered",
+                "input": hook,
+            },
+            "mcp": {
+                "subtype": "mcp_message",
+                "server_name": "not-ours",
+                "message": {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}},
+            },
+            "other": {"subtype": "rewind_files", "user_message_id": "u1"},
+        }
+        for name, request in sent.items():
+            emit({"type": "control_request", "request_id": f"foreign-{name}", "request": request})
+        self.answers({f"foreign-{name}" for name in sent}, limit=10)
+        return " | ".join(f"{name}: {self.said(f'foreign-{name}')}" for name in sent)
+
+    def said(self, rid: str) -> str:
+        """What the answers to ``rid`` were, in short."""
+        answers = self.answered.get(rid, [])
+        if not answers:
+            return "none"
+        shown = []
+        for answer in answers:
+            out = answer.get("response") or {}
+            rpc = out.get("mcp_response") if isinstance(out, dict) else None
+            if answer.get("subtype") != "success":
+                shown.append("error")
+            elif isinstance(rpc, dict):
+                code = (rpc.get("error") or {}).get("code")
+                shown.append(f"rpc error {code}" if code is not None else "rpc result")
+            else:
+                shown.append("allow" if _allowed(answer) else "deny")
+        return ", ".join(shown)
+
     def sleep(self, seconds: float) -> None:
         code = f"import time; time.sleep({seconds})"
         call = self.tool_use("Bash", {"command": f"python3 -c '{code}'"})
@@ -348,6 +493,15 @@ class Fake:
         child.wait()
         if got == "interrupt":
             self.interrupted(call)
+
+
+def _allowed(answer: dict[str, Any]) -> bool:
+    """Whether a successful answer to a question (hook or ``can_use_tool``) allows the call."""
+    out = answer.get("response") or {}
+    if answer.get("subtype") != "success" or not isinstance(out, dict):
+        return False
+    specific = out.get("hookSpecificOutput") or {}
+    return out.get("behavior") == "allow" or specific.get("permissionDecision") == "allow"
 
 
 def main() -> int:
