@@ -348,6 +348,7 @@ class CodexAppServer(ControlProtocol):
                 tool_call_id=item_id if isinstance(item_id, str) else None,
                 unreadable=f"its request was {_UNPARSED}",
             )
+            self._open.add(rid)
             return (PermissionAsk(rid, request),)
         if method is None and type(rid) is int and rid in self._pending:
             return self._failed(self._pending.pop(rid), f"its answer was {_UNPARSED}")

@@ -38,19 +38,45 @@ def test_a_move_is_shown_from_its_source_to_its_destination() -> None:
         paths=("a.txt", "/home/u/.bashrc", "b.txt"),
         moves=(("a.txt", "/home/u/.bashrc"),),
     )
-    above, prompt = Question(request, choices("run")).render(80, 24)
+    above, prompt = Question(request, choices("run", request)).render(80, 24)
     assert above == ["fileChange wants to write:", "  │ a.txt → /home/u/.bashrc", "  │ b.txt"]
-    assert prompt == "Allow fileChange? [y]es / [n]o / [a]lways for this run: "
+    # an unresolvable relative path (no cwd): no "always" for these paths is offered
+    assert prompt == (
+        "Allow fileChange? [y]es (this call once) / [t]ool (every fileChange call) / [n]o: "
+    )
 
 
 def test_choices_are_data_the_typed_answer_picks_one() -> None:
     request = ApprovalRequest("Bash", {"command": "ls"}, kind="command", command="ls")
-    question = Question(request, choices("session"))
-    assert question.hint == "  answer y, n (n <why> tells the model why) or a"
+    question = Question(request, choices("session", request))
+    assert question.hint == "  answer y, a, t or n (n <why> tells the model why)"
     assert question.choice("maybe") is None
-    yes, no, always = (question.choice(word) for word in ("Y", "no  not now", "always"))
+    yes, no, always, tool = (
+        question.choice(word) for word in ("Y", "no  not now", "always", "tool")
+    )
     assert yes is not None and yes[0].decision(yes[1]).allowed
+    assert not yes[0].decision("").always
     assert no is not None
     refused = no[0].decision(no[1])
     assert not refused.allowed and refused.message == "not now"
-    assert always is not None and always[0].decision("").always
+    assert always is not None
+    exact = always[0].decision("")
+    assert exact.always and exact.scope == "exact"
+    assert tool is not None
+    wide = tool[0].decision("")
+    assert wide.always and wide.scope == "tool"
+
+
+def test_each_choice_says_its_scope() -> None:
+    command = ApprovalRequest("Bash", {"command": "ls"}, kind="command", command="ls", cwd="/w")
+    labels = [c.label for c in choices("session", command)]
+    assert labels == [
+        "[y]es (this command once)",
+        "[a]lways (this exact Bash command)",
+        "[t]ool (every Bash call)",
+        "[n]o",
+    ]
+    write = ApprovalRequest("Write", {}, kind="write", paths=("a.txt",), cwd="/w")
+    assert "[a]lways (these paths)" in [c.label for c in choices("run", write)]
+    read = ApprovalRequest("Read", {}, kind="read", cwd="/w")
+    assert [c.words[0] for c in choices("run", read)] == ["y", "t", "n"]  # a read: no "always"

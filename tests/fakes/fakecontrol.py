@@ -22,6 +22,8 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
                        (claude's background tasks coming back between turns)
   DIE                  exits 3 mid-turn (no result)
   SILENCE              prints nothing more and ignores everything (even stdin's end)
+  ESCAPE <n>           like SLEEP, the child in a session of its own and left running when
+                       stdin ends (a tool that escaped its CLI: only a sweep stops it)
   SLEEP <n>            a Bash tool call running ``time.sleep(n)`` in a child process; done: result
                        success; on ``interrupt``: the child killed, claude's refusal and
                        ``[Request interrupted by user for tool use]``, result
@@ -256,8 +258,8 @@ class Fake:
             if self.wait()[0] == "interrupt":
                 emit({"type": "control_cancel_request", "request_id": rid})
                 self.interrupted(call)
-        elif word == "SLEEP":
-            self.sleep(float(rest or 600))
+        elif word in ("SLEEP", "ESCAPE"):
+            self.sleep(float(rest or 600), escaped=word == "ESCAPE")
         elif word == "GARBAGE":
             os.write(1, b"this is not json\n")
             emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
@@ -478,10 +480,12 @@ class Fake:
                 shown.append("allow" if _allowed(answer) else "deny")
         return ", ".join(shown)
 
-    def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float, *, escaped: bool = False) -> None:
         code = f"import time; time.sleep({seconds})"
         call = self.tool_use("Bash", {"command": f"python3 -c '{code}'"})
-        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, start_new_session=escaped
+        )
         record(child=child.pid)
         got, _ = self.wait(child=child)
         if got == "done":
@@ -489,6 +493,8 @@ class Fake:
             emit(message("assistant", {"type": "text", "text": f"slept {seconds:g} s"}))
             self.result(f"slept {seconds:g} s")
             return
+        if escaped and got == "eof":
+            return  # a tool that escaped: nobody here stops it (the sweep must)
         child.kill()
         child.wait()
         if got == "interrupt":

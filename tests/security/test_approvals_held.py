@@ -340,7 +340,7 @@ agent = CodingGenesisAgent("claude", cli_path={cli!r}, cwd={cwd!r}, ledger={ledg
     env={{"FAKE_CLI_RECORD": {record!r}}}, approver=lambda request: True, timeout=120)
 with agent.session_sync() as session:
     print(session.session.key, flush=True)
-    session.send("SLEEP 600")
+    session.send("ESCAPE 600")
 """
 
 
@@ -371,9 +371,10 @@ def gone(pid: int, timeout: float) -> bool:
 
 @pytest.mark.parametrize("reaper", ["the next run", "genesis reap"])
 def test_a_sigkilled_runner_s_session_is_reaped(tmp_path: Path, reaper: str) -> None:
-    """A runner holds a session with the fake claude, whose tool sleeps (a child of the CLI, in
-    its process group); the runner is SIGKILLed: the CLI goes with it (its parent-death signal),
-    the tool outlives both until the sweep of the run ledger stops it."""
+    """A runner holds a session with the fake claude, whose tool sleeps (a child of the CLI
+    that escaped into a session of its own); the runner is SIGKILLed: the CLI goes with it
+    (its parent-death signal), the tool outlives both until the sweep of the run ledger stops
+    it."""
     ledger, record = tmp_path / "ledger", tmp_path / "record.jsonl"
     script = RUNNER.format(
         repo=str(REPO),
