@@ -42,7 +42,12 @@ from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.signatures import keyword_parameters, show_keywords
 from coding_genesis._workspace.sweep import sweep
 from coding_genesis.backend import Backend, check_options
-from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
+from coding_genesis.config import (
+    DEFAULT_TIMEOUT,
+    AgentConfig,
+    require_permissions,
+    require_setting_sources,
+)
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
 from coding_genesis.options import (
@@ -146,6 +151,7 @@ class CodingGenesisAgent:
         if cfg.tools and not _hosts_tools(self._backend):
             raise ConfigError(_no_host_tools(self._backend))
         require_permissions(self._backend, cfg.permissions)
+        require_setting_sources(self._backend, cfg.setting_sources)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
         breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
