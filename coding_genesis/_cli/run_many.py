@@ -21,6 +21,7 @@ from coding_genesis._cli.common import (
     watch_stop_signals,
     whole_number,
 )
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -33,6 +34,7 @@ __all__ = [
     "register",
     "run_until_signal",
     "with_cli_paths",
+    "with_safe_start",
 ]
 
 #: The largest batch file read (read whole: one request per line).
@@ -53,6 +55,9 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   environment variable or a permission) is refused with a failure at its index.
   --trusted-input lifts that: every AgentConfig setting is then accepted, which
   lets whoever wrote the file run any program as you (code execution).
+  Without --trusted-input every line's CLI reads the user's settings alone
+  (setting_sources ("user",)): no hook, MCP server or plugin of the line's cwd
+  runs, and --setting-sources naming project or local is a usage error.
   An approver comes from the command line only (--approve-tools, --deny-commands,
   --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.
@@ -148,7 +153,10 @@ def register(subparsers: Any) -> None:
         default=None,
         help="what the agent may do, enforced by the CLI",
     )
-    defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
+    defaults.add_argument(
+        "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agents"
+    )
+    add_setting_sources_argument(defaults, batch=True)
     add_budget_arguments(parser, batch=True)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
@@ -255,7 +263,17 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
+    sources = args.setting_sources
+    if not args.trusted_input and sources is not None and sources != ("user",):
+        return usage_error(
+            "run-many",
+            f"--setting-sources {','.join(sources)} reads the settings of each line's cwd, "
+            "which a batch line chooses: pass --trusted-input too (or leave it out: the "
+            "user's settings alone)",
+        )
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
+    if not args.trusted_input:
+        requests = with_safe_start(requests, args)
     total = len(requests)
     try:
         add_backends_file(backends_file(None))
@@ -406,6 +424,7 @@ def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
         "grace": args.grace,
         "permissions": args.permissions,
         "cwd": args.cwd,
+        "setting_sources": args.setting_sources,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -428,6 +447,29 @@ def with_cli_paths(requests: list[Any], args: argparse.Namespace) -> list[Any]:
                     **({"cli_path": path} if path else {}),
                     **({"node_path": node} if node and request.get("node_path") is None else {}),
                 }
+        out.append(request)
+    return out
+
+
+def with_safe_start(requests: list[Any], args: argparse.Namespace) -> list[Any]:
+    """Each untrusted line's CLI told to read the user's settings alone (its
+    cwd is the file's to choose): ``setting_sources=("user",)`` for a backend
+    that can be told, which is every built-in CLI; a line cannot set it."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.env import default_backend
+    from coding_genesis.backends import get_backend
+
+    fallback = args.backend or default_backend()
+    out: list[Any] = []
+    for request in requests:
+        if isinstance(request, dict):
+            name = request.get("backend") or fallback
+            try:
+                can = ("user",) in get_backend(name).setting_sources
+            except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
+                can = False
+            if can:
+                request = {**request, "setting_sources": ("user",)}
         out.append(request)
     return out
 

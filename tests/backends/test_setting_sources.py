@@ -58,12 +58,12 @@ def test_a_backend_that_cannot_be_told_refuses_in_one_wording() -> None:
 
 def test_a_session_refuses_it_the_same_way() -> None:
     agent = CodingGenesisAgent("codex")
-    with pytest.raises((ConfigError, AgentUsageError)) as refused:
-        with agent.session_sync(setting_sources=("user", "local")):
-            pass
-    assert "cannot be told to read exactly setting_sources=('user', 'local')" in str(
-        refused.value
-    )
+    with (
+        pytest.raises((ConfigError, AgentUsageError)) as refused,
+        agent.session_sync(setting_sources=("user", "local")),
+    ):
+        pass
+    assert "cannot be told to read exactly setting_sources=('user', 'local')" in str(refused.value)
 
 
 def test_claude_reads_the_users_settings_alone_by_default() -> None:
