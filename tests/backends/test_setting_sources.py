@@ -4,6 +4,8 @@ then run or do not: tests/security/test_repository_programs.py)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +104,34 @@ def test_each_cli_names_the_repository_files_it_loads(name: str) -> None:
     assert all(f.source in ("project", "local") for f in backend.repository_files)
     assert backend.default_setting_sources is not None
     assert backend.default_setting_sources in backend.setting_sources
+
+
+SECURITY_PAGE = Path(__file__).parents[2] / "docs" / "security.md"
+SECURITY_TESTS = Path(__file__).parents[1] / "security"
+
+
+def table_rows() -> dict[str, str]:
+    """docs/security.md's "Repository files" table: backend -> its row."""
+    rows = {}
+    for line in SECURITY_PAGE.read_text().splitlines():
+        match = re.match(r"^\| `(\w+)` \| (.*) \|$", line)
+        if match:
+            rows[match.group(1)] = match.group(2)
+    return rows
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "opencode", "qwen"])
+def test_the_security_table_names_each_file_a_cli_loads(name: str) -> None:
+    row = table_rows()[name]
+    for entry in get_backend(name).repository_files:
+        assert f"`{entry.path}`" in row, f"{name}: {entry.path} is not in docs/security.md"
+
+
+def test_the_tests_the_security_table_names_exist() -> None:
+    from tests.security.test_repository_programs import KINDS
+
+    named = set(re.findall(r"`(test_\w+)", " ".join(table_rows().values())))
+    kinds = set(re.findall(r"`\[(\w+)\]", " ".join(table_rows().values())))
+    sources = " ".join(p.read_text() for p in SECURITY_TESTS.glob("test_repository_*.py"))
+    assert named and all(f"def {test}(" in sources for test in named), named
+    assert kinds == set(KINDS)
