@@ -5,25 +5,19 @@ the control protocol)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from coding_genesis._cli.repository import repository_warning
 from coding_genesis.backends import get_backend
+from tests.cli.test_approval_flags import terminals
 from tests.support import FakeCLI
 from tests.terminal import Terminal, genesis
 
+__all__ = ["terminals"]  # the fixture, active here too
+
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def hostile(tmp_path: Path) -> Path:

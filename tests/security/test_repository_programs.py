@@ -28,6 +28,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent, tool
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.backend import AttemptRequest
+from coding_genesis.options import Permissions, SettingSource
 from tests.real_cli.test_claude_codex import Rig, claude_rig, explain, hermetic_env
 
 __all__ = ["claude_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.timeout(240)
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 MCP_SERVER = Path(__file__).parents[1] / "fakes" / "mcp_stdio_server.py"
 #: What the opt-in reads: every settings source.
-ALL_SOURCES = ("user", "project", "local")
+ALL_SOURCES: tuple[SettingSource, ...] = ("user", "project", "local")
 
 
 def writes(marker: Path) -> str:
@@ -57,7 +58,7 @@ class Planted:
     prompt: str
     markers: list[Path]
     #: The level of the runs (a skill's command needs Bash pre-approved).
-    permissions: str | None = None
+    permissions: Permissions | None = None
     #: The user once accepted claude's trust dialog for this folder (some kinds need it).
     trusted: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -233,34 +234,45 @@ def clear(marks: Path) -> None:
         marker.unlink()
 
 
-def batch_line(rig: Rig, repo: Path, planted: Planted, *flags: str) -> dict[str, Any]:
-    """``genesis run-many`` (no --trusted-input) of one line whose cwd is ``repo``, started
-    from another directory, the CLI found through ``$GENESIS_CLAUDE_PATH``."""
-    shell = rig.tmp / "shell"
+def genesis(
+    rig: Rig, shell: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``genesis ARGV`` started in ``shell``, the rig's CLI found through
+    ``$GENESIS_<BACKEND>_PATH``, with the rig's environment (or ``env``), recording nothing."""
     shell.mkdir(exist_ok=True)
-    batch = shell / "batch.jsonl"
-    batch.write_text(
-        json.dumps({"prompt": planted.prompt, "backend": "claude", "cwd": str(repo)}) + "\n"
-    )
-    level = ["--permissions", planted.permissions] if planted.permissions else []
-    env = {
-        **os.environ,
-        **rig.env(),
-        "GENESIS_CLAUDE_PATH": rig.cli,
-        "GENESIS_TRANSCRIPTS": "off",
-        "GENESIS_RUN_LOG": "off",
-    }
-    done = subprocess.run(
-        [*GENESIS, "run-many", str(batch), "-q", *level, *flags],
-        env=env,
+    return subprocess.run(
+        [*GENESIS, *argv],
+        env={
+            **os.environ,
+            **(rig.env() if env is None else env),
+            f"GENESIS_{rig.backend.upper()}_PATH": rig.cli,
+            "GENESIS_TRANSCRIPTS": "off",
+            "GENESIS_RUN_LOG": "off",
+        },
         cwd=shell,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=200,
         check=False,
     )
+
+
+def batch_line(
+    rig: Rig, repo: Path, prompt: str, *flags: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``genesis run-many`` (no --trusted-input) of one line whose cwd is ``repo``, started
+    from another directory."""
+    shell = rig.tmp / "shell"
+    shell.mkdir(exist_ok=True)
+    batch = shell / "batch.jsonl"
+    batch.write_text(json.dumps({"prompt": prompt, "backend": rig.backend, "cwd": str(repo)}))
+    done = genesis(rig, shell, "run-many", str(batch), "-q", *flags, env=env)
     (result,) = [json.loads(line) for line in done.stdout.splitlines()]
     return dict(result)
+
+
+def level(planted: Planted) -> list[str]:
+    return ["--permissions", planted.permissions] if planted.permissions else []
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -287,7 +299,7 @@ def test_a_repository_runs_nothing_unless_its_settings_are_asked_for(
     assert found(planted.markers) == [], f"ran in a plain run: {found(planted.markers)}"
 
     # A run made from an untrusted batch line whose cwd is the repository.
-    line = batch_line(rig, repo, planted)
+    line = batch_line(rig, repo, planted.prompt, *level(planted))
     assert line["status"] == 0, explain(line)
     assert found(planted.markers) == [], f"ran from a batch line: {found(planted.markers)}"
 
@@ -304,20 +316,12 @@ def test_run_many_reads_a_lines_project_only_with_trusted_input(claude_rig: Rig)
     repo, marks = rig.work, rig.tmp / "markers"
     marks.mkdir()
     planted = settings_local(repo, marks, rig)
-    shell = rig.tmp / "shell"
-    shell.mkdir()
-    refused = subprocess.run(
-        [*GENESIS, "run-many", "-", "--setting-sources", "user,local"],
-        input="",
-        cwd=shell,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = genesis(rig, rig.tmp / "shell", "run-many", "-", "--setting-sources", "user,local")
     assert refused.returncode == 2, refused.stderr
     assert "--trusted-input" in refused.stderr
-    line = batch_line(rig, repo, planted, "--trusted-input", "--setting-sources", "user,local")
+    line = batch_line(
+        rig, repo, planted.prompt, "--trusted-input", "--setting-sources", "user,local"
+    )
     assert line["status"] == 0, explain(line)
     assert found(planted.markers) == ["local"]
 

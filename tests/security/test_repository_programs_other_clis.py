@@ -14,7 +14,6 @@ MCP server, or a hook's command).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from coding_genesis.approval import ApprovalRequest, Decision
 from tests.real_cli.test_claude_codex import Rig, codex_rig, explain, hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, make_rig
-from tests.security.test_repository_programs import GENESIS, found, mcp_server, writes
+from tests.security.test_repository_programs import batch_line, found, mcp_server, writes
 
 __all__ = ["codex_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
 
@@ -36,32 +35,6 @@ PROMPT = "SCENARIO:text hi"
 
 def refuse(request: ApprovalRequest) -> Decision:
     return Decision.deny("refused: this approver refuses everything")
-
-
-def batch_line(rig: Rig, repo: Path, env: dict[str, str], *flags: str) -> dict[str, Any]:
-    """``genesis run-many`` (no --trusted-input) of one line whose cwd is ``repo``."""
-    shell = rig.tmp / "shell"
-    shell.mkdir(exist_ok=True)
-    batch = shell / "batch.jsonl"
-    batch.write_text(json.dumps({"prompt": PROMPT, "backend": rig.backend, "cwd": str(repo)}))
-    variable = f"GENESIS_{rig.backend.upper()}_PATH"
-    done = subprocess.run(
-        [*GENESIS, "run-many", str(batch), "-q", *flags],
-        env={
-            **os.environ,
-            **env,
-            variable: rig.cli,
-            "GENESIS_TRANSCRIPTS": "off",
-            "GENESIS_RUN_LOG": "off",
-        },
-        cwd=shell,
-        capture_output=True,
-        text=True,
-        timeout=200,
-        check=False,
-    )
-    (result,) = [json.loads(line) for line in done.stdout.splitlines()]
-    return dict(result)
 
 
 # -- codex ----------------------------------------------------------------------------------
@@ -123,7 +96,7 @@ def test_codex_a_trusted_projects_codex_folder_runs_nothing_unless_asked(codex_r
     result = agent.run_sync(PROMPT)
     assert result["status"] == 0, explain(result)
     assert found(markers) == [], "ran in a plain run"
-    line = batch_line(rig, rig.work, codex_env(rig, rig.work, trusted=True))
+    line = batch_line(rig, rig.work, PROMPT, env=codex_env(rig, rig.work, trusted=True))
     assert line["status"] == 0, explain(line)
     assert found(markers) == [], "ran from a batch line"
     # Asked for: the trusted project's MCP server starts (its hook would need the user's
@@ -200,7 +173,7 @@ def test_a_projects_settings_are_read_only_as_the_table_says(
     clear()
 
     # The safe start: always from an untrusted batch line, and when asked for.
-    line = batch_line(rig, rig.work, rig.env(), *model)
+    line = batch_line(rig, rig.work, PROMPT, *model)
     assert line["status"] == 0, explain(line)
     assert found(markers) == [], "ran from a batch line"
     safe = agent.run_sync(PROMPT, setting_sources=("user",))

@@ -11,8 +11,6 @@ against the fake model server; on the commit before the fix the key was written.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,31 +18,13 @@ import pytest
 
 from coding_genesis._cli.main import build_parser
 from tests.real_cli.test_claude_codex import Rig, claude_rig, explain, hermetic_env
+from tests.security.test_repository_programs import genesis
 
 __all__ = ["claude_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
 
 pytestmark = pytest.mark.timeout(180)
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
-
-
-def genesis(rig: Rig, shell: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        **rig.env(),
-        "GENESIS_CLAUDE_PATH": rig.cli,
-        "GENESIS_TRANSCRIPTS": "off",
-        "GENESIS_RUN_LOG": "off",
-    }
-    return subprocess.run(
-        [*GENESIS, *argv],
-        env=env,
-        cwd=shell,
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-    )
 
 
 def test_a_batch_lines_cwd_does_not_move_a_relative_root(claude_rig: Rig) -> None:
