@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 __all__ = [
     "absolute_path",
     "add_setting_sources_argument",
+    "batch_sources_problem",
     "repository_warning",
     "setting_sources_arg",
+    "with_safe_start",
 ]
 
 #: What ``--setting-sources`` may name (the library checks them again).
@@ -81,3 +83,40 @@ def repository_warning(backend: Backend, cwd: str, sources: tuple[str, ...] | No
         )
         lines.append(f"  {entry.path}: {entry.what}: {state}")
     return printable("\n".join(lines))
+
+
+def batch_sources_problem(sources: tuple[str, ...] | None, *, trusted: bool) -> str | None:
+    """Why ``run-many --setting-sources`` cannot be used as given (None: it can):
+    the settings of each line's cwd, which an untrusted line chooses."""
+    if trusted or sources is None or sources == ("user",):
+        return None
+    return (
+        f"--setting-sources {','.join(sources)} reads the settings of each line's cwd, "
+        "which a batch line chooses: pass --trusted-input too (or leave it out: the "
+        "user's settings alone)"
+    )
+
+
+def with_safe_start(requests: list[Any], fallback: str, trusted: bool) -> list[Any]:
+    """Each untrusted batch line's CLI told to read the user's settings alone
+    (its cwd is the file's to choose): ``setting_sources=("user",)`` for a
+    backend that can be told, which is every built-in CLI (opencode and qwen,
+    whose default reads the project's, included); a line cannot set it.
+    ``trusted`` (``--trusted-input``): the lines as they are."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis.backends import get_backend
+
+    if trusted:
+        return requests
+    out: list[Any] = []
+    for request in requests:
+        if isinstance(request, dict):
+            name = request.get("backend") or fallback
+            try:
+                can = ("user",) in get_backend(name).setting_sources
+            except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
+                can = False
+            if can:
+                request = {**request, "setting_sources": ("user",)}
+        out.append(request)
+    return out

@@ -34,7 +34,6 @@ __all__ = [
     "register",
     "run_until_signal",
     "with_cli_paths",
-    "with_safe_start",
 ]
 
 #: The largest batch file read (read whole: one request per line).
@@ -55,9 +54,8 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   environment variable or a permission) is refused with a failure at its index.
   --trusted-input lifts that: every AgentConfig setting is then accepted, which
   lets whoever wrote the file run any program as you (code execution).
-  Without --trusted-input every line's CLI reads the user's settings alone
-  (setting_sources ("user",)): no hook, MCP server or plugin of the line's cwd
-  runs, and --setting-sources naming project or local is a usage error.
+  Without it every line's CLI reads the user's settings alone: nothing its cwd
+  names (hooks, MCP servers) runs; --setting-sources project needs it too.
   An approver comes from the command line only (--approve-tools, --deny-commands,
   --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.
@@ -247,7 +245,8 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import backends_file
+    from coding_genesis._cli.env import backends_file, default_backend
+    from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis._util.files import NotARegularFile, read_regular
@@ -263,17 +262,10 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
-    sources = args.setting_sources
-    if not args.trusted_input and sources is not None and sources != ("user",):
-        return usage_error(
-            "run-many",
-            f"--setting-sources {','.join(sources)} reads the settings of each line's cwd, "
-            "which a batch line chooses: pass --trusted-input too (or leave it out: the "
-            "user's settings alone)",
-        )
+    if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
+        return usage_error("run-many", problem)
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
-    if not args.trusted_input:
-        requests = with_safe_start(requests, args)
+    requests = with_safe_start(requests, args.backend or default_backend(), args.trusted_input)
     total = len(requests)
     try:
         add_backends_file(backends_file(None))
@@ -447,29 +439,6 @@ def with_cli_paths(requests: list[Any], args: argparse.Namespace) -> list[Any]:
                     **({"cli_path": path} if path else {}),
                     **({"node_path": node} if node and request.get("node_path") is None else {}),
                 }
-        out.append(request)
-    return out
-
-
-def with_safe_start(requests: list[Any], args: argparse.Namespace) -> list[Any]:
-    """Each untrusted line's CLI told to read the user's settings alone (its
-    cwd is the file's to choose): ``setting_sources=("user",)`` for a backend
-    that can be told, which is every built-in CLI; a line cannot set it."""
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import default_backend
-    from coding_genesis.backends import get_backend
-
-    fallback = args.backend or default_backend()
-    out: list[Any] = []
-    for request in requests:
-        if isinstance(request, dict):
-            name = request.get("backend") or fallback
-            try:
-                can = ("user",) in get_backend(name).setting_sources
-            except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
-                can = False
-            if can:
-                request = {**request, "setting_sources": ("user",)}
         out.append(request)
     return out
 
