@@ -68,7 +68,7 @@ _API_STATUS = re.compile(r"API Error: (\d{3})\b")
 
 #: Start-up chatter on stderr, even on success (its vendored ripgrep is not executable
 #: when npm ran no install scripts: "... rg EACCES" would read as a tool error).
-_NOISE = re.compile(r"^(?:Ripgrep not available|YOLO mode is enabled)")
+_NOISE = re.compile(r"^(?:Ripgrep not available|YOLO mode is enabled|\W*SAFE MODE \W)")
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rate_limit", re.compile(r"rate limit|quota|too many requests", re.I)),
