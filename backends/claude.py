@@ -12,7 +12,15 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    ALL_SETTING_SOURCES,
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    RepositoryFile,
+    Translator,
+)
 from coding_genesis.control import SessionStart
 from coding_genesis.events import (
     CliRetryEvent,
@@ -98,6 +106,32 @@ _PERMISSIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
 }
 
+#: The settings a run reads unless ``setting_sources=`` says otherwise: the
+#: user's alone.  Measured on claude 2.1.330: without ``--setting-sources``
+#: claude runs the working directory's hooks, ``apiKeyHelper``, MCP servers
+#: (``.mcp.json`` with ``enableAllProjectMcpServers``), its skills', commands'
+#: and agents' commands and the plugins its settings enable; with
+#: ``--setting-sources user --strict-mcp-config`` none of them.
+SAFE_SOURCES = ("user",)
+
+#: What claude loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile(
+        ".claude/settings.json",
+        "project",
+        "hooks, apiKeyHelper, permissions, MCP approvals, enabled plugins",
+    ),
+    RepositoryFile(
+        ".claude/settings.local.json",
+        "local",
+        "hooks, apiKeyHelper, permissions, MCP approvals, enabled plugins",
+    ),
+    RepositoryFile(".mcp.json", "project", "MCP servers (commands it starts)"),
+    RepositoryFile(".claude/skills", "project", "skills (their !`command` lines)"),
+    RepositoryFile(".claude/commands", "project", "slash commands (their !`command` lines)"),
+    RepositoryFile(".claude/agents", "project", "subagents (their hooks and MCP servers)"),
+)
+
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {
     "Edit": "file_path",
@@ -126,6 +160,10 @@ class ClaudeBackend(Backend):
     #: ``--json-schema``: claude offers the model a ``StructuredOutput`` tool of
     #: that input schema, validates its call, and reports ``structured_output``.
     structured_output = True
+    #: ``--setting-sources``: any combination.
+    setting_sources = ALL_SETTING_SOURCES
+    default_setting_sources = SAFE_SOURCES
+    repository_files = REPOSITORY_FILES
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
@@ -133,6 +171,9 @@ class ClaudeBackend(Backend):
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
         "which claude refuses as root); MCP tools still need allowed_tools",
+        "reads the user's settings alone (--setting-sources user --strict-mcp-config, which "
+        "also drops the user's own MCP servers: pass them with options={'mcp_config': ...}); "
+        "setting_sources= opts in to the project's",
     )
     options: Mapping[str, OptionSpec] = {
         "max_turns": OptionSpec((int,), "--max-turns (prefer max_turns=)"),
@@ -162,6 +203,7 @@ class ClaudeBackend(Backend):
                 options=request.options,
                 extra_args=request.extra_args,
                 output_schema=request.output_schema,
+                setting_sources=request.setting_sources,
             ),
             stdin=request.prompt.encode("utf-8"),
         )
@@ -187,6 +229,12 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
     args: list[str] = list(head)
     warnings: list[str] = []
     env: dict[str, str] = {}
+    sources = start.setting_sources or SAFE_SOURCES
+    args.append("--setting-sources=" + ",".join(sources))
+    if "project" not in sources:
+        # Only --mcp-config's servers (ours, the mcp_config option): not the
+        # project's .mcp.json, nor the user's own (documented).
+        args.append("--strict-mcp-config")
     if start.model:
         args.append(f"--model={start.model}")
     max_turns = start.max_turns if start.max_turns is not None else opts.get("max_turns")

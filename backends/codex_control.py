@@ -43,7 +43,7 @@ from coding_genesis.control import (
 from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning, untrusted_project
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
@@ -198,8 +198,9 @@ class CodexAppServer(ControlProtocol):
                 f"option profile={start.options['profile']!r} not honored: "
                 "codex app-server takes no --profile (use options={'config': {...}})"
             )
+        trust = untrusted_project(start.cwd, start.setting_sources)
         return CommandSpec(
-            args=("app-server", *overrides, *start.extra_args), warnings=tuple(warnings)
+            args=("app-server", *trust, *overrides, *start.extra_args), warnings=tuple(warnings)
         )
 
     def translator(self) -> Translator:

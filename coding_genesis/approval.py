@@ -257,6 +257,13 @@ def writes_under(*roots: str | os.PathLike[str]) -> Approver:
     (symlinks and ``..`` followed; a path not yet created resolves through its
     nearest existing parent), relative ones against the request's ``cwd``: a
     symlink inside a root that points outside it is outside.
+
+    A relative root therefore means "under each request's own working
+    directory": ``writes_under(".")`` allows a request whose cwd is ``/srv/a``
+    to write in ``/srv/a`` and one whose cwd is ``~`` to write in ``~``.  Where
+    whoever makes the request also chooses its cwd (a batch file, a served
+    request), give absolute roots: ``genesis`` makes ``--writes-under`` absolute
+    against the shell's directory when it parses it.
     """
     texts = _texts("writes_under", tuple(_path_text(root) for root in roots))
 

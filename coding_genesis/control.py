@@ -87,6 +87,9 @@ class SessionStart:
     #: The caller's functions the model may call (``tools=``): the protocol
     #: declares them to the CLI (only when ``can_host_tools``).
     tools: Sequence[HostTool] = ()
+    #: The settings the CLI reads (see ``AttemptRequest.setting_sources``);
+    #: None: the backend's safe start.
+    setting_sources: tuple[str, ...] | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------

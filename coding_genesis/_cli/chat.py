@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.common import positive_seconds, usage_error
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 
 if TYPE_CHECKING:
     import anyio
@@ -91,7 +92,9 @@ def register(subparsers: Any) -> None:
         default=5.0,
         help="seconds between SIGTERM and SIGKILL, and for an interrupt (default 5)",
     )
-    parser.add_argument("--cwd", "-C", default=None, help="working directory of the agent")
+    parser.add_argument(
+        "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agent"
+    )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
     parser.add_argument(
         "--cli-path",
@@ -115,6 +118,7 @@ def register(subparsers: Any) -> None:
         help='where the turns\' run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
         "else $XDG_STATE_HOME/coding-genesis/runs)",
     )
+    add_setting_sources_argument(parser)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -133,6 +137,7 @@ def handle(args: argparse.Namespace) -> int:
         run_log_path,
         transcript_dir,
     )
+    from coding_genesis._cli.run import warn_of_repository
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.errors import AgentUsageError, ConfigError
 
@@ -164,10 +169,12 @@ def handle(args: argparse.Namespace) -> int:
             permissions=args.permissions,
             approver=approver_from(args, asker),
             approval_timeout=approval_timeout(args, asking=True),
+            setting_sources=args.setting_sources,
         )
     except (ConfigError, AgentUsageError) as exc:
         return usage_error("chat", str(exc))
     agent.subscribe(asker.heard)
+    warn_of_repository(agent, args.setting_sources, "chat")
     chat = Chat(agent, session, lines, asker, quiet=args.quiet)
     try:
         return anyio.run(chat.main)

@@ -24,6 +24,7 @@ from coding_genesis._cli.render import (
     terminal_line,
     warning_lines,
 )
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._cli.retry_options import add_retry_arguments, attempt_printer, retry_policy
 from coding_genesis._util.display import printable
 
@@ -118,7 +119,11 @@ def register(subparsers: Any) -> None:
         help="seconds between SIGTERM and SIGKILL (default 5)",
     )
     parser.add_argument(
-        "--cwd", "-C", default=None, help="working directory of the agent (default: here)"
+        "--cwd",
+        "-C",
+        type=absolute_path,
+        default=None,
+        help="working directory of the agent (default: here)",
     )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
     parser.add_argument(
@@ -175,6 +180,7 @@ def register(subparsers: Any) -> None:
         default=[],
         help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
     )
+    add_setting_sources_argument(parser)
     add_retry_arguments(parser)
     add_budget_arguments(parser)
     add_approver_arguments(parser, ask=True)
@@ -274,6 +280,8 @@ def handle(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))
+    if args.ask:
+        warn_of_repository(agent, args.setting_sources, "run")
     if agent.retry_policy is not None and not args.quiet:
         agent.subscribe(attempt_printer("genesis run"))
     if asker is not None:
@@ -289,12 +297,29 @@ def handle(args: argparse.Namespace) -> int:
             cli_max_retries=args.cli_max_retries,
             approver=approver,
             approval_timeout=approval_timeout(args, asking=args.ask),
+            setting_sources=args.setting_sources,
         ),
         progress=_wants_progress(args),
         events=events,
         asker=asker,
     )
     return report(outcome, agent, args, events)
+
+
+def warn_of_repository(
+    agent: CodingGenesisAgent, sources: tuple[str, ...] | None, command: str
+) -> None:
+    """Say on stderr which files of the working directory the CLI would start
+    programs from, and whether this run reads them (a person is asked about
+    tool calls: the approver never sees what these start)."""
+    import os
+
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.repository import repository_warning
+
+    warning = repository_warning(agent.backend, agent.config.cwd or os.getcwd(), sources)
+    if warning is not None:
+        print(f"genesis {command}: {warning}", file=sys.stderr, flush=True)
 
 
 def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:

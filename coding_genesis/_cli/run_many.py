@@ -21,6 +21,7 @@ from coding_genesis._cli.common import (
     watch_stop_signals,
     whole_number,
 )
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -53,6 +54,8 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   environment variable or a permission) is refused with a failure at its index.
   --trusted-input lifts that: every AgentConfig setting is then accepted, which
   lets whoever wrote the file run any program as you (code execution).
+  Without it every line's CLI reads the user's settings alone: nothing its cwd
+  names (hooks, MCP servers) runs; --setting-sources project needs it too.
   An approver comes from the command line only (--approve-tools, --deny-commands,
   --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.
@@ -148,7 +151,10 @@ def register(subparsers: Any) -> None:
         default=None,
         help="what the agent may do, enforced by the CLI",
     )
-    defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
+    defaults.add_argument(
+        "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agents"
+    )
+    add_setting_sources_argument(defaults, batch=True)
     add_budget_arguments(parser, batch=True)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
@@ -239,7 +245,8 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import backends_file
+    from coding_genesis._cli.env import backends_file, default_backend
+    from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis._util.files import NotARegularFile, read_regular
@@ -255,7 +262,10 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
+    if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
+        return usage_error("run-many", problem)
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
+    requests = with_safe_start(requests, args.backend or default_backend(), args.trusted_input)
     total = len(requests)
     try:
         add_backends_file(backends_file(None))
@@ -406,6 +416,7 @@ def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
         "grace": args.grace,
         "permissions": args.permissions,
         "cwd": args.cwd,
+        "setting_sources": args.setting_sources,
     }
     return {k: v for k, v in given.items() if v is not None}
 

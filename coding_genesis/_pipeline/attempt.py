@@ -118,10 +118,13 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
                 f"{backend.name} CLI not found: no {backend.executable!r} on PATH; "
                 f"{backend.install_hint()}",
             )
-        return [found]
+        return [os.path.abspath(found)]  # a relative PATH entry names this process's directory
     program, *rest = cli_path
     program = os.path.expanduser(program)
-    if os.sep not in program:
+    if os.sep in program:
+        # Checked here and run from the run's cwd: one path, this process's.
+        program = os.path.abspath(program)
+    else:
         found = shutil.which(program)
         if found is None:
             return Refusal(
@@ -129,7 +132,7 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
                 ErrorCode.NOT_FOUND,
                 f"{backend.name} CLI not found: no {program!r} on PATH",
             )
-        program = found
+        program = os.path.abspath(found)
     if not os.path.exists(program):
         return Refusal(
             Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI not found at {program!r}"

@@ -533,6 +533,8 @@ def test_command_and_thread_params() -> None:
     spec = protocol.command(start)
     assert spec.args == (
         "app-server",
+        "-c",  # the project's .codex/ unread, even if the user trusted it
+        'projects={"/w"={trust_level="untrusted"},"/"={trust_level="untrusted"}}',
         "-c",
         "model_provider=fake",
         "-c",
