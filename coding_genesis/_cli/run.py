@@ -56,6 +56,12 @@ It is also appended to the run log (`genesis stats`): $GENESIS_RUN_LOG or
 $XDG_STATE_HOME/coding-genesis/runs.jsonl.  (The library records nothing unless
 asked: this is the command line's default.)
 
+the embedded failer (--backend failer: no model, no credentials) answers what its
+prompt asks: nothing (success), /fail, /timeout N, /fail-then-succeed N, /partial,
+/rate-limit; tool calls asked about as claude asks them: /write PATH TEXT, /bash
+COMMAND (run without a shell), /json VALUE; with --ask or an approval flag (a live
+session, as in `genesis chat`) also /tool NAME JSON, /compact and /history.
+
 exit codes: the response's status (0 success, 1 the CLI failed, 64 invalid request,
 124 timeout, 127 CLI not found, ...); 2 is a command-line usage error.
 """

@@ -37,20 +37,27 @@ stdin object (``stdin``) and each child's pid (``child``).
 
 from __future__ import annotations
 
-import collections
+import importlib.util
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coding_genesis.testing._claude_side import Answer, ClaudeSide
+else:  # claude's side of the protocol, shared with the failer: from its own directory
+    _SPEC = importlib.util.find_spec("coding_genesis")
+    assert _SPEC is not None and _SPEC.submodule_search_locations
+    sys.path.insert(0, str(Path(next(iter(_SPEC.submodule_search_locations))) / "testing"))
+    from _claude_side import Answer, ClaudeSide
+
+__all__ = ["Fake", "main"]
 
 SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
-REFUSED = "The user doesn't want to proceed with this tool use. The tool use was rejected."
-INTERRUPTED = "[Request interrupted by user for tool use]"
 
 
 def record(**entry: Any) -> None:
@@ -61,172 +68,35 @@ def record(**entry: Any) -> None:
             fh.write(json.dumps(entry) + "\n")
 
 
-def emit(obj: dict[str, Any]) -> None:
-    os.write(1, (json.dumps(obj) + "\n").encode())
-
-
-def message(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": role,
-        "message": {"role": role, "content": list(blocks)},
-        "parent_tool_use_id": None,
-        "session_id": SESSION,
-    }
-
-
-def tool_result(call: str, text: str, is_error: bool = False) -> None:
-    emit(
-        message(
-            "user",
-            {"type": "tool_result", "tool_use_id": call, "content": text, "is_error": is_error},
-        )
-    )
-
-
-class Fake:
+class Fake(ClaudeSide):
     def __init__(self) -> None:
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.later: collections.deque[dict[str, Any]] = collections.deque()
-        self.hook_id: str | None = None
-        self.last_error = False
-        self.eof = False
-        self.count = 0
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for raw in sys.stdin.buffer:
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                record(stdin=obj)
-                self.inbox.put(obj)
-        self.inbox.put(None)
-
-    def next_id(self) -> str:
-        self.count += 1
-        return str(self.count)
-
-    def result(self, text: str | None, subtype: str = "success", **extra: Any) -> None:
-        self.last_error = subtype != "success"
-        emit(
-            {
-                "type": "result",
-                "subtype": subtype,
-                "is_error": self.last_error,
-                "result": text,
-                "session_id": SESSION,
-                "num_turns": 1,
-                "total_cost_usd": 0.0001,
-                "usage": {"input_tokens": 3, "output_tokens": 5},
-                "permission_denials": [],
-                **extra,
-            }
-        )
-
-    def interrupted(self, call: str) -> None:
-        tool_result(call, REFUSED, True)
-        emit(message("user", {"type": "text", "text": INTERRUPTED}))
-        self.result(None, "error_during_execution", terminal_reason="aborted_tools")
-
-    def serve(self, obj: dict[str, Any]) -> None:
-        """Answer a control request that is no interrupt."""
-        rid, request = obj.get("request_id"), obj.get("request") or {}
-        answer: dict[str, Any]
-        if request.get("subtype") == "initialize":
-            for matcher in (request.get("hooks") or {}).get("PreToolUse") or []:
-                self.hook_id = (matcher.get("hookCallbackIds") or [None])[0]
-            answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}
-        elif request.get("subtype") == "set_permission_mode":
-            answer = {"subtype": "success", "request_id": rid, "response": {}}
-        else:
-            error = f"Unsupported control request subtype: {request.get('subtype')}"
-            answer = {"subtype": "error", "request_id": rid, "error": error}
-        emit({"type": "control_response", "response": answer})
-
-    def wait(
-        self, want: str | None = None, child: subprocess.Popen[bytes] | None = None
-    ) -> tuple[str, Any]:
-        """Read stdin until the answer to ``want`` ("answer"), an interrupt, stdin's end
-        ("eof") or ``child``'s exit ("done")."""
-        while True:
-            if child is not None and child.poll() is not None:
-                return "done", child.returncode
-            try:
-                obj = self.inbox.get(timeout=0.05 if child is not None else None)
-            except queue.Empty:
-                continue
-            if obj is None:
-                self.eof = True
-                return "eof", None
-            kind, request = obj.get("type"), obj.get("request") or {}
-            if kind == "control_request" and request.get("subtype") == "interrupt":
-                answer = {"subtype": "success", "request_id": obj.get("request_id")}
-                emit({"type": "control_response", "response": {**answer, "response": {}}})
-                return "interrupt", None
-            if kind == "control_request":
-                self.serve(obj)
-            elif kind == "control_response":
-                response = obj.get("response") or {}
-                if want is not None and response.get("request_id") == want:
-                    return "answer", response
-            elif kind == "user":
-                self.later.append(obj)
-
-    def tool_use(self, tool: str, tool_input: dict[str, Any]) -> str:
-        call = f"toolu_fake_{self.next_id()}"
-        emit(
-            message(
-                "assistant", {"type": "tool_use", "id": call, "name": tool, "input": tool_input}
-            )
-        )
-        return call
-
-    def ask(self, tool: str, tool_input: dict[str, Any], call: str) -> str:
-        rid = f"fake-req-{self.next_id()}"
-        if self.hook_id is not None:
-            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
-            data |= {"cwd": os.getcwd(), "tool_name": tool, "tool_input": tool_input}
-            data["tool_use_id"] = call
-            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
-        else:
-            request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
-            request["decision_reason"] = "the fake CLI asks"
-        emit(
-            {
-                "type": "control_request",
-                "request_id": rid,
-                "request": {**request, "tool_use_id": call},
-            }
-        )
-        return rid
+        super().__init__(SESSION, record=record)
 
     def turn(self, text: str) -> None:
-        emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
+        self.emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
         word, _, rest = text.strip().partition(" ")
         if word == "ASK":
             self.ask_turn(rest)
         elif word == "HANG_ASK":
             call = self.tool_use("Bash", {"command": "echo hang"})
-            rid = self.ask("Bash", {"command": "echo hang"}, call)
+            rid, _ = self.ask("Bash", {"command": "echo hang"}, call)
             if self.wait()[0] == "interrupt":
-                emit({"type": "control_cancel_request", "request_id": rid})
+                self.cancel(rid)
                 self.interrupted(call)
         elif word == "SLEEP":
             self.sleep(float(rest or 600))
         elif word == "GARBAGE":
-            os.write(1, b"this is not json\n")
-            emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
-            emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
+            self.raw(b"this is not json\n")
+            self.emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
+            self.emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
             self.result("garbage sent")
         elif word == "UNKNOWN_ID":
             answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
-            emit({"type": "control_response", "response": answer})
+            self.emit({"type": "control_response", "response": answer})
             self.result("answered an id never sent")
         elif word == "JSON":
             value = json.loads(rest)
-            tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
+            self.tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
             self.result(json.dumps(value), structured_output=value)
         elif word == "DIE":
             os._exit(3)
@@ -235,7 +105,7 @@ class Fake:
                 time.sleep(3600)
         else:
             said = f"fake claude got: {text}"
-            emit(message("assistant", {"type": "text", "text": said}))
+            self.say(said)
             self.result(said)
 
     def ask_turn(self, rest: str) -> None:
@@ -245,40 +115,25 @@ class Fake:
         except ValueError:
             tool_input = {"raw": raw}
         call = self.tool_use(tool, tool_input)
-        rid = self.ask(tool, tool_input, call)
-        got, answer = self.wait(rid)
-        if got == "interrupt":
-            emit({"type": "control_cancel_request", "request_id": rid})
-            self.interrupted(call)
-            return
-        if got == "eof":
-            return
-        out = answer.get("response") or {}
-        if answer.get("subtype") != "success":
-            allowed, message_, updated, stop = False, f"error: {answer.get('error')}", None, False
-        elif self.hook_id is not None:
-            specific = out.get("hookSpecificOutput") or {}
-            allowed = specific.get("permissionDecision") == "allow"
-            message_ = str(specific.get("permissionDecisionReason") or "")
-            updated, stop = specific.get("updatedInput"), out.get("continue") is False
-        else:
-            allowed, message_ = out.get("behavior") == "allow", str(out.get("message") or "")
-            updated, stop = out.get("updatedInput"), bool(out.get("interrupt"))
-        if allowed:
-            used = updated if updated is not None else tool_input
-            tool_result(call, "ok")
+        rid, via_hook = self.ask(tool, tool_input, call)
+        answer: Answer = self.answer_of(rid, via_hook, call)
+        if answer.got != "answer":
+            return  # interrupted (the lines are written) or stdin ended
+        if answer.decision == "allow":
+            used = answer.input if answer.input is not None else tool_input
+            self.tool_result(call, "ok")
             said = f"allowed {tool} {json.dumps(used, sort_keys=True)}"
-        elif stop and self.hook_id is not None:
-            tool_result(call, f"PreToolUse:{tool} hook error: {message_}", True)
+        elif answer.stop and via_hook:
+            self.tool_result(call, f"PreToolUse:{tool} hook error: {answer.message}", True)
             self.result("", terminal_reason="hook_stopped")
             return
-        elif stop:
+        elif answer.stop:
             self.interrupted(call)
             return
         else:
-            tool_result(call, message_, True)
-            said = f"denied {tool}: {message_}"
-        emit(message("assistant", {"type": "text", "text": said}))
+            self.tool_result(call, answer.message, True)
+            said = f"denied {tool}: {answer.message}"
+        self.say(said)
         self.result(said)
 
     def sleep(self, seconds: float) -> None:
@@ -288,8 +143,8 @@ class Fake:
         record(child=child.pid)
         got, _ = self.wait(child=child)
         if got == "done":
-            tool_result(call, "(Bash completed with no output)")
-            emit(message("assistant", {"type": "text", "text": f"slept {seconds:g} s"}))
+            self.tool_result(call, "(Bash completed with no output)")
+            self.say(f"slept {seconds:g} s")
             self.result(f"slept {seconds:g} s")
             return
         child.kill()
@@ -301,25 +156,8 @@ class Fake:
 def main() -> int:
     record(argv=sys.argv[1:], cwd=os.getcwd())
     fake = Fake()
-    while not fake.eof:
-        obj = fake.later.popleft() if fake.later else fake.inbox.get()
-        if obj is None:
-            break
-        kind, request = obj.get("type"), obj.get("request") or {}
-        if kind == "control_request" and request.get("subtype") == "interrupt":
-            ack: dict[str, Any] = {
-                "subtype": "success",
-                "request_id": obj.get("request_id"),
-                "response": {},
-            }
-            emit({"type": "control_response", "response": ack})  # no turn to end
-        elif kind == "control_request":
-            fake.serve(obj)
-        elif kind == "user":
-            content = (obj.get("message") or {}).get("content")
-            if isinstance(content, list):
-                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-            fake.turn(str(content))
+    while (prompt := fake.next_prompt()) is not None:
+        fake.turn(prompt)
     return 1 if fake.last_error else 0
 
 
