@@ -77,7 +77,17 @@ RUN = [b for b in PYTHON if b.marker == "run"]
 def test_examples_are_found() -> None:
     # The extraction itself: a change to the fences or markers must not silently skip them.
     assert len(PYTHON) >= 15 and len(RUN) >= 5
-    assert {b.page.name for b in RUN} >= {"README.md", "getting-started.md", "failures.md"}
+    assert {b.page.name for b in RUN} >= {
+        "README.md",
+        "getting-started.md",
+        "failures.md",
+        "sessions.md",
+    }
+    # Every example of the sessions page runs (on the two-way failer), none only type-checks.
+    sessions = [b for b in PYTHON if b.page.name == "sessions.md"]
+    assert len(sessions) >= 6 and all(b.marker == "run" for b in sessions), [
+        b.id for b in sessions if b.marker != "run"
+    ]
     assert all(b.lang for b in ALL), [b.id for b in ALL if not b.lang]
 
 
