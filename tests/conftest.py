@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.steps.telemetry_steps",
     "tests.steps.transcript_steps",
     "tests.steps.budget_steps",
+    "tests.steps.session_steps",
     "tests.fakes.plugin",
 ]
 
