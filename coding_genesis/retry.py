@@ -17,8 +17,7 @@ The policy never decides retryability itself: it reads the failure value's
 timeouts and the deadline.  So for every failure ``failure.retryable`` is
 exactly whether ``RetryPolicy.default()`` retries it on a first attempt.
 
-The loop that runs the attempts lives in the run pipeline
-(coding_genesis._pipeline.retrying).  :func:`testing` (or :func:`set_testing`)
+The loop that runs the attempts lives in the run pipeline.  :func:`testing` (or :func:`set_testing`)
 makes every backoff instant and records it, for tests.
 """
 

@@ -86,7 +86,7 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
-    #: A budget (coding_genesis._observers.budget) was spent: the process tree was stopped,
+    #: A budget (``Budget``) was spent: the process tree was stopped,
     #: or, for a run of a spent shared budget, nothing was started (status 1).
     BUDGET_EXCEEDED = "budget_exceeded"
     #: A request of a batch not started: the batch hit the account's usage
@@ -107,7 +107,7 @@ class ErrorCode(enum.StrEnum):
 
 class FailureCategory(enum.StrEnum):
     """Why a run failed: the one taxonomy every view of a failure uses (the
-    classifier in coding_genesis._failures decides it; the retry policy keys on it)."""
+    failure classifier decides it; the retry policy keys on it)."""
 
     TIMEOUT = "timeout"
     #: The whole process tree was silent and idle for ``stall_timeout``.
@@ -125,7 +125,7 @@ class FailureCategory(enum.StrEnum):
     #: The agent finished, but the caller's verify command failed.
     VERIFY_FAILED = "verify_failed"
     INTERNAL = "internal"
-    #: A budget of ours (coding_genesis._observers.budget) was spent: the run was stopped or not started.
+    #: A budget of ours (``Budget``) was spent: the run was stopped or not started.
     BUDGET_EXCEEDED = "budget_exceeded"
     #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run.
     WORKSPACE_TAMPERED = "workspace_tampered"
