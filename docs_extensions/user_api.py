@@ -45,7 +45,7 @@ class UserAPI(griffe.Extension):
         """Where the package exports what a private module defines: its path -> ``pkg.NAME``."""
         found: dict[str, str] = {}
         for name, member in pkg.members.items():
-            if member.is_alias and not name.startswith("_"):
+            if isinstance(member, griffe.Alias) and not name.startswith("_"):
                 found[member.target_path] = f"{pkg.path}.{name}"
         return found
 
@@ -78,11 +78,12 @@ class UserAPI(griffe.Extension):
         if name.startswith("."):  # relative to the object's module (or its package)
             module = obj.module
             for base in (module.path, module.parent.path if module.parent else ""):
-                path = f"{base}{name}" if base else name.lstrip(".")
-                if self._find(obj, path) is not None:
-                    return path
+                relative = f"{base}{name}" if base else name.lstrip(".")
+                if self._find(obj, relative) is not None:
+                    return relative
             return None
         head, _, rest = name.partition(".")
+        path: str | None
         try:
             path = obj.resolve(head) if obj.parent is not None or obj.is_module else head
         except (griffe.NameResolutionError, ValueError):
@@ -94,9 +95,10 @@ class UserAPI(griffe.Extension):
     @staticmethod
     def _find(obj: griffe.Object, path: str) -> griffe.Object | griffe.Alias | None:
         try:
-            return obj.modules_collection.get_member(path)
+            found: griffe.Object | griffe.Alias = obj.modules_collection.get_member(path)
         except (KeyError, ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
             return None
+        return found
 
     def _link(self, match: re.Match[str], obj: griffe.Object) -> str:
         text, target = match["text"].strip(), match["target"]
