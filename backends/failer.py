@@ -30,7 +30,7 @@ __all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "RETRYABLE_ENV", "FailerBacken
 
 #: Failer error codes -> failure categories.
 ERROR_CATEGORIES: Mapping[str, FailureCategory] = {
-    "AGENT_ERROR": FailureCategory.INTERNAL,
+    "AGENT_ERROR": FailureCategory.AGENT_ERROR,
     "RATE_LIMIT": FailureCategory.RATE_LIMIT,
     "TRANSIENT_ERROR": FailureCategory.NETWORK,
     "INVALID_COMMAND": FailureCategory.INVALID_TASK,

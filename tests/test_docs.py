@@ -214,6 +214,17 @@ def test_command_parsing_catches_a_wrong_flag() -> None:
     assert exited.value.code == 2
 
 
+def test_sample_task_files_are_valid_batch_lines() -> None:
+    # The `tasks.jsonl` shown on the CLI and embedding pages: each line a valid RunSpec.
+    from coding_genesis import RunSpec
+
+    samples = [b for b in ALL if b.lang == "console" and b.code.startswith("$ cat tasks.jsonl")]
+    assert {b.page.name for b in samples} >= {"cli.md", "embedding.md"}
+    for block in samples:
+        for line in block.code.splitlines()[1:]:
+            RunSpec.model_validate(json.loads(line))
+
+
 def test_data_blocks_parse() -> None:
     data = [b for b in ALL if b.lang in {"toml", "json"}]
     assert {b.lang for b in data} == {"toml", "json"}

@@ -22,6 +22,7 @@ from coding_genesis._cli.render import (
     stopped_lines,
     summary_lines,
     terminal_line,
+    transcript_lines,
     warning_lines,
 )
 from coding_genesis._cli.retry_options import add_retry_arguments, attempt_printer, retry_policy
@@ -298,7 +299,7 @@ def handle(args: argparse.Namespace) -> int:
         events=events,
         asker=asker,
     )
-    return report(outcome, agent, args, events)
+    return report(outcome, agent, args, events, backend)
 
 
 def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -337,6 +338,7 @@ def report(
     agent: CodingGenesisAgent,
     args: argparse.Namespace,
     events: EventWriter | None,
+    backend: str,
 ) -> int:
     """Print the response the way the flags ask; return the exit code."""
     # lazy: `genesis --help` imports only the parsers
@@ -360,21 +362,34 @@ def report(
             # Our own words about a failure name the command line's flags; an
             # answer is the agent's, printed as it is.
             message = cli_words(result["message"]) if failed else result["message"]
-            print(printable(message), file=stream)
+            print(printable(message), file=stream, flush=True)  # before the lines on stderr
         if failed:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
     if not args.quiet and not machine:
         tty = sys.stderr.isatty()
         # The whole summary on a terminal or after a failure; otherwise what a
-        # script must not miss: an isolated run's branch and the warnings.
+        # script must not miss: an isolated run's branch, the warnings, and
+        # where the run was recorded.
         lines = (
             summary_lines(result)
             if tty or result["status"] != 0
-            else [*isolation_lines(result), *warning_lines(result)]
+            else [*isolation_lines(result), *warning_lines(result), *transcript_lines(result)]
         )
+        if result["error"] == "not_found" and args.backend is None:
+            lines.append(_default_backend_missing(backend))
         for line in lines:
             print(terminal_line(line) if tty else printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def _default_backend_missing(backend: str) -> str:
+    """The fix when no --backend was given and the default's CLI is not here."""
+    return (
+        f"hint: no --backend was given, so the default ({backend}) ran, and its CLI is not "
+        f'installed here: try `genesis run --backend failer "hello"` (no credentials '
+        f"needed), pick another with --backend (or $GENESIS_BACKEND), or install {backend} "
+        f"(`genesis doctor --backend {backend}` says how)"
+    )
 
 
 def add_backends_file(path: str | None) -> None:

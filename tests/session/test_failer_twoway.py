@@ -52,7 +52,7 @@ async def test_turns_in_one_process_and_the_one_shot_answer_unchanged(tmp_path: 
     assert first["status"] == 0 and body(first)["message"] == (
         "No failure mode specified, responding normally"
     )
-    assert second["status"] == 1 and (second["failure"] or {})["category"] == "internal", second
+    assert second["status"] == 1 and (second["failure"] or {})["category"] == "agent_error", second
     assert body(third)["message"] == "2 earlier prompts in this conversation: hello | /fail"
     assert first["session_id"] == second["session_id"] == third["session_id"]
     one_shot = await a.run("hello")
