@@ -2,9 +2,13 @@
 (``apt-get install -y chromium``; ``.ci/run`` installs it where apt is available)
 driven by Playwright from PyPI, never a browser Playwright downloads.
 
-``browser`` is a session-wide context of a fresh profile (its own ``--user-data-dir``,
-no first-run screens, no background networking); ``page`` a new 1280×800 page per
-test.  Both skip, saying why, when Playwright or chromium is absent.
+``browser`` is a context of a fresh profile (its own ``--user-data-dir``, no first-run
+screens, no background networking) for the tests of one module; ``page`` a new 1280×800
+page per test.  Both skip, saying why, when Playwright or chromium is absent.
+
+Per module, not per session: Playwright's sync API keeps an asyncio event loop running
+in this thread while it is open, and a ``run_sync()`` of a later test would find it.
+Put a module's browser tests after its others.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[BrowserContext]:
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason='playwright is not installed: pip install -e ".[test]"'
