@@ -260,7 +260,8 @@ class ClaudeControl(ControlProtocol):
     Built by :meth:`ClaudeBackend.control()
     <coding_genesis.backends.claude.ClaudeBackend.control>`, which hands down
     how to build the command and the translator (this module never imports
-    the backend's).
+    the backend's), and by the failer's backend, whose CLI plays claude's side
+    (``cli``: the CLI's name in a fault's words).
     """
 
     name = "claude stream-json control"
@@ -274,9 +275,12 @@ class ClaudeControl(ControlProtocol):
         *,
         command: Callable[[SessionStart], CommandSpec],
         translator: Callable[[], Translator],
+        cli: str = "claude",
     ) -> None:
         self._command = command
         self._translator = translator
+        #: The CLI's name in a fault's words (the failer speaks claude's side too).
+        self._cli = cli
         self._ids = itertools.count(1)
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
@@ -434,6 +438,8 @@ class ClaudeControl(ControlProtocol):
         call's input) still ends the turn, read from what could be read."""
         kind = head.get("type")
         if kind == "result":
+            if not head.whole:
+                return ()  # a result cut or garbled: never an answer (the CLI's exit says)
             stand_in: dict[str, Any] = {k[0]: v for k, v in head.fields.items() if len(k) == 1}
             usage = {k[1]: v for k, v in head.fields.items() if len(k) == 2 and k[0] == "usage"}
             if usage:
@@ -475,7 +481,7 @@ class ClaudeControl(ControlProtocol):
             errors = obj.get("errors")
             words = "; ".join(str(e) for e in errors)[:_SAID] if isinstance(errors, list) else ""
             words = words or "no reason given"
-            return (ProtocolFault(f"claude ended before it was ready: {words}", True),)
+            return (ProtocolFault(f"{self._cli} ended before it was ready: {words}", True),)
         if self._interrupted or self._ended_by is not None:
             return (FORWARD, TurnEnded("interrupted", self._ended_by))
         return (FORWARD, TurnEnded("completed"))
@@ -483,17 +489,21 @@ class ClaudeControl(ControlProtocol):
     def _control_response(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         response = obj.get("response")
         if not isinstance(response, dict):
-            return (ProtocolFault("claude sent a control_response without a response object"),)
+            return (
+                ProtocolFault(f"{self._cli} sent a control_response without a response object"),
+            )
         request_id = response.get("request_id")
         subtype = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
         if subtype is None:
             unknown = repr(request_id)[:_SAID]
-            return (ProtocolFault(f"claude answered a request we never sent: {unknown}"),)
+            return (ProtocolFault(f"{self._cli} answered a request we never sent: {unknown}"),)
         if response.get("subtype") != "success":
             if subtype == "interrupt":
                 return ()  # no turn to interrupt (it had ended): nothing is broken
             error = str(response.get("error"))[:_SAID]
-            return (ProtocolFault(f"claude refused {subtype}: {error}", subtype == "initialize"),)
+            return (
+                ProtocolFault(f"{self._cli} refused {subtype}: {error}", subtype == "initialize"),
+            )
         if subtype == "initialize":
             self._ready = True
             return (Ready(self._session_id),)
@@ -503,9 +513,9 @@ class ClaudeControl(ControlProtocol):
         request_id = obj.get("request_id")
         request = obj.get("request")
         if not isinstance(request_id, str) or not request_id:
-            return (ProtocolFault("claude sent a control_request without a request id"),)
+            return (ProtocolFault(f"{self._cli} sent a control_request without a request id"),)
         if not isinstance(request, dict):
-            return (ProtocolFault(f"claude's control_request {request_id} holds no request"),)
+            return (ProtocolFault(f"{self._cli}'s control_request {request_id} holds no request"),)
         subtype = request.get("subtype")
         if subtype == "hook_callback":
             return self._hook(request_id, request)

@@ -220,6 +220,11 @@ class UnparsedLine:
     :meth:`ControlProtocol.unparsed`)."""
 
     fields: Mapping[tuple[str, ...], str | int | float | bool | None]
+    #: The line is JSON too deep or too large to hold (its text complete);
+    #: False: not JSON at all (garbled, or cut short by the CLI's death):
+    #: a request it holds is still refused, but nothing else it seems to say
+    #: (a turn's end, an answer) is taken from it.
+    whole: bool = True
 
     def get(self, *path: str) -> str | int | float | bool | None:
         """The member at ``path`` (None: not read)."""

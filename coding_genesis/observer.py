@@ -13,7 +13,7 @@ Subclass these classes and override what you need; every member has a default
 that does nothing (see :class:`RunObserver` for the optional methods).  An object that
 does not subclass them but has the members of the same names (the protocol of
 0.1.0) is still accepted: it is wrapped once, when its run starts, by the
-run's fan-out (``coding_genesis._pipeline.fanout``).
+run's fan-out (the part of the run pipeline that hands each event to every observer).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a run produced: the typed response model, built once at the end of a
-run from its tally (``coding_genesis._pipeline.tally``)."""
+run from its tally (what the run's pipeline counted of its events)."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ class RunResult(BaseModel):
     metering: dict[str, Any] | None = None
     #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
     #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
-    #: has ``spent`` (coding_genesis._observers.budget).
+    #: has ``spent`` (``Budget``).
     budget: dict[str, Any] | None = None
     model: str | None = None
     num_turns: int | None = None

@@ -66,7 +66,7 @@ class _WithExtra(Event):
 
 
 class BudgetEvent(_WithExtra):
-    """A budget (coding_genesis._observers.budget) passed a warning fraction or was
+    """A budget (:class:`~coding_genesis.Budget`) passed a warning fraction or was
     exceeded.  ``to_dict`` fields: ``level`` (``warning`` or ``exceeded``),
     ``limit`` (``max_cost_usd``, ``max_tokens``, ``max_turns``,
     ``max_tool_calls``), ``message``, then ``extra`` (``used``, ``max``,

@@ -39,7 +39,7 @@ def add_approver_arguments(parser: argparse.ArgumentParser, *, ask: bool = False
     """The approval flags; ``ask``: also ``--ask`` (``genesis run``)."""
     group = parser.add_argument_group(
         "approvals",
-        "decide each tool call the CLI asks to make (claude, codex: the CLI is then run "
+        "decide each tool call the CLI asks to make (claude, codex, failer: the CLI is then run "
         "through its two-way protocol); the first flag that settles a call wins, in this "
         "order: --deny-commands, --writes-under, --approve-tools"
         + (", then --ask" if ask else "")

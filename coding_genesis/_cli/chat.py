@@ -50,6 +50,7 @@ came back) is a turn of its own: its questions are asked in place of the
 prompt, its answer shown when it ends.
 Ctrl-C interrupts the running turn; a second Ctrl-C (in the turn or at the
 prompt) closes the session and exits 130; Ctrl-D or /exit closes it (exit 0).
+/help lists chat's own commands (/help, /clear, /exit), never sent to the model.
 Each turn is recorded like a `genesis run` (see `genesis runs`).
 stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
 """
@@ -58,6 +59,14 @@ stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
 PROMPT = "> "
 #: The lines that close the session.
 EXIT_WORDS = frozenset({"/exit", "/quit"})
+#: chat's own commands (never sent to the model), as /help lists them.
+CHAT_HELP = """genesis chat's own commands (any other line, /compact included, goes to the CLI):
+  /help          this list
+  /clear         clear the screen (the conversation goes on)
+  /exit, /quit   close the session (also Ctrl-D)
+Ctrl-C interrupts the running turn; Ctrl-C twice leaves."""
+#: Clear the screen and put the cursor home (what `clear` writes).
+_CLEAR = "\x1b[H\x1b[2J"
 
 
 def register(subparsers: Any) -> None:
@@ -248,6 +257,12 @@ class Chat:
             text = line.strip()
             if text in EXIT_WORDS:
                 return
+            if text == "/help":
+                _err(CHAT_HELP)
+                continue
+            if text == "/clear":
+                _err(_CLEAR, end="")
+                continue
             if text:
                 self.armed = False
                 self._last = await self._turn(session, line)

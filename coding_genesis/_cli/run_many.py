@@ -67,7 +67,7 @@ A result that finishes before an earlier one waits in a private temporary file,
 not in memory; --unordered prints each result as soon as it finishes.
 stderr: a progress line per result, then how many succeeded, failed, were stopped
 (a budget), never started and were cancelled.
-exit code: 0 when every run succeeded, 1 when any did not, 64 for a usage error,
+exit code: 0 when every run succeeded, 1 when any did not, 2 for a usage error,
 128+N on signal N (130 for Ctrl-C, 143 for SIGTERM): every process tree is stopped
 first, then every result so far is printed (the unfinished ones as cancelled).
 """
@@ -594,6 +594,9 @@ def _progress(result: dict[str, Any], finished: int, total: int) -> str:
     head = f"[{finished:>{width}}/{total}] #{result['index']}"
     if result["status"] == 0:
         return f"{head} ok ({result.get('duration_s') or 0:.2f}s)"
-    first = (result.get("message") or "").strip().splitlines()[:1]
-    detail = first[0][:120] if first else ""
-    return f"{head} failed: status {result['status']} {result['error']}: {detail}"
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._failures.analysis import error_words
+
+    # Called what it is: a cancelled or never-started run did not fail.
+    detail = error_words(str(result.get("message") or ""))[:120]
+    return f"{head} {ending(result)}: status {result['status']} {result['error']}: {detail}"

@@ -283,7 +283,7 @@ def render(record: RunRecord) -> str:
     files = (result or {}).get("files_modified") or []
     if files:
         lines.append(f"files modified: {', '.join(files)}")
-    report = failure_report(result) if result is not None else None
+    report = failure_report(result, readable=True) if result is not None else None
     if report:
         lines.append("")
         lines.append("failure report:")

@@ -33,6 +33,7 @@ from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, open_regular
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Translator
@@ -286,6 +287,16 @@ _NOT_FAILURE_ERRORS = {
 }
 
 
+def category_word(value: object) -> str:
+    """A record's category as it is named now (a log written before a category
+    was renamed still reads: ``not_found`` is ``missing``)."""
+    text = str(value or FailureCategory.UNKNOWN.value)
+    try:
+        return FailureCategory(text).value
+    except ValueError:
+        return text
+
+
 def ending(record: Mapping[str, Any]) -> str:
     """How a recorded run ended: ``ok``, ``cancelled``, ``not_started`` or ``failed``."""
     if record.get("ok"):
@@ -336,7 +347,7 @@ def failure_stats(
                 apart[end] += 1
                 continue
             failures += 1
-            category = str(record.get("category") or "unknown")
+            category = category_word(record.get("category"))
             by_category[category] += 1
             entry["failures"] += 1
             entry["by_category"][category] += 1

@@ -71,10 +71,11 @@ class LinkQuestions:
     def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
         raise NotImplementedError
 
-    def _unparsed(self, head: bytes, tail: bytes) -> None:
+    def _unparsed(self, head: bytes, tail: bytes, whole: bool) -> None:
         """A line the parser skipped, by its head and tail: the protocol answers what it
         can of it (a request it cannot read is refused, never left waiting)."""
-        self._decoder.emit(self.received({}, UnparsedLine(edge_fields(head, tail))))
+        line = UnparsedLine(edge_fields(head, tail), whole)
+        self._decoder.emit(self.received({}, line))
 
     def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
         """What the CLI asks between turns with nobody to take a turn of its

@@ -100,7 +100,7 @@ Emit = Callable[[dict[str, Any]], object]
 #: Receives the head and the tail of each line skipped as not JSON, not an
 #: object, nested too deep or too costly to hold; of a line too long, its
 #: head as soon as it is known to be (and no tail).  Same rule as :data:`Emit`.
-Unparsed = Callable[[bytes, bytes], object]
+Unparsed = Callable[[bytes, bytes, bool], object]
 
 #: How much of a skipped line's head and tail ``on_unparsed`` gets: a
 #: message's envelope is written before its payload (claude's type and
@@ -200,18 +200,18 @@ class JsonLinesParser:
                 start = idx + 1
                 try:
                     obj = loads(line)
-                except _JSONDecodeError:
+                except _JSONDecodeError as exc:
                     if line.isspace():
                         seen -= 1  # whitespace only (a lone "\r"): blank
                     else:
                         bad += 1
-                        self._unparsed(line)
+                        self._unparsed(line, whole=str(exc).startswith("depth limit"))
                     continue
                 if type(obj) is dict:
                     emit(obj)
                 else:
                     bad += 1
-                    self._unparsed(line)
+                    self._unparsed(line, whole=False)
         finally:
             self.lines += seen
             self.skipped += bad
@@ -243,9 +243,12 @@ class JsonLinesParser:
         else:
             self._pending += memoryview(chunk)[start:] if start else chunk
 
-    def _unparsed(self, first: _Bytes, second: _Bytes = b"", *, ended: bool = True) -> None:
+    def _unparsed(
+        self, first: _Bytes, second: _Bytes = b"", *, ended: bool = True, whole: bool = True
+    ) -> None:
         """Hand the head and the tail of a skipped line (``first`` then
-        ``second``; ``ended``: its end is known) to ``on_unparsed``."""
+        ``second``; ``ended``: its end is known; ``whole``: JSON too deep or
+        too large to hold, not a garbled or cut one) to ``on_unparsed``."""
         if self.on_unparsed is None:
             return
         head = bytes(first[:HEAD_BYTES])
@@ -254,7 +257,7 @@ class JsonLinesParser:
         tail = bytes(second[-TAIL_BYTES:]) if ended and len(second) else b""
         if ended and len(tail) < TAIL_BYTES and len(first):
             tail = bytes(first[-(TAIL_BYTES - len(tail)) :]) + tail
-        self.on_unparsed(head, tail)
+        self.on_unparsed(head, tail, whole)
 
     def _parse(self, line: bytes | bytearray, emit: Emit) -> None:
         if not line or line.isspace():
@@ -266,15 +269,17 @@ class JsonLinesParser:
             return
         try:
             obj = _loads(line)
-        except _JSONDecodeError:
+        except _JSONDecodeError as exc:
             self.skipped += 1
-            self._unparsed(line)
+            # Too deep is JSON whole; anything else is not JSON (garbled, or cut
+            # short by the CLI's death): its edges are read, not trusted.
+            self._unparsed(line, whole=str(exc).startswith("depth limit"))
             return
         if type(obj) is dict:
             emit(obj)
         else:
             self.skipped += 1
-            self._unparsed(line)
+            self._unparsed(line, whole=False)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:

@@ -226,11 +226,11 @@ def test_chat_needs_a_terminal_and_a_two_way_backend(tmp_path: Path) -> None:
 def test_chat_names_the_backends_that_can_hold_a_session(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    terminal = Terminal(["chat", "--backend", "failer"], env={"GENESIS_TRANSCRIPTS": "off"})
+    terminal = Terminal(["chat", "--backend", "gemini"], env={"GENESIS_TRANSCRIPTS": "off"})
     terminals.append(terminal)
     assert terminal.wait() == 2
     screen = terminal.screen
-    assert "genesis chat: error: backend 'failer' has no two-way protocol" in screen
+    assert "genesis chat: error: backend 'gemini' has no two-way protocol" in screen
     assert "claude" in screen and "codex" in screen
 
 
@@ -311,4 +311,32 @@ def test_a_question_between_turns_is_asked_in_place_of_the_prompt(
     assert prompts == ['LATER 1 ASK Bash {"command": "make"}', "TEXT and now"]  # no "y"
     assert "genesis chat: session closed - 3 turns" in terminal.screen
     assert len(run_dirs(tmp_path)) == 3
+    assert "Traceback" not in terminal.seen
+
+
+def test_chat_with_the_failer_asks_about_its_write_offline(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    # No credentials, no fake on PATH: the embedded failer plays claude's side.
+    env = {
+        "GENESIS_TRANSCRIPTS": "off",
+        "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
+    }
+    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
+    terminal = Terminal(argv, env=env)
+    terminals.append(terminal)
+    assert terminal.wait_for("session open"), terminal.screen
+    say(terminal, "/write notes.txt hello")
+    assert terminal.wait_for("Allow Write"), terminal.screen
+    say(terminal, "y")
+    assert terminal.wait_for("wrote 6 bytes to notes.txt"), terminal.screen
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"
+    say(terminal, "/bash rm -rf nothing-here")
+    assert terminal.wait_for("Allow Bash `rm -rf nothing-here`?"), terminal.screen
+    say(terminal, "n not here")
+    assert terminal.wait_for("Bash was refused: not here"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
     assert "Traceback" not in terminal.seen

@@ -276,7 +276,7 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
         (["run", "--timeout", "-1", "x"], "expected a finite number of seconds > 0, got '-1'"),
         (["run", "--timeout", "soon", "x"], "expected a number of seconds, got 'soon'"),
         (["run"], "the following arguments are required: prompt"),
-        (["rnu"], "invalid choice: 'rnu' (choose from 'run'"),
+        (["rnu"], "unknown command 'rnu'; did you mean genesis run? (the commands: run, chat, "),
         (
             ["doctor", "-b", "gpt"],
             "invalid choice: 'gpt' (choose from 'claude', 'codex', 'failer', 'gemini', 'opencode', "

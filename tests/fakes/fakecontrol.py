@@ -18,12 +18,8 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
   GARBAGE              a non-JSON line, a control_request without request_id, one whose
                        request is not an object, then a result
   UNKNOWN_ID           a control_response for an id never sent, then a result
-  LATER <s> <text>     a result at once, then after <s> seconds the turn of <text> by itself
-                       (claude's background tasks coming back between turns)
   DIE                  exits 3 mid-turn (no result)
   SILENCE              prints nothing more and ignores everything (even stdin's end)
-  ESCAPE <n>           like SLEEP, the child in a session of its own and left running when
-                       stdin ends (a tool that escaped its CLI: only a sweep stops it)
   SLEEP <n>            a Bash tool call running ``time.sleep(n)`` in a child process; done: result
                        success; on ``interrupt``: the child killed, claude's refusal and
                        ``[Request interrupted by user for tool use]``, result
@@ -33,6 +29,11 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
   JSON <json>          answers as claude does with ``--json-schema``: a ``StructuredOutput`` tool
                        call of that input, then a result whose ``structured_output`` is it
                        (and its ``result`` the JSON text)
+
+  ESCAPE <n>           like SLEEP, the child in a session of its own and left running when
+                       stdin ends (a tool that escaped its CLI: only a sweep stops it)
+  LATER <s> <text>     a result at once, then after <s> seconds the turn of <text> by itself
+                       (claude's background tasks coming back between turns)
   DEEP_ASK [n]         like ASK of a ``Workflow`` call whose ``args`` nest n levels (default
                        1100, deeper than orjson's 1,024: the line cannot be parsed), the
                        tool_use line nested as deep; the answer is said as for ASK
@@ -66,6 +67,7 @@ stdin object (``stdin``) and each child's pid (``child``).
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import os
 import queue
@@ -74,11 +76,20 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coding_genesis.testing._claude_side import Answer, ClaudeSide
+else:  # claude's side of the protocol, shared with the failer: from its own directory
+    _SPEC = importlib.util.find_spec("coding_genesis")
+    assert _SPEC is not None and _SPEC.submodule_search_locations
+    sys.path.insert(0, str(Path(next(iter(_SPEC.submodule_search_locations))) / "testing"))
+    from _claude_side import Answer, ClaudeSide
+
+__all__ = ["Fake", "main"]
 
 SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
-REFUSED = "The user doesn't want to proceed with this tool use. The tool use was rejected."
-INTERRUPTED = "[Request interrupted by user for tool use]"
 
 
 def record(**entry: Any) -> None:
@@ -93,194 +104,69 @@ def record(**entry: Any) -> None:
 DEEP = "<<deep>>"
 
 
-def emit(obj: dict[str, Any], depth: int = 0) -> None:
-    """Write ``obj`` as one line; with ``depth``, each ``DEEP`` string in it becomes
-    lists nested ``depth`` levels deep (as a real CLI can write them)."""
-    text = json.dumps(obj)
-    if depth:
-        text = text.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
-    os.write(1, (text + "\n").encode())
-
-
-def message(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": role,
-        "message": {"role": role, "content": list(blocks)},
-        "parent_tool_use_id": None,
-        "session_id": SESSION,
-    }
-
-
-def tool_result(call: str, text: str, is_error: bool = False) -> None:
-    emit(
-        message(
-            "user",
-            {"type": "tool_result", "tool_use_id": call, "content": text, "is_error": is_error},
-        )
-    )
-
-
-class Fake:
+class Fake(ClaudeSide):
     def __init__(self) -> None:
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.later: collections.deque[dict[str, Any]] = collections.deque()
-        self.hook_id: str | None = None
-        self.last_error = False
-        self.eof = False
-        self.count = 0
-        #: The answers of the last hostile scenario, by request id.
-        self.answered: dict[str, list[dict[str, Any]]] = {}
         #: Cleared while a flood is written: stdin is not read meanwhile.
         self.reading = threading.Event()
         self.reading.set()
-        threading.Thread(target=self._read, daemon=True).start()
+        #: The answers of the last hostile scenario, by request id.
+        self.answered: dict[str, list[dict[str, Any]]] = {}
+        #: While set, each ``DEEP`` string in a line written becomes lists nested this deep.
+        self.depth = 0
+        super().__init__(SESSION, record=record)
 
     def _read(self) -> None:
-        for raw in sys.stdin.buffer:
+        pending = b""
+        while chunk := os.read(0, 65536):
             self.reading.wait()
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                record(stdin=obj)
-                self.inbox.put(obj)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                self._take(raw)
+        self._take(pending)
         self.inbox.put(None)
 
-    def next_id(self) -> str:
-        self.count += 1
-        return str(self.count)
-
-    def result(self, text: str | None, subtype: str = "success", **extra: Any) -> None:
-        self.last_error = subtype != "success"
-        emit(
-            {
-                "type": "result",
-                "subtype": subtype,
-                "is_error": self.last_error,
-                "result": text,
-                "session_id": SESSION,
-                "num_turns": 1,
-                "total_cost_usd": 0.0001,
-                "usage": {"input_tokens": 3, "output_tokens": 5},
-                "permission_denials": [],
-                **extra,
-            }
-        )
-
-    def interrupted(self, call: str) -> None:
-        tool_result(call, REFUSED, True)
-        emit(message("user", {"type": "text", "text": INTERRUPTED}))
-        self.result(None, "error_during_execution", terminal_reason="aborted_tools")
-
-    def serve(self, obj: dict[str, Any]) -> None:
-        """Answer a control request that is no interrupt."""
-        rid, request = obj.get("request_id"), obj.get("request") or {}
-        answer: dict[str, Any]
-        if request.get("subtype") == "initialize":
-            for matcher in (request.get("hooks") or {}).get("PreToolUse") or []:
-                self.hook_id = (matcher.get("hookCallbackIds") or [None])[0]
-            answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}
-        elif request.get("subtype") == "set_permission_mode":
-            answer = {"subtype": "success", "request_id": rid, "response": {}}
-        else:
-            error = f"Unsupported control request subtype: {request.get('subtype')}"
-            answer = {"subtype": "error", "request_id": rid, "error": error}
-        emit({"type": "control_response", "response": answer})
-
-    def wait(
-        self, want: str | None = None, child: subprocess.Popen[bytes] | None = None
-    ) -> tuple[str, Any]:
-        """Read stdin until the answer to ``want`` ("answer"), an interrupt, stdin's end
-        ("eof") or ``child``'s exit ("done")."""
-        while True:
-            if child is not None and child.poll() is not None:
-                return "done", child.returncode
-            try:
-                obj = self.inbox.get(timeout=0.05 if child is not None else None)
-            except queue.Empty:
-                continue
-            if obj is None:
-                self.eof = True
-                return "eof", None
-            kind, request = obj.get("type"), obj.get("request") or {}
-            if kind == "control_request" and request.get("subtype") == "interrupt":
-                answer = {"subtype": "success", "request_id": obj.get("request_id")}
-                emit({"type": "control_response", "response": {**answer, "response": {}}})
-                return "interrupt", None
-            if kind == "control_request":
-                self.serve(obj)
-            elif kind == "control_response":
-                response = obj.get("response") or {}
-                if want is not None and response.get("request_id") == want:
-                    return "answer", response
-            elif kind == "user":
-                self.later.append(obj)
-
-    def tool_use(self, tool: str, tool_input: dict[str, Any], depth: int = 0) -> str:
-        call = f"toolu_fake_{self.next_id()}"
-        emit(
-            message(
-                "assistant", {"type": "tool_use", "id": call, "name": tool, "input": tool_input}
-            ),
-            depth,
-        )
-        return call
-
-    def ask(self, tool: str, tool_input: dict[str, Any], call: str, depth: int = 0) -> str:
-        rid = f"fake-req-{self.next_id()}"
-        if self.hook_id is not None:
-            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
-            data |= {"cwd": os.getcwd(), "tool_name": tool, "tool_input": tool_input}
-            data["tool_use_id"] = call
-            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
-        else:
-            request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
-            request["decision_reason"] = "the fake CLI asks"
-        emit(
-            {
-                "type": "control_request",
-                "request_id": rid,
-                "request": {**request, "tool_use_id": call},
-            },
-            depth,
-        )
-        return rid
+    def emit(self, obj: dict[str, Any]) -> None:
+        if not self.depth:
+            super().emit(obj)
+            return
+        text = json.dumps(obj).replace(json.dumps(DEEP), "[" * self.depth + "]" * self.depth)
+        self.raw((text + "\n").encode())
 
     def turn(self, text: str) -> None:
-        emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
+        self.emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
         word, _, rest = text.strip().partition(" ")
         if word == "ASK":
             self.ask_turn(rest)
         elif word == "HANG_ASK":
             call = self.tool_use("Bash", {"command": "echo hang"})
-            rid = self.ask("Bash", {"command": "echo hang"}, call)
+            rid, _ = self.ask("Bash", {"command": "echo hang"}, call)
             if self.wait()[0] == "interrupt":
-                emit({"type": "control_cancel_request", "request_id": rid})
+                self.cancel(rid)
                 self.interrupted(call)
         elif word in ("SLEEP", "ESCAPE"):
             self.sleep(float(rest or 600), escaped=word == "ESCAPE")
         elif word == "GARBAGE":
-            os.write(1, b"this is not json\n")
-            emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
-            emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
+            self.raw(b"this is not json\n")
+            self.emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
+            self.emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
             self.result("garbage sent")
         elif word == "UNKNOWN_ID":
             answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
-            emit({"type": "control_response", "response": answer})
+            self.emit({"type": "control_response", "response": answer})
             self.result("answered an id never sent")
         elif word == "DEEP_ASK":
-            depth = int(rest or 1100)
-            self.ask_turn(
-                'Workflow {"script": "export const meta = {}", "args": "<<deep>>"}', depth
-            )
+            self.depth = int(rest or 1100)
+            try:
+                self.ask_turn('Workflow {"script": "export const meta = {}", "args": "<<deep>>"}')
+            finally:
+                self.depth = 0
         elif word == "DEEP_REQUEST":
-            rid = f"fake-req-{self.next_id()}"
             request = {"subtype": "mcp_message", "server_name": "x", "message": DEEP}
-            emit(
-                {"type": "control_request", "request_id": rid, "request": request},
-                int(rest or 1100),
-            )
+            self.depth = int(rest or 1100)
+            try:
+                rid = self.request(request)
+            finally:
+                self.depth = 0
             got, answer = self.wait(rid)
             if got == "answer":
                 self.result(f"answered {answer.get('subtype')}: {answer.get('error')}")
@@ -293,20 +179,24 @@ class Fake:
             result["usage"] = {"input_tokens": 3, "output_tokens": 5}
             result |= {"permission_denials": [denial], "is_error": False, "num_turns": 1}
             result |= {"subtype": "success", "result": said, "type": "result"}
-            emit(result, int(rest or 1100))
+            self.depth = int(rest or 1100)
+            try:
+                self.emit(result)
+            finally:
+                self.depth = 0
             self.last_error = False
-        elif word == "JSON":
-            value = json.loads(rest)
-            tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
-            self.result(json.dumps(value), structured_output=value)
         elif word == "LATER":  # a background task: this turn ends, the task comes back later
             delay, _, inner = rest.partition(" ")
-            emit(message("assistant", {"type": "text", "text": "started in the background"}))
+            self.say("started in the background")
             self.result("started in the background")
             time.sleep(float(delay))
             self.turn(inner)
         elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
             self.result(getattr(self, word.lower())(rest))
+        elif word == "JSON":
+            value = json.loads(rest)
+            self.tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
+            self.result(json.dumps(value), structured_output=value)
         elif word == "DIE":
             os._exit(3)
         elif word == "SILENCE":
@@ -314,50 +204,35 @@ class Fake:
                 time.sleep(3600)
         else:
             said = f"fake claude got: {text}"
-            emit(message("assistant", {"type": "text", "text": said}))
+            self.say(said)
             self.result(said)
 
-    def ask_turn(self, rest: str, depth: int = 0) -> None:
+    def ask_turn(self, rest: str) -> None:
         tool, _, raw = rest.partition(" ")
         try:
             tool_input = json.loads(raw) if raw.strip() else {}
         except ValueError:
             tool_input = {"raw": raw}
-        call = self.tool_use(tool, tool_input, depth)
-        rid = self.ask(tool, tool_input, call, depth)
-        got, answer = self.wait(rid)
-        if got == "interrupt":
-            emit({"type": "control_cancel_request", "request_id": rid})
-            self.interrupted(call)
-            return
-        if got == "eof":
-            return
-        out = answer.get("response") or {}
-        if answer.get("subtype") != "success":
-            allowed, message_, updated, stop = False, f"error: {answer.get('error')}", None, False
-        elif self.hook_id is not None:
-            specific = out.get("hookSpecificOutput") or {}
-            allowed = specific.get("permissionDecision") == "allow"
-            message_ = str(specific.get("permissionDecisionReason") or "")
-            updated, stop = specific.get("updatedInput"), out.get("continue") is False
-        else:
-            allowed, message_ = out.get("behavior") == "allow", str(out.get("message") or "")
-            updated, stop = out.get("updatedInput"), bool(out.get("interrupt"))
-        if allowed:
-            used = updated if updated is not None else tool_input
-            tool_result(call, "ok")
+        call = self.tool_use(tool, tool_input)
+        rid, via_hook = self.ask(tool, tool_input, call)
+        answer: Answer = self.answer_of(rid, via_hook, call)
+        if answer.got != "answer":
+            return  # interrupted (the lines are written) or stdin ended
+        if answer.decision == "allow":
+            used = answer.input if answer.input is not None else tool_input
+            self.tool_result(call, "ok")
             said = f"allowed {tool} {json.dumps(used, sort_keys=True)}"
-        elif stop and self.hook_id is not None:
-            tool_result(call, f"PreToolUse:{tool} hook error: {message_}", True)
+        elif answer.stop and via_hook:
+            self.tool_result(call, f"PreToolUse:{tool} hook error: {answer.message}", True)
             self.result("", terminal_reason="hook_stopped")
             return
-        elif stop:
+        elif answer.stop:
             self.interrupted(call)
             return
         else:
-            tool_result(call, message_, True)
-            said = f"denied {tool}: {message_}"
-        emit(message("assistant", {"type": "text", "text": said}))
+            self.tool_result(call, answer.message, True)
+            said = f"denied {tool}: {answer.message}"
+        self.say(said)
         self.result(said)
 
     # -- hostile scenarios ---------------------------------------------------------------
@@ -418,7 +293,7 @@ class Fake:
         ways = ("hook", "can_use_tool") if how == "mixed" else (how,)
         self.reading.clear()  # every question asked before any answer is read
         for i, rid in enumerate(ids):
-            emit(self.question(rid, f"echo {rid}", ways[i % len(ways)]))
+            self.emit(self.question(rid, f"echo {rid}", ways[i % len(ways)]))
         self.reading.set()
         asked = set(ids)
         got = self.answers(asked, limit=20)
@@ -437,7 +312,7 @@ class Fake:
         how = "hook" if self.hook_id is not None else "can_use_tool"
         asks = [("dup-1", "echo first"), ("dup-1", "echo second"), ("dup-2", "echo third")]
         lines = [json.dumps(self.question(rid, command, how)) + "\n" for rid, command in asks]
-        os.write(1, "".join(lines).encode())  # one write: all three pending at once
+        self.raw("".join(lines).encode())  # one write: all three pending at once
         got = self.answers({"dup-1", "dup-2"}, limit=10)
         return "answers: " + " ".join(f"{rid}={got[rid]}" for rid in sorted(got))
 
@@ -458,7 +333,9 @@ class Fake:
             "other": {"subtype": "rewind_files", "user_message_id": "u1"},
         }
         for name, request in sent.items():
-            emit({"type": "control_request", "request_id": f"foreign-{name}", "request": request})
+            self.emit(
+                {"type": "control_request", "request_id": f"foreign-{name}", "request": request}
+            )
         self.answers({f"foreign-{name}" for name in sent}, limit=10)
         return " | ".join(f"{name}: {self.said(f'foreign-{name}')}" for name in sent)
 
@@ -489,8 +366,8 @@ class Fake:
         record(child=child.pid)
         got, _ = self.wait(child=child)
         if got == "done":
-            tool_result(call, "(Bash completed with no output)")
-            emit(message("assistant", {"type": "text", "text": f"slept {seconds:g} s"}))
+            self.tool_result(call, "(Bash completed with no output)")
+            self.say(f"slept {seconds:g} s")
             self.result(f"slept {seconds:g} s")
             return
         if escaped and got == "eof":
@@ -513,25 +390,8 @@ def _allowed(answer: dict[str, Any]) -> bool:
 def main() -> int:
     record(argv=sys.argv[1:], cwd=os.getcwd())
     fake = Fake()
-    while not fake.eof:
-        obj = fake.later.popleft() if fake.later else fake.inbox.get()
-        if obj is None:
-            break
-        kind, request = obj.get("type"), obj.get("request") or {}
-        if kind == "control_request" and request.get("subtype") == "interrupt":
-            ack: dict[str, Any] = {
-                "subtype": "success",
-                "request_id": obj.get("request_id"),
-                "response": {},
-            }
-            emit({"type": "control_response", "response": ack})  # no turn to end
-        elif kind == "control_request":
-            fake.serve(obj)
-        elif kind == "user":
-            content = (obj.get("message") or {}).get("content")
-            if isinstance(content, list):
-                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-            fake.turn(str(content))
+    while (prompt := fake.next_prompt()) is not None:
+        fake.turn(prompt)
     return 1 if fake.last_error else 0
 
 

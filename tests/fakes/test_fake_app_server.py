@@ -72,7 +72,10 @@ def test_turns_answer_with_usage(rig: Rig) -> None:
         tokens = normalize_usage(usage.usage)
         assert (tokens.input, tokens.output) == (10, 5)  # each turn its own, not the total
     assert rig.session.close() == 0
-    assert rig.recorded("app_server") == [[]]
+    # app-server's own arguments: only the safe start's override (every directory from the
+    # working one up marked untrusted: a project's .codex/ is not read)
+    ((flag, override),) = rig.recorded("app_server")
+    assert flag == "-c" and override.startswith("projects={") and "untrusted" in override
 
 
 @pytest.mark.parametrize(

@@ -259,6 +259,6 @@ def test_bad_settings_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_idle_s"):
         SessionPool(TwoWayBackend(), size=1, max_idle_s=-1)
     with pytest.raises(AgentUsageError, match="two-way"):
-        SessionPool("failer", size=1, max_idle_s=1)
+        SessionPool("gemini", size=1, max_idle_s=1)
     with pytest.raises(AgentUsageError, match="isolation"):
         SessionPool(TwoWayBackend(), size=1, max_idle_s=1, isolation="worktree")

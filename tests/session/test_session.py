@@ -279,7 +279,7 @@ async def test_steer_on_a_backend_that_cannot_names_those_that_can(tmp_path: Pat
 
 
 async def test_a_backend_without_two_way_answers_64_and_raises(tmp_path: Path) -> None:
-    a = CodingGenesisAgent("failer", cwd=str(tmp_path), ledger=False)
+    a = CodingGenesisAgent("gemini", cwd=str(tmp_path), ledger=False)
     with pytest.raises(AgentUsageError, match="two-way"):
         a.session()
     r = await a.run("hello", approver=lambda req: True)

@@ -131,7 +131,9 @@ def test_each_skipped_line_is_handed_on_with_its_head_and_tail(limit: int) -> No
         ]
         handed: list[tuple[bytes, bytes]] = []
 
-        def hand(head: bytes, tail: bytes, into: list[tuple[bytes, bytes]] = handed) -> None:
+        def hand(
+            head: bytes, tail: bytes, whole: bool, into: list[tuple[bytes, bytes]] = handed
+        ) -> None:
             into.append((head, tail))
 
         parser = JsonLinesParser(limit, on_unparsed=hand)
@@ -148,7 +150,7 @@ def test_each_skipped_line_is_handed_on_with_its_head_and_tail(limit: int) -> No
 
 def test_good_lines_cost_no_call() -> None:
     handed: list[bytes] = []
-    parser = JsonLinesParser(on_unparsed=lambda head, tail: handed.append(head))
+    parser = JsonLinesParser(on_unparsed=lambda head, tail, whole: handed.append(head))
     assert parser.feed(b'{"a":1}\n\n{"b":2}\n') == [{"a": 1}, {"b": 2}]
     assert handed == []
 
@@ -163,10 +165,13 @@ def test_a_line_too_deep_to_parse_is_read_from_both_ends() -> None:
         b'"tool_name":"Workflow","input":{"args":' + deep(6000) + b'},"tool_use_id":"t"},'
         b'"after":"x \\" } ] { [","n":-1.5e3,"ok":true,"none":null}'
     )
-    handed: list[tuple[bytes, bytes]] = []
-    parser = JsonLinesParser(on_unparsed=lambda head, tail: handed.append((head, tail)))
+    handed: list[tuple[bytes, bytes, bool]] = []
+    parser = JsonLinesParser(
+        on_unparsed=lambda head, tail, whole: handed.append((head, tail, whole))
+    )
     assert parser.feed(line + b"\n") == []
-    ((head, tail),) = handed
+    ((head, tail, whole),) = handed
+    assert whole  # JSON too deep, not garbled
     assert len(head) == HEAD_BYTES and tail == line  # (shorter than TAIL_BYTES)
     fields = edge_fields(head, tail)
     assert fields == {
@@ -253,3 +258,15 @@ def test_what_is_read_is_what_the_object_holds(obj: dict[str, Any]) -> None:
     top = {(k,): v for k, v in obj.items() if not isinstance(v, dict | list)}
     assert {k: v for k, v in head_fields(text).items() if len(k) == 1} == top
     assert tail_fields(text) == top
+
+
+def test_a_garbled_or_cut_line_is_handed_on_as_not_whole() -> None:
+    """A line that is no JSON (garbled, or cut short when the CLI died) is still read
+    from its edges (a request it holds is refused), but marked: nothing else it seems to
+    say is taken from it (a cut ``result`` is never an answer)."""
+    handed: list[bool] = []
+    parser = JsonLinesParser(on_unparsed=lambda head, tail, whole: handed.append(whole))
+    parser.feed(b'{"type":"result","subtype":"success","result":"{\\"status\\": \\"par\n')
+    parser.feed(b'{"type":"result","subtype":"success","result":"half')
+    parser.close()
+    assert handed == [False, False]
