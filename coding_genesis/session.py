@@ -431,6 +431,15 @@ class Session:
             turn._send.close()
             turn._receive.close()
 
+    async def wait_for_turn(self) -> None:
+        """Return once a turn is running (at once if one is): the way to
+        :meth:`steer` or :meth:`interrupt` a turn another task sent, without
+        polling.  Bound it with ``anyio.fail_after`` where the turn may never
+        come."""
+        link = self._live("wait_for_turn()")
+        while not link.running:
+            await link.began.wait()
+
     async def interrupt(self) -> bool:
         """End the running turn (it answers 130 ``interrupted``); the session
         lives on.  False when no turn was running."""
@@ -446,7 +455,10 @@ class Session:
                 f"backends that can: {', '.join(names) or '(none)'}"
             )
         if not link.running:
-            raise AgentUsageError("steer() needs a running turn (use send() to start one)")
+            raise AgentUsageError(
+                "steer() needs a running turn (use send() to start one; wait_for_turn() "
+                "waits for one another task sent)"
+            )
         link.steer(text)
 
     def _add_usage(self, result: RunResult) -> None:

@@ -151,6 +151,8 @@ class LiveLink(LinkQuestions):
         #: :attr:`between` wants it); else what the CLI asks between turns is
         #: refused at once (a one-shot run's link, once its turn is over).
         self.takes_cli_turns = False
+        #: Set when a turn starts (a fresh event for the next one).
+        self.began = anyio.Event()
         self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
         self._idle_translator = self._translator()
@@ -432,6 +434,8 @@ class LiveLink(LinkQuestions):
                 turn.translator, self._idle_translator = self._idle_translator, self._translator()
                 turn.translator.message_usage = context.message_usage
             self._turn = turn
+            began, self.began = self.began, anyio.Event()
+            began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
             if (
                 context.on_spawn is not None
                 and self.pid is not None

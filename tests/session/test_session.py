@@ -423,3 +423,26 @@ async def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path) -> None
         assert r["status"] == 0, r
         (cli,) = [p for p in session_processes(s.key) if p.pid == r["pid"]]
         assert cli.environ()["PWD"] == str(work) == cli.cwd()
+
+
+async def test_wait_for_turn_returns_once_a_turn_runs(tmp_path: Path) -> None:
+    """The public way to act on a turn another task sent (steer, interrupt): no polling,
+    no private attribute."""
+    async with agent(tmp_path).session() as s:
+        assert not s.turn_running
+        with anyio.move_on_after(0.3) as idle:
+            await s.wait_for_turn()  # no turn: it waits
+        assert idle.cancelled_caught
+        async with anyio.create_task_group() as tg:
+            results: list[Any] = []
+
+            async def slow() -> None:
+                results.append(await s.send("SLEEP 1"))
+
+            tg.start_soon(slow)
+            with anyio.fail_after(10):
+                await s.wait_for_turn()
+            assert s.turn_running
+            assert await s.interrupt() is True
+        assert results[0]["error"] == "interrupted"
+        assert not s.turn_running
