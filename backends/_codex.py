@@ -4,13 +4,24 @@ output schema's strict form."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from coding_genesis.backend import Permissions
+from coding_genesis.backend import Permissions, RepositoryFile
 
-__all__ = ["SANDBOX", "codex_overrides", "codex_sandbox", "http_status", "strict_schema_warning"]
+__all__ = [
+    "REPOSITORY_FILES",
+    "SANDBOX",
+    "SETTING_SOURCES",
+    "codex_overrides",
+    "codex_sandbox",
+    "http_status",
+    "strict_schema_warning",
+    "untrusted_project",
+]
 
 #: permissions= → codex's sandbox (enforced by codex for the commands it runs).
 SANDBOX = {
@@ -18,6 +29,20 @@ SANDBOX = {
     "edit": "workspace-write",
     "full": "danger-full-access",
 }
+
+#: What ``setting_sources=`` can ask of codex: its user's configuration
+#: (``$CODEX_HOME``) is always read; the project's ``.codex/`` only with "project".
+SETTING_SOURCES: tuple[tuple[str, ...], ...] = (("user",), ("user", "project"))
+
+#: What codex loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile(
+        ".codex",
+        "project",
+        "config.toml (MCP servers, notify, model provider, sandbox), hooks, rules: "
+        "only in a project marked trusted in $CODEX_HOME/config.toml",
+    ),
+)
 
 #: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
 _STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")
@@ -122,3 +147,26 @@ def _open_object(node: Any, where: str, depth: int) -> str | None:
                 if found is not None:
                     return found
     return None
+
+
+def untrusted_project(cwd: str, sources: tuple[str, ...] | None) -> list[str]:
+    """The ``-c`` override that keeps a project's ``.codex/`` unread unless
+    ``setting_sources`` names "project": the working directory and every
+    directory above it marked untrusted (codex looks its trust up there, and a
+    ``-c`` table is merged into the user's ``projects``, so the user's entries
+    for these paths are overridden and the rest kept).  Measured on codex
+    0.169: a project the user marked trusted then starts no MCP server of its
+    ``config.toml``, in ``exec`` and ``app-server`` alike; an untrusted one
+    never did."""
+    if sources is not None and "project" in sources:
+        return []
+    dirs: dict[str, None] = {}
+    for start in (cwd, os.path.realpath(cwd)) if os.path.isabs(cwd) else (cwd,):
+        path = start
+        while path and path not in dirs:
+            dirs[path] = None
+            path = os.path.dirname(path) if os.path.dirname(path) != path else ""
+    table = ",".join(
+        f'{json.dumps(d, ensure_ascii=False)}={{trust_level="untrusted"}}' for d in dirs
+    )
+    return ["-c", f"projects={{{table}}}"]

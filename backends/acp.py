@@ -39,9 +39,19 @@ What this codec holds to (measured on gemini 0.61, qwen 0.24.4, opencode
   or its error).  Agents may still write after it (qwen's
   ``qwen/notify/session/prompt-suggestion``, measured 11 ms
   later; claude-agent-acp's late updates): those are no part of the ended
-  turn; the session hears them between turns.  ACP updates carry no turn id,
-  so one that comes after the next prompt went out would count in that turn.
-  Waiting for a quiet period instead would add its length to every turn.
+  turn.  An update that comes while no prompt of ours runs is a turn of the
+  agent's own, over with it (ACP has no other end for it): it is forwarded
+  marked :data:`~.acp_events.LATE` with :class:`TurnEnded`, so the session
+  records it as a turn the CLI took (``trigger: "cli"``), unless a
+  permission request of the agent's is still open (that turn ends at the
+  first update after its answer).  ACP updates carry no turn id, so one
+  that comes after the next prompt went out counts in that turn.  Waiting
+  for a quiet period instead would add its length to every turn.
+* A line too deep or too large to parse (:meth:`AcpProtocol.unparsed`) is
+  answered from its envelope: a permission request is denied as
+  unreadable through the approval machinery (recorded; answered
+  ``cancelled``, its options unread), any other request gets an error, an
+  answer to our ``session/prompt`` fails the turn.
 * Errors: a JSON-RPC error on ``session/prompt`` fails the turn; its HTTP
   status is the error's code when that is one (gemini: 401, 429), else the
   status its words or ``data.details`` name (qwen: ``-32603``, details
@@ -53,7 +63,8 @@ What this codec holds to (measured on gemini 0.61, qwen 0.24.4, opencode
   (opencode), its ``_meta.quota.token_count`` (gemini), ``_meta.usage`` on an
   empty message chunk per model call (qwen, summed over the turn), and the
   session's cumulative cost in ``usage_update`` (claude-agent-acp: the turn's
-  cost is its growth during the turn).  The turn's usage is one
+  cost is its share of that running total,
+  :class:`~coding_genesis.usage.RunningTotals`).  The turn's usage is one
   :class:`~coding_genesis.events.UsageEvent` at its end.
 
 The per-agent facts (mode ids, whether ``session/load`` may be used) are
@@ -68,11 +79,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coding_genesis.approval import Decision
+from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    Forward,
     HookCall,
     Incoming,
     Outgoing,
@@ -83,11 +95,13 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .acp_events import (
+    LATE,
     AcpTranslator,
     Call,
     _mapping,
@@ -139,6 +153,27 @@ KNOWN_UPDATES = frozenset(
         "usage_update",
     }
 )
+
+#: The updates that tell of the agent's work (not of its state: commands,
+#: modes, configuration, the session's title): one that comes while no prompt
+#: runs is a turn of the agent's own.
+_WORK = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "usage_update",
+    }
+)
+
+#: The updates that tell of a tool call (what the hooks observe).
+_TOOL_UPDATES = ("tool_call", "tool_call_update")
+
+#: Why a line the agent wrote is refused unread.
+_UNPARSED = "nested too deep or too large for coding-genesis to read"
 
 #: Notifications the measured agents send that say nothing we use (qwen's
 #: prompt suggestion and mode news, claude-agent-acp's auth status): ignored
@@ -213,8 +248,9 @@ class AcpProtocol(ControlProtocol):
         self._cancelled = False
         self._ended_by: str | None = None
         self._translator: AcpTranslator | None = None
-        #: The session's cumulative cost as last reported (``usage_update``).
-        self._cost: float | None = None
+        #: The opening is done (what the agent replays of a loaded session
+        #: before it is belongs to no turn).
+        self._open_done = False
         #: The events the session has hooks for, and the running turn's tool
         #: calls as the hooks see them.
         self._hooks: frozenset[str] = frozenset()
@@ -236,9 +272,7 @@ class AcpProtocol(ControlProtocol):
         return self._command(start)
 
     def translator(self) -> Translator:
-        if self._translator is not None and self._translator.cost is not None:
-            self._cost = self._translator.cost
-        self._translator = AcpTranslator(self._cost, self.session_id)
+        self._translator = AcpTranslator(self.session_id)
         return self._translator
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
@@ -361,8 +395,12 @@ class AcpProtocol(ControlProtocol):
         if method in ("session/new", "session/load"):
             return self._opened(method, result)
         if method == "session/set_mode":
-            return (Ready(self.session_id),)
+            return self._ready()
         return ()
+
+    def _ready(self) -> tuple[Incoming]:
+        self._open_done = True
+        return (Ready(self.session_id),)
 
     def _initialized(self, result: Mapping[str, Any]) -> Sequence[Incoming]:
         version = result.get("protocolVersion")
@@ -400,7 +438,7 @@ class AcpProtocol(ControlProtocol):
         start = self._start or SessionStart(cwd=".")
         mode = self.mode(start)
         if mode is None:
-            return (Ready(self.session_id),)
+            return self._ready()
         offered = [
             m.get("id")
             for m in _mapping(result.get("modes")).get("availableModes") or ()
@@ -423,8 +461,6 @@ class AcpProtocol(ControlProtocol):
         self._prompt_id = None
         self._open.clear()
         translator = self._translator
-        if translator is not None and translator.cost is not None:
-            self._cost = translator.cost
         if "error" in obj:
             return (FORWARD, TurnEnded("failed", error_words(obj.get("error"))))
         reason = _mapping(obj.get("result")).get("stopReason")
@@ -507,14 +543,62 @@ class AcpProtocol(ControlProtocol):
                 return (Unknown("session/update of another session"),)
             update = _mapping(params.get("update"))
             kind = update.get("sessionUpdate")
-            if kind in ("tool_call", "tool_call_update") and self._hooks:
-                return (FORWARD, *self._tool_hooks(update))
-            if kind in KNOWN_UPDATES:
-                return (FORWARD,)
-            return (Unknown(f"session/update {_said(kind)}"),)
+            if kind not in KNOWN_UPDATES:
+                return (Unknown(f"session/update {_said(kind)}"),)
+            hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self._hooks else ()
+            if self._prompt_id is None and self._open_done and kind in _WORK:
+                return self._late(obj, hooks)
+            return (FORWARD, *hooks)
         if method.startswith(_QUIET):
             return ()
         return (Unknown(_said(method)),)
+
+    def _late(self, obj: Mapping[str, Any], hooks: tuple[Incoming, ...]) -> tuple[Incoming, ...]:
+        """An update while no prompt of ours runs: a turn of the agent's own
+        (marked for the translator), over with it unless a question of the
+        agent's waits for its answer."""
+        marked = Forward({**obj, LATE: True})
+        if self._open:
+            return (marked, *hooks)
+        return (marked, *hooks, TurnEnded("completed"))
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A line too deep or too large to parse, from its envelope: the
+        agent's permission request is denied as unreadable (through the
+        approval machinery, so it is recorded; its options unread, the
+        answer is the ``cancelled`` outcome), any other request of the
+        agent's gets an error, an answer to our ``session/prompt`` fails the
+        turn (its words unread), another answer of ours fails what it
+        answered.  A line that is not JSON at all (``whole`` False) ends
+        nothing."""
+        method, rid = head.get("method"), head.get("id")
+        if isinstance(method, str):
+            if not valid_id(rid):
+                return ()  # a notification: nothing waits for it
+            if method != "session/request_permission":
+                return (Reply((error_answer(rid, INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
+            call_id = head.get("params", "toolCall", "toolCallId")
+            tool = head.get("params", "toolCall", "title")
+            request = ApprovalRequest(
+                tool if isinstance(tool, str) and tool else "(unread)",
+                {},
+                session_id=self.session_id,
+                tool_call_id=call_id if isinstance(call_id, str) else None,
+                unreadable=f"its request was {_UNPARSED}",
+            )
+            self._open.add(rid)
+            return (PermissionAsk(AskKey(rid, {}), request),)
+        if not head.whole or type(rid) is not int or rid not in self._pending:
+            return ()
+        what = self._pending.pop(rid)
+        if what == "session/prompt":
+            if rid != self._prompt_id:
+                return ()
+            self._prompt_id = None
+            self._open.clear()
+            return (TurnEnded("failed", f"{self.agent.name}'s answer was {_UNPARSED}"),)
+        fatal = what in ("initialize", "session/new", "session/load", "session/set_mode")
+        return (ProtocolFault(f"its answer to {what} was {_UNPARSED}", fatal),)
 
     def _tool_hooks(self, update: Mapping[str, Any]) -> tuple[Incoming, ...]:
         """The observed hook calls a tool call's update is: its start, its end."""

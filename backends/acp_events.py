@@ -24,10 +24,13 @@ from coding_genesis.events import (
     UsageEvent,
 )
 from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.usage import Tokens
 
 from ._common import as_int, preview
 
 __all__ = [
+    "LATE",
+    "RUNNING_CLI",
     "AcpTranslator",
     "Call",
     "acp_request",
@@ -37,7 +40,9 @@ __all__ = [
     "track",
 ]
 
-#: ACP's tool kinds → ours.
+#: ACP's tool kinds → ours (version 1's others, ``think``, ``fetch``,
+#: ``switch_mode``, ``other``, are ``other``; a kind it does not name is a
+#: shape we cannot read).
 _KINDS: Mapping[str, ToolKind] = {
     "execute": "command",
     "edit": "write",
@@ -45,7 +50,28 @@ _KINDS: Mapping[str, ToolKind] = {
     "move": "write",
     "read": "read",
     "search": "read",
+    "think": "other",
+    "fetch": "other",
+    "switch_mode": "other",
+    "other": "other",
 }
+
+#: The input fields that name a move's two ends, as (source, destination).
+_MOVE_FIELDS = (
+    ("source", "destination"),
+    ("from", "to"),
+    ("old_path", "new_path"),
+    ("oldPath", "newPath"),
+)
+
+#: The member the protocol adds to an update the agent sent while no prompt
+#: of ours was running (see :mod:`.acp`): a turn of the agent's own, over
+#: with it.  Never written by an agent (the protocol sets it on a copy).
+LATE = "_genesis_late"
+
+#: The name :class:`~coding_genesis.usage.RunningTotals` keeps an ACP
+#: session's running cost under (``usage_update``'s cost is the session's).
+RUNNING_CLI = "acp"
 
 #: The input fields that name a file a call touches (a move's both ends among them).
 _PATH_FIELDS = (
@@ -142,18 +168,49 @@ def _command(call: Mapping[str, Any]) -> str | None:
 def _paths(call: Mapping[str, Any]) -> tuple[str, ...]:
     """Every path a call touches: its locations, its diffs, and the input fields
     that name a file (a move's source and destination both)."""
+    return _read_paths(call)[0]
+
+
+def _read_paths(call: Mapping[str, Any]) -> tuple[tuple[str, ...], str | None]:
+    """:func:`_paths`, and why they cannot all be read (None: they can): a
+    location, a diff or an input field naming a path with a value that is
+    not one (a number, a list, an empty string), or a list of them that is
+    not a list."""
     found: list[str] = []
-    for location in call.get("locations") or ():
-        path = _text(_mapping(location).get("path"))
-        if path:
-            found.append(path)
-    for item in call.get("content") or ():
-        item = _mapping(item)
-        if item.get("type") == "diff" and _text(item.get("path")):
-            found.append(item["path"])
+    bad: list[str] = []
+
+    def take(where: str, value: object) -> None:
+        if isinstance(value, str) and value and "\0" not in value:
+            found.append(value)
+        else:
+            bad.append(f"{where} is not a path: {_said(repr(value))[:200]}")
+
+    for field in ("locations", "content"):
+        items = call.get(field)
+        if items is not None and not isinstance(items, list):
+            bad.append(f"{field} is not a list")
+            continue
+        for item in items or ():
+            item = _mapping(item)
+            if field == "locations":
+                take("a location's path", item.get("path"))
+            elif item.get("type") == "diff":
+                take("a diff's path", item.get("path"))
     raw = _mapping(call.get("rawInput"))
-    found += [raw[name] for name in _PATH_FIELDS if _text(raw.get(name))]
-    return tuple(dict.fromkeys(found))
+    for name in _PATH_FIELDS:
+        if name in raw and raw[name] is not None:
+            take(f"input {name}", raw[name])
+    return tuple(dict.fromkeys(found)), (bad[0] if bad else None)
+
+
+def _moves(call: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A move's (source, destination), from the input fields that name them."""
+    raw = _mapping(call.get("rawInput"))
+    for source, destination in _MOVE_FIELDS:
+        ends = _text(raw.get(source)), _text(raw.get(destination))
+        if ends[0] and ends[1]:
+            return ((ends[0], ends[1]),)
+    return ()
 
 
 def _input(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,16 +223,43 @@ def _input(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def acp_request(call: Mapping[str, Any], session_id: str | None) -> ApprovalRequest:
-    """The typed question of a ``session/request_permission`` (its ``toolCall``)."""
-    kind = _KINDS.get(str(call.get("kind")), "other")
+    """The typed question of a ``session/request_permission`` (its ``toolCall``).
+
+    A call we cannot read whole is ``unreadable`` (denied before any approver
+    is asked, as on every backend): a kind ACP version 1 does not name, a
+    path that is not a string, a write (``edit``, ``delete``, ``move``) that
+    names no path, a move whose two ends cannot be told, a command with no
+    command."""
+    given = call.get("kind", "other")
+    kind = _KINDS.get(given) if isinstance(given, str) else None
+    paths, bad_path = _read_paths(call)
+    unreadable = None
+    moves: tuple[tuple[str, str], ...] = ()
+    command = None
+    if kind is None:
+        unreadable = f"a tool call of a kind ACP does not name: {_said(repr(given))[:200]}"
+    elif kind == "command":
+        command = _command(call)
+        if command is None:
+            unreadable = unreadable or "a command call that names no command"
+    elif kind == "write":
+        unreadable = bad_path  # what a write touches must be read whole
+        if not paths:
+            unreadable = unreadable or f"a {given} call that names no path"
+        if given == "move":
+            moves = _moves(call)
+            if not moves:
+                unreadable = unreadable or "a move whose source and destination cannot be told"
     return ApprovalRequest(
         tool=_tool_name(call),
         input=_input(call),
-        kind=kind,
-        command=_command(call) if kind == "command" else None,
-        paths=_paths(call) if kind == "write" else (),
+        kind=kind or "other",
+        command=command,
+        paths=paths if kind == "write" else (),
         session_id=session_id,
         tool_call_id=_text(call.get("toolCallId")),
+        moves=moves,
+        unreadable=unreadable,
     )
 
 
@@ -283,40 +367,61 @@ class AcpTranslator(Translator):
     answer (the only response the protocol forwards) makes the turn's usage
     and its :class:`ResultEvent`.
 
-    ``cost_base``: the session's cumulative cost (``usage_update``) before
-    this turn, kept by the protocol.
+    Cost: ``usage_update`` tells the session's cumulative cost; the turn's is
+    its share of that running total (:attr:`totals`, kept per session across
+    turns and processes, as claude's and codex's are), so a session's turns
+    add up to the agent's own total.
+
+    What the agent says while no prompt runs (the protocol marks it
+    :data:`LATE`) is a turn of the agent's own: its events, then at
+    :meth:`flush` (the turn's end) its usage and a :class:`ResultEvent` of
+    what it said.
     """
+
+    running_cli = RUNNING_CLI
 
     __slots__ = (
         "_calls",
         "_chunks",
         "_cost",
-        "_cost_base",
+        "_late",
         "_message",
         "_parts",
         "_said",
         "_session",
     )
 
-    def __init__(self, cost_base: float | None = None, session_id: str | None = None) -> None:
+    def __init__(self, session_id: str | None = None) -> None:
         self._session = session_id
         self._calls: dict[str, Call] = {}
         self._chunks: list[str] = []
         self._message: str | None = None
         #: qwen's per-call usage, summed over the turn.
         self._parts: dict[str, int] | None = None
-        self._cost_base = cost_base
+        #: The session's cumulative cost as last reported this turn.
         self._cost: float | None = None
         #: Anything was said or done this turn (an answer, a thought, a tool call).
         self._said = False
+        #: An update came while no prompt ran: this is a turn of the agent's own.
+        self._late = False
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float]:
+        return {"cost": cost}
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         if "method" not in obj:
             return self._answer(obj)
         params = _mapping(obj.get("params"))
+        session = _text(params.get("sessionId"))
+        if session is not None:
+            self._session = session
         if obj.get("method") == "session/request_permission":
             track(self._calls, _mapping(params.get("toolCall")), asked=True)
             return ()
+        if obj.get(LATE):
+            self._late = True
         update = _mapping(params.get("update"))
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
@@ -379,6 +484,30 @@ class AcpTranslator(Translator):
         """The turn's answer so far: the chunks of its last message."""
         return "".join(self._chunks) or None
 
+    def _usage(self, usage: dict[str, int] | None) -> list[Event]:
+        """The turn's usage event (``usage``: its tokens, else qwen's summed
+        parts), its cost the turn's share of the session's running cost."""
+        usage = usage if usage is not None else self._parts
+        cost = self._cost
+        if cost is not None and self.totals is not None:
+            cost = self.totals.share(RUNNING_CLI, self._session, {"cost": cost}).get("cost")
+        if cost is not None:
+            return [UsageEvent(usage, round(max(0.0, cost), 10))]
+        return [UsageEvent(usage)] if usage is not None else []
+
+    def flush(self) -> Sequence[Event]:
+        """The end of a turn the agent took by itself (:data:`LATE` updates):
+        its usage, and its result (what it said); nothing for a turn its
+        prompt's answer ended."""
+        if not self._late:
+            return ()
+        events = self._usage(None)
+        text = "".join(self._chunks) or None
+        self._chunks, self._parts, self._said, self._calls = [], None, False, {}
+        self._late, self._cost = False, None
+        events.append(ResultEvent(is_error=False, subtype="late", text=text))
+        return events
+
     def _answer(self, obj: Mapping[str, Any]) -> Sequence[Event]:
         """The prompt's answer: the session, the turn's usage, then its result."""
         events: list[Event] = [SessionEvent(self._session)] if self._session else []
@@ -394,17 +523,13 @@ class AcpTranslator(Translator):
                     "inputTokens": max(0, as_int(quota.get("input_tokens")) or 0),
                     "outputTokens": max(0, as_int(quota.get("output_tokens")) or 0),
                 }
-        usage = usage if usage is not None else self._parts
-        cost = None
-        if self._cost is not None:
-            cost = max(0.0, self._cost - (self._cost_base or 0.0))
-        if usage is not None or cost is not None:
-            events.append(UsageEvent(usage, cost) if cost is not None else UsageEvent(usage))
+        events += self._usage(usage)
         text = "".join(self._chunks) or None
         said = self._said
         # The turn is over: what comes after it starts afresh (the session's
         # translator between turns hears one turn's leftovers after another).
         self._chunks, self._parts, self._said, self._calls = [], None, False, {}
+        self._late, self._cost = False, None
         if "error" in obj or not isinstance(result, Mapping):
             error = obj.get("error")
             words = error_words(error)
@@ -438,7 +563,9 @@ class AcpTranslator(Translator):
         events.append(
             ResultEvent(
                 is_error=failed,
-                subtype=reason,
+                # the turn's limit of model requests: the error code every
+                # backend gives a CLI stopped at its turn limit (max_turns)
+                subtype="error_max_turns" if reason == "max_turn_requests" else reason,
                 text=text
                 if not failed
                 else f"the agent stopped the turn: {reason}" + (f"; {text}" if text else ""),
@@ -446,8 +573,3 @@ class AcpTranslator(Translator):
             )
         )
         return events
-
-    @property
-    def cost(self) -> float | None:
-        """The session's cumulative cost as last reported (None: none was)."""
-        return self._cost

@@ -12,7 +12,15 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    ALL_SETTING_SOURCES,
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    RepositoryFile,
+    Translator,
+)
 from coding_genesis.control import SessionStart
 from coding_genesis.events import (
     CliRetryEvent,
@@ -25,12 +33,18 @@ from coding_genesis.events import (
     UsageEvent,
 )
 from coding_genesis.result import RunResult
-from coding_genesis.usage import normalize_usage
+from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
 from ._common import PROXY_ENV, as_int, preview, str_list
 from .claude_control import SESSION_FLAGS, ClaudeControl
 
-__all__ = ["ClaudeBackend", "ClaudeTranslator", "claude_failure_hint"]
+__all__ = [
+    "ClaudeBackend",
+    "ClaudeTranslator",
+    "claude_failure_hint",
+    "recorded_total",
+    "running_total",
+]
 
 #: claude's own wording for its failures, most specific first.
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -92,6 +106,32 @@ _PERMISSIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
 }
 
+#: The settings a run reads unless ``setting_sources=`` says otherwise: the
+#: user's alone.  Measured on claude 2.1.330: without ``--setting-sources``
+#: claude runs the working directory's hooks, ``apiKeyHelper``, MCP servers
+#: (``.mcp.json`` with ``enableAllProjectMcpServers``), its skills', commands'
+#: and agents' commands and the plugins its settings enable; with
+#: ``--setting-sources user --strict-mcp-config`` none of them.
+SAFE_SOURCES = ("user",)
+
+#: What claude loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile(
+        ".claude/settings.json",
+        "project",
+        "hooks, apiKeyHelper, permissions, MCP approvals, enabled plugins",
+    ),
+    RepositoryFile(
+        ".claude/settings.local.json",
+        "local",
+        "hooks, apiKeyHelper, permissions, MCP approvals, enabled plugins",
+    ),
+    RepositoryFile(".mcp.json", "project", "MCP servers (commands it starts)"),
+    RepositoryFile(".claude/skills", "project", "skills (their !`command` lines)"),
+    RepositoryFile(".claude/commands", "project", "slash commands (their !`command` lines)"),
+    RepositoryFile(".claude/agents", "project", "subagents (their hooks and MCP servers)"),
+)
+
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {
     "Edit": "file_path",
@@ -120,6 +160,10 @@ class ClaudeBackend(Backend):
     #: ``--json-schema``: claude offers the model a ``StructuredOutput`` tool of
     #: that input schema, validates its call, and reports ``structured_output``.
     structured_output = True
+    #: ``--setting-sources``: any combination.
+    setting_sources = ALL_SETTING_SOURCES
+    default_setting_sources = SAFE_SOURCES
+    repository_files = REPOSITORY_FILES
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
@@ -127,6 +171,9 @@ class ClaudeBackend(Backend):
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
         "which claude refuses as root); MCP tools still need allowed_tools",
+        "reads the user's settings alone (--setting-sources user --strict-mcp-config, which "
+        "also drops the user's own MCP servers: pass them with options={'mcp_config': ...}); "
+        "setting_sources= opts in to the project's",
     )
     options: Mapping[str, OptionSpec] = {
         "max_turns": OptionSpec((int,), "--max-turns (prefer max_turns=)"),
@@ -156,6 +203,7 @@ class ClaudeBackend(Backend):
                 options=request.options,
                 extra_args=request.extra_args,
                 output_schema=request.output_schema,
+                setting_sources=request.setting_sources,
             ),
             stdin=request.prompt.encode("utf-8"),
         )
@@ -181,6 +229,12 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
     args: list[str] = list(head)
     warnings: list[str] = []
     env: dict[str, str] = {}
+    sources = start.setting_sources or SAFE_SOURCES
+    args.append("--setting-sources=" + ",".join(sources))
+    if "project" not in sources:
+        # Only --mcp-config's servers (ours, the mcp_config option): not the
+        # project's .mcp.json, nor the user's own (documented).
+        args.append("--strict-mcp-config")
     if start.model:
         args.append(f"--model={start.model}")
     max_turns = start.max_turns if start.max_turns is not None else opts.get("max_turns")
@@ -216,6 +270,12 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
         args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
     if start.cli_max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
+    # Subagents and commands run inside the turn, not in the background: a
+    # background task comes back after the turn's result, outside its wall
+    # limit and its record (measured on 2.1.330: claude then drops
+    # run_in_background from the Agent tool's input).  env= can turn it back on
+    # ("0"); what the CLI does between turns is then a turn of its own.
+    env["CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"] = "1"
     args.extend(start.extra_args)
     return CommandSpec(
         args=tuple(args),
@@ -224,6 +284,76 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
         unset_env=_UNSET_ENV,
         warnings=tuple(warnings),
     )
+
+
+#: The counters of a ``modelUsage`` entry (the rest, a context window, are not).
+_MODEL_COUNTERS = (
+    "inputTokens",
+    "outputTokens",
+    "cacheReadInputTokens",
+    "cacheCreationInputTokens",
+    "webSearchRequests",
+    "costUSD",
+)
+
+
+def running_total(cost: object, by_model: Mapping[str, Any]) -> dict[str, float]:
+    """claude's running session totals (``total_cost_usd``, ``modelUsage``)
+    as the counters :class:`~coding_genesis.usage.RunningTotals` keeps."""
+    flat: dict[str, float] = {}
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        flat["cost"] = cost
+    for model, entry in by_model.items():
+        if isinstance(entry, Mapping):
+            for name in _MODEL_COUNTERS:
+                value = entry.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    flat[f"{model}\0{name}"] = value
+    return flat
+
+
+def recorded_total(cost: float, models: Mapping[str, tuple[Tokens, float]]) -> dict[str, float]:
+    """:func:`running_total` of a session as our records know it (the run
+    log's shares, summed: its cost, and per model its tokens and cost)."""
+    usage = {
+        model: {
+            "inputTokens": tokens.input,
+            "outputTokens": tokens.output,
+            "cacheReadInputTokens": tokens.cache_read,
+            "cacheCreationInputTokens": tokens.cache_write,
+            "costUSD": spent,
+        }
+        for model, (tokens, spent) in models.items()
+    }
+    return running_total(cost, usage)
+
+
+def _shares(
+    totals: RunningTotals, session: str, cost: object, by_model: object
+) -> tuple[object, object]:
+    """This run's share of claude's running session totals: ``total_cost_usd``
+    and ``modelUsage`` count the whole session (across turns, and across
+    ``--resume``), ``usage`` only the turn."""
+    models = by_model if isinstance(by_model, dict) else {}
+    share = totals.share(ClaudeTranslator.running_cli, session, running_total(cost, models))
+    if "cost" in share:
+        cost = round(share["cost"], 10)
+    if models:
+        by_model = {
+            model: _entry_share(entry, f"{model}\0", share) if isinstance(entry, dict) else entry
+            for model, entry in models.items()
+        }
+    return cost, by_model
+
+
+def _entry_share(entry: dict[str, Any], prefix: str, share: dict[str, float]) -> dict[str, Any]:
+    """One ``modelUsage`` entry with its counters replaced by their shares."""
+    out = dict(entry)
+    for name in _MODEL_COUNTERS:
+        value = share.get(prefix + name)
+        if value is not None:
+            out[name] = round(value, 10) if name == "costUSD" else int(value)
+    return out
 
 
 def claude_failure_hint(result: RunResult) -> str | None:
@@ -269,6 +399,8 @@ class ClaudeTranslator(Translator):
 
     __slots__ = ("_folded", "_last_id", "_last_usage", "_messages", "_tool_names", "message_usage")
 
+    running_cli = "claude"
+
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
         #: What becomes of the usage claude reports per message (see
@@ -310,6 +442,11 @@ class ClaudeTranslator(Translator):
                 ),
             )
         return ()
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float]:
+        return recorded_total(cost, models)
 
     def flush(self) -> Sequence[Event]:
         """The folded per-message usage (at the result line, else at the end
@@ -451,10 +588,13 @@ class ClaudeTranslator(Translator):
         )
         # The messages' folded usage first: it came before the run's total.
         events: list[Event] = list(self.flush())
-        usage = obj.get("usage")
-        cost = obj.get("total_cost_usd")
+        usage = obj.get("usage")  # this turn's
+        cost = obj.get("total_cost_usd")  # the session's running total, as modelUsage
+        by_model = obj.get("modelUsage")
+        session = obj.get("session_id")
+        if self.totals is not None and isinstance(session, str):
+            cost, by_model = _shares(self.totals, session, cost, by_model)
         if usage is not None or cost is not None:
-            by_model = obj.get("modelUsage")
             if isinstance(by_model, dict):
                 events.append(
                     UsageEvent(

@@ -38,18 +38,19 @@ callback at ``initialize`` (see :mod:`.claude_hooks`), and each
 the approver's question, asked after the hooks unless they block; a hook's
 changed input or context goes out with the approver's answer.
 
-``always`` (allow or reject for the rest of the session): claude's session
-rules cannot stop a hook from firing, so this protocol keeps the decision and
-answers later calls of the same tool (a command tool: the same command) by
-itself, through a :class:`~coding_genesis.control.Reply`; an allow-always
-answer to ``can_use_tool`` also hands claude its own suggestions
-(``updatedPermissions``).
+``always`` (allow or reject for the rest of the session) is not this
+protocol's: the session keeps those answers for every backend alike
+(:class:`~coding_genesis.approval.Remembered`), so each call is asked here
+and answered once: never with claude's own suggestions
+(``updatedPermissions``), which would let claude settle later calls behind
+the session's back, with rules wider than what was asked.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -59,6 +60,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
+    Forward,
     HookCall,
     Incoming,
     Outgoing,
@@ -70,6 +72,7 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.hooks import HookResult
 from coding_genesis.tools import HostTool, ToolResult
@@ -106,7 +109,10 @@ _MCP_PREFIX = f"mcp__{MCP_SERVER}__"
 _MCP_VERSION = "2025-06-18"
 
 _COMMAND_TOOLS = frozenset({"Bash"})
-#: Tools that write files, and the input field naming the file.
+#: Tools that write files, and the input field naming the file: claude 2.1.330's
+#: own list of file-writing tools, each writing the one file that field names
+#: (MultiEdit's edits and NotebookEdit's cell are inside it).  A call of one
+#: whose field is not a path is unreadable: denied, nobody asked.
 _WRITE_TOOLS = {
     "Write": "file_path",
     "Edit": "file_path",
@@ -123,6 +129,8 @@ ANSWER_TOOL = "StructuredOutput"
 
 #: What a fault or an error answer quotes of the CLI's words, at most.
 _SAID = 500
+#: Why a line claude wrote is refused unread.
+_UNPARSED = "nested too deep or too large for genesis to read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +140,6 @@ class AskKey:
 
     request_id: str
     via: Literal["hook", "can_use_tool"]
-    #: ``can_use_tool``'s ``permission_suggestions`` (what "always" hands back).
-    suggestions: tuple[Any, ...] = ()
 
 
 def tool_request(
@@ -147,14 +153,19 @@ def tool_request(
     kind: ToolKind = "other"
     command = None
     paths: tuple[str, ...] = ()
+    unreadable = None
     if tool in _COMMAND_TOOLS:
         kind = "command"
         value = tool_input.get("command")
         command = value if isinstance(value, str) else None
     elif tool in _WRITE_TOOLS:
         kind = "write"
-        value = tool_input.get(_WRITE_TOOLS[tool])
-        paths = (value,) if isinstance(value, str) else ()
+        field = _WRITE_TOOLS[tool]
+        value = tool_input.get(field)
+        if isinstance(value, str) and value:
+            paths = (value,)
+        else:
+            unreadable = f"{tool}'s {field} is not a path: {repr(value)[:200]}"
     elif tool in _READ_TOOLS:
         kind = "read"
     return ApprovalRequest(
@@ -166,6 +177,7 @@ def tool_request(
         reason=reason,
         session_id=session_id,
         tool_call_id=tool_call_id,
+        unreadable=unreadable,
     )
 
 
@@ -197,18 +209,13 @@ def _error(request_id: str, message: str) -> Outgoing:
     }
 
 
-def _permission_result(
-    decision: Decision, tool_input: Mapping[str, Any], suggestions: Sequence[Any]
-) -> dict[str, Any]:
+def _permission_result(decision: Decision, tool_input: Mapping[str, Any]) -> dict[str, Any]:
     if decision.allowed:
-        out: dict[str, Any] = {
+        return {
             "behavior": "allow",
             "updatedInput": dict(decision.input if decision.input is not None else tool_input),
         }
-        if decision.always and suggestions:
-            out["updatedPermissions"] = list(suggestions)
-        return out
-    out = {"behavior": "deny", "message": decision.message or DENIED}
+    out: dict[str, Any] = {"behavior": "deny", "message": decision.message or DENIED}
     if decision.end_turn:
         out["interrupt"] = True
     return out
@@ -247,36 +254,33 @@ def _host_flags(tools: Sequence[HostTool]) -> tuple[str, ...]:
     return ("--mcp-config", json.dumps(config), f"--allowedTools={allowed}")
 
 
-def _remembered(decision: Decision) -> Decision:
-    """An "always" decision as it answers a later call: no input of another
-    call's, and the turn goes on."""
-    if decision.allowed:
-        return Decision(decision.option, reason=decision.reason)
-    return Decision(decision.option, message=decision.message, reason=decision.reason)
-
-
 class ClaudeControl(ControlProtocol):
     """One live claude session's protocol (see the module's docstring).
 
     Built by :meth:`ClaudeBackend.control()
     <coding_genesis.backends.claude.ClaudeBackend.control>`, which hands down
     how to build the command and the translator (this module never imports
-    the backend's).
+    the backend's), and by the failer's backend, whose CLI plays claude's side
+    (``cli``: the CLI's name in a fault's words).
     """
 
     name = "claude stream-json control"
     can_steer = False
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
+    changes_input = True  # updatedInput
 
     def __init__(
         self,
         *,
         command: Callable[[SessionStart], CommandSpec],
         translator: Callable[[], Translator],
+        cli: str = "claude",
     ) -> None:
         self._command = command
         self._translator = translator
+        #: The CLI's name in a fault's words (the failer speaks claude's side too).
+        self._cli = cli
         self._ids = itertools.count(1)
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
@@ -291,8 +295,6 @@ class ClaudeControl(ControlProtocol):
         #: This turn's hook decisions by tool call id (a later can_use_tool
         #: for the same call gets the same answer).
         self._decided: dict[str, Decision] = {}
-        #: "always" decisions: (tool,) or (tool, command) -> decision.
-        self._always: dict[tuple[str, ...], Decision] = {}
         #: The host tools, by the name the model calls them.
         self._tools: dict[str, HostTool] = {}
         #: The events the session has hooks for.
@@ -305,9 +307,16 @@ class ClaudeControl(ControlProtocol):
     def command(self, start: SessionStart) -> CommandSpec:
         spec = self._command(start)
         self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
-        if not start.tools:
-            return spec
-        return replace(spec, args=(*_host_flags(start.tools), *spec.args))
+        args = spec.args
+        if not start.resume:
+            # A new conversation's id is ours to give, so it is known at open
+            # (claude names it only in its first turn's init line otherwise).
+            self._session_id = str(uuid.uuid4())
+            flags = len(SESSION_FLAGS)
+            args = (*args[:flags], f"--session-id={self._session_id}", *args[flags:])
+        if start.tools:
+            args = (*_host_flags(start.tools), *args)
+        return replace(spec, args=args)
 
     def translator(self) -> Translator:
         return self._translator()
@@ -361,8 +370,6 @@ class ClaudeControl(ControlProtocol):
             return []
         self._open.discard(key.request_id)
         request = ask.request
-        if decision.always:
-            self._always[self._always_key(request)] = _remembered(decision)
         if decision.end_turn and not decision.allowed:
             self._ended_by = decision.message or DENIED
         if key.via == "hook":
@@ -370,8 +377,7 @@ class ClaudeControl(ControlProtocol):
                 self._decided[request.tool_call_id] = decision
             hooked = self._hooked.pop(key.request_id, None)
             return [_success(key.request_id, pre_tool_output(decision, hooked))]
-        payload = _permission_result(decision, request.input, key.suggestions)
-        return [_success(key.request_id, payload)]
+        return [_success(key.request_id, _permission_result(decision, request.input))]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         """The ``tools/call`` answer; none when claude cancelled the request."""
@@ -398,12 +404,6 @@ class ClaudeControl(ControlProtocol):
             self._decided[call_id] = Decision.deny(result.message or "blocked by a pre_tool hook")
         return [_success(key.request_id, hook_answer(key, result))]
 
-    @staticmethod
-    def _always_key(request: ApprovalRequest) -> tuple[str, ...]:
-        if request.kind == "command" and request.command is not None:
-            return (request.tool, request.command)
-        return (request.tool,)
-
     # -- objects -> meaning ------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
@@ -428,13 +428,60 @@ class ClaudeControl(ControlProtocol):
                 self._session_id = session_id
         return (FORWARD,)
 
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A ``control_request`` that could not be parsed is answered from its
+        envelope: a tool call's question (``PreToolUse``, ``can_use_tool``)
+        is denied as unreadable, through the approval machinery (recorded);
+        another hook point gets an empty answer; any other request an error.
+        A ``result`` that could not be parsed (claude 2.1.330 writes its
+        ``type`` last, after ``permission_denials``, which hold a refused
+        call's input) still ends the turn, read from what could be read."""
+        kind = head.get("type")
+        if kind == "result":
+            if not head.whole:
+                return ()  # a result cut or garbled: never an answer (the CLI's exit says)
+            stand_in: dict[str, Any] = {k[0]: v for k, v in head.fields.items() if len(k) == 1}
+            usage = {k[1]: v for k, v in head.fields.items() if len(k) == 2 and k[0] == "usage"}
+            if usage:
+                stand_in["usage"] = usage
+            return tuple(
+                Forward(stand_in) if meaning is FORWARD else meaning
+                for meaning in self._result(stand_in)
+            )
+        if kind != "control_request":
+            return ()
+        request_id = head.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            return (ProtocolFault(f"claude sent a control_request {_UNPARSED}, its id unread"),)
+        subtype = head.get("request", "subtype")
+        if subtype == "hook_callback" and head.get("request", "callback_id") != HOOK_ID:
+            return (Reply((_success(request_id, {}),)),)  # observed only: nothing to say
+        if subtype not in ("hook_callback", "can_use_tool"):
+            return (
+                Reply((_error(request_id, f"genesis could not read this request: {_UNPARSED}"),)),
+            )
+        tool = head.get("request", "tool_name") or head.get("request", "input", "tool_name")
+        call_id = head.get("request", "tool_use_id")
+        approval = ApprovalRequest(
+            tool if isinstance(tool, str) else "(unread)",
+            {},
+            tool_call_id=call_id if isinstance(call_id, str) else None,
+            session_id=self._session_id,
+            unreadable=f"its request was {_UNPARSED}",
+        )
+        self._open.add(request_id)
+        via: Literal["hook", "can_use_tool"] = (
+            "hook" if subtype == "hook_callback" else "can_use_tool"
+        )
+        return (PermissionAsk(AskKey(request_id, via), approval),)
+
     def _result(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         if not self._ready and "initialize" in self._pending.values():
             # claude gave up before the handshake (a resume of an unknown session).
             errors = obj.get("errors")
             words = "; ".join(str(e) for e in errors)[:_SAID] if isinstance(errors, list) else ""
             words = words or "no reason given"
-            return (ProtocolFault(f"claude ended before it was ready: {words}", True),)
+            return (ProtocolFault(f"{self._cli} ended before it was ready: {words}", True),)
         if self._interrupted or self._ended_by is not None:
             return (FORWARD, TurnEnded("interrupted", self._ended_by))
         return (FORWARD, TurnEnded("completed"))
@@ -442,29 +489,33 @@ class ClaudeControl(ControlProtocol):
     def _control_response(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         response = obj.get("response")
         if not isinstance(response, dict):
-            return (ProtocolFault("claude sent a control_response without a response object"),)
+            return (
+                ProtocolFault(f"{self._cli} sent a control_response without a response object"),
+            )
         request_id = response.get("request_id")
         subtype = self._pending.pop(request_id, None) if isinstance(request_id, str) else None
         if subtype is None:
             unknown = repr(request_id)[:_SAID]
-            return (ProtocolFault(f"claude answered a request we never sent: {unknown}"),)
+            return (ProtocolFault(f"{self._cli} answered a request we never sent: {unknown}"),)
         if response.get("subtype") != "success":
             if subtype == "interrupt":
                 return ()  # no turn to interrupt (it had ended): nothing is broken
             error = str(response.get("error"))[:_SAID]
-            return (ProtocolFault(f"claude refused {subtype}: {error}", subtype == "initialize"),)
+            return (
+                ProtocolFault(f"{self._cli} refused {subtype}: {error}", subtype == "initialize"),
+            )
         if subtype == "initialize":
             self._ready = True
-            return (Ready(None),)
+            return (Ready(self._session_id),)
         return ()
 
     def _control_request(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         request_id = obj.get("request_id")
         request = obj.get("request")
         if not isinstance(request_id, str) or not request_id:
-            return (ProtocolFault("claude sent a control_request without a request id"),)
+            return (ProtocolFault(f"{self._cli} sent a control_request without a request id"),)
         if not isinstance(request, dict):
-            return (ProtocolFault(f"claude's control_request {request_id} holds no request"),)
+            return (ProtocolFault(f"{self._cli}'s control_request {request_id} holds no request"),)
         subtype = request.get("subtype")
         if subtype == "hook_callback":
             return self._hook(request_id, request)
@@ -507,18 +558,13 @@ class ClaudeControl(ControlProtocol):
             self._open.add(request_id)
             key = HookKey(request_id, str(claude_event))
             return (HookCall(key, hook_input(event, data, session_id, approval)),)
-        known = self._always.get(self._always_key(approval))
-        if known is not None and call_id:
-            self._decided[call_id] = known
-        ask = None
-        if self._approvals and known is None:
-            ask = PermissionAsk(AskKey(request_id, "hook"), approval)
+        ask = PermissionAsk(AskKey(request_id, "hook"), approval) if self._approvals else None
         if "pre_tool" in self._hooks:
             self._open.add(request_id)
-            key = HookKey(request_id, "PreToolUse", known)
+            key = HookKey(request_id, "PreToolUse")
             return (HookCall(key, hook_input(event, data, session_id, approval), ask),)
-        if ask is None:  # an "always" decision settles it (no approver, no hook: no callback)
-            return (Reply((_success(request_id, pre_tool_output(known)),)),)
+        if ask is None:  # neither an approver nor a hook: claude's own check goes on
+            return (Reply((_success(request_id, pre_tool_output(None)),)),)
         self._open.add(request_id)
         return (ask,)
 
@@ -528,7 +574,7 @@ class ClaudeControl(ControlProtocol):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
         if tool == ANSWER_TOOL or tool in self._tools:
-            allowed = _permission_result(Decision.allow(), tool_input, ())
+            allowed = _permission_result(Decision.allow(), tool_input)
             return (Reply((_success(request_id, allowed),)),)
         call_id = _text(request.get("tool_use_id"))
         approval = tool_request(
@@ -539,14 +585,10 @@ class ClaudeControl(ControlProtocol):
             session_id=self._session_id,
         )
         known = self._decided.get(call_id) if call_id else None
-        if known is None:
-            known = self._always.get(self._always_key(approval))
-        if known is not None:
-            return (Reply((_success(request_id, _permission_result(known, tool_input, ())),)),)
-        raw = request.get("permission_suggestions")
-        suggestions = tuple(raw) if isinstance(raw, list) else ()
+        if known is not None:  # the hook's answer to this very call
+            return (Reply((_success(request_id, _permission_result(known, tool_input)),)),)
         self._open.add(request_id)
-        return (PermissionAsk(AskKey(request_id, "can_use_tool", suggestions), approval),)
+        return (PermissionAsk(AskKey(request_id, "can_use_tool"), approval),)
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         """One MCP message to our SDK server: the handshake and the listing

@@ -67,12 +67,10 @@ DENIED = "denied by the approver"
 @dataclass(frozen=True, slots=True)
 class HookKey:
     """The handle of one hook point (:attr:`HookCall.key`): claude's request
-    id, its hook event name, and for ``PreToolUse`` the decision an "always"
-    answer took for it already (None: the approver decides, or none does)."""
+    id and its hook event name."""
 
     request_id: str
     claude_event: str
-    decided: Decision | None = None
 
 
 def _text(value: object) -> str | None:
@@ -136,10 +134,10 @@ def pre_tool_output(decision: Decision | None, hooked: HookResult | None = None)
 def hook_answer(key: HookKey, result: HookResult) -> dict[str, Any]:
     """The answer to a hook point with no approver's question pending."""
     if key.claude_event == "PreToolUse":
-        decision = key.decided
-        if result.block:
-            decision = Decision.deny(result.message or "blocked by a pre_tool hook")
-        return pre_tool_output(decision, result)
+        # No approver asks about this call: a blocking hook refuses it, else
+        # claude's own check goes on.
+        decision = Decision.deny(result.message or "blocked by a pre_tool hook")
+        return pre_tool_output(decision if result.block else None, result)
     out: dict[str, Any] = {}
     if result.block:
         out["decision"] = "block"

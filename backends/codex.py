@@ -34,7 +34,16 @@ from coding_genesis.events import (
 )
 from coding_genesis.result import RunResult
 
-from ._codex import SANDBOX, codex_overrides, codex_sandbox, http_status, strict_schema_warning
+from ._codex import (
+    REPOSITORY_FILES,
+    SANDBOX,
+    SETTING_SOURCES,
+    codex_overrides,
+    codex_sandbox,
+    http_status,
+    strict_schema_warning,
+    untrusted_project,
+)
 from ._common import PROXY_ENV, as_int, preview
 from .codex_control import CodexAppServer
 
@@ -90,6 +99,9 @@ class CodexBackend(Backend):
     #: sent to the API as a strict JSON-Schema response format; codex does not
     #: check the answer itself.
     structured_output = True
+    setting_sources = SETTING_SOURCES
+    default_setting_sources = ("user",)
+    repository_files = REPOSITORY_FILES
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(SANDBOX)
@@ -98,6 +110,9 @@ class CodexBackend(Backend):
         "API retries are capped per model provider (-c model_providers.NAME."
         "request_max_retries / stream_max_retries): only for a provider named in "
         "options={'config': {'model_provider': NAME}}",
+        "a project's .codex/ is not read, even in a project marked trusted (-c projects=...: "
+        "the working directory and those above it untrusted); "
+        "setting_sources=('user', 'project') leaves codex's own trust to decide",
     )
     options: Mapping[str, OptionSpec] = {
         "sandbox": OptionSpec((str,), "-s (read-only, workspace-write, danger-full-access)"),
@@ -119,6 +134,7 @@ class CodexBackend(Backend):
         if opts.get("profile"):
             args += ["-p", str(opts["profile"])]
         overrides, more = codex_overrides(opts, request.max_turns, request.cli_max_retries)
+        args += untrusted_project(request.cwd, request.setting_sources)
         args += overrides
         warnings += more
         overlay: dict[str, bytes] = {}
@@ -151,10 +167,12 @@ class CodexBackend(Backend):
 class CodexTranslator(Translator):
     """codex exec --json lines to normalized events."""
 
-    __slots__ = ("_started",)
+    __slots__ = ("_started", "_thread")
 
     def __init__(self) -> None:
         self._started: set[str] = set()
+        #: The thread (``thread.started``): its usage is the thread's running total.
+        self._thread: str | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -166,9 +184,17 @@ class CodexTranslator(Translator):
                 return self._item(item, completed=kind == "item.completed")
             return ()
         if kind == "thread.started":
-            return (SessionEvent(obj.get("thread_id")),)
+            thread = obj.get("thread_id")
+            self._thread = thread if isinstance(thread, str) else None
+            return (SessionEvent(thread),)
         if kind == "turn.completed":
             usage = obj.get("usage")
+            if isinstance(usage, dict) and self.totals is not None:
+                # The thread's running total (a resumed thread counts its past
+                # turns too): this run's share of it.
+                usage = {
+                    k: int(v) for k, v in self.totals.share("codex", self._thread, usage).items()
+                }
             return (
                 UsageEvent(usage if isinstance(usage, dict) else None),
                 ResultEvent(is_error=False, subtype="turn.completed", text=None),

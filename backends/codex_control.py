@@ -19,6 +19,7 @@ messages this codec writes and reads is in ``schemas/codex-app-server/``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
@@ -37,11 +38,12 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox, strict_schema_warning
+from ._codex import codex_overrides, codex_sandbox, strict_schema_warning, untrusted_project
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
@@ -93,10 +95,13 @@ FORWARDED = frozenset(
     }
 )
 
+_PATCH_UPDATED = "item/fileChange/patchUpdated"
 _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
 _TOOL_CALL = "item/tool/call"
 _OPENING = ("initialize", "thread/start", "thread/resume")
+#: Why a line codex wrote is refused unread.
+_UNPARSED = "nested too deep or too large for coding-genesis to read"
 
 
 def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
@@ -142,6 +147,8 @@ class CodexAppServer(ControlProtocol):
         self._pending: dict[int, str] = {}
         self._start: SessionStart | None = None
         self.thread_id: str | None = None
+        #: The thread's model (``thread/start``'s answer names it): what prices a turn.
+        self.model: str | None = None
         self.turn_id: str | None = None
         #: A turn was started and has not completed.
         self.turn_running = False
@@ -150,10 +157,14 @@ class CodexAppServer(ControlProtocol):
         self._turn_active = False
         self._wish_interrupt = False
         self._queued_steers: list[str] = []
-        #: The running turn's file changes as codex announced them: item id → changes.
-        self._changes: dict[str, list[Any]] = {}
+        #: The running turn's file changes as codex announced them (``item/started``,
+        #: ``item/fileChange/patchUpdated``), until the item completes: item id → changes.
+        self._changes: dict[str, object] = {}
         #: The running turn's approval requests answered with ``cancel``.
         self._cancelled = False
+        #: The ids of approval requests handed out and not yet answered: each is
+        #: answered once, even when codex sent the id twice.
+        self._open: set[Any] = set()
         #: The thread's token usage as codex last reported it (its running total).
         self._usage_total: dict[str, int] | None = None
         #: The events the session has hooks for; the running turn's last answer.
@@ -176,12 +187,16 @@ class CodexAppServer(ControlProtocol):
                 f"option profile={start.options['profile']!r} not honored: "
                 "codex app-server takes no --profile (use options={'config': {...}})"
             )
+        trust = untrusted_project(start.cwd, start.setting_sources)
         return CommandSpec(
-            args=("app-server", *overrides, *start.extra_args), warnings=tuple(warnings)
+            args=("app-server", *trust, *overrides, *start.extra_args), warnings=tuple(warnings)
         )
 
     def translator(self) -> Translator:
-        return AppServerTranslator(baseline=self._usage_total)
+        baseline = self._usage_total
+        if baseline is None and self._start is not None and not self._start.resume:
+            baseline = {}  # a new thread: its first total is all this turn's
+        return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
         from coding_genesis import __version__  # the package metadata, read once a session
@@ -267,8 +282,13 @@ class CodexAppServer(ControlProtocol):
         )
 
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
+        # Once per call, "always" included (never acceptForSession): the
+        # session's own store settles repeats, as narrowly as was asked.
+        if ask.key not in self._open:
+            return []  # answered already (codex sent that id twice)
+        self._open.discard(ask.key)
         if decision.allowed:
-            word = "acceptForSession" if decision.always else "accept"
+            word = "accept"
         elif decision.end_turn:
             word = "cancel"
             self._cancelled = True
@@ -292,6 +312,41 @@ class CodexAppServer(ControlProtocol):
         if kind == "request":
             return self._server_request(obj, obj["method"])
         return self._notification(obj, obj["method"])
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A message that could not be parsed, from its envelope: a server
+        request is answered (an approval declined as unreadable, through the
+        approval machinery; any other request an error), an answer to one of
+        our requests fails it, and the running turn's ``turn/completed``
+        still ends it."""
+        method, rid = head.get("method"), head.get("id")
+        if isinstance(method, str) and valid_id(rid):
+            if method not in (_COMMAND_ASK, _WRITE_ASK):
+                return (Reply((error_answer(rid, INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
+            item_id = head.get("params", "itemId")
+            command = method == _COMMAND_ASK
+            request = ApprovalRequest(
+                "commandExecution" if command else "fileChange",
+                {},
+                kind="command" if command else "write",
+                session_id=self.thread_id,
+                tool_call_id=item_id if isinstance(item_id, str) else None,
+                unreadable=f"its request was {_UNPARSED}",
+            )
+            self._open.add(rid)
+            return (PermissionAsk(rid, request),)
+        if method is None and type(rid) is int and rid in self._pending:
+            return self._failed(self._pending.pop(rid), f"its answer was {_UNPARSED}")
+        if method == "turn/completed":
+            thread, tid = head.get("params", "threadId"), head.get("params", "turn", "id")
+            if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
+                return ()
+            # Its answer and usage are in what could not be read: the turn ended, unread.
+            status = head.get("params", "turn", "status")
+            error = f"codex's turn/completed was {_UNPARSED} (status {status or 'unread'})"
+            status = "interrupted" if status == "interrupted" else "failed"
+            return self._turn_completed({"turn": {"id": tid, "status": status, "error": error}})
+        return ()
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")
@@ -323,6 +378,8 @@ class CodexAppServer(ControlProtocol):
             if not isinstance(tid, str) or not tid:
                 return (ProtocolFault(f"{method} answered no thread id", fatal=True),)
             self.thread_id = tid
+            model = result.get("model") if isinstance(result, Mapping) else None
+            self.model = model if isinstance(model, str) and model else None
             return (Ready(tid),)
         if method == "turn/start":
             turn = result.get("turn") if isinstance(result, Mapping) else None
@@ -389,14 +446,18 @@ class CodexAppServer(ControlProtocol):
                 **common,
             )
         else:
-            changes = self._changes.get(item_id or "", [])
+            changes = self._changes.get(item_id or "")
+            touched = _touched(changes, params.get("grantRoot"))
             request = ApprovalRequest(
                 "fileChange",
-                {**params, "changes": changes},
+                {**params, "changes": changes if changes is not None else []},
                 kind="write",
-                paths=_paths(changes),
+                paths=touched.paths,
+                moves=touched.moves,
+                unreadable=touched.unreadable,
                 **common,
             )
+        self._open.add(rid)
         return (PermissionAsk(rid, request),)
 
     def _tool_call(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
@@ -422,14 +483,20 @@ class CodexAppServer(ControlProtocol):
             if not isinstance(item, Mapping):
                 return (FORWARD,)
             begins = method == "item/started"
-            if begins and item.get("type") == "fileChange":
-                changes = item.get("changes")
-                if isinstance(item.get("id"), str) and isinstance(changes, list):
-                    self._changes[item["id"]] = changes
+            if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
+                if begins:  # kept as announced (a shape we cannot read is denied when asked)
+                    self._changes[item["id"]] = item.get("changes")
+                else:
+                    self._changes.pop(item["id"], None)
             if not begins and item.get("type") == "agentMessage":
                 text = item.get("text")
                 self._answer = text if isinstance(text, str) and text else self._answer
             return (FORWARD, *self._item_hook(item, params, begins))
+        if method == _PATCH_UPDATED:
+            item_id = params.get("itemId")
+            if isinstance(item_id, str) and item_id in self._changes:
+                self._changes[item_id] = params.get("changes")  # what is asked about now
+            return (FORWARD,)
         if method == "thread/tokenUsage/updated":
             usage = params.get("tokenUsage")
             total = usage.get("total") if isinstance(usage, Mapping) else None
@@ -490,10 +557,65 @@ class CodexAppServer(ControlProtocol):
         return (TurnEnded("failed", message or f"turn ended with status {status!r}"),)
 
 
-def _paths(changes: Sequence[Any]) -> tuple[str, ...]:
-    return tuple(
-        str(c["path"]) for c in changes if isinstance(c, Mapping) and isinstance(c.get("path"), str)
-    )
+#: The kinds of one file's change codex 0.169 reports (``PatchChangeKind``), and
+#: the fields a change and its kind have: any other shape is not read as a write.
+_CHANGE_KINDS = frozenset({"add", "delete", "update"})
+_CHANGE_FIELDS = frozenset({"path", "kind", "diff"})
+_KIND_FIELDS = frozenset({"type", "move_path"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Touched:
+    """What one file change touches: every path (sources and destinations),
+    the moves among them, or why it could not be read whole."""
+
+    paths: tuple[str, ...] = ()
+    moves: tuple[tuple[str, str], ...] = ()
+    unreadable: str | None = None
+
+
+def _touched(changes: object, grant_root: object) -> _Touched:
+    """Every path a ``fileChange`` touches (each file added, changed or
+    deleted; both ends of a move), and the root it asks writes under for the
+    session (``grantRoot``) when it asks one; a shape codex 0.169 does not
+    write is unreadable (the request is then denied, unasked)."""
+    if not isinstance(changes, list):
+        return _Touched(unreadable="codex announced no list of changes for this file change")
+    if not changes:
+        return _Touched(unreadable="the file change names no file")
+    paths: dict[str, None] = {}  # ordered, without repeats
+    moves: list[tuple[str, str]] = []
+    for change in changes:
+        if not isinstance(change, Mapping) or not change.keys() <= _CHANGE_FIELDS:
+            return _Touched(unreadable=f"a change of an unknown shape: {_shown(change)}")
+        path, kind = change.get("path"), change.get("kind")
+        if not isinstance(path, str) or not path:
+            return _Touched(unreadable=f"a change whose path is not a string: {_shown(path)}")
+        if (
+            not isinstance(kind, Mapping)
+            or not kind.keys() <= _KIND_FIELDS
+            or kind.get("type") not in _CHANGE_KINDS
+        ):
+            return _Touched(unreadable=f"a change of an unknown kind: {_shown(kind)}")
+        destination = kind.get("move_path")
+        paths[path] = None
+        if destination is None:
+            continue
+        if kind["type"] != "update" or not isinstance(destination, str) or not destination:
+            return _Touched(unreadable=f"a move of an unknown shape: {_shown(kind)}")
+        paths[destination] = None
+        moves.append((path, destination))
+    if grant_root is not None:
+        if not isinstance(grant_root, str) or not grant_root:
+            return _Touched(unreadable=f"a grantRoot that is not a path: {_shown(grant_root)}")
+        paths[grant_root] = None
+    return _Touched(tuple(paths), tuple(moves))
+
+
+def _shown(value: object) -> str:
+    """A value quoted in a reason, short."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _error_text(error: Any) -> str:

@@ -81,10 +81,28 @@ class AppServerTranslator(Translator):
     once, at ``turn/completed``, as ``codex exec`` gives it.
     """
 
-    __slots__ = ("_base", "_baseline", "_session", "_started", "_total", "_turn")
+    __slots__ = (
+        "_base",
+        "_baseline",
+        "_model",
+        "_session",
+        "_started",
+        "_thread",
+        "_total",
+        "_turn",
+    )
 
-    def __init__(self, baseline: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        baseline: Mapping[str, int] | None = None,
+        *,
+        thread: str | None = None,
+        model: str | None = None,
+    ) -> None:
         self._baseline = dict(baseline) if baseline is not None else None
+        #: The thread and its model, as the protocol heard them at its start.
+        self._thread = thread
+        self._model = model
         self._base: dict[str, int] | None = None
         self._total: dict[str, int] | None = None
         self._session = False
@@ -122,6 +140,9 @@ class AppServerTranslator(Translator):
         if self._session or not isinstance(thread_id, str):
             return ()
         self._session = True
+        self._thread = self._thread or thread_id
+        if self._model is not None:
+            return (SessionEvent(thread_id, self._model),)
         return (SessionEvent(thread_id),)
 
     def _usage(self, usage: Mapping[str, Any]) -> None:
@@ -138,7 +159,16 @@ class AppServerTranslator(Translator):
     def _completed(self, turn: Mapping[str, Any]) -> Sequence[Event]:
         events: list[Event] = []
         if self._total is not None:
-            counts = add_usage(dict(self._total), self._base or {}, -1)
+            base = self._base
+            totals, thread = self.totals, self._thread
+            if totals is not None and thread:
+                # A resumed thread this process saw before: its last total is
+                # exact where the protocol knew none (the first turn).
+                known = totals.last("codex", thread)
+                if self._baseline is None and known is not None:
+                    base = {k: int(v) for k, v in known.items()}
+                totals.seed("codex", thread, self._total)
+            counts = add_usage(dict(self._total), base or {}, -1)
             events.append(UsageEvent({_USAGE_NAMES[k]: v for k, v in counts.items()}))
         status = turn.get("status")
         if status == "completed":

@@ -1,12 +1,16 @@
-"""Adapter for the embedded Process Failer (``coding_genesis/failer.py``).
+"""Adapter for the embedded Process Failer (``coding_genesis/testing/failer.py``).
 
-It speaks claude's stream-json, so it reuses the claude translator; it needs
-no PATH lookup and no credentials, which makes it the default for trying
+It speaks claude's stream-json, so it reuses the claude translator, and in a
+live session claude's control protocol, so its :meth:`FailerBackend.control`
+is claude's codec (:class:`~coding_genesis.backends.claude_control.ClaudeControl`):
+sessions, approvals, hooks, host tools and structured output run offline.  It
+needs no PATH lookup and no credentials, which makes it the default for trying
 coding-genesis out.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -14,17 +18,19 @@ from pathlib import Path
 
 import coding_genesis
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec
+from coding_genesis.control import SessionStart
 from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
 
 from .claude import ClaudeTranslator
+from .claude_control import SESSION_FLAGS, ClaudeControl
 
 __all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "RETRYABLE_ENV", "FailerBackend"]
 
 #: Failer error codes -> failure categories.
 ERROR_CATEGORIES: Mapping[str, FailureCategory] = {
-    "AGENT_ERROR": FailureCategory.INTERNAL,
+    "AGENT_ERROR": FailureCategory.AGENT_ERROR,
     "RATE_LIMIT": FailureCategory.RATE_LIMIT,
     "TRANSIENT_ERROR": FailureCategory.NETWORK,
     "INVALID_COMMAND": FailureCategory.INVALID_TASK,
@@ -51,11 +57,16 @@ class FailerBackend(Backend):
     #: under the temporary directory, unless given.
     env_needs = ("GENESIS_FAILER_STATE_DIR", "TMPDIR")
     supports_resume = True
+    #: ``--json-schema``: it answers with a ``StructuredOutput`` call, as claude does.
+    structured_output = True
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
-    #: It runs no tool and writes nothing: every level holds.
+    #: Its tool calls (``/write``, ``/bash``) follow the level as claude's do:
+    #: read-only refuses them, edit allows writes under the cwd, full everything.
     permission_levels = frozenset({"read-only", "edit", "full"})
-    notes = ("the embedded test CLI: no model, no tools, no API retries",)
+    notes = (
+        "the embedded test CLI: no model (model= is ignored), scripted tool calls, no API retries",
+    )
     options: Mapping[str, OptionSpec] = {
         "state_dir": OptionSpec((str,), "where /fail-then-succeed keeps its counters"),
     }
@@ -67,25 +78,27 @@ class FailerBackend(Backend):
         return "it ships with coding-genesis; reinstall the package"
 
     def build_command(self, request: AttemptRequest) -> CommandSpec:
+        start = SessionStart(
+            cwd=request.cwd,
+            model=request.model,
+            resume=request.resume_session,
+            permissions=request.permissions,
+            max_turns=request.max_turns,
+            options=request.options,
+            extra_args=request.extra_args,
+            output_schema=request.output_schema,
+        )
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")
-        state_dir = request.options.get("state_dir")
-        if state_dir:
-            args.append(f"--state-dir={state_dir}")
-        if request.model:
-            args.append(f"--model={request.model}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
-        if request.permissions is not None:
-            args.append(f"--permissions={request.permissions}")
-        if request.max_turns is not None:
-            args.append(f"--max-turns={request.max_turns}")
-        args.extend(request.extra_args)
-        return CommandSpec(
-            args=tuple(args),
-            stdin=request.prompt.encode("utf-8"),
-            env={RETRYABLE_ENV: ",".join(RETRYABLE_CODES)},
+        return _command(args, start, stdin=request.prompt.encode("utf-8"))
+
+    def control(self) -> ClaudeControl:
+        """claude's control protocol: the failer plays claude's side of it."""
+        return ClaudeControl(
+            command=lambda start: _command(list(SESSION_FLAGS), start),
+            translator=self.translator,
+            cli="failer",
         )
 
     def failure_hint(self, result: RunResult) -> str | None:
@@ -96,3 +109,30 @@ class FailerBackend(Backend):
 
     def translator(self) -> ClaudeTranslator:
         return ClaudeTranslator()
+
+
+def _command(args: list[str], start: SessionStart, stdin: bytes | None = None) -> CommandSpec:
+    """The argv of a one-shot run (``-p``) or of a live session: the options are
+    spelled the same in both."""
+    state_dir = start.options.get("state_dir")
+    if state_dir:
+        args.append(f"--state-dir={state_dir}")
+    warnings: tuple[str, ...] = ()
+    if start.model:
+        args.append(f"--model={start.model}")
+        warnings = (f"the failer has no model: model={start.model!r} is ignored",)
+    if start.resume:
+        args.append(f"--resume={start.resume}")
+    if start.permissions is not None:
+        args.append(f"--permissions={start.permissions}")
+    if start.max_turns is not None:
+        args.append(f"--max-turns={start.max_turns}")
+    if start.output_schema is not None:
+        args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
+    args.extend(start.extra_args)
+    return CommandSpec(
+        args=tuple(args),
+        stdin=stdin,
+        env={RETRYABLE_ENV: ",".join(RETRYABLE_CODES)},
+        warnings=warnings,
+    )

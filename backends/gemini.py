@@ -23,6 +23,14 @@ piped stdin), never to argv.  Facts this adapter is built on (measured on
   user's own ``~/.gemini/settings.json``.
 * Without an approval mode, headless gemini does not even offer the model its
   write and shell tools.
+* The working directory's ``.gemini/settings.json`` (hooks, MCP servers, the
+  tool discovery command) and ``.env`` are read in a folder gemini trusts: one
+  the user trusted (``~/.gemini/trustedFolders.json``) or any under
+  ``GEMINI_CLI_TRUST_WORKSPACE=true``.  ``--skip-trust`` sets that variable only
+  after the settings are loaded, and ``GEMINI_CLI_TRUST_WORKSPACE=false`` (our
+  default) keeps them unread even in a folder the user trusted, while the run
+  goes on (its approval mode included); ``setting_sources`` with "project"
+  sets it to ``true``.
 """
 
 from __future__ import annotations
@@ -32,7 +40,14 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    RepositoryFile,
+    Translator,
+)
 from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import (
     ErrorEvent,
@@ -96,6 +111,21 @@ _NOISE = re.compile(
 
 #: Tools whose parameters name a file they modify.
 _FILE_TOOLS = {"write_file": "file_path", "replace": "file_path", "edit": "file_path"}
+
+#: What gemini loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile(
+        ".gemini/settings.json",
+        "project",
+        "hooks, MCP servers, tool discovery and call commands",
+    ),
+    RepositoryFile(".env", "project", "environment variables (in a trusted folder)"),
+    RepositoryFile(
+        ".gemini/commands",
+        "project",
+        "slash commands (their !{command} runs under --approval-mode=yolo only)",
+    ),
+)
 
 
 def gemini_stderr_retries(stderr: str) -> int:
@@ -165,6 +195,9 @@ class GeminiBackend(Backend):
     #: session of its own, which the supervisor stops itself.
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_APPROVAL)
+    setting_sources = (("user",), ("user", "project"))
+    default_setting_sources = ("user",)
+    repository_files = REPOSITORY_FILES
     #: stderr lines that say nothing about a failure (left out of its analysis).
     stderr_noise = _NOISE
     notes = (
@@ -173,6 +206,9 @@ class GeminiBackend(Backend):
         "caps them for every run); a 429 is retried for about 270 s by default",
         "no turn limit flag (model.maxSessionTurns in its settings only)",
         "its API errors exit with the HTTP status mod 256 (401 -> 145, 429 -> 173)",
+        "the working directory's .gemini/settings.json and .env are not read, even in a "
+        "folder the user trusted (GEMINI_CLI_TRUST_WORKSPACE=false); "
+        "setting_sources=('user', 'project') reads them",
         "live sessions and approvals over ACP (gemini --acp --skip-trust); resume= in a live "
         "session is refused (its session/load wipes the session)",
     )
@@ -201,9 +237,16 @@ class GeminiBackend(Backend):
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
-            env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+            env=self._env(request.setting_sources),
             warnings=tuple(warnings),
         )
+
+    def _env(self, sources: tuple[str, ...] | None) -> dict[str, str]:
+        """One process (relaunch off), and the working directory's settings
+        read only when ``setting_sources`` says so (a one-shot run and a live
+        session alike)."""
+        trust = "true" if self.reads_project(sources) else "false"
+        return {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": trust}
 
     def control(self) -> ControlProtocol:
         """A live session over ACP (``gemini --acp``): see :mod:`.acp`."""
@@ -222,7 +265,7 @@ class GeminiBackend(Backend):
             )
         return CommandSpec(
             args=("--acp", "--skip-trust", *shared, *start.extra_args),
-            env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+            env=self._env(start.setting_sources),
             warnings=tuple(warnings),
         )
 

@@ -12,6 +12,11 @@ forever).  Facts this adapter is built on (measured on ``opencode-ai`` 1.18.33):
   a session of its own: the supervisor stops the whole tree, and the CLI gets
   SIGKILL if the runner dies.
 * Its own API retries (6 attempts over ~80 s on a 429) cannot be capped.
+* It reads the working directory's ``opencode.json`` and ``.opencode/``
+  (MCP servers it starts, plugins it imports, custom tools, permissions) up
+  to the git root; ``OPENCODE_DISABLE_PROJECT_CONFIG=1`` skips them, and the
+  project's ``AGENTS.md`` with them, so it is set only when ``setting_sources``
+  leaves "project" out (not by default).
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec, Translator
+from coding_genesis.backend import (
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    OptionSpec,
+    RepositoryFile,
+    Translator,
+)
 from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import (
     ErrorEvent,
@@ -55,6 +67,13 @@ _PERMISSIONS = {
 
 #: Tools whose input names a file they modify.
 _FILE_TOOLS = {"edit": "filePath", "write": "filePath", "patch": "filePath"}
+
+#: What opencode loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile("opencode.json", "project", "MCP servers, plugins, permissions, providers"),
+    RepositoryFile("opencode.jsonc", "project", "MCP servers, plugins, permissions, providers"),
+    RepositoryFile(".opencode", "project", "plugins and custom tools (code it imports)"),
+)
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rate_limit", re.compile(r"rate limit|too many requests|quota", re.I)),
@@ -96,12 +115,19 @@ class OpencodeBackend(Backend):
     #: Enforced by opencode itself through ``OPENCODE_PERMISSION``: a denied tool is
     #: not even offered to the model (checked with 1.18.33: ``bash: deny`` drops it).
     permission_levels = frozenset(_PERMISSIONS)
+    setting_sources = (("user",), ("user", "project"))
+    #: Its one switch also drops the project's AGENTS.md: ("user",) asks for it.
+    default_setting_sources = ("user", "project")
+    repository_files = REPOSITORY_FILES
     notes = (
         "API retries cannot be capped (about 6 attempts over ~80 s on a 429)",
         "no turn limit flag (max_turns is not honored)",
         "permissions= is passed as OPENCODE_PERMISSION (over the user's own)",
         "no final result event: the last step_finish with reason 'stop' ends the run",
         "may ignore SIGTERM for 15-30 s: stopped by SIGKILL after the grace period",
+        "reads the working directory's opencode.json and .opencode/ (plugins, MCP servers) "
+        "unless setting_sources=('user',) (OPENCODE_DISABLE_PROJECT_CONFIG, which also "
+        "drops the project's AGENTS.md)",
         "live sessions and approvals over ACP (opencode acp); model= and an approver's "
         "permission: ask go in OPENCODE_CONFIG_CONTENT (over the user's own)",
     )
@@ -130,7 +156,7 @@ class OpencodeBackend(Backend):
         if request.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
         args.extend(request.extra_args)
-        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        env = self._env(request.setting_sources)
         permission = _PERMISSIONS.get(request.permissions or "")
         if permission is not None:
             env["OPENCODE_PERMISSION"] = json.dumps(permission)
@@ -140,6 +166,14 @@ class OpencodeBackend(Backend):
             env=env,
             warnings=tuple(warnings),
         )
+
+    def _env(self, sources: tuple[str, ...] | None) -> dict[str, str]:
+        """No update, no sharing; the working directory's configuration read
+        only when ``setting_sources`` says so (a run and a live session alike)."""
+        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        if not self.reads_project(sources):
+            env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+        return env
 
     def translator(self) -> OpencodeTranslator:
         return OpencodeTranslator()
@@ -163,7 +197,7 @@ class OpencodeBackend(Backend):
             warnings.append("opencode has no turn limit flag: max_turns is not honored")
         if start.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
-        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        env = self._env(start.setting_sources)
         config: dict[str, Any] = {}
         if start.model:
             config["model"] = start.model

@@ -18,6 +18,13 @@ stdin), never to argv.  Facts this adapter is built on (measured on
 * A 429 is retried for many minutes; ``model.generationConfig.maxRetries``
   (a settings file only) caps the rate-limit retries: the run gets a private
   system-settings overlay (``QWEN_CODE_SYSTEM_SETTINGS_PATH``).
+* Its folder trust is off by default, so it reads the working directory's
+  ``.qwen/settings.json`` (hooks, MCP servers) wherever it runs.  Its safe
+  mode (``QWEN_CODE_SAFE_MODE=1``) starts none of them, the user's own hooks,
+  MCP servers, extensions, skills and QWEN.md included, and keeps the approval
+  mode: set only when ``setting_sources`` leaves "project" out (not by
+  default).  Turning folder trust on instead drops ``--approval-mode=yolo``
+  in an untrusted folder.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, NodeScript, OptionSpec
+from coding_genesis.backend import (
+    AttemptRequest,
+    Backend,
+    CommandSpec,
+    NodeScript,
+    OptionSpec,
+    RepositoryFile,
+)
 from coding_genesis.control import ControlProtocol, SessionStart
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.result import RunResult
@@ -58,7 +72,8 @@ _API_STATUS = re.compile(r"API Error: (\d{3})\b")
 #: Start-up chatter on stderr, even on success (its vendored ripgrep is not executable
 #: when npm ran no install scripts: "... rg EACCES" would read as a tool error).
 _NOISE = re.compile(
-    r"^(?:Ripgrep not available|YOLO mode is enabled|\[perf\] acp agent event loop stall)"
+    r"^(?:Ripgrep not available|YOLO mode is enabled|\W*SAFE MODE \W|"
+    r"\[perf\] acp agent event loop stall)"
 )
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -75,11 +90,24 @@ def qwen_failure_hint(result: RunResult) -> str | None:
     return first_hint((result.message, result.stderr_tail[-4000:]), _HINTS)
 
 
+#: What qwen loads from a working directory (docs/security.md's table).
+REPOSITORY_FILES = (
+    RepositoryFile(".qwen/settings.json", "project", "hooks, MCP servers"),
+    RepositoryFile(".qwen/commands", "project", "slash commands"),
+)
+
+
 def _options(
-    model: str | None, opts: Mapping[str, Any], max_turns: int | None, retries: int | None
+    model: str | None,
+    opts: Mapping[str, Any],
+    max_turns: int | None,
+    retries: int | None,
+    *,
+    safe: bool,
 ) -> tuple[list[str], dict[str, str], dict[str, bytes]]:
     """The arguments, environment and settings overlay a one-shot run and a
-    live session share."""
+    live session share; ``safe``: qwen's safe mode (the working directory's
+    settings unread)."""
     args: list[str] = []
     if model:
         args += ["-m", model]
@@ -93,6 +121,8 @@ def _options(
     # cli.js relaunches itself in a child node for a larger heap (when half the
     # machine's memory exceeds node's default); SIGTERM then stops only the parent.
     env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
+    if safe:
+        env["QWEN_CODE_SAFE_MODE"] = "1"
     if opts.get("max_retries") is not None:
         retries = opts.get("max_retries")
     overlay: dict[str, bytes] = {}
@@ -122,6 +152,11 @@ class QwenBackend(Backend):
     #: Run directly, it stops its tools and exits on SIGTERM.
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(_APPROVAL)
+    setting_sources = (("user",), ("user", "project"))
+    #: Its one switch (safe mode) also drops the user's own customizations:
+    #: ("user",) asks for it.
+    default_setting_sources = ("user", "project")
+    repository_files = REPOSITORY_FILES
     #: stderr lines that say nothing about a failure (left out of its analysis).
     stderr_noise = _NOISE
     notes = (
@@ -129,6 +164,9 @@ class QwenBackend(Backend):
         "with its own relaunch off (QWEN_CODE_NO_RELAUNCH: node's default heap size)",
         "cli_max_retries caps its rate-limit retries (model.generationConfig.maxRetries); "
         "its transport backoff still retries a 429 for about a minute",
+        "reads the working directory's .qwen/settings.json (hooks, MCP servers) unless "
+        "setting_sources=('user',) (its safe mode, which also drops the user's own hooks, "
+        "MCP servers, extensions, skills and QWEN.md)",
         "live sessions and approvals over ACP (cli.js --acp)",
     )
     options: Mapping[str, OptionSpec] = {
@@ -155,7 +193,11 @@ class QwenBackend(Backend):
         if mode:
             args.append(f"--approval-mode={mode}")
         shared, env, overlay = _options(
-            request.model, opts, request.max_turns, request.cli_max_retries
+            request.model,
+            opts,
+            request.max_turns,
+            request.cli_max_retries,
+            safe=not self.reads_project(request.setting_sources),
         )
         args += shared
         if request.resume_session:
@@ -173,7 +215,11 @@ class QwenBackend(Backend):
         """``cli.js --acp``: modes (``permissions=``, an approver) are set over
         the protocol; the retry cap is the same settings overlay as a run's."""
         shared, env, overlay = _options(
-            start.model, start.options, start.max_turns, start.cli_max_retries
+            start.model,
+            start.options,
+            start.max_turns,
+            start.cli_max_retries,
+            safe=not self.reads_project(start.setting_sources),
         )
         warnings = []
         if start.options.get("approval_mode"):

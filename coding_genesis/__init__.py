@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         BackendPluginError as BackendPluginError,
         CommandSpec as CommandSpec,
         OptionSpec as OptionSpec,
+        RepositoryFile as RepositoryFile,
         RunRequest as RunRequest,
         Translator as Translator,
     )
@@ -146,6 +147,7 @@ if TYPE_CHECKING:
         RetrySetting as RetrySetting,
         RunOptions as RunOptions,
         SessionOptions as SessionOptions,
+        SettingSource as SettingSource,
         TurnOptions as TurnOptions,
     )
     from coding_genesis.pool import (
@@ -254,9 +256,11 @@ _EXPORTS: dict[str, str] = {
     "Observer": "observer",
     "OptionSpec": "backend",
     "Permissions": "options",
+    "RepositoryFile": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
     "RetrySetting": "options",
+    "SettingSource": "options",
     "RunEvent": "run_events",
     "RunFinishedEvent": "run_events",
     "RunInfo": "observer",

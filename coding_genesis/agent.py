@@ -7,12 +7,10 @@ wiring of one request's pipeline::
 Each part is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
 :mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
 :mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); one run's
-wiring (observers opened and closed, the wrappers around the run, the retry loop,
-the response assembled) is :mod:`~coding_genesis._pipeline.run`.  Transcripts,
-the run log and any other observer plug in through
-:mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves
-the backend in the registry and builds what the pipeline is handed: the
-observers and the wrappers around a run (:mod:`~coding_genesis._workspace.wrappers`).
+wiring is :mod:`~coding_genesis._pipeline.run`.  Observers plug in through
+:mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves the
+backend in the registry and builds what the pipeline is handed: the observers and
+the wrappers around a run (:mod:`~coding_genesis._workspace.wrappers`).
 """
 
 from __future__ import annotations
@@ -42,7 +40,12 @@ from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.signatures import keyword_parameters, show_keywords
 from coding_genesis._workspace.sweep import sweep
 from coding_genesis.backend import Backend, check_options
-from coding_genesis.config import DEFAULT_TIMEOUT, AgentConfig, require_permissions
+from coding_genesis.config import (
+    DEFAULT_TIMEOUT,
+    AgentConfig,
+    require_permissions,
+    require_setting_sources,
+)
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
 from coding_genesis.options import (
@@ -61,7 +64,7 @@ from coding_genesis.status import AgentState, ErrorCode, Status
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._pipeline.live import LiveLink
+    from coding_genesis._pipeline.live import LiveLink, Trigger
     from coding_genesis.events import Event
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -143,9 +146,10 @@ class CodingGenesisAgent:
             raise ConfigError(refused)
         if cfg.output_schema is not None and not self._backend.structured_output:
             raise ConfigError(_no_structured_output(self._backend))
-        if cfg.tools and not _hosts_tools(self._backend):
-            raise ConfigError(_no_host_tools(self._backend))
+        if (refused := _tools_refused(self._backend, cfg.tools)) is not None:
+            raise ConfigError(refused)
         require_permissions(self._backend, cfg.permissions)
+        require_setting_sources(self._backend, cfg.setting_sources)
         self.config = cfg
         self.name = cfg.name or f"{self._backend.name}-agent"
         breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
@@ -313,10 +317,14 @@ class CodingGenesisAgent:
         return SyncSession(self.session(**options))
 
     async def _request(
-        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+        self,
+        prompt: str,
+        options: RunOptions,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> RunResult:
-        """One request through the pipeline: a one-shot run, or (``link``) a
-        turn of a live session: the same states, checks, wiring and answer."""
+        """One request through the pipeline: a one-shot run, or (``link``) a turn of a live
+        session (``trigger="cli"``: one the CLI started, admitted past an open circuit)."""
         if self._state is AgentState.BUSY:
             return self._answer(
                 Status.BUSY,
@@ -335,10 +343,8 @@ class CodingGenesisAgent:
             return self._answer(
                 Status.USAGE, ErrorCode.INVALID_REQUEST, _no_structured_output(self._backend)
             )
-        if options.get("tools") and not _hosts_tools(self._backend):
-            return self._answer(
-                Status.USAGE, ErrorCode.INVALID_REQUEST, _no_host_tools(self._backend)
-            )
+        if (refused := _tools_refused(self._backend, options.get("tools"))) is not None:
+            return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
         try:
             policy = (
                 RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
@@ -351,7 +357,7 @@ class CodingGenesisAgent:
         except ConfigError as exc:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc))
         probe = False
-        if self._breaker is not None:
+        if self._breaker is not None and trigger == "user":
             probe, wait = self._breaker.admit(clock.monotonic())
             if wait > 0:
                 return self._degraded(wait)
@@ -359,7 +365,7 @@ class CodingGenesisAgent:
         await wiring.sweep_once()
         run_id = uuid.uuid4().hex
         self._run_id = run_id
-        run = wiring.start(request, run_id, clock, link)
+        run = wiring.start(request, run_id, clock, link, trigger)
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:
@@ -528,12 +534,11 @@ def _hooks_refused(backend: Backend, hooks: object) -> str | None:
     return unsupported_hooks(backend.name, protocol, hooks)
 
 
-def _hosts_tools(backend: Backend) -> bool:
+def _tools_refused(backend: Backend, tools: object) -> str | None:
+    """Why ``tools=`` cannot run on ``backend`` (None: they can, or none are given)."""
     protocol = backend.control()
-    return protocol is not None and protocol.can_host_tools
-
-
-def _no_host_tools(backend: Backend) -> str:
+    if not tools or (protocol is not None and protocol.can_host_tools):
+        return None
     return (
         f"backend {backend.name!r} cannot call the caller's functions (tools=); "
         f"backends that can: {', '.join(_two_way_backends(tools=True)) or '(none)'}"

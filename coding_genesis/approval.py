@@ -22,26 +22,28 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-import itertools
 import os
 import re
-import shlex
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from coding_genesis._util.shellwords import command_parts
 from coding_genesis.errors import ConfigError
 
 __all__ = [
+    "AlwaysScope",
     "ApprovalOption",
     "ApprovalRequest",
     "Approver",
     "Decided",
     "Decision",
     "DecisionSource",
+    "Remembered",
     "ToolKind",
     "Verdict",
     "allow_tools",
+    "always_covers",
     "chain",
     "decide",
     "deny_commands",
@@ -61,6 +63,8 @@ class ApprovalOption(enum.StrEnum):
 
 #: What a tool does, as far as approval cares: run a command, write files, or else.
 ToolKind: TypeAlias = Literal["command", "write", "read", "other"]
+#: What an "always" answer covers (see :class:`Decision`).
+AlwaysScope: TypeAlias = Literal["exact", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +73,16 @@ class ApprovalRequest:
 
     ``tool`` is the CLI's own name of the tool (claude ``Write``, codex
     ``commandExecution``); ``kind`` says what it does; ``command`` is the shell
-    command of a ``command`` tool, ``paths`` the files a ``write`` tool writes
-    (as the CLI gave them; :func:`writes_under` resolves them against ``cwd``).
+    command of a ``command`` tool, ``paths`` every file a ``write`` tool
+    touches (as the CLI gave them; :func:`writes_under` resolves them against
+    ``cwd``): the files it adds, changes or deletes, and both ends of a move,
+    which ``moves`` also gives as ``(source, destination)`` pairs.
     ``input`` is the tool's raw input, unredacted: the approver alone sees it.
+
+    ``unreadable`` says why the backend could not read the call whole (a
+    shape it does not know: a change of an unknown kind, a path that is not a
+    string): what it touches is not known, so such a request is denied before
+    any approver is asked (the result's record says why).
     """
 
     tool: str
@@ -88,6 +99,10 @@ class ApprovalRequest:
     turn: int = 1
     session_id: str | None = None
     tool_call_id: str | None = None
+    #: The files a write moves (renames), as (source, destination); both are in ``paths``.
+    moves: tuple[tuple[str, str], ...] = ()
+    #: Why the call could not be read whole (None: it was): denied unasked.
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +121,10 @@ class Decision:
     end_turn: bool = False
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: What an "always" answer covers: ``exact`` (this exact command, a
+    #: write of exactly these paths: see :func:`always_covers`) or ``tool``
+    #: (every call of this tool: a wider answer, given only when chosen).
+    scope: AlwaysScope = "exact"
 
     @property
     def allowed(self) -> bool:
@@ -118,11 +137,18 @@ class Decision:
 
     @classmethod
     def allow(
-        cls, input: Mapping[str, Any] | None = None, *, always: bool = False, reason: str = ""
+        cls,
+        input: Mapping[str, Any] | None = None,
+        *,
+        always: bool | AlwaysScope = False,
+        reason: str = "",
     ) -> Decision:
-        """Let the call run (with ``input`` instead of the CLI's, if given)."""
+        """Let the call run (with ``input`` instead of the CLI's, if given);
+        ``always``: for the rest of the session too (``True`` or ``"exact"``:
+        as narrowly as asked; ``"tool"``: every call of this tool)."""
         option = ApprovalOption.ALLOW_ALWAYS if always else ApprovalOption.ALLOW_ONCE
-        return cls(option, input=dict(input) if input is not None else None, reason=reason)
+        given = dict(input) if input is not None else None
+        return cls(option, input=given, reason=reason, scope=_scope(always))
 
     @classmethod
     def deny(
@@ -130,12 +156,27 @@ class Decision:
         message: str = "denied by the approver",
         *,
         end_turn: bool = False,
-        always: bool = False,
+        always: bool | AlwaysScope = False,
         reason: str = "",
     ) -> Decision:
-        """Refuse the call; the model is told ``message``; ``end_turn`` ends the turn."""
+        """Refuse the call; the model is told ``message``; ``end_turn`` ends the
+        turn; ``always`` as for :meth:`allow`."""
         option = ApprovalOption.REJECT_ALWAYS if always else ApprovalOption.REJECT_ONCE
-        return cls(option, message=message, end_turn=end_turn, reason=reason or message)
+        return cls(
+            option,
+            message=message,
+            end_turn=end_turn,
+            reason=reason or message,
+            scope=_scope(always),
+        )
+
+
+def _scope(always: bool | str) -> AlwaysScope:
+    if always in (False, True, "exact"):
+        return "exact"
+    if always == "tool":
+        return "tool"
+    raise ConfigError(f'always must be a bool, "exact" or "tool", got {always!r}')
 
 
 #: What an approver may answer: a decision, True (allow) / False (deny), or
@@ -193,7 +234,7 @@ def deny_commands(*patterns: str | re.Pattern[str]) -> Approver:
     def approver(request: ApprovalRequest) -> Decision | None:
         if request.kind != "command" or request.command is None:
             return None
-        for part in _command_parts(request.command):
+        for part in command_parts(request.command):
             for shown, regex in checks:
                 if regex.search(part) if regex else fnmatch.fnmatchcase(part, shown):
                     return Decision.deny(
@@ -206,14 +247,23 @@ def deny_commands(*patterns: str | re.Pattern[str]) -> Approver:
 
 
 def writes_under(*roots: str | os.PathLike[str]) -> Approver:
-    """Allow a ``write`` request when every path it writes lies under one of
-    ``roots``; deny it otherwise, naming the path (a write that names no path
-    is denied: it cannot be checked).  Other requests are left unsettled (None).
+    """Allow a ``write`` request when every path it touches (both ends of a
+    move included) lies under one of ``roots``; deny it otherwise, naming the
+    path (a write that names no path is denied: it cannot be checked).  Other
+    requests are left unsettled (None): a shell command's own writes (``>``,
+    ``tee``, ``sed -i``) are a ``command`` request, which this never sees.
 
     Paths and roots are resolved at each request with :func:`os.path.realpath`
     (symlinks and ``..`` followed; a path not yet created resolves through its
     nearest existing parent), relative ones against the request's ``cwd``: a
     symlink inside a root that points outside it is outside.
+
+    A relative root therefore means "under each request's own working
+    directory": ``writes_under(".")`` allows a request whose cwd is ``/srv/a``
+    to write in ``/srv/a`` and one whose cwd is ``~`` to write in ``~``.  Where
+    whoever makes the request also chooses its cwd (a batch file, a served
+    request), give absolute roots: ``genesis`` makes ``--writes-under`` absolute
+    against the shell's directory when it parses it.
     """
     texts = _texts("writes_under", tuple(_path_text(root) for root in roots))
 
@@ -284,6 +334,33 @@ async def _settled(value: Verdict | Awaitable[Verdict]) -> Verdict:
 #: answer in time, raised, or settled nothing, the deny that stands in.
 DecisionSource: TypeAlias = Literal["approver", "timeout", "error", "unsettled"]
 
+
+def always_covers(request: ApprovalRequest, scope: AlwaysScope = "exact") -> str | None:
+    """What an "always" answer to ``request`` settles for the rest of the
+    session, in words; None: nothing more (this kind is not remembered, and
+    "always" settles this one call only).
+
+    "Always" is as narrow as what was asked, on every backend: a command
+    covers that exact command string of that tool; a write covers exactly
+    the paths it names, resolved (symlinks and ``..``, against ``cwd``) when
+    it was asked, for that tool.  A later call that needs anything more is
+    asked again.  A session keeps the answers (see ``coding_genesis.session``)
+    and records each call they settle with ``source: "always"``.  ``scope``
+    ``"tool"`` (a wider answer, given only when chosen): every call of the tool.
+    """
+    if scope == "tool":
+        return f"every {request.tool} call"
+    if request.unreadable is not None:
+        return None
+    if request.kind == "command" and request.command:
+        return f"this exact {request.tool} command"
+    if request.kind == "write" and request.paths:
+        resolved = [_resolved(path, request.cwd) for path in request.paths]
+        if all(resolved):
+            return f"{request.tool} writing exactly {', '.join(request.paths)}"
+    return None
+
+
 _ERROR_TEXT = 1000
 
 
@@ -353,7 +430,74 @@ async def decide(approver: Approver, request: ApprovalRequest, *, timeout: float
     )
 
 
+class Remembered:
+    """The "always" answers of one session, as narrow as what was asked (see
+    :func:`always_covers`): one store for every backend, so a repeat is
+    settled (and recorded) the same way whatever the CLI's own protocol
+    offers.  A deny covering any path of a write refuses it; an allow settles
+    a write only when it covers every path."""
+
+    __slots__ = ("_commands", "_paths", "_tools")
+
+    def __init__(self) -> None:
+        #: tool -> the answer for every call of it (chosen as such).
+        self._tools: dict[str, Decision] = {}
+        #: (tool, exact command) -> the answer.
+        self._commands: dict[tuple[str, str], Decision] = {}
+        #: (tool, resolved path) -> the answer.
+        self._paths: dict[tuple[str, str], Decision] = {}
+
+    def recall(self, request: ApprovalRequest) -> Decision | None:
+        """The remembered answer that settles ``request`` (None: ask)."""
+        if request.unreadable is not None:
+            return None  # what it would do is not known: nothing settles it
+        tool_wide = self._tools.get(request.tool)
+        if tool_wide is not None:
+            return tool_wide
+        if request.kind == "command" and request.command:
+            return self._commands.get((request.tool, request.command))
+        if request.kind != "write" or not request.paths or not self._paths:
+            return None
+        found = [self._paths.get((request.tool, path)) for path in _resolved_all(request)]
+        for decision in found:
+            if decision is not None and not decision.allowed:
+                return decision
+        if found and all(decision is not None for decision in found):
+            return found[0]
+        return None
+
+    def keep(self, request: ApprovalRequest, decision: Decision) -> str | None:
+        """Remember ``decision`` if it is an "always" answer of a kind that is
+        remembered; what it covers, in words (None: nothing kept)."""
+        if not decision.always:
+            return None
+        covers = always_covers(request, decision.scope)
+        if covers is None:
+            return None
+        # What answers a later call: no input of this call's, and the turn goes on.
+        kept = Decision(
+            decision.option, message=decision.message, reason=decision.reason, scope=decision.scope
+        )
+        if decision.scope == "tool":
+            self._tools[request.tool] = kept
+        elif request.kind == "command" and request.command:
+            self._commands[(request.tool, request.command)] = kept
+        else:
+            for path in _resolved_all(request):
+                self._paths[(request.tool, path)] = kept
+        return covers
+
+    def __len__(self) -> int:
+        return len(self._tools) + len(self._commands) + len(self._paths)
+
+
 # -- helpers -----------------------------------------------------------------------
+
+
+def _resolved_all(request: ApprovalRequest) -> list[str]:
+    """Every path of a write request, resolved; a path that cannot be is
+    kept as given (it then matches nothing remembered)."""
+    return [_resolved(path, request.cwd) or f"\0{path}" for path in request.paths]
 
 
 def _texts(who: str, values: tuple[object, ...]) -> tuple[str, ...]:
@@ -381,97 +525,3 @@ def _resolved(path: str, cwd: str) -> str | None:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or os.path.commonpath([path, root]) == root
-
-
-#: Where one command ends and the next begins.
-_SEPARATORS = re.compile(r"\|\||&&|[;|&\n]")
-#: ``$(``, ``<(``, ``>(``: substitutions whose inside is a command of its own.
-_OPENING = re.compile(r"[$<>]\(|`")
-#: A shell's ``-c`` flag (``-c``, ``-lc``, ``-ec``): the next word is a command.
-_SHELL_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-#: Leading ``VAR=value`` assignments.
-_ASSIGNMENTS = re.compile(r"""^(?:[A-Za-z_]\w*=(?:'[^']*'|"[^"]*"|\S*)\s+)+""")
-#: Words that run the command after them.
-_WRAPPERS = frozenset(
-    {"sudo", "env", "nohup", "exec", "command", "builtin", "time", "nice", "xargs"}
-    | {"if", "then", "else", "elif", "do", "while", "until", "!"}
-)
-
-
-def _command_parts(command: str) -> list[str]:
-    """``command`` and every command in it, best effort (see :func:`deny_commands`)."""
-    parts = [command]
-    for piece in _simple_commands(command):
-        for variant in _variants(piece):
-            if variant not in parts:
-                parts.append(variant)
-    return parts
-
-
-def _simple_commands(text: str, depth: int = 0) -> Iterator[str]:
-    outer, inner = _substitutions(text)
-    for raw in _SEPARATORS.split(outer):
-        piece = raw.strip().lstrip("({").strip()
-        for opening, closing in ("()", "{}"):
-            while piece.endswith(closing) and piece.count(closing) > piece.count(opening):
-                piece = piece[:-1].rstrip()
-        if piece:
-            yield piece
-    if depth < 8:  # deeper nesting than any real command
-        for found in inner:
-            yield from _simple_commands(found, depth + 1)
-        for script in _shell_scripts(outer):
-            yield from _simple_commands(script, depth + 1)
-
-
-def _shell_scripts(text: str) -> Iterator[str]:
-    """The commands given to a shell with ``-c`` (codex runs ``/bin/bash -lc '...'``)."""
-    try:
-        words = shlex.split(text)
-    except ValueError:  # unbalanced quotes: no script can be told apart
-        return
-    shell = False
-    for word, after in itertools.pairwise(words):
-        shell = shell or os.path.basename(word) in _SHELLS
-        if shell and _SHELL_C.fullmatch(word):
-            yield after
-
-
-def _substitutions(text: str) -> tuple[str, list[str]]:
-    """``text`` with each substitution replaced by ``$(...)``, and their insides."""
-    outer: list[str] = []
-    inner: list[str] = []
-    at = 0
-    while (match := _OPENING.search(text, at)) is not None:
-        outer.append(text[at : match.start()])
-        start = match.end()
-        if match.group() == "`":
-            end = text.find("`", start)
-            end = len(text) if end < 0 else end
-            close = end + 1
-        else:
-            level, end = 1, start
-            while end < len(text) and level:
-                level += {"(": 1, ")": -1}.get(text[end], 0)
-                end += 1
-            close, end = end, end - 1 if level == 0 else end
-        inner.append(text[start:end])
-        outer.append("$(...)")
-        at = close
-    outer.append(text[at:])
-    return "".join(outer), inner
-
-
-def _variants(piece: str) -> Iterator[str]:
-    """``piece`` as written, then without its assignments and wrappers, one by one."""
-    yield piece
-    while True:
-        bare = _ASSIGNMENTS.sub("", piece)
-        if bare == piece:
-            word, _, rest = piece.partition(" ")
-            bare = rest.strip() if word in _WRAPPERS else piece
-        if not bare or bare == piece:
-            return
-        yield bare
-        piece = bare

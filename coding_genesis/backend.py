@@ -30,6 +30,7 @@ from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent
 from coding_genesis.options import MessageUsage, Permissions
 from coding_genesis.status import FailureCategory
+from coding_genesis.usage import RunningTotals, Tokens
 
 if TYPE_CHECKING:
     from coding_genesis.control import ControlProtocol
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from coding_genesis.result import RunResult
 
 __all__ = [
+    "ALL_SETTING_SOURCES",
     "ENTRY_POINT_GROUP",
     "FATAL_STATUSES",
     "FATAL_WORDS",
@@ -49,6 +51,7 @@ __all__ = [
     "OptionSpec",
     "Permissions",
     "ProtocolBackend",
+    "RepositoryFile",
     "RunRequest",
     "Translator",
     "as_backend",
@@ -95,9 +98,42 @@ class AttemptRequest:
     #: The JSON Schema the final answer must match (``output_schema=``; its root
     #: an object), for a backend with ``structured_output``; None: a free answer.
     output_schema: Mapping[str, Any] | None = None
+    #: The settings the CLI reads (``setting_sources=``, in the order "user",
+    #: "project", "local"; only combinations in ``Backend.setting_sources``).
+    #: None: the backend's safe start, the user's settings and not the working
+    #: directory's.
+    setting_sources: tuple[str, ...] | None = None
 
 
-RunRequest = AttemptRequest  #: 0.1.0's name (it is per attempt, not per run)
+RunRequest = AttemptRequest
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryFile:
+    """A file or folder of the working directory that a CLI itself loads and
+    runs programs from (hooks, MCP servers, helpers, plugins), or that changes
+    what it may do: what a cloned repository can make it start before any
+    tool call is asked about.  ``genesis chat`` and ``genesis run --ask``
+    warn when the working directory holds one."""
+
+    #: Relative to the working directory.
+    path: str
+    #: The settings source that reads it (``setting_sources=``): "project" or "local".
+    source: str
+    #: What the CLI takes from it, in a few words.
+    what: str
+
+
+#: Every combination of settings sources, for a CLI that reads each on its own.
+ALL_SETTING_SOURCES: tuple[tuple[str, ...], ...] = (
+    ("user",),
+    ("project",),
+    ("local",),
+    ("user", "project"),
+    ("user", "local"),
+    ("project", "local"),
+    ("user", "project", "local"),
+)  #: 0.1.0's name (it is per attempt, not per run)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +168,26 @@ class Translator(ABC):
     needs, for a dict store per line); ``"off"``: dropped (nothing hears usage).  The
     CLI's final usage is translated whatever the mode, and the run's result is the
     same.  A translator that reports no mid-stream usage ignores it.
+
+    ``totals`` (the core sets it for a live run; None for a replay): where a
+    translator of a CLI that reports its *session's* running total makes the
+    run's share of it (:class:`~coding_genesis.usage.RunningTotals`): its usage
+    events then carry that share, never the running total.
     """
 
     message_usage: MessageUsage = "live"
+    totals: RunningTotals | None = None
+    #: The name its running totals are kept under (None: the CLI reports none).
+    running_cli: str | None = None
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float] | None:
+        """A session's running total as our records know it (the cost, and
+        per model the tokens and cost its runs' shares add up to), in the
+        counters :attr:`totals` keeps for this CLI: what a resumed session's
+        first run is the share of.  None: the CLI reports no running totals."""
+        return None
 
     @abstractmethod
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
@@ -219,6 +272,13 @@ class Backend(ABC):
     * ``structured_output`` (False): the CLI takes a JSON Schema for its final
       answer (``AttemptRequest.output_schema``, ``SessionStart.output_schema``);
       without it ``output_schema=`` is refused.
+    * ``setting_sources`` (none): the combinations of settings sources it can
+      be told to read exactly (``AttemptRequest.setting_sources``,
+      ``SessionStart.setting_sources``); any other ``setting_sources=`` is refused.
+      ``default_setting_sources`` (None: unknown): what it reads when a request
+      names none.
+    * ``repository_files`` (none): the files of the working directory it loads
+      and runs programs from (:class:`RepositoryFile`).
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
@@ -243,6 +303,9 @@ class Backend(ABC):
     version_args: tuple[str, ...] = ("--version",)
     structured_output: bool = False
     two_way_only: bool = False
+    setting_sources: tuple[tuple[str, ...], ...] = ()
+    default_setting_sources: tuple[str, ...] | None = None
+    repository_files: tuple[RepositoryFile, ...] = ()
 
     @abstractmethod
     def build_command(self, request: AttemptRequest) -> CommandSpec:
@@ -280,6 +343,12 @@ class Backend(ABC):
         None: go on.  Called only for these two (rare) event types; the
         default reads the words and HTTP status (:func:`fatal_evidence`)."""
         return fatal_evidence(event)
+
+    def reads_project(self, sources: tuple[str, ...] | None) -> bool:
+        """Whether a request of ``sources`` (None: the default) reads the
+        working directory's shared settings ("project")."""
+        chosen = sources if sources is not None else self.default_setting_sources
+        return chosen is None or "project" in chosen
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,
@@ -338,6 +407,9 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "version_args": _strings,
     "structured_output": bool,
     "two_way_only": bool,
+    "setting_sources": lambda v: tuple(tuple(str(s) for s in c) for c in v or ()),
+    "default_setting_sources": lambda v: None if v is None else tuple(str(s) for s in v),
+    "repository_files": lambda v: tuple(f for f in v or () if isinstance(f, RepositoryFile)),
 }
 _METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 

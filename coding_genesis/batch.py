@@ -397,7 +397,7 @@ async def run_many(
     pauses the batch until the reset if ``deadline_s`` (seconds from now;
     None: no deadline) allows, else the queued requests are answered, not
     started, with status 69, ``error: usage_limit`` and when to retry.
-    ``clock``: time source of those waits (coding_genesis._util.clock).
+    ``clock``: time source of those waits (a :class:`~coding_genesis.VirtualClock` in tests).
 
     ``repeat=N`` (trials): each request runs N times (each in its own worktree
     with ``isolation="worktree"``); one result per trial, with its ``index``

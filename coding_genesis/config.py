@@ -26,7 +26,7 @@ import inspect
 import math
 import os
 import signal as _signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,7 @@ from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
 from coding_genesis.hooks import hook_table
-from coding_genesis.options import Isolation, Keep, Settings
+from coding_genesis.options import Isolation, Keep, Settings, SettingSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -57,15 +57,18 @@ __all__ = [
     "DEFAULT_CLI_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
     "PERMISSION_LEVELS",
+    "SETTING_SOURCES",
     "AgentConfig",
     "check_approver",
     "check_cli_max_retries",
     "check_cwd",
     "check_max_turns",
     "check_permissions",
+    "check_setting_sources",
     "check_tools",
     "permission_levels",
     "require_permissions",
+    "require_setting_sources",
     "seconds",
 ]
 
@@ -91,6 +94,46 @@ def check_permissions(value: object) -> Permissions | None:
             f"got {value!r}"
         )
     return value
+
+
+#: Where a CLI's settings come from (``setting_sources=``), in this order.
+SETTING_SOURCES: tuple[SettingSource, ...] = ("user", "project", "local")
+
+
+def check_setting_sources(value: object) -> tuple[SettingSource, ...] | None:
+    """``setting_sources=``: None, or a non-empty sequence of
+    :data:`SETTING_SOURCES`, kept in their order."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | AbstractSet):
+        raise ConfigError(
+            f"setting_sources must be a sequence of {', '.join(map(repr, SETTING_SOURCES))} "
+            f"(e.g. ('user', 'project')) or None, got {value!r}"
+        )
+    unknown = [s for s in value if s not in SETTING_SOURCES]
+    if unknown or not value:
+        raise ConfigError(
+            f"setting_sources must name one or more of {', '.join(map(repr, SETTING_SOURCES))}, "
+            f"got {tuple(value)!r}"
+        )
+    return tuple(s for s in SETTING_SOURCES if s in value)
+
+
+def require_setting_sources(backend: Backend, sources: tuple[str, ...] | None) -> None:
+    """Refuse settings sources ``backend`` cannot be told to read exactly (the
+    one wording of this refusal: the agent, a run and a session say it)."""
+    if sources is None or sources in backend.setting_sources:
+        return
+    if not backend.setting_sources:
+        raise ConfigError(
+            f"backend {backend.name!r} cannot be told which settings to read: "
+            f"setting_sources={sources!r} cannot be used"
+        )
+    can = "; ".join(" + ".join(c) for c in backend.setting_sources)
+    raise ConfigError(
+        f"backend {backend.name!r} cannot be told to read exactly "
+        f"setting_sources={sources!r}; it can read: {can}"
+    )
 
 
 def _count(name: str, value: object, minimum: int) -> int | None:
@@ -233,6 +276,13 @@ class AgentConfig:
     #: The caller's functions the model may call (coding_genesis.tools): plain
     #: functions or ``@tool`` ones; a run with tools speaks the CLI's two-way protocol.
     tools: tuple[HostTool, ...] = ()
+    #: The settings the CLI reads: "user" (the home directory's), "project"
+    #: (the working directory's, shared through the repository), "local" (the
+    #: working directory's own).  None: the user's alone, so that no program
+    #: the working directory names (hooks, MCP servers, helpers, plugins) runs;
+    #: each backend's safe start and what it cannot disable: docs/security.md.
+    #: A source a backend cannot be told to read exactly is a ConfigError.
+    setting_sources: tuple[SettingSource, ...] | None = None
     #: Seconds between each stop signal and the next (then SIGKILL).
     grace: float = 5.0
     #: Stop when stdout is silent this long (None: never).
@@ -374,6 +424,7 @@ class AgentConfig:
         if self.output_schema is not None:
             set_(self, "output_schema", output_schema(self.output_schema))
         set_(self, "tools", check_tools(self.tools))
+        set_(self, "setting_sources", check_setting_sources(self.setting_sources))
         if isinstance(self.max_line_bytes, bool) or not isinstance(self.max_line_bytes, int):
             raise ConfigError(
                 f"max_line_bytes must be a positive integer, got {self.max_line_bytes!r}"

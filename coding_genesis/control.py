@@ -53,6 +53,7 @@ __all__ = [
     "ToolCall",
     "TurnEnded",
     "Unknown",
+    "UnparsedLine",
 ]
 
 #: One JSON object to write on the CLI's stdin (one line).
@@ -86,6 +87,9 @@ class SessionStart:
     #: The caller's functions the model may call (``tools=``): the protocol
     #: declares them to the CLI (only when ``can_host_tools``).
     tools: Sequence[HostTool] = ()
+    #: The settings the CLI reads (see ``AttemptRequest.setting_sources``);
+    #: None: the backend's safe start.
+    setting_sources: tuple[str, ...] | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------
@@ -94,10 +98,14 @@ class SessionStart:
 @dataclass(frozen=True, slots=True)
 class Forward:
     """An ordinary line: decode it with the protocol's translator (text, tool
-    calls, usage, the turn's result)."""
+    calls, usage, the turn's result).  ``obj``: decode this object instead
+    (what :meth:`ControlProtocol.unparsed` could read of a line that could
+    not be parsed)."""
+
+    obj: Mapping[str, Any] | None = None
 
 
-#: The one Forward (it carries nothing).
+#: The Forward of the line itself.
 FORWARD = Forward()
 
 
@@ -200,6 +208,29 @@ class Unknown:
     type: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class UnparsedLine:
+    """A line from the CLI that could not be parsed (nested deeper than the
+    parser takes, too costly to hold, not JSON), as far as its head and its
+    tail could be read: the scalar members written before the part that
+    could not be (each by its path of keys: ``fields[("request",
+    "subtype")]``; a member of an array is not kept) and the outermost
+    object's scalar members written after it.  A message's envelope is
+    among them, enough to answer a request the CLI waits for (see
+    :meth:`ControlProtocol.unparsed`)."""
+
+    fields: Mapping[tuple[str, ...], str | int | float | bool | None]
+    #: The line is JSON too deep or too large to hold (its text complete);
+    #: False: not JSON at all (garbled, or cut short by the CLI's death):
+    #: a request it holds is still refused, but nothing else it seems to say
+    #: (a turn's end, an answer) is taken from it.
+    whole: bool = True
+
+    def get(self, *path: str) -> str | int | float | bool | None:
+        """The member at ``path`` (None: not read)."""
+        return self.fields.get(path)
+
+
 #: What one object from the CLI means (a line may mean several: claude's
 #: ``result`` is forwarded *and* ends the turn).
 Incoming: TypeAlias = (
@@ -225,10 +256,14 @@ class ControlProtocol(ABC):
     empty set: it observes); an event left out is never reported.
     ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
     CLI and says :class:`ToolCall` when the model calls one.
+    ``changes_input``: an allow's changed input (``Decision.allow(input)``)
+    reaches the CLI, which runs the call with it; where it cannot, the call
+    runs as asked and the approval's record says the change was not applied.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
 
@@ -287,6 +322,13 @@ class ControlProtocol(ABC):
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         """What one object from the CLI means (never raises: a bad message is a
         :class:`ProtocolFault`, an unknown one :class:`Unknown`)."""
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """What a line that could not be parsed means, from its head: a
+        request the CLI waits for is answered (a refusal: it cannot be read,
+        so nothing may allow it), a turn's end still ends the turn.  Nothing
+        by default (the line is counted as skipped).  Never raises."""
+        return ()
 
     def closing(self) -> list[Outgoing]:
         """Written before stdin is closed at the end of the session (none by default)."""

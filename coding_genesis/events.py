@@ -2,8 +2,8 @@
 
 Backends turn each CLI line into zero or more typed events (one :class:`Event`
 subclass per :class:`EventKind`); the agent stamps them with its name, the run
-id, a sequence number and a time when it publishes them (see
-``coding_genesis._pipeline.bus``), together with its own events (state
+id, a sequence number and a time when it publishes them on its event bus
+(``agent.subscribe()``, ``agent.events()``), together with its own events (state
 changes, a run's start and finish, attempts, budgets: see
 :mod:`coding_genesis.run_events`, which also holds the union of every event
 and reading one back from its dict).  Events stay light slotted objects on the

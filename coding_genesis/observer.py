@@ -13,14 +13,14 @@ Subclass these classes and override what you need; every member has a default
 that does nothing (see :class:`RunObserver` for the optional methods).  An object that
 does not subclass them but has the members of the same names (the protocol of
 0.1.0) is still accepted: it is wrapped once, when its run starts, by the
-run's fan-out (``coding_genesis._pipeline.fanout``).
+run's fan-out (the part of the run pipeline that hands each event to every observer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
@@ -28,6 +28,7 @@ from coding_genesis.events import Event, EventKind
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Translator
+    from coding_genesis.usage import RunningTotals
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
 
@@ -60,6 +61,11 @@ class RunInfo:
     session: str | None = None
     #: The turn's number in its session (0: a one-shot run).
     turn: int = 0
+    #: Who started the run: the caller, or the CLI between a session's turns.
+    trigger: Literal["user", "cli"] = "user"
+    #: The agent's memory of the running totals its CLI sessions reported
+    #: (the run log seeds it with what a resumed session cost before).
+    totals: RunningTotals | None = None
 
 
 class AttemptTally(Protocol):
@@ -190,6 +196,13 @@ class Observer:
 
     def start(self, run: RunInfo) -> RunObserver | None:
         """A run starts: the run observer that watches it, or None (not interested)."""
+        return None
+
+    def session_started(self, session: str, info: RunInfo) -> RunObserver | None:
+        """A live session opens (``info.run_id`` is its key): the observer of
+        what its CLI says and is told *outside* its turns (the opening
+        handshake, what comes between turns) — its ``stdout``, ``stdin`` and,
+        when it closes, ``finish`` with the session's summary — or None."""
         return None
 
     def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:

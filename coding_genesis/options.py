@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_DEFAULT",
+    "KEEP_RESULTS",
     "LIVE_OPTION_NAMES",
     "RUN_OPTION_NAMES",
     "SESSION_OPTION_NAMES",
@@ -46,6 +47,7 @@ __all__ = [
     "RetrySetting",
     "RunOptions",
     "SessionOptions",
+    "SettingSource",
     "Settings",
     "TurnOptions",
 ]
@@ -53,6 +55,12 @@ __all__ = [
 #: One permission level across CLIs, from the most restrictive to the least
 #: (each backend declares the levels it enforces: ``Backend.permission_levels``).
 Permissions: TypeAlias = Literal["read-only", "edit", "full"]
+#: Where a CLI's own settings come from: the user's (home directory), the
+#: project's (files the working directory holds, shared through the
+#: repository) and the local ones (the working directory's files kept out of
+#: the repository).  ``setting_sources=`` chooses which a run reads; None: the
+#: user's alone (see docs/security.md, "Repository files").
+SettingSource: TypeAlias = Literal["user", "project", "local"]
 #: What a translator makes of the usage a CLI reports mid-stream (see
 #: :class:`~coding_genesis.backend.Translator`).
 MessageUsage: TypeAlias = Literal["live", "folded", "off"]
@@ -121,6 +129,9 @@ class TurnOptions(TypedDict, total=False):
     output_schema: OutputSchemaSetting | None
     #: The caller's functions the model may call (see coding_genesis.tools).
     tools: Sequence[Callable[..., Any]] | None
+    #: The settings the CLI reads (None: the user's alone; the working
+    #: directory's are read only when named here).
+    setting_sources: Sequence[SettingSource] | None
 
 
 class RunOptions(SessionOptions, TurnOptions, total=False):
@@ -140,6 +151,15 @@ class LiveOptions(TurnOptions, total=False):
 
     #: Continue this CLI session (one that ended, or a one-shot run's).
     resume: str | None
+    #: How many of its last results ``session.results`` keeps (default
+    #: :data:`KEEP_RESULTS`); ``"all"``: every one, the memory growing with
+    #: each turn.
+    keep_results: int | Literal["all"]
+
+
+#: The results a live session keeps by default (``keep_results=``): a long
+#: session's memory stays bounded whatever its turns answer.
+KEEP_RESULTS = 100
 
 
 #: The keywords ``run()`` accepts.
@@ -170,6 +190,7 @@ class AgentSettings(TypedDict, total=False):
     hook_timeout: float
     output_schema: OutputSchemaSetting | None
     tools: Sequence[Callable[..., Any]]
+    setting_sources: Sequence[SettingSource] | None
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -1,5 +1,5 @@
 """What a run produced: the typed response model, built once at the end of a
-run from its tally (``coding_genesis._pipeline.tally``)."""
+run from its tally (what the run's pipeline counted of its events)."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ class RunResult(BaseModel):
     metering: dict[str, Any] | None = None
     #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
     #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
-    #: has ``spent`` (coding_genesis._observers.budget).
+    #: has ``spent`` (``Budget``).
     budget: dict[str, Any] | None = None
     model: str | None = None
     num_turns: int | None = None
@@ -170,6 +170,10 @@ class RunResult(BaseModel):
     hooks: list[dict[str, Any]] = Field(default_factory=list)
     #: The turn's number in its live session (None: a one-shot run).
     turn: int | None = None
+    #: Who started the run: the caller (``user``), or the CLI itself between
+    #: the turns of a live session (``cli``: a background task that came back,
+    #: say); such a turn is recorded like any other.
+    trigger: Literal["user", "cli"] = "user"
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: What the run was stopped on, when the stopper knew it: the failure the
@@ -277,6 +281,7 @@ class RunResponse(TypedDict):
     approvals: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
     turn: int | None
+    trigger: Literal["user", "cli"]
     result_subtype: str | None
     failure: dict[str, Any] | None
     completed_steps: list[str]

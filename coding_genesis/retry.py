@@ -17,8 +17,7 @@ The policy never decides retryability itself: it reads the failure value's
 timeouts and the deadline.  So for every failure ``failure.retryable`` is
 exactly whether ``RetryPolicy.default()`` retries it on a first attempt.
 
-The loop that runs the attempts lives in the run pipeline
-(coding_genesis._pipeline.retrying).  :func:`testing` (or :func:`set_testing`)
+The loop that runs the attempts lives in the run pipeline.  :func:`testing` (or :func:`set_testing`)
 makes every backoff instant and records it, for tests.
 """
 
@@ -121,7 +120,7 @@ DEFAULT_RETRIES: dict[FailureCategory, int] = {
     FailureCategory.STALLED: 1,
     FailureCategory.NETWORK: 3,
     FailureCategory.RATE_LIMIT: 5,
-    FailureCategory.INTERNAL: 1,
+    FailureCategory.AGENT_ERROR: 1,
     FailureCategory.PARTIAL: 1,
     FailureCategory.VERIFY_FAILED: 1,
     # Also without a retry policy: a request with output_schema= has this one row.
@@ -139,12 +138,12 @@ _GIVE_UP: dict[FailureCategory, Literal[Action.FAIL, Action.ESCALATE]] = {
     FailureCategory.CONTEXT_OVERFLOW: Action.FAIL,
     FailureCategory.MISSING_CONTEXT: Action.FAIL,
     FailureCategory.TOOL_ERROR: Action.ESCALATE,
-    FailureCategory.NOT_FOUND: Action.ESCALATE,
+    FailureCategory.MISSING: Action.ESCALATE,
     FailureCategory.PARTIAL: Action.ESCALATE,
     FailureCategory.VERIFY_FAILED: Action.FAIL,
     # The model's answer kept its own shape: the caller decides (a simpler schema, a better prompt).
     FailureCategory.INVALID_OUTPUT: Action.FAIL,
-    FailureCategory.INTERNAL: Action.ESCALATE,
+    FailureCategory.AGENT_ERROR: Action.ESCALATE,
     # The caller set the budget: spending more is the caller's call, not an escalation.
     FailureCategory.BUDGET_EXCEEDED: Action.FAIL,
     # A CLI that rewrote its repository: a person looks first.
@@ -183,7 +182,7 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
             "base_delay_s": 60.0,
             "use_retry_after": True,
         },
-        FailureCategory.INTERNAL: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
+        FailureCategory.AGENT_ERROR: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
         # Failure recovery: partial success is "often retryable with adjusted approach" — the
         # continuation prompt is that adjustment.
         FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},

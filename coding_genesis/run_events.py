@@ -66,7 +66,7 @@ class _WithExtra(Event):
 
 
 class BudgetEvent(_WithExtra):
-    """A budget (coding_genesis._observers.budget) passed a warning fraction or was
+    """A budget (:class:`~coding_genesis.Budget`) passed a warning fraction or was
     exceeded.  ``to_dict`` fields: ``level`` (``warning`` or ``exceeded``),
     ``limit`` (``max_cost_usd``, ``max_tokens``, ``max_turns``,
     ``max_tool_calls``), ``message``, then ``extra`` (``used``, ``max``,
@@ -214,7 +214,7 @@ class ApprovalEvent(_WithExtra):
     with ``approver=``).  ``to_dict`` fields: ``tool``, ``allowed``,
     ``decision`` (an :class:`~coding_genesis.approval.ApprovalOption` value),
     ``source`` (``approver``, ``timeout``, ``error``, ``unsettled``,
-    ``permissions``), then ``extra``: ``kind``, ``tool_call_id``, ``turn``,
+    ``permissions``, ``unreadable``), then ``extra``: ``kind``, ``tool_call_id``, ``turn``,
     ``reason``, ``message``, ``elapsed_s``, ``error``, ``input`` (redacted)."""
 
     __slots__ = ("allowed", "decision", "source", "tool")

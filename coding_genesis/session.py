@@ -9,6 +9,10 @@ session lives on; :meth:`Session.steer` adds input to it where the CLI can
 (codex); :meth:`Session.close` (or leaving the ``with``) ends the session and
 stops the CLI's whole process tree.
 
+A session keeps its last results in ``results`` (100 by default, so a long
+session's memory stays bounded; ``keep_results=N``, or ``"all"`` for every
+one); its ``usage`` and ``cost_usd`` sum every turn.
+
 An agent has at most one open session.  During a turn the agent is BUSY (a
 ``run()`` or a second ``send()`` is answered 75 at once); between turns it is
 READY.  A CLI that dies mid-turn ends that turn (status 1, ``incomplete``) and
@@ -21,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -31,22 +36,35 @@ import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
 from coding_genesis._pipeline.hooking import unsupported_hooks
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.live import LiveLink, Trigger
 from coding_genesis._pipeline.opening import open_link, session_start
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import AGENT_DEFAULT, LIVE_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.options import (
+    AGENT_DEFAULT,
+    KEEP_RESULTS,
+    LIVE_OPTION_NAMES,
+    LiveOptions,
+    RunOptions,
+)
 from coding_genesis.result import RunResponse, RunResult
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
     from coding_genesis.events import Event
+    from coding_genesis.observer import RunObserver
 
 __all__ = ["Session", "SessionOwner", "SyncSession", "TurnStream"]
 
 log = logging.getLogger("coding_genesis.session")
+
+#: What a turn the CLI started by itself is asked for (it is never sent: the
+#: CLI's own work is the turn; the run log and the transcript show this).
+_CLI_PROMPT = "(a turn the CLI started by itself, between the caller's turns)"
+#: How long a turn the CLI wants waits for the agent, busy with another run.
+_BUSY_WAIT = 0.05
 
 
 class SessionOwner(Protocol):
@@ -65,8 +83,26 @@ class SessionOwner(Protocol):
     def claim_session(self, session: Session | None) -> None: ...
 
     async def _request(
-        self, prompt: str, options: RunOptions, link: LiveLink | None = None
+        self,
+        prompt: str,
+        options: RunOptions,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> RunResult: ...
+
+
+def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
+    """One callable calling each of ``calls`` (None when there are none)."""
+    if not calls:
+        return None
+    if len(calls) == 1:
+        return calls[0]
+
+    def each(data: bytes) -> None:
+        for call in calls:
+            call(data)
+
+    return each
 
 
 class TurnStream:
@@ -97,6 +133,9 @@ class Session:
         if unknown:
             raise TypeError(f"session() got unexpected keyword argument(s) {sorted(unknown)}")
         given = {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
+        keep = given.pop("keep_results", KEEP_RESULTS)
+        if keep != "all" and (type(keep) is not int or keep < 0):
+            raise AgentUsageError(f"keep_results must be an int >= 0 or 'all', got {keep!r}")
         backend = agent.backend
         protocol = backend.control()
         if protocol is None:
@@ -140,7 +179,19 @@ class Session:
         #: The sum of the turns' token usage and cost.
         self.usage: dict[str, int] = {}
         self.cost_usd: float | None = None
-        self.results: list[RunResult] = []
+        #: The last ``keep_results`` results, oldest first (every one with "all").
+        self.results: deque[RunResult] = deque(maxlen=keep if type(keep) is int else None)
+        #: The observers of the session's own traffic (outside its turns).
+        self._watching: list[RunObserver] = []
+        #: Every turn's run id, in order (the session's own record lists them).
+        self._run_ids: list[str] = []
+        #: A turn the CLI started by itself is under way (or wanted).
+        self._cli_busy = False
+        #: Set when one ends (a fresh event each time); the CLI's turns so
+        #: far, and the last one's result.
+        self._cli_done = anyio.Event()
+        self._cli_count = 0
+        self._cli_last: RunResult | None = None
 
     # -- state --------------------------------------------------------------------
 
@@ -167,6 +218,12 @@ class Session:
     @property
     def can_steer(self) -> bool:
         return self._protocol.can_steer
+
+    @property
+    def turn_running(self) -> bool:
+        """A turn is under way (the caller's, or one the CLI started by itself)."""
+        link = self._link
+        return link is not None and link.running
 
     # -- opening and closing ------------------------------------------------------
 
@@ -211,6 +268,14 @@ class Session:
                     wiring.record(ledger, key, None, pid)
 
             request = self._request
+            watching = self._watching = wiring.session_observers(key, request)
+            context = AttemptContext(
+                on_spawn=spawned,
+                redactor=wiring.redactor,
+                totals=wiring.totals,
+                on_stdout=_fan_out([w.stdout for w in watching]),
+                on_stdin=_fan_out([w.stdin for w in watching]),
+            )
             async with open_link(
                 wiring.config,
                 wiring.backend,
@@ -221,12 +286,16 @@ class Session:
                 approver=request.approver,
                 approval_timeout=request.approval_timeout,
                 stop=StopHandle(),
-                context=AttemptContext(on_spawn=spawned, redactor=wiring.redactor),
+                context=context,
                 request=request,
             ) as link:
                 self._link = link
-                task_status.started()
-                await self._closing.wait()
+                link.takes_cli_turns = True
+                async with anyio.create_task_group() as watch:
+                    watch.start_soon(self._cli_turns, link)
+                    task_status.started()
+                    await self._closing.wait()
+                    watch.cancel_scope.cancel()
         finally:
             self._closed = True
             if wiring.ledger is not None:
@@ -243,6 +312,12 @@ class Session:
             "usage": dict(self.usage),
             "cost_usd": self.cost_usd,
         }
+        for watcher in self._watching:
+            try:
+                watcher.flush()
+                watcher.finish({"session": self.key, **summary, "runs": list(self._run_ids)})
+            except Exception:
+                log.exception("observer %r failed at the end of session %s", watcher, self.key)
         for observer in self._wiring.observers:
             try:
                 observer.session_ended(self.key, summary)
@@ -271,18 +346,64 @@ class Session:
         return link
 
     async def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        """One turn: the typed result (never raises for a runtime failure)."""
+        """One turn: the typed result (never raises for a runtime failure).
+        A turn the CLI started by itself (:meth:`cli_turn`) ends first."""
         link = self._live("send()")
         options = dict(self._turn_options)
         if timeout is not None:
             options["timeout"] = timeout
+        while link.alive and (self._cli_busy or link.between.wanted.is_set()):
+            await self._cli_done.wait()
         result = await self._agent._request(prompt, cast("RunOptions", options), link)
         if result.error not in ("busy", "degraded", "invalid_request"):
-            self.results.append(result)
-            self._add_usage(result)
+            self._record(result)
         if not link.alive:
             await self.close()
         return result
+
+    async def cli_turn(self) -> RunResult:
+        """Wait for the next turn the CLI starts by itself between turns (a
+        background task of claude's that came back, say) and return its
+        result.  Such a turn runs whether anyone waits for it or not: it goes
+        through the same pipeline as :meth:`send` (its approvals asked, its
+        usage metered and budgeted, its transcript and run log written, its
+        events published) and is in :attr:`results` with ``trigger="cli"``."""
+        self._live("cli_turn()")
+        count = self._cli_count
+        while self._cli_count == count:
+            await self._cli_done.wait()
+        assert self._cli_last is not None
+        return self._cli_last
+
+    async def _cli_turns(self, link: LiveLink) -> None:
+        """Runs each turn the CLI starts by itself, as soon as it wants one
+        (between the caller's turns: never two at once)."""
+        while link.alive:
+            await link.between.wanted.wait()
+            self._cli_busy = True
+            try:
+                while link.alive and link.between.wanted.is_set():
+                    result = await self._agent._request(
+                        _CLI_PROMPT, cast("RunOptions", dict(self._turn_options)), link, "cli"
+                    )
+                    if result.error == "busy":  # the agent's own run (or a turn's tail)
+                        await anyio.sleep(_BUSY_WAIT)
+                        continue
+                    self._record(result)
+            finally:
+                self._cli_busy = False
+                self._cli_done.set()
+                self._cli_done = anyio.Event()
+            if not link.alive:
+                self._closing.set()
+
+    def _record(self, result: RunResult) -> None:
+        self.results.append(result)
+        self._run_ids.append(result.run_id)
+        self._add_usage(result)
+        if result.trigger == "cli":
+            self._cli_count += 1
+            self._cli_last = result
 
     async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
         """One turn: the same dict ``run()`` returns, for this turn."""
@@ -313,6 +434,15 @@ class Session:
             turn._send.close()
             turn._receive.close()
 
+    async def wait_for_turn(self) -> None:
+        """Return once a turn is running (at once if one is): the way to
+        :meth:`steer` or :meth:`interrupt` a turn another task sent, without
+        polling.  Bound it with ``anyio.fail_after`` where the turn may never
+        come."""
+        link = self._live("wait_for_turn()")
+        while not link.running:
+            await link.began.wait()
+
     async def interrupt(self) -> bool:
         """End the running turn (it answers 130 ``interrupted``); the session
         lives on.  False when no turn was running."""
@@ -328,7 +458,10 @@ class Session:
                 f"backends that can: {', '.join(names) or '(none)'}"
             )
         if not link.running:
-            raise AgentUsageError("steer() needs a running turn (use send() to start one)")
+            raise AgentUsageError(
+                "steer() needs a running turn (use send() to start one; wait_for_turn() "
+                "waits for one another task sent)"
+            )
         link.steer(text)
 
     def _add_usage(self, result: RunResult) -> None:

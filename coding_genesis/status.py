@@ -86,7 +86,7 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     #: The caller cancelled the run (status 130).
     CANCELLED = "cancelled"
-    #: A budget (coding_genesis._observers.budget) was spent: the process tree was stopped,
+    #: A budget (``Budget``) was spent: the process tree was stopped,
     #: or, for a run of a spent shared budget, nothing was started (status 1).
     BUDGET_EXCEEDED = "budget_exceeded"
     #: A request of a batch not started: the batch hit the account's usage
@@ -103,11 +103,14 @@ class ErrorCode(enum.StrEnum):
     PERMISSION_DENIED = "permission_denied"
     #: The answer does not match the request's ``output_schema`` (status 1).
     INVALID_OUTPUT = "invalid_output"
+    #: The CLI stopped at its turn limit (``max_turns=``) before it finished
+    #: (status 1; category ``partial``: what it did so far is in the result).
+    MAX_TURNS = "max_turns"
 
 
 class FailureCategory(enum.StrEnum):
     """Why a run failed: the one taxonomy every view of a failure uses (the
-    classifier in coding_genesis._failures decides it; the retry policy keys on it)."""
+    failure classifier decides it; the retry policy keys on it)."""
 
     TIMEOUT = "timeout"
     #: The whole process tree was silent and idle for ``stall_timeout``.
@@ -120,12 +123,17 @@ class FailureCategory(enum.StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
     MISSING_CONTEXT = "missing_context"
     TOOL_ERROR = "tool_error"
-    NOT_FOUND = "not_found"
+    #: Something the task needs is missing: the CLI (its error is ``not_found``, status
+    #: 127), a file, a model (an API 404).  Named ``not_found`` before 0.2.
+    MISSING = "missing"
     PARTIAL = "partial"
     #: The agent finished, but the caller's verify command failed.
     VERIFY_FAILED = "verify_failed"
-    INTERNAL = "internal"
-    #: A budget of ours (coding_genesis._observers.budget) was spent: the run was stopped or not started.
+    #: The coding agent, or what runs it, failed on its side: the agent's own error, an
+    #: API 5xx, a death before its result, a batch executor that broke.  Named
+    #: ``internal`` before 0.2 (the error word of status 70, a bug of ours).
+    AGENT_ERROR = "agent_error"
+    #: A budget of ours (``Budget``) was spent: the run was stopped or not started.
     BUDGET_EXCEEDED = "budget_exceeded"
     #: The CLI replaced its worktree's ``.git`` (isolation): nothing of it was run.
     WORKSPACE_TAMPERED = "workspace_tampered"
@@ -144,3 +152,18 @@ class FailureCategory(enum.StrEnum):
     #: A batch's request a spent budget or a usage limit never started.
     NOT_STARTED = "not_started"
     UNKNOWN = "unknown"
+
+    # The names before 0.2, kept for code that still says them (aliases).
+    NOT_FOUND = "missing"
+    INTERNAL = "agent_error"
+
+    @classmethod
+    def _missing_(cls, value: object) -> FailureCategory | None:
+        """A value written before 0.2 (a run log, a stored policy) still reads."""
+        renamed = _FORMER_CATEGORIES.get(value) if isinstance(value, str) else None
+        return cls(renamed) if renamed is not None else None
+
+
+#: Categories renamed in 0.2 (their words were status words: ``not_found`` is the
+#: error of status 127, ``internal`` of status 70): the former value -> the value.
+_FORMER_CATEGORIES = {"not_found": "missing", "internal": "agent_error"}

@@ -21,8 +21,27 @@ pytest_plugins = [
     "tests.steps.telemetry_steps",
     "tests.steps.transcript_steps",
     "tests.steps.budget_steps",
+    "tests.steps.session_steps",
     "tests.fakes.plugin",
+    "tests.browser",
 ]
+
+
+#: Fixtures that start a real CLI (each skips its test when that CLI is absent).
+REAL_CLI_FIXTURES = frozenset(
+    {"real_claude", "real_codex", "real_gemini", "real_opencode", "real_qwen"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``real_cli``: a test of the real CLIs against the fake model server (everything
+    under tests/real_cli/, and any test that asks for a real CLI); ``pytest -m "not
+    real_cli"`` leaves them out."""
+    here = Path(__file__).parent / "real_cli"
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if here in Path(str(item.fspath)).parents or fixtures & REAL_CLI_FIXTURES:
+            item.add_marker(pytest.mark.real_cli)
 
 
 @pytest.fixture(scope="session", autouse=True)

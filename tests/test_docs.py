@@ -27,6 +27,7 @@ import pytest
 
 from coding_genesis import _EXPORTS, parse_failure_report
 from coding_genesis._cli.main import build_parser
+from tests.api_index import GROUPS
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
@@ -77,7 +78,17 @@ RUN = [b for b in PYTHON if b.marker == "run"]
 def test_examples_are_found() -> None:
     # The extraction itself: a change to the fences or markers must not silently skip them.
     assert len(PYTHON) >= 15 and len(RUN) >= 5
-    assert {b.page.name for b in RUN} >= {"README.md", "getting-started.md", "failures.md"}
+    assert {b.page.name for b in RUN} >= {
+        "README.md",
+        "getting-started.md",
+        "failures.md",
+        "sessions.md",
+    }
+    # Every example of the sessions page runs (on the two-way failer), none only type-checks.
+    sessions = [b for b in PYTHON if b.page.name == "sessions.md"]
+    assert len(sessions) >= 6 and all(b.marker == "run" for b in sessions), [
+        b.id for b in sessions if b.marker != "run"
+    ]
     assert all(b.lang for b in ALL), [b.id for b in ALL if not b.lang]
 
 
@@ -203,6 +214,17 @@ def test_command_parsing_catches_a_wrong_flag() -> None:
     assert exited.value.code == 2
 
 
+def test_sample_task_files_are_valid_batch_lines() -> None:
+    # The `tasks.jsonl` shown on the CLI and embedding pages: each line a valid RunSpec.
+    from coding_genesis import RunSpec
+
+    samples = [b for b in ALL if b.lang == "console" and b.code.startswith("$ cat tasks.jsonl")]
+    assert {b.page.name for b in samples} >= {"cli.md", "embedding.md"}
+    for block in samples:
+        for line in block.code.splitlines()[1:]:
+            RunSpec.model_validate(json.loads(line))
+
+
 def test_data_blocks_parse() -> None:
     data = [b for b in ALL if b.lang in {"toml", "json"}]
     assert {b.lang for b in data} == {"toml", "json"}
@@ -228,43 +250,50 @@ PUBLIC_MODULES = {p.stem for p in (DOCS / "api").glob("*.md")} - {"index"}
 
 
 def render_api_index() -> str:
-    """docs/api/index.md: every public name (``_EXPORTS``), linked to the page of the public
-    module that defines it; a name defined elsewhere is rendered on the page itself."""
+    """docs/api/index.md: every public name (``_EXPORTS``) once, grouped by what a user does
+    (``tests/api_index.py``), entry points first, one line each, linked to its documentation:
+    the page of the public module that defines it, or this page for the others."""
     lines = [
-        "# `coding_genesis`",
+        "# API reference",
         "",
-        "::: coding_genesis",
-        "    options:",
-        "      show_root_heading: false",
-        "      members: false",
+        "Everything below is importable from the top-level package",
+        "(`from coding_genesis import NAME`). Start with `CodingGenesisAgent`; the guides",
+        "([Getting started](../getting-started.md), [Live sessions](../sessions.md),",
+        "[Embedding](../embedding.md)) show each name at work.",
         "",
-        "## The public names",
-        "",
-        "Everything below is importable from the top-level package (`from coding_genesis import NAME`).",
-        "Names defined in a public module are documented on that module's page; the others are",
-        "documented here.",
-        "",
-        "| name | documented in |",
-        "|---|---|",
     ]
     here = []
-    for name, module in sorted(_EXPORTS.items(), key=lambda item: item[0].lower()):
-        if module in PUBLIC_MODULES:
-            lines.append(f"| `{name}` | [`coding_genesis.{module}`]({module}.md) |")
-        else:
-            lines.append(f"| `{name}` | [below](#coding_genesis.{name}) |")
-            here.append(name)
+    for group, guide, items in GROUPS:
+        lines += [f"## {group}", "", guide, "", "| name | what it is for |", "|---|---|"]
+        for name, what in items:
+            module = _EXPORTS[name]
+            if module in PUBLIC_MODULES:
+                target = f"coding_genesis.{module}.{name}"
+            else:
+                target = f"coding_genesis.{name}"
+                here.append(name)
+            lines.append(f"| [`{name}`][{target}] | {what} |")
+        lines.append("")
     lines += [
-        "| `__version__` | the installed package's version (read from its metadata on first use) |",
+        "`__version__` is the installed package's version (read from its metadata on first use).",
         "",
         "## Defined in private modules",
         "",
         "These names are public; the modules that define them are not (they may move in any release).",
         "",
     ]
-    for name in here:
+    for name in sorted(here, key=str.lower):
         lines += [f"::: coding_genesis.{name}", "    options:", "      heading_level: 3", ""]
     return "\n".join(lines)
+
+
+def test_the_api_index_groups_every_public_name_once() -> None:
+    named = [name for _, _, items in GROUPS for name, _ in items]
+    missing = sorted(set(_EXPORTS) - set(named))
+    assert not missing, f"add {missing} to a group in tests/api_index.py"
+    assert len(named) == len(set(named)) and set(named) <= set(_EXPORTS)
+    assert GROUPS[0][2][0][0] == "CodingGenesisAgent"  # the entry point comes first
+    assert all(len(what) <= 100 and "\n" not in what for _, _, i in GROUPS for _, what in i)
 
 
 def test_api_reference_lists_every_public_name() -> None:

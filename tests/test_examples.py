@@ -40,7 +40,7 @@ def test_asyncio_example() -> None:
     out = run_example("embed_asyncio.py").splitlines()
     assert out[-4:] == [
         "0 0 None None",
-        "1 1 cli_error internal",
+        "1 1 cli_error agent_error",
         "2 1 cli_error rate_limit",
         "3 1 incomplete partial",
     ]

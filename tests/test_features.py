@@ -15,4 +15,9 @@ scenarios(
     "telemetry.feature",
     "transcripts.feature",
     "budget.feature",
+    "sessions.feature",
+    "approvals.feature",
+    "hooks.feature",
+    "host_tools.feature",
+    "structured_output.feature",
 )

@@ -13,6 +13,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import positive_seconds
+from coding_genesis._cli.repository import absolute_path
 
 if TYPE_CHECKING:
     from coding_genesis.approval import Approver
@@ -38,7 +39,7 @@ def add_approver_arguments(parser: argparse.ArgumentParser, *, ask: bool = False
     """The approval flags; ``ask``: also ``--ask`` (``genesis run``)."""
     group = parser.add_argument_group(
         "approvals",
-        "decide each tool call the CLI asks to make (claude, codex: the CLI is then run "
+        "decide each tool call the CLI asks to make (claude, codex, failer: the CLI is then run "
         "through its two-way protocol); the first flag that settles a call wins, in this "
         "order: --deny-commands, --writes-under, --approve-tools"
         + (", then --ask" if ask else "")
@@ -72,10 +73,14 @@ def add_approver_arguments(parser: argparse.ArgumentParser, *, ask: bool = False
     group.add_argument(
         "--writes-under",
         metavar="DIR",
+        type=absolute_path,
         action="append",
         default=[],
-        help="allow a file write whose every path is under DIR (symlinks followed), "
-        "deny any other write; repeatable",
+        help="allow a write tool's call (Write, Edit, a patch) whose every path, both ends "
+        "of a move included, is under DIR (symlinks followed; a relative DIR is taken from "
+        "here, whatever the run's cwd), deny any other; a shell command's own writes (>, "
+        "tee, sed -i) are commands, not writes, and are not checked: pair it with --ask or "
+        "--deny-commands; repeatable",
     )
     group.add_argument(
         "--approval-timeout",

@@ -3,10 +3,10 @@ event loop (:class:`TerminalLines`), and an approver that asks about each tool
 call inline (:class:`TerminalAsker`), for ``genesis chat`` and ``genesis run
 --ask``.
 
-The question is written on stderr with the live panel taken off the screen;
-what the CLI wants to run is shown in full, made printable (a command from the
-model must not drive the terminal).  Input typed before the question is
-dropped, so nothing typed ahead answers it.
+The question is written on stderr with the live panel taken off the screen,
+laid out by :class:`~coding_genesis._cli.question.Question` to fit the
+terminal (what the CLI wants to run shown truthfully, its answers offered).
+Input typed before the question is dropped, so nothing typed ahead answers it.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import sys
 import termios
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
 
 import anyio
 
+from coding_genesis._cli.question import INLINE, Question, choices
 from coding_genesis._observers.progress import tool_summary
 from coding_genesis._util.display import printable
 from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.run_events import ApprovalEvent
 
 if TYPE_CHECKING:
     from coding_genesis._observers.progress import ProgressView
 
-__all__ = ["TerminalAsker", "TerminalLines", "describe"]
+__all__ = ["TerminalAsker", "TerminalLines"]
 
-#: The longest detail shown inline, and the most lines of a long one.
-_INLINE = 100
-_MAX_LINES = 60
 #: The most typed ahead that is kept.
 _TYPED_AHEAD = 65536
 
@@ -203,32 +203,25 @@ class TerminalLines:
         _say(printable(line.decode("utf-8", "replace")), end="\n" if newline else "")
 
 
-def describe(request: ApprovalRequest) -> str:
-    """What a tool call does, as the question shows it: the command, the
-    paths written, else the input's telling field."""
-    if request.kind == "command" and request.command:
-        return request.command
-    if request.paths:
-        return ", ".join(request.paths)
-    summary = tool_summary(request.tool, request.input, limit=100_000)
-    prefix = f"{request.tool}: "
-    return summary[len(prefix) :] if summary.startswith(prefix) else ""
-
-
 class TerminalAsker:
-    """An approver asking a person on the terminal about each tool call:
-    ``[y]es`` allows it once, ``[n]o`` refuses it (``n <words>``: the model is
-    told the words), ``[a]lways`` allows this tool for the rest of the
-    ``scope`` (the session, the run) without asking again.  One question at
-    a time; :meth:`withdraw` ends the pending ones (the turn ended)."""
+    """An approver asking a person on the terminal about each tool call, with
+    the answers of :func:`~coding_genesis._cli.question.choices`, each saying
+    its scope: ``[y]es`` allows this call once, ``[a]lways`` this exact
+    command (or a write of exactly these paths) for the rest of the ``scope``
+    (the session, the run), ``[t]ool`` every call of this tool for the rest
+    of it, ``[n]o`` refuses it (``n <words>``: the model is told the words).
+    The session keeps an "always" answer and settles the repeats itself
+    (:meth:`heard` shows each).  One question at a time; :meth:`withdraw`
+    ends the pending ones (the turn ended)."""
 
     def __init__(self, lines: TerminalLines, *, scope: str = "session") -> None:
         self.lines = lines
         self.scope = scope
         #: The panel to take off the screen while asking (None: none shown).
         self.view: ProgressView | None = None
-        #: Tools allowed for the rest of the scope.
-        self.always: set[str] = set()
+        #: Awaited before a question is shown: whoever else reads the terminal
+        #: (chat's prompt) gives way, so that what is typed answers the question.
+        self.before_asking: Callable[[], Awaitable[None]] | None = None
         self._lock = anyio.Lock()
         self._pending: set[anyio.CancelScope] = set()
         self._quiet: anyio.Event | None = None
@@ -240,7 +233,9 @@ class TerminalAsker:
         try:
             with scope:
                 async with self._lock:
-                    answered = self._remembered(request) or await self._ask(request)
+                    if self.before_asking is not None:
+                        await self.before_asking()
+                    answered = await self._ask(request)
         finally:
             self._pending.discard(scope)
             if not self._pending and self._quiet is not None:
@@ -252,6 +247,17 @@ class TerminalAsker:
                 "the question was withdrawn: the turn ended", reason="withdrawn at the terminal"
             )
         return answered
+
+    def heard(self, event: object) -> None:
+        """Subscribed to the agent: a call settled by an "always" answer is
+        shown, though nobody was asked (the person sees what ran)."""
+        if not isinstance(event, ApprovalEvent) or event.source != "always":
+            return
+        raw = event.extra.get("input")
+        summary = tool_summary(event.tool, raw if isinstance(raw, dict) else {}, limit=INLINE)
+        word = "allowed" if event.allowed else "denied"
+        with self.view.paused() if self.view is not None else contextlib.nullcontext():
+            _say(f"  {word} {printable(summary)} (always, for this {self.scope})")
 
     def withdraw(self) -> None:
         """End every question asked or waiting (each is denied)."""
@@ -265,59 +271,35 @@ class TerminalAsker:
             with anyio.move_on_after(within):
                 await self._quiet.wait()
 
-    def _remembered(self, request: ApprovalRequest) -> Decision | None:
-        if request.tool not in self.always:
-            return None
-        detail = describe(request)
-        shown = f" `{printable(' '.join(detail.split()))[:_INLINE]}`" if detail else ""
-        _say(f"  allowed {printable(request.tool)}{shown} (always, for this {self.scope})")
-        return Decision.allow(always=True, reason=f"allowed for this {self.scope} at the terminal")
-
     async def _ask(self, request: ApprovalRequest) -> Decision:
         with self.view.paused() if self.view is not None else contextlib.nullcontext():
             self.lines.discard()  # nothing typed ahead answers the question
-            question = self._question(request)
+            question = Question(request, choices(self.scope, request))
+            above, prompt = question.render(*_screen())
+            if above:
+                _say("\n".join(above))
             while True:
-                _say(question, end="")
+                _say(prompt, end="")
                 line = await self.lines.read()
                 if line is None:
                     _say("")
                     return Decision.deny(
                         "no answer (the terminal's input ended)", reason="end of input"
                     )
-                word, _, rest = line.strip().partition(" ")
-                word = word.lower()
-                if word in ("y", "yes"):
-                    return Decision.allow(reason="allowed at the terminal")
-                if word in ("a", "always"):
-                    self.always.add(request.tool)
-                    return Decision.allow(
-                        always=True, reason=f"allowed for this {self.scope} at the terminal"
-                    )
-                if word in ("n", "no"):
-                    told = rest.strip() or "the user refused this tool call"
-                    return Decision.deny(told, reason="refused at the terminal")
-                _say("  answer y, n (n <why> tells the model why) or a")
+                chosen = question.choice(line)
+                if chosen is None:
+                    _say(question.hint)
+                    continue
+                return chosen[0].decision(chosen[1])
 
-    def _question(self, request: ApprovalRequest) -> str:
-        """The question's line; a long or multi-line detail is shown above it."""
-        tool = printable(request.tool)
-        detail = printable(describe(request))
-        question = f"Allow {tool}"
-        lines = detail.splitlines()
-        if detail and len(lines) == 1 and len(detail) <= _INLINE:
-            question += f" `{detail}`"
-        elif detail:
-            shown = lines[:_MAX_LINES]
-            block = [f"{tool} wants to run:" if request.kind == "command" else f"{tool}:"]
-            block += [f"  │ {line}" for line in shown]
-            if len(lines) > len(shown):
-                more = len(lines) - len(shown)
-                block.append(f"  │ … {more} more line(s) not shown: answer n if unsure")
-            _say("\n".join(block))
-        if request.reason:
-            _say(f"  why: {printable(' '.join(request.reason.split()))}")
-        return question + f"? [y]es / [n]o / [a]lways for this {self.scope}: "
+
+def _screen() -> tuple[int, int]:
+    """The terminal's columns and rows, where the question is written (stderr)."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        size = shutil.get_terminal_size()
+    return size.columns, size.lines
 
 
 def _say(text: str, *, end: str = "\n") -> None:

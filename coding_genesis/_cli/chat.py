@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.common import positive_seconds, usage_error
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 
 if TYPE_CHECKING:
     import anyio
@@ -42,10 +43,14 @@ examples:
 type a prompt and Enter: the turn runs with a live panel on stderr, its answer
 goes to stdout.  Each tool call the CLI asks to make is asked inline:
   Allow Bash `pytest -q`? [y]es / [n]o / [a]lways for this session:
-(n <why> tells the model why; a allows that tool for the rest of the session);
-the approval flags settle what they can first.
+(n <why> tells the model why; a allows this exact command, or a write of exactly
+these paths, for the rest of the session); the approval flags settle what they
+can first.  What the CLI does by itself between turns (a background task that
+came back) is a turn of its own: its questions are asked in place of the
+prompt, its answer shown when it ends.
 Ctrl-C interrupts the running turn; a second Ctrl-C (in the turn or at the
 prompt) closes the session and exits 130; Ctrl-D or /exit closes it (exit 0).
+/help lists chat's own commands (/help, /clear, /exit), never sent to the model.
 Each turn is recorded like a `genesis run` (see `genesis runs`).
 stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
 """
@@ -54,6 +59,14 @@ stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
 PROMPT = "> "
 #: The lines that close the session.
 EXIT_WORDS = frozenset({"/exit", "/quit"})
+#: chat's own commands (never sent to the model), as /help lists them.
+CHAT_HELP = """genesis chat's own commands (any other line, /compact included, goes to the CLI):
+  /help          this list
+  /clear         clear the screen (the conversation goes on)
+  /exit, /quit   close the session (also Ctrl-D)
+Ctrl-C interrupts the running turn; Ctrl-C twice leaves."""
+#: Clear the screen and put the cursor home (what `clear` writes).
+_CLEAR = "\x1b[H\x1b[2J"
 
 
 def register(subparsers: Any) -> None:
@@ -69,8 +82,15 @@ def register(subparsers: Any) -> None:
         "--backend",
         "-b",
         default=None,
-        help="a backend with a two-way protocol: claude or codex "
-        "(default: $GENESIS_BACKEND, else claude)",
+        help="a backend with a two-way protocol: claude, codex, failer, gemini, opencode, "
+        "qwen, or an ACP agent of --backends-file (default: $GENESIS_BACKEND, else claude)",
+    )
+    parser.add_argument(
+        "--backends-file",
+        metavar="TOML",
+        default=None,
+        help="generic backends to add ([backends.NAME] tables: command, format, ...; "
+        'format = "acp" for an Agent Client Protocol agent; default: $GENESIS_BACKENDS_FILE)',
     )
     parser.add_argument(
         "--timeout",
@@ -88,7 +108,9 @@ def register(subparsers: Any) -> None:
         default=5.0,
         help="seconds between SIGTERM and SIGKILL, and for an interrupt (default 5)",
     )
-    parser.add_argument("--cwd", "-C", default=None, help="working directory of the agent")
+    parser.add_argument(
+        "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agent"
+    )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
     parser.add_argument(
         "--cli-path",
@@ -112,6 +134,7 @@ def register(subparsers: Any) -> None:
         help='where the turns\' run directories go, or "off" (default: $GENESIS_TRANSCRIPTS, '
         "else $XDG_STATE_HOME/coding-genesis/runs)",
     )
+    add_setting_sources_argument(parser)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
 
@@ -123,6 +146,7 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.approver_options import approval_timeout, approver_from
     from coding_genesis._cli.asking import TerminalAsker, TerminalLines
     from coding_genesis._cli.env import (
+        backends_file,
         cli_path_for,
         default_backend,
         ledger_setting,
@@ -130,6 +154,7 @@ def handle(args: argparse.Namespace) -> int:
         run_log_path,
         transcript_dir,
     )
+    from coding_genesis._cli.run import add_backends_file, warn_of_repository
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.errors import AgentUsageError, ConfigError
 
@@ -143,6 +168,7 @@ def handle(args: argparse.Namespace) -> int:
     lines = TerminalLines(sys.stdin.fileno())
     asker = TerminalAsker(lines, scope="session")
     try:
+        add_backends_file(backends_file(args.backends_file))
         agent = CodingGenesisAgent(
             backend,
             timeout=args.timeout,
@@ -161,9 +187,12 @@ def handle(args: argparse.Namespace) -> int:
             permissions=args.permissions,
             approver=approver_from(args, asker),
             approval_timeout=approval_timeout(args, asking=True),
+            setting_sources=args.setting_sources,
         )
     except (ConfigError, AgentUsageError) as exc:
         return usage_error("chat", str(exc))
+    agent.subscribe(asker.heard)
+    warn_of_repository(agent, args.setting_sources, "chat")
     chat = Chat(agent, session, lines, asker, quiet=args.quiet)
     try:
         return anyio.run(chat.main)
@@ -198,6 +227,12 @@ class Chat:
         self.in_turn = False
         self._outer: anyio.CancelScope | None = None
         self._reading: anyio.CancelScope | None = None
+        #: The prompt's read was given up for the terminal's other user (a
+        #: question, or the answer of a turn the CLI started): prompt again.
+        self._yielded = False
+        #: Set while nobody reads the prompt (a reader of the terminal waits on it).
+        self._not_reading: anyio.Event | None = None
+        asker.before_asking = self._give_way
 
     async def main(self) -> int:
         import anyio  # lazy: `genesis --help` imports only the parsers
@@ -212,6 +247,7 @@ class Chat:
                         f"genesis chat: {self.agent.backend_name} session open; "
                         "Ctrl-C interrupts a turn, Ctrl-C twice, Ctrl-D or /exit leaves"
                     )
+                    tg.start_soon(self._cli_turns, session)
                     await self._loop(session)
             tg.cancel_scope.cancel()
         self._goodbye()
@@ -230,25 +266,78 @@ class Chat:
             text = line.strip()
             if text in EXIT_WORDS:
                 return
+            if text == "/help":
+                _err(CHAT_HELP)
+                continue
+            if text == "/clear":
+                _err(_CLEAR, end="")
+                continue
             if text:
                 self.armed = False
                 self._last = await self._turn(session, line)
 
     async def _prompt(self) -> str | None:
-        """The next prompt; "" when Ctrl-C cleared the line."""
+        """The next prompt; "" when Ctrl-C cleared the line.  The read gives
+        way to a question of a turn the CLI started by itself (one reader of
+        the terminal at a time: what is typed answers the question, never
+        becomes a prompt), then the prompt is shown again."""
         import anyio
 
-        _err(PROMPT, end="")
-        with anyio.CancelScope() as scope:
-            self._reading = scope
-            try:
-                return await self.lines.read()
-            finally:
-                self._reading = None
+        while True:
+            _err(PROMPT, end="")
+            with anyio.CancelScope() as scope:
+                self._reading = scope
+                try:
+                    return await self.lines.read()
+                finally:
+                    self._reading = None
+                    if self._not_reading is not None:
+                        self._not_reading.set()
+            if not self._yielded:
+                break
+            self._yielded = False
+            await self.asker.settled(within=float("inf"))
         self.lines.discard()
         _err("")
         self._note("(Ctrl-C again to leave; Ctrl-D or /exit closes the session)")
         return ""
+
+    def _yield_prompt(self) -> bool:
+        """The terminal is needed (a question, an answer to show): the prompt's
+        read gives way, and the prompt comes back after.  False: no prompt
+        was being read."""
+        if self._reading is None or self._yielded:
+            return False
+        self._yielded = True
+        self._reading.cancel()
+        _err("")  # off the prompt's line
+        return True
+
+    async def _give_way(self) -> None:
+        """Before a question: the prompt's read has ended (two readers of one
+        terminal would fight over each key)."""
+        import anyio
+
+        self._not_reading = anyio.Event()
+        try:
+            if self._yield_prompt():
+                await self._not_reading.wait()
+        finally:
+            self._not_reading = None
+
+    async def _cli_turns(self, session: Session) -> None:
+        """Shows each turn the CLI started by itself, when it ends."""
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis.errors import AgentUsageError
+
+        while True:
+            try:
+                result = await session.cli_turn()
+            except AgentUsageError:  # the session closed
+                return
+            self._yield_prompt()
+            self._note(f"genesis chat: the CLI worked by itself (turn {result.turn}):")
+            self._last = self._show(result.to_dict())
 
     async def _turn(self, session: Session, prompt: str) -> int:
         """One turn with the live panel; its answer printed; its exit code."""
@@ -327,7 +416,7 @@ class Chat:
                         self._outer.cancel()
                     continue
                 self.armed = True
-                if self.in_turn:
+                if self.in_turn or self.session.turn_running:
                     _err("")
                     self._note(
                         "genesis chat: interrupting the turn (Ctrl-C again closes the session)"

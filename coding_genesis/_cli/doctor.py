@@ -228,9 +228,14 @@ def _claude_environment() -> list[Check]:
             )
         )
     else:
-        checks.append(
-            Check("claude", "environment", "ok", "no CLAUDECODE / CLAUDE_CODE_* inherited")
-        )
+        # Only a parent session's variables are removed; the user's own
+        # CLAUDE_CODE_* configuration is passed on (and said so).
+        kept = sorted(n for n in os.environ if n.startswith("CLAUDE_CODE_"))
+        said = "not inside another Claude Code session (no CLAUDECODE or session variables)"
+        if kept:
+            shown = ", ".join(kept[:6]) + (" ..." if len(kept) > 6 else "")
+            said += f"; passed on as your configuration: {shown}"
+        checks.append(Check("claude", "environment", "ok", said))
     if os.environ.get("ANTHROPIC_BASE_URL"):
         checks.append(
             Check(

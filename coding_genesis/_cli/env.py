@@ -120,9 +120,10 @@ def cli_path_for(
     backend: str, explicit: str | None, env: Mapping[str, str] | None = None
 ) -> str | None:
     """``--cli-path``, else ``$GENESIS_<BACKEND>_PATH`` (the backend's
-    ``path_env_var``), else None (the library finds the CLI on ``PATH``)."""
+    ``path_env_var``), else None (the library finds the CLI on ``PATH``); a
+    path with a slash made absolute here (a run's cwd is no place to look for it)."""
     if explicit:
-        return explicit
+        return _here(explicit)
     try:
         # lazy: `genesis --help` imports only the parsers
         from coding_genesis.backends import get_backend
@@ -131,7 +132,13 @@ def cli_path_for(
     except Exception:  # noqa: BLE001  (an unknown or broken backend has no variable to read)
         return None
     value = _env(env).get(variable, "").strip() if variable else ""
-    return value or None
+    return _here(value) if value else None
+
+
+def _here(path: str) -> str:
+    """``path`` against this process's working directory when it names one
+    (a bare name is looked up on ``PATH``)."""
+    return os.path.abspath(os.path.expanduser(path)) if os.sep in path else path
 
 
 def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | None:
@@ -146,7 +153,7 @@ def node_path_for(backend: str, env: Mapping[str, str] | None = None) -> str | N
         return None
     variable = script.node_env_var if script is not None else ""
     value = _env(env).get(variable, "").strip() if variable else ""
-    return value or None
+    return _here(value) if value else None
 
 
 def apply_process_settings(

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from coding_genesis._cli.parsing import GenesisParser
+
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis._cli, in --help order.
@@ -96,12 +98,14 @@ class _Version(argparse.Action):
         parser.exit(message=f"coding-genesis {version()}\n")
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> GenesisParser:
     """The ``genesis`` parser; given the arguments it will parse, only the
     parser of the command they name (see :func:`_only_command`), else all."""
-    parser = argparse.ArgumentParser(
+    parser = GenesisParser(
         prog="genesis",
-        description="Run coding-agent CLIs (claude, codex, the embedded failer) under supervision.",
+        # Every built-in backend (tests/cli/test_forgiving.py holds this to the registry).
+        description="Run coding-agent CLIs (claude, codex, gemini, opencode, qwen, a "
+        "plug-in's, and the embedded failer: no credentials needed) under supervision.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -112,7 +116,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="retry backoffs take no real time (virtual time), to test a pipeline that "
         "runs genesis; never use it in production",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.argv = () if argv is None else argv
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=GenesisParser
+    )
     only = None if argv is None else _only_command(argv)
     for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"coding_genesis._cli.{name}")

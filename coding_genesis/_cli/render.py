@@ -68,14 +68,12 @@ def cli_words(text: str) -> str:
 def usage_line(result: Mapping[str, Any]) -> str | None:
     """Tokens, cost and its source, turns, context use and speed, in one line
     (from the result's ``metering``, coding_genesis._observers.metering); None without it.
-    Tokens the CLI never reported are "unknown", not 0."""
+    Tokens the CLI never reported are "unknown", not 0; a reported 0 is 0."""
     metering = result.get("metering")
     if not isinstance(metering, Mapping):
         return None
     tokens = metering.get("tokens") or {}
-    if result.get("usage_source") == UNKNOWN or not any(
-        isinstance(v, int | float) and v for v in tokens.values()
-    ):
+    if result.get("usage_source") == UNKNOWN or not tokens:
         parts = [f"tokens {UNKNOWN} (the CLI reported none)"]
     else:
         total = tokens.get("total")
@@ -184,9 +182,15 @@ def summary_lines(result: Mapping[str, Any]) -> list[str]:
         lines.append(line)
     lines.extend(isolation_lines(result))
     lines.extend(warning_lines(result))
-    if result.get("transcript"):
-        lines.append(f"transcript: genesis show {short_id(result.get('run_id'))}")
+    lines.extend(transcript_lines(result))
     return lines
+
+
+def transcript_lines(result: Mapping[str, Any]) -> list[str]:
+    """Where the run was recorded (none when it was not)."""
+    if not result.get("transcript"):
+        return []
+    return [f"transcript: genesis show {short_id(result.get('run_id'))}"]
 
 
 def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
@@ -194,18 +198,18 @@ def stopped_lines(outcome: Any, result: Mapping[str, Any]) -> list[str]:
     lines = [f"genesis run: {cli_words(str(result['message']))}."]
     for i, line in enumerate(outcome.tracker.summary_lines()):
         lines.append(("  so far: " if i == 0 else "          ") + line)
-    if result.get("transcript"):
-        lines.append(f"  transcript: genesis show {short_id(result.get('run_id'))}")
+    lines.extend(f"  {line}" for line in transcript_lines(result))
     return lines
 
 
-def failure_report(result: Mapping[str, Any]) -> str | None:
+def failure_report(result: Mapping[str, Any], *, readable: bool = False) -> str | None:
     """The failure report of a response: the one it carries, else one
-    formatted from its failure record; None when it has neither."""
+    formatted from its failure record; None when it has neither.  ``readable``:
+    formatted from the record for a person (its metadata as lines, not XML)."""
     text = result.get("failure_report")
-    if isinstance(text, str) and text.strip():
-        return text
     failure = result.get("failure")
+    if isinstance(text, str) and text.strip() and not (readable and isinstance(failure, Mapping)):
+        return text
     if not isinstance(failure, Mapping):
         return None
     from pydantic import ValidationError
@@ -215,7 +219,7 @@ def failure_report(result: Mapping[str, Any]) -> str | None:
     from coding_genesis.result import ChildFailure
 
     try:
-        return format_failure_report(ChildFailure.model_validate(dict(failure)))
+        return format_failure_report(ChildFailure.model_validate(dict(failure)), readable=readable)
     except (ValidationError, ValueError, TypeError):
         return None
 

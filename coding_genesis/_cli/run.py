@@ -22,8 +22,10 @@ from coding_genesis._cli.render import (
     stopped_lines,
     summary_lines,
     terminal_line,
+    transcript_lines,
     warning_lines,
 )
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._cli.retry_options import add_retry_arguments, attempt_printer, retry_policy
 from coding_genesis._util.display import printable
 
@@ -55,6 +57,12 @@ $XDG_STATE_HOME/coding-genesis/runs, or $GENESIS_TRANSCRIPTS (a path or "off").
 It is also appended to the run log (`genesis stats`): $GENESIS_RUN_LOG or
 $XDG_STATE_HOME/coding-genesis/runs.jsonl.  (The library records nothing unless
 asked: this is the command line's default.)
+
+the embedded failer (--backend failer: no model, no credentials) answers what its
+prompt asks: nothing (success), /fail, /timeout N, /fail-then-succeed N, /partial,
+/rate-limit; tool calls asked about as claude asks them: /write PATH TEXT, /bash
+COMMAND (run without a shell), /json VALUE; with --ask or an approval flag (a live
+session, as in `genesis chat`) also /tool NAME JSON, /compact and /history.
 
 exit codes: the response's status (0 success, 1 the CLI failed, 64 invalid request,
 124 timeout, 127 CLI not found, ...); 2 is a command-line usage error.
@@ -118,7 +126,11 @@ def register(subparsers: Any) -> None:
         help="seconds between SIGTERM and SIGKILL (default 5)",
     )
     parser.add_argument(
-        "--cwd", "-C", default=None, help="working directory of the agent (default: here)"
+        "--cwd",
+        "-C",
+        type=absolute_path,
+        default=None,
+        help="working directory of the agent (default: here)",
     )
     parser.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
     parser.add_argument(
@@ -175,6 +187,7 @@ def register(subparsers: Any) -> None:
         default=[],
         help="with --clean-env: also pass this variable (PREFIX_* for a prefix); repeatable",
     )
+    add_setting_sources_argument(parser)
     add_retry_arguments(parser)
     add_budget_arguments(parser)
     add_approver_arguments(parser, ask=True)
@@ -274,8 +287,12 @@ def handle(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return usage_error("run", str(exc))
+    if args.ask:
+        warn_of_repository(agent, args.setting_sources, "run")
     if agent.retry_policy is not None and not args.quiet:
         agent.subscribe(attempt_printer("genesis run"))
+    if asker is not None:
+        agent.subscribe(asker.heard)
     events = EventWriter(sys.stdout.buffer) if args.events else None
     outcome = execute(
         agent,
@@ -287,12 +304,29 @@ def handle(args: argparse.Namespace) -> int:
             cli_max_retries=args.cli_max_retries,
             approver=approver,
             approval_timeout=approval_timeout(args, asking=args.ask),
+            setting_sources=args.setting_sources,
         ),
         progress=_wants_progress(args),
         events=events,
         asker=asker,
     )
-    return report(outcome, agent, args, events)
+    return report(outcome, agent, args, events, backend)
+
+
+def warn_of_repository(
+    agent: CodingGenesisAgent, sources: tuple[str, ...] | None, command: str
+) -> None:
+    """Say on stderr which files of the working directory the CLI would start
+    programs from, and whether this run reads them (a person is asked about
+    tool calls: the approver never sees what these start)."""
+    import os
+
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.repository import repository_warning
+
+    warning = repository_warning(agent.backend, agent.config.cwd or os.getcwd(), sources)
+    if warning is not None:
+        print(f"genesis {command}: {warning}", file=sys.stderr, flush=True)
 
 
 def _isolation_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -331,6 +365,7 @@ def report(
     agent: CodingGenesisAgent,
     args: argparse.Namespace,
     events: EventWriter | None,
+    backend: str,
 ) -> int:
     """Print the response the way the flags ask; return the exit code."""
     # lazy: `genesis --help` imports only the parsers
@@ -354,21 +389,34 @@ def report(
             # Our own words about a failure name the command line's flags; an
             # answer is the agent's, printed as it is.
             message = cli_words(result["message"]) if failed else result["message"]
-            print(printable(message), file=stream)
+            print(printable(message), file=stream, flush=True)  # before the lines on stderr
         if failed:
             print(f"[status {result['status']}: {result['error']}]", file=sys.stderr)
     if not args.quiet and not machine:
         tty = sys.stderr.isatty()
         # The whole summary on a terminal or after a failure; otherwise what a
-        # script must not miss: an isolated run's branch and the warnings.
+        # script must not miss: an isolated run's branch, the warnings, and
+        # where the run was recorded.
         lines = (
             summary_lines(result)
             if tty or result["status"] != 0
-            else [*isolation_lines(result), *warning_lines(result)]
+            else [*isolation_lines(result), *warning_lines(result), *transcript_lines(result)]
         )
+        if result["error"] == "not_found" and args.backend is None:
+            lines.append(_default_backend_missing(backend))
         for line in lines:
             print(terminal_line(line) if tty else printable(line), file=sys.stderr)
     return status_exit_code(result["status"])
+
+
+def _default_backend_missing(backend: str) -> str:
+    """The fix when no --backend was given and the default's CLI is not here."""
+    return (
+        f"hint: no --backend was given, so the default ({backend}) ran, and its CLI is not "
+        f'installed here: try `genesis run --backend failer "hello"` (no credentials '
+        f"needed), pick another with --backend (or $GENESIS_BACKEND), or install {backend} "
+        f"(`genesis doctor --backend {backend}` says how)"
+    )
 
 
 def add_backends_file(path: str | None) -> list[str]:

@@ -21,6 +21,7 @@ from coding_genesis._cli.common import (
     watch_stop_signals,
     whole_number,
 )
+from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
 
@@ -49,10 +50,10 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   model, timeout, idle_timeout, cwd, name, resume, request_key, retry ("default",
   a number, or a policy object), options {"max_turns": N}.
   The file is data, not code: a line that sets anything else (cli_path, env,
-  extra_args, other options, ...: what chooses an executable, an argument, an
-  environment variable or a permission) is refused with a failure at its index.
-  --trusted-input lifts that: every AgentConfig setting is then accepted, which
-  lets whoever wrote the file run any program as you (code execution).
+  extra_args, other options, ...) is refused with a failure at its index, and
+  every line's CLI reads the user's settings alone (nothing its cwd names runs).
+  --trusted-input lifts both (and --setting-sources project needs it): whoever
+  wrote the file can then run any program as you.
   An approver comes from the command line only (--approve-tools, --deny-commands,
   --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.
@@ -64,7 +65,7 @@ A result that finishes before an earlier one waits in a private temporary file,
 not in memory; --unordered prints each result as soon as it finishes.
 stderr: a progress line per result, then how many succeeded, failed, were stopped
 (a budget), never started and were cancelled.
-exit code: 0 when every run succeeded, 1 when any did not, 64 for a usage error,
+exit code: 0 when every run succeeded, 1 when any did not, 2 for a usage error,
 128+N on signal N (130 for Ctrl-C, 143 for SIGTERM): every process tree is stopped
 first, then every result so far is printed (the unfinished ones as cancelled).
 """
@@ -148,7 +149,10 @@ def register(subparsers: Any) -> None:
         default=None,
         help="what the agent may do, enforced by the CLI",
     )
-    defaults.add_argument("--cwd", "-C", default=None, help="working directory of the agents")
+    defaults.add_argument(
+        "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agents"
+    )
+    add_setting_sources_argument(defaults, batch=True)
     add_budget_arguments(parser, batch=True)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
@@ -239,7 +243,8 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import backends_file
+    from coding_genesis._cli.env import backends_file, default_backend
+    from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
     from coding_genesis._cli.run import add_backends_file
     from coding_genesis._observers.transcript import safe_dumps
     from coding_genesis._util.files import NotARegularFile, read_regular
@@ -255,7 +260,10 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
     except OSError as exc:
         return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
+    if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
+        return usage_error("run-many", problem)
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
+    requests = with_safe_start(requests, args.backend or default_backend(), args.trusted_input)
     total = len(requests)
     try:
         add_backends_file(backends_file(None))
@@ -406,6 +414,7 @@ def batch_defaults(args: argparse.Namespace) -> dict[str, Any]:
         "grace": args.grace,
         "permissions": args.permissions,
         "cwd": args.cwd,
+        "setting_sources": args.setting_sources,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -583,6 +592,9 @@ def _progress(result: dict[str, Any], finished: int, total: int) -> str:
     head = f"[{finished:>{width}}/{total}] #{result['index']}"
     if result["status"] == 0:
         return f"{head} ok ({result.get('duration_s') or 0:.2f}s)"
-    first = (result.get("message") or "").strip().splitlines()[:1]
-    detail = first[0][:120] if first else ""
-    return f"{head} failed: status {result['status']} {result['error']}: {detail}"
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._failures.analysis import error_words
+
+    # Called what it is: a cancelled or never-started run did not fail.
+    detail = error_words(str(result.get("message") or ""))[:120]
+    return f"{head} {ending(result)}: status {result['status']} {result['error']}: {detail}"

@@ -113,7 +113,7 @@ def handle(args: argparse.Namespace) -> int:
             _copy(record, path)
         return failed
     try:
-        text = render(record)
+        text = render_session(base, record) if record.is_session else render(record)
     except Exception as exc:  # noqa: BLE001 (a damaged or planted run directory: say so, never a traceback)
         print(
             printable(
@@ -162,6 +162,44 @@ def _copy(record: RunRecord, path: Any) -> None:
         out.flush()
     except FileNotFoundError:
         pass
+
+
+def render_session(base: Any, record: RunRecord) -> str:
+    """A live session: its own record, then its turns in order, one line each
+    (``genesis show RUN`` shows a turn whole)."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._observers.records import session_turns
+
+    meta = record.meta
+    summary = record.session_summary() or {}
+    lines = [f"session {record.run_id}"]
+    lines.append(
+        f"  started   {_local(record.started)}   backend {meta.get('backend')}   "
+        f"agent {meta.get('agent')}"
+    )
+    lines.append(f"  cwd       {meta.get('cwd')}")
+    if summary:
+        cost = summary.get("cost_usd")
+        spent = f" - {cost:.6f} USD" if isinstance(cost, int | float) else ""
+        lines.append(
+            f"  closed    {summary.get('turns', 0)} turn(s){spent} - "
+            f"CLI session {summary.get('session_id')}"
+        )
+    else:
+        lines.append("  closed    - not yet (open, or its runner stopped)")
+    turns = session_turns(base, record.run_id)
+    lines.append(f"turns ({len(turns)}):")
+    for turn in turns:
+        result = turn.result or {}
+        said = str(result.get("message") or "").strip().splitlines()
+        status = result.get("status", "-")
+        error = f" {result.get('error')}" if result.get("error") else ""
+        by = " (started by the CLI)" if turn.meta.get("trigger") == "cli" else ""
+        lines.append(
+            f"  {turn.meta.get('turn') or '?':>3}  {turn.run_id[:12]}  status {status}{error}{by}"
+            f"  {said[0][:100] if said else ''}"
+        )
+    return "\n".join(lines)
 
 
 def render(record: RunRecord) -> str:
@@ -245,7 +283,7 @@ def render(record: RunRecord) -> str:
     files = (result or {}).get("files_modified") or []
     if files:
         lines.append(f"files modified: {', '.join(files)}")
-    report = failure_report(result) if result is not None else None
+    report = failure_report(result, readable=True) if result is not None else None
     if report:
         lines.append("")
         lines.append("failure report:")

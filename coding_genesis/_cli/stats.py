@@ -169,7 +169,17 @@ def format_stats(stats: Mapping[str, Any]) -> str:
             )
     if stats["top_blockers"]:
         lines += ["", "Top blockers:"]
-        lines += [f"  {b['count']:>5}x {b['blocked_on']}" for b in stats["top_blockers"]]
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._failures.analysis import error_words
+
+        # A run logged before its blocker was put in words may hold an error body's
+        # JSON: counted with the same blocker in words.
+        counts: dict[str, int] = {}
+        for b in stats["top_blockers"]:
+            words = error_words(str(b["blocked_on"]))
+            counts[words] = counts.get(words, 0) + int(b["count"])
+        ranked = sorted(counts.items(), key=lambda item: -item[1])
+        lines += [f"  {count:>5}x {words}" for words, count in ranked]
     if stats.get("malformed_lines"):
         lines += ["", f"({stats['malformed_lines']} unreadable line(s) skipped)"]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ the escalation record and the CLI's lines; the retry policy reads
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -63,8 +64,12 @@ def suggest_actions(
     install_hint: str = "",
     denied_tools: Sequence[str] = (),
     evidence_text: str = "",
+    refused: str = "",
 ) -> list[str]:
-    """The recovery actions (with the escalation steps) for one failure."""
+    """The recovery actions (with the escalation steps) for one failure;
+    ``refused``: why the request itself was refused before anything started
+    (an invalid request: a bad setting, an unknown backend), not a task the
+    agent could not do."""
     wait = (
         f"Wait {retry_after_s:g}s before retrying (the API said so)"
         if retry_after_s is not None
@@ -110,6 +115,11 @@ def suggest_actions(
             "Request the permissions the task needs",
             "Escalate to a person if it keeps failing",
         ]
+    if category is FailureCategory.INVALID_TASK and refused:
+        return [
+            f"Fix the request: {refused}",
+            "Nothing was started: the same request fails the same way",
+        ]
     if category is FailureCategory.INVALID_TASK:
         return [
             "Clarify task requirements",
@@ -136,7 +146,7 @@ def suggest_actions(
             "Install missing dependencies",
             "Verify command exists: which <command>",
         ]
-    if category is FailureCategory.NOT_FOUND:
+    if category is FailureCategory.MISSING:
         actions = ["Verify the resource exists", "Update the references"]
         if install_hint:
             actions.insert(0, install_hint[0].upper() + install_hint[1:])
@@ -147,7 +157,7 @@ def suggest_actions(
             f"Fix blocker: {blocked_on}" if blocked_on else "Fix the blocker, then continue",
             "Review the files modified so far",
         ]
-    if category is FailureCategory.INTERNAL:
+    if category is FailureCategory.AGENT_ERROR:
         return [
             "Retry once after a short wait",
             "If it fails again, escalate with the stderr tail",
@@ -203,8 +213,29 @@ def _blocked_on(found: Classification, result: RunResult) -> str:
         return result.last_tool_error
     if found.reason.startswith(("killed by", "exited with code")):
         return f"The CLI was {found.reason}{during}"
-    first = result.message.strip().splitlines()[0] if result.message.strip() else ""
-    return first[:300] or found.reason
+    return error_words(result.message)[:300] or found.reason
+
+
+#: An error body's message, where a JSON line is cut or masked past parsing.
+_ERROR_MESSAGE = re.compile(r'"error_message"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def error_words(text: str) -> str:
+    """A failure's first line as a person reads it: of an error body a CLI
+    answered in JSON (the failer's), its message and code, not the JSON."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if not first.startswith("{"):
+        return first
+    try:
+        body = json.loads(first)
+    except ValueError:
+        found = _ERROR_MESSAGE.search(first)
+        return found[1] if found else first
+    said = body.get("error_message") or body.get("message") if isinstance(body, dict) else None
+    if not isinstance(said, str) or not said:
+        return first
+    code = body.get("error_code")
+    return f"{said} ({code})" if isinstance(code, str) and code else said
 
 
 def analyze_failure(
@@ -237,6 +268,7 @@ def analyze_failure(
         install_hint=install_hint if result.error == "not_found" else "",
         denied_tools=denied,
         evidence_text=Evidence.from_result(result).text(),
+        refused=error_words(result.message) if result.error == "invalid_request" else "",
     )
     message = result.message.strip() or LAST_RESORT_MESSAGES[found.category]
     return ChildFailure(

@@ -24,7 +24,7 @@ __all__ = ["NEUTRAL_ERRORS", "CircuitBreaker"]
 #: the breaker never sees).
 NEUTRAL_ERRORS = frozenset({"invalid_request", "busy", "degraded", "interrupted"})
 
-_DEFAULT_TRIP_ON = frozenset({FailureCategory.NOT_FOUND, FailureCategory.AUTH})
+_DEFAULT_TRIP_ON = frozenset({FailureCategory.MISSING, FailureCategory.AUTH})
 
 
 class CircuitBreaker:

@@ -154,7 +154,7 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "timeout": FailureCategory.TIMEOUT,
     "idle_timeout": FailureCategory.TIMEOUT,
     "stalled": FailureCategory.STALLED,
-    "not_found": FailureCategory.NOT_FOUND,
+    "not_found": FailureCategory.MISSING,
     "not_executable": FailureCategory.TOOL_ERROR,
     "invalid_request": FailureCategory.INVALID_TASK,
     "busy": FailureCategory.BUSY,
@@ -162,12 +162,13 @@ ERROR_CODES: dict[str, FailureCategory] = {
     "cancelled": FailureCategory.CANCELLED,
     "interrupted": FailureCategory.INTERRUPTED,
     "permission_denied": FailureCategory.PERMISSION_DENIED,
-    "internal": FailureCategory.INTERNAL,
+    "internal": FailureCategory.AGENT_ERROR,
     "budget_exceeded": FailureCategory.BUDGET_EXCEEDED,
     "usage_limit": FailureCategory.NOT_STARTED,
     "verify_failed": FailureCategory.VERIFY_FAILED,
     "invalid_output": FailureCategory.INVALID_OUTPUT,
     "workspace_tampered": FailureCategory.WORKSPACE_TAMPERED,
+    "max_turns": FailureCategory.PARTIAL,
 }
 
 #: HTTP status reported by the CLI -> category.
@@ -175,7 +176,7 @@ STATUS_CODES: dict[int, FailureCategory] = {
     400: FailureCategory.INVALID_TASK,
     401: FailureCategory.AUTH,
     403: FailureCategory.AUTH,
-    404: FailureCategory.NOT_FOUND,
+    404: FailureCategory.MISSING,
     408: FailureCategory.NETWORK,
     413: FailureCategory.CONTEXT_OVERFLOW,
     422: FailureCategory.INVALID_TASK,
@@ -237,7 +238,7 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (FailureCategory.NOT_FOUND, re.compile(r"\b404\b|not found|no such file|does not exist", re.I)),
+    (FailureCategory.MISSING, re.compile(r"\b404\b|not found|no such file|does not exist", re.I)),
     (
         FailureCategory.INVALID_TASK,
         re.compile(
@@ -246,7 +247,10 @@ TEXT_RULES: tuple[tuple[FailureCategory, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (FailureCategory.INTERNAL, re.compile(r"\b5\d\d\b|internal server error|internal error", re.I)),
+    (
+        FailureCategory.AGENT_ERROR,
+        re.compile(r"\b5\d\d\b|internal server error|internal error", re.I),
+    ),
 )
 
 #: Error codes in a JSON error body (``{"error_code": "RATE_LIMIT", ...}``).
@@ -272,7 +276,7 @@ def _by_status(ev: Evidence) -> Verdict | None:
     if category is FailureCategory.INVALID_TASK and CONTEXT_WORDS.search(ev.text()):
         category = FailureCategory.CONTEXT_OVERFLOW  # a 400 that says why
     if category is None and 500 <= status <= 599:
-        category = FailureCategory.INTERNAL
+        category = FailureCategory.AGENT_ERROR
     return (category, f"API status {status}") if category else None
 
 
@@ -323,10 +327,10 @@ _STOPPED_BY_SIGNAL_CODES = {
 def _by_signal(ev: Evidence) -> Verdict | None:
     signum = _signal_of(ev.exit_code, ev.error, ev.completed)
     if signum is not None:
-        return FailureCategory.INTERNAL, f"killed by {signal_name(signum)} before its result"
+        return FailureCategory.AGENT_ERROR, f"killed by {signal_name(signum)} before its result"
     name = _STOPPED_BY_SIGNAL_CODES.get(ev.exit_code or 0)
     if name is not None and not ev.completed and ev.error == "cli_error":
-        return FailureCategory.INTERNAL, (
+        return FailureCategory.AGENT_ERROR, (
             f"exited with code {ev.exit_code} before its result, as a CLI stopped by {name} does"
         )
     return None
@@ -361,7 +365,7 @@ RULES: tuple[Rule, ...] = (
 
 #: Categories that become ``partial`` when the run had already changed files.
 _PROGRESS_UPGRADES = frozenset(
-    {FailureCategory.TOOL_ERROR, FailureCategory.UNKNOWN, FailureCategory.INTERNAL}
+    {FailureCategory.TOOL_ERROR, FailureCategory.UNKNOWN, FailureCategory.AGENT_ERROR}
 )
 
 
@@ -474,7 +478,7 @@ def classify_exception(exc: BaseException) -> Classification:
     elif isinstance(exc, PermissionError):
         by_type = FailureCategory.TOOL_ERROR  # the recovery advice: "Check file permissions"
     elif isinstance(exc, FileNotFoundError | UnknownBackendError):
-        by_type = FailureCategory.NOT_FOUND
+        by_type = FailureCategory.MISSING
     elif isinstance(exc, ModuleNotFoundError | ImportError):
         by_type = FailureCategory.TOOL_ERROR
     elif isinstance(exc, ConfigError):

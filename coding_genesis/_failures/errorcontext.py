@@ -122,11 +122,11 @@ _STEP_HINTS: dict[FailureCategory, str] = {
     FailureCategory.INVALID_TASK: "The {node} step could not use the data it was given.",
     FailureCategory.MISSING_CONTEXT: "The {node} step did not have the information it needed.",
     FailureCategory.TOOL_ERROR: "A tool the {node} step needs failed or is missing.",
-    FailureCategory.NOT_FOUND: "Something the {node} step needs was not found.",
+    FailureCategory.MISSING: "Something the {node} step needs was not found.",
     FailureCategory.PARTIAL: "The {node} step finished only part of its work.",
     FailureCategory.VERIFY_FAILED: "The {node} step finished, but its verification failed.",
     FailureCategory.INVALID_OUTPUT: "The {node} step answered, but not in the shape asked for.",
-    FailureCategory.INTERNAL: "The {node} step failed internally.",
+    FailureCategory.AGENT_ERROR: "The {node} step failed internally.",
     FailureCategory.BUDGET_EXCEEDED: "The {node} step was stopped when its budget was spent.",
     FailureCategory.WORKSPACE_TAMPERED: "The {node} step replaced its workspace's repository; "
     "its work was not used.",

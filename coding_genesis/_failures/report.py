@@ -116,8 +116,10 @@ def _split_files(text: str) -> list[str]:
     return [_unescape(item) for item in items]
 
 
-def format_failure_report(failure: ChildFailure) -> str:
-    """The standard failure report."""
+def format_failure_report(failure: ChildFailure, *, readable: bool = False) -> str:
+    """The standard failure report; ``readable``: for a person (``genesis show``),
+    its metadata as ``name: value`` lines instead of the ``<task_metadata>`` block
+    a program parses."""
     lines = [
         f"{REPORT_PREFIX}{_escape(failure.message)}",
         "",
@@ -154,6 +156,10 @@ def format_failure_report(failure: ChildFailure) -> str:
         meta["last_successful_tool"] = failure.last_successful_tool
     if failure.tool_usage:
         meta["tool_usage"] = orjson.dumps(failure.tool_usage).decode()
+    if readable:
+        lines += ["", "Metadata:"]
+        lines += [f"  {tag.replace('_', ' ')}: {value or '-'}" for tag, value in meta.items()]
+        return "\n".join(lines) + "\n"
     lines += ["", "<task_metadata>"]
     lines += [
         f"  <{tag}>{html.escape(_escape(value), quote=False)}</{tag}>"

@@ -32,7 +32,7 @@ _NOT_RETRYABLE_BECAUSE: dict[FailureCategory, str] = {
     "start a new session or shorten the request first",
     FailureCategory.MISSING_CONTEXT: "the request needs more context first",
     FailureCategory.TOOL_ERROR: "the environment must be fixed first (a retry as-is fails the same way)",
-    FailureCategory.NOT_FOUND: "what is missing must be installed or created first",
+    FailureCategory.MISSING: "what is missing must be installed or created first",
     FailureCategory.BUDGET_EXCEEDED: "the budget is spent: a retry would spend more; raise the budget first",
     FailureCategory.WORKSPACE_TAMPERED: "the run replaced its worktree's .git: inspect the kept worktree first",
     FailureCategory.CANCELLED: "the caller cancelled the run: run it again when wanted",
@@ -90,11 +90,11 @@ SPEC_NAMES: dict[FailureCategory, tuple[str | None, str | None, str | None]] = {
     FailureCategory.CONTEXT_OVERFLOW: (None, None, None),
     FailureCategory.MISSING_CONTEXT: (None, None, "missing_context"),
     FailureCategory.TOOL_ERROR: (None, None, "tool_error"),
-    FailureCategory.NOT_FOUND: ("not_found", "not_found", None),
+    FailureCategory.MISSING: ("not_found", "not_found", None),
     FailureCategory.PARTIAL: (None, None, "partial"),
     FailureCategory.VERIFY_FAILED: (None, None, None),
     FailureCategory.INVALID_OUTPUT: (None, None, None),
-    FailureCategory.INTERNAL: ("internal", None, None),
+    FailureCategory.AGENT_ERROR: ("internal", None, None),
     FailureCategory.BUDGET_EXCEEDED: (None, None, None),
     FailureCategory.WORKSPACE_TAMPERED: (None, None, None),
     FailureCategory.CANCELLED: (None, None, None),
@@ -115,7 +115,7 @@ _ALIASES: dict[str, FailureCategory] = {
     "forbidden": FailureCategory.AUTH,
     "transient_error": FailureCategory.NETWORK,
     "transient": FailureCategory.NETWORK,
-    "agent_error": FailureCategory.INTERNAL,
+    "agent_error": FailureCategory.AGENT_ERROR,
     "invalid_command": FailureCategory.INVALID_TASK,
     "invalid_request": FailureCategory.INVALID_TASK,
     "bad_request": FailureCategory.INVALID_TASK,
@@ -149,12 +149,12 @@ USER_HINTS: dict[FailureCategory, str] = {
     FailureCategory.CONTEXT_OVERFLOW: "The conversation grew too long for the coding agent's model.",
     FailureCategory.MISSING_CONTEXT: "The coding agent did not have enough context to do the task.",
     FailureCategory.TOOL_ERROR: "A tool the coding agent needed failed or is missing.",
-    FailureCategory.NOT_FOUND: "Something the task needs (the agent's CLI, a file, a model) was not found.",
+    FailureCategory.MISSING: "Something the task needs (the agent's CLI, a file, a model) was not found.",
     FailureCategory.PARTIAL: "The coding agent did part of the work, then hit a blocker.",
     FailureCategory.VERIFY_FAILED: "The coding agent finished, but the verification command failed.",
     FailureCategory.INVALID_OUTPUT: "The coding agent's answer does not have the shape that was asked "
     "for (its output schema).",
-    FailureCategory.INTERNAL: "The coding agent failed on its side.",
+    FailureCategory.AGENT_ERROR: "The coding agent failed on its side.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent was stopped because its budget (cost, tokens, turns or "
     "tool calls) was spent.",
     FailureCategory.WORKSPACE_TAMPERED: "The coding agent replaced its worktree's git repository; its work was "
@@ -182,12 +182,12 @@ RETRY_SUGGESTIONS: dict[FailureCategory, str] = {
     FailureCategory.CONTEXT_OVERFLOW: "Start a new session, or shorten the request and what it reads.",
     FailureCategory.MISSING_CONTEXT: "Add the missing details (file paths, configuration) to the request.",
     FailureCategory.TOOL_ERROR: "Fix the environment (install what is missing, check permissions), then retry.",
-    FailureCategory.NOT_FOUND: "Check that the CLI, files and names the task refers to exist.",
+    FailureCategory.MISSING: "Check that the CLI, files and names the task refers to exist.",
     FailureCategory.PARTIAL: "Ask the agent to continue from where it stopped.",
     FailureCategory.VERIFY_FAILED: "Let the agent continue with the verify output (a retry does).",
     FailureCategory.INVALID_OUTPUT: "Let the agent answer again with the validation error (a retry "
     "does); if it fails again, simplify the schema or say more about it in the prompt.",
-    FailureCategory.INTERNAL: "Try once more; if it fails again, report it.",
+    FailureCategory.AGENT_ERROR: "Try once more; if it fails again, report it.",
     FailureCategory.BUDGET_EXCEEDED: "Raise the budget, or continue the session with a smaller task.",
     FailureCategory.WORKSPACE_TAMPERED: "Inspect the kept worktree without running git in it, then remove it.",
     FailureCategory.CANCELLED: "Run it again if it is still wanted.",
@@ -220,7 +220,7 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "file paths and details it needs.",
     FailureCategory.TOOL_ERROR: "A tool the coding agent relies on failed. Please check the environment and try "
     "again.",
-    FailureCategory.NOT_FOUND: "Something the coding agent needs could not be found. Please check that the "
+    FailureCategory.MISSING: "Something the coding agent needs could not be found. Please check that the "
     "agent is installed and the task's references exist.",
     FailureCategory.PARTIAL: "The coding agent finished part of the task before it was blocked. You can ask it "
     "to continue from where it stopped.",
@@ -228,7 +228,7 @@ LAST_RESORT_MESSAGES: dict[FailureCategory, str] = {
     "command. It can continue from the verification output.",
     FailureCategory.INVALID_OUTPUT: "The coding agent finished, but its answer did not have the shape "
     "that was asked for. It can answer again with the validation error.",
-    FailureCategory.INTERNAL: "The coding agent ran into an internal problem. Please try again; if it keeps "
+    FailureCategory.AGENT_ERROR: "The coding agent ran into an internal problem. Please try again; if it keeps "
     "failing, report it.",
     FailureCategory.BUDGET_EXCEEDED: "The coding agent reached its spending limit and was stopped. Raise the "
     "budget to let it continue.",

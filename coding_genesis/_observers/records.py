@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from coding_genesis._observers.transcript import ENDED, EVENTS, LAYOUT, META, RESULT, STDERR
+from coding_genesis._observers.transcript import (
+    ENDED,
+    EVENTS,
+    LAYOUT,
+    META,
+    RESULT,
+    SESSION,
+    STDERR,
+)
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._util.files import NotARegularFile, open_regular, read_regular
@@ -45,7 +53,15 @@ from coding_genesis.run_events import event_from_dict
 if TYPE_CHECKING:
     from coding_genesis.backend import Translator
 
-__all__ = ["RunLookupError", "RunRecord", "Translators", "find_run", "list_runs", "read_run"]
+__all__ = [
+    "RunLookupError",
+    "RunRecord",
+    "Translators",
+    "find_run",
+    "list_runs",
+    "read_run",
+    "session_turns",
+]
 
 log = logging.getLogger("coding_genesis._observers.records")
 
@@ -70,6 +86,17 @@ class RunRecord:
     @property
     def run_id(self) -> str:
         return str(self.meta.get("run_id") or self.path.name)
+
+    @property
+    def is_session(self) -> bool:
+        """A live session's own directory (its turns are runs of their own)."""
+        return self.meta.get("kind") == "session"
+
+    def session_summary(self) -> dict[str, Any] | None:
+        """A session's ``session.json`` (None: not written: still open, or its
+        runner died)."""
+        summary, _bad = _read_json(self.path / SESSION)
+        return summary
 
     @property
     def started(self) -> float:
@@ -278,8 +305,16 @@ def read_run(path: Path) -> RunRecord | None:
     return RunRecord(path, meta or {}, result, ended, damaged)
 
 
+def session_turns(base: Path, session: str) -> list[RunRecord]:
+    """The recorded turns of the live session ``session`` (its key), in order."""
+    turns = [r for r in list_runs(base) if r.meta.get("session") == session]
+    turns.sort(key=lambda r: (r.meta.get("turn") or 0, r.started))
+    return turns
+
+
 def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
-    """Recorded runs under ``base``, newest first."""
+    """Recorded runs under ``base``, newest first (a session's own directory
+    is not a run: its turns are)."""
     try:
         entries = [p for p in base.iterdir() if p.is_dir()]
     except OSError:
@@ -289,7 +324,7 @@ def list_runs(base: Path, limit: int | None = None) -> list[RunRecord]:
     runs: list[RunRecord] = []
     for path in entries:
         record = read_run(path)
-        if record is not None:
+        if record is not None and not record.is_session:
             runs.append(record)
     runs.sort(key=lambda r: r.started, reverse=True)
     return runs[:limit] if limit is not None else runs

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -33,6 +33,11 @@ from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, open_regular
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.status import FailureCategory
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Translator
+from coding_genesis.usage import RunningTotals, Tokens
 
 __all__ = [
     "MAX_BYTES",
@@ -44,6 +49,7 @@ __all__ = [
     "parse_window",
     "read_runs",
     "run_record",
+    "session_before",
     "token_counts",
     "usage_stats",
 ]
@@ -51,7 +57,9 @@ __all__ = [
 log = logging.getLogger("coding_genesis._observers.runlog")
 
 MAX_BYTES = 20 * 1024 * 1024
-SCHEMA = 1
+#: 2: a run's usage and cost are its own share of a CLI session's running
+#: totals (version 1 wrote claude's running session cost on each turn).
+SCHEMA = 2
 _MESSAGE = 300
 _warned: set[str] = set()
 
@@ -125,6 +133,8 @@ def run_record(
         "signal": response.get("signal"),
         "stop_reason": response.get("stop_reason"),
         "session_id": response.get("session_id"),
+        "turn": response.get("turn"),
+        "trigger": response.get("trigger"),
         "model": response.get("model"),
         "cli_retries": response.get("cli_retries"),
         "attempts": response.get("attempts"),
@@ -277,6 +287,16 @@ _NOT_FAILURE_ERRORS = {
 }
 
 
+def category_word(value: object) -> str:
+    """A record's category as it is named now (a log written before a category
+    was renamed still reads: ``not_found`` is ``missing``)."""
+    text = str(value or FailureCategory.UNKNOWN.value)
+    try:
+        return FailureCategory(text).value
+    except ValueError:
+        return text
+
+
 def ending(record: Mapping[str, Any]) -> str:
     """How a recorded run ended: ``ok``, ``cancelled``, ``not_started`` or ``failed``."""
     if record.get("ok"):
@@ -327,7 +347,7 @@ def failure_stats(
                 apart[end] += 1
                 continue
             failures += 1
-            category = str(record.get("category") or "unknown")
+            category = category_word(record.get("category"))
             by_category[category] += 1
             entry["failures"] += 1
             entry["by_category"][category] += 1
@@ -477,7 +497,26 @@ class RunLogObserver(Observer):
         return f"RunLogObserver({str(self.path)!r})"
 
     def start(self, run: RunInfo) -> RunObserver:
+        if run.resume and run.totals is not None and run.translator is not None:
+            _seed(self.path, run.resume, run.backend, run.totals, run.translator())
         return _RunLogRun(self.path, run.redactor)
+
+
+def _seed(
+    path: Path, session: str, backend: str, totals: RunningTotals, translator: Translator
+) -> None:
+    """Before a resumed run of a session the agent has not seen: what the
+    log says it cost so far, so that the run's share of a CLI's running total
+    (claude counts its cost across ``--resume``, even in a new process) is
+    its own."""
+    cli = translator.running_cli
+    if cli is None or totals.last(cli, session) is not None:
+        return
+    before = session_before(path, backend, session)
+    if before is not None:
+        known = translator.recorded_total(*before)
+        if known is not None:
+            totals.seed(cli, session, known)
 
 
 class _RunLogRun(RunObserver):
@@ -492,3 +531,38 @@ class _RunLogRun(RunObserver):
 
     def finish(self, response: Mapping[str, Any]) -> None:
         append_run(self._path, run_record(response, now=time.time(), redactor=self._redactor))
+
+
+def session_before(
+    path: Path, backend: str, session_id: str
+) -> tuple[float, dict[str, tuple[Tokens, float]]] | None:
+    """What a CLI session had cost before this process (``genesis run
+    --resume``, ``genesis chat --resume``), from the run log: the cost, and per
+    model the tokens and cost.  Version 2 records are shares (summed); a
+    version 1 record held claude's running cost itself (the largest is the
+    total so far).  None: no record of the session."""
+    cost = running = 0.0
+    by_model: dict[str, tuple[Tokens, float]] = {}
+    seen = False
+    for record in read_runs(path, backend=backend):
+        if record.get("session_id") != session_id:
+            continue
+        seen = True
+        value = record.get("cost_usd")
+        number = (
+            float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+        )
+        if record.get("v") == 1:
+            running = max(running, number)
+            continue
+        cost += number
+        model = record.get("model")
+        if isinstance(model, str) and model:
+            tokens, spent = by_model.get(model, (Tokens(), 0.0))
+            tokens.add(Tokens(*(_count(record.get(k)) or 0 for k in _TOKEN_FIELDS)))
+            by_model[model] = (tokens, spent + number)
+    return (running + cost, by_model) if seen else None
+
+
+#: A record's token counts, in the order of :class:`Tokens`.
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")

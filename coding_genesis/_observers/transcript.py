@@ -12,6 +12,13 @@ Layout of ``<base>/<run_id>/``::
     stderr.txt     the CLI's stderr tail (at the end)
     result.json    the response dict (at the end; status 130 when cancelled)
 
+A live session also has a directory of its own, ``<base>/<session key>/``
+(``meta.json`` with ``"kind": "session"``): ``stdout.jsonl`` and
+``stdin.jsonl`` hold what was said outside its turns (the opening handshake,
+what came between turns), and ``session.json`` its summary (its turns' run
+ids in order, usage, cost) once it closed.  Each turn's ``meta.json`` names
+its ``session``, ``turn`` and ``trigger``.
+
 The raw stdout is the record of what the CLI said: one ``write`` per chunk
 read, before the chunk is decoded.  The normalized events are not written a
 second time; :meth:`RunRecord.events` derives them from the stdout files
@@ -85,6 +92,8 @@ EVENTS = "events.jsonl"
 STDIN = "stdin.jsonl"
 STDERR = "stderr.txt"
 RESULT = "result.json"
+#: A live session's own directory: its summary, written when it closes.
+SESSION = "session.json"
 #: Written by the run ledger's sweep into a run whose runner died (see coding_genesis._supervision.ledger).
 ENDED = "ended.json"
 _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
@@ -404,6 +413,14 @@ class Transcript:
             self._write_json(RESULT, self._redactor.deep(dict(result)))
         self._close_files()
 
+    def finish_session(self, summary: Mapping[str, Any]) -> None:
+        """A session's directory: its summary (``session.json``), then close."""
+        self.flush()
+        self._close_raw()
+        if self.error is None:
+            self._write_json(SESSION, self._redactor.deep(dict(summary)))
+        self._close_files()
+
     def close(self) -> None:
         self._end_overflow()
         self.flush()
@@ -486,15 +503,24 @@ class TranscriptObserver(Observer):
     def start(self, run: RunInfo) -> RunObserver:
         return _TranscriptRun(self.base, run, self.max_raw_bytes)
 
+    def session_started(self, session: str, info: RunInfo) -> RunObserver:
+        """The session's own directory (``<base>/<session key>``), beside its
+        turns' (each turn's ``meta.json`` names the session): the opening
+        exchange and what came between turns, and ``session.json`` at the end."""
+        return _TranscriptRun(self.base, info, self.max_raw_bytes, kind="session")
+
 
 class _TranscriptRun(RunObserver):
-    __slots__ = ("_transcript",)
+    __slots__ = ("_kind", "_transcript")
 
     #: The raw stdout is the transcript of what the CLI said; events decoded
     #: from it are derived on reading (:meth:`RunRecord.events`), not written.
     event_kinds = LIFECYCLE_KINDS | {EventKind.APPROVAL}
 
-    def __init__(self, base: Path, run: RunInfo, max_raw_bytes: int | None = None) -> None:
+    def __init__(
+        self, base: Path, run: RunInfo, max_raw_bytes: int | None = None, kind: str = "run"
+    ) -> None:
+        self._kind = kind
         transcript = Transcript(
             base,
             run.run_id,
@@ -516,8 +542,15 @@ class _TranscriptRun(RunObserver):
                 "runner_pid": os.getpid(),
                 "version": version(),
                 "layout": LAYOUT,
+                "kind": kind,
+                # a session's turn: its session (key) and place in it
+                "session": run.session,
+                "turn": run.turn or None,
+                "trigger": run.trigger,
             }
         )
+        if kind == "session":  # no run_started opens its stdout: it is open from the start
+            transcript.new_attempt()
 
     def event(self, event: Event) -> None:
         transcript = self._transcript
@@ -545,4 +578,7 @@ class _TranscriptRun(RunObserver):
         return {"warnings": [f"transcript not written: {transcript.error}"]}
 
     def finish(self, response: Mapping[str, Any]) -> None:
-        self._transcript.finish(response)
+        if self._kind == "session":
+            self._transcript.finish_session(response)
+        else:
+            self._transcript.finish(response)

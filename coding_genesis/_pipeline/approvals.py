@@ -1,10 +1,14 @@
-"""One tool call a live CLI asked about, settled: the approver asked (or the
-permission level's refusal), its decision, and the record the turn's result
-and its ``approval`` event carry.
+"""One tool call a live CLI asked about, settled: by the session's "always"
+answers (:class:`~coding_genesis.approval.Remembered`), else the approver
+asked (or the permission level's refusal); its decision, and the record the
+turn's result and its ``approval`` event carry.
 
 What the approver answered is normalized by :func:`coding_genesis.approval.decide`
 (a timeout, a raise, a wrong answer each deny); this module adds what a run
-keeps of it.
+keeps of it.  The "always" answers live here, not in a backend's protocol, so
+that their scope and their records are the same on every backend: a protocol
+answers each call once (never "for the session"), and a repeat is settled
+here with ``source: "always"``.
 """
 
 from __future__ import annotations
@@ -13,11 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from coding_genesis.approval import ApprovalRequest, Approver, Decision, decide
+from coding_genesis.approval import ApprovalRequest, Approver, Decision, Remembered, decide
 from coding_genesis.options import Permissions
 from coding_genesis.run_events import ApprovalEvent
 
-__all__ = ["Settled", "settle"]
+__all__ = ["Settled", "approval_event", "settle", "withdrawn_record"]
 
 #: The record's fields that the event carries as its core (the rest is its ``extra``).
 _CORE = ("tool", "allowed", "decision", "source")
@@ -34,12 +38,16 @@ class Settled:
 
     def event(self, request: ApprovalRequest) -> ApprovalEvent:
         """The ``approval`` event (its input is redacted on the way to the bus)."""
-        extra = {k: v for k, v in self.record.items() if k not in _CORE}
-        extra["input"] = dict(request.input)
-        decision = self.decision
-        return ApprovalEvent(
-            request.tool, decision.allowed, decision.option.value, self.record["source"], extra
-        )
+        return approval_event(self.record, request)
+
+
+def approval_event(record: dict[str, Any], request: ApprovalRequest) -> ApprovalEvent:
+    """The ``approval`` event of one record (its input is redacted on the way to the bus)."""
+    extra = {k: v for k, v in record.items() if k not in _CORE}
+    extra["input"] = dict(request.input)
+    return ApprovalEvent(
+        request.tool, record["allowed"], record["decision"], record["source"], extra
+    )
 
 
 async def settle(
@@ -47,12 +55,30 @@ async def settle(
     approver: Approver | None,
     timeout: float,
     permissions: Permissions | None,
+    remembered: Remembered | None = None,
 ) -> Settled:
-    """Ask ``approver`` (within ``timeout``); without one, the permission
-    level did not settle the request: it is denied with a reason."""
+    """Settle ``request``: a request the backend could not read whole
+    (``unreadable``) is denied first, nobody asked (what it would touch is not
+    known, so nothing may allow it, an "always" answer included); else by an
+    "always" answer of the session (``remembered``); else ask ``approver``
+    (within ``timeout``) and keep its answer if it is one for the session;
+    without an approver, the permission level did not settle the request: it
+    is denied with a reason."""
     started = time.monotonic()
     error: str | None = None
-    if approver is None:
+    covers: str | None = None
+    known = None
+    if request.unreadable is None and remembered is not None:
+        known = remembered.recall(request)
+    if request.unreadable is not None:
+        decision = Decision.deny(
+            f"denied: genesis could not read this tool call ({request.unreadable})",
+            reason=f"unreadable: {request.unreadable}",
+        )
+        source = "unreadable"
+    elif known is not None:
+        decision, source = known, "always"
+    elif approver is None:
         level = permissions or "the CLI's default"
         decision = Decision.deny(
             f"not allowed by permissions={level}; pass approver= to decide each tool call"
@@ -61,6 +87,8 @@ async def settle(
     else:
         decided = await decide(approver, request, timeout=timeout)
         decision, source, error = decided.decision, decided.source, decided.error
+        if remembered is not None and source == "approver":
+            covers = remembered.keep(request, decision)
     record: dict[str, Any] = {
         "tool": request.tool,
         "kind": request.kind,
@@ -75,7 +103,29 @@ async def settle(
     }
     if error is not None:
         record["error"] = error
+    if covers is not None:
+        record["always"] = covers  # what this answer settles from now on
+    elif source == "approver" and decision.always:
+        record["always"] = f"this call only (a {request.kind} call is not remembered)"
     ends = ""
     if not decision.allowed and decision.end_turn:
         ends = f"{request.tool} refused and the turn ended: {decision.message or 'denied'}"
     return Settled(decision, record, ends)
+
+
+def withdrawn_record(request: ApprovalRequest, ended: str) -> dict[str, Any]:
+    """The record of a question the turn's end withdrew before the approver
+    answered (an interrupt, the CLI gone): denied, never run."""
+    return {
+        "tool": request.tool,
+        "kind": request.kind,
+        "tool_call_id": request.tool_call_id,
+        "turn": request.turn,
+        "allowed": False,
+        "decision": Decision.deny().option.value,
+        "source": "withdrawn",
+        "withdrawn": True,
+        "reason": f"the turn ended ({ended}) before the approver answered",
+        "message": None,
+        "elapsed_s": None,
+    }

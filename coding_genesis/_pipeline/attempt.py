@@ -26,6 +26,7 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, CommandSpec, MessageUsage, node_launch
 from coding_genesis.config import AgentConfig
 from coding_genesis.status import ErrorCode, Status
+from coding_genesis.usage import RunningTotals
 
 __all__ = [
     "AttemptContext",
@@ -117,10 +118,13 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
                 f"{backend.name} CLI not found: no {backend.executable!r} on PATH; "
                 f"{backend.install_hint()}",
             )
-        return [found]
+        return [os.path.abspath(found)]  # a relative PATH entry names this process's directory
     program, *rest = cli_path
     program = os.path.expanduser(program)
-    if os.sep not in program:
+    if os.sep in program:
+        # Checked here and run from the run's cwd: one path, this process's.
+        program = os.path.abspath(program)
+    else:
         found = shutil.which(program)
         if found is None:
             return Refusal(
@@ -128,7 +132,7 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
                 ErrorCode.NOT_FOUND,
                 f"{backend.name} CLI not found: no {program!r} on PATH",
             )
-        program = found
+        program = os.path.abspath(found)
     if not os.path.exists(program):
         return Refusal(
             Status.NOT_FOUND, ErrorCode.NOT_FOUND, f"{backend.name} CLI not found at {program!r}"
@@ -207,6 +211,9 @@ class AttemptContext:
     on_overlay: Callable[[str], object] | None = None
     #: Each line written on a live CLI's stdin (transcripts keep both directions).
     on_stdin: Callable[[bytes], object] | None = None
+    #: The agent's memory of the running totals its CLI sessions reported: the
+    #: translator makes the run's share with it (None: a replay, what was said).
+    totals: RunningTotals | None = None
 
 
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
@@ -243,6 +250,7 @@ async def run_attempt(
     argv, env = launch(config, backend, program, spec, context, marker, request.cwd)
     translator = backend.translator()
     translator.message_usage = context.message_usage
+    translator.totals = context.totals
     if stop is None:  # the fail-fast watch stops the tree through a handle
         stop = StopHandle()
     decoder = Decoder(

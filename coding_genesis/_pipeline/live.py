@@ -17,17 +17,17 @@ out, is stopped by a budget or its runner dies).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 import orjson
 
-from coding_genesis._pipeline.approvals import settle
+from coding_genesis._pipeline.approvals import approval_event
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -37,16 +37,17 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hooking import longest, then_ask
+from coding_genesis._pipeline.hooking import longest
 from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, death
+from coding_genesis._pipeline.liveasks import LinkQuestions
+from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import ProcessOutcome, run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver
+from coding_genesis.approval import Approver, Remembered
 from coding_genesis.backend import Backend, Translator
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
@@ -62,17 +63,21 @@ from coding_genesis.control import (
     ToolCall,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent
-from coding_genesis.hooks import Hook, HookEvent, run_hooks
+from coding_genesis.hooks import Hook, HookEvent
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["LiveLink"]
+__all__ = ["LiveLink", "Trigger"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
 
+#: Who started a turn: the caller (a prompt), or the CLI itself between turns.
+Trigger = Literal["user", "cli"]
+
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
-_UNSENT = (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
+_UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
 
 
 class _Switch(Translator):
@@ -86,7 +91,7 @@ class _Switch(Translator):
         return self._link.received(obj)
 
 
-class LiveLink:
+class LiveLink(LinkQuestions):
     """One live CLI process and its protocol, held for a session's turns."""
 
     def __init__(
@@ -107,10 +112,15 @@ class LiveLink:
         self.config = config
         self.backend = backend
         self.protocol = protocol
+        #: Who hears the process itself (its spawn, overlay, what is said
+        #: outside the turns), apart from any turn.
+        self._context = context if context is not None else AttemptContext()
         self.start = start
         self.marker = marker
         self.approver = approver
         self.approval_timeout = approval_timeout
+        #: The session's "always" answers (every backend's, kept here).
+        self.remembered = Remembered()
         self.host_calls = HostCalls(start.tools, protocol, self.send, lambda: self.alive)
         self.hooks = dict(hooks or {})
         self.hook_timeout = hook_timeout
@@ -134,23 +144,39 @@ class LiveLink:
         self.unknown = 0
         self.turns = 0
         self.warnings: tuple[str, ...] = ()
+        #: What the CLI says between turns, held for the turn it starts by itself.
+        self.between = Unattended()
+        #: A session takes the CLI's own turns; else what the CLI asks between
+        #: turns is refused at once (a one-shot run's link, its turn over).
+        self.takes_cli_turns = False
+        #: Set when a turn starts (a fresh event for the next one).
+        self.began = anyio.Event()
         self._turn: Turn | None = None
         self._idle = RunTally(start.cwd)
-        self._idle_translator = protocol.translator()
+        self._idle_translator = self._translator()
         self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
+        self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
         self._stdout_bytes = 0
         self._ready = anyio.Event()
         self._dead = anyio.Event()
         #: Set when the CLI ended a turn we ended first (a protocol fault).
         self._drained: anyio.Event | None = None
+        # Unbounded: a line queued is an answer to a line the CLI wrote (or a
+        # prompt, an interrupt), so the queue grows only as the CLI's own output
+        # does; a bound dropped answers in a burst of questions, and the CLI
+        # waited for them until the turn's wall limit.
         self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
-            max_buffer_size=1024
+            max_buffer_size=math.inf
         )
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
-        #: Who hears the process itself (its spawn, overlay), apart from any turn.
-        self._context = context if context is not None else AttemptContext()
+
+    def _translator(self) -> Translator:
+        """A translator of the protocol's, making its shares of the CLI's running totals."""
+        translator = self.protocol.translator()
+        translator.totals = self._context.totals
+        return translator
 
     # -- state -------------------------------------------------------------------
 
@@ -203,6 +229,12 @@ class LiveLink:
             self._stdout_bytes += len(chunk)
             if context is not None and context.on_stdout is not None:
                 context.on_stdout(chunk)
+            elif turn is None:
+                session = self._context.on_stdout  # the session's own record
+                if session is not None:
+                    session(chunk)
+                if self._unattended():
+                    self.between.bytes(chunk)
         self._decoder.feed(chunk)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
@@ -245,9 +277,7 @@ class LiveLink:
                     self._outbox_send.send_nowait(data)
                     self._queued += 1
             except _UNSENT:
-                log.warning(
-                    "%s: stdin closed or full; a control message was dropped", self.backend.name
-                )
+                log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
 
     def _seal(self) -> None:
         """Nothing more goes to the CLI's stdin (what is queued still does)."""
@@ -256,23 +286,37 @@ class LiveLink:
 
     # -- what the CLI says -------------------------------------------------------
 
-    def received(self, obj: dict[str, Any]) -> Sequence[Event]:
-        """The meaning of one object from the CLI (called by the decoder)."""
+    def _unattended(self) -> bool:
+        """What the CLI says now is between turns (the opening done, no turn
+        given up on and still draining): held for a turn of its own."""
+        return self._ready.is_set() and self._drained is None and self.alive
+
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+        """The meaning of one object from the CLI (called by the decoder), or
+        of a ``line`` it could not parse (see :meth:`_unparsed`)."""
         try:
-            items = self.protocol.receive(obj)
+            items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
         except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
             items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
-        forward = False
+        forward: Forward | None = None
         turn = self._turn
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
+        held = self.between if turn is None and self._unattended() else None
         for item in items:
             if isinstance(item, Forward):
-                forward = True
+                forward = item
             elif isinstance(item, Ready):
                 if item.session_id:
                     self.session_id = item.session_id
                 self._ready.set()
+            elif held is not None and isinstance(item, PermissionAsk | ToolCall | HookCall):
+                if self.takes_cli_turns:
+                    held.wait(item)  # for the turn the CLI starts (the session's)
+                else:
+                    self._refuse(item)
+            elif held is not None and isinstance(item, TurnEnded):
+                held.ended = item
             elif isinstance(item, PermissionAsk):
                 if self._tg is not None:
                     self._tg.start_soon(self._approve, item, turn)
@@ -295,10 +339,13 @@ class LiveLink:
                 self._fault(item, turn)
             elif isinstance(item, Unknown):
                 self.unknown += 1
-        if not forward:
+        if forward is None:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
-        events = translator.translate(obj)
+        events = translator.translate(obj if forward.obj is None else dict(forward.obj))
+        if held is not None:
+            held.said(events)  # the turn that takes them routes them
+            return ()
         if turn is not None and events:
             for event in events:
                 if isinstance(event, SessionEvent) and event.session_id:
@@ -330,73 +377,23 @@ class LiveLink:
                 # once the CLI has ended it (see _drain).
                 self._drained = anyio.Event()
 
-    # -- approvals and hooks -----------------------------------------------------
-
-    def _where(self, turn: Turn | None) -> dict[str, Any]:
-        """What the session adds to an approval request or a hook input."""
-        return {
-            "cwd": self.start.cwd,
-            "backend": self.backend.name,
-            "run_id": turn.run_id if turn is not None else "",
-            "turn": turn.number if turn is not None else 0,
-        }
-
-    async def _approve(self, ask: PermissionAsk, turn: Turn | None) -> None:
-        request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
-        with anyio.CancelScope() as scope:
-            if turn is not None:
-                if turn.done.is_set():
-                    return
-                turn.asking.append(scope)
-            settled = await settle(
-                request, self.approver, self.approval_timeout, self.start.permissions
-            )
-        if turn is not None and scope in turn.asking:
-            turn.asking.remove(scope)
-        if scope.cancel_called or not self.alive:
-            return
-        self.send(*self.protocol.answer(ask, settled.decision))
-        if turn is None or turn is not self._turn:
-            return
-        turn.approvals.append(settled.record)
-        self._decoder.emit([settled.event(request)])
-        if settled.ends_turn and turn.denied is None:
-            turn.denied = settled.ends_turn
-
-    async def _hook(self, call: HookCall, turn: Turn | None) -> None:
-        """One hook point: its hooks run, the CLI answered, then any approver asked."""
-        try:
-            session_id = call.input.session_id or self.session_id
-            data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
-            ran = await run_hooks(
-                self.hooks.get(data.event, ()),
-                data,
-                timeout=self.hook_timeout,
-                effects=self.protocol.hook_effects.get(data.event, frozenset()),
-                backend=self.backend.name,
-            )
-            if turn is not None:
-                turn.hooks.extend(ran.records)
-            if self.alive:
-                self.send(*self.protocol.answer_hook(call, ran.result))
-                ask = then_ask(call, ran.result)
-                if ask is not None:
-                    await self._approve(ask, turn)
-        finally:
-            if turn is not None:
-                turn.running.done()
-
     # -- turns -------------------------------------------------------------------
 
     async def turn(
-        self, request: Request, context: AttemptContext, *, run_id: str
+        self,
+        request: Request,
+        context: AttemptContext,
+        *,
+        run_id: str,
+        trigger: Trigger = "user",
     ) -> AttemptOutcome:
-        """One turn: the prompt written, the output decoded until the turn ends."""
+        """One turn: the prompt written, the output decoded until the turn ends
+        (``trigger="cli"``: no prompt; it takes what the CLI said between turns)."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
         self.turns += 1
-        translator = self.protocol.translator()
+        translator = self._translator()
         translator.message_usage = context.message_usage
         decoder = self._decoder
         turn = Turn(
@@ -426,7 +423,15 @@ class LiveLink:
         if not self.alive:
             turn.end("died", self.broken or death(self.backend.name, self.exit))
         else:
+            held = self.between.take()
+            if held.wanted.is_set():
+                # What the CLI did since the last turn is this turn's (decoded
+                # with the translator that read it, which the turn keeps).
+                turn.translator, self._idle_translator = self._idle_translator, self._translator()
+                turn.translator.message_usage = context.message_usage
             self._turn = turn
+            self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
+            self.began = anyio.Event()
             if (
                 context.on_spawn is not None
                 and self.pid is not None
@@ -439,7 +444,13 @@ class LiveLink:
                 stall_timeout=self.config.stall_timeout,
             )
             try:
-                self.send(*self.protocol.begin_turn(request.prompt))
+                if held.wanted.is_set():
+                    self._adopt(turn, held, ended=trigger == "cli")
+                if trigger == "cli":
+                    if not held.wanted.is_set():
+                        turn.end("completed")  # nothing was left to do
+                else:
+                    self.send(*self.protocol.begin_turn(request.prompt))
                 await turn.done.wait()
             except BaseException:
                 # A cancelled turn: the session's process tree is stopped.
@@ -448,7 +459,8 @@ class LiveLink:
             finally:
                 self.clocks.disarm()
                 self.host_calls.cancel()  # what the ended turn's tools still run
-                decoder.emit(translator.flush())
+                decoder.emit([approval_event(*pair) for pair in turn.withdrawn])
+                decoder.emit(turn.translator.flush())
                 self._turn = None
                 decoder.retarget(self._idle, routes=None, watch=None)
         if turn.running.count and self.alive and not turn.interrupt_asked:

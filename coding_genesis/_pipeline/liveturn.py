@@ -1,23 +1,36 @@
 """One turn of a live session (``live.py``): what the link keeps of it while
 it runs (its tally, its ending, the approvals and hooks under way), its
-account of the process, and what the CLI's exit says of a turn it did not end."""
+account of the process, and what the CLI's exit says of a turn it did not end;
+and what the CLI says between turns (:class:`Unattended`), held for the turn
+it starts by itself."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 
+from coding_genesis._pipeline.approvals import withdrawn_record
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
 from coding_genesis._pipeline.hooking import Running
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.process import ProcessOutcome
+from coding_genesis.approval import ApprovalRequest
 from coding_genesis.backend import Translator
+from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
+from coding_genesis.events import (
+    Event,
+    ResultEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 
-__all__ = ["STDERR_TAIL", "Turn", "death", "with_exit"]
+__all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
 
 #: The stderr a turn keeps (its failure analysis reads the tail).
 STDERR_TAIL = 64 * 1024
@@ -50,15 +63,25 @@ class Turn:
     stderr_bytes: int = 0
     #: Processes the turn left running that were stopped after it (interrupted).
     strays: int = 0
-    #: The approvals under way (cancelled when the turn ends).
-    asking: list[anyio.CancelScope] = dataclasses.field(default_factory=list)
+    #: The approvals under way, and what each asks (withdrawn when the turn ends).
+    asking: dict[anyio.CancelScope, ApprovalRequest] = dataclasses.field(default_factory=dict)
+    #: The questions the turn's end withdrew, with their records (to publish).
+    withdrawn: list[tuple[dict[str, Any], ApprovalRequest]] = dataclasses.field(
+        default_factory=list
+    )
 
     def end(self, how: str, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
-            for scope in self.asking:  # questions of an ended turn: nobody waits for them
+            for scope, request in self.asking.items():
+                # questions of an ended turn: nobody waits for them; recorded
+                # as withdrawn (an interrupt while the approver pondered)
                 scope.cancel()
+                record = withdrawn_record(request, how)
+                self.approvals.append(record)
+                self.withdrawn.append((record, request))
+            self.asking.clear()
 
     def process(
         self, pid: int | None, stdout_bytes: int, exit: ProcessOutcome | None
@@ -74,6 +97,73 @@ class Turn:
             leftovers_stopped=self.strays,
         )
         return with_exit(out, exit, self.strays)
+
+
+#: What the CLI says between turns that makes a turn of its own (the model at
+#: work); anything else (usage, status notes) only waits for the next turn.
+_WORK = (TextEvent, ToolCallEvent, ToolResultEvent, ResultEvent)
+#: The most held between turns: a CLI that talks on and on without a turn
+#: starting keeps only this much (the rest is counted).
+_HELD_BYTES = 8 * 1024 * 1024
+_HELD_ITEMS = 10_000
+
+#: What the CLI asks between turns that waits for an answer.
+Waiting = PermissionAsk | ToolCall | HookCall
+
+
+class Unattended:
+    """What the CLI said since the last turn ended: its bytes (for the
+    transcript), its events, its questions and calls (unanswered until a turn
+    takes them) and its end of a turn.  Work (:data:`_WORK` events, a
+    question, a call, a hook point) sets :attr:`wanted`: the session then
+    starts a turn of the CLI's own (``trigger: "cli"``) that takes it all, so
+    nothing the CLI does between turns goes unrecorded."""
+
+    __slots__ = ("dropped", "ended", "events", "raw", "waiting", "wanted")
+
+    def __init__(self) -> None:
+        self.raw = bytearray()
+        self.events: list[Event] = []
+        self.waiting: list[Waiting] = []
+        self.ended: TurnEnded | None = None
+        #: Bytes or events not held (over the bounds).
+        self.dropped = 0
+        self.wanted = anyio.Event()
+
+    def bytes(self, chunk: bytes) -> None:
+        if len(self.raw) + len(chunk) <= _HELD_BYTES:
+            self.raw += chunk
+        else:
+            self.dropped += len(chunk)
+
+    def said(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if len(self.events) >= _HELD_ITEMS:
+                self.dropped += 1
+                continue
+            self.events.append(event)
+            if isinstance(event, _WORK):
+                self.wanted.set()
+
+    def wait(self, item: Waiting) -> None:
+        self.waiting.append(item)
+        # A question after the CLI's end of a turn is new work: the turn that
+        # takes it ends at the CLI's next end, not at that one (which would
+        # withdraw the question unanswered, and the CLI would wait on).
+        self.ended = None
+        self.wanted.set()
+
+    def take(self) -> Unattended:
+        """All of it, handed over (this one starts afresh)."""
+        held = Unattended()
+        held.raw, self.raw = self.raw, bytearray()
+        held.events, self.events = self.events, []
+        held.waiting, self.waiting = self.waiting, []
+        held.ended, self.ended = self.ended, None
+        held.dropped, self.dropped = self.dropped, 0
+        if self.wanted.is_set():  # an unset one stays: a waiter still waits on it
+            held.wanted, self.wanted = self.wanted, anyio.Event()
+        return held
 
 
 def death(name: str, exit: ProcessOutcome | None) -> str:

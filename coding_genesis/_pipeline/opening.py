@@ -86,6 +86,7 @@ def session_start(request: Request, *, approvals: bool) -> SessionStart:
         hook_wait=hook_wait(request),
         output_schema=attempt.output_schema,
         tools=request.tools,
+        setting_sources=attempt.setting_sources,
     )
 
 

@@ -145,6 +145,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     if ended is not None and (
         ended.how in ("interrupted", "denied", "fault")
         or (ended.how == "died" and outcome.stop_reason is None)
+        or (ended.how == "failed" and tally.result is None)  # said so, with no result line
     ):
         return _turn_end(attempt, ended, common, redactor, name)
 
@@ -201,7 +202,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
                 status=status,
                 message=redactor.text(message),
                 is_error=True,
-                error=ErrorCode.CLI_ERROR,
+                error=_SUBTYPE_ERRORS.get(result.subtype or "", ErrorCode.CLI_ERROR),
                 data=RunTally.parse_data(redactor.text(text or "")),
                 **common,
             )
@@ -268,6 +269,10 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         error=ErrorCode.INCOMPLETE,
         **common,
     )
+
+
+#: A CLI's error result whose subtype says more than "the CLI failed".
+_SUBTYPE_ERRORS = {"error_max_turns": ErrorCode.MAX_TURNS}
 
 
 def _turn_end(

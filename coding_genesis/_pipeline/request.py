@@ -24,8 +24,10 @@ from coding_genesis.config import (
     check_cwd,
     check_max_turns,
     check_permissions,
+    check_setting_sources,
     check_tools,
     require_permissions,
+    require_setting_sources,
     required_seconds,
 )
 from coding_genesis.errors import ConfigError
@@ -170,6 +172,11 @@ def make_request(
         raise ConfigError(
             f"backend {backend.name!r} takes no output schema: output_schema= cannot be used"
         )
+    sources = check_setting_sources(call.get("setting_sources"))
+    if sources is not None:
+        require_setting_sources(backend, sources)
+    else:
+        sources = config.setting_sources
     attempt = AttemptRequest(
         prompt=text,
         cwd=run_cwd,
@@ -182,6 +189,7 @@ def make_request(
         options=merged,
         extra_args=config.extra_args,
         output_schema=output.schema if output is not None else None,
+        setting_sources=sources,
     )
     approver = call.get("approver")
     if approver is not None:

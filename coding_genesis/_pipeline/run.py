@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.live import LiveLink, Trigger
 from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
@@ -52,11 +52,12 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
-from coding_genesis.observer import Observer, RunInfo
+from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
 from coding_genesis.status import ErrorCode, Status
+from coding_genesis.usage import RunningTotals
 
 __all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
 
@@ -86,6 +87,7 @@ class RunWiring:
         "observers",
         "redactor",
         "tally",
+        "totals",
     )
 
     def __init__(
@@ -116,6 +118,9 @@ class RunWiring:
         )
         #: The tally of the attempt in flight (for the answer to a cancellation).
         self.tally: RunTally | None = None
+        #: The running totals this agent's CLI sessions reported (each run's
+        #: usage is its share of them; see coding_genesis.usage.RunningTotals).
+        self.totals = RunningTotals()
         self._swept = False
 
     def clock(self) -> Clock:
@@ -140,12 +145,47 @@ class RunWiring:
         except Exception:
             log.exception("sweep of the run ledger %s failed", ledger.path)
 
+    def session_observers(self, key: str, request: Request) -> list[RunObserver]:
+        """The observers of a live session's own traffic (outside its turns:
+        the opening, what comes between turns), one per agent observer that
+        watches sessions (``Observer.session_started``)."""
+        info = RunInfo(
+            run_id=key,
+            agent=self.name,
+            backend=self.backend.name,
+            prompt="(a live session: what its CLI said outside its turns)",
+            cwd=request.cwd,
+            timeout=request.timeout,
+            model=request.model,
+            resume=request.resume,
+            started=time.time(),
+            redactor=self.redactor,
+            translator=self.backend.translator,
+            session=key,
+        )
+        watching: list[RunObserver] = []
+        for observer in self.observers:
+            try:
+                watcher = observer.session_started(key, info)
+            except Exception:
+                log.exception("observer %r failed at the start of session %s", observer, key)
+                continue
+            if watcher is not None:
+                watching.append(watcher)
+        return watching
+
     def start(
-        self, request: Request, run_id: str, clock: Clock, link: LiveLink | None = None
+        self,
+        request: Request,
+        run_id: str,
+        clock: Clock,
+        link: LiveLink | None = None,
+        trigger: Trigger = "user",
     ) -> Run:
         """Open the run's observers (subscribed to the bus) and its wrappers.
         ``link``: the run is a turn of that live session (its stop handle is
-        the session's: a budget stops the session's process)."""
+        the session's: a budget stops the session's process); ``trigger``:
+        who started it (``cli``: the CLI itself, between the session's turns)."""
         started = time.monotonic()
         stop = link.stop if link is not None else StopHandle()
         bus = self.bus
@@ -167,6 +207,8 @@ class RunWiring:
                 translator=self.backend.translator,
                 session=link.key if link is not None else None,
                 turn=link.turns + 1 if link is not None else 0,
+                trigger=trigger,
+                totals=self.totals,
             ),
         )
         unsubscribe = bus.subscribe(observers.event, kinds=observers.kinds) if observers else None
@@ -176,6 +218,7 @@ class RunWiring:
         )
         run = Run(self, request, run_id, clock, started, stop, observers, unsubscribe, wrappers)
         run.link = link
+        run.trigger = trigger
         return run
 
     async def attempts(self, run: Run, request: Request, policy: RetryPolicy | None) -> RunResult:
@@ -264,11 +307,12 @@ class RunWiring:
             else (observers.message_usage if observers else "off"),
             on_overlay=overlay_opened,
             on_stdin=observers.stdin if observers else None,
+            totals=self.totals,
         )
         attempt = request.retried(plan.prompt, plan.resume, plan.timeout)
         try:
             if run.link is not None:  # a turn of a live session
-                return await run.link.turn(attempt, context, run_id=run_id)
+                return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
             # An approver, hooks or tools, or a CLI that speaks nothing else (an
             # ACP agent): one turn of a live process.
             if attempt.two_way or self.backend.two_way_only:
@@ -427,6 +471,7 @@ class Run:
         "run_id",
         "started",
         "stop",
+        "trigger",
         "unsubscribe",
         "wiring",
         "wrappers",
@@ -457,6 +502,8 @@ class Run:
         self.wrappers = wrappers
         #: The live session this run is a turn of (None: a one-shot run).
         self.link: LiveLink | None = None
+        #: Who started it (``cli``: the CLI, between a session's turns).
+        self.trigger: Trigger = "user"
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
         """The wrappers around the run and its attempts.  A bug of ours is still
@@ -490,6 +537,7 @@ class Run:
         update: dict[str, Any] = {"duration_s": round(time.monotonic() - self.started, 6)}
         if self.link is not None:
             update["turn"] = self.link.turns
+            update["trigger"] = self.trigger
         extra = self.observers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:

@@ -20,10 +20,17 @@ the consumer is done with one object before the next is decoded, so the
 working set stays small and in cache (a list of the ~1,000 objects of a 1 MiB
 chunk made the parser 1.5-1.8x slower than a bare ``orjson.loads`` loop; see
 ``benchmarks/``).
+
+A line that is skipped may still be a message someone waits for (a control
+request nested deeper than orjson's 1,024 levels): ``on_unparsed`` is handed
+its head and its tail (at most :data:`HEAD_BYTES` and :data:`TAIL_BYTES`),
+and :func:`edge_fields` reads the members written before and after the part
+that could not be parsed.  Only skipped lines pay for it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,15 +38,22 @@ import orjson
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "HEAD_BYTES",
     "HEAVY_FLOOR",
     "MAX_DEPTH",
+    "TAIL_BYTES",
     "TOO_DEEP",
     "Emit",
     "JsonLinesParser",
+    "Scalar",
+    "Unparsed",
     "bound_depth",
+    "edge_fields",
     "has_nested",
+    "head_fields",
     "held_cost",
     "parse_lines",
+    "tail_fields",
 ]
 
 #: Tool results can be tens of MiB; anything longer than this is skipped.
@@ -83,9 +97,21 @@ TOO_DEEP = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
 #: Receives each parsed object.  It should not raise: if it does, the
 #: exception propagates and the rest of that chunk is lost.
 Emit = Callable[[dict[str, Any]], object]
+#: Receives the head and the tail of each line skipped as not JSON, not an
+#: object, nested too deep or too costly to hold; of a line too long, its
+#: head as soon as it is known to be (and no tail).  Same rule as :data:`Emit`.
+Unparsed = Callable[[bytes, bytes, bool], object]
+
+#: How much of a skipped line's head and tail ``on_unparsed`` gets: a
+#: message's envelope is written before its payload (claude's type and
+#: request id, codex's method and id) or after it (claude's ``result``: its
+#: ``type``, ``subtype`` and answer come after its ``permission_denials``).
+HEAD_BYTES = 8192
+TAIL_BYTES = 65536
 
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
+_Bytes = bytes | bytearray | memoryview
 
 
 class JsonLinesParser:
@@ -96,12 +122,24 @@ class JsonLinesParser:
     :meth:`close` at EOF to parse a last line that had no newline.
     """
 
-    __slots__ = ("_discarding", "_heavy", "_pending", "lines", "max_line_bytes", "skipped")
+    __slots__ = (
+        "_discarding",
+        "_heavy",
+        "_pending",
+        "lines",
+        "max_line_bytes",
+        "on_unparsed",
+        "skipped",
+    )
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(
+        self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, on_unparsed: Unparsed | None = None
+    ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be at least 1")
         self.max_line_bytes = max_line_bytes
+        #: Told the head of each skipped line (see the module's docstring).
+        self.on_unparsed = on_unparsed
         self._heavy = _heavy_from(max_line_bytes)
         self.skipped = 0
         self.lines = 0
@@ -134,6 +172,7 @@ class JsonLinesParser:
                 if len(pending) + idx > self.max_line_bytes:
                     self.lines += 1
                     self.skipped += 1
+                    self._unparsed(pending, memoryview(chunk)[:idx])
                 else:
                     pending += memoryview(chunk)[:idx]
                     self._parse(pending, emit)
@@ -154,22 +193,25 @@ class JsonLinesParser:
                     idx - start > limit or held_cost(chunk, start, idx) > limit
                 ):
                     bad += 1
+                    self._unparsed(memoryview(chunk)[start:idx])
                     start = idx + 1
                     continue
                 line = chunk[start:idx]
                 start = idx + 1
                 try:
                     obj = loads(line)
-                except _JSONDecodeError:
+                except _JSONDecodeError as exc:
                     if line.isspace():
                         seen -= 1  # whitespace only (a lone "\r"): blank
                     else:
                         bad += 1
+                        self._unparsed(line, whole=str(exc).startswith("depth limit"))
                     continue
                 if type(obj) is dict:
                     emit(obj)
                 else:
                     bad += 1
+                    self._unparsed(line, whole=False)
         finally:
             self.lines += seen
             self.skipped += bad
@@ -192,12 +234,30 @@ class JsonLinesParser:
             return
         if len(self._pending) + len(chunk) - start > self.max_line_bytes:
             # Too long: count it once now and drop bytes until the next newline.
+            pending = self._pending
             self._pending = bytearray()
             self._discarding = True
             self.lines += 1
             self.skipped += 1
+            self._unparsed(pending, memoryview(chunk)[start:], ended=False)
         else:
             self._pending += memoryview(chunk)[start:] if start else chunk
+
+    def _unparsed(
+        self, first: _Bytes, second: _Bytes = b"", *, ended: bool = True, whole: bool = True
+    ) -> None:
+        """Hand the head and the tail of a skipped line (``first`` then
+        ``second``; ``ended``: its end is known; ``whole``: JSON too deep or
+        too large to hold, not a garbled or cut one) to ``on_unparsed``."""
+        if self.on_unparsed is None:
+            return
+        head = bytes(first[:HEAD_BYTES])
+        if len(head) < HEAD_BYTES:
+            head += bytes(second[: HEAD_BYTES - len(head)])
+        tail = bytes(second[-TAIL_BYTES:]) if ended and len(second) else b""
+        if ended and len(tail) < TAIL_BYTES and len(first):
+            tail = bytes(first[-(TAIL_BYTES - len(tail)) :]) + tail
+        self.on_unparsed(head, tail, whole)
 
     def _parse(self, line: bytes | bytearray, emit: Emit) -> None:
         if not line or line.isspace():
@@ -205,16 +265,21 @@ class JsonLinesParser:
         self.lines += 1
         if len(line) > self._heavy and held_cost(line) > self.max_line_bytes:
             self.skipped += 1  # would cost more than max_line_bytes to hold
+            self._unparsed(line)
             return
         try:
             obj = _loads(line)
-        except _JSONDecodeError:
+        except _JSONDecodeError as exc:
             self.skipped += 1
+            # Too deep is JSON whole; anything else is not JSON (garbled, or cut
+            # short by the CLI's death): its edges are read, not trusted.
+            self._unparsed(line, whole=str(exc).startswith("depth limit"))
             return
         if type(obj) is dict:
             emit(obj)
         else:
             self.skipped += 1
+            self._unparsed(line, whole=False)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
@@ -267,6 +332,202 @@ def bound_depth(value: Any) -> Any:
     if (type(value) is dict or type(value) is list) and _depth_exceeds(value, MAX_DEPTH):
         return _cut(value, 1)
     return value
+
+
+#: A JSON value that is no container.
+Scalar = str | int | float | bool | None
+
+#: One token of JSON text (whitespace before it skipped): a string, a
+#: punctuation mark, or a number or literal.
+_TOKEN = re.compile(
+    rb'\s*(?:("(?:[^"\\]|\\.)*")|([{}\[\]:,])|(-?[0-9][0-9.eE+-]*|true|false|null))', re.S
+)
+#: The deepest member :func:`head_fields` reads, and the most it reads.
+_HEAD_DEPTH = 4
+_HEAD_FIELDS = 64
+
+
+def head_fields(head: bytes) -> dict[tuple[str, ...], Scalar]:
+    """The members of a JSON object that ``head`` (the start of a line that
+    could not be parsed) holds whole, each by its path of keys: the
+    scalars of objects at most four deep, read up to the first thing that is
+    not JSON or is cut off (``{"type": "control_request", "request_id": "r",
+    "request": {"subtype": "can_use_tool", "input": [[[...`` gives ``type``,
+    ``request_id`` and ``(request, subtype)``).  Arrays are gone through,
+    their items not kept.  Cheap and bounded: only a head is read."""
+    fields: dict[tuple[str, ...], Scalar] = {}
+    #: Each open container: its path, and whether it is an object.
+    stack: list[tuple[tuple[str, ...], bool]] = []
+    key: str | None = None
+    expect = "value"  # what comes next: "key", "colon", "value", "next"
+    pos, end = 0, len(head)
+    while len(fields) < _HEAD_FIELDS:
+        match = _TOKEN.match(head, pos)
+        if match is None:
+            break
+        pos = match.end()
+        text, mark, scalar = match.groups()
+        path, is_object = stack[-1] if stack else ((), False)
+        if mark is not None:
+            if mark in (b"{", b"["):
+                if expect != "value":
+                    break
+                inner = (*path, key) if is_object and key is not None else path
+                if mark == b"[":
+                    inner = (*inner, "[]")  # items are no members of the object
+                stack.append((inner, mark == b"{"))
+                expect, key = ("key" if mark == b"{" else "value"), None
+            elif mark in (b"}", b"]"):
+                if not stack or stack[-1][1] != (mark == b"}"):
+                    break
+                stack.pop()
+                if not stack:
+                    break  # the whole object was read
+                expect = "next"
+            elif mark == b":":
+                if expect != "colon":
+                    break
+                expect = "value"
+            else:  # ","
+                if expect != "next":
+                    break
+                expect = "key" if is_object else "value"
+            continue
+        if pos >= end and scalar is not None:
+            break  # a number or literal cut off by the head's end
+        try:
+            value = _loads(text if text is not None else scalar)
+        except _JSONDecodeError:
+            break
+        if expect == "key" and is_object and isinstance(value, str):
+            key, expect = value, "colon"
+        elif expect == "value" and stack:
+            if is_object and key is not None and len(path) < _HEAD_DEPTH and "[]" not in path:
+                fields[(*path, key)] = value
+            expect = "next"
+        else:
+            break
+    return fields
+
+
+#: The most tokens :func:`tail_fields` reads (each is a step of Python).
+_TAIL_TOKENS = 8192
+_SPACE = frozenset(b" \t\r\n")
+_SCALAR_BYTES = frozenset(b"0123456789.eE+-truefalsn")
+
+
+def tail_fields(tail: bytes) -> dict[tuple[str, ...], Scalar]:
+    """The scalar members of the outermost JSON object that ``tail`` (the end
+    of a line that could not be parsed) holds whole after its last member it
+    cannot read, each by a path of one key; read backwards from its closing
+    brace, nested values gone through (not kept), up to the first thing that
+    is not JSON or is cut off.  Bounded: at most :data:`_TAIL_TOKENS` steps."""
+    fields: dict[tuple[str, ...], Scalar] = {}
+    pos = len(tail)
+    value: Scalar | None = None
+    has_value = False
+    expect = "close"  # backwards: "close", "value", "colon", "key", "comma"
+    for _ in range(_TAIL_TOKENS):
+        while pos and tail[pos - 1] in _SPACE:
+            pos -= 1
+        if not pos:
+            break
+        byte = tail[pos - 1]
+        if expect == "close":
+            if byte != 0x7D:  # "}"
+                break
+            pos, expect = pos - 1, "value"
+        elif expect == "value":
+            if byte in (0x7D, 0x5D):  # a nested object or array: gone through
+                start = _container_start(tail, pos)
+                if start is None:
+                    break
+                pos, has_value = start, False
+            elif byte == 0x22:  # '"'
+                start = _string_start(tail, pos)
+                if start is None:
+                    break
+                try:
+                    value = _loads(tail[start:pos])
+                except _JSONDecodeError:
+                    break
+                pos, has_value = start, True
+            else:
+                start = pos
+                while start and tail[start - 1] in _SCALAR_BYTES:
+                    start -= 1
+                try:
+                    value = _loads(tail[start:pos]) if start < pos else None
+                except _JSONDecodeError:
+                    break
+                if start == pos or not start:
+                    break  # nothing read, or maybe cut off at the tail's start
+                pos, has_value = start, True
+            expect = "colon"
+        elif expect == "colon":
+            if byte != 0x3A:  # ":"
+                break
+            pos, expect = pos - 1, "key"
+        elif expect == "key":
+            start = _string_start(tail, pos) if byte == 0x22 else None
+            if start is None:
+                break
+            try:
+                key = _loads(tail[start:pos])
+            except _JSONDecodeError:
+                break
+            if not isinstance(key, str):
+                break
+            if has_value:
+                fields.setdefault((key,), value)
+            pos, expect = start, "comma"
+        else:  # "comma": another member before, or the object's start
+            if byte != 0x2C:  # ","
+                break
+            pos, expect = pos - 1, "value"
+    return fields
+
+
+def _string_start(data: bytes, end: int) -> int | None:
+    """Where the JSON string ending at ``end`` (its closing quote at
+    ``end - 1``) starts: the quote before it that no backslash escapes."""
+    at = end - 1
+    while True:
+        at = data.rfind(b'"', 0, at)
+        if at < 0:
+            return None
+        slashes = 0
+        while at - slashes > 0 and data[at - slashes - 1] == 0x5C:  # "\\"
+            slashes += 1
+        if slashes % 2 == 0:
+            return at
+
+
+def _container_start(data: bytes, end: int) -> int | None:
+    """Where the object or array ending at ``end`` starts (strings in it
+    skipped); None when it starts before ``data`` does."""
+    depth, pos = 0, end
+    while pos > 0:
+        pos -= 1
+        byte = data[pos]
+        if byte == 0x22:  # '"'
+            start = _string_start(data, pos + 1)
+            if start is None:
+                return None
+            pos = start
+        elif byte in (0x7D, 0x5D):  # "}", "]"
+            depth += 1
+        elif byte in (0x7B, 0x5B):  # "{", "["
+            depth -= 1
+            if depth == 0:
+                return pos
+    return None
+
+
+def edge_fields(head: bytes, tail: bytes) -> dict[tuple[str, ...], Scalar]:
+    """What :func:`head_fields` reads of ``head`` and :func:`tail_fields` of
+    ``tail`` (the head's reading of a member first)."""
+    return {**tail_fields(tail), **head_fields(head)} if tail else head_fields(head)
 
 
 def parse_lines(

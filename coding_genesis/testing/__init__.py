@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from coding_genesis.backend import Backend, Translator, as_backend, is_factory
+from coding_genesis.status import FailureCategory
 
 __all__ = [
     "CATEGORIES",
@@ -68,7 +69,7 @@ CATEGORIES: Mapping[str, str] = {
     "401": "auth",
     "403": "auth",
     "429": "rate_limit",
-    "500": "internal",
+    "500": "agent_error",
 }
 
 _STATUS_CASE = re.compile(r"^(\d{3})(once)?$")
@@ -286,6 +287,8 @@ def check_failure_hint(
             raise _fail(recording, "the CLI's retry is not visible (cli_retries is 0)")
         return
     expected = {**CATEGORIES, **(categories or {})}.get(match.group(1))
+    if expected in ("internal", "not_found"):
+        expected = FailureCategory(expected).value  # a name before 0.2 reads as its new one
     if result["status"] == 0:
         raise _fail(recording, "an API error was reported as a success")
     if expected is not None and _category(result) != expected:

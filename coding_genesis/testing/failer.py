@@ -8,6 +8,8 @@ error-handling path can be exercised.  Commands in the prompt:
   /fail                  immediate error (AGENT_ERROR), exit 1
   /timeout N             really waits N seconds, then responds normally
   /fail-then-succeed N   fails N times (state kept per request key), then succeeds
+  /partial               incomplete, malformed output, no result event
+  /rate-limit            RATE_LIMIT error with retry_after_seconds 30 (HTTP 429)
 
 ``details.retry_recommended`` of an error body comes from coding-genesis's one
 retry table (``$GENESIS_FAILER_RETRYABLE``: the error codes a retry may fix,
@@ -16,8 +18,20 @@ when run on its own), so the body and the failure value agree.  ``/fail-then-suc
 keeps its counters in a private (0700) directory under the temporary
 directory, one file per request key, removed when that key succeeds or after
 24 hours.
-  /partial               incomplete, malformed output, no result event
-  /rate-limit            RATE_LIMIT error with retry_after_seconds 30 (HTTP 429)
+
+Tool calls, asked about as claude asks (see ``_failer_turns.py``):
+
+  /write PATH TEXT       a Write call: PATH (under the cwd) holds TEXT once allowed
+  /bash COMMAND          a Bash call: COMMAND runs (no shell) once allowed
+  /json VALUE            answers VALUE (with --json-schema: as claude's structured output)
+
+Started with ``--input-format stream-json`` it speaks claude's two-way control
+protocol (a live session: ``agent.session()``, ``approver=``, ``hooks=``,
+``tools=``, ``genesis chat``), where three more commands work:
+
+  /tool NAME JSON        calls the caller's function NAME (tools=) with JSON arguments
+  /compact               compacts the conversation (the pre_compact hook point)
+  /history               says the earlier prompts of this conversation (resume=)
 
 Standard library only, run as a script (not ``-m``) so it starts fast.
 """
@@ -37,14 +51,35 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 _COMMAND = re.compile(
     r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit)(?![\w-])(?:[ \t]+(\S+))?"
 )
 
 
-def _now() -> str:
+class Reply(Protocol):
+    """Where a command's answer goes: a one-shot run (``_Run``), or a turn of a
+    live session (``_failer_turns.Turn``)."""
+
+    def text(self, text: str) -> None: ...
+
+    def raw(self, data: str) -> None: ...
+
+    def sleep(self, seconds: float) -> bool: ...
+
+    def result(
+        self,
+        body: dict[str, Any],
+        *,
+        is_error: bool,
+        subtype: str = "success",
+        api_error_status: int | None = None,
+    ) -> None: ...
+
+
+def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -75,7 +110,7 @@ def _retryable_codes() -> frozenset[str]:
     return _retryable
 
 
-def _state_dir(explicit: str | None) -> str:
+def state_dir(explicit: str | None) -> str:
     if explicit:
         return explicit
     env = os.environ.get("GENESIS_FAILER_STATE_DIR")
@@ -84,13 +119,13 @@ def _state_dir(explicit: str | None) -> str:
     return os.path.join(tempfile.gettempdir(), f"coding-genesis-failer-{os.getuid()}")
 
 
-def _error_body(code: str, message: str, mode: str, **extra: Any) -> dict[str, Any]:
+def error_body(code: str, message: str, mode: str, **extra: Any) -> dict[str, Any]:
     retry = code in _retryable_codes()
     body: dict[str, Any] = {
         "status": "error",
         "error_code": code,
         "error_message": message,
-        "timestamp": _now(),
+        "timestamp": now(),
         "details": {"failure_mode": mode, "retry_recommended": retry},
     }
     body.update(extra)
@@ -127,6 +162,15 @@ class _Run:
                 "session_id": self.session_id,
             }
         )
+
+    def raw(self, data: str) -> None:
+        sys.stdout.write(data)
+        sys.stdout.flush()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait ``seconds``; False: the turn was interrupted meanwhile (never, one-shot)."""
+        time.sleep(seconds)
+        return True
 
     def result(
         self,
@@ -165,22 +209,23 @@ def _check_private(state_dir: str) -> None:
 
 
 def _drop_stale(state_dir: str) -> None:
-    """Counters of requests given up (untouched for STATE_TTL_S) are removed."""
+    """Counters of requests given up and conversations left (untouched for
+    STATE_TTL_S) are removed."""
     cutoff = time.time() - STATE_TTL_S
     with contextlib.suppress(OSError), os.scandir(state_dir) as entries:
         for entry in entries:
-            if not entry.name.endswith(".count") or not entry.is_file(follow_symlinks=False):
+            if not entry.name.endswith((".count", ".session")):
+                continue
+            if not entry.is_file(follow_symlinks=False):
                 continue
             with contextlib.suppress(OSError):
                 if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     os.unlink(entry.path)
 
 
-def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -> int:
-    import fcntl
-
-    # A standalone script (no package imports): every level it creates is
-    # 0700, the counter file 0600 and never a symlink.
+def private_dir(state_dir: str) -> None:
+    """Make the state directory: every level it creates is 0700, and it must
+    be ours and private; stale files in it are dropped."""
     missing = []
     level = Path(state_dir)
     while not os.path.lexists(level) and level.parent != level:
@@ -191,6 +236,14 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
             os.mkdir(level, 0o700)
     _check_private(state_dir)
     _drop_stale(state_dir)
+
+
+def _fail_then_succeed(run: Reply, n: int, mode: str, key: str, state_dir: str) -> int:
+    import fcntl
+
+    # A standalone script (no package imports): the counter file is 0600 and
+    # never a symlink.
+    private_dir(state_dir)
     path = os.path.join(state_dir, hashlib.sha256(key.encode()).hexdigest()[:32] + ".count")
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(path, flags, 0o600)
@@ -209,7 +262,7 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
             fh.seek(0)
             fh.truncate()  # cycle complete: the next request starts over
     if count < n:
-        body = _error_body(
+        body = error_body(
             "TRANSIENT_ERROR",
             f"Simulated transient failure {attempt} of {n} (connection reset)",
             mode,
@@ -223,7 +276,7 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
             "status": "success",
             "message": f"Succeeded after {n} failures",
             "retry_count": attempt,
-            "timestamp": _now(),
+            "timestamp": now(),
         },
         is_error=False,
     )
@@ -232,7 +285,7 @@ def _fail_then_succeed(run: _Run, n: int, mode: str, key: str, state_dir: str) -
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="genesis-failer",
         description=__doc__,
@@ -243,24 +296,32 @@ def main(argv: list[str] | None = None) -> int:
         "-p", "--print", action="store_true", help="accepted for claude compatibility"
     )
     parser.add_argument("--output-format", default="stream-json")
+    parser.add_argument("--input-format", help="stream-json: the two-way control protocol")
+    parser.add_argument("--permission-prompt-tool", help="accepted for claude compatibility")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--resume", help="continue this session id")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
     parser.add_argument("--state-dir", help="where /fail-then-succeed keeps its counters")
+    parser.add_argument("--permissions", choices=("read-only", "edit", "full"))
+    parser.add_argument("--json-schema", help="answer with a value of this JSON Schema")
+    parser.add_argument("--mcp-config", help="claude's SDK MCP servers (the host tools)")
+    parser.add_argument("--allowedTools", default="", help="tools allowed without asking")
+    return parser
 
-    args, _unknown = parser.parse_known_args(argv)
 
-    prompt = args.prompt
-    if prompt is None:
-        prompt = (
-            sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
-        )
+def _turns() -> ModuleType:
+    """The turns module, from this script's own directory (or its package)."""
+    if TYPE_CHECKING or __package__:
+        from coding_genesis.testing import _failer_turns as turns
+    else:  # run as a script: its directory is on sys.path
+        import _failer_turns as turns
+    return turns
 
-    started = time.monotonic()
-    run = _Run(args.resume or str(uuid.uuid4()), started)
-    run.init()
 
+def respond(run: Reply, prompt: str, args: argparse.Namespace) -> int:
+    """Answer the failure commands of ``prompt`` on ``run`` (a one-shot run, or a
+    turn of a live session); the exit code of a one-shot run."""
     match = _COMMAND.search(prompt)
     command = match.group(1) if match else None
     argument = match.group(2) if match else None
@@ -271,20 +332,20 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "status": "success",
                 "message": "No failure mode specified, responding normally",
-                "timestamp": _now(),
+                "timestamp": now(),
             },
             is_error=False,
         )
         return 0
 
     if command == "fail":
-        body = _error_body("AGENT_ERROR", "Simulated agent failure for testing", mode)
+        body = error_body("AGENT_ERROR", "Simulated agent failure for testing", mode)
         run.result(body, is_error=True, subtype="error_during_execution")
         sys.stderr.write("Error: AGENT_ERROR: Simulated agent failure for testing\n")
         return 1
 
     if command == "rate-limit":
-        body = _error_body(
+        body = error_body(
             "RATE_LIMIT",
             "Rate limit exceeded (429). Please retry.",
             mode,
@@ -298,10 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         run.text(
             json.dumps({"status": "partial", "warning": "Output may be incomplete", "data": None})
         )
-        sys.stdout.write(
+        run.raw(
             '{"type":"result","subtype":"success","is_error":false,"result":"{\\"status\\": \\"par\n'
         )
-        sys.stdout.flush()
         return 0
 
     try:
@@ -309,25 +369,56 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         number = None
     if number is None or number < 0 or number != number or number == float("inf"):
-        body = _error_body("INVALID_COMMAND", f"{mode}: expects a non-negative number", mode)
+        body = error_body("INVALID_COMMAND", f"{mode}: expects a non-negative number", mode)
         run.result(body, is_error=True, subtype="error_during_execution")
         sys.stderr.write(f"Error: INVALID_COMMAND: {mode} expects a non-negative number\n")
         return 2
 
     if command == "timeout":
-        time.sleep(number)
+        if not run.sleep(number):
+            return 130
         run.result(
             {
                 "status": "success",
                 "message": f"Waited {number:g} seconds, responding normally",
-                "timestamp": _now(),
+                "timestamp": now(),
             },
             is_error=False,
         )
         return 0
 
     key = args.request_key or hashlib.sha256((os.getcwd() + "\0" + prompt).encode()).hexdigest()
-    return _fail_then_succeed(run, int(number), mode, key, _state_dir(args.state_dir))
+    return _fail_then_succeed(run, int(number), mode, key, state_dir(args.state_dir))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, _unknown = _parser().parse_known_args(argv)
+    itself: ModuleType = sys.modules[__name__]
+    if args.input_format == "stream-json":
+        return int(_turns().serve(args, itself))
+
+    prompt = args.prompt
+    if prompt is None:
+        prompt = (
+            sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
+        )
+    if args.json_schema is not None or _tool_command_first(prompt):
+        return int(_turns().one_shot(args, prompt, itself))
+
+    run = _Run(args.resume or str(uuid.uuid4()), time.monotonic())
+    run.init()
+    return respond(run, prompt, args)
+
+
+#: The tool commands a one-shot run answers too (see the module's docstring).
+_TOOL_COMMAND = re.compile(r"(?<![\w/])/(write|bash|json)(?![\w-])")
+
+
+def _tool_command_first(prompt: str) -> bool:
+    """A tool command comes first in ``prompt`` (before any failure command)."""
+    tool = _TOOL_COMMAND.search(prompt)
+    failure = _COMMAND.search(prompt)
+    return tool is not None and (failure is None or tool.start() < failure.start())
 
 
 if __name__ == "__main__":

@@ -15,9 +15,16 @@ import pytest
 
 from coding_genesis.approval import Decision
 from coding_genesis.backend import CommandSpec
-from coding_genesis.backends.acp import AcpAgent, AcpProtocol, AcpTranslator, error_status
+from coding_genesis.backends.acp import (
+    AcpAgent,
+    AcpProtocol,
+    AcpTranslator,
+    acp_request,
+    error_status,
+)
 from coding_genesis.control import (
     FORWARD,
+    Forward,
     Incoming,
     PermissionAsk,
     ProtocolFault,
@@ -26,6 +33,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import (
     Event,
@@ -35,6 +43,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.usage import RunningTotals
 from tests.backends.schema_lite import load, problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,3 +320,134 @@ def test_stop_reasons_end_the_turn(reason: str, asked: bool, how: str) -> None:
     items = p.receive({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": reason}})
     ended = [i for i in items if isinstance(i, TurnEnded)]
     assert [e.how for e in ended] == [how]
+
+
+def _cost_update(cost: float, session: str = "s-1") -> dict[str, Any]:
+    update = {"sessionUpdate": "usage_update", "used": 1, "size": 9, "cost": {"amount": cost}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session, "update": update},
+    }
+
+
+def _costs(events: Sequence[Any]) -> list[float | None]:
+    return [e.cost_usd for e in events if isinstance(e, UsageEvent)]
+
+
+def test_the_sessions_running_cost_is_shared_once_across_turns_and_processes() -> None:
+    """``usage_update`` tells the session's cumulative cost: each turn carries its
+    share of that running total (RunningTotals, as claude's and codex's), a
+    resumed session seeded from the run log (``recorded_total``) counts only
+    what it adds, and a turn that reports no cost carries none."""
+    totals = RunningTotals()
+    shares: list[float | None] = []
+    for cost in (0.25, 0.75, None):
+        translator = AcpTranslator()
+        translator.totals = totals
+        if cost is not None:
+            translator.translate(_cost_update(cost))
+        shares += _costs(translator.translate({"id": 3, "result": {"stopReason": "end_turn"}}))
+    assert shares == [pytest.approx(0.25), pytest.approx(0.5)]
+    # a new process resuming s-2, which the run log says cost 1.0 so far
+    resumed = AcpTranslator()
+    resumed.totals = totals
+    totals.seed(resumed.running_cli or "", "s-2", resumed.recorded_total(1.0, {}))
+    resumed.translate(_cost_update(1.5, "s-2"))
+    answer = resumed.translate({"id": 4, "result": {"stopReason": "end_turn"}})
+    assert _costs(answer) == [pytest.approx(0.5)]
+
+
+def test_an_update_while_no_prompt_runs_is_a_turn_of_the_agents_own() -> None:
+    """After the prompt's answer, an update of the agent's work ends a turn of its
+    own (marked for the translator, whose flush is that turn's usage and
+    result); news of its state (commands, modes) ends nothing."""
+    p = protocol()
+    opened(p)
+    p.begin_turn("hi")
+    p.receive({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
+    news = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": "s-1",
+            "update": {"sessionUpdate": "available_commands_update", "availableCommands": []},
+        },
+    }
+    assert p.receive(news) == (FORWARD,)
+    chunk = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": "s-1",
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"text": "more"}},
+        },
+    }
+    forward, ended = p.receive(chunk)
+    assert isinstance(forward, Forward) and forward.obj is not None and ended == TurnEnded()
+    translator = AcpTranslator()
+    translator.totals = RunningTotals()
+    assert list(translator.translate(dict(forward.obj))) == [TextEvent("more")]
+    (late, _) = p.receive(_cost_update(0.5))
+    assert isinstance(late, Forward) and late.obj is not None
+    translator.translate(dict(late.obj))
+    *usage, result = translator.flush()
+    assert _costs(usage) == [pytest.approx(0.5)]
+    assert isinstance(result, ResultEvent) and not result.is_error and result.text == "more"
+    assert not translator.flush()  # once
+    # during a prompt, the same update is the prompt's, and ends nothing
+    p.begin_turn("again")
+    assert p.receive(chunk) == (FORWARD,)
+
+
+def test_requests_acp_cannot_read_whole_are_unreadable() -> None:
+    """What a tool call touches must be read whole, else it is denied before any
+    approver is asked (``unreadable``), as on every backend."""
+
+    def ask(kind: object, **call: Any) -> Any:
+        return acp_request({"toolCallId": "t", "kind": kind, **call}, "s-1")
+
+    assert ask("edit", rawInput={"file_path": "a"}).unreadable is None
+    assert ask("edit", rawInput={"file_path": "a"}).paths == ("a",)
+    assert "not a path" in (ask("edit", rawInput={"file_path": 5}).unreadable or "")
+    assert "not a path" in (ask("edit", locations=[{"path": ["a"]}]).unreadable or "")
+    assert "names no path" in (ask("delete").unreadable or "")
+    assert "kind ACP does not name" in (ask("teleport").unreadable or "")
+    assert "kind ACP does not name" in (ask(7).unreadable or "")
+    assert "names no command" in (ask("execute").unreadable or "")
+    moved = ask("move", rawInput={"from": "a", "to": "b"})
+    assert moved.unreadable is None and moved.moves == (("a", "b"),)
+    assert moved.paths == ("a", "b")
+    assert "cannot be told" in (ask("move", locations=[{"path": "a"}]).unreadable or "")
+    # a read's odd location is no write: it is asked as a read
+    assert ask("read", locations=[{"line": 3}]).unreadable is None
+    assert ask("think").kind == "other" and ask("think").unreadable is None
+
+
+def test_a_line_too_deep_to_parse_is_answered_from_its_envelope() -> None:
+    p = protocol()
+    opened(p)
+    p.begin_turn("hi")
+    head = UnparsedLine(
+        {
+            ("jsonrpc",): "2.0",
+            ("id",): 0,
+            ("method",): "session/request_permission",
+            ("params", "sessionId"): "s-1",
+            ("params", "toolCall", "toolCallId"): "t9",
+            ("params", "toolCall", "title"): "deep",
+        }
+    )
+    (ask,) = p.unparsed(head)
+    assert isinstance(ask, PermissionAsk) and ask.request.unreadable
+    assert ask.request.tool == "deep" and ask.request.tool_call_id == "t9"
+    assert p.answer(ask, Decision.deny("unread")) == [
+        {"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}}
+    ]
+    other = UnparsedLine({("id",): 5, ("method",): "fs/read_text_file"})
+    (reply,) = p.unparsed(other)
+    assert isinstance(reply, Reply) and reply.objects[0]["error"]["code"] == -32602
+    answer = UnparsedLine({("jsonrpc",): "2.0", ("id",): 3})
+    assert p.unparsed(UnparsedLine(answer.fields, whole=False)) == ()  # garbled: ends nothing
+    (ended,) = p.unparsed(answer)
+    assert isinstance(ended, TurnEnded) and ended.how == "failed"

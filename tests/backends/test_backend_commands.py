@@ -41,8 +41,9 @@ def test_gemini_command() -> None:
     spec = GeminiBackend().build_command(request(permissions="full"))
     assert spec.args[:3] == ("--output-format", "stream-json", "--skip-trust")
     assert "--approval-mode=yolo" in spec.args
-    # One process that exits on SIGTERM, instead of a relauncher that ignores it.
-    assert spec.env == {"GEMINI_CLI_NO_RELAUNCH": "true"}
+    # One process that exits on SIGTERM, instead of a relauncher that ignores it; the
+    # working directory's settings unread (see test_setting_sources_per_backend).
+    assert spec.env == {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": "false"}
     assert "-p" not in spec.args and not spec.overlay
     read_only = GeminiBackend().build_command(request(permissions="read-only"))
     assert "--approval-mode=plan" in read_only.args
@@ -185,3 +186,25 @@ def test_node_variable_is_read_by_the_commands_only() -> None:
     )
     assert node_path_for("qwen", {}) is None
     assert node_path_for("claude", {"GENESIS_QWEN_NODE": "/x"}) is None
+
+
+def test_setting_sources_per_backend() -> None:
+    """What each CLI is told for ``setting_sources`` (the real CLIs behind it:
+    tests/security/test_repository_programs.py): without "project" the working
+    directory's settings are not read; the default is that on gemini, and the
+    CLI's own on opencode and qwen, whose one switch costs more (documented)."""
+    gemini = GeminiBackend()
+    assert gemini.build_command(request()).env["GEMINI_CLI_TRUST_WORKSPACE"] == "false"
+    both = request(setting_sources=("user", "project"))
+    assert gemini.build_command(both).env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
+    opencode, qwen = OpencodeBackend(), QwenBackend()
+    user = request(setting_sources=("user",))
+    assert opencode.build_command(user).env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+    assert "OPENCODE_DISABLE_PROJECT_CONFIG" not in opencode.build_command(request()).env
+    assert "OPENCODE_DISABLE_PROJECT_CONFIG" not in opencode.build_command(both).env
+    assert qwen.build_command(user).env["QWEN_CODE_SAFE_MODE"] == "1"
+    assert "QWEN_CODE_SAFE_MODE" not in qwen.build_command(request()).env
+    assert "QWEN_CODE_SAFE_MODE" not in qwen.build_command(both).env
+    for backend in (gemini, opencode, qwen):
+        assert backend.setting_sources == (("user",), ("user", "project"))
+        assert backend.repository_files

@@ -23,6 +23,7 @@ from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.claude_control import HOOK_ID, SESSION_FLAGS, ClaudeControl
 from coding_genesis.control import (
     FORWARD,
+    Forward,
     Incoming,
     Outgoing,
     PermissionAsk,
@@ -32,6 +33,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolResultEvent
 
@@ -174,7 +176,8 @@ def test_without_approvals_claude_asks_with_its_reason() -> None:
         "python3 -c 'import time; time.sleep(2)'",
     ]
     assert seen[0].reason == "This command requires approval"
-    assert out.asks[0].key.suggestions  # claude's own "always allow" rules
+    # claude offered its own "always allow" rules (permission_suggestions): they
+    # are never handed back (test_allow_always_never_hands_claude_its_suggestions)
     assert ends(out) == [
         TurnEnded("completed"),
         TurnEnded("completed"),
@@ -226,7 +229,9 @@ def test_the_command_is_the_one_shot_run_s_in_stream_json() -> None:
     assert spec.args[: len(SESSION_FLAGS)] == SESSION_FLAGS
     assert "-p" not in spec.args
     assert spec.stdin is None
-    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "2"}
+    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "2", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
+    (session_id,) = [a for a in spec.args if a.startswith("--session-id=")]
+    assert spec.args.index(session_id) == len(SESSION_FLAGS)  # a new conversation: our id
     assert "CLAUDECODE" in spec.unset_env
     assert spec.args[-1] == "--x"
     for flag in (
@@ -357,6 +362,42 @@ def test_an_unreadable_tool_call_is_refused_not_asked() -> None:
     assert response["response"]["behavior"] == "deny"
 
 
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "path"),
+    [
+        ("Write", {"file_path": "/w/a.txt", "content": "x"}, "/w/a.txt"),
+        ("Edit", {"file_path": "/w/a.txt", "old_string": "a", "new_string": "b"}, "/w/a.txt"),
+        ("MultiEdit", {"file_path": "/w/a.txt", "edits": [{"old_string": "a"}]}, "/w/a.txt"),
+        ("NotebookEdit", {"notebook_path": "/w/n.ipynb", "new_source": "1"}, "/w/n.ipynb"),
+    ],
+)
+def test_each_write_tool_names_its_file(tool: str, tool_input: dict[str, Any], path: str) -> None:
+    ask = _opened().receive(_hook("h1", tool=tool, tool_input=tool_input))
+    (question,) = ask
+    assert isinstance(question, PermissionAsk)
+    request = question.request
+    assert (request.kind, request.paths, request.unreadable) == ("write", (path,), None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Write", {"content": "x"}),  # no path at all
+        ("Write", {"file_path": ["/w/a", "/etc/x"], "content": "x"}),
+        ("Edit", {"file_path": 7}),
+        ("MultiEdit", {"file_path": ""}),
+        ("NotebookEdit", {"file_path": "/w/n.ipynb"}),  # not the field NotebookEdit names
+    ],
+)
+def test_a_write_whose_path_is_not_one_is_unreadable(tool: str, tool_input: dict[str, Any]) -> None:
+    for message in (_hook("h1", tool=tool, tool_input=tool_input), _can_use("c1", tool=tool)):
+        if message["request"]["subtype"] == "can_use_tool":
+            message["request"]["input"] = tool_input
+        (question,) = _opened().receive(message)
+        assert isinstance(question, PermissionAsk)
+        assert question.request.kind == "write" and question.request.unreadable, question
+
+
 def test_other_lines_are_forwarded_and_unknown_control_types_counted() -> None:
     proto = _opened()
     for obj in ({}, {"type": ["x"]}, {"type": "keep_alive"}, {"type": "stream_event"}):
@@ -384,34 +425,35 @@ def test_a_cancelled_question_is_not_answered() -> None:
     assert proto.receive({"type": "control_cancel_request", "request_id": 7}) == ()
 
 
-def test_always_is_kept_for_the_session() -> None:
+def test_the_codec_asks_every_call_always_answers_included() -> None:
+    """ "Always" is the session's store (tests/approval/test_remembered.py):
+    the codec keeps none, so every later call is a question of its own."""
     proto = _opened()
     (ask,) = proto.receive(_hook("h1"))
     assert isinstance(ask, PermissionAsk)
     proto.answer(ask, Decision.allow({"command": "echo once"}, always=True))
     proto.begin_turn("again")
-    response = _reply(proto.receive(_hook("h2", call="toolu_2")))
-    output = response["response"]["hookSpecificOutput"]
-    assert output["permissionDecision"] == "allow" and "updatedInput" not in output
+    (again,) = proto.receive(_hook("h2", call="toolu_2"))
+    assert isinstance(again, PermissionAsk) and again.request.command == "echo hi"
     (other,) = proto.receive(_hook("h3", tool_input={"command": "rm -rf x"}, call="toolu_3"))
     assert isinstance(other, PermissionAsk)
     proto.answer(other, Decision.deny("never", always=True, end_turn=True))
-    response = _reply(proto.receive(_can_use("c4", call="toolu_4")))
-    assert response["response"]["behavior"] == "allow"  # echo hi: remembered
-    again = _can_use("c5", call="toolu_5")
-    again["request"]["input"] = {"command": "rm -rf x"}
-    response = _reply(proto.receive(again))
-    assert response["response"] == {"behavior": "deny", "message": "never"}  # no interrupt
+    (asked,) = proto.receive(_can_use("c4", call="toolu_4"))
+    assert isinstance(asked, PermissionAsk)
 
 
-def test_allow_always_hands_claude_its_suggestions() -> None:
+def test_allow_always_never_hands_claude_its_suggestions() -> None:
     proto = _opened(approvals=False)
     rule = {"type": "addRules", "rules": [{"toolName": "Bash"}], "behavior": "allow"}
     (ask,) = proto.receive(_can_use("c1", permission_suggestions=[rule], blocked_path="/etc/x"))
     assert isinstance(ask, PermissionAsk)
     assert ask.request.reason == "blocked path: /etc/x"
     (obj,) = proto.answer(ask, Decision.allow(always=True))
-    assert obj["response"]["response"]["updatedPermissions"] == [rule]
+    # claude's rule ("Bash", every command) is wider than what was asked: never handed back
+    assert obj["response"]["response"] == {
+        "behavior": "allow",
+        "updatedInput": {"command": "echo hi"},
+    }
 
 
 def test_a_result_ends_the_turn_as_completed_or_interrupted() -> None:
@@ -452,3 +494,95 @@ def test_receive_never_raises(kind: str, body: dict[str, Any]) -> None:
     for meaning in proto.receive({**body, "type": kind}):
         if isinstance(meaning, PermissionAsk):
             proto.answer(meaning, Decision.deny())
+
+
+# -- a line too deep to parse, answered from what could be read of it ----------------------
+
+
+def _unread(**fields: Any) -> UnparsedLine:
+    return UnparsedLine({tuple(k.split("__")): v for k, v in fields.items()})
+
+
+def test_an_unparsed_tool_question_is_denied_as_unreadable() -> None:
+    for subtype, callback, answer_key in (
+        ("hook_callback", HOOK_ID, "hookSpecificOutput"),
+        ("can_use_tool", None, "behavior"),
+    ):
+        proto = _opened()
+        line = _unread(
+            type="control_request",
+            request_id="r9",
+            request__subtype=subtype,
+            request__callback_id=callback,
+            request__tool_name="Workflow",
+            request__tool_use_id="toolu_9",
+        )
+        (ask,) = proto.unparsed(line)
+        assert isinstance(ask, PermissionAsk)
+        assert (ask.request.tool, ask.request.tool_call_id) == ("Workflow", "toolu_9")
+        assert ask.request.unreadable and "too deep" in ask.request.unreadable
+        (answer,) = proto.answer(ask, Decision.deny("unread"))
+        response = answer["response"]["response"]
+        assert response[answer_key] in (
+            {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "unread",
+            },
+            "deny",
+        )
+
+
+def test_an_unparsed_request_of_another_kind_is_answered_unasked() -> None:
+    proto = _opened()
+    observed = _unread(
+        type="control_request",
+        request_id="r1",
+        request__subtype="hook_callback",
+        request__callback_id="genesis_post_tool_use",
+    )
+    assert _reply(proto.unparsed(observed)) == {
+        "subtype": "success",
+        "request_id": "r1",
+        "response": {},
+    }
+    other = _unread(type="control_request", request_id="r2", request__subtype="mcp_message")
+    response = _reply(proto.unparsed(other))
+    assert response["subtype"] == "error" and "could not read" in response["error"]
+    (fault,) = proto.unparsed(_unread(type="control_request"))
+    assert isinstance(fault, ProtocolFault)
+    assert proto.unparsed(_unread(type="assistant")) == ()
+    assert proto.unparsed(_unread()) == ()
+
+
+def test_an_unparsed_result_ends_the_turn_with_what_was_read() -> None:
+    proto = _opened()
+    line = _unread(
+        type="result",
+        subtype="success",
+        is_error=False,
+        result="the answer",
+        usage__input_tokens=3,
+    )
+    forward, ended = proto.unparsed(line)
+    assert isinstance(forward, Forward) and forward.obj is not None
+    assert forward.obj == {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "the answer",
+        "usage": {"input_tokens": 3},
+    }
+    assert ended == TurnEnded("completed")
+
+
+def test_an_always_answer_never_settles_a_call_it_cannot_read() -> None:
+    proto = _opened()
+    (ask,) = proto.receive(
+        _hook("h1", tool="Write", tool_input={"file_path": "/w/a", "content": "x"})
+    )
+    assert isinstance(ask, PermissionAsk)
+    proto.answer(ask, Decision.allow(always=True))
+    unread = {"file_path": ["/w/a", "/etc/x"], "content": "x"}
+    (again,) = proto.receive(_hook("h2", tool="Write", tool_input=unread, call="toolu_2"))
+    assert isinstance(again, PermissionAsk) and again.request.unreadable  # denied, not "always"

@@ -35,6 +35,7 @@ from coding_genesis.control import (
     SessionStart,
     TurnEnded,
     Unknown,
+    UnparsedLine,
 )
 from coding_genesis.events import (
     CliRetryEvent,
@@ -253,6 +254,115 @@ def test_an_approved_file_change_names_its_paths() -> None:
     assert (call.name, list(call.files)) == ("file_change", ["/srv/run/work/notes.txt"])
 
 
+def test_a_moved_file_puts_both_ends_in_the_request() -> None:
+    (turn,) = replay("file_change_moved").turns
+    (ask,) = turn.asks
+    request = ask.request
+    # Recorded: codex reports `*** Move to:` as the source's change with a move_path.
+    assert request.input["changes"][0]["kind"] == {
+        "type": "update",
+        "move_path": "/srv/run/outside/moved.txt",
+    }
+    assert request.paths == (
+        "/srv/run/work/a.txt",
+        "/srv/run/outside/moved.txt",
+        "/srv/run/work/b.txt",
+        "/srv/run/work/c.txt",
+    )
+    assert request.moves == (("/srv/run/work/a.txt", "/srv/run/outside/moved.txt"),)
+    assert request.unreadable is None
+    assert turn.answers == ["decline"]
+
+
+def change_ask(*changes: Any, **params: Any) -> PermissionAsk:
+    """The approval request of one file change announced with ``changes``."""
+    protocol = ready()
+    item = {"type": "fileChange", "id": "i", "changes": list(changes), "status": "inProgress"}
+    started = {"threadId": "t", "turnId": "u", "item": item}
+    assert protocol.receive({"method": "item/started", "params": started}) == (FORWARD,)
+    asked = approval(3, "item/fileChange/requestApproval")
+    asked["params"].pop("command")
+    asked["params"].update(params)
+    ask: PermissionAsk = only(protocol.receive(asked), PermissionAsk)
+    return ask
+
+
+def change(path: Any, kind: Any, **more: Any) -> dict[str, Any]:
+    return {"path": path, "kind": kind, "diff": "", **more}
+
+
+def test_every_path_of_a_change_is_in_the_request() -> None:
+    ask = change_ask(
+        change("/w/a", {"type": "update", "move_path": "/etc/x"}),
+        change("/w/b", {"type": "update", "move_path": None}),
+        change("/w/c", {"type": "delete"}),
+        change("/w/d", {"type": "add"}),
+        change("/w/a", {"type": "update"}),  # named twice: once in paths
+        change("/w/e", {"type": "update", "move_path": "/w/f"}),
+        grantRoot="/w",
+    )
+    request = ask.request
+    assert request.paths == ("/w/a", "/etc/x", "/w/b", "/w/c", "/w/d", "/w/e", "/w/f", "/w")
+    assert request.moves == (("/w/a", "/etc/x"), ("/w/e", "/w/f"))
+    assert request.unreadable is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ([change("/w/a", {"type": "copy", "to": "/etc/x"})], "unknown kind"),
+        ([change("/w/a", {"type": "update", "move_path": "/x", "also": "/y"})], "unknown kind"),
+        ([change("/w/a", {"type": "add", "move_path": "/etc/x"})], "move of an unknown shape"),
+        ([change("/w/a", {"type": "update", "move_path": 7})], "move of an unknown shape"),
+        ([change("/w/a", {"type": "update", "move_path": ""})], "move of an unknown shape"),
+        ([change(["/w/a"], {"type": "add"})], "path is not a string"),
+        ([change("", {"type": "add"})], "path is not a string"),
+        ([change("/w/a", "add")], "unknown kind"),
+        ([change("/w/a", {"type": "add"}, old_path="/etc/x")], "unknown shape"),
+        ([change("/w/ok", {"type": "add"}), "/w/a"], "unknown shape"),
+        ([], "names no file"),
+    ],
+)
+def test_a_change_of_a_shape_codex_does_not_write_is_unreadable(
+    changes: list[Any], why: str
+) -> None:
+    request = change_ask(*changes).request
+    assert request.unreadable is not None and why in request.unreadable, request.unreadable
+
+
+def test_a_grant_root_that_is_not_a_path_is_unreadable() -> None:
+    request = change_ask(change("/w/a", {"type": "add"}), grantRoot=["/"]).request
+    assert request.unreadable is not None and "grantRoot" in request.unreadable
+
+
+def test_changes_that_are_no_list_are_unreadable() -> None:
+    protocol = ready()
+    item = {"type": "fileChange", "id": "i", "changes": {"path": "/w/a"}, "status": "inProgress"}
+    protocol.receive({"method": "item/started", "params": {"threadId": "t", "item": item}})
+    asked = approval(3, "item/fileChange/requestApproval")
+    request = only(protocol.receive(asked), PermissionAsk).request
+    assert request.unreadable is not None and "no list of changes" in request.unreadable
+
+
+def test_a_patch_updated_before_the_question_is_what_is_asked_about() -> None:
+    protocol = ready()
+    item = {"type": "fileChange", "id": "i", "changes": [change("/w/a", {"type": "add"})]}
+    protocol.receive({"method": "item/started", "params": {"threadId": "t", "item": item}})
+    moved = [change("/w/a", {"type": "update", "move_path": "/etc/x"})]
+    updated = {"threadId": "t", "turnId": "u", "itemId": "i", "changes": moved}
+    assert protocol.receive({"method": "item/fileChange/patchUpdated", "params": updated}) == (
+        FORWARD,
+    )
+    request = only(
+        protocol.receive(approval(3, "item/fileChange/requestApproval")), PermissionAsk
+    ).request
+    assert request.paths == ("/w/a", "/etc/x")
+    # Once the item completed its changes are let go (a later question about it is unreadable).
+    protocol.receive({"method": "item/completed", "params": {"threadId": "t", "item": item}})
+    later = only(protocol.receive(approval(4, "item/fileChange/requestApproval")), PermissionAsk)
+    assert later.request.unreadable is not None
+
+
 def test_interrupts() -> None:
     first, second = replay("interrupt").turns
     assert first.ended == TurnEnded("interrupted")
@@ -423,6 +533,8 @@ def test_command_and_thread_params() -> None:
     spec = protocol.command(start)
     assert spec.args == (
         "app-server",
+        "-c",  # the project's .codex/ unread, even if the user trusted it
+        'projects={"/w"={trust_level="untrusted"},"/"={trust_level="untrusted"}}',
         "-c",
         "model_provider=fake",
         "-c",
@@ -559,6 +671,7 @@ def test_an_approval_without_params_is_refused_and_a_fault() -> None:
 def test_a_file_change_it_was_not_told_of_has_no_paths() -> None:
     ask = only(ready().receive(approval(3, "item/fileChange/requestApproval")), PermissionAsk)
     assert (ask.request.kind, ask.request.paths) == ("write", ())
+    assert ask.request.unreadable is not None  # denied, nobody asked
 
 
 def test_unknown_and_foreign_notifications() -> None:
@@ -652,3 +765,70 @@ def test_never_raises(method: str, params: Any, rid: Any, with_id: bool) -> None
             "params": {"item": params, "turn": params, "tokenUsage": params, "error": params},
         }
     )
+
+
+# -- a line too deep to parse, answered from what could be read of it ----------------------
+
+
+def unread(**fields: Any) -> UnparsedLine:
+    return UnparsedLine({tuple(k.split("__")): v for k, v in fields.items()})
+
+
+@pytest.mark.parametrize(
+    ("method", "tool", "kind"),
+    [
+        ("item/commandExecution/requestApproval", "commandExecution", "command"),
+        ("item/fileChange/requestApproval", "fileChange", "write"),
+    ],
+)
+def test_an_unparsed_approval_request_is_declined_as_unreadable(
+    method: str, tool: str, kind: str
+) -> None:
+    protocol = ready()
+    (ask,) = protocol.unparsed(unread(method=method, id=5, params__itemId="i"))
+    assert isinstance(ask, PermissionAsk)
+    request = ask.request
+    assert (request.tool, request.kind, request.tool_call_id) == (tool, kind, "i")
+    assert request.unreadable and "too deep" in request.unreadable
+    assert protocol.answer(ask, Decision.deny()) == [
+        {"jsonrpc": "2.0", "id": 5, "result": {"decision": "decline"}}
+    ]
+
+
+def test_an_unparsed_request_of_another_kind_gets_an_error() -> None:
+    reply = only(ready().unparsed(unread(method="item/tool/call", id="x")), Reply)
+    (error,) = reply.objects
+    assert error["id"] == "x" and error["error"]["code"] == -32602
+    assert "too deep" in error["error"]["message"]
+
+
+def test_an_unparsed_answer_to_our_request_fails_it() -> None:
+    protocol = CodexAppServer()
+    protocol.opening(SessionStart(cwd="/w"))
+    fault = only(protocol.unparsed(unread(id=1)), ProtocolFault)
+    assert fault.fatal and "initialize" in fault.message
+    assert ready().unparsed(unread(id=99)) == ()  # not ours
+
+
+def test_an_unparsed_turn_end_ends_the_running_turn() -> None:
+    protocol = ready()
+    assert protocol.unparsed(unread(method="turn/completed", params__turn__id="old")) == ()
+    ended = only(
+        protocol.unparsed(
+            unread(method="turn/completed", params__threadId="t", params__turn__id="u")
+        ),
+        TurnEnded,
+    )
+    assert ended.how == "failed" and "(status unread)" in (ended.message or "")
+    assert not protocol.turn_running
+    protocol = ready()
+    ended = only(
+        protocol.unparsed(
+            unread(
+                method="turn/completed", params__turn__id="u", params__turn__status="interrupted"
+            )
+        ),
+        TurnEnded,
+    )
+    assert ended.how == "interrupted"
+    assert ready().unparsed(unread(method="item/completed")) == ()

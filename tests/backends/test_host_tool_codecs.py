@@ -56,10 +56,11 @@ def only(meanings: Any, kind: type) -> Any:
 def claude(start: SessionStart = START, approvals: bool = False) -> ClaudeControl:
     proto = ClaudeBackend().control()
     start = SessionStart(cwd=start.cwd, tools=start.tools, approvals=approvals)
-    proto.command(start)
+    spec = proto.command(start)
+    (given,) = [a.split("=", 1)[1] for a in spec.args if a.startswith("--session-id=")]
     (init,) = proto.opening(start)
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
-    assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
+    assert proto.receive({"type": "control_response", "response": ok}) == (Ready(given),)
     proto.begin_turn("go")
     return proto
 

@@ -157,13 +157,15 @@ def test_claude_max_turns_model_resume_and_retries() -> None:
         request(model="sonnet", max_turns=3, resume_session="abc-1", cli_max_retries=0)
     )
     assert {"--model=sonnet", "--max-turns=3", "--resume=abc-1"} <= set(spec.args)
-    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "0"}
+    assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
     # The old spelling still works; the vocabulary wins when both are given.
     old = ClaudeBackend().build_command(request(options={"max_turns": 7}))
     assert "--max-turns=7" in old.args
     both = ClaudeBackend().build_command(request(max_turns=2, options={"max_turns": 7}))
     assert "--max-turns=2" in both.args and "--max-turns=7" not in both.args
-    assert ClaudeBackend().build_command(request()).env == {}
+    assert ClaudeBackend().build_command(request()).env == {
+        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"  # no retry cap asked: only ours
+    }
 
 
 def test_claude_vocabulary_reaches_the_cli_argv_and_env(

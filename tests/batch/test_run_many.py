@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 #: (status, error, failure category).
 MIX: list[tuple[str, int, str | None, str | None]] = [
     ("hello", 0, None, None),
-    ("/fail", 1, "cli_error", "internal"),
+    ("/fail", 1, "cli_error", "agent_error"),
     ("/rate-limit", 1, "cli_error", "rate_limit"),
     ("/partial", 1, "incomplete", "partial"),
 ]

@@ -55,7 +55,7 @@ def test_run_ask_on_a_terminal_asks_each_call(tmp_path: Path, terminals: list[Te
         env=environment(fake, tmp_path),
     )
     terminals.append(terminal)
-    assert terminal.wait_for("Allow Write `notes.txt`? [y]es / [n]o / [a]lways for this run:")
+    assert terminal.wait_for("Allow Write `notes.txt`? [y]es (this call once)")
     terminal.send(b"y\r")
     assert terminal.wait() == 0
     assert "allowed Write" in terminal.screen and "notes.txt" in terminal.screen

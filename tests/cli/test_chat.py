@@ -5,6 +5,7 @@ prompt's own Ctrl-C and Ctrl-D, and that nothing of the session outlives it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,8 +56,15 @@ def started(fake: FakeCLI) -> list[dict[str, Any]]:
 
 
 def run_dirs(tmp_path: Path) -> list[Path]:
+    """The turns' run directories (the session's own directory is not a run)."""
     base = tmp_path / "runs"
-    return sorted(p for p in base.iterdir() if p.is_dir()) if base.exists() else []
+    if not base.exists():
+        return []
+    return sorted(
+        p
+        for p in base.iterdir()
+        if p.is_dir() and json.loads((p / "meta.json").read_text()).get("kind") != "session"
+    )
 
 
 def test_turns_and_approvals_yes_no_always_in_one_process(
@@ -70,16 +78,22 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     assert terminal.wait_for("genesis: ok"), terminal.screen
 
     say(terminal, 'ASK Bash {"command": "echo hi"}')
-    assert terminal.wait_for("Allow Bash `echo hi`? [y]es / [n]o / [a]lways for this session:")
+    # each answer says its scope: this call once, this exact command or every call of
+    # the tool for the rest of the session, or a refusal
+    assert terminal.wait_for(
+        "Allow Bash `echo hi`? [y]es (this command once) / [a]lways (this exact Bash command)"
+        " / [t]ool (every Bash call) / [n]o:"
+    ), terminal.screen
     say(terminal, "y")
     assert terminal.wait_for('allowed Bash {"command": "echo hi"}'), terminal.screen
 
     say(terminal, 'ASK Write {"file_path": "/etc/passwd", "content": "x"}')
     assert terminal.wait_for("Allow Write `/etc/passwd`?"), terminal.screen
+    assert "[a]lways (these paths)" in terminal.screen
     say(terminal, "n write under ./out instead")
     assert terminal.wait_for("denied Write: write under ./out instead"), terminal.screen
     # The answer is echoed as typed (the keys are hidden only while the panel is up).
-    assert "[a]lways for this session: n write under ./out instead" in terminal.screen
+    assert "[n]o: n write under ./out instead" in terminal.screen.replace("\n", "")
 
     # A flag settles first: nobody is asked.
     say(terminal, 'ASK Bash {"command": "rm -rf /tmp/x"}')
@@ -88,21 +102,33 @@ def test_turns_and_approvals_yes_no_always_in_one_process(
     say(terminal, 'ASK Bash {"command": "ls"}')
     assert terminal.wait_for("Allow Bash `ls`?"), terminal.screen
     say(terminal, "perhaps")
-    assert terminal.wait_for("answer y, n"), terminal.screen
+    assert terminal.wait_for("answer y, a, t or n"), terminal.screen
     say(terminal, "a")
     assert terminal.wait_for('allowed Bash {"command": "ls"}'), terminal.screen
-    say(terminal, 'ASK Bash {"command": "pwd"}')  # always: not asked again
+    say(terminal, 'ASK Bash {"command": "ls"}')  # always: that exact command, not asked again
+    assert terminal.wait_for("allowed Bash: ls (always, for this session)"), terminal.screen
+    lines = terminal.screen.splitlines()
+    asks = [i for i, line in enumerate(lines) if line == '> ASK Bash {"command": "ls"}']
+    assert len(asks) == 2, terminal.screen
+    # the second time: settled at once, no question in between
+    assert lines[asks[1] + 1].strip() == "allowed Bash: ls (always, for this session)"
+    # "always" covered `ls` only: another command of the same tool is asked; "tool"
+    # then covers every call of it
+    say(terminal, 'ASK Bash {"command": "pwd"}')
+    assert terminal.wait_for("Allow Bash `pwd`?"), terminal.screen
+    say(terminal, "t")
     assert terminal.wait_for('allowed Bash {"command": "pwd"}'), terminal.screen
-    assert "Allow Bash `pwd`" not in terminal.seen
-    assert "allowed Bash `pwd` (always, for this session)" in terminal.screen
+    say(terminal, 'ASK Bash {"command": "whoami"}')
+    assert terminal.wait_for("allowed Bash: whoami (always, for this session)"), terminal.screen
+    assert "Allow Bash `whoami`" not in terminal.seen
 
     say(terminal, "/exit")
     assert terminal.wait() == 0
-    assert "genesis chat: session closed - 6 turns" in terminal.screen
+    assert "genesis chat: session closed - 8 turns" in terminal.screen
     assert f"genesis chat --resume {SESSION}" in terminal.screen
     assert "Traceback" not in terminal.seen
     assert len(started(fake)) == 1  # every turn in one process
-    assert len(run_dirs(tmp_path)) == 6  # each turn recorded like a `genesis run`
+    assert len(run_dirs(tmp_path)) == 8  # each turn recorded like a `genesis run`
     assert marked_processes([fake.mark]) == []
 
 
@@ -200,12 +226,18 @@ def test_chat_needs_a_terminal_and_a_two_way_backend(tmp_path: Path) -> None:
 def test_chat_names_the_backends_that_can_hold_a_session(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    terminal = Terminal(["chat", "--backend", "failer"], env={"GENESIS_TRANSCRIPTS": "off"})
+    # every shipped CLI holds sessions now: a generic one of a backends file does not
+    backends = tmp_path / "backends.toml"
+    backends.write_text('[backends.oneway]\ncommand = ["oneway", "-p"]\n')
+    terminal = Terminal(
+        ["chat", "--backends-file", str(backends), "--backend", "oneway"],
+        env={"GENESIS_TRANSCRIPTS": "off"},
+    )
     terminals.append(terminal)
     assert terminal.wait() == 2
     screen = terminal.screen
-    assert "genesis chat: error: backend 'failer' has no two-way protocol" in screen
-    assert "claude" in screen and "codex" in screen
+    assert "genesis chat: error: backend 'oneway' has no two-way protocol" in screen
+    assert "claude" in screen and "codex" in screen and "gemini" in screen
 
 
 def test_a_cli_that_dies_ends_the_session_with_its_turns_status(
@@ -256,3 +288,61 @@ def test_keys_typed_during_a_turn_are_not_drawn_into_the_panel_and_make_the_next
     prompts = [s["message"]["content"] for s in sent if s.get("type") == "user"]
     assert prompts == ["SLEEP 1.5", "typed ahead", "half done", "SLEEP 1"]
     assert len(started(fake)) == 1
+
+
+def test_a_question_between_turns_is_asked_in_place_of_the_prompt(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """A background task of the CLI comes back after its turn and asks: chat asks
+    where it can be answered (the prompt's read gives way), the typed answer never
+    becomes a prompt, and the CLI's own turn is shown and recorded."""
+    fake = FakeCLI(tmp_path, "claude")
+    terminal = chat(terminals, fake, tmp_path)
+
+    say(terminal, 'LATER 1 ASK Bash {"command": "make"}')
+    assert terminal.wait_for("genesis: ok"), terminal.screen
+    assert terminal.wait_for("Allow Bash `make`?"), terminal.screen
+    say(terminal, "y")
+    assert terminal.wait_for("the CLI worked by itself (turn 2)"), terminal.screen
+    assert terminal.wait_for('allowed Bash {"command": "make"}'), terminal.screen
+    say(terminal, "TEXT and now")
+    assert terminal.wait_for("fake claude got: TEXT and now"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    prompts = [
+        r["stdin"]["message"]["content"]
+        for r in fake.records()
+        if isinstance(r.get("stdin"), dict) and r["stdin"].get("type") == "user"
+    ]
+    assert prompts == ['LATER 1 ASK Bash {"command": "make"}', "TEXT and now"]  # no "y"
+    assert "genesis chat: session closed - 3 turns" in terminal.screen
+    assert len(run_dirs(tmp_path)) == 3
+    assert "Traceback" not in terminal.seen
+
+
+def test_chat_with_the_failer_asks_about_its_write_offline(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    # No credentials, no fake on PATH: the embedded failer plays claude's side.
+    env = {
+        "GENESIS_TRANSCRIPTS": "off",
+        "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
+    }
+    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
+    terminal = Terminal(argv, env=env)
+    terminals.append(terminal)
+    assert terminal.wait_for("session open"), terminal.screen
+    say(terminal, "/write notes.txt hello")
+    assert terminal.wait_for("Allow Write"), terminal.screen
+    say(terminal, "y")
+    assert terminal.wait_for("wrote 6 bytes to notes.txt"), terminal.screen
+    assert (tmp_path / "notes.txt").read_text() == "hello\n"
+    say(terminal, "/bash rm -rf nothing-here")
+    assert terminal.wait_for("Allow Bash `rm -rf nothing-here`?"), terminal.screen
+    say(terminal, "n not here")
+    assert terminal.wait_for("Bash was refused: not here"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    assert "Traceback" not in terminal.seen

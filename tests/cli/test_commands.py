@@ -276,7 +276,7 @@ def test_help_teaches_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
         (["run", "--timeout", "-1", "x"], "expected a finite number of seconds > 0, got '-1'"),
         (["run", "--timeout", "soon", "x"], "expected a number of seconds, got 'soon'"),
         (["run"], "the following arguments are required: prompt"),
-        (["rnu"], "invalid choice: 'rnu' (choose from 'run'"),
+        (["rnu"], "unknown command 'rnu'; did you mean genesis run? (the commands: run, chat, "),
         (
             ["doctor", "-b", "gpt"],
             "invalid choice: 'gpt' (choose from 'claude', 'codex', 'failer', 'gemini', 'opencode', "
@@ -365,6 +365,8 @@ def test_doctor_says_what_a_live_session_can_do_and_reads_a_backends_file(
         f'command = ["{fake}", "--acp"]\n'
         'modes = { "read-only" = "plan" }\n'
         'ask_mode = "default"\n'
+        "[backends.oneway]\n"
+        f'command = ["{fake}", "-p"]\n'
     )
     import coding_genesis.backends as registry
 
@@ -381,7 +383,8 @@ def test_doctor_says_what_a_live_session_can_do_and_reads_a_backends_file(
     assert "resume: refused (gemini 0.61's session/load fails" in sessions["gemini"]
     assert "OPENCODE_CONFIG_CONTENT" in sessions["opencode"]
     assert sessions["codex"].startswith("over codex app-server; approver=: yes")
-    assert sessions["failer"].startswith("none: one-shot runs only")
+    assert sessions["failer"].startswith("over claude stream-json control; approver=: yes")
+    assert sessions["oneway"].startswith("none: one-shot runs only")
     backends.write_text('[backends.bad]\nformat = "acp"\ncommand = ["x", "{prompt}"]\n')
     assert main(["doctor", "--json"]) == 2
     assert "no placeholders" in capsys.readouterr().err

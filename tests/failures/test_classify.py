@@ -46,7 +46,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
         FailureCategory.STALLED,
         FailureCategory.NETWORK,
         FailureCategory.RATE_LIMIT,
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         FailureCategory.PARTIAL,
         FailureCategory.VERIFY_FAILED,
         FailureCategory.INVALID_OUTPUT,
@@ -74,7 +74,7 @@ def test_retryability_is_one_table_decided_per_failure() -> None:
         ("PARTIAL_SUCCESS", FailureCategory.PARTIAL),  # spec 004
         ("MISSING_CONTEXT", FailureCategory.MISSING_CONTEXT),
         ("RATE_LIMIT", FailureCategory.RATE_LIMIT),  # failer error codes
-        ("AGENT_ERROR", FailureCategory.INTERNAL),
+        ("AGENT_ERROR", FailureCategory.AGENT_ERROR),
         ("TRANSIENT_ERROR", FailureCategory.NETWORK),
         ("rate-limit", FailureCategory.RATE_LIMIT),
         ("bogus", None),
@@ -100,16 +100,16 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     ),
     ({"error": "idle_timeout"}, FailureCategory.TIMEOUT, "runner"),
     ({"error": "stalled"}, FailureCategory.STALLED, "runner"),
-    ({"error": "not_found"}, FailureCategory.NOT_FOUND, "runner"),
+    ({"error": "not_found"}, FailureCategory.MISSING, "runner"),
     ({"error": "not_executable"}, FailureCategory.TOOL_ERROR, "runner"),
     ({"error": "invalid_request"}, FailureCategory.INVALID_TASK, "runner"),
     ({"error": "cli_error", "api_error_status": 429}, FailureCategory.RATE_LIMIT, "API status 429"),
     ({"error": "cli_error", "api_error_status": 529}, FailureCategory.RATE_LIMIT, "API status"),
     ({"error": "cli_error", "api_error_status": 401}, FailureCategory.AUTH, "API status"),
     ({"error": "cli_error", "api_error_status": 403}, FailureCategory.AUTH, "API status"),
-    ({"error": "cli_error", "api_error_status": 404}, FailureCategory.NOT_FOUND, "API status"),
+    ({"error": "cli_error", "api_error_status": 404}, FailureCategory.MISSING, "API status"),
     ({"error": "cli_error", "api_error_status": 400}, FailureCategory.INVALID_TASK, "API status"),
-    ({"error": "cli_error", "api_error_status": 503}, FailureCategory.INTERNAL, "API status"),
+    ({"error": "cli_error", "api_error_status": 503}, FailureCategory.AGENT_ERROR, "API status"),
     ({"error": "cli_error", "backend_hint": "network"}, FailureCategory.NETWORK, "backend hint"),
     (
         {"error": "cli_error", "backend_hint": "nonsense", "message": "x"},
@@ -172,7 +172,7 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     ),
     (
         {"error": "cli_error", "message": "No such file or directory: x.py"},
-        FailureCategory.NOT_FOUND,
+        FailureCategory.MISSING,
         "text",
     ),
     (
@@ -199,15 +199,19 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
         FailureCategory.INVALID_TASK,
         "text",
     ),
-    ({"error": "cli_error", "message": "HTTP 502 Bad Gateway"}, FailureCategory.INTERNAL, "text"),
+    (
+        {"error": "cli_error", "message": "HTTP 502 Bad Gateway"},
+        FailureCategory.AGENT_ERROR,
+        "text",
+    ),
     (
         {"error": "killed", "exit_code": -9, "message": "x"},
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         "killed by SIGKILL",
     ),
     (
         {"error": "killed", "exit_code": -15, "message": "x"},
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         "killed by SIGTERM",
     ),
     # An exit code above 128 is the CLI's own choice, not a signal (gemini exits
@@ -216,12 +220,12 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     # termination signal, which say what stopped it (status stays 1).
     (
         {"error": "cli_error", "exit_code": 137, "message": "x"},
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         "exited with code 137",
     ),
     (
         {"error": "cli_error", "exit_code": 143, "message": "x"},
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         "exited with code 143",
     ),
     (
@@ -258,7 +262,7 @@ CASES: list[tuple[dict[str, Any], FailureCategory, str]] = [
     # ... but an API verdict stays what it is.
     (
         {"error": "cli_error", "api_error_status": 500, "files_modified": 2},
-        FailureCategory.INTERNAL,
+        FailureCategory.AGENT_ERROR,
         "API",
     ),
 ]
@@ -339,13 +343,13 @@ class BrokenTimeout(Exception):
         (Exception("something weird"), FailureCategory.UNKNOWN),
         # spec 004: PermissionError is a tool error ("Check file permissions")
         (PermissionError("Permission denied: /etc/config"), FailureCategory.TOOL_ERROR),
-        (FileNotFoundError("no such file: claude"), FailureCategory.NOT_FOUND),
+        (FileNotFoundError("no such file: claude"), FailureCategory.MISSING),
         (ModuleNotFoundError("No module named 'pytest'"), FailureCategory.TOOL_ERROR),
         (OSError(28, "No space left on device"), FailureCategory.TOOL_ERROR),
         (ValueError("invalid literal"), FailureCategory.INVALID_TASK),
         (KeyError("task"), FailureCategory.INVALID_TASK),
         (ConfigError("timeout must be a number"), FailureCategory.INVALID_TASK),
-        (UnknownBackendError("unknown backend 'x'"), FailureCategory.NOT_FOUND),
+        (UnknownBackendError("unknown backend 'x'"), FailureCategory.MISSING),
         (BrokenTimeout("slow"), FailureCategory.TIMEOUT),
         (RuntimeError("Directus connection reset"), FailureCategory.NETWORK),
     ],
@@ -404,7 +408,7 @@ def test_codex_failure_hint(fields: dict[str, Any], hint: str | None) -> None:
 @pytest.mark.parametrize(
     ("code", "hint"),
     [
-        ("AGENT_ERROR", "internal"),
+        ("AGENT_ERROR", "agent_error"),
         ("RATE_LIMIT", "rate_limit"),
         ("TRANSIENT_ERROR", "network"),
         ("X", None),

@@ -21,7 +21,7 @@ from tests.support import RECORDINGS, FakeCLI, assert_one_truth, present
 
 #: (prompt, agent timeout, expected category, expected retryable)
 FAILER_FAILURES = [
-    ("/fail", 10.0, "internal", True),
+    ("/fail", 10.0, "agent_error", True),
     ("/rate-limit", 10.0, "rate_limit", True),
     ("/timeout 30", 0.5, "timeout", False),  # no progress: not retried as-is
     ("/partial", 10.0, "partial", True),
@@ -37,7 +37,7 @@ FAKE_FAILURES: list[tuple[list[dict[str, Any]], float, str, bool]] = [
         "auth",
         False,
     ),
-    ([{"init": True}, {"kill_self": "SIGKILL"}], 10.0, "internal", True),
+    ([{"init": True}, {"kill_self": "SIGKILL"}], 10.0, "agent_error", True),
     ([{"init": True}, {"exit": 0}], 10.0, "partial", True),
     ([{"init": True}, {"exit": 127}], 10.0, "unknown", False),  # its own 127: not "not found"
     (

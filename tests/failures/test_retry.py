@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -535,7 +536,8 @@ def test_cli_retries_print_each_attempt(
     assert lines[0].startswith("genesis run: attempt 1 failed: network: Simulated transient")
     assert "-> retry in 1.0s" in lines[0]
     assert lines[1].startswith("genesis run: attempt 2 (resuming session ")
-    assert lines[-1] == "genesis run: attempt 3 succeeded"
+    assert lines[-2] == "genesis run: attempt 3 succeeded"
+    assert re.fullmatch(r"transcript: genesis show [0-9a-f]{12}", lines[-1])  # where it is recorded
     assert clock.sleeps == [1.0, 2.0]
 
 
@@ -548,8 +550,8 @@ def test_cli_escalation_and_json(
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert code == 1
-    assert result["retry_count"] == 1 and result["escalation"]["category"] == "internal"
-    assert "-> escalate (internal: gave up after 1 retry)" in err
+    assert result["retry_count"] == 1 and result["escalation"]["category"] == "agent_error"
+    assert "-> escalate (agent_error: gave up after 1 retry)" in err
     # The CLI's "suggested:" line renders the failure's one list of actions.
     actions = result["failure"]["suggested_actions"]
     assert f"suggested: {'; '.join(actions)}" in err

@@ -17,6 +17,8 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
                     text ``allowed``), a reject fails it (text ``denied``), the
                     ``cancelled`` outcome ends the turn ``cancelled``
   NOALLOW           a permission request offering reject options only, then ``end_turn``
+  DEEP <n>          a permission request whose raw input is nested <n> levels deep (too
+                    deep to parse), then text ``answered <outcome>`` and ``end_turn``
   SLEEP <n>         a tool that runs ``python3 -c 'time.sleep(n)'`` in a session of its own;
                     ``session/cancel`` kills it and ends the turn ``cancelled``
   ORPHAN <n>        like SLEEP, but the cancel leaves the sleeper running (codex-acp)
@@ -34,6 +36,8 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
                     -32603 with the words only); ``ERROR 429`` says "retry after 7s"
   HIDDEN            ``end_turn`` with nothing said and ``usage: null`` (codex-acp's 429)
   LATE              the answer, then a text chunk and a tool call (after it)
+  LATEASK <command> the answer, then (after it) a text chunk and a permission request
+                    to run <command>; the call completes or fails as answered
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
   COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
@@ -333,6 +337,33 @@ class Agent:
                     }
                 )
                 self.answer(rid, f"denied {chosen}")
+        elif word == "DEEP":
+            depth = int(rest or "1100")
+            offered = [{"optionId": o, "name": o, "kind": k} for o, k in OPTIONS[self.flavour]]
+            rid_deep = self.next_id
+            self.next_id += 1
+            head = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid_deep,
+                    "method": "session/request_permission",
+                    "params": {"sessionId": self.session, "options": offered, "toolCall": {}},
+                }
+            )
+            deep_call = (
+                '{"toolCallId": "call_deep", "title": "deep", "kind": "execute", "rawInput": '
+                + '{"a": ' * depth
+                + '"x"'
+                + "}" * depth
+                + "}"
+            )
+            _write(head[: -len("{}}}")] + deep_call + "}}")
+            with self.answered:
+                while rid_deep not in self.answers:
+                    self.answered.wait(0.05)
+                answer = self.answers.pop(rid_deep)
+            outcome = (answer.get("result") or {}).get("outcome") or {}
+            self.answer(rid, f"answered {outcome.get('outcome')}")
         elif word == "NOALLOW":
             call = {
                 "toolCallId": "call_n",
@@ -455,6 +486,24 @@ class Agent:
                     "kind": "execute",
                     "status": "completed",
                 }
+            )
+        elif word == "LATEASK":
+            self.chunk("on time")
+            self.end(rid, **self.usage())
+            time.sleep(0.05)
+            self.chunk("late words")
+            call = {
+                "toolCallId": "late_ask",
+                "title": rest,
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"command": rest},
+            }
+            self.notify({"sessionUpdate": "tool_call", **call})
+            chosen = self.permission(call, OPTIONS[self.flavour])
+            status = "completed" if chosen and chosen.startswith("allow") else "failed"
+            self.notify(
+                {"sessionUpdate": "tool_call_update", "toolCallId": "late_ask", "status": status}
             )
         elif word == "STUBBORN":
             self.stubborn = True

@@ -22,6 +22,23 @@ turn plays the scenario its prompt starts with:
                     ends the turn as interrupted (what codex 0.169 does with a pending ask)
   JSON <json>       that JSON as the answer's text (what codex answers a turn with an
                     ``outputSchema``); ``turn/start``'s ``outputSchema`` is recorded (``schema``)
+  DEEP_ASK [n]      like ASK, the approval request's ``commandActions`` nested n levels deep
+                    (default 1100, deeper than orjson's 1,024: the line cannot be parsed)
+  DEEP_TOOL [n]     an ``item/tool/call`` whose arguments nest n deep; says the answer
+                    (``tool call answered: error <code>``)
+  DEEP_END [n]      the answer, then a ``turn/completed`` whose turn's items nest n deep
+
+Hostile scenarios (a server abusing the protocol; each says what came back, then completes):
+
+  FLOOD <n>         n ``item/commandExecution/requestApproval`` at once (ids 1000..; command
+                    ``echo <i>``), all sent before stdin is read again; says ``flood <n>: once <a>, again <b>, never <c>, unknown
+                    <d>, accepted <e>``
+  DUPLICATE         two approval requests with one id (``echo first``, ``echo second``) and
+                    another, in one write (both pending at once); says ``answers: <id>=<count>
+                    ...``
+  FOREIGN           server requests nobody serves (``item/tool/requestUserInput``,
+                    ``made/up``, ``item/tool/call`` in a session without tools); says
+                    ``<method>: <answer>`` for each (``error <code>``, ``result``, ``none``)
 
 Token usage is reported as codex does: the thread's running total (10 input and 5 output
 tokens per turn) and the last call's.  ``FAKE_CLI_RECORD=path`` gets one JSON object per
@@ -31,6 +48,7 @@ event (``argv``, ``received`` method, ``decision``, ``interrupted``, ``steer``),
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -62,8 +80,16 @@ def _write(text: str) -> None:
         os._exit(141)
 
 
-def _send(obj: dict[str, Any]) -> None:
-    _write(json.dumps(obj))
+#: Stands in for a deep value in an object written by ``_send`` (json.dumps cannot nest it).
+DEEP = "<<deep>>"
+
+
+def _send(obj: dict[str, Any], depth: int = 0) -> None:
+    """Write ``obj``; with ``depth``, each ``DEEP`` string becomes lists nested that deep."""
+    text = json.dumps(obj)
+    if depth:
+        text = text.replace(json.dumps(DEEP), "[" * depth + "]" * depth)
+    _write(text)
 
 
 class Interrupted(Exception):
@@ -81,10 +107,14 @@ class FakeAppServer:
         self.next_request = 0
         self.steered: list[str] = []
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        #: Cleared while a flood is written: stdin is not read meanwhile.
+        self.reading = threading.Event()
+        self.reading.set()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for raw in sys.stdin.buffer:
+            self.reading.wait()
             try:
                 obj = json.loads(raw)
             except ValueError:
@@ -103,8 +133,8 @@ class FakeAppServer:
                 return 0
             self.handle(msg)
 
-    def notify(self, method: str, **params: Any) -> None:
-        _send({"method": method, "params": params})
+    def notify(self, method: str, depth: int = 0, **params: Any) -> None:
+        _send({"method": method, "params": params}, depth)
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         """One message outside or inside a turn; a response to our request is returned."""
@@ -218,6 +248,14 @@ class FakeAppServer:
                 self.sleep(float(rest or "1"))
             elif word == "JSON":
                 self.answer(rest, said=True)
+            elif word == "DEEP_ASK":
+                self.ask("echo deep", depth=int(rest or 1100))
+            elif word == "DEEP_TOOL":
+                self.deep_tool(int(rest or 1100))
+            elif word == "DEEP_END":
+                self.answer("the end is deep", end_depth=int(rest or 1100))
+            elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
+                self.answer(getattr(self, word.lower())(rest), said=True)
             elif word == "HANG_ASK":
                 self.request_approval(self.item_started("commandExecution", command="true"))
                 while True:
@@ -236,7 +274,7 @@ class FakeAppServer:
     def item_completed(self, item: dict[str, Any]) -> None:
         self.notify("item/completed", threadId=self.thread_id, turnId=self.turn_id, item=item)
 
-    def request_approval(self, item_id: str, command: str = "true") -> int:
+    def request_approval(self, item_id: str, command: str = "true", depth: int = 0) -> int:
         rid = self.next_request
         self.next_request += 1
         params = {
@@ -247,12 +285,28 @@ class FakeAppServer:
             "command": command,
             "cwd": os.getcwd(),
         }
-        _send({"id": rid, "method": "item/commandExecution/requestApproval", "params": params})
+        if depth:
+            params["commandActions"] = DEEP
+        message = {"method": "item/commandExecution/requestApproval", "id": rid, "params": params}
+        _send(message, depth)
         return rid
 
-    def ask(self, command: str) -> None:
+    def deep_tool(self, depth: int) -> None:
+        rid = self.next_request
+        self.next_request += 1
+        params: dict[str, Any] = {"threadId": self.thread_id, "turnId": self.turn_id}
+        params |= {"callId": "c1", "tool": "lookup", "arguments": {"q": DEEP}}
+        _send({"method": "item/tool/call", "id": rid, "params": params}, depth)
+        while True:
+            response = self.poll(None)
+            if response is not None and response.get("id") == rid:
+                break
+        error = response.get("error") or {}
+        self.answer(f"tool call answered: error {error.get('code')}", said=True)
+
+    def ask(self, command: str, depth: int = 0) -> None:
         item_id = self.item_started("commandExecution", command=command, cwd=os.getcwd())
-        rid = self.request_approval(item_id, command)
+        rid = self.request_approval(item_id, command, depth)
         while True:
             response = self.poll(None)
             if response is not None and response.get("id") == rid:
@@ -275,6 +329,89 @@ class FakeAppServer:
             raise Interrupted
         self.answer(f"decision: {decision}")
 
+    # -- hostile scenarios ---------------------------------------------------------------
+
+    def approval_request(self, rid: int, command: str) -> dict[str, Any]:
+        params = {
+            "threadId": self.thread_id,
+            "turnId": self.turn_id,
+            "itemId": f"item-ask-{command}",
+            "startedAtMs": int(time.time() * 1000),
+            "command": command,
+            "cwd": os.getcwd(),
+        }
+        return {"id": rid, "method": "item/commandExecution/requestApproval", "params": params}
+
+    def responses(
+        self, ids: set[int], *, limit: float, linger: float = 0.5
+    ) -> dict[Any, list[dict[str, Any]]]:
+        """The responses to our requests by id, until each of ``ids`` has one (or ``limit``
+        seconds), then for ``linger`` seconds more (a second answer)."""
+        got: dict[Any, list[dict[str, Any]]] = collections.defaultdict(list)
+        waiting, deadline, end = set(ids), time.monotonic() + limit, None
+        while True:
+            now = time.monotonic()
+            if end is None and (not waiting or now > deadline):
+                end = now + linger
+            if end is not None and now >= end:
+                return got
+            response = self.poll((end or deadline) - now)
+            if response is not None:
+                got[response.get("id")].append(response)
+                waiting.discard(response.get("id"))
+
+    def flood(self, rest: str) -> str:
+        n = int(rest.split()[0]) if rest.split() else 20000
+        ids = list(range(1000, 1000 + n))
+        self.reading.clear()  # every request sent before any response is read
+        for rid in ids:
+            _send(self.approval_request(rid, f"echo {rid}"))
+        self.reading.set()
+        asked = set(ids)
+        got = self.responses(asked, limit=20)
+        counts = [len(got.get(rid, [])) for rid in ids]
+        accepted = sum(
+            1 for rid in ids for r in got.get(rid, [])[:1] if _decision(r) in ("accept",)
+        )
+        unknown = sum(len(v) for k, v in got.items() if k not in asked)
+        return (
+            f"flood {n}: once {counts.count(1)}, again {sum(1 for c in counts if c > 1)}, "
+            f"never {counts.count(0)}, unknown {unknown}, accepted {accepted}"
+        )
+
+    def duplicate(self, rest: str) -> str:
+        asks = [(500, "echo first"), (500, "echo second"), (501, "echo third")]
+        _write("\n".join(json.dumps(self.approval_request(rid, cmd)) for rid, cmd in asks))
+        got = self.responses({500, 501}, limit=10)
+        return "answers: " + " ".join(f"{rid}={len(got[rid])}" for rid in sorted(got, key=str))
+
+    def foreign(self, rest: str) -> str:
+        sent = {
+            700: ("item/tool/requestUserInput", {"threadId": self.thread_id, "questions": []}),
+            701: ("made/up", {"threadId": self.thread_id}),
+            702: (
+                "item/tool/call",
+                {
+                    "threadId": self.thread_id,
+                    "turnId": self.turn_id,
+                    "callId": "c1",
+                    "tool": "rm_everything",
+                    "arguments": {},
+                },
+            ),
+        }
+        for rid, (method, params) in sent.items():
+            _send({"id": rid, "method": method, "params": params})
+        got = self.responses(set(sent), limit=10)
+        said = []
+        for rid, (method, _) in sent.items():
+            shown = [
+                f"error {r['error'].get('code')}" if isinstance(r.get("error"), dict) else "result"
+                for r in got.get(rid, [])
+            ]
+            said.append(f"{method}: {', '.join(shown) or 'none'}")
+        return " | ".join(said)
+
     def sleep(self, seconds: float) -> None:
         item_id = self.item_started("commandExecution", command=f"sleep {seconds:g}")
         self.poll(seconds)
@@ -291,7 +428,7 @@ class FakeAppServer:
         said = f"slept {seconds:g}s" + "".join(f"; steered: {text}" for text in self.steered)
         self.answer(said)
 
-    def answer(self, text: str, *, said: bool = False) -> None:
+    def answer(self, text: str, *, said: bool = False, end_depth: int = 0) -> None:
         if not said and not text.startswith(("decision:", "slept")):
             text = f"fake codex got: {text}"
         item_id = self.item_started("agentMessage", text="")
@@ -309,11 +446,19 @@ class FakeAppServer:
             turnId=self.turn_id,
             tokenUsage={"total": total, "last": last},
         )
-        self.completed("completed")
+        self.completed("completed", end_depth)
 
-    def completed(self, status: str) -> None:
-        self.notify("turn/completed", threadId=self.thread_id, turn=self._turn(status))
+    def completed(self, status: str, depth: int = 0) -> None:
+        turn = self._turn(status)
+        if depth:  # the items before the status, as codex writes them
+            turn = {**turn, "items": [DEEP]}
+        self.notify("turn/completed", depth, threadId=self.thread_id, turn=turn)
         self.turn_id = None
+
+
+def _decision(response: dict[str, Any]) -> Any:
+    result = response.get("result")
+    return result.get("decision") if isinstance(result, dict) else None
 
 
 def main(argv: list[str]) -> int:

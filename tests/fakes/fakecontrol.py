@@ -30,6 +30,35 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
                        call of that input, then a result whose ``structured_output`` is it
                        (and its ``result`` the JSON text)
 
+  ESCAPE <n>           like SLEEP, the child in a session of its own and left running when
+                       stdin ends (a tool that escaped its CLI: only a sweep stops it)
+  LATER <s> <text>     a result at once, then after <s> seconds the turn of <text> by itself
+                       (claude's background tasks coming back between turns)
+  DEEP_ASK [n]         like ASK of a ``Workflow`` call whose ``args`` nest n levels (default
+                       1100, deeper than orjson's 1,024: the line cannot be parsed), the
+                       tool_use line nested as deep; the answer is said as for ASK
+  DEEP_REQUEST [n]     a control_request of subtype ``mcp_message`` nested n deep; says the
+                       answer's subtype (``answered <subtype>: <error>``), then a result
+  DEEP_RESULT [n]      a result whose ``permission_denials`` nest n deep, written as claude
+                       2.1.330 writes it: its ``type``, ``subtype`` and answer last
+
+Hostile scenarios (a CLI abusing the protocol; each says what came back, then a result):
+
+  FLOOD <n> [how]      n questions at once, each a Bash call ``echo <id>`` (``how``: ``hook``,
+                       ``can_use_tool``, ``mixed``: every other one each way; default ``mixed``
+                       when initialize registered the hook, else ``can_use_tool``), all
+                       written before stdin is read again (the answers wait in the pipe and in
+                       the sender's queue); then reads the answers and says ``flood <n>: once <a>, again <b>, never <c>, unknown
+                       <d>, allowed <e>`` (ids answered more than once in ``again``, answers
+                       to ids never sent in ``unknown``)
+  DUPLICATE            two questions with one request id (``echo first``, ``echo second``)
+                       and another (``echo third``), in one write (so both are pending at
+                       once); says ``answers: <id>=<count> ...``
+  FOREIGN              a hook callback of an id nobody registered (``PreToolUse`` of a Bash
+                       call), an ``mcp_message`` to the server ``not-ours``, a request of an
+                       unknown subtype; says ``hook: <answer> | mcp: <answer> | other:
+                       <answer>`` (``error``, ``allow``, ``deny``, ``rpc error <code>``, ``none``)
+
 An interrupt during ASK also cancels the question.  At the end of stdin it exits 1 if the last
 result was an error (as claude does), else 0.  ``FAKE_CLI_RECORD=path`` appends the argv, each
 stdin object (``stdin``) and each child's pid (``child``).
@@ -38,6 +67,7 @@ stdin object (``stdin``) and each child's pid (``child``).
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import os
 import queue
@@ -46,11 +76,20 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coding_genesis.testing._claude_side import Answer, ClaudeSide
+else:  # claude's side of the protocol, shared with the failer: from its own directory
+    _SPEC = importlib.util.find_spec("coding_genesis")
+    assert _SPEC is not None and _SPEC.submodule_search_locations
+    sys.path.insert(0, str(Path(next(iter(_SPEC.submodule_search_locations))) / "testing"))
+    from _claude_side import Answer, ClaudeSide
+
+__all__ = ["Fake", "main"]
 
 SESSION = os.environ.get("FAKE_CLI_SESSION") or str(uuid.uuid4())
-REFUSED = "The user doesn't want to proceed with this tool use. The tool use was rejected."
-INTERRUPTED = "[Request interrupted by user for tool use]"
 
 
 def record(**entry: Any) -> None:
@@ -61,172 +100,102 @@ def record(**entry: Any) -> None:
             fh.write(json.dumps(entry) + "\n")
 
 
-def emit(obj: dict[str, Any]) -> None:
-    os.write(1, (json.dumps(obj) + "\n").encode())
+#: Stands in for a deep value in an object written by ``emit`` (json.dumps cannot nest it).
+DEEP = "<<deep>>"
 
 
-def message(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": role,
-        "message": {"role": role, "content": list(blocks)},
-        "parent_tool_use_id": None,
-        "session_id": SESSION,
-    }
-
-
-def tool_result(call: str, text: str, is_error: bool = False) -> None:
-    emit(
-        message(
-            "user",
-            {"type": "tool_result", "tool_use_id": call, "content": text, "is_error": is_error},
-        )
-    )
-
-
-class Fake:
+class Fake(ClaudeSide):
     def __init__(self) -> None:
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.later: collections.deque[dict[str, Any]] = collections.deque()
-        self.hook_id: str | None = None
-        self.last_error = False
-        self.eof = False
-        self.count = 0
-        threading.Thread(target=self._read, daemon=True).start()
+        #: Cleared while a flood is written: stdin is not read meanwhile.
+        self.reading = threading.Event()
+        self.reading.set()
+        #: The answers of the last hostile scenario, by request id.
+        self.answered: dict[str, list[dict[str, Any]]] = {}
+        #: While set, each ``DEEP`` string in a line written becomes lists nested this deep.
+        self.depth = 0
+        super().__init__(SESSION, record=record)
 
     def _read(self) -> None:
-        for raw in sys.stdin.buffer:
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                record(stdin=obj)
-                self.inbox.put(obj)
+        pending = b""
+        while chunk := os.read(0, 65536):
+            self.reading.wait()
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                self._take(raw)
+        self._take(pending)
         self.inbox.put(None)
 
-    def next_id(self) -> str:
-        self.count += 1
-        return str(self.count)
-
-    def result(self, text: str | None, subtype: str = "success", **extra: Any) -> None:
-        self.last_error = subtype != "success"
-        emit(
-            {
-                "type": "result",
-                "subtype": subtype,
-                "is_error": self.last_error,
-                "result": text,
-                "session_id": SESSION,
-                "num_turns": 1,
-                "total_cost_usd": 0.0001,
-                "usage": {"input_tokens": 3, "output_tokens": 5},
-                "permission_denials": [],
-                **extra,
-            }
-        )
-
-    def interrupted(self, call: str) -> None:
-        tool_result(call, REFUSED, True)
-        emit(message("user", {"type": "text", "text": INTERRUPTED}))
-        self.result(None, "error_during_execution", terminal_reason="aborted_tools")
-
-    def serve(self, obj: dict[str, Any]) -> None:
-        """Answer a control request that is no interrupt."""
-        rid, request = obj.get("request_id"), obj.get("request") or {}
-        answer: dict[str, Any]
-        if request.get("subtype") == "initialize":
-            for matcher in (request.get("hooks") or {}).get("PreToolUse") or []:
-                self.hook_id = (matcher.get("hookCallbackIds") or [None])[0]
-            answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}
-        elif request.get("subtype") == "set_permission_mode":
-            answer = {"subtype": "success", "request_id": rid, "response": {}}
-        else:
-            error = f"Unsupported control request subtype: {request.get('subtype')}"
-            answer = {"subtype": "error", "request_id": rid, "error": error}
-        emit({"type": "control_response", "response": answer})
-
-    def wait(
-        self, want: str | None = None, child: subprocess.Popen[bytes] | None = None
-    ) -> tuple[str, Any]:
-        """Read stdin until the answer to ``want`` ("answer"), an interrupt, stdin's end
-        ("eof") or ``child``'s exit ("done")."""
-        while True:
-            if child is not None and child.poll() is not None:
-                return "done", child.returncode
-            try:
-                obj = self.inbox.get(timeout=0.05 if child is not None else None)
-            except queue.Empty:
-                continue
-            if obj is None:
-                self.eof = True
-                return "eof", None
-            kind, request = obj.get("type"), obj.get("request") or {}
-            if kind == "control_request" and request.get("subtype") == "interrupt":
-                answer = {"subtype": "success", "request_id": obj.get("request_id")}
-                emit({"type": "control_response", "response": {**answer, "response": {}}})
-                return "interrupt", None
-            if kind == "control_request":
-                self.serve(obj)
-            elif kind == "control_response":
-                response = obj.get("response") or {}
-                if want is not None and response.get("request_id") == want:
-                    return "answer", response
-            elif kind == "user":
-                self.later.append(obj)
-
-    def tool_use(self, tool: str, tool_input: dict[str, Any]) -> str:
-        call = f"toolu_fake_{self.next_id()}"
-        emit(
-            message(
-                "assistant", {"type": "tool_use", "id": call, "name": tool, "input": tool_input}
-            )
-        )
-        return call
-
-    def ask(self, tool: str, tool_input: dict[str, Any], call: str) -> str:
-        rid = f"fake-req-{self.next_id()}"
-        if self.hook_id is not None:
-            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
-            data |= {"cwd": os.getcwd(), "tool_name": tool, "tool_input": tool_input}
-            data["tool_use_id"] = call
-            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
-        else:
-            request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
-            request["decision_reason"] = "the fake CLI asks"
-        emit(
-            {
-                "type": "control_request",
-                "request_id": rid,
-                "request": {**request, "tool_use_id": call},
-            }
-        )
-        return rid
+    def emit(self, obj: dict[str, Any]) -> None:
+        if not self.depth:
+            super().emit(obj)
+            return
+        text = json.dumps(obj).replace(json.dumps(DEEP), "[" * self.depth + "]" * self.depth)
+        self.raw((text + "\n").encode())
 
     def turn(self, text: str) -> None:
-        emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
+        self.emit({"type": "system", "subtype": "init", "session_id": SESSION, "cwd": os.getcwd()})
         word, _, rest = text.strip().partition(" ")
         if word == "ASK":
             self.ask_turn(rest)
         elif word == "HANG_ASK":
             call = self.tool_use("Bash", {"command": "echo hang"})
-            rid = self.ask("Bash", {"command": "echo hang"}, call)
+            rid, _ = self.ask("Bash", {"command": "echo hang"}, call)
             if self.wait()[0] == "interrupt":
-                emit({"type": "control_cancel_request", "request_id": rid})
+                self.cancel(rid)
                 self.interrupted(call)
-        elif word == "SLEEP":
-            self.sleep(float(rest or 600))
+        elif word in ("SLEEP", "ESCAPE"):
+            self.sleep(float(rest or 600), escaped=word == "ESCAPE")
         elif word == "GARBAGE":
-            os.write(1, b"this is not json\n")
-            emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
-            emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
+            self.raw(b"this is not json\n")
+            self.emit({"type": "control_request", "request": {"subtype": "can_use_tool"}})
+            self.emit({"type": "control_request", "request_id": "garbage", "request": "nope"})
             self.result("garbage sent")
         elif word == "UNKNOWN_ID":
             answer = {"subtype": "success", "request_id": "never-sent", "response": {}}
-            emit({"type": "control_response", "response": answer})
+            self.emit({"type": "control_response", "response": answer})
             self.result("answered an id never sent")
+        elif word == "DEEP_ASK":
+            self.depth = int(rest or 1100)
+            try:
+                self.ask_turn('Workflow {"script": "export const meta = {}", "args": "<<deep>>"}')
+            finally:
+                self.depth = 0
+        elif word == "DEEP_REQUEST":
+            request = {"subtype": "mcp_message", "server_name": "x", "message": DEEP}
+            self.depth = int(rest or 1100)
+            try:
+                rid = self.request(request)
+            finally:
+                self.depth = 0
+            got, answer = self.wait(rid)
+            if got == "answer":
+                self.result(f"answered {answer.get('subtype')}: {answer.get('error')}")
+        elif word == "DEEP_RESULT":
+            # claude 2.1.330 writes a result's type, subtype and answer last, after the
+            # permission_denials that hold a refused call's (deep) input.
+            said = "the answer after a deep refusal"
+            denial = {"tool_name": "Workflow", "tool_use_id": "toolu_x", "tool_input": DEEP}
+            result: dict[str, Any] = {"session_id": SESSION}
+            result["usage"] = {"input_tokens": 3, "output_tokens": 5}
+            result |= {"permission_denials": [denial], "is_error": False, "num_turns": 1}
+            result |= {"subtype": "success", "result": said, "type": "result"}
+            self.depth = int(rest or 1100)
+            try:
+                self.emit(result)
+            finally:
+                self.depth = 0
+            self.last_error = False
+        elif word == "LATER":  # a background task: this turn ends, the task comes back later
+            delay, _, inner = rest.partition(" ")
+            self.say("started in the background")
+            self.result("started in the background")
+            time.sleep(float(delay))
+            self.turn(inner)
+        elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
+            self.result(getattr(self, word.lower())(rest))
         elif word == "JSON":
             value = json.loads(rest)
-            tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
+            self.tool_result(self.tool_use("StructuredOutput", value), "Structured output provided")
             self.result(json.dumps(value), structured_output=value)
         elif word == "DIE":
             os._exit(3)
@@ -235,7 +204,7 @@ class Fake:
                 time.sleep(3600)
         else:
             said = f"fake claude got: {text}"
-            emit(message("assistant", {"type": "text", "text": said}))
+            self.say(said)
             self.result(said)
 
     def ask_turn(self, rest: str) -> None:
@@ -245,81 +214,184 @@ class Fake:
         except ValueError:
             tool_input = {"raw": raw}
         call = self.tool_use(tool, tool_input)
-        rid = self.ask(tool, tool_input, call)
-        got, answer = self.wait(rid)
-        if got == "interrupt":
-            emit({"type": "control_cancel_request", "request_id": rid})
-            self.interrupted(call)
-            return
-        if got == "eof":
-            return
-        out = answer.get("response") or {}
-        if answer.get("subtype") != "success":
-            allowed, message_, updated, stop = False, f"error: {answer.get('error')}", None, False
-        elif self.hook_id is not None:
-            specific = out.get("hookSpecificOutput") or {}
-            allowed = specific.get("permissionDecision") == "allow"
-            message_ = str(specific.get("permissionDecisionReason") or "")
-            updated, stop = specific.get("updatedInput"), out.get("continue") is False
-        else:
-            allowed, message_ = out.get("behavior") == "allow", str(out.get("message") or "")
-            updated, stop = out.get("updatedInput"), bool(out.get("interrupt"))
-        if allowed:
-            used = updated if updated is not None else tool_input
-            tool_result(call, "ok")
+        rid, via_hook = self.ask(tool, tool_input, call)
+        answer: Answer = self.answer_of(rid, via_hook, call)
+        if answer.got != "answer":
+            return  # interrupted (the lines are written) or stdin ended
+        if answer.decision == "allow":
+            used = answer.input if answer.input is not None else tool_input
+            self.tool_result(call, "ok")
             said = f"allowed {tool} {json.dumps(used, sort_keys=True)}"
-        elif stop and self.hook_id is not None:
-            tool_result(call, f"PreToolUse:{tool} hook error: {message_}", True)
+        elif answer.stop and via_hook:
+            self.tool_result(call, f"PreToolUse:{tool} hook error: {answer.message}", True)
             self.result("", terminal_reason="hook_stopped")
             return
-        elif stop:
+        elif answer.stop:
             self.interrupted(call)
             return
         else:
-            tool_result(call, message_, True)
-            said = f"denied {tool}: {message_}"
-        emit(message("assistant", {"type": "text", "text": said}))
+            self.tool_result(call, answer.message, True)
+            said = f"denied {tool}: {answer.message}"
+        self.say(said)
         self.result(said)
 
-    def sleep(self, seconds: float) -> None:
+    # -- hostile scenarios ---------------------------------------------------------------
+
+    def question(self, rid: str, command: str, how: str) -> dict[str, Any]:
+        """A question about ``command`` under request id ``rid``."""
+        call = f"toolu_{rid}"
+        tool_input = {"command": command}
+        if how == "hook":
+            data: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
+            data |= {"tool_name": "Bash", "tool_input": tool_input, "tool_use_id": call}
+            request = {"subtype": "hook_callback", "callback_id": self.hook_id, "input": data}
+        else:
+            request = {"subtype": "can_use_tool", "tool_name": "Bash", "input": tool_input}
+        return {
+            "type": "control_request",
+            "request_id": rid,
+            "request": {**request, "tool_use_id": call},
+        }
+
+    def answers(
+        self, ids: set[str], *, limit: float, linger: float = 0.5
+    ) -> collections.Counter[str]:
+        """The answers to ``ids`` (and any other) by request id, until each of ``ids`` has
+        one (or ``limit`` seconds), then for ``linger`` seconds more (a second answer)."""
+        got: collections.Counter[str] = collections.Counter()
+        self.answered = collections.defaultdict(list)
+        waiting, deadline, end = set(ids), time.monotonic() + limit, None
+        while True:
+            now = time.monotonic()
+            if end is None and (not waiting or now > deadline):
+                end = now + linger
+            if end is not None and now >= end:
+                return got
+            try:
+                obj = self.inbox.get(timeout=max(0.001, (end or deadline) - now))
+            except queue.Empty:
+                continue
+            if obj is None:
+                self.eof = True
+                return got
+            if obj.get("type") == "control_response":
+                response = obj.get("response") or {}
+                rid = str(response.get("request_id"))
+                got[rid] += 1
+                self.answered[rid].append(response)
+                waiting.discard(rid)
+            elif obj.get("type") == "control_request":
+                self.serve(obj)
+            elif obj.get("type") == "user":
+                self.later.append(obj)
+
+    def flood(self, rest: str) -> str:
+        words = rest.split()
+        n = int(words[0]) if words else 20000
+        how = words[1] if len(words) > 1 else "mixed" if self.hook_id else "can_use_tool"
+        ids = [f"flood-{i}" for i in range(n)]
+        ways = ("hook", "can_use_tool") if how == "mixed" else (how,)
+        self.reading.clear()  # every question asked before any answer is read
+        for i, rid in enumerate(ids):
+            self.emit(self.question(rid, f"echo {rid}", ways[i % len(ways)]))
+        self.reading.set()
+        asked = set(ids)
+        got = self.answers(asked, limit=20)
+        allowed = sum(
+            1 for rid in ids for answer in self.answered.get(rid, [])[:1] if _allowed(answer)
+        )
+        return (
+            f"flood {n}: once {sum(1 for rid in ids if got[rid] == 1)}, "
+            f"again {sum(1 for rid in ids if got[rid] > 1)}, "
+            f"never {sum(1 for rid in ids if got[rid] == 0)}, "
+            f"unknown {sum(c for rid, c in got.items() if rid not in asked)}, "
+            f"allowed {allowed}"
+        )
+
+    def duplicate(self, rest: str) -> str:
+        how = "hook" if self.hook_id is not None else "can_use_tool"
+        asks = [("dup-1", "echo first"), ("dup-1", "echo second"), ("dup-2", "echo third")]
+        lines = [json.dumps(self.question(rid, command, how)) + "\n" for rid, command in asks]
+        self.raw("".join(lines).encode())  # one write: all three pending at once
+        got = self.answers({"dup-1", "dup-2"}, limit=10)
+        return "answers: " + " ".join(f"{rid}={got[rid]}" for rid in sorted(got))
+
+    def foreign(self, rest: str) -> str:
+        hook: dict[str, Any] = {"session_id": SESSION, "hook_event_name": "PreToolUse"}
+        hook |= {"tool_name": "Bash", "tool_input": {"command": "touch pwned"}}
+        sent = {
+            "hook": {
+                "subtype": "hook_callback",
+                "callback_id": "hook_nobody_registered",
+                "input": hook,
+            },
+            "mcp": {
+                "subtype": "mcp_message",
+                "server_name": "not-ours",
+                "message": {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}},
+            },
+            "other": {"subtype": "rewind_files", "user_message_id": "u1"},
+        }
+        for name, request in sent.items():
+            self.emit(
+                {"type": "control_request", "request_id": f"foreign-{name}", "request": request}
+            )
+        self.answers({f"foreign-{name}" for name in sent}, limit=10)
+        return " | ".join(f"{name}: {self.said(f'foreign-{name}')}" for name in sent)
+
+    def said(self, rid: str) -> str:
+        """What the answers to ``rid`` were, in short."""
+        answers = self.answered.get(rid, [])
+        if not answers:
+            return "none"
+        shown = []
+        for answer in answers:
+            out = answer.get("response") or {}
+            rpc = out.get("mcp_response") if isinstance(out, dict) else None
+            if answer.get("subtype") != "success":
+                shown.append("error")
+            elif isinstance(rpc, dict):
+                code = (rpc.get("error") or {}).get("code")
+                shown.append(f"rpc error {code}" if code is not None else "rpc result")
+            else:
+                shown.append("allow" if _allowed(answer) else "deny")
+        return ", ".join(shown)
+
+    def sleep(self, seconds: float, *, escaped: bool = False) -> None:
         code = f"import time; time.sleep({seconds})"
         call = self.tool_use("Bash", {"command": f"python3 -c '{code}'"})
-        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, start_new_session=escaped
+        )
         record(child=child.pid)
         got, _ = self.wait(child=child)
         if got == "done":
-            tool_result(call, "(Bash completed with no output)")
-            emit(message("assistant", {"type": "text", "text": f"slept {seconds:g} s"}))
+            self.tool_result(call, "(Bash completed with no output)")
+            self.say(f"slept {seconds:g} s")
             self.result(f"slept {seconds:g} s")
             return
+        if escaped and got == "eof":
+            return  # a tool that escaped: nobody here stops it (the sweep must)
         child.kill()
         child.wait()
         if got == "interrupt":
             self.interrupted(call)
 
 
+def _allowed(answer: dict[str, Any]) -> bool:
+    """Whether a successful answer to a question (hook or ``can_use_tool``) allows the call."""
+    out = answer.get("response") or {}
+    if answer.get("subtype") != "success" or not isinstance(out, dict):
+        return False
+    specific = out.get("hookSpecificOutput") or {}
+    return out.get("behavior") == "allow" or specific.get("permissionDecision") == "allow"
+
+
 def main() -> int:
     record(argv=sys.argv[1:], cwd=os.getcwd())
     fake = Fake()
-    while not fake.eof:
-        obj = fake.later.popleft() if fake.later else fake.inbox.get()
-        if obj is None:
-            break
-        kind, request = obj.get("type"), obj.get("request") or {}
-        if kind == "control_request" and request.get("subtype") == "interrupt":
-            ack: dict[str, Any] = {
-                "subtype": "success",
-                "request_id": obj.get("request_id"),
-                "response": {},
-            }
-            emit({"type": "control_response", "response": ack})  # no turn to end
-        elif kind == "control_request":
-            fake.serve(obj)
-        elif kind == "user":
-            content = (obj.get("message") or {}).get("content")
-            if isinstance(content, list):
-                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-            fake.turn(str(content))
+    while (prompt := fake.next_prompt()) is not None:
+        fake.turn(prompt)
     return 1 if fake.last_error else 0
 
 

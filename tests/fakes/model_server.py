@@ -612,6 +612,12 @@ class FakeModelServer:
 
         if conv.tool_output is not None:
             return self._after_tool(conv)
+        if name == "later":  # SCENARIO:later <seconds> <scenario>: that scenario, answered late
+            secs, _, inner = arg.partition(" ")
+            if re.fullmatch(r"[0-9]+(\.[0-9]+)?", secs):
+                time.sleep(min(float(secs), 30.0))
+            later = parse_scenario("SCENARIO:" + inner) if inner else None
+            name, arg = (later.name, later.arg) if later is not None else ("text", "")
         if name == "hangonce":  # the first request of the conversation hangs, then text
             return _Reply("hang") if seen == 0 else _Reply("text", arg or self.default_text)
         if name == "hang":
@@ -1370,13 +1376,63 @@ def running_server(**kwargs: Any) -> Iterator[FakeModelServer]:
         server.stop()
 
 
-if __name__ == "__main__":  # manual use: python model_server.py [PORT]
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.fakes.model_server [--port N] [-- COMMAND ...]``: the real CLIs offline.
 
-    srv = FakeModelServer(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0)
-    print(srv.start(), flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    Starts the server; with a COMMAND, runs it with every CLI pointed at the server (a
+    private HOME under a temporary directory) and exits with its code; without one, prints
+    the ``export`` lines for another shell and serves until Ctrl-C.
+    """
+    import argparse
+    import shlex
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.fakes.real_cli import clean_env, offline_env, stripped_names
+
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.model_server",
+        description="The fake model server: run the real claude, codex, gemini, opencode "
+        "and qwen CLIs without a network or credentials.",
+        epilog="example: python -m tests.fakes.model_server -- genesis run -b claude "
+        "'SCENARIO:bash echo hi' --ask",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"
+    )
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- COMMAND ...: run it, then stop"
+    )
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    with tempfile.TemporaryDirectory(prefix="genesis-offline-") as home:
+        server = FakeModelServer(port=args.port)
+        url = server.start()
+        try:
+            values = offline_env(url, home)
+            if command:
+                env = {**clean_env(), **values}
+                try:
+                    return subprocess.run(command, env=env, check=False).returncode
+                except FileNotFoundError:
+                    print(f"{command[0]}: command not found", file=sys.stderr)
+                    return 127
+            print(f"# the fake model server: {url} (Ctrl-C stops it)")
+            print("# in another shell (its HOME is a temporary one):")
+            for name in stripped_names():
+                if name not in values:
+                    print(f"unset {name}")
+            for name, value in sorted(values.items()):
+                print(f"export {name}={shlex.quote(value)}")
+            sys.stdout.flush()
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -50,9 +50,11 @@ __all__ = [
     "gemini_env",
     "kill_marked",
     "marked_processes",
+    "offline_env",
     "opencode_env",
     "qwen_env",
     "repo_root",
+    "stripped_names",
     "write_codex_home",
 ]
 
@@ -436,6 +438,41 @@ def qwen_env(
         marker,
         extra,
     )
+
+
+def offline_env(base_url: str, home: str | os.PathLike[str]) -> dict[str, str]:
+    """What every real CLI needs to talk to the fake server at ``base_url`` at once (one
+    private ``HOME`` for all, codex's home inside it) and where ``genesis`` finds each CLI
+    (``$GENESIS_<NAME>_PATH``, when installed): only the variables set, never the caller's.
+    Start the CLIs with :func:`clean_env` of the caller's environment updated with these."""
+    empty: dict[str, str] = {}
+    values = {
+        **claude_env(base_url, home, base_env=empty),
+        **gemini_env(base_url, home, base_env=empty),
+        **opencode_env(base_url, home, base_env=empty),
+        **qwen_env(base_url, home, base_env=empty),
+        **codex_env(write_codex_home(Path(home) / ".codex", base_url), home=home, base_env=empty),
+    }
+    for name, find in (
+        ("CLAUDE", find_claude),
+        ("CODEX", find_codex),
+        ("GEMINI", find_gemini),
+        ("OPENCODE", find_opencode),
+        ("QWEN", find_qwen),
+    ):
+        found = find()
+        if found:
+            values[f"GENESIS_{name}_PATH"] = found
+    node = repo_root() / ".tools" / "node_modules" / "node" / "bin"
+    if node.is_dir():  # qwen needs node >= 22 first on PATH
+        values["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
+    return values
+
+
+def stripped_names(base: Mapping[str, str] | None = None) -> list[str]:
+    """The names of ``base``'s variables :func:`clean_env` leaves out (never their values)."""
+    src = os.environ if base is None else base
+    return sorted(set(src) - set(clean_env(src)))
 
 
 # ------------------------------------------------------------------------------ all in one

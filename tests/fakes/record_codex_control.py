@@ -324,6 +324,30 @@ def file_change_approved(codex: str, server: FakeModelServer, tmp: Path) -> list
     return session.lines
 
 
+def file_change_moved(codex: str, server: FakeModelServer, tmp: Path) -> list[dict[str, Any]]:
+    """One patch that moves a file out of the working directory (``*** Move to:``),
+    deletes one and adds one: the changes codex announces for it, declined."""
+    work, outside = tmp / "work", tmp / "outside"
+    work.mkdir(parents=True, exist_ok=True)
+    outside.mkdir()
+    (work / "a.txt").write_text("hello\n")
+    (work / "b.txt").write_text("bye\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: a.txt\n"
+        f"*** Move to: {outside / 'moved.txt'}\n@@\n-hello\n+moved\n"
+        "*** Delete File: b.txt\n*** Add File: c.txt\n+new\n*** End Patch\n"
+    )
+    prompts: list[tuple[str, Decide | None, During | None]] = [
+        ("SCENARIO:tool apply_patch " + json.dumps(patch), _deny, None)
+    ]
+    session = _one(codex, server, tmp, prompts, approvals=True)
+    session.note(
+        moved=(outside / "moved.txt").exists(),
+        kept=sorted(p.name for p in work.iterdir()),
+    )
+    return session.lines
+
+
 def _sleepers(marker: str) -> list[int]:
     """The ``time.sleep(600)`` processes of this run still alive."""
     found = []
@@ -452,6 +476,7 @@ SCENARIOS: dict[str, Callable[[str, FakeModelServer, Path], list[dict[str, Any]]
     "command_declined": command_declined,
     "command_declined_end_turn": command_declined_end_turn,
     "file_change_approved": file_change_approved,
+    "file_change_moved": file_change_moved,
     "interrupt": interrupt,
     "interrupt_early": interrupt_early,
     "steer": steer,

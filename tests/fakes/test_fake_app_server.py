@@ -72,14 +72,18 @@ def test_turns_answer_with_usage(rig: Rig) -> None:
         tokens = normalize_usage(usage.usage)
         assert (tokens.input, tokens.output) == (10, 5)  # each turn its own, not the total
     assert rig.session.close() == 0
-    assert rig.recorded("app_server") == [[]]
+    # app-server's own arguments: only the safe start's override (every directory from the
+    # working one up marked untrusted: a project's .codex/ is not read)
+    ((flag, override),) = rig.recorded("app_server")
+    assert flag == "-c" and override.startswith("projects={") and "untrusted" in override
 
 
 @pytest.mark.parametrize(
     ("decision", "ended", "said"),
     [
         (Decision.allow(), "completed", ["decision: accept"]),
-        (Decision.allow(always=True), "completed", ["decision: acceptForSession"]),
+        # once per call: the session's store, not codex, keeps "always"
+        (Decision.allow(always=True), "completed", ["decision: accept"]),
         (Decision.deny(), "completed", ["decision: decline"]),
         (Decision.deny(end_turn=True), "interrupted", []),
     ],

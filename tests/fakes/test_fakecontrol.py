@@ -39,8 +39,10 @@ class Driver:
         self.record = tmp / "record.jsonl"
         start = SessionStart(cwd=str(tmp), approvals=approvals)
         env = {**os.environ, "FAKE_CLI_RECORD": str(self.record)}
+        args = self.proto.command(start).args
+        (given,) = [a.split("=", 1)[1] for a in args if a.startswith("--session-id=")]
         self.proc = subprocess.Popen(
-            [str(FAKE_BIN / "claude"), *self.proto.command(start).args],
+            [str(FAKE_BIN / "claude"), *args],
             cwd=tmp,
             env=env,
             stdin=subprocess.PIPE,
@@ -54,7 +56,7 @@ class Driver:
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.write(self.proto.opening(start))
-        assert self.until(lambda m: isinstance(m, Ready)) == Ready(None)
+        assert self.until(lambda m: isinstance(m, Ready)) == Ready(given)  # ours, at open
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -39,6 +40,7 @@ from tests.fakes.real_cli import (
     find_cli,
     kill_marked,
     marked_processes,
+    repo_root,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -793,3 +795,94 @@ def test_codex_429_once_recovers(
     assert [m["text"] for m in codex_items(out, "agent_message")] == [DEFAULT_TEXT]
     assert out.of_type("turn.completed") and not out.of_type("turn.failed")
     assert [r.status for r in model_server.requests_for("/v1/responses")] == [429, 200]
+
+
+# --------------------------------------------------------------------------------------------
+# one command: the real CLIs offline (docs/sessions.md, "Try it offline")
+# --------------------------------------------------------------------------------------------
+
+OFFLINE = [sys.executable, "-m", "tests.fakes.model_server"]
+
+
+def test_one_command_runs_a_program_pointed_at_the_server(tmp_path: Path) -> None:
+    probe = (
+        "import os, urllib.request\n"
+        "url = os.environ['ANTHROPIC_BASE_URL']\n"
+        "print(urllib.request.urlopen(urllib.request.Request(url, method='HEAD')).status)\n"
+        "print(os.environ['ANTHROPIC_API_KEY'], os.environ['HOME'])\n"
+        "print(open(os.path.join(os.environ['CODEX_HOME'], 'config.toml')).read())\n"
+        "raise SystemExit(3)\n"
+    )
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-real-secret", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*OFFLINE, "--", sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=repo_root(),
+        env=env,
+    )
+    assert done.returncode == 3, done.stderr  # the command's own code
+    status, who, config = done.stdout.split("\n", 2)
+    assert status == "200"
+    key, home = who.split()
+    assert key == "fake" and home != str(tmp_path) and "genesis-offline-" in home
+    assert 'base_url = "http://127.0.0.1:' in config
+    assert not Path(home).exists()  # the temporary HOME is gone with the server
+
+
+def test_without_a_command_it_prints_the_exports_never_a_secret(tmp_path: Path) -> None:
+    env = {**os.environ, "OPENAI_API_KEY": "sk-secret-123", "XDG_CONFIG_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        OFFLINE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=repo_root(),
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        while not any(line.startswith("export QWEN_") for line in lines):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            lines.append(line.rstrip("\n"))
+        assert lines[0].startswith("# the fake model server: http://127.0.0.1:")
+        assert "unset XDG_CONFIG_HOME" in lines
+        assert "export OPENAI_API_KEY=fake" in lines
+        assert "sk-secret-123" not in "\n".join(lines)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=10)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_one_command_runs_genesis_with_the_real_claude(real_claude: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            *OFFLINE,
+            "--",
+            "genesis",
+            "run",
+            "-b",
+            "claude",
+            "--transcript-dir",
+            "off",
+            "--cwd",
+            str(tmp_path),
+            "SCENARIO:text offline hello",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=repo_root(),
+        env={**os.environ, "GENESIS_LEDGER": "off"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "offline hello"

@@ -10,6 +10,7 @@ We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
 turn does:
 
 * ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
+* ``BIG n``: a ``text`` of n bytes, then ``done`` as for ``TEXT``;
 * ``ASK <tool> <json>``: ``ask`` (id N), waits for the answer, then says it
   (``allowed <json input>`` / ``denied <message>``) and ``done``; an answer
   with ``end`` ends the turn at once (``done`` with ``ended``);
@@ -27,6 +28,8 @@ turn does:
   (``GARBAGE_STUCK``: and never ``done``, even when interrupted);
 * ``UNKNOWN_ID``: an ``answered`` for an id we never used, then ``done``;
 * ``NEWS``: a message of a type nobody knows, then ``done``;
+* ``LATER <seconds> <prompt>``: ``done`` at once, then after the delay the
+  turn of ``<prompt>`` by itself, between turns (claude's background tasks);
 * ``HOOK <tool> <json>``: a pre-tool hook point (``hook``, id N), waits for
   ``{"op": "hook_answer", "id": N, "block", "message", "input", "context"}``
   and says it (``ran <json input>`` plus ``context: ...``, or ``blocked
@@ -116,6 +119,9 @@ def main() -> int:
         if word == "TEXT":
             say({"type": "text", "text": rest or "hello"})
             done(usage)
+        elif word == "BIG":
+            say({"type": "text", "text": "x" * int(rest)})
+            done(usage)
         elif word in ("CALL", "CALL2"):
             name, _, raw = rest.partition(" ")
             ids = []
@@ -184,6 +190,15 @@ def main() -> int:
         elif word == "NEWS":
             say({"type": "news", "text": "nobody knows me"})
             done(usage)
+        elif word == "LATER":
+            # ends this turn now, then after the delay works by itself (a
+            # background task coming back): the rest is a turn of its own
+            delay, _, inner = rest.partition(" ")
+            say({"type": "text", "text": "started in the background"})
+            done(usage)
+            interrupted.wait(float(delay))
+            interrupted.clear()
+            turn(inner)
         else:
             say({"type": "text", "text": f"echo: {text}"})
             done(usage)

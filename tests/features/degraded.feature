@@ -12,7 +12,7 @@ Feature: DEGRADED as a circuit breaker
     Given a claude agent whose binary is missing, with a breaker of 2 failures and 60 seconds cooldown
     When the agent runs 2 requests
     Then every response has status 127 and error "not_found"
-    And the agent is "DEGRADED" because of "2 consecutive not_found failures"
+    And the agent is "DEGRADED" because of "2 consecutive missing failures"
     And a state event announced "DEGRADED" with a cooldown of 60 seconds
     When another request arrives 30 seconds later
     Then it is answered at once with status 69 and error "degraded"

@@ -14,7 +14,7 @@ Feature: Failure intelligence
 
     Examples:
       | prompt               | timeout | category     | retryable |
-      | /fail                | 10      | internal     | yes       |
+      | /fail                | 10      | agent_error  | yes       |
       | /rate-limit          | 10      | rate_limit   | yes       |
       | /timeout 30          | 1       | timeout      | no        |
       | /partial             | 10      | partial      | yes       |
@@ -55,27 +55,27 @@ Feature: Failure intelligence
     And the failure report round-trips to the same record
 
     Examples:
-      | cli    | behavior                                                  | category   |
-      | claude | exits 1 with stderr "Error: authentication failed"         | auth       |
-      | codex  | exits 1 with stderr "connect ECONNREFUSED 127.0.0.1:443"   | network    |
-      | claude | is killed by SIGKILL                                       | internal   |
-      | claude | hangs past the timeout                                     | timeout    |
-      | claude | exits 0 before its result event                            | partial    |
-      | claude | replays the "claude_429" recording                         | rate_limit |
-      | claude | replays the "claude_401" recording                         | auth       |
-      | codex  | replays the "codex_stream_error" recording                 | network    |
-      | codex  | replays the "codex_500" recording                          | internal   |
-      | gemini | replays the "gemini_401" recording                         | auth       |
-      | gemini | replays the "gemini_429capped" recording                   | rate_limit |
-      | gemini | replays the "gemini_sigterm" recording                     | partial    |
-      | opencode | replays the "opencode_429" recording                     | rate_limit |
-      | qwen   | replays the "qwen_401" recording                           | auth       |
-      | qwen   | replays the "qwen_429retrying" recording                   | rate_limit |
+      | cli    | behavior                                                  | category    |
+      | claude | exits 1 with stderr "Error: authentication failed"         | auth        |
+      | codex  | exits 1 with stderr "connect ECONNREFUSED 127.0.0.1:443"   | network     |
+      | claude | is killed by SIGKILL                                       | agent_error |
+      | claude | hangs past the timeout                                     | timeout     |
+      | claude | exits 0 before its result event                            | partial     |
+      | claude | replays the "claude_429" recording                         | rate_limit  |
+      | claude | replays the "claude_401" recording                         | auth        |
+      | codex  | replays the "codex_stream_error" recording                 | network     |
+      | codex  | replays the "codex_500" recording                          | agent_error |
+      | gemini | replays the "gemini_401" recording                         | auth        |
+      | gemini | replays the "gemini_429capped" recording                   | rate_limit  |
+      | gemini | replays the "gemini_sigterm" recording                     | partial     |
+      | opencode | replays the "opencode_429" recording                     | rate_limit  |
+      | qwen   | replays the "qwen_401" recording                           | auth        |
+      | qwen   | replays the "qwen_429retrying" recording                   | rate_limit  |
 
   Scenario: A missing CLI is not found, with the install hint
     Given a claude agent whose CLI does not exist
     When the fake CLI's agent processes a request
-    Then the failure category is "not_found"
+    Then the failure category is "missing"
     And the failure report contains "  • Install it with `npm install -g @anthropic-ai/claude-code`"
 
   Scenario: A failure report with odd characters round-trips

@@ -51,10 +51,10 @@ Feature: Retry and recovery
     And the second attempt resumed the first session with a continuation prompt
     And the continuation prompt lists the tool used and the original request
 
-  Scenario: An internal failure is retried once, then escalated
+  Scenario: An agent error is retried once, then escalated
     Given a failer agent with the default retry policy
     When the agent runs "/fail"
-    Then the run failed with category "internal" after 2 attempts
+    Then the run failed with category "agent_error" after 2 attempts
     And the retries waited 60 seconds of virtual time
     And the retry policy gave up with action "escalate"
     And the escalation record has the spec's fields and 2 errors in its history

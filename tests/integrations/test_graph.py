@@ -124,7 +124,7 @@ def test_agent_node_with_a_failing_agent(tmp_path: Path) -> None:
     node = agent_node(agent, critical=True)
     update = anyio.run(node, {"task": "/fail"})
     assert update["agent_result"]["status"] == 1
-    assert update["error_context"]["error_type"] == "internal"
+    assert update["error_context"]["error_type"] == "agent_error"
     assert update["error_context"]["failed_node"] == "failer-agent"
     assert update["force_response"] is True and update["partial_failure"] is True
 
@@ -190,9 +190,9 @@ def test_langgraph_success_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("prompt", "cli_path", "category"),
     [
-        ("/fail", None, "internal"),
+        ("/fail", None, "agent_error"),
         ("/rate-limit", None, "rate_limit"),
-        ("hi", "missing", "not_found"),
+        ("hi", "missing", "missing"),
     ],
 )
 def test_langgraph_failing_agent_reaches_the_response(
@@ -215,7 +215,7 @@ def test_langgraph_non_critical_failure_continues_degraded(tmp_path: Path) -> No
     agent = CodingGenesisAgent("failer", timeout=10)
     state = asyncio.run(build_graph(agent, critical=False).ainvoke({"task": "/fail"}))
     assert state["reviewed"] is True  # the pipeline went on
-    assert state["error_context"]["error_type"] == "internal"
+    assert state["error_context"]["error_type"] == "agent_error"
     assert "force_response" not in state
 
 

@@ -126,7 +126,7 @@ def test_an_unwritable_log_never_fails_a_run(tmp_path: Path, portal: BlockingPor
     blocker.write_text("not a directory")
     agent = CodingGenesisAgent("failer", timeout=10, run_log=blocker / "runs.jsonl")
     assert portal.call(agent.run, "hello")["status"] == 0
-    assert portal.call(agent.run, "/fail")["failure"]["category"] == "internal"
+    assert portal.call(agent.run, "/fail")["failure"]["category"] == "agent_error"
 
 
 def test_bad_run_log_option() -> None:
@@ -296,7 +296,7 @@ def test_genesis_run_then_stats_as_processes(tmp_path: Path) -> None:
     )
     stats = json.loads(done.stdout)
     assert stats["runs"] == 2 and stats["by_category"] == {
-        "internal": {"count": 1, "share": 1.0, "rate": 0.5}
+        "agent_error": {"count": 1, "share": 1.0, "rate": 0.5}
     }
 
 

@@ -77,7 +77,7 @@ def tool_result(tool_id: str, content: str, is_error: bool = False) -> dict[str,
 
 def test_missing_binary(tmp_path: Path, portal: BlockingPortal) -> None:
     agent = CodingGenesisAgent("claude", cli_path=str(tmp_path / "no-such-claude"))
-    failure = assert_answered(portal.call(agent.run, "hi"), "not_found")
+    failure = assert_answered(portal.call(agent.run, "hi"), "missing")
     assert failure["suggested_retry"] is False
     assert failure["suggested_actions"][0].startswith("Install it with `npm install -g")
 
@@ -86,7 +86,7 @@ def test_binary_not_on_path(tmp_path: Path, portal: BlockingPortal, monkeypatch:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("GENESIS_CODEX_PATH", raising=False)
     response = portal.call(CodingGenesisAgent("codex").run, "hi")
-    assert_answered(response, "not_found")
+    assert_answered(response, "missing")
     assert "npm install -g @openai/codex" in response["failure"]["suggested_actions"][0]
 
 
@@ -191,7 +191,7 @@ def test_garbage_then_crash(fake_claude: FakeCLI, portal: BlockingPortal) -> Non
         ]
     )
     response = portal.call(fake_claude.agent().run, "hi")
-    failure = assert_answered(response, "internal")
+    failure = assert_answered(response, "agent_error")
     assert failure["reason"] == "killed by SIGSEGV before its result"
     assert response["skipped_lines"] >= 1
 
@@ -294,7 +294,9 @@ def test_max_turns_is_partial(fake_claude: FakeCLI, portal: BlockingPortal) -> N
             },
         ]
     )
-    failure = assert_answered(portal.call(fake_claude.agent().run, "hi"), "partial")
+    response = portal.call(fake_claude.agent().run, "hi")
+    assert (response["status"], response["error"]) == (1, "max_turns"), response
+    failure = assert_answered(response, "partial")
     assert failure["completed_steps"] == ["Edited a.py"]
     assert failure["suggested_actions"][0].startswith("Complete remaining work")
 
@@ -330,7 +332,7 @@ class Hostile(ClaudeBackend):
 
 @pytest.mark.parametrize(
     ("where", "category"),
-    [("build_command", "internal"), ("failure_hint", "auth"), ("install_hint", "unknown")],
+    [("build_command", "agent_error"), ("failure_hint", "auth"), ("install_hint", "unknown")],
 )
 def test_a_hostile_backend_still_gets_an_answer(
     where: str, category: str, fake_claude: FakeCLI, portal: BlockingPortal

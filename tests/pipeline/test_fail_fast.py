@@ -54,7 +54,7 @@ def run_hanging(
         (401, "authentication_failed", "auth"),
         (403, "permission_error", "auth"),
         (400, "invalid_request", "invalid_task"),
-        (404, "not_found_error: model: claude-nope", "not_found"),
+        (404, "not_found_error: model: claude-nope", "missing"),
         (400, "Prompt is too long: 210000 tokens > 200000 maximum", "context_overflow"),
         (None, "Claude AI usage limit reached|4102444800", "rate_limit"),  # resets in 2100
     ],

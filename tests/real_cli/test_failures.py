@@ -59,7 +59,7 @@ def check_failure(response: dict[str, Any], category: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("scenario", "category"),
-    [("429", "rate_limit"), ("401", "auth"), ("500", "internal")],
+    [("429", "rate_limit"), ("401", "auth"), ("500", "agent_error")],
 )
 def test_claude_api_errors(
     scenario: str,
@@ -126,7 +126,7 @@ def test_claude_write_is_relative_progress(
 
 @pytest.mark.parametrize(
     ("scenario", "category"),
-    [("429", "rate_limit"), ("401", "auth"), ("500", "internal"), ("stream_error", "network")],
+    [("429", "rate_limit"), ("401", "auth"), ("500", "agent_error"), ("stream_error", "network")],
 )
 def test_codex_api_errors(
     scenario: str,

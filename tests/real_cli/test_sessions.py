@@ -196,10 +196,8 @@ async def test_steer_adds_input_to_the_running_turn(codex_rig: Rig) -> None:
                 results.append(await session.send_result("SCENARIO:sleep 2"))
 
             tg.start_soon(turn)
-            for _ in range(300):
-                await anyio.sleep(0.05)
-                if session._link is not None and session._link.running:
-                    break
+            with anyio.fail_after(30):
+                await session.wait_for_turn()
             await anyio.sleep(0.5)
             await session.steer("SCENARIO:text steered answer")
         assert results[0].status == 0, results[0].message

@@ -91,6 +91,7 @@ def test_claude_max_turns_stops_the_run(
     agent, _ = agent_for("claude", real_claude, model_server, tmp_path, max_turns=1)
     result = agent.run_sync("SCENARIO:bash echo hi")
     assert result["status"] == 1, shown(result)
+    assert result["error"] == "max_turns", shown(result)  # not a mere cli_error
     assert result["result_subtype"] == "error_max_turns"
     assert len(model_server.model_requests()) == 1
 

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from coding_genesis import AcpBackend, Budget, CodingGenesisAgent, load_backends_file
-from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.approval import ApprovalRequest, Decision, writes_under
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.hooks import HookInput, HookResult
 from coding_genesis.tools import tool
@@ -157,6 +157,101 @@ async def test_options_are_chosen_by_kind_and_always_is_answered_once(
     assert seen[1].paths == ("a.txt",)
     assert seen[3].paths == ("a", "b")  # a move's both ends
     assert allowed.approvals[0]["allowed"] is True and denied.approvals[0]["allowed"] is False
+
+
+async def test_always_is_kept_by_the_session_and_settles_the_same_call(
+    flavour: str, tmp_path: Path
+) -> None:
+    """An "always" answer over ACP goes to the session's one store
+    (approval.Remembered), as narrow as what was asked: the same command again
+    is settled there (recorded with source "always", the approver not asked),
+    another command is asked; the agent is answered once per call."""
+    seen: list[str | None] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        seen.append(request.command)
+        return Decision.allow(always=True)
+
+    a = agent(flavour, tmp_path, approver=approver)
+    async with a.session() as s:
+        first = await s.send_result('ASK execute {"command": "make test"}')
+        again = await s.send_result('ASK execute {"command": "make test"}')
+        other = await s.send_result('ASK execute {"command": "make clean"}')
+    assert seen == ["make test", "make clean"]
+    assert first.approvals[0]["source"] == "approver"
+    assert "this exact" in first.approvals[0]["always"]
+    assert again.approvals[0]["source"] == "always" and again.approvals[0]["allowed"] is True
+    assert other.approvals[0]["source"] == "approver"
+    assert [r.message for r in (first, again, other)] == ["allowed allow_once"] * 3
+    allow_id = ONCE[flavour][0]
+    assert [e["chosen"] for e in recorded(tmp_path) if "chosen" in e] == [allow_id] * 3
+
+
+async def test_writes_under_holds_over_acp(tmp_path: Path) -> None:
+    """Every path of an ACP tool call is in the request: a write (or either end of
+    a move) outside ``writes_under`` is refused, inside it is allowed."""
+    root = tmp_path / "work"
+    root.mkdir()
+    a = agent("qwen", tmp_path, approver=writes_under(str(root)))
+    inside = json.dumps({"file_path": str(root / "a.txt")})
+    outside = json.dumps({"file_path": str(tmp_path / "elsewhere.txt")})
+    away = json.dumps({"source": str(root / "a.txt"), "destination": "/etc/cron.d/x"})
+    async with a.session() as s:
+        ok = await s.send_result(f"ASK edit {inside}")
+        out = await s.send_result(f"ASK edit {outside}")
+        moved = await s.send_result(f"ASK move {away}")
+    assert ok.message == "allowed allow_once" and ok.approvals[0]["allowed"] is True
+    for refused in (out, moved):
+        assert refused.message == "denied reject_once", refused.message
+        assert refused.approvals[0]["allowed"] is False
+        assert "writes_under" in refused.approvals[0]["reason"]
+    assert "/etc/cron.d/x" in moved.approvals[0]["reason"]
+
+
+async def test_a_call_acp_cannot_read_whole_is_denied_unasked(tmp_path: Path) -> None:
+    """A tool call whose shape we cannot read (a path that is not one, a kind ACP
+    does not name, a write naming no path) is denied before the approver is
+    asked, and recorded so (source "unreadable")."""
+    seen: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
+    a = agent("opencode", tmp_path, approver=approver)
+    async with a.session() as s:
+        results = [
+            await s.send_result('ASK edit {"file_path": 5}'),
+            await s.send_result("ASK teleport {}"),
+            await s.send_result('ASK delete {"recursive": true}'),
+        ]
+    assert seen == []
+    for r in results:
+        assert r.message == "denied reject_once", r.message
+        assert r.approvals[0]["source"] == "unreadable" and r.approvals[0]["allowed"] is False
+
+
+@pytest.mark.parametrize("depth", [1100, 5000])
+async def test_a_permission_request_too_deep_to_parse_is_denied_unasked(
+    tmp_path: Path, depth: int
+) -> None:
+    """A request nested deeper than the parser takes is still answered (never
+    left waiting until the wall limit): denied as unreadable, recorded."""
+    seen: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
+    a = agent("gemini", tmp_path, approver=approver, timeout=10)
+    async with a.session() as s:
+        r = await s.send_result(f"DEEP {depth}")
+        after = await s.send_result("after")
+    assert r.status == 0 and r.message == "answered cancelled", r.message
+    assert seen == []
+    assert r.approvals[0]["source"] == "unreadable" and r.approvals[0]["tool"] == "deep"
+    assert r.duration_s < 5
+    assert after.status == 0, after.message
 
 
 async def test_a_refusal_that_ends_the_turn_cancels_it(tmp_path: Path) -> None:
@@ -383,27 +478,81 @@ async def test_an_end_turn_that_hides_an_error_is_no_success(tmp_path: Path) -> 
     assert r.status == 1 and r.is_error and "did not report" in r.message
 
 
-async def test_updates_after_the_answer_are_not_the_next_turns(
+async def test_updates_after_the_answer_are_a_turn_of_the_agents_own(
     flavour: str, tmp_path: Path
 ) -> None:
     """The turn ends at its answer; what the agent says after it, before the next
-    prompt, is no turn's.  (ACP updates carry no turn id: one that came after
-    the next prompt was sent could not be told apart.)"""
+    prompt, is no turn of the caller's: it is recorded as a turn the agent took
+    (``trigger="cli"``), as claude's and codex's work between turns is.  (ACP
+    updates carry no turn id: one that came after the next prompt was sent
+    could not be told apart.)"""
     a = agent(flavour, tmp_path)
     async with a.session() as s:
         late = await s.send_result("LATE")
+        own = await s.cli_turn()
         await anyio.sleep(0.3)  # the next prompt comes after the late updates, as a person's
         after = await s.send_result("next")
-    assert late.status == 0 and late.message == "on time"
+        results = list(s.results)
+    assert late.status == 0 and late.message == "on time" and late.trigger == "user"
     assert after.message == f"fake {flavour} got: next", after.message
-    assert after.tool_calls == 0
+    assert after.tool_calls == 0 and after.trigger == "user"
+    assert own.trigger == "cli" and own.status == 0, own.message
+    cli = [r for r in results if r.trigger == "cli"]
+    assert cli[0] is own and own.message == "late words", own.message
+    # the chunk and the tool call after it: one turn of the agent's, or two
+    assert sum(r.tool_calls for r in cli) == 1 and all(r.status == 0 for r in cli)
+    assert [r.trigger for r in results if r.trigger == "user"] == ["user", "user"]
+
+
+async def test_a_question_after_the_answer_is_asked_in_the_agents_own_turn(
+    tmp_path: Path,
+) -> None:
+    """A permission request the agent sends after its turn's answer waits for an
+    answer: the turn the agent took by itself asks the approver and records it,
+    and ends only once the call it allowed is over (never withdrawn unanswered,
+    which would leave the agent waiting)."""
+    seen: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> bool:
+        seen.append(request)
+        return True
+
+    a = agent("gemini", tmp_path, approver=approver, timeout=10)
+    async with a.session() as s:
+        late = await s.send_result("LATEASK touch late")
+        while not any(r.approvals for r in s.results if r.trigger == "cli"):
+            await s.cli_turn()
+        after = await s.send_result("next")
+        cli = [r for r in s.results if r.trigger == "cli"]
+    assert late.status == 0 and late.message == "on time"
+    assert [r.command for r in seen] == ["touch late"]
+    asked = next(r for r in cli if r.approvals)
+    assert asked.status == 0, asked.message
+    assert asked.approvals[0]["allowed"] is True and asked.approvals[0]["source"] == "approver"
+    assert sum(r.tool_calls for r in cli) == 1
+    assert [e["chosen"] for e in recorded(tmp_path) if "chosen" in e] == ["proceed_once"]
+    assert after.status == 0 and after.message == "fake gemini got: next", after.message
 
 
 async def test_stop_reasons_other_than_end_turn_fail_the_turn(tmp_path: Path) -> None:
     a = agent("qwen", tmp_path)
     async with a.session() as s:
         r = await s.send_result("REFUSE max_tokens")
-    assert r.status == 1 and "max_tokens" in r.message
+        limit = await s.send_result("REFUSE max_turn_requests")
+    assert r.status == 1 and "max_tokens" in r.message and r.error == "cli_error"
+    # the turn's limit of model requests is the turn limit every backend names so
+    assert limit.status == 1 and limit.error == "max_turns", (limit.error, limit.message)
+    assert "max_turn_requests" in limit.message
+
+
+async def test_a_changed_input_cannot_reach_an_acp_agent_and_is_recorded(tmp_path: Path) -> None:
+    """ACP's answer is one of the options offered: an allow with a changed input
+    runs the call as asked, and its record says the change was not applied."""
+    a = agent("gemini", tmp_path, approver=lambda r: Decision.allow({"command": "true"}))
+    async with a.session() as s:
+        r = await s.send_result('ASK execute {"command": "make"}')
+    assert r.message == "allowed allow_once"
+    assert "cannot change a call's input" in r.approvals[0]["not_applied"]
 
 
 async def test_the_turns_cost_is_the_growth_of_the_sessions_cost(tmp_path: Path) -> None:
@@ -546,6 +695,16 @@ async def test_transcripts_hold_both_directions(tmp_path: Path) -> None:
     stdout = "".join(p.read_text() for p in runs.rglob("stdout.jsonl"))
     assert '"session/prompt"' in stdin and '"proceed_once"' in stdin
     assert '"session/request_permission"' in stdout and '"tool_call_update"' in stdout
+    # the opening exchange is the session's own (Observer.session_started), not a turn's
+    own = runs / s.key
+    sent = (own / "stdin.jsonl").read_text()
+    assert '"initialize"' in sent and '"session/new"' in sent and '"session/set_mode"' in sent
+    assert '"sessionId"' in (own / "stdout.jsonl").read_text()
+    assert (
+        "touch x" not in sent
+        and "touch x" in (Path(r.transcript or "") / "stdin.jsonl").read_text()
+    )
+    assert json.loads((own / "session.json").read_text())["runs"] == [r.run_id]
 
 
 # -- the generic ACP backend ------------------------------------------------------

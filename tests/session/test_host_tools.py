@@ -227,8 +227,8 @@ async def test_a_protocol_that_cannot_answer_breaks_only_that_turn(
 
 async def test_who_cannot_take_tools(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot call the caller's functions"):
-        CodingGenesisAgent("failer", tools=[add])
-    r = await CodingGenesisAgent("failer", cwd=str(tmp_path)).run("hi", tools=[add])
+        CodingGenesisAgent("gemini", tools=[add])
+    r = await CodingGenesisAgent("gemini", cwd=str(tmp_path)).run("hi", tools=[add])
     assert r["status"] == Status.USAGE and "tools=" in r["message"]
     with pytest.raises(AgentUsageError, match="cannot call the caller's functions"):
         CodingGenesisAgent(NoToolsBackend(), cwd=str(tmp_path)).session(tools=[add])

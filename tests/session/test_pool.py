@@ -27,7 +27,7 @@ from coding_genesis import (
 )
 from coding_genesis.errors import AgentUsageError, ConfigError
 from tests.session.test_session import session_processes
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import TwoWayBackend, one_way_backend
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -259,6 +259,6 @@ def test_bad_settings_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_idle_s"):
         SessionPool(TwoWayBackend(), size=1, max_idle_s=-1)
     with pytest.raises(AgentUsageError, match="two-way"):
-        SessionPool("failer", size=1, max_idle_s=1)
+        SessionPool(one_way_backend(), size=1, max_idle_s=1)
     with pytest.raises(AgentUsageError, match="isolation"):
         SessionPool(TwoWayBackend(), size=1, max_idle_s=1, isolation="worktree")

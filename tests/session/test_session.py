@@ -16,9 +16,9 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
-from coding_genesis.run_events import StateEvent
+from coding_genesis.run_events import ApprovalEvent, StateEvent
 from coding_genesis.status import AgentState
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import TwoWayBackend, one_way_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -279,7 +279,7 @@ async def test_steer_on_a_backend_that_cannot_names_those_that_can(tmp_path: Pat
 
 
 async def test_a_backend_without_two_way_answers_64_and_raises(tmp_path: Path) -> None:
-    a = CodingGenesisAgent("failer", cwd=str(tmp_path), ledger=False)
+    a = CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path), ledger=False)
     with pytest.raises(AgentUsageError, match="two-way"):
         a.session()
     r = await a.run("hello", approver=lambda req: True)
@@ -381,6 +381,8 @@ async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
         return True
 
     a = agent(tmp_path, approver=pondering, approval_timeout=60)
+    heard: list[ApprovalEvent] = []
+    a.subscribe(lambda e: heard.append(e) if isinstance(e, ApprovalEvent) else None)
     async with a.session() as s:
         results: list[Any] = []
         started = time.monotonic()
@@ -393,7 +395,16 @@ async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
             await anyio.sleep(0.5)
             assert await s.interrupt() is True
         assert time.monotonic() - started < 10
-        assert results[0].error == "interrupted" and results[0].approvals == []
+        assert results[0].error == "interrupted"
+        # the withdrawn question is in the turn's record, and was published
+        (record,) = results[0].approvals
+        assert (record["tool"], record["allowed"], record["source"], record["withdrawn"]) == (
+            "Bash",
+            False,
+            "withdrawn",
+            True,
+        )
+        assert [(e.tool, e.source) for e in heard] == [("Bash", "withdrawn")]
         with anyio.fail_after(5):
             await withdrawn.wait()
         assert (await s.send("TEXT next"))["status"] == 0
@@ -412,3 +423,26 @@ async def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path) -> None
         assert r["status"] == 0, r
         (cli,) = [p for p in session_processes(s.key) if p.pid == r["pid"]]
         assert cli.environ()["PWD"] == str(work) == cli.cwd()
+
+
+async def test_wait_for_turn_returns_once_a_turn_runs(tmp_path: Path) -> None:
+    """The public way to act on a turn another task sent (steer, interrupt): no polling,
+    no private attribute."""
+    async with agent(tmp_path).session() as s:
+        assert not s.turn_running
+        with anyio.move_on_after(0.3) as idle:
+            await s.wait_for_turn()  # no turn: it waits
+        assert idle.cancelled_caught
+        async with anyio.create_task_group() as tg:
+            results: list[Any] = []
+
+            async def slow() -> None:
+                results.append(await s.send("SLEEP 1"))
+
+            tg.start_soon(slow)
+            with anyio.fail_after(10):
+                await s.wait_for_turn()
+            assert s.turn_running
+            assert await s.interrupt() is True
+        assert results[0]["error"] == "interrupted"
+        assert not s.turn_running

@@ -54,6 +54,7 @@ class TwoWayTranslator(Translator):
 class TwoWayProtocol(ControlProtocol):
     name: ClassVar[str] = "twoway"
     can_host_tools: ClassVar[bool] = True
+    changes_input: ClassVar[bool] = True
     #: A pre-tool hook can do everything; a turn's end is only observed.
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {
         "pre_tool": frozenset({"block", "input", "context"}),
@@ -192,3 +193,12 @@ class TwoWayBackend(Backend):
 
     def control(self) -> ControlProtocol | None:
         return TwoWayProtocol()
+
+
+def one_way_backend() -> Backend:
+    """A backend with no two-way protocol (every shipped CLI has one now: claude,
+    codex and the failer their own, gemini, qwen and opencode over ACP): a
+    generic backend of a stream-json CLI."""
+    from coding_genesis.backends.generic import GenericBackend
+
+    return GenericBackend("oneway", command=[sys.executable, CLI])

@@ -479,12 +479,12 @@ def escalation_fields(retry_world: RetryWorld, n: int) -> None:
     response = retry_world.response
     escalation = response["escalation"]
     assert escalation["id"].startswith("ESC-" + response["run_id"][:12] + "-")
-    assert escalation["category"] == "internal"
+    assert escalation["category"] == "agent_error"
     assert escalation["message"] == "Simulated agent failure for testing"
     assert escalation["attempts"] == n
     assert _parse_iso(escalation["created_at"]).tzinfo is not None
     assert [e["attempt"] for e in escalation["error_history"]] == list(range(1, n + 1))
-    assert {e["category"] for e in escalation["error_history"]} == {"internal"}
+    assert {e["category"] for e in escalation["error_history"]} == {"agent_error"}
     assert escalation["suggested_actions"] == response["failure"]["suggested_actions"]
     assert escalation["backend"] == "failer"
     assert escalation["session_id"] == response["session_id"]
@@ -535,7 +535,7 @@ def state_event(retry_world: RetryWorld, state: str, cooldown: float) -> None:
     assert event["state"] == state
     assert event["previous_state"] == "BUSY"
     assert event["cooldown_s"] == cooldown
-    assert event["category"] == "not_found"
+    assert event["category"] == "missing"
     assert event["consecutive_failures"] == retry_world.agent.consecutive_failures == 2
     assert event["reason"] == retry_world.agent.state_reason
 

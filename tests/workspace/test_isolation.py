@@ -239,7 +239,7 @@ def test_not_a_repository_and_missing_git_are_clear_failures(
     result = agent(fake, plain, tmp_path).run_sync("go")
     assert result["status"] == 127 and result["error"] == "not_found"
     assert "needs git" in result["message"]
-    assert present(result["failure"])["category"] == "not_found"
+    assert present(result["failure"])["category"] == "missing"
 
 
 def test_bad_settings_are_config_errors() -> None:

@@ -1,0 +1,190 @@
+"""The questions and calls a live CLI asks (``live.py``): the approver asked
+about a tool call, the hooks of a hook point run, and what the CLI said and
+asked between turns taken by the turn that follows (or refused at once when
+nobody will take it).  A mixin of :class:`~coding_genesis._pipeline.live.LiveLink`,
+which holds the process, the protocol and the turns these act on."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from coding_genesis._pipeline.approvals import settle, withdrawn_record
+from coding_genesis._pipeline.hooking import then_ask
+from coding_genesis._pipeline.hosttools import HostCalls
+from coding_genesis._pipeline.liveturn import Turn, Unattended
+from coding_genesis._util.parser import edge_fields
+from coding_genesis.approval import Approver, Decision, Remembered
+from coding_genesis.control import (
+    ControlProtocol,
+    HookCall,
+    PermissionAsk,
+    SessionStart,
+    ToolCall,
+    TurnEnded,
+    UnparsedLine,
+)
+from coding_genesis.events import Event
+from coding_genesis.hooks import Hook, HookEvent, HookResult, run_hooks
+from coding_genesis.tools import ToolResult
+
+if TYPE_CHECKING:
+    from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis.backend import Backend
+
+__all__ = ["LinkQuestions"]
+
+log = logging.getLogger("coding_genesis._pipeline.live")
+
+
+class LinkQuestions:
+    """What a :class:`~coding_genesis._pipeline.live.LiveLink` does with the
+    questions and calls of its CLI (the link's own attributes, declared)."""
+
+    backend: Backend
+    protocol: ControlProtocol
+    start: SessionStart
+    session_id: str | None
+    approver: Approver | None
+    approval_timeout: float
+    remembered: Remembered
+    hooks: dict[HookEvent, tuple[Hook, ...]]
+    hook_timeout: float
+    host_calls: HostCalls
+    _turn: Turn | None
+    _decoder: Decoder
+    _tg: anyio.abc.TaskGroup | None
+    send: Callable[..., None]
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
+        raise NotImplementedError
+
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+        raise NotImplementedError
+
+    def _unparsed(self, head: bytes, tail: bytes, whole: bool) -> None:
+        """A line the parser skipped, by its head and tail: the protocol answers what it
+        can of it (a request it cannot read is refused, never left waiting)."""
+        line = UnparsedLine(edge_fields(head, tail), whole)
+        self._decoder.emit(self.received({}, line))
+
+    def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
+        """What the CLI asks between turns with nobody to take a turn of its
+        own (a one-shot run's process, its one turn over): refused at once,
+        never decided behind the caller's back."""
+        why = "no turn is running: coding-genesis refused this call"
+        log.warning("%s asked %s between turns: refused", self.backend.name, type(item).__name__)
+        if isinstance(item, PermissionAsk):
+            self.send(*self.protocol.answer(item, Decision.deny(why)))
+        elif isinstance(item, ToolCall):
+            self.send(*self.protocol.answer_tool(item, ToolResult(why, is_error=True)))
+        else:
+            self.send(*self.protocol.answer_hook(item, HookResult(block=True, message=why)))
+            if item.ask is not None:
+                self.send(*self.protocol.answer(item.ask, Decision.deny(why)))
+
+    def _where(self, turn: Turn | None) -> dict[str, Any]:
+        """What the session adds to an approval request or a hook input."""
+        return {
+            "cwd": self.start.cwd,
+            "backend": self.backend.name,
+            "run_id": turn.run_id if turn is not None else "",
+            "turn": turn.number if turn is not None else 0,
+        }
+
+    async def _approve(self, ask: PermissionAsk, turn: Turn | None) -> None:
+        request = dataclasses.replace(ask.request, session_id=self.session_id, **self._where(turn))
+        with anyio.CancelScope() as scope:
+            if turn is not None:
+                if turn.done.is_set():
+                    turn.approvals.append(withdrawn_record(request, "done"))
+                    return
+                turn.asking[scope] = request
+            settled = await settle(
+                request,
+                self.approver,
+                self.approval_timeout,
+                self.start.permissions,
+                self.remembered,
+            )
+        if turn is not None:
+            turn.asking.pop(scope, None)
+        if scope.cancel_called or not self.alive:
+            return
+        decision = settled.decision
+        self.send(*self.protocol.answer(ask, decision))
+        if turn is None or turn is not self._turn:
+            return
+        if decision.allowed and decision.input is not None and not self.protocol.changes_input:
+            name = self.protocol.name or self.backend.name
+            settled.record["not_applied"] = (
+                f"input: {name} cannot change a call's input; the call ran as asked"
+            )
+        turn.approvals.append(settled.record)
+        self._decoder.emit([settled.event(request)])
+        if settled.ends_turn and turn.denied is None:
+            turn.denied = settled.ends_turn
+
+    async def _hook(self, call: HookCall, turn: Turn | None) -> None:
+        """One hook point: its hooks run, the CLI answered, then any approver asked."""
+        try:
+            session_id = call.input.session_id or self.session_id
+            data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
+            ran = await run_hooks(
+                self.hooks.get(data.event, ()),
+                data,
+                timeout=self.hook_timeout,
+                effects=self.protocol.hook_effects.get(data.event, frozenset()),
+                backend=self.backend.name,
+            )
+            if turn is not None:
+                turn.hooks.extend(ran.records)
+            if self.alive:
+                self.send(*self.protocol.answer_hook(call, ran.result))
+                ask = then_ask(call, ran.result)
+                if ask is not None:
+                    await self._approve(ask, turn)
+        finally:
+            if turn is not None:
+                turn.running.done()
+
+    def _adopt(self, turn: Turn, held: Unattended, *, ended: bool) -> None:
+        """Make what the CLI did between turns ``turn``'s: its bytes to the
+        transcript, its events down the turn's routes, its questions and calls
+        asked and answered now; ``ended``: its own end of a turn ends this one
+        (a turn the CLI started), else the prompt still goes (a user's turn
+        that came first)."""
+        context = turn.context
+        if held.raw and context.on_stdout is not None:
+            context.on_stdout(bytes(held.raw))
+        if held.dropped:
+            log.warning(
+                "%s said more between turns than is held: %d byte(s) or event(s) not kept",
+                self.backend.name,
+                held.dropped,
+            )
+        self._decoder.emit(held.events)
+        for item in held.waiting:
+            if isinstance(item, PermissionAsk):
+                self._tg_start(self._approve, item, turn)
+            elif isinstance(item, ToolCall):
+                emit = None if item.reported else self._decoder.emit
+                self._tg_start(self.host_calls.answer, item, emit)
+            else:
+                turn.running.add()
+                self._tg_start(self._hook, item, turn)
+        if ended and held.ended is not None:
+            self._turn_ended(turn, held.ended)
+
+    def _tg_start(self, fn: Any, *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(fn, *args)

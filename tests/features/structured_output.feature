@@ -1,0 +1,26 @@
+Feature: Structured output
+  output_schema= asks for an answer of a given shape (docs/sessions.md,
+  "Structured output"): the CLI is given the JSON Schema, the answer is
+  validated into the result's output, and an answer that does not match is
+  retried once with the validation error, then fails.  The CLI is the embedded
+  failer, which answers as claude does with --json-schema.
+
+  Scenario: The answer is validated into the caller's model
+    Given a two-way failer agent
+    When a run asks "Review the last commit" for a Review
+    Then the output is a Review whose verdict is "failer"
+
+  Scenario: An answer that does not match is retried once, then fails
+    Given a two-way failer agent
+    When a run asks '/json {"verdict": 1, "issues": []}' for a Review
+    Then the result failed with error "invalid_output" after 2 attempts
+    And its message names "$.verdict"
+
+  Scenario: In a live session the retry is a second turn of the same session
+    Given a two-way failer agent
+    When a session is opened for a Review
+    And the session is sent '/json {"verdict": 1, "issues": []}'
+    Then the turn answered with status 1 and error "invalid_output"
+    And the turns were numbered 2
+    When the session is sent "Review it again"
+    Then the turn answered with status 0

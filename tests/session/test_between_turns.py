@@ -1,0 +1,139 @@
+"""What a CLI does between turns is a turn of its own (``trigger="cli"``), never
+unrecorded: driven against the fake two-way CLI (``LATER <s> <prompt>``: the turn
+ends at once, then the CLI works by itself, as claude's background tasks do).
+
+The real claude is in ``tests/security/test_between_turns.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coding_genesis import CodingGenesisAgent
+from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.run_events import ApprovalEvent
+from tests.session.twoway import TwoWayBackend
+
+pytestmark = pytest.mark.anyio
+
+
+def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
+    settings.setdefault("timeout", 20)
+    settings.setdefault("grace", 1.0)
+    settings.setdefault("ledger", str(tmp_path / "ledger"))
+    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
+
+
+async def test_a_question_between_turns_is_a_turn_of_its_own(tmp_path: Path) -> None:
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.allow()
+
+    events: list[ApprovalEvent] = []
+    runs = tmp_path / "runs.jsonl"
+    a = agent(tmp_path, approver=approver, transcripts=str(tmp_path / "t"), run_log=str(runs))
+    a.subscribe(lambda e: events.append(e) if isinstance(e, ApprovalEvent) else None)
+    async with a.session() as s:
+        first = await s.send_result('LATER 0.3 ASK Bash {"command": "make"}')
+        assert first.status == 0 and first.message == "started in the background"
+        assert first.trigger == "user" and first.approvals == []
+        with anyio.fail_after(10):
+            later = await s.cli_turn()
+        assert later.trigger == "cli" and later.turn == 2
+        assert later.status == 0 and later.message == 'allowed {"command": "make"}'
+        (record,) = later.approvals
+        assert (record["tool"], record["allowed"], record["turn"]) == ("Bash", True, 2)
+        assert [r.trigger for r in s.results] == ["user", "cli"]
+        assert s.usage["input_tokens"] == 24  # both turns metered
+    assert [r.command for r in asked] == ["make"] and asked[0].turn == 2
+    assert [e.run_id for e in events] == [later.run_id]
+    # recorded like any turn: its transcript holds what the CLI said and our answer
+    folder = Path(later.transcript or "")
+    assert '"type":"ask"' in (folder / "stdout.jsonl").read_text().replace(" ", "")
+    assert '"op":"answer"' in (folder / "stdin.jsonl").read_text().replace(" ", "")
+    logged = [json.loads(line) for line in runs.read_text().splitlines()]
+    assert [(r["trigger"], r["turn"]) for r in logged] == [("user", 1), ("cli", 2)]
+
+
+async def test_a_send_waits_for_the_turn_the_cli_started(tmp_path: Path) -> None:
+    async def slow(request: ApprovalRequest) -> Decision:
+        await anyio.sleep(0.5)
+        return Decision.allow()
+
+    async with agent(tmp_path, approver=slow).session() as s:
+        await s.send_result('LATER 0.1 ASK Bash {"command": "make"}')
+        await anyio.sleep(0.3)  # the CLI's own turn is under way, its question pending
+        after = await s.send_result("TEXT next")
+        assert after.status == 0 and after.message == "next"
+        assert [(r.trigger, r.turn) for r in s.results] == [("user", 1), ("cli", 2), ("user", 3)]
+        assert s.results[1].approvals[0]["allowed"] is True
+
+
+async def test_text_between_turns_is_recorded_and_noise_is_not_a_turn(tmp_path: Path) -> None:
+    async with agent(tmp_path).session() as s:
+        await s.send_result("LATER 0.2 TEXT done by myself")
+        with anyio.fail_after(10):
+            later = await s.cli_turn()
+        assert later.message == "done by myself" and later.trigger == "cli"
+        await s.send_result("NEWS")  # a type nobody knows: ignored, no turn
+        await anyio.sleep(0.3)
+        assert [r.trigger for r in s.results] == ["user", "cli", "user"]
+
+
+async def test_without_a_session_a_question_after_the_turn_is_refused_unasked(
+    tmp_path: Path,
+) -> None:
+    """A one-shot ``run(approver=...)``: once its one turn is over nobody takes a turn
+    of the CLI's, so what it asks is refused at once, never put to the approver (whose
+    answer would be recorded nowhere)."""
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.allow()
+
+    r = await agent(tmp_path, approver=approver, grace=2.0).run_result(
+        'LATER 0 ASK Bash {"command": "touch late"}'
+    )
+    assert r.status == 0 and r.message == "started in the background"
+    assert asked == []
+
+
+async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path: Path) -> None:
+    """The opening exchange (and what comes between turns) is in the session's own
+    directory beside its turns'; `genesis show <session>` shows its turns in order."""
+    base = tmp_path / "t"
+    async with agent(tmp_path, transcripts=str(base)).session() as s:
+        one = await s.send_result("TEXT first")
+        two = await s.send_result("TEXT second")
+    own = base / s.key
+    meta = json.loads((own / "meta.json").read_text())
+    assert meta["kind"] == "session" and meta["session"] == s.key
+    assert '"op":"hello"' in (own / "stdin.jsonl").read_text().replace(" ", "")
+    assert '"type":"ready"' in (own / "stdout.jsonl").read_text().replace(" ", "")
+    assert "TEXT first" not in (own / "stdin.jsonl").read_text()  # the turns' are theirs
+    summary = json.loads((own / "session.json").read_text())
+    assert summary["runs"] == [one.run_id, two.run_id] and summary["turns"] == 2
+    for n, r in ((1, one), (2, two)):
+        turn_meta = json.loads((Path(r.transcript or "") / "meta.json").read_text())
+        assert (turn_meta["session"], turn_meta["turn"], turn_meta["trigger"]) == (s.key, n, "user")
+    env = {**os.environ, "GENESIS_TRANSCRIPTS": str(base)}
+    genesis = [sys.executable, "-m", "coding_genesis._cli.main"]
+    shown = await anyio.run_process([*genesis, "show", s.key[:12]], env=env, check=False)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.decode().splitlines()
+    assert lines[0] == f"session {s.key}"
+    turn_lines = [line for line in lines if one.run_id[:12] in line or two.run_id[:12] in line]
+    assert [line.split()[0] for line in turn_lines] == ["1", "2"]
+    assert "first" in turn_lines[0] and "second" in turn_lines[1]
+    listed = await anyio.run_process([*genesis, "runs"], env=env, check=False)
+    assert s.key[:12] not in listed.stdout.decode()  # a session's own directory is not a run
