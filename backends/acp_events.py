@@ -16,9 +16,11 @@ from coding_genesis.approval import ApprovalRequest, ToolKind
 from coding_genesis.backend import Translator
 from coding_genesis.events import (
     Event,
+    PlanEvent,
     ResultEvent,
     SessionEvent,
     TextEvent,
+    ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -338,6 +340,22 @@ def tool_hook(event: HookEvent, call: Call, session_id: str | None) -> HookInput
 
 # -- the translator --------------------------------------------------------------
 
+#: What a plan entry keeps: its words, and the protocol's words for its
+#: priority and status (anything else an agent adds is left out).
+_PLAN_FIELDS = ("content", "priority", "status")
+
+
+def _plan(entries: object) -> list[dict[str, str]]:
+    """A ``plan`` update's entries, each its content, priority and status
+    (strings; an entry without content is left out)."""
+    plan: list[dict[str, str]] = []
+    for entry in entries if isinstance(entries, list) else ():
+        entry = _mapping(entry)
+        if _text(entry.get("content")) is None:
+            continue
+        plan.append({k: entry[k] for k in _PLAN_FIELDS if isinstance(entry.get(k), str)})
+    return plan
+
 
 def _usage_dict(usage: Mapping[str, Any]) -> dict[str, int] | None:
     """ACP's token counts (``inputTokens``, ``cachedReadTokens``...) in the
@@ -362,8 +380,10 @@ class AcpTranslator(Translator):
     chunks of the last message (since the last tool call, or a new
     ``messageId``), joined.  Tool calls: a :class:`ToolCallEvent` once the
     call runs or names its input (updates merge, as the protocol says), a
-    :class:`ToolResultEvent` when it completes or fails.  Thoughts, plans,
-    commands and modes make no event (transcripts keep them).  The prompt's
+    :class:`ToolResultEvent` when it completes or fails.  A thought chunk is
+    a :class:`ThoughtEvent` (no part of the answer), a plan a
+    :class:`PlanEvent` (the whole plan, each time); commands and modes make
+    no event (transcripts keep them).  The prompt's
     answer (the only response the protocol forwards) makes the turn's usage
     and its :class:`ResultEvent`.
 
@@ -430,7 +450,12 @@ class AcpTranslator(Translator):
             return self._tool(update)
         if kind == "agent_thought_chunk":
             self._said = True
-        elif kind == "usage_update":
+            text = _mapping(update.get("content")).get("text")
+            return (ThoughtEvent(text),) if isinstance(text, str) and text else ()
+        if kind == "plan":
+            self._said = True
+            return (PlanEvent(_plan(update.get("entries"))),)
+        if kind == "usage_update":
             cost = _mapping(update.get("cost")).get("amount")
             if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
                 self._cost = float(cost)

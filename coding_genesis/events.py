@@ -27,9 +27,11 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "EventKind",
+    "PlanEvent",
     "ResultEvent",
     "SessionEvent",
     "TextEvent",
+    "ThoughtEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "UsageEvent",
@@ -44,6 +46,8 @@ class EventKind(enum.StrEnum):
     RUN_FINISHED = "run_finished"  # the final response is ready
     SESSION = "session"  # session / thread id is known
     TEXT = "text"  # assistant text
+    THOUGHT = "thought"  # the model's reasoning, as the CLI shows it
+    PLAN = "plan"  # the agent's plan, as it stands
     TOOL_CALL = "tool_call"  # the CLI invoked a tool
     TOOL_RESULT = "tool_result"  # a tool finished
     USAGE = "usage"  # token usage / cost
@@ -129,7 +133,8 @@ class Event:
         return out
 
     def _fill(self, out: dict[str, Any]) -> None:
-        raise NotImplementedError
+        for name in self.fields:
+            out[name] = getattr(self, name)
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
@@ -176,11 +181,10 @@ def _absent(**values: object) -> tuple[str, ...]:
     return tuple(name for name, value in values.items() if value is _UNSET)
 
 
-class TextEvent(Event):
-    """Assistant text.  ``to_dict`` fields: ``text``."""
+class _Words(Event):
+    """Words the model wrote: its answer's, its reasoning's."""
 
     __slots__ = ("text",)
-    kind = EventKind.TEXT
     fields = ("text",)
 
     def __init__(self, text: str) -> None:
@@ -190,9 +194,6 @@ class TextEvent(Event):
         self.seq = 0
         self.ts = 0.0
 
-    def _fill(self, out: dict[str, Any]) -> None:
-        out["text"] = self.text
-
     def redacted(self, redactor: Redactor) -> Self:
         text = redactor.text(self.text)
         return self if text is self.text else self._copy_stamps(type(self)(text))
@@ -200,6 +201,40 @@ class TextEvent(Event):
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
         return cls(str(payload.get("text") or ""))
+
+
+class TextEvent(_Words):
+    """Assistant text.  ``to_dict`` fields: ``text``."""
+
+    __slots__ = ()
+    kind = EventKind.TEXT
+
+
+class ThoughtEvent(_Words):
+    """The model's reasoning (ACP ``agent_thought_chunk``), no part of the answer.
+    ``to_dict`` fields: ``text``."""
+
+    __slots__ = ()
+    kind = EventKind.THOUGHT
+
+
+class PlanEvent(Event):
+    """The agent's plan as it stands (each ACP ``plan`` update replaces it).
+    ``to_dict`` fields: ``entries``, each ``content``, ``priority`` (high,
+    medium, low), ``status`` (pending, in_progress, completed)."""
+
+    __slots__ = ("entries",)
+    kind = EventKind.PLAN
+    fields = ("entries",)
+
+    def __init__(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        self.entries = [dict(entry) for entry in entries]
+        self._stamp()
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        given = payload.get("entries")
+        return cls([e for e in given if isinstance(e, Mapping)] if isinstance(given, list) else [])
 
 
 class ToolCallEvent(Event):
@@ -498,10 +533,6 @@ class ErrorEvent(Event):
         self.message = message
         self.fatal = fatal
         self._stamp()
-
-    def _fill(self, out: dict[str, Any]) -> None:
-        out["message"] = self.message
-        out["fatal"] = self.fatal
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:

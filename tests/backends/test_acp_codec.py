@@ -37,12 +37,15 @@ from coding_genesis.control import (
 )
 from coding_genesis.events import (
     Event,
+    PlanEvent,
     ResultEvent,
     TextEvent,
+    ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.run_events import event_from_dict
 from coding_genesis.usage import RunningTotals
 from tests.backends.schema_lite import load, problems
 
@@ -451,3 +454,30 @@ def test_a_line_too_deep_to_parse_is_answered_from_its_envelope() -> None:
     assert p.unparsed(UnparsedLine(answer.fields, whole=False)) == ()  # garbled: ends nothing
     (ended,) = p.unparsed(answer)
     assert isinstance(ended, TurnEnded) and ended.how == "failed"
+
+
+def test_thoughts_and_plans_are_typed_events() -> None:
+    """``agent_thought_chunk`` is a ThoughtEvent (no part of the answer), ``plan`` a
+    PlanEvent of the whole plan (each entry's content, priority and status);
+    both read back from their dicts (events.jsonl)."""
+    translator = AcpTranslator()
+
+    def update(**fields: Any) -> dict[str, Any]:
+        return {"method": "session/update", "params": {"sessionId": "s", "update": fields}}
+
+    (thought,) = translator.translate(
+        update(sessionUpdate="agent_thought_chunk", content={"type": "text", "text": "hmm"})
+    )
+    entries = [
+        {"content": "read", "priority": "high", "status": "pending", "_meta": {"x": 1}},
+        {"priority": "low"},  # no content: no entry
+    ]
+    (plan,) = translator.translate(update(sessionUpdate="plan", entries=entries))
+    assert thought == ThoughtEvent("hmm")
+    assert plan == PlanEvent([{"content": "read", "priority": "high", "status": "pending"}])
+    assert not translator.translate(update(sessionUpdate="agent_thought_chunk", content={}))
+    for event in (thought, plan):
+        assert event_from_dict(event.to_dict()) == event
+    *_, result = translator.translate({"id": 3, "result": {"stopReason": "end_turn"}})
+    assert isinstance(result, ResultEvent) and result.text is None  # a thought is no answer
+    assert not result.is_error  # something was said: no hidden error

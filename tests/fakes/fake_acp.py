@@ -36,6 +36,7 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
                     -32603 with the words only); ``ERROR 429`` says "retry after 7s"
   HIDDEN            ``end_turn`` with nothing said and ``usage: null`` (codex-acp's 429)
   LATE              the answer, then a text chunk and a tool call (after it)
+  THINK <words>     a thought chunk and a plan of two entries, then the normal answer
   LATEASK <command> the answer, then (after it) a text chunk and a permission request
                     to run <command>; the call completes or fails as answered
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
@@ -473,6 +474,16 @@ class Agent:
             send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif word == "HIDDEN":
             self.end(rid, usage=None)
+        elif word == "THINK":
+            self.notify(
+                {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": rest}}
+            )
+            entries = [
+                {"content": "look", "priority": "high", "status": "completed"},
+                {"content": "answer", "priority": "medium", "status": "in_progress", "_meta": {}},
+            ]
+            self.notify({"sessionUpdate": "plan", "entries": entries})
+            self.answer(rid, f"fake {self.flavour} got: {text}")
         elif word == "LATE":
             self.chunk("on time")
             self.end(rid, **self.usage())

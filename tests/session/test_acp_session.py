@@ -21,6 +21,7 @@ import pytest
 from coding_genesis import AcpBackend, Budget, CodingGenesisAgent, load_backends_file
 from coding_genesis.approval import ApprovalRequest, Decision, writes_under
 from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.events import PlanEvent, ThoughtEvent
 from coding_genesis.hooks import HookInput, HookResult
 from coding_genesis.tools import tool
 
@@ -532,6 +533,25 @@ async def test_a_question_after_the_answer_is_asked_in_the_agents_own_turn(
     assert sum(r.tool_calls for r in cli) == 1
     assert [e["chosen"] for e in recorded(tmp_path) if "chosen" in e] == ["proceed_once"]
     assert after.status == 0 and after.message == "fake gemini got: next", after.message
+
+
+async def test_thoughts_and_plans_are_typed_events_and_no_part_of_the_answer(
+    tmp_path: Path,
+) -> None:
+    a = agent("qwen", tmp_path)
+    async with a.session() as s, s.stream("THINK pondering deeply") as turn:
+        events = [event async for event in turn]
+    thoughts = [e for e in events if isinstance(e, ThoughtEvent)]
+    plans = [e for e in events if isinstance(e, PlanEvent)]
+    assert [t.text for t in thoughts] == ["pondering deeply"]
+    assert [p.entries for p in plans] == [
+        [
+            {"content": "look", "priority": "high", "status": "completed"},
+            {"content": "answer", "priority": "medium", "status": "in_progress"},
+        ]
+    ]
+    assert turn.result is not None and turn.result.status == 0
+    assert turn.result.message == "fake qwen got: THINK pondering deeply"
 
 
 async def test_stop_reasons_other_than_end_turn_fail_the_turn(tmp_path: Path) -> None:
