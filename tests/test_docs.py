@@ -92,6 +92,7 @@ def test_examples_are_found() -> None:
     assert all(b.lang for b in ALL), [b.id for b in ALL if not b.lang]
 
 
+@pytest.mark.slow
 def test_python_examples_type_check(tmp_path: Path) -> None:
     checked = [b for b in PYTHON if b.code not in EXAMPLE_FILES]
     files = []
@@ -123,6 +124,7 @@ def test_python_examples_type_check(tmp_path: Path) -> None:
     assert done.returncode == 0, report + done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
 def test_run_examples_run(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
@@ -367,6 +369,7 @@ def run_genesis(argv: list[str], where: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("block", "argv"), FAILER_RUNS)
 def test_failer_run_output_shown_is_real(block: Block, argv: list[str], tmp_path: Path) -> None:
     # The console blocks show what `genesis run` printed: run it again, compare all but the

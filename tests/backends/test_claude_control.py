@@ -484,6 +484,7 @@ _types = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     kind=_types,

@@ -749,6 +749,7 @@ METHODS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(method=METHODS, params=JSON, rid=JSON, with_id=st.booleans())
 def test_never_raises(method: str, params: Any, rid: Any, with_id: bool) -> None:

@@ -30,6 +30,7 @@ from tests.support import RECORDINGS
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in available_backends() if n != "failer"])
 def test_every_backend_conforms_on_its_recordings(name: str) -> None:
     recordings = find_recordings(RECORDINGS, name)
@@ -53,6 +54,7 @@ def failer_recording(case: str, prompt: str) -> Recording:
     return Recording(f"failer_{case}", case, proc.stdout, proc.returncode, proc.stderr.decode())
 
 
+@pytest.mark.slow
 def test_the_failer_conforms_with_its_own_executable() -> None:
     recordings = [
         failer_recording("text", "hello"),
@@ -127,6 +129,7 @@ class BlindToAuth(ClaudeBackend):
         return T()
 
 
+@pytest.mark.slow
 def test_a_wrong_failure_category_is_named_and_every_problem_listed() -> None:
     with pytest.raises(AssertionError) as exc:
         check_failure_hint(ClaudeBackend(), claude("401"), {"401": "rate_limit"})
@@ -149,6 +152,7 @@ def test_no_recordings_is_an_error_not_a_pass(tmp_path: Any) -> None:
         check_backend(ClaudeBackend(), tmp_path)
 
 
+@pytest.mark.slow
 def test_the_kit_needs_no_pytest() -> None:
     code = (
         "import sys\n"

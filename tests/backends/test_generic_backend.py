@@ -41,6 +41,7 @@ def argvs(fake: FakeCLI) -> list[list[str]]:
     return [r["argv"] for r in fake.records() if "argv" in r]
 
 
+@pytest.mark.slow
 def test_a_claude_stream_json_cli_runs_with_the_prompt_on_stdin(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
     )
 
 
+@pytest.mark.slow
 def test_permissions_only_where_the_template_says_how(fake_claude: FakeCLI) -> None:
     with pytest.raises(ConfigError, match="cannot enforce permissions='read-only'"):
         CodingGenesisAgent(claude_like(fake_claude), permissions="read-only")
@@ -94,6 +96,7 @@ def test_permissions_only_where_the_template_says_how(fake_claude: FakeCLI) -> N
     assert agent.run_sync("hi", permissions="full")["status"] == 64
 
 
+@pytest.mark.slow
 def test_a_codex_json_cli(fake_codex: FakeCLI) -> None:
     backend = GenericBackend(
         "codexish", command=[fake_codex.path, "exec", "--json"], format="codex-json"
@@ -171,6 +174,7 @@ def test_a_bad_toml_file_names_the_file_and_the_mistake(
         load_backends_file(tmp_path / "missing.toml")
 
 
+@pytest.mark.slow
 def test_genesis_run_reads_a_backends_file_only_when_told(
     fake_claude: FakeCLI,
     tmp_path: Path,

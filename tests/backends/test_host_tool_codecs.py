@@ -198,6 +198,7 @@ def test_claude_without_host_tools_refuses_mcp_messages() -> None:
     assert obj["response"]["subtype"] == "error"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     message=st.dictionaries(

@@ -71,6 +71,7 @@ class ReadOnlyOnly(FailerBackend):
     permission_levels = frozenset({"read-only"})
 
 
+@pytest.mark.slow
 def test_a_level_the_backend_cannot_enforce_is_refused_never_loosened() -> None:
     with pytest.raises(ConfigError, match=r"cannot enforce permissions='full'.*read-only"):
         CodingGenesisAgent(ReadOnlyOnly(), permissions="full")
@@ -168,6 +169,7 @@ def test_claude_max_turns_model_resume_and_retries() -> None:
     }
 
 
+@pytest.mark.slow
 def test_claude_vocabulary_reaches_the_cli_argv_and_env(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
@@ -213,6 +215,7 @@ def test_codex_has_no_turn_limit_and_caps_retries_per_named_provider() -> None:
     assert named.args[-1] == "-"  # the prompt still goes on stdin
 
 
+@pytest.mark.slow
 def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
     fake_codex.script([{"answer": "done"}])
     result = fake_codex.agent(max_turns=5).run_sync("hi")
@@ -223,6 +226,7 @@ def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
 # -- failer ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failer_takes_every_level() -> None:
     for level in PERMISSION_LEVELS:
         agent = CodingGenesisAgent("failer", permissions=level, max_turns=2)
@@ -234,6 +238,7 @@ def test_failer_takes_every_level() -> None:
 # -- default cap under a retry policy --------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     fake_claude: FakeCLI,
 ) -> None:
@@ -380,6 +385,7 @@ def test_the_overlay_is_private_for_the_run_and_removed_after(tmp_path: Path) ->
     assert result["warnings"][0] == "probe: something not honored"
 
 
+@pytest.mark.slow
 def test_the_overlay_is_removed_after_a_timeout(tmp_path: Path) -> None:
     tmp_dir = tempfile.gettempdir()
     before = set(os.listdir(tmp_dir))

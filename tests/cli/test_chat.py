@@ -17,7 +17,7 @@ import pytest
 from tests.support import FakeCLI, marked_processes
 from tests.terminal import Terminal, genesis
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 SESSION = "s-42"  # short: FAKE_CLI_SESSION looks like a secret by its name
 

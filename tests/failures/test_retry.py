@@ -306,6 +306,7 @@ def _failer(tmp_path: Path, **kwargs: Any) -> CodingGenesisAgent:
     )
 
 
+@pytest.mark.slow
 def test_an_injected_clock_takes_the_backoffs(tmp_path: Path) -> None:
     clock = VirtualClock()
     agent = _failer(tmp_path, retry=2, clock=clock)
@@ -314,6 +315,7 @@ def test_an_injected_clock_takes_the_backoffs(tmp_path: Path) -> None:
     assert clock.sleeps == [1.0, 2.0]
 
 
+@pytest.mark.slow
 def test_retry_history_entries(tmp_path: Path) -> None:
     with retry_mod.testing():
         result = _failer(tmp_path, retry="default").run_sync("/fail-then-succeed 1")
@@ -327,6 +329,7 @@ def test_retry_history_entries(tmp_path: Path) -> None:
     assert "network: retry 1 of 3 after 1s" in entry["reason"]
 
 
+@pytest.mark.slow
 def test_request_key_is_stable_across_continuations(tmp_path: Path) -> None:
     """The failer counts /fail-then-succeed per request key: a continuation
     prompt must not start a new count (else it would never succeed)."""
@@ -337,6 +340,7 @@ def test_request_key_is_stable_across_continuations(tmp_path: Path) -> None:
     assert result["retry_count"] == 3 and len(clock.sleeps) == 3
 
 
+@pytest.mark.slow
 def test_retry_fresh_starts_new_sessions(tmp_path: Path) -> None:
     agent = _failer(tmp_path, retry=RetryPolicy.default(resume=False))
     log = EventLog(agent)
@@ -349,6 +353,7 @@ def test_retry_fresh_starts_new_sessions(tmp_path: Path) -> None:
     assert result["session_id"] != result["retry_history"][0]["session_id"]
 
 
+@pytest.mark.slow
 def test_deadline_sets_the_first_timeout(tmp_path: Path) -> None:
     agent = _failer(tmp_path, retry=RetryPolicy.default(deadline_s=4))
     log = EventLog(agent)
@@ -356,6 +361,7 @@ def test_deadline_sets_the_first_timeout(tmp_path: Path) -> None:
     assert [e["timeout"] for e in log.of("attempt") if e["phase"] == "started"] == [4]
 
 
+@pytest.mark.slow
 def test_codex_retries_resume_the_thread(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "codex")
     fake.script(
@@ -376,6 +382,7 @@ def test_codex_retries_resume_the_thread(tmp_path: Path) -> None:
     assert argvs[1][-3:] == ["resume", "thread-42", "-"]
 
 
+@pytest.mark.slow
 def test_a_rejected_resume_falls_back_to_a_fresh_session(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"stderr": "Error: connection reset"}, {"exit": 1}])
@@ -417,6 +424,7 @@ def test_invalid_request_is_not_retried(tmp_path: Path) -> None:
     assert clock.sleeps == []
 
 
+@pytest.mark.slow
 def test_cancelling_during_a_backoff_leaves_the_agent_ready(tmp_path: Path) -> None:
     slow = RetryPolicy.default().with_category("network", base_delay_s=600, max_delay_s=None)
     agent = _failer(tmp_path, retry=slow)
@@ -498,6 +506,7 @@ def test_default_breaker_trips_after_three_and_can_be_reset(tmp_path: Path) -> N
         assert agent.run_sync("hi")["status"] == Status.NOT_FOUND
 
 
+@pytest.mark.slow
 def test_a_cancelled_probe_stays_degraded(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"stderr": "Error: authentication failed"}, {"exit": 1}])
@@ -523,6 +532,7 @@ def test_a_cancelled_probe_stays_degraded(tmp_path: Path) -> None:
 # -- the CLI -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_retries_print_each_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -541,6 +551,7 @@ def test_cli_retries_print_each_attempt(
     assert clock.sleeps == [1.0, 2.0]
 
 
+@pytest.mark.slow
 def test_cli_escalation_and_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -558,6 +569,7 @@ def test_cli_escalation_and_json(
     assert result["escalation"]["suggested_actions"] == actions
 
 
+@pytest.mark.slow
 def test_cli_without_retry_options_is_one_attempt(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

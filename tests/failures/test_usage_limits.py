@@ -100,6 +100,7 @@ def _limit_script(fake: FakeCLI, reset: float) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_retry_policy_waits_for_the_reset_within_its_deadline(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
@@ -140,6 +141,7 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     assert len([r for r in fake_claude.records() if "argv" in r]) == 1
 
 
+@pytest.mark.slow
 async def test_a_batch_pauses_for_a_usage_limit_within_its_deadline(tmp_path: Path) -> None:
     """The first run hits the limit; the batch waits (virtually) for the reset
     before starting the queued requests, which then succeed."""

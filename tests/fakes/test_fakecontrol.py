@@ -29,6 +29,8 @@ from coding_genesis.control import (
 )
 from tests.support import FAKE_BIN
 
+pytestmark = pytest.mark.slow
+
 
 class Driver:
     """The fake claude with a ClaudeControl: every meaning kept, asks answered by ``decide``."""

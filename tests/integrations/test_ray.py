@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
 from coding_genesis.integrations.ray import RayRunner  # noqa: E402
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -154,6 +154,7 @@ def test_options_of_the_wrong_type(fake_claude: FakeCLI, portal: BlockingPortal)
     assert "'max_turnz'" in unknown["message"] and "max_turns" in unknown["message"]
 
 
+@pytest.mark.slow
 def test_busy_agent_answers(fake_claude: FakeCLI, portal: BlockingPortal) -> None:
     fake_claude.script([{"init": True}, {"sleep": 0.5}, {"answer": "done"}])
     agent = fake_claude.agent()
@@ -196,6 +197,7 @@ def test_garbage_then_crash(fake_claude: FakeCLI, portal: BlockingPortal) -> Non
     assert response["skipped_lines"] >= 1
 
 
+@pytest.mark.slow
 def test_timeout_with_progress_suggests_a_doubled_timeout(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
@@ -223,6 +225,7 @@ def test_timeout_with_progress_suggests_a_doubled_timeout(
     assert "Retryable: Yes" in response["failure_report"]
 
 
+@pytest.mark.slow
 def test_a_tool_killed_by_our_stop_is_what_the_run_was_doing(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
@@ -242,6 +245,7 @@ def test_a_tool_killed_by_our_stop_is_what_the_run_was_doing(
     assert failure["completed_steps"] == []
 
 
+@pytest.mark.slow
 def test_timeout_without_progress_suggests_breaking_the_task_up(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:

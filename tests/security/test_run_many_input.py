@@ -30,6 +30,7 @@ def run_many(tmp_path: Path, lines: list[object], *args: str) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow
 def test_a_line_cannot_choose_an_executable_env_or_arguments(tmp_path: Path) -> None:
     proof = tmp_path / "pwned"
     hostile = [
@@ -60,6 +61,7 @@ def test_a_line_cannot_choose_an_executable_env_or_arguments(tmp_path: Path) -> 
     assert not proof.exists()
 
 
+@pytest.mark.slow
 def test_trusted_input_accepts_every_setting(tmp_path: Path) -> None:
     proof = tmp_path / "ran"
     line = {"prompt": "x", "backend": "failer", "cli_path": ["/bin/sh", "-c", f"touch {proof}"]}

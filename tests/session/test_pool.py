@@ -79,6 +79,7 @@ def nothing_left(ended: Ended, opened: int) -> None:
         assert session_processes(key) == [], key
 
 
+@pytest.mark.slow
 async def test_warm_sessions_serve_one_conversation_each(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended) as p:
@@ -107,6 +108,7 @@ async def test_warm_sessions_serve_one_conversation_each(tmp_path: Path) -> None
             pass
 
 
+@pytest.mark.slow
 async def test_a_fresh_session_when_none_is_warm_and_waiting_is_bounded(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended, size=1, wait_s=0) as p:
@@ -129,6 +131,7 @@ async def test_a_fresh_session_when_none_is_warm_and_waiting_is_bounded(tmp_path
         assert p.stats().fresh == 0 and p.stats().served == 2
 
 
+@pytest.mark.slow
 async def test_idle_and_dead_warm_sessions_are_replaced(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended, size=1, max_idle_s=0.5) as p:
@@ -160,6 +163,7 @@ async def test_a_cli_that_cannot_start_answers_without_a_hang(tmp_path: Path) ->
         assert p.stats().failed >= 1 and p.stats().warm == 0
 
 
+@pytest.mark.slow
 async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     ended = Ended()
     p = pool(tmp_path, ended)
@@ -187,6 +191,7 @@ async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     assert our_clis() == []
 
 
+@pytest.mark.slow
 async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended, size=1) as p:
@@ -201,6 +206,7 @@ async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: P
     nothing_left(ended, p.stats().opened)
 
 
+@pytest.mark.slow
 async def test_run_many_draws_from_the_pool(tmp_path: Path) -> None:
     ended = Ended()
     events: list[dict[str, Any]] = []
@@ -234,6 +240,7 @@ async def test_run_many_draws_from_the_pool(tmp_path: Path) -> None:
         await run_many(requests[:1], pool=p)
 
 
+@pytest.mark.slow
 def test_the_sync_form(tmp_path: Path) -> None:
     ended = Ended()
     with SyncSessionPool(TwoWayBackend(), size=1, max_idle_s=60, cwd=str(tmp_path)) as p:
