@@ -14,6 +14,7 @@ test checks the ``TYPE_CHECKING`` imports below against it.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 # The public names are imported on first use (PEP 562), so that
@@ -96,6 +97,8 @@ if TYPE_CHECKING:
     )
     from coding_genesis.config import (
         AgentConfig as AgentConfig,
+        AgentSettings as AgentSettings,
+        BreakerSetting as BreakerSetting,
     )
     from coding_genesis.control import (
         ControlProtocol as ControlProtocol,
@@ -134,23 +137,23 @@ if TYPE_CHECKING:
     )
     from coding_genesis.options import (
         AGENT_DEFAULT as AGENT_DEFAULT,
-        AgentSettings as AgentSettings,
-        BreakerSetting as BreakerSetting,
         Isolation as Isolation,
         Keep as Keep,
-        LiveOptions as LiveOptions,
         MessageUsage as MessageUsage,
         Permissions as Permissions,
-        RetrySetting as RetrySetting,
-        RunOptions as RunOptions,
-        SessionOptions as SessionOptions,
         SettingSource as SettingSource,
-        TurnOptions as TurnOptions,
     )
     from coding_genesis.pool import (
         PoolStats as PoolStats,
         SessionPool as SessionPool,
         SyncSessionPool as SyncSessionPool,
+    )
+    from coding_genesis.request import (
+        CallOptions as CallOptions,
+        LiveOptions as LiveOptions,
+        RequestOptions as RequestOptions,
+        RetrySetting as RetrySetting,
+        RunOptions as RunOptions,
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
@@ -199,13 +202,14 @@ _EXPORTS: dict[str, str] = {
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",
-    "TurnOptions": "options",
-    "LiveOptions": "options",
+    "RequestOptions": "request",
+    "CallOptions": "request",
+    "LiveOptions": "request",
     "ControlProtocol": "control",
     "ApprovalEvent": "run_events",
     "AGENT_DEFAULT": "options",
     "AgentConfig": "config",
-    "AgentSettings": "options",
+    "AgentSettings": "config",
     "AgentState": "status",
     "AgentUsageError": "errors",
     "ApprovalOption": "approval",
@@ -217,7 +221,7 @@ _EXPORTS: dict[str, str] = {
     "BackendPluginError": "backend",
     "BatchItem": "batch",
     "BatchSettings": "batch",
-    "BreakerSetting": "options",
+    "BreakerSetting": "config",
     "Budget": "_observers.budget",
     "ChildFailure": "result",
     "CircuitBreaker": "_failures.breaker",
@@ -255,21 +259,20 @@ _EXPORTS: dict[str, str] = {
     "RepositoryFile": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
-    "RetrySetting": "options",
+    "RetrySetting": "request",
     "SettingSource": "options",
     "RunEvent": "run_events",
     "RunFinishedEvent": "run_events",
     "RunInfo": "observer",
     "RunLogObserver": "_observers.runlog",
     "RunObserver": "observer",
-    "RunOptions": "options",
+    "RunOptions": "request",
     "RunRequest": "backend",
     "RunResponse": "result",
     "RunResult": "result",
     "RunSpec": "batch",
     "RunStartedEvent": "run_events",
     "SessionEvent": "events",
-    "SessionOptions": "options",
     "StateEvent": "run_events",
     "Status": "status",
     "StopReason": "_supervision.process",
@@ -300,14 +303,29 @@ _EXPORTS: dict[str, str] = {
     "writes_under": "approval",
 }
 
+#: Public names that were renamed or moved: old name -> (module, new name).
+#: Still answered, with a ``DeprecationWarning`` each time; not in ``__all__``.
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "SessionOptions": ("request", "CallOptions"),
+    "TurnOptions": ("request", "RequestOptions"),
+}
+
 __all__ = [*_EXPORTS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from coding_genesis._util.version import version  # the package metadata, read on demand
+        from coding_genesis._util.version import version  # lazy: the metadata, read on demand
 
         value: Any = version()
+    elif name in _DEPRECATED:
+        home, new = _DEPRECATED[name]
+        warnings.warn(
+            f"coding_genesis.{name} is deprecated: use coding_genesis.{home}.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(f"coding_genesis.{home}"), new)
     else:
         module = _EXPORTS.get(name)
         if module is None:

@@ -43,18 +43,14 @@ from coding_genesis.backend import Backend, check_options
 from coding_genesis.config import (
     DEFAULT_TIMEOUT,
     AgentConfig,
+    AgentSettings,
     require_permissions,
     require_setting_sources,
 )
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
-from coding_genesis.options import (
-    AGENT_DEFAULT,
-    RUN_OPTION_NAMES,
-    AgentSettings,
-    LiveOptions,
-    RunOptions,
-)
+from coding_genesis.options import AGENT_DEFAULT, Trigger
+from coding_genesis.request import RUN_OPTION_NAMES, LiveOptions, RunOptions
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import RunEvent, StateEvent
@@ -64,7 +60,7 @@ from coding_genesis.status import AgentState, ErrorCode, Status
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._pipeline.live import LiveLink, Trigger
+    from coding_genesis._pipeline.live import LiveLink
     from coding_genesis.events import Event
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
@@ -285,7 +281,7 @@ class CodingGenesisAgent:
         """Run one request; return the response dict.  Never raises for a
         runtime failure; re-raises cancellation after the process tree is gone.
 
-        The options (:class:`~coding_genesis.config.RunOptions`) override the
+        The options (:class:`~coding_genesis.request.RunOptions`) override the
         agent's settings for this call; ``retry`` overrides its retry policy
         (None: one attempt).
         """

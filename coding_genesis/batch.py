@@ -28,9 +28,9 @@ from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.signatures import blocking_twin
 from coding_genesis.agent import CodingGenesisAgent
-from coding_genesis.config import seconds
+from coding_genesis.config import AgentSettings, seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import AgentSettings, SessionOptions
+from coding_genesis.request import CallOptions
 from coding_genesis.status import ErrorCode, Status
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ log = logging.getLogger("coding_genesis.batch")
 ExecutorName: TypeAlias = Literal["local", "ray"]
 
 
-class BatchSettings(AgentSettings, SessionOptions, total=False):
+class BatchSettings(AgentSettings, CallOptions, total=False):
     """A :class:`RunSpec`'s fields besides ``prompt`` and ``backend``: the
     agent's settings (:class:`~coding_genesis.config.AgentSettings`) and the
     request's session options (``resume``, ``request_key``); ``tools`` is
@@ -141,7 +141,7 @@ class RunSpec(BaseModel):
         """The agent settings of this request (defaults left out)."""
         return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
 
-    def run_kwargs(self) -> SessionOptions:
+    def run_kwargs(self) -> CallOptions:
         """Keyword arguments for :meth:`CodingGenesisAgent.run`."""
         return {"resume": self.resume, "request_key": self.request_key}
 

@@ -6,38 +6,37 @@ is; ``RunSpec`` (run_many) and the ``genesis`` CLI build one the same way.  The
 supervisor's own settings are derived from it (:meth:`AgentConfig.supervisor`),
 never copied by hand.  Nothing here reads the environment: the CLI does that.
 
-The one option vocabulary across backends lives here too, checked once:
-``model``, ``permissions``, ``max_turns``, ``resume``, ``cwd`` and
-``cli_max_retries`` mean the same for every backend; each backend maps them to
-its CLI's flags, environment or a private settings overlay
-(:attr:`~coding_genesis.backend.CommandSpec.overlay`), or reports one it cannot
-honor as a warning.  A permission level a backend cannot *enforce* is refused
+Each backend maps the one option vocabulary (``model``, ``permissions``,
+``max_turns``, ``cwd``, ...) to its CLI, or reports one it cannot honor as a
+warning; a permission level it cannot *enforce* is refused
 (:class:`~coding_genesis.errors.ConfigError`): never silently more permissive.
-
-Settings whose types live in higher layers (the circuit breaker, the budget)
-are checked against the class their module registers when it is imported
-(:mod:`coding_genesis._util.settingtypes`); the price table is checked by the agent, which
-builds it.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import signal as _signal
-from collections.abc import Mapping, Sequence, Set as AbstractSet
+from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from coding_genesis._supervision.process import SupervisorConfig
+from coding_genesis._util.checks import check_cwd, count, path_or_none, required_seconds, seconds
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
-from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
+from coding_genesis.errors import ConfigError
 from coding_genesis.hooks import hook_table
-from coding_genesis.options import Isolation, Keep, Settings, SettingSource
+from coding_genesis.options import (
+    PERMISSION_LEVELS,
+    SETTING_SOURCES,
+    Isolation,
+    Keep,
+    SettingSource,
+)
+from coding_genesis.request import RetrySetting, SharedOptions
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     from coding_genesis.backend import Backend
     from coding_genesis.hooks import Hooks
     from coding_genesis.observer import Observer
-    from coding_genesis.options import AgentSettings, Settings
     from coding_genesis.retry import RetryPolicy
     from coding_genesis.tools import HostTool
 
@@ -59,6 +57,9 @@ __all__ = [
     "PERMISSION_LEVELS",
     "SETTING_SOURCES",
     "AgentConfig",
+    "AgentSettings",
+    "BreakerSetting",
+    "Settings",
     "check_approver",
     "check_cli_max_retries",
     "check_cwd",
@@ -69,13 +70,72 @@ __all__ = [
     "permission_levels",
     "require_permissions",
     "require_setting_sources",
+    "required_seconds",
     "seconds",
 ]
 
 DEFAULT_TIMEOUT = 300.0
 
-#: From the most restrictive to the least.
-PERMISSION_LEVELS: tuple[Permissions, ...] = ("read-only", "edit", "full")
+#: ``circuit_breaker=``: a (shareable) breaker, "default" (one of the agent's own) or None.
+BreakerSetting: TypeAlias = "CircuitBreaker | Literal['default'] | None"
+
+
+class AgentSettings(SharedOptions, total=False):
+    """The keywords an :class:`AgentConfig` (and so an agent, and a
+    :class:`~coding_genesis.batch.RunSpec`) accepts besides ``backend``, typed
+    as accepted: the fields of :class:`AgentConfig`, where each is documented
+    (a test checks both name the same settings).  The options a request shares
+    with the agent come from :class:`~coding_genesis.request.SharedOptions`."""
+
+    timeout: float
+    name: str | None
+    cli_path: str | os.PathLike[str] | Sequence[str] | None
+    approval_timeout: float
+    hook_timeout: float
+    tools: Sequence[Callable[..., Any]]
+    grace: float
+    idle_timeout: float | None
+    stall_timeout: float | None
+    linger: float | None
+    eof_grace: float
+    stop_signals: Sequence[int]
+    kill_leftovers: bool
+    env: Mapping[str, str]
+    inherit_env: bool
+    env_allow: Sequence[str]
+    extra_args: Sequence[str]
+    node_path: str | None
+    options: Mapping[str, Any]
+    max_line_bytes: int
+    stderr_tail_bytes: int
+    retry: RetrySetting
+    circuit_breaker: BreakerSetting
+    clock: Clock | None
+    transcripts: str | os.PathLike[str] | Literal[False] | None
+    transcript_max_bytes: int
+    isolation: Isolation | None
+    isolation_base: str | None
+    carry_uncommitted: bool
+    keep: Keep
+    keep_branch: bool
+    include_diff: bool
+    worktrees_dir: str | os.PathLike[str] | Literal[False] | None
+    verify: Sequence[str] | None
+    verify_timeout: float
+    run_log: str | os.PathLike[str] | Literal[False] | None
+    observers: Sequence[Observer]
+    metering: bool
+    prices: Mapping[str, Any] | None
+    budget: Budget | None
+    ledger: str | os.PathLike[str] | bool | None
+    telemetry: bool
+    telemetry_content: bool
+
+
+class Settings(AgentSettings, total=False):
+    """Every setting, ``backend`` included (:meth:`AgentConfig.replace`)."""
+
+    backend: str | Backend
 
 
 #: The cap on a CLI's own API retries when the agent has a retry policy and
@@ -94,10 +154,6 @@ def check_permissions(value: object) -> Permissions | None:
             f"got {value!r}"
         )
     return value
-
-
-#: Where a CLI's settings come from (``setting_sources=``), in this order.
-SETTING_SOURCES: tuple[SettingSource, ...] = ("user", "project", "local")
 
 
 def check_setting_sources(value: object) -> tuple[SettingSource, ...] | None:
@@ -136,16 +192,8 @@ def require_setting_sources(backend: Backend, sources: tuple[str, ...] | None) -
     )
 
 
-def _count(name: str, value: object, minimum: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum} or None, got {value!r}")
-    return value
-
-
 def check_max_turns(value: object) -> int | None:
-    return _count("max_turns", value, 1)
+    return count("max_turns", value, 1)
 
 
 def check_approver(value: object) -> None:
@@ -164,7 +212,7 @@ def check_tools(value: object) -> tuple[HostTool, ...]:
 
 
 def check_cli_max_retries(value: object) -> int | None:
-    return _count("cli_max_retries", value, 0)
+    return count("cli_max_retries", value, 0)
 
 
 def permission_levels(backend: Backend) -> frozenset[str]:
@@ -183,51 +231,6 @@ def require_permissions(backend: Backend, permissions: str | None) -> None:
             f"backend {backend.name!r} cannot enforce permissions={permissions!r} "
             f"(it can enforce: {can}); refusing rather than running with more permissions"
         )
-
-
-def seconds(
-    name: str, value: object, *, allow_none: bool = False, allow_zero: bool = False
-) -> float | None:
-    """Validate a duration: a finite real number of seconds."""
-    if value is None and allow_none:
-        return None
-    error = InvalidTimeoutError if name == "timeout" else ConfigError
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise error(f"{name} must be a number of seconds, got {value!r}")
-    number = float(value)
-    if math.isnan(number) or math.isinf(number) or number < 0 or (number == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise error(f"{name} must be a finite number of seconds {bound}, got {value!r}")
-    return number
-
-
-def required_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
-    number = seconds(name, value, allow_zero=allow_zero)
-    assert number is not None
-    return number
-
-
-def check_cwd(cwd: str | os.PathLike[str]) -> str:
-    """An absolute path to an existing, accessible directory."""
-    path = os.path.abspath(os.fspath(cwd))
-    if not os.path.exists(path):
-        raise InvalidCwdError(f"cwd {path!r} does not exist")
-    if not os.path.isdir(path):
-        raise InvalidCwdError(f"cwd {path!r} is not a directory")
-    if not os.access(path, os.X_OK):
-        raise InvalidCwdError(f"cwd {path!r} is not accessible")
-    return path
-
-
-def _path_or_none(name: str, value: object) -> str | None:
-    if value is None or value is False:
-        return None
-    if isinstance(value, str | os.PathLike):
-        text = os.fspath(value)
-        if not text or "\0" in text:
-            raise ConfigError(f"{name} must be a non-empty path without NUL bytes")
-        return os.path.abspath(os.path.expanduser(text))
-    raise ConfigError(f"{name} must be a path or None, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,7 +484,7 @@ class AgentConfig:
             raise ConfigError(
                 f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
             )
-        set_(self, "transcripts", _path_or_none("transcripts", self.transcripts))
+        set_(self, "transcripts", path_or_none("transcripts", self.transcripts))
         if (
             not isinstance(self.transcript_max_bytes, int)
             or isinstance(self.transcript_max_bytes, bool)
@@ -490,7 +493,7 @@ class AgentConfig:
             raise ConfigError(
                 f"transcript_max_bytes must be a positive integer, got {self.transcript_max_bytes!r}"
             )
-        set_(self, "run_log", _path_or_none("run_log", self.run_log))
+        set_(self, "run_log", path_or_none("run_log", self.run_log))
         set_(self, "observers", tuple(self.observers))
         for flag in ("telemetry", "telemetry_content"):
             if not isinstance(getattr(self, flag), bool):
@@ -508,7 +511,7 @@ class AgentConfig:
             if self.ledger is True:
                 set_(self, "ledger", None)
             else:
-                set_(self, "ledger", _path_or_none("ledger", self.ledger))
+                set_(self, "ledger", path_or_none("ledger", self.ledger))
 
     def _check_isolation(self) -> None:
         set_ = object.__setattr__
@@ -524,7 +527,7 @@ class AgentConfig:
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.keep not in ("never", "on_failure", "always"):
             raise ConfigError(f"keep must be 'never', 'on_failure' or 'always', got {self.keep!r}")
-        set_(self, "worktrees_dir", _path_or_none("worktrees_dir", self.worktrees_dir))
+        set_(self, "worktrees_dir", path_or_none("worktrees_dir", self.worktrees_dir))
         verify = self.verify
         if verify is not None:
             if isinstance(verify, str | bytes) or not isinstance(verify, Sequence):
@@ -575,7 +578,7 @@ class AgentConfig:
 
 def _show_accepted_types() -> None:
     """``inspect.signature(AgentConfig)`` shows each setting typed as accepted
-    (:class:`~coding_genesis.options.Settings`), as type checkers see it."""
+    (:class:`Settings`), as type checkers see it."""
     init: Any = AgentConfig.__init__
     shown = inspect.signature(init)
     accepted = {

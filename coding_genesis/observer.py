@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event, EventKind
+from coding_genesis.options import Trigger
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Translator
@@ -62,7 +63,7 @@ class RunInfo:
     #: The turn's number in its session (0: a one-shot run).
     turn: int = 0
     #: Who started the run: the caller, or the CLI between a session's turns.
-    trigger: Literal["user", "cli"] = "user"
+    trigger: Trigger = "user"
     #: The agent's memory of the running totals its CLI sessions reported
     #: (the run log seeds it with what a resumed session cost before).
     totals: RunningTotals | None = None

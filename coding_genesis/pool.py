@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from coding_genesis.backend import Backend
     from coding_genesis.batch import BatchItem
-    from coding_genesis.options import AgentSettings
+    from coding_genesis.config import AgentSettings
     from coding_genesis.run_events import RunEvent
     from coding_genesis.session import Session
 

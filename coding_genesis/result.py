@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from coding_genesis.options import Trigger
 from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = ["ChildFailure", "CostSource", "RunResponse", "RunResult"]
@@ -173,7 +174,7 @@ class RunResult(BaseModel):
     #: Who started the run: the caller (``user``), or the CLI itself between
     #: the turns of a live session (``cli``: a background task that came back,
     #: say); such a turn is recorded like any other.
-    trigger: Literal["user", "cli"] = "user"
+    trigger: Trigger = "user"
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: What the run was stopped on, when the stopper knew it: the failure the
@@ -281,7 +282,7 @@ class RunResponse(TypedDict):
     approvals: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
     turn: int | None
-    trigger: Literal["user", "cli"]
+    trigger: Trigger
     result_subtype: str | None
     failure: dict[str, Any] | None
     completed_steps: list[str]

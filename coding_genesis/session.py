@@ -36,19 +36,14 @@ import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
 from coding_genesis._pipeline.hooking import unsupported_hooks
-from coding_genesis._pipeline.live import LiveLink, Trigger
+from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.opening import open_link, session_start
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import (
-    AGENT_DEFAULT,
-    KEEP_RESULTS,
-    LIVE_OPTION_NAMES,
-    LiveOptions,
-    RunOptions,
-)
+from coding_genesis.options import AGENT_DEFAULT, KEEP_RESULTS, Trigger
+from coding_genesis.request import LIVE_OPTION_NAMES, LiveOptions, RunOptions
 from coding_genesis.result import RunResponse, RunResult
 
 if TYPE_CHECKING:

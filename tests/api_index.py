@@ -156,8 +156,8 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             ("AgentSettings", "The keywords an agent (and `AgentConfig`, `RunSpec`) accepts."),
             ("RunOptions", "The keywords of one `run()` call."),
-            ("TurnOptions", "The options a session's turns share with a one-shot run."),
-            ("SessionOptions", "The options of one request that are not agent settings."),
+            ("RequestOptions", "The options a session's turns share with a one-shot run."),
+            ("CallOptions", "The options only a call takes: `resume`, `request_key`."),
             ("LiveOptions", "The keywords of `agent.session()`."),
             ("AGENT_DEFAULT", '"Use the agent\'s own setting" for an option of one run.'),
             ("Permissions", "A permission level: `read-only`, `edit` or `full`."),

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -67,14 +67,12 @@ from coding_genesis.control import (
 )
 from coding_genesis.events import Event, SessionEvent
 from coding_genesis.hooks import Hook, HookEvent
+from coding_genesis.options import Trigger
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["LiveLink", "Trigger"]
+__all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
-
-#: Who started a turn: the caller (a prompt), or the CLI itself between turns.
-Trigger = Literal["user", "cli"]
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)

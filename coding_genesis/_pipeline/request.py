@@ -32,7 +32,7 @@ from coding_genesis.config import (
 )
 from coding_genesis.errors import ConfigError
 from coding_genesis.hooks import Hook, HookEvent, hook_table
-from coding_genesis.options import RunOptions
+from coding_genesis.request import RunOptions
 
 if TYPE_CHECKING:
     from coding_genesis.approval import Approver
@@ -134,7 +134,7 @@ def make_request(
     *,
     retrying: bool = False,
 ) -> Request:
-    """Validate one call's options (:class:`~coding_genesis.config.RunOptions`)
+    """Validate one call's options (:class:`~coding_genesis.request.RunOptions`)
     against the agent's configuration and ``backend``'s options and permissions."""
     timeout = call.get("timeout")
     cwd = call.get("cwd")

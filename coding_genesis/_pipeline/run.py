@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink, Trigger
+from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
@@ -53,6 +53,7 @@ from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.options import Trigger
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
