@@ -22,15 +22,9 @@ from typing import TYPE_CHECKING, Any
 # the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
 # see the imports below (``X as X``: an explicit re-export).
 if TYPE_CHECKING:
-    from coding_genesis._failures.breaker import (
-        CircuitBreaker as CircuitBreaker,
-    )
     from coding_genesis._failures.report import (
         format_failure_report as format_failure_report,
         parse_failure_report as parse_failure_report,
-    )
-    from coding_genesis._observers.budget import (
-        Budget as Budget,
     )
     from coding_genesis._observers.runlog import (
         RunLogObserver as RunLogObserver,
@@ -94,6 +88,12 @@ if TYPE_CHECKING:
         RunSpec as RunSpec,
         run_many as run_many,
         run_many_sync as run_many_sync,
+    )
+    from coding_genesis.breaker import (
+        CircuitBreaker as CircuitBreaker,
+    )
+    from coding_genesis.budget import (
+        Budget as Budget,
     )
     from coding_genesis.config import (
         AgentConfig as AgentConfig,
@@ -222,9 +222,9 @@ _EXPORTS: dict[str, str] = {
     "BatchItem": "batch",
     "BatchSettings": "batch",
     "BreakerSetting": "config",
-    "Budget": "_observers.budget",
+    "Budget": "budget",
     "ChildFailure": "result",
-    "CircuitBreaker": "_failures.breaker",
+    "CircuitBreaker": "breaker",
     "CliRetryEvent": "events",
     "CodingGenesisAgent": "agent",
     "CommandSpec": "backend",

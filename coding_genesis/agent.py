@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from coding_genesis._failures.breaker import CircuitBreaker
 from coding_genesis._observers.prices import PriceTable
 from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
@@ -40,6 +39,7 @@ from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.signatures import keyword_parameters, show_keywords
 from coding_genesis._workspace.sweep import sweep
 from coding_genesis.backend import Backend, check_options
+from coding_genesis.breaker import CircuitBreaker
 from coding_genesis.config import (
     DEFAULT_TIMEOUT,
     AgentConfig,
@@ -91,7 +91,7 @@ class CodingGenesisAgent:
     :class:`~coding_genesis.retry.RetryPolicy`, "default" or a number of
     retries) retries failures per category, resuming the CLI session; without
     it a request is one attempt.  ``circuit_breaker=`` (a
-    :class:`~coding_genesis._failures.breaker.CircuitBreaker`, shareable between agents)
+    :class:`~coding_genesis.breaker.CircuitBreaker`, shareable between agents)
     makes the agent ``DEGRADED`` (status 69 at once) after repeated failures
     no retry fixes (CLI missing, auth) until a cooldown passes and a probe
     succeeds.

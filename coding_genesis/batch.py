@@ -36,7 +36,7 @@ from coding_genesis.status import ErrorCode, Status
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._observers.budget import Budget
+    from coding_genesis.budget import Budget
     from coding_genesis.pool import SessionPool
 
 __all__ = [
@@ -390,7 +390,7 @@ async def run_many(
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
 
-    ``budget``: a :class:`~coding_genesis._observers.budget.Budget` for every request
+    ``budget``: a :class:`~coding_genesis.budget.Budget` for every request
     that does not set its own; one shared pot caps the batch (runs in flight
     are stopped once it is spent, queued ones are not started; each result's
     ``budget`` says which).  A usage limit (a failure with ``retry_at``)

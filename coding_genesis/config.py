@@ -25,8 +25,9 @@ from coding_genesis._supervision.process import SupervisorConfig
 from coding_genesis._util.checks import check_cwd, count, path_or_none, required_seconds, seconds
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.schema import OutputSchema, output_schema
-from coding_genesis._util.settingtypes import is_setting_type
 from coding_genesis.backend import Permissions, as_backend
+from coding_genesis.breaker import CircuitBreaker
+from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from coding_genesis.hooks import hook_table
 from coding_genesis.options import (
@@ -41,8 +42,6 @@ from coding_genesis.request import RetrySetting, SharedOptions
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._failures.breaker import CircuitBreaker
-    from coding_genesis._observers.budget import Budget
     from coding_genesis._util.clock import Clock
     from coding_genesis.approval import Approver
     from coding_genesis.backend import Backend
@@ -322,7 +321,7 @@ class AgentConfig:
     stderr_tail_bytes: int = 64 * 1024
     #: Retry policy (None: one attempt per request).
     retry: RetryPolicy | None = None
-    #: Shared circuit breaker (a :class:`~coding_genesis._failures.breaker.CircuitBreaker`);
+    #: Shared circuit breaker (a :class:`~coding_genesis.breaker.CircuitBreaker`);
     #: "default": a breaker of the agent's own; None: none.
     circuit_breaker: CircuitBreaker | Literal["default"] | None = "default"
     #: Time source of the retry loop and the breaker (None: the current clock).
@@ -361,9 +360,9 @@ class AgentConfig:
     #: Price-table overrides: model-id prefix -> ModelPrice or a dict of its
     #: fields, USD per million tokens (coding_genesis._observers.prices).
     prices: Mapping[str, Any] | None = None
-    #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis._observers.budget);
+    #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis.budget);
     #: one pot shared by everything it is given to unless ``per_run``.
-    #: A :class:`~coding_genesis._observers.budget.Budget`, or None.
+    #: A :class:`~coding_genesis.budget.Budget`, or None.
     budget: Budget | None = None
     #: Run ledger directory (see coding_genesis._supervision.ledger): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
@@ -476,11 +475,7 @@ class AgentConfig:
 
         set_(self, "retry", RetryPolicy.parse(self.retry))
         breaker = self.circuit_breaker
-        if (
-            breaker is not None
-            and breaker != "default"
-            and not is_setting_type("circuit_breaker", breaker)
-        ):
+        if breaker is not None and breaker != "default" and not isinstance(breaker, CircuitBreaker):
             raise ConfigError(
                 f"circuit_breaker must be a CircuitBreaker, 'default' or None, got {breaker!r}"
             )
@@ -503,7 +498,7 @@ class AgentConfig:
         if self.prices is not None:  # its prices are checked by the agent, which builds the table
             set_(self, "prices", dict(self.prices))
         if self.budget is not None:
-            if not is_setting_type("budget", self.budget):
+            if not isinstance(self.budget, Budget):
                 raise ConfigError(f"budget must be a Budget, got {self.budget!r}")
             if not self.metering:
                 raise ConfigError("a budget needs metering (metering=True)")

@@ -38,7 +38,6 @@ from typing import Any
 
 import anyio
 
-from coding_genesis._observers.budget import Budget
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis.batch import (
     BatchItem,
@@ -51,6 +50,7 @@ from coding_genesis.batch import (
     register_executor,
     run_many,
 )
+from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from coding_genesis.integrations.ray_budget import on_ray
 from coding_genesis.status import Status

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from coding_genesis._failures.analysis import analyze
-from coding_genesis._failures.breaker import CircuitBreaker
 from coding_genesis._failures.errorcontext import last_resort_message
 from coding_genesis._failures.taxonomy import (
     LAST_RESORT_MESSAGES,
@@ -16,6 +15,7 @@ from coding_genesis._failures.taxonomy import (
     category_from_name,
 )
 from coding_genesis.backends import CodexBackend
+from coding_genesis.breaker import CircuitBreaker
 from coding_genesis.result import RunResult
 from coding_genesis.retry import Action, RetryPolicy
 from coding_genesis.status import ErrorCode, FailureCategory, Status

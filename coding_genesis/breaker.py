@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import FailureCategory
 
@@ -156,6 +155,3 @@ class CircuitBreaker:
         self.opened_at = None
         self.reason = ""
         self.probing = False
-
-
-register_setting_type("circuit_breaker", CircuitBreaker)  # AgentConfig checks against it
