@@ -404,7 +404,7 @@ class ClaudeTranslator(Translator):
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
         #: What becomes of the usage claude reports per message (see
-        #: coding_genesis.backend.Translator): "live", "folded" or "off".
+        #: coding_genesis.events.Translator): "live", "folded" or "off".
         self.message_usage = "live"
         #: (message id, usage) of the last usage event: claude repeats a
         #: message's usage on each of its lines; an unchanged repeat says nothing new.

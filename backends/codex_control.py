@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
-from coding_genesis.backend import CommandSpec, Translator
+from coding_genesis.backend import CommandSpec, Translator, client_version
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
@@ -210,8 +210,6 @@ class CodexAppServer(ControlProtocol):
         return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
     def opening(self, start: SessionStart) -> list[Outgoing]:
-        from coding_genesis import __version__  # the package metadata, read once a session
-
         self._start = start
         self._hooks = frozenset(start.hooks)
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
@@ -221,7 +219,7 @@ class CodexAppServer(ControlProtocol):
             self._call(
                 "initialize",
                 {
-                    "clientInfo": {"name": "coding-genesis", "version": __version__},
+                    "clientInfo": {"name": "coding-genesis", "version": client_version()},
                     "capabilities": capabilities,
                 },
             )

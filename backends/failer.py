@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import coding_genesis
+import coding_genesis.backend
 from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec
 from coding_genesis.control import SessionStart
 from coding_genesis.result import RunResult
@@ -46,7 +46,7 @@ RETRYABLE_CODES = tuple(
 #: The variable the failer reads them from (its own, set for it by this backend).
 RETRYABLE_ENV = "GENESIS_FAILER_RETRYABLE"
 
-FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
+FAILER_SCRIPT = str(Path(coding_genesis.backend.__file__).with_name("testing") / "failer.py")
 
 
 class FailerBackend(Backend):

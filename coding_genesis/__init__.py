@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         EventStream as EventStream,
         Subscription as Subscription,
     )
-    from coding_genesis._supervision.process import (
+    from coding_genesis._supervision.values import (
         StopReason as StopReason,
         SupervisorConfig as SupervisorConfig,
     )
@@ -66,11 +66,9 @@ if TYPE_CHECKING:
         AttemptRequest as AttemptRequest,
         Backend as Backend,
         BackendPluginError as BackendPluginError,
-        CommandSpec as CommandSpec,
         OptionSpec as OptionSpec,
         RepositoryFile as RepositoryFile,
         RunRequest as RunRequest,
-        Translator as Translator,
     )
     from coding_genesis.backends import (
         available_backends as available_backends,
@@ -121,6 +119,7 @@ if TYPE_CHECKING:
         TextEvent as TextEvent,
         ToolCallEvent as ToolCallEvent,
         ToolResultEvent as ToolResultEvent,
+        Translator as Translator,
         UsageEvent as UsageEvent,
     )
     from coding_genesis.hooks import (
@@ -150,6 +149,7 @@ if TYPE_CHECKING:
     )
     from coding_genesis.request import (
         CallOptions as CallOptions,
+        CommandSpec as CommandSpec,
         LiveOptions as LiveOptions,
         RequestOptions as RequestOptions,
         RetrySetting as RetrySetting,
@@ -227,7 +227,7 @@ _EXPORTS: dict[str, str] = {
     "CircuitBreaker": "breaker",
     "CliRetryEvent": "events",
     "CodingGenesisAgent": "agent",
-    "CommandSpec": "backend",
+    "CommandSpec": "request",
     "ConfigError": "errors",
     "CostSource": "result",
     "DEFAULT_TIMEOUT": "agent",
@@ -275,15 +275,15 @@ _EXPORTS: dict[str, str] = {
     "SessionEvent": "events",
     "StateEvent": "run_events",
     "Status": "status",
-    "StopReason": "_supervision.process",
+    "StopReason": "_supervision.values",
     "Subscription": "_pipeline.bus",
-    "SupervisorConfig": "_supervision.process",
+    "SupervisorConfig": "_supervision.values",
     "TextEvent": "events",
     "ToolCallEvent": "events",
     "ToolKind": "approval",
     "ToolResultEvent": "events",
     "TranscriptObserver": "_observers.transcript",
-    "Translator": "backend",
+    "Translator": "events",
     "UnknownBackendError": "errors",
     "UsageEvent": "events",
     "Verdict": "approval",

@@ -33,7 +33,7 @@ from coding_genesis._pipeline.hooking import unsupported_hooks
 from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
-from coding_genesis._supervision.process import StopReason
+from coding_genesis._supervision.values import StopReason
 from coding_genesis._util.clock import Clock
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis._util.signatures import keyword_parameters, show_keywords

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
 from coding_genesis.errors import ConfigError
-from coding_genesis.events import CliRetryEvent, ErrorEvent
+from coding_genesis.events import CliRetryEvent, ErrorEvent, Translator
 from coding_genesis.options import MessageUsage, Permissions
+from coding_genesis.request import CommandSpec
 from coding_genesis.status import FailureCategory
-from coding_genesis.usage import RunningTotals, Tokens
 
 if TYPE_CHECKING:
     from coding_genesis.control import ControlProtocol
@@ -56,6 +56,7 @@ __all__ = [
     "Translator",
     "as_backend",
     "check_options",
+    "client_version",
     "fatal_evidence",
     "is_factory",
     "load_plugin",
@@ -136,67 +137,7 @@ ALL_SETTING_SOURCES: tuple[tuple[str, ...], ...] = (
 )  #: 0.1.0's name (it is per attempt, not per run)
 
 
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
-    """How to start the CLI: arguments after the program, stdin, environment."""
-
-    args: tuple[str, ...]
-    #: Written to stdin, which is then closed.  None: stdin is /dev/null.
-    stdin: bytes | None = None
-    #: Variables added to the inherited environment.
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: Inherited variables to remove; a trailing ``*`` matches a prefix.
-    unset_env: tuple[str, ...] = ()
-    #: Files of a private temporary settings overlay, by relative path: the core writes
-    #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
-    #: ``env`` values with that directory's path, and removes it after the run.
-    overlay: Mapping[str, bytes] = field(default_factory=dict)
-    #: Options the CLI cannot honor, reported as warnings in the result.
-    warnings: tuple[str, ...] = ()
-
-
 # -- the contract --------------------------------------------------------------------
-
-
-class Translator(ABC):
-    """Per-run, stateful line translator (e.g. remembers tool ids).
-
-    ``message_usage`` (default ``"live"``; the core sets it before the run): what
-    becomes of the usage a CLI reports mid-stream (claude: per message).  ``"live"``:
-    a usage event each (budgets, usage subscribers); ``"folded"``: kept and summed,
-    given as usage events by :meth:`flush` at the end of the stream (what metering
-    needs, for a dict store per line); ``"off"``: dropped (nothing hears usage).  The
-    CLI's final usage is translated whatever the mode, and the run's result is the
-    same.  A translator that reports no mid-stream usage ignores it.
-
-    ``totals`` (the core sets it for a live run; None for a replay): where a
-    translator of a CLI that reports its *session's* running total makes the
-    run's share of it (:class:`~coding_genesis.usage.RunningTotals`): its usage
-    events then carry that share, never the running total.
-    """
-
-    message_usage: MessageUsage = "live"
-    totals: RunningTotals | None = None
-    #: The name its running totals are kept under (None: the CLI reports none).
-    running_cli: str | None = None
-
-    def recorded_total(
-        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
-    ) -> Mapping[str, float] | None:
-        """A session's running total as our records know it (the cost, and
-        per model the tokens and cost its runs' shares add up to), in the
-        counters :attr:`totals` keeps for this CLI: what a resumed session's
-        first run is the share of.  None: the CLI reports no running totals."""
-        return None
-
-    @abstractmethod
-    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
-        """Normalized events for one parsed stdout object.  Unknown types give ()."""
-
-    def flush(self) -> Sequence[Event]:
-        """The events held back until the end of the stream (called once, at EOF,
-        whatever ended the stream); none by default."""
-        return ()
 
 
 _NO_OPTIONS: Mapping[str, OptionSpec] = MappingProxyType({})
@@ -351,6 +292,14 @@ class Backend(ABC):
         ``approver=``); None: this backend has none (see
         :mod:`coding_genesis.control`)."""
         return None
+
+
+def client_version() -> str:
+    """This package's version, as a backend names its client to a CLI (codex's
+    ``clientInfo``): read from the package metadata on first use."""
+    from coding_genesis._util.version import version  # lazy: importlib.metadata costs ~20 ms
+
+    return version()
 
 
 def check_options(backend: Backend, options: Mapping[str, Any]) -> None:

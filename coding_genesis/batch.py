@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from coding_genesis.budget import Budget
-    from coding_genesis.pool import SessionPool
 
 __all__ = [
     "BatchItem",
@@ -47,7 +46,7 @@ __all__ = [
     "ExecutorName",
     "InvalidRequest",
     "LocalExecutor",
-    "PoolExecutor",
+    "PoolSource",
     "ResultCallback",
     "RunSpec",
     "coerce_request",
@@ -274,57 +273,15 @@ class LocalExecutor:
         return await execute(request, index, emit)
 
 
-class PoolExecutor:
-    """Runs each request as the one turn of a warm session of ``pool``
-    (``run_many(pool=...)``).  A request takes the pool's settings: one that
-    names another backend, sets a setting otherwise (``timeout`` apart: it
-    bounds the turn) or asks to ``resume`` is answered with a failure."""
+class PoolSource(Protocol):
+    """What ``run_many(pool=...)`` draws from: an entered
+    :class:`~coding_genesis.pool.SessionPool` (the pool is above the batch: it
+    brings the executor that runs each request as one turn of its sessions)."""
 
-    def __init__(self, pool: SessionPool) -> None:
-        self.pool = pool
+    @property
+    def serving(self) -> bool: ...
 
-    async def run_one(
-        self, index: int, request: BatchItem, emit: EventCallback | None
-    ) -> dict[str, Any]:
-        spec = coerce_request(index, request)
-        if isinstance(spec, dict):
-            return spec
-        settings = spec.agent_kwargs()
-        problem = self._mismatch(spec, settings)
-        if problem is not None:
-            return failure_result(index, problem, backend=spec.backend)
-
-        def tagged(event: Any) -> None:
-            if emit is not None:
-                emit({**event.to_dict(), "index": index})
-
-        result = await self.pool.run_result(
-            spec.prompt, timeout=settings.get("timeout"), on_event=tagged if emit else None
-        )
-        answer: dict[str, Any] = dict(result.to_dict())
-        answer["index"] = index
-        return answer
-
-    def _mismatch(self, spec: RunSpec, settings: Mapping[str, Any]) -> str | None:
-        pool = self.pool.config
-        name = self.pool.backend.name
-        if spec.backend != name:
-            return (
-                f"this batch runs on a pool of {name!r} sessions: backend {spec.backend!r} cannot"
-            )
-        if spec.resume is not None:
-            return "a pooled request starts a new conversation: resume cannot apply"
-        given = {k: v for k, v in settings.items() if k != "timeout"}
-        try:
-            wanted = pool.replace(**given)
-        except (ConfigError, TypeError) as exc:
-            return f"invalid request: {exc}"
-        differ = sorted(k for k in given if getattr(wanted, k) != getattr(pool, k))
-        if differ:
-            return (
-                f"a pooled request takes the pool's settings; it sets {', '.join(differ)} otherwise"
-            )
-        return None
+    def executor(self) -> Executor: ...
 
 
 #: Executors by name.  An integration registers its own when it is imported
@@ -385,7 +342,7 @@ async def run_many(
     deadline_s: float | None = None,
     clock: Clock | None = None,
     repeat: int = 1,
-    pool: SessionPool | None = None,
+    pool: PoolSource | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -418,7 +375,7 @@ async def run_many(
     (``genesis run-many`` records each run this way: ``transcripts``, ``run_log``).
 
     ``pool``: a :class:`~coding_genesis.pool.SessionPool` (entered) each
-    request takes a warm session from, for one turn (:class:`PoolExecutor`);
+    request takes a warm session from, for one turn (the pool's executor);
     on this machine, with the pool's settings (its budget too).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -432,7 +389,7 @@ async def run_many(
             )
         if not pool.serving:
             raise AgentUsageError("pool= needs an entered pool (`async with SessionPool(...)`)")
-    runner = PoolExecutor(pool) if pool is not None else _executor(executor)
+    runner = pool.executor() if pool is not None else _executor(executor)
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}

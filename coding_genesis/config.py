@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from coding_genesis._supervision.process import SupervisorConfig
+from coding_genesis._supervision.values import SupervisorConfig
 from coding_genesis._util.checks import check_cwd, count, path_or_none, required_seconds, seconds
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.schema import OutputSchema, output_schema

@@ -34,8 +34,9 @@ from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import CommandSpec, Translator
+    from coding_genesis.events import Translator
     from coding_genesis.options import Permissions
+    from coding_genesis.request import CommandSpec
     from coding_genesis.tools import HostTool, ToolResult
 
 __all__ = [

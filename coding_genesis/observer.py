@@ -28,7 +28,7 @@ from coding_genesis.events import Event, EventKind
 from coding_genesis.options import Trigger
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
     from coding_genesis.usage import RunningTotals
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
@@ -130,7 +130,7 @@ class RunObserver:
     4. :attr:`message_usage`: how an observer that hears usage events (with
        :meth:`decoded` or :attr:`decoded_handlers`) wants a CLI's per-message
        usage: ``live`` (the default) or ``folded`` (see
-       :class:`coding_genesis.backend.Translator`).
+       :class:`coding_genesis.events.Translator`).
     5. :meth:`attempt_decoded`: an attempt's stdout is all decoded; read its
        tally (what the decoder folds anyway: tool calls paired with their
        durations, when each event type was first seen), at no cost per event.

@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -37,6 +37,14 @@ import anyio.abc
 import anyio.from_thread
 
 from coding_genesis.agent import CodingGenesisAgent
+from coding_genesis.batch import (
+    BatchItem,
+    EventCallback,
+    RunSpec,
+    coerce_request,
+    failure_result,
+    run_many,
+)
 from coding_genesis.config import AgentConfig, required_seconds, seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.result import RunResponse, RunResult
@@ -46,12 +54,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from coding_genesis.backend import Backend
-    from coding_genesis.batch import BatchItem
     from coding_genesis.config import AgentSettings
     from coding_genesis.run_events import RunEvent
     from coding_genesis.session import Session
 
-__all__ = ["PoolStats", "SessionPool", "SyncPooledSession", "SyncSessionPool"]
+__all__ = ["PoolExecutor", "PoolStats", "SessionPool", "SyncPooledSession", "SyncSessionPool"]
 
 log = logging.getLogger("coding_genesis.pool")
 
@@ -290,6 +297,11 @@ class SessionPool:
             return True
         return False
 
+    def executor(self) -> PoolExecutor:
+        """What ``run_many(pool=self)`` runs each request with: one turn of a
+        warm session each."""
+        return PoolExecutor(self)
+
     def _check_serving(self) -> None:
         if not self.serving:
             raise AgentUsageError(
@@ -422,6 +434,59 @@ class SessionPool:
                 await slot.wake.wait()
 
 
+class PoolExecutor:
+    """Runs each request as the one turn of a warm session of ``pool``
+    (``run_many(pool=...)``).  A request takes the pool's settings: one that
+    names another backend, sets a setting otherwise (``timeout`` apart: it
+    bounds the turn) or asks to ``resume`` is answered with a failure."""
+
+    def __init__(self, pool: SessionPool) -> None:
+        self.pool = pool
+
+    async def run_one(
+        self, index: int, request: BatchItem, emit: EventCallback | None
+    ) -> dict[str, Any]:
+        spec = coerce_request(index, request)
+        if isinstance(spec, dict):
+            return spec
+        settings = spec.agent_kwargs()
+        problem = self._mismatch(spec, settings)
+        if problem is not None:
+            return failure_result(index, problem, backend=spec.backend)
+
+        def tagged(event: Any) -> None:
+            if emit is not None:
+                emit({**event.to_dict(), "index": index})
+
+        result = await self.pool.run_result(
+            spec.prompt, timeout=settings.get("timeout"), on_event=tagged if emit else None
+        )
+        answer: dict[str, Any] = dict(result.to_dict())
+        answer["index"] = index
+        return answer
+
+    def _mismatch(self, spec: RunSpec, settings: Mapping[str, Any]) -> str | None:
+        pool = self.pool.config
+        name = self.pool.backend.name
+        if spec.backend != name:
+            return (
+                f"this batch runs on a pool of {name!r} sessions: backend {spec.backend!r} cannot"
+            )
+        if spec.resume is not None:
+            return "a pooled request starts a new conversation: resume cannot apply"
+        given = {k: v for k, v in settings.items() if k != "timeout"}
+        try:
+            wanted = pool.replace(**given)
+        except (ConfigError, TypeError) as exc:
+            return f"invalid request: {exc}"
+        differ = sorted(k for k in given if getattr(wanted, k) != getattr(pool, k))
+        if differ:
+            return (
+                f"a pooled request takes the pool's settings; it sets {', '.join(differ)} otherwise"
+            )
+        return None
+
+
 class SyncPooledSession(SyncTurns):
     """A pooled :class:`~coding_genesis.session.Session` for code without an
     event loop (from :meth:`SyncSessionPool.session`)."""
@@ -495,8 +560,6 @@ class SyncSessionPool:
     def run_many(self, requests: Iterable[BatchItem], **options: Any) -> list[dict[str, Any]]:
         """:func:`~coding_genesis.batch.run_many` drawing from this pool, blocking
         (the same keywords but ``pool``)."""
-        from coding_genesis.batch import run_many  # (same layer) batch knows pools, not the reverse
-
         portal = self._live_portal()
         call = functools.partial(run_many, requests, pool=self.pool, **options)
         return cast("list[dict[str, Any]]", portal.call(call))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from coding_genesis.options import Permissions, SettingSource
@@ -30,6 +31,7 @@ __all__ = [
     "LIVE_OPTION_NAMES",
     "RUN_OPTION_NAMES",
     "CallOptions",
+    "CommandSpec",
     "LiveOptions",
     "OutputSchemaSetting",
     "RequestOptions",
@@ -125,3 +127,25 @@ RUN_OPTION_NAMES: frozenset[str] = RunOptions.__optional_keys__
 LIVE_OPTION_NAMES: frozenset[str] = LiveOptions.__optional_keys__
 #: The options only a call takes.
 CALL_OPTION_NAMES: frozenset[str] = CallOptions.__optional_keys__
+
+
+# -- what a backend makes of a request -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """How to start the CLI: arguments after the program, stdin, environment."""
+
+    args: tuple[str, ...]
+    #: Written to stdin, which is then closed.  None: stdin is /dev/null.
+    stdin: bytes | None = None
+    #: Variables added to the inherited environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Inherited variables to remove; a trailing ``*`` matches a prefix.
+    unset_env: tuple[str, ...] = ()
+    #: Files of a private temporary settings overlay, by relative path: the core writes
+    #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
+    #: ``env`` values with that directory's path, and removes it after the run.
+    overlay: Mapping[str, bytes] = field(default_factory=dict)
+    #: Options the CLI cannot honor, reported as warnings in the result.
+    warnings: tuple[str, ...] = ()

@@ -119,7 +119,8 @@ async def _version(
 ) -> tuple[str, str]:
     """(status, detail) of ``argv --version`` (or ``version_args``) run under supervision."""
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._supervision.process import SupervisorConfig, run_process
+    from coding_genesis._supervision.process import run_process
+    from coding_genesis._supervision.values import SupervisorConfig
 
     chunks: list[bytes] = []
 

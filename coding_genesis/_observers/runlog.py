@@ -36,7 +36,7 @@ from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
 from coding_genesis.usage import RunningTotals, Tokens
 
 __all__ = [

@@ -75,7 +75,7 @@ from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.run_events import LIFECYCLE_KINDS
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
 
 __all__ = [
     "Transcript",

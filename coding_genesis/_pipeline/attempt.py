@@ -20,11 +20,13 @@ from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.childenv import build_env, child_base_env
-from coding_genesis._supervision.process import ProcessOutcome, run_process
+from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend, CommandSpec, MessageUsage, node_launch
+from coding_genesis.backend import Backend, MessageUsage, node_launch
 from coding_genesis.config import AgentConfig
+from coding_genesis.request import CommandSpec
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
 
@@ -194,7 +196,7 @@ class AttemptContext:
     environment before ``config.env``; ``stop`` is the run's stop handle (a
     stop asked for before the spawn refuses the attempt: nothing is started);
     ``message_usage``: what the translator makes of the usage a CLI reports
-    mid-stream (see :class:`~coding_genesis.backend.Translator`); ``on_overlay``
+    mid-stream (see :class:`~coding_genesis.events.Translator`); ``on_overlay``
     gets the settings overlay's directory as soon as it exists (the run
     records it for the sweep: a SIGKILLed runner removes nothing).
     """

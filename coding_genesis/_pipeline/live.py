@@ -45,10 +45,11 @@ from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
-from coding_genesis._supervision.process import ProcessOutcome, run_process
+from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import Approver, Remembered
-from coding_genesis.backend import Backend, Translator
+from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.control import (
     ControlProtocol,
@@ -65,7 +66,7 @@ from coding_genesis.control import (
     Unknown,
     UnparsedLine,
 )
-from coding_genesis.events import Event, SessionEvent
+from coding_genesis.events import Event, SessionEvent, Translator
 from coding_genesis.hooks import Hook, HookEvent
 from coding_genesis.options import Trigger
 from coding_genesis.status import ErrorCode, Status

@@ -16,8 +16,8 @@ from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.overlay import overlays
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.process import ProcessOutcome
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import Approver
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig

@@ -18,7 +18,7 @@ from coding_genesis._pipeline.attempt import AttemptOutcome, TurnEnd
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.process import ProcessOutcome, StopReason
+from coding_genesis._supervision.values import ProcessOutcome, StopReason
 from coding_genesis._util.display import signal_name
 from coding_genesis._util.redact import Redactor
 from coding_genesis._util.words import counted

@@ -45,8 +45,8 @@ from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._pipeline.wrappers import RunWrappers
 from coding_genesis._supervision.ledger import Ledger, LedgerError
-from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import StopReason
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend
