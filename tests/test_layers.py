@@ -61,6 +61,20 @@ def test_the_contracts_hold_and_a_broken_layer_fails(tmp_path: Path) -> None:
     assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
 
 
+def test_a_type_checking_import_counts(tmp_path: Path) -> None:
+    """An annotation is an edge like any other: one imported for type checkers
+    only, from the supervision layer up to the agent, breaks the layers too."""
+    project = _copy_project(tmp_path)
+    process = project / "coding_genesis" / "_supervision" / "process.py"
+    process.write_text(
+        process.read_text()
+        + "\nif TYPE_CHECKING:\n    from coding_genesis.agent import CodingGenesisAgent  # noqa\n"
+    )
+    broken = _run(project)
+    assert broken.returncode != 0, broken.stdout
+    assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
+
+
 def _modules() -> list[tuple[str, Path]]:
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -122,3 +136,24 @@ def test_no_private_name_crosses_its_subpackage() -> None:
                 if _unit(target) != _unit(module):
                     crossings.append(f"{module}: {node.value.id}.{node.attr} ({target})")
     assert not crossings, "\n".join(crossings)
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """The root imports every public name (under TYPE_CHECKING, and lazily):
+    a module that imports it reaches every layer at once."""
+    found = []
+    for module, path in _modules():
+        if module == "coding_genesis":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [
+                    f"{module}: import {a.name}" for a in node.names if a.name == "coding_genesis"
+                ]
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module == "coding_genesis"
+            ):
+                found.append(f"{module}: from coding_genesis import ...")
+    assert not found, "\n".join(found)
