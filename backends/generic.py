@@ -241,7 +241,7 @@ MAX_BACKENDS_FILE = 4 * 1024 * 1024
 def _read_regular(where: str, limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit``: a FIFO never blocks
     the open (``O_NONBLOCK``), a directory or device is refused.  (The same
-    checks as ``coding_genesis._util.files.read_regular``, which a backend
+    checks as the core's reader of files someone could plant, which a backend
     may not import: backends use public modules only.)"""
     fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

@@ -4,13 +4,11 @@ wiring of one request's pipeline::
     request → attempt (spawn, supervise, decode) → outcome → result
             → failure analysis → decision (done, retry, degrade) → response
 
-Each part is a unit of its own (:mod:`~coding_genesis._pipeline.request`,
-:mod:`~coding_genesis._pipeline.attempt`, :mod:`~coding_genesis._pipeline.outcome`,
-:mod:`~coding_genesis._failures.analysis`, :mod:`~coding_genesis.retry`); one run's
-wiring is :mod:`~coding_genesis._pipeline.run`.  Observers plug in through
+Each part is a unit of its own (see the architecture page); the retry policy is
+:mod:`~coding_genesis.retry`'s and observers plug in through
 :mod:`~coding_genesis.observer`.  The agent holds the state machine, resolves the
 backend in the registry and builds what the pipeline is handed: the observers and
-the wrappers around a run (:mod:`~coding_genesis._workspace.wrappers`).
+the wrappers around a run (isolation, verify).
 """
 
 from __future__ import annotations
@@ -129,7 +127,7 @@ class CodingGenesisAgent:
         except TypeError as exc:  # a field of the wrong shape (e.g. not iterable)
             raise ConfigError(str(exc)) from None
         if isinstance(cfg.backend, str):
-            # (down) the registry loads every backend: only when one is named
+            # lazy: the registry loads every backend: only when one is named
             from coding_genesis.backends import get_backend
 
             self._backend: Backend = get_backend(cfg.backend)
@@ -504,7 +502,7 @@ class CodingGenesisAgent:
 
 
 def _two_way_backends(steering: bool = False, tools: bool = False) -> list[str]:
-    # (down) the registry loads every backend: only an answer that names them needs it
+    # lazy: the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
 
     names = []
@@ -549,7 +547,7 @@ def _no_two_way(backend: Backend, what: str) -> str:
 
 
 def _no_structured_output(backend: Backend) -> str:
-    # (down) the registry loads every backend: only an answer that names them needs it
+    # lazy: the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
 
     names = [name for name in registered_backends() if get_backend(name).structured_output]
@@ -568,7 +566,7 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
     """The observers ``config`` turns on, then the caller's own."""
     observers: list[Observer] = []
     if config.telemetry:
-        # (down; imports no OpenTelemetry) only an agent with telemetry on loads it
+        # lazy: only an agent with telemetry on loads it (it imports no OpenTelemetry)
         from coding_genesis._observers.telemetry import TelemetryObserver
 
         observers.append(TelemetryObserver(content=config.telemetry_content))
@@ -577,7 +575,7 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
     if config.run_log is not None:
         observers.append(RunLogObserver(config.run_log))
     if config.metering:
-        # (down) only an agent that meters loads metering
+        # lazy: only an agent that meters loads metering
         from coding_genesis._observers.metering import MeteringObserver
 
         observers.append(MeteringObserver(config.prices, config.budget))
@@ -589,7 +587,7 @@ def _wrappers_of(config: AgentConfig) -> WrappersFactory | None:
     """The factory of the wrappers around each run (isolation, verify), or None."""
     if config.isolation is None and not config.verify:
         return None
-    # Only an isolated or verified run needs git and the workspace (start-up cost).
+    # lazy: only an isolated or verified run needs git and the workspace (start-up)
     from coding_genesis._workspace.wrappers import run_wrappers
 
     return run_wrappers

@@ -205,7 +205,7 @@ def check_tools(value: object) -> tuple[HostTool, ...]:
     """``tools=``: each a host tool (a plain function wrapped), names unique."""
     if value is None or (isinstance(value, Sequence) and not value):
         return ()
-    from coding_genesis.tools import as_host_tools  # (down) pydantic, only when tools are given
+    from coding_genesis.tools import as_host_tools  # lazy: pydantic, only for tools
 
     return as_host_tools(value)  # type: ignore[arg-type]  # checked there
 
@@ -272,8 +272,8 @@ class AgentConfig:
     hook_timeout: float = 30.0
     #: The shape of every answer: a JSON Schema (its root an object) or a
     #: pydantic model class, given to the CLI; the result's ``output`` holds
-    #: the validated answer (None: a free answer).  Checked once: held as an
-    #: :class:`~coding_genesis._util.schema.OutputSchema`.
+    #: the validated answer (None: a free answer).  Checked once: held as the
+    #: checked schema (its JSON Schema, and the pydantic model if one was given).
     output_schema: OutputSchema | None = None
     #: The caller's functions the model may call (coding_genesis.tools): plain
     #: functions or ``@tool`` ones; a run with tools speaks the CLI's two-way protocol.
@@ -305,7 +305,7 @@ class AgentConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     #: True (the default): the CLI inherits this process's whole environment,
     #: every credential in it included.  False: only a minimal environment, the
-    #: backend's declared needs, ``env_allow`` and ``env`` (see coding_genesis._supervision.childenv).
+    #: backend's declared needs, ``env_allow`` and ``env`` (docs/security.md).
     inherit_env: bool = True
     #: Names (``PREFIX_*`` for a prefix) passed on when ``inherit_env`` is False.
     env_allow: tuple[str, ...] = ()
@@ -332,7 +332,7 @@ class AgentConfig:
     #: its warnings say where recording stopped).
     transcript_max_bytes: int = 1 << 30
     #: None: the run edits ``cwd`` itself; "worktree": each run happens in a fresh
-    #: git worktree on a new branch (see coding_genesis._workspace.isolation).
+    #: git worktree on a new branch (docs/isolation.md).
     isolation: Isolation | None = None
     #: The commit the run's branch starts from (None: ``HEAD`` of the ``cwd`` repository).
     isolation_base: str | None = None
@@ -355,21 +355,21 @@ class AgentConfig:
     run_log: str | None = None
     #: Further observers of every run (see coding_genesis.observer).
     observers: tuple[Observer, ...] = ()
-    #: Meter usage, cost, context use and latency of every run (coding_genesis._observers.metering).
+    #: Meter usage, cost, context use and latency of every run (docs/metering.md).
     metering: bool = True
     #: Price-table overrides: model-id prefix -> ModelPrice or a dict of its
-    #: fields, USD per million tokens (coding_genesis._observers.prices).
+    #: fields, USD per million tokens (the bundled table: docs/metering.md).
     prices: Mapping[str, Any] | None = None
     #: Limits on cost, tokens, turns, tool calls, enforced mid-run (coding_genesis.budget);
     #: one pot shared by everything it is given to unless ``per_run``.
     #: A :class:`~coding_genesis.budget.Budget`, or None.
     budget: Budget | None = None
-    #: Run ledger directory (see coding_genesis._supervision.ledger): None: the default
+    #: Run ledger directory (docs/supervision.md): None: the default
     #: location ($XDG_RUNTIME_DIR/coding-genesis, else a private directory in
     #: /dev/shm or under the temp directory); False: no ledger (the parent-death signal is then the
     #: only protection against a runner's death).
     ledger: str | bool | None = None
-    #: OpenTelemetry spans (see coding_genesis._observers.telemetry): emitted whenever
+    #: OpenTelemetry spans (docs/telemetry.md): emitted whenever
     #: ``opentelemetry-api`` is importable (a no-op until an SDK is configured);
     #: False: none, and no ``TRACEPARENT`` is given to the CLI.
     telemetry: bool = True
@@ -471,7 +471,7 @@ class AgentConfig:
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"options must be a mapping, got {self.options!r}")
         set_(self, "options", dict(self.options))
-        from coding_genesis.retry import RetryPolicy  # (down) no pydantic at import time
+        from coding_genesis.retry import RetryPolicy  # lazy: no pydantic at import time
 
         set_(self, "retry", RetryPolicy.parse(self.retry))
         breaker = self.circuit_breaker

@@ -51,7 +51,7 @@ class RunInfo:
     redactor: Redactor
     #: The run's stop handle: an observer that must end the run (a budget
     #: spent) asks for the stop here; the supervisor stops the tree like a
-    #: timeout (see coding_genesis._supervision.stop).
+    #: timeout.
     stop: StopHandle | None = None
     #: Publishes an event of the run on the agent's bus (stamped with the run id).
     publish: Callable[[Event], object] | None = None

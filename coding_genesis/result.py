@@ -120,10 +120,10 @@ class RunResult(BaseModel):
     usage_source: str | None = None
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
-    #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
+    #: (tokens x the price table) or ``unknown`` (docs/metering.md).
     cost_source: CostSource | None = None
     #: Tokens (per model), turns, tool calls, context-window use and latency
-    #: (coding_genesis._observers.metering); None when metering is off.
+    #: (docs/metering.md); None when metering is off.
     metering: dict[str, Any] | None = None
     #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
     #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
@@ -214,7 +214,7 @@ class RunResult(BaseModel):
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
     #: The escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
-    #: This run's transcript directory (see coding_genesis._observers.transcript), if one was written.
+    #: This run's transcript directory (``transcripts=``), if one was written.
     transcript: str | None = None
     #: The verify command's last run (argv, status, exit_code, output_tail, ...;
     #: ``history``: every run of it), when one was given.

@@ -109,8 +109,7 @@ class CategoryPolicy(BaseModel):
 
 #: Retries ``RetryPolicy.default()`` makes per category; a category absent here is
 #: not retried as-is.  This is the one table retryability is read from: the
-#: failure analysis decides ``failure.retryable`` with it
-#: (coding_genesis._failures.taxonomy.retry_verdict) and the default policy
+#: failure analysis decides ``failure.retryable`` with it and the default policy
 #: retries exactly these categories, so the two agree.  (The retry strategies
 #: call ``internal`` "Partiel": analyze and decide.  We decided: one retry after
 #: a pause.  Failure recovery's tool errors are retryable "after fixing the environment":

@@ -371,9 +371,7 @@ class RunWiring:
         if not result.is_error or result.failure is not None:
             return result
         # lazy: only a failure needs the analysis and its tables
-        from coding_genesis._failures.analysis import (
-            analyze,  # (down) only a failure needs the analysis and its tables
-        )
+        from coding_genesis._failures.analysis import analyze
 
         return analyze(
             result,

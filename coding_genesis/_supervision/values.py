@@ -12,6 +12,8 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coding_genesis._util.homes import public
+
 __all__ = ["ProcessOutcome", "StdoutSink", "StopReason", "SupervisorConfig"]
 
 
@@ -85,3 +87,8 @@ class ProcessOutcome:
 #: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
 #: Receives each stdout chunk (then ``b""`` at EOF); True once the terminal event was seen.
 StdoutSink = Callable[[bytes], bool]
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(StopReason)
+public(SupervisorConfig)

@@ -104,7 +104,7 @@ class OutputSchema:
         if self.model is None:
             errors = schema_errors(value, self.schema)
             return (None, errors) if errors else (value, [])
-        from pydantic import ValidationError  # (down) on first use only
+        from pydantic import ValidationError  # lazy: pydantic on first use only
 
         try:
             return self.model.model_validate_json(json.dumps(value)), []
@@ -122,7 +122,7 @@ def output_schema(value: object) -> OutputSchema:
     if isinstance(value, OutputSchema):
         return value
     if isinstance(value, type):
-        from pydantic import BaseModel  # (down) on first use only
+        from pydantic import BaseModel  # lazy: pydantic on first use only
 
         if not issubclass(value, BaseModel):
             raise ConfigError(
