@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import math
 import os
+import signal as _signal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutError
 
-__all__ = ["check_cwd", "count", "path_or_none", "required_seconds", "seconds"]
+__all__ = [
+    "arguments",
+    "check_cwd",
+    "count",
+    "environment",
+    "flag",
+    "mapping",
+    "names",
+    "node",
+    "path_or_none",
+    "positive",
+    "program",
+    "required_seconds",
+    "seconds",
+    "signals",
+    "text",
+    "word",
+]
 
 
 def seconds(
@@ -69,3 +89,115 @@ def path_or_none(name: str, value: object) -> str | None:
             raise ConfigError(f"{name} must be a non-empty path without NUL bytes")
         return os.path.abspath(os.path.expanduser(text))
     raise ConfigError(f"{name} must be a path or None, got {value!r}")
+
+
+# -- the checks a declared setting names: (name, value) -> the value kept ---------------
+
+
+def word(name: str, value: object) -> str | None:
+    """A string without NUL bytes (a model name, say); ``""`` is no value."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or "\0" in value:
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def text(name: str, value: object) -> str | None:
+    """Text a CLI is given whole (a system prompt): a string without NUL bytes,
+    valid Unicode; None: not set."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or "\0" in value:
+        raise ConfigError(f"{name} must be a string without NUL bytes, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{name} is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def positive(name: str, value: object) -> int:
+    """An integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def mapping(name: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name} must be a mapping, got {value!r}")
+    return dict(value)
+
+
+def arguments(name: str, value: object) -> tuple[str, ...]:
+    """A list of arguments (no shell): strings without NUL bytes."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list of strings without NUL bytes")
+    if any(not isinstance(a, str) or "\0" in a for a in value):
+        raise ConfigError(f"{name} must be a list of strings without NUL bytes")
+    return tuple(value)
+
+
+def names(name: str, value: object) -> tuple[str, ...]:
+    """A list of non-empty names (variables, say)."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list of variable names")
+    if any(not isinstance(a, str) or not a for a in value):
+        raise ConfigError(f"{name} must be a list of variable names")
+    return tuple(value)
+
+
+def environment(name: str, value: object) -> dict[str, str]:
+    """Variable names mapped to string values (no ``=`` in a name, no NUL)."""
+    if not isinstance(value, Mapping) or any(
+        not isinstance(k, str) or not isinstance(v, str) or not k or "=" in k or "\0" in k + v
+        for k, v in value.items()
+    ):
+        raise ConfigError(f"{name} must map variable names to string values")
+    return dict(value)
+
+
+def signals(name: str, value: object) -> tuple[int, ...]:
+    """Signal numbers, each one this system knows."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list of signal numbers, got {value!r}")
+    found = tuple(int(s) for s in value)
+    for signum in found:
+        try:
+            _signal.Signals(signum)
+        except ValueError:
+            raise ConfigError(f"unknown signal {signum!r} in {name}") from None
+    return found
+
+
+def program(name: str, value: object) -> tuple[str, ...] | None:
+    """A program: a path, or a list of its path and leading arguments."""
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        found: tuple[str, ...] = (os.fspath(value),)
+    else:
+        if isinstance(value, bytes) or not isinstance(value, Sequence):
+            raise ConfigError(f"{name} must be a path or a list of strings, got {value!r}")
+        found = tuple(os.fspath(p) for p in value)
+        if not found:
+            raise ConfigError(f"{name} must not be empty")
+    if any(not part or "\0" in part for part in found):
+        raise ConfigError(f"{name} parts must be non-empty strings without NUL bytes")
+    return found
+
+
+def node(name: str, value: object) -> str | None:
+    """A program name (looked up on PATH), or a path (made absolute)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigError(f"{name} must be a non-empty path, got {value!r}")
+    return os.path.abspath(os.path.expanduser(value)) if os.sep in value else value
