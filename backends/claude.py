@@ -14,14 +14,12 @@ from typing import Any
 
 from coding_genesis.backend import (
     ALL_SETTING_SOURCES,
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
     RepositoryFile,
     Translator,
 )
-from coding_genesis.control import SessionStart
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
@@ -32,6 +30,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
@@ -190,21 +189,10 @@ class ClaudeBackend(Backend):
             "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
         )
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         return _command(
             ("-p", "--output-format", "stream-json", "--verbose"),
-            SessionStart(
-                cwd=request.cwd,
-                model=request.model,
-                resume=request.resume_session,
-                permissions=request.permissions,
-                max_turns=request.max_turns,
-                cli_max_retries=request.cli_max_retries,
-                options=request.options,
-                extra_args=request.extra_args,
-                output_schema=request.output_schema,
-                setting_sources=request.setting_sources,
-            ),
+            request,
             stdin=request.prompt.encode("utf-8"),
         )
 
@@ -221,7 +209,7 @@ class ClaudeBackend(Backend):
         return claude_failure_hint(result)
 
 
-def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = None) -> CommandSpec:
+def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) -> CommandSpec:
     """The argv of a one-shot run (``-p``) or of a live session (``head``): the
     model, turn limit, permission level, options, resume and extra arguments
     are spelled the same in both."""

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
@@ -32,6 +31,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from ._codex import (
@@ -123,7 +123,7 @@ class CodexBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
         if request.model:
@@ -143,8 +143,8 @@ class CodexBackend(Backend):
             args += ["--output-schema", f"{{overlay}}/{_SCHEMA_FILE}"]
             warnings += strict_schema_warning(request.output_schema)
         args.extend(request.extra_args)
-        if request.resume_session:
-            args += ["resume", request.resume_session]
+        if request.resume:
+            args += ["resume", request.resume]
         args.append("-")  # read the prompt from stdin
         return CommandSpec(
             args=tuple(args),

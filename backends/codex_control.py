@@ -34,13 +34,13 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     ToolCall,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
 from ._codex import codex_overrides, codex_sandbox, strict_schema_warning, untrusted_project
@@ -156,7 +156,7 @@ class CodexAppServer(ControlProtocol):
         self._next_id = 0
         #: Our requests awaiting their response: id → method.
         self._pending: dict[int, str] = {}
-        self._start: SessionStart | None = None
+        self._start: Request | None = None
         self.thread_id: str | None = None
         #: The thread's model (``thread/start``'s answer names it): what prices a turn.
         self.model: str | None = None
@@ -189,7 +189,7 @@ class CodexAppServer(ControlProtocol):
         self._pending[self._next_id] = method
         return _request(self._next_id, method, params)
 
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, start: Request) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
         warnings += strict_schema_warning(start.output_schema)
@@ -209,7 +209,7 @@ class CodexAppServer(ControlProtocol):
             baseline = {}  # a new thread: its first total is all this turn's
         return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
+    def opening(self, start: Request) -> list[Outgoing]:
         self._start = start
         self._hooks = frozenset(start.hooks)
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
@@ -225,7 +225,7 @@ class CodexAppServer(ControlProtocol):
             )
         ]
 
-    def _thread_params(self, start: SessionStart) -> dict[str, Any]:
+    def _thread_params(self, start: Request) -> dict[str, Any]:
         sandbox, _ = codex_sandbox(start.permissions, start.options)
         params: dict[str, Any] = {
             "cwd": start.cwd,
@@ -376,7 +376,7 @@ class CodexAppServer(ControlProtocol):
             return self._failed(method, _error_text(error))
         result = obj.get("result")
         if method == "initialize":
-            start = self._start or SessionStart(cwd=".")
+            start = self._start or Request(prompt="", cwd=".")
             opening = "thread/resume" if start.resume else "thread/start"
             return (
                 Reply(

@@ -41,7 +41,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
@@ -58,6 +57,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from ._common import PROXY_ENV, as_int, first_hint, preview
@@ -189,7 +189,7 @@ class GeminiBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
         warnings: list[str] = []
@@ -204,8 +204,8 @@ class GeminiBackend(Backend):
         if dirs:
             joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
             args.append(f"--include-directories={joined}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         if request.cli_max_retries is not None:
             warnings.append(
                 "gemini's API retries cannot be capped per run (general.maxAttempts in "

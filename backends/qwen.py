@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     NodeScript,
@@ -44,6 +43,7 @@ from coding_genesis.backend import (
     RepositoryFile,
 )
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from ._common import PROXY_ENV, as_int, first_hint
@@ -141,7 +141,7 @@ class QwenBackend(Backend):
             "or set GENESIS_QWEN_PATH (and GENESIS_QWEN_NODE for the node to run it with)"
         )
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json"]
         if request.model:
@@ -158,8 +158,8 @@ class QwenBackend(Backend):
         dirs = opts.get("add_dirs")
         for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
             args.append(f"--add-dir={directory}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         args.extend(request.extra_args)
         # cli.js relaunches itself in a child node for a larger heap (when half the
         # machine's memory exceeds node's default); SIGTERM then stops only the parent.

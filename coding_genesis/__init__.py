@@ -63,12 +63,10 @@ if TYPE_CHECKING:
         writes_under as writes_under,
     )
     from coding_genesis.backend import (
-        AttemptRequest as AttemptRequest,
         Backend as Backend,
         BackendPluginError as BackendPluginError,
         OptionSpec as OptionSpec,
         RepositoryFile as RepositoryFile,
-        RunRequest as RunRequest,
     )
     from coding_genesis.backends import (
         available_backends as available_backends,
@@ -151,6 +149,7 @@ if TYPE_CHECKING:
         CallOptions as CallOptions,
         CommandSpec as CommandSpec,
         LiveOptions as LiveOptions,
+        Request as Request,
         RequestOptions as RequestOptions,
         RetrySetting as RetrySetting,
         RunOptions as RunOptions,
@@ -203,6 +202,7 @@ _EXPORTS: dict[str, str] = {
     "SyncSession": "session",
     "Session": "session",
     "RequestOptions": "request",
+    "Request": "request",
     "CallOptions": "request",
     "LiveOptions": "request",
     "ControlProtocol": "control",
@@ -216,7 +216,6 @@ _EXPORTS: dict[str, str] = {
     "ApprovalRequest": "approval",
     "Approver": "approval",
     "AttemptEvent": "run_events",
-    "AttemptRequest": "backend",
     "Backend": "backend",
     "BackendPluginError": "backend",
     "BatchItem": "batch",
@@ -267,7 +266,6 @@ _EXPORTS: dict[str, str] = {
     "RunLogObserver": "_observers.runlog",
     "RunObserver": "observer",
     "RunOptions": "request",
-    "RunRequest": "backend",
     "RunResponse": "result",
     "RunResult": "result",
     "RunSpec": "batch",
@@ -303,11 +301,14 @@ _EXPORTS: dict[str, str] = {
     "writes_under": "approval",
 }
 
-#: Public names that were renamed or moved: old name -> (module, new name).
-#: Still answered, with a ``DeprecationWarning`` each time; not in ``__all__``.
-_DEPRECATED: dict[str, tuple[str, str]] = {
-    "SessionOptions": ("request", "CallOptions"),
-    "TurnOptions": ("request", "RequestOptions"),
+#: Public names that were renamed or moved: old name -> (the module that
+#: answers it, the name it has there, what to use instead).  Still answered,
+#: with a ``DeprecationWarning`` each time; not in ``__all__``.
+_DEPRECATED: dict[str, tuple[str, str, str]] = {
+    "SessionOptions": ("request", "CallOptions", "request.CallOptions"),
+    "TurnOptions": ("request", "RequestOptions", "request.RequestOptions"),
+    "AttemptRequest": ("backend", "AttemptRequest", "request.Request"),
+    "RunRequest": ("backend", "RunRequest", "request.Request"),
 }
 
 __all__ = [*_EXPORTS, "__version__"]
@@ -319,13 +320,15 @@ def __getattr__(name: str) -> Any:
 
         value: Any = version()
     elif name in _DEPRECATED:
-        home, new = _DEPRECATED[name]
+        home, new, use = _DEPRECATED[name]
         warnings.warn(
-            f"coding_genesis.{name} is deprecated: use coding_genesis.{home}.{new}",
+            f"coding_genesis.{name} is deprecated: use coding_genesis.{use}",
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(importlib.import_module(f"coding_genesis.{home}"), new)
+        with warnings.catch_warnings():  # said once, here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return getattr(importlib.import_module(f"coding_genesis.{home}"), new)
     else:
         module = _EXPORTS.get(name)
         if module is None:

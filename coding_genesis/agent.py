@@ -28,7 +28,6 @@ from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
 from coding_genesis._pipeline.hooking import unsupported_hooks
-from coding_genesis._pipeline.request import make_request
 from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._supervision.values import StopReason
@@ -48,11 +47,11 @@ from coding_genesis.config import (
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.observer import Observer
 from coding_genesis.options import AGENT_DEFAULT, Trigger
-from coding_genesis.request import RUN_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.request import RUN_OPTION_NAMES, LiveOptions, Request, RunOptions
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import RunEvent, StateEvent
-from coding_genesis.session import Session, SyncSession
+from coding_genesis.session import Session, SyncSession, backend_refusal
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 if TYPE_CHECKING:
@@ -340,16 +339,18 @@ class CodingGenesisAgent:
         if (refused := _tools_refused(self._backend, options.get("tools"))) is not None:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
         try:
-            policy = (
-                RetryPolicy.parse(options["retry"]) if "retry" in options else self.config.retry
-            )
-            if link is not None:
-                policy = None  # a turn is never retried
-            request = make_request(
-                self.config, self._backend, prompt, options, retrying=policy is not None
-            )
+            if link is not None:  # a turn of a live session: its prompt and timeout
+                request = link.request.for_turn(prompt, timeout=options.get("timeout"))
+            else:
+                request = Request.build(
+                    self.config, prompt, options, cwd=self.config.cwd, backend=self._backend.name
+                )
+                refused = backend_refusal(self._backend, options, request)
+                if refused is not None:
+                    raise ConfigError(refused)
         except ConfigError as exc:
             return self._answer(Status.USAGE, ErrorCode.INVALID_REQUEST, str(exc))
+        policy = request.retry  # None for a turn: a turn is never retried
         probe = False
         if self._breaker is not None and trigger == "user":
             probe, wait = self._breaker.admit(clock.monotonic())

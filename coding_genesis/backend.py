@@ -4,7 +4,8 @@ A backend is pure: it builds the command line for a request and turns each
 parsed stdout object into normalized events.  It never spawns, signals, reads
 or waits on a process; the core does all of that.  A backend subclasses
 :class:`Backend` (its translator :class:`Translator`); this module also holds
-what a backend describes itself with (:class:`AttemptRequest`, :class:`CommandSpec`,
+what a backend describes itself with (:class:`~coding_genesis.request.Request` in,
+:class:`~coding_genesis.request.CommandSpec` out,
 :class:`OptionSpec`, :class:`NodeScript`) and finds the backends other packages
 install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
 
@@ -18,18 +19,20 @@ from __future__ import annotations
 
 import re
 import signal
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
+from coding_genesis._util.schema import OutputSchema
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent, Translator
 from coding_genesis.options import MessageUsage, Permissions
-from coding_genesis.request import CommandSpec
+from coding_genesis.request import CommandSpec, Request
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
@@ -42,7 +45,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FATAL_STATUSES",
     "FATAL_WORDS",
-    "AttemptRequest",
     "Backend",
     "BackendPluginError",
     "CommandSpec",
@@ -52,7 +54,6 @@ __all__ = [
     "Permissions",
     "ProtocolBackend",
     "RepositoryFile",
-    "RunRequest",
     "Translator",
     "as_backend",
     "check_options",
@@ -73,40 +74,6 @@ class OptionSpec:
 
     types: tuple[type, ...]
     help: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRequest:
-    """What one attempt asks of a backend (a retry asks again: its own prompt, session)."""
-
-    prompt: str
-    cwd: str
-    model: str | None = None
-    #: Continue this CLI session instead of starting a new one.
-    resume_session: str | None = None
-    #: One permission level across CLIs: "read-only", "edit" or "full"; None: the CLI's default.
-    permissions: Permissions | None = None
-    #: The CLI's own turn limit (passed to the CLI; not a budget of ours).
-    max_turns: int | None = None
-    #: Cap on the CLI's own API retries where it allows one; None: the CLI's default.
-    cli_max_retries: int | None = None
-    #: Stable across retries of the same logical request.
-    request_key: str = ""
-    #: Backend-specific options (max_turns, permission_mode, allowed_tools, sandbox, ...).
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: Extra CLI arguments, appended before the prompt marker.
-    extra_args: Sequence[str] = ()
-    #: The JSON Schema the final answer must match (``output_schema=``; its root
-    #: an object), for a backend with ``structured_output``; None: a free answer.
-    output_schema: Mapping[str, Any] | None = None
-    #: The settings the CLI reads (``setting_sources=``, in the order "user",
-    #: "project", "local"; only combinations in ``Backend.setting_sources``).
-    #: None: the backend's safe start, the user's settings and not the working
-    #: directory's.
-    setting_sources: tuple[str, ...] | None = None
-
-
-RunRequest = AttemptRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,11 +178,11 @@ class Backend(ABC):
       say about it.
     * ``version_args`` (``--version``): the arguments that print its version.
     * ``structured_output`` (False): the CLI takes a JSON Schema for its final
-      answer (``AttemptRequest.output_schema``, ``SessionStart.output_schema``);
+      answer (``Request.output_schema``);
       without it ``output_schema=`` is refused.
     * ``setting_sources`` (none): the combinations of settings sources it can
-      be told to read exactly (``AttemptRequest.setting_sources``,
-      ``SessionStart.setting_sources``); any other ``setting_sources=`` is refused.
+      be told to read exactly (``Request.setting_sources``); any other
+      ``setting_sources=`` is refused.
       ``default_setting_sources`` (None: unknown): what it reads when a request
       names none.
     * ``repository_files`` (none): the files of the working directory it loads
@@ -245,8 +212,9 @@ class Backend(ABC):
     repository_files: tuple[RepositoryFile, ...] = ()
 
     @abstractmethod
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
-        """The CLI arguments for a request.  The prompt must never become a flag."""
+    def build_command(self, request: Request) -> CommandSpec:
+        """The CLI arguments for a request (one attempt of it: its prompt, its
+        session to resume).  The prompt must never become a flag."""
 
     @abstractmethod
     def translator(self) -> Translator:
@@ -398,7 +366,7 @@ class ProtocolBackend(Backend):
     def __repr__(self) -> str:
         return f"ProtocolBackend({self.plugin!r})"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         spec: CommandSpec = self.plugin.build_command(request)
         return spec
 
@@ -515,3 +483,43 @@ def load_plugin(name: str) -> Backend | None:
         raise BackendPluginError(
             f"backend plug-in {name!r} ({_origin(ep)}) is not a backend: {exc}"
         ) from None
+
+
+# -- 0.1's names ----------------------------------------------------------------------
+
+
+class _AttemptRequest(Request):
+    """``AttemptRequest(prompt, cwd, resume_session=..., output_schema={...})``
+    as 0.1 spelled it: a :class:`~coding_genesis.request.Request`."""
+
+    __slots__ = ()
+
+    def __init__(self, prompt: str, cwd: str, **fields: Any) -> None:
+        if "resume_session" in fields:
+            fields["resume"] = fields.pop("resume_session")
+        schema = fields.get("output_schema")
+        if schema is not None and not isinstance(schema, OutputSchema):
+            fields["output_schema"] = OutputSchema(schema)
+        for name in ("extra_args", "setting_sources"):
+            if fields.get(name) is not None:
+                fields[name] = tuple(fields[name])
+        Request.__init__(self, prompt, cwd, **fields)
+
+
+#: Deprecated names: old name -> what it is now (each use warns).
+_DEPRECATED: dict[str, tuple[str, Any]] = {
+    "AttemptRequest": ("coding_genesis.request.Request", _AttemptRequest),
+    "RunRequest": ("coding_genesis.request.Request", _AttemptRequest),
+}
+
+
+def __getattr__(name: str) -> Any:
+    moved = _DEPRECATED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"coding_genesis.backend.{name} is deprecated: use {moved[0]}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return moved[1]

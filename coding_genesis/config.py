@@ -362,18 +362,7 @@ class AgentConfig(RequestSettings):
         self, timeout: float | None = None, *, pdeath_signal: int | None = _signal.SIGTERM
     ) -> SupervisorConfig:
         """The supervisor's settings for one attempt (``pdeath_signal``: the backend's)."""
-        return SupervisorConfig(
-            pdeath_signal=pdeath_signal,
-            timeout=self.timeout if timeout is None else timeout,
-            grace=self.grace,
-            idle_timeout=self.idle_timeout,
-            stall_timeout=self.stall_timeout,
-            linger=self.linger,
-            eof_grace=self.eof_grace,
-            stop_signals=self.stop_signals,
-            kill_leftovers=self.kill_leftovers,
-            stderr_tail_bytes=self.stderr_tail_bytes,
-        )
+        return SupervisorConfig.from_request(self, pdeath_signal=pdeath_signal, timeout=timeout)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

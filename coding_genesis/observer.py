@@ -18,6 +18,7 @@ run's fan-out (the part of the run pipeline that hands each event to every obser
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,6 +30,7 @@ from coding_genesis.options import Trigger
 
 if TYPE_CHECKING:
     from coding_genesis.events import Translator
+    from coding_genesis.request import Request
     from coding_genesis.usage import RunningTotals
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
@@ -67,6 +69,48 @@ class RunInfo:
     #: The agent's memory of the running totals its CLI sessions reported
     #: (the run log seeds it with what a resumed session cost before).
     totals: RunningTotals | None = None
+    #: The request the run answers (its options, as validated).
+    request: Request | None = None
+
+    @classmethod
+    def from_request(
+        cls,
+        request: Request,
+        *,
+        run_id: str,
+        agent: str,
+        redactor: Redactor,
+        prompt: str | None = None,
+        stop: StopHandle | None = None,
+        publish: Callable[[Event], object] | None = None,
+        translator: Callable[[], Translator] | None = None,
+        session: str | None = None,
+        turn: int = 0,
+        trigger: Trigger = "user",
+        totals: RunningTotals | None = None,
+    ) -> RunInfo:
+        """What is known when ``request`` starts (``prompt``: a label instead of
+        the request's own, for a replay or a session's own record)."""
+        return cls(
+            run_id=run_id,
+            agent=agent,
+            backend=request.backend,
+            prompt=request.prompt if prompt is None else prompt,
+            cwd=request.cwd,
+            timeout=request.timeout,
+            model=request.model,
+            resume=request.resume,
+            started=time.time(),
+            redactor=redactor,
+            stop=stop,
+            publish=publish,
+            translator=translator,
+            session=session,
+            turn=turn,
+            trigger=trigger,
+            totals=totals,
+            request=request,
+        )
 
 
 class AttemptTally(Protocol):

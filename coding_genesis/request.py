@@ -14,16 +14,22 @@ point.  Each one left out of a call (or None, except ``retry``) is the agent's s
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
+import re
 import signal as _signal
+import warnings
 from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, overload
 
 from coding_genesis._util.checks import (
     arguments,
+    check_cwd,
     count,
     environment,
+    flag,
     mapping,
     names,
     node,
@@ -38,7 +44,13 @@ from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
 from coding_genesis._util.schema import OutputSchema, output_schema
 from coding_genesis.errors import ConfigError
 from coding_genesis.hooks import Hook, HookEvent, hook_table
-from coding_genesis.options import PERMISSION_LEVELS, SETTING_SOURCES, Permissions, SettingSource
+from coding_genesis.options import (
+    AGENT_DEFAULT,
+    PERMISSION_LEVELS,
+    SETTING_SOURCES,
+    Permissions,
+    SettingSource,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -58,6 +70,7 @@ __all__ = [
     "CommandSpec",
     "LiveOptions",
     "OutputSchemaSetting",
+    "Request",
     "RequestOptions",
     "RequestSettings",
     "RetrySetting",
@@ -66,8 +79,10 @@ __all__ = [
     "check_approver",
     "check_fields",
     "check_permissions",
+    "check_prompt",
     "check_setting_sources",
     "check_tools",
+    "request_key",
     "setting",
 ]
 
@@ -344,7 +359,7 @@ class RequestSettings:
     env: Mapping[str, str] = setting(factory=dict, check=environment)
     #: True: the CLI inherits this process's whole environment.  False: only a
     #: minimal one, the backend's declared needs, ``env_allow`` and ``env``.
-    inherit_env: bool = setting(True, check=lambda n, v: _flag(n, v))
+    inherit_env: bool = setting(True, check=flag)
     #: Names (``PREFIX_*`` for a prefix) passed on when ``inherit_env`` is False.
     env_allow: tuple[str, ...] = setting((), check=names)
     #: Signals sent in turn to stop the tree (then SIGKILL).
@@ -359,10 +374,185 @@ class RequestSettings:
     retry: RetryPolicy | None = setting(None, check=_retry)
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be True or False, got {value!r}")
-    return value
+#: Each setting's (check, merge), by name: what Request.build asks of a given option.
+_RULES: dict[str, tuple[Check | None, Merge | None]] = {
+    f.name: (f.metadata.get("check"), f.metadata.get("merge")) for f in fields(RequestSettings)
+}
+#: The stored settings, in order (Request.build reads each from the agent's).
+_SETTINGS = tuple(_RULES)
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
+#: Added to what the hooks of one hook point may take, so the CLI never gives up first.
+_HOOK_MARGIN = 5.0
+
+
+def request_key(backend: str, cwd: str, prompt: str) -> str:
+    """Stable across the attempts of one logical request (the failer keeps its
+    /fail-then-succeed counter under it)."""
+    return hashlib.sha256(
+        f"{backend}\0{cwd}\0{prompt}".encode("utf-8", "surrogatepass")
+    ).hexdigest()[:32]
+
+
+def check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str):
+        raise ConfigError(f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise ConfigError("prompt is empty: say what the agent should do")
+    if "\0" in prompt:
+        raise ConfigError("prompt contains a NUL byte, which no CLI accepts")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("prompt is not valid Unicode (lone surrogate)") from None
+    return prompt
+
+
+@dataclass(frozen=True, slots=True)
+class Request(RequestSettings):
+    """One request, validated once (:meth:`build`): the value every layer reads.
+
+    A backend builds its command from it (``build_command(request)``), a
+    control protocol starts and opens its session with it
+    (``command(request)``, ``opening(request)``), the supervisor and the
+    observers read their views of it.  Each attempt of a retried request reads
+    the same request with its own prompt, session and timeout
+    (:meth:`retried`); each turn of a live session, the session's with its
+    prompt (:meth:`for_turn`).
+    """
+
+    #: What the CLI is asked (empty for a session's own request: its turns say).
+    prompt: str
+    #: The working directory, absolute.
+    cwd: str
+    #: The backend's name.
+    backend: str = ""
+    #: The CLI's session (thread) id to continue; None: a new conversation.
+    resume: str | None = None
+    #: Stable across the attempts of one logical request.
+    request_key: str = ""
+
+    @property
+    def approvals(self) -> bool:
+        """An approver decides: the CLI must ask before each tool call it can ask about."""
+        return self.approver is not None
+
+    @property
+    def two_way(self) -> bool:
+        """An approver, hooks or host tools: the run speaks the CLI's two-way protocol."""
+        return self.approver is not None or bool(self.hooks) or bool(self.tools)
+
+    @property
+    def hook_wait(self) -> float | None:
+        """Seconds the CLI should wait for one hook point's answer: every hook of
+        the busiest event at its timeout, then the approver (None: no hooks)."""
+        if not self.hooks:
+            return None
+        most = max(len(hooks) for hooks in self.hooks.values())
+        wait = most * self.hook_timeout + _HOOK_MARGIN
+        if self.approver is not None:
+            wait += self.approval_timeout
+        return float(math.ceil(wait))
+
+    @property
+    def resume_session(self) -> str | None:
+        """0.1's name of :attr:`resume` (deprecated)."""
+        warnings.warn(
+            "Request.resume_session is deprecated: use Request.resume",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.resume
+
+    def retried(self, prompt: str, resume: str | None, timeout: float | None) -> Request:
+        """The request of a later attempt (its prompt, session and timeout)."""
+        return replace(
+            self, prompt=prompt, resume=resume, timeout=self.timeout if timeout is None else timeout
+        )
+
+    def moved(self, cwd: str) -> Request:
+        """The same request run in ``cwd`` (an isolated run's worktree)."""
+        return replace(self, cwd=cwd)
+
+    def for_turn(self, prompt: object, *, timeout: object = None) -> Request:
+        """One turn of the live session this request opened: its prompt and
+        timeout checked, nothing else (the session's options hold)."""
+        text = check_prompt(prompt)
+        return replace(
+            self,
+            prompt=text,
+            timeout=self.timeout if timeout is None else required_seconds("timeout", timeout),
+            resume=None,  # the session continues by itself
+            request_key=request_key(self.backend, self.cwd, text),
+        )
+
+    @classmethod
+    def of(cls, settings: RequestSettings, *, prompt: str, cwd: str, backend: str = "") -> Request:
+        """The request ``settings`` make as they are, nothing checked again (a
+        replay's, whose run happened elsewhere)."""
+        values = {name: getattr(settings, name) for name in _SETTINGS}
+        return cls(prompt=prompt, cwd=cwd, backend=backend, **values)
+
+    @classmethod
+    def build(
+        cls,
+        settings: RequestSettings,
+        prompt: object,
+        call: Mapping[str, object],
+        *,
+        cwd: str | None,
+        backend: str,
+        names: frozenset[str] = RUN_OPTION_NAMES,
+        called: str = "run()",
+        session: bool = False,
+    ) -> Request:
+        """The one place a call is validated: ``call``'s options (each checked
+        by its declaration; None or :data:`~coding_genesis.options.AGENT_DEFAULT`:
+        the agent's) over ``settings`` (the agent's).  An unknown keyword is a
+        TypeError, a bad value a ConfigError.  ``cwd``: the agent's (None: this
+        process's working directory); ``session``: the request of a live
+        session (an empty prompt, no retry policy)."""
+        unknown = set(call) - names
+        if unknown:
+            raise TypeError(f"{called} got unexpected keyword argument(s) {sorted(unknown)}")
+        values = {name: getattr(settings, name) for name in _SETTINGS}
+        where = cwd
+        resume: str | None = None
+        key: str | None = None
+        for name, value in call.items():
+            if value is AGENT_DEFAULT or (value is None and name != "retry"):
+                continue
+            if name == "cwd":
+                where = check_cwd(value)  # type: ignore[arg-type]
+            elif name == "resume":
+                if not isinstance(value, str) or not _SESSION_ID.match(value):
+                    raise ConfigError(f"invalid session id to resume: {value!r}")
+                resume = value
+            elif name == "request_key":
+                if not isinstance(value, str) or not value:
+                    raise ConfigError(f"request_key must be a non-empty string, got {value!r}")
+                key = value
+            elif name in _RULES:
+                check, merge = _RULES[name]
+                kept = check(name, value) if check is not None else value
+                if kept is None and name != "retry":
+                    continue  # e.g. model="": the agent's
+                values[name] = merge(kept, values[name]) if merge is not None else kept
+        if where is None:
+            where = check_cwd(os.getcwd())
+        text = "" if session and prompt == "" else check_prompt(prompt)
+        if session:
+            values["retry"] = None  # a turn is never retried
+        elif values["cli_max_retries"] is None and values["retry"] is not None:
+            values["cli_max_retries"] = DEFAULT_CLI_MAX_RETRIES
+        return cls(
+            prompt=text,
+            cwd=where,
+            backend=backend,
+            resume=resume,
+            request_key=key or request_key(backend, where, text),
+            **values,
+        )
 
 
 # -- what a backend makes of a request -----------------------------------------------

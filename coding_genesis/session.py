@@ -37,17 +37,17 @@ import anyio.from_thread
 from coding_genesis._pipeline.attempt import AttemptContext
 from coding_genesis._pipeline.hooking import unsupported_hooks
 from coding_genesis._pipeline.live import LiveLink
-from coding_genesis._pipeline.opening import open_link, session_start
-from coding_genesis._pipeline.request import make_request
+from coding_genesis._pipeline.opening import open_link
 from coding_genesis._pipeline.run import RunWiring
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis.backend import Backend, check_options
+from coding_genesis.config import require_permissions, require_setting_sources
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.options import AGENT_DEFAULT, KEEP_RESULTS, Trigger
-from coding_genesis.request import LIVE_OPTION_NAMES, LiveOptions, RunOptions
+from coding_genesis.request import LIVE_OPTION_NAMES, LiveOptions, Request, RunOptions
 from coding_genesis.result import RunResponse, RunResult
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Backend
     from coding_genesis.events import Event
     from coding_genesis.observer import RunObserver
 
@@ -84,6 +84,21 @@ class SessionOwner(Protocol):
         link: LiveLink | None = None,
         trigger: Trigger = "user",
     ) -> RunResult: ...
+
+
+def backend_refusal(backend: Backend, given: Mapping[str, Any], request: Request) -> str | None:
+    """What ``backend`` refuses of the options a call gave (``given``): an
+    unknown backend option, a permission level or settings sources it cannot
+    honor (a ConfigError), an output schema it cannot take."""
+    if given.get("options"):
+        check_options(backend, given["options"])
+    if given.get("permissions") is not None:
+        require_permissions(backend, request.permissions)
+    if given.get("setting_sources") is not None:
+        require_setting_sources(backend, request.setting_sources)
+    if request.output_schema is not None and not backend.structured_output:
+        return f"backend {backend.name!r} takes no output schema: output_schema= cannot be used"
+    return None
 
 
 def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
@@ -145,9 +160,21 @@ class Session:
                 "apply to one-shot runs only"
             )
         try:
-            self._request = make_request(config, backend, "session", cast("RunOptions", given))
+            self._request = Request.build(
+                config,
+                "",
+                given,
+                cwd=config.cwd,
+                backend=backend.name,
+                names=LIVE_OPTION_NAMES,
+                called="session()",
+                session=True,
+            )
+            refused = backend_refusal(backend, given, self._request)
         except ConfigError as exc:
             raise AgentUsageError(str(exc)) from None
+        if refused is not None:
+            raise AgentUsageError(refused)
         refused = unsupported_hooks(backend.name, protocol, self._request.hooks)
         if refused is not None:
             raise AgentUsageError(refused)
@@ -159,8 +186,6 @@ class Session:
         self._agent = agent
         self._wiring = wiring
         self._protocol = protocol
-        #: The options of each turn (``resume`` only opens the session).
-        self._turn_options = cast("RunOptions", {k: v for k, v in given.items() if k != "resume"})
         #: Our key of the session: the marker of its processes, its ledger record.
         self.key = uuid.uuid4().hex
         self._link: LiveLink | None = None
@@ -269,17 +294,12 @@ class Session:
                 on_stdin=_fan_out([w.stdin for w in watching]),
             )
             async with open_link(
-                wiring.config,
                 wiring.backend,
                 self._protocol,
-                session_start(request, approvals=request.approver is not None),
+                request,
                 marker=key,
-                timeout=request.timeout,
-                approver=request.approver,
-                approval_timeout=request.approval_timeout,
                 stop=StopHandle(),
                 context=context,
-                request=request,
             ) as link:
                 self._link = link
                 link.takes_cli_turns = True
@@ -341,12 +361,10 @@ class Session:
         """One turn: the typed result (never raises for a runtime failure).
         A turn the CLI started by itself (:meth:`cli_turn`) ends first."""
         link = self._live("send()")
-        options = dict(self._turn_options)
-        if timeout is not None:
-            options["timeout"] = timeout
+        options: RunOptions = {"timeout": timeout} if timeout is not None else {}
         while link.alive and (self._cli_busy or link.between.wanted.is_set()):
             await self._cli_done.wait()
-        result = await self._agent._request(prompt, cast("RunOptions", options), link)
+        result = await self._agent._request(prompt, options, link)
         if result.error not in ("busy", "degraded", "invalid_request"):
             self._record(result)
         if not link.alive:
@@ -375,9 +393,7 @@ class Session:
             self._cli_busy = True
             try:
                 while link.alive and link.between.wanted.is_set():
-                    result = await self._agent._request(
-                        _CLI_PROMPT, cast("RunOptions", dict(self._turn_options)), link, "cli"
-                    )
+                    result = await self._agent._request(_CLI_PROMPT, {}, link, "cli")
                     if result.error == "busy":  # the agent's own run (or a turn's tail)
                         await anyio.sleep(_BUSY_WAIT)
                         continue

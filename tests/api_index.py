@@ -184,8 +184,7 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
                 "A CLI that speaks a format we read, described by an argv template.",
             ),
             ("load_backends_file", "Generic backends from a TOML file."),
-            ("AttemptRequest", "What one attempt asks of a backend."),
-            ("RunRequest", "0.1.0's name of `AttemptRequest`."),
+            ("Request", "One request, validated once: what a backend and a protocol are handed."),
             ("CommandSpec", "How to start the CLI: arguments, stdin, environment."),
             (
                 "RepositoryFile",

@@ -49,3 +49,33 @@ def test_an_unknown_name_is_still_an_attribute_error() -> None:
         getattr(options, name)
     with pytest.raises(AttributeError, match=name):
         getattr(coding_genesis, name)
+
+
+@pytest.mark.parametrize("where", ["coding_genesis", "coding_genesis.backend"])
+@pytest.mark.parametrize("name", ["AttemptRequest", "RunRequest"])
+def test_attempt_request_is_a_request_that_still_takes_resume_session(
+    where: str, name: str
+) -> None:
+    module = importlib.import_module(where)
+    with pytest.warns(DeprecationWarning, match=rf"{name} is deprecated: use coding_genesis"):
+        old = getattr(module, name)
+    made = old(prompt="p", cwd="/w", resume_session="s-1", output_schema={"type": "object"})
+    assert isinstance(made, request.Request)
+    assert made.resume == "s-1" and made.output_schema == {"type": "object"}
+
+
+def test_request_resume_session_reads_resume_with_a_warning() -> None:
+    made = request.Request(prompt="p", cwd="/w", resume="s-2")
+    with pytest.warns(DeprecationWarning, match="use Request.resume"):
+        assert made.resume_session == "s-2"
+
+
+def test_session_start_makes_the_sessions_request() -> None:
+    control = importlib.import_module("coding_genesis.control")
+    with pytest.warns(DeprecationWarning, match="SessionStart is deprecated"):
+        session_start = control.SessionStart
+    start = session_start(cwd="/w", approvals=True, hooks=frozenset({"turn_end"}), model="m")
+    assert isinstance(start, request.Request) and start.prompt == ""
+    assert start.approvals and set(start.hooks) == {"turn_end"} and start.model == "m"
+    with pytest.raises(TypeError, match="hook_timeout"):
+        session_start(cwd="/w", hook_wait=40)

@@ -16,7 +16,6 @@ import anyio
 from coding_genesis._pipeline.approvals import withdrawn_record
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
 from coding_genesis._pipeline.hooking import Running
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRequest
@@ -29,6 +28,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     Translator,
 )
+from coding_genesis.request import Request
 
 __all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
 

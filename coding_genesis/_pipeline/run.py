@@ -39,7 +39,6 @@ from coding_genesis._pipeline.outcome import (
     with_best_usage,
 )
 from coding_genesis._pipeline.output import OUTPUT_RETRY, checked_output
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
@@ -54,6 +53,7 @@ from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.options import Trigger
+from coding_genesis.request import Request, RequestSettings
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
@@ -150,17 +150,12 @@ class RunWiring:
         """The observers of a live session's own traffic (outside its turns:
         the opening, what comes between turns), one per agent observer that
         watches sessions (``Observer.session_started``)."""
-        info = RunInfo(
+        info = RunInfo.from_request(
+            request,
             run_id=key,
             agent=self.name,
-            backend=self.backend.name,
-            prompt="(a live session: what its CLI said outside its turns)",
-            cwd=request.cwd,
-            timeout=request.timeout,
-            model=request.model,
-            resume=request.resume,
-            started=time.time(),
             redactor=self.redactor,
+            prompt="(a live session: what its CLI said outside its turns)",
             translator=self.backend.translator,
             session=key,
         )
@@ -192,16 +187,10 @@ class RunWiring:
         bus = self.bus
         observers = RunObservers(
             self.observers,
-            RunInfo(
+            RunInfo.from_request(
+                request,
                 run_id=run_id,
                 agent=self.name,
-                backend=self.backend.name,
-                prompt=request.prompt,
-                cwd=request.cwd,
-                timeout=request.timeout,
-                model=request.model,
-                resume=request.resume,
-                started=time.time(),
                 redactor=self.redactor,
                 stop=stop,
                 publish=lambda event: bus.publish(event, run_id),
@@ -232,15 +221,15 @@ class RunWiring:
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self.attempt(request, plan, run)
-            result = build_result(outcome, self.result_context(run_id))
-            result = checked_output(result, request.output, self.backend)
+            result = build_result(outcome, self.result_context(run_id, request))
+            result = checked_output(result, request.output_schema, self.backend)
             if wrappers:
                 result = await wrappers.after_attempt(result, request)
-            return self.analyzed(result)
+            return self.analyzed(result, request=request)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)
-        if policy is None and request.output is not None:
+        if policy is None and request.output_schema is not None:
             policy = OUTPUT_RETRY
         if policy is None:
             return await attempt(first)
@@ -315,10 +304,8 @@ class RunWiring:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
             if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
-                return await one_turn(self.config, self.backend, attempt, context, run_id)
-            return await run_attempt(
-                self.config, self.backend, attempt, marker=run_id, context=context
-            )
+                return await one_turn(self.backend, attempt, context, run_id)
+            return await run_attempt(self.backend, attempt, marker=run_id, context=context)
         finally:
             if ledger is not None:
                 ledger.remove(run_id)
@@ -343,15 +330,9 @@ class RunWiring:
 
     # -- results ------------------------------------------------------------------
 
-    def result_context(self, run_id: str) -> ResultContext:
-        return ResultContext(
-            run_id=run_id,
-            agent=self.name,
-            backend=self.backend.name,
-            redactor=self.redactor,
-            idle_timeout=self.config.idle_timeout,
-            linger=self.config.linger,
-            stderr_retries=self.backend.stderr_retries,
+    def result_context(self, run_id: str, settings: RequestSettings) -> ResultContext:
+        return ResultContext.from_request(
+            settings, run_id=run_id, agent=self.name, backend=self.backend, redactor=self.redactor
         )
 
     def bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
@@ -366,8 +347,14 @@ class RunWiring:
             **extra,
         )
 
-    def analyzed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
-        """Attach the one failure value and its views to a failed result."""
+    def analyzed(
+        self,
+        result: RunResult,
+        retry_after_s: float | None = None,
+        request: RequestSettings | None = None,
+    ) -> RunResult:
+        """Attach the one failure value and its views to a failed result (its
+        advice in the request's own limits; without one, the agent's)."""
         if not result.is_error or result.failure is not None:
             return result
         # lazy: only a failure needs the analysis and its tables
@@ -377,8 +364,8 @@ class RunWiring:
             result,
             self.backend,
             node=self.name,
-            timeout=self.config.timeout,
-            idle_timeout=self.config.idle_timeout,
+            timeout=(request or self.config).timeout,
+            idle_timeout=(request or self.config).idle_timeout,
             redactor=self.redactor,
             retry_after_s=retry_after_s,
             now=self.clock().time(),
@@ -423,16 +410,10 @@ class RunWiring:
         # watch a replay too, so that it answers what the live run answered.
         watchers = RunObservers(
             [o for o in self.observers if o.replays],
-            RunInfo(
+            RunInfo.from_request(
+                Request.of(self.config, prompt="(replay)", cwd=cwd, backend=self.backend.name),
                 run_id=run_id,
                 agent=self.name,
-                backend=self.backend.name,
-                prompt="(replay)",
-                cwd=cwd,
-                timeout=self.config.timeout,
-                model=self.config.model,
-                resume=None,
-                started=time.time(),
                 redactor=self.redactor,
             ),
         )
@@ -449,7 +430,7 @@ class RunWiring:
         )
         if watchers:
             watchers.attempt_decoded(outcome.tally)
-        result = self.analyzed(build_result(outcome, self.result_context(run_id)))
+        result = self.analyzed(build_result(outcome, self.result_context(run_id, self.config)))
         extra = watchers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:

@@ -11,8 +11,12 @@ import enum
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coding_genesis._util.homes import public
+
+if TYPE_CHECKING:
+    from coding_genesis.request import RequestSettings
 
 __all__ = ["ProcessOutcome", "StdoutSink", "StopReason", "SupervisorConfig"]
 
@@ -58,6 +62,29 @@ class SupervisorConfig:
     stall_cpu: float = 0.01
     #: Signal the CLI gets when this process dies (Linux ``PR_SET_PDEATHSIG``; None: none).
     pdeath_signal: int | None = signal.SIGTERM
+
+    @classmethod
+    def from_request(
+        cls,
+        settings: RequestSettings,
+        *,
+        pdeath_signal: int | None = signal.SIGTERM,
+        timeout: float | None = None,
+    ) -> SupervisorConfig:
+        """The supervisor's settings for one attempt of a request (or under an
+        agent's settings): its clocks and limits, the backend's ``pdeath_signal``."""
+        return cls(
+            pdeath_signal=pdeath_signal,
+            timeout=settings.timeout if timeout is None else timeout,
+            grace=settings.grace,
+            idle_timeout=settings.idle_timeout,
+            stall_timeout=settings.stall_timeout,
+            linger=settings.linger,
+            eof_grace=settings.eof_grace,
+            stop_signals=settings.stop_signals,
+            kill_leftovers=settings.kill_leftovers,
+            stderr_tail_bytes=settings.stderr_tail_bytes,
+        )
 
 
 @dataclass(slots=True)
