@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         GenesisError as GenesisError,
         InvalidCwdError as InvalidCwdError,
         InvalidTimeoutError as InvalidTimeoutError,
+        RefusedError as RefusedError,
         UnknownBackendError as UnknownBackendError,
     )
     from coding_genesis.events import (
@@ -212,6 +213,7 @@ _EXPORTS: dict[str, str] = {
     "AgentSettings": "config",
     "AgentState": "status",
     "AgentUsageError": "errors",
+    "RefusedError": "errors",
     "ApprovalOption": "approval",
     "ApprovalRequest": "approval",
     "Approver": "approval",

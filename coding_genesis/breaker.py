@@ -139,6 +139,16 @@ class CircuitBreaker:
                 )
             return "trip"
 
+    def snapshot(self, remaining: float) -> dict[str, object]:
+        """What a DEGRADED state event says of the breaker (``remaining``: the
+        seconds of its cooldown left)."""
+        return {
+            "category": self.last_category,
+            "consecutive_failures": self.consecutive,
+            "cooldown_s": self.cooldown_s,
+            "retry_after_s": round(remaining, 3),
+        }
+
     def release_probe(self) -> None:
         """A probe ended without an answer (cancelled): the next request probes again."""
         with self._lock:

@@ -76,6 +76,7 @@ __all__ = [
     "RetrySetting",
     "RunOptions",
     "SharedOptions",
+    "Unsupported",
     "check_approver",
     "check_fields",
     "check_permissions",
@@ -553,6 +554,16 @@ class Request(RequestSettings):
             request_key=key or request_key(backend, where, text),
             **values,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """What a backend cannot do of a request: the keyword refused (``approver``,
+    ``hooks``, ``session``, ...) and the one wording of the refusal (see
+    :mod:`coding_genesis.capabilities`)."""
+
+    option: str
+    message: str
 
 
 # -- what a backend makes of a request -----------------------------------------------

@@ -203,6 +203,10 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("GenesisError", "The root of every exception coding-genesis raises."),
             ("ConfigError", "An argument is wrong (raised at once)."),
             ("AgentUsageError", "The API was used in a way it cannot support."),
+            (
+                "RefusedError",
+                "The request cannot run as asked on this backend (both of the above).",
+            ),
             ("InvalidCwdError", "The working directory does not exist or cannot be used."),
             ("InvalidTimeoutError", "A timeout that is not a finite positive number."),
             ("UnknownBackendError", "No backend is registered under that name."),

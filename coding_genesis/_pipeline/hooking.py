@@ -13,28 +13,10 @@ from collections.abc import Mapping
 
 import anyio
 
-from coding_genesis.control import ControlProtocol, HookCall, PermissionAsk
+from coding_genesis.control import HookCall, PermissionAsk
 from coding_genesis.hooks import Hook, HookEvent, HookResult
 
-__all__ = ["Running", "longest", "then_ask", "unsupported_hooks"]
-
-
-def unsupported_hooks(
-    backend: str, protocol: ControlProtocol | None, hooks: Mapping[HookEvent, object] | None
-) -> str | None:
-    """Why ``hooks`` cannot run on ``backend`` (None: they can)."""
-    if not hooks:
-        return None
-    if protocol is None:
-        return None  # the caller names the backends with a two-way protocol
-    reported = protocol.hook_effects
-    missing = [event for event in hooks if event not in reported]
-    if not missing:
-        return None
-    known = ", ".join(reported) or "none"
-    return (
-        f"backend {backend!r} reports no {', '.join(missing)} hook point (its hook events: {known})"
-    )
+__all__ = ["Running", "longest", "then_ask"]
 
 
 def longest(hooks: Mapping[HookEvent, tuple[Hook, ...]], timeout: float) -> float:

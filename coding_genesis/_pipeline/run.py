@@ -87,7 +87,6 @@ class RunWiring:
         "name",
         "observers",
         "redactor",
-        "tally",
         "totals",
     )
 
@@ -117,8 +116,6 @@ class RunWiring:
             if config.ledger is False
             else Ledger(config.ledger if isinstance(config.ledger, str) else None)
         )
-        #: The tally of the attempt in flight (for the answer to a cancellation).
-        self.tally: RunTally | None = None
         #: The running totals this agent's CLI sessions reported (each run's
         #: usage is its share of them; see coding_genesis.usage.RunningTotals).
         self.totals = RunningTotals()
@@ -280,7 +277,7 @@ class RunWiring:
         tallies: list[RunTally] = []
 
         def held(tally: RunTally) -> None:
-            self.tally = tally
+            run.tally = tally
             tallies.append(tally)
 
         context = AttemptContext(
@@ -449,6 +446,7 @@ class Run:
         "run_id",
         "started",
         "stop",
+        "tally",
         "trigger",
         "unsubscribe",
         "wiring",
@@ -482,6 +480,8 @@ class Run:
         self.link: LiveLink | None = None
         #: Who started it (``cli``: the CLI, between a session's turns).
         self.trigger: Trigger = "user"
+        #: The tally of the attempt in flight (for the answer to a cancellation).
+        self.tally: RunTally | None = None
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
         """The wrappers around the run and its attempts.  A bug of ours is still
@@ -538,7 +538,7 @@ class Run:
         """The answer to a cancelled run (what its attempt did so far), to the
         observers and the bus."""
         wiring = self.wiring
-        tally = wiring.tally
+        tally = self.tally
         facts = tally_facts(tally, wiring.redactor) if tally is not None else {}
         result = wiring.bare(
             Status.CANCELLED,
