@@ -8,17 +8,22 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from coding_genesis.backend import Permissions, RepositoryFile
+from coding_genesis.request import Request
 
 __all__ = [
     "REPOSITORY_FILES",
     "SANDBOX",
     "SETTING_SOURCES",
+    "TAKES",
+    "CodexExtras",
     "codex_overrides",
     "codex_sandbox",
     "http_status",
+    "request_extras",
     "strict_schema_warning",
     "untrusted_project",
 ]
@@ -43,6 +48,29 @@ REPOSITORY_FILES = (
         "only in a project marked trusted in $CODEX_HOME/config.toml",
     ),
 )
+
+#: What codex takes beyond the shared vocabulary (``Backend.takes``), in exec
+#: and app-server alike: each is mapped by :func:`request_extras`.
+TAKES: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class CodexExtras:
+    """How ``codex exec`` and ``codex app-server`` are told what codex takes
+    beyond the shared vocabulary: exec's arguments, the params of
+    ``thread/start`` and ``thread/resume``, those of ``turn/start``."""
+
+    exec_args: tuple[str, ...] = ()
+    thread: Mapping[str, Any] = field(default_factory=dict)
+    turn: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def request_extras(request: Request) -> CodexExtras:
+    """The one mapping of :data:`TAKES` to exec and app-server (one place, so
+    that the two never disagree)."""
+    return CodexExtras()
+
 
 #: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
 _STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")

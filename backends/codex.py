@@ -38,9 +38,11 @@ from ._codex import (
     REPOSITORY_FILES,
     SANDBOX,
     SETTING_SOURCES,
+    TAKES,
     codex_overrides,
     codex_sandbox,
     http_status,
+    request_extras,
     strict_schema_warning,
     untrusted_project,
 )
@@ -105,6 +107,7 @@ class CodexBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(SANDBOX)
+    takes = TAKES
     notes = (
         "no turn limit: max_turns= is reported as not honored",
         "API retries are capped per model provider (-c model_providers.NAME."
@@ -137,6 +140,9 @@ class CodexBackend(Backend):
         args += untrusted_project(request.cwd, request.setting_sources)
         args += overrides
         warnings += more
+        extras = request_extras(request)
+        args += extras.exec_args
+        warnings += extras.warnings
         overlay: dict[str, bytes] = {}
         if request.output_schema is not None:
             overlay[_SCHEMA_FILE] = json.dumps(request.output_schema).encode("utf-8")

@@ -43,7 +43,13 @@ from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox, strict_schema_warning, untrusted_project
+from ._codex import (
+    codex_overrides,
+    codex_sandbox,
+    request_extras,
+    strict_schema_warning,
+    untrusted_project,
+)
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
@@ -193,6 +199,7 @@ class CodexAppServer(ControlProtocol):
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
         warnings += strict_schema_warning(start.output_schema)
+        warnings += request_extras(start).warnings
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
@@ -242,6 +249,7 @@ class CodexAppServer(ControlProtocol):
             params["excludeTurns"] = True
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
+        params.update(request_extras(start).thread)
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -254,8 +262,10 @@ class CodexAppServer(ControlProtocol):
         self._cancelled = False
         self._answer = None
         params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-        if self._start is not None and self._start.output_schema is not None:
-            params["outputSchema"] = dict(self._start.output_schema)
+        if self._start is not None:
+            if self._start.output_schema is not None:
+                params["outputSchema"] = dict(self._start.output_schema)
+            params.update(request_extras(self._start).turn)
         return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:

@@ -187,6 +187,9 @@ class Backend(ABC):
       names none.
     * ``repository_files`` (none): the files of the working directory it loads
       and runs programs from (:class:`RepositoryFile`).
+    * ``takes`` (none): the request's options beyond the shared vocabulary it
+      maps (``system_prompt``, ``add_dirs``, ...); the capability check refuses
+      the others (:mod:`coding_genesis.capabilities`).
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
@@ -210,6 +213,7 @@ class Backend(ABC):
     setting_sources: tuple[tuple[str, ...], ...] = ()
     default_setting_sources: tuple[str, ...] | None = None
     repository_files: tuple[RepositoryFile, ...] = ()
+    takes: frozenset[str] = frozenset()
 
     @abstractmethod
     def build_command(self, request: Request) -> CommandSpec:
@@ -322,6 +326,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "setting_sources": lambda v: tuple(tuple(str(s) for s in c) for c in v or ()),
     "default_setting_sources": lambda v: None if v is None else tuple(str(s) for s in v),
     "repository_files": lambda v: tuple(f for f in v or () if isinstance(f, RepositoryFile)),
+    "takes": lambda v: frozenset(str(s) for s in v or ()),
 }
 _METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROWS",
+    "TAKES",
     "UNTRUSTED",
     "UNTRUSTED_OPTIONS",
     "Trust",
@@ -52,12 +53,18 @@ ROWS = (
     "output_schema",
     "permissions",
     "setting_sources",
+    "takes",
 )
+
+#: The options a backend maps only where it says so (``Backend.takes``), each
+#: with the noun its refusal names.
+TAKES: Mapping[str, str] = {}
 
 
 def backends_that(need: str) -> list[str]:
     """The registered backends that have ``need`` ("two_way", "steer",
-    "tools", "output_schema"): only a refusal's words load the registry."""
+    "tools", "output_schema", or an option of :data:`TAKES`): only a refusal's
+    words load the registry."""
     # lazy: the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
 
@@ -70,7 +77,7 @@ def backends_that(need: str) -> list[str]:
             "steer": protocol is not None and protocol.can_steer,
             "tools": protocol is not None and protocol.can_host_tools,
             "output_schema": backend.structured_output,
-        }[need]
+        }.get(need, need in backend.takes)
         if has:
             names.append(name)
     return names
@@ -137,6 +144,13 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
+    for option, noun in TAKES.items():
+        if getattr(settings, option, None) and option not in backend.takes:
+            return Unsupported(
+                option,
+                f"backend {backend.name!r} takes no {noun}, which {option}= needs"
+                + _listed("backends that do", option),
+            )
     return None
 
 
