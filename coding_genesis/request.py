@@ -14,7 +14,6 @@ point.  Each one left out of a call (or None, except ``retry``) is the agent's s
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -27,14 +26,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar, o
 from coding_genesis._util.checks import (
     arguments,
     check_cwd,
+    check_prompt,
     count,
     environment,
     flag,
     mapping,
     names,
+    natural,
     node,
     positive,
     program,
+    request_key,
     required_seconds,
     seconds,
     signals,
@@ -286,12 +288,6 @@ def _retry(name: str, value: object) -> RetryPolicy | None:
     return RetryPolicy.parse(value)
 
 
-def _natural(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestSettings:
     """Every knob a request carries, each with its one check: an agent's
@@ -370,7 +366,7 @@ class RequestSettings:
     #: The longest stdout line read (a longer one is skipped, counted).
     max_line_bytes: int = setting(DEFAULT_MAX_LINE_BYTES, check=positive)
     #: The stderr kept for the failure analysis.
-    stderr_tail_bytes: int = setting(64 * 1024, check=_natural)
+    stderr_tail_bytes: int = setting(64 * 1024, check=natural)
     #: Retry policy (None: one attempt per request).
     retry: RetryPolicy | None = setting(None, check=_retry)
 
@@ -385,28 +381,6 @@ _SETTINGS = tuple(_RULES)
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
 #: Added to what the hooks of one hook point may take, so the CLI never gives up first.
 _HOOK_MARGIN = 5.0
-
-
-def request_key(backend: str, cwd: str, prompt: str) -> str:
-    """Stable across the attempts of one logical request (the failer keeps its
-    /fail-then-succeed counter under it)."""
-    return hashlib.sha256(
-        f"{backend}\0{cwd}\0{prompt}".encode("utf-8", "surrogatepass")
-    ).hexdigest()[:32]
-
-
-def check_prompt(prompt: object) -> str:
-    if not isinstance(prompt, str):
-        raise ConfigError(f"prompt must be a string, got {type(prompt).__name__}")
-    if not prompt.strip():
-        raise ConfigError("prompt is empty: say what the agent should do")
-    if "\0" in prompt:
-        raise ConfigError("prompt contains a NUL byte, which no CLI accepts")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError("prompt is not valid Unicode (lone surrogate)") from None
-    return prompt
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ same words.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import signal as _signal
@@ -19,15 +20,19 @@ from coding_genesis.errors import ConfigError, InvalidCwdError, InvalidTimeoutEr
 __all__ = [
     "arguments",
     "check_cwd",
+    "check_prompt",
     "count",
+    "directories",
     "environment",
     "flag",
     "mapping",
     "names",
+    "natural",
     "node",
     "path_or_none",
     "positive",
     "program",
+    "request_key",
     "required_seconds",
     "seconds",
     "signals",
@@ -201,3 +206,54 @@ def node(name: str, value: object) -> str | None:
     if not isinstance(value, str) or not value or "\0" in value:
         raise ConfigError(f"{name} must be a non-empty path, got {value!r}")
     return os.path.abspath(os.path.expanduser(value)) if os.sep in value else value
+
+
+def natural(name: str, value: object) -> int:
+    """An int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def directories(name: str, value: object) -> tuple[str, ...]:
+    """Existing directories, made absolute (one path or a sequence of them; None: none)."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str | os.PathLike) else value
+    if not isinstance(items, Sequence):
+        raise ConfigError(f"{name} must be a directory or a sequence of them, got {value!r}")
+    kept: list[str] = []
+    for item in items:
+        if not isinstance(item, str | os.PathLike) or not item or "\0" in os.fspath(item):
+            raise ConfigError(f"{name} must hold paths without NUL bytes, got {item!r}")
+        path = os.path.abspath(os.path.expanduser(os.fspath(item)))
+        if not os.path.isdir(path):
+            raise ConfigError(f"{name}: {path!r} is not a directory")
+        kept.append(path)
+    return tuple(kept)
+
+
+# -- a request's own -----------------------------------------------------------------------
+
+
+def check_prompt(prompt: object) -> str:
+    """A prompt a CLI can be given: a non-empty string, no NUL byte, valid Unicode."""
+    if not isinstance(prompt, str):
+        raise ConfigError(f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise ConfigError("prompt is empty: say what the agent should do")
+    if "\0" in prompt:
+        raise ConfigError("prompt contains a NUL byte, which no CLI accepts")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("prompt is not valid Unicode (lone surrogate)") from None
+    return prompt
+
+
+def request_key(backend: str, cwd: str, prompt: str) -> str:
+    """Stable across the attempts of one logical request (the failer keeps its
+    /fail-then-succeed counter under it)."""
+    return hashlib.sha256(
+        f"{backend}\0{cwd}\0{prompt}".encode("utf-8", "surrogatepass")
+    ).hexdigest()[:32]
