@@ -34,7 +34,7 @@ from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
-from ._common import PROXY_ENV, as_int, preview, str_list
+from ._common import PROXY_ENV, as_int, first_class, preview, str_list
 from .claude_control import SESSION_FLAGS, ClaudeControl
 
 __all__ = [
@@ -166,6 +166,7 @@ class ClaudeBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -246,9 +247,14 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
     disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
     if disallowed:
         args.append("--disallowedTools=" + ",".join(disallowed))
-    if opts.get("append_system_prompt"):
-        args.append(f"--append-system-prompt={opts['append_system_prompt']}")
-    for directory in str_list(opts.get("add_dirs")):
+    if start.system_prompt is not None:
+        args.append(f"--system-prompt={start.system_prompt}")
+    append = first_class(
+        start.append_system_prompt, "append_system_prompt", opts, "append_system_prompt", warnings
+    )
+    if append:
+        args.append(f"--append-system-prompt={append}")
+    for directory in str_list(first_class(start.add_dirs, "add_dirs", opts, "add_dirs", warnings)):
         args.append(f"--add-dir={directory}")
     if opts.get("mcp_config"):
         args.append(f"--mcp-config={opts['mcp_config']}")

@@ -60,7 +60,7 @@ from coding_genesis.events import (
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
-from ._common import PROXY_ENV, as_int, first_hint, preview
+from ._common import PROXY_ENV, as_int, first_class, first_hint, preview
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -185,6 +185,7 @@ class GeminiBackend(Backend):
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
         "include_directories": OptionSpec((str, list, tuple), "--include-directories"),
     }
+    takes = frozenset({"add_dirs"})
 
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
@@ -200,7 +201,7 @@ class GeminiBackend(Backend):
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        dirs = opts.get("include_directories")
+        dirs = first_class(request.add_dirs, "add_dirs", opts, "include_directories", warnings)
         if dirs:
             joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
             args.append(f"--include-directories={joined}")

@@ -46,7 +46,7 @@ from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
-from ._common import PROXY_ENV, as_int, first_hint
+from ._common import PROXY_ENV, as_int, first_class, first_hint
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -134,6 +134,7 @@ class QwenBackend(Backend):
         "max_tool_calls": OptionSpec((int,), "--max-tool-calls"),
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
     }
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
 
     def install_hint(self) -> str:
         return (
@@ -155,7 +156,12 @@ class QwenBackend(Backend):
             args.append(f"--max-session-turns={int(request.max_turns)}")
         if opts.get("max_tool_calls") is not None:
             args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
-        dirs = opts.get("add_dirs")
+        warnings: list[str] = []
+        if request.system_prompt is not None:
+            args.append(f"--system-prompt={request.system_prompt}")
+        if request.append_system_prompt is not None:
+            args.append(f"--append-system-prompt={request.append_system_prompt}")
+        dirs = first_class(request.add_dirs, "add_dirs", opts, "add_dirs", warnings)
         for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
             args.append(f"--add-dir={directory}")
         if request.resume:
@@ -175,7 +181,11 @@ class QwenBackend(Backend):
             overlay["settings.json"] = json.dumps(settings).encode("utf-8")
             env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
         return CommandSpec(
-            args=tuple(args), stdin=request.prompt.encode("utf-8"), env=env, overlay=overlay
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            overlay=overlay,
+            warnings=tuple(warnings),
         )
 
     def translator(self) -> QwenTranslator:

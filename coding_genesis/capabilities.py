@@ -58,7 +58,11 @@ ROWS = (
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
 #: with the noun its refusal names.
-TAKES: Mapping[str, str] = {}
+TAKES: Mapping[str, str] = {
+    "system_prompt": "system prompt",
+    "append_system_prompt": "appended system prompt",
+    "add_dirs": "extra directories",
+}
 
 
 def backends_that(need: str) -> list[str]:
@@ -180,14 +184,16 @@ Trust: TypeAlias = Literal["data", "trusted", "never"]
 
 _DATA = (
     "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
-    "isolation isolation_base keep carry_uncommitted include_diff keep_results"
+    "isolation isolation_base keep carry_uncommitted include_diff keep_results "
+    "system_prompt append_system_prompt"
 )
 _TRUSTED = (
     "cli_path node_path env inherit_env env_allow extra_args verify verify_timeout "
     "permissions max_turns cli_max_retries approval_timeout hook_timeout output_schema grace "
     "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
     "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
-    "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources"
+    "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
+    "add_dirs"
 )
 _NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock"
 

@@ -28,6 +28,7 @@ from coding_genesis._util.checks import (
     check_cwd,
     check_prompt,
     count,
+    directories,
     environment,
     flag,
     mapping,
@@ -40,6 +41,7 @@ from coding_genesis._util.checks import (
     required_seconds,
     seconds,
     signals,
+    text,
     word,
 )
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES
@@ -120,6 +122,12 @@ class SharedOptions(TypedDict, total=False):
     #: The settings the CLI reads (None: the user's alone; the working
     #: directory's are read only when named here).
     setting_sources: Sequence[SettingSource] | None
+    #: The CLI's system prompt, in place of its own (where the CLI has one).
+    system_prompt: str | None
+    #: Text added to the CLI's own system prompt.
+    append_system_prompt: str | None
+    #: Directories the CLI may work in besides ``cwd`` (it may write there).
+    add_dirs: Sequence[str | os.PathLike[str]] | None
 
 
 class RequestOptions(SharedOptions, total=False):
@@ -332,6 +340,14 @@ class RequestSettings:
     )
     #: The caller's functions the model may call (plain or ``@tool`` functions).
     tools: tuple[HostTool, ...] = setting((), check=lambda n, v: check_tools(v))
+    #: The CLI's system prompt, in place of its own (None: the CLI's).  claude
+    #: keeps the first one of a session: a changed one is not sent on ``resume=``.
+    system_prompt: str | None = setting(None, check=text)
+    #: Text added to the CLI's own system prompt (None: nothing).
+    append_system_prompt: str | None = setting(None, check=text)
+    #: Directories the CLI may work in (and write in) besides ``cwd``: absolute,
+    #: existing (untrusted input may not set them).
+    add_dirs: tuple[str, ...] = setting((), check=directories)
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = setting(60.0, check=required_seconds)
     #: Seconds each hook has to answer.
