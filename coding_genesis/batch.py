@@ -26,6 +26,7 @@ from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
+from coding_genesis._util.renamed import renamed
 from coding_genesis._util.signatures import blocking_twin
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.config import AgentSettings, seconds
@@ -339,10 +340,11 @@ async def run_many(
     defaults: Mapping[str, Any] | None = None,
     collect: bool = True,
     budget: Budget | None = None,
-    deadline_s: float | None = None,
+    deadline: float | None = None,
     clock: Clock | None = None,
     repeat: int = 1,
     pool: PoolSource | None = None,
+    **old: Any,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -351,7 +353,7 @@ async def run_many(
     that does not set its own; one shared pot caps the batch (runs in flight
     are stopped once it is spent, queued ones are not started; each result's
     ``budget`` says which).  A usage limit (a failure with ``retry_at``)
-    pauses the batch until the reset if ``deadline_s`` (seconds from now;
+    pauses the batch until the reset if ``deadline`` (seconds from now;
     None: no deadline) allows, else the queued requests are answered, not
     started, with status 69, ``error: usage_limit`` and when to retry.
     ``clock``: time source of those waits (a :class:`~coding_genesis.VirtualClock` in tests).
@@ -393,8 +395,10 @@ async def run_many(
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
-    deadline = seconds("deadline_s", deadline_s, allow_none=True)
-    gate = LimitGate(clock or current_clock(), deadline)
+    deadline = renamed(old, {"deadline_s": "deadline"}, "run_many").get("deadline", deadline)
+    if old:
+        raise TypeError(f"run_many() got unexpected keyword argument(s) {sorted(old)}")
+    gate = LimitGate(clock or current_clock(), seconds("deadline", deadline, allow_none=True))
     items = [with_defaults(request, defaults) for request in requests]
     if repeat > 1:
         return await _trials(items, repeat, runner, concurrency, on_event, on_result, collect)

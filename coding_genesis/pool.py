@@ -1,7 +1,7 @@
 """Warm sessions: live sessions started before prompts arrive, so a prompt's
 first event does not wait for the CLI's start-up.
 
-``async with SessionPool("claude", size=2, max_idle_s=300) as pool:`` builds
+``async with SessionPool("claude", size=2, max_idle=300) as pool:`` builds
 ``size`` agents from one configuration (an agent holds at most one open
 session) and opens a session on each, in the background.  ``async with
 pool.session() as s:`` hands out a warm one for one conversation (any number
@@ -9,11 +9,11 @@ of turns); leaving the ``with`` closes it, and the pool opens the next one in
 the background.  A session is never handed to a second caller: nothing of one
 conversation reaches another.
 
-When no session is warm, a caller waits (at most ``wait_s`` seconds) for one
+When no session is warm, a caller waits (at most ``wait`` seconds) for one
 the pool is already opening, which is ready sooner than a fresh start; when
 none is being opened (every session lent, or openings failing), or the wait
 runs out, it gets a fresh session opened for it (counted in ``stats().fresh``).
-A warm session idle past ``max_idle_s``, or whose CLI died, is closed and
+A warm session idle past ``max_idle``, or whose CLI died, is closed and
 replaced.  Closing the pool closes every session, lent ones included, and
 stops each CLI's whole process tree.
 
@@ -36,6 +36,7 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from coding_genesis._util.renamed import renamed, warn_renamed
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.batch import (
     BatchItem,
@@ -88,7 +89,7 @@ class PoolStats:
     served: int
     #: ... of which were opened for their caller, none being warm.
     fresh: int
-    #: Warm sessions closed unserved and replaced: idle past ``max_idle_s``
+    #: Warm sessions closed unserved and replaced: idle past ``max_idle``
     #: (``expired``) or their CLI died (``died``).
     replaced: int
     expired: int
@@ -124,7 +125,7 @@ class SessionPool:
     :class:`~coding_genesis.agent.CodingGenesisAgent`: every session has its
     agent's settings (``timeout`` per turn, ``cwd``, ``model``,
     ``permissions``, ``approver``...).  ``size``: sessions kept warm;
-    ``max_idle_s``: a warm session unused that long is replaced; ``wait_s``:
+    ``max_idle``: a warm session unused that long is replaced; ``wait``:
     how long a caller waits for a session being opened before it gets a fresh
     one.  Raises :class:`~coding_genesis.errors.ConfigError` for a bad
     setting, :class:`~coding_genesis.errors.AgentUsageError` for a backend
@@ -136,16 +137,25 @@ class SessionPool:
         backend: str | Backend | None = None,
         *,
         size: int,
-        max_idle_s: float,
-        wait_s: float = 10.0,
+        max_idle: float | None = None,
+        wait: float = 10.0,
         config: AgentConfig | None = None,
         **settings: Unpack[AgentSettings],
     ) -> None:
+        old = renamed(
+            cast("dict[str, Any]", settings),
+            {"max_idle_s": "max_idle", "wait_s": "wait"},
+            "SessionPool",
+        )
+        max_idle = old.get("max_idle", max_idle)
+        wait = old.get("wait", wait)
+        if max_idle is None:
+            raise TypeError("SessionPool() missing the keyword argument 'max_idle'")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"size must be a positive integer, got {size!r}")
         self.size = size
-        self.max_idle_s = required_seconds("max_idle_s", max_idle_s)
-        self.wait_s = float(seconds("wait_s", wait_s, allow_zero=True) or 0.0)
+        self.max_idle = required_seconds("max_idle", max_idle)
+        self.wait = float(seconds("wait", wait, allow_zero=True) or 0.0)
         first = CodingGenesisAgent(backend, config=config, **settings)
         first.session()  # refuses a backend or a setting a session cannot have; opens nothing
         #: The agents' configuration (each session's settings).
@@ -158,6 +168,18 @@ class SessionPool:
         self._closing = anyio.Event()
         self._change = anyio.Event()
         self._counts = dict.fromkeys(("opened", "served", "fresh", "expired", "died", "failed"), 0)
+
+    @property
+    def max_idle_s(self) -> float:
+        """0.1's name of :attr:`max_idle` (deprecated)."""
+        warn_renamed("SessionPool", "max_idle_s", "max_idle")
+        return self.max_idle
+
+    @property
+    def wait_s(self) -> float:
+        """0.1's name of :attr:`wait` (deprecated)."""
+        warn_renamed("SessionPool", "wait_s", "wait")
+        return self.wait
 
     @property
     def backend(self) -> Backend:
@@ -312,7 +334,7 @@ class SessionPool:
 
     async def _take(self) -> _Slot:
         self._check_serving()
-        deadline = time.monotonic() + self.wait_s
+        deadline = time.monotonic() + self.wait
         while True:
             for slot in self._slots:
                 if slot.state == "warm" and slot.session is not None and slot.session.alive:
@@ -427,7 +449,7 @@ class SessionPool:
                 return "closed"
             if not session.alive:
                 return "died"
-            left = slot.since + self.max_idle_s - time.monotonic()
+            left = slot.since + self.max_idle - time.monotonic()
             if left <= 0:
                 return "expired"
             with anyio.move_on_after(min(left, _POLL_S)):

@@ -5,11 +5,13 @@ changelog lists them under "Deprecated")."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
 import coding_genesis
-from coding_genesis import config, request
+from coding_genesis import CircuitBreaker, RetryPolicy, RunSpec, SessionPool, config, request
+from coding_genesis.batch import run_many_sync
 
 #: (module, old name, the object it now is)
 MOVED = [
@@ -79,3 +81,60 @@ def test_session_start_makes_the_sessions_request() -> None:
     assert start.approvals and set(start.hooks) == {"turn_end"} and start.model == "m"
     with pytest.raises(TypeError, match="hook_timeout"):
         session_start(cwd="/w", hook_wait=40)
+
+
+# -- durations: one spelling (a float of seconds, no unit suffix on the way in) --------
+
+
+def test_session_pool_takes_max_idle_s_and_wait_s_with_a_warning(tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match="max_idle_s= is deprecated: use max_idle="):
+        pool = SessionPool("failer", size=1, max_idle_s=30, wait=1, cwd=str(tmp_path))  # type: ignore[call-arg]
+    assert pool.max_idle == 30
+    with pytest.warns(DeprecationWarning, match="wait_s= is deprecated: use wait="):
+        pool = SessionPool("failer", size=1, max_idle=30, wait_s=2, cwd=str(tmp_path))  # type: ignore[call-arg]
+    assert pool.wait == 2
+    with pytest.warns(DeprecationWarning, match="max_idle_s= is deprecated"):
+        assert pool.max_idle_s == 30
+    with pytest.warns(DeprecationWarning, match="wait_s= is deprecated"):
+        assert pool.wait_s == 2
+
+
+def test_run_many_takes_deadline_s_with_a_warning() -> None:
+    specs = [RunSpec(prompt="hello", backend="failer", ledger=False)]
+    with pytest.warns(DeprecationWarning, match="run_many: deadline_s= is deprecated"):
+        (result,) = run_many_sync(specs, deadline_s=60)
+    assert result["status"] == 0
+
+
+def test_retry_policy_takes_deadline_s_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="deadline_s= is deprecated: use deadline="):
+        policy = RetryPolicy.parse({"deadline_s": 9})
+    assert policy == RetryPolicy.default(deadline=9)
+    with pytest.warns(DeprecationWarning, match="deadline_s= is deprecated"):
+        assert RetryPolicy.default(deadline=9).deadline_s == 9
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("base_delay_s", "base_delay"),
+        ("max_delay_s", "max_delay"),
+        ("retry_after_cap_s", "retry_after_cap"),
+    ],
+)
+def test_category_policy_takes_its_old_names_with_a_warning(old: str, new: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"{old}= is deprecated: use {new}="):
+        policy = RetryPolicy.default().with_category("network", **{old: 7})
+    assert getattr(policy.for_category("network"), new) == 7
+    with pytest.warns(DeprecationWarning, match=f"{old}= is deprecated"):
+        assert getattr(policy.for_category("network"), old) == 7
+
+
+def test_circuit_breaker_takes_cooldown_s_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="cooldown_s= is deprecated: use cooldown="):
+        breaker = CircuitBreaker(threshold=2, cooldown_s=5)
+    assert breaker.cooldown == 5
+    with pytest.warns(DeprecationWarning, match="cooldown_s= is deprecated"):
+        assert breaker.cooldown_s == 5
+    with pytest.raises(TypeError, match="cooldwn"):
+        CircuitBreaker(cooldwn=5)

@@ -230,8 +230,8 @@ class RunWiring:
             policy = OUTPUT_RETRY
         if policy is None:
             return await attempt(first)
-        if policy.deadline_s is not None:
-            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline_s))
+        if policy.deadline is not None:
+            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline))
         bus = self.bus
 
         def on_attempt(entry: dict[str, Any]) -> None:

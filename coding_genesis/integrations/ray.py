@@ -259,7 +259,8 @@ class RayRunner:
         on_result: ResultCallback | None = None,
         collect: bool = True,
         budget: Budget | None = None,
-        deadline_s: float | None = None,
+        deadline: float | None = None,
+        **old: Any,
     ) -> list[dict[str, Any]]:
         """:func:`coding_genesis.batch.run_many` on this runner.  A shared
         ``budget`` (or one in a request) moves its pot into a Ray actor
@@ -273,7 +274,8 @@ class RayRunner:
             on_result=on_result,
             collect=collect,
             budget=budget,
-            deadline_s=deadline_s,
+            deadline=deadline,
+            **old,  # deadline_s=, deprecated: run_many warns
         )
 
 
