@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.lowlevel import EventLoopToken, current_token
 
 from coding_genesis.errors import AgentUsageError, ConfigError, RefusedError
 from coding_genesis.request import (
@@ -44,6 +45,8 @@ __all__ = ["Check", "Runner"]
 Check = Callable[["Backend", RequestSettings, "Mode"], "Unsupported | None"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: How often a wait for a run of another event loop looks again.
+_LOOK_AGAIN = 0.05
 
 
 class Runner:
@@ -57,6 +60,7 @@ class Runner:
         "_check",
         "_idle",
         "_last",
+        "_loop",
         "_reason",
         "_run_id",
         "_session",
@@ -73,8 +77,10 @@ class Runner:
         self._run_id: str | None = None
         self._last: RunResult | None = None
         self._session: object | None = None
-        #: Set when the run in flight ends (made by the run, in its event loop).
+        #: Set when the run in flight ends (made by the run, in its event loop,
+        #: ``_loop``: a run_sync() in another thread has a loop of its own).
         self._idle: anyio.Event | None = None
+        self._loop: EventLoopToken | None = None
 
     # -- state ----------------------------------------------------------------
 
@@ -122,9 +128,15 @@ class Runner:
         self._session = session
 
     async def wait_idle(self) -> None:
-        """Return once no run is in flight."""
-        while self._state is AgentState.BUSY and self._idle is not None:
-            await self._idle.wait()
+        """Return once no run is in flight: woken by the run's end, or, for a
+        run in another event loop (a ``run_sync()`` in another thread), by
+        looking again every 50 ms (an event is never waited on across loops)."""
+        while self._state is AgentState.BUSY:
+            idle = self._idle
+            if idle is not None and self._loop == current_token():
+                await idle.wait()
+            else:
+                await anyio.sleep(_LOOK_AGAIN)
 
     # -- a request --------------------------------------------------------------
 
@@ -198,6 +210,7 @@ class Runner:
         self._run_id = run_id
         run = wiring.start(request, run_id, clock, session, trigger)
         self._idle = anyio.Event()
+        self._loop = current_token()
         self._set_state(AgentState.BUSY, "probe after cooldown" if probe else "run started")
         result: RunResult | None = None
         try:

@@ -7,6 +7,7 @@ as ``run()`` does; the agent's session-only methods are deprecated."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,23 @@ def test_session_owner_is_a_deprecated_name() -> None:
 
     with pytest.warns(DeprecationWarning, match="SessionOwner is deprecated"):
         assert session_module.SessionOwner is not None
+
+
+def test_a_clis_turn_waits_for_a_run_of_another_threads_event_loop(tmp_path: Path) -> None:
+    """The session lives in its portal's loop, ``run_sync()`` in this thread's own: the
+    CLI's turn, answered busy, waits for that run without waiting on its loop's event."""
+
+    def allow(request: ApprovalRequest) -> Decision:
+        return Decision.allow()
+
+    a = agent(tmp_path, approver=allow)
+    with a.session_sync() as s:
+        assert s.send("LATER 0.3 TEXT later")["status"] == 0
+        run = a.run_sync("SLEEP 1")  # the CLI wants its turn meanwhile: busy
+        assert run["status"] == 0, run["message"]
+        deadline = time.monotonic() + 10
+        while not any(r.trigger == "cli" for r in s.session.results):
+            assert time.monotonic() < deadline, "the CLI's turn never ran"
+            time.sleep(0.05)
+        (later,) = [r for r in s.session.results if r.trigger == "cli"]
+        assert later.status == 0 and later.message == "later"
