@@ -279,9 +279,9 @@ def render_api_index() -> str:
     lines += [
         "`__version__` is the installed package's version (read from its metadata on first use).",
         "",
-        "## Defined in private modules",
+        "## At the top level",
         "",
-        "These names are public; the modules that define them are not (they may move in any release).",
+        "These names live at the top level (`coding_genesis.NAME` is their home; their code may move).",
         "",
     ]
     for name in sorted(here, key=str.lower):

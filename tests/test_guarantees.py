@@ -213,7 +213,7 @@ def test_events_are_typed_one_class_per_kind() -> None:
 
 @pytest.mark.slow
 def test_the_duration_counts_every_attempt_of_a_retried_run(tmp_path: Path) -> None:
-    policy = retry.RetryPolicy.default().with_category("network", base_delay_s=0.3)
+    policy = retry.RetryPolicy.default().with_category("network", base_delay=0.3)
     agent = CodingGenesisAgent("failer", retry=policy, options={"state_dir": str(tmp_path)})
     result = agent.run_sync("/fail-then-succeed 2")  # real (short) waits: 0.3 s, 0.6 s
     assert result["status"] == 0 and result["attempts"] == 3

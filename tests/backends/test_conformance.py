@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.backend import AttemptRequest, Translator
+from coding_genesis.backend import Translator
 from coding_genesis.backends import ClaudeBackend, FailerBackend, available_backends, get_backend
 from coding_genesis.events import Event, ResultEvent, SessionEvent, TextEvent
 from coding_genesis.testing import (
@@ -25,7 +25,7 @@ from coding_genesis.testing import (
     find_recordings,
     pytest_params,
 )
-from tests.support import RECORDINGS
+from tests.support import RECORDINGS, cli_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,7 +47,7 @@ def test_every_backend_conforms_on_its_recordings(name: str) -> None:
 def failer_recording(case: str, prompt: str) -> Recording:
     program = FailerBackend().default_program()
     assert program is not None
-    spec = FailerBackend().build_command(AttemptRequest(prompt=prompt, cwd="/tmp"))
+    spec = FailerBackend().build_command(cli_request(prompt=prompt, cwd="/tmp"))
     proc = subprocess.run(
         [*program, *spec.args], input=spec.stdin, capture_output=True, timeout=60, check=False
     )

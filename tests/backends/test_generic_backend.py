@@ -15,10 +15,9 @@ from coding_genesis import (
     backends as registry,
     load_backends_file,
 )
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import register_backend
 from coding_genesis.errors import ConfigError
-from tests.support import FakeCLI
+from tests.support import FakeCLI, cli_request
 
 
 @pytest.fixture(autouse=True)
@@ -72,12 +71,12 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
 ) -> None:
     backend = claude_like(fake_claude)
     assert backend.supports_resume
-    spec = backend.build_command(AttemptRequest(prompt="p", cwd="/w", resume_session="s-1"))
+    spec = backend.build_command(cli_request(prompt="p", cwd="/w", resume="s-1"))
     assert spec.args == ("-p", "--output-format", "stream-json", "--workdir=/w", "--resume=s-1")
     assert spec.stdin == b"p"
     plain = GenericBackend("plain", command=["plain"])
     assert not plain.supports_resume
-    spec = plain.build_command(AttemptRequest(prompt="p", cwd="/w", model="x", max_turns=2))
+    spec = plain.build_command(cli_request(prompt="p", cwd="/w", model="x", max_turns=2))
     assert spec.args == ()
     assert spec.warnings == (
         "max_turns=2 not honored by plain",

@@ -18,6 +18,7 @@ from coding_genesis import (
 from coding_genesis._cli.backends import ENTRY_POINT_GROUP, builtin_names
 from coding_genesis.backends import available_backends, get_backend
 from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.request import Request
 from coding_genesis.testing import check_contract
 from tests.support import present
 
@@ -225,7 +226,7 @@ class NewStyle(base.Backend):
     def default_program(self) -> Any:
         return registry.FailerBackend().default_program()
 
-    def build_command(self, request: base.AttemptRequest) -> base.CommandSpec:
+    def build_command(self, request: Request) -> base.CommandSpec:
         return registry.FailerBackend().build_command(request)
 
     def translator(self) -> base.Translator:

@@ -17,16 +17,17 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.backend import AttemptRequest, CommandSpec
+from coding_genesis.backend import CommandSpec
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.batch import run_many_sync
 from coding_genesis.config import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS, AgentConfig
 from coding_genesis.errors import ConfigError
-from tests.support import FakeCLI
+from coding_genesis.request import Request
+from tests.support import FakeCLI, cli_request
 
 
-def request(**fields: Any) -> AttemptRequest:
-    return AttemptRequest(prompt="p", cwd="/tmp", **fields)
+def request(**fields: Any) -> Request:
+    return cli_request(prompt="p", cwd="/tmp", **fields)
 
 
 # -- validated once ----------------------------------------------------------------
@@ -95,7 +96,7 @@ def test_a_backend_without_the_attribute_refuses_every_level() -> None:
         def default_program(self) -> None:
             return None
 
-        def build_command(self, request: AttemptRequest) -> CommandSpec:
+        def build_command(self, request: Request) -> CommandSpec:
             return CommandSpec(args=())
 
         def translator(self) -> Any:
@@ -155,7 +156,7 @@ def test_claude_read_only_keeps_the_users_denials_and_wins_over_permission_mode(
 
 def test_claude_max_turns_model_resume_and_retries() -> None:
     spec = ClaudeBackend().build_command(
-        request(model="sonnet", max_turns=3, resume_session="abc-1", cli_max_retries=0)
+        request(model="sonnet", max_turns=3, resume="abc-1", cli_max_retries=0)
     )
     assert {"--model=sonnet", "--max-turns=3", "--resume=abc-1"} <= set(spec.args)
     assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
@@ -249,7 +250,7 @@ def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     seen: list[Any] = []
 
     class Probe(ClaudeBackend):
-        def build_command(self, request: AttemptRequest) -> CommandSpec:
+        def build_command(self, request: Request) -> CommandSpec:
             seen.append(request.cli_max_retries)
             return super().build_command(request)
 
@@ -356,7 +357,7 @@ PROBE = textwrap.dedent(
 class OverlayBackend(ClaudeBackend):
     name = "overlay-probe"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         return dataclasses.replace(
             super().build_command(request),
             args=("--settings={overlay}/settings.json",),

@@ -255,7 +255,7 @@ def test_run_spec_is_frozen_and_picklable() -> None:
 
 def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
     """Fails once (a network-like failure), then succeeds; retried after 0.05 s."""
-    policy = RetryPolicy.default().with_category("network", base_delay_s=0.05)
+    policy = RetryPolicy.default().with_category("network", base_delay=0.05)
     return RunSpec(
         prompt="/fail-then-succeed 1",
         backend="failer",
@@ -290,17 +290,17 @@ def test_retry_policies_validate_from_json() -> None:
     spec = RunSpec.model_validate({"prompt": "x", "backend": "failer", "retry": 2})
     assert spec.agent_kwargs() == {"retry": 2}
     spec = RunSpec.model_validate(
-        {"prompt": "x", "backend": "failer", "retry": {"deadline_s": 60, "resume": False}}
+        {"prompt": "x", "backend": "failer", "retry": {"deadline": 60, "resume": False}}
     )
     policy = CodingGenesisAgent("failer", **spec.agent_kwargs()).retry_policy
     assert isinstance(policy, RetryPolicy)
-    assert (policy.deadline_s, policy.resume) == (60, False)
+    assert (policy.deadline, policy.resume) == (60, False)
 
 
 def test_a_shared_circuit_breaker_degrades_a_whole_batch(tmp_path: Path) -> None:
     from coding_genesis import CircuitBreaker
 
-    shared = CircuitBreaker(threshold=2, cooldown_s=60)
+    shared = CircuitBreaker(threshold=2, cooldown=60)
     requests = [
         {"prompt": "hi", "backend": "claude", "cli_path": str(tmp_path / "missing")}
         for _ in range(5)

@@ -229,7 +229,7 @@ def test_chat_names_the_backends_that_can_hold_a_session(
     terminal = Terminal(["chat", "--backend", "gemini"], env={"GENESIS_TRANSCRIPTS": "off"})
     terminals.append(terminal)
     assert terminal.wait() == 2
-    screen = terminal.screen
+    screen = "".join(terminal.screen.splitlines())  # the message, unwrapped from 80 columns
     assert "genesis chat: error: backend 'gemini' has no two-way protocol" in screen
     assert "claude" in screen and "codex" in screen
 

@@ -16,7 +16,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent, retry
-from coding_genesis.options import RetrySetting
+from coding_genesis.request import RetrySetting
 from tests.support import RECORDINGS, FakeCLI, assert_one_truth, present
 
 #: (prompt, agent timeout, expected category, expected retryable)

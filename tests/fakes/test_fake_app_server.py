@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from coding_genesis.approval import Decision
-from coding_genesis.control import PermissionAsk, SessionStart, TurnEnded
+from coding_genesis.control import PermissionAsk, TurnEnded
 from coding_genesis.events import TextEvent, UsageEvent
 from coding_genesis.usage import normalize_usage
 from tests.fakes.real_cli import MARKER_ENV, clean_env, kill_marked
 from tests.fakes.record_codex_control import Session
-from tests.support import FAKE_BIN
+from tests.support import FAKE_BIN, cli_request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -53,7 +53,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         "FAKE_CLI_RECORD": str(record),
         "FAKE_CLI_SESSION": "thread-1",
     }
-    start = SessionStart(cwd=str(work), approvals=True)
+    start = cli_request(cwd=str(work), approvals=True)
     session = Session(str(FAKE_BIN / "codex"), start, env, tmp_path / "stderr")
     try:
         assert session.open() == "thread-1"

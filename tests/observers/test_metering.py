@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._observers.budget import Budget
 from coding_genesis._observers.prices import ModelPrice, PriceTable, context_window
 from coding_genesis.batch import RunSpec, run_many
+from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from tests.support import FAKE_BIN, EventLog, FakeCLI, QuietObserver, present
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
@@ -408,8 +408,8 @@ def test_codex_recording_cost_is_computed_and_claude_recording_reported() -> Non
 def test_budget_accounting_warnings_cache_and_refunds() -> None:
     """The pot itself: warnings once per fraction, cache tokens only when
     asked, a lower figure (a reported cost below the estimate) is refunded."""
-    from coding_genesis._observers.budget import Usage
     from coding_genesis._supervision.stop import StopHandle
+    from coding_genesis.budget import Usage
 
     budget = Budget(max_tokens=1000, warn_at=(0.5, 0.8))
     stop = StopHandle()

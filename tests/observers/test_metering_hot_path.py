@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coding_genesis._observers.budget import Budget, Usage
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
+from coding_genesis.budget import Budget, Usage
 from coding_genesis.events import EventKind, UsageEvent
 from tests.observers.test_metering import message, tool_result
 from tests.support import EventLog, FakeCLI, QuietObserver, present

@@ -259,7 +259,7 @@ def test_event_timestamps_are_exactly_what_datetime_gives() -> None:
     import datetime as dt
     import random
 
-    from coding_genesis.events import _iso
+    from coding_genesis._util.timestamps import iso_ms as _iso
 
     rng = random.Random(6)
     now = time.time()

@@ -17,8 +17,9 @@ from anyio.from_thread import BlockingPortal
 from coding_genesis import CodingGenesisAgent, Event, RunResponse
 from coding_genesis._failures.report import parse_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES
-from coding_genesis.backend import AttemptRequest, CommandSpec
+from coding_genesis.backend import CommandSpec
 from coding_genesis.backends import ClaudeBackend
+from coding_genesis.request import Request
 from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS, FakeCLI
 
@@ -318,7 +319,7 @@ class Hostile(ClaudeBackend):
     def default_program(self) -> Sequence[str] | None:
         return tuple(self.program) or None
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         if self.where == "build_command":
             raise RuntimeError("build_command exploded")
         return super().build_command(request)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis._cli.run_many import UNTRUSTED_FIELDS, read_requests, untrusted_problem
+from coding_genesis._cli.run_many import read_requests
 from coding_genesis.batch import InvalidRequest, RunSpec
+from coding_genesis.capabilities import UNTRUSTED, untrusted_problem
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
@@ -74,9 +75,8 @@ def test_trusted_input_accepts_every_setting(tmp_path: Path) -> None:
 
 
 def test_the_allow_list_is_data_only() -> None:
-    assert {"cli_path", "env", "extra_args", "transcripts", "run_log", "observers"}.isdisjoint(
-        UNTRUSTED_FIELDS
-    )
+    data = {name for name, trust in UNTRUSTED.items() if trust == "data"}
+    assert {"cli_path", "env", "extra_args", "transcripts", "run_log", "observers"}.isdisjoint(data)
     ok = {
         "prompt": "p",
         "backend": "claude",

@@ -185,7 +185,7 @@ async def test_warm_pooled_sessions_host_the_tools_of_their_settings(tmp_path: P
     async with SessionPool(
         TwoWayBackend(),
         size=1,
-        max_idle_s=60,
+        max_idle=60,
         cwd=str(tmp_path),
         timeout=20,
         grace=1.0,

@@ -367,7 +367,7 @@ anyio.run(main)
 async def test_a_failed_turn_counts_toward_the_circuit_breaker(tmp_path: Path) -> None:
     from coding_genesis import CircuitBreaker, FailureCategory
 
-    breaker = CircuitBreaker(threshold=1, cooldown_s=60, trip_on=list(FailureCategory))
+    breaker = CircuitBreaker(threshold=1, cooldown=60, trip_on=list(FailureCategory))
     a = agent(tmp_path, circuit_breaker=breaker)
     async with a.session() as s:
         died = await s.send_result("DIE")

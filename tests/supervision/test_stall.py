@@ -63,7 +63,7 @@ def test_stalled_run_is_retried_once_resuming_its_session(tmp_path: Path) -> Non
     session, and the retry succeeds."""
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 30}])
-    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay_s=0.01)
+    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay=0.01)
     agent = fake.agent(stall_timeout=1.0, timeout=20, retry=policy)
 
     def hang_only_once(event: Any) -> None:

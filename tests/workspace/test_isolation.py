@@ -466,7 +466,7 @@ def test_run_many_cli_repeat_orders_trials_then_summary(tmp_path: Path) -> None:
 
 
 def test_run_many_file_may_isolate_but_not_verify_unless_trusted(tmp_path: Path) -> None:
-    from coding_genesis._cli.run_many import untrusted_problem
+    from coding_genesis.capabilities import untrusted_problem
 
     assert untrusted_problem({"prompt": "p", "backend": "claude", "isolation": "worktree"}) is None
     problem = untrusted_problem({"prompt": "p", "backend": "claude", "verify": ["sh"]})
