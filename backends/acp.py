@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
-from coding_genesis.backend import CommandSpec, Translator
+from coding_genesis.backend import CommandSpec, Translator, client_version
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
@@ -92,12 +92,12 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput
+from coding_genesis.request import Request
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
 from .acp_events import (
@@ -191,7 +191,8 @@ class AcpAgent:
     agent asks in its default mode, or the backend's command sees to it, as
     opencode's configuration).  ``resume``: None when ``resume=`` uses
     ``session/load`` where the agent offers it (``loadSession``); else why
-    resuming is refused.  ``refusal``: what a refused tool call does to the
+    resuming is refused (the protocol's ``resume_refusal``, which the
+    capability check reads).  ``refusal``: what a refused tool call does to the
     turn (for the docs and the capability check); ``permissions``: how the
     agent enforces the levels and asks, when its modes do not.
     """
@@ -203,6 +204,12 @@ class AcpAgent:
     refusal: str = ""
     #: How the agent enforces permission levels and asks, when not by modes.
     permissions: str = ""
+    #: ``add_dirs=`` go in ``session/new``'s (``session/load``'s)
+    #: ``additionalDirectories``, which the agent must offer
+    #: (``sessionCapabilities.additionalDirectories``); False: the backend's
+    #: command gives them (gemini's ``--include-directories``, qwen's
+    #: ``--add-dir``), or the backend takes none.
+    directories: bool = False
 
 
 # -- the protocol ----------------------------------------------------------------
@@ -232,13 +239,14 @@ class AcpProtocol(ControlProtocol):
     can_steer = False
     can_host_tools = False
 
-    def __init__(self, agent: AcpAgent, command: Callable[[SessionStart], CommandSpec]) -> None:
+    def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
+        self.resume_refusal = agent.resume
         self._command = command
         self._next_id = 0
         #: Our requests awaiting their answer: id → method.
         self._pending: dict[int, str] = {}
-        self._start: SessionStart | None = None
+        self._start: Request | None = None
         self.session_id: str | None = None
         #: The agent offers session/load (its initialize said so).
         self.can_load = False
@@ -263,23 +271,16 @@ class AcpProtocol(ControlProtocol):
         self._pending[self._next_id] = method
         return {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": dict(params)}
 
-    def refusal(self, start: SessionStart) -> str | None:
-        if start.resume and self.agent.resume is not None:
-            return f"{self.agent.name} cannot resume a session over ACP: {self.agent.resume}"
-        return None
-
-    def command(self, start: SessionStart) -> CommandSpec:
-        return self._command(start)
+    def command(self, request: Request) -> CommandSpec:
+        return self._command(request)
 
     def translator(self) -> Translator:
         self._translator = AcpTranslator(self.session_id)
         return self._translator
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
-        from coding_genesis import __version__  # the package metadata, read once a session
-
-        self._start = start
-        self._hooks = frozenset(start.hooks)
+    def opening(self, request: Request) -> list[Outgoing]:
+        self._start = request
+        self._hooks = frozenset(request.hooks)
         return [
             self._call(
                 "initialize",
@@ -289,19 +290,19 @@ class AcpProtocol(ControlProtocol):
                         "fs": {"readTextFile": False, "writeTextFile": False},
                         "terminal": False,
                     },
-                    "clientInfo": {"name": "coding-genesis", "version": __version__},
+                    "clientInfo": {"name": "coding-genesis", "version": client_version()},
                 },
             )
         ]
 
-    def mode(self, start: SessionStart) -> str | None:
+    def mode(self, request: Request) -> str | None:
         """The mode the session runs in: the asking mode when an approver
         decides (unless ``permissions="read-only"``, which stays read-only),
         else the permission level's; None: the agent's own default."""
-        if start.approvals and start.permissions != "read-only" and self.agent.ask_mode:
+        if request.approvals and request.permissions != "read-only" and self.agent.ask_mode:
             return self.agent.ask_mode
-        if start.permissions is not None:
-            return self.agent.modes.get(start.permissions)
+        if request.permissions is not None:
+            return self.agent.modes.get(request.permissions)
         return None
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -414,19 +415,33 @@ class AcpProtocol(ControlProtocol):
             )
         capabilities = _mapping(result.get("agentCapabilities"))
         self.can_load = capabilities.get("loadSession") is True
-        start = self._start or SessionStart(cwd=".")
-        params: dict[str, Any] = {"cwd": start.cwd, "mcpServers": []}
-        if start.resume:
+        start = self._start
+        params: dict[str, Any] = {"cwd": start.cwd if start else ".", "mcpServers": []}
+        if start is not None and start.add_dirs and self.agent.directories:
+            offered = _mapping(capabilities.get("sessionCapabilities"))
+            if not isinstance(offered.get("additionalDirectories"), Mapping):
+                return (
+                    ProtocolFault(
+                        "does not offer additionalDirectories (sessionCapabilities): "
+                        "add_dirs= cannot widen its session",
+                        fatal=True,
+                    ),
+                )
+            params["additionalDirectories"] = list(start.add_dirs)
+        resume = start.resume if start is not None else None
+        if resume:
+            if self.resume_refusal is not None:  # the capability check said so first
+                return (ProtocolFault(self.resume_refusal, fatal=True),)
             if not self.can_load:
                 return (
                     ProtocolFault(
                         f"does not offer session/load (loadSession): "
-                        f"resume={start.resume!r} cannot continue that session",
+                        f"resume={resume!r} cannot continue that session",
                         fatal=True,
                     ),
                 )
-            self.session_id = start.resume
-            return (Reply((self._call("session/load", {"sessionId": start.resume, **params}),)),)
+            self.session_id = resume
+            return (Reply((self._call("session/load", {"sessionId": resume, **params}),)),)
         return (Reply((self._call("session/new", params),)),)
 
     def _opened(self, method: str, result: Mapping[str, Any]) -> Sequence[Incoming]:
@@ -435,8 +450,7 @@ class AcpProtocol(ControlProtocol):
             if sid is None:
                 return (ProtocolFault("answered session/new with no sessionId", True),)
             self.session_id = sid
-        start = self._start or SessionStart(cwd=".")
-        mode = self.mode(start)
+        mode = self.mode(self._start) if self._start is not None else None
         if mode is None:
             return self._ready()
         offered = [

@@ -27,7 +27,10 @@ permission level the agent enforces (only those levels are accepted);
 ``ask_mode``: the mode in which it asks before each tool call (set when an
 approver decides); ``resume``: whether ``resume=`` may use ``session/load``
 (where the agent offers it; False refuses it); ``model_args``: how the model
-is given on the command line (``{model}``), when it can be.
+is given on the command line (``{model}``), when it can be.  ``add_dirs=``
+goes in ``session/new``'s ``additionalDirectories`` (an agent that does not
+offer them fails the opening, saying so); ``system_prompt=`` is refused (ACP
+has no field for it).
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
-from coding_genesis.control import ControlProtocol, SessionStart
+from coding_genesis.backend import Backend, CommandSpec, Translator
+from coding_genesis.control import ControlProtocol
 from coding_genesis.errors import ConfigError
+from coding_genesis.request import Request
 
 from .acp import AcpAgent, AcpProtocol, AcpTranslator
 
@@ -81,6 +85,9 @@ class AcpBackend(Backend):
     """Any command that speaks ACP (see the module's docstring)."""
 
     two_way_only = True
+    #: ``add_dirs=`` go over the protocol (``additionalDirectories``): an agent
+    #: that does not offer them fails the session's opening, saying so.
+    takes = frozenset({"add_dirs"})
 
     def __init__(
         self,
@@ -137,6 +144,7 @@ class AcpBackend(Backend):
             resume=None
             if resume
             else f"resume is off for {name} (its backend says resume = false)",
+            directories=True,
         )
         #: Only the levels it was told the mode of.
         self.permission_levels = frozenset(levels)
@@ -165,20 +173,20 @@ class AcpBackend(Backend):
                 warnings.append(f"model={model!r} not honored by {self.name} (no model_args)")
         return args, warnings
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         """The agent's command (what ``genesis doctor`` checks): a run never
         spawns it this way, every run is a live session's turn."""
         args, warnings = self._argv(request.model)
         return CommandSpec(args=tuple(args), env=dict(self._env), warnings=tuple(warnings))
 
-    def _command(self, start: SessionStart) -> CommandSpec:
-        args, warnings = self._argv(start.model)
-        if start.max_turns is not None:
-            warnings.append(f"max_turns={start.max_turns} not honored by {self.name}")
-        if start.cli_max_retries is not None:
-            warnings.append(f"cli_max_retries={start.cli_max_retries} not honored by {self.name}")
+    def _command(self, request: Request) -> CommandSpec:
+        args, warnings = self._argv(request.model)
+        if request.max_turns is not None:
+            warnings.append(f"max_turns={request.max_turns} not honored by {self.name}")
+        if request.cli_max_retries is not None:
+            warnings.append(f"cli_max_retries={request.cli_max_retries} not honored by {self.name}")
         return CommandSpec(
-            args=(*args, *start.extra_args), env=dict(self._env), warnings=tuple(warnings)
+            args=(*args, *request.extra_args), env=dict(self._env), warnings=tuple(warnings)
         )
 
     def translator(self) -> Translator:

@@ -41,14 +41,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
     RepositoryFile,
     Translator,
 )
-from coding_genesis.control import ControlProtocol, SessionStart
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -59,10 +58,11 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from . import acp_agents
-from ._common import PROXY_ENV, as_int, first_hint, preview
+from ._common import PROXY_ENV, as_int, first_class, first_hint, preview
 from .acp import AcpProtocol
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
@@ -147,25 +147,24 @@ def gemini_failure_hint(result: RunResult) -> str | None:
     return None
 
 
-def _options(
-    model: str | None, options: Mapping[str, Any], retries: int | None, max_turns: int | None
-) -> tuple[list[str], list[str]]:
+def _shared(request: Request) -> tuple[list[str], list[str]]:
     """The arguments (model, directories) and warnings a one-shot run and a
     live session share."""
     args: list[str] = []
     warnings: list[str] = []
-    if model:
-        args += ["-m", model]
-    dirs = options.get("include_directories")
+    if request.model:
+        args += ["-m", request.model]
+    opts = request.options
+    dirs = first_class(request.add_dirs, "add_dirs", opts, "include_directories", warnings)
     if dirs:
         joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
         args.append(f"--include-directories={joined}")
-    if retries is not None:
+    if request.cli_max_retries is not None:
         warnings.append(
             "gemini's API retries cannot be capped per run (general.maxAttempts in "
             "~/.gemini/settings.json): cli_max_retries not honored"
         )
-    if max_turns is not None:
+    if request.max_turns is not None:
         warnings.append(
             "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
             "max_turns not honored"
@@ -216,23 +215,22 @@ class GeminiBackend(Backend):
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
         "include_directories": OptionSpec((str, list, tuple), "--include-directories"),
     }
+    takes = frozenset({"add_dirs"})
 
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
-        shared, warnings = _options(
-            request.model, request.options, request.cli_max_retries, request.max_turns
-        )
+        shared, warnings = _shared(request)
         mode = request.options.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
         args += shared
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),
@@ -252,20 +250,19 @@ class GeminiBackend(Backend):
         """A live session over ACP (``gemini --acp``): see :mod:`.acp`."""
         return AcpProtocol(acp_agents.GEMINI, self._acp_command)
 
-    def _acp_command(self, start: SessionStart) -> CommandSpec:
+    def _acp_command(self, request: Request) -> CommandSpec:
         """``gemini --acp --skip-trust``: modes (``permissions=``, an approver)
-        are set over the protocol, not on the command line."""
-        shared, warnings = _options(
-            start.model, start.options, start.cli_max_retries, start.max_turns
-        )
-        if start.options.get("approval_mode"):
+        are set over the protocol, not on the command line; the directories
+        (``add_dirs=``) are the run's ``--include-directories``."""
+        shared, warnings = _shared(request)
+        if request.options.get("approval_mode"):
             warnings.append(
                 "option approval_mode is not used in a live session: permissions= and "
                 "approver= pick gemini's mode (session/set_mode)"
             )
         return CommandSpec(
-            args=("--acp", "--skip-trust", *shared, *start.extra_args),
-            env=self._env(start.setting_sources),
+            args=("--acp", "--skip-trust", *shared, *request.extra_args),
+            env=self._env(request.setting_sources),
             warnings=tuple(warnings),
         )
 

@@ -28,14 +28,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
     RepositoryFile,
     Translator,
 )
-from coding_genesis.control import ControlProtocol, SessionStart
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -46,6 +45,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from . import acp_agents
@@ -139,7 +139,7 @@ class OpencodeBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g opencode-ai`, or set GENESIS_OPENCODE_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["run", "--format", "json", "--dir", request.cwd]
         warnings: list[str] = []
@@ -149,8 +149,8 @@ class OpencodeBackend(Backend):
             args += ["--agent", str(opts["agent"])]
         if opts.get("variant"):
             args += ["--variant", str(opts["variant"])]
-        if request.resume_session:
-            args += ["--session", request.resume_session]
+        if request.resume:
+            args += ["--session", request.resume]
         if request.max_turns is not None:
             warnings.append("opencode has no turn limit flag: max_turns is not honored")
         if request.cli_max_retries is not None:
@@ -182,34 +182,34 @@ class OpencodeBackend(Backend):
         """A live session over ACP (``opencode acp``): see :mod:`.acp`."""
         return AcpProtocol(acp_agents.OPENCODE, self._acp_command)
 
-    def _acp_command(self, start: SessionStart) -> CommandSpec:
+    def _acp_command(self, request: Request) -> CommandSpec:
         """``opencode acp --cwd DIR``.  opencode has no permission modes: with an
         approver its configuration says ``"permission": "ask"`` (through
         ``OPENCODE_CONFIG_CONTENT``: every tool call asked; measured), else
         ``permissions=`` is ``OPENCODE_PERMISSION`` as for a run.  The model is
         its configuration's ``model`` too (``opencode acp`` takes no ``-m``)."""
-        args = ["acp", "--cwd", start.cwd]
+        args = ["acp", "--cwd", request.cwd]
         warnings: list[str] = []
         for name in ("agent", "variant"):
-            if start.options.get(name):
+            if request.options.get(name):
                 warnings.append(f"option {name} is not used by opencode acp")
-        if start.max_turns is not None:
+        if request.max_turns is not None:
             warnings.append("opencode has no turn limit flag: max_turns is not honored")
-        if start.cli_max_retries is not None:
+        if request.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
-        env = self._env(start.setting_sources)
+        env = self._env(request.setting_sources)
         config: dict[str, Any] = {}
-        if start.model:
-            config["model"] = start.model
-        if start.approvals and start.permissions != "read-only":
+        if request.model:
+            config["model"] = request.model
+        if request.approvals and request.permissions != "read-only":
             config["permission"] = "ask"
         else:
-            permission = _PERMISSIONS.get(start.permissions or "")
+            permission = _PERMISSIONS.get(request.permissions or "")
             if permission is not None:
                 env["OPENCODE_PERMISSION"] = json.dumps(permission)
         if config:
             env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
-        return CommandSpec(args=(*args, *start.extra_args), env=env, warnings=tuple(warnings))
+        return CommandSpec(args=(*args, *request.extra_args), env=env, warnings=tuple(warnings))
 
     def failure_hint(self, result: RunResult) -> str | None:
         return opencode_failure_hint(result)

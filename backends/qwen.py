@@ -36,19 +36,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     NodeScript,
     OptionSpec,
     RepositoryFile,
 )
-from coding_genesis.control import ControlProtocol, SessionStart
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from . import acp_agents
-from ._common import PROXY_ENV, as_int, first_hint
+from ._common import PROXY_ENV, as_int, first_class, first_hint
 from .acp import AcpProtocol
 from .claude import ClaudeTranslator
 
@@ -97,25 +97,26 @@ REPOSITORY_FILES = (
 )
 
 
-def _options(
-    model: str | None,
-    opts: Mapping[str, Any],
-    max_turns: int | None,
-    retries: int | None,
-    *,
-    safe: bool,
-) -> tuple[list[str], dict[str, str], dict[str, bytes]]:
-    """The arguments, environment and settings overlay a one-shot run and a
-    live session share; ``safe``: qwen's safe mode (the working directory's
-    settings unread)."""
+def _shared(
+    request: Request, *, safe: bool
+) -> tuple[list[str], dict[str, str], dict[str, bytes], list[str]]:
+    """The arguments, environment, settings overlay and warnings a one-shot
+    run and a live session share; ``safe``: qwen's safe mode (the working
+    directory's settings unread)."""
+    opts = request.options
     args: list[str] = []
-    if model:
-        args += ["-m", model]
-    if max_turns is not None:
-        args.append(f"--max-session-turns={int(max_turns)}")
+    warnings: list[str] = []
+    if request.model:
+        args += ["-m", request.model]
+    if request.max_turns is not None:
+        args.append(f"--max-session-turns={int(request.max_turns)}")
     if opts.get("max_tool_calls") is not None:
         args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
-    dirs = opts.get("add_dirs")
+    if request.system_prompt is not None:
+        args.append(f"--system-prompt={request.system_prompt}")
+    if request.append_system_prompt is not None:
+        args.append(f"--append-system-prompt={request.append_system_prompt}")
+    dirs = first_class(request.add_dirs, "add_dirs", opts, "add_dirs", warnings)
     for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
         args.append(f"--add-dir={directory}")
     # cli.js relaunches itself in a child node for a larger heap (when half the
@@ -123,14 +124,15 @@ def _options(
     env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
     if safe:
         env["QWEN_CODE_SAFE_MODE"] = "1"
-    if opts.get("max_retries") is not None:
-        retries = opts.get("max_retries")
+    retries = opts.get("max_retries")
+    if retries is None:
+        retries = request.cli_max_retries
     overlay: dict[str, bytes] = {}
     if retries is not None:
         settings = {"model": {"generationConfig": {"maxRetries": max(0, int(retries))}}}
         overlay["settings.json"] = json.dumps(settings).encode("utf-8")
         env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
-    return args, env, overlay
+    return args, env, overlay, warnings
 
 
 class QwenBackend(Backend):
@@ -177,6 +179,7 @@ class QwenBackend(Backend):
         "max_tool_calls": OptionSpec((int,), "--max-tool-calls"),
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
     }
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
 
     def install_hint(self) -> str:
         return (
@@ -184,51 +187,46 @@ class QwenBackend(Backend):
             "or set GENESIS_QWEN_PATH (and GENESIS_QWEN_NODE for the node to run it with)"
         )
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
-        opts = request.options
+    def build_command(self, request: Request) -> CommandSpec:
         args: list[str] = ["--output-format", "stream-json"]
-        mode = opts.get("approval_mode")
+        mode = request.options.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        shared, env, overlay = _options(
-            request.model,
-            opts,
-            request.max_turns,
-            request.cli_max_retries,
-            safe=not self.reads_project(request.setting_sources),
+        shared, env, overlay, warnings = _shared(
+            request, safe=not self.reads_project(request.setting_sources)
         )
         args += shared
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         args.extend(request.extra_args)
         return CommandSpec(
-            args=tuple(args), stdin=request.prompt.encode("utf-8"), env=env, overlay=overlay
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            overlay=overlay,
+            warnings=tuple(warnings),
         )
 
     def control(self) -> ControlProtocol:
         """A live session over ACP (``cli.js --acp``): see :mod:`.acp`."""
         return AcpProtocol(acp_agents.QWEN, self._acp_command)
 
-    def _acp_command(self, start: SessionStart) -> CommandSpec:
+    def _acp_command(self, request: Request) -> CommandSpec:
         """``cli.js --acp``: modes (``permissions=``, an approver) are set over
-        the protocol; the retry cap is the same settings overlay as a run's."""
-        shared, env, overlay = _options(
-            start.model,
-            start.options,
-            start.max_turns,
-            start.cli_max_retries,
-            safe=not self.reads_project(start.setting_sources),
+        the protocol; the system prompt, the directories and the retry cap are
+        the same arguments and settings overlay as a run's."""
+        shared, env, overlay, warnings = _shared(
+            request, safe=not self.reads_project(request.setting_sources)
         )
-        warnings = []
-        if start.options.get("approval_mode"):
+        if request.options.get("approval_mode"):
             warnings.append(
                 "option approval_mode is not used in a live session: permissions= and "
                 "approver= pick qwen's mode (session/set_mode)"
             )
         return CommandSpec(
-            args=("--acp", *shared, *start.extra_args),
+            args=("--acp", *shared, *request.extra_args),
             env=env,
             overlay=overlay,
             warnings=tuple(warnings),

@@ -30,7 +30,6 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
     Unknown,
     UnparsedLine,
@@ -45,9 +44,11 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.run_events import event_from_dict
 from coding_genesis.usage import RunningTotals
 from tests.backends.schema_lite import load, problems
+from tests.support import cli_request
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = load(ROOT / "backends" / "schemas" / "acp" / "schema.json")
@@ -94,9 +95,9 @@ def written_problems(obj: dict[str, Any], method_of: dict[Any, str]) -> list[str
     return schema_problems("RequestPermissionResponse", obj["result"])
 
 
-def opened(p: AcpProtocol, start: SessionStart | None = None, session: str = "s-1") -> list[Any]:
+def opened(p: AcpProtocol, start: Request | None = None, session: str = "s-1") -> list[Any]:
     """The opening, answered: what the codec wrote."""
-    start = start or SessionStart(cwd="/srv/work")
+    start = start or cli_request(cwd="/srv/work")
     out: list[Any] = list(p.opening(start))
     replies = p.receive(
         {
@@ -123,7 +124,7 @@ def opened(p: AcpProtocol, start: SessionStart | None = None, session: str = "s-
 
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:
     p = protocol()
-    written = opened(p, SessionStart(cwd="/srv/work", approvals=True))
+    written = opened(p, cli_request(cwd="/srv/work", approvals=True))
     assert [o["method"] for o in written] == ["initialize", "session/new", "session/set_mode"]
     assert written[2]["params"] == {"sessionId": "s-1", "modeId": "default"}
     written += p.begin_turn("hello")
@@ -151,7 +152,7 @@ def test_everything_the_codec_writes_validates_against_the_schema() -> None:
     assert isinstance(reply, Reply)
     written += reply.objects
     resumed = protocol()
-    written += opened(resumed, SessionStart(cwd="/srv/work", resume="s-0"))
+    written += opened(resumed, cli_request(cwd="/srv/work", resume="s-0"))
     method_of = {0: "session/request_permission", 1: "session/request_permission"}
     for obj in written:
         assert written_problems(obj, method_of) == [], obj
@@ -168,7 +169,7 @@ def test_everything_the_codec_writes_validates_against_the_schema() -> None:
 def replay(path: Path) -> tuple[list[Event], list[Incoming], list[dict[str, Any]]]:
     """A recording through a fresh codec: the turn's events, every meaning, the agent's messages."""
     p = protocol(AcpAgent(path.stem))
-    p.opening(SessionStart(cwd="/srv"))
+    p.opening(cli_request(cwd="/srv"))
     translator: AcpTranslator | None = None
     events: list[Event] = []
     meanings: list[Incoming] = []
@@ -277,14 +278,66 @@ def test_the_http_status_of_an_error_answer(error: dict[str, Any], status: int |
 
 def test_the_protocol_version_and_a_missing_load_are_fatal() -> None:
     p = protocol()
-    p.opening(SessionStart(cwd="/srv"))
+    p.opening(cli_request(cwd="/srv"))
     (fault,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 2}})
     assert isinstance(fault, ProtocolFault) and fault.fatal
     assert "version 2" in fault.message
     q = protocol()
-    q.opening(SessionStart(cwd="/srv", resume="abc"))
+    q.opening(cli_request(cwd="/srv", resume="abc"))
     (fault,) = q.receive({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}})
     assert isinstance(fault, ProtocolFault) and fault.fatal and "session/load" in fault.message
+
+
+def test_add_dirs_go_in_additional_directories_where_the_agent_offers_them() -> None:
+    """A generic agent's ``add_dirs=`` are ``additionalDirectories`` of session/new
+    and session/load (valid by the schema) when its initialize offers them; an
+    agent that does not is a fatal fault, never a session without them."""
+    generic = AcpAgent("generic", directories=True)
+    offers = {
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": True,
+            "sessionCapabilities": {"additionalDirectories": {}},
+        },
+    }
+    for resume in (None, "s-0"):
+        p = protocol(generic)
+        p.opening(cli_request(cwd="/srv", add_dirs=("/data", "/more"), resume=resume))
+        (reply,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": offers})
+        assert isinstance(reply, Reply)
+        (new,) = reply.objects
+        assert new["method"] == ("session/load" if resume else "session/new")
+        assert new["params"]["additionalDirectories"] == ["/data", "/more"]
+        assert written_problems(new, {}) == [], new
+    silent = protocol(generic)
+    silent.opening(cli_request(cwd="/srv", add_dirs=("/data",)))
+    (fault,) = silent.receive(
+        {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1, "agentCapabilities": {}}}
+    )
+    assert isinstance(fault, ProtocolFault) and fault.fatal
+    assert "does not offer additionalDirectories" in fault.message
+    # gemini and qwen take add_dirs on their command line: nothing over the protocol
+    p = protocol()
+    p.opening(cli_request(cwd="/srv", add_dirs=("/data",)))
+    (reply,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": offers})
+    assert isinstance(reply, Reply) and "additionalDirectories" not in reply.objects[0]["params"]
+
+
+def test_a_resume_the_agent_would_lose_is_never_sent() -> None:
+    """The capability check refuses it first; the codec, handed one anyway,
+    sends no session/load (gemini's wipes the session it was asked to load)."""
+    p = protocol(AcpAgent("gemini", resume="its session/load wipes the session"))
+    assert p.resume_refusal == "its session/load wipes the session"
+    p.opening(cli_request(cwd="/srv", resume="abc"))
+    (fault,) = p.receive(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}},
+        }
+    )
+    assert isinstance(fault, ProtocolFault) and fault.fatal
+    assert fault.message == "its session/load wipes the session"
 
 
 def test_ids_the_client_never_used_and_agent_ids_that_overlap_ours() -> None:

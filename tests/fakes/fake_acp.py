@@ -44,7 +44,8 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
 
 ``FAKE_ACP_VERSION`` is the protocol version it answers (default 1);
-``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``.  ``FAKE_CLI_RECORD=path``
+``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``; ``FAKE_ACP_DIRS=1``: it
+offers ``additionalDirectories``.  ``FAKE_CLI_RECORD=path``
 gets one JSON object per message received (``received``: the method or the
 answered id, ``params``/``result``).
 """
@@ -196,7 +197,9 @@ class Agent:
         method, rid, params = msg["method"], msg.get("id"), msg.get("params") or {}
         if method == "initialize":
             version = int(os.environ.get("FAKE_ACP_VERSION", "1"))
-            caps = {"loadSession": os.environ.get("FAKE_ACP_NO_LOAD") != "1"}
+            caps: dict[str, Any] = {"loadSession": os.environ.get("FAKE_ACP_NO_LOAD") != "1"}
+            if os.environ.get("FAKE_ACP_DIRS") == "1":
+                caps["sessionCapabilities"] = {"additionalDirectories": {}}
             result = {
                 "protocolVersion": version,
                 "agentCapabilities": caps,

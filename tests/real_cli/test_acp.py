@@ -17,6 +17,7 @@ retry); a 429 in ~1 s on gemini (maxAttempts 1), ~10 s on opencode (its own back
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,29 @@ async def test_the_generic_backend_drives_gemini_from_a_backends_file(
     assert asked["approvals"][0]["allowed"] is True and (rig.work / "generic.txt").exists()
     requests = [r.path for r in rig.server.model_requests()]
     assert requests and all(GEMINI_MODEL in p for p in requests)  # model_args applied
+
+
+@pytest.mark.parametrize("name", ["gemini", "qwen"])
+async def test_add_dirs_and_qwens_system_prompt_reach_the_model_over_acp(
+    name: str, request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """gemini's ``--include-directories`` and qwen's ``--add-dir`` hold in ``--acp``
+    mode: the model is told of the extra directory; qwen's ``--system-prompt`` and
+    ``--append-system-prompt`` reach its request as in a one-shot run."""
+    cli = request.getfixturevalue(f"real_{name}")  # skips when not installed
+    rig = MoreRig(name, cli, model_server, tmp_path)
+    other = tmp_path / "other-dir-mark"
+    other.mkdir()
+    prompts = {"system_prompt": "SYSMARK-ACP", "append_system_prompt": "APPMARK-ACP"}
+    agent = acp_agent(rig, add_dirs=[str(other)], **(prompts if name == "qwen" else {}))
+    async with agent.session() as s:
+        turn = await s.send_result("SCENARIO:text hi")
+    assert turn.status == 0, turn.message
+    assert not [w for w in turn.warnings if "add_dirs" in w], turn.warnings
+    # the turn's own model request (qwen also asks for its memory in the background)
+    (body, *_) = [
+        b for b in (json.dumps(r.body) for r in model_server.model_requests()) if "text hi" in b
+    ]
+    assert str(other) in body
+    if name == "qwen":
+        assert "SYSMARK-ACP" in body and "APPMARK-ACP" in body

@@ -95,6 +95,7 @@ async def wait_gone(key: str, within: float = 10.0) -> list[int]:
     return left(key)
 
 
+@pytest.mark.slow
 async def test_three_turns_in_one_process_with_each_flavours_usage(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -122,6 +123,7 @@ async def test_three_turns_in_one_process_with_each_flavours_usage(
     }
 
 
+@pytest.mark.slow
 async def test_options_are_chosen_by_kind_and_always_is_answered_once(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -160,6 +162,7 @@ async def test_options_are_chosen_by_kind_and_always_is_answered_once(
     assert allowed.approvals[0]["allowed"] is True and denied.approvals[0]["allowed"] is False
 
 
+@pytest.mark.slow
 async def test_always_is_kept_by_the_session_and_settles_the_same_call(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -232,6 +235,7 @@ async def test_a_call_acp_cannot_read_whole_is_denied_unasked(tmp_path: Path) ->
         assert r.approvals[0]["source"] == "unreadable" and r.approvals[0]["allowed"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1100, 5000])
 async def test_a_permission_request_too_deep_to_parse_is_denied_unasked(
     tmp_path: Path, depth: int
@@ -320,6 +324,7 @@ async def test_permissions_and_an_approver_pick_the_mode(
     assert modes == ([mode] if mode else [])
 
 
+@pytest.mark.slow
 async def test_interrupt_kills_the_tool_and_the_session_lives_on(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -346,6 +351,7 @@ async def test_interrupt_kills_the_tool_and_the_session_lives_on(
     assert "session/cancel" in [e.get("received") for e in recorded(tmp_path)]
 
 
+@pytest.mark.slow
 async def test_a_tool_the_agents_cancel_leaves_running_is_stopped(tmp_path: Path) -> None:
     a = agent("opencode", tmp_path)
     async with a.session() as s:
@@ -369,6 +375,7 @@ async def test_a_tool_the_agents_cancel_leaves_running_is_stopped(tmp_path: Path
     assert await wait_gone(s.key) == []
 
 
+@pytest.mark.slow
 async def test_a_refused_question_is_answered_cancelled_at_the_interrupt(tmp_path: Path) -> None:
     async def never(request: ApprovalRequest) -> bool:
         await anyio.sleep(600)
@@ -405,6 +412,7 @@ async def test_death_mid_turn_is_incomplete_and_closes_the_session(
     assert await wait_gone(s.key) == []
 
 
+@pytest.mark.slow
 async def test_silence_meets_the_idle_and_the_wall_deadline(tmp_path: Path) -> None:
     a = agent("qwen", tmp_path, idle_timeout=1.0)
     async with a.session() as s:
@@ -420,6 +428,7 @@ async def test_silence_meets_the_idle_and_the_wall_deadline(tmp_path: Path) -> N
     assert await wait_gone(s.key) == []
 
 
+@pytest.mark.slow
 async def test_garbage_malformed_unknown_ids_and_unknown_updates(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -479,6 +488,7 @@ async def test_an_end_turn_that_hides_an_error_is_no_success(tmp_path: Path) -> 
     assert r.status == 1 and r.is_error and "did not report" in r.message
 
 
+@pytest.mark.slow
 async def test_updates_after_the_answer_are_a_turn_of_the_agents_own(
     flavour: str, tmp_path: Path
 ) -> None:
@@ -585,6 +595,7 @@ async def test_the_turns_cost_is_the_growth_of_the_sessions_cost(tmp_path: Path)
     assert s.cost_usd == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 async def test_an_agent_that_ignores_a_closed_stdin_is_stopped(tmp_path: Path) -> None:
     a = agent("gemini", tmp_path, grace=0.5)
     async with a.session() as s:
@@ -595,6 +606,7 @@ async def test_an_agent_that_ignores_a_closed_stdin_is_stopped(tmp_path: Path) -
     assert await wait_gone(key) == []
 
 
+@pytest.mark.slow
 async def test_another_protocol_version_is_refused(tmp_path: Path) -> None:
     a = agent("qwen", tmp_path, env={"FAKE_ACP_VERSION": "2"})
     async with a.session() as s:
@@ -604,6 +616,7 @@ async def test_another_protocol_version_is_refused(tmp_path: Path) -> None:
     assert await wait_gone(s.key) == []
 
 
+@pytest.mark.slow
 async def test_resume_loads_the_session_where_the_agent_offers_it(tmp_path: Path) -> None:
     store = tmp_path / "store"
     store.mkdir()
@@ -620,6 +633,7 @@ async def test_resume_loads_the_session_where_the_agent_offers_it(tmp_path: Path
     assert load and load[0]["params"]["sessionId"] == sid
 
 
+@pytest.mark.slow
 async def test_resume_is_refused_where_it_is_broken_or_not_offered(tmp_path: Path) -> None:
     gemini = agent("gemini", tmp_path)
     with pytest.raises(AgentUsageError, match="wipes the session"):
@@ -664,6 +678,7 @@ async def test_a_budget_crossed_mid_turn_stops_the_session(tmp_path: Path) -> No
     assert await wait_gone(s.key) == []
 
 
+@pytest.mark.slow
 async def test_cancelling_a_turn_stops_the_tree(tmp_path: Path) -> None:
     a = agent("opencode", tmp_path)
     async with a.session() as s:
@@ -673,6 +688,7 @@ async def test_cancelling_a_turn_stops_the_tree(tmp_path: Path) -> None:
     assert await wait_gone(key) == []
 
 
+@pytest.mark.slow
 def test_the_runner_sigkilled_with_a_session_open_leaves_nothing(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     root = Path(__file__).resolve().parents[2]
@@ -745,6 +761,7 @@ def backends_file(tmp_path: Path, **extra: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 async def test_the_generic_backend_from_a_backends_file(tmp_path: Path) -> None:
     (backend,) = load_backends_file(backends_file(tmp_path)).values()
     assert isinstance(backend, AcpBackend) and backend.two_way_only
@@ -760,6 +777,7 @@ async def test_the_generic_backend_from_a_backends_file(tmp_path: Path) -> None:
     assert modes == ["default", "plan"]
 
 
+@pytest.mark.slow
 async def test_the_generic_backend_refuses_a_mode_the_agent_does_not_offer(
     tmp_path: Path,
 ) -> None:
@@ -773,6 +791,35 @@ async def test_the_generic_backend_refuses_a_mode_the_agent_does_not_offer(
     assert r["status"] == 1 and "offers no mode 'yollo'" in r["message"], r["message"]
     with pytest.raises(ConfigError, match="edit"):
         CodingGenesisAgent(backend, cwd=str(tmp_path), permissions="edit")
+
+
+@pytest.mark.slow
+async def test_the_generic_backend_sends_add_dirs_where_the_agent_offers_them(
+    tmp_path: Path,
+) -> None:
+    """``add_dirs=`` go in ``session/new``'s ``additionalDirectories``; an agent
+    that does not offer them fails the opening, saying so, and nothing runs."""
+    other = tmp_path / "other"
+    other.mkdir()
+
+    def agent_with(env: dict[str, str]) -> CodingGenesisAgent:
+        backend = AcpBackend(
+            "generic",
+            command=[str(FAKES / "qwen"), "--acp"],
+            env={"FAKE_CLI_RECORD": str(tmp_path / "record.jsonl"), **env},
+        )
+        return CodingGenesisAgent(
+            backend, cwd=str(tmp_path), timeout=20, ledger=False, add_dirs=[str(other)]
+        )
+
+    offered = await agent_with({"FAKE_ACP_DIRS": "1"}).run("hello")
+    assert offered["status"] == 0, offered["message"]
+    (new,) = [e for e in recorded(tmp_path) if e.get("received") == "session/new"]
+    assert new["params"]["additionalDirectories"] == [str(other)]
+    silent = await agent_with({}).run("hello")
+    assert silent["status"] == 1, silent["message"]
+    assert "does not offer additionalDirectories" in silent["message"]
+    assert len([e for e in recorded(tmp_path) if e.get("received") == "session/new"]) == 1
 
 
 @pytest.mark.parametrize(
@@ -801,6 +848,7 @@ def test_the_generic_backend_refuses_placeholders_and_resume_off(tmp_path: Path)
     assert os.path.basename(off.executable) == "qwen"
 
 
+@pytest.mark.slow
 async def test_an_approver_that_does_not_answer_is_refused_at_its_deadline(
     tmp_path: Path,
 ) -> None:
@@ -817,6 +865,7 @@ async def test_an_approver_that_does_not_answer_is_refused_at_its_deadline(
     assert r.approvals[0]["source"] == "timeout"
 
 
+@pytest.mark.slow
 async def test_hooks_observe_each_tool_call_and_the_turns_end(tmp_path: Path) -> None:
     seen: list[HookInput] = []
 
@@ -837,6 +886,7 @@ async def test_hooks_observe_each_tool_call_and_the_turns_end(tmp_path: Path) ->
     assert len(r.hooks) == 3 and all(h["not_applied"] for h in r.hooks), r.hooks
 
 
+@pytest.mark.slow
 async def test_a_silent_idle_agent_is_stopped_as_stalled(tmp_path: Path) -> None:
     a = agent("gemini", tmp_path, stall_timeout=1.0)
     async with a.session() as s:

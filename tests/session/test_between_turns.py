@@ -31,6 +31,7 @@ def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
     return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
+@pytest.mark.slow
 async def test_a_question_between_turns_is_a_turn_of_its_own(tmp_path: Path) -> None:
     asked: list[ApprovalRequest] = []
 
@@ -64,6 +65,7 @@ async def test_a_question_between_turns_is_a_turn_of_its_own(tmp_path: Path) -> 
     assert [(r["trigger"], r["turn"]) for r in logged] == [("user", 1), ("cli", 2)]
 
 
+@pytest.mark.slow
 async def test_a_send_waits_for_the_turn_the_cli_started(tmp_path: Path) -> None:
     async def slow(request: ApprovalRequest) -> Decision:
         await anyio.sleep(0.5)
@@ -78,6 +80,7 @@ async def test_a_send_waits_for_the_turn_the_cli_started(tmp_path: Path) -> None
         assert s.results[1].approvals[0]["allowed"] is True
 
 
+@pytest.mark.slow
 async def test_text_between_turns_is_recorded_and_noise_is_not_a_turn(tmp_path: Path) -> None:
     async with agent(tmp_path).session() as s:
         await s.send_result("LATER 0.2 TEXT done by myself")
@@ -108,6 +111,7 @@ async def test_without_a_session_a_question_after_the_turn_is_refused_unasked(
     assert asked == []
 
 
+@pytest.mark.slow
 async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path: Path) -> None:
     """The opening exchange (and what comes between turns) is in the session's own
     directory beside its turns'; `genesis show <session>` shows its turns in order."""

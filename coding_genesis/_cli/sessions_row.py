@@ -1,5 +1,6 @@
 """What a live session can do on a backend, in words: ``genesis doctor``'s
-``sessions`` row (the same answers the agent's own checks give)."""
+``sessions`` row, read from the facts the capability check reads (the
+backend's protocol: its hook points, host tools, steering, resume)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def sessions(backend: Backend) -> str:
         agent = protocol.agent
         modes = ", ".join(f"{level}={mode}" for level, mode in agent.modes.items()) or "none"
         asks = f"asks in mode {agent.ask_mode}" if agent.ask_mode else "asks in its default mode"
-        resume = f"refused ({agent.resume})" if agent.resume else "session/load, where offered"
+        broken = protocol.resume_refusal
+        resume = f"refused ({broken})" if broken else "session/load, where offered"
         said.insert(0, "over the Agent Client Protocol")
         enforced = agent.permissions or f"modes: {modes}; {asks}"
         said.append(f"{enforced}; resume: {resume}")
