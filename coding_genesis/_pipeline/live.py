@@ -411,6 +411,15 @@ class LiveLink(LinkQuestions):
                 request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
             )
         if not self.alive:
+            if self.broken is not None and not self._dead.is_set():
+                # A session its CLI broke (a fatal fault of its opening, say):
+                # nothing more can go to it.  A CLI on its way out (it broke
+                # the session by ending) gets the pipes' grace to exit; one that
+                # runs on is stopped now rather than waited out.
+                with anyio.move_on_after(self.request.eof_grace):
+                    await self._dead.wait()
+                if not self._dead.is_set():
+                    self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
             turn.end("died", self.broken or death(self.backend.name, self.exit))
         else:
             held = self.between.take()

@@ -789,6 +789,8 @@ async def test_the_generic_backend_refuses_a_mode_the_agent_does_not_offer(
     a = CodingGenesisAgent(backend, cwd=str(tmp_path), timeout=20, ledger=False)
     r = await a.run("hi", permissions="full")
     assert r["status"] == 1 and "offers no mode 'yollo'" in r["message"], r["message"]
+    # the agent broke the session at its opening: stopped at once, not waited out
+    assert r["error"] == "cli_error" and "process tree stopped" in r["message"], r["message"]
     with pytest.raises(ConfigError, match="edit"):
         CodingGenesisAgent(backend, cwd=str(tmp_path), permissions="edit")
 
@@ -817,7 +819,7 @@ async def test_the_generic_backend_sends_add_dirs_where_the_agent_offers_them(
     (new,) = [e for e in recorded(tmp_path) if e.get("received") == "session/new"]
     assert new["params"]["additionalDirectories"] == [str(other)]
     silent = await agent_with({}).run("hello")
-    assert silent["status"] == 1, silent["message"]
+    assert silent["status"] == 1 and silent["error"] == "cli_error", silent["message"]
     assert "does not offer additionalDirectories" in silent["message"]
     assert len([e for e in recorded(tmp_path) if e.get("received") == "session/new"]) == 1
 
