@@ -35,9 +35,9 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from coding_genesis._live.link import LiveLink
+from coding_genesis._live.opening import open_link
 from coding_genesis._pipeline.attempt import AttemptContext
-from coding_genesis._pipeline.live import LiveLink
-from coding_genesis._pipeline.opening import open_link
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.capabilities import steer_refusal
 from coding_genesis.errors import AgentUsageError

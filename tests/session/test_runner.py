@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._live.link import LiveLink
 from coding_genesis._pipeline.runner import Runner
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError

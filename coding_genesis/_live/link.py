@@ -27,7 +27,11 @@ import anyio
 import anyio.abc
 import orjson
 
-from coding_genesis._pipeline.approvals import approval_event
+from coding_genesis._live.approvals import approval_event
+from coding_genesis._live.asks import LinkQuestions
+from coding_genesis._live.hooks import longest
+from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -37,10 +41,6 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hooking import longest
-from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveasks import LinkQuestions
-from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
@@ -70,7 +70,7 @@ from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["LiveLink"]
 
-log = logging.getLogger("coding_genesis._pipeline.live")
+log = logging.getLogger("coding_genesis._live.link")
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)

@@ -1,4 +1,4 @@
-"""One turn of a live session (``live.py``): what the link keeps of it while
+"""One turn of a live session (``link.py``): what the link keeps of it while
 it runs (its tally, its ending, the approvals and hooks under way), its
 account of the process, and what the CLI's exit says of a turn it did not end;
 and what the CLI says between turns (:class:`Unattended`), held for the turn
@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from coding_genesis._pipeline.approvals import withdrawn_record
+from coding_genesis._live.approvals import withdrawn_record
+from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
-from coding_genesis._pipeline.hooking import Running
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRequest
