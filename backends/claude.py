@@ -210,7 +210,7 @@ class ClaudeBackend(Backend):
         return claude_failure_hint(result)
 
 
-def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) -> CommandSpec:
+def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) -> CommandSpec:  # noqa: C901
     """The argv of a one-shot run (``-p``) or of a live session (``head``): the
     model, turn limit, permission level, options, resume and extra arguments
     are spelled the same in both."""

@@ -494,7 +494,7 @@ class CodexAppServer(ControlProtocol):
         call_id = params.get("callId")
         return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
 
-    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
+    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:  # noqa: C901
         params = obj.get("params")
         params = params if isinstance(params, Mapping) else {}
         thread = params.get("threadId")

@@ -330,7 +330,7 @@ def with_defaults(request: BatchItem, defaults: Mapping[str, Any] | None) -> Bat
     return request
 
 
-async def run_many(
+async def run_many(  # noqa: C901
     requests: Iterable[BatchItem],
     *,
     concurrency: int = 4,

@@ -193,7 +193,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
     return requests
 
 
-def handle(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:  # noqa: C901
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import backends_file, default_backend
     from coding_genesis._cli.repository import batch_sources_problem, with_safe_start

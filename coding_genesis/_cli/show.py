@@ -202,7 +202,7 @@ def render_session(base: Any, record: RunRecord) -> str:
     return "\n".join(lines)
 
 
-def render(record: RunRecord) -> str:
+def render(record: RunRecord) -> str:  # noqa: C901
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import translator_for
     from coding_genesis.events import ToolCallEvent

@@ -52,7 +52,7 @@ def _timeout_retry_action(timeout: float | None) -> str:
 _MODULE = re.compile(r"No module named ['\"]?([\w.]+)")
 
 
-def suggest_actions(
+def suggest_actions(  # noqa: C901
     category: FailureCategory,
     *,
     progress: bool = False,

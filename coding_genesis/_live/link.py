@@ -281,7 +281,7 @@ class LiveLink(LinkQuestions):
         given up on and still draining): held for a turn of its own."""
         return self._ready.is_set() and self._drained is None and self.alive
 
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:  # noqa: C901
         """The meaning of one object from the CLI (called by the decoder), or
         of a ``line`` it could not parse (see :meth:`_unparsed`)."""
         try:

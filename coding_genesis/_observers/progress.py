@@ -148,7 +148,7 @@ class RunTracker:
         end = self.finished_at if self.finished_at is not None else self._clock()
         return max(end - self.started, 0.0)
 
-    def on_event(self, event: Event) -> None:
+    def on_event(self, event: Event) -> None:  # noqa: C901
         if event.run_id:
             self.run_id = event.run_id
         if isinstance(event, TextEvent):

@@ -82,7 +82,7 @@ def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     return result
 
 
-def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
+def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:  # noqa: C901
     outcome = attempt.process
     tally = attempt.tally
     timeout = attempt.timeout

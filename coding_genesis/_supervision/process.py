@@ -143,7 +143,7 @@ class _Tail:
         return data.decode("utf-8", "replace")
 
 
-async def run_process(
+async def run_process(  # noqa: C901
     argv: Sequence[str],
     *,
     cwd: str,
@@ -272,7 +272,7 @@ async def run_process(
             live.release("the run ended")
 
 
-async def _supervise(
+async def _supervise(  # noqa: C901
     proc: Child,
     tree: Tree,
     config: SupervisorConfig,

@@ -349,7 +349,7 @@ _HEAD_DEPTH = 4
 _HEAD_FIELDS = 64
 
 
-def head_fields(head: bytes) -> dict[tuple[str, ...], Scalar]:
+def head_fields(head: bytes) -> dict[tuple[str, ...], Scalar]:  # noqa: C901
     """The members of a JSON object that ``head`` (the start of a line that
     could not be parsed) holds whole, each by its path of keys: the
     scalars of objects at most four deep, read up to the first thing that is
@@ -418,7 +418,7 @@ _SPACE = frozenset(b" \t\r\n")
 _SCALAR_BYTES = frozenset(b"0123456789.eE+-truefalsn")
 
 
-def tail_fields(tail: bytes) -> dict[tuple[str, ...], Scalar]:
+def tail_fields(tail: bytes) -> dict[tuple[str, ...], Scalar]:  # noqa: C901
     """The scalar members of the outermost JSON object that ``tail`` (the end
     of a line that could not be parsed) holds whole after its last member it
     cannot read, each by a path of one key; read backwards from its closing

@@ -61,7 +61,7 @@ def _field(tool_input: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
-def describe_step(name: str, tool_input: Any, cwd: str | None = None) -> str:
+def describe_step(name: str, tool_input: Any, cwd: str | None = None) -> str:  # noqa: C901
     """What one successful tool call did, in one line."""
     data: Mapping[str, Any] = tool_input if isinstance(tool_input, Mapping) else {}
 

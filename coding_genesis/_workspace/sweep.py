@@ -107,7 +107,7 @@ def _mark_transcript(directory: str, entry: dict[str, Any], swept: SweptRun) -> 
         os.close(dir_fd)
 
 
-async def sweep(
+async def sweep(  # noqa: C901
     ledger: Ledger,
     *,
     dry_run: bool = False,

@@ -107,7 +107,7 @@ def read_answer(response: dict[str, Any], via_hook: bool) -> Answer:
     )
 
 
-def example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> Any:
+def example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> Any:  # noqa: C901
     """A small value ``schema`` accepts (the subset of JSON Schema the CLIs use):
     what a model answering claude's ``StructuredOutput`` tool could write."""
     root = schema if root is None else root
