@@ -28,6 +28,7 @@ __all__ = [
     "Permissions",
     "SettingSource",
     "Trigger",
+    "TurnHow",
 ]
 
 #: One permission level across CLIs, from the most restrictive to the least
@@ -51,6 +52,11 @@ Keep: TypeAlias = Literal["never", "on_failure", "always"]
 Trigger: TypeAlias = Literal["user", "cli"]
 #: What a request is: a one-shot ``run()``, or a live session (its turns).
 Mode: TypeAlias = Literal["run", "session"]
+#: How a turn of a live session ended: the CLI's own ending (``completed``,
+#: ``failed``, ``interrupted``: :class:`~coding_genesis.control.TurnEnded`'s
+#: subset), a refusal ended it (``denied``), the CLI broke its protocol
+#: (``fault``), or it exited mid-turn (``died``).
+TurnHow: TypeAlias = Literal["completed", "failed", "interrupted", "denied", "fault", "died"]
 
 
 class AgentDefault(enum.Enum):

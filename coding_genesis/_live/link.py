@@ -64,7 +64,7 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent, Translator
-from coding_genesis.options import Trigger
+from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
 
@@ -209,7 +209,7 @@ class LiveLink(LinkQuestions):
             self._seal()
             turn = self._turn
             if turn is not None:
-                how = "interrupted" if turn.interrupt_asked else "died"
+                how: TurnHow = "interrupted" if turn.interrupt_asked else "died"
                 turn.end(how, death(self.backend.name, self.exit))
 
     def _sink(self, chunk: bytes) -> bool:

@@ -28,6 +28,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     Translator,
 )
+from coding_genesis.options import TurnHow
 from coding_genesis.request import Request
 
 __all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
@@ -70,7 +71,7 @@ class Turn:
         default_factory=list
     )
 
-    def end(self, how: str, message: str = "") -> None:
+    def end(self, how: TurnHow, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()

@@ -24,6 +24,7 @@ from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, MessageUsage, node_launch
+from coding_genesis.options import TurnHow
 from coding_genesis.request import CommandSpec, Request
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
@@ -56,7 +57,7 @@ class TurnEnd:
     ``fault`` (the CLI broke its protocol), ``died`` (the CLI exited mid-turn),
     ``completed``/``failed`` (the CLI's result says the rest)."""
 
-    how: str
+    how: TurnHow
     message: str = ""
 
 
