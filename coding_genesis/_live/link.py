@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -161,6 +161,17 @@ class LiveLink(LinkQuestions):
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
+        #: What each kind of message the protocol reports means (by its type).
+        self._dispatch: dict[type, Callable[[Any, Turn | None, Unattended | None], None]] = {
+            Ready: self._on_ready,
+            PermissionAsk: self._on_ask,
+            ToolCall: self._on_tool_call,
+            HookCall: self._on_hook_call,
+            TurnEnded: self._on_turn_ended,
+            Reply: self._on_reply,
+            ProtocolFault: self._on_fault,
+            Unknown: self._on_unknown,
+        }
 
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
@@ -281,7 +292,7 @@ class LiveLink(LinkQuestions):
         given up on and still draining): held for a turn of its own."""
         return self._ready.is_set() and self._drained is None and self.alive
 
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:  # noqa: C901
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
         """The meaning of one object from the CLI (called by the decoder), or
         of a ``line`` it could not parse (see :meth:`_unparsed`)."""
         try:
@@ -293,42 +304,16 @@ class LiveLink(LinkQuestions):
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
         held = self.between if turn is None and self._unattended() else None
+        dispatch = self._dispatch
         for item in items:
             if isinstance(item, Forward):
                 forward = item
-            elif isinstance(item, Ready):
-                if item.session_id:
-                    self.session_id = item.session_id
-                self._ready.set()
-            elif held is not None and isinstance(item, PermissionAsk | ToolCall | HookCall):
-                if self.takes_cli_turns:
-                    held.wait(item)  # for the turn the CLI starts (the session's)
-                else:
-                    self._refuse(item)
-            elif held is not None and isinstance(item, TurnEnded):
-                held.ended = item
-            elif isinstance(item, PermissionAsk):
-                if self._tg is not None:
-                    self._tg.start_soon(self._approve, item, turn)
-            elif isinstance(item, ToolCall):  # the caller's function, run off the decoder
-                if self._tg is not None:
-                    emit = None if item.reported or turn is None else self._decoder.emit
-                    self._tg.start_soon(self.host_calls.answer, item, emit)
-            elif isinstance(item, HookCall) and self._tg is not None:
-                if turn is not None:
-                    turn.running.add()
-                self._tg.start_soon(self._hook, item, turn)
-            elif isinstance(item, TurnEnded):
-                if turn is not None:
-                    self._turn_ended(turn, item)
-                elif self._drained is not None:
-                    self._drained.set()  # the CLI ended the turn we had given up on
-            elif isinstance(item, Reply):
-                self.send(*item.objects)
-            elif isinstance(item, ProtocolFault):
-                self._fault(item, turn)
-            elif isinstance(item, Unknown):
-                self.unknown += 1
+                continue
+            handle = dispatch.get(type(item))
+            if handle is None:  # a subclass of a kind (a plug-in's protocol)
+                handle = next((dispatch[k] for k in type(item).__mro__ if k in dispatch), None)
+            if handle is not None:
+                handle(item, turn, held)
         if forward is None:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
@@ -341,6 +326,61 @@ class LiveLink(LinkQuestions):
                 if isinstance(event, SessionEvent) and event.session_id:
                     self.session_id = event.session_id
         return events
+
+    # -- what each kind of message means (one handler per Incoming type) --------
+    # Each takes the item, the turn it belongs to (None: between turns) and
+    # ``held``: the between-turn holder when the CLI speaks between turns.
+
+    def _on_ready(self, item: Ready, turn: Turn | None, held: Unattended | None) -> None:
+        if item.session_id:
+            self.session_id = item.session_id
+        self._ready.set()
+
+    def _hold(self, item: PermissionAsk | ToolCall | HookCall, held: Unattended) -> None:
+        """A question between turns: kept for the turn the CLI starts (the
+        session's), or refused at once (a one-shot run's link)."""
+        if self.takes_cli_turns:
+            held.wait(item)
+        else:
+            self._refuse(item)
+
+    def _on_ask(self, item: PermissionAsk, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            self._hold(item, held)
+        elif self._tg is not None:
+            self._tg.start_soon(self._approve, item, turn)
+
+    def _on_tool_call(self, item: ToolCall, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            self._hold(item, held)
+        elif self._tg is not None:  # the caller's function, run off the decoder
+            emit = None if item.reported or turn is None else self._decoder.emit
+            self._tg.start_soon(self.host_calls.answer, item, emit)
+
+    def _on_hook_call(self, item: HookCall, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            self._hold(item, held)
+        elif self._tg is not None:
+            if turn is not None:
+                turn.running.add()
+            self._tg.start_soon(self._hook, item, turn)
+
+    def _on_turn_ended(self, item: TurnEnded, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            held.ended = item
+        elif turn is not None:
+            self._turn_ended(turn, item)
+        elif self._drained is not None:
+            self._drained.set()  # the CLI ended the turn we had given up on
+
+    def _on_reply(self, item: Reply, turn: Turn | None, held: Unattended | None) -> None:
+        self.send(*item.objects)
+
+    def _on_fault(self, item: ProtocolFault, turn: Turn | None, held: Unattended | None) -> None:
+        self._fault(item, turn)
+
+    def _on_unknown(self, item: Unknown, turn: Turn | None, held: Unattended | None) -> None:
+        self.unknown += 1
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:
