@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -28,7 +28,7 @@ import anyio.abc
 import orjson
 
 from coding_genesis._live.approvals import approval_event
-from coding_genesis._live.asks import LinkQuestions
+from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
 from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
@@ -52,15 +52,8 @@ from coding_genesis.backend import Backend
 from coding_genesis.control import (
     ControlProtocol,
     Forward,
-    HookCall,
     Outgoing,
-    PermissionAsk,
     ProtocolFault,
-    Ready,
-    Reply,
-    ToolCall,
-    TurnEnded,
-    Unknown,
     UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent, Translator
@@ -87,7 +80,7 @@ class _Switch(Translator):
         return self._link.received(obj)
 
 
-class LiveLink(LinkQuestions):
+class LiveLink(LinkDispatch):
     """One live CLI process and its protocol, held for a session's turns."""
 
     def __init__(
@@ -162,16 +155,7 @@ class LiveLink(LinkQuestions):
         self._queued, self._sealed = 0, False
         self._tg: anyio.abc.TaskGroup | None = None
         #: What each kind of message the protocol reports means (by its type).
-        self._dispatch: dict[type, Callable[[Any, Turn | None, Unattended | None], None]] = {
-            Ready: self._on_ready,
-            PermissionAsk: self._on_ask,
-            ToolCall: self._on_tool_call,
-            HookCall: self._on_hook_call,
-            TurnEnded: self._on_turn_ended,
-            Reply: self._on_reply,
-            ProtocolFault: self._on_fault,
-            Unknown: self._on_unknown,
-        }
+        self._dispatch = self.dispatch_table()
 
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
@@ -326,86 +310,6 @@ class LiveLink(LinkQuestions):
                 if isinstance(event, SessionEvent) and event.session_id:
                     self.session_id = event.session_id
         return events
-
-    # -- what each kind of message means (one handler per Incoming type) --------
-    # Each takes the item, the turn it belongs to (None: between turns) and
-    # ``held``: the between-turn holder when the CLI speaks between turns.
-
-    def _on_ready(self, item: Ready, turn: Turn | None, held: Unattended | None) -> None:
-        if item.session_id:
-            self.session_id = item.session_id
-        self._ready.set()
-
-    def _hold(self, item: PermissionAsk | ToolCall | HookCall, held: Unattended) -> None:
-        """A question between turns: kept for the turn the CLI starts (the
-        session's), or refused at once (a one-shot run's link)."""
-        if self.takes_cli_turns:
-            held.wait(item)
-        else:
-            self._refuse(item)
-
-    def _on_ask(self, item: PermissionAsk, turn: Turn | None, held: Unattended | None) -> None:
-        if held is not None:
-            self._hold(item, held)
-        elif self._tg is not None:
-            self._tg.start_soon(self._approve, item, turn)
-
-    def _on_tool_call(self, item: ToolCall, turn: Turn | None, held: Unattended | None) -> None:
-        if held is not None:
-            self._hold(item, held)
-        elif self._tg is not None:  # the caller's function, run off the decoder
-            emit = None if item.reported or turn is None else self._decoder.emit
-            self._tg.start_soon(self.host_calls.answer, item, emit)
-
-    def _on_hook_call(self, item: HookCall, turn: Turn | None, held: Unattended | None) -> None:
-        if held is not None:
-            self._hold(item, held)
-        elif self._tg is not None:
-            if turn is not None:
-                turn.running.add()
-            self._tg.start_soon(self._hook, item, turn)
-
-    def _on_turn_ended(self, item: TurnEnded, turn: Turn | None, held: Unattended | None) -> None:
-        if held is not None:
-            held.ended = item
-        elif turn is not None:
-            self._turn_ended(turn, item)
-        elif self._drained is not None:
-            self._drained.set()  # the CLI ended the turn we had given up on
-
-    def _on_reply(self, item: Reply, turn: Turn | None, held: Unattended | None) -> None:
-        self.send(*item.objects)
-
-    def _on_fault(self, item: ProtocolFault, turn: Turn | None, held: Unattended | None) -> None:
-        self._fault(item, turn)
-
-    def _on_unknown(self, item: Unknown, turn: Turn | None, held: Unattended | None) -> None:
-        self.unknown += 1
-
-    def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
-        if turn.denied is not None:
-            turn.end("denied", turn.denied)
-        elif item.how == "interrupted" or turn.interrupt_asked:
-            turn.end("interrupted", item.message or "")
-        else:
-            turn.end(item.how, item.message or "")
-
-    def _fault(self, fault: ProtocolFault, turn: Turn | None) -> None:
-        """A broken control message: it ends the running turn (a fatal one, the
-        session); between turns a message that is not fatal is logged only."""
-        name = self.protocol.name or self.backend.name
-        message = f"{name} broke its control protocol: {fault.message}"
-        log.warning("%s", message)
-        if fault.fatal:
-            if self.broken is None:
-                self.broken = message
-            self._ready.set()
-        if turn is not None:
-            turn.end("fault", message)
-            if not fault.fatal:
-                # The CLI may still be in that turn: the next one begins only
-                # once the CLI has ended it (see _drain).
-                self._drained = anyio.Event()
 
     # -- turns -------------------------------------------------------------------
 
