@@ -494,26 +494,14 @@ class CodexAppServer(ControlProtocol):
         call_id = params.get("callId")
         return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
 
-    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:  # noqa: C901
+    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         params = obj.get("params")
         params = params if isinstance(params, Mapping) else {}
         thread = params.get("threadId")
         if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
             return (Unknown(f"{method} of another thread"),)
         if method in ("item/started", "item/completed"):
-            item = params.get("item")
-            if not isinstance(item, Mapping):
-                return (FORWARD,)
-            begins = method == "item/started"
-            if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
-                if begins:  # kept as announced (a shape we cannot read is denied when asked)
-                    self._changes[item["id"]] = item.get("changes")
-                else:
-                    self._changes.pop(item["id"], None)
-            if not begins and item.get("type") == "agentMessage":
-                text = item.get("text")
-                self._answer = text if isinstance(text, str) and text else self._answer
-            return (FORWARD, *self._item_hook(item, params, begins))
+            return self._item(params, begins=method == "item/started")
         if method == _PATCH_UPDATED:
             item_id = params.get("itemId")
             if isinstance(item_id, str) and item_id in self._changes:
@@ -543,6 +531,22 @@ class CodexAppServer(ControlProtocol):
         if method in FORWARDED:
             return (FORWARD,)
         return (Unknown(method),)
+
+    def _item(self, params: Mapping[str, Any], *, begins: bool) -> Sequence[Incoming]:
+        """An item started or completed: a file change kept while it runs, the
+        last agent message kept for the turn's end hook, the item's hook call."""
+        item = params.get("item")
+        if not isinstance(item, Mapping):
+            return (FORWARD,)
+        if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
+            if begins:  # kept as announced (a shape we cannot read is denied when asked)
+                self._changes[item["id"]] = item.get("changes")
+            else:
+                self._changes.pop(item["id"], None)
+        if not begins and item.get("type") == "agentMessage":
+            text = item.get("text")
+            self._answer = text if isinstance(text, str) and text else self._answer
+        return (FORWARD, *self._item_hook(item, params, begins))
 
     def _item_hook(
         self, item: Mapping[str, Any], params: Mapping[str, Any], started: bool
