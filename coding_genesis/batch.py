@@ -26,7 +26,7 @@ from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
-from coding_genesis._util.renamed import renamed
+from coding_genesis._util.renamed import warn_renamed
 from coding_genesis._util.signatures import blocking_twin
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.config import AgentSettings, seconds
@@ -344,7 +344,7 @@ async def run_many(
     clock: Clock | None = None,
     repeat: int = 1,
     pool: PoolSource | None = None,
-    **old: Any,
+    deadline_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
@@ -379,6 +379,8 @@ async def run_many(
     ``pool``: a :class:`~coding_genesis.pool.SessionPool` (entered) each
     request takes a warm session from, for one turn (the pool's executor);
     on this machine, with the pool's settings (its budget too).
+
+    ``deadline_s``: deprecated, the old name of ``deadline`` (it warns).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -387,9 +389,9 @@ async def run_many(
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
-    deadline = renamed(old, {"deadline_s": "deadline"}, "run_many").get("deadline", deadline)
-    if old:
-        raise TypeError(f"run_many() got unexpected keyword argument(s) {sorted(old)}")
+    if deadline_s is not None:
+        warn_renamed("run_many", "deadline_s", "deadline")
+        deadline = deadline_s
     gate = LimitGate(clock or current_clock(), seconds("deadline", deadline, allow_none=True))
     items = [with_defaults(request, defaults) for request in requests]
     if repeat > 1:

@@ -121,6 +121,7 @@ def test_a_session_of_an_isolated_agent_is_refused_in_one_wording() -> None:
         agent.session()
 
 
+@pytest.mark.slow
 def test_a_batch_line_answers_the_same_words_at_its_index() -> None:
     backend, options, words = ROWS[0]
     results = run_many_sync(

@@ -99,6 +99,7 @@ def test_session_pool_takes_max_idle_s_and_wait_s_with_a_warning(tmp_path: Path)
         assert pool.wait_s == 2
 
 
+@pytest.mark.slow
 def test_run_many_takes_deadline_s_with_a_warning() -> None:
     specs = [RunSpec(prompt="hello", backend="failer", ledger=False)]
     with pytest.warns(DeprecationWarning, match="run_many: deadline_s= is deprecated"):

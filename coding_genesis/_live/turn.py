@@ -148,6 +148,10 @@ class Unattended:
 
     def wait(self, item: Waiting) -> None:
         self.waiting.append(item)
+        # A question after the CLI's end of a turn is new work: the turn that
+        # takes it ends at the CLI's next end, not at that one (which would
+        # withdraw the question unanswered, and the CLI would wait on).
+        self.ended = None
         self.wanted.set()
 
     def take(self) -> Unattended:

@@ -34,6 +34,7 @@ def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
     return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
+@pytest.mark.slow
 async def test_a_run_a_turn_and_the_clis_own_turn_pass_through_one_runner(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,6 +76,7 @@ async def test_a_run_a_turn_and_the_clis_own_turn_pass_through_one_runner(
     assert calls[1][1] is link and calls[2][1] is link
 
 
+@pytest.mark.slow
 async def test_a_second_send_during_a_turn_is_busy_and_builds_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -135,6 +137,7 @@ def test_session_owner_is_a_deprecated_name() -> None:
         assert session_module.SessionOwner is not None
 
 
+@pytest.mark.slow
 def test_a_clis_turn_waits_for_a_run_of_another_threads_event_loop(tmp_path: Path) -> None:
     """The session lives in its portal's loop, ``run_sync()`` in this thread's own: the
     CLI's turn, answered busy, waits for that run without waiting on its loop's event."""
