@@ -486,7 +486,8 @@ class LiveLink(LinkDispatch):
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
             return program
-        spec = self.protocol.command(request)
+        begun = self.protocol.begin(request)
+        spec = begun.command
         if spec.stdin is not None:
             return Refusal(
                 Status.INTERNAL,
@@ -499,9 +500,8 @@ class LiveLink(LinkDispatch):
         self.argv = argv
         tg.start_soon(self._run, argv, env, request.cwd)
         tg.start_soon(self._writer)
-        opening = self.protocol.opening(request)
-        if opening:
-            self.send(*opening)
+        if begun.greeting:
+            self.send(*begun.greeting)
             self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
             try:
                 await self._ready.wait()
