@@ -122,8 +122,12 @@ class LinkQuestions:
             return
         if decision.allowed and decision.input is not None and not self.protocol.changes_input:
             name = self.protocol.name or self.backend.name
-            settled.record["not_applied"] = (
-                f"input: {name} cannot change a call's input; the call ran as asked"
+            settled = dataclasses.replace(
+                settled,
+                record=dataclasses.replace(
+                    settled.record,
+                    not_applied=f"input: {name} cannot change a call's input; the call ran as asked",
+                ),
             )
         turn.approvals.append(settled.record)
         self._decoder.emit([settled.event(request)])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
@@ -18,7 +17,7 @@ from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
-from coding_genesis.approval import ApprovalRequest
+from coding_genesis.approval import ApprovalRecord, ApprovalRequest
 from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
 from coding_genesis.events import (
     Event,
@@ -28,6 +27,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     Translator,
 )
+from coding_genesis.hooks import HookRecord
 from coding_genesis.options import TurnHow
 from coding_genesis.request import Request
 
@@ -56,9 +56,9 @@ class Turn:
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
     denied: str | None = None
-    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    approvals: list[ApprovalRecord] = dataclasses.field(default_factory=list)
     #: The hooks called, and the hook calls still running.
-    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    hooks: list[HookRecord] = dataclasses.field(default_factory=list)
     running: Running = dataclasses.field(default_factory=Running)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
@@ -67,7 +67,7 @@ class Turn:
     #: The approvals under way, and what each asks (withdrawn when the turn ends).
     asking: dict[anyio.CancelScope, ApprovalRequest] = dataclasses.field(default_factory=dict)
     #: The questions the turn's end withdrew, with their records (to publish).
-    withdrawn: list[tuple[dict[str, Any], ApprovalRequest]] = dataclasses.field(
+    withdrawn: list[tuple[ApprovalRecord, ApprovalRequest]] = dataclasses.field(
         default_factory=list
     )
 

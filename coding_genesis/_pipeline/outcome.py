@@ -121,8 +121,8 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "failed_tools": list(tally.failed_tools),
         "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
-        "approvals": redactor.deep([dict(a) for a in attempt.approvals]),
-        "hooks": redactor.deep([dict(h) for h in attempt.hooks]),
+        "approvals": redactor.deep([a.to_dict() for a in attempt.approvals]),
+        "hooks": redactor.deep([h.to_dict() for h in attempt.hooks]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
             tally.unfinished_steps(
