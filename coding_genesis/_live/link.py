@@ -153,6 +153,10 @@ class LiveLink(LinkDispatch):
         )
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
+        #: Set while the writer has taken every queued line (or the CLI is
+        #: gone): what closing waits on, an event rather than a poll.
+        self._emptied = anyio.Event()
+        self._emptied.set()
         self._tg: anyio.abc.TaskGroup | None = None
         #: What each kind of message the protocol reports means (by its type).
         self._dispatch = self.dispatch_table()
@@ -200,6 +204,7 @@ class LiveLink(LinkDispatch):
             )
         finally:
             self._dead.set()
+            self._emptied.set()
             self._ready.set()
             self._seal()
             turn = self._turn
@@ -236,6 +241,8 @@ class LiveLink(LinkDispatch):
     async def _writer(self) -> None:
         try:
             async for data in self._outbox:
+                if not self._outbox.statistics().current_buffer_used:
+                    self._emptied.set()  # the last one queued: taken
                 try:
                     await self.stdin.write(data)
                 except LiveStdinClosed:
@@ -244,6 +251,7 @@ class LiveLink(LinkDispatch):
                     self._queued -= 1
         finally:
             self._outbox.close()
+            self._emptied.set()
 
     def send(self, *objects: Outgoing) -> None:
         """Write ``objects`` on the CLI's stdin, in order (one line each): at
@@ -261,6 +269,8 @@ class LiveLink(LinkDispatch):
                 if data:
                     self._outbox_send.send_nowait(data)
                     self._queued += 1
+                    if self._emptied.is_set():
+                        self._emptied = anyio.Event()
             except _UNSENT:
                 log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
 
@@ -479,6 +489,7 @@ class LiveLink(LinkDispatch):
             self._seal()
             self._outbox.close()
             self._dead.set()
+            self._emptied.set()
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
         self._tg = tg
@@ -526,8 +537,5 @@ class LiveLink(LinkDispatch):
                 await self._dead.wait()
 
     async def _outbox_closed(self) -> None:
-        while not self._dead.is_set():
-            stats = self._outbox_send.statistics()
-            if stats.current_buffer_used == 0:
-                return
-            await anyio.sleep(0.005)
+        """Until the writer has taken every line queued (or the CLI is gone)."""
+        await self._emptied.wait()
