@@ -25,12 +25,12 @@ turns each into a :class:`HookCall` and answers it in
 
 from __future__ import annotations
 
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
+from coding_genesis._util.renamed import old_names
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
@@ -351,13 +351,12 @@ def _ask_nobody(request: ApprovalRequest) -> Decision:
     return Decision.deny("no approver was given (SessionStart(approvals=True))")
 
 
-def __getattr__(name: str) -> Any:
-    if name != "SessionStart":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "coding_genesis.control.SessionStart is deprecated: a protocol is given the "
-        "session's coding_genesis.request.Request",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _session_start
+__getattr__ = old_names(
+    __name__,
+    {
+        "SessionStart": (
+            "a protocol is given the session's coding_genesis.request.Request",
+            lambda: _session_start,
+        )
+    },
+)

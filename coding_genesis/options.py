@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import enum
 import importlib
-import warnings
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
+
+from coding_genesis._util.renamed import old_names
 
 __all__ = [
     "AGENT_DEFAULT",
@@ -99,14 +101,8 @@ _MOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    moved = _MOVED.get(name)
-    if moved is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, new = moved
-    warnings.warn(
-        f"coding_genesis.options.{name} is deprecated: use {module}.{new}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(module), new)
+def _moved(module: str, new: str) -> tuple[str, Callable[[], Any]]:
+    return f"use {module}.{new}", lambda: getattr(importlib.import_module(module), new)
+
+
+__getattr__ = old_names(__name__, {name: _moved(*where) for name, where in _MOVED.items()})
