@@ -47,7 +47,7 @@ What this codec holds to (measured on gemini 0.61, qwen 0.24.4, opencode
   first update after its answer).  ACP updates carry no turn id, so one
   that comes after the next prompt went out counts in that turn.  Waiting
   for a quiet period instead would add its length to every turn.
-* A line too deep or too large to parse (:meth:`AcpProtocol.unparsed`) is
+* A line too deep or too large to parse (:meth:`AcpControl.unparsed`) is
   answered from its envelope: a permission request is denied as
   unreadable through the approval machinery (recorded; answered
   ``cancelled``, its options unread), any other request gets an error, an
@@ -75,7 +75,7 @@ that builds this protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +119,7 @@ __all__ = [
     "NOT_SERVED",
     "PROTOCOL_VERSION",
     "AcpAgent",
-    "AcpProtocol",
+    "AcpControl",
     "AcpTranslator",
     "acp_request",
     "error_status",
@@ -224,7 +224,7 @@ class AskKey:
     options: Mapping[str, str]
 
 
-class AcpProtocol(ControlProtocol):
+class AcpControl(ControlProtocol):
     """One live session's ACP codec (see the module's docstring).
 
     Built by a backend with its :class:`AcpAgent` facts and the function that
@@ -246,7 +246,6 @@ class AcpProtocol(ControlProtocol):
         self._next_id = 0
         #: Our requests awaiting their answer: id → method.
         self._pending: dict[int, str] = {}
-        self._start: Request | None = None
         self.session_id: str | None = None
         #: The agent offers session/load (its initialize said so).
         self.can_load = False
@@ -259,10 +258,13 @@ class AcpProtocol(ControlProtocol):
         #: The opening is done (what the agent replays of a loaded session
         #: before it is belongs to no turn).
         self._open_done = False
-        #: The events the session has hooks for, and the running turn's tool
-        #: calls as the hooks see them.
-        self._hooks: frozenset[str] = frozenset()
+        #: The running turn's tool calls as the hooks see them.
         self._hook_calls: dict[str, Call] = {}
+
+    @property
+    def _hooks(self) -> Collection[str]:
+        """The events the session has hooks for (the request's, kept by ``begin``)."""
+        return self.request.hooks.keys() if self.request is not None else ()
 
     # -- intents ------------------------------------------------------------------
 
@@ -279,8 +281,6 @@ class AcpProtocol(ControlProtocol):
         return self._translator
 
     def opening(self, request: Request) -> list[Outgoing]:
-        self._start = request
-        self._hooks = frozenset(request.hooks)
         return [
             self._call(
                 "initialize",
@@ -415,7 +415,7 @@ class AcpProtocol(ControlProtocol):
             )
         capabilities = _mapping(result.get("agentCapabilities"))
         self.can_load = capabilities.get("loadSession") is True
-        start = self._start
+        start = self.request
         params: dict[str, Any] = {"cwd": start.cwd if start else ".", "mcpServers": []}
         if start is not None and start.add_dirs and self.agent.directories:
             offered = _mapping(capabilities.get("sessionCapabilities"))
@@ -450,7 +450,7 @@ class AcpProtocol(ControlProtocol):
             if sid is None:
                 return (ProtocolFault("answered session/new with no sessionId", True),)
             self.session_id = sid
-        mode = self.mode(self._start) if self._start is not None else None
+        mode = self.mode(self.request) if self.request is not None else None
         if mode is None:
             return self._ready()
         offered = [

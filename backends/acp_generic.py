@@ -43,7 +43,7 @@ from coding_genesis.control import ControlProtocol
 from coding_genesis.errors import ConfigError
 from coding_genesis.request import Request
 
-from .acp import AcpAgent, AcpProtocol, AcpTranslator
+from .acp import AcpAgent, AcpControl, AcpTranslator
 
 __all__ = ["ACP_KEYS", "AcpBackend"]
 
@@ -193,4 +193,4 @@ class AcpBackend(Backend):
         return AcpTranslator()
 
     def control(self) -> ControlProtocol:
-        return AcpProtocol(self.agent, self._command)
+        return AcpControl(self.agent, self._command)

@@ -63,7 +63,7 @@ from coding_genesis.result import RunResult
 
 from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_class, first_hint, preview
-from .acp import AcpProtocol
+from .acp import AcpControl
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -248,7 +248,7 @@ class GeminiBackend(Backend):
 
     def control(self) -> ControlProtocol:
         """A live session over ACP (``gemini --acp``): see :mod:`.acp`."""
-        return AcpProtocol(acp_agents.GEMINI, self._acp_command)
+        return AcpControl(acp_agents.GEMINI, self._acp_command)
 
     def _acp_command(self, request: Request) -> CommandSpec:
         """``gemini --acp --skip-trust``: modes (``permissions=``, an approver)

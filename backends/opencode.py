@@ -50,7 +50,7 @@ from coding_genesis.result import RunResult
 
 from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_hint, preview
-from .acp import AcpProtocol
+from .acp import AcpControl
 
 __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 
@@ -180,7 +180,7 @@ class OpencodeBackend(Backend):
 
     def control(self) -> ControlProtocol:
         """A live session over ACP (``opencode acp``): see :mod:`.acp`."""
-        return AcpProtocol(acp_agents.OPENCODE, self._acp_command)
+        return AcpControl(acp_agents.OPENCODE, self._acp_command)
 
     def _acp_command(self, request: Request) -> CommandSpec:
         """``opencode acp --cwd DIR``.  opencode has no permission modes: with an

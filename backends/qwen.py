@@ -49,7 +49,7 @@ from coding_genesis.result import RunResult
 
 from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_class, first_hint
-from .acp import AcpProtocol
+from .acp import AcpControl
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -211,7 +211,7 @@ class QwenBackend(Backend):
 
     def control(self) -> ControlProtocol:
         """A live session over ACP (``cli.js --acp``): see :mod:`.acp`."""
-        return AcpProtocol(acp_agents.QWEN, self._acp_command)
+        return AcpControl(acp_agents.QWEN, self._acp_command)
 
     def _acp_command(self, request: Request) -> CommandSpec:
         """``cli.js --acp``: modes (``permissions=``, an approver) are set over

@@ -26,6 +26,7 @@ from coding_genesis.request import Request, Unsupported
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
+    from coding_genesis.control import ControlProtocol
     from coding_genesis.options import Mode
     from coding_genesis.request import RequestSettings
 
@@ -98,15 +99,12 @@ def _no_two_way(backend: Backend, what: str) -> str:
     )
 
 
-def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
-    """The first thing ``backend`` cannot do of what ``settings`` ask (None:
-    it can do all of it).  ``mode``: "session" for a live session (it needs a
-    two-way protocol, and runs where it is), "run" for one request."""
-    try:
-        check_options(backend, settings.options)
-    except ConfigError as exc:
-        return Unsupported("options", str(exc))
-    protocol = backend.control()
+def _live_refusal(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings, mode: Mode
+) -> Unsupported | None:
+    """The rows of a live CLI (session, isolation, resume): a session needs a
+    two-way protocol and runs where it is; a resumed live turn needs a protocol
+    that can continue the session (gemini's ACP ``session/load`` wipes it)."""
     if mode == "session":
         if protocol is None:
             return Unsupported("session", _no_two_way(backend, "a live session"))
@@ -124,6 +122,21 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 f"backend {backend.name!r} cannot resume a session over its two-way "
                 f"protocol: {broken}",
             )
+    return None
+
+
+def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
+    """The first thing ``backend`` cannot do of what ``settings`` ask (None:
+    it can do all of it).  ``mode``: "session" for a live session (it needs a
+    two-way protocol, and runs where it is), "run" for one request."""
+    try:
+        check_options(backend, settings.options)
+    except ConfigError as exc:
+        return Unsupported("options", str(exc))
+    protocol = backend.control()
+    refused = _live_refusal(backend, protocol, settings, mode)
+    if refused is not None:
+        return refused
     if settings.approver is not None and protocol is None:
         return Unsupported("approver", _no_two_way(backend, "approver="))
     if settings.hooks:

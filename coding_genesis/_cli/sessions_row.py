@@ -13,7 +13,7 @@ def sessions(backend: Backend) -> str:
     """What a live session can do on ``backend`` (``approver=``, ``hooks=``,
     ``tools=``, steer, resume), as the agent's own checks answer it."""
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.backends.acp import AcpProtocol
+    from coding_genesis.backends.acp import AcpControl
 
     protocol = backend.control()
     if protocol is None:
@@ -23,7 +23,7 @@ def sessions(backend: Backend) -> str:
         f"approver=: yes; hooks=: {hooks}; tools=: {'yes' if protocol.can_host_tools else 'no'}; "
         f"steer: {'yes' if protocol.can_steer else 'no'}"
     ]
-    if isinstance(protocol, AcpProtocol):
+    if isinstance(protocol, AcpControl):
         agent = protocol.agent
         modes = ", ".join(f"{level}={mode}" for level, mode in agent.modes.items()) or "none"
         asks = f"asks in mode {agent.ask_mode}" if agent.ask_mode else "asks in its default mode"

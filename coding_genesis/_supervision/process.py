@@ -143,6 +143,61 @@ class _Tail:
         return data.decode("utf-8", "replace")
 
 
+def _start(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    config: SupervisorConfig,
+    stdin: bytes | LiveStdin | None,
+    live: LiveStdin | None,
+) -> tuple[Child, int, int, int | None] | OSError:
+    """Spawn the CLI on three pipes: the child, our ends of its stdout and
+    stderr, and of its stdin (None: no stdin), or why it could not be spawned
+    (every pipe closed).  Synchronous: no await between the fork and the
+    registration of the main pid, so a cancellation cannot lose the process."""
+    stdout_fd, stdout_w = stdout_pipe(config.read_size)
+    stderr_fd, stderr_w = os.pipe()
+    os.set_blocking(stderr_fd, False)
+    stdin_fd: int | None = None
+    stdin_r: int = subprocess.DEVNULL
+    if stdin is not None:
+        stdin_r, stdin_fd = os.pipe()
+        os.set_blocking(stdin_fd, False)
+    count_spawning(+1)
+    try:
+        proc = Child(
+            spawn(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=stdin_r,
+                stdout=stdout_w,
+                stderr=stderr_w,
+                pdeath_signal=config.pdeath_signal,
+            ),
+            stdin_fd if live is None else None,
+        )
+        count_main(proc.pid, +1)
+    except (OSError, subprocess.SubprocessError) as exc:
+        for fd in (stdout_fd, stderr_fd, stdin_fd):
+            if fd is not None:
+                os.close(fd)
+        return exc if isinstance(exc, OSError) else OSError(str(exc))
+    except BaseException:
+        for fd in (stdout_fd, stderr_fd, stdin_fd):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        os.close(stdout_w)
+        os.close(stderr_w)
+        if stdin is not None:
+            os.close(stdin_r)
+        count_spawning(-1)
+    return proc, stdout_fd, stderr_fd, stdin_fd
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -183,50 +238,12 @@ async def run_process(
         tail.listener = on_stderr
         wall_started = time.time()
         started = anyio.current_time()
-        stdout_fd, stdout_w = stdout_pipe(config.read_size)
-        stderr_fd, stderr_w = os.pipe()
-        os.set_blocking(stderr_fd, False)
-        stdin_fd: int | None = None
-        stdin_r: int = subprocess.DEVNULL
-        if stdin is not None:
-            stdin_r, stdin_fd = os.pipe()
-            os.set_blocking(stdin_fd, False)
-        count_spawning(+1)
-        try:
-            # No await between the fork and the registration of the main pid:
-            # a cancellation cannot lose the process.
-            proc = Child(
-                spawn(
-                    list(argv),
-                    cwd=cwd,
-                    env=dict(env),
-                    stdin=stdin_r,
-                    stdout=stdout_w,
-                    stderr=stderr_w,
-                    pdeath_signal=config.pdeath_signal,
-                ),
-                stdin_fd if live is None else None,
-            )
-            count_main(proc.pid, +1)
-        except (OSError, subprocess.SubprocessError) as exc:
-            for fd in (stdout_fd, stderr_fd, stdin_fd):
-                if fd is not None:
-                    os.close(fd)
-            outcome.spawn_error = exc if isinstance(exc, OSError) else OSError(str(exc))
+        spawned = _start(argv, cwd=cwd, env=env, config=config, stdin=stdin, live=live)
+        if isinstance(spawned, OSError):
+            outcome.spawn_error = spawned
             outcome.duration_s = anyio.current_time() - started
             return outcome
-        except BaseException:
-            for fd in (stdout_fd, stderr_fd, stdin_fd):
-                if fd is not None:
-                    os.close(fd)
-            raise
-        finally:
-            os.close(stdout_w)
-            os.close(stderr_w)
-            if stdin is not None:
-                os.close(stdin_r)
-            count_spawning(-1)
-
+        proc, stdout_fd, stderr_fd, stdin_fd = spawned
         outcome.pid = proc.pid
         if live is not None and stdin_fd is not None:
             live.bind(stdin_fd)
@@ -272,7 +289,7 @@ async def run_process(
             live.release("the run ended")
 
 
-async def _supervise(
+async def _supervise(  # noqa: C901
     proc: Child,
     tree: Tree,
     config: SupervisorConfig,

@@ -154,6 +154,7 @@ class RayRunner:
         self._init_kwargs = dict(init_kwargs or {})
         self._cancel_wait = cancel_wait
         self._started_ray = False
+        _import_ray()  # a missing Ray is said once, here, not as each request's failure
 
     @property
     def task_options(self) -> dict[str, Any]:

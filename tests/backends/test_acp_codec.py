@@ -17,7 +17,7 @@ from coding_genesis.approval import Decision
 from coding_genesis.backend import CommandSpec
 from coding_genesis.backends.acp import (
     AcpAgent,
-    AcpProtocol,
+    AcpControl,
     AcpTranslator,
     acp_request,
     error_status,
@@ -75,8 +75,8 @@ ANSWERS = {
 AGENT = AcpAgent("fake", modes={"read-only": "plan"}, ask_mode="default")
 
 
-def protocol(agent: AcpAgent = AGENT) -> AcpProtocol:
-    return AcpProtocol(agent, lambda start: CommandSpec(args=("--acp",)))
+def protocol(agent: AcpAgent = AGENT) -> AcpControl:
+    return AcpControl(agent, lambda start: CommandSpec(args=("--acp",)))
 
 
 def schema_problems(definition: str, value: Any) -> list[str]:
@@ -95,10 +95,10 @@ def written_problems(obj: dict[str, Any], method_of: dict[Any, str]) -> list[str
     return schema_problems("RequestPermissionResponse", obj["result"])
 
 
-def opened(p: AcpProtocol, start: Request | None = None, session: str = "s-1") -> list[Any]:
+def opened(p: AcpControl, start: Request | None = None, session: str = "s-1") -> list[Any]:
     """The opening, answered: what the codec wrote."""
     start = start or cli_request(cwd="/srv/work")
-    out: list[Any] = list(p.opening(start))
+    out: list[Any] = list(p.begin(start).greeting)
     replies = p.receive(
         {
             "jsonrpc": "2.0",
@@ -169,7 +169,7 @@ def test_everything_the_codec_writes_validates_against_the_schema() -> None:
 def replay(path: Path) -> tuple[list[Event], list[Incoming], list[dict[str, Any]]]:
     """A recording through a fresh codec: the turn's events, every meaning, the agent's messages."""
     p = protocol(AcpAgent(path.stem))
-    p.opening(cli_request(cwd="/srv"))
+    p.begin(cli_request(cwd="/srv"))
     translator: AcpTranslator | None = None
     events: list[Event] = []
     meanings: list[Incoming] = []
@@ -278,12 +278,12 @@ def test_the_http_status_of_an_error_answer(error: dict[str, Any], status: int |
 
 def test_the_protocol_version_and_a_missing_load_are_fatal() -> None:
     p = protocol()
-    p.opening(cli_request(cwd="/srv"))
+    p.begin(cli_request(cwd="/srv"))
     (fault,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 2}})
     assert isinstance(fault, ProtocolFault) and fault.fatal
     assert "version 2" in fault.message
     q = protocol()
-    q.opening(cli_request(cwd="/srv", resume="abc"))
+    q.begin(cli_request(cwd="/srv", resume="abc"))
     (fault,) = q.receive({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}})
     assert isinstance(fault, ProtocolFault) and fault.fatal and "session/load" in fault.message
 
@@ -302,7 +302,7 @@ def test_add_dirs_go_in_additional_directories_where_the_agent_offers_them() -> 
     }
     for resume in (None, "s-0"):
         p = protocol(generic)
-        p.opening(cli_request(cwd="/srv", add_dirs=("/data", "/more"), resume=resume))
+        p.begin(cli_request(cwd="/srv", add_dirs=("/data", "/more"), resume=resume))
         (reply,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": offers})
         assert isinstance(reply, Reply)
         (new,) = reply.objects
@@ -310,7 +310,7 @@ def test_add_dirs_go_in_additional_directories_where_the_agent_offers_them() -> 
         assert new["params"]["additionalDirectories"] == ["/data", "/more"]
         assert written_problems(new, {}) == [], new
     silent = protocol(generic)
-    silent.opening(cli_request(cwd="/srv", add_dirs=("/data",)))
+    silent.begin(cli_request(cwd="/srv", add_dirs=("/data",)))
     (fault,) = silent.receive(
         {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1, "agentCapabilities": {}}}
     )
@@ -318,7 +318,7 @@ def test_add_dirs_go_in_additional_directories_where_the_agent_offers_them() -> 
     assert "does not offer additionalDirectories" in fault.message
     # gemini and qwen take add_dirs on their command line: nothing over the protocol
     p = protocol()
-    p.opening(cli_request(cwd="/srv", add_dirs=("/data",)))
+    p.begin(cli_request(cwd="/srv", add_dirs=("/data",)))
     (reply,) = p.receive({"jsonrpc": "2.0", "id": 1, "result": offers})
     assert isinstance(reply, Reply) and "additionalDirectories" not in reply.objects[0]["params"]
 
@@ -328,7 +328,7 @@ def test_a_resume_the_agent_would_lose_is_never_sent() -> None:
     sends no session/load (gemini's wipes the session it was asked to load)."""
     p = protocol(AcpAgent("gemini", resume="its session/load wipes the session"))
     assert p.resume_refusal == "its session/load wipes the session"
-    p.opening(cli_request(cwd="/srv", resume="abc"))
+    p.begin(cli_request(cwd="/srv", resume="abc"))
     (fault,) = p.receive(
         {
             "jsonrpc": "2.0",

@@ -335,6 +335,29 @@ async def test_an_executor_registers_itself_by_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_ray_executor_without_ray_is_one_clear_usage_error(tmp_path: Path) -> None:
+    """Without Ray installed, ``--executor ray`` says so once, before any run,
+    with the fix: no traceback, no failure result per request."""
+    import subprocess
+    import sys
+
+    lines = tmp_path / "tasks.jsonl"
+    lines.write_text('{"prompt": "hello", "backend": "failer"}\n')
+    code = (
+        "import sys; sys.modules['ray'] = None; "  # as if the ray extra were not installed
+        "from coding_genesis._cli.main import main; "
+        f"sys.exit(main(['run-many', {str(lines)!r}, '--executor', 'ray']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert 'the ray executor needs Ray: pip install "coding-genesis[ray]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.slow
 def test_the_core_imports_no_integration_and_config_nothing_above_it() -> None:
     """``coding_genesis.batch`` loads without any integration (the Ray executor is
     imported by name only when ``executor="ray"`` is asked for); the
@@ -354,5 +377,10 @@ def test_the_core_imports_no_integration_and_config_nothing_above_it() -> None:
         return list(json.loads(out.stdout))
 
     assert loaded("coding_genesis.batch", ("coding_genesis.integrations",)) == []
-    above = ("coding_genesis._failures", "coding_genesis._observers", "coding_genesis._pipeline")
+    above = (
+        "coding_genesis._failures",
+        "coding_genesis._live",
+        "coding_genesis._observers",
+        "coding_genesis._pipeline",
+    )
     assert loaded("coding_genesis.config", above) == []

@@ -18,16 +18,9 @@ from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
 from coding_genesis.run_events import ApprovalEvent, StateEvent
 from coding_genesis.status import AgentState
-from tests.session.twoway import TwoWayBackend, one_way_backend
+from tests.session.twoway import TwoWayBackend, agent, one_way_backend
 
 pytestmark = pytest.mark.anyio
-
-
-def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
-    settings.setdefault("ledger", str(tmp_path / "ledger"))
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
 def session_processes(key: str) -> list[psutil.Process]:

@@ -1,7 +1,7 @@
-"""The questions and calls a live CLI asks (``live.py``): the approver asked
+"""The questions and calls a live CLI asks (``link.py``): the approver asked
 about a tool call, the hooks of a hook point run, and what the CLI said and
 asked between turns taken by the turn that follows (or refused at once when
-nobody will take it).  A mixin of :class:`~coding_genesis._pipeline.live.LiveLink`,
+nobody will take it).  A mixin of :class:`~coding_genesis._live.link.LiveLink`,
 which holds the process, the protocol and the turns these act on."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from coding_genesis._pipeline.approvals import settle, withdrawn_record
-from coding_genesis._pipeline.hooking import then_ask
-from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveturn import Turn, Unattended
+from coding_genesis._live.approvals import settle, withdrawn_record
+from coding_genesis._live.hooks import then_ask
+from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.turn import Turn, Unattended
 from coding_genesis._util.parser import edge_fields
 from coding_genesis.approval import Decision, Remembered
 from coding_genesis.control import (
@@ -39,11 +39,11 @@ if TYPE_CHECKING:
 
 __all__ = ["LinkQuestions"]
 
-log = logging.getLogger("coding_genesis._pipeline.live")
+log = logging.getLogger("coding_genesis._live.link")
 
 
 class LinkQuestions:
-    """What a :class:`~coding_genesis._pipeline.live.LiveLink` does with the
+    """What a :class:`~coding_genesis._live.link.LiveLink` does with the
     questions and calls of its CLI (the link's own attributes, declared)."""
 
     backend: Backend
@@ -122,8 +122,12 @@ class LinkQuestions:
             return
         if decision.allowed and decision.input is not None and not self.protocol.changes_input:
             name = self.protocol.name or self.backend.name
-            settled.record["not_applied"] = (
-                f"input: {name} cannot change a call's input; the call ran as asked"
+            settled = dataclasses.replace(
+                settled,
+                record=dataclasses.replace(
+                    settled.record,
+                    not_applied=f"input: {name} cannot change a call's input; the call ran as asked",
+                ),
             )
         turn.approvals.append(settled.record)
         self._decoder.emit([settled.event(request)])

@@ -27,7 +27,11 @@ import anyio
 import anyio.abc
 import orjson
 
-from coding_genesis._pipeline.approvals import approval_event
+from coding_genesis._live.approvals import approval_event
+from coding_genesis._live.dispatch import LinkDispatch
+from coding_genesis._live.hooks import longest
+from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -37,10 +41,6 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
-from coding_genesis._pipeline.hooking import longest
-from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveasks import LinkQuestions
-from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
@@ -52,25 +52,18 @@ from coding_genesis.backend import Backend
 from coding_genesis.control import (
     ControlProtocol,
     Forward,
-    HookCall,
     Outgoing,
-    PermissionAsk,
     ProtocolFault,
-    Ready,
-    Reply,
-    ToolCall,
-    TurnEnded,
-    Unknown,
     UnparsedLine,
 )
 from coding_genesis.events import Event, SessionEvent, Translator
-from coding_genesis.options import Trigger
+from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["LiveLink"]
 
-log = logging.getLogger("coding_genesis._pipeline.live")
+log = logging.getLogger("coding_genesis._live.link")
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
@@ -87,7 +80,7 @@ class _Switch(Translator):
         return self._link.received(obj)
 
 
-class LiveLink(LinkQuestions):
+class LiveLink(LinkDispatch):
     """One live CLI process and its protocol, held for a session's turns."""
 
     def __init__(
@@ -160,7 +153,13 @@ class LiveLink(LinkQuestions):
         )
         #: Lines handed to the writer and not yet written; sealed: no more lines.
         self._queued, self._sealed = 0, False
+        #: Set while the writer has taken every queued line (or the CLI is
+        #: gone): what closing waits on, an event rather than a poll.
+        self._emptied = anyio.Event()
+        self._emptied.set()
         self._tg: anyio.abc.TaskGroup | None = None
+        #: What each kind of message the protocol reports means (by its type).
+        self._dispatch = self.dispatch_table()
 
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
@@ -205,11 +204,12 @@ class LiveLink(LinkQuestions):
             )
         finally:
             self._dead.set()
+            self._emptied.set()
             self._ready.set()
             self._seal()
             turn = self._turn
             if turn is not None:
-                how = "interrupted" if turn.interrupt_asked else "died"
+                how: TurnHow = "interrupted" if turn.interrupt_asked else "died"
                 turn.end(how, death(self.backend.name, self.exit))
 
     def _sink(self, chunk: bytes) -> bool:
@@ -241,6 +241,8 @@ class LiveLink(LinkQuestions):
     async def _writer(self) -> None:
         try:
             async for data in self._outbox:
+                if not self._outbox.statistics().current_buffer_used:
+                    self._emptied.set()  # the last one queued: taken
                 try:
                     await self.stdin.write(data)
                 except LiveStdinClosed:
@@ -249,6 +251,7 @@ class LiveLink(LinkQuestions):
                     self._queued -= 1
         finally:
             self._outbox.close()
+            self._emptied.set()
 
     def send(self, *objects: Outgoing) -> None:
         """Write ``objects`` on the CLI's stdin, in order (one line each): at
@@ -266,6 +269,8 @@ class LiveLink(LinkQuestions):
                 if data:
                     self._outbox_send.send_nowait(data)
                     self._queued += 1
+                    if self._emptied.is_set():
+                        self._emptied = anyio.Event()
             except _UNSENT:
                 log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
 
@@ -293,42 +298,16 @@ class LiveLink(LinkQuestions):
         if turn is not None and turn.done.is_set():
             turn = None  # ended (its task has yet to see it): what follows is not its
         held = self.between if turn is None and self._unattended() else None
+        dispatch = self._dispatch
         for item in items:
             if isinstance(item, Forward):
                 forward = item
-            elif isinstance(item, Ready):
-                if item.session_id:
-                    self.session_id = item.session_id
-                self._ready.set()
-            elif held is not None and isinstance(item, PermissionAsk | ToolCall | HookCall):
-                if self.takes_cli_turns:
-                    held.wait(item)  # for the turn the CLI starts (the session's)
-                else:
-                    self._refuse(item)
-            elif held is not None and isinstance(item, TurnEnded):
-                held.ended = item
-            elif isinstance(item, PermissionAsk):
-                if self._tg is not None:
-                    self._tg.start_soon(self._approve, item, turn)
-            elif isinstance(item, ToolCall):  # the caller's function, run off the decoder
-                if self._tg is not None:
-                    emit = None if item.reported or turn is None else self._decoder.emit
-                    self._tg.start_soon(self.host_calls.answer, item, emit)
-            elif isinstance(item, HookCall) and self._tg is not None:
-                if turn is not None:
-                    turn.running.add()
-                self._tg.start_soon(self._hook, item, turn)
-            elif isinstance(item, TurnEnded):
-                if turn is not None:
-                    self._turn_ended(turn, item)
-                elif self._drained is not None:
-                    self._drained.set()  # the CLI ended the turn we had given up on
-            elif isinstance(item, Reply):
-                self.send(*item.objects)
-            elif isinstance(item, ProtocolFault):
-                self._fault(item, turn)
-            elif isinstance(item, Unknown):
-                self.unknown += 1
+                continue
+            handle = dispatch.get(type(item))
+            if handle is None:  # a subclass of a kind (a plug-in's protocol)
+                handle = next((dispatch[k] for k in type(item).__mro__ if k in dispatch), None)
+            if handle is not None:
+                handle(item, turn, held)
         if forward is None:
             return ()
         translator = turn.translator if turn is not None else self._idle_translator
@@ -342,32 +321,19 @@ class LiveLink(LinkQuestions):
                     self.session_id = event.session_id
         return events
 
-    def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
-        if turn.denied is not None:
-            turn.end("denied", turn.denied)
-        elif item.how == "interrupted" or turn.interrupt_asked:
-            turn.end("interrupted", item.message or "")
-        else:
-            turn.end(item.how, item.message or "")
-
-    def _fault(self, fault: ProtocolFault, turn: Turn | None) -> None:
-        """A broken control message: it ends the running turn (a fatal one, the
-        session); between turns a message that is not fatal is logged only."""
-        name = self.protocol.name or self.backend.name
-        message = f"{name} broke its control protocol: {fault.message}"
-        log.warning("%s", message)
-        if fault.fatal:
-            if self.broken is None:
-                self.broken = message
-            self._ready.set()
-        if turn is not None:
-            turn.end("fault", message)
-            if not fault.fatal:
-                # The CLI may still be in that turn: the next one begins only
-                # once the CLI has ended it (see _drain).
-                self._drained = anyio.Event()
-
     # -- turns -------------------------------------------------------------------
+
+    async def _dead_turn(self, turn: Turn) -> None:
+        """A turn asked of a session that is over: it ends ``died``.  A session
+        its CLI broke (a fatal fault of its opening, say) takes nothing more: a
+        CLI on its way out (it broke the session by ending) gets the pipes'
+        grace to exit; one that runs on is stopped now rather than waited out."""
+        if self.broken is not None and not self._dead.is_set():
+            with anyio.move_on_after(self.request.eof_grace):
+                await self._dead.wait()
+            if not self._dead.is_set():
+                self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
+        turn.end("died", self.broken or death(self.backend.name, self.exit))
 
     async def turn(
         self,
@@ -411,16 +377,7 @@ class LiveLink(LinkQuestions):
                 request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
             )
         if not self.alive:
-            if self.broken is not None and not self._dead.is_set():
-                # A session its CLI broke (a fatal fault of its opening, say):
-                # nothing more can go to it.  A CLI on its way out (it broke
-                # the session by ending) gets the pipes' grace to exit; one that
-                # runs on is stopped now rather than waited out.
-                with anyio.move_on_after(self.request.eof_grace):
-                    await self._dead.wait()
-                if not self._dead.is_set():
-                    self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
-            turn.end("died", self.broken or death(self.backend.name, self.exit))
+            await self._dead_turn(turn)
         else:
             held = self.between.take()
             if held.wanted.is_set():
@@ -544,6 +501,7 @@ class LiveLink(LinkQuestions):
             self._seal()
             self._outbox.close()
             self._dead.set()
+            self._emptied.set()
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
         self._tg = tg
@@ -551,7 +509,8 @@ class LiveLink(LinkQuestions):
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
             return program
-        spec = self.protocol.command(request)
+        begun = self.protocol.begin(request)
+        spec = begun.command
         if spec.stdin is not None:
             return Refusal(
                 Status.INTERNAL,
@@ -564,9 +523,8 @@ class LiveLink(LinkQuestions):
         self.argv = argv
         tg.start_soon(self._run, argv, env, request.cwd)
         tg.start_soon(self._writer)
-        opening = self.protocol.opening(request)
-        if opening:
-            self.send(*opening)
+        if begun.greeting:
+            self.send(*begun.greeting)
             self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
             try:
                 await self._ready.wait()
@@ -591,8 +549,5 @@ class LiveLink(LinkQuestions):
                 await self._dead.wait()
 
     async def _outbox_closed(self) -> None:
-        while not self._dead.is_set():
-            stats = self._outbox_send.statistics()
-            if stats.current_buffer_used == 0:
-                return
-            await anyio.sleep(0.005)
+        """Until the writer has taken every line queued (or the CLI is gone)."""
+        await self._emptied.wait()

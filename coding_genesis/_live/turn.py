@@ -1,4 +1,4 @@
-"""One turn of a live session (``live.py``): what the link keeps of it while
+"""One turn of a live session (``link.py``): what the link keeps of it while
 it runs (its tally, its ending, the approvals and hooks under way), its
 account of the process, and what the CLI's exit says of a turn it did not end;
 and what the CLI says between turns (:class:`Unattended`), held for the turn
@@ -9,16 +9,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
-from coding_genesis._pipeline.approvals import withdrawn_record
+from coding_genesis._live.approvals import withdrawn_record
+from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
-from coding_genesis._pipeline.hooking import Running
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
-from coding_genesis.approval import ApprovalRequest
+from coding_genesis.approval import ApprovalRecord, ApprovalRequest
 from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
 from coding_genesis.events import (
     Event,
@@ -28,6 +27,8 @@ from coding_genesis.events import (
     ToolResultEvent,
     Translator,
 )
+from coding_genesis.hooks import HookRecord
+from coding_genesis.options import TurnHow
 from coding_genesis.request import Request
 
 __all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
@@ -55,9 +56,9 @@ class Turn:
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
     denied: str | None = None
-    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    approvals: list[ApprovalRecord] = dataclasses.field(default_factory=list)
     #: The hooks called, and the hook calls still running.
-    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    hooks: list[HookRecord] = dataclasses.field(default_factory=list)
     running: Running = dataclasses.field(default_factory=Running)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
@@ -66,11 +67,11 @@ class Turn:
     #: The approvals under way, and what each asks (withdrawn when the turn ends).
     asking: dict[anyio.CancelScope, ApprovalRequest] = dataclasses.field(default_factory=dict)
     #: The questions the turn's end withdrew, with their records (to publish).
-    withdrawn: list[tuple[dict[str, Any], ApprovalRequest]] = dataclasses.field(
+    withdrawn: list[tuple[ApprovalRecord, ApprovalRequest]] = dataclasses.field(
         default_factory=list
     )
 
-    def end(self, how: str, message: str = "") -> None:
+    def end(self, how: TurnHow, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
