@@ -87,6 +87,7 @@ from coding_genesis.control import (
     Forward,
     HookCall,
     Incoming,
+    McpServer,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
@@ -215,6 +216,12 @@ class AcpAgent:
 # -- the protocol ----------------------------------------------------------------
 
 
+def _mcp_server(server: McpServer) -> dict[str, Any]:
+    """One of ``session/new``'s ``mcpServers`` (a stdio server: no environment
+    of its own, so nothing secret is written to the agent)."""
+    return {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
+
+
 @dataclass(frozen=True, slots=True)
 class AskKey:
     """The handle of one permission request: the agent's id and the option
@@ -237,7 +244,10 @@ class AcpControl(ControlProtocol):
     #: request, is for later).
     hook_effects = HOOK_EFFECTS
     can_steer = False
-    can_host_tools = False
+    #: The caller's functions reach the agent through an MCP server of ours
+    #: that it launches (``mcpServers``), which the session serves.
+    can_host_tools = True
+    tools_over_mcp = True
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -416,7 +426,10 @@ class AcpControl(ControlProtocol):
         capabilities = _mapping(result.get("agentCapabilities"))
         self.can_load = capabilities.get("loadSession") is True
         start = self.request
-        params: dict[str, Any] = {"cwd": start.cwd if start else ".", "mcpServers": []}
+        params: dict[str, Any] = {
+            "cwd": start.cwd if start else ".",
+            "mcpServers": [_mcp_server(server) for server in self.mcp_servers],
+        }
         if start is not None and start.add_dirs and self.agent.directories:
             offered = _mapping(capabilities.get("sessionCapabilities"))
             if not isinstance(offered.get("additionalDirectories"), Mapping):

@@ -47,6 +47,7 @@ __all__ = [
     "Forward",
     "HookCall",
     "Incoming",
+    "McpServer",
     "Opening",
     "Outgoing",
     "PermissionAsk",
@@ -218,6 +219,18 @@ Incoming: TypeAlias = (
 
 
 @dataclass(frozen=True, slots=True)
+class McpServer:
+    """A stdio MCP server the CLI launches for its session (ACP's
+    ``mcpServers``): how the caller's functions reach a CLI that takes tools
+    only over MCP.  The session serves it (:attr:`ControlProtocol.tools_over_mcp`)
+    and hands it to the protocol before :meth:`ControlProtocol.begin`."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Opening:
     """How a session starts: the CLI's command, then what is written once it
     runs (:meth:`ControlProtocol.begin`)."""
@@ -243,6 +256,10 @@ class ControlProtocol(ABC):
     protocol (None: it can): the capability check refuses such a request
     before anything starts (gemini's ACP ``session/load`` wipes the session
     it was asked to continue).
+    ``tools_over_mcp``: the CLI takes ``Request.tools`` only from an MCP
+    server it launches: the session serves one for the session and sets
+    :attr:`mcp_servers` before :meth:`begin`; the protocol declares them to
+    the CLI (its calls never reach :meth:`receive`: the session answers them).
     """
 
     name: ClassVar[str] = ""
@@ -251,6 +268,9 @@ class ControlProtocol(ABC):
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
     resume_refusal: str | None = None
+    tools_over_mcp: ClassVar[bool] = False
+    #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
+    mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
     #: place a protocol records what the session was started with.
     request: Request | None = None

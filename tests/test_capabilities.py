@@ -66,10 +66,10 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         "backend 'twoway' reports no pre_compact hook point, which hooks= needs (its hook events: ",
     ),
     (
-        "gemini",
+        "oneway",
         {"tools": [_tool]},
-        "backend 'gemini' cannot call the caller's functions, which tools= needs; "
-        "backends that can: claude, codex, failer",
+        "backend 'oneway' cannot call the caller's functions, which tools= needs; "
+        f"backends that can: {', '.join(backends_that('tools'))}",
     ),
     (
         "gemini",
@@ -77,18 +77,12 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         "backend 'gemini' takes no output schema, which output_schema= needs; "
         "backends that do: claude, codex, failer",
     ),
-    # the Agent Client Protocol's backends: hooks observe, no host tools, no system prompt
+    # the Agent Client Protocol's backends: hooks observe, no system prompt
     (
         "qwen",
         {"hooks": {"pre_compact": lambda hook: None}},
         "backend 'qwen' reports no pre_compact hook point, which hooks= needs "
         "(its hook events: pre_tool, post_tool, turn_end)",
-    ),
-    (
-        "opencode",
-        {"tools": [_tool]},
-        "backend 'opencode' cannot call the caller's functions, which tools= needs; "
-        "backends that can: claude, codex, failer",
     ),
     (
         "opencode",
@@ -194,6 +188,17 @@ def test_the_check_answers_what_the_backend_cannot_do() -> None:
     assert check(get_backend("claude"), config) is None
     refused = check(get_backend("gemini"), config)
     assert refused is not None and refused.option == "output_schema"
+
+
+def test_every_acp_backend_takes_the_callers_functions() -> None:
+    """tools= on an ACP agent: served over MCP (tests/session/test_acp_tools.py)."""
+    from coding_genesis.backends import get_backend
+
+    for name in ("gemini", "qwen", "opencode"):
+        config = AgentConfig(backend=name, tools=[_tool])
+        assert check(get_backend(name), config) is None, name
+        assert check(get_backend(name), config, "session") is None, name
+    assert {"gemini", "qwen", "opencode"} <= set(backends_that("tools"))
 
 
 def test_every_option_is_classified() -> None:

@@ -31,6 +31,7 @@ from coding_genesis._live.approvals import approval_event
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.mcpbridge import MCP_MISSING, McpBridge, mcp_missing
 from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
@@ -46,6 +47,7 @@ from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.tree import in_session
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
@@ -158,6 +160,8 @@ class LiveLink(LinkDispatch):
         self._emptied = anyio.Event()
         self._emptied.set()
         self._tg: anyio.abc.TaskGroup | None = None
+        #: The socket of the caller's functions over MCP (``tools_over_mcp``).
+        self._bridge: McpBridge | None = None
         #: What each kind of message the protocol reports means (by its type).
         self._dispatch = self.dispatch_table()
 
@@ -509,6 +513,10 @@ class LiveLink(LinkDispatch):
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
             return program
+        if request.tools and self.protocol.tools_over_mcp:
+            refusal = await self._serve_tools(tg)
+            if refusal is not None:
+                return refusal
         begun = self.protocol.begin(request)
         spec = begun.command
         if spec.stdin is not None:
@@ -532,9 +540,34 @@ class LiveLink(LinkDispatch):
                 self.clocks.disarm()
         return None
 
+    async def _serve_tools(self, tg: anyio.abc.TaskGroup) -> Refusal | None:
+        """The caller's functions for a CLI that takes tools only over MCP: the
+        session's socket served, our MCP server declared to the protocol."""
+        if mcp_missing():
+            return Refusal(Status.USAGE, ErrorCode.INVALID_REQUEST, MCP_MISSING)
+        marker = self.marker
+        bridge = McpBridge(
+            self.host_calls.tools,
+            self.host_calls.run,
+            lambda pid: in_session(pid, self.pid, marker),
+            max_bytes=self.request.max_line_bytes,
+        )
+        self._bridge = bridge
+        await bridge.serve(tg)
+        self.protocol.mcp_servers = (bridge.server,)
+        return None
+
     async def close(self) -> None:
         """Close stdin (after the protocol's goodbye), give the CLI the grace
-        period to exit by itself, then stop its tree."""
+        period to exit by itself, then stop its tree; the tools' socket goes
+        with it."""
+        try:
+            await self._close()
+        finally:
+            if self._bridge is not None:
+                await self._bridge.close()
+
+    async def _close(self) -> None:
         if not self._dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())

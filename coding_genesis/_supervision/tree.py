@@ -33,7 +33,7 @@ from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.epoch import Epoch
 from coding_genesis._supervision.table import TABLE, subreaper_enabled
 
-__all__ = ["Tree", "stop_marked"]
+__all__ = ["Tree", "in_session", "stop_marked"]
 
 log = logging.getLogger("coding_genesis._supervision.tree")
 
@@ -46,6 +46,19 @@ def _has_marker(proc: psutil.Process, marker: str) -> bool:
         return proc.environ().get(RUN_MARKER_ENV) == marker
     except (psutil.Error, OSError):
         return False
+
+
+def in_session(pid: int, root: int | None, marker: str) -> bool:
+    """Whether process ``pid`` is one of a live session's: a descendant of its
+    CLI ``root``, or a process carrying its ``marker`` (one reparented after
+    its parent ended).  Who may reach what the session serves its CLI."""
+    try:
+        proc = psutil.Process(pid)
+        if root is not None and any(parent.pid == root for parent in proc.parents()):
+            return True
+    except psutil.Error:
+        return False
+    return _has_marker(proc, marker)
 
 
 def _alive(proc: psutil.Process) -> bool:

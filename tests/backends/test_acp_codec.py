@@ -26,6 +26,7 @@ from coding_genesis.control import (
     FORWARD,
     Forward,
     Incoming,
+    McpServer,
     PermissionAsk,
     ProtocolFault,
     Ready,
@@ -120,6 +121,29 @@ def opened(p: AcpControl, start: Request | None = None, session: str = "s-1") ->
             items = p.receive({"jsonrpc": "2.0", "id": 3, "result": {}})
     assert any(isinstance(i, Ready) for i in items), items
     return out
+
+
+def test_the_sessions_mcp_servers_are_declared_in_session_new_and_load() -> None:
+    """The MCP server the session serves the caller's functions through
+    (``tools_over_mcp``) goes in ``mcpServers`` as a stdio server with no
+    environment of its own, valid by the schema; none without one."""
+    assert AcpControl.can_host_tools and AcpControl.tools_over_mcp
+    server = McpServer("genesis", "/usr/bin/python3", ("-I", "-m", "x", "/run/s.sock"))
+    for resume in (None, "s-0"):
+        p = protocol()
+        p.mcp_servers = (server,)
+        written = opened(p, cli_request(cwd="/srv/work", resume=resume))
+        (new,) = [o for o in written if o["method"] in ("session/new", "session/load")]
+        assert new["params"]["mcpServers"] == [
+            {
+                "name": "genesis",
+                "command": "/usr/bin/python3",
+                "args": ["-I", "-m", "x", "/run/s.sock"],
+                "env": [],
+            }
+        ]
+        assert written_problems(new, {}) == [], new
+    assert opened(protocol())[1]["params"]["mcpServers"] == []
 
 
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:

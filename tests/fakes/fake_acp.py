@@ -42,6 +42,11 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
   COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
+  MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
+                    once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
+  MCP <tool> <json> a ``tool_call`` of kind ``other``, then ``tools/call`` of <tool> with
+                    those arguments on that server; the update and the text say its
+                    answer (``tool said: ...`` or ``tool failed: ...``)
 
 ``FAKE_ACP_VERSION`` is the protocol version it answers (default 1);
 ``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``; ``FAKE_ACP_DIRS=1``: it
@@ -112,6 +117,60 @@ class Cancelled(Exception):
     """The running turn got ``session/cancel``."""
 
 
+class McpClient:
+    """The fake agent's MCP client of one stdio server (as real agents launch
+    ``mcpServers``): newline-delimited JSON-RPC on the server's stdin/stdout."""
+
+    def __init__(self, server: dict[str, Any]) -> None:
+        env = dict(os.environ)
+        env.update({e["name"]: e["value"] for e in server.get("env") or []})
+        self.proc = subprocess.Popen(
+            [server["command"], *server.get("args", [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        record(mcp_server=self.proc.pid)
+        self.next_id = 0
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fake-acp", "version": "0.0.1"},
+            },
+        )
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def close(self) -> None:
+        """End the server as an agent does on its way out: its stdin closed, then waited for."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of one request (an error's message raises)."""
+        self.next_id += 1
+        self._write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            msg = json.loads(raw)
+            if msg.get("id") == self.next_id and "method" not in msg:
+                if "error" in msg:
+                    raise RuntimeError(str(msg["error"]))
+                return dict(msg.get("result") or {})
+        raise RuntimeError(f"the MCP server ended (rc {self.proc.wait()})")
+
+
 class Agent:
     def __init__(self) -> None:
         self.flavour = os.environ.get("FAKE_CLI_FLAVOUR", "gemini")
@@ -127,6 +186,8 @@ class Agent:
         self.mode = "default"
         self.turn: threading.Thread | None = None
         self.current = ""
+        self.mcp_servers: list[dict[str, Any]] = []
+        self._mcp: McpClient | None = None
         threading.Thread(target=self._read, daemon=True).start()
 
     # -- reading -----------------------------------------------------------------
@@ -172,6 +233,8 @@ class Agent:
             if msg is None:
                 while self.stubborn:  # a closed stdin does not end it
                     time.sleep(0.5)
+                if self._mcp is not None:
+                    self._mcp.close()
                 return 0
             self.handle(msg)
 
@@ -208,6 +271,7 @@ class Agent:
             }
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif method in ("session/new", "session/load"):
+            self.mcp_servers = list(params.get("mcpServers") or [])
             if method == "session/load":
                 self.session = params.get("sessionId") or self.session
                 self.history = _load(self.session)
@@ -299,7 +363,43 @@ class Agent:
         record(chosen=outcome.get("optionId"), kind=chosen)
         return chosen
 
+    def mcp(self) -> McpClient:
+        if self._mcp is None:
+            self._mcp = McpClient(self.mcp_servers[0])
+        return self._mcp
+
+    def mcp_call(self, rid: Any, rest: str) -> None:
+        name, _, raw = rest.partition(" ")
+        arguments = json.loads(raw) if raw else {}
+        call = {
+            "toolCallId": "mcp_1",
+            "title": f"genesis/{name}",
+            "kind": "other",
+            "status": "in_progress",
+            "rawInput": arguments,
+        }
+        self.notify({"sessionUpdate": "tool_call", **call})
+        result = self.mcp().request("tools/call", {"name": name, "arguments": arguments})
+        said = "".join(str(c.get("text", "")) for c in result.get("content") or [])
+        failed = bool(result.get("isError"))
+        self.notify(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "mcp_1",
+                "status": "failed" if failed else "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": said}}],
+            }
+        )
+        self.answer(rid, f"tool {'failed' if failed else 'said'}: {said}")
+
     def play(self, rid: Any, word: str, rest: str, text: str) -> None:
+        if word == "MCPLIST":
+            tools = self.mcp().request("tools/list", {}).get("tools") or []
+            self.answer(rid, "tools: " + ",".join(str(t.get("name")) for t in tools))
+            return
+        if word == "MCP":
+            self.mcp_call(rid, rest)
+            return
         if word == "ASK":
             kind, _, raw = rest.partition(" ")
             raw_input = json.loads(raw) if raw else {}

@@ -1,0 +1,176 @@
+"""The caller's functions (``tools=``) for a CLI that takes tools only over MCP
+(an ACP agent): the session serves them on a Unix socket of its own, and the
+agent launches our small stdio MCP server (:mod:`coding_genesis._live.mcpstdio`),
+which lists them and bridges each call back here.
+
+The socket is the session's alone: a fresh 0700 directory in our private
+runtime directory, the socket itself 0600, removed when the session closes;
+on Linux each connection's peer (``SO_PEERCRED``) must be ours and one of the
+session's processes (a descendant of its CLI, or carrying its marker), so
+another program of the same user cannot call the caller's functions.  One
+request a connection, one JSON line each way:
+
+* ``{"op": "list"}`` → ``{"tools": [{"name", "description", "inputSchema", "timeout"}]}``
+* ``{"op": "call", "name": ..., "arguments": {...}}`` → ``{"text": ..., "is_error": ...}``
+
+A call runs as on claude and codex (:class:`~coding_genesis._live.hosttools.HostCalls`):
+bounded by its tool's timeout, an error told to the model as an error result,
+cancelled when its turn ends; the agent reports the call in its own stream
+(an ACP ``tool_call``), which records, meters and traces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from coding_genesis._util.files import own_runtime_dir
+from coding_genesis.control import McpServer, ToolCall
+from coding_genesis.tools import HostTool, ToolResult
+
+__all__ = ["MCP_MISSING", "McpBridge", "mcp_missing"]
+
+log = logging.getLogger("coding_genesis._live.mcpbridge")
+
+#: The runtime directory's stem (``<tmp>/coding-genesis-mcp-<uid>...``).
+_STEM = "coding-genesis-mcp"
+#: The server's name as the agent shows it (its tools: ``genesis`` + the name).
+SERVER_NAME = "genesis"
+#: Seconds a connection may take to say what it wants.
+_ASK_WITHIN = 10.0
+#: Why a session cannot serve tools over MCP without the ``mcp`` package.
+MCP_MISSING = "tools= on an ACP agent needs the mcp package (pip install 'coding-genesis[mcp]')"
+
+#: Runs one call; None: its turn ended first.
+RunCall = Callable[[ToolCall], Awaitable[ToolResult | None]]
+
+
+def mcp_missing() -> bool:
+    """The ``mcp`` package our stdio server needs is not installed."""
+    return importlib.util.find_spec("mcp") is None
+
+
+def peer_pid(sock: socket.socket) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end of a Unix socket (None: the
+    platform does not say)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, 12))
+    return pid, uid
+
+
+class McpBridge:
+    """One session's socket for its MCP server (see the module's docstring).
+
+    ``allowed(pid)`` says whether a connecting process is the session's;
+    ``run`` runs a call (the session's host calls, cancelled with its turn)."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, HostTool],
+        run: RunCall,
+        allowed: Callable[[int], bool],
+        *,
+        max_bytes: int,
+    ) -> None:
+        self.tools = tools
+        self._run = run
+        self._allowed = allowed
+        self._max_bytes = max_bytes
+        self.directory = Path(
+            tempfile.mkdtemp(prefix="s-", dir=own_runtime_dir(tempfile.gettempdir(), _STEM))
+        )
+        self.path = str(self.directory / "tools.sock")
+        #: What the protocol declares to the CLI: our stdio server on this socket,
+        #: run isolated (-I: the working directory, which the repository owns,
+        #: is not on its import path; no PYTHON* variables).
+        self.server = McpServer(
+            SERVER_NAME,
+            sys.executable,
+            ("-I", "-m", "coding_genesis._live.mcpstdio", self.path),
+        )
+        self._listener: anyio.abc.SocketListener | None = None
+
+    async def serve(self, tg: anyio.abc.TaskGroup) -> None:
+        """Listen (0600) and answer each connection in ``tg`` until cancelled."""
+        self._listener = listener = await anyio.create_unix_listener(self.path, mode=0o600)
+        tg.start_soon(self._accept, listener, tg)
+
+    async def _accept(self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError):  # closed with the session
+            await listener.serve(self._answer, tg)
+
+    async def _answer(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            peer = peer_pid(sock)
+            if peer is not None and (peer[1] != os.getuid() or not self._allowed(peer[0])):
+                log.warning("refused a connection to the tools' socket from pid %s", peer[0])
+                return
+            try:
+                with anyio.fail_after(_ASK_WITHIN):
+                    line = await BufferedByteReceiveStream(stream).receive_until(
+                        b"\n", self._max_bytes
+                    )
+                ask = orjson.loads(line)
+            except (
+                TimeoutError,
+                anyio.EndOfStream,
+                anyio.DelimiterNotFound,
+                orjson.JSONDecodeError,
+            ):
+                return
+            except (anyio.BrokenResourceError, anyio.IncompleteRead, OSError):
+                return
+            answer = await self._reply(ask)
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await stream.send(orjson.dumps(answer) + b"\n")
+
+    async def _reply(self, ask: Any) -> dict[str, Any]:
+        op = ask.get("op") if isinstance(ask, dict) else None
+        if op == "list":
+            return {"tools": [_listed(tool) for tool in self.tools.values()]}
+        if op != "call":
+            return {"text": f"coding-genesis: no such request {op!r}", "is_error": True}
+        name, arguments = ask.get("name"), ask.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return {
+                "text": "coding-genesis: a call needs a name and an object of arguments",
+                "is_error": True,
+            }
+        result = await self._run(ToolCall(("mcp", name), name, arguments))
+        if result is None:
+            return {"text": f"the turn ended before {name} finished", "is_error": True}
+        return {"text": result.text, "is_error": result.is_error}
+
+    async def close(self) -> None:
+        """Stop listening and remove the socket and its directory."""
+        if self._listener is not None:
+            with contextlib.suppress(OSError, anyio.ClosedResourceError):
+                await self._listener.aclose()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _listed(tool: HostTool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": dict(tool.parameters),
+        "timeout": tool.timeout,
+    }

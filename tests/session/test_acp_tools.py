@@ -1,0 +1,130 @@
+"""The caller's functions as tools on an ACP agent (``tools=``): the agent launches our
+stdio MCP server (``session/new``'s ``mcpServers``), which bridges each call back to the
+session over its private Unix socket (``coding_genesis._live.mcpbridge``).  Against the
+fake ACP agent (``tests/fakes/fake_acp.py``: a real MCP client of the server it is given)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coding_genesis.tools import tool
+from tests.session.test_acp_session import FLAVOURS, agent, recorded, wait_gone
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def boom(why: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"it broke: {why}")
+
+
+@tool(timeout=0.5)
+async def slow(seconds: float) -> str:
+    """Sleeps."""
+    await anyio.sleep(seconds)
+    return "woke"
+
+
+def _socket_of(tmp_path: Path) -> str:
+    opened = next(e for e in recorded(tmp_path) if e.get("received") == "session/new")
+    (server,) = opened["params"]["mcpServers"]
+    return str(server["args"][-1])
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_host_tool_answers_over_mcp_on_each_flavour(flavour: str, tmp_path: Path) -> None:
+    a = agent(flavour, tmp_path, tools=[add, boom, slow])
+    async with a.session() as s:
+        listed = await s.send_result("MCPLIST")
+        called = await s.send_result('MCP add {"a": 2, "b": 3}')
+        failed = await s.send_result('MCP boom {"why": "on purpose"}')
+        bad = await s.send_result('MCP add {"a": "x"}')
+        late = await s.send_result('MCP slow {"seconds": 5}')
+        path = _socket_of(tmp_path)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
+    assert listed.status == 0 and listed.message == "tools: add,boom,slow", listed.message
+    assert called.status == 0 and called.message == "tool said: 5", called.message
+    assert failed.message.startswith("tool failed: "), failed.message
+    assert "it broke: on purpose" in failed.message
+    assert bad.message.startswith("tool failed: "), bad.message
+    assert late.message.startswith("tool failed: ") and "0.5" in late.message, late.message
+    # the call is the agent's, reported in its stream: counted as a tool call
+    assert called.tool_calls >= 1, called
+    # the socket and its directory went with the session, and so did the server
+    assert not await anyio.Path(path).exists() and not await anyio.Path(path).parent.exists()
+    assert await wait_gone(s.key) == []
+
+
+async def test_the_server_is_declared_isolated_and_with_no_secret(tmp_path: Path) -> None:
+    a = agent("gemini", tmp_path, tools=[add])
+    async with a.session() as s:
+        await s.send_result("hello")
+    opened = next(e for e in recorded(tmp_path) if e.get("received") == "session/new")
+    (server,) = opened["params"]["mcpServers"]
+    assert server["name"] == "genesis" and server["env"] == []
+    assert server["args"][:3] == ["-I", "-m", "coding_genesis._live.mcpstdio"]
+    # a session without tools declares no server
+    (tmp_path / "b").mkdir()
+    b = agent("qwen", tmp_path / "b")
+    async with b.session() as s2:
+        await s2.send_result("hello")
+    opened = next(e for e in recorded(tmp_path / "b") if e.get("received") == "session/new")
+    assert opened["params"]["mcpServers"] == []
+    assert s2.key
+
+
+async def test_another_process_cannot_reach_the_sessions_socket(tmp_path: Path) -> None:
+    """Only the session's processes may call its tools: this test's own process
+    (same user, not the agent's descendant, no marker) gets no answer."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        pytest.skip("the peer check needs SO_PEERCRED (Linux)")
+    a = agent("opencode", tmp_path, tools=[add])
+    async with a.session() as s:
+        await s.send_result("MCPLIST")
+        path = _socket_of(tmp_path)
+        stream = await anyio.connect_unix(path)
+        async with stream:
+            await stream.send(b'{"op": "list"}\n')
+            got: Any = b""
+            with anyio.move_on_after(5):
+                try:
+                    got = await stream.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    got = b""  # closed (or reset) unanswered
+        assert got == b"", got
+
+
+async def test_without_the_mcp_package_a_turn_answers_64_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import coding_genesis._live.link as link
+
+    monkeypatch.setattr(link, "mcp_missing", lambda: True)
+    r = await agent("gemini", tmp_path, tools=[add]).run("hello")
+    assert r["status"] == 64, r
+    assert "pip install 'coding-genesis[mcp]'" in r["message"]
+    assert recorded(tmp_path) == []  # nothing was started
