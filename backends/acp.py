@@ -211,6 +211,12 @@ class AcpAgent:
     #: command gives them (gemini's ``--include-directories``, qwen's
     #: ``--add-dir``), or the backend takes none.
     directories: bool = False
+    #: How the agent titles its permission request for a tool of an MCP
+    #: server (``{tool}``, ``{server}``): a request so titled for one of the
+    #: caller's functions, on the server the session serves, is allowed once
+    #: without asking (the approver is never asked about the caller's own
+    #: code).  Empty: not known; the agent's requests go to the approver.
+    mcp_title: str = ""
 
 
 # -- the protocol ----------------------------------------------------------------
@@ -559,8 +565,20 @@ class AcpControl(ControlProtocol):
                     f"once (options: {offered}); it was refused"
                 ),
             )
+        if self._host_tool(call):
+            allow = {"outcome": "selected", "optionId": by_kind["allow_once"]}
+            return (FORWARD, Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": allow}},)))
         self._open.add(rid)
         return (FORWARD, PermissionAsk(AskKey(rid, by_kind), request))
+
+    def _host_tool(self, call: Mapping[str, Any]) -> bool:
+        """The agent asks to call one of the caller's functions on the MCP
+        server the session serves (by the agent's title of such a request)."""
+        title, fmt = call.get("title"), self.agent.mcp_title
+        if not fmt or not self.mcp_servers or self.request is None or not isinstance(title, str):
+            return False
+        server = self.mcp_servers[0].name
+        return any(title == fmt.format(tool=t.name, server=server) for t in self.request.tools)
 
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         if method == "session/update":

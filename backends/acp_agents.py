@@ -17,7 +17,8 @@ __all__ = ["GEMINI", "OPENCODE", "QWEN"]
 #: read-only, ``autoEdit`` approves edits, ``yolo`` everything.  Its
 #: ``session/load`` answers "No previous sessions found" and wipes the
 #: session it was asked to load: resume is refused.  A refusal is told to the
-#: model, and the turn goes on.
+#: model, and the turn goes on.  It asks before every MCP tool call, titled
+#: ``add (genesis MCP Server)``.
 GEMINI = AcpAgent(
     "gemini",
     modes={"read-only": "plan", "edit": "autoEdit", "full": "yolo"},
@@ -28,6 +29,7 @@ GEMINI = AcpAgent(
         "(a one-shot run(resume=...) without an approver still resumes, with --resume)"
     ),
     refusal="the model is told and the turn goes on",
+    mcp_title="{tool} ({server} MCP Server)",
 )
 
 #: qwen ``--acp``: its sessions start in the mode of its settings; ``default``

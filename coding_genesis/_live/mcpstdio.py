@@ -43,8 +43,23 @@ async def ask(path: str, message: dict[str, Any], within: float) -> dict[str, An
 
 
 def _result(text: str, is_error: bool) -> types.CallToolResult:
+    """The text as the model reads it.  A text that is JSON but no object (a
+    tool that returns ``5``) also goes as ``structuredContent`` ``{"result":
+    ...}``: gemini 0.61's MCP client parses a text block into
+    ``structuredContent`` when there is none, then fails the call for not
+    being an object."""
+    structured: dict[str, Any] | None = None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        value = None
+    else:
+        if not isinstance(value, dict):
+            structured = {"result": value}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=is_error
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=is_error,
     )
 
 

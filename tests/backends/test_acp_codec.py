@@ -146,6 +146,56 @@ def test_the_sessions_mcp_servers_are_declared_in_session_new_and_load() -> None
     assert opened(protocol())[1]["params"]["mcpServers"] == []
 
 
+def test_the_agent_asking_to_call_a_host_tool_is_allowed_without_the_approver() -> None:
+    """gemini asks before every MCP tool call: one of the caller's functions on
+    the server the session serves (by the agent's title of such a request) is
+    allowed once at once; any other call, or one with no server of ours, goes
+    to the approver."""
+    from coding_genesis.tools import as_host_tools
+
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    gemini = AcpAgent("gemini", mcp_title="{tool} ({server} MCP Server)")
+    server = McpServer("genesis", "/usr/bin/python3", ())
+
+    def ask(p: AcpControl, title: str) -> Sequence[Incoming]:
+        return p.receive(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s-1",
+                    "toolCall": {"toolCallId": "t1", "title": title, "kind": "other"},
+                    "options": [
+                        {"optionId": "proceed_always_server", "name": "a", "kind": "allow_always"},
+                        {"optionId": "proceed_once", "name": "o", "kind": "allow_once"},
+                        {"optionId": "cancel", "name": "r", "kind": "reject_once"},
+                    ],
+                },
+            }
+        )
+
+    request = cli_request(cwd="/srv", approvals=True, tools=tuple(as_host_tools([add])))
+    p = protocol(gemini)
+    p.mcp_servers = (server,)
+    opened(p, request)
+    _, reply = ask(p, "add (genesis MCP Server)")
+    assert isinstance(reply, Reply)
+    (answer,) = reply.objects
+    assert answer["id"] == 0
+    assert answer["result"]["outcome"] == {"outcome": "selected", "optionId": "proceed_once"}
+    assert written_problems(answer, {0: "session/request_permission"}) == []
+    # not one of the caller's functions, another server, or no server of ours: asked
+    for title in ("rm (genesis MCP Server)", "add (other MCP Server)", "add"):
+        assert isinstance(ask(p, title)[-1], PermissionAsk), title
+    q = protocol(gemini)
+    opened(q, request)
+    assert isinstance(ask(q, "add (genesis MCP Server)")[-1], PermissionAsk)
+
+
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:
     p = protocol()
     written = opened(p, cli_request(cwd="/srv/work", approvals=True))

@@ -44,7 +44,9 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
                     once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
-  MCP <tool> <json> a ``tool_call`` of kind ``other``, then ``tools/call`` of <tool> with
+  MCP <tool> <json> a ``tool_call`` of kind ``other`` (gemini: then a permission request
+                    titled ``<tool> (<server> MCP Server)``, as gemini asks; refused:
+                    text ``tool refused: <tool>``), then ``tools/call`` of <tool> with
                     those arguments on that server; the update and the text say its
                     answer (``tool said: ...`` or ``tool failed: ...``)
 
@@ -379,6 +381,13 @@ class Agent:
             "rawInput": arguments,
         }
         self.notify({"sessionUpdate": "tool_call", **call})
+        if self.flavour == "gemini":  # gemini asks before every MCP tool call, titled so
+            server = self.mcp_servers[0]["name"]
+            asked = {**call, "title": f"{name} ({server} MCP Server)", "status": "pending"}
+            chosen = self.permission(asked, OPTIONS["gemini"])
+            if not (chosen or "").startswith("allow"):
+                self.answer(rid, f"tool refused: {name}")
+                return
         result = self.mcp().request("tools/call", {"name": name, "arguments": arguments})
         said = "".join(str(c.get("text", "")) for c in result.get("content") or [])
         failed = bool(result.get("isError"))

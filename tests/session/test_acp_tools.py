@@ -24,6 +24,16 @@ pytestmark = [
 ]
 
 
+def remember(asked: list[Any], answer: bool) -> Any:
+    """An approver that keeps what it is asked and answers ``answer``."""
+
+    def approver(request: Any) -> bool:
+        asked.append(request)
+        return answer
+
+    return approver
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -79,6 +89,24 @@ async def test_a_host_tool_answers_over_mcp_on_each_flavour(flavour: str, tmp_pa
     assert await wait_gone(s.key) == []
 
 
+async def test_the_approver_is_not_asked_about_the_callers_own_functions(
+    tmp_path: Path,
+) -> None:
+    """gemini asks before every MCP tool call; a call of one of ours is allowed
+    without the approver (it is the caller's own code), with or without one."""
+    asked: list[Any] = []
+    a = agent("gemini", tmp_path, tools=[add], approver=remember(asked, False))
+    async with a.session() as s:
+        called = await s.send_result('MCP add {"a": 1, "b": 1}')
+    assert called.message == "tool said: 2", called.message
+    assert asked == [] and called.approvals == []
+    b = agent("gemini", tmp_path, tools=[add])
+    r = await b.run('MCP add {"a": 2, "b": 2}')
+    assert r["status"] == 0 and r["message"] == "tool said: 4", r
+    allowed = [e for e in recorded(tmp_path) if e.get("chosen")]
+    assert [e["chosen"] for e in allowed] == ["proceed_once", "proceed_once"]
+
+
 async def test_the_server_is_declared_isolated_and_with_no_secret(tmp_path: Path) -> None:
     a = agent("gemini", tmp_path, tools=[add])
     async with a.session() as s:
@@ -128,3 +156,16 @@ async def test_without_the_mcp_package_a_turn_answers_64_saying_so(
     assert r["status"] == 64, r
     assert "pip install 'coding-genesis[mcp]'" in r["message"]
     assert recorded(tmp_path) == []  # nothing was started
+
+
+def test_a_json_answer_that_is_no_object_is_also_structured_content() -> None:
+    """gemini 0.61's MCP client parses a text block into ``structuredContent``
+    when there is none and fails the call unless it is an object: our server
+    gives it ``{"result": ...}`` for such a text (an object or plain text: none)."""
+    from coding_genesis._live.mcpstdio import _result
+
+    assert _result("5", False).structured_content == {"result": 5}
+    assert _result('["a"]', True).structured_content == {"result": ["a"]}
+    assert _result('{"a": 1}', False).structured_content is None
+    assert _result("plain words", False).structured_content is None
+    assert _result("5", False).content[0].text == "5"  # type: ignore[union-attr]
