@@ -5,6 +5,7 @@ backend's protocol: its hook points, host tools, steering, resume)."""
 from __future__ import annotations
 
 from coding_genesis.backend import Backend
+from coding_genesis.control import ControlProtocol
 
 __all__ = ["sessions"]
 
@@ -20,7 +21,7 @@ def sessions(backend: Backend) -> str:
         return "none: one-shot runs only (approver=, hooks=, tools= and sessions need a two-way protocol)"
     hooks = ", ".join(protocol.hook_effects) or "none"
     said = [
-        f"approver=: yes; hooks=: {hooks}; tools=: {'yes' if protocol.can_host_tools else 'no'}; "
+        f"approver=: yes; hooks=: {hooks}; tools=: {_tools(protocol)}; "
         f"steer: {'yes' if protocol.can_steer else 'no'}"
     ]
     if isinstance(protocol, AcpControl):
@@ -35,3 +36,14 @@ def sessions(backend: Backend) -> str:
     elif protocol.name:
         said.insert(0, f"over {protocol.name}")
     return "; ".join(said)
+
+
+def _tools(protocol: ControlProtocol) -> str:
+    """Whether ``tools=`` works, and how where it needs more than the protocol."""
+    if not protocol.can_host_tools:
+        return "no"
+    if not protocol.tools_over_mcp:
+        return "yes"
+    from coding_genesis._live.mcpbridge import MCP_MISSING, mcp_missing  # lazy, as above
+
+    return f"no: {MCP_MISSING}" if mcp_missing() else "yes, over MCP"

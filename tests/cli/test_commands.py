@@ -386,7 +386,8 @@ def test_doctor_says_what_a_live_session_can_do_and_reads_a_backends_file(
     sessions = {c["backend"]: c["detail"] for c in report["checks"] if c["check"] == "sessions"}
     assert sessions["myagent"].startswith("over the Agent Client Protocol; approver=: yes")
     assert (
-        "tools=: no; steer: no; modes: read-only=plan; asks in mode default" in sessions["myagent"]
+        "tools=: yes, over MCP; steer: no; modes: read-only=plan; asks in mode default"
+        in sessions["myagent"]
     )
     assert "resume: refused (gemini 0.61's session/load fails" in sessions["gemini"]
     assert "OPENCODE_CONFIG_CONTENT" in sessions["opencode"]
