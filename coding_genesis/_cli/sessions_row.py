@@ -44,6 +44,7 @@ def _tools(protocol: ControlProtocol) -> str:
         return "no"
     if not protocol.tools_over_mcp:
         return "yes"
-    from coding_genesis._live.mcpbridge import MCP_MISSING, mcp_missing  # lazy, as above
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._live.mcpbridge import MCP_MISSING, mcp_missing
 
     return f"no: {MCP_MISSING}" if mcp_missing() else "yes, over MCP"

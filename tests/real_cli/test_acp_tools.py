@@ -20,6 +20,7 @@ from tests.fakes.model_server import FakeModelServer
 from tests.real_cli.test_acp import AGENTS, acp_agent
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import MoreRig
+from tests.session.test_acp_tools import remember
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
 
@@ -28,16 +29,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
 ]
-
-
-def remember(asked: list[Any], answer: bool) -> Any:
-    """An approver that keeps what it is asked and answers ``answer``."""
-
-    def approver(request: Any) -> bool:
-        asked.append(request)
-        return answer
-
-    return approver
 
 
 @pytest.fixture
