@@ -75,7 +75,7 @@ that builds this protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,11 +276,6 @@ class AcpControl(ControlProtocol):
         self._open_done = False
         #: The running turn's tool calls as the hooks see them.
         self._hook_calls: dict[str, Call] = {}
-
-    @property
-    def _hooks(self) -> Collection[str]:
-        """The events the session has hooks for (the request's, kept by ``begin``)."""
-        return self.request.hooks.keys() if self.request is not None else ()
 
     # -- intents ------------------------------------------------------------------
 
@@ -505,7 +500,7 @@ class AcpControl(ControlProtocol):
             # The agent cancelled by itself (codex-acp after a refusal).
             return (FORWARD, TurnEnded("failed", f"{self.agent.name} cancelled the turn by itself"))
         if reason in (None, "end_turn"):
-            if "turn_end" in self._hooks:
+            if "turn_end" in self.hooked:
                 answer = translator.answer if translator is not None else None
                 end = HookInput(
                     "turn_end", answer=answer, session_id=self.session_id, raw=dict(obj)
@@ -590,7 +585,7 @@ class AcpControl(ControlProtocol):
             kind = update.get("sessionUpdate")
             if kind not in KNOWN_UPDATES:
                 return (Unknown(f"session/update {_said(kind)}"),)
-            hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self._hooks else ()
+            hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self.hooked else ()
             if self._prompt_id is None and self._open_done and kind in _WORK:
                 return self._late(obj, hooks)
             return (FORWARD, *hooks)
@@ -652,8 +647,8 @@ class AcpControl(ControlProtocol):
             return ()
         call, starts, finishes = tracked
         hooks: list[Incoming] = []
-        if starts and "pre_tool" in self._hooks:
+        if starts and "pre_tool" in self.hooked:
             hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id)))
-        if finishes and "post_tool" in self._hooks:
+        if finishes and "post_tool" in self.hooked:
             hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id)))
         return tuple(hooks)

@@ -19,7 +19,7 @@ messages this codec writes and reads is in ``schemas/codex-app-server/``.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,11 +175,6 @@ class CodexControl(ControlProtocol):
         self._usage_total: dict[str, int] | None = None
         #: The running turn's last answer.
         self._answer: str | None = None
-
-    @property
-    def _hooks(self) -> Collection[str]:
-        """The events the session has hooks for (the request's, kept by ``begin``)."""
-        return self.request.hooks.keys() if self.request is not None else ()
 
     # -- intents -------------------------------------------------------------------
 
@@ -510,7 +505,7 @@ class CodexControl(ControlProtocol):
             if not isinstance(params.get("turn"), Mapping):
                 return (ProtocolFault("turn/completed without a turn"),)
             ended = self._turn_completed(params)
-            if ended and "turn_end" in self._hooks:
+            if ended and "turn_end" in self.hooked:
                 end = HookInput(
                     "turn_end", answer=self._answer, session_id=self.thread_id, raw=dict(params)
                 )
@@ -541,12 +536,12 @@ class CodexControl(ControlProtocol):
     ) -> tuple[Incoming, ...]:
         """The hook call an item's start or end is (observed), if the session has hooks for it."""
         if started and item.get("type") == "contextCompaction":
-            if "pre_compact" not in self._hooks:
+            if "pre_compact" not in self.hooked:
                 return ()
             compact = HookInput("pre_compact", session_id=self.thread_id, raw=dict(params))
             return (HookCall(None, compact),)
         event: HookEvent = "pre_tool" if started else "post_tool"
-        if event not in self._hooks:
+        if event not in self.hooked:
             return ()
         data = tool_hook(event, item, params, self.thread_id)
         return (HookCall(None, data),) if data is not None else ()

@@ -26,7 +26,7 @@ turns each into a :class:`HookCall` and answers it in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
@@ -274,6 +274,11 @@ class ControlProtocol(ABC):
     #: The session's request, kept by :meth:`begin` (None before it): the one
     #: place a protocol records what the session was started with.
     request: Request | None = None
+
+    @property
+    def hooked(self) -> Collection[str]:
+        """The events the session has hooks for (the request :meth:`begin` kept)."""
+        return self.request.hooks.keys() if self.request is not None else ()
 
     @final
     def begin(self, request: Request) -> Opening:

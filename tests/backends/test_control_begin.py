@@ -54,6 +54,6 @@ def test_the_built_in_protocols_read_the_session_from_the_kept_request(backend: 
     request = cli_request(cwd="/w", approvals=True, hooks=("turn_end",))
     begun = proto.begin(request)
     assert proto.request is request
-    assert proto._hooks and "turn_end" in proto._hooks  # type: ignore[attr-defined]
+    assert "turn_end" in proto.hooked
     assert begun.greeting  # each writes an initialize request
     assert begun.command.stdin is None
