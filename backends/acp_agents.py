@@ -46,10 +46,12 @@ QWEN = AcpAgent(
 #: opencode ``acp``: its only modes are its agents (``build``, ``plan``);
 #: whether it asks is its ``permission`` configuration, which the backend's
 #: command sets (``OPENCODE_PERMISSION`` per level, ``{"permission": "ask"}``
-#: for an approver).  A refusal fails the call and ends the turn.
+#: for an approver).  A refusal fails the call and ends the turn.  Asking, it
+#: titles an MCP tool call ``genesis_add``.
 OPENCODE = AcpAgent(
     "opencode",
     refusal="the tool call fails and the turn ends (end_turn)",
+    mcp_title="{server}_{tool}",
     permissions=(
         "levels as OPENCODE_PERMISSION (a denied tool is not offered); an approver: "
         '{"permission": "ask"} in OPENCODE_CONFIG_CONTENT'

@@ -2,10 +2,11 @@
 --acp``, opencode ``acp``) against the fake model server: the agent launches our stdio MCP
 server from ``session/new``'s ``mcpServers``, the model calls the tool under the name the
 agent gives it (gemini ``mcp_genesis_add``), and the call comes back to the session over its
-socket; the approver is not asked about it (gemini asks before every MCP call).  Run on
-gemini 0.61 (passes); qwen and opencode are collected too but not yet run here (qwen hides
-MCP tools behind its tool search, which the fake model server does not drive yet).  Skips, with the
-reason, when the CLI or the ``mcp`` package is not installed."""
+socket; the approver is not asked about it (gemini asks before every MCP call, opencode
+with an approver's ``"permission": "ask"``).  Passes on gemini 0.61 and opencode 1.18.33;
+qwen is skipped: it hides MCP tools behind its tool search, which the fake model server
+does not drive yet (issue 40's "the fakes expect tool search").  Skips, with the reason,
+when the CLI or the ``mcp`` package is not installed."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ def declared(server: FakeModelServer) -> list[str]:
 
 
 async def test_a_host_tool_called_over_mcp(rig: MoreRig) -> None:
+    if rig.backend == "qwen":
+        pytest.skip("qwen offers MCP tools through tool_search, which the fake model does not call")
     calls.clear()
     asked: list[Any] = []
     # the approver decides the agent's own tools, never the caller's functions
