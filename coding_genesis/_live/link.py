@@ -429,7 +429,8 @@ class LiveLink(LinkDispatch):
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
-                turn.strays = await self.clocks.stop_strays()
+                keep = self._bridge.launched if self._bridge is not None else None
+                turn.strays = await self.clocks.stop_strays(keep)
         if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
             # The supervisor's account of the end (a stop asked for during the
             # turn, a budget's say, is this turn's answer even if it ended first).

@@ -96,7 +96,7 @@ class McpBridge:
         self.directory = Path(
             tempfile.mkdtemp(prefix="s-", dir=own_runtime_dir(tempfile.gettempdir(), _STEM))
         )
-        self.path = str(self.directory / "tools.sock")
+        self.path = str(self.directory / "s")  # short: macOS allows 104 bytes
         #: What the protocol declares to the CLI: our stdio server on this socket,
         #: run isolated (-I: the working directory, which the repository owns,
         #: is not on its import path; no PYTHON* variables).
@@ -106,6 +106,11 @@ class McpBridge:
             ("-I", "-m", "coding_genesis._live.mcpstdio", self.path),
         )
         self._listener: anyio.abc.SocketListener | None = None
+
+    def launched(self, argv: list[str]) -> bool:
+        """Whether ``argv`` is our MCP server for this session (an agent may
+        launch it during a turn: it is no stray of that turn's tools)."""
+        return self.path in argv
 
     async def serve(self, tg: anyio.abc.TaskGroup) -> None:
         """Listen (0600) and answer each connection in ``tg`` until cancelled."""

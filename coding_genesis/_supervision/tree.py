@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 import psutil
@@ -59,6 +59,13 @@ def in_session(pid: int, root: int | None, marker: str) -> bool:
     except psutil.Error:
         return False
     return _has_marker(proc, marker)
+
+
+def _argv(proc: psutil.Process) -> list[str]:
+    try:
+        return list(proc.cmdline())
+    except (psutil.Error, OSError):
+        return []
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -260,16 +267,21 @@ class Tree:
         signals: Sequence[int],
         grace: float,
         kill_wait: float,
+        keep: Callable[[list[str]], bool] | None = None,
     ) -> int:
         """Stop the run's processes that do not predate ``before``, the CLI
-        spared, and groups the CLI is in signaled one member at a time; how
-        many were found.  Bounded like :meth:`stop`."""
+        spared (and any whose argv ``keep`` accepts: a server the session
+        serves the CLI, launched during the turn), and groups the CLI is in
+        signaled one member at a time; how many were found.  Bounded like
+        :meth:`stop`."""
 
         def strays() -> dict[int, psutil.Process]:
             return {
                 pid: proc
                 for pid, proc in self.snapshot().items()
-                if pid != self.pid and not before.predates(proc)
+                if pid != self.pid
+                and not before.predates(proc)
+                and not (keep is not None and keep(_argv(proc)))
             }
 
         ids = _session_and_group(self.pid)

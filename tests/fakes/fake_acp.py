@@ -134,6 +134,9 @@ class McpClient:
         )
         record(mcp_server=self.proc.pid)
         self.next_id = 0
+        self.lock = threading.Lock()
+        self.waiting: dict[int, queue.Queue[dict[str, Any] | None]] = {}
+        threading.Thread(target=self._read, daemon=True).start()
         self.request(
             "initialize",
             {
@@ -160,17 +163,34 @@ class McpClient:
         self.proc.stdin.flush()
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The result of one request (an error's message raises)."""
-        self.next_id += 1
-        self._write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        """The result of one request (an error's message raises); requests may
+        overlap (one given up on by a cancel, then the next turn's)."""
+        with self.lock:
+            self.next_id += 1
+            rid = self.next_id
+            box: queue.Queue[dict[str, Any] | None] = queue.Queue()
+            self.waiting[rid] = box
+            self._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        msg = box.get()
+        if msg is None:
+            raise RuntimeError(f"the MCP server ended (rc {self.proc.wait()})")
+        if "error" in msg:
+            raise RuntimeError(str(msg["error"]))
+        return dict(msg.get("result") or {})
+
+    def _read(self) -> None:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
             msg = json.loads(raw)
-            if msg.get("id") == self.next_id and "method" not in msg:
-                if "error" in msg:
-                    raise RuntimeError(str(msg["error"]))
-                return dict(msg.get("result") or {})
-        raise RuntimeError(f"the MCP server ended (rc {self.proc.wait()})")
+            if "method" not in msg:
+                with self.lock:
+                    box = self.waiting.pop(msg.get("id"), None)
+                if box is not None:
+                    box.put(msg)
+        with self.lock:
+            for box in self.waiting.values():
+                box.put(None)
+            self.waiting.clear()
 
 
 class Agent:
@@ -370,6 +390,21 @@ class Agent:
             self._mcp = McpClient(self.mcp_servers[0])
         return self._mcp
 
+    def mcp_waiting(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """An MCP request the turn waits for, given up on ``session/cancel``
+        (as the real agents do: the turn ends ``cancelled`` at once)."""
+        box: queue.Queue[dict[str, Any]] = queue.Queue()
+        client = self.mcp()
+        threading.Thread(
+            target=lambda: box.put(client.request(method, params)), daemon=True
+        ).start()
+        while True:
+            try:
+                return box.get(timeout=0.05)
+            except queue.Empty:
+                if self.cancel.is_set():
+                    raise Cancelled from None
+
     def mcp_call(self, rid: Any, rest: str) -> None:
         name, _, raw = rest.partition(" ")
         arguments = json.loads(raw) if raw else {}
@@ -388,7 +423,7 @@ class Agent:
             if not (chosen or "").startswith("allow"):
                 self.answer(rid, f"tool refused: {name}")
                 return
-        result = self.mcp().request("tools/call", {"name": name, "arguments": arguments})
+        result = self.mcp_waiting("tools/call", {"name": name, "arguments": arguments})
         said = "".join(str(c.get("text", "")) for c in result.get("content") or [])
         failed = bool(result.get("isError"))
         self.notify(

@@ -169,3 +169,39 @@ def test_a_json_answer_that_is_no_object_is_also_structured_content() -> None:
     assert _result('{"a": 1}', False).structured_content is None
     assert _result("plain words", False).structured_content is None
     assert _result("5", False).content[0].text == "5"  # type: ignore[union-attr]
+
+
+async def test_an_interrupt_cancels_the_running_host_call(tmp_path: Path) -> None:
+    """The agent gives up on the call at ``session/cancel``; the call still running
+    on our side is cancelled with its turn, and the session goes on."""
+    started, cancelled = anyio.Event(), anyio.Event()
+
+    @tool(timeout=60)
+    async def hang() -> str:
+        """Hangs."""
+        started.set()
+        try:
+            await anyio.sleep(600)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        return "never"
+
+    a = agent("qwen", tmp_path, tools=[hang, add])
+    async with a.session() as s:
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def turn() -> None:
+                results.append(await s.send_result("MCP hang {}"))
+
+            tg.start_soon(turn)
+            with anyio.fail_after(15):
+                await started.wait()
+            assert await s.interrupt() is True
+        assert results[0].status == 130 and results[0].error == "interrupted", results[0].message
+        with anyio.fail_after(5):
+            await cancelled.wait()
+        after = await s.send_result('MCP add {"a": 1, "b": 2}')
+        assert after.status == 0 and after.message == "tool said: 3", after.message
+    assert await wait_gone(s.key) == []
