@@ -109,8 +109,10 @@ class McpBridge:
 
     def launched(self, argv: list[str]) -> bool:
         """Whether ``argv`` is our MCP server for this session (an agent may
-        launch it during a turn: it is no stray of that turn's tools)."""
-        return self.path in argv
+        launch it during a turn: it is no stray of that turn's tools).  Its
+        arguments exactly, not a mention of the socket: a tool cannot dodge
+        the sweep by naming it (the session's close stops everything anyway)."""
+        return argv[1:] == list(self.server.args)
 
     async def serve(self, tg: anyio.abc.TaskGroup) -> None:
         """Listen (0600) and answer each connection in ``tg`` until cancelled."""
