@@ -215,7 +215,10 @@ class AcpAgent:
     #: server (``{tool}``, ``{server}``): a request so titled for one of the
     #: caller's functions, on the server the session serves, is allowed once
     #: without asking (the approver is never asked about the caller's own
-    #: code).  Empty: not known; the agent's requests go to the approver.
+    #: code).  That server's name is the session's own and unguessable, so no
+    #: server of the repository's or the user's matches it; any other title
+    #: goes to the approver.  Empty: not known; the agent's requests go to the
+    #: approver.
     mcp_title: str = ""
 
 

@@ -18,7 +18,7 @@ __all__ = ["GEMINI", "OPENCODE", "QWEN"]
 #: ``session/load`` answers "No previous sessions found" and wipes the
 #: session it was asked to load: resume is refused.  A refusal is told to the
 #: model, and the turn goes on.  It asks before every MCP tool call, titled
-#: ``add (genesis MCP Server)``.
+#: ``add (genesis-<hex> MCP Server)``.
 GEMINI = AcpAgent(
     "gemini",
     modes={"read-only": "plan", "edit": "autoEdit", "full": "yolo"},
@@ -47,7 +47,7 @@ QWEN = AcpAgent(
 #: whether it asks is its ``permission`` configuration, which the backend's
 #: command sets (``OPENCODE_PERMISSION`` per level, ``{"permission": "ask"}``
 #: for an approver).  A refusal fails the call and ends the turn.  Asking, it
-#: titles an MCP tool call ``genesis_add``.
+#: titles an MCP tool call ``genesis-<hex>_add``.
 OPENCODE = AcpAgent(
     "opencode",
     refusal="the tool call fails and the turn ends (end_turn)",

@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import socket
 import struct
@@ -49,8 +50,22 @@ log = logging.getLogger("coding_genesis._live.mcpbridge")
 
 #: The runtime directory's stem (``<tmp>/coding-genesis-mcp-<uid>...``).
 _STEM = "coding-genesis-mcp"
-#: The server's name as the agent shows it (its tools: ``genesis`` + the name).
-SERVER_NAME = "genesis"
+#: The stem of the server's name as the agent shows it; each session's server
+#: is ``genesis-<12 random hex>`` (:func:`server_name`).
+SERVER_STEM = "genesis"
+
+
+def server_name() -> str:
+    """A fresh, unguessable name for one session's server.  The codec allows a
+    permission request titled for a tool of *this* name without the approver:
+    a server of the repository's or the user's, which cannot know the name,
+    can never be taken for ours (a plain ``genesis`` would be).  A hyphen, not
+    an underscore: gemini splits ``mcp_<server>_<tool>`` at the first ``_``;
+    short: gemini's function names stop at 63 characters (``mcp_`` + this +
+    ``_`` + the tool), opencode keeps ``[A-Za-z0-9_-]``."""
+    return f"{SERVER_STEM}-{secrets.token_hex(6)}"
+
+
 #: Seconds a connection may take to say what it wants.
 _ASK_WITHIN = 10.0
 #: Why a session cannot serve tools over MCP without the ``mcp`` package.
@@ -101,7 +116,7 @@ class McpBridge:
         #: run isolated (-I: the working directory, which the repository owns,
         #: is not on its import path; no PYTHON* variables).
         self.server = McpServer(
-            SERVER_NAME,
+            server_name(),
             sys.executable,
             ("-I", "-m", "coding_genesis._live.mcpstdio", self.path),
         )

@@ -49,6 +49,12 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
                     text ``tool refused: <tool>``), then ``tools/call`` of <tool> with
                     those arguments on that server; the update and the text say its
                     answer (``tool said: ...`` or ``tool failed: ...``)
+  MCPAS <server> <tool> <json>
+                    as gemini asks to call <tool> of another MCP server named <server>
+                    (one of the repository's or the user's): a permission request titled
+                    ``<tool> (<server> MCP Server)``; allowed: text ``tool ran on
+                    <server>: <tool>`` (that server's code ran), refused: ``tool refused:
+                    <tool>``
 
 ``FAKE_ACP_VERSION`` is the protocol version it answers (default 1);
 ``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``; ``FAKE_ACP_DIRS=1``: it
@@ -436,7 +442,28 @@ class Agent:
         )
         self.answer(rid, f"tool {'failed' if failed else 'said'}: {said}")
 
+    def foreign_mcp_call(self, rid: Any, rest: str) -> None:
+        """A call of a tool of a server that is not ours: gemini asks first."""
+        server, _, rest = rest.partition(" ")
+        name, _, raw = rest.partition(" ")
+        call = {
+            "toolCallId": "mcp_2",
+            "title": f"{name} ({server} MCP Server)",
+            "kind": "other",
+            "status": "pending",
+            "rawInput": json.loads(raw) if raw else {},
+        }
+        self.notify({"sessionUpdate": "tool_call", **call})
+        chosen = self.permission(call, OPTIONS["gemini"])
+        if (chosen or "").startswith("allow"):
+            self.answer(rid, f"tool ran on {server}: {name}")
+        else:
+            self.answer(rid, f"tool refused: {name}")
+
     def play(self, rid: Any, word: str, rest: str, text: str) -> None:
+        if word == "MCPAS":
+            self.foreign_mcp_call(rid, rest)
+            return
         if word == "MCPLIST":
             tools = self.mcp().request("tools/list", {}).get("tools") or []
             self.answer(rid, "tools: " + ",".join(str(t.get("name")) for t in tools))

@@ -1,7 +1,7 @@
 """The caller's functions as tools on a REAL ACP agent (gemini ``--acp``, qwen ``cli.js
 --acp``, opencode ``acp``) against the fake model server: the agent launches our stdio MCP
 server from ``session/new``'s ``mcpServers``, the model calls the tool under the name the
-agent gives it (gemini ``mcp_genesis_add``), and the call comes back to the session over its
+agent gives it (gemini ``mcp_genesis-<hex>_add``), and the call comes back to the session over its
 socket; the approver is not asked about it (gemini asks before every MCP call, opencode
 with an approver's ``"permission": "ask"``).  Passes on gemini 0.61 and opencode 1.18.33;
 qwen is skipped: it hides MCP tools behind its tool search, which the fake model server

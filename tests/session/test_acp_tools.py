@@ -6,6 +6,7 @@ fake ACP agent (``tests/fakes/fake_acp.py``: a real MCP client of the server it 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 from importlib.util import find_spec
@@ -107,14 +108,43 @@ async def test_the_approver_is_not_asked_about_the_callers_own_functions(
     assert [e["chosen"] for e in allowed] == ["proceed_once", "proceed_once"]
 
 
+@pytest.mark.parametrize("server", ["genesis", "genesis-0123456789ab"])
+async def test_a_tool_of_another_server_so_named_goes_to_the_approver(
+    server: str, tmp_path: Path
+) -> None:
+    """Only this session's server is ours: a request titled for a tool of the
+    same name on a server named ``genesis`` (the repository's or the user's
+    own) or named as another session's goes to the approver, who refuses it;
+    ours is still allowed without it."""
+    asked: list[Any] = []
+    a = agent("gemini", tmp_path, tools=[add], approver=remember(asked, False))
+    async with a.session() as s:
+        foreign = await s.send_result(f'MCPAS {server} add {{"a": 1, "b": 1}}')
+        ours = await s.send_result('MCP add {"a": 1, "b": 1}')
+    assert foreign.message == "tool refused: add", foreign.message
+    assert [r.tool for r in asked] == ["other"], asked
+    assert ours.message == "tool said: 2", ours.message
+    assert len(asked) == 1 and [e["chosen"] for e in recorded(tmp_path) if e.get("chosen")] == [
+        "cancel",
+        "proceed_once",
+    ]
+
+
 async def test_the_server_is_declared_isolated_and_with_no_secret(tmp_path: Path) -> None:
     a = agent("gemini", tmp_path, tools=[add])
     async with a.session() as s:
         await s.send_result("hello")
     opened = next(e for e in recorded(tmp_path) if e.get("received") == "session/new")
     (server,) = opened["params"]["mcpServers"]
-    assert server["name"] == "genesis" and server["env"] == []
+    # named per session, unguessably: no other server can pass for ours
+    assert re.fullmatch(r"genesis-[0-9a-f]{12}", server["name"]) and server["env"] == []
     assert server["args"][:3] == ["-I", "-m", "coding_genesis._live.mcpstdio"]
+    (tmp_path / "c").mkdir()
+    c = agent("gemini", tmp_path / "c", tools=[add])
+    async with c.session() as s3:
+        await s3.send_result("hello")
+    again = next(e for e in recorded(tmp_path / "c") if e.get("received") == "session/new")
+    assert again["params"]["mcpServers"][0]["name"] != server["name"]
     # a session without tools declares no server
     (tmp_path / "b").mkdir()
     b = agent("qwen", tmp_path / "b")
