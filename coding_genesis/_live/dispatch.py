@@ -79,7 +79,7 @@ class LinkDispatch(LinkQuestions):
         if held is not None:
             self._hold(item, held)
         elif self._tg is not None:  # the caller's function, run off the decoder
-            emit = None if item.reported or turn is None else self._decoder.emit
+            emit = None if item.reported or turn is None else self.delivery(turn)
             self._tg.start_soon(self.host_calls.answer, item, emit)
 
     def _on_hook_call(self, item: HookCall, turn: Turn | None, held: Unattended | None) -> None:

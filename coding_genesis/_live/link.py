@@ -8,6 +8,13 @@ differs: instead of spawning a CLI per attempt, a turn writes the prompt to
 the live process and decodes its stdout (one parser for the session, one
 tally per turn) until the protocol says the turn ended.
 
+Each object the CLI writes goes one way, called by nothing but the parser:
+the protocol reads it, each kind of message it reports goes to its handler
+(``dispatch.py``), and what it forwards is translated by the running turn's
+translator and delivered to the turn's :class:`~coding_genesis._pipeline.decode.Router`
+(or held between turns).  A task that adds events of its own (an approval
+decided, a host tool's call) delivers them to its turn's router: a plain call.
+
 The process is supervised by the same :func:`run_process`, in its live mode
 (stdin held open, a turn's clocks armed only while the turn runs): every
 guarantee of a one-shot run holds (wall, idle and stall limits per turn; the
@@ -20,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -39,7 +46,7 @@ from coding_genesis._pipeline.attempt import (
     launch,
     resolve_program,
 )
-from coding_genesis._pipeline.decode import Decoder
+from coding_genesis._pipeline.decode import Router, skip_failed_line
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
@@ -47,6 +54,7 @@ from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClo
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis._util.parser import JsonLinesParser, bound_depth, edge_fields
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
 from coding_genesis.control import (
@@ -67,17 +75,6 @@ log = logging.getLogger("coding_genesis._live.link")
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
-
-
-class _Switch(Translator):
-    """The session decoder's translator: each object goes to the protocol
-    first; what it forwards is translated by the running turn's translator."""
-
-    def __init__(self, link: LiveLink) -> None:
-        self._link = link
-
-    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
-        return self._link.received(obj)
 
 
 class LiveLink(LinkDispatch):
@@ -135,10 +132,15 @@ class LiveLink(LinkDispatch):
         #: Set when a turn starts (a fresh event for the next one).
         self.began = anyio.Event()
         self._turn: Turn | None = None
-        self._idle = RunTally(request.cwd)
+        #: The session's stdout, one object at a time (a skipped line is still answered).
+        self.parser = JsonLinesParser(request.max_line_bytes, on_unparsed=self._unparsed)
+        #: Lines whose translation or routing failed (counted as skipped).
+        self._errors = 0
+        #: Where what the CLI says goes: the running turn's router (from the
+        #: turn's start to its end), else the idle one.
+        self._idle = Router(RunTally(request.cwd))
+        self.router = self._idle
         self._idle_translator = self._translator()
-        self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=request.max_line_bytes)
-        self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
         self._stdout_bytes = 0
         self._ready = anyio.Event()
         self._dead = anyio.Event()
@@ -225,7 +227,15 @@ class LiveLink(LinkDispatch):
                     session(chunk)
                 if self._unattended():
                     self.between.bytes(chunk)
-        self._decoder.feed(chunk)
+        router = self.router
+        if chunk:
+            router.chunk_started(time.time())
+            self.parser.feed_each(chunk, self._object)
+            router.settle_chunk()
+        else:
+            router.chunk_started(None)
+            for obj in self.parser.close():
+                self._object(obj)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
         return False  # a live process has no terminal event: turns end by protocol
@@ -286,9 +296,40 @@ class LiveLink(LinkDispatch):
         given up on and still draining): held for a turn of its own."""
         return self._ready.is_set() and self._drained is None and self.alive
 
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
-        """The meaning of one object from the CLI (called by the decoder), or
-        of a ``line`` it could not parse (see :meth:`_unparsed`)."""
+    def _object(self, obj: dict[str, Any]) -> None:
+        """One object from the CLI (called by the parser); a failure to
+        translate or route it skips that line, never the stream."""
+        try:
+            self.received(obj)
+        except Exception:  # noqa: BLE001  (counted as a skipped line)
+            self._errors = skip_failed_line(self.parser, self._errors)
+
+    def _unparsed(self, head: bytes, tail: bytes, whole: bool) -> None:
+        """A line the parser skipped, by its head and tail: the protocol answers what it
+        can of it (a request it cannot read is refused, never left waiting)."""
+        try:
+            self.received({}, UnparsedLine(edge_fields(head, tail), whole))
+        except Exception:  # the line is counted as skipped already
+            log.exception("%s: a skipped line could not be answered", self.backend.name)
+
+    def deliver(self, router: Router, events: Sequence[Event]) -> None:
+        """Events not from a line (an approval decided, a host tool's call, what
+        a turn held back) down ``router``'s routes; a failure skips them as a line."""
+        if events:
+            try:
+                router.deliver(events)
+            except Exception:  # noqa: BLE001  (counted as a skipped line)
+                self._errors = skip_failed_line(self.parser, self._errors)
+
+    def delivery(self, turn: Turn) -> Callable[[Sequence[Event]], None]:
+        """Delivery of events to ``turn``'s router (for a task that makes them)."""
+        router = turn.router
+        return lambda events: self.deliver(router, events)
+
+    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> None:
+        """One object from the CLI, or a ``line`` it could not parse: each
+        message the protocol reports handled, what it forwards translated and
+        delivered (or held between turns)."""
         try:
             items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
         except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
@@ -309,17 +350,24 @@ class LiveLink(LinkDispatch):
             if handle is not None:
                 handle(item, turn, held)
         if forward is None:
-            return ()
+            return
         translator = turn.translator if turn is not None else self._idle_translator
-        events = translator.translate(obj if forward.obj is None else dict(forward.obj))
+        said = obj if forward.obj is None else dict(forward.obj)
+        try:
+            events = translator.translate(said)
+        except RecursionError:
+            # A translator that walked a hostile nesting: once more, bounded.
+            events = translator.translate(bound_depth(said))
         if held is not None:
             held.said(events)  # the turn that takes them routes them
-            return ()
-        if turn is not None and events:
+            return
+        if not events:
+            return
+        if turn is not None:
             for event in events:
                 if isinstance(event, SessionEvent) and event.session_id:
                     self.session_id = event.session_id
-        return events
+        self.router.deliver(events)
 
     # -- turns -------------------------------------------------------------------
 
@@ -339,25 +387,26 @@ class LiveLink(LinkDispatch):
         self.turns += 1
         translator = self._translator()
         translator.message_usage = context.message_usage
-        decoder = self._decoder
+        router = Router(
+            tally,
+            routes=context.routes,
+            watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
+        )
         turn = Turn(
             self.turns,
             request,
             context,
             tally,
             translator,
+            router,
             run_id,
             time.monotonic(),
             self._stdout_bytes,
-            decoder.lines,
-            decoder.skipped,
+            self.parser.lines,
+            self.parser.skipped,
             self.unknown,
         )
-        decoder.retarget(
-            tally,
-            routes=context.routes,
-            watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
-        )
+        self.router = router  # what the CLI says from now on is this turn's
         warnings = self.warnings if self.turns == 1 else ()
         await self._drain()
         if self.refusal is not None:
@@ -403,10 +452,10 @@ class LiveLink(LinkDispatch):
             finally:
                 self.clocks.disarm()
                 self.host_calls.cancel()  # what the ended turn's tools still run
-                decoder.emit([approval_event(*pair) for pair in turn.withdrawn])
-                decoder.emit(turn.translator.flush())
+                self.deliver(router, [approval_event(*pair) for pair in turn.withdrawn])
+                self.deliver(router, turn.translator.flush())
                 self._turn = None
-                decoder.retarget(self._idle, routes=None, watch=None)
+                self.router = self._idle
         if turn.running.count and self.alive and not turn.interrupt_asked:
             with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
                 await turn.running.wait(longest(self.request.hooks, self.request.hook_timeout))
@@ -428,8 +477,8 @@ class LiveLink(LinkDispatch):
             request.timeout,
             tally,
             turn.process(self.pid, self._stdout_bytes, self.exit),
-            lines=decoder.lines - turn.lines_at_start,
-            skipped_lines=decoder.skipped - turn.skipped_at_start,
+            lines=self.parser.lines - turn.lines_at_start,
+            skipped_lines=self.parser.skipped - turn.skipped_at_start,
             warnings=(*warnings, *tally.number_warnings()),
             stop=self.stop,
             ended=turn.ended,

@@ -15,6 +15,7 @@ import anyio
 from coding_genesis._live.approvals import withdrawn_record
 from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
+from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRecord, ApprovalRequest
@@ -46,6 +47,8 @@ class Turn:
     context: AttemptContext
     tally: RunTally
     translator: Translator
+    #: Where the turn's events go (its tally, its routes, its watch).
+    router: Router
     run_id: str
     started: float
     stdout_at_start: int
