@@ -31,6 +31,7 @@ from coding_genesis.hooks import HookResult, run_hooks
 from coding_genesis.tools import ToolResult
 
 if TYPE_CHECKING:
+    from coding_genesis._live.process import LiveProcess
     from coding_genesis._pipeline.decode import Router
     from coding_genesis.backend import Backend
     from coding_genesis.request import Request
@@ -51,7 +52,7 @@ class LinkQuestions:
     remembered: Remembered
     host_calls: HostCalls
     _turn: Turn | None
-    _tg: anyio.abc.TaskGroup | None
+    process: LiveProcess
     send: Callable[..., None]
 
     @property
@@ -180,5 +181,5 @@ class LinkQuestions:
             self._turn_ended(turn, held.ended)
 
     def _tg_start(self, fn: Any, *args: Any) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(fn, *args)
+        if self.process.tg is not None:
+            self.process.tg.start_soon(fn, *args)

@@ -39,8 +39,6 @@ class LinkDispatch(LinkQuestions):
 
     takes_cli_turns: bool
     unknown: int
-    broken: str | None
-    _ready: anyio.Event
     _drained: anyio.Event | None
 
     def dispatch_table(self) -> dict[type, Handler]:
@@ -59,7 +57,7 @@ class LinkDispatch(LinkQuestions):
     def _on_ready(self, item: Ready, turn: Turn | None, held: Unattended | None) -> None:
         if item.session_id:
             self.session_id = item.session_id
-        self._ready.set()
+        self.process.ready.set()
 
     def _hold(self, item: PermissionAsk | ToolCall | HookCall, held: Unattended) -> None:
         """A question between turns: kept for the turn the CLI starts (the
@@ -72,23 +70,23 @@ class LinkDispatch(LinkQuestions):
     def _on_ask(self, item: PermissionAsk, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:
             self._hold(item, held)
-        elif self._tg is not None:
-            self._tg.start_soon(self._approve, item, turn)
+        elif self.process.tg is not None:
+            self.process.tg.start_soon(self._approve, item, turn)
 
     def _on_tool_call(self, item: ToolCall, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:
             self._hold(item, held)
-        elif self._tg is not None:  # the caller's function, run off the decoder
+        elif self.process.tg is not None:  # the caller's function, run off the decoder
             emit = None if item.reported or turn is None else self.delivery(turn)
-            self._tg.start_soon(self.host_calls.answer, item, emit)
+            self.process.tg.start_soon(self.host_calls.answer, item, emit)
 
     def _on_hook_call(self, item: HookCall, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:
             self._hold(item, held)
-        elif self._tg is not None:
+        elif self.process.tg is not None:
             if turn is not None:
                 turn.running.add()
-            self._tg.start_soon(self._hook, item, turn)
+            self.process.tg.start_soon(self._hook, item, turn)
 
     def _on_turn_ended(self, item: TurnEnded, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:
@@ -122,9 +120,9 @@ class LinkDispatch(LinkQuestions):
         message = f"{name} broke its control protocol: {fault.message}"
         log.warning("%s", message)
         if fault.fatal:
-            if self.broken is None:
-                self.broken = message
-            self._ready.set()
+            if self.process.broken is None:
+                self.process.break_off(message)
+            self.process.ready.set()
         if turn is not None:
             turn.end("fault", message)
             if not fault.fatal:

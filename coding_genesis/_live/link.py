@@ -25,20 +25,20 @@ out, is stopped by a budget or its runner dies).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
 import anyio.abc
-import orjson
 
 from coding_genesis._live.approvals import approval_event
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
-from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
+from coding_genesis._live.outbox import Outbox
+from coding_genesis._live.process import LiveProcess
+from coding_genesis._live.turn import STDERR_TAIL, Turn, TurnMarks, Unattended, death
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -50,10 +50,8 @@ from coding_genesis._pipeline.decode import Router, skip_failed_line
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
-from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis._util.parser import JsonLinesParser, bound_depth, edge_fields
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
@@ -73,9 +71,6 @@ __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._live.link")
 
-#: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
-_UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
-
 
 class LiveLink(LinkDispatch):
     """One live CLI process and its protocol, held for a session's turns."""
@@ -92,9 +87,6 @@ class LiveLink(LinkDispatch):
     ) -> None:
         self.backend = backend
         self.protocol = protocol
-        #: Who hears the process itself (its spawn, overlay, what is said
-        #: outside the turns), apart from any turn.
-        self._context = context if context is not None else AttemptContext()
         #: The session's request (a one-shot run's, for one turn): what the
         #: CLI is started and opened with, its approver, hooks and limits.
         self.request = request
@@ -105,25 +97,20 @@ class LiveLink(LinkDispatch):
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
-        #: Set when the CLI could not be started (not found, not executable).
-        self.refusal: Refusal | None = None
-        self.stdin = LiveStdin()
-        self.clocks = TurnClocks()
-        self.supervisor = SupervisorConfig.from_request(
-            request, pdeath_signal=backend.pdeath_signal
+        #: The CLI (who hears the process itself: its spawn, overlay, what is
+        #: said outside the turns, apart from any turn, is ``context``).
+        self.process = LiveProcess(
+            backend,
+            request,
+            marker=marker,
+            stop=stop,
+            context=context if context is not None else AttemptContext(),
         )
         #: The CLI's session (thread) id, once known.
         self.session_id: str | None = request.resume
-        self.pid: int | None = None
-        self.argv: list[str] = []
-        #: The supervisor's outcome once the process is gone (None: alive).
-        self.exit: ProcessOutcome | None = None
-        #: Why the session cannot go on (a fatal protocol fault, a failed opening).
-        self.broken: str | None = None
         #: Messages the protocol did not know (ignored, counted).
         self.unknown = 0
         self.turns = 0
-        self.warnings: tuple[str, ...] = ()
         #: What the CLI says between turns, held for the turn it starts by itself.
         self.between = Unattended()
         #: A session takes the CLI's own turns; else what the CLI asks between
@@ -141,39 +128,29 @@ class LiveLink(LinkDispatch):
         self._idle = Router(RunTally(request.cwd))
         self.router = self._idle
         self._idle_translator = self._translator()
-        self._stdout_bytes = 0
-        self._ready = anyio.Event()
-        self._dead = anyio.Event()
         #: Set when the CLI ended a turn we ended first (a protocol fault).
         self._drained: anyio.Event | None = None
-        # Unbounded: a line queued is an answer to a line the CLI wrote (or a
-        # prompt, an interrupt), so the queue grows only as the CLI's own output
-        # does; a bound dropped answers in a burst of questions, and the CLI
-        # waited for them until the turn's wall limit.
-        self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
-            max_buffer_size=math.inf
-        )
-        #: Lines handed to the writer and not yet written; sealed: no more lines.
-        self._queued, self._sealed = 0, False
-        #: Set while the writer has taken every queued line (or the CLI is
-        #: gone): what closing waits on, an event rather than a poll.
-        self._emptied = anyio.Event()
-        self._emptied.set()
-        self._tg: anyio.abc.TaskGroup | None = None
+        #: What goes to the CLI's stdin.
+        self.outbox = Outbox(self.process.stdin, backend.name)
         #: What each kind of message the protocol reports means (by its type).
         self._dispatch = self.dispatch_table()
 
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
         translator = self.protocol.translator()
-        translator.totals = self._context.totals
+        translator.totals = self.process.context.totals
         return translator
 
     # -- state -------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
-        return self.exit is None and self.broken is None and not self._dead.is_set()
+        return self.process.alive
+
+    @property
+    def ended(self) -> anyio.Event:
+        """Set once the link is no longer :attr:`alive` (its CLI gone or broken)."""
+        return self.process.ended
 
     @property
     def running(self) -> bool:
@@ -183,46 +160,24 @@ class LiveLink(LinkDispatch):
     # -- the process -------------------------------------------------------------
 
     async def _run(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
-        context = self._context
-
-        def spawned(pid: int) -> None:
-            self.pid = pid
-            if context.on_spawn is not None:
-                context.on_spawn(pid, argv)
-
         try:
-            self.exit = await run_process(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=self.stdin,
-                config=self.supervisor,
-                on_stdout=self._sink,
-                on_stderr=self._stderr,
-                marker=self.marker,
-                on_spawn=spawned,
-                stop_handle=self.stop,
-                clocks=self.clocks,
-            )
+            await self.process.run(argv, env, cwd, on_stdout=self._sink, on_stderr=self._stderr)
         finally:
-            self._dead.set()
-            self._emptied.set()
-            self._ready.set()
-            self._seal()
+            self.outbox.gone()
             turn = self._turn
             if turn is not None:
                 how: TurnHow = "interrupted" if turn.interrupt_asked else "died"
-                turn.end(how, death(self.backend.name, self.exit))
+                turn.end(how, death(self.backend.name, self.process.exit))
 
     def _sink(self, chunk: bytes) -> bool:
         turn = self._turn
         context = turn.context if turn is not None else None
         if chunk:
-            self._stdout_bytes += len(chunk)
+            self.process.stdout_bytes += len(chunk)
             if context is not None and context.on_stdout is not None:
                 context.on_stdout(chunk)
             elif turn is None:
-                session = self._context.on_stdout  # the session's own record
+                session = self.process.context.on_stdout  # the session's own record
                 if session is not None:
                     session(chunk)
                 if self._unattended():
@@ -248,53 +203,21 @@ class LiveLink(LinkDispatch):
             if len(turn.stderr) > 2 * STDERR_TAIL:
                 del turn.stderr[:-STDERR_TAIL]
 
-    async def _writer(self) -> None:
-        try:
-            async for data in self._outbox:
-                if not self._outbox.statistics().current_buffer_used:
-                    self._emptied.set()  # the last one queued: taken
-                try:
-                    await self.stdin.write(data)
-                except LiveStdinClosed:
-                    return
-                finally:
-                    self._queued -= 1
-        finally:
-            self._outbox.close()
-            self._emptied.set()
-
     def send(self, *objects: Outgoing) -> None:
         """Write ``objects`` on the CLI's stdin, in order (one line each): at
         once while nothing waits before them (an answer is not held up by a
         trip through the event loop), else queued for the writer."""
         turn = self._turn
-        on_stdin = turn.context.on_stdin if turn is not None else self._context.on_stdin
-        for obj in objects:
-            data = orjson.dumps(obj) + b"\n"
-            if on_stdin is not None:
-                on_stdin(data)
-            try:
-                if not self._queued and not self._sealed:
-                    data = data[self.stdin.write_nowait(data) :]
-                if data:
-                    self._outbox_send.send_nowait(data)
-                    self._queued += 1
-                    if self._emptied.is_set():
-                        self._emptied = anyio.Event()
-            except _UNSENT:
-                log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
-
-    def _seal(self) -> None:
-        """Nothing more goes to the CLI's stdin (what is queued still does)."""
-        self._sealed = True
-        self._outbox_send.close()
+        self.outbox.send(
+            objects, turn.context.on_stdin if turn is not None else self.process.context.on_stdin
+        )
 
     # -- what the CLI says -------------------------------------------------------
 
     def _unattended(self) -> bool:
         """What the CLI says now is between turns (the opening done, no turn
         given up on and still draining): held for a turn of its own."""
-        return self._ready.is_set() and self._drained is None and self.alive
+        return self.process.ready.is_set() and self._drained is None and self.alive
 
     def _object(self, obj: dict[str, Any]) -> None:
         """One object from the CLI (called by the parser); a failure to
@@ -393,28 +316,30 @@ class LiveLink(LinkDispatch):
             watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
         )
         turn = Turn(
-            self.turns,
-            request,
-            context,
-            tally,
-            translator,
-            router,
-            run_id,
-            time.monotonic(),
-            self._stdout_bytes,
-            self.parser.lines,
-            self.parser.skipped,
-            self.unknown,
+            number=self.turns,
+            request=request,
+            context=context,
+            tally=tally,
+            translator=translator,
+            router=router,
+            run_id=run_id,
+            marks=TurnMarks(
+                started=time.monotonic(),
+                stdout=self.process.stdout_bytes,
+                lines=self.parser.lines,
+                skipped=self.parser.skipped,
+                unknown=self.unknown,
+            ),
         )
         self.router = router  # what the CLI says from now on is this turn's
-        warnings = self.warnings if self.turns == 1 else ()
+        warnings = self.process.warnings if self.turns == 1 else ()
         await self._drain()
-        if self.refusal is not None:
+        if self.process.refusal is not None:
             return AttemptOutcome(
-                request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
+                request, request.timeout, tally, ProcessOutcome(), refusal=self.process.refusal
             )
         if not self.alive:
-            turn.end("died", self.broken or death(self.backend.name, self.exit))
+            turn.end("died", self.process.broken or death(self.backend.name, self.process.exit))
         else:
             held = self.between.take()
             if held.wanted.is_set():
@@ -427,11 +352,13 @@ class LiveLink(LinkDispatch):
             self.began = anyio.Event()
             if (
                 context.on_spawn is not None
-                and self.pid is not None
-                and context is not self._context
+                and self.process.pid is not None
+                and context is not self.process.context
             ):
-                context.on_spawn(self.pid, self.argv)  # the turn starts on this process
-            self.clocks.arm(
+                context.on_spawn(
+                    self.process.pid, self.process.argv
+                )  # the turn starts on this process
+            self.process.clocks.arm(
                 timeout=request.timeout,
                 idle_timeout=request.idle_timeout,
                 stall_timeout=request.stall_timeout,
@@ -450,7 +377,7 @@ class LiveLink(LinkDispatch):
                 self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
                 raise
             finally:
-                self.clocks.disarm()
+                self.process.clocks.disarm()
                 self.host_calls.cancel()  # what the ended turn's tools still run
                 self.deliver(router, [approval_event(*pair) for pair in turn.withdrawn])
                 self.deliver(router, turn.translator.flush())
@@ -462,13 +389,15 @@ class LiveLink(LinkDispatch):
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
-                turn.strays = await self.clocks.stop_strays()
+                turn.strays = await self.process.clocks.stop_strays()
         if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
             # The supervisor's account of the end (a stop asked for during the
             # turn, a budget's say, is this turn's answer even if it ended first).
-            with anyio.move_on_after(2 * self.supervisor.grace + self.supervisor.kill_wait + 1):
-                await self._dead.wait()
-        unknown = self.unknown - turn.unknown_at_start
+            with anyio.move_on_after(
+                2 * self.process.supervisor.grace + self.process.supervisor.kill_wait + 1
+            ):
+                await self.process.dead.wait()
+        unknown = self.unknown - turn.marks.unknown
         if unknown:
             name = self.protocol.name or self.backend.name
             warnings = (*warnings, f"{unknown} message(s) of a type {name} does not know, ignored")
@@ -476,9 +405,9 @@ class LiveLink(LinkDispatch):
             request,
             request.timeout,
             tally,
-            turn.process(self.pid, self._stdout_bytes, self.exit),
-            lines=self.parser.lines - turn.lines_at_start,
-            skipped_lines=self.parser.skipped - turn.skipped_at_start,
+            turn.process(self.process.pid, self.process.stdout_bytes, self.process.exit),
+            lines=self.parser.lines - turn.marks.lines,
+            skipped_lines=self.parser.skipped - turn.marks.skipped,
             warnings=(*warnings, *tally.number_warnings()),
             stop=self.stop,
             ended=turn.ended,
@@ -495,14 +424,17 @@ class LiveLink(LinkDispatch):
             return
         if not drained.is_set() and self.alive:
             self.send(*self.protocol.interrupt())  # the CLI is still in it: end it
-            with anyio.move_on_after(self.supervisor.grace):
+            with anyio.move_on_after(self.process.supervisor.grace):
                 await drained.wait()
         self._drained = None
         if not drained.is_set() and self.alive:
-            self.broken = f"{self.backend.name} did not end a turn it broke off; session closed"
-            self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
-            with anyio.move_on_after(self.supervisor.grace + self.supervisor.kill_wait + 1):
-                await self._dead.wait()
+            why = f"{self.backend.name} did not end a turn it broke off; session closed"
+            self.process.break_off(why)
+            self.stop.stop(ErrorCode.CLI_ERROR, why)
+            with anyio.move_on_after(
+                self.process.supervisor.grace + self.process.supervisor.kill_wait + 1
+            ):
+                await self.process.dead.wait()
 
     async def interrupt(self) -> bool:
         """End the running turn; the session lives on.  A CLI that does not end
@@ -533,15 +465,11 @@ class LiveLink(LinkDispatch):
         ``timeout``); a CLI that cannot be started is kept in ``refusal``."""
         refusal = await self._start(tg, timeout)
         if refusal is not None:
-            self.refusal = refusal
-            self.broken = refusal.message
-            self._seal()
-            self._outbox.close()
-            self._dead.set()
-            self._emptied.set()
+            self.process.refused(refusal)
+            self.outbox.unused()
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
-        self._tg = tg
+        self.process.tg = tg
         request = self.request
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
@@ -554,37 +482,33 @@ class LiveLink(LinkDispatch):
                 ErrorCode.INTERNAL,
                 f"{self.backend.name}: a live session's command must leave stdin to the session",
             )
-        spec = open_overlay(spec, tag=self.marker, on_open=self._context.on_overlay)
-        self.warnings = spec.warnings
-        argv, env = launch(request, self.backend, program, spec, self._context, self.marker)
-        self.argv = argv
+        spec = open_overlay(spec, tag=self.marker, on_open=self.process.context.on_overlay)
+        self.process.warnings = spec.warnings
+        argv, env = launch(request, self.backend, program, spec, self.process.context, self.marker)
+        self.process.argv = argv
         tg.start_soon(self._run, argv, env, request.cwd)
-        tg.start_soon(self._writer)
+        tg.start_soon(self.outbox.writer)
         if begun.greeting:
             self.send(*begun.greeting)
-            self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
+            self.process.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
             try:
-                await self._ready.wait()
+                await self.process.ready.wait()
             finally:
-                self.clocks.disarm()
+                self.process.clocks.disarm()
         return None
 
     async def close(self) -> None:
         """Close stdin (after the protocol's goodbye), give the CLI the grace
         period to exit by itself, then stop its tree."""
-        if not self._dead.is_set():
+        if not self.process.dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())
-            self._seal()
+            self.outbox.seal()
             with anyio.move_on_after(self.request.grace):
-                await self._outbox_closed()
-            self.stdin.close()
+                await self.outbox.emptied()
+            self.process.stdin.close()
             with anyio.move_on_after(self.request.grace):
-                await self._dead.wait()
-            if not self._dead.is_set():
+                await self.process.dead.wait()
+            if not self.process.dead.is_set():
                 self.stop.stop(ErrorCode.CANCELLED, "the session was closed")
-                await self._dead.wait()
-
-    async def _outbox_closed(self) -> None:
-        """Until the writer has taken every line queued (or the CLI is gone)."""
-        await self._emptied.wait()
+                await self.process.dead.wait()
