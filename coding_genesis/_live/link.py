@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -46,23 +44,20 @@ from coding_genesis._pipeline.attempt import (
     launch,
     resolve_program,
 )
-from coding_genesis._pipeline.decode import Router, skip_failed_line
+from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome
-from coding_genesis._util.parser import JsonLinesParser, bound_depth, edge_fields
+from coding_genesis._util.parser import JsonLinesParser
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
 from coding_genesis.control import (
     ControlProtocol,
-    Forward,
     Outgoing,
-    ProtocolFault,
-    UnparsedLine,
 )
-from coding_genesis.events import Event, SessionEvent, Translator
+from coding_genesis.events import Translator
 from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
@@ -182,15 +177,7 @@ class LiveLink(LinkDispatch):
                     session(chunk)
                 if self._unattended():
                     self.between.bytes(chunk)
-        router = self.router
-        if chunk:
-            router.chunk_started(time.time())
-            self.parser.feed_each(chunk, self._object)
-            router.settle_chunk()
-        else:
-            router.chunk_started(None)
-            for obj in self.parser.close():
-                self._object(obj)
+        self.router.decode(self.parser, chunk, self._object, time.time)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
         return False  # a live process has no terminal event: turns end by protocol
@@ -212,86 +199,6 @@ class LiveLink(LinkDispatch):
             objects, turn.context.on_stdin if turn is not None else self.process.context.on_stdin
         )
 
-    # -- what the CLI says -------------------------------------------------------
-
-    def _unattended(self) -> bool:
-        """What the CLI says now is between turns (the opening done, no turn
-        given up on and still draining): held for a turn of its own."""
-        return self.process.ready.is_set() and self._drained is None and self.alive
-
-    def _object(self, obj: dict[str, Any]) -> None:
-        """One object from the CLI (called by the parser); a failure to
-        translate or route it skips that line, never the stream."""
-        try:
-            self.received(obj)
-        except Exception:  # noqa: BLE001  (counted as a skipped line)
-            self._errors = skip_failed_line(self.parser, self._errors)
-
-    def _unparsed(self, head: bytes, tail: bytes, whole: bool) -> None:
-        """A line the parser skipped, by its head and tail: the protocol answers what it
-        can of it (a request it cannot read is refused, never left waiting)."""
-        try:
-            self.received({}, UnparsedLine(edge_fields(head, tail), whole))
-        except Exception:  # the line is counted as skipped already
-            log.exception("%s: a skipped line could not be answered", self.backend.name)
-
-    def deliver(self, router: Router, events: Sequence[Event]) -> None:
-        """Events not from a line (an approval decided, a host tool's call, what
-        a turn held back) down ``router``'s routes; a failure skips them as a line."""
-        if events:
-            try:
-                router.deliver(events)
-            except Exception:  # noqa: BLE001  (counted as a skipped line)
-                self._errors = skip_failed_line(self.parser, self._errors)
-
-    def delivery(self, turn: Turn) -> Callable[[Sequence[Event]], None]:
-        """Delivery of events to ``turn``'s router (for a task that makes them)."""
-        router = turn.router
-        return lambda events: self.deliver(router, events)
-
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> None:
-        """One object from the CLI, or a ``line`` it could not parse: each
-        message the protocol reports handled, what it forwards translated and
-        delivered (or held between turns)."""
-        try:
-            items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
-        except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
-            items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
-        forward: Forward | None = None
-        turn = self._turn
-        if turn is not None and turn.done.is_set():
-            turn = None  # ended (its task has yet to see it): what follows is not its
-        held = self.between if turn is None and self._unattended() else None
-        dispatch = self._dispatch
-        for item in items:
-            if isinstance(item, Forward):
-                forward = item
-                continue
-            handle = dispatch.get(type(item))
-            if handle is None:  # a subclass of a kind (a plug-in's protocol)
-                handle = next((dispatch[k] for k in type(item).__mro__ if k in dispatch), None)
-            if handle is not None:
-                handle(item, turn, held)
-        if forward is None:
-            return
-        translator = turn.translator if turn is not None else self._idle_translator
-        said = obj if forward.obj is None else dict(forward.obj)
-        try:
-            events = translator.translate(said)
-        except RecursionError:
-            # A translator that walked a hostile nesting: once more, bounded.
-            events = translator.translate(bound_depth(said))
-        if held is not None:
-            held.said(events)  # the turn that takes them routes them
-            return
-        if not events:
-            return
-        if turn is not None:
-            for event in events:
-                if isinstance(event, SessionEvent) and event.session_id:
-                    self.session_id = event.session_id
-        self.router.deliver(events)
-
     # -- turns -------------------------------------------------------------------
 
     async def turn(
@@ -304,6 +211,22 @@ class LiveLink(LinkDispatch):
     ) -> AttemptOutcome:
         """One turn: the prompt written, the output decoded until the turn ends
         (``trigger="cli"``: no prompt; it takes what the CLI said between turns)."""
+        turn = self._begin(request, context, run_id)
+        warnings = self.process.warnings if self.turns == 1 else ()
+        await self._drain()
+        if self.process.refusal is not None:
+            return AttemptOutcome(
+                request, request.timeout, turn.tally, ProcessOutcome(), refusal=self.process.refusal
+            )
+        if not self.alive:
+            turn.end("died", self.process.broken or death(self.backend.name, self.process.exit))
+        else:
+            await self._run_turn(turn, trigger)
+        await self._settle(turn)
+        return self._outcome(turn, warnings)
+
+    def _begin(self, request: Request, context: AttemptContext, run_id: str) -> Turn:
+        """The next turn's state, its router the one what the CLI says goes to from now on."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
@@ -315,7 +238,8 @@ class LiveLink(LinkDispatch):
             routes=context.routes,
             watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
         )
-        turn = Turn(
+        self.router = router
+        return Turn(
             number=self.turns,
             request=request,
             context=context,
@@ -331,84 +255,84 @@ class LiveLink(LinkDispatch):
                 unknown=self.unknown,
             ),
         )
-        self.router = router  # what the CLI says from now on is this turn's
-        warnings = self.process.warnings if self.turns == 1 else ()
-        await self._drain()
-        if self.process.refusal is not None:
-            return AttemptOutcome(
-                request, request.timeout, tally, ProcessOutcome(), refusal=self.process.refusal
-            )
-        if not self.alive:
-            turn.end("died", self.process.broken or death(self.backend.name, self.process.exit))
-        else:
-            held = self.between.take()
+
+    async def _run_turn(self, turn: Turn, trigger: Trigger) -> None:
+        """The turn under way, its clocks armed, until it ends (then what it
+        held back delivered, and the idle router takes what follows)."""
+        request, context, process = turn.request, turn.context, self.process
+        held = self.between.take()
+        if held.wanted.is_set():
+            # What the CLI did since the last turn is this turn's (decoded
+            # with the translator that read it, which the turn keeps).
+            turn.translator, self._idle_translator = self._idle_translator, self._translator()
+            turn.translator.message_usage = context.message_usage
+        self._turn = turn
+        self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
+        self.began = anyio.Event()
+        if (
+            context.on_spawn is not None
+            and process.pid is not None
+            and context is not process.context
+        ):
+            context.on_spawn(process.pid, process.argv)  # the turn starts on this process
+        process.clocks.arm(
+            timeout=request.timeout,
+            idle_timeout=request.idle_timeout,
+            stall_timeout=request.stall_timeout,
+        )
+        try:
             if held.wanted.is_set():
-                # What the CLI did since the last turn is this turn's (decoded
-                # with the translator that read it, which the turn keeps).
-                turn.translator, self._idle_translator = self._idle_translator, self._translator()
-                turn.translator.message_usage = context.message_usage
-            self._turn = turn
-            self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
-            self.began = anyio.Event()
-            if (
-                context.on_spawn is not None
-                and self.process.pid is not None
-                and context is not self.process.context
-            ):
-                context.on_spawn(
-                    self.process.pid, self.process.argv
-                )  # the turn starts on this process
-            self.process.clocks.arm(
-                timeout=request.timeout,
-                idle_timeout=request.idle_timeout,
-                stall_timeout=request.stall_timeout,
-            )
-            try:
-                if held.wanted.is_set():
-                    self._adopt(turn, held, ended=trigger == "cli")
-                if trigger == "cli":
-                    if not held.wanted.is_set():
-                        turn.end("completed")  # nothing was left to do
-                else:
-                    self.send(*self.protocol.begin_turn(request.prompt))
-                await turn.done.wait()
-            except BaseException:
-                # A cancelled turn: the session's process tree is stopped.
-                self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
-                raise
-            finally:
-                self.process.clocks.disarm()
-                self.host_calls.cancel()  # what the ended turn's tools still run
-                self.deliver(router, [approval_event(*pair) for pair in turn.withdrawn])
-                self.deliver(router, turn.translator.flush())
-                self._turn = None
-                self.router = self._idle
+                self._adopt(turn, held, ended=trigger == "cli")
+            if trigger == "cli":
+                if not held.wanted.is_set():
+                    turn.end("completed")  # nothing was left to do
+            else:
+                self.send(*self.protocol.begin_turn(request.prompt))
+            await turn.done.wait()
+        except BaseException:
+            # A cancelled turn: the session's process tree is stopped.
+            self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
+            raise
+        finally:
+            process.clocks.disarm()
+            self.host_calls.cancel()  # what the ended turn's tools still run
+            self.deliver(turn.router, [approval_event(*pair) for pair in turn.withdrawn])
+            self.deliver(turn.router, turn.translator.flush())
+            self._turn = None
+            self.router = self._idle
+
+    async def _settle(self, turn: Turn) -> None:
+        """After the turn: the hooks it left running, the tools an interrupt
+        left behind, the supervisor's account of a death."""
+        process = self.process
         if turn.running.count and self.alive and not turn.interrupt_asked:
             with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
                 await turn.running.wait(longest(self.request.hooks, self.request.hook_timeout))
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
-                turn.strays = await self.process.clocks.stop_strays()
+                turn.strays = await process.clocks.stop_strays()
         if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
             # The supervisor's account of the end (a stop asked for during the
             # turn, a budget's say, is this turn's answer even if it ended first).
-            with anyio.move_on_after(
-                2 * self.process.supervisor.grace + self.process.supervisor.kill_wait + 1
-            ):
-                await self.process.dead.wait()
+            supervisor = process.supervisor
+            with anyio.move_on_after(2 * supervisor.grace + supervisor.kill_wait + 1):
+                await process.dead.wait()
+
+    def _outcome(self, turn: Turn, warnings: tuple[str, ...]) -> AttemptOutcome:
         unknown = self.unknown - turn.marks.unknown
         if unknown:
             name = self.protocol.name or self.backend.name
             warnings = (*warnings, f"{unknown} message(s) of a type {name} does not know, ignored")
+        process, request = self.process, turn.request
         return AttemptOutcome(
             request,
             request.timeout,
-            tally,
-            turn.process(self.process.pid, self.process.stdout_bytes, self.process.exit),
+            turn.tally,
+            turn.process(process.pid, process.stdout_bytes, process.exit),
             lines=self.parser.lines - turn.marks.lines,
             skipped_lines=self.parser.skipped - turn.marks.skipped,
-            warnings=(*warnings, *tally.number_warnings()),
+            warnings=(*warnings, *turn.tally.number_warnings()),
             stop=self.stop,
             ended=turn.ended,
             approvals=tuple(turn.approvals),

@@ -199,21 +199,29 @@ class Router:
         #: event type -> (its core handlers, the handlers ``routes`` give).
         self._routes: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
-    def chunk_started(self, now: float | None) -> None:
-        """A chunk of stdout is about to be decoded (``now``: when its events
-        became known, the tally's ``now``; None: the end of the stream)."""
+    def decode(
+        self,
+        parser: JsonLinesParser,
+        chunk: bytes,
+        each: Callable[[dict[str, Any]], object],
+        clock: Callable[[], float],
+    ) -> None:
+        """One chunk of stdout (``b""``: its end) through ``parser``, each
+        object to ``each`` (which delivers its events here): the tally's
+        ``now`` read once for the chunk, the watch settled after it."""
         version = self._given.version
         if version != self._version:  # who hears changed: routes anew
             self._version = version
             self._routes.clear()
-        if now is not None:
-            self.tally.now = now
-
-    def settle_chunk(self) -> None:
-        """The chunk is decoded: the watch settles what it found in it."""
-        watch = self._watch
-        if watch is not None and watch.pending is not None:
-            watch.settle(self.terminal)
+        if chunk:
+            self.tally.now = clock()
+            parser.feed_each(chunk, each)
+            watch = self._watch
+            if watch is not None and watch.pending is not None:
+                watch.settle(self.terminal)
+        else:
+            for obj in parser.close():
+                each(obj)
 
     def deliver(self, events: Sequence[Event]) -> None:
         """Take ``events`` down their routes, in order."""
@@ -330,23 +338,16 @@ class Decoder:
 
     def feed(self, chunk: bytes) -> bool:
         router = self.router
-        if chunk:
-            router.chunk_started(self._clock())
-            self.parser.feed_each(chunk, self._object)
-            router.settle_chunk()
-        else:
-            router.chunk_started(None)
-            for obj in self.parser.close():
-                self._object(obj)
-            if self._flush is not None:  # the end of the stream, whatever ended it
-                flush, self._flush = self._flush, None
-                # The held-back events take the lines' path (as one line).
-                try:
-                    events = flush()
-                    if events:
-                        self._deliver(events)
-                except Exception:  # noqa: BLE001  (counted as a skipped line)
-                    self.errors = skip_failed_line(self.parser, self.errors)
+        router.decode(self.parser, chunk, self._object, self._clock)
+        if not chunk and self._flush is not None:  # the end of the stream, whatever ended it
+            flush, self._flush = self._flush, None
+            # The held-back events take the lines' path (as one line).
+            try:
+                events = flush()
+                if events:
+                    self._deliver(events)
+            except Exception:  # noqa: BLE001  (counted as a skipped line)
+                self.errors = skip_failed_line(self.parser, self.errors)
         return router.terminal
 
     def feed_all(self, data: bytes) -> Decoder:
