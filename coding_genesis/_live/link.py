@@ -43,10 +43,11 @@ from coding_genesis._pipeline.decode import Decoder
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
+from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis._supervision.watchdog import TurnClocks
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
 from coding_genesis.control import (
