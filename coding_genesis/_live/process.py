@@ -11,10 +11,11 @@ import anyio
 import anyio.abc
 
 from coding_genesis._pipeline.attempt import AttemptContext, Refusal
-from coding_genesis._supervision.live import LiveStdin, TurnClocks
+from coding_genesis._supervision.live import LiveStdin
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis._supervision.watchdog import TurnClocks
 from coding_genesis.backend import Backend
 from coding_genesis.request import Request
 
