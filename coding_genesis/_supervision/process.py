@@ -70,6 +70,10 @@ while during a run can lose their exit status to us; set
 ``GENESIS_SUBREAPER=0`` for such programs.
 """
 
+# The text above is the guarantee, pinned verbatim (tests/supervision/test_guarantee_text.py).
+# Since it was written the pieces moved: stdin held open is `live.py`, the clocks armed per
+# turn are `watchdog.py` (`TurnClocks`), the readers `readers.py`.
+
 from __future__ import annotations
 
 import logging
