@@ -259,6 +259,13 @@ class Session:
             except Exception:
                 log.exception("observer %r failed at the end of session %s", observer, self.key)
 
+    async def wait_ended(self) -> None:
+        """Until the session's CLI is gone or broken (the session then takes no
+        more turns; at once if it never opened)."""
+        link = self._link
+        if link is not None:
+            await link.ended.wait()
+
     async def close(self) -> None:
         """End the session: the CLI is told goodbye, given the grace period,
         then its whole process tree is stopped and reaped.  Idempotent."""

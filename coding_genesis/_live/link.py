@@ -8,6 +8,13 @@ differs: instead of spawning a CLI per attempt, a turn writes the prompt to
 the live process and decodes its stdout (one parser for the session, one
 tally per turn) until the protocol says the turn ended.
 
+Each object the CLI writes goes one way, called by nothing but the parser:
+the protocol reads it, each kind of message it reports goes to its handler
+(``dispatch.py``), and what it forwards is translated by the running turn's
+translator and delivered to the turn's :class:`~coding_genesis._pipeline.decode.Router`
+(or held between turns).  A task that adds events of its own (an approval
+decided, a host tool's call) delivers them to its turn's router: a plain call.
+
 The process is supervised by the same :func:`run_process`, in its live mode
 (stdin held open, a turn's clocks armed only while the turn runs): every
 guarantee of a one-shot run holds (wall, idle and stall limits per turn; the
@@ -18,21 +25,19 @@ out, is stopped by a budget or its runner dies).
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Sequence
-from typing import Any
 
 import anyio
 import anyio.abc
-import orjson
 
 from coding_genesis._live.approvals import approval_event
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
 from coding_genesis._live.mcpbridge import MCP_MISSING, McpBridge, mcp_missing
-from coding_genesis._live.turn import STDERR_TAIL, Turn, Unattended, death
+from coding_genesis._live.outbox import Outbox
+from coding_genesis._live.process import LiveProcess
+from coding_genesis._live.turn import STDERR_TAIL, Turn, TurnMarks, Unattended, death
 from coding_genesis._pipeline.attempt import (
     AttemptContext,
     AttemptOutcome,
@@ -40,25 +45,21 @@ from coding_genesis._pipeline.attempt import (
     launch,
     resolve_program,
 )
-from coding_genesis._pipeline.decode import Decoder
+from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
-from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.tree import in_session
-from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis._supervision.values import ProcessOutcome
+from coding_genesis._util.parser import JsonLinesParser
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
 from coding_genesis.control import (
     ControlProtocol,
-    Forward,
     Outgoing,
-    ProtocolFault,
-    UnparsedLine,
 )
-from coding_genesis.events import Event, SessionEvent, Translator
+from coding_genesis.events import Translator
 from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
@@ -66,20 +67,6 @@ from coding_genesis.status import ErrorCode, Status
 __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._live.link")
-
-#: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
-_UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
-
-
-class _Switch(Translator):
-    """The session decoder's translator: each object goes to the protocol
-    first; what it forwards is translated by the running turn's translator."""
-
-    def __init__(self, link: LiveLink) -> None:
-        self._link = link
-
-    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
-        return self._link.received(obj)
 
 
 class LiveLink(LinkDispatch):
@@ -97,9 +84,6 @@ class LiveLink(LinkDispatch):
     ) -> None:
         self.backend = backend
         self.protocol = protocol
-        #: Who hears the process itself (its spawn, overlay, what is said
-        #: outside the turns), apart from any turn.
-        self._context = context if context is not None else AttemptContext()
         #: The session's request (a one-shot run's, for one turn): what the
         #: CLI is started and opened with, its approver, hooks and limits.
         self.request = request
@@ -110,25 +94,20 @@ class LiveLink(LinkDispatch):
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
-        #: Set when the CLI could not be started (not found, not executable).
-        self.refusal: Refusal | None = None
-        self.stdin = LiveStdin()
-        self.clocks = TurnClocks()
-        self.supervisor = SupervisorConfig.from_request(
-            request, pdeath_signal=backend.pdeath_signal
+        #: The CLI (who hears the process itself: its spawn, overlay, what is
+        #: said outside the turns, apart from any turn, is ``context``).
+        self.process = LiveProcess(
+            backend,
+            request,
+            marker=marker,
+            stop=stop,
+            context=context if context is not None else AttemptContext(),
         )
         #: The CLI's session (thread) id, once known.
         self.session_id: str | None = request.resume
-        self.pid: int | None = None
-        self.argv: list[str] = []
-        #: The supervisor's outcome once the process is gone (None: alive).
-        self.exit: ProcessOutcome | None = None
-        #: Why the session cannot go on (a fatal protocol fault, a failed opening).
-        self.broken: str | None = None
         #: Messages the protocol did not know (ignored, counted).
         self.unknown = 0
         self.turns = 0
-        self.warnings: tuple[str, ...] = ()
         #: What the CLI says between turns, held for the turn it starts by itself.
         self.between = Unattended()
         #: A session takes the CLI's own turns; else what the CLI asks between
@@ -137,29 +116,19 @@ class LiveLink(LinkDispatch):
         #: Set when a turn starts (a fresh event for the next one).
         self.began = anyio.Event()
         self._turn: Turn | None = None
-        self._idle = RunTally(request.cwd)
+        #: The session's stdout, one object at a time (a skipped line is still answered).
+        self.parser = JsonLinesParser(request.max_line_bytes, on_unparsed=self._unparsed)
+        #: Lines whose translation or routing failed (counted as skipped).
+        self._errors = 0
+        #: Where what the CLI says goes: the running turn's router (from the
+        #: turn's start to its end), else the idle one.
+        self._idle = Router(RunTally(request.cwd))
+        self.router = self._idle
         self._idle_translator = self._translator()
-        self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=request.max_line_bytes)
-        self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
-        self._stdout_bytes = 0
-        self._ready = anyio.Event()
-        self._dead = anyio.Event()
         #: Set when the CLI ended a turn we ended first (a protocol fault).
         self._drained: anyio.Event | None = None
-        # Unbounded: a line queued is an answer to a line the CLI wrote (or a
-        # prompt, an interrupt), so the queue grows only as the CLI's own output
-        # does; a bound dropped answers in a burst of questions, and the CLI
-        # waited for them until the turn's wall limit.
-        self._outbox_send, self._outbox = anyio.create_memory_object_stream[bytes](
-            max_buffer_size=math.inf
-        )
-        #: Lines handed to the writer and not yet written; sealed: no more lines.
-        self._queued, self._sealed = 0, False
-        #: Set while the writer has taken every queued line (or the CLI is
-        #: gone): what closing waits on, an event rather than a poll.
-        self._emptied = anyio.Event()
-        self._emptied.set()
-        self._tg: anyio.abc.TaskGroup | None = None
+        #: What goes to the CLI's stdin.
+        self.outbox = Outbox(self.process.stdin, backend.name)
         #: The socket of the caller's functions over MCP (``tools_over_mcp``).
         self._bridge: McpBridge | None = None
         #: What each kind of message the protocol reports means (by its type).
@@ -168,14 +137,19 @@ class LiveLink(LinkDispatch):
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
         translator = self.protocol.translator()
-        translator.totals = self._context.totals
+        translator.totals = self.process.context.totals
         return translator
 
     # -- state -------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
-        return self.exit is None and self.broken is None and not self._dead.is_set()
+        return self.process.alive
+
+    @property
+    def ended(self) -> anyio.Event:
+        """Set once the link is no longer :attr:`alive` (its CLI gone or broken)."""
+        return self.process.ended
 
     @property
     def running(self) -> bool:
@@ -185,51 +159,29 @@ class LiveLink(LinkDispatch):
     # -- the process -------------------------------------------------------------
 
     async def _run(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
-        context = self._context
-
-        def spawned(pid: int) -> None:
-            self.pid = pid
-            if context.on_spawn is not None:
-                context.on_spawn(pid, argv)
-
         try:
-            self.exit = await run_process(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=self.stdin,
-                config=self.supervisor,
-                on_stdout=self._sink,
-                on_stderr=self._stderr,
-                marker=self.marker,
-                on_spawn=spawned,
-                stop_handle=self.stop,
-                clocks=self.clocks,
-            )
+            await self.process.run(argv, env, cwd, on_stdout=self._sink, on_stderr=self._stderr)
         finally:
-            self._dead.set()
-            self._emptied.set()
-            self._ready.set()
-            self._seal()
+            self.outbox.gone()
             turn = self._turn
             if turn is not None:
                 how: TurnHow = "interrupted" if turn.interrupt_asked else "died"
-                turn.end(how, death(self.backend.name, self.exit))
+                turn.end(how, death(self.backend.name, self.process.exit))
 
     def _sink(self, chunk: bytes) -> bool:
         turn = self._turn
         context = turn.context if turn is not None else None
         if chunk:
-            self._stdout_bytes += len(chunk)
+            self.process.stdout_bytes += len(chunk)
             if context is not None and context.on_stdout is not None:
                 context.on_stdout(chunk)
             elif turn is None:
-                session = self._context.on_stdout  # the session's own record
+                session = self.process.context.on_stdout  # the session's own record
                 if session is not None:
                     session(chunk)
                 if self._unattended():
                     self.between.bytes(chunk)
-        self._decoder.feed(chunk)
+        self.router.decode(self.parser, chunk, self._object, time.time)
         if context is not None and context.on_decoded is not None:
             context.on_decoded()
         return False  # a live process has no terminal event: turns end by protocol
@@ -242,102 +194,16 @@ class LiveLink(LinkDispatch):
             if len(turn.stderr) > 2 * STDERR_TAIL:
                 del turn.stderr[:-STDERR_TAIL]
 
-    async def _writer(self) -> None:
-        try:
-            async for data in self._outbox:
-                if not self._outbox.statistics().current_buffer_used:
-                    self._emptied.set()  # the last one queued: taken
-                try:
-                    await self.stdin.write(data)
-                except LiveStdinClosed:
-                    return
-                finally:
-                    self._queued -= 1
-        finally:
-            self._outbox.close()
-            self._emptied.set()
-
     def send(self, *objects: Outgoing) -> None:
         """Write ``objects`` on the CLI's stdin, in order (one line each): at
         once while nothing waits before them (an answer is not held up by a
         trip through the event loop), else queued for the writer."""
         turn = self._turn
-        on_stdin = turn.context.on_stdin if turn is not None else self._context.on_stdin
-        for obj in objects:
-            data = orjson.dumps(obj) + b"\n"
-            if on_stdin is not None:
-                on_stdin(data)
-            try:
-                if not self._queued and not self._sealed:
-                    data = data[self.stdin.write_nowait(data) :]
-                if data:
-                    self._outbox_send.send_nowait(data)
-                    self._queued += 1
-                    if self._emptied.is_set():
-                        self._emptied = anyio.Event()
-            except _UNSENT:
-                log.warning("%s: stdin closed; a control message was dropped", self.backend.name)
-
-    def _seal(self) -> None:
-        """Nothing more goes to the CLI's stdin (what is queued still does)."""
-        self._sealed = True
-        self._outbox_send.close()
-
-    # -- what the CLI says -------------------------------------------------------
-
-    def _unattended(self) -> bool:
-        """What the CLI says now is between turns (the opening done, no turn
-        given up on and still draining): held for a turn of its own."""
-        return self._ready.is_set() and self._drained is None and self.alive
-
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
-        """The meaning of one object from the CLI (called by the decoder), or
-        of a ``line`` it could not parse (see :meth:`_unparsed`)."""
-        try:
-            items = self.protocol.receive(obj) if line is None else self.protocol.unparsed(line)
-        except Exception as exc:  # noqa: BLE001 (a plug-in's protocol must not break the stream)
-            items = (ProtocolFault(f"{self.protocol.name or self.backend.name}: {exc!r}"),)
-        forward: Forward | None = None
-        turn = self._turn
-        if turn is not None and turn.done.is_set():
-            turn = None  # ended (its task has yet to see it): what follows is not its
-        held = self.between if turn is None and self._unattended() else None
-        dispatch = self._dispatch
-        for item in items:
-            if isinstance(item, Forward):
-                forward = item
-                continue
-            handle = dispatch.get(type(item))
-            if handle is None:  # a subclass of a kind (a plug-in's protocol)
-                handle = next((dispatch[k] for k in type(item).__mro__ if k in dispatch), None)
-            if handle is not None:
-                handle(item, turn, held)
-        if forward is None:
-            return ()
-        translator = turn.translator if turn is not None else self._idle_translator
-        events = translator.translate(obj if forward.obj is None else dict(forward.obj))
-        if held is not None:
-            held.said(events)  # the turn that takes them routes them
-            return ()
-        if turn is not None and events:
-            for event in events:
-                if isinstance(event, SessionEvent) and event.session_id:
-                    self.session_id = event.session_id
-        return events
+        self.outbox.send(
+            objects, turn.context.on_stdin if turn is not None else self.process.context.on_stdin
+        )
 
     # -- turns -------------------------------------------------------------------
-
-    async def _dead_turn(self, turn: Turn) -> None:
-        """A turn asked of a session that is over: it ends ``died``.  A session
-        its CLI broke (a fatal fault of its opening, say) takes nothing more: a
-        CLI on its way out (it broke the session by ending) gets the pipes'
-        grace to exit; one that runs on is stopped now rather than waited out."""
-        if self.broken is not None and not self._dead.is_set():
-            with anyio.move_on_after(self.request.eof_grace):
-                await self._dead.wait()
-            if not self._dead.is_set():
-                self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
-        turn.end("died", self.broken or death(self.backend.name, self.exit))
 
     async def turn(
         self,
@@ -349,80 +215,113 @@ class LiveLink(LinkDispatch):
     ) -> AttemptOutcome:
         """One turn: the prompt written, the output decoded until the turn ends
         (``trigger="cli"``: no prompt; it takes what the CLI said between turns)."""
+        turn = self._begin(request, context, run_id)
+        warnings = self.process.warnings if self.turns == 1 else ()
+        await self._drain()
+        if self.process.refusal is not None:
+            return AttemptOutcome(
+                request, request.timeout, turn.tally, ProcessOutcome(), refusal=self.process.refusal
+            )
+        if not self.alive:
+            await self._dead_turn(turn)
+        else:
+            await self._run_turn(turn, trigger)
+        await self._settle(turn)
+        return self._outcome(turn, warnings)
+
+    async def _dead_turn(self, turn: Turn) -> None:
+        """A turn asked of a session that is over: it ends ``died``.  A session
+        its CLI broke (a fatal fault of its opening, say) takes nothing more: a
+        CLI on its way out (it broke the session by ending) gets the pipes'
+        grace to exit; one that runs on is stopped now rather than waited out."""
+        process = self.process
+        if process.broken is not None and not process.dead.is_set():
+            with anyio.move_on_after(self.request.eof_grace):
+                await process.dead.wait()
+            if not process.dead.is_set():
+                self.stop.stop(ErrorCode.CLI_ERROR, process.broken)
+        turn.end("died", process.broken or death(self.backend.name, process.exit))
+
+    def _begin(self, request: Request, context: AttemptContext, run_id: str) -> Turn:
+        """The next turn's state, its router the one what the CLI says goes to from now on."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
         self.turns += 1
         translator = self._translator()
         translator.message_usage = context.message_usage
-        decoder = self._decoder
-        turn = Turn(
-            self.turns,
-            request,
-            context,
-            tally,
-            translator,
-            run_id,
-            time.monotonic(),
-            self._stdout_bytes,
-            decoder.lines,
-            decoder.skipped,
-            self.unknown,
-        )
-        decoder.retarget(
+        router = Router(
             tally,
             routes=context.routes,
             watch=EvidenceWatch(self.backend, self.stop, time.time() + request.timeout),
         )
-        warnings = self.warnings if self.turns == 1 else ()
-        await self._drain()
-        if self.refusal is not None:
-            return AttemptOutcome(
-                request, request.timeout, tally, ProcessOutcome(), refusal=self.refusal
-            )
-        if not self.alive:
-            await self._dead_turn(turn)
-        else:
-            held = self.between.take()
+        self.router = router
+        return Turn(
+            number=self.turns,
+            request=request,
+            context=context,
+            tally=tally,
+            translator=translator,
+            router=router,
+            run_id=run_id,
+            marks=TurnMarks(
+                started=time.monotonic(),
+                stdout=self.process.stdout_bytes,
+                lines=self.parser.lines,
+                skipped=self.parser.skipped,
+                unknown=self.unknown,
+            ),
+        )
+
+    async def _run_turn(self, turn: Turn, trigger: Trigger) -> None:
+        """The turn under way, its clocks armed, until it ends (then what it
+        held back delivered, and the idle router takes what follows)."""
+        request, context, process = turn.request, turn.context, self.process
+        held = self.between.take()
+        if held.wanted.is_set():
+            # What the CLI did since the last turn is this turn's (decoded
+            # with the translator that read it, which the turn keeps).
+            turn.translator, self._idle_translator = self._idle_translator, self._translator()
+            turn.translator.message_usage = context.message_usage
+        self._turn = turn
+        self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
+        self.began = anyio.Event()
+        if (
+            context.on_spawn is not None
+            and process.pid is not None
+            and context is not process.context
+        ):
+            context.on_spawn(process.pid, process.argv)  # the turn starts on this process
+        process.clocks.arm(
+            timeout=request.timeout,
+            idle_timeout=request.idle_timeout,
+            stall_timeout=request.stall_timeout,
+        )
+        try:
             if held.wanted.is_set():
-                # What the CLI did since the last turn is this turn's (decoded
-                # with the translator that read it, which the turn keeps).
-                turn.translator, self._idle_translator = self._idle_translator, self._translator()
-                turn.translator.message_usage = context.message_usage
-            self._turn = turn
-            self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
-            self.began = anyio.Event()
-            if (
-                context.on_spawn is not None
-                and self.pid is not None
-                and context is not self._context
-            ):
-                context.on_spawn(self.pid, self.argv)  # the turn starts on this process
-            self.clocks.arm(
-                timeout=request.timeout,
-                idle_timeout=request.idle_timeout,
-                stall_timeout=request.stall_timeout,
-            )
-            try:
-                if held.wanted.is_set():
-                    self._adopt(turn, held, ended=trigger == "cli")
-                if trigger == "cli":
-                    if not held.wanted.is_set():
-                        turn.end("completed")  # nothing was left to do
-                else:
-                    self.send(*self.protocol.begin_turn(request.prompt))
-                await turn.done.wait()
-            except BaseException:
-                # A cancelled turn: the session's process tree is stopped.
-                self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
-                raise
-            finally:
-                self.clocks.disarm()
-                self.host_calls.cancel()  # what the ended turn's tools still run
-                decoder.emit([approval_event(*pair) for pair in turn.withdrawn])
-                decoder.emit(turn.translator.flush())
-                self._turn = None
-                decoder.retarget(self._idle, routes=None, watch=None)
+                self._adopt(turn, held, ended=trigger == "cli")
+            if trigger == "cli":
+                if not held.wanted.is_set():
+                    turn.end("completed")  # nothing was left to do
+            else:
+                self.send(*self.protocol.begin_turn(request.prompt))
+            await turn.done.wait()
+        except BaseException:
+            # A cancelled turn: the session's process tree is stopped.
+            self.stop.stop(ErrorCode.CANCELLED, "the turn was cancelled")
+            raise
+        finally:
+            process.clocks.disarm()
+            self.host_calls.cancel()  # what the ended turn's tools still run
+            self.deliver(turn.router, [approval_event(*pair) for pair in turn.withdrawn])
+            self.deliver(turn.router, turn.translator.flush())
+            self._turn = None
+            self.router = self._idle
+
+    async def _settle(self, turn: Turn) -> None:
+        """After the turn: the hooks it left running, the tools an interrupt
+        left behind, the supervisor's account of a death."""
+        process = self.process
         if turn.running.count and self.alive and not turn.interrupt_asked:
             with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
                 await turn.running.wait(longest(self.request.hooks, self.request.hook_timeout))
@@ -430,24 +329,28 @@ class LiveLink(LinkDispatch):
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
                 keep = self._bridge.launched if self._bridge is not None else None
-                turn.strays = await self.clocks.stop_strays(keep)
+                turn.strays = await process.clocks.stop_strays(keep)
         if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
             # The supervisor's account of the end (a stop asked for during the
             # turn, a budget's say, is this turn's answer even if it ended first).
-            with anyio.move_on_after(2 * self.supervisor.grace + self.supervisor.kill_wait + 1):
-                await self._dead.wait()
-        unknown = self.unknown - turn.unknown_at_start
+            supervisor = process.supervisor
+            with anyio.move_on_after(2 * supervisor.grace + supervisor.kill_wait + 1):
+                await process.dead.wait()
+
+    def _outcome(self, turn: Turn, warnings: tuple[str, ...]) -> AttemptOutcome:
+        unknown = self.unknown - turn.marks.unknown
         if unknown:
             name = self.protocol.name or self.backend.name
             warnings = (*warnings, f"{unknown} message(s) of a type {name} does not know, ignored")
+        process, request = self.process, turn.request
         return AttemptOutcome(
             request,
             request.timeout,
-            tally,
-            turn.process(self.pid, self._stdout_bytes, self.exit),
-            lines=decoder.lines - turn.lines_at_start,
-            skipped_lines=decoder.skipped - turn.skipped_at_start,
-            warnings=(*warnings, *tally.number_warnings()),
+            turn.tally,
+            turn.process(process.pid, process.stdout_bytes, process.exit),
+            lines=self.parser.lines - turn.marks.lines,
+            skipped_lines=self.parser.skipped - turn.marks.skipped,
+            warnings=(*warnings, *turn.tally.number_warnings()),
             stop=self.stop,
             ended=turn.ended,
             approvals=tuple(turn.approvals),
@@ -463,14 +366,17 @@ class LiveLink(LinkDispatch):
             return
         if not drained.is_set() and self.alive:
             self.send(*self.protocol.interrupt())  # the CLI is still in it: end it
-            with anyio.move_on_after(self.supervisor.grace):
+            with anyio.move_on_after(self.process.supervisor.grace):
                 await drained.wait()
         self._drained = None
         if not drained.is_set() and self.alive:
-            self.broken = f"{self.backend.name} did not end a turn it broke off; session closed"
-            self.stop.stop(ErrorCode.CLI_ERROR, self.broken)
-            with anyio.move_on_after(self.supervisor.grace + self.supervisor.kill_wait + 1):
-                await self._dead.wait()
+            why = f"{self.backend.name} did not end a turn it broke off; session closed"
+            self.process.break_off(why)
+            self.stop.stop(ErrorCode.CLI_ERROR, why)
+            with anyio.move_on_after(
+                self.process.supervisor.grace + self.process.supervisor.kill_wait + 1
+            ):
+                await self.process.dead.wait()
 
     async def interrupt(self) -> bool:
         """End the running turn; the session lives on.  A CLI that does not end
@@ -501,15 +407,11 @@ class LiveLink(LinkDispatch):
         ``timeout``); a CLI that cannot be started is kept in ``refusal``."""
         refusal = await self._start(tg, timeout)
         if refusal is not None:
-            self.refusal = refusal
-            self.broken = refusal.message
-            self._seal()
-            self._outbox.close()
-            self._dead.set()
-            self._emptied.set()
+            self.process.refused(refusal)
+            self.outbox.unused()
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
-        self._tg = tg
+        self.process.tg = tg
         request = self.request
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
@@ -526,19 +428,19 @@ class LiveLink(LinkDispatch):
                 ErrorCode.INTERNAL,
                 f"{self.backend.name}: a live session's command must leave stdin to the session",
             )
-        spec = open_overlay(spec, tag=self.marker, on_open=self._context.on_overlay)
-        self.warnings = spec.warnings
-        argv, env = launch(request, self.backend, program, spec, self._context, self.marker)
-        self.argv = argv
+        spec = open_overlay(spec, tag=self.marker, on_open=self.process.context.on_overlay)
+        self.process.warnings = spec.warnings
+        argv, env = launch(request, self.backend, program, spec, self.process.context, self.marker)
+        self.process.argv = argv
         tg.start_soon(self._run, argv, env, request.cwd)
-        tg.start_soon(self._writer)
+        tg.start_soon(self.outbox.writer)
         if begun.greeting:
             self.send(*begun.greeting)
-            self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
+            self.process.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
             try:
-                await self._ready.wait()
+                await self.process.ready.wait()
             finally:
-                self.clocks.disarm()
+                self.process.clocks.disarm()
         return None
 
     async def _serve_tools(self, tg: anyio.abc.TaskGroup) -> Refusal | None:
@@ -546,11 +448,11 @@ class LiveLink(LinkDispatch):
         session's socket served, our MCP server declared to the protocol."""
         if mcp_missing():
             return Refusal(Status.USAGE, ErrorCode.INVALID_REQUEST, MCP_MISSING)
-        marker = self.marker
+        process = self.process
         bridge = McpBridge(
             self.host_calls.tools,
             self.host_calls.run,
-            lambda pid: in_session(pid, self.pid, marker),
+            lambda pid: in_session(pid, process.pid, process.marker),
             max_bytes=self.request.max_line_bytes,
         )
         self._bridge = bridge
@@ -569,19 +471,15 @@ class LiveLink(LinkDispatch):
                 await self._bridge.close()
 
     async def _close(self) -> None:
-        if not self._dead.is_set():
+        if not self.process.dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())
-            self._seal()
+            self.outbox.seal()
             with anyio.move_on_after(self.request.grace):
-                await self._outbox_closed()
-            self.stdin.close()
+                await self.outbox.emptied()
+            self.process.stdin.close()
             with anyio.move_on_after(self.request.grace):
-                await self._dead.wait()
-            if not self._dead.is_set():
+                await self.process.dead.wait()
+            if not self.process.dead.is_set():
                 self.stop.stop(ErrorCode.CANCELLED, "the session was closed")
-                await self._dead.wait()
-
-    async def _outbox_closed(self) -> None:
-        """Until the writer has taken every line queued (or the CLI is gone)."""
-        await self._emptied.wait()
+                await self.process.dead.wait()

@@ -44,7 +44,7 @@ async def open_link(
             yield link
         finally:
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(2 * request.grace + link.supervisor.kill_wait + 5):
+                with anyio.move_on_after(2 * request.grace + link.process.supervisor.kill_wait + 5):
                     await link.close()
                 tg.cancel_scope.cancel()
 

@@ -15,6 +15,7 @@ import anyio
 from coding_genesis._live.approvals import withdrawn_record
 from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
+from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRecord, ApprovalRequest
@@ -31,13 +32,29 @@ from coding_genesis.hooks import HookRecord
 from coding_genesis.options import TurnHow
 from coding_genesis.request import Request
 
-__all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
+__all__ = ["STDERR_TAIL", "Turn", "TurnMarks", "Unattended", "death", "with_exit"]
 
 #: The stderr a turn keeps (its failure analysis reads the tail).
 STDERR_TAIL = 64 * 1024
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TurnMarks:
+    """Where the session's counts stood when a turn began: the turn's share
+    of each is what it grew by."""
+
+    #: ``time.monotonic()``.
+    started: float
+    #: Bytes of the CLI's stdout.
+    stdout: int
+    #: Lines parsed, and skipped among them.
+    lines: int
+    skipped: int
+    #: Messages of a type the protocol did not know.
+    unknown: int
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Turn:
     """The state of one running turn (``number``: 1 for the session's first)."""
 
@@ -46,12 +63,10 @@ class Turn:
     context: AttemptContext
     tally: RunTally
     translator: Translator
+    #: Where the turn's events go (its tally, its routes, its watch).
+    router: Router
     run_id: str
-    started: float
-    stdout_at_start: int
-    lines_at_start: int
-    skipped_at_start: int
-    unknown_at_start: int
+    marks: TurnMarks
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
@@ -91,10 +106,10 @@ class Turn:
         so far; ``exit``: the supervisor's outcome once the process is gone)."""
         out = ProcessOutcome(
             pid=pid,
-            stdout_bytes=stdout_bytes - self.stdout_at_start,
+            stdout_bytes=stdout_bytes - self.marks.stdout,
             stderr_tail=bytes(self.stderr[-STDERR_TAIL:]).decode("utf-8", "replace"),
             stderr_bytes=self.stderr_bytes,
-            duration_s=time.monotonic() - self.started,
+            duration_s=time.monotonic() - self.marks.started,
             leftovers_stopped=self.strays,
         )
         return with_exit(out, exit, self.strays)
