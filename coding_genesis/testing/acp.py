@@ -31,7 +31,8 @@ pytest magic.  What is checked:
   session keeps "always").
 * **cancel** (:func:`check_acp_cancel`): ``interrupt()`` in the middle of a long
   tool sends ``session/cancel``, the turn ends interrupted, the tool's process is
-  gone and the next turn works.
+  gone and the next turn works; a permission request open at the interrupt is
+  answered with the ``cancelled`` outcome.
 * **bad input** (:func:`check_acp_bad_input`): an unknown update and an unknown
   notification are ignored and counted (a warning), lines that are not JSON are
   skipped and counted, and the session goes on.
@@ -337,7 +338,8 @@ def check_acp_cancel(
     backend: Backend, *, modes: Sequence[str] | None = None, timeout: float = 20.0
 ) -> None:
     """``interrupt()`` during a long tool: ``session/cancel`` sent, the turn
-    interrupted, the tool's process gone, the next turn answered."""
+    interrupted, the tool's process gone, the next turn answered; during a
+    permission request: the request answered ``cancelled``."""
     with _rig(backend, modes, timeout) as rig:
 
         async def main() -> tuple[Any, Any, list[int], bool]:
@@ -376,6 +378,55 @@ def check_acp_cancel(
             raise _fail("cancel", "the session was closed by the interrupt; it must live on")
         if after.status != 0 or not after.message.endswith("after the cancel"):
             raise _fail("cancel", f"the turn after the cancel: {_said(after)}")
+    _check_cancel_asking(backend, modes, timeout)
+
+
+def _check_cancel_asking(backend: Backend, modes: Sequence[str] | None, timeout: float) -> None:
+    """``interrupt()`` while the agent waits for a permission: the question is
+    answered with the ``cancelled`` outcome (the protocol requires it; the agent
+    waits for it before it ends the turn)."""
+    with _rig(backend, modes, timeout) as rig:
+        asked = anyio.Event()
+
+        async def never(request: ApprovalRequest) -> bool:
+            asked.set()
+            await anyio.sleep(3600)
+            return True
+
+        async def main() -> tuple[Any, Any]:
+            async with rig.agent(approver=never, approval_timeout=3 * timeout).session() as s:
+                results: list[Any] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def turn() -> None:
+                        results.append(await s.send_result('ASK execute {"command": "x"}'))
+
+                    tg.start_soon(turn)
+                    with anyio.move_on_after(timeout):
+                        await asked.wait()
+                    await s.interrupt()
+                after = None if s.closed else await s.send_result("after the cancel")
+                return results[0], after
+
+        interrupted, after = _run("cancel", main)
+        answers = [
+            e.get("result")
+            for e in rig.recorded("received")
+            if not isinstance(e["received"], str) and e.get("result") is not None
+        ]
+        if answers[:1] != [{"outcome": {"outcome": "cancelled"}}]:
+            raise _fail(
+                "cancel",
+                "the permission request open at the interrupt was answered "
+                f"{answers[:1] or 'never'}, not with the cancelled outcome "
+                f"({_said(interrupted)})",
+            )
+        if interrupted.status != 130 or after is None or after.status != 0:
+            raise _fail(
+                "cancel",
+                f"an interrupt while the approver decides: {_said(interrupted)}; "
+                f"the next turn: {'none, the session closed' if after is None else _said(after)}",
+            )
 
 
 def check_acp_bad_input(

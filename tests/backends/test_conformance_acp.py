@@ -136,6 +136,13 @@ class NoCancel(AcpControl):
         return []
 
 
+class LeavesTheQuestionOpen(AcpControl):
+    """Sends session/cancel but never answers the open permission request."""
+
+    def interrupt(self) -> list[Outgoing]:
+        return [m for m in super().interrupt() if "method" in m]
+
+
 class CountsNothing(AcpControl):
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         return [i for i in super().receive(obj) if not isinstance(i, Unknown)]
@@ -164,6 +171,14 @@ def test_an_option_chosen_by_position_not_kind_is_named() -> None:
 def test_no_cancel_at_an_interrupt_is_named() -> None:
     with pytest.raises(AssertionError, match=r"interrupt\(\) sent no session/cancel"):
         check_acp_cancel(Broken(NoCancel))
+
+
+def test_a_question_left_open_at_the_interrupt_is_named() -> None:
+    with pytest.raises(AssertionError) as exc:
+        check_acp_cancel(Broken(LeavesTheQuestionOpen), timeout=5)
+    text = str(exc.value)
+    assert "the permission request open at the interrupt was answered never" in text
+    assert "not with the cancelled outcome" in text
 
 
 def test_unknown_updates_not_counted_are_named() -> None:
