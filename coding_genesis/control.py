@@ -260,10 +260,14 @@ class ControlProtocol(ABC):
     server it launches: the session serves one for the session and sets
     :attr:`mcp_servers` before :meth:`begin`; the protocol declares them to
     the CLI (its calls never reach :meth:`receive`: the session answers them).
+    ``schema_in_prompt``: the protocol has no field for an output schema
+    (ACP), so ``output_schema=`` reaches the CLI in each turn's prompt (the
+    session adds it, worded once) and the answer is validated by us.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    schema_in_prompt: ClassVar[bool] = False
     changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
