@@ -15,10 +15,11 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from coding_genesis import CodingGenesisAgent, load_backends_file
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.errors import ConfigError
 from coding_genesis.hooks import HookInput, HookResult, wants
-from tests.session.test_acp_session import FLAVOURS, ONCE, agent, recorded
+from tests.session.test_acp_session import FLAVOURS, ONCE, agent, backends_file, recorded
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +224,19 @@ def test_declared_effects_the_point_cannot_apply_are_refused(tmp_path: Path) -> 
         agent("gemini", tmp_path, hooks={"post_tool": wants("block")(lambda h: None)})
     with pytest.raises(ConfigError, match="unknown effect"):
         wants("explode")  # type: ignore[arg-type]
+
+
+async def test_the_generic_backend_takes_a_schema_and_a_blocking_hook(tmp_path: Path) -> None:
+    (backend,) = load_backends_file(backends_file(tmp_path)).values()
+
+    def guard(data: HookInput) -> HookResult:
+        return HookResult(block=True, message="never")
+
+    a = CodingGenesisAgent(backend, cwd=str(tmp_path), timeout=20, ledger=False)
+    fixed = await a.run_result(f"JSONFIX {BAD} {GOOD}", output_schema=Named)
+    assert fixed.status == 0 and fixed.output == Named(name="ada") and fixed.attempts == 2
+    blocked = await a.run_result(
+        'ASK execute {"command": "ls"}', approver=lambda r: True, hooks={"pre_tool": guard}
+    )
+    assert blocked.message == "denied reject_once" and blocked.approvals == []
+    assert blocked.hooks[0]["outcome"] == "blocked"
