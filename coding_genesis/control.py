@@ -108,7 +108,8 @@ class HookCall:
     ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
 
     ``key`` is the protocol's own handle (a request id; None when the CLI only
-    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    told us and waits for nothing: its hooks observe, whatever the event's
+    :attr:`ControlProtocol.hook_effects`); ``input`` the typed hook input, whose run,
     turn, cwd and backend fields the session fills in.  ``ask``: the same
     point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
     set): it is asked after the hooks, with the input they changed, unless

@@ -16,21 +16,19 @@ approver is never asked.  Each test skips, with the reason, when its CLI is not 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.hooks import HookInput, HookResult
-from tests.fakes.model_server import FakeModelServer
-from tests.real_cli.test_acp import acp_agent, hermetic_env
+from tests.real_cli.test_acp import acp_agent, anyio_backend, hermetic_env, rig
 from tests.real_cli.test_gemini_opencode_qwen import MoreRig
 
-__all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
+# the autouse fixture of the real-CLI tests, and the rigs of test_acp, active here too
+__all__ = ["anyio_backend", "hermetic_env", "rig"]
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.anyio]
 
-AGENTS = ("gemini", "qwen", "opencode")
 SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}},
@@ -38,17 +36,6 @@ SCHEMA = {
 }
 GOOD = '{"name":"ada"}'
 BAD = '{"nom":"ada"}'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=AGENTS)
-def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> MoreRig:
-    cli = request.getfixturevalue(f"real_{request.param}")  # skips when not installed
-    return MoreRig(request.param, cli, model_server, tmp_path)
 
 
 def said(rig: MoreRig) -> str:
