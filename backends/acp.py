@@ -97,7 +97,7 @@ from coding_genesis.control import (
     Unknown,
     UnparsedLine,
 )
-from coding_genesis.hooks import HookEffect, HookEvent, HookInput
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 from coding_genesis.request import Request
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
@@ -127,9 +127,11 @@ __all__ = [
     "error_words",
 ]
 
-#: Every hook point ACP tells of; none can do more than observe.
+#: Every hook point ACP tells of: a ``pre_tool`` hook can block a call the
+#: agent asks about (its permission request is answered with the reject
+#: option); the rest observe.
 HOOK_EFFECTS: Mapping[HookEvent, frozenset[HookEffect]] = {
-    "pre_tool": frozenset(),
+    "pre_tool": frozenset({"block"}),
     "post_tool": frozenset(),
     "turn_end": frozenset(),
 }
@@ -248,11 +250,15 @@ class AcpControl(ControlProtocol):
     """
 
     # No name of its own: the backend's (gemini, qwen...) names it in errors.
-    #: Hooks observe: ACP tells of a tool call's start and end and of a turn's
-    #: end but waits for nobody (blocking before a tool, through the permission
-    #: request, is for later).
+    #: A ``pre_tool`` hook runs at the agent's permission request, which waits
+    #: for us: its block is the reject option.  A call the agent runs without
+    #: asking (told to pre_tool as it ends), a call's end and a turn's end are
+    #: told, waited for by nobody: their hooks observe (a block there is
+    #: recorded as not applied).
     hook_effects = HOOK_EFFECTS
     can_steer = False
+    #: ACP has no field for an output schema: it goes in the turn's prompt.
+    schema_in_prompt = True
     #: The caller's functions reach the agent through an MCP server of ours
     #: that it launches (``mcpServers``), which the session serves.
     can_host_tools = True
@@ -567,7 +573,24 @@ class AcpControl(ControlProtocol):
             allow = {"outcome": "selected", "optionId": by_kind["allow_once"]}
             return (FORWARD, Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": allow}},)))
         self._open.add(rid)
-        return (FORWARD, PermissionAsk(AskKey(rid, by_kind), request))
+        ask = PermissionAsk(AskKey(rid, by_kind), request)
+        if "pre_tool" in self.hooked:
+            tracked = track(self._hook_calls, call, asked=True)
+            if tracked is not None:  # the hooks first; the approver after, unless they block
+                hooked = tracked[0]
+                hooked.hooked = True
+                data = tool_hook("pre_tool", hooked, self.session_id)
+                return (FORWARD, HookCall(ask.key, data, ask))
+        return (FORWARD, ask)
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """A ``pre_tool`` hook's block at a permission request: the reject
+        option (by kind), the approver never asked; anything else waits for
+        the approver's answer (:meth:`answer`), and an observed point for
+        nothing."""
+        if call.ask is None or not result.block:
+            return []
+        return self.answer(call.ask, Decision.deny(result.message or "blocked by a pre_tool hook"))
 
     def _host_tool(self, call: Mapping[str, Any]) -> bool:
         """The agent asks to call one of the caller's functions on the MCP
@@ -648,9 +671,13 @@ class AcpControl(ControlProtocol):
         tracked = track(self._hook_calls, update)
         if tracked is None:
             return ()
-        call, starts, finishes = tracked
+        call, _, finishes = tracked
         hooks: list[Incoming] = []
-        if starts and "pre_tool" in self.hooked:
+        # A call run unasked is told to pre_tool as it ends, observed: an agent may
+        # report a call running before it asks about it (opencode), so only its end
+        # says that no permission request will come.
+        if finishes and not call.hooked and "pre_tool" in self.hooked:
+            call.hooked = True
             hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id)))
         if finishes and "post_tool" in self.hooked:
             hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id)))

@@ -282,12 +282,14 @@ def _output(call: Mapping[str, Any]) -> Any:
 class Call:
     """One tool call as its updates told it so far (each update may add fields):
     ``called`` once it runs or names its input, ``finished`` once it completed
-    or failed."""
+    or failed; ``hooked``: its ``pre_tool`` hooks have run (at its permission
+    request, or observed as it started running)."""
 
     id: str
     fields: dict[str, Any]
     called: bool = False
     finished: bool = False
+    hooked: bool = False
 
 
 def track(

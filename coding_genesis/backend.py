@@ -268,8 +268,11 @@ class Backend(ABC):
         """Whether a run of ``request`` is one turn of a live process over
         :meth:`control`'s protocol (rather than a one-shot process): an
         approver, hooks or host tools ask for one, and a CLI that speaks
-        nothing else (``two_way_only``) has no other transport."""
-        return self.two_way_only or request.two_way
+        nothing else (``two_way_only``) has no other transport.  An output
+        schema the CLI does not take itself goes in the live turn's prompt
+        (the capability check allowed it only where the protocol carries it)."""
+        schema = request.output_schema is not None and not self.structured_output
+        return self.two_way_only or request.two_way or schema
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,

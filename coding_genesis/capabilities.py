@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from coding_genesis.backend import check_options
 from coding_genesis.config import require_permissions, require_setting_sources
 from coding_genesis.errors import ConfigError, RefusedError
+from coding_genesis.hooks import declared
 from coding_genesis.request import Request, Unsupported
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "check",
     "require",
     "steer_refusal",
+    "takes_schema",
     "untrusted_problem",
 ]
 
@@ -82,11 +84,18 @@ def backends_that(need: str) -> list[str]:
             "two_way": protocol is not None,
             "steer": protocol is not None and protocol.can_steer,
             "tools": protocol is not None and protocol.can_host_tools,
-            "output_schema": backend.structured_output,
+            "output_schema": takes_schema(backend, protocol),
         }.get(need, need in backend.takes)
         if has:
             names.append(name)
     return names
+
+
+def takes_schema(backend: Backend, protocol: ControlProtocol | None) -> bool:
+    """``output_schema=`` can be honored: the CLI takes the schema itself, or
+    its two-way protocol carries it in the turn's prompt (ACP; the answer is
+    validated by us either way, and a run with a schema then runs live)."""
+    return backend.structured_output or (protocol is not None and protocol.schema_in_prompt)
 
 
 def _listed(prefix: str, need: str) -> str:
@@ -125,6 +134,26 @@ def _live_refusal(
     return None
 
 
+def _beyond(
+    backend: Backend, protocol: ControlProtocol, settings: RequestSettings
+) -> Unsupported | None:
+    """A hook that declared an effect (``hooks.wants``) its point cannot apply here."""
+    for event, hooks in settings.hooks.items():
+        can = protocol.hook_effects.get(event, frozenset())
+        for hook in hooks:
+            beyond = declared(hook) - can
+            if beyond:
+                name = getattr(hook, "__qualname__", None) or type(hook).__name__
+                there = f"can only {', '.join(sorted(can))}" if can else "only observes"
+                return Unsupported(
+                    "hooks",
+                    f"backend {backend.name!r} cannot apply a {event} hook's "
+                    f"{', '.join(sorted(beyond))}, which hook {name} declares "
+                    f"(wants): a {event} hook there {there}",
+                )
+    return None
+
+
 def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
     """The first thing ``backend`` cannot do of what ``settings`` ask (None:
     it can do all of it).  ``mode``: "session" for a live session (it needs a
@@ -150,13 +179,16 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 f"backend {backend.name!r} reports no {', '.join(missing)} hook point, "
                 f"which hooks= needs (its hook events: {', '.join(reported) or 'none'})",
             )
+        refused = _beyond(backend, protocol, settings)
+        if refused is not None:
+            return refused
     if settings.tools and (protocol is None or not protocol.can_host_tools):
         return Unsupported(
             "tools",
             f"backend {backend.name!r} cannot call the caller's functions, which tools= needs"
             + _listed("backends that can", "tools"),
         )
-    if settings.output_schema is not None and not backend.structured_output:
+    if settings.output_schema is not None and not takes_schema(backend, protocol):
         return Unsupported(
             "output_schema",
             f"backend {backend.name!r} takes no output schema, which output_schema= needs"

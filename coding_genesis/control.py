@@ -108,7 +108,8 @@ class HookCall:
     ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
 
     ``key`` is the protocol's own handle (a request id; None when the CLI only
-    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    told us and waits for nothing: its hooks observe, whatever the event's
+    :attr:`ControlProtocol.hook_effects`); ``input`` the typed hook input, whose run,
     turn, cwd and backend fields the session fills in.  ``ask``: the same
     point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
     set): it is asked after the hooks, with the input they changed, unless
@@ -260,10 +261,14 @@ class ControlProtocol(ABC):
     server it launches: the session serves one for the session and sets
     :attr:`mcp_servers` before :meth:`begin`; the protocol declares them to
     the CLI (its calls never reach :meth:`receive`: the session answers them).
+    ``schema_in_prompt``: the protocol has no field for an output schema
+    (ACP), so ``output_schema=`` reaches the CLI in each turn's prompt (the
+    session adds it, worded once) and the answer is validated by us.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    schema_in_prompt: ClassVar[bool] = False
     changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False

@@ -18,6 +18,7 @@ from coding_genesis.batch import run_many_sync
 from coding_genesis.capabilities import UNTRUSTED, backends_that, check, untrusted_problem
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import AgentUsageError, ConfigError, RefusedError
+from coding_genesis.hooks import wants
 from coding_genesis.request import LIVE_OPTION_NAMES, RUN_OPTION_NAMES
 from tests.session.twoway import TwoWayBackend, one_way_backend
 
@@ -72,12 +73,25 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         f"backends that can: {', '.join(backends_that('tools'))}",
     ),
     (
-        "gemini",
+        "oneway",
         {"output_schema": _SCHEMA},
-        "backend 'gemini' takes no output schema, which output_schema= needs; "
-        "backends that do: claude, codex, failer",
+        "backend 'oneway' takes no output schema, which output_schema= needs; "
+        f"backends that do: {', '.join(backends_that('output_schema'))}",
     ),
-    # the Agent Client Protocol's backends: hooks observe, no system prompt
+    # the Agent Client Protocol's backends: a pre_tool hook blocks, the rest
+    # observe; no system prompt
+    (
+        "gemini",
+        {"hooks": {"pre_tool": wants("block", "input")(lambda hook: None)}},
+        "backend 'gemini' cannot apply a pre_tool hook's input, which hook <lambda> "
+        "declares (wants): a pre_tool hook there can only block",
+    ),
+    (
+        "opencode",
+        {"hooks": {"turn_end": wants("block")(lambda hook: None)}},
+        "backend 'opencode' cannot apply a turn_end hook's block, which hook <lambda> "
+        "declares (wants): a turn_end hook there only observes",
+    ),
     (
         "qwen",
         {"hooks": {"pre_compact": lambda hook: None}},
@@ -186,8 +200,20 @@ def test_the_check_answers_what_the_backend_cannot_do() -> None:
 
     config = AgentConfig(backend="claude", output_schema=_SCHEMA)
     assert check(get_backend("claude"), config) is None
-    refused = check(get_backend("gemini"), config)
+    refused = check(one_way_backend(), config)
     assert refused is not None and refused.option == "output_schema"
+
+
+def test_every_acp_backend_takes_an_output_schema_in_the_prompt() -> None:
+    """ACP has no schema field: the protocol carries it in the turn's prompt
+    (tests/session/test_acp_output.py), so the one check says yes."""
+    from coding_genesis.backends import get_backend
+
+    for name in ("gemini", "qwen", "opencode"):
+        config = AgentConfig(backend=name, output_schema=_SCHEMA)
+        assert check(get_backend(name), config) is None, name
+        assert check(get_backend(name), config, "session") is None, name
+    assert {"gemini", "qwen", "opencode"} <= set(backends_that("output_schema"))
 
 
 def test_every_acp_backend_takes_the_callers_functions() -> None:

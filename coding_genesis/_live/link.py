@@ -47,6 +47,7 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.output import schema_prompt
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.stop import StopHandle
@@ -304,7 +305,10 @@ class LiveLink(LinkDispatch):
                 if not held.wanted.is_set():
                     turn.end("completed")  # nothing was left to do
             else:
-                self.send(*self.protocol.begin_turn(request.prompt))
+                prompt = request.prompt
+                if self.protocol.schema_in_prompt:
+                    prompt = schema_prompt(prompt, request.output_schema)
+                self.send(*self.protocol.begin_turn(prompt))
             await turn.done.wait()
         except BaseException:
             # A cancelled turn: the session's process tree is stopped.

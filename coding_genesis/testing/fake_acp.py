@@ -17,9 +17,10 @@ nothing of their kind, in an order where neither the first nor the last is
 ``FAKE_ACP_MODES`` lists (comma-separated) and reports usage in the answer.  The prompt's first word picks what the turn does:
 
   (anything else)  text ``fake <flavour> got: PROMPT`` in two chunks, usage, ``end_turn``
-  ASK <kind> <json> a tool call of that ACP kind and raw input, then
-                    ``session/request_permission``; an allow runs it (``completed``,
-                    text ``allowed``), a reject fails it (text ``denied``), the
+  ASK <kind> <json> a tool call of that ACP kind and raw input (opencode: then
+                    ``in_progress``, as it reports), then ``session/request_permission``;
+                    an allow runs it (``completed``, text ``allowed``), a reject fails it
+                    (text ``denied``), the
                     ``cancelled`` outcome ends the turn ``cancelled``
   NOALLOW           a permission request offering reject options only, then ``end_turn``
   DEEP <n>          a permission request whose raw input is nested <n> levels deep (too
@@ -54,6 +55,13 @@ nothing of their kind, in an order where neither the first nor the last is
                     text ``tool refused: <tool>``), then ``tools/call`` of <tool> with
                     those arguments on that server; the update and the text say its
                     answer (``tool said: ...`` or ``tool failed: ...``)
+  JSON <value>      text: <value> (the first line of the prompt's rest), as a structured
+                    answer; the words after the first line (the schema we add) are unread
+  JSONFIX <bad> <good>
+                    text <bad>, or <good> when the prompt carries the validation error of
+                    an answer (``does not match``): a retry that says what was wrong. A
+                    retry's prompt (``Continue from previous attempt:`` ... ``Original
+                    request:``) plays its original request
   MCPAS <server> <tool> <json>
                     as gemini asks to call <tool> of another MCP server named <server>
                     (one of the repository's or the user's): a permission request titled
@@ -383,7 +391,17 @@ class Agent:
 
     def prompt(self, rid: Any, text: str) -> None:
         self.current = text
-        word, _, rest = text.partition(" ")
+        said = text
+        if text.startswith("Continue from previous attempt:") and "Original request:\n" in text:
+            said = text.rsplit("Original request:\n", 1)[1]
+        word, _, rest = said.partition(" ")
+        if word in ("JSON", "JSONFIX"):
+            line = rest.splitlines()[0] if rest.strip() else ""
+            if word == "JSONFIX":
+                bad, _, good = line.partition(" ")
+                line = good if "does not match" in text else bad
+            self.answer(rid, line)
+            return
         try:
             self.play(rid, word, rest.strip(), text)
         except Cancelled:
@@ -526,6 +544,9 @@ class Agent:
             "rawInput": raw_input,
         }
         self.notify({"sessionUpdate": "tool_call", **call})
+        if self.flavour == "opencode":  # it reports the call running, then asks (measured)
+            running = {"toolCallId": "call_1", "status": "in_progress"}
+            self.notify({"sessionUpdate": "tool_call_update", **running})
         chosen = self.permission(call, OPTIONS[self.flavour])
         if chosen is None:
             raise Cancelled

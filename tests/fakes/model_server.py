@@ -317,6 +317,7 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
     contents = contents if isinstance(contents, list) else []
     scenario: Scenario | None = None
     scen_index = -1
+    prompts = 0
     for i in range(len(contents) - 1, -1, -1):
         msg = contents[i]
         if not isinstance(msg, dict) or msg.get("role", "user") != "user":
@@ -326,10 +327,11 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         text = "\n".join(
             p["text"] for p in texts if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
-        scenario = parse_scenario(text)
-        if scenario is not None:
-            scen_index = i
-            break
+        found = parse_scenario(text)
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     tool_is_error = False
     for msg in contents[scen_index + 1 :]:
@@ -353,6 +355,7 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         conversation_id="",
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "gemini-fake"),
+        prompts=max(prompts, 1),
     )
 
 
@@ -363,14 +366,16 @@ def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conver
     messages = messages if isinstance(messages, list) else []
     scenario: Scenario | None = None
     scen_index = -1
+    prompts = 0
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
         if not isinstance(msg, dict) or msg.get("role") != "user":
             continue
-        scenario = parse_scenario(_text_of(msg.get("content")))
-        if scenario is not None:
-            scen_index = i
-            break
+        found = parse_scenario(_text_of(msg.get("content")))
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     for msg in messages[scen_index + 1 :]:
         if isinstance(msg, dict) and msg.get("role") == "tool":
@@ -388,6 +393,7 @@ def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conver
         conversation_id=headers.get("x-session-id", ""),
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "chat-fake"),
+        prompts=max(prompts, 1),
     )
 
 

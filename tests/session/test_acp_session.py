@@ -22,7 +22,6 @@ from coding_genesis import AcpBackend, Budget, CodingGenesisAgent, load_backends
 from coding_genesis.approval import ApprovalRequest, Decision, writes_under
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.events import PlanEvent, ThoughtEvent
-from coding_genesis.hooks import HookInput, HookResult
 from coding_genesis.tools import tool
 
 pytestmark = pytest.mark.anyio
@@ -656,8 +655,7 @@ async def test_what_acp_backends_cannot_do_is_refused_clearly(tmp_path: Path) ->
     agent("gemini", tmp_path, tools=[add])  # served over MCP: tests/session/test_acp_tools.py
     with pytest.raises(ConfigError, match="reports no pre_compact hook point"):
         agent("qwen", tmp_path, hooks={"pre_compact": [lambda h: None]})
-    with pytest.raises(ConfigError, match="takes no output schema"):
-        agent("opencode", tmp_path, output_schema={"type": "object"})
+    agent("opencode", tmp_path, output_schema={"type": "object"})  # in the prompt: test_acp_output
     a = agent("gemini", tmp_path)
     async with a.session() as s:
         with pytest.raises(AgentUsageError, match="steer"):
@@ -864,27 +862,6 @@ async def test_an_approver_that_does_not_answer_is_refused_at_its_deadline(
         assert time.monotonic() - started < 10
     assert r.status == 0 and r.message == "denied reject_once", r.message
     assert r.approvals[0]["source"] == "timeout"
-
-
-@pytest.mark.slow
-async def test_hooks_observe_each_tool_call_and_the_turns_end(tmp_path: Path) -> None:
-    seen: list[HookInput] = []
-
-    def hook(data: HookInput) -> HookResult:
-        seen.append(data)
-        return HookResult(block=True, message="observed only")  # cannot block: recorded so
-
-    hooks: Any = {"pre_tool": [hook], "post_tool": [hook], "turn_end": [hook]}
-    a = agent("qwen", tmp_path, approver=lambda r: True, hooks=hooks)
-    async with a.session() as s:
-        r = await s.send_result('ASK execute {"command": "touch hooked"}')
-    assert r.status == 0 and r.message == "allowed allow_once", r.message
-    assert [h.event for h in seen] == ["pre_tool", "post_tool", "turn_end"]
-    assert seen[0].tool == "execute" and seen[0].input == {"command": "touch hooked"}
-    assert seen[0].kind == "command" and seen[0].tool_call_id == "call_1"
-    assert seen[1].output == "ran" and seen[1].error is None
-    assert seen[2].answer == "allowed allow_once" and seen[2].session_id == s.session_id
-    assert len(r.hooks) == 3 and all(h["not_applied"] for h in r.hooks), r.hooks
 
 
 @pytest.mark.slow
