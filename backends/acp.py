@@ -172,6 +172,10 @@ _WORK = frozenset(
 
 #: The updates that tell of a tool call (what the hooks observe).
 _TOOL_UPDATES = ("tool_call", "tool_call_update")
+#: How agents name a call of a tool of an MCP server, in its title or its
+#: ``_meta`` tool name (measured): gemini ``add (<server> MCP Server)``,
+#: opencode ``<server>_add``, qwen and claude-agent-acp ``mcp__<server>__add``.
+_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", "mcp__{server}__{tool}")
 
 #: Why a line the agent wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
@@ -291,7 +295,7 @@ class AcpControl(ControlProtocol):
         return self._command(request)
 
     def translator(self) -> Translator:
-        self._translator = AcpTranslator(self.session_id)
+        self._translator = AcpTranslator(self.session_id, self.host_tool_of)
         return self._translator
 
     def opening(self, request: Request) -> list[Outgoing]:
@@ -568,6 +572,29 @@ class AcpControl(ControlProtocol):
             return (FORWARD, Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": allow}},)))
         self._open.add(rid)
         return (FORWARD, PermissionAsk(AskKey(rid, by_kind), request))
+
+    def host_tool_of(self, call: Mapping[str, Any]) -> str | None:
+        """The caller's function a tool call runs on the session's MCP server
+        (None: another tool), by the names agents give such a call
+        (:data:`_MCP_CALL_NAMES`; the server's name is the session's own and
+        unguessable, so no other server's tool is taken for it)."""
+        if not self.mcp_servers or self.request is None:
+            return None
+        server = self.mcp_servers[0].name
+        meta = _mapping(call.get("_meta"))
+        said = {
+            _text(call.get("title")),
+            _text(meta.get("toolName")),
+            _text(_mapping(meta.get("claudeCode")).get("toolName")),
+        }
+        call_id = _text(call.get("toolCallId")) or ""
+        for tool in self.request.tools:
+            if said & {form.format(tool=tool.name, server=server) for form in _MCP_CALL_NAMES}:
+                return tool.name
+        for tool in self.request.tools:
+            if call_id.startswith(f"mcp_{server}_{tool.name}__"):  # gemini's call ids
+                return tool.name
+        return None
 
     def _host_tool(self, call: Mapping[str, Any]) -> bool:
         """The agent asks to call one of the caller's functions on the MCP

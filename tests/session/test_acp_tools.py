@@ -16,8 +16,13 @@ from typing import Any
 import anyio
 import pytest
 
+from coding_genesis import Budget
+from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.tools import tool
+from tests.otel_support import Spans, spans
 from tests.session.test_acp_session import FLAVOURS, agent, recorded, wait_gone
+
+__all__ = ["spans"]
 
 pytestmark = [
     pytest.mark.anyio,
@@ -88,6 +93,51 @@ async def test_a_host_tool_answers_over_mcp_on_each_flavour(flavour: str, tmp_pa
     # the socket and its directory went with the session, and so did the server
     assert not await anyio.Path(path).exists() and not await anyio.Path(path).parent.exists()
     assert await wait_gone(s.key) == []
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_host_call_is_recorded_metered_and_traced_under_its_function_s_name(
+    flavour: str, tmp_path: Path, spans: Spans
+) -> None:
+    """As on claude and codex (``tests/session/test_host_tools.py``): the agent's own
+    report of the call (one event each, never a second from the session) names the
+    caller's function, not the agent's kind of tool (``other``), whatever name the
+    agent gives it (gemini's title, opencode's, qwen's ``_meta.toolName``); so do the
+    tallies, the metering, the ``execute_tool`` span and the transcript."""
+    runs = tmp_path / "runs"
+    a = agent(flavour, tmp_path, tools=[add, boom], transcripts=str(runs))
+    events: list[Event] = []
+    a.subscribe(events.append)
+    async with a.session() as s:
+        called = await s.send_result('MCP add {"a": 2, "b": 3}')
+        failed = await s.send_result('MCP boom {"why": "x"}')
+    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [c.name for c in calls] == ["add", "boom"], calls
+    assert [(r.name, r.is_error) for r in results] == [("add", False), ("boom", True)]
+    assert results[0].output == "5" and [c.id for c in calls] == [r.id for r in results]
+    if flavour != "gemini":  # gemini tells no input of an MCP call
+        assert calls[0].input == {"a": 2, "b": 3}
+    assert called.tool_calls == 1 and called.tool_usage == {"add": 1}, called
+    assert called.metering["latency"]["tool_calls"][0]["name"] == "add"
+    assert failed.failed_tools == ["boom"] and failed.tool_usage == {"boom": 1}, failed
+    span = spans.one("execute_tool add")
+    assert (span.attributes or {})["gen_ai.tool.name"] == "add"
+    assert len(spans.named("execute_tool boom")) == 1 and not spans.named("execute_tool other")
+    (transcript,) = [Path(called.transcript or "")]
+    said = "".join(p.read_text() for p in transcript.rglob("*") if p.is_file())
+    assert '"name": "add"' in said or '"name":"add"' in said, said[:2000]
+
+
+async def test_the_budget_counts_host_calls_on_acp(tmp_path: Path) -> None:
+    """A tool-call budget sees a host call as on other CLIs: the second call of a
+    session capped at one fails the turn ``budget_exceeded``."""
+    a = agent("opencode", tmp_path, tools=[add], budget=Budget(max_tool_calls=1))
+    async with a.session() as s:
+        first = await s.send_result('MCP add {"a": 1, "b": 1}')
+        over = await s.send_result('MCP add {"a": 1, "b": 2}')
+    assert first.status == 0, first.message
+    assert over.error == "budget_exceeded", over
 
 
 async def test_the_approver_is_not_asked_about_the_callers_own_functions(
