@@ -119,7 +119,7 @@ async def test_a_host_call_is_recorded_metered_and_traced_under_its_function_s_n
     if flavour != "gemini":  # gemini tells no input of an MCP call
         assert calls[0].input == {"a": 2, "b": 3}
     assert called.tool_calls == 1 and called.tool_usage == {"add": 1}, called
-    assert called.metering["latency"]["tool_calls"][0]["name"] == "add"
+    assert (called.metering or {})["latency"]["tool_calls"][0]["name"] == "add"
     assert failed.failed_tools == ["boom"] and failed.tool_usage == {"boom": 1}, failed
     span = spans.one("execute_tool add")
     assert (span.attributes or {})["gen_ai.tool.name"] == "add"
