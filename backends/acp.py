@@ -174,8 +174,10 @@ _WORK = frozenset(
 _TOOL_UPDATES = ("tool_call", "tool_call_update")
 #: How agents name a call of a tool of an MCP server, in its title or its
 #: ``_meta`` tool name (measured): gemini ``add (<server> MCP Server)``,
-#: opencode ``<server>_add``, qwen and claude-agent-acp ``mcp__<server>__add``.
-_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", "mcp__{server}__{tool}")
+#: opencode ``<server>_add``, qwen ``_meta.toolName`` ``mcp__<server>__add`` (as
+#: claude names MCP tools; its permission request is titled with the arguments).
+_MCP_META_NAME = "mcp__{server}__{tool}"
+_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", _MCP_META_NAME)
 
 #: Why a line the agent wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
@@ -575,9 +577,25 @@ class AcpControl(ControlProtocol):
 
     def host_tool_of(self, call: Mapping[str, Any]) -> str | None:
         """The caller's function a tool call runs on the session's MCP server
-        (None: another tool), by the names agents give such a call
-        (:data:`_MCP_CALL_NAMES`; the server's name is the session's own and
-        unguessable, so no other server's tool is taken for it)."""
+        (None: another tool), by any of the names agents give such a call
+        (:data:`_MCP_CALL_NAMES`, or gemini's call id): what its events are
+        named by."""
+        return self._ours(call, _MCP_CALL_NAMES, by_id=True)
+
+    def _host_tool(self, call: Mapping[str, Any]) -> bool:
+        """The agent asks to call one of the caller's functions on the MCP
+        server the session serves: by the agent's title of such a request
+        (:attr:`AcpAgent.mcp_title`) or its ``_meta`` tool name (qwen)."""
+        forms = (
+            (self.agent.mcp_title, _MCP_META_NAME) if self.agent.mcp_title else (_MCP_META_NAME,)
+        )
+        return self._ours(call, forms, by_id=False) is not None
+
+    def _ours(self, call: Mapping[str, Any], forms: Sequence[str], *, by_id: bool) -> str | None:
+        """The caller's function ``call`` names in one of ``forms`` (``{tool}``,
+        ``{server}``) on the session's server.  That server's name is the
+        session's own and unguessable, so no server of the repository's or the
+        user's matches it."""
         if not self.mcp_servers or self.request is None:
             return None
         server = self.mcp_servers[0].name
@@ -587,23 +605,14 @@ class AcpControl(ControlProtocol):
             _text(meta.get("toolName")),
             _text(_mapping(meta.get("claudeCode")).get("toolName")),
         }
-        call_id = _text(call.get("toolCallId")) or ""
         for tool in self.request.tools:
-            if said & {form.format(tool=tool.name, server=server) for form in _MCP_CALL_NAMES}:
+            if said & {form.format(tool=tool.name, server=server) for form in forms}:
                 return tool.name
-        for tool in self.request.tools:
+        call_id = _text(call.get("toolCallId")) or ""
+        for tool in self.request.tools if by_id else ():
             if call_id.startswith(f"mcp_{server}_{tool.name}__"):  # gemini's call ids
                 return tool.name
         return None
-
-    def _host_tool(self, call: Mapping[str, Any]) -> bool:
-        """The agent asks to call one of the caller's functions on the MCP
-        server the session serves (by the agent's title of such a request)."""
-        title, fmt = call.get("title"), self.agent.mcp_title
-        if not fmt or not self.mcp_servers or self.request is None or not isinstance(title, str):
-            return False
-        server = self.mcp_servers[0].name
-        return any(title == fmt.format(tool=t.name, server=server) for t in self.request.tools)
 
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         if method == "session/update":

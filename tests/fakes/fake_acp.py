@@ -45,8 +45,8 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
                     once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
   MCP <tool> <json> a ``tool_call`` of kind ``other``, named as the flavour's agent names
-                    an MCP call (:func:`mcp_call_names`; gemini with no input, then a
-                    permission request, as gemini asks; refused:
+                    an MCP call (:func:`mcp_call_names`; gemini with no input), then
+                    (gemini, qwen) a permission request, as they ask; refused:
                     text ``tool refused: <tool>``), then ``tools/call`` of <tool> with
                     those arguments on that server; the update and the text say its
                     answer (``tool said: ...`` or ``tool failed: ...``)
@@ -433,9 +433,12 @@ class Agent:
         if self.flavour != "gemini":  # gemini tells no input of an MCP call
             call["rawInput"] = arguments
         self.notify({"sessionUpdate": "tool_call", **call})
-        if self.flavour == "gemini":  # gemini asks before every MCP tool call
+        if self.flavour in ("gemini", "qwen"):  # gemini asks before every MCP call, qwen
+            # in its auto mode without a classifier: titled with the arguments
             asked = {**call, "status": "pending"}
-            chosen = self.permission(asked, OPTIONS["gemini"])
+            if self.flavour == "qwen":
+                asked |= {"title": json.dumps(arguments), "rawInput": arguments}
+            chosen = self.permission(asked, OPTIONS[self.flavour])
             if not (chosen or "").startswith("allow"):
                 self.answer(rid, f"tool refused: {name}")
                 return

@@ -140,18 +140,21 @@ async def test_the_budget_counts_host_calls_on_acp(tmp_path: Path) -> None:
     assert over.error == "budget_exceeded", over
 
 
+@pytest.mark.parametrize("flavour", ["gemini", "qwen"])
 async def test_the_approver_is_not_asked_about_the_callers_own_functions(
-    tmp_path: Path,
+    flavour: str, tmp_path: Path
 ) -> None:
-    """gemini asks before every MCP tool call; a call of one of ours is allowed
-    without the approver (it is the caller's own code), with or without one."""
+    """gemini asks before every MCP tool call (titled for the server), qwen in its
+    auto mode without a classifier (titled with the arguments, named in ``_meta``);
+    a call of one of ours is allowed without the approver (it is the caller's own
+    code), with or without one."""
     asked: list[Any] = []
-    a = agent("gemini", tmp_path, tools=[add], approver=remember(asked, False))
+    a = agent(flavour, tmp_path, tools=[add], approver=remember(asked, False))
     async with a.session() as s:
         called = await s.send_result('MCP add {"a": 1, "b": 1}')
     assert called.message == "tool said: 2", called.message
     assert asked == [] and called.approvals == []
-    b = agent("gemini", tmp_path, tools=[add])
+    b = agent(flavour, tmp_path, tools=[add])
     r = await b.run('MCP add {"a": 2, "b": 2}')
     assert r["status"] == 0 and r["message"] == "tool said: 4", r
     allowed = [e for e in recorded(tmp_path) if e.get("chosen")]
