@@ -100,7 +100,7 @@ from coding_genesis.control import (
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput
 from coding_genesis.request import Request
 
-from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .acp_events import (
     LATE,
     AcpTranslator,
@@ -158,17 +158,12 @@ KNOWN_UPDATES = frozenset(
 #: The updates that tell of the agent's work (not of its state: commands,
 #: modes, configuration, the session's title): one that comes while no prompt
 #: runs is a turn of the agent's own.
-_WORK = frozenset(
-    {
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "tool_call",
-        "tool_call_update",
-        "plan",
-        "usage_update",
-    }
-)
+_WORK = KNOWN_UPDATES - {
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+}
 
 #: The updates that tell of a tool call (what the hooks observe).
 _TOOL_UPDATES = ("tool_call", "tool_call_update")
@@ -382,14 +377,7 @@ class AcpControl(ControlProtocol):
     # -- what the agent says ------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        kind = envelope(obj)
-        if isinstance(kind, ProtocolFault):
-            return (kind,)
-        if kind == "response":
-            return self._response(obj)
-        if kind == "request":
-            return self._request(obj, obj["method"])
-        return self._notification(obj, obj["method"])
+        return dispatch(obj, self._response, self._request, self._notification)
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")

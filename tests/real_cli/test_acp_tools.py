@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from importlib.util import find_spec
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,29 +21,20 @@ import pytest
 from coding_genesis import tool
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from tests.fakes.model_server import FakeModelServer
-from tests.real_cli.test_acp import AGENTS, acp_agent
+from tests.real_cli.test_acp import acp_agent, anyio_backend, rig
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import MoreRig
-from tests.session.test_acp_tools import remember
+from tests.session.test_acp_session import remember
+from tests.session.test_acp_tools import boom
 
-__all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
+# the autouse fixture of the real-CLI tests, and the ACP tests' rig (each agent), here too
+__all__ = ["anyio_backend", "hermetic_env", "rig"]
 
 pytestmark = [
     pytest.mark.timeout(180),
     pytest.mark.anyio,
     pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=AGENTS)
-def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> MoreRig:
-    cli = request.getfixturevalue(f"real_{request.param}")  # skips when not installed
-    return MoreRig(request.param, cli, model_server, tmp_path)
 
 
 calls: list[dict[str, Any]] = []
@@ -55,12 +45,6 @@ def add(a: int, b: int) -> int:
     """Add two numbers."""
     calls.append({"a": a, "b": b})
     return a + b
-
-
-@tool
-def boom(why: str) -> str:
-    """Always fails."""
-    raise RuntimeError(f"it broke: {why}")
 
 
 @tool(timeout=1.0)

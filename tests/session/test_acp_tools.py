@@ -20,7 +20,8 @@ from coding_genesis import Budget
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.tools import tool
 from tests.otel_support import Spans, spans
-from tests.session.test_acp_session import FLAVOURS, agent, recorded, wait_gone
+from tests.session.interrupting import interrupted_turn
+from tests.session.test_acp_session import FLAVOURS, agent, recorded, remember, wait_gone
 
 __all__ = ["spans"]
 
@@ -28,16 +29,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
 ]
-
-
-def remember(asked: list[Any], answer: bool) -> Any:
-    """An approver that keeps what it is asked and answers ``answer``."""
-
-    def approver(request: Any) -> bool:
-        asked.append(request)
-        return answer
-
-    return approver
 
 
 @pytest.fixture
@@ -62,6 +53,11 @@ async def slow(seconds: float) -> str:
     """Sleeps."""
     await anyio.sleep(seconds)
     return "woke"
+
+
+def _read_tree(path: Path) -> str:
+    """Every file under ``path`` (a run's transcript), joined."""
+    return "".join(p.read_text() for p in sorted(path.rglob("*")) if p.is_file())
 
 
 def _socket_of(tmp_path: Path) -> str:
@@ -124,8 +120,7 @@ async def test_a_host_call_is_recorded_metered_and_traced_under_its_function_s_n
     span = spans.one("execute_tool add")
     assert (span.attributes or {})["gen_ai.tool.name"] == "add"
     assert len(spans.named("execute_tool boom")) == 1 and not spans.named("execute_tool other")
-    (transcript,) = [Path(called.transcript or "")]
-    said = "".join(p.read_text() for p in transcript.rglob("*") if p.is_file())
+    said = _read_tree(Path(called.transcript or ""))
     assert '"name": "add"' in said or '"name":"add"' in said, said[:2000]
 
 
@@ -271,18 +266,14 @@ async def test_an_interrupt_cancels_the_running_host_call(tmp_path: Path) -> Non
         return "never"
 
     a = agent("qwen", tmp_path, tools=[hang, add])
+
+    async def running() -> None:
+        with anyio.fail_after(15):
+            await started.wait()
+
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("MCP hang {}"))
-
-            tg.start_soon(turn)
-            with anyio.fail_after(15):
-                await started.wait()
-            assert await s.interrupt() is True
-        assert results[0].status == 130 and results[0].error == "interrupted", results[0].message
+        r = await interrupted_turn(s, "MCP hang {}", running)
+        assert r.status == 130 and r.error == "interrupted", r.message
         with anyio.fail_after(5):
             await cancelled.wait()
         after = await s.send_result('MCP add {"a": 1, "b": 2}')
