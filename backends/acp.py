@@ -674,8 +674,9 @@ class AcpControl(ControlProtocol):
             return ()
         call, starts, finishes = tracked
         hooks: list[Incoming] = []
+        name = self.host_tool_of(call.fields)
         if starts and "pre_tool" in self.hooked:
-            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id)))
+            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id, name)))
         if finishes and "post_tool" in self.hooked:
-            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id)))
+            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id, name)))
         return tuple(hooks)

@@ -321,13 +321,16 @@ def track(
     return call, starts, finishes
 
 
-def tool_hook(event: HookEvent, call: Call, session_id: str | None) -> HookInput:
-    """The observed hook input of a call that starts (``pre_tool``) or ends (``post_tool``)."""
+def tool_hook(
+    event: HookEvent, call: Call, session_id: str | None, name: str | None = None
+) -> HookInput:
+    """The observed hook input of a call that starts (``pre_tool``) or ends
+    (``post_tool``); ``name``: the caller's function it runs, if it does."""
     fields = call.fields
     ended = event == "post_tool"
     return HookInput(
         event,
-        tool=_tool_name(fields),
+        tool=name or _tool_name(fields),
         input=_input(fields),
         kind=_KINDS.get(str(fields.get("kind")), "other"),
         tool_call_id=call.id,

@@ -18,6 +18,7 @@ import pytest
 
 from coding_genesis import Budget
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
+from coding_genesis.hooks import HookInput
 from coding_genesis.tools import tool
 from tests.otel_support import Spans, spans
 from tests.session.interrupting import interrupted_turn
@@ -122,6 +123,19 @@ async def test_a_host_call_is_recorded_metered_and_traced_under_its_function_s_n
     assert len(spans.named("execute_tool boom")) == 1 and not spans.named("execute_tool other")
     said = _read_tree(Path(called.transcript or ""))
     assert '"name": "add"' in said or '"name":"add"' in said, said[:2000]
+
+
+async def test_a_post_tool_hook_sees_a_host_call_under_its_function_s_name(
+    tmp_path: Path,
+) -> None:
+    """As on claude, a ``post_tool`` hook sees the caller's function's call,
+    named by the function (the agent's kind of tool was ``other``)."""
+    seen: list[HookInput] = []
+    a = agent("opencode", tmp_path, tools=[add], hooks={"post_tool": seen.append})
+    async with a.session() as s:
+        called = await s.send_result('MCP add {"a": 2, "b": 3}')
+    assert called.message == "tool said: 5", called.message
+    assert [(h.tool, h.input, h.output) for h in seen] == [("add", {"a": 2, "b": 3}, "5")], seen
 
 
 async def test_the_budget_counts_host_calls_on_acp(tmp_path: Path) -> None:
