@@ -4,12 +4,19 @@ answer.  Pure helpers, one truth for both codecs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from coding_genesis.control import Outgoing, ProtocolFault
+from coding_genesis.control import Incoming, Outgoing, ProtocolFault
 
-__all__ = ["INVALID_PARAMS", "NOT_SERVED", "envelope", "error_answer", "valid_id"]
+__all__ = [
+    "INVALID_PARAMS",
+    "NOT_SERVED",
+    "dispatch",
+    "envelope",
+    "error_answer",
+    "valid_id",
+]
 
 #: The error code a request we do not serve is answered with ("method not found").
 NOT_SERVED = -32601
@@ -48,3 +55,21 @@ def envelope(
     if not isinstance(method, str):
         return ProtocolFault(f"a method that is not a string: {repr(method)[:_QUOTED]}")
     return "request" if "id" in obj else "notification"
+
+
+#: A handler of a response, or of a request or notification with its method.
+Handler = Callable[[Mapping[str, Any]], Sequence[Incoming]]
+MethodHandler = Callable[[Mapping[str, Any], str], Sequence[Incoming]]
+
+
+def dispatch(
+    obj: dict[str, Any], response: Handler, request: MethodHandler, notification: MethodHandler
+) -> Sequence[Incoming]:
+    """``obj`` read by the codec's handler of its kind (:func:`envelope`), or
+    the fault that it is no JSON-RPC message: each codec's ``receive``."""
+    kind = envelope(obj)
+    if isinstance(kind, ProtocolFault):
+        return (kind,)
+    if kind == "response":
+        return response(obj)
+    return (request if kind == "request" else notification)(obj, obj["method"])

@@ -100,7 +100,7 @@ from coding_genesis.control import (
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 from coding_genesis.request import Request
 
-from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .acp_events import (
     LATE,
     AcpTranslator,
@@ -160,20 +160,21 @@ KNOWN_UPDATES = frozenset(
 #: The updates that tell of the agent's work (not of its state: commands,
 #: modes, configuration, the session's title): one that comes while no prompt
 #: runs is a turn of the agent's own.
-_WORK = frozenset(
-    {
-        "user_message_chunk",
-        "agent_message_chunk",
-        "agent_thought_chunk",
-        "tool_call",
-        "tool_call_update",
-        "plan",
-        "usage_update",
-    }
-)
+_WORK = KNOWN_UPDATES - {
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+}
 
 #: The updates that tell of a tool call (what the hooks observe).
 _TOOL_UPDATES = ("tool_call", "tool_call_update")
+#: How agents name a call of a tool of an MCP server, in its title or its
+#: ``_meta`` tool name (measured): gemini ``add (<server> MCP Server)``,
+#: opencode ``<server>_add``, qwen ``_meta.toolName`` ``mcp__<server>__add`` (as
+#: claude names MCP tools; its permission request is titled with the arguments).
+_MCP_META_NAME = "mcp__{server}__{tool}"
+_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", _MCP_META_NAME)
 
 #: Why a line the agent wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
@@ -297,7 +298,7 @@ class AcpControl(ControlProtocol):
         return self._command(request)
 
     def translator(self) -> Translator:
-        self._translator = AcpTranslator(self.session_id)
+        self._translator = AcpTranslator(self.session_id, self.host_tool_of)
         return self._translator
 
     def opening(self, request: Request) -> list[Outgoing]:
@@ -382,14 +383,7 @@ class AcpControl(ControlProtocol):
     # -- what the agent says ------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        kind = envelope(obj)
-        if isinstance(kind, ProtocolFault):
-            return (kind,)
-        if kind == "response":
-            return self._response(obj)
-        if kind == "request":
-            return self._request(obj, obj["method"])
-        return self._notification(obj, obj["method"])
+        return dispatch(obj, self._response, self._request, self._notification)
 
     def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
         rid = obj.get("id")
@@ -579,7 +573,9 @@ class AcpControl(ControlProtocol):
             if tracked is not None:  # the hooks first; the approver after, unless they block
                 hooked = tracked[0]
                 hooked.hooked = True
-                data = tool_hook("pre_tool", hooked, self.session_id)
+                data = tool_hook(
+                    "pre_tool", hooked, self.session_id, self.host_tool_of(hooked.fields)
+                )
                 return (FORWARD, HookCall(ask.key, data, ask))
         return (FORWARD, ask)
 
@@ -592,14 +588,44 @@ class AcpControl(ControlProtocol):
             return []
         return self.answer(call.ask, Decision.deny(result.message or "blocked by a pre_tool hook"))
 
+    def host_tool_of(self, call: Mapping[str, Any]) -> str | None:
+        """The caller's function a tool call runs on the session's MCP server
+        (None: another tool), by any of the names agents give such a call
+        (:data:`_MCP_CALL_NAMES`, or gemini's call id): what its events are
+        named by."""
+        return self._ours(call, _MCP_CALL_NAMES, by_id=True)
+
     def _host_tool(self, call: Mapping[str, Any]) -> bool:
         """The agent asks to call one of the caller's functions on the MCP
-        server the session serves (by the agent's title of such a request)."""
-        title, fmt = call.get("title"), self.agent.mcp_title
-        if not fmt or not self.mcp_servers or self.request is None or not isinstance(title, str):
-            return False
+        server the session serves: by the agent's title of such a request
+        (:attr:`AcpAgent.mcp_title`) or its ``_meta`` tool name (qwen)."""
+        forms = (
+            (self.agent.mcp_title, _MCP_META_NAME) if self.agent.mcp_title else (_MCP_META_NAME,)
+        )
+        return self._ours(call, forms, by_id=False) is not None
+
+    def _ours(self, call: Mapping[str, Any], forms: Sequence[str], *, by_id: bool) -> str | None:
+        """The caller's function ``call`` names in one of ``forms`` (``{tool}``,
+        ``{server}``) on the session's server.  That server's name is the
+        session's own and unguessable, so no server of the repository's or the
+        user's matches it."""
+        if not self.mcp_servers or self.request is None:
+            return None
         server = self.mcp_servers[0].name
-        return any(title == fmt.format(tool=t.name, server=server) for t in self.request.tools)
+        meta = _mapping(call.get("_meta"))
+        said = {
+            _text(call.get("title")),
+            _text(meta.get("toolName")),
+            _text(_mapping(meta.get("claudeCode")).get("toolName")),
+        }
+        for tool in self.request.tools:
+            if said & {form.format(tool=tool.name, server=server) for form in forms}:
+                return tool.name
+        call_id = _text(call.get("toolCallId")) or ""
+        for tool in self.request.tools if by_id else ():
+            if call_id.startswith(f"mcp_{server}_{tool.name}__"):  # gemini's call ids
+                return tool.name
+        return None
 
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         if method == "session/update":
@@ -673,12 +699,13 @@ class AcpControl(ControlProtocol):
             return ()
         call, _, finishes = tracked
         hooks: list[Incoming] = []
+        name = self.host_tool_of(call.fields)
         # A call run unasked is told to pre_tool as it ends, observed: an agent may
         # report a call running before it asks about it (opencode), so only its end
         # says that no permission request will come.
         if finishes and not call.hooked and "pre_tool" in self.hooked:
             call.hooked = True
-            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id)))
+            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id, name)))
         if finishes and "post_tool" in self.hooked:
-            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id)))
+            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id, name)))
         return tuple(hooks)

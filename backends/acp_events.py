@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,13 +323,16 @@ def track(
     return call, starts, finishes
 
 
-def tool_hook(event: HookEvent, call: Call, session_id: str | None) -> HookInput:
-    """The observed hook input of a call that starts (``pre_tool``) or ends (``post_tool``)."""
+def tool_hook(
+    event: HookEvent, call: Call, session_id: str | None, name: str | None = None
+) -> HookInput:
+    """The observed hook input of a call that starts (``pre_tool``) or ends
+    (``post_tool``); ``name``: the caller's function it runs, if it does."""
     fields = call.fields
     ended = event == "post_tool"
     return HookInput(
         event,
-        tool=_tool_name(fields),
+        tool=name or _tool_name(fields),
         input=_input(fields),
         kind=_KINDS.get(str(fields.get("kind")), "other"),
         tool_call_id=call.id,
@@ -382,7 +385,9 @@ class AcpTranslator(Translator):
     chunks of the last message (since the last tool call, or a new
     ``messageId``), joined.  Tool calls: a :class:`ToolCallEvent` once the
     call runs or names its input (updates merge, as the protocol says), a
-    :class:`ToolResultEvent` when it completes or fails.  A thought chunk is
+    :class:`ToolResultEvent` when it completes or fails; a call of one of the
+    caller's functions (``host_tool`` tells it) is named by that function, as
+    the session's own records of a host call are on other CLIs.  A thought chunk is
     a :class:`ThoughtEvent` (no part of the answer), a plan a
     :class:`PlanEvent` (the whole plan, each time); commands and modes make
     no event (transcripts keep them).  The prompt's
@@ -406,6 +411,7 @@ class AcpTranslator(Translator):
         "_calls",
         "_chunks",
         "_cost",
+        "_host_tool",
         "_late",
         "_message",
         "_parts",
@@ -413,8 +419,15 @@ class AcpTranslator(Translator):
         "_session",
     )
 
-    def __init__(self, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str | None = None,
+        host_tool: Callable[[Mapping[str, Any]], str | None] | None = None,
+    ) -> None:
         self._session = session_id
+        #: The caller's function a call runs (None: the agent's own tool), so
+        #: it is recorded, metered and traced under that function's name.
+        self._host_tool = host_tool
         self._calls: dict[str, Call] = {}
         self._chunks: list[str] = []
         self._message: str | None = None
@@ -491,7 +504,7 @@ class AcpTranslator(Translator):
         self._chunks.clear()  # the answer is what comes after the last tool call
         fields = call.fields
         events: list[Event] = []
-        name = _tool_name(fields)
+        name = (self._host_tool and self._host_tool(fields)) or _tool_name(fields)
         if starts:
             kind = _KINDS.get(str(fields.get("kind")))
             files = list(_paths(fields)) if kind == "write" else []

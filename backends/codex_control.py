@@ -52,7 +52,7 @@ from ._codex import (
     untrusted_project,
 )
 from ._common import as_int
-from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, envelope, error_answer, valid_id
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 
@@ -309,14 +309,7 @@ class CodexControl(ControlProtocol):
     # -- what the CLI says ---------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        kind = envelope(obj)
-        if isinstance(kind, ProtocolFault):
-            return (kind,)
-        if kind == "response":
-            return self._response(obj)
-        if kind == "request":
-            return self._server_request(obj, obj["method"])
-        return self._notification(obj, obj["method"])
+        return dispatch(obj, self._response, self._server_request, self._notification)
 
     def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
         """A message that could not be parsed, from its envelope: a server

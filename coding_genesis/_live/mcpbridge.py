@@ -5,6 +5,9 @@ which lists them and bridges each call back here.
 
 The socket is the session's alone: a fresh 0700 directory in our private
 runtime directory, the socket itself 0600, removed when the session closes;
+a host killed before it could close leaves both behind, so each bridge's
+start first sweeps the directories whose owner (named in their file ``o``,
+``<pid>-<start time, ms>``) is dead (:func:`sweep`);
 on Linux each connection's peer (``SO_PEERCRED``) must be ours and one of the
 session's processes (a descendant of its CLI, or carrying its marker), so
 another program of the same user cannot call the caller's functions.  One
@@ -40,11 +43,12 @@ import anyio.abc
 import orjson
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from coding_genesis._util.files import own_runtime_dir
+from coding_genesis._supervision import owners
+from coding_genesis._util.files import NotARegularFile, open_own_dir, own_runtime_dir, read_regular
 from coding_genesis.control import McpServer, ToolCall
 from coding_genesis.tools import HostTool, ToolResult
 
-__all__ = ["MCP_MISSING", "McpBridge", "mcp_missing"]
+__all__ = ["MCP_MISSING", "McpBridge", "mcp_missing", "sweep"]
 
 log = logging.getLogger("coding_genesis._live.mcpbridge")
 
@@ -66,6 +70,8 @@ def server_name() -> str:
     return f"{SERVER_STEM}-{secrets.token_hex(6)}"
 
 
+#: A session directory's prefix, its socket's name and its owner's file.
+_PREFIX, _SOCKET, _OWNER = "s-", "s", "o"
 #: Seconds a connection may take to say what it wants.
 _ASK_WITHIN = 10.0
 #: Why a session cannot serve tools over MCP without the ``mcp`` package.
@@ -108,10 +114,17 @@ class McpBridge:
         self._run = run
         self._allowed = allowed
         self._max_bytes = max_bytes
-        self.directory = Path(
-            tempfile.mkdtemp(prefix="s-", dir=own_runtime_dir(tempfile.gettempdir(), _STEM))
-        )
-        self.path = str(self.directory / "s")  # short: macOS allows 104 bytes
+        runtime = own_runtime_dir(tempfile.gettempdir(), _STEM)
+        sweep(runtime)
+        self.directory = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=runtime))
+        # the owner's name in a file, not in the directory's: macOS allows a
+        # socket path of 104 bytes
+        owner = os.open(self.directory / _OWNER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(owner, owners.own_prefix().encode())
+        finally:
+            os.close(owner)
+        self.path = str(self.directory / _SOCKET)
         #: What the protocol declares to the CLI: our stdio server on this socket,
         #: run isolated (-I: the working directory, which the repository owns,
         #: is not on its import path; no PYTHON* variables).
@@ -187,6 +200,63 @@ class McpBridge:
             with contextlib.suppress(OSError, anyio.ClosedResourceError):
                 await self._listener.aclose()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def sweep(runtime: Path) -> list[str]:
+    """Remove the session directories in our private ``runtime`` directory
+    whose owner is dead (a host killed mid-session: its socket and directory
+    stayed); the names removed.  Only directories of ours, private, found
+    and removed through descriptors, never through a link, nothing outside
+    ``runtime``; one without an owner's file (being made, or of an older
+    version) or whose socket still answers (a live owner in another pid
+    namespace sharing the directory) is left alone."""
+    removed: list[str] = []
+    try:
+        fd = open_own_dir(runtime)
+    except OSError:
+        return removed
+    try:
+        for name in os.listdir(fd):
+            if name.startswith(_PREFIX) and _stale(fd, name, runtime):
+                try:
+                    shutil.rmtree(name, dir_fd=fd)
+                except OSError as exc:
+                    log.debug("could not remove the stale %s: %s", name, exc)
+                else:
+                    removed.append(name)
+    finally:
+        os.close(fd)
+    if removed:
+        log.info("removed %d tools' socket directories of dead hosts", len(removed))
+    return removed
+
+
+def _stale(runtime_fd: int, name: str, runtime: Path) -> bool:
+    """Whether ``name`` is a session directory of ours whose owner is dead."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=runtime_fd)
+    except OSError:  # gone, a link, or no directory
+        return False
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return False
+        key = owners.owner_of(read_regular(_OWNER, 64, dir_fd=fd, private=True).decode())
+    except (OSError, NotARegularFile, UnicodeDecodeError):
+        return False
+    finally:
+        os.close(fd)
+    if key is None or owners.alive(key):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(runtime / name / _SOCKET))
+    except OSError:
+        return True  # nobody listens: the owner is gone
+    finally:
+        probe.close()
+    return False
 
 
 def _listed(tool: HostTool) -> dict[str, Any]:

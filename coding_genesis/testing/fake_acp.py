@@ -50,8 +50,9 @@ nothing of their kind, in an order where neither the first nor the last is
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
                     once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
-  MCP <tool> <json> a ``tool_call`` of kind ``other`` (gemini: then a permission request
-                    titled ``<tool> (<server> MCP Server)``, as gemini asks; refused:
+  MCP <tool> <json> a ``tool_call`` of kind ``other``, named as the flavour's agent names
+                    an MCP call (:func:`mcp_call_names`; gemini with no input), then
+                    (gemini, qwen) a permission request, as they ask; refused:
                     text ``tool refused: <tool>``), then ``tools/call`` of <tool> with
                     those arguments on that server; the update and the text say its
                     answer (``tool said: ...`` or ``tool failed: ...``)
@@ -120,6 +121,17 @@ MODES = {
 }
 
 _lock = threading.Lock()
+
+
+def mcp_call_names(flavour: str, server: str, tool: str) -> dict[str, Any]:
+    """How each agent names a call of ``tool`` of MCP server ``server`` in its
+    ``tool_call`` (measured): gemini in its title, opencode in its title, qwen
+    in ``_meta.toolName``."""
+    if flavour == "gemini":
+        return {"title": f"{tool} ({server} MCP Server)"}
+    if flavour == "opencode":
+        return {"title": f"{server}_{tool}"}
+    return {"title": tool, "_meta": {"toolName": f"mcp__{server}__{tool}"}}
 
 
 def _write(text: str) -> None:
@@ -445,18 +457,19 @@ class Agent:
     def mcp_call(self, rid: Any, rest: str) -> None:
         name, _, raw = rest.partition(" ")
         arguments = json.loads(raw) if raw else {}
-        call = {
-            "toolCallId": "mcp_1",
-            "title": f"genesis/{name}",
-            "kind": "other",
-            "status": "in_progress",
-            "rawInput": arguments,
-        }
+        server = self.mcp_servers[0]["name"]
+        call_id = f"mcp_{server}_{name}__call_1" if self.flavour == "gemini" else "mcp_1"
+        call = {"toolCallId": call_id, **mcp_call_names(self.flavour, server, name)}
+        call |= {"kind": "other", "status": "in_progress"}
+        if self.flavour != "gemini":  # gemini tells no input of an MCP call
+            call["rawInput"] = arguments
         self.notify({"sessionUpdate": "tool_call", **call})
-        if self.flavour == "gemini":  # gemini asks before every MCP tool call, titled so
-            server = self.mcp_servers[0]["name"]
-            asked = {**call, "title": f"{name} ({server} MCP Server)", "status": "pending"}
-            chosen = self.permission(asked, OPTIONS["gemini"])
+        if self.flavour in ("gemini", "qwen"):  # gemini asks before every MCP call, qwen
+            # in its auto mode without a classifier: titled with the arguments
+            asked = {**call, "status": "pending"}
+            if self.flavour == "qwen":
+                asked |= {"title": json.dumps(arguments), "rawInput": arguments}
+            chosen = self.permission(asked, OPTIONS[self.flavour])
             if not (chosen or "").startswith("allow"):
                 self.answer(rid, f"tool refused: {name}")
                 return
@@ -466,7 +479,7 @@ class Agent:
         self.notify(
             {
                 "sessionUpdate": "tool_call_update",
-                "toolCallId": "mcp_1",
+                "toolCallId": call_id,
                 "status": "failed" if failed else "completed",
                 "content": [{"type": "content", "content": {"type": "text", "text": said}}],
             }

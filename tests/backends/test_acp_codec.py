@@ -196,6 +196,48 @@ def test_the_agent_asking_to_call_a_host_tool_is_allowed_without_the_approver() 
     assert isinstance(ask(q, "add (genesis MCP Server)")[-1], PermissionAsk)
 
 
+def test_qwen_asking_for_a_host_tool_by_its_meta_name_is_allowed_only_on_our_server() -> None:
+    """qwen titles its request with the arguments and names the tool in
+    ``_meta.toolName`` (``mcp__<server>__<tool>``): ours is allowed without the
+    approver; the same tool of another server, or another tool, is asked."""
+    from coding_genesis.tools import as_host_tools
+
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    server = McpServer("genesis-0123456789ab", "/usr/bin/python3", ())
+    request = cli_request(cwd="/srv", approvals=True, tools=tuple(as_host_tools([add])))
+    p = protocol(AcpAgent("qwen"))
+    p.mcp_servers = (server,)
+    opened(p, request)
+
+    def ask(name: str) -> Sequence[Incoming]:
+        call = {
+            "toolCallId": "t1",
+            "title": '{"a":1}',
+            "kind": "other",
+            "_meta": {"toolName": name},
+        }
+        options = [
+            {"optionId": "proceed_once", "name": "o", "kind": "allow_once"},
+            {"optionId": "cancel", "name": "r", "kind": "reject_once"},
+        ]
+        params = {"sessionId": "s-1", "toolCall": call, "options": options}
+        return p.receive(
+            {"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": params}
+        )
+
+    _, reply = ask("mcp__genesis-0123456789ab__add")
+    assert isinstance(reply, Reply)
+    assert reply.objects[0]["result"]["outcome"] == {
+        "outcome": "selected",
+        "optionId": "proceed_once",
+    }
+    for name in ("mcp__genesis__add", "mcp__genesis-0123456789ab__rm", "add"):
+        assert isinstance(ask(name)[-1], PermissionAsk), name
+
+
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:
     p = protocol()
     written = opened(p, cli_request(cwd="/srv/work", approvals=True))

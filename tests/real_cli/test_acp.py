@@ -32,6 +32,7 @@ from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
 from tests.real_cli.test_sessions import marked, sleepers
+from tests.session.interrupting import interrupted_turn, polled
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
 
@@ -106,20 +107,10 @@ async def test_text_refused_then_allowed_always_and_interrupt(rig: MoreRig) -> N
         always = await s.send_result("SCENARIO:bash touch again.txt")
         assert always.status == 0 and (rig.work / "again.txt").exists(), always.message
 
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("SCENARIO:sleep 600"))
-
-            tg.start_soon(turn)
-            for _ in range(600):
-                await anyio.sleep(0.1)
-                if sleepers(s.key):
-                    break
-            assert sleepers(s.key), "the long command never started"
-            assert await s.interrupt() is True
-        interrupted = results[0]
+        started = polled(
+            lambda: sleepers(s.key), "the long command never started", tries=600, every=0.1
+        )
+        interrupted = await interrupted_turn(s, "SCENARIO:sleep 600", started)
         assert interrupted.status == 130 and interrupted.error == "interrupted", interrupted.message
         for _ in range(50):
             if not sleepers(s.key):

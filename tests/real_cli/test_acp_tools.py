@@ -1,46 +1,40 @@
 """The caller's functions as tools on a REAL ACP agent (gemini ``--acp``, qwen ``cli.js
 --acp``, opencode ``acp``) against the fake model server: the agent launches our stdio MCP
 server from ``session/new``'s ``mcpServers``, the model calls the tool under the name the
-agent gives it (gemini ``mcp_genesis-<hex>_add``), and the call comes back to the session over its
-socket; the approver is not asked about it (gemini asks before every MCP call, opencode
-with an approver's ``"permission": "ask"``).  Passes on gemini 0.61 and opencode 1.18.33;
-qwen is skipped: it hides MCP tools behind its tool search, which the fake model server
-does not drive yet (issue 40's "the fakes expect tool search").  Skips, with the reason,
+agent gives it (gemini ``mcp_genesis-<hex>_add``, qwen ``mcp__genesis-<hex>__add``, found
+first with qwen's ``tool_search``, which hides MCP tools), and the call comes back to the
+session over its socket; the approver is not asked about it (gemini asks before every MCP
+call, qwen in its auto mode without a classifier, opencode with an approver's
+``"permission": "ask"``); a raising tool and one past its timeout are told to the model as
+errors.  Passes on gemini 0.61, qwen 0.24.4 and opencode 1.18.33.  Skips, with the reason,
 when the CLI or the ``mcp`` package is not installed."""
 
 from __future__ import annotations
 
+import re
 from importlib.util import find_spec
-from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from coding_genesis import tool
+from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from tests.fakes.model_server import FakeModelServer
-from tests.real_cli.test_acp import AGENTS, acp_agent
+from tests.real_cli.test_acp import acp_agent, anyio_backend, rig
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import MoreRig
-from tests.session.test_acp_tools import remember
+from tests.session.test_acp_session import remember
+from tests.session.test_acp_tools import boom
 
-__all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
+# the autouse fixture of the real-CLI tests, and the ACP tests' rig (each agent), here too
+__all__ = ["anyio_backend", "hermetic_env", "rig"]
 
 pytestmark = [
     pytest.mark.timeout(180),
     pytest.mark.anyio,
     pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=AGENTS)
-def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> MoreRig:
-    cli = request.getfixturevalue(f"real_{request.param}")  # skips when not installed
-    return MoreRig(request.param, cli, model_server, tmp_path)
 
 
 calls: list[dict[str, Any]] = []
@@ -51,6 +45,13 @@ def add(a: int, b: int) -> int:
     """Add two numbers."""
     calls.append({"a": a, "b": b})
     return a + b
+
+
+@tool(timeout=1.0)
+async def slow(seconds: float) -> str:
+    """Sleeps."""
+    await anyio.sleep(seconds)
+    return "woke"
 
 
 def declared(server: FakeModelServer) -> list[str]:
@@ -67,9 +68,24 @@ def declared(server: FakeModelServer) -> list[str]:
     return sorted(names)
 
 
+async def our_tools(rig: MoreRig, session: Any) -> list[str]:
+    """The names the model calls our tools by.  gemini and opencode declare
+    them; qwen hides MCP tools behind its ``tool_search``, so the fake model
+    searches for them as a real one would (a turn calling ``tool_search``; qwen
+    discovers MCP servers after ``session/new`` answers, so until they show)
+    and reads their names in the search's answer."""
+    if rig.backend != "qwen":
+        return [n for n in declared(rig.server) if "genesis-" in n]
+    for _ in range(20):
+        searched = await session.send_result('SCENARIO:tool tool_search {"query": "genesis"}')
+        found = set(re.findall(r"mcp__genesis-[0-9a-f]{12}__\w+", searched.message))
+        if found:
+            return sorted(found)
+        await anyio.sleep(0.5)
+    raise AssertionError("qwen's tool_search never found our tools")
+
+
 async def test_a_host_tool_called_over_mcp(rig: MoreRig) -> None:
-    if rig.backend == "qwen":
-        pytest.skip("qwen offers MCP tools through tool_search, which the fake model does not call")
     calls.clear()
     asked: list[Any] = []
     # the approver decides the agent's own tools, never the caller's functions
@@ -77,10 +93,38 @@ async def test_a_host_tool_called_over_mcp(rig: MoreRig) -> None:
     async with agent.session() as s:
         first = await s.send_result("SCENARIO:text ready")
         assert first.status == 0, first.message
-        ours = [name for name in declared(rig.server) if name.endswith("add")]
-        assert ours, f"the agent declared no tool of ours: {declared(rig.server)}"
+        ours = [name for name in await our_tools(rig, s) if name.endswith("add")]
+        assert ours, f"the agent offers no tool of ours: {declared(rig.server)}"
         called = await s.send_result(f'SCENARIO:tool {ours[0]} {{"a": 2, "b": 3}}')
     assert calls == [{"a": 2, "b": 3}], (calls, called.message)
     assert called.status == 0 and "5" in called.message, called.message
     assert called.tool_calls >= 1
     assert asked == [] and called.approvals == [], asked
+
+
+async def test_a_raising_and_a_late_host_tool_are_told_to_the_model(rig: MoreRig) -> None:
+    """Each call bounded by its tool's timeout, an error told to the model as an
+    error result (the model's next request carries it), the turn going on; and
+    recorded under the function's name, failed."""
+    agent = acp_agent(rig, tools=[boom, slow])
+    events: list[Event] = []
+    agent.subscribe(events.append)
+    async with agent.session() as s:
+        await s.send_result("SCENARIO:text ready")
+        names = await our_tools(rig, s)
+        start = len(events)  # the calls of ours (qwen's searches came before)
+        (raising,) = [n for n in names if n.endswith("boom")]
+        (late,) = [n for n in names if n.endswith("slow")]
+        failed = await s.send_result(f'SCENARIO:tool {raising} {{"why": "on purpose"}}')
+        with anyio.fail_after(60):  # bounded: 1 s, not the 30 s it asks for
+            timed_out = await s.send_result(f'SCENARIO:tool {late} {{"seconds": 30}}')
+    assert failed.status == 0 and "RuntimeError: it broke: on purpose" in failed.message, (
+        failed.message
+    )
+    assert timed_out.status == 0, timed_out.message
+    assert "slow did not finish within 1s" in timed_out.message, timed_out.message
+    assert timed_out.duration_s is not None and timed_out.duration_s < 25, timed_out.duration_s
+    calls = [e.name for e in events[start:] if isinstance(e, ToolCallEvent)]
+    results = [(e.name, e.is_error) for e in events[start:] if isinstance(e, ToolResultEvent)]
+    assert calls == ["boom", "slow"], calls
+    assert results == [("boom", True), ("slow", True)], results

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from coding_genesis.approval import ApprovalRequest, Decision, writes_under
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.events import PlanEvent, ThoughtEvent
 from coding_genesis.tools import tool
+from tests.session.interrupting import interrupted_turn, polled
+from tests.session.test_protocol_faults import left
 
 pytestmark = pytest.mark.anyio
 
@@ -57,22 +60,21 @@ def agent(flavour: str, tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
     )
 
 
+def remember(asked: list[Any], answer: bool) -> Callable[[ApprovalRequest], bool]:
+    """An approver that keeps what it is asked and answers ``answer``."""
+
+    def approver(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return answer
+
+    return approver
+
+
 def recorded(tmp_path: Path) -> list[dict[str, Any]]:
     path = tmp_path / "record.jsonl"
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def left(key: str) -> list[int]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("GENESIS_RUN_ID") == key and proc.status() != "zombie":
-                found.append(proc.pid)
-        except psutil.Error:
-            continue
-    return found
 
 
 def sleepers(key: str) -> list[int]:
@@ -217,10 +219,7 @@ async def test_a_call_acp_cannot_read_whole_is_denied_unasked(tmp_path: Path) ->
     asked, and recorded so (source "unreadable")."""
     seen: list[ApprovalRequest] = []
 
-    def approver(request: ApprovalRequest) -> bool:
-        seen.append(request)
-        return True
-
+    approver = remember(seen, True)
     a = agent("opencode", tmp_path, approver=approver)
     async with a.session() as s:
         results = [
@@ -243,10 +242,7 @@ async def test_a_permission_request_too_deep_to_parse_is_denied_unasked(
     left waiting until the wall limit): denied as unreadable, recorded."""
     seen: list[ApprovalRequest] = []
 
-    def approver(request: ApprovalRequest) -> bool:
-        seen.append(request)
-        return True
-
+    approver = remember(seen, True)
     a = agent("gemini", tmp_path, approver=approver, timeout=10)
     async with a.session() as s:
         r = await s.send_result(f"DEEP {depth}")
@@ -329,20 +325,11 @@ async def test_interrupt_kills_the_tool_and_the_session_lives_on(
 ) -> None:
     a = agent(flavour, tmp_path, approver=lambda r: True)
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("SLEEP 600"))
-
-            tg.start_soon(turn)
-            for _ in range(200):
-                await anyio.sleep(0.05)
-                if sleepers(s.key):
-                    break
-            assert sleepers(s.key), "the sleeping tool never started"
-            assert await s.interrupt() is True
-        assert results[0].status == 130 and results[0].error == "interrupted", results[0].message
+        started = polled(
+            lambda: sleepers(s.key), "the sleeping tool never started", tries=200, every=0.05
+        )
+        r = await interrupted_turn(s, "SLEEP 600", started)
+        assert r.status == 130 and r.error == "interrupted", r.message
         assert sleepers(s.key) == []
         after = await s.send_result("after the interrupt")
         assert after.status == 0 and after.message.endswith("after the interrupt")
@@ -354,20 +341,10 @@ async def test_interrupt_kills_the_tool_and_the_session_lives_on(
 async def test_a_tool_the_agents_cancel_leaves_running_is_stopped(tmp_path: Path) -> None:
     a = agent("opencode", tmp_path)
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("ORPHAN 600"))
-
-            tg.start_soon(turn)
-            for _ in range(200):
-                await anyio.sleep(0.05)
-                if sleepers(s.key):
-                    break
-            assert sleepers(s.key), "the sleeping tool never started"
-            assert await s.interrupt() is True
-        r = results[0]
+        started = polled(
+            lambda: sleepers(s.key), "the sleeping tool never started", tries=200, every=0.05
+        )
+        r = await interrupted_turn(s, "ORPHAN 600", started)
         assert r.status == 130, r.message
         assert sleepers(s.key) == []  # the stray the agent left was found and stopped
         assert (await s.send_result("next")).status == 0
@@ -382,16 +359,8 @@ async def test_a_refused_question_is_answered_cancelled_at_the_interrupt(tmp_pat
 
     a = agent("gemini", tmp_path, approver=never, approval_timeout=30)
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result('ASK execute {"command": "x"}'))
-
-            tg.start_soon(turn)
-            await anyio.sleep(1.0)
-            assert await s.interrupt() is True
-        assert results[0].status == 130, results[0].message
+        r = await interrupted_turn(s, 'ASK execute {"command": "x"}', lambda: anyio.sleep(1.0))
+        assert r.status == 130, r.message
         assert (await s.send_result("hello")).status == 0
     answers = [e for e in recorded(tmp_path) if e.get("received") == 0]
     assert answers and answers[0]["result"] == {"outcome": {"outcome": "cancelled"}}
@@ -523,10 +492,7 @@ async def test_a_question_after_the_answer_is_asked_in_the_agents_own_turn(
     which would leave the agent waiting)."""
     seen: list[ApprovalRequest] = []
 
-    def approver(request: ApprovalRequest) -> bool:
-        seen.append(request)
-        return True
-
+    approver = remember(seen, True)
     a = agent("gemini", tmp_path, approver=approver, timeout=10)
     async with a.session() as s:
         late = await s.send_result("LATEASK touch late")

@@ -16,23 +16,20 @@ from typing import Any
 import anyio
 import pytest
 
+from coding_genesis import Budget
+from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
+from coding_genesis.hooks import HookInput
 from coding_genesis.tools import tool
-from tests.session.test_acp_session import FLAVOURS, agent, recorded, wait_gone
+from tests.otel_support import Spans, spans
+from tests.session.interrupting import interrupted_turn
+from tests.session.test_acp_session import FLAVOURS, agent, recorded, remember, wait_gone
+
+__all__ = ["spans"]
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(find_spec("mcp") is None, reason="needs the mcp package"),
 ]
-
-
-def remember(asked: list[Any], answer: bool) -> Any:
-    """An approver that keeps what it is asked and answers ``answer``."""
-
-    def approver(request: Any) -> bool:
-        asked.append(request)
-        return answer
-
-    return approver
 
 
 @pytest.fixture
@@ -57,6 +54,11 @@ async def slow(seconds: float) -> str:
     """Sleeps."""
     await anyio.sleep(seconds)
     return "woke"
+
+
+def _read_tree(path: Path) -> str:
+    """Every file under ``path`` (a run's transcript), joined."""
+    return "".join(p.read_text() for p in sorted(path.rglob("*")) if p.is_file())
 
 
 def _socket_of(tmp_path: Path) -> str:
@@ -90,18 +92,78 @@ async def test_a_host_tool_answers_over_mcp_on_each_flavour(flavour: str, tmp_pa
     assert await wait_gone(s.key) == []
 
 
-async def test_the_approver_is_not_asked_about_the_callers_own_functions(
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_host_call_is_recorded_metered_and_traced_under_its_function_s_name(
+    flavour: str, tmp_path: Path, spans: Spans
+) -> None:
+    """As on claude and codex (``tests/session/test_host_tools.py``): the agent's own
+    report of the call (one event each, never a second from the session) names the
+    caller's function, not the agent's kind of tool (``other``), whatever name the
+    agent gives it (gemini's title, opencode's, qwen's ``_meta.toolName``); so do the
+    tallies, the metering, the ``execute_tool`` span and the transcript."""
+    runs = tmp_path / "runs"
+    a = agent(flavour, tmp_path, tools=[add, boom], transcripts=str(runs))
+    events: list[Event] = []
+    a.subscribe(events.append)
+    async with a.session() as s:
+        called = await s.send_result('MCP add {"a": 2, "b": 3}')
+        failed = await s.send_result('MCP boom {"why": "x"}')
+    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [c.name for c in calls] == ["add", "boom"], calls
+    assert [(r.name, r.is_error) for r in results] == [("add", False), ("boom", True)]
+    assert results[0].output == "5" and [c.id for c in calls] == [r.id for r in results]
+    if flavour != "gemini":  # gemini tells no input of an MCP call
+        assert calls[0].input == {"a": 2, "b": 3}
+    assert called.tool_calls == 1 and called.tool_usage == {"add": 1}, called
+    assert (called.metering or {})["latency"]["tool_calls"][0]["name"] == "add"
+    assert failed.failed_tools == ["boom"] and failed.tool_usage == {"boom": 1}, failed
+    span = spans.one("execute_tool add")
+    assert (span.attributes or {})["gen_ai.tool.name"] == "add"
+    assert len(spans.named("execute_tool boom")) == 1 and not spans.named("execute_tool other")
+    said = _read_tree(Path(called.transcript or ""))
+    assert '"name": "add"' in said or '"name":"add"' in said, said[:2000]
+
+
+async def test_a_post_tool_hook_sees_a_host_call_under_its_function_s_name(
     tmp_path: Path,
 ) -> None:
-    """gemini asks before every MCP tool call; a call of one of ours is allowed
-    without the approver (it is the caller's own code), with or without one."""
+    """As on claude, a ``post_tool`` hook sees the caller's function's call,
+    named by the function (the agent's kind of tool was ``other``)."""
+    seen: list[HookInput] = []
+    a = agent("opencode", tmp_path, tools=[add], hooks={"post_tool": seen.append})
+    async with a.session() as s:
+        called = await s.send_result('MCP add {"a": 2, "b": 3}')
+    assert called.message == "tool said: 5", called.message
+    assert [(h.tool, h.input, h.output) for h in seen] == [("add", {"a": 2, "b": 3}, "5")], seen
+
+
+async def test_the_budget_counts_host_calls_on_acp(tmp_path: Path) -> None:
+    """A tool-call budget sees a host call as on other CLIs: the second call of a
+    session capped at one fails the turn ``budget_exceeded``."""
+    a = agent("opencode", tmp_path, tools=[add], budget=Budget(max_tool_calls=1))
+    async with a.session() as s:
+        first = await s.send_result('MCP add {"a": 1, "b": 1}')
+        over = await s.send_result('MCP add {"a": 1, "b": 2}')
+    assert first.status == 0, first.message
+    assert over.error == "budget_exceeded", over
+
+
+@pytest.mark.parametrize("flavour", ["gemini", "qwen"])
+async def test_the_approver_is_not_asked_about_the_callers_own_functions(
+    flavour: str, tmp_path: Path
+) -> None:
+    """gemini asks before every MCP tool call (titled for the server), qwen in its
+    auto mode without a classifier (titled with the arguments, named in ``_meta``);
+    a call of one of ours is allowed without the approver (it is the caller's own
+    code), with or without one."""
     asked: list[Any] = []
-    a = agent("gemini", tmp_path, tools=[add], approver=remember(asked, False))
+    a = agent(flavour, tmp_path, tools=[add], approver=remember(asked, False))
     async with a.session() as s:
         called = await s.send_result('MCP add {"a": 1, "b": 1}')
     assert called.message == "tool said: 2", called.message
     assert asked == [] and called.approvals == []
-    b = agent("gemini", tmp_path, tools=[add])
+    b = agent(flavour, tmp_path, tools=[add])
     r = await b.run('MCP add {"a": 2, "b": 2}')
     assert r["status"] == 0 and r["message"] == "tool said: 4", r
     allowed = [e for e in recorded(tmp_path) if e.get("chosen")]
@@ -218,18 +280,14 @@ async def test_an_interrupt_cancels_the_running_host_call(tmp_path: Path) -> Non
         return "never"
 
     a = agent("qwen", tmp_path, tools=[hang, add])
+
+    async def running() -> None:
+        with anyio.fail_after(15):
+            await started.wait()
+
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("MCP hang {}"))
-
-            tg.start_soon(turn)
-            with anyio.fail_after(15):
-                await started.wait()
-            assert await s.interrupt() is True
-        assert results[0].status == 130 and results[0].error == "interrupted", results[0].message
+        r = await interrupted_turn(s, "MCP hang {}", running)
+        assert r.status == 130 and r.error == "interrupted", r.message
         with anyio.fail_after(5):
             await cancelled.wait()
         after = await s.send_result('MCP add {"a": 1, "b": 2}')
