@@ -140,6 +140,22 @@ class Terminal:
                 return text in self.screen
         return True
 
+    def wait_below(self, anchor: str, text: str, timeout: float = 20) -> bool:
+        """Wait until ``text`` is on the screen below the last ``anchor`` (a line
+        that repeats, e.g. a turn's closing line, after the turn that matters)."""
+        deadline = time.monotonic() + timeout
+
+        def shown() -> bool:
+            _, found, after = self.screen.rpartition(anchor)
+            return bool(found) and text in after
+
+        while not shown():
+            if time.monotonic() > deadline:
+                return False
+            if not self._read(0.05) and self.proc.poll() is not None:
+                return shown()
+        return True
+
     def send(self, data: bytes) -> None:
         os.write(self.master, data)
 
