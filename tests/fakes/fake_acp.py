@@ -42,6 +42,8 @@ answer's ``usage``).  The prompt's first word picks what the turn does:
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
   COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
+  HISTORY           text ``history: `` and the prompts this process was sent before,
+                    ``|``-separated (what a process carries from one prompt to the next)
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
                     once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
   MCP <tool> <json> a ``tool_call`` of kind ``other`` (gemini: then a permission request
@@ -707,6 +709,8 @@ class Agent:
         elif word == "REFUSE":
             self.chunk("partial")
             self.end(rid, rest or "refusal")
+        elif word == "HISTORY":
+            self.answer(rid, "history: " + " | ".join(p for p, _ in self.history))
         else:
             self.answer(rid, f"fake {self.flavour} got: {text}")
 

@@ -1,0 +1,109 @@
+"""`genesis chat` and `genesis run --ask` on the ACP backends in a real pseudo-terminal,
+against the fake ACP agent (tests/fakes/fake_acp.py): each permission request asked
+inline (yes, no, always), every turn in one process, what ACP cannot do refused in
+words, and nothing of the agent outliving the command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import FakeCLI, marked_processes
+from tests.terminal import Terminal
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+
+
+def environment(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:
+    return {
+        **fake.env(),
+        "GENESIS_TRANSCRIPTS": str(tmp_path / "runs"),
+        "GENESIS_RUN_LOG": "off",
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+    }
+
+
+def ask(terminal: Terminal, command: str) -> None:
+    """Send a prompt that makes the fake agent ask to run ``command``; wait for the question."""
+    terminal.send(f'ASK execute {{"command": "{command}"}}\r'.encode())
+    assert terminal.wait_below(f"Allow execute `{command}`?", "[t]ool (every execute call)"), (
+        terminal.screen
+    )
+
+
+@pytest.mark.parametrize("flavour", ["gemini", "opencode"])
+def test_chat_asks_each_permission_request_inline(
+    flavour: str, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    fake = FakeCLI(tmp_path, flavour)
+    argv = ["chat", "--backend", flavour, "--cli-path", fake.path, "--grace", "1"]
+    terminal = Terminal(argv, env=environment(fake, tmp_path))
+    terminals.append(terminal)
+    assert terminal.wait_for(f"{flavour} session open"), terminal.screen
+
+    ask(terminal, "echo hi")
+    terminal.send(b"y\r")
+    assert terminal.wait_below("`echo hi`?", "allowed allow_once"), terminal.screen
+    assert terminal.wait_below("allowed allow_once", "genesis: ok"), terminal.screen
+
+    ask(terminal, "rm x")
+    terminal.send(b"n not that\r")
+    assert terminal.wait_below("`rm x`?", "denied reject_once"), terminal.screen
+    assert terminal.wait_below("denied reject_once", "genesis: ok"), terminal.screen
+
+    ask(terminal, "ls")
+    terminal.send(b"a\r")  # always: kept by the session; the agent gets its allow-once option
+    assert terminal.wait_below("`ls`?", "allowed allow_once"), terminal.screen
+    assert terminal.wait_below("allowed allow_once", "genesis: ok"), terminal.screen
+    terminal.send(b'ASK execute {"command": "ls"}\r')
+    assert terminal.wait_below('"command": "ls"}', "genesis: ok"), terminal.screen
+    assert terminal.screen.count("Allow execute `ls`?") == 1, terminal.screen  # not asked again
+
+    assert terminal.wait_below("transcript: genesis show", ">"), terminal.screen
+    terminal.send(b"\x04")
+    assert terminal.wait() == 0, terminal.screen
+    assert "genesis chat: session closed - 4 turns" in terminal.screen, terminal.screen
+    assert "Traceback" not in terminal.seen
+    starts = [r for r in fake.records() if r.get("received") == "initialize"]
+    assert len(starts) == 1  # every turn in one process
+    assert marked_processes([fake.mark]) == []
+
+
+def test_run_ask_on_an_acp_backend(tmp_path: Path, terminals: list[Terminal]) -> None:
+    fake = FakeCLI(tmp_path, "qwen")
+    argv = ["run", "--ask", "--backend", "qwen", "--cli-path", fake.path, "--grace", "1"]
+    terminal = Terminal([*argv, 'ASK execute {"command": "make"}'], env=environment(fake, tmp_path))
+    terminals.append(terminal)
+    assert terminal.wait_below("Allow execute `make`?", "[t]ool (every execute call)"), (
+        terminal.screen
+    )
+    terminal.send(b"y\r")
+    assert terminal.wait() == 0, terminal.screen
+    assert "allowed allow_once" in terminal.screen and "genesis: ok" in terminal.screen
+    assert marked_processes([fake.mark]) == []
+
+
+def test_chat_refuses_what_the_acp_agent_cannot_do_in_words(tmp_path: Path) -> None:
+    fake = FakeCLI(tmp_path, "gemini")
+    terminal = Terminal(
+        ["chat", "--backend", "gemini", "--cli-path", fake.path, "--resume", "some-session"],
+        env=environment(fake, tmp_path),
+    )
+    try:
+        assert terminal.wait() == 2, terminal.screen
+        screen = terminal.screen.replace("\n", "")
+    finally:
+        terminal.close()
+    assert "backend 'gemini' cannot resume a session over its two-way protocol" in screen
+    assert "Traceback" not in terminal.seen
+    assert fake.records() == []  # refused before the agent started
