@@ -15,6 +15,8 @@ from tests.terminal import Terminal
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
+FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
 
 @pytest.fixture
 def terminals() -> Iterator[list[Terminal]]:
@@ -107,3 +109,45 @@ def test_chat_refuses_what_the_acp_agent_cannot_do_in_words(tmp_path: Path) -> N
     assert "backend 'gemini' cannot resume a session over its two-way protocol" in screen
     assert "Traceback" not in terminal.seen
     assert fake.records() == []  # refused before the agent started
+
+
+def generic_backend(fake: FakeCLI, tmp_path: Path) -> Path:
+    """A backends file naming the fake qwen as a generic ACP agent ``myagent``."""
+    path = tmp_path / "backends.toml"
+    path.write_text(
+        "[backends.myagent]\n"
+        'format = "acp"\n'
+        f'command = ["{FAKES / "qwen"}", "--acp"]\n'
+        'modes = { "read-only" = "plan", edit = "auto-edit", full = "yolo" }\n'
+        'ask_mode = "default"\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", ["chat", "run"])
+def test_chat_and_run_ask_on_the_generic_acp_backend(
+    command: str, tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    fake = FakeCLI(tmp_path, "qwen")
+    path = generic_backend(fake, tmp_path)
+    argv = [command, "--backends-file", str(path), "--backend", "myagent", "--grace", "1"]
+    if command == "run":
+        argv = [*argv, "--ask", 'ASK execute {"command": "make"}']
+    terminal = Terminal(argv, env=environment(fake, tmp_path))
+    terminals.append(terminal)
+    if command == "chat":
+        assert terminal.wait_for("myagent session open"), terminal.screen
+        ask(terminal, "make")
+    else:
+        assert terminal.wait_below("Allow execute `make`?", "[t]ool (every execute call)"), (
+            terminal.screen
+        )
+    terminal.send(b"y\r")
+    assert terminal.wait_below("`make`?", "allowed allow_once"), terminal.screen
+    assert terminal.wait_below("allowed allow_once", "genesis: ok"), terminal.screen
+    if command == "chat":
+        assert terminal.wait_below("transcript: genesis show", ">"), terminal.screen
+        terminal.send(b"/exit\r")
+    assert terminal.wait() == 0, terminal.screen
+    assert "Traceback" not in terminal.seen
+    assert marked_processes([fake.mark]) == []
