@@ -70,11 +70,17 @@ def test_chat_asks_each_permission_request_inline(
     terminal.send(b'ASK execute {"command": "ls"}\r')
     assert terminal.wait_below('"command": "ls"}', "genesis: ok"), terminal.screen
     assert terminal.screen.count("Allow execute `ls`?") == 1, terminal.screen  # not asked again
+    ask(terminal, "pwd")
+    terminal.send(b"t\r")  # tool: every call of its kind for the rest of the session
+    assert terminal.wait_below("`pwd`?", "genesis: ok"), terminal.screen
+    terminal.send(b'ASK execute {"command": "whoami"}\r')
+    assert terminal.wait_below('"command": "whoami"}', "genesis: ok"), terminal.screen
+    assert "Allow execute `whoami`" not in terminal.seen
 
     assert terminal.wait_below("transcript: genesis show", ">"), terminal.screen
     terminal.send(b"\x04")
     assert terminal.wait() == 0, terminal.screen
-    assert "genesis chat: session closed - 4 turns" in terminal.screen, terminal.screen
+    assert "genesis chat: session closed - 6 turns" in terminal.screen, terminal.screen
     assert "Traceback" not in terminal.seen
     starts = [r for r in fake.records() if r.get("received") == "initialize"]
     assert len(starts) == 1  # every turn in one process
