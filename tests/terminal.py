@@ -13,9 +13,10 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyte
+import pytest
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
@@ -180,3 +181,12 @@ class Terminal:
                 self.proc.wait(timeout=10)
         with contextlib.suppress(OSError):
             os.close(self.master)
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    """The terminals a test opened (append each), closed after it."""
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()

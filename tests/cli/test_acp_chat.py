@@ -5,25 +5,18 @@ words, and nothing of the agent outliving the command."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import FakeCLI, marked_processes
-from tests.terminal import Terminal
+from tests.terminal import Terminal, terminals
+
+__all__ = ["terminals"]  # the fixture, active here too
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def environment(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:

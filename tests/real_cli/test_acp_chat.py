@@ -6,7 +6,6 @@ command."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,11 @@ from tests.fakes.model_server import FakeModelServer
 from tests.real_cli.test_acp import hermetic_env
 from tests.real_cli.test_chat import at_home
 from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
-from tests.terminal import Terminal
+from tests.terminal import Terminal, terminals
 
-__all__ = ["hermetic_env"]  # the real-CLI fixture, active here too
+__all__ = ["hermetic_env", "terminals"]  # the fixtures, active here too
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def environment(rig: MoreRig) -> dict[str, str]:

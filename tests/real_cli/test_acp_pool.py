@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from coding_genesis import Observer, RunSpec, SessionPool, run_many
+from coding_genesis import RunSpec, SessionPool, run_many
 from tests.real_cli.test_acp import hermetic_env, rig
 from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
 from tests.real_cli.test_sessions import marked
+from tests.support import Ended
 
 __all__ = ["hermetic_env", "rig"]  # the real-CLI fixtures, active here too
 
@@ -33,14 +33,6 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.anyio]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class Ended(Observer):
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
-        self.keys.append(session)
 
 
 async def test_a_warm_pool_of_two_serves_four_prompts_without_context(rig: MoreRig) -> None:

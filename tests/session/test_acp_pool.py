@@ -6,14 +6,12 @@ the next, and nothing is left once the pool closes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coding_genesis import (
-    Observer,
     RunSpec,
     SessionPool,
     SyncSessionPool,
@@ -22,6 +20,7 @@ from coding_genesis import (
 )
 from coding_genesis.errors import AgentUsageError
 from tests.session.test_acp_session import FAKES, backends_file, recorded, wait_gone
+from tests.support import Ended
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -29,14 +28,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class Ended(Observer):
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
-        self.keys.append(session)
 
 
 def acp_pool(name: str, tmp_path: Path, ended: Ended, **settings: Any) -> SessionPool:

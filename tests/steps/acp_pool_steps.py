@@ -8,7 +8,7 @@ blocking portal fixture.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -17,21 +17,11 @@ import pytest
 from anyio.from_thread import BlockingPortal
 from pytest_bdd import given, parsers, then, when
 
-from coding_genesis import Observer, RunSpec, SessionPool, run_many
+from coding_genesis import RunSpec, SessionPool, run_many
 from coding_genesis.errors import AgentUsageError
-from tests.support import marked_processes
+from tests.support import Ended, marked_processes
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
-
-
-class _Ended(Observer):
-    """The key of every session that ended (a pool closes each it opened)."""
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
-        self.keys.append(session)
 
 
 class Pooled:
@@ -40,7 +30,7 @@ class Pooled:
     def __init__(self, tmp_path: Path, portal: BlockingPortal) -> None:
         self.tmp_path = tmp_path
         self.portal = portal
-        self.ended = _Ended()
+        self.ended = Ended()
         self.pool: SessionPool | None = None
         self._open: AbstractContextManager[SessionPool] | None = None
         self.answers: list[dict[str, Any]] = []
