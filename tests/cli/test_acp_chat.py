@@ -5,8 +5,10 @@ words, and nothing of the agent outliving the command."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support import FakeCLI, marked_processes
@@ -149,4 +151,47 @@ def test_chat_and_run_ask_on_the_generic_acp_backend(
         terminal.send(b"/exit\r")
     assert terminal.wait() == 0, terminal.screen
     assert "Traceback" not in terminal.seen
+    assert marked_processes([fake.mark]) == []
+
+
+def sleepers(mark: str) -> list[psutil.Process]:
+    """The fake agent's ``time.sleep`` tools (they carry its mark)."""
+    found = []
+    for proc in marked_processes([mark]):
+        try:
+            if "time.sleep" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_ctrl_c_once_cancels_the_acp_turn_and_the_session_goes_on(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    fake = FakeCLI(tmp_path, "opencode")
+    argv = ["chat", "--backend", "opencode", "--cli-path", fake.path, "--grace", "1"]
+    terminal = Terminal(argv, env=environment(fake, tmp_path))
+    terminals.append(terminal)
+    assert terminal.wait_for("opencode session open"), terminal.screen
+    terminal.send(b"SLEEP 600\r")
+    deadline = time.monotonic() + 20
+    while not sleepers(fake.mark) and time.monotonic() < deadline:
+        terminal.wait_for("never shown", 0.1)
+    assert sleepers(fake.mark), terminal.screen
+
+    terminal.send(b"\x03")  # session/cancel: the agent kills its tool and ends the turn
+    assert terminal.wait_for("failure: interrupted"), terminal.screen
+    deadline = time.monotonic() + 5
+    while sleepers(fake.mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleepers(fake.mark) == []
+
+    terminal.send(b"still there?\r")
+    assert terminal.wait_for("fake opencode got: still there?"), terminal.screen
+    assert terminal.wait_below("still there?", "genesis: ok"), terminal.screen
+    terminal.send(b"\x04")
+    assert terminal.wait() == 0, terminal.screen
+    received = [r.get("received") for r in fake.records()]
+    assert received.count("initialize") == 1 and "session/cancel" in received
     assert marked_processes([fake.mark]) == []
