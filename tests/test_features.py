@@ -21,4 +21,5 @@ scenarios(
     "host_tools.feature",
     "structured_output.feature",
     "acp.feature",
+    "acp_pool.feature",
 )

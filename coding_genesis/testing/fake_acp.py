@@ -48,6 +48,8 @@ nothing of their kind, in an order where neither the first nor the last is
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
   COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
+  HISTORY           text ``history: `` and the prompts this process was sent before,
+                    ``|``-separated (what a process carries from one prompt to the next)
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
                     once, spoken to over MCP on its stdin/stdout): ``tools: a,b``
   MCP <tool> <json> a ``tool_call`` of kind ``other``, named as the flavour's agent names
@@ -530,6 +532,7 @@ class Agent:
             "STUBBORN": self._on_stubborn,
             "COST": self._on_cost,
             "REFUSE": self._on_refuse,
+            "HISTORY": self._on_history,
         }.get(word, self._on_plain)
         scenario(rid, word, rest, text)
 
@@ -800,6 +803,9 @@ class Agent:
     def _on_refuse(self, rid: Any, word: str, rest: str, text: str) -> None:
         self.chunk("partial")
         self.end(rid, rest or "refusal")
+
+    def _on_history(self, rid: Any, word: str, rest: str, text: str) -> None:
+        self.answer(rid, "history: " + " | ".join(p for p, _ in self.history))
 
 
 def _store(session: str) -> str:

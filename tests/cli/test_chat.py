@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +14,13 @@ import psutil
 import pytest
 
 from tests.support import FakeCLI, marked_processes
-from tests.terminal import Terminal, genesis
+from tests.terminal import Terminal, genesis, terminals
+
+__all__ = ["terminals"]  # the fixture, active here too
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 SESSION = "s-42"  # short: FAKE_CLI_SESSION looks like a secret by its name
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def chat(terminals: list[Terminal], fake: FakeCLI, tmp_path: Path, *args: str) -> Terminal:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import termios
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import FakeCLI, marked_processes
-from tests.terminal import Terminal
+from tests.terminal import Terminal, terminals
+
+__all__ = ["terminals"]  # the fixture, active here too
 
 pytestmark = pytest.mark.slow
 
@@ -36,14 +37,6 @@ def tool_result(tool_id: str) -> dict[str, Any]:
         "type": "user",
         "message": {"content": [{"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}]},
     }
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def start(
