@@ -206,10 +206,9 @@ async def test_text_refused_then_allowed_always_and_interrupt(rig: AdapterRig) -
 
         refused = await s.send_result(rig.shell("touch made.txt"))
         assert refused.approvals and refused.approvals[0]["allowed"] is False, refused
-        if rig.name == "claude-acp":
-            assert refused.status == 0, refused.message  # the model is told, the turn goes on
-        else:  # codex-acp cancels the turn by itself after a refusal
-            assert refused.status != 0 and "cancelled the turn" in refused.message, refused
+        assert refused.status == 0, refused.message  # a refusal is no failure of the turn
+        if rig.name == "codex-acp":  # the turn ends there, the model not asked again
+            assert refused.message == "", refused.message
         assert not (rig.work / "made.txt").exists()
         allowed = await s.send_result(rig.shell("touch made.txt"))
         assert allowed.status == 0, allowed.message
@@ -249,7 +248,8 @@ async def test_text_refused_then_allowed_always_and_interrupt(rig: AdapterRig) -
         assert after.status == 0 and after.message.startswith("after the interrupt"), after.message
         key = s.key
     assert marked(key) == []
-    assert sleep_command(600) in str([r.input for r in asked] + [r.command for r in asked])
+    if rig.name == "claude-acp":  # codex runs it in its sandbox, unasked
+        assert sleep_command(600) in str([r.command for r in asked])
     # Answered by kind, once per call: the allow-once option, never the allow-always one.
     stdin = "".join(p.read_text() for p in runs.rglob("stdin.jsonl")).replace(" ", "")
     once, always_id = OPTION_IDS[rig.name]
