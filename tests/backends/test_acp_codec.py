@@ -196,6 +196,78 @@ def test_the_agent_asking_to_call_a_host_tool_is_allowed_without_the_approver() 
     assert isinstance(ask(q, "add (genesis MCP Server)")[-1], PermissionAsk)
 
 
+def test_a_permission_request_naming_only_its_call_takes_the_calls_announcement() -> None:
+    """codex-acp asks about an MCP tool call with only its ``toolCallId``: the
+    title, kind and input come from the call's own ``tool_call`` update (for
+    the host-tool check and the approver); the request's own title wins; a new
+    turn forgets the last one's calls."""
+    from coding_genesis.tools import as_host_tools
+
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    codex = AcpAgent("codex-acp", mcp_title="mcp.{server}.{tool}")
+    server = McpServer("genesis-abc", "/usr/bin/python3", ())
+
+    def announce(p: AcpControl, call_id: str, title: str) -> None:
+        update = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call_id,
+            "kind": "execute",
+            "title": title,
+            "status": "in_progress",
+            "rawInput": {"server": "x", "tool": "y", "arguments": {"a": 1}},
+        }
+        p.receive(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": "s-1", "update": update},
+            }
+        )
+
+    def ask(p: AcpControl, call: dict[str, Any]) -> Sequence[Incoming]:
+        return p.receive(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s-1",
+                    "toolCall": {"kind": "execute", "status": "pending", **call},
+                    "_meta": {"is_mcp_tool_approval": True},
+                    "options": [
+                        {"optionId": "allow_once", "name": "o", "kind": "allow_once"},
+                        {"optionId": "allow_always", "name": "a", "kind": "allow_always"},
+                        {"optionId": "cancel", "name": "c", "kind": "reject_once"},
+                    ],
+                },
+            }
+        )
+
+    request = cli_request(cwd="/srv", approvals=True, tools=tuple(as_host_tools([add])))
+    p = protocol(codex)
+    p.mcp_servers = (server,)
+    opened(p, request)
+    p.begin_turn("call add")
+    announce(p, "c1", "mcp.genesis-abc.add")
+    announce(p, "c2", "mcp.other.add")
+    _, reply = ask(p, {"toolCallId": "c1"})
+    assert isinstance(reply, Reply)
+    assert reply.objects[0]["result"]["outcome"] == {
+        "outcome": "selected",
+        "optionId": "allow_once",
+    }
+    # another server's tool of the same name: asked, under its announced title
+    *_, asked = ask(p, {"toolCallId": "c2"})
+    assert isinstance(asked, PermissionAsk) and asked.request.command == "mcp.other.add", asked
+    # the request's own title is what is checked, never the announcement's
+    assert isinstance(ask(p, {"toolCallId": "c1", "title": "mcp.other.add"})[-1], PermissionAsk)
+    p.begin_turn("again")
+    assert isinstance(ask(p, {"toolCallId": "c1"})[-1], PermissionAsk)  # forgotten
+
+
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:
     p = protocol()
     written = opened(p, cli_request(cwd="/srv/work", approvals=True))
