@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import psutil
 import pytest
 
 from coding_genesis import CodingGenesisAgent, Decision, load_backends_file, tool
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.backend import Backend
+from coding_genesis.session import Session
 from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.fakes.real_cli import claude_env, codex_env, repo_root, write_codex_home
 from tests.real_cli.test_claude_codex import hermetic_env
@@ -179,6 +181,20 @@ def app_servers(roots: list[psutil.Process]) -> list[psutil.Process]:
     return found
 
 
+async def sleeping(s: Session, tg: anyio.abc.TaskGroup, results: list[Any]) -> None:
+    """Start a turn of ``SCENARIO:sleep 600`` in ``tg`` (its result into ``results``);
+    return once the sleeping tool runs (or a minute went by)."""
+
+    async def turn() -> None:
+        results.append(await s.send_result("SCENARIO:sleep 600"))
+
+    tg.start_soon(turn)
+    for _ in range(600):
+        await anyio.sleep(0.1)
+        if sleepers(s.key):
+            break
+
+
 async def test_text_refused_then_allowed_always_and_interrupt(rig: AdapterRig) -> None:
     asked: list[ApprovalRequest] = []
     answers = iter(
@@ -221,15 +237,7 @@ async def test_text_refused_then_allowed_always_and_interrupt(rig: AdapterRig) -
 
         results: list[Any] = []
         async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("SCENARIO:sleep 600"))
-
-            tg.start_soon(turn)
-            for _ in range(600):
-                await anyio.sleep(0.1)
-                if sleepers(s.key):
-                    break
+            await sleeping(s, tg, results)
             assert sleepers(s.key), "the long command never started"
             if rig.name == "codex-acp":
                 # codex's app-server, the sleeping tool's parent, runs inside the session's tree
@@ -345,15 +353,7 @@ async def test_codexs_app_server_is_inside_the_tree_and_stopped_with_it(
     async with agent.session() as s:
         results: list[Any] = []
         async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("SCENARIO:sleep 600"))
-
-            tg.start_soon(turn)
-            for _ in range(600):
-                await anyio.sleep(0.1)
-                if sleepers(s.key):
-                    break
+            await sleeping(s, tg, results)
             (adapter,) = adapters(s.key)
             servers = app_servers([adapter])
             assert servers and adapter.parent().pid == os.getpid()  # type: ignore[union-attr]
