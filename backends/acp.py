@@ -175,6 +175,8 @@ _TOOL_UPDATES = ("tool_call", "tool_call_update")
 #: claude names MCP tools; its permission request is titled with the arguments).
 _MCP_META_NAME = "mcp__{server}__{tool}"
 _MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", _MCP_META_NAME)
+#: How many tool calls of one turn are remembered for their permission request.
+_ANNOUNCED_MAX = 1000
 
 #: Why a line the agent wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
@@ -286,6 +288,10 @@ class AcpControl(ControlProtocol):
         self._open_done = False
         #: The running turn's tool calls as the hooks see them.
         self._hook_calls: dict[str, Call] = {}
+        #: The running turn's tool calls as the agent announced them (their
+        #: title, kind and input), for a permission request that names only
+        #: the call's id (codex-acp's request for an MCP tool).
+        self._announced: dict[str, Mapping[str, Any]] = {}
 
     # -- intents ------------------------------------------------------------------
 
@@ -329,6 +335,7 @@ class AcpControl(ControlProtocol):
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._open.clear()
         self._hook_calls.clear()
+        self._announced.clear()
         self._cancelled = False
         self._ended_by = None
         call = self._call(
@@ -534,6 +541,8 @@ class AcpControl(ControlProtocol):
         params = _mapping(obj.get("params"))
         call = params.get("toolCall")
         options = params.get("options")
+        if isinstance(call, Mapping) and "title" not in call:
+            call = {**self._announced.get(_text(call.get("toolCallId")) or "", {}), **call}
         if not isinstance(call, Mapping) or not isinstance(options, list):
             bad = "session/request_permission without a toolCall and its options"
             return (Reply((error_answer(rid, INVALID_PARAMS, bad),)), ProtocolFault(bad))
@@ -595,6 +604,15 @@ class AcpControl(ControlProtocol):
         named by."""
         return self._ours(call, _MCP_CALL_NAMES, by_id=True)
 
+    def _announce(self, update: Mapping[str, Any]) -> None:
+        """Remember a tool call's announcement (bounded: a turn's first
+        calls), for its permission request."""
+        call_id = _text(update.get("toolCallId"))
+        if call_id and len(self._announced) < _ANNOUNCED_MAX:
+            self._announced[call_id] = {
+                k: update[k] for k in ("title", "kind", "rawInput") if k in update
+            }
+
     def _host_tool(self, call: Mapping[str, Any]) -> bool:
         """The agent asks to call one of the caller's functions on the MCP
         server the session serves: by the agent's title of such a request
@@ -637,6 +655,8 @@ class AcpControl(ControlProtocol):
             kind = update.get("sessionUpdate")
             if kind not in KNOWN_UPDATES:
                 return (Unknown(f"session/update {_said(kind)}"),)
+            if kind == "tool_call":
+                self._announce(update)
             hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self.hooked else ()
             if self._prompt_id is None and self._open_done and kind in _WORK:
                 return self._late(obj, hooks)

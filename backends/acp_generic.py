@@ -27,7 +27,10 @@ permission level the agent enforces (only those levels are accepted);
 ``ask_mode``: the mode in which it asks before each tool call (set when an
 approver decides); ``resume``: whether ``resume=`` may use ``session/load``
 (where the agent offers it; False refuses it); ``model_args``: how the model
-is given on the command line (``{model}``), when it can be.  ``add_dirs=``
+is given on the command line (``{model}``), when it can be; ``mcp_title``: how
+the agent titles its permission request for a tool of an MCP server
+(``{tool}``, ``{server}``; see :attr:`~.acp.AcpAgent.mcp_title`), so the
+caller's own functions (``tools=``) are called without asking the approver.  ``add_dirs=``
 goes in ``session/new``'s ``additionalDirectories`` (an agent that does not
 offer them fails the opening, saying so); ``system_prompt=`` is refused (ACP
 has no field for it).
@@ -63,6 +66,7 @@ ACP_KEYS = frozenset(
         "version_args",
         "notes",
         "install_hint",
+        "mcp_title",
     }
 )
 
@@ -102,6 +106,7 @@ class AcpBackend(Backend):
         version_args: Sequence[str] = ("--version",),
         notes: Sequence[str] = (),
         install_hint: str = "",
+        mcp_title: str = "",
         format: str = "acp",
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
@@ -131,6 +136,18 @@ class AcpBackend(Backend):
         env = dict(env or {})
         if any(not isinstance(k, str) or not isinstance(v, str) for k, v in env.items()):
             raise ConfigError(f"backend {name!r}: env must map names to strings")
+        if mcp_title != "" and (
+            not isinstance(mcp_title, str)
+            or len(mcp_title) > 200
+            or sorted(re.findall(r"{([^}]*)}", mcp_title)) != ["server", "tool"]
+        ):
+            # The session's own, unguessable server name must be in it: a title
+            # of the tool alone would let a repository's server of the same
+            # tool name past the approver.
+            raise ConfigError(
+                f"backend {name!r}: mcp_title must name the {{server}} and the {{tool}} "
+                f"once each, got {mcp_title!r}"
+            )
         if not isinstance(resume, bool):
             raise ConfigError(f"backend {name!r}: resume must be true or false, got {resume!r}")
         self.name = name
@@ -145,6 +162,7 @@ class AcpBackend(Backend):
             if resume
             else f"resume is off for {name} (its backend says resume = false)",
             directories=True,
+            mcp_title=mcp_title,
         )
         #: Only the levels it was told the mode of.
         self.permission_levels = frozenset(levels)

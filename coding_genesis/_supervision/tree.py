@@ -255,11 +255,28 @@ class Tree:
                         candidates.append(proc)
                 except psutil.Error:
                     continue
+        children = subreaper_enabled() and not self.scan_all
         return [
             p
             for p in candidates
-            if p.pid != self.pid and p.pid not in TABLE.active_mains and _has_marker(p, self.marker)
+            if p.pid != self.pid
+            and p.pid not in TABLE.active_mains
+            and (_has_marker(p, self.marker) or (children and self._in_our_session(p)))
         ]
+
+    def _in_our_session(self, proc: psutil.Process) -> bool:
+        """A child of ours (an orphan reparented to us) in one of the run's
+        sessions, born during the run: the run's, although its marker cannot
+        be read (a process in the middle of exiting has no environment left,
+        one that ran ``env -i`` has none of ours); the host's own children
+        live in its session, never in the run's."""
+        ids = _session_and_group(proc.pid)
+        if ids is None or ids[0] == self._own_sid or ids[0] not in self.sessions:
+            return False
+        try:
+            return proc.create_time() >= self.since - 1.0
+        except psutil.Error:
+            return False
 
     async def stop_strays(
         self,
@@ -385,7 +402,10 @@ class Tree:
         return sent
 
     def reap(self) -> list[int]:
-        """Reap zombies of the run that are our children; return unknown zombies left."""
+        """Reap zombies of the run that are our children; return the zombies
+        left: unknown ones, and known ones not reapable yet (a multi-threaded
+        process's leader shows as a zombie until its other threads are gone)."""
+        waiting: list[int] = []
         for pid, proc in list(self.members.items()):
             if pid in TABLE.active_mains:
                 continue
@@ -400,9 +420,11 @@ class Tree:
                 continue
             if _waitpid(pid):
                 del self.members[pid]
+            else:
+                waiting.append(pid)
         if subreaper_enabled():
-            return self._reap_orphan_zombies()
-        return []
+            return waiting + self._reap_orphan_zombies()
+        return waiting
 
     def _reap_orphan_zombies(self) -> list[int]:
         """Reap zombies reparented to us (subreaper) that died unseen.
@@ -455,7 +477,8 @@ class Tree:
         return pending
 
     async def reap_all(self) -> None:
-        """Reap the run's zombies, waiting out the settle time of unknown ones (bounded)."""
+        """Reap the run's zombies, waiting out the settle time of unknown ones and
+        the last threads of known ones (bounded)."""
         deadline = anyio.current_time() + 5 * _ORPHAN_SETTLE
         while True:
             if not self.reap() or anyio.current_time() >= deadline:

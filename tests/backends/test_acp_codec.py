@@ -123,6 +123,30 @@ def opened(p: AcpControl, start: Request | None = None, session: str = "s-1") ->
     return out
 
 
+def permission_request(call: dict[str, Any], *options: tuple[str, str]) -> dict[str, Any]:
+    """The agent's ``session/request_permission`` (id 0) about ``call``, offering
+    ``options`` (option id, kind)."""
+    offered = [{"optionId": oid, "name": oid, "kind": kind} for oid, kind in options]
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "session/request_permission",
+        "params": {"sessionId": "s-1", "toolCall": call, "options": offered},
+    }
+
+
+def add(a: int) -> int:
+    """Add."""
+    return a
+
+
+def host_tools_request() -> Request:
+    """A session's start with an approver and the caller's function ``add``."""
+    from coding_genesis.tools import as_host_tools
+
+    return cli_request(cwd="/srv", approvals=True, tools=tuple(as_host_tools([add])))
+
+
 def test_the_sessions_mcp_servers_are_declared_in_session_new_and_load() -> None:
     """The MCP server the session serves the caller's functions through
     (``tools_over_mcp``) goes in ``mcpServers`` as a stdio server with no
@@ -151,34 +175,21 @@ def test_the_agent_asking_to_call_a_host_tool_is_allowed_without_the_approver() 
     the server the session serves (by the agent's title of such a request) is
     allowed once at once; any other call, or one with no server of ours, goes
     to the approver."""
-    from coding_genesis.tools import as_host_tools
-
-    def add(a: int) -> int:
-        """Add."""
-        return a
-
     gemini = AcpAgent("gemini", mcp_title="{tool} ({server} MCP Server)")
     server = McpServer("genesis", "/usr/bin/python3", ())
 
     def ask(p: AcpControl, title: str) -> Sequence[Incoming]:
+        call = {"toolCallId": "t1", "title": title, "kind": "other"}
         return p.receive(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "session/request_permission",
-                "params": {
-                    "sessionId": "s-1",
-                    "toolCall": {"toolCallId": "t1", "title": title, "kind": "other"},
-                    "options": [
-                        {"optionId": "proceed_always_server", "name": "a", "kind": "allow_always"},
-                        {"optionId": "proceed_once", "name": "o", "kind": "allow_once"},
-                        {"optionId": "cancel", "name": "r", "kind": "reject_once"},
-                    ],
-                },
-            }
+            permission_request(
+                call,
+                ("proceed_always_server", "allow_always"),
+                ("proceed_once", "allow_once"),
+                ("cancel", "reject_once"),
+            )
         )
 
-    request = cli_request(cwd="/srv", approvals=True, tools=tuple(as_host_tools([add])))
+    request = host_tools_request()
     p = protocol(gemini)
     p.mcp_servers = (server,)
     opened(p, request)
@@ -236,6 +247,63 @@ def test_qwen_asking_for_a_host_tool_by_its_meta_name_is_allowed_only_on_our_ser
     }
     for name in ("mcp__genesis__add", "mcp__genesis-0123456789ab__rm", "add"):
         assert isinstance(ask(name)[-1], PermissionAsk), name
+
+
+def test_a_permission_request_naming_only_its_call_takes_the_calls_announcement() -> None:
+    """codex-acp asks about an MCP tool call with only its ``toolCallId``: the
+    title, kind and input come from the call's own ``tool_call`` update (for
+    the host-tool check and the approver); the request's own title wins; a new
+    turn forgets the last one's calls."""
+    codex = AcpAgent("codex-acp", mcp_title="mcp.{server}.{tool}")
+    server = McpServer("genesis-abc", "/usr/bin/python3", ())
+
+    def announce(p: AcpControl, call_id: str, title: str) -> None:
+        update = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call_id,
+            "kind": "execute",
+            "title": title,
+            "status": "in_progress",
+            "rawInput": {"server": "x", "tool": "y", "arguments": {"a": 1}},
+        }
+        p.receive(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": "s-1", "update": update},
+            }
+        )
+
+    def ask(p: AcpControl, call: dict[str, Any]) -> Sequence[Incoming]:
+        return p.receive(
+            permission_request(
+                {"kind": "execute", "status": "pending", **call},
+                ("allow_once", "allow_once"),
+                ("allow_always", "allow_always"),
+                ("cancel", "reject_once"),
+            )
+        )
+
+    request = host_tools_request()
+    p = protocol(codex)
+    p.mcp_servers = (server,)
+    opened(p, request)
+    p.begin_turn("call add")
+    announce(p, "c1", "mcp.genesis-abc.add")
+    announce(p, "c2", "mcp.other.add")
+    _, reply = ask(p, {"toolCallId": "c1"})
+    assert isinstance(reply, Reply)
+    assert reply.objects[0]["result"]["outcome"] == {
+        "outcome": "selected",
+        "optionId": "allow_once",
+    }
+    # another server's tool of the same name: asked, under its announced title
+    *_, asked = ask(p, {"toolCallId": "c2"})
+    assert isinstance(asked, PermissionAsk) and asked.request.command == "mcp.other.add", asked
+    # the request's own title is what is checked, never the announcement's
+    assert isinstance(ask(p, {"toolCallId": "c1", "title": "mcp.other.add"})[-1], PermissionAsk)
+    p.begin_turn("again")
+    assert isinstance(ask(p, {"toolCallId": "c1"})[-1], PermissionAsk)  # forgotten
 
 
 def test_everything_the_codec_writes_validates_against_the_schema() -> None:

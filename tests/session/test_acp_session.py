@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -794,12 +795,16 @@ async def test_the_generic_backend_sends_add_dirs_where_the_agent_offers_them(
         ({"modes": '{ sometimes = "x" }'}, "unknown permission level"),
         ({"ask_mode": "3"}, "ask_mode must be a mode id"),
         ({"resume": '"yes"'}, "resume must be true or false"),
+        # a title without the session's own server name would pass another server's tool
+        ({"mcp_title": '"mcp.{tool}"'}, "mcp_title must name the {server} and the {tool}"),
+        ({"mcp_title": '"{tool}.{server}.{cwd}"'}, "mcp_title must name the {server}"),
+        ({"mcp_title": "3"}, "mcp_title must name"),
     ],
 )
 def test_a_bad_acp_table_is_a_clear_error(
     tmp_path: Path, extra: dict[str, str], words: str
 ) -> None:
-    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError, match=re.escape(words)):
         load_backends_file(backends_file(tmp_path, **extra))
 
 

@@ -63,6 +63,46 @@ async def test_a_marked_process_in_our_own_session_is_never_signaled(tmp_path: P
         ours.wait()
 
 
+LEADER_GONE_FIRST = """
+import ctypes, threading, time
+time.sleep(0.3)
+threading.Thread(target=time.sleep, args=(0.3,)).start()
+ctypes.CDLL(None).pthread_exit(None)  # the main thread ends, the other one lives on
+"""
+
+
+@pytest.mark.timeout(15)
+async def test_a_zombie_leader_is_reaped_once_its_last_thread_is_gone(tmp_path: Path) -> None:
+    """A multi-threaded process whose main thread ended shows as a zombie but
+    cannot be reaped until its other threads are gone (claude-agent-acp's
+    claude, when its adapter exits): the run's reaping waits for it (bounded)
+    instead of leaving its zombie behind."""
+    marker = "leader-" + os.urandom(4).hex()
+    env = {**os.environ, RUN_MARKER_ENV: marker}
+    child = subprocess.Popen(  # noqa: ASYNC220 - a run's process, reaped by the tree
+        [sys.executable, "-c", LEADER_GONE_FIRST], env=env, start_new_session=True
+    )
+    try:
+        tree = Tree(None, 2**22 + 1, marker, time.time())
+        for _ in range(100):  # found while alive (its environment readable)
+            if child.pid in tree.snapshot():
+                break
+            await anyio.sleep(0.02)
+        assert child.pid in tree.members
+        for _ in range(500):
+            if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            await anyio.sleep(0.01)
+        await tree.reap_all()
+        with pytest.raises(ChildProcessError):  # reaped by the tree
+            os.waitpid(child.pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG: never blocks
+    finally:
+        if child.pid in {p.pid for p in psutil.Process().children()}:
+            child.kill()
+            child.wait()
+        child.returncode = 0  # reaped above: Popen must not wait on it again
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(20)
 async def test_foreign_children_keep_their_exit_status(fake_claude: FakeCLI) -> None:
