@@ -460,7 +460,7 @@ class Tree:
                 break
             await anyio.sleep(_ORPHAN_SETTLE / 4)
         for proc in running:
-            keep(proc.pid, partial(_alive, proc))
+            keep(proc.pid, partial(_same_process_alive, proc))  # a zombie by now: reaped at once
 
     def _children_left(
         self, not_before: float | None
