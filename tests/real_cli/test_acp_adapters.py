@@ -337,7 +337,7 @@ async def test_which_claude_and_which_codex_the_adapters_run(rig: AdapterRig) ->
     else:
         assert any(CODEX_OF_THE_ADAPTER in a for a in agents), agents
         # the override's codex: the one package beside the adapter, no second codex under it
-        assert exe.startswith(str(tools_dir() / "node_modules" / "@openai")), exe
+        assert exe.startswith(str(tools_dir().resolve() / "node_modules" / "@openai")), exe
         nested = tools_dir() / "node_modules" / PACKAGES["codex-acp"] / "node_modules" / "@openai"
         assert not nested.exists(), nested
         package = tools_dir() / "node_modules" / "@openai" / "codex" / "package.json"
