@@ -421,3 +421,16 @@ def recorded_events(run_dir: Path, *, stamps: bool = False) -> list[dict[str, An
             d["ts_estimated"] = True
         out.append(d)
     return out
+
+
+class Scripted:
+    """An approver answering with ``decisions`` in order (allow once they are
+    used up), remembering each request it was asked (``asked``)."""
+
+    def __init__(self, *decisions: Decision) -> None:
+        self.asked: list[ApprovalRequest] = []
+        self._left = iter(decisions)
+
+    def __call__(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request)
+        return next(self._left, Decision.allow())

@@ -26,13 +26,13 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent, Decision, load_backends_file
-from coding_genesis.approval import ApprovalRequest
 from coding_genesis.errors import AgentUsageError
 from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
 from tests.real_cli.test_sessions import marked, sleepers
 from tests.session.interrupting import interrupted_turn, polled
+from tests.support import Scripted
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
 
@@ -69,22 +69,13 @@ def acp_agent(rig: MoreRig, **settings: Any) -> CodingGenesisAgent:
 
 
 async def test_text_refused_then_allowed_always_and_interrupt(rig: MoreRig) -> None:
-    asked: list[ApprovalRequest] = []
-    answers = iter(
-        [
-            Decision.deny("not now"),
-            Decision.allow(),
-            Decision.allow(always=True),
-            Decision.allow(always=True),
-        ]
+    approver = Scripted(
+        Decision.deny("not now"),
+        Decision.allow(),
+        Decision.allow(always=True),
+        Decision.allow(always=True),
     )
-
-    def approver(request: ApprovalRequest) -> Decision:
-        asked.append(request)
-        try:
-            return next(answers)
-        except StopIteration:
-            return Decision.allow()
+    asked = approver.asked
 
     runs = rig.tmp / "runs"
     agent = acp_agent(rig, approver=approver, transcripts=str(runs))

@@ -43,6 +43,7 @@ from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.fakes.real_cli import claude_env, codex_env, repo_root, write_codex_home
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_sessions import marked, sleepers
+from tests.support import Scripted
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
 
@@ -196,22 +197,13 @@ async def sleeping(s: Session, tg: anyio.abc.TaskGroup, results: list[Any]) -> N
 
 
 async def test_text_refused_then_allowed_always_and_interrupt(rig: AdapterRig) -> None:
-    asked: list[ApprovalRequest] = []
-    answers = iter(
-        [
-            Decision.deny("not now"),
-            Decision.allow(),
-            Decision.allow(always=True),
-            Decision.allow(always=True),
-        ]
+    approver = Scripted(
+        Decision.deny("not now"),
+        Decision.allow(),
+        Decision.allow(always=True),
+        Decision.allow(always=True),
     )
-
-    def approver(request: ApprovalRequest) -> Decision:
-        asked.append(request)
-        try:
-            return next(answers)
-        except StopIteration:
-            return Decision.allow()
+    asked = approver.asked
 
     runs = rig.tmp / "runs"
     agent = rig.agent(approver=approver, transcripts=str(runs))
