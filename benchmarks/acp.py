@@ -7,8 +7,9 @@ Per agent, each a ratio against a baseline measured in the same run, interleaved
   loop (:class:`BareAcp`: ``initialize``, ``session/new``, ``session/set_mode``,
   ``session/prompt``, the updates read up to the prompt's answer) started with the same argv
   and environment as our session's (recorded from our launch), in the same mode;
-* an approval round trip: the agent's ``session/request_permission`` read → its next line
-  read, our approver allowing against the bare loop answering ``allow_once`` at once;
+* an approval round trip: the agent's ``session/request_permission`` read → the update that
+  ends the call read (the command ran on the answer), our approver allowing against the
+  bare loop answering ``allow_once`` at once;
 * a host tool round trip over the MCP bridge (the agent's ``tool_call`` read → its
   completed ``tool_call_update`` read: the agent launched our stdio MCP server, which
   calls the caller's function in the session over its socket) against the same function on
@@ -63,10 +64,11 @@ TURN_KINDS = frozenset({"text", "tool_call", "tool_result", "usage", "result", "
 @dataclass
 class Stamps:
     """What one client saw, in s: the approval round trips (a ``session/request_permission``
-    read → the agent's next line about that call read: its ``tool_call_update``; opencode
-    writes an unrelated update right after its request, before any answer) and the host
-    tool round trips (the call's first news read, a ``tool_call`` or, on gemini, the
-    permission request naming it → its completed update read)."""
+    read → the update that ends that call read, ``completed`` or ``failed``: the agent acted
+    on the answer; its next line will not do, opencode writes the call's ``in_progress``
+    right after its request, before any answer) and the host tool round trips (the call's
+    first news read, a ``tool_call`` or, on gemini, the permission request naming it → its
+    completed update read)."""
 
     approvals: list[float] = field(default_factory=list)
     tools: list[float] = field(default_factory=list)
@@ -91,10 +93,10 @@ class Stamps:
             kind, cid = update.get("sessionUpdate"), update.get("toolCallId")
             if kind == "tool_call" and cid:
                 self._calls.setdefault(cid, now)
-            elif kind == "tool_call_update" and cid:
+            elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
                 if cid in self._asked:
                     self.approvals.append(now - self._asked.pop(cid))
-                if update.get("status") in ("completed", "failed") and cid in self._calls:
+                if cid in self._calls:
                     start = self._calls.pop(cid)
                     self.tools.append(now - start)
                     self.spans.append((start, now))
@@ -681,8 +683,8 @@ def fig_acp(p: Params) -> Result:
                     f"{t['ours_first'] * 1000:.0f} ms",
                 ),
                 row(
-                    f"{rig.name}: bare, `session/request_permission` read → the agent's next "
-                    "line read (`allow_once` at once)",
+                    f"{rig.name}: bare, `session/request_permission` read → the call's "
+                    "`completed` update read (`allow_once` at once; the command is `touch`)",
                     _ms(t["bare_approval"]),
                     "ms",
                     baseline=True,
