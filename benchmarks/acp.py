@@ -317,7 +317,7 @@ async def _turns(rig: Rig, n: int) -> dict[str, Any]:
     protocols: list[Any] = []
     launches = Launches()
     out: dict[str, Any] = {side: [] for side in ("ours", "bare", "twin")}
-    out.update({f"{side}_bash": [] for side in ("ours", "bare", "twin")})
+    out.update({f"{side}_{k}": [] for side in ("ours", "bare", "twin") for k in ("bash", "cpu")})
     async with contextlib.AsyncExitStack() as stack:
         with _recording(launches):
             agent = rig.agent(_stamped(rig.name, ours_stamps, protocols), approver=_allow)
@@ -344,9 +344,11 @@ async def _turns(rig: Rig, n: int) -> dict[str, Any]:
         }
 
         async def one(side: str, prompt: str, key: str) -> None:
-            started = time.perf_counter()
+            cpu, started = time.process_time(), time.perf_counter()
             said = await sides[side](prompt)
             out[key].append(time.perf_counter() - started)
+            if prompt == TEXT:  # this process's CPU (the agent runs in its own)
+                out[f"{side}_cpu"].append(time.process_time() - cpu)
             if prompt == TEXT and said != ANSWER:
                 raise RuntimeError(f"{rig.name} {side}: the answer was {said!r}")
 
@@ -680,7 +682,8 @@ def fig_acp(p: Params) -> Result:
                     "ms",
                     ratio=turn,
                     note=f"p90 {_p90(t['ours']):.0f} ms; the session's first turn "
-                    f"{t['ours_first'] * 1000:.0f} ms",
+                    f"{t['ours_first'] * 1000:.0f} ms; our process's CPU a turn "
+                    f"{_ms(t['ours_cpu']):.1f} ms (the bare loop's {_ms(t['bare_cpu']):.1f} ms)",
                 ),
                 row(
                     f"{rig.name}: bare, `session/request_permission` read → the call's "
