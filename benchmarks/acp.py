@@ -74,8 +74,16 @@ class Stamps:
     tools: list[float] = field(default_factory=list)
     #: Each host tool round trip's (start, end) perf_counter stamps.
     spans: list[tuple[float, float]] = field(default_factory=list)
+    #: The client's share of each approval: the request read → its answer formed.
+    shares: list[float] = field(default_factory=list)
     _asked: dict[str, float] = field(default_factory=dict)
     _calls: dict[str, float] = field(default_factory=dict)
+    _request: float | None = None
+
+    def answered(self, now: float) -> None:
+        if self._request is not None:
+            self.shares.append(now - self._request)
+            self._request = None
 
     def seen(self, obj: Any, now: float) -> None:
         if not isinstance(obj, dict):
@@ -84,6 +92,7 @@ class Stamps:
         if method == "session/request_permission":
             call = (obj.get("params") or {}).get("toolCall") or {}
             cid = call.get("toolCallId")
+            self._request = now
             if cid:
                 self._asked[cid] = now
                 # gemini tells of an MCP call first (only) in the permission request
@@ -105,6 +114,8 @@ class Stamps:
         self.approvals.clear()
         self.tools.clear()
         self.spans.clear()
+        self.shares.clear()
+        self._request = None
         self._calls.clear()
         self._asked.clear()
 
@@ -200,6 +211,7 @@ class BareAcp:
                     once = next(o["optionId"] for o in options if o.get("kind") == "allow_once")
                     answer = {"outcome": {"outcome": "selected", "optionId": once}}
                     self._write({"jsonrpc": "2.0", "id": obj["id"], "result": answer})
+                    self.stamps.answered(time.perf_counter())
                 else:
                     self._write(
                         {
@@ -267,13 +279,18 @@ def _stamped(name: str, stamps: Stamps, protocols: list[Any]) -> Any:
     class Stamped(base):  # type: ignore[misc]
         def control(self) -> Any:
             protocol = super().control()
-            receive = protocol.receive
+            receive, answer = protocol.receive, protocol.answer
 
             def stamped(obj: dict[str, Any]) -> Any:
                 stamps.seen(obj, time.perf_counter())
                 return receive(obj)
 
-            protocol.receive = stamped
+            def stamped_answer(ask: Any, decision: Any) -> Any:
+                said = answer(ask, decision)
+                stamps.answered(time.perf_counter())
+                return said
+
+            protocol.receive, protocol.answer = stamped, stamped_answer
             protocols.append(protocol)
             return protocol
 
@@ -376,6 +393,7 @@ async def _turns(rig: Rig, n: int) -> dict[str, Any]:
         if len(stamps.approvals) != n:
             raise RuntimeError(f"{rig.name} {side}: {len(stamps.approvals)} approvals, not {n}")
         out[f"{side}_approval"] = list(stamps.approvals)
+        out[f"{side}_share"] = list(stamps.shares)
     return out
 
 
@@ -700,7 +718,9 @@ def fig_acp(p: Params) -> Result:
                     "ms",
                     ratio=approval,
                     note=f"p90 {_p90(t['ours_approval']):.1f} ms; the whole approved turn "
-                    f"{_ms(t['ours_bash']):.0f} ms ({bash:.2f}×)",
+                    f"{_ms(t['ours_bash']):.0f} ms ({bash:.2f}×); our share (the request read "
+                    f"→ our answer formed) {_ms(t['ours_share']):.2f} ms, the bare loop's "
+                    f"{_ms(t['bare_share']):.2f} ms",
                 ),
                 row(
                     f"{rig.name}: control, a second bare loop alongside: the text turn",
