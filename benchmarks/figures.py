@@ -1538,6 +1538,13 @@ def fig_hosttools(p: Params) -> Result:
     return figure(p)
 
 
+def fig_acp(p: Params) -> Result:
+    """Live sessions over ACP on the real gemini, qwen, opencode (``benchmarks/acp.py``)."""
+    from .acp import fig_acp as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1554,4 +1561,5 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "sessions": ("8. Live sessions", fig_sessions),
     "pool": ("9. Warm pool", fig_pool),
     "hosttools": ("10. Host tools", fig_hosttools),
+    "acp": ("11. ACP sessions", fig_acp),
 }
