@@ -225,6 +225,30 @@ class AcpAgent:
     #: goes to the approver.  Empty: not known; the agent's requests go to the
     #: approver.
     mcp_title: str = ""
+    #: ``session/new``'s (``session/load``'s) ``_meta``, where the agent is
+    #: told which settings to read: the string ``"{setting_sources}"`` stands
+    #: for the sources a request reads (``setting_sources=``, else
+    #: :attr:`settings_default`), ``"{without_project}"`` for whether
+    #: "project" is not among them (claude-agent-acp's ``strictMcpConfig``).
+    #: Empty: no ``_meta``.
+    session_meta: Mapping[str, Any] = field(default_factory=dict)
+    #: The sources read when a request names none (the backend's
+    #: ``default_setting_sources``): what ``session_meta`` says then.
+    settings_default: tuple[str, ...] = ()
+
+
+def session_meta(template: object, sources: tuple[str, ...]) -> Any:
+    """``template`` (:attr:`AcpAgent.session_meta`) with its placeholders
+    filled for ``sources``."""
+    if template == "{setting_sources}":
+        return list(sources)
+    if template == "{without_project}":
+        return "project" not in sources
+    if isinstance(template, Mapping):
+        return {str(k): session_meta(v, sources) for k, v in template.items()}
+    if isinstance(template, list | tuple):
+        return [session_meta(v, sources) for v in template]
+    return template
 
 
 # -- the protocol ----------------------------------------------------------------
@@ -441,6 +465,11 @@ class AcpControl(ControlProtocol):
             "cwd": start.cwd if start else ".",
             "mcpServers": [_mcp_server(server) for server in self.mcp_servers],
         }
+        if self.agent.session_meta:
+            sources = start.setting_sources if start and start.setting_sources else None
+            params["_meta"] = session_meta(
+                self.agent.session_meta, tuple(sources or self.agent.settings_default)
+            )
         if start is not None and start.add_dirs and self.agent.directories:
             offered = _mapping(capabilities.get("sessionCapabilities"))
             if not isinstance(offered.get("additionalDirectories"), Mapping):

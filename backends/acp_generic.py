@@ -33,7 +33,16 @@ the agent titles its permission request for a tool of an MCP server
 caller's own functions (``tools=``) are called without asking the approver.  ``add_dirs=``
 goes in ``session/new``'s ``additionalDirectories`` (an agent that does not
 offer them fails the opening, saying so); ``system_prompt=`` is refused (ACP
-has no field for it).
+has no field for it).  ``setting_sources``: the combinations of settings
+sources it can be told to read (``setting_sources=``; the backend's
+attribute, which the capability check reads), ``default_setting_sources``
+the one read when none is named, ``session_meta`` how it is told: the
+``_meta`` of ``session/new`` with ``"{setting_sources}"`` and
+``"{without_project}"`` filled in (:attr:`~.acp.AcpAgent.session_meta`;
+claude-agent-acp's ``claudeCode.options``).  An agent that lists only
+combinations with "project" always reads the working directory's settings:
+an approver is refused there unless ``setting_sources=`` names the project
+(:mod:`coding_genesis.capabilities`).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from coding_genesis.backend import Backend, CommandSpec, Translator
 from coding_genesis.control import ControlProtocol
 from coding_genesis.errors import ConfigError
-from coding_genesis.request import Request
+from coding_genesis.request import Request, check_setting_sources
 
 from .acp import AcpAgent, AcpControl, AcpTranslator
 
@@ -67,6 +76,9 @@ ACP_KEYS = frozenset(
         "notes",
         "install_hint",
         "mcp_title",
+        "setting_sources",
+        "default_setting_sources",
+        "session_meta",
     }
 )
 
@@ -77,6 +89,41 @@ def _strings(field: str, value: object) -> tuple[str, ...]:
     if any(not isinstance(v, str) or "\0" in v for v in value):
         raise ConfigError(f"{field} must be a list of strings without NUL bytes")
     return tuple(value)
+
+
+def _sources(
+    name: str, combos: object, default: object, meta: object
+) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...] | None, dict[str, object]]:
+    """The entry's ``setting_sources`` (the combinations the agent can be told
+    to read), ``default_setting_sources`` and ``session_meta`` (how it is told),
+    checked together: a claim to honor ``setting_sources=`` needs the ``_meta``
+    that says it."""
+    if not isinstance(meta, Mapping):
+        raise ConfigError(f"backend {name!r}: session_meta must be a table, got {meta!r}")
+    if isinstance(combos, str) or not isinstance(combos, Sequence):
+        raise ConfigError(f"backend {name!r}: setting_sources must be a list of lists")
+    try:
+        can = tuple(tuple(check_setting_sources(c) or ()) for c in combos)
+        chosen = check_setting_sources(default)
+    except ConfigError as exc:
+        raise ConfigError(f"backend {name!r}: {exc}") from None
+    told = "{setting_sources}" in repr(meta)
+    if told and not can:
+        raise ConfigError(
+            f'backend {name!r}: session_meta says "{{setting_sources}}", but the entry '
+            "lists no setting_sources the agent can be told"
+        )
+    if len(can) > 1 and not told:
+        raise ConfigError(
+            f"backend {name!r}: setting_sources lists several choices, but session_meta "
+            'has no "{setting_sources}" to tell the agent which'
+        )
+    if can and (chosen is None or chosen not in can):
+        raise ConfigError(
+            f"backend {name!r}: default_setting_sources must be one of setting_sources, "
+            f"got {default!r}"
+        )
+    return can, (chosen if can else None), dict(meta)
 
 
 def _mode_id(field: str, value: object) -> str:
@@ -107,6 +154,9 @@ class AcpBackend(Backend):
         notes: Sequence[str] = (),
         install_hint: str = "",
         mcp_title: str = "",
+        setting_sources: Sequence[Sequence[str]] = (),
+        default_setting_sources: Sequence[str] | None = None,
+        session_meta: Mapping[str, object] | None = None,
         format: str = "acp",
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
@@ -150,6 +200,9 @@ class AcpBackend(Backend):
             )
         if not isinstance(resume, bool):
             raise ConfigError(f"backend {name!r}: resume must be true or false, got {resume!r}")
+        can, default, meta = _sources(
+            name, setting_sources, default_setting_sources, session_meta or {}
+        )
         self.name = name
         self.executable = argv[0]
         self._args = argv[1:]
@@ -163,7 +216,13 @@ class AcpBackend(Backend):
             else f"resume is off for {name} (its backend says resume = false)",
             directories=True,
             mcp_title=mcp_title,
+            session_meta=meta,
+            settings_default=default or (),
         )
+        #: The settings it can be told to read (by ``session_meta``), and what
+        #: it reads unasked: the capability check's, and ``setting_sources=``'s.
+        self.setting_sources = can
+        self.default_setting_sources = default
         #: Only the levels it was told the mode of.
         self.permission_levels = frozenset(levels)
         self.supports_resume = resume

@@ -202,6 +202,9 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
+    refused = _unseen_project(backend, settings)
+    if refused is not None:
+        return refused
     for option, noun in TAKES.items():
         if getattr(settings, option, None) and option not in backend.takes:
             return Unsupported(
@@ -210,6 +213,26 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 + _listed("backends that do", option),
             )
     return None
+
+
+def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """An approver on a backend that cannot be told not to read the working
+    directory's settings (codex-acp trusts it): what a repository puts there
+    (MCP servers, hooks) would act behind the approver, which callers rely on
+    as a boundary.  Refused unless ``setting_sources=`` says the caller reads
+    the project knowingly."""
+    can = backend.setting_sources
+    if settings.approver is None or settings.setting_sources is not None:
+        return None
+    if not can or not all("project" in c for c in can):
+        return None
+    return Unsupported(
+        "approver",
+        f"backend {backend.name!r} always reads the working directory's own settings "
+        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
+        "commands) would run behind the approver, unasked.  Pass "
+        f"setting_sources={can[0]!r} to accept that for a repository you trust",
+    )
 
 
 def require(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> None:

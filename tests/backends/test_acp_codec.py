@@ -7,6 +7,7 @@ no recording holds (errors, refusals, ids, versions) said as the codec must."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -718,3 +719,83 @@ def test_thoughts_and_plans_are_typed_events() -> None:
     *_, result = translator.translate({"id": 3, "result": {"stopReason": "end_turn"}})
     assert isinstance(result, ResultEvent) and result.text is None  # a thought is no answer
     assert not result.is_error  # something was said: no hidden error
+
+
+def test_session_meta_tells_the_agent_which_settings_to_read() -> None:
+    """An agent told by ``_meta`` (claude-agent-acp's ``claudeCode.options``) gets
+    ``setting_sources=``, else the backend's default, in session/new and session/load
+    (valid by the schema); an agent without ``session_meta`` gets no ``_meta``."""
+    template = {
+        "claudeCode": {
+            "options": {
+                "settingSources": "{setting_sources}",
+                "strictMcpConfig": "{without_project}",
+                "kept": ["as", 1],
+            }
+        }
+    }
+    told = AcpAgent("claude-acp", session_meta=template, settings_default=("user",))
+    for sources, strict in ((None, True), (("user", "project", "local"), False)):
+        for resume in (None, "s-0"):
+            p = protocol(told)
+            p.can_load = True
+            written = opened(p, cli_request(cwd="/srv", resume=resume, setting_sources=sources))
+            (new,) = [o for o in written if o["method"] in ("session/new", "session/load")]
+            options = new["params"]["_meta"]["claudeCode"]["options"]
+            assert options == {
+                "settingSources": list(sources or ("user",)),
+                "strictMcpConfig": strict,
+                "kept": ["as", 1],
+            }
+            assert written_problems(new, {}) == [], new
+    assert "_meta" not in opened(protocol())[1]["params"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"setting_sources": [["user"], ["user", "project"]]}, 'no "{setting_sources}"'),
+        ({"session_meta": {"m": "{setting_sources}"}}, "lists no setting_sources"),
+        ({"setting_sources": [["user", "project"]], "default_setting_sources": ["user"]}, "one of"),
+        ({"setting_sources": [["user", "nowhere"]]}, "setting_sources must name"),
+        ({"session_meta": ["x"]}, "session_meta must be a table"),
+    ],
+)
+def test_an_entrys_settings_fields_are_checked_together(entry: dict[str, Any], says: str) -> None:
+    """A claim that the agent honors ``setting_sources=`` needs the ``_meta`` saying it."""
+    from coding_genesis.backends.acp_generic import AcpBackend
+    from coding_genesis.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        AcpBackend("x", command=["x"], **entry)
+
+
+def test_an_approver_is_refused_where_the_project_is_always_read() -> None:
+    """Security: a backend that cannot be told not to read the working directory's
+    settings (codex-acp trusts it) takes an approver only with ``setting_sources=``
+    naming the project: what a repository puts there would act behind it."""
+    from coding_genesis.backends.acp_generic import AcpBackend
+    from coding_genesis.capabilities import check
+    from coding_genesis.request import RequestSettings
+
+    always = AcpBackend(
+        "codex-acp",
+        command=["x"],
+        setting_sources=[["user", "project"]],
+        default_setting_sources=["user", "project"],
+    )
+    refused = check(always, RequestSettings(approver=lambda r: True))
+    assert refused is not None and refused.option == "approver", refused
+    assert "working directory's own settings" in refused.message
+    assert "setting_sources=('user', 'project')" in refused.message
+    knowingly = RequestSettings(approver=lambda r: True, setting_sources=("user", "project"))
+    assert check(always, knowingly) is None
+    assert check(always, RequestSettings()) is None  # no approver: nothing behind one
+    told = AcpBackend(
+        "told",
+        command=["x"],
+        setting_sources=[["user"], ["user", "project"]],
+        default_setting_sources=["user"],
+        session_meta={"s": "{setting_sources}"},
+    )
+    assert check(told, RequestSettings(approver=lambda r: True)) is None
