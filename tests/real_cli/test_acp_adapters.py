@@ -44,6 +44,7 @@ from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.fakes.real_cli import claude_env, codex_env, repo_root, write_codex_home
 from tests.real_cli.test_claude_codex import hermetic_env
 from tests.real_cli.test_sessions import marked, sleepers
+from tests.security.test_repository_programs import MCP_SERVER, writes
 from tests.support import Scripted
 
 __all__ = ["hermetic_env"]  # the autouse fixture of the real-CLI tests, active here too
@@ -371,13 +372,6 @@ async def test_codexs_app_server_is_inside_the_tree_and_stopped_with_it(
 
 
 # -- the repository's settings: read only when setting_sources= says so ----------------
-
-MCP_SERVER = Path(__file__).parents[1] / "fakes" / "mcp_stdio_server.py"
-
-
-def writes(marker: Path) -> str:
-    """A shell command that proves it ran by writing ``marker``."""
-    return f"python3 -c \"open({str(marker)!r}, 'a').write('ran')\""
 
 
 def plant_claude_settings(work: Path, marks: Path) -> dict[str, Path]:
