@@ -162,6 +162,15 @@ def tree(root_pid: int) -> list[psutil.Process]:
         return []
 
 
+def descends(proc: psutil.Process, root_pid: int) -> bool:
+    """Whether ``proc`` runs under ``root_pid`` (one that exited in between counts as
+    inside: it can no longer be outside)."""
+    try:
+        return root_pid in {a.pid for a in proc.parents()}
+    except psutil.NoSuchProcess:
+        return True
+
+
 def adapters(key: str) -> list[psutil.Process]:
     """The session ``key``'s adapter processes (node running an adapter's dist/index.js)."""
     found = []
@@ -356,8 +365,10 @@ async def test_codexs_app_server_is_inside_the_tree_and_stopped_with_it(
             servers = app_servers([adapter])
             assert servers and adapter.parent().pid == os.getpid()  # type: ignore[union-attr]
             assert sleepers(s.key), "the long command never started"
-            inside = {p.pid for p in tree(adapter.pid)}
-            assert {p.pid for p in sleepers(s.key)} <= inside
+            # each sleeper's ancestry, read per process: a shell's child spawned after a
+            # snapshot of the tree is no race for this
+            outside = [p.pid for p in sleepers(s.key) if not descends(p, adapter.pid)]
+            assert outside == [], (outside, [p.pid for p in tree(adapter.pid)])
             if end == "close":
                 tg.cancel_scope.cancel()
         if end == "timeout":
