@@ -460,3 +460,52 @@ async def test_codex_acp_refuses_an_approver_unless_the_project_is_read_knowingl
                 break
             await anyio.sleep(0.25)
     assert marker.exists(), "the project's MCP server did not start: is the refusal still needed?"
+
+
+# -- the repository's settings choose no permission mode ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "mode", "sources"),
+    [
+        ("settings.local.json", "acceptEdits", None),
+        ("settings.local.json", "bypassPermissions", None),
+        ("settings.json", "acceptEdits", None),
+        ("settings.json", "bypassPermissions", None),
+        # the project's settings read knowingly: still not its mode
+        ("settings.local.json", "acceptEdits", ("user", "project", "local")),
+    ],
+)
+async def test_claude_acp_runs_in_our_mode_whatever_the_repository_says(
+    where: str,
+    mode: str,
+    sources: tuple[str, ...] | None,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+) -> None:
+    """Security: claude-agent-acp picks a session's starting mode from every settings
+    file of the working directory (its own reading, whatever ``setting_sources=`` says),
+    and its SDK's filter drops only some escalations (``acceptEdits`` in
+    ``.claude/settings.local.json`` passes): so the session is always put in our mode
+    after ``session/new``, the asking one when no level is given.  A write and a command
+    then reach the approver, or, without one, are refused (recorded, nothing made).
+    (The adapter's own default, ``auto``, wrote the file unasked too.)"""
+    rig = AdapterRig("claude-acp", model_server, tmp_path)
+    (rig.work / ".claude").mkdir()
+    doc = {"permissions": {"defaultMode": mode}}
+    (rig.work / ".claude" / where).write_text(json.dumps(doc))
+    scenarios = {"write": "SCENARIO:write made.txt hi", "bash": rig.shell("touch ran.txt")}
+    asking = Scripted(Decision.deny("no"), Decision.deny("no"))
+    for approver in (None, asking):
+        given = {} if approver is None else {"approver": approver}
+        agent = rig.agent(setting_sources=sources, **given)
+        async with agent.session() as s:
+            for name, prompt in scenarios.items():
+                r = await s.send_result(prompt)
+                assert r.status == 0, r.message
+                assert [a["allowed"] for a in r.approvals] == [False], (name, approver, r)
+                source = "permissions" if approver is None else "approver"
+                assert r.approvals[0]["source"] == source, r.approvals
+        made = sorted(p.name for p in rig.work.iterdir() if p.suffix == ".txt")
+        assert made == [], f"{made}: the repository's {mode} acted behind {approver or 'us'}"
+    assert [r.kind for r in asking.asked] == ["write", "command"], asking.asked
