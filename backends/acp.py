@@ -5,8 +5,8 @@ that speaks it) reads JSON-RPC 2.0 requests on stdin and writes its answers,
 its notifications and its own requests on stdout, one object a line.  A live
 session is ``initialize`` → ``session/new`` (or ``session/load`` for
 ``resume=``) → ``session/set_mode`` (the permission level's mode, else the
-asking mode: never the agent's own starting mode) → one ``session/prompt`` per turn; ``session/cancel`` ends a
-running turn.  What the agent tells of a turn comes as ``session/update``
+asking mode: never the agent's own starting mode) → one ``session/prompt``
+per turn; ``session/cancel`` ends a running turn.  What the agent tells of a turn comes as ``session/update``
 notifications (text chunks, thoughts, tool calls and their updates, plans,
 usage), and it asks before a tool call with ``session/request_permission``.
 
@@ -193,12 +193,12 @@ class AcpAgent:
 
     ``modes``: the mode id (``session/set_mode``) of each permission level the
     agent enforces by a mode; ``ask_mode``: the mode in which it asks before
-    every tool call it can ask about (set when an approver decides, and when no
-    level is given; None: the agent asks in its default mode, or the backend's
-    command sees to it, as opencode's configuration).  ``resume``: None when ``resume=`` uses
-    ``session/load`` where the agent offers it (``loadSession``); else why
-    resuming is refused (the protocol's ``resume_refusal``, which the
-    capability check reads).  ``refusal``: what a refused tool call does to the
+    every tool call it can ask about (set when an approver decides, and when
+    no level is given; None: the agent asks in its default mode, or the
+    backend's command sees to it, as opencode's configuration).  ``resume``:
+    None when ``resume=`` uses ``session/load`` where the agent offers it
+    (``loadSession``); else why resuming is refused (the protocol's
+    ``resume_refusal``, which the capability check reads).  ``refusal``: what a refused tool call does to the
     turn (for the docs and the capability check); ``permissions``: how the
     agent enforces the levels and asks, when its modes do not.
     """
