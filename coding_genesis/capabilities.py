@@ -37,11 +37,13 @@ __all__ = [
     "UNTRUSTED",
     "UNTRUSTED_OPTIONS",
     "Trust",
+    "always_reads_project",
     "backends_that",
     "check",
     "require",
     "steer_refusal",
     "takes_schema",
+    "untrusted_backend_problem",
     "untrusted_problem",
 ]
 
@@ -215,23 +217,37 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
     return None
 
 
-def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
-    """An approver on a backend that cannot be told not to read the working
-    directory's settings (codex-acp trusts it): what a repository puts there
-    (MCP servers, hooks) would act behind the approver, which callers rely on
-    as a boundary.  Refused unless ``setting_sources=`` says the caller reads
-    the project knowingly."""
+def always_reads_project(backend: Backend) -> bool:
+    """``backend`` cannot be told not to read the working directory's own
+    settings (every combination it can be told names "project": codex-acp
+    trusts the directory): what a repository puts there (MCP servers, hooks)
+    runs in every run of it there."""
     can = backend.setting_sources
+    return bool(can) and all("project" in c for c in can)
+
+
+def _always_read(backend: Backend) -> str:
+    return (
+        f"backend {backend.name!r} always reads the working directory's own settings "
+        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
+        "commands) would run"
+    )
+
+
+def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """An approver on a backend that :func:`always_reads_project`: what a
+    repository puts there would act behind the approver, which callers rely
+    on as a boundary.  Refused unless ``setting_sources=`` says the caller
+    reads the project knowingly."""
     if settings.approver is None or settings.setting_sources is not None:
         return None
-    if not can or not all("project" in c for c in can):
+    if not always_reads_project(backend):
         return None
     return Unsupported(
         "approver",
-        f"backend {backend.name!r} always reads the working directory's own settings "
-        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
-        "commands) would run behind the approver, unasked.  Pass "
-        f"setting_sources={can[0]!r} to accept that for a repository you trust",
+        f"{_always_read(backend)} behind the approver, unasked.  Pass "
+        f"setting_sources={backend.setting_sources[0]!r} to accept that for a repository "
+        "you trust",
     )
 
 
@@ -317,3 +333,16 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"
     return None
+
+
+def untrusted_backend_problem(backend: Backend) -> str | None:
+    """Why untrusted input may not run ``backend`` at all (None: it may): it
+    :func:`always_reads_project`, and the input chooses the working directory
+    (a batch line's ``cwd``), so the input would choose which repository's
+    programs run.  Only ``--trusted-input`` accepts that."""
+    if not always_reads_project(backend):
+        return None
+    return (
+        f"refused: {_always_read(backend)}, and a batch line chooses its cwd; "
+        "pass --trusted-input to run it for input you trust"
+    )

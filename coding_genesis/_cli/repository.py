@@ -101,10 +101,15 @@ def with_safe_start(requests: list[Any], fallback: str, trusted: bool) -> list[A
     """Each untrusted batch line's CLI told to read the user's settings alone
     (its cwd is the file's to choose): ``setting_sources=("user",)`` for a
     backend that can be told, which is every built-in CLI (opencode and qwen,
-    whose default reads the project's, included); a line cannot set it.
-    ``trusted`` (``--trusted-input``): the lines as they are."""
+    whose default reads the project's, included); a line cannot set it.  A
+    line on a backend that cannot be told (codex-acp) is refused
+    (:func:`~coding_genesis.capabilities.untrusted_backend_problem`), whether
+    the line or ``--backend`` names it.  ``trusted`` (``--trusted-input``):
+    the lines as they are."""
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import get_backend
+    from coding_genesis.batch import InvalidRequest
+    from coding_genesis.capabilities import untrusted_backend_problem
 
     if trusted:
         return requests
@@ -113,10 +118,13 @@ def with_safe_start(requests: list[Any], fallback: str, trusted: bool) -> list[A
         if isinstance(request, dict):
             name = request.get("backend") or fallback
             try:
-                can = ("user",) in get_backend(name).setting_sources
+                backend = get_backend(name)
             except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
-                can = False
-            if can:
+                backend = None
+            problem = None if backend is None else untrusted_backend_problem(backend)
+            if problem is not None:
+                request = InvalidRequest(reason=problem)
+            elif backend is not None and ("user",) in backend.setting_sources:
                 request = {**request, "setting_sources": ("user",)}
         out.append(request)
     return out

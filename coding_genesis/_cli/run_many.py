@@ -283,11 +283,14 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", data)
     if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
         return usage_error("run-many", problem)
+    try:  # before the lines are looked at: their backends may be its entries
+        add_backends_file(backends_file(None))
+    except ConfigError as exc:
+        return usage_error("run-many", str(exc))
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
     requests = with_safe_start(requests, args.backend or default_backend(), args.trusted_input)
     total = len(requests)
     try:
-        add_backends_file(backends_file(None))
         budget = budget_from(args)
         prices = prices_from(args)
         approvals = _approvals(args)
