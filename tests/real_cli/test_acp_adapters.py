@@ -317,9 +317,16 @@ async def test_a_host_tool_called_over_mcp_after_a_tool_search(rig: AdapterRig) 
     assert asked == [] and called.approvals == [], asked
 
 
-async def test_401_is_auth_and_the_session_answers_after(rig: AdapterRig) -> None:
+async def test_which_claude_and_which_codex_the_adapters_run_and_a_401(rig: AdapterRig) -> None:
+    """Which claude and which codex each adapter runs; then, in the same session, a 401 is
+    auth and the session answers after (one start of the adapter for both)."""
     agent = rig.agent()
     async with agent.session() as s:
+        assert (await s.send_result("SCENARIO:text which")).status == 0
+        if rig.name == "codex-acp":
+            (adapter,) = adapters(s.key)
+            (server,) = app_servers([adapter])
+            exe = server.exe()
         started = time.monotonic()
         r = await s.send_result("SCENARIO:401")
         took = time.monotonic() - started
@@ -328,16 +335,6 @@ async def test_401_is_auth_and_the_session_answers_after(rig: AdapterRig) -> Non
     assert r.failure.category == "auth", (r.failure, r.message)
     assert after.status == 0 and after.message.startswith("still answering"), after.message
     assert took < 60, took
-
-
-async def test_which_claude_and_which_codex_the_adapters_run(rig: AdapterRig) -> None:
-    agent = rig.agent()
-    async with agent.session() as s:
-        assert (await s.send_result("SCENARIO:text which")).status == 0
-        if rig.name == "codex-acp":
-            (adapter,) = adapters(s.key)
-            (server,) = app_servers([adapter])
-            exe = server.exe()
     agents = {r.headers.get("user-agent", "") for r in rig.server.model_requests()}
     if rig.name == "claude-acp":
         # not the claude of .tools (2.1.330): the SDK's own
