@@ -1,0 +1,207 @@
+"""``genesis serve``: runs over HTTP and Server-Sent Events (the ``serve`` extra).
+
+The command line reads the settings and the environment here (as it does for
+every command); the server itself is ``coding_genesis._serve``, reached by
+name (``importlib``): it reads a request as ``run-many`` reads a line, so it
+sits above the command line (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+from coding_genesis._cli.common import positive_seconds, usage_error, whole_number
+from coding_genesis._cli.repository import absolute_path
+
+__all__ = ["register"]
+
+EXAMPLES = """\
+examples:
+  genesis serve                                   127.0.0.1:8765, runs under this directory
+  genesis serve --root ~/work --concurrency 8 --queue 200
+  TOKEN=$(cat ~/.local/state/coding-genesis/serve/token)
+  curl -H "Authorization: Bearer $TOKEN" -d '{"prompt": "hello", "backend": "failer"}' \\
+       http://127.0.0.1:8765/runs
+  curl -N -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8765/events
+
+Every route needs the token: generated at each start into the state directory
+(--state-dir, default $XDG_STATE_HOME/coding-genesis/serve/token, mode 0600), or
+given (GENESIS_SERVE_TOKEN, --token-file).  A request body is a run-many line
+under the same rules: data only, unless --trusted-input; its cwd under --root.
+Runs are recorded like every run (transcripts, the run log): `genesis runs`
+and GET /runs show one history.  SIGTERM drains (--on-term, --drain-timeout).
+The API: docs/serve.md, and GET /openapi.json.
+"""
+
+#: A request body is at most this big by default (bytes).
+MAX_BODY = 1024 * 1024
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve runs over HTTP and Server-Sent Events (pip install coding-genesis[serve])",
+        description="Serve an HTTP API: start runs, follow their events, cancel them, read "
+        "their transcripts and statistics, from any language.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=whole_number(0, 65535), default=8765, help="port (default 8765; 0: any)"
+    )
+    parser.add_argument(
+        "--root",
+        type=absolute_path,
+        default=None,
+        help="every run's cwd must lie under this directory (default: this one)",
+    )
+    parser.add_argument(
+        "--concurrency", "-j", type=whole_number(1, 256), default=4, help="runs at once (4)"
+    )
+    parser.add_argument(
+        "--queue",
+        type=whole_number(0, 100_000),
+        default=100,
+        help="runs waiting at most; past it a request gets 429 with Retry-After (100)",
+    )
+    parser.add_argument(
+        "--trusted-input",
+        action="store_true",
+        help="accept every setting in a request (cli_path, env, extra_args, ...): CODE "
+        "EXECUTION, whoever holds the token runs programs as you",
+    )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        help="read the token from this file (yours, mode 0600) instead of generating one",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=absolute_path,
+        default=None,
+        help="the server's private directory: token, journal, server.json "
+        "(default $XDG_STATE_HOME/coding-genesis/serve)",
+    )
+    parser.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="another name clients may reach this server by (its Host header), e.g. the "
+        "name of a proxy in front of it; repeatable",
+    )
+    parser.add_argument(
+        "--max-body",
+        type=whole_number(1024),
+        default=MAX_BODY,
+        help=f"largest request body in bytes ({MAX_BODY})",
+    )
+    parser.add_argument(
+        "--on-term",
+        choices=("drain", "cancel"),
+        default="drain",
+        help="on SIGTERM: let the runs finish (drain, within --drain-timeout) or cancel them",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds a drain may take before the rest is cancelled (60)",
+    )
+    defaults = parser.add_argument_group(
+        "defaults", "settings for the requests that do not set them (as run-many takes them)"
+    )
+    defaults.add_argument(
+        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
+    )
+    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
+    defaults.add_argument(
+        "--timeout", "-t", type=positive_seconds, default=None, help="wall-clock limit (300)"
+    )
+    defaults.add_argument(
+        "--idle-timeout", type=positive_seconds, default=None, help="stop after this silence"
+    )
+    defaults.add_argument(
+        "--grace", type=positive_seconds, default=None, help="seconds from SIGTERM to SIGKILL"
+    )
+    defaults.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.backends import all_names
+    from coding_genesis._cli.env import (
+        SERVE_TOKEN,
+        default_backend,
+        ledger_setting,
+        run_log_path,
+        serve_dir,
+        transcript_dir,
+    )
+    from coding_genesis._cli.run_many import batch_defaults
+    from coding_genesis._util.version import version
+
+    try:
+        server = importlib.import_module("coding_genesis._serve.server")
+    except ImportError as exc:
+        return usage_error(
+            "serve",
+            f"the server needs the serve extra ({exc.name or exc}): "
+            "pip install 'coding-genesis[serve]'",
+        )
+    security = importlib.import_module("coding_genesis._serve.security")
+    token: str | None = None
+    try:
+        if args.token_file:
+            token = security.read_token_file(os.path.expanduser(args.token_file))
+        elif os.environ.get(SERVE_TOKEN, "").strip():
+            token = security.check_token(os.environ[SERVE_TOKEN])
+    except (OSError, ValueError) as exc:
+        return usage_error("serve", f"cannot use the token: {exc}")
+    root = args.root or os.getcwd()
+    if not os.path.isdir(root):
+        return usage_error("serve", f"--root {root} is not a directory")
+    requests = importlib.import_module("coding_genesis._serve.requests")
+    transcripts, log = transcript_dir(), run_log_path()
+    args.cwd = None
+    args.setting_sources = None
+    settings = server.Settings(
+        host=args.host,
+        port=args.port,
+        root=requests.root_path(root),
+        state_dir=args.state_dir or serve_dir(),
+        trusted=args.trusted_input,
+        concurrency=args.concurrency,
+        queue=args.queue,
+        max_body=args.max_body,
+        drain_timeout=args.drain_timeout,
+        on_term=args.on_term,
+        fallback_backend=args.backend or default_backend(),
+        defaults={
+            **batch_defaults(args),
+            "transcripts": str(transcripts) if transcripts is not None else None,
+            "run_log": str(log) if log is not None else None,
+            "ledger": ledger_setting(),
+        },
+        transcripts=transcripts,
+        run_log=log,
+        ledger=ledger_setting(),
+        version=version(),
+        token=token,
+        allow_hosts=tuple(args.allow_host),
+        doctor_backends=all_names(),
+    )
+    code: int = server.main(settings)
+    sys.stdout.flush()
+    return code

@@ -1,0 +1,208 @@
+"""The API's shapes, as pydantic models: the OpenAPI schema is generated from
+them (``docs/openapi.json``, committed; a test fails when it drifts), and every
+JSON response is built through them, so what is served is what is documented."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CategoryStat",
+    "Check",
+    "Doctor",
+    "Error",
+    "Lost",
+    "Run",
+    "RunList",
+    "RunRequest",
+    "ServerInfo",
+    "Stats",
+    "Transcript",
+    "UsageStat",
+]
+
+RunState = Literal["queued", "running", "finished", "lost"]
+
+
+class Error(BaseModel):
+    """Every refusal: a short code and the words of why."""
+
+    error: str = Field(description="a short code: invalid_request, not_found, queue_full, ...")
+    message: str
+
+
+class RunRequest(BaseModel):
+    """A run to start: a ``genesis run-many`` line, read under the same rules.
+
+    Unless the server was started with ``--trusted-input``, only these fields
+    may be set (``options``: ``max_turns`` only); anything that chooses an
+    executable, an argument, an environment variable, a permission or an
+    approver is refused.  ``cwd`` (relative to the server's root, or absolute)
+    must lie under ``--root``.  With ``--trusted-input`` every setting of
+    ``CodingGenesisAgent`` is accepted.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    prompt: str = Field(description="what to ask the CLI")
+    backend: str | None = Field(None, description="claude, codex, gemini, opencode, qwen, failer")
+    model: str | None = None
+    timeout: float | None = Field(None, description="wall-clock limit, seconds")
+    idle_timeout: float | None = Field(None, description="stop after this many seconds of silence")
+    cwd: str | None = Field(None, description="working directory, under the server's root")
+    name: str | None = None
+    resume: str | None = Field(None, description="a CLI session id to continue")
+    request_key: str | None = None
+    retry: str | int | dict[str, Any] | None = Field(
+        None, description='"default", a number of retries, or a retry policy object'
+    )
+    options: dict[str, Any] | None = Field(None, description='untrusted: {"max_turns": N} only')
+    isolation: Literal["worktree"] | None = None
+    isolation_base: str | None = None
+    keep: Literal["never", "on_failure", "always"] | None = None
+    carry_uncommitted: bool | None = None
+    include_diff: bool | None = None
+
+
+class Lost(BaseModel):
+    """A run the server (or another runner) was stopped in the middle of."""
+
+    found: float | None = Field(description="when it was found lost (epoch seconds)")
+    was: str | None = Field(description="queued or running when its runner died")
+    reason: str | None
+    done: dict[str, Any] | None = Field(
+        description="what it had done, from its transcript: attempts, tool_calls, "
+        "tool_usage, files_modified, session_id, model, usage, cost_usd, stopped_processes"
+    )
+
+
+class Run(BaseModel):
+    """One run: a request of this server (``source: api``) or a run recorded by
+    the command line or an agent (``source: cli``)."""
+
+    id: str = Field(description="the request's id (a cli run: its run id)")
+    run_id: str | None = Field(description="the run's id in transcripts and the run log")
+    source: Literal["api", "cli"]
+    state: RunState
+    backend: str | None
+    model: str | None
+    prompt: str = Field(description="its first line, at most 200 characters")
+    cwd: str | None
+    accepted: float | None = Field(description="epoch seconds")
+    started: float | None
+    finished: float | None
+    position: int | None = Field(description="in the queue, 1 next (queued runs)")
+    cancel_requested: bool
+    status: int | None = Field(description="the response status: 0 ok (see docs/failures.md)")
+    error: str | None
+    category: str | None
+    duration_s: float | None
+    tool_calls: int | None
+    lost: Lost | None
+    result: dict[str, Any] | None = Field(
+        None,
+        description="the response dict of run() (GET /runs/{id} of a finished run)",
+    )
+
+
+class RunList(BaseModel):
+    runs: list[Run]
+
+
+class Transcript(BaseModel):
+    """A run's recorded transcript: its events (decoded from the raw stdout
+    as a live run decodes it; ``ts_estimated`` marks estimated times)."""
+
+    run_id: str
+    meta: dict[str, Any]
+    events: list[dict[str, Any]]
+    offset: int
+    next_offset: int | None = Field(description="the offset of the next page (None: the end)")
+    result: dict[str, Any] | None
+    ended: dict[str, Any] | None = Field(description="set by the sweep when its runner died")
+    stderr_tail: str
+    damaged: list[str]
+
+
+class CategoryStat(BaseModel):
+    count: int
+    share: float = Field(description="of the failures")
+    rate: float = Field(description="of the runs")
+
+
+class Blocker(BaseModel):
+    blocked_on: str
+    count: int
+
+
+class UsageStat(BaseModel):
+    runs: int
+    failures: int
+    failure_rate: float
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    runs_with_usage: int
+    cost_usd: float
+    runs_with_cost: int
+    cost_sources: dict[str, int]
+
+
+class Stats(BaseModel):
+    """``genesis stats`` as data: failures by category, runs, tokens and cost
+    by backend and by day (UTC), from the one run log."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    log: str | None
+    since_s: float | None
+    from_: str | None = Field(alias="from")
+    to: str
+    backend: str | None
+    runs: int
+    failures: int
+    cancelled: int
+    not_started: int
+    failure_rate: float
+    by_category: dict[str, CategoryStat]
+    top_blockers: list[Blocker]
+    malformed_lines: int
+    total: UsageStat
+    by_backend: dict[str, UsageStat]
+    by_day: dict[str, UsageStat]
+
+
+class Check(BaseModel):
+    backend: str = Field(description='a backend, or "*" for the machine')
+    check: str
+    status: Literal["ok", "warn", "FAIL"]
+    detail: str
+    fix: str
+
+
+class Doctor(BaseModel):
+    """``genesis doctor --json``."""
+
+    checks: list[Check]
+    can_run: dict[str, bool]
+
+
+class QueueInfo(BaseModel):
+    size: int
+    queued: int
+    running: int
+    concurrency: int
+
+
+class ServerInfo(BaseModel):
+    version: str
+    boot: str = Field(description="this start of the server (the prefix of its event ids)")
+    root: str
+    trusted_input: bool
+    accepting: bool
+    queue: QueueInfo
+    identity: dict[str, str]
+    answered: int = Field(description="runs answered since the start")
