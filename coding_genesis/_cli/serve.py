@@ -102,6 +102,13 @@ def register(subparsers: Any) -> None:
         help=f"largest request body in bytes ({MAX_BODY})",
     )
     parser.add_argument(
+        "--event-buffer",
+        type=whole_number(16, 10_000_000),
+        default=10_000,
+        help="events kept for clients that read late or resume with Last-Event-ID "
+        "(10000; per run at most 2000); a client further behind is told what it missed",
+    )
+    parser.add_argument(
         "--on-term",
         choices=("drain", "cancel"),
         default="drain",
@@ -200,6 +207,7 @@ def handle(args: argparse.Namespace) -> int:
         version=version(),
         token=token,
         allow_hosts=tuple(args.allow_host),
+        event_buffer=args.event_buffer,
         doctor_backends=all_names(),
     )
     code: int = server.main(settings)

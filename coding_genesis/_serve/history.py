@@ -107,10 +107,11 @@ async def recover(
     journal: Journal,
     base: Path | None,
     ledger: str | bool | None,
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], int]:
     """What an earlier run of the server left: the dead runners' trees stopped
     (the sweep), every request it held queued or running marked lost (with
-    what it did), the journal compacted.  Returns the requests, oldest first."""
+    what it did), the journal compacted.  Returns the requests, oldest first,
+    and how many were found lost now."""
     if ledger is not False:
         # lazy: the sweep loads git and the worktree machinery only when a dead run left a worktree
         from coding_genesis._supervision.ledger import Ledger, LedgerError
@@ -130,6 +131,7 @@ async def recover(
                 )
     past = journal.load()
     now = time.time()
+    found = 0
     for key, record in past.items():
         state = record.get("state")
         if state not in ("queued", "running"):
@@ -145,8 +147,9 @@ async def recover(
         }
         journal.write(lost)
         record.update(lost, at=round(now, 3))
+        found += 1
     journal.rewrite(past)
-    return past
+    return past, found
 
 
 # -- views -------------------------------------------------------------------------

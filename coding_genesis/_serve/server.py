@@ -68,6 +68,7 @@ class Settings:
     token: str | None = None
     allow_hosts: tuple[str, ...] = ()
     heartbeat: float = 15.0
+    event_buffer: int = 10_000
     doctor_backends: list[str] = field(default_factory=list)
 
 
@@ -153,10 +154,13 @@ async def _serve(settings: Settings) -> int:
     url_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"http://{url_host}:{port}"
     redactor = Redactor.of_environment({"GENESIS_SERVE_TOKEN": token})
-    hub = Hub(redactor)
+    hub = Hub(
+        redactor,
+        keep=settings.event_buffer,
+        keep_per_topic=min(settings.event_buffer, 2_000),
+    )
     journal = Journal(settings.state_dir / "journal.jsonl")
-    past = await recover(journal, settings.transcripts, settings.ledger)
-    lost = sum(1 for r in past.values() if r.get("state") == "lost" and "found" in r)
+    past, lost = await recover(journal, settings.transcripts, settings.ledger)
     runs: Runs
 
     def view(entry: Any) -> dict[str, Any]:
