@@ -72,6 +72,9 @@ class Hub:
         self._ended: list[str] = []
         self._changed = anyio.Event()
         self.closed = False
+        #: Streams open now, and the most open since memory was last given back.
+        self.streams = 0
+        self._peak = 0
 
     # -- publishing -------------------------------------------------------------
 
@@ -172,6 +175,25 @@ class Hub:
         """The SSE body of a stream: everything (``topic`` None, from now on) or
         one topic's events (from its first kept one); after ``Last-Event-ID``'s
         event when given.  Ends when the topic ends or the hub closes."""
+        self.streams += 1
+        self._peak = max(self._peak, self.streams)
+        try:
+            async for chunk in self._follow(topic, last_event_id, heartbeat):
+                yield chunk
+        finally:
+            self.streams -= 1
+
+    def burst_over(self) -> bool:
+        """Whether many streams closed since the last call said so: the memory
+        their connections held may be given back to the system."""
+        if self._peak - self.streams >= 32 and self.streams <= self._peak // 4:
+            self._peak = self.streams
+            return True
+        return False
+
+    async def _follow(
+        self, topic: str | None, last_event_id: str | None, heartbeat: float
+    ) -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"
         seen = self._resume_seq(last_event_id)
         if last_event_id and seen is None:
