@@ -1538,6 +1538,13 @@ def fig_hosttools(p: Params) -> Result:
     return figure(p)
 
 
+def fig_serve(p: Params) -> Result:
+    """``genesis serve`` against a library call, and 200 SSE clients (``benchmarks/serve.py``)."""
+    from .serve import fig_serve as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1554,4 +1561,5 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "sessions": ("8. Live sessions", fig_sessions),
     "pool": ("9. Warm pool", fig_pool),
     "hosttools": ("10. Host tools", fig_hosttools),
+    "serve": ("11. genesis serve", fig_serve),
 }

@@ -38,6 +38,7 @@ HOW_TO = [
     "metering",
     "isolation",
     "telemetry",
+    "serve",
     "security",
 ]
 MAX_WORDS = 150

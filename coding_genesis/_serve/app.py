@@ -63,7 +63,6 @@ class Service:
     history: History
     redactor: Redactor
     token: str
-    heartbeat: float = 15.0
     doctor_backends: list[str] = field(default_factory=list)
 
 
@@ -328,7 +327,7 @@ def build_app(service: Service) -> FastAPI:
 
     def _stream(topic: str | None, last_event_id: str | None) -> StreamingResponse:
         return StreamingResponse(
-            service.hub.follow(topic, last_event_id, heartbeat=service.heartbeat),
+            service.hub.follow(topic, last_event_id),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )

@@ -75,6 +75,7 @@ class Hub:
         #: Streams open now, and the most open since memory was last given back.
         self.streams = 0
         self._peak = 0
+        self._beats = 0
 
     # -- publishing -------------------------------------------------------------
 
@@ -169,16 +170,14 @@ class Hub:
             (resume - 1) if resume is not None and resume > 1 else None,
         )
 
-    async def follow(
-        self, topic: str | None, last_event_id: str | None, *, heartbeat: float = 15.0
-    ) -> AsyncIterator[bytes]:
+    async def follow(self, topic: str | None, last_event_id: str | None) -> AsyncIterator[bytes]:
         """The SSE body of a stream: everything (``topic`` None, from now on) or
         one topic's events (from its first kept one); after ``Last-Event-ID``'s
         event when given.  Ends when the topic ends or the hub closes."""
         self.streams += 1
         self._peak = max(self._peak, self.streams)
         try:
-            async for chunk in self._follow(topic, last_event_id, heartbeat):
+            async for chunk in self._follow(topic, last_event_id):
                 yield chunk
         finally:
             self.streams -= 1
@@ -191,9 +190,7 @@ class Hub:
             return True
         return False
 
-    async def _follow(
-        self, topic: str | None, last_event_id: str | None, heartbeat: float
-    ) -> AsyncIterator[bytes]:
+    async def _follow(self, topic: str | None, last_event_id: str | None) -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"
         seen = self._resume_seq(last_event_id)
         if last_event_id and seen is None:
@@ -210,19 +207,23 @@ class Hub:
                 None,
             )
         if topic is None:
-            stream = self._follow_all(self._seq if seen is None else seen, heartbeat)
+            stream = self._follow_all(self._seq if seen is None else seen)
         else:
-            stream = self._follow_topic(topic, 0 if seen is None else seen, heartbeat)
+            stream = self._follow_topic(topic, 0 if seen is None else seen)
         async for chunk in stream:
             yield chunk
 
-    async def _idle(self, heartbeat: float) -> bytes | None:
-        """Wait for a change; a keep-alive comment after ``heartbeat`` seconds of none."""
-        changed = self._changed
-        with anyio.move_on_after(heartbeat):
-            await changed.wait()
-            return None
-        return b": keep-alive\n\n"
+    def beat(self) -> None:
+        """Every stream with nothing to send sends a keep-alive comment (the
+        server calls this every ``heartbeat`` seconds: one timer for all streams,
+        none per stream and wake-up)."""
+        self._beats += 1
+        self._wake()
+
+    async def _idle(self, beats: int) -> bytes | None:
+        """Wait for a change; a keep-alive comment when it was a beat."""
+        await self._changed.wait()
+        return b": keep-alive\n\n" if self._beats != beats else None
 
     def _closing(self) -> bytes:
         return self._frame(
@@ -231,7 +232,7 @@ class Hub:
             None,
         )
 
-    async def _follow_all(self, cursor: int, heartbeat: float) -> AsyncIterator[bytes]:
+    async def _follow_all(self, cursor: int) -> AsyncIterator[bytes]:
         while True:
             oldest = max(1, self._seq - self._keep + 1)
             if cursor + 1 < oldest:
@@ -246,11 +247,11 @@ class Hub:
             if self.closed:
                 yield self._closing()
                 return
-            beat = await self._idle(heartbeat)
+            beat = await self._idle(self._beats)
             if beat is not None:
                 yield beat
 
-    async def _follow_topic(self, name: str, cursor: int, heartbeat: float) -> AsyncIterator[bytes]:
+    async def _follow_topic(self, name: str, cursor: int) -> AsyncIterator[bytes]:
         while True:
             topic = self._topics.get(name)
             if topic is None:  # evicted (long ended) or never had an event: nothing more
@@ -276,6 +277,6 @@ class Hub:
             if self.closed:
                 yield self._closing()
                 return
-            beat = await self._idle(heartbeat)
+            beat = await self._idle(self._beats)
             if beat is not None:
                 yield beat

@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,11 +159,17 @@ def _give_back_memory() -> None:
         ctypes.CDLL(libc).malloc_trim(0)
 
 
-async def _housekeeping(hub: Hub) -> None:
+async def _housekeeping(hub: Hub, heartbeat: float) -> None:
+    """Every second: memory given back after a burst of clients; every
+    ``heartbeat`` seconds, a keep-alive on the idle streams."""
+    last = time.monotonic()
     while True:
         await anyio.sleep(1.0)
         if hub.burst_over():
             _give_back_memory()
+        if time.monotonic() - last >= heartbeat:
+            last = time.monotonic()
+            hub.beat()
 
 
 async def _serve(settings: Settings) -> int:
@@ -210,7 +217,6 @@ async def _serve(settings: Settings) -> int:
         history=history,
         redactor=redactor,
         token=token,
-        heartbeat=settings.heartbeat,
         doctor_backends=settings.doctor_backends,
     )
     hosts = allowed_hosts(settings.host, port, settings.allow_hosts)
@@ -278,7 +284,7 @@ async def _serve(settings: Settings) -> int:
     async with anyio.create_task_group() as tg:
         await tg.start(signals)
         tg.start_soon(runs.work)
-        tg.start_soon(_housekeeping, hub)
+        tg.start_soon(_housekeeping, hub, settings.heartbeat)
         try:
             await server.serve(sockets=[sock])
         finally:
