@@ -14,8 +14,8 @@ from typing import IO, Any
 from coding_genesis._cli.approver_options import add_approver_arguments, batch_line_problem
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import (
+    add_line_defaults,
     for_stdout,
-    positive_seconds,
     stop_signal_name,
     usage_error,
     watch_stop_signals,
@@ -129,27 +129,8 @@ def register(subparsers: Any) -> None:
         help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
         "CODE EXECUTION, whoever wrote the file runs programs as you",
     )
-    defaults = parser.add_argument_group(
-        "defaults", "settings for the lines that do not set them (as `genesis run` takes them)"
-    )
-    defaults.add_argument(
-        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
-    )
-    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
-    defaults.add_argument(
-        "--timeout", "-t", type=positive_seconds, default=None, help="wall-clock limit (300)"
-    )
-    defaults.add_argument(
-        "--idle-timeout", type=positive_seconds, default=None, help="stop after this silence"
-    )
-    defaults.add_argument(
-        "--grace", type=positive_seconds, default=None, help="seconds from SIGTERM to SIGKILL"
-    )
-    defaults.add_argument(
-        "--permissions",
-        choices=("read-only", "edit", "full"),
-        default=None,
-        help="what the agent may do, enforced by the CLI",
+    defaults = add_line_defaults(
+        parser, "settings for the lines that do not set them (as `genesis run` takes them)"
     )
     defaults.add_argument(
         "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agents"

@@ -14,7 +14,12 @@ import os
 import sys
 from typing import Any
 
-from coding_genesis._cli.common import positive_seconds, usage_error, whole_number
+from coding_genesis._cli.common import (
+    add_line_defaults,
+    positive_seconds,
+    usage_error,
+    whole_number,
+)
 from coding_genesis._cli.repository import absolute_path
 
 __all__ = ["register"]
@@ -120,27 +125,8 @@ def register(subparsers: Any) -> None:
         default=60.0,
         help="seconds a drain may take before the rest is cancelled (60)",
     )
-    defaults = parser.add_argument_group(
-        "defaults", "settings for the requests that do not set them (as run-many takes them)"
-    )
-    defaults.add_argument(
-        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
-    )
-    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
-    defaults.add_argument(
-        "--timeout", "-t", type=positive_seconds, default=None, help="wall-clock limit (300)"
-    )
-    defaults.add_argument(
-        "--idle-timeout", type=positive_seconds, default=None, help="stop after this silence"
-    )
-    defaults.add_argument(
-        "--grace", type=positive_seconds, default=None, help="seconds from SIGTERM to SIGKILL"
-    )
-    defaults.add_argument(
-        "--permissions",
-        choices=("read-only", "edit", "full"),
-        default=None,
-        help="what the agent may do, enforced by the CLI",
+    add_line_defaults(
+        parser, "settings for the requests that do not set them (as run-many takes them)"
     )
     parser.set_defaults(handler=handle)
 
