@@ -162,7 +162,10 @@ def serve(
         proc.kill()
         proc.wait()
         raise AssertionError(f"the server did not start: {line!r}\n{err.read_text()}")
-    token = environment.get("GENESIS_SERVE_TOKEN") or (state / "token").read_text().strip()
+    given = args[args.index("--token-file") + 1] if "--token-file" in args else None
+    token = (
+        environment.get("GENESIS_SERVE_TOKEN") or Path(given or state / "token").read_text().strip()
+    )
     return Served(
         proc=proc,
         url=line,

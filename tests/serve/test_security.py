@@ -297,3 +297,46 @@ def test_a_given_token_is_used_and_never_written(tmp_path: Path) -> None:
         with server.client() as client:
             assert client.get("/server").status_code == 200
         assert not (server.state / "token").exists()
+
+
+def test_a_token_file_must_be_private_and_a_state_dir_has_one_server(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.serve.support import ROOT, server_env
+
+    token = tmp_path / "token"
+    token.write_text("from-a-file-0123456789abcdef\n")
+    token.chmod(0o644)
+    argv = [
+        sys.executable,
+        "-m",
+        "coding_genesis._cli.main",
+        "serve",
+        "--port",
+        "0",
+        "--root",
+        str(tmp_path),
+        "--token-file",
+        str(token),
+    ]
+    env = server_env(tmp_path)
+    open_file = subprocess.run(
+        argv, env=env, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    assert open_file.returncode == 2 and "can be read by others" in open_file.stderr
+    token.chmod(0o600)
+    with serving(tmp_path, "--token-file", str(token)) as server:
+        assert server.token == "from-a-file-0123456789abcdef"
+        with server.client() as client:
+            assert client.get("/server").status_code == 200
+        second = subprocess.run(
+            [*argv[:6], "--root", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 2 and "another genesis serve uses" in second.stderr
