@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -69,9 +70,11 @@ def fake_server() -> Iterator[str]:
     )
     try:
         assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the fake model server did not start (said {url!r})")
+        said = proc.stdout.readline().strip()
+        found = re.search(r"http://127\.0\.0\.1:\d+", said)  # "# the fake model server: URL ..."
+        if found is None:
+            raise RuntimeError(f"the fake model server did not start (said {said!r})")
+        url = found.group()
         yield url
     finally:
         proc.terminate()

@@ -161,6 +161,10 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("LiveOptions", "The keywords of `agent.session()`."),
             ("AGENT_DEFAULT", '"Use the agent\'s own setting" for an option of one run.'),
             ("Permissions", "A permission level: `read-only`, `edit` or `full`."),
+            (
+                "SettingSource",
+                "Whose settings a CLI reads (`setting_sources=`): `user`, `project`, `local`.",
+            ),
             ("Isolation", "How a run is isolated: `worktree` (None: in `cwd` itself)."),
             ("Keep", "When an isolated run's worktree is kept: `never`, `on_failure`, `always`."),
             ("RetrySetting", "What `retry=` accepts."),
@@ -183,6 +187,10 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("AttemptRequest", "What one attempt asks of a backend."),
             ("RunRequest", "0.1.0's name of `AttemptRequest`."),
             ("CommandSpec", "How to start the CLI: arguments, stdin, environment."),
+            (
+                "RepositoryFile",
+                "A file of a repository a CLI itself reads or runs, and whether it is read.",
+            ),
             ("OptionSpec", "One backend option (`options=`): its types and help."),
             ("Translator", "Turns a CLI's lines into events, one run at a time."),
             ("ControlProtocol", "A backend's two-way protocol for live sessions."),

@@ -50,12 +50,10 @@ each input line is a JSON object with at least "prompt" and "backend"; optional:
   model, timeout, idle_timeout, cwd, name, resume, request_key, retry ("default",
   a number, or a policy object), options {"max_turns": N}.
   The file is data, not code: a line that sets anything else (cli_path, env,
-  extra_args, other options, ...: what chooses an executable, an argument, an
-  environment variable or a permission) is refused with a failure at its index.
-  --trusted-input lifts that: every AgentConfig setting is then accepted, which
-  lets whoever wrote the file run any program as you (code execution).
-  Without it every line's CLI reads the user's settings alone: nothing its cwd
-  names (hooks, MCP servers) runs; --setting-sources project needs it too.
+  extra_args, other options, ...) is refused with a failure at its index, and
+  every line's CLI reads the user's settings alone (nothing its cwd names runs).
+  --trusted-input lifts both (and --setting-sources project needs it): whoever
+  wrote the file can then run any program as you.
   An approver comes from the command line only (--approve-tools, --deny-commands,
   --writes-under): a line with "approver" or those keys is always refused.
   Blank lines are skipped.

@@ -144,12 +144,10 @@ class LiveLink(LinkQuestions):
         self.unknown = 0
         self.turns = 0
         self.warnings: tuple[str, ...] = ()
-        #: What the CLI says between turns (after the opening), held for the
-        #: turn it starts by itself.
+        #: What the CLI says between turns, held for the turn it starts by itself.
         self.between = Unattended()
-        #: A session takes the CLI's own turns (it starts one when
-        #: :attr:`between` wants it); else what the CLI asks between turns is
-        #: refused at once (a one-shot run's link, once its turn is over).
+        #: A session takes the CLI's own turns; else what the CLI asks between
+        #: turns is refused at once (a one-shot run's link, its turn over).
         self.takes_cli_turns = False
         #: Set when a turn starts (a fresh event for the next one).
         self.began = anyio.Event()
@@ -389,10 +387,8 @@ class LiveLink(LinkQuestions):
         run_id: str,
         trigger: Trigger = "user",
     ) -> AttemptOutcome:
-        """One turn: the prompt written, the output decoded until the turn
-        ends.  ``trigger="cli"``: a turn the CLI started by itself between
-        turns: no prompt is written; the turn takes what the CLI said and
-        asked meanwhile (:attr:`between`) and goes on until the CLI ends it."""
+        """One turn: the prompt written, the output decoded until the turn ends
+        (``trigger="cli"``: no prompt; it takes what the CLI said between turns)."""
         tally = RunTally(request.cwd, context.redactor)
         if context.on_tally is not None:
             context.on_tally(tally)
@@ -434,8 +430,8 @@ class LiveLink(LinkQuestions):
                 turn.translator, self._idle_translator = self._idle_translator, self._translator()
                 turn.translator.message_usage = context.message_usage
             self._turn = turn
-            began, self.began = self.began, anyio.Event()
-            began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
+            self.began.set()  # whoever waits for a turn to start (Session.wait_for_turn)
+            self.began = anyio.Event()
             if (
                 context.on_spawn is not None
                 and self.pid is not None

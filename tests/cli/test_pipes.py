@@ -171,7 +171,14 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, **fake.env(), "GENESIS_TRANSCRIPTS": str(runs)},
+        # its own ledger: a sweep by any other runner on the machine would mark the dead
+        # run "ended by the runner's death" before `show` reads it
+        env={
+            **os.environ,
+            **fake.env(),
+            "GENESIS_TRANSCRIPTS": str(runs),
+            "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        },
     ) as proc:
         assert proc.stdout is not None
         while b'"tool_call"' not in proc.stdout.readline():

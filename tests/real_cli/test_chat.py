@@ -4,6 +4,7 @@ closing the session leaves no process behind."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import psutil
@@ -60,8 +61,12 @@ def test_chat_asks_inline_and_claude_runs_only_what_was_allowed(
     assert "genesis chat: session closed - 2 turns" in screen
     assert "Traceback" not in terminal.seen
     assert "state BUSY" not in screen  # the panel is off the screen between turns
-    runs = [p for p in (rig.tmp / "runs").iterdir() if p.is_dir()]
-    assert len(runs) == 2  # each turn recorded like a `genesis run`
+    runs = [
+        p
+        for p in (rig.tmp / "runs").iterdir()
+        if p.is_dir() and json.loads((p / "meta.json").read_text()).get("kind") != "session"
+    ]
+    assert len(runs) == 2  # each turn recorded like a `genesis run` (besides the session's own)
     assert at_home(env["HOME"]) == []  # claude and its tools are gone with the session
 
 
