@@ -30,6 +30,7 @@ COMMANDS = (
     "reap",
     "worktrees",
     "serve",
+    "approvals",
 )
 
 EPILOG = """\
@@ -50,6 +51,7 @@ examples:
   genesis reap --dry-run                          what runners that died left running
   genesis worktrees                               worktrees of isolated runs (--isolate)
   genesis serve --root ~/work                     runs over HTTP and SSE (the serve extra)
+  genesis approvals watch                         the tool calls that wait in serve's inbox
 
 each command has its own examples: genesis COMMAND --help
 

@@ -114,6 +114,14 @@ def register(subparsers: Any) -> None:
         "(10000; per run at most 2000); a client further behind is told what it missed",
     )
     parser.add_argument(
+        "--approval-timeout",
+        type=positive_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help='how long an approval of the inbox (a request with "approvals": "inbox") waits '
+        "for an answer unless the request sets approval_timeout; then it is denied (300)",
+    )
+    parser.add_argument(
         "--on-term",
         choices=("drain", "cancel"),
         default="drain",
@@ -194,6 +202,7 @@ def handle(args: argparse.Namespace) -> int:
         token=token,
         allow_hosts=tuple(args.allow_host),
         event_buffer=args.event_buffer,
+        approval_timeout=args.approval_timeout,
         doctor_backends=all_names(),
     )
     code: int = server.main(settings)

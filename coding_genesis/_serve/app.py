@@ -3,8 +3,9 @@
 Every route sits behind :class:`~coding_genesis._serve.security.Guard`;
 every JSON body is built through a model of :mod:`coding_genesis._serve.models`
 and redacted (the environment's secrets and the token) before it is sent.
-Part 2 (sessions, the approval inbox) and ``/mcp`` add routers and topics
-beside these: the guard, the hub and the journal are theirs too.
+The approval inbox (``/approvals``) answers the tool calls of the runs that
+asked for it; sessions and ``/mcp`` will add routers and topics beside these:
+the guard, the hub and the journals are theirs too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import FastAPI, Header, Path as PathParam, Query, Request
@@ -28,6 +29,7 @@ from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve import models
 from coding_genesis._serve.history import History
 from coding_genesis._serve.hub import Hub
+from coding_genesis._serve.inbox import TOPIC as INBOX, Inbox, Refusal
 from coding_genesis._serve.requests import Refused, read_run_request
 from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
@@ -46,6 +48,8 @@ SSE = {
 
 #: A run named in a path: its request id or run id (a recorded run: a unique prefix).
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
+#: An approval named in a path: its id (to read it: a unique prefix of at least 4).
+ApprovalId = Annotated[str, PathParam(min_length=1, max_length=100)]
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Service:
     history: History
     redactor: Redactor
     token: str
+    inbox: Inbox
+    approval_timeout: float = 300.0
     doctor_backends: list[str] = field(default_factory=list)
 
 
@@ -189,6 +195,8 @@ def build_app(service: Service) -> FastAPI:
             defaults=service.defaults,
             fallback_backend=service.fallback_backend,
             owned={"observers": runs.observers(entry)},
+            inbox=lambda timeout: service.inbox.approver(timeout, lambda _: ({"run": key}, (key,))),
+            approval_timeout=service.approval_timeout,
         )
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
@@ -359,6 +367,83 @@ def build_app(service: Service) -> FastAPI:
             yield frame
 
         return StreamingResponse(once(), media_type="text/event-stream")
+
+    # -- the approval inbox -----------------------------------------------------------------
+
+    @app.get(
+        "/approvals",
+        response_model=None,
+        responses={200: {"model": models.ApprovalList}, **_errors()},
+    )
+    async def list_approvals(
+        state: Annotated[models.ApprovalState | Literal["all"], Query()] = "pending",
+        run: Annotated[str | None, Query(max_length=100)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> Response:
+        """The approvals of the inbox, newest first: pending ones by default,
+        and (``state``) the settled ones, this start's and earlier starts'."""
+        views = service.inbox.listing(state=None if state == "all" else state, run=run, limit=limit)
+        approvals = [models.Approval.model_validate(v) for v in views]
+        return _json(models.ApprovalList(approvals=approvals), service)
+
+    @app.get("/approvals/events", response_model=None, responses={200: SSE, **_errors()})
+    async def approval_events(
+        last_event_id: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> StreamingResponse:
+        """The inbox as it changes: first an ``inbox`` event (what is pending
+        now), then an ``approval_request`` event each time an approval is asked
+        or settled (answered, expired, withdrawn); resumable with Last-Event-ID."""
+        return StreamingResponse(
+            service.hub.follow(INBOX, last_event_id, service.inbox.snapshot),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
+
+    @app.get(
+        "/approvals/{approval}",
+        response_model=None,
+        responses={200: {"model": models.Approval}, **_errors(404, 409)},
+    )
+    async def get_approval(approval: ApprovalId) -> Response:
+        """One approval by its id, or a unique prefix of it (4 characters or more)."""
+        try:
+            view = service.inbox.find(approval)
+        except Refusal as refusal:
+            return _error(service, 409, refusal.error, refusal.message)
+        if view is None:
+            return _error(service, 404, "not_found", f"no approval {approval[:100]!r}")
+        return _json(models.Approval.model_validate(view), service)
+
+    @app.post(
+        "/approvals/{approval}",
+        response_model=None,
+        responses={200: {"model": models.Approval}, **_errors(404, 409)},
+    )
+    async def answer_approval(
+        approval: ApprovalId, answer: models.Answer, request: Request
+    ) -> Response:
+        """Answer a pending approval by its full id: allow, allow_always or deny
+        (with a message). The first answer wins; an answer to one already
+        answered, expired (its deadline passed, or the server restarted) or
+        withdrawn is refused (409) with what happened instead. Recorded with
+        the caller's channel (the X-Genesis-Channel header: api, cli,
+        dashboard) and name (``by``)."""
+        identity: Identity = request.state.identity
+        try:
+            view = service.inbox.answer(
+                approval,
+                allow=answer.decision != "deny",
+                always=answer.decision == "allow_always",
+                message=answer.message,
+                end_turn=answer.end_turn,
+                by=answer.by,
+                channel=identity.channel,
+                via=identity.via,
+            )
+        except Refusal as refusal:
+            status = 404 if refusal.error == "not_found" else 409
+            return _error(service, status, refusal.error, refusal.message)
+        return _json(models.Approval.model_validate(view), service)
 
     # -- stats and doctor -------------------------------------------------------------------
 

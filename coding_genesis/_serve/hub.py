@@ -2,7 +2,7 @@
 
 One number per event (``<boot>-<seq>``, the SSE ``id``), one encoded frame per
 event shared by every client, one ring for everything and one per topic (a
-run; later a session or the approval inbox).  A client is a cursor over a
+run, a live session, a session's turn, the approval inbox).  A client is a cursor over a
 ring, never a queue: publishing appends and wakes, so a slow client can never
 slow a run, and memory does not grow with the number of clients.  A client
 whose cursor fell behind the ring's start is told what it missed (a
@@ -15,7 +15,7 @@ from __future__ import annotations
 import array
 import bisect
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,8 +82,12 @@ class Hub:
     def event_id(self, seq: int) -> str:
         return f"{self.boot}-{seq}"
 
-    def publish(self, topic: str | None, kind: str, payload: Mapping[str, Any]) -> int:
-        """Number, redact and encode one event; keep it in the rings; wake the streams."""
+    def publish(
+        self, topic: str | tuple[str, ...] | None, kind: str, payload: Mapping[str, Any]
+    ) -> int:
+        """Number, redact and encode one event; keep it in the rings (that of
+        each topic named: a session's turn is in the session's stream too);
+        wake the streams."""
         self._seq += 1
         seq = self._seq
         data = safe_dumps(self._redactor.deep(dict(payload)))
@@ -92,10 +96,10 @@ class Hub:
         )
         frame += data + b"\n\n"
         self._ring[seq % self._keep] = frame
-        if topic is not None:
-            entry = self._topics.get(topic)
+        for name in (topic,) if isinstance(topic, str) else topic or ():
+            entry = self._topics.get(name)
             if entry is None:
-                entry = self._topics[topic] = _Topic()
+                entry = self._topics[name] = _Topic()
             entry.seqs.append(seq)
             entry.frames.append(frame)
             if len(entry.seqs) > self._keep_per_topic + self._keep_per_topic // 4:
@@ -124,6 +128,11 @@ class Hub:
 
     def has_topic(self, topic: str) -> bool:
         return topic in self._topics
+
+    def open_topic(self, topic: str) -> None:
+        """A topic that never ends (the approval inbox): its streams wait for
+        its first event instead of ending at once."""
+        self._topics.setdefault(topic, _Topic())
 
     def final_frame(self, view: Mapping[str, Any]) -> bytes:
         """The stream of a run no longer held: its ``run`` event, then the end."""
@@ -170,14 +179,23 @@ class Hub:
             (resume - 1) if resume is not None and resume > 1 else None,
         )
 
-    async def follow(self, topic: str | None, last_event_id: str | None) -> AsyncIterator[bytes]:
+    async def follow(
+        self,
+        topic: str | None,
+        last_event_id: str | None,
+        snapshot: Callable[[], tuple[str, Mapping[str, Any]]] | None = None,
+    ) -> AsyncIterator[bytes]:
         """The SSE body of a stream: everything (``topic`` None, from now on) or
         one topic's events (from its first kept one); after ``Last-Event-ID``'s
-        event when given.  Ends when the topic ends or the hub closes."""
+        event when given.  Ends when the topic ends or the hub closes.
+
+        ``snapshot`` (a topic's stream without ``Last-Event-ID``): the stream
+        starts with that event (its kind and data: what is, now) and goes on
+        with the topic's events from now on; its id resumes after it."""
         self.streams += 1
         self._peak = max(self._peak, self.streams)
         try:
-            async for chunk in self._follow(topic, last_event_id):
+            async for chunk in self._follow(topic, last_event_id, snapshot):
                 yield chunk
         finally:
             self.streams -= 1
@@ -190,7 +208,12 @@ class Hub:
             return True
         return False
 
-    async def _follow(self, topic: str | None, last_event_id: str | None) -> AsyncIterator[bytes]:
+    async def _follow(
+        self,
+        topic: str | None,
+        last_event_id: str | None,
+        snapshot: Callable[[], tuple[str, Mapping[str, Any]]] | None,
+    ) -> AsyncIterator[bytes]:
         yield b"retry: 2000\n\n"
         seen = self._resume_seq(last_event_id)
         if last_event_id and seen is None:
@@ -208,6 +231,11 @@ class Hub:
             )
         if topic is None:
             stream = self._follow_all(self._seq if seen is None else seen)
+        elif snapshot is not None and seen is None:
+            # No await between reading what is and the cursor: nothing falls between.
+            kind, data = snapshot()
+            yield self._frame(kind, self._redactor.deep(dict(data)), self._seq or None)
+            stream = self._follow_topic(topic, self._seq)
         else:
             stream = self._follow_topic(topic, 0 if seen is None else seen)
         async for chunk in stream:

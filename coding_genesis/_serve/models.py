@@ -9,6 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "Answer",
+    "Approval",
+    "ApprovalList",
     "CategoryStat",
     "Check",
     "Doctor",
@@ -64,6 +67,19 @@ class RunRequest(BaseModel):
     keep: Literal["never", "on_failure", "always"] | None = None
     carry_uncommitted: bool | None = None
     include_diff: bool | None = None
+    approvals: Literal["inbox", "none"] | None = Field(
+        None,
+        description='"inbox": each tool call the CLI asks about waits in the approval inbox '
+        '(GET /approvals) for an answer; "none" (the default): the permission level decides. '
+        "inbox needs a backend with a two-way protocol (claude, codex, failer)",
+    )
+    approval_timeout: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="seconds an approval of the inbox waits; then its default (deny) applies "
+        "(default: the server's --approval-timeout)",
+    )
 
 
 class Lost(BaseModel):
@@ -206,3 +222,53 @@ class ServerInfo(BaseModel):
     queue: QueueInfo
     identity: dict[str, str]
     answered: int = Field(description="runs answered since the start")
+
+
+ApprovalState = Literal["pending", "answered", "expired", "withdrawn"]
+
+
+class Approval(BaseModel):
+    """One tool call a run asked about, in the approval inbox."""
+
+    id: str
+    state: ApprovalState = Field(
+        description="pending; answered; expired (its deadline passed, or the server stopped "
+        "while it waited: the default applied, the tool call did not run); withdrawn (its run "
+        "ended first)"
+    )
+    run: str | None = Field(description="the request id of the run that asks")
+    session: str | None
+    turn: int | None
+    call: dict[str, Any] = Field(
+        description="the tool call: tool, kind, command, paths, input (redacted), cwd, backend, "
+        "run_id, tool_call_id, reason"
+    )
+    asked: float | None = Field(description="epoch seconds")
+    deadline: float | None = Field(description="epoch seconds: then the default applies")
+    timeout_s: float | None
+    default: Literal["deny"]
+    answer: dict[str, Any] | None = Field(
+        description="decision, allowed, always, message, end_turn, channel (api, cli, "
+        "dashboard, mcp), by, via, at"
+    )
+    ended: float | None
+    why: str | None = Field(description="why it ended unanswered")
+
+
+class ApprovalList(BaseModel):
+    approvals: list[Approval]
+
+
+class Answer(BaseModel):
+    """An answer to a pending approval; the first answer wins."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["allow", "allow_always", "deny"]
+    message: str | None = Field(
+        None, max_length=2000, description="deny: what the agent is told (its reason)"
+    )
+    end_turn: bool = Field(False, description="deny: also end the turn")
+    by: str | None = Field(
+        None, max_length=100, description="the caller's name, recorded with the answer"
+    )

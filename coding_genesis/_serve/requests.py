@@ -11,16 +11,26 @@ refusals in the same words, the same defaults; then its ``cwd`` must lie under
 the server's root (symlinks resolved), and it is validated as a
 :class:`~coding_genesis.batch.RunSpec` and its agent built, so that a request
 that could never run is refused (422) instead of queued.
+
+A served request may also set what no batch line has (:data:`SERVED_FIELDS`):
+``approvals`` (``"inbox"``: each tool call its CLI asks about waits in the
+server's approval inbox; ``"none"``, the default: the permission level
+decides) and ``approval_timeout`` (the inbox's deadline, after which the call
+is denied).  Both are data naming the server's own approver, never code: a
+body still cannot name an approver (:data:`APPROVER_FIELDS`, even with
+``--trusted-input``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from coding_genesis._cli.approver_options import APPROVER_FIELDS
 from coding_genesis._cli.repository import with_safe_start
@@ -31,17 +41,28 @@ from coding_genesis._cli.run_many import (
     with_cli_paths,
 )
 from coding_genesis.agent import CodingGenesisAgent
+from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
 from coding_genesis.errors import ConfigError
 
 __all__ = [
     "APPROVER_FIELDS",
+    "MAX_APPROVAL_TIMEOUT",
+    "SERVED_FIELDS",
     "UNTRUSTED_FIELDS",
     "UNTRUSTED_OPTIONS",
     "Accepted",
+    "InboxFor",
     "Refused",
     "read_run_request",
 ]
+
+#: What a served request may set that no batch line has (see the module's doc).
+SERVED_FIELDS = frozenset({"approvals", "approval_timeout"})
+#: The longest an approval of the inbox may wait (a day).
+MAX_APPROVAL_TIMEOUT = 86_400.0
+#: The inbox's approver of one request, given its deadline in seconds.
+InboxFor = Callable[[float], Approver]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +73,8 @@ class Accepted:
     agent: CodingGenesisAgent
     #: The working directory it runs in (absolute, symlinks resolved, under the root).
     cwd: str
+    #: ``inbox`` (its tool calls wait in the approval inbox) or ``none``.
+    approvals: str = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +106,34 @@ def _under(root: str, cwd: object) -> str | Refused:
     return real
 
 
-def read_run_request(
-    body: bytes,
-    *,
-    trusted: bool,
-    root: str,
-    defaults: Mapping[str, Any],
-    fallback_backend: str,
-    owned: Mapping[str, Any],
-) -> Accepted | Refused:
-    """One request body read as a ``run-many`` line under the same rules
-    (``trusted``: ``--trusted-input``), its ``cwd`` under ``root`` (an
-    absolute, resolved path), ``defaults`` for what it does not set and
-    ``owned``, the server's own settings (its observers), over anything."""
+def _served(body: bytes) -> tuple[bytes, dict[str, Any]] | Refused:
+    """The body without the served fields, and those fields checked (a body
+    that is no JSON object is left as it is, for the batch line's words)."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body, {}
+    if not isinstance(value, dict):
+        return body, {}
+    taken = {k: value.pop(k) for k in SERVED_FIELDS if k in value}
+    approvals = taken.get("approvals")
+    if approvals is not None and approvals not in ("inbox", "none"):
+        return Refused(f'approvals must be "inbox" or "none", got {approvals!r}'[:300])
+    timeout = taken.get("approval_timeout")
+    if timeout is not None and (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not 0 < timeout <= MAX_APPROVAL_TIMEOUT
+    ):
+        return Refused(
+            f"approval_timeout must be a number of seconds > 0 and at most "
+            f"{MAX_APPROVAL_TIMEOUT:g}, got {timeout!r}"[:300]
+        )
+    return orjson.dumps(value), taken
+
+
+def _line(body: bytes, trusted: bool, root: str) -> tuple[dict[str, Any], str] | Refused:
+    """The body read as one batch line, and its cwd under the root."""
     found = read_requests([body], trusted=trusted)
     if not found:
         return Refused('the body is empty: send a JSON object with at least "prompt"')
@@ -105,11 +143,83 @@ def read_run_request(
     cwd = _under(root, value.get("cwd"))
     if isinstance(cwd, Refused):
         return cwd
+    return dict(value), cwd
+
+
+def _settings(
+    value: dict[str, Any],
+    cwd: str,
+    *,
+    trusted: bool,
+    defaults: Mapping[str, Any],
+    fallback_backend: str,
+    owned: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A line's settings with the server's defaults, its own settings, the CLI
+    paths and (untrusted) the safe start."""
     value = {**value, "cwd": cwd}
     value = {**defaults, **{k: v for k, v in value.items() if v is not None}, **owned}
     value.setdefault("backend", fallback_backend)
     [value] = with_cli_paths([value], argparse.Namespace(backend=fallback_backend))
     [value] = with_safe_start([value], fallback_backend, trusted)
+    return dict(value)
+
+
+def _approval_settings(
+    taken: Mapping[str, Any], mode: str, default_timeout: float, inbox: InboxFor | None
+) -> dict[str, Any]:
+    """The approver and deadline of a request whose calls wait in the inbox
+    (the server's own settings: over anything of the body's)."""
+    if mode != "inbox" or inbox is None:
+        return {}
+    timeout = float(taken.get("approval_timeout") or default_timeout)
+    return {"approver": inbox(timeout), "approval_timeout": timeout}
+
+
+def _two_way(agent: CodingGenesisAgent, what: str) -> Refused | None:
+    if agent.backend.control() is not None:
+        return None
+    return Refused(
+        f"backend {agent.backend.name!r} has no two-way protocol: {what} needs one; "
+        f"backends that have one: {', '.join(agent.two_way_backends()) or '(none)'}"
+    )
+
+
+def read_run_request(
+    body: bytes,
+    *,
+    trusted: bool,
+    root: str,
+    defaults: Mapping[str, Any],
+    fallback_backend: str,
+    owned: Mapping[str, Any],
+    inbox: InboxFor | None = None,
+    approval_timeout: float = 300.0,
+) -> Accepted | Refused:
+    """One request body read as a ``run-many`` line under the same rules
+    (``trusted``: ``--trusted-input``), its ``cwd`` under ``root`` (an
+    absolute, resolved path), ``defaults`` for what it does not set and
+    ``owned``, the server's own settings (its observers), over anything;
+    ``inbox``: the approval inbox's approver, for ``"approvals": "inbox"``
+    (``approval_timeout``: its deadline when the body sets none)."""
+    served = _served(body)
+    if isinstance(served, Refused):
+        return served
+    body, taken = served
+    line = _line(body, trusted, root)
+    if isinstance(line, Refused):
+        return line
+    value, cwd = line
+    mode = str(taken.get("approvals") or "none")
+    owned = {**owned, **_approval_settings(taken, mode, approval_timeout, inbox)}
+    value = _settings(
+        value,
+        cwd,
+        trusted=trusted,
+        defaults=defaults,
+        fallback_backend=fallback_backend,
+        owned=owned,
+    )
     spec = coerce_request(0, value)
     if isinstance(spec, dict):
         return Refused(str(spec.get("message") or "invalid request"))
@@ -119,7 +229,9 @@ def read_run_request(
         return Refused(str(exc))
     except TypeError as exc:  # a setting of the wrong shape (trusted input)
         return Refused(f"invalid request: {exc}")
-    return Accepted(spec, agent, cwd)
+    if mode == "inbox" and (refused := _two_way(agent, '"approvals": "inbox"')) is not None:
+        return refused
+    return Accepted(spec, agent, cwd, mode)
 
 
 def root_path(root: str | os.PathLike[str]) -> str:

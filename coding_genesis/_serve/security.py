@@ -34,6 +34,8 @@ import orjson
 from coding_genesis._util.files import FILE_FLAGS, private_dir
 
 __all__ = [
+    "CHANNELS",
+    "CHANNEL_HEADER",
     "COOKIE",
     "CSRF_HEADER",
     "Guard",
@@ -71,11 +73,20 @@ class TokenError(ValueError):
     """A given token that cannot be used."""
 
 
+#: The header a client names its channel in (what an answer of the approval
+#: inbox is recorded with): ``genesis approvals`` sends ``cli``, a dashboard
+#: ``dashboard``; none is ``api``.  ``mcp`` is the server's own MCP route's.
+CHANNEL_HEADER = "x-genesis-channel"
+#: The channels a client may name.
+CHANNELS = frozenset({"api", "cli", "dashboard"})
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Who made a request: the token's holder (one token, one identity), and how
-    it was shown (``bearer`` or ``cookie``); ``channel`` is where it came from
-    (``api``; later ``mcp``, ``dashboard``)."""
+    it was shown (``bearer`` or ``cookie``); ``channel`` is the client it says
+    it is (``api``, ``cli``, ``dashboard``: the ``X-Genesis-Channel`` header;
+    ``mcp`` for the MCP route), recorded with each answer of the inbox."""
 
     name: str = "owner"
     via: str = "bearer"
@@ -236,6 +247,16 @@ class Guard:
                 "send the server's token: Authorization: Bearer TOKEN (genesis serve "
                 "prints where it is), or the cookie of POST /auth/session",
             ), None
+        channel = headers.get(CHANNEL_HEADER.encode())
+        if channel is not None:
+            name = channel.decode("latin-1").strip().lower()
+            if name not in CHANNELS:
+                return _error(
+                    400,
+                    "invalid_channel",
+                    f"the X-Genesis-Channel header names one of {', '.join(sorted(CHANNELS))}",
+                ), None
+            identity = Identity(via=identity.via, channel=name)
         if (
             identity.via == "cookie"
             and scope["method"] in _WRITES

@@ -34,6 +34,7 @@ from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve.app import Service, build_app
 from coding_genesis._serve.history import History, entry_view, recover
 from coding_genesis._serve.hub import Hub
+from coding_genesis._serve.inbox import Inbox, recover as recover_approvals
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.security import Guard, allowed_hosts, write_token
@@ -72,6 +73,8 @@ class Settings:
     token: str | None = None
     allow_hosts: tuple[str, ...] = ()
     heartbeat: float = 15.0
+    #: An approval of the inbox waits this long unless its request sets another.
+    approval_timeout: float = 300.0
     event_buffer: int = 10_000
     doctor_backends: list[str] = field(default_factory=list)
 
@@ -190,6 +193,9 @@ async def _serve(settings: Settings) -> int:
     )
     journal = Journal(settings.state_dir / "journal.jsonl")
     past, lost = await recover(journal, settings.transcripts, settings.ledger)
+    approvals = Journal(settings.state_dir / "approvals.jsonl")
+    asked, expired = recover_approvals(approvals)
+    inbox = Inbox(hub, approvals, redactor, asked)
     runs: Runs
 
     def view(entry: Any) -> dict[str, Any]:
@@ -217,6 +223,8 @@ async def _serve(settings: Settings) -> int:
         history=history,
         redactor=redactor,
         token=token,
+        inbox=inbox,
+        approval_timeout=settings.approval_timeout,
         doctor_backends=settings.doctor_backends,
     )
     hosts = allowed_hosts(settings.host, port, settings.allow_hosts)
@@ -244,6 +252,8 @@ async def _serve(settings: Settings) -> int:
         )
     if lost:
         _say(f"{lost} run(s) in flight or queued when it last stopped are listed lost")
+    if expired:
+        _say(f"{expired} approval(s) pending when it last stopped are listed expired")
     _write_private(
         settings.state_dir / "server.json",
         safe_dumps({"url": url, "pid": os.getpid(), "boot": hub.boot}) + b"\n",

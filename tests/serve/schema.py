@@ -14,6 +14,7 @@ import anyio
 from coding_genesis._serve.app import Service, build_app, openapi_schema
 from coding_genesis._serve.history import History, entry_view
 from coding_genesis._serve.hub import Hub
+from coding_genesis._serve.inbox import Inbox
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
 from coding_genesis._util.redact import Redactor
@@ -44,6 +45,7 @@ async def schema() -> dict[str, object]:
             history=History(runs, {}, None),
             redactor=redactor,
             token="x" * 32,
+            inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl"), redactor),
         )
         return openapi_schema(build_app(service))
 

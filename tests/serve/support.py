@@ -37,6 +37,9 @@ SCHEMA_PATHS = frozenset(
         "/doctor",
         "/server",
         "/auth/session",
+        "/approvals",
+        "/approvals/events",
+        "/approvals/{approval}",
     }
 )
 

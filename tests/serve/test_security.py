@@ -31,12 +31,19 @@ CALLS = [
     ("GET", "/doctor"),
     ("POST", "/auth/session"),
     ("DELETE", "/auth/session"),
+    ("GET", "/approvals"),
+    ("GET", "/approvals/events"),
+    ("GET", "/approvals/0123abcd"),
+    ("POST", "/approvals/0123abcd"),
     ("GET", "/openapi.json"),
 ]
 
 
 def test_the_calls_cover_every_route() -> None:
-    templated = {path.replace("0123abcd", "{run}") for _method, path in CALLS}
+    templated = {
+        path.replace("s/0123abcd", "s/{approval}" if path.startswith("/approvals") else "s/{run}")
+        for _method, path in CALLS
+    }
     assert templated == SCHEMA_PATHS | {"/openapi.json"}
 
 
