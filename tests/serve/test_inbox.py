@@ -189,7 +189,7 @@ def test_two_clients_watch_one_inbox_one_answers_the_other_sees_it(served: Serve
             if event["event"] == "inbox":
                 ready.wait()  # the watcher follows the inbox: the run may ask
             data = event["data"]
-            return event["event"] == "approval_request" and data["state"] == "answered"
+            return bool(event["event"] == "approval_request" and data["state"] == "answered")
 
         with (
             served.client() as client,
@@ -245,7 +245,7 @@ def test_genesis_approvals_lists_answers_and_watches(served: Served) -> None:
             assert again.returncode == 1 and "already answered" in again.stderr
             unknown = _genesis(served, "answer", "ffffffffff", "deny")
             assert unknown.returncode == 1 and "not_found" in unknown.stderr
-            states = []
+            states: list[str] = []
             while len(states) < 2:
                 event = json.loads(watcher.stdout.readline())
                 if event.get("id") == item["id"]:
