@@ -122,6 +122,18 @@ def register(subparsers: Any) -> None:
         "for an answer unless the request sets approval_timeout; then it is denied (300)",
     )
     parser.add_argument(
+        "--max-sessions",
+        type=whole_number(0, 10_000),
+        default=16,
+        help="live sessions held at once; past it opening one gets 429 (16)",
+    )
+    parser.add_argument(
+        "--session-history",
+        type=whole_number(0, 100_000),
+        default=1000,
+        help="the most turns a session keeps (its keep_results; default 100, at most this)",
+    )
+    parser.add_argument(
         "--on-term",
         choices=("drain", "cancel"),
         default="drain",
@@ -203,6 +215,8 @@ def handle(args: argparse.Namespace) -> int:
         allow_hosts=tuple(args.allow_host),
         event_buffer=args.event_buffer,
         approval_timeout=args.approval_timeout,
+        max_sessions=args.max_sessions,
+        session_history=args.session_history,
         doctor_backends=all_names(),
     )
     code: int = server.main(settings)

@@ -3,9 +3,9 @@
 Every route sits behind :class:`~coding_genesis._serve.security.Guard`;
 every JSON body is built through a model of :mod:`coding_genesis._serve.models`
 and redacted (the environment's secrets and the token) before it is sent.
-The approval inbox (``/approvals``) answers the tool calls of the runs that
-asked for it; sessions and ``/mcp`` will add routers and topics beside these:
-the guard, the hub and the journals are theirs too.
+Live sessions (``/sessions``) and the approval inbox (``/approvals``) sit
+beside the runs; ``/mcp`` will add its router beside these: the guard, the
+hub and the journals are its too.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
+import orjson
 from fastapi import FastAPI, Header, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -30,9 +31,10 @@ from coding_genesis._serve import models
 from coding_genesis._serve.history import History
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.inbox import TOPIC as INBOX, Inbox, Refusal
-from coding_genesis._serve.requests import Refused, read_run_request
+from coding_genesis._serve.requests import Refused, read_run_request, read_session_request
 from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
+from coding_genesis._serve.sessions import Busy, Live, Sessions
 from coding_genesis._util.redact import Redactor
 
 __all__ = ["Service", "build_app", "openapi_schema"]
@@ -50,6 +52,8 @@ SSE = {
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
 #: An approval named in a path: its id (to read it: a unique prefix of at least 4).
 ApprovalId = Annotated[str, PathParam(min_length=1, max_length=100)]
+#: A session named in a path: its id.
+SessionId = Annotated[str, PathParam(min_length=1, max_length=100)]
 
 
 @dataclass
@@ -68,7 +72,10 @@ class Service:
     redactor: Redactor
     token: str
     inbox: Inbox
+    sessions: Sessions
     approval_timeout: float = 300.0
+    #: The most turns a session of the server keeps.
+    session_history: int = 1000
     doctor_backends: list[str] = field(default_factory=list)
 
 
@@ -98,7 +105,8 @@ def _error(
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": models.Error} for code in (*codes, 401, 403, 421, 422)}
+    # 400: a body that is no JSON, or an unknown X-Genesis-Channel (the guard)
+    return {code: {"model": models.Error} for code in (*codes, 400, 401, 403, 421, 422)}
 
 
 def build_app(service: Service) -> FastAPI:
@@ -119,6 +127,10 @@ def build_app(service: Service) -> FastAPI:
             for err in exc.errors()
         )
         return _error(service, 422, "invalid_request", words[:2000] or "invalid request")
+
+    @app.exception_handler(400)
+    async def unreadable(_request: Request, _exc: Exception) -> Response:
+        return _error(service, 400, "invalid_request", "the body could not be read as JSON")
 
     @app.exception_handler(404)
     async def missing(_request: Request, _exc: Exception) -> Response:
@@ -368,6 +380,238 @@ def build_app(service: Service) -> FastAPI:
 
         return StreamingResponse(once(), media_type="text/event-stream")
 
+    # -- live sessions --------------------------------------------------------------------
+
+    def _session_json(live: Live, status: int = 200) -> Response:
+        return _json(models.SessionView.model_validate(live.view()), service, status)
+
+    def _no_session(ref: str) -> Response:
+        return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
+
+    async def _open(body: bytes, live: Live | None) -> Response:
+        sessions = service.sessions
+        key = live.id if live is not None else sessions.new_id()
+        read = read_session_request(
+            body,
+            trusted=service.trusted,
+            root=service.root,
+            defaults=service.defaults,
+            fallback_backend=service.fallback_backend,
+            owned={},
+            inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
+            history=service.session_history,
+            approval_timeout=service.approval_timeout,
+            resume=live.session_id if live is not None else None,
+        )
+        if isinstance(read, Refused):
+            return _error(service, 422, "invalid_request", read.message)
+        opened = await sessions.open(key, read, live)
+        if opened.state == "failed":
+            return _error(
+                service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000]
+            )
+        return _session_json(opened, 201)
+
+    @app.post(
+        "/sessions",
+        status_code=201,
+        response_model=None,
+        responses={201: {"model": models.SessionView}, **_errors(413, 429, 502, 503)},
+        openapi_extra={
+            "requestBody": {
+                "required": False,
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/SessionRequest"}}
+                },
+            }
+        },
+    )
+    async def open_session(request: Request) -> Response:
+        """Open a live session (one CLI process across turns): the body is a
+        run's settings without a prompt (see SessionRequest). Its tool calls
+        wait in the approval inbox unless ``"approvals": "none"``. Answers
+        once it is open (201); 502 when its CLI could not open it."""
+        try:
+            service.sessions.check_room()
+        except Busy as busy:
+            return _error(service, 429, "sessions_full", str(busy), {"Retry-After": "10"})
+        return await _open(await request.body(), None)
+
+    @app.get(
+        "/sessions",
+        response_model=None,
+        responses={200: {"model": models.SessionList}, **_errors()},
+    )
+    async def list_sessions(
+        state: Annotated[models.SessionState | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> Response:
+        """The server's sessions, newest first (their turns: GET /sessions/{id})."""
+        views = service.sessions.listing(state=state, limit=limit)
+        sessions = [models.SessionView.model_validate(v) for v in views]
+        return _json(models.SessionList(sessions=sessions), service)
+
+    @app.get(
+        "/sessions/{session}",
+        response_model=None,
+        responses={200: {"model": models.SessionView}, **_errors(404)},
+    )
+    async def get_session(session: SessionId) -> Response:
+        """One session, with its last turns."""
+        live = service.sessions.find(session)
+        return _no_session(session) if live is None else _session_json(live)
+
+    @app.post(
+        "/sessions/{session}/turns",
+        status_code=202,
+        response_model=None,
+        responses={202: {"model": models.Turn}, **_errors(404, 409, 413)},
+    )
+    async def send_turn(session: SessionId, turn: models.TurnRequest) -> Response:
+        """Start a turn (202 at once; follow it on GET /sessions/{id}/events,
+        or wait for it with GET /sessions/{id}/turns/{n}?wait=S); 409 while
+        another turn runs or once the session is closed."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        try:
+            started = service.sessions.send(live, turn.prompt, turn.timeout)
+        except Busy as busy:
+            return _error(service, 409, "busy", str(busy))
+        return _json(models.Turn.model_validate(started), service, 202)
+
+    @app.get(
+        "/sessions/{session}/turns/{number}",
+        response_model=None,
+        responses={200: {"model": models.Turn}, **_errors(404)},
+    )
+    async def get_turn(
+        session: SessionId,
+        number: Annotated[int, PathParam(ge=1, le=10**9)],
+        wait: Annotated[float, Query(ge=0, le=600, description="wait for its end, s")] = 0,
+    ) -> Response:
+        """One turn of the session's kept history, with its result once
+        finished (``wait``: at most this many seconds for its end)."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        found = next((t for t in live.turns if t["turn"] == number), None)
+        if found is None:
+            return _error(service, 404, "not_found", f"session {live.id} keeps no turn {number}")
+        if found["state"] == "running" and wait > 0 and live.turn_done is not None:
+            with anyio.move_on_after(wait):
+                await live.turn_done.wait()
+        return _json(models.Turn.model_validate(found), service)
+
+    @app.get(
+        "/sessions/{session}/events", response_model=None, responses={200: SSE, **_errors(404)}
+    )
+    async def session_events(
+        session: SessionId,
+        last_event_id: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> Response:
+        """The session's events: first a ``session`` event (what it is now),
+        then its turns' events (each with ``turn``), its ``approval_request``s,
+        a ``turn`` event at each turn's end and a ``session`` event at each
+        change; resumable with Last-Event-ID; ends when it closes."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        if live.state in ("opening", "open", "closing") and service.hub.has_topic(live.topic):
+            return StreamingResponse(
+                service.hub.follow(
+                    live.topic,
+                    last_event_id,
+                    lambda: ("session", {"type": "session", **live.view()}),
+                ),
+                media_type="text/event-stream",
+                headers={"X-Accel-Buffering": "no"},
+            )
+        frame = service.hub.final_frame(live.view(), "session")
+
+        async def once() -> Any:
+            yield frame
+
+        return StreamingResponse(once(), media_type="text/event-stream")
+
+    @app.post(
+        "/sessions/{session}/interrupt",
+        response_model=None,
+        responses={200: {"model": models.SessionView}, **_errors(404, 409)},
+    )
+    async def interrupt_session(session: SessionId) -> Response:
+        """End the turn under way (it answers 130 ``interrupted``); the session
+        lives on. 409 when no turn runs."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        running = live.running
+        if running is None or not await service.sessions.interrupt(live):
+            return _error(service, 409, "no_turn", f"session {live.id} has no turn under way")
+        if live.turn_done is not None and live.running == running:
+            with anyio.move_on_after(30):
+                await live.turn_done.wait()
+        return _session_json(live)
+
+    @app.post(
+        "/sessions/{session}/steer",
+        response_model=None,
+        responses={200: {"model": models.SessionView}, **_errors(404, 409, 413)},
+    )
+    async def steer_session(session: SessionId, steer: models.SteerRequest) -> Response:
+        """Add input to the turn under way (codex); 409 on a backend that
+        cannot steer, or when no turn runs."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        try:
+            await service.sessions.steer(live, steer.text)
+        except Busy as busy:
+            return _error(service, 409, "cannot_steer", str(busy))
+        return _session_json(live)
+
+    @app.post(
+        "/sessions/{session}/close",
+        response_model=None,
+        responses={200: {"model": models.SessionView}, **_errors(404)},
+    )
+    async def close_session(session: SessionId, request: Request) -> Response:
+        """Close the session: its turn ends, its CLI is told goodbye and its
+        process tree stopped. A session already ended is answered as it is."""
+        live = service.sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        identity: Identity = request.state.identity
+        await service.sessions.close(live, f"closed through the API ({identity.channel})")
+        return _session_json(live)
+
+    @app.post(
+        "/sessions/{session}/resume",
+        status_code=201,
+        response_model=None,
+        responses={201: {"model": models.SessionView}, **_errors(404, 409, 422, 429, 502)},
+    )
+    async def resume_session(session: SessionId) -> Response:
+        """Resume a lost or closed session where its CLI resumes (claude,
+        codex, failer): a new CLI process continues its conversation under
+        the same session id, its turns listed on. Its settings are read
+        again under this server's rules."""
+        sessions = service.sessions
+        live = sessions.find(session)
+        if live is None:
+            return _no_session(session)
+        if live.state in ("opening", "open", "closing"):
+            return _error(service, 409, "open", f"session {live.id} is {live.state}")
+        if not live.session_id:
+            return _error(
+                service, 409, "not_resumable", f"session {live.id} has no CLI session id to resume"
+            )
+        try:
+            sessions.check_room()
+        except Busy as busy:
+            return _error(service, 429, "sessions_full", str(busy), {"Retry-After": "10"})
+        return await _open(orjson.dumps(live.data), live)
+
     # -- the approval inbox -----------------------------------------------------------------
 
     @app.get(
@@ -417,7 +661,7 @@ def build_app(service: Service) -> FastAPI:
     @app.post(
         "/approvals/{approval}",
         response_model=None,
-        responses={200: {"model": models.Approval}, **_errors(404, 409)},
+        responses={200: {"model": models.Approval}, **_errors(404, 409, 413)},
     )
     async def answer_approval(
         approval: ApprovalId, answer: models.Answer, request: Request
@@ -568,9 +812,11 @@ def openapi_schema(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     components = schema.setdefault("components", {})
-    components.setdefault("schemas", {})["RunRequest"] = models.RunRequest.model_json_schema(
-        ref_template="#/components/schemas/{model}"
-    )
+    schemas = components.setdefault("schemas", {})
+    for model in (models.RunRequest, models.SessionRequest):
+        schemas[model.__name__] = model.model_json_schema(
+            ref_template="#/components/schemas/{model}"
+        )
     components["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer"},
         "cookie": {"type": "apiKey", "in": "cookie", "name": COOKIE},

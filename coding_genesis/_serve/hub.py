@@ -134,10 +134,11 @@ class Hub:
         its first event instead of ending at once."""
         self._topics.setdefault(topic, _Topic())
 
-    def final_frame(self, view: Mapping[str, Any]) -> bytes:
-        """The stream of a run no longer held: its ``run`` event, then the end."""
-        payload = self._redactor.deep({"type": "run", **view})
-        return b"retry: 2000\n\n" + self._frame("run", payload, None)
+    def final_frame(self, view: Mapping[str, Any], kind: str = "run") -> bytes:
+        """The stream of a run (or session) no longer held: its ``run`` (or
+        ``session``) event, then the end."""
+        payload = self._redactor.deep({"type": kind, **view})
+        return b"retry: 2000\n\n" + self._frame(kind, payload, None)
 
     def close(self) -> None:
         """The server is going away: every stream says so and ends."""

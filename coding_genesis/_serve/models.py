@@ -21,8 +21,14 @@ __all__ = [
     "RunList",
     "RunRequest",
     "ServerInfo",
+    "SessionList",
+    "SessionRequest",
+    "SessionView",
     "Stats",
+    "SteerRequest",
     "Transcript",
+    "Turn",
+    "TurnRequest",
     "UsageStat",
 ]
 
@@ -272,3 +278,92 @@ class Answer(BaseModel):
     by: str | None = Field(
         None, max_length=100, description="the caller's name, recorded with the answer"
     )
+
+
+class SessionRequest(BaseModel):
+    """A live session to open: a run's settings (a ``run-many`` line's, under
+    the same rules) without a prompt or a run's one-shot fields (retry,
+    request_key, isolation, verify); each turn brings its prompt."""
+
+    model_config = ConfigDict(extra="allow")
+
+    backend: str | None = Field(None, description="a backend with a two-way protocol")
+    model: str | None = None
+    timeout: float | None = Field(None, description="each turn's wall-clock limit, seconds")
+    idle_timeout: float | None = None
+    cwd: str | None = Field(None, description="working directory, under the server's root")
+    name: str | None = None
+    resume: str | None = Field(None, description="a CLI session id to continue")
+    options: dict[str, Any] | None = Field(None, description='untrusted: {"max_turns": N} only')
+    approvals: Literal["inbox", "none"] | None = Field(
+        None,
+        description='"inbox" (the default): each tool call waits in the approval inbox; '
+        '"none": the permission level decides',
+    )
+    approval_timeout: float | None = Field(None, gt=0, le=86_400)
+    keep_results: int | None = Field(
+        None, ge=0, description="turns kept (default 100, at most the server's --session-history)"
+    )
+
+
+class Turn(BaseModel):
+    """One turn of a session: running, finished or lost."""
+
+    turn: int
+    state: Literal["running", "finished", "lost"]
+    prompt: str = Field(description="its first line, at most 200 characters")
+    started: float | None
+    finished: float | None
+    status: int | None = Field(description="the turn's response status: 0 ok, 130 interrupted")
+    error: str | None
+    message: str | None = Field(description="the answer, at most 1000 characters")
+    run_id: str | None
+    result: dict[str, Any] | None = Field(
+        None, description="the turn's response dict (GET /sessions/{id}/turns/{n})"
+    )
+
+
+SessionState = Literal["opening", "open", "closing", "closed", "failed", "lost"]
+
+
+class SessionView(BaseModel):
+    """A session of the server: held (opening, open, closing) or ended
+    (closed, failed, lost: the server stopped while it was open)."""
+
+    id: str
+    state: SessionState
+    backend: str
+    model: str | None
+    cwd: str
+    name: str | None
+    approvals: str
+    approval_timeout_s: float
+    keep_turns: int
+    session_id: str | None = Field(description="the CLI's session id (what resume continues)")
+    created: float
+    ended: float | None
+    turn_count: int
+    turn_running: int | None
+    can_steer: bool | None
+    alive: bool
+    resumed: int = Field(description="times it was resumed")
+    why: str | None
+    lost: dict[str, Any] | None
+    turns: list[Turn] | None = Field(description="its last keep_turns turns, oldest first")
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionView]
+
+
+class TurnRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1, max_length=1_000_000)
+    timeout: float | None = Field(None, gt=0, le=86_400, description="this turn's limit, seconds")
+
+
+class SteerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=100_000)

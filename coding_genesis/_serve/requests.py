@@ -4,7 +4,8 @@ The one module of the server that knows where those rules live today (the
 command line's reading of a batch line: ``read_requests``, its untrusted-input
 list, the approver fields, the safe start of an untrusted line, the CLI
 paths).  When the house's one untrusted-input list lands, this file is what
-changes; the rest of the server asks :func:`read_run_request` only.
+changes; the rest of the server asks :func:`read_run_request` and
+:func:`read_session_request` only.
 
 A body is read exactly as a ``run-many`` line is: one JSON object, the same
 refusals in the same words, the same defaults; then its ``cwd`` must lie under
@@ -18,7 +19,10 @@ server's approval inbox; ``"none"``, the default: the permission level
 decides) and ``approval_timeout`` (the inbox's deadline, after which the call
 is denied).  Both are data naming the server's own approver, never code: a
 body still cannot name an approver (:data:`APPROVER_FIELDS`, even with
-``--trusted-input``).
+``--trusted-input``).  A live session's tool calls wait in the inbox unless
+it says ``"approvals": "none"``; it also sets ``keep_results`` (its bounded
+history, at most the server's bound) and none of a run's one-shot fields
+(:data:`NOT_IN_A_SESSION`).
 """
 
 from __future__ import annotations
@@ -43,22 +47,42 @@ from coding_genesis._cli.run_many import (
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
-from coding_genesis.errors import ConfigError
+from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.session import Session
 
 __all__ = [
     "APPROVER_FIELDS",
     "MAX_APPROVAL_TIMEOUT",
+    "NOT_IN_A_SESSION",
     "SERVED_FIELDS",
     "UNTRUSTED_FIELDS",
     "UNTRUSTED_OPTIONS",
     "Accepted",
+    "AcceptedSession",
     "InboxFor",
     "Refused",
     "read_run_request",
+    "read_session_request",
 ]
 
 #: What a served request may set that no batch line has (see the module's doc).
 SERVED_FIELDS = frozenset({"approvals", "approval_timeout"})
+#: ... and what a session sets besides.
+SESSION_FIELDS = SERVED_FIELDS | {"keep_results"}
+#: A batch line's fields a live session does not take: a session opens
+#: without a prompt (its turns bring them), a turn is never retried, and a
+#: session runs in its working directory (no worktree, no verify).
+NOT_IN_A_SESSION = (
+    "prompt",
+    "retry",
+    "request_key",
+    "isolation",
+    "isolation_base",
+    "keep",
+    "carry_uncommitted",
+    "include_diff",
+    "verify",
+)
 #: The longest an approval of the inbox may wait (a day).
 MAX_APPROVAL_TIMEOUT = 86_400.0
 #: The inbox's approver of one request, given its deadline in seconds.
@@ -75,6 +99,25 @@ class Accepted:
     cwd: str
     #: ``inbox`` (its tool calls wait in the approval inbox) or ``none``.
     approvals: str = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedSession:
+    """A session that may open: its agent and the session, not yet entered."""
+
+    agent: CodingGenesisAgent
+    session: Session
+    backend: str
+    model: str | None
+    cwd: str
+    name: str | None
+    approvals: str
+    approval_timeout: float
+    #: The turns it keeps (its results, and the server's list of its turns).
+    keep: int
+    #: The body's data fields (what a resume reads again, under the rules of
+    #: that day: never a field only ``--trusted-input`` accepts).
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +149,19 @@ def _under(root: str, cwd: object) -> str | Refused:
     return real
 
 
-def _served(body: bytes) -> tuple[bytes, dict[str, Any]] | Refused:
-    """The body without the served fields, and those fields checked (a body
-    that is no JSON object is left as it is, for the batch line's words)."""
+def _served(
+    body: bytes, names: frozenset[str] = SERVED_FIELDS
+) -> tuple[bytes, dict[str, Any]] | Refused:
+    """The body without the served fields ``names``, and those fields checked
+    (a body that is no JSON object is left as it is, for the batch line's
+    words)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         return body, {}
     if not isinstance(value, dict):
         return body, {}
-    taken = {k: value.pop(k) for k in SERVED_FIELDS if k in value}
+    taken = {k: value.pop(k) for k in names if k in value}
     approvals = taken.get("approvals")
     if approvals is not None and approvals not in ("inbox", "none"):
         return Refused(f'approvals must be "inbox" or "none", got {approvals!r}'[:300])
@@ -232,6 +278,86 @@ def read_run_request(
     if mode == "inbox" and (refused := _two_way(agent, '"approvals": "inbox"')) is not None:
         return refused
     return Accepted(spec, agent, cwd, mode)
+
+
+def read_session_request(
+    body: bytes,
+    *,
+    trusted: bool,
+    root: str,
+    defaults: Mapping[str, Any],
+    fallback_backend: str,
+    owned: Mapping[str, Any],
+    inbox: InboxFor | None,
+    history: int,
+    approval_timeout: float = 300.0,
+    resume: str | None = None,
+) -> AcceptedSession | Refused:
+    """A session's body (its options: a batch line's, under the same rules,
+    without a prompt or the one-shot fields) read as :func:`read_run_request`
+    reads a run's; its calls wait in the inbox unless ``"approvals": "none"``;
+    it keeps at most ``history`` turns; ``resume``: the CLI session it
+    continues (over the body's)."""
+    served = _served(body if body.strip() else b"{}", SESSION_FIELDS)
+    if isinstance(served, Refused):
+        return served
+    body, taken = served
+    try:
+        given = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        given = None
+    if isinstance(given, dict):
+        named = [k for k in NOT_IN_A_SESSION if k in given]
+        if named:
+            return Refused(
+                f"refused field(s) {', '.join(named)}: a live session opens without a prompt "
+                "(each turn brings one: POST /sessions/{id}/turns) and takes none of a run's "
+                "one-shot fields (retry, request_key, isolation, verify)"
+            )
+    line = _line(body, trusted, root)
+    if isinstance(line, Refused):
+        return line
+    value, cwd = line
+    keep = taken.get("keep_results", min(history, 100))
+    if type(keep) is not int or not 0 <= keep <= history:
+        return Refused(
+            f"keep_results must be a whole number from 0 to {history} (this server keeps at "
+            f"most {history} turns of a session), got {keep!r}"[:300]
+        )
+    mode = str(taken.get("approvals") or "inbox")
+    approving = _approval_settings(taken, mode, approval_timeout, inbox)
+    value = _settings(
+        value,
+        cwd,
+        trusted=trusted,
+        defaults=defaults,
+        fallback_backend=fallback_backend,
+        owned={**owned, **approving},
+    )
+    backend = value.pop("backend")
+    asked = value.pop("resume", None)
+    try:
+        agent = CodingGenesisAgent(backend, **value)
+        session = agent.session(keep_results=keep, resume=resume or asked)
+    except (ConfigError, AgentUsageError) as exc:
+        return Refused(str(exc))
+    except TypeError as exc:  # an unknown setting or one of the wrong shape (trusted input)
+        return Refused(f"invalid request: {exc}")
+    data = {k: v for k, v in (given or {}).items() if k in UNTRUSTED_FIELDS}
+    data.update({k: v for k, v in taken.items() if v is not None})
+    model, name = value.get("model"), value.get("name")
+    return AcceptedSession(
+        agent=agent,
+        session=session,
+        backend=str(backend),
+        model=model if isinstance(model, str) else None,
+        cwd=cwd,
+        name=name if isinstance(name, str) else None,
+        approvals=mode,
+        approval_timeout=float(approving.get("approval_timeout") or agent.config.approval_timeout),
+        keep=keep,
+        data=data,
+    )
 
 
 def root_path(root: str | os.PathLike[str]) -> str:

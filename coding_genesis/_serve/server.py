@@ -38,6 +38,7 @@ from coding_genesis._serve.inbox import Inbox, recover as recover_approvals
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.security import Guard, allowed_hosts, write_token
+from coding_genesis._serve.sessions import Sessions, recover as recover_sessions
 from coding_genesis._util.display import printable
 from coding_genesis._util.files import FILE_FLAGS, private_dir
 from coding_genesis._util.redact import Redactor
@@ -75,6 +76,9 @@ class Settings:
     heartbeat: float = 15.0
     #: An approval of the inbox waits this long unless its request sets another.
     approval_timeout: float = 300.0
+    #: Sessions held at once, and the most turns one keeps.
+    max_sessions: int = 16
+    session_history: int = 1000
     event_buffer: int = 10_000
     doctor_backends: list[str] = field(default_factory=list)
 
@@ -196,6 +200,14 @@ async def _serve(settings: Settings) -> int:
     approvals = Journal(settings.state_dir / "approvals.jsonl")
     asked, expired = recover_approvals(approvals)
     inbox = Inbox(hub, approvals, redactor, asked)
+    held, lost_sessions = recover_sessions(Journal(settings.state_dir / "sessions.jsonl"))
+    sessions = Sessions(
+        hub,
+        Journal(settings.state_dir / "sessions.jsonl"),
+        redactor,
+        limit=settings.max_sessions,
+        past=held,
+    )
     runs: Runs
 
     def view(entry: Any) -> dict[str, Any]:
@@ -224,7 +236,9 @@ async def _serve(settings: Settings) -> int:
         redactor=redactor,
         token=token,
         inbox=inbox,
+        sessions=sessions,
         approval_timeout=settings.approval_timeout,
+        session_history=settings.session_history,
         doctor_backends=settings.doctor_backends,
     )
     hosts = allowed_hosts(settings.host, port, settings.allow_hosts)
@@ -252,6 +266,8 @@ async def _serve(settings: Settings) -> int:
         )
     if lost:
         _say(f"{lost} run(s) in flight or queued when it last stopped are listed lost")
+    if lost_sessions:
+        _say(f"{lost_sessions} session(s) open when it last stopped are listed lost")
     if expired:
         _say(f"{expired} approval(s) pending when it last stopped are listed expired")
     _write_private(
@@ -269,7 +285,9 @@ async def _serve(settings: Settings) -> int:
             f"{signal.Signals(signum).name}: {'cancelling' if mode == 'cancel' else 'draining'}"
             " the runs"
         )
+        sessions.close_all("the server was stopped")
         await runs.drain(settings.drain_timeout, cancel=mode == "cancel")
+        await sessions.idle()
 
     async def signals(task_status: Any) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as got:
@@ -294,14 +312,18 @@ async def _serve(settings: Settings) -> int:
     async with anyio.create_task_group() as tg:
         await tg.start(signals)
         tg.start_soon(runs.work)
+        await tg.start(sessions.work)
         tg.start_soon(_housekeeping, hub, settings.heartbeat)
         try:
             await server.serve(sockets=[sock])
         finally:
             with anyio.CancelScope(shield=True):
+                sessions.close_all("the server was stopped")
                 await runs.drain(0, cancel=True)
                 hub.close()
                 await runs.idle()
+                with anyio.move_on_after(30):
+                    await sessions.idle()
                 tg.cancel_scope.cancel()
     _say(f"stopped; {runs.answered} run(s) answered")
     return 0

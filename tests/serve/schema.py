@@ -17,6 +17,7 @@ from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.inbox import Inbox
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
+from coding_genesis._serve.sessions import Sessions
 from coding_genesis._util.redact import Redactor
 
 
@@ -46,6 +47,7 @@ async def schema() -> dict[str, object]:
             redactor=redactor,
             token="x" * 32,
             inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl"), redactor),
+            sessions=Sessions(hub, Journal(Path(tmp) / "sessions.jsonl"), redactor, limit=1),
         )
         return openapi_schema(build_app(service))
 

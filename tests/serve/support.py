@@ -40,6 +40,15 @@ SCHEMA_PATHS = frozenset(
         "/approvals",
         "/approvals/events",
         "/approvals/{approval}",
+        "/sessions",
+        "/sessions/{session}",
+        "/sessions/{session}/turns",
+        "/sessions/{session}/turns/{number}",
+        "/sessions/{session}/events",
+        "/sessions/{session}/interrupt",
+        "/sessions/{session}/steer",
+        "/sessions/{session}/close",
+        "/sessions/{session}/resume",
     }
 )
 

@@ -53,9 +53,13 @@ OPERATIONS = sorted(
 
 @pytest.fixture(autouse=True)
 def settled(fuzzed: Served) -> Iterator[None]:
-    """Each test ends with no run of the server going (the suite's leak check)."""
+    """Each test ends with no run or session of the server going (the suite's
+    leak check)."""
     yield
     with fuzzed.client() as client:
+        for session in client.get("/sessions", params={"limit": 1000}).json()["sessions"]:
+            if session["state"] in ("opening", "open", "closing"):
+                client.post(f"/sessions/{session['id']}/close")
         for _ in range(200):
             held = [
                 r

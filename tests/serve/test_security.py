@@ -35,13 +35,26 @@ CALLS = [
     ("GET", "/approvals/events"),
     ("GET", "/approvals/0123abcd"),
     ("POST", "/approvals/0123abcd"),
+    ("GET", "/sessions"),
+    ("POST", "/sessions"),
+    ("GET", "/sessions/0123abcd"),
+    ("POST", "/sessions/0123abcd/turns"),
+    ("GET", "/sessions/0123abcd/turns/1"),
+    ("GET", "/sessions/0123abcd/events"),
+    ("POST", "/sessions/0123abcd/interrupt"),
+    ("POST", "/sessions/0123abcd/steer"),
+    ("POST", "/sessions/0123abcd/close"),
+    ("POST", "/sessions/0123abcd/resume"),
     ("GET", "/openapi.json"),
 ]
 
 
 def test_the_calls_cover_every_route() -> None:
+    names = {"/approvals": "{approval}", "/sessions": "{session}", "/runs": "{run}"}
     templated = {
-        path.replace("s/0123abcd", "s/{approval}" if path.startswith("/approvals") else "s/{run}")
+        path.replace(
+            "0123abcd", next((v for k, v in names.items() if path.startswith(k)), "")
+        ).replace("/turns/1", "/turns/{number}")
         for _method, path in CALLS
     }
     assert templated == SCHEMA_PATHS | {"/openapi.json"}

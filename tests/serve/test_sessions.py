@@ -1,0 +1,242 @@
+"""Live sessions over HTTP: open, turns, their events, approvals answered over
+HTTP, by ``genesis approvals`` and by the deadline's default, interrupt,
+steer, close, a bounded history, the untrusted-input rules; a SIGKILL of the
+server mid-approval and a restart (the session lost with its turns, the
+approval expired with its call, nothing left running, the session resumed
+with its history).  Real server processes and the two-way failer; nothing of
+the process layer is mocked."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.serve.support import Served, serve, serving, sse
+from tests.serve.test_inbox import _genesis
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _open(client: httpx.Client, **body: Any) -> dict[str, Any]:
+    response = client.post("/sessions", json=body)
+    assert response.status_code == 201, response.text
+    view: dict[str, Any] = response.json()
+    assert view["state"] == "open" and view["alive"] is True
+    return view
+
+
+def _turn(client: httpx.Client, session: str, prompt: str) -> dict[str, Any]:
+    response = client.post(f"/sessions/{session}/turns", json={"prompt": prompt})
+    assert response.status_code == 202, response.text
+    turn: dict[str, Any] = response.json()
+    assert turn["state"] == "running"
+    return turn
+
+
+def _ended(client: httpx.Client, session: str, number: int) -> dict[str, Any]:
+    turn: dict[str, Any] = client.get(
+        f"/sessions/{session}/turns/{number}", params={"wait": 60}
+    ).json()
+    assert turn["state"] == "finished", turn
+    return turn
+
+
+def _asked(client: httpx.Client, session: str, within: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while True:
+        found = [a for a in client.get("/approvals").json()["approvals"] if a["session"] == session]
+        if found or time.monotonic() > deadline:
+            assert found, "no approval was asked"
+            view: dict[str, Any] = found[0]
+            return view
+        time.sleep(0.05)
+
+
+def _cli_pids(served: Served) -> list[psutil.Process]:
+    return psutil.Process(served.proc.pid).children(recursive=True)
+
+
+def test_a_session_over_http_turns_events_approvals_and_close(served: Served) -> None:
+    with served.client() as client:
+        session = _open(client, approval_timeout=1)
+        sid = session["id"]
+        assert session["approvals"] == "inbox" and session["approval_timeout_s"] == 1
+        assert session["can_steer"] is False and session["turns"] == []
+        assert sid in [s["id"] for s in client.get("/sessions").json()["sessions"]]
+        # A plain turn.
+        _turn(client, sid, "hello there")
+        first = _ended(client, sid, 1)
+        assert first["status"] == 0 and "responding normally" in first["message"]
+        assert first["result"]["status"] == 0 and first["run_id"]
+        # An approval answered over HTTP: the call runs.
+        _turn(client, sid, "/bash echo answered-over-http")
+        item = _asked(client, sid)
+        assert item["turn"] == 2 and item["call"]["command"] == "echo answered-over-http"
+        assert item["timeout_s"] == 1
+        busy = client.post(f"/sessions/{sid}/turns", json={"prompt": "meanwhile"})
+        assert busy.status_code == 409 and "turn 2" in busy.json()["message"]
+        client.post(f"/approvals/{item['id']}", json={"decision": "allow"})
+        assert "ran echo answered-over-http" in _ended(client, sid, 2)["message"]
+        # No answer within the deadline: its default (deny) applies.
+        _turn(client, sid, "/bash echo never-answered")
+        item = _asked(client, sid)
+        third = _ended(client, sid, 3)
+        assert "ran echo never-answered" not in third["message"]
+        assert client.get(f"/approvals/{item['id']}").json()["state"] == "expired"
+        # The session's stream: what it is now, then its events; it ends when it closes.
+        pids: list[psutil.Process] = []
+
+        def act(event: dict[str, Any]) -> bool:
+            if event["data"].get("turn_count") == 3 and not pids:  # the stream's first event
+                assert event["event"] == "session"
+                _turn(client, sid, "once more")
+                _ended(client, sid, 4)
+                pids.extend(_cli_pids(served))
+                closed = client.post(f"/sessions/{sid}/close")
+                assert closed.status_code == 200 and closed.json()["state"] == "closed"
+            return False
+
+        with client.stream("GET", f"/sessions/{sid}/events") as response:
+            events = sse(response, until=act)
+        assert pids and events[0]["event"] == "session"
+        kinds = [e["event"] for e in events]
+        assert "turn" in kinds and kinds[-1] == "session"
+        assert events[-1]["data"]["state"] == "closed"
+        texts = [e["data"] for e in events if e["event"] == "turn"]
+        assert texts[0]["turn"] == 4 and texts[0]["status"] == 0
+        assert all(e["data"]["session"] == sid for e in events if e["event"] != "session")
+        for proc in pids:
+            assert not psutil.pid_exists(proc.pid) or proc.status() == psutil.STATUS_ZOMBIE
+        view = client.get(f"/sessions/{sid}").json()
+        assert [t["turn"] for t in view["turns"]] == [1, 2, 3, 4]
+        refused = client.post(f"/sessions/{sid}/turns", json={"prompt": "after"})
+        assert refused.status_code == 409 and "closed" in refused.json()["message"]
+        ended = sse(client.get(f"/sessions/{sid}/events"))
+        assert [e["event"] for e in ended] == ["session"]
+
+
+def test_a_session_approval_answered_by_genesis_approvals(served: Served) -> None:
+    with served.client() as client:
+        sid = _open(client)["id"]
+        _turn(client, sid, "/bash echo from-the-terminal")
+        item = _asked(client, sid)
+        answered = _genesis(served, "answer", item["id"], "deny", "-m", "not from here")
+        assert answered.returncode == 0, answered.stderr
+        turn = _ended(client, sid, 1)
+        assert "ran echo" not in turn["message"]
+        view = client.get(f"/approvals/{item['id']}").json()
+        assert view["answer"]["channel"] == "cli" and view["answer"]["message"] == "not from here"
+        client.post(f"/sessions/{sid}/close")
+
+
+def test_interrupt_and_steer(served: Served) -> None:
+    with served.client() as client:
+        sid = _open(client, approvals="none")["id"]
+        nothing = client.post(f"/sessions/{sid}/interrupt")
+        assert nothing.status_code == 409 and nothing.json()["error"] == "no_turn"
+        _turn(client, sid, "/timeout 60")
+        time.sleep(0.3)
+        steer = client.post(f"/sessions/{sid}/steer", json={"text": "faster"})
+        assert steer.status_code == 409 and "codex" in steer.json()["message"]
+        started = time.monotonic()
+        interrupted = client.post(f"/sessions/{sid}/interrupt")
+        assert interrupted.status_code == 200, interrupted.text
+        turn = _ended(client, sid, 1)
+        assert turn["status"] == 130 and time.monotonic() - started < 30
+        # The session lives on.
+        _turn(client, sid, "still here")
+        assert _ended(client, sid, 2)["status"] == 0
+        client.post(f"/sessions/{sid}/close")
+
+
+def test_a_session_keeps_a_bounded_history(served: Served) -> None:
+    with served.client() as client:
+        sid = _open(client, keep_results=2, approvals="none")["id"]
+        for number in (1, 2, 3):
+            _turn(client, sid, f"turn {number}")
+            _ended(client, sid, number)
+        view = client.get(f"/sessions/{sid}").json()
+        assert view["turn_count"] == 3 and [t["turn"] for t in view["turns"]] == [2, 3]
+        assert client.get(f"/sessions/{sid}/turns/1").status_code == 404
+        client.post(f"/sessions/{sid}/close")
+        too_many = client.post("/sessions", json={"keep_results": 5000})
+        assert too_many.status_code == 422 and "at most 1000" in too_many.json()["message"]
+
+
+def test_a_session_body_is_untrusted_data(served: Served) -> None:
+    with served.client() as client:
+        for body, words in (
+            ({"prompt": "hi"}, "opens without a prompt"),
+            ({"verify": ["true"]}, "verify"),
+            ({"cli_path": "/bin/sh"}, "cli_path"),
+            ({"env": {"X": "1"}}, "env"),
+            ({"extra_args": ["--dangerously-skip-permissions"]}, "extra_args"),
+            ({"approver": "allow"}, "approver"),
+            ({"writes_under": "/"}, "writes_under"),
+            ({"cwd": "/"}, "root"),
+            ({"backend": "gemini"}, "no two-way protocol"),
+            ({"approvals": "everything"}, "approvals must be"),
+            ({"keep_results": -1}, "keep_results"),
+        ):
+            refused = client.post("/sessions", json=body)
+            assert refused.status_code == 422, (body, refused.text)
+            assert words in refused.json()["message"], (body, refused.text)
+        assert client.get("/sessions", params={"state": "open"}).json()["sessions"] == []
+        missing = client.post("/sessions/nope/turns", json={"prompt": "x"})
+        assert missing.status_code == 404
+
+
+def test_the_number_of_sessions_is_bounded(tmp_path: Path) -> None:
+    with serving(tmp_path, "--max-sessions", "1") as server, server.client() as client:
+        sid = _open(client)["id"]
+        full = client.post("/sessions", json={})
+        assert full.status_code == 429 and full.headers["Retry-After"]
+        client.post(f"/sessions/{sid}/close")
+        _open(client)
+
+
+def test_sigkill_mid_approval_then_restart_lost_expired_and_resumed(tmp_path: Path) -> None:
+    server = serve(tmp_path)
+    try:
+        with server.client() as client:
+            sid = _open(client)["id"]
+            _turn(client, sid, "remember the tide")
+            _ended(client, sid, 1)
+            _turn(client, sid, "/bash echo mid-crash")
+            item = _asked(client, sid)
+            tree = _cli_pids(server)
+            assert tree, "the session's CLI is running"
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(10)
+    finally:
+        server.stop()
+    with serving(tmp_path) as again, again.client() as client:
+        for proc in tree:
+            assert not psutil.pid_exists(proc.pid) or proc.status() == psutil.STATUS_ZOMBIE, (
+                "the restart's sweep stopped the session's CLI"
+            )
+        view = client.get(f"/sessions/{sid}").json()
+        assert view["state"] == "lost" and view["lost"]["was"] == "open"
+        assert [(t["turn"], t["state"]) for t in view["turns"]] == [(1, "finished"), (2, "lost")]
+        assert "1 session(s)" in again.stderr()
+        approval = client.get(f"/approvals/{item['id']}").json()
+        assert approval["state"] == "expired" and approval["session"] == sid
+        assert approval["call"]["command"] == "echo mid-crash" and approval["turn"] == 2
+        stale = client.post(f"/approvals/{item['id']}", json={"decision": "allow"})
+        assert stale.status_code == 409 and stale.json()["error"] == "expired"
+        # Resumed where its CLI resumes: the conversation goes on.
+        resumed = client.post(f"/sessions/{sid}/resume")
+        assert resumed.status_code == 201, resumed.text
+        assert resumed.json()["state"] == "open" and resumed.json()["resumed"] == 1
+        _turn(client, sid, "/history")
+        history = _ended(client, sid, 3)
+        assert "remember the tide" in history["message"], history
+        again_open = client.post(f"/sessions/{sid}/resume")
+        assert again_open.status_code == 409
+        client.post(f"/sessions/{sid}/close")
