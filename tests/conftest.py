@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.steps.transcript_steps",
     "tests.steps.budget_steps",
     "tests.steps.session_steps",
+    "tests.steps.serve_steps",
     "tests.fakes.plugin",
     "tests.browser",
 ]

@@ -20,4 +20,5 @@ scenarios(
     "hooks.feature",
     "host_tools.feature",
     "structured_output.feature",
+    "serve.feature",
 )
