@@ -31,7 +31,12 @@ from coding_genesis._serve import models
 from coding_genesis._serve.history import History
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.inbox import TOPIC as INBOX, Inbox, Refusal
-from coding_genesis._serve.requests import Refused, read_run_request, read_session_request
+from coding_genesis._serve.requests import (
+    Refused,
+    Rules,
+    read_run_request,
+    read_session_request,
+)
 from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
 from coding_genesis._serve.sessions import Busy, Live, Sessions
@@ -78,6 +83,12 @@ class Service:
     session_history: int = 1000
     doctor_backends: list[str] = field(default_factory=list)
 
+    def rules(self) -> Rules:
+        """What every request is read under."""
+        return Rules(
+            self.trusted, self.root, self.defaults, self.fallback_backend, self.approval_timeout
+        )
+
 
 def _json(
     model: BaseModel | Mapping[str, Any],
@@ -102,6 +113,13 @@ def _error(
     headers: Mapping[str, str] | None = None,
 ) -> Response:
     return _json(models.Error(error=error, message=message), service, status, headers)
+
+
+def _body(model: str, *, required: bool) -> dict[str, Any]:
+    """A route's JSON body in the schema, read by the route itself (as data)."""
+    ref = {"$ref": f"#/components/schemas/{model}"}
+    content = {"application/json": {"schema": ref}}
+    return {"requestBody": {"required": required, "content": content}}
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -173,14 +191,7 @@ def build_app(service: Service) -> FastAPI:
         status_code=202,
         response_model=None,
         responses={202: {"model": models.Run}, **_errors(413, 429, 503)},
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/RunRequest"}}
-                },
-            }
-        },
+        openapi_extra=_body("RunRequest", required=True),
     )
     async def create_run(request: Request) -> Response:
         """Start a run: the body is one ``genesis run-many`` line (see RunRequest).
@@ -202,13 +213,9 @@ def build_app(service: Service) -> FastAPI:
         entry = Entry(id=key, backend="", prompt="", cwd="", model=None, accepted=time.time())
         read = read_run_request(
             body,
-            trusted=service.trusted,
-            root=service.root,
-            defaults=service.defaults,
-            fallback_backend=service.fallback_backend,
+            service.rules(),
             owned={"observers": runs.observers(entry)},
             inbox=lambda timeout: service.inbox.approver(timeout, lambda _: ({"run": key}, (key,))),
-            approval_timeout=service.approval_timeout,
         )
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
@@ -393,14 +400,9 @@ def build_app(service: Service) -> FastAPI:
         key = live.id if live is not None else sessions.new_id()
         read = read_session_request(
             body,
-            trusted=service.trusted,
-            root=service.root,
-            defaults=service.defaults,
-            fallback_backend=service.fallback_backend,
-            owned={},
+            service.rules(),
             inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
             history=service.session_history,
-            approval_timeout=service.approval_timeout,
             resume=live.session_id if live is not None else None,
         )
         if isinstance(read, Refused):
@@ -417,14 +419,7 @@ def build_app(service: Service) -> FastAPI:
         status_code=201,
         response_model=None,
         responses={201: {"model": models.SessionView}, **_errors(413, 429, 502, 503)},
-        openapi_extra={
-            "requestBody": {
-                "required": False,
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/SessionRequest"}}
-                },
-            }
-        },
+        openapi_extra=_body("SessionRequest", required=False),
     )
     async def open_session(request: Request) -> Response:
         """Open a live session (one CLI process across turns): the body is a

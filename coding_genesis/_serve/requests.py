@@ -61,6 +61,7 @@ __all__ = [
     "AcceptedSession",
     "InboxFor",
     "Refused",
+    "Rules",
     "read_run_request",
     "read_session_request",
 ]
@@ -87,6 +88,20 @@ NOT_IN_A_SESSION = (
 MAX_APPROVAL_TIMEOUT = 86_400.0
 #: The inbox's approver of one request, given its deadline in seconds.
 InboxFor = Callable[[float], Approver]
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What the server reads every request under: ``trusted``
+    (``--trusted-input``), the ``root`` every ``cwd`` lies under (absolute,
+    resolved), the ``defaults`` of what a body leaves out, the backend of a
+    body that names none, and the inbox's deadline when a body sets none."""
+
+    trusted: bool
+    root: str
+    defaults: Mapping[str, Any]
+    fallback_backend: str
+    approval_timeout: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,21 +208,16 @@ def _line(body: bytes, trusted: bool, root: str) -> tuple[dict[str, Any], str] |
 
 
 def _settings(
-    value: dict[str, Any],
-    cwd: str,
-    *,
-    trusted: bool,
-    defaults: Mapping[str, Any],
-    fallback_backend: str,
-    owned: Mapping[str, Any],
+    value: dict[str, Any], cwd: str, rules: Rules, owned: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A line's settings with the server's defaults, its own settings, the CLI
-    paths and (untrusted) the safe start."""
+    """A line's settings with the server's defaults, its own settings
+    (``owned``), the CLI paths and (untrusted) the safe start."""
     value = {**value, "cwd": cwd}
-    value = {**defaults, **{k: v for k, v in value.items() if v is not None}, **owned}
-    value.setdefault("backend", fallback_backend)
-    [value] = with_cli_paths([value], argparse.Namespace(backend=fallback_backend))
-    [value] = with_safe_start([value], fallback_backend, trusted)
+    value = {**rules.defaults, **{k: v for k, v in value.items() if v is not None}, **owned}
+    fallback = rules.fallback_backend
+    value.setdefault("backend", fallback)
+    [value] = with_cli_paths([value], argparse.Namespace(backend=fallback))
+    [value] = with_safe_start([value], fallback, rules.trusted)
     return dict(value)
 
 
@@ -233,39 +243,26 @@ def _two_way(agent: CodingGenesisAgent, what: str) -> Refused | None:
 
 def read_run_request(
     body: bytes,
+    rules: Rules,
     *,
-    trusted: bool,
-    root: str,
-    defaults: Mapping[str, Any],
-    fallback_backend: str,
     owned: Mapping[str, Any],
     inbox: InboxFor | None = None,
-    approval_timeout: float = 300.0,
 ) -> Accepted | Refused:
     """One request body read as a ``run-many`` line under the same rules
-    (``trusted``: ``--trusted-input``), its ``cwd`` under ``root`` (an
-    absolute, resolved path), ``defaults`` for what it does not set and
-    ``owned``, the server's own settings (its observers), over anything;
-    ``inbox``: the approval inbox's approver, for ``"approvals": "inbox"``
-    (``approval_timeout``: its deadline when the body sets none)."""
+    (:class:`Rules`), with ``owned``, the server's own settings (its
+    observers), over anything; ``inbox``: the approval inbox's approver, for
+    ``"approvals": "inbox"``."""
     served = _served(body)
     if isinstance(served, Refused):
         return served
     body, taken = served
-    line = _line(body, trusted, root)
+    line = _line(body, rules.trusted, rules.root)
     if isinstance(line, Refused):
         return line
     value, cwd = line
     mode = str(taken.get("approvals") or "none")
-    owned = {**owned, **_approval_settings(taken, mode, approval_timeout, inbox)}
-    value = _settings(
-        value,
-        cwd,
-        trusted=trusted,
-        defaults=defaults,
-        fallback_backend=fallback_backend,
-        owned=owned,
-    )
+    owned = {**owned, **_approval_settings(taken, mode, rules.approval_timeout, inbox)}
+    value = _settings(value, cwd, rules, owned)
     spec = coerce_request(0, value)
     if isinstance(spec, dict):
         return Refused(str(spec.get("message") or "invalid request"))
@@ -282,15 +279,10 @@ def read_run_request(
 
 def read_session_request(
     body: bytes,
+    rules: Rules,
     *,
-    trusted: bool,
-    root: str,
-    defaults: Mapping[str, Any],
-    fallback_backend: str,
-    owned: Mapping[str, Any],
     inbox: InboxFor | None,
     history: int,
-    approval_timeout: float = 300.0,
     resume: str | None = None,
 ) -> AcceptedSession | Refused:
     """A session's body (its options: a batch line's, under the same rules,
@@ -314,7 +306,7 @@ def read_session_request(
                 "(each turn brings one: POST /sessions/{id}/turns) and takes none of a run's "
                 "one-shot fields (retry, request_key, isolation, verify)"
             )
-    line = _line(body, trusted, root)
+    line = _line(body, rules.trusted, rules.root)
     if isinstance(line, Refused):
         return line
     value, cwd = line
@@ -325,15 +317,8 @@ def read_session_request(
             f"most {history} turns of a session), got {keep!r}"[:300]
         )
     mode = str(taken.get("approvals") or "inbox")
-    approving = _approval_settings(taken, mode, approval_timeout, inbox)
-    value = _settings(
-        value,
-        cwd,
-        trusted=trusted,
-        defaults=defaults,
-        fallback_backend=fallback_backend,
-        owned={**owned, **approving},
-    )
+    approving = _approval_settings(taken, mode, rules.approval_timeout, inbox)
+    value = _settings(value, cwd, rules, approving)
     backend = value.pop("backend")
     asked = value.pop("resume", None)
     try:
