@@ -175,6 +175,8 @@ def test_a_session_body_is_untrusted_data(served: Served) -> None:
             ({"prompt": "hi"}, "opens without a prompt"),
             ({"verify": ["true"]}, "verify"),
             ({"cli_path": "/bin/sh"}, "cli_path"),
+            ({"permissions": "full"}, "permissions"),
+            ({"hooks": {}}, "hooks"),
             ({"env": {"X": "1"}}, "env"),
             ({"extra_args": ["--dangerously-skip-permissions"]}, "extra_args"),
             ({"approver": "allow"}, "approver"),
@@ -239,4 +241,20 @@ def test_sigkill_mid_approval_then_restart_lost_expired_and_resumed(tmp_path: Pa
         assert "remember the tide" in history["message"], history
         again_open = client.post(f"/sessions/{sid}/resume")
         assert again_open.status_code == 409
+        client.post(f"/sessions/{sid}/close")
+
+
+def test_with_trusted_input_a_session_takes_every_setting_but_an_approver(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, "--trusted-input") as server, server.client() as client:
+        refused = client.post("/sessions", json={"approver": "allow"})
+        assert refused.status_code == 422 and "approver" in refused.json()["message"]
+        sid = _open(client, permissions="full", approvals="none", max_turns=3, output_schema=None)[
+            "id"
+        ]
+        _turn(client, sid, "/bash echo trusted-setting")
+        turn = _ended(client, sid, 1)
+        assert "ran echo trusted-setting" in turn["message"], turn
+        assert client.get("/approvals", params={"state": "all"}).json()["approvals"] == []
         client.post(f"/sessions/{sid}/close")
