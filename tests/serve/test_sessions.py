@@ -258,3 +258,47 @@ def test_with_trusted_input_a_session_takes_every_setting_but_an_approver(
         assert "ran echo trusted-setting" in turn["message"], turn
         assert client.get("/approvals", params={"state": "all"}).json()["approvals"] == []
         client.post(f"/sessions/{sid}/close")
+
+
+def test_a_sessions_stream_resumes_after_last_event_id(served: Served) -> None:
+    with served.client() as client:
+        sid = _open(client, approvals="none")["id"]
+        _turn(client, sid, "first")
+        _ended(client, sid, 1)
+        seen: list[dict[str, Any]] = []
+
+        def second_turn(event: dict[str, Any]) -> bool:
+            if not seen:
+                seen.append(event)
+                _turn(client, sid, "second")
+            return bool(event["event"] == "turn")
+
+        with client.stream("GET", f"/sessions/{sid}/events") as response:
+            events = sse(response, until=second_turn)
+        assert events[0]["event"] == "session" and events[-1]["data"]["turn"] == 2
+        middle = events[len(events) // 2]
+        with client.stream(
+            "GET", f"/sessions/{sid}/events", headers={"Last-Event-ID": middle["id"]}
+        ) as response:
+            again = sse(response, until=lambda e: e["event"] == "turn")
+        assert [e["id"] for e in again] == [e["id"] for e in events[events.index(middle) + 1 :]]
+        client.post(f"/sessions/{sid}/close")
+
+
+def test_sigterm_closes_the_sessions_and_leaves_no_process(tmp_path: Path) -> None:
+    server = serve(tmp_path)
+    with server.client() as client:
+        sid = _open(client)["id"]
+        _turn(client, sid, "/bash echo at-the-stop")
+        item = _asked(client, sid)
+        tree = _cli_pids(server)
+        assert tree
+    assert server.stop(signal.SIGTERM) == 0
+    for proc in tree:
+        assert not psutil.pid_exists(proc.pid) or proc.status() == psutil.STATUS_ZOMBIE
+    with serving(tmp_path) as again, again.client() as client:
+        view = client.get(f"/sessions/{sid}").json()
+        assert view["state"] == "closed" and "server was stopped" in view["why"]
+        assert view["turns"][0]["state"] == "finished"
+        assert client.get(f"/approvals/{item['id']}").json()["state"] == "withdrawn"
+        assert "listed lost" not in again.stderr()
