@@ -82,6 +82,7 @@ def register(subparsers: Any) -> None:
     listing = actions.add_parser("list", help="the approvals (pending ones unless --all)")
     listing.add_argument("--all", action="store_true", help="settled ones too")
     listing.add_argument("--run", default=None, help="only this run's (its request id)")
+    listing.add_argument("--session", default=None, help="only this session's (its id)")
     listing.add_argument("--json", action="store_true", help="one JSON object")
     answer = actions.add_parser("answer", help="answer a pending approval")
     answer.add_argument("id", help="its id, or a unique prefix of it (4 characters or more)")
@@ -92,7 +93,7 @@ def register(subparsers: Any) -> None:
     answer.add_argument("--json", action="store_true", help="the answered approval as JSON")
     watch = actions.add_parser("watch", help="each approval as it is asked and settled")
     watch.add_argument("--json", action="store_true", help="each event as a JSON line")
-    parser.set_defaults(handler=handle, action=None, all=False, run=None, json=False)
+    parser.set_defaults(handler=handle, action=None, all=False, run=None, session=None, json=False)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -246,7 +247,10 @@ def _line(view: Mapping[str, Any]) -> str:
         tail = f"{answer.get('decision')} ({who})"
     else:
         tail = str(view.get("why") or "")
-    owner = f"run {str(view.get('run'))[:12]}" if view.get("run") else ""
+    if view.get("session"):
+        owner = f"session {str(view['session'])[:12]} turn {view.get('turn')}"
+    else:
+        owner = f"run {str(view.get('run'))[:12]}" if view.get("run") else ""
     return printable(
         f"{str(view.get('id'))[:12]}  {state:<9} {owner}  {call.get('tool') or '?'}: "
         f"{str(what)[:100]}  [{tail}]"
@@ -257,6 +261,8 @@ def _list(client: _Client, args: argparse.Namespace) -> int:
     query = {"state": "all" if args.all else "pending", "limit": "1000"}
     if args.run:
         query["run"] = args.run
+    if args.session:
+        query["session"] = args.session
     status, body = client.call("GET", "/approvals?" + urllib.parse.urlencode(query))
     if status != 200:
         return _refused(status, body)

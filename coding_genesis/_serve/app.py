@@ -617,11 +617,15 @@ def build_app(service: Service) -> FastAPI:
     async def list_approvals(
         state: Annotated[models.ApprovalState | Literal["all"], Query()] = "pending",
         run: Annotated[str | None, Query(max_length=100)] = None,
+        session: Annotated[str | None, Query(max_length=100)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> Response:
         """The approvals of the inbox, newest first: pending ones by default,
-        and (``state``) the settled ones, this start's and earlier starts'."""
-        views = service.inbox.listing(state=None if state == "all" else state, run=run, limit=limit)
+        and (``state``) the settled ones, this start's and earlier starts';
+        ``run`` or ``session``: only those it asked."""
+        views = service.inbox.listing(
+            state=None if state == "all" else state, run=run, session=session, limit=limit
+        )
         approvals = [models.Approval.model_validate(v) for v in views]
         return _json(models.ApprovalList(approvals=approvals), service)
 

@@ -126,6 +126,9 @@ def test_a_session_approval_answered_by_genesis_approvals(served: Served) -> Non
         sid = _open(client)["id"]
         _turn(client, sid, "/bash echo from-the-terminal")
         item = _asked(client, sid)
+        listed = _genesis(served, "list", "--session", sid)
+        assert f"session {sid[:12]} turn 1" in listed.stdout, listed
+        assert client.get("/approvals", params={"session": "other"}).json()["approvals"] == []
         answered = _genesis(served, "answer", item["id"], "deny", "-m", "not from here")
         assert answered.returncode == 0, answered.stderr
         turn = _ended(client, sid, 1)
