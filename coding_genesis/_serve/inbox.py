@@ -33,6 +33,7 @@ import anyio
 
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.journal import Journal
+from coding_genesis._util.parser import bound_depth
 from coding_genesis._util.redact import Redactor
 from coding_genesis.approval import AlwaysScope, ApprovalRequest, Approver, Decision
 
@@ -48,6 +49,11 @@ DEFAULT = "deny"
 _MARGIN = 0.05
 #: The shortest prefix of an id that names an approval.
 MIN_PREFIX = 4
+#: A text of a tool call shown longer than this is cut (a Write of a large
+#: file): the inbox, its journal and its events stay small.
+MAX_TEXT = 8_000
+#: ... and a list or object longer than this.
+MAX_ITEMS = 200
 
 EXPIRED = (
     "nobody answered within {timeout:g} s: its default (deny) was applied and the tool "
@@ -117,8 +123,29 @@ class Item:
         }
 
 
+def _clipped(value: Any) -> Any:
+    """``value`` with each long text, list and object cut, saying by how much."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT:
+            return value
+        return f"{value[:MAX_TEXT]}... ({len(value) - MAX_TEXT} more characters)"
+    if isinstance(value, dict):
+        items = list(value.items())
+        kept = {str(k): _clipped(v) for k, v in items[:MAX_ITEMS]}
+        if len(items) > MAX_ITEMS:
+            kept["..."] = f"{len(items) - MAX_ITEMS} more keys"
+        return kept
+    if isinstance(value, list | tuple):
+        kept_items = [_clipped(v) for v in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            kept_items.append(f"... {len(value) - MAX_ITEMS} more items")
+        return kept_items
+    return value
+
+
 def _call(request: ApprovalRequest, redactor: Redactor) -> dict[str, Any]:
-    """What the tool call is about, redacted (the approver alone sees the raw input)."""
+    """What the tool call is about, redacted and cut to size (the approver
+    alone sees the raw input)."""
     call: dict[str, Any] = redactor.deep(
         {
             "tool": request.tool,
@@ -136,7 +163,8 @@ def _call(request: ApprovalRequest, redactor: Redactor) -> dict[str, Any]:
             "unreadable": request.unreadable,
         }
     )
-    return call
+    clipped: dict[str, Any] = _clipped(bound_depth(call))
+    return clipped
 
 
 def _past_view(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -306,3 +306,18 @@ def test_sigkill_mid_approval_then_restart_expires_it_with_its_call(tmp_path: Pa
     with serving(tmp_path) as third, third.client() as client:
         assert client.get(f"/approvals/{item['id']}").json()["state"] == "expired"
         assert "approval(s) pending" not in third.stderr()
+
+
+def test_a_large_tool_call_is_shown_cut_to_size(served: Served) -> None:
+    """A Write of a large text: the inbox (its events, its journal) shows it cut."""
+    text = "x" * 20_000
+    with served.client() as client:
+        run = served.start(
+            client, {"prompt": f"/write big.txt {text}", "approvals": "inbox", "cwd": "."}
+        )
+        item = _pending(client, run["id"])
+        shown = json.dumps(item["call"])
+        assert "more characters)" in shown and len(shown) < 10_000
+        client.post(f"/approvals/{item['id']}", json={"decision": "allow"})
+        assert served.wait(client, run["id"])["status"] == 0
+        assert (served.root / "big.txt").read_text().strip() == text  # the call itself was whole
