@@ -10,9 +10,11 @@ published on the hub under the session's topic; its tool calls wait in the
 approval inbox unless it said ``"approvals": "none"``.  It keeps a bounded
 history: its last ``keep`` turns (the library's ``keep_results``).
 
-Every change is written to ``sessions.jsonl`` before it is streamed: after a
-SIGKILL the next start lists each session that was open ``lost`` with its
-turns so far (the turn under way ``lost`` too); the CLI's process tree is
+Every change is written to ``sessions.jsonl`` before it is streamed (a
+session's record, and one record per turn: a change costs one short line
+whatever the history): after a SIGKILL the next start lists each session
+that was open ``lost`` with its turns so far (the turn under way ``lost``
+too); the CLI's process tree is
 stopped by the sweep of the runs' recovery (the run ledger).  A lost or
 closed session whose CLI can resume (its session id known) is resumed under
 the same id: a new CLI process continues the conversation, its turns listed
@@ -135,19 +137,31 @@ class Live:
         }
 
     def record(self) -> dict[str, Any]:
-        """What the journal keeps of it (no result: those are the transcripts')."""
-        view = self.view()
+        """What the journal keeps of it (its turns are records of their own)."""
+        view = self.view(turns=False)
+        left_out = ("can_steer", "alive", "turn_running", "turns")
         return {
-            **{k: v for k, v in view.items() if k not in ("can_steer", "alive", "turn_running")},
+            **{k: v for k, v in view.items() if k not in left_out},
             "data": self.data,
             "count": self.count,
             "epoch": self.epoch,
         }
 
 
-def _past(record: Mapping[str, Any]) -> Live:
-    """A session of the journal, as an ended :class:`Live`."""
-    live = Live(
+def _turn_record(key: str, turn: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn's record in the journal (no result: that is the transcript's)."""
+    return {
+        "id": f"{key}/{turn['turn']}",
+        "session": key,
+        **{k: v for k, v in turn.items() if k != "result"},
+    }
+
+
+def _past(record: Mapping[str, Any], turns: list[dict[str, Any]]) -> Live:
+    """A session of the journal, with its turns' records, as an ended :class:`Live`."""
+    keep = int(record.get("keep_turns") or 0)
+    turns.sort(key=lambda t: int(t.get("turn") or 0))
+    return Live(
         id=str(record["id"]),
         backend=str(record.get("backend") or ""),
         model=record.get("model"),
@@ -155,7 +169,7 @@ def _past(record: Mapping[str, Any]) -> Live:
         name=record.get("name"),
         approvals=str(record.get("approvals") or "inbox"),
         approval_timeout=float(record.get("approval_timeout_s") or 0.0),
-        keep=int(record.get("keep_turns") or 0),
+        keep=keep,
         data=dict(record.get("data") or {}),
         created=float(record.get("created") or 0.0),
         state=str(record.get("state") or "lost"),
@@ -165,36 +179,43 @@ def _past(record: Mapping[str, Any]) -> Live:
         why=record.get("why"),
         lost=record.get("lost"),
         epoch=int(record.get("epoch") or 0),
+        turns=collections.deque(turns[-keep:] if keep else (), maxlen=keep),
     )
-    live.turns = collections.deque(
-        (dict(t) for t in record.get("turns") or () if isinstance(t, dict)),
-        maxlen=max(live.keep, 0),
-    )
-    return live
 
 
 def recover(journal: Journal) -> tuple[dict[str, Live], int]:
     """The sessions an earlier start recorded: each one held then is ``lost``
-    (its turn under way too); the journal compacted.  Returns them, and how
-    many were found lost now."""
+    (its turn under way too); the journal compacted (the turns a session no
+    longer keeps left out).  Returns them, and how many were found lost now."""
     found = 0
     now = time.time()
-    past: dict[str, Live] = {}
     records = journal.load()
+    turns: dict[str, list[dict[str, Any]]] = {}
+    for record in records.values():
+        if isinstance(record.get("session"), str):
+            turns.setdefault(record["session"], []).append(
+                {k: v for k, v in record.items() if k not in ("id", "session", "at")}
+            )
+    past: dict[str, Live] = {}
+    kept: dict[str, dict[str, Any]] = {}
     for key, record in records.items():
+        if isinstance(record.get("session"), str):
+            continue
         with contextlib.suppress(TypeError, ValueError):
-            live = _past(record)
+            live = _past(record, turns.get(key, []))
             if live.state in HELD:
                 found += 1
                 live.lost = {"found": now, "was": live.state, "reason": LOST}
                 live.state, live.ended, live.why = "lost", now, LOST
+                journal.write(live.record())
                 for turn in live.turns:
                     if turn.get("state") == "running":
                         turn.update(state="lost", finished=now)
-                records[key] = live.record()
-                journal.write(records[key])
+                        journal.write(_turn_record(key, turn))
             past[key] = live
-    journal.rewrite(records)
+            kept[key] = live.record()
+            kept.update({f"{key}/{t['turn']}": _turn_record(key, t) for t in live.turns})
+    journal.rewrite(kept)
     return past, found
 
 
@@ -361,6 +382,7 @@ class Sessions:
         live.turns.append(turn)
         live.running = number
         live.turn_done = anyio.Event()
+        self.journal.write(_turn_record(live.id, turn))
         self._changed(live)
         self._tg.start_soon(self._turn, live, live.session, turn, prompt, timeout)
         return turn
@@ -416,14 +438,19 @@ class Sessions:
             )
             live.session_id = session.session_id or live.session_id
             live.running = None
+            self.journal.write(_turn_record(live.id, turn))
             self._changed(live)
             self.hub.publish(
                 live.topic,
                 "turn",
-                {"type": "turn", "session": live.id, **{k: v for k, v in turn.items()}},
+                {"type": "turn", "session": live.id, **turn},
             )
             if live.turn_done is not None:
                 live.turn_done.set()
+            if session.closed and live.closing is not None and not live.closing.is_set():
+                # Its CLI ended (or was stopped): the session is closed, not left open.
+                live.why = live.why or "its CLI ended the session (see the last turn's answer)"
+                live.closing.set()
 
     async def interrupt(self, live: Live) -> bool:
         """End the turn under way (False: none was)."""

@@ -305,3 +305,22 @@ def test_sigterm_closes_the_sessions_and_leaves_no_process(tmp_path: Path) -> No
         assert view["turns"][0]["state"] == "finished"
         assert client.get(f"/approvals/{item['id']}").json()["state"] == "withdrawn"
         assert "listed lost" not in again.stderr()
+
+
+def test_a_session_whose_cli_ends_is_listed_closed(served: Served) -> None:
+    with served.client() as client:
+        sid = _open(client, approvals="none")["id"]
+        _turn(client, sid, "/partial")  # the failer writes half an answer and exits
+        assert _ended(client, sid, 1)["error"] == "incomplete"
+        deadline = time.monotonic() + 30
+        while (view := client.get(f"/sessions/{sid}").json())["state"] != "closed":
+            assert time.monotonic() < deadline, view
+            time.sleep(0.05)
+        assert "its CLI ended the session" in view["why"] and view["alive"] is False
+        refused = client.post(f"/sessions/{sid}/turns", json={"prompt": "hello"})
+        assert refused.status_code == 409 and "closed" in refused.json()["message"]
+        resumed = client.post(f"/sessions/{sid}/resume")
+        assert resumed.status_code == 201, resumed.text
+        _turn(client, sid, "/history")
+        assert "/partial" in _ended(client, sid, 2)["message"]
+        client.post(f"/sessions/{sid}/close")
