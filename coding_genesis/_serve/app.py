@@ -181,6 +181,8 @@ def build_app(service: Service) -> FastAPI:
             ),
             identity={"name": identity.name, "via": identity.via, "channel": identity.channel},
             answered=runs.answered,
+            sessions=len(service.sessions.held),
+            approvals_pending=len(service.inbox.pending),
         )
         return _json(info, service)
 

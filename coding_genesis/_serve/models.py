@@ -228,6 +228,8 @@ class ServerInfo(BaseModel):
     queue: QueueInfo
     identity: dict[str, str]
     answered: int = Field(description="runs answered since the start")
+    sessions: int = Field(description="live sessions held now (opening, open, closing)")
+    approvals_pending: int = Field(description="approvals waiting in the inbox now")
 
 
 ApprovalState = Literal["pending", "answered", "expired", "withdrawn"]

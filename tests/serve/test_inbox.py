@@ -59,6 +59,7 @@ def test_an_approval_answered_over_http_lets_the_call_run(served: Served) -> Non
     with served.client() as client:
         run = _ask(served, client, "echo inbox-allowed")
         item = _pending(client, run["id"])
+        assert client.get("/server").json()["approvals_pending"] >= 1
         assert item["state"] == "pending" and item["run"] == run["id"]
         assert item["call"]["tool"] == "Bash" and item["call"]["command"] == "echo inbox-allowed"
         assert item["default"] == "deny" and item["timeout_s"] == 300

@@ -25,6 +25,7 @@ def test_server_info(served: Served) -> None:
     assert info["trusted_input"] is False and info["accepting"] is True
     assert info["queue"] == {"size": 50, "queued": 0, "running": 0, "concurrency": 2}
     assert info["identity"] == {"name": "owner", "via": "bearer", "channel": "api"}
+    assert info["sessions"] == 0 and info["approvals_pending"] == 0
 
 
 def test_a_run_over_http_its_events_transcript_and_listing(served: Served) -> None:

@@ -9,6 +9,7 @@ the process layer is mocked."""
 from __future__ import annotations
 
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,7 @@ def test_a_session_body_is_untrusted_data(served: Served) -> None:
 def test_the_number_of_sessions_is_bounded(tmp_path: Path) -> None:
     with serving(tmp_path, "--max-sessions", "1") as server, server.client() as client:
         sid = _open(client)["id"]
+        assert client.get("/server").json()["sessions"] == 1
         full = client.post("/sessions", json={})
         assert full.status_code == 429 and full.headers["Retry-After"]
         client.post(f"/sessions/{sid}/close")
@@ -230,6 +232,8 @@ def test_sigkill_mid_approval_then_restart_lost_expired_and_resumed(tmp_path: Pa
         assert view["state"] == "lost" and view["lost"]["was"] == "open"
         assert [(t["turn"], t["state"]) for t in view["turns"]] == [(1, "finished"), (2, "lost")]
         assert "1 session(s)" in again.stderr()
+        journal = again.state / "sessions.jsonl"
+        assert stat.S_IMODE(journal.stat().st_mode) == 0o600
         approval = client.get(f"/approvals/{item['id']}").json()
         assert approval["state"] == "expired" and approval["session"] == sid
         assert approval["call"]["command"] == "echo mid-crash" and approval["turn"] == 2
