@@ -39,7 +39,7 @@ from coding_genesis._serve.requests import (
 )
 from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
-from coding_genesis._serve.sessions import Busy, Live, Sessions
+from coding_genesis._serve.sessions import Busy, Live, NoRoom, Sessions
 from coding_genesis._util.redact import Redactor
 
 __all__ = ["Service", "build_app", "openapi_schema"]
@@ -394,6 +394,9 @@ def build_app(service: Service) -> FastAPI:
     def _session_json(live: Live, status: int = 200) -> Response:
         return _json(models.SessionView.model_validate(live.view()), service, status)
 
+    def _no_room(why: NoRoom) -> Response:
+        return _error(service, 429, "sessions_full", str(why), {"Retry-After": "10"})
+
     def _no_session(ref: str) -> Response:
         return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
 
@@ -409,7 +412,12 @@ def build_app(service: Service) -> FastAPI:
         )
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
-        opened = await sessions.open(key, read, live)
+        try:
+            opened = await sessions.open(key, read, live)
+        except NoRoom as none_left:
+            return _no_room(none_left)
+        except Busy as busy:
+            return _error(service, 409, "open", str(busy))
         if opened.state == "failed":
             return _error(
                 service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000]
@@ -430,8 +438,8 @@ def build_app(service: Service) -> FastAPI:
         once it is open (201); 502 when its CLI could not open it."""
         try:
             service.sessions.check_room()
-        except Busy as busy:
-            return _error(service, 429, "sessions_full", str(busy), {"Retry-After": "10"})
+        except NoRoom as none_left:
+            return _no_room(none_left)
         return await _open(await request.body(), None)
 
     @app.get(
@@ -605,8 +613,8 @@ def build_app(service: Service) -> FastAPI:
             )
         try:
             sessions.check_room()
-        except Busy as busy:
-            return _error(service, 429, "sessions_full", str(busy), {"Retry-After": "10"})
+        except NoRoom as none_left:
+            return _no_room(none_left)
         return await _open(orjson.dumps(live.data), live)
 
     # -- the approval inbox -----------------------------------------------------------------

@@ -48,7 +48,7 @@ from coding_genesis.events import Event
 from coding_genesis.session import Session
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["Busy", "Live", "Sessions", "recover"]
+__all__ = ["Busy", "Live", "NoRoom", "Sessions", "recover"]
 
 log = logging.getLogger("coding_genesis._serve.sessions")
 
@@ -68,6 +68,10 @@ HELD = frozenset({"opening", "open", "closing"})
 
 class Busy(Exception):
     """The session cannot take that now (the words say why)."""
+
+
+class NoRoom(Busy):
+    """The server holds as many sessions as it may, or is shutting down."""
 
 
 @dataclass(eq=False, slots=True)
@@ -248,9 +252,9 @@ class Sessions:
 
     def check_room(self) -> None:
         if not self.accepting:
-            raise Busy("the server is shutting down")
+            raise NoRoom("the server is shutting down")
         if len(self.held) >= self.limit:
-            raise Busy(f"this server holds {self.limit} sessions at most: close one first")
+            raise NoRoom(f"this server holds {self.limit} sessions at most: close one first")
 
     def where(self, key: str) -> Callable[[Any], tuple[dict[str, Any], tuple[str, ...]]]:
         """Where a question of session ``key`` is from (for the approval inbox)."""
@@ -274,8 +278,14 @@ class Sessions:
 
     async def open(self, key: str, accepted: AcceptedSession, live: Live | None = None) -> Live:
         """Open a session (a new one, or ``live`` resumed) and return once it is
-        open or has failed to open."""
+        open or has failed to open.  :class:`NoRoom` when the server holds as
+        many as it may, :class:`Busy` when ``live`` is held again already
+        (both checked here, with no wait before it is held: two requests at
+        once cannot both take the last place, or resume one session twice)."""
         assert self._tg is not None
+        if live is not None and live.state in HELD:  # another request resumed it first
+            raise Busy(f"session {live.id} is {live.state}")
+        self.check_room()
         if live is None:
             live = Live(
                 id=key,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import signal
 import stat
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +330,38 @@ def test_a_session_whose_cli_ends_is_listed_closed(served: Served) -> None:
         _turn(client, sid, "/history")
         assert "/partial" in _ended(client, sid, 2)["message"]
         client.post(f"/sessions/{sid}/close")
+
+
+def test_concurrent_opens_and_resumes_take_one_place_each(tmp_path: Path) -> None:
+    """Two opens for the last place, two resumes of one session: one of each wins."""
+    with serving(tmp_path, "--max-sessions", "1") as server, server.client() as client:
+
+        def at_once(method: str, path: str) -> list[int]:
+            codes: list[int] = []
+
+            def slow() -> Iterator[bytes]:  # both requests wait for their bodies at once
+                yield b"{"
+                time.sleep(0.5)
+                yield b"}"
+
+            def call() -> None:
+                with server.client() as own:
+                    response = own.request(
+                        method, path, content=slow(), headers={"Content-Type": "application/json"}
+                    )
+                    codes.append(response.status_code)
+
+            threads = [threading.Thread(target=call) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            return sorted(codes)
+
+        assert at_once("POST", "/sessions") == [201, 429]
+        [held] = client.get("/sessions", params={"state": "open"}).json()["sessions"]
+        client.post(f"/sessions/{held['id']}/close")
+        assert sorted(at_once("POST", f"/sessions/{held['id']}/resume")) in ([201, 409], [201, 429])
+        assert len(client.get("/sessions", params={"state": "open"}).json()["sessions"]) == 1
+        assert client.get(f"/sessions/{held['id']}").json()["resumed"] == 1
+        client.post(f"/sessions/{held['id']}/close")
