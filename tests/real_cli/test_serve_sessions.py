@@ -20,7 +20,7 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
-from tests.serve.support import Served, serve, serving
+from tests.serve.support import Served, asked, serve, serving, turn_ended
 
 __all__ = [
     "claude_rig",
@@ -57,22 +57,11 @@ def _start(client: httpx.Client, session: str, prompt: str) -> int:
 
 
 def _end(client: httpx.Client, session: str, number: int) -> dict[str, Any]:
-    turn: dict[str, Any] = client.get(
-        f"/sessions/{session}/turns/{number}", params={"wait": WAIT}
-    ).json()
-    assert turn["state"] == "finished", turn
-    return turn
+    return turn_ended(client, session, number, WAIT)
 
 
 def _asked(client: httpx.Client, session: str) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT
-    while True:
-        found = [a for a in client.get("/approvals").json()["approvals"] if a["session"] == session]
-        if found or time.monotonic() > deadline:
-            assert found, "no approval was asked"
-            view: dict[str, Any] = found[0]
-            return view
-        time.sleep(0.05)
+    return asked(client, session, WAIT)
 
 
 def _tree(served: Served) -> list[psutil.Process]:

@@ -227,3 +227,26 @@ def sse(
 
 def finished(event: dict[str, Any]) -> bool:
     return event["event"] == "run" and event["data"]["state"] in ("finished", "lost")
+
+
+def turn_ended(
+    client: httpx.Client, session: str, number: int, within: float = 60.0
+) -> dict[str, Any]:
+    """Turn ``number`` of ``session`` once it has ended."""
+    turn: dict[str, Any] = client.get(
+        f"/sessions/{session}/turns/{number}", params={"wait": within}
+    ).json()
+    assert turn["state"] == "finished", turn
+    return turn
+
+
+def asked(client: httpx.Client, session: str, within: float = 30.0) -> dict[str, Any]:
+    """The first approval ``session`` asks, once it waits in the inbox."""
+    deadline = time.monotonic() + within
+    while True:
+        found = [a for a in client.get("/approvals").json()["approvals"] if a["session"] == session]
+        if found or time.monotonic() > deadline:
+            assert found, "no approval was asked"
+            view: dict[str, Any] = found[0]
+            return view
+        time.sleep(0.05)

@@ -20,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.serve.support import Served, serve, serving, sse
+from tests.serve.support import Served, asked, serve, serving, sse, turn_ended
 from tests.serve.test_inbox import _genesis
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,22 +43,11 @@ def _turn(client: httpx.Client, session: str, prompt: str) -> dict[str, Any]:
 
 
 def _ended(client: httpx.Client, session: str, number: int) -> dict[str, Any]:
-    turn: dict[str, Any] = client.get(
-        f"/sessions/{session}/turns/{number}", params={"wait": 60}
-    ).json()
-    assert turn["state"] == "finished", turn
-    return turn
+    return turn_ended(client, session, number)
 
 
-def _asked(client: httpx.Client, session: str, within: float = 30.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        found = [a for a in client.get("/approvals").json()["approvals"] if a["session"] == session]
-        if found or time.monotonic() > deadline:
-            assert found, "no approval was asked"
-            view: dict[str, Any] = found[0]
-            return view
-        time.sleep(0.05)
+def _asked(client: httpx.Client, session: str) -> dict[str, Any]:
+    return asked(client, session)
 
 
 def _cli_pids(served: Served) -> list[psutil.Process]:
