@@ -114,6 +114,15 @@ def register(subparsers: Any) -> None:
         "(10000; per run at most 2000); a client further behind is told what it missed",
     )
     parser.add_argument(
+        "--approvals",
+        choices=("request", "inbox"),
+        default="request",
+        help="request: a body chooses (a session's tool calls wait in the approval inbox "
+        'unless it says "approvals": "none", a run\'s when it says "inbox"); inbox: every '
+        "tool call of every run and session waits there, and a backend without a two-way "
+        "protocol is refused (request)",
+    )
+    parser.add_argument(
         "--approval-timeout",
         type=positive_seconds,
         default=300.0,
@@ -215,6 +224,7 @@ def handle(args: argparse.Namespace) -> int:
         allow_hosts=tuple(args.allow_host),
         event_buffer=args.event_buffer,
         approval_timeout=args.approval_timeout,
+        approvals=args.approvals,
         max_sessions=args.max_sessions,
         session_history=args.session_history,
         doctor_backends=all_names(),

@@ -79,6 +79,8 @@ class Service:
     inbox: Inbox
     sessions: Sessions
     approval_timeout: float = 300.0
+    #: ``request`` (a body chooses) or ``inbox`` (every call waits in the inbox).
+    approvals: str = "request"
     #: The most turns a session of the server keeps.
     session_history: int = 1000
     doctor_backends: list[str] = field(default_factory=list)
@@ -86,7 +88,12 @@ class Service:
     def rules(self) -> Rules:
         """What every request is read under."""
         return Rules(
-            self.trusted, self.root, self.defaults, self.fallback_backend, self.approval_timeout
+            self.trusted,
+            self.root,
+            self.defaults,
+            self.fallback_backend,
+            self.approval_timeout,
+            self.approvals,
         )
 
 

@@ -95,13 +95,30 @@ class Rules:
     """What the server reads every request under: ``trusted``
     (``--trusted-input``), the ``root`` every ``cwd`` lies under (absolute,
     resolved), the ``defaults`` of what a body leaves out, the backend of a
-    body that names none, and the inbox's deadline when a body sets none."""
+    body that names none, the inbox's deadline when a body sets none, and
+    ``approvals``: ``"request"`` (a body chooses: a run's calls go to the
+    inbox when it asks, a session's unless it says ``none``) or ``"inbox"``
+    (``--approvals inbox``: every call of every request waits in the inbox;
+    a body cannot opt out)."""
 
     trusted: bool
     root: str
     defaults: Mapping[str, Any]
     fallback_backend: str
     approval_timeout: float = 300.0
+    approvals: str = "request"
+
+    def mode(self, taken: Mapping[str, Any], default: str) -> str | Refused:
+        """Where a request's tool calls are answered: ``inbox`` or ``none``."""
+        asked = taken.get("approvals")
+        if self.approvals == "inbox":
+            if asked == "none":
+                return Refused(
+                    '"approvals": "none" refused: this server sends every tool call to its '
+                    "approval inbox (genesis serve --approvals inbox)"
+                )
+            return "inbox"
+        return str(asked or default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +277,9 @@ def read_run_request(
     if isinstance(line, Refused):
         return line
     value, cwd = line
-    mode = str(taken.get("approvals") or "none")
+    mode = rules.mode(taken, "none")
+    if isinstance(mode, Refused):
+        return mode
     owned = {**owned, **_approval_settings(taken, mode, rules.approval_timeout, inbox)}
     value = _settings(value, cwd, rules, owned)
     spec = coerce_request(0, value)
@@ -316,7 +335,9 @@ def read_session_request(
             f"keep_results must be a whole number from 0 to {history} (this server keeps at "
             f"most {history} turns of a session), got {keep!r}"[:300]
         )
-    mode = str(taken.get("approvals") or "inbox")
+    mode = rules.mode(taken, "inbox")
+    if isinstance(mode, Refused):
+        return mode
     approving = _approval_settings(taken, mode, rules.approval_timeout, inbox)
     value = _settings(value, cwd, rules, approving)
     backend = value.pop("backend")

@@ -76,6 +76,8 @@ class Settings:
     heartbeat: float = 15.0
     #: An approval of the inbox waits this long unless its request sets another.
     approval_timeout: float = 300.0
+    #: ``request`` or ``inbox`` (``--approvals``).
+    approvals: str = "request"
     #: Sessions held at once, and the most turns one keeps.
     max_sessions: int = 16
     session_history: int = 1000
@@ -238,6 +240,7 @@ async def _serve(settings: Settings) -> int:
         inbox=inbox,
         sessions=sessions,
         approval_timeout=settings.approval_timeout,
+        approvals=settings.approvals,
         session_history=settings.session_history,
         doctor_backends=settings.doctor_backends,
     )

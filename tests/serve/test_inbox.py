@@ -322,3 +322,27 @@ def test_a_large_tool_call_is_shown_cut_to_size(served: Served) -> None:
         client.post(f"/approvals/{item['id']}", json={"decision": "allow"})
         assert served.wait(client, run["id"])["status"] == 0
         assert (served.root / "big.txt").read_text().strip() == text  # the call itself was whole
+
+
+def test_a_server_that_sends_every_call_to_the_inbox_lets_no_body_opt_out(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, "--approvals", "inbox") as server, server.client() as client:
+        for path, body in (
+            ("/runs", {"prompt": "/bash echo x", "approvals": "none"}),
+            ("/sessions", {"approvals": "none"}),
+        ):
+            refused = client.post(path, json=body)
+            assert refused.status_code == 422, refused.text
+            assert "--approvals inbox" in refused.json()["message"]
+        one_way = client.post("/runs", json={"prompt": "hi", "backend": "gemini"})
+        assert one_way.status_code == 422 and "two-way" in one_way.json()["message"]
+        # A run that says nothing waits in the inbox all the same.
+        run = server.start(client, {"prompt": "/bash echo asked-anyway"})
+        item = _pending(client, run["id"])
+        assert item["call"]["command"] == "echo asked-anyway"
+        client.post(f"/approvals/{item['id']}", json={"decision": "deny"})
+        result = server.wait(client, run["id"])
+        assert result["status"] is not None
+        message = client.get(f"/runs/{run['id']}").json()["result"]["message"]
+        assert "ran echo asked-anyway" not in message
