@@ -3,9 +3,10 @@
 Every route sits behind :class:`~coding_genesis._serve.security.Guard`;
 every JSON body is built through a model of :mod:`coding_genesis._serve.models`
 and redacted (the environment's secrets and the token) before it is sent.
-Live sessions (``/sessions``) and the approval inbox (``/approvals``) sit
-beside the runs; ``/mcp`` will add its router beside these: the guard, the
-hub and the journals are its too.
+The routes of live sessions (``session_routes.py``) and of the approval inbox
+(``inbox_routes.py``) are added beside the runs', answering through the same
+replies (``replies.py``); ``/mcp`` will add its routes the same way: the
+guard, the hub and the journals are its too.
 """
 
 from __future__ import annotations
@@ -16,49 +17,41 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
-import orjson
 from fastapi import FastAPI, Header, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel
 
-from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve import models
 from coding_genesis._serve.history import History
 from coding_genesis._serve.hub import Hub
-from coding_genesis._serve.inbox import TOPIC as INBOX, Inbox, Refusal
+from coding_genesis._serve.inbox import Inbox
+from coding_genesis._serve.inbox_routes import add_inbox_routes
+from coding_genesis._serve.replies import (
+    SSE,
+    body_schema as _body,
+    error as _error,
+    errors as _errors,
+    json_response as _json,
+)
 from coding_genesis._serve.requests import (
     Refused,
     Rules,
     read_run_request,
-    read_session_request,
 )
 from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
-from coding_genesis._serve.sessions import Busy, Live, NoRoom, Sessions
+from coding_genesis._serve.session_routes import add_session_routes
+from coding_genesis._serve.sessions import Sessions
 from coding_genesis._util.redact import Redactor
 
 __all__ = ["Service", "build_app", "openapi_schema"]
 
-#: Text of the SSE responses in the schema.
-SSE = {
-    "description": "Server-Sent Events (text/event-stream): one `id:`, `event:` (the "
-    "event's type: run, state, run_started, text, tool_call, ..., missed, closing) and "
-    "`data:` (a JSON object) per event; resumable with Last-Event-ID",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
-}
-
-
 #: A run named in a path: its request id or run id (a recorded run: a unique prefix).
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
-#: An approval named in a path: its id (to read it: a unique prefix of at least 4).
-ApprovalId = Annotated[str, PathParam(min_length=1, max_length=100)]
-#: A session named in a path: its id.
-SessionId = Annotated[str, PathParam(min_length=1, max_length=100)]
 
 
 @dataclass
@@ -95,43 +88,6 @@ class Service:
             self.approval_timeout,
             self.approvals,
         )
-
-
-def _json(
-    model: BaseModel | Mapping[str, Any],
-    service: Service,
-    status: int = 200,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
-    data = model.model_dump(mode="json", by_alias=True) if isinstance(model, BaseModel) else model
-    return Response(
-        safe_dumps(service.redactor.deep(data)),
-        status_code=status,
-        media_type="application/json",
-        headers=dict(headers or {}),
-    )
-
-
-def _error(
-    service: Service,
-    status: int,
-    error: str,
-    message: str,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
-    return _json(models.Error(error=error, message=message), service, status, headers)
-
-
-def _body(model: str, *, required: bool) -> dict[str, Any]:
-    """A route's JSON body in the schema, read by the route itself (as data)."""
-    ref = {"$ref": f"#/components/schemas/{model}"}
-    content = {"application/json": {"schema": ref}}
-    return {"requestBody": {"required": required, "content": content}}
-
-
-def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    # 400: a body that is no JSON, or an unknown X-Genesis-Channel (the guard)
-    return {code: {"model": models.Error} for code in (*codes, 400, 401, 403, 421, 422)}
 
 
 def build_app(service: Service) -> FastAPI:
@@ -396,314 +352,9 @@ def build_app(service: Service) -> FastAPI:
 
         return StreamingResponse(once(), media_type="text/event-stream")
 
-    # -- live sessions --------------------------------------------------------------------
+    add_session_routes(app, service)
 
-    def _session_json(live: Live, status: int = 200) -> Response:
-        return _json(models.SessionView.model_validate(live.view()), service, status)
-
-    def _no_room(why: NoRoom) -> Response:
-        return _error(service, 429, "sessions_full", str(why), {"Retry-After": "10"})
-
-    def _no_session(ref: str) -> Response:
-        return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
-
-    async def _open(body: bytes, live: Live | None) -> Response:
-        sessions = service.sessions
-        key = live.id if live is not None else sessions.new_id()
-        read = read_session_request(
-            body,
-            service.rules(),
-            inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
-            history=service.session_history,
-            resume=live.session_id if live is not None else None,
-        )
-        if isinstance(read, Refused):
-            return _error(service, 422, "invalid_request", read.message)
-        try:
-            opened = await sessions.open(key, read, live)
-        except NoRoom as none_left:
-            return _no_room(none_left)
-        except Busy as busy:
-            return _error(service, 409, "open", str(busy))
-        if opened.state == "failed":
-            return _error(
-                service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000]
-            )
-        return _session_json(opened, 201)
-
-    @app.post(
-        "/sessions",
-        status_code=201,
-        response_model=None,
-        responses={201: {"model": models.SessionView}, **_errors(413, 429, 502, 503)},
-        openapi_extra=_body("SessionRequest", required=False),
-    )
-    async def open_session(request: Request) -> Response:
-        """Open a live session (one CLI process across turns): the body is a
-        run's settings without a prompt (see SessionRequest). Its tool calls
-        wait in the approval inbox unless ``"approvals": "none"``. Answers
-        once it is open (201); 502 when its CLI could not open it."""
-        try:
-            service.sessions.check_room()
-        except NoRoom as none_left:
-            return _no_room(none_left)
-        return await _open(await request.body(), None)
-
-    @app.get(
-        "/sessions",
-        response_model=None,
-        responses={200: {"model": models.SessionList}, **_errors()},
-    )
-    async def list_sessions(
-        state: Annotated[models.SessionState | None, Query()] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> Response:
-        """The server's sessions, newest first (their turns: GET /sessions/{id})."""
-        views = service.sessions.listing(state=state, limit=limit)
-        sessions = [models.SessionView.model_validate(v) for v in views]
-        return _json(models.SessionList(sessions=sessions), service)
-
-    @app.get(
-        "/sessions/{session}",
-        response_model=None,
-        responses={200: {"model": models.SessionView}, **_errors(404)},
-    )
-    async def get_session(session: SessionId) -> Response:
-        """One session, with its last turns."""
-        live = service.sessions.find(session)
-        return _no_session(session) if live is None else _session_json(live)
-
-    @app.post(
-        "/sessions/{session}/turns",
-        status_code=202,
-        response_model=None,
-        responses={202: {"model": models.Turn}, **_errors(404, 409, 413)},
-    )
-    async def send_turn(session: SessionId, turn: models.TurnRequest) -> Response:
-        """Start a turn (202 at once; follow it on GET /sessions/{id}/events,
-        or wait for it with GET /sessions/{id}/turns/{n}?wait=S); 409 while
-        another turn runs or once the session is closed."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        try:
-            started = service.sessions.send(live, turn.prompt, turn.timeout)
-        except Busy as busy:
-            return _error(service, 409, "busy", str(busy))
-        return _json(models.Turn.model_validate(started), service, 202)
-
-    @app.get(
-        "/sessions/{session}/turns/{number}",
-        response_model=None,
-        responses={200: {"model": models.Turn}, **_errors(404)},
-    )
-    async def get_turn(
-        session: SessionId,
-        number: Annotated[int, PathParam(ge=1, le=10**9)],
-        wait: Annotated[float, Query(ge=0, le=600, description="wait for its end, s")] = 0,
-    ) -> Response:
-        """One turn of the session's kept history, with its result once
-        finished (``wait``: at most this many seconds for its end)."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        found = next((t for t in live.turns if t["turn"] == number), None)
-        if found is None:
-            return _error(service, 404, "not_found", f"session {live.id} keeps no turn {number}")
-        if found["state"] == "running" and wait > 0 and live.turn_done is not None:
-            with anyio.move_on_after(wait):
-                await live.turn_done.wait()
-        return _json(models.Turn.model_validate(found), service)
-
-    @app.get(
-        "/sessions/{session}/events", response_model=None, responses={200: SSE, **_errors(404)}
-    )
-    async def session_events(
-        session: SessionId,
-        last_event_id: Annotated[str | None, Header(max_length=200)] = None,
-    ) -> Response:
-        """The session's events: first a ``session`` event (what it is now),
-        then its turns' events (each with ``turn``), its ``approval_request``s,
-        a ``turn`` event at each turn's end and a ``session`` event at each
-        change; resumable with Last-Event-ID; ends when it closes."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        if live.state in ("opening", "open", "closing") and service.hub.has_topic(live.topic):
-            return StreamingResponse(
-                service.hub.follow(
-                    live.topic,
-                    last_event_id,
-                    lambda: ("session", {"type": "session", **live.view()}),
-                ),
-                media_type="text/event-stream",
-                headers={"X-Accel-Buffering": "no"},
-            )
-        frame = service.hub.final_frame(live.view(), "session")
-
-        async def once() -> Any:
-            yield frame
-
-        return StreamingResponse(once(), media_type="text/event-stream")
-
-    @app.post(
-        "/sessions/{session}/interrupt",
-        response_model=None,
-        responses={200: {"model": models.SessionView}, **_errors(404, 409)},
-    )
-    async def interrupt_session(session: SessionId) -> Response:
-        """End the turn under way (it answers 130 ``interrupted``); the session
-        lives on. 409 when no turn runs."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        running = live.running
-        if running is None or not await service.sessions.interrupt(live):
-            return _error(service, 409, "no_turn", f"session {live.id} has no turn under way")
-        if live.turn_done is not None and live.running == running:
-            with anyio.move_on_after(30):
-                await live.turn_done.wait()
-        return _session_json(live)
-
-    @app.post(
-        "/sessions/{session}/steer",
-        response_model=None,
-        responses={200: {"model": models.SessionView}, **_errors(404, 409, 413)},
-    )
-    async def steer_session(session: SessionId, steer: models.SteerRequest) -> Response:
-        """Add input to the turn under way (codex); 409 on a backend that
-        cannot steer, or when no turn runs."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        try:
-            await service.sessions.steer(live, steer.text)
-        except Busy as busy:
-            return _error(service, 409, "cannot_steer", str(busy))
-        return _session_json(live)
-
-    @app.post(
-        "/sessions/{session}/close",
-        response_model=None,
-        responses={200: {"model": models.SessionView}, **_errors(404)},
-    )
-    async def close_session(session: SessionId, request: Request) -> Response:
-        """Close the session: its turn ends, its CLI is told goodbye and its
-        process tree stopped. A session already ended is answered as it is."""
-        live = service.sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        identity: Identity = request.state.identity
-        await service.sessions.close(live, f"closed through the API ({identity.channel})")
-        return _session_json(live)
-
-    @app.post(
-        "/sessions/{session}/resume",
-        status_code=201,
-        response_model=None,
-        responses={201: {"model": models.SessionView}, **_errors(404, 409, 422, 429, 502)},
-    )
-    async def resume_session(session: SessionId) -> Response:
-        """Resume a lost or closed session where its CLI resumes (claude,
-        codex, failer): a new CLI process continues its conversation under
-        the same session id, its turns listed on. Its settings are read
-        again under this server's rules."""
-        sessions = service.sessions
-        live = sessions.find(session)
-        if live is None:
-            return _no_session(session)
-        if live.state in ("opening", "open", "closing"):
-            return _error(service, 409, "open", f"session {live.id} is {live.state}")
-        if not live.session_id:
-            return _error(
-                service, 409, "not_resumable", f"session {live.id} has no CLI session id to resume"
-            )
-        try:
-            sessions.check_room()
-        except NoRoom as none_left:
-            return _no_room(none_left)
-        return await _open(orjson.dumps(live.data), live)
-
-    # -- the approval inbox -----------------------------------------------------------------
-
-    @app.get(
-        "/approvals",
-        response_model=None,
-        responses={200: {"model": models.ApprovalList}, **_errors()},
-    )
-    async def list_approvals(
-        state: Annotated[models.ApprovalState | Literal["all"], Query()] = "pending",
-        run: Annotated[str | None, Query(max_length=100)] = None,
-        session: Annotated[str | None, Query(max_length=100)] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> Response:
-        """The approvals of the inbox, newest first: pending ones by default,
-        and (``state``) the settled ones, this start's and earlier starts';
-        ``run`` or ``session``: only those it asked."""
-        views = service.inbox.listing(
-            state=None if state == "all" else state, run=run, session=session, limit=limit
-        )
-        approvals = [models.Approval.model_validate(v) for v in views]
-        return _json(models.ApprovalList(approvals=approvals), service)
-
-    @app.get("/approvals/events", response_model=None, responses={200: SSE, **_errors()})
-    async def approval_events(
-        last_event_id: Annotated[str | None, Header(max_length=200)] = None,
-    ) -> StreamingResponse:
-        """The inbox as it changes: first an ``inbox`` event (what is pending
-        now), then an ``approval_request`` event each time an approval is asked
-        or settled (answered, expired, withdrawn); resumable with Last-Event-ID."""
-        return StreamingResponse(
-            service.hub.follow(INBOX, last_event_id, service.inbox.snapshot),
-            media_type="text/event-stream",
-            headers={"X-Accel-Buffering": "no"},
-        )
-
-    @app.get(
-        "/approvals/{approval}",
-        response_model=None,
-        responses={200: {"model": models.Approval}, **_errors(404, 409)},
-    )
-    async def get_approval(approval: ApprovalId) -> Response:
-        """One approval by its id, or a unique prefix of it (4 characters or more)."""
-        try:
-            view = service.inbox.find(approval)
-        except Refusal as refusal:
-            return _error(service, 409, refusal.error, refusal.message)
-        if view is None:
-            return _error(service, 404, "not_found", f"no approval {approval[:100]!r}")
-        return _json(models.Approval.model_validate(view), service)
-
-    @app.post(
-        "/approvals/{approval}",
-        response_model=None,
-        responses={200: {"model": models.Approval}, **_errors(404, 409, 413)},
-    )
-    async def answer_approval(
-        approval: ApprovalId, answer: models.Answer, request: Request
-    ) -> Response:
-        """Answer a pending approval by its full id: allow, allow_always or deny
-        (with a message). The first answer wins; an answer to one already
-        answered, expired (its deadline passed, or the server restarted) or
-        withdrawn is refused (409) with what happened instead. Recorded with
-        the caller's channel (the X-Genesis-Channel header: api, cli,
-        dashboard) and name (``by``)."""
-        identity: Identity = request.state.identity
-        try:
-            view = service.inbox.answer(
-                approval,
-                allow=answer.decision != "deny",
-                always=answer.decision == "allow_always",
-                message=answer.message,
-                end_turn=answer.end_turn,
-                by=answer.by,
-                channel=identity.channel,
-                via=identity.via,
-            )
-        except Refusal as refusal:
-            status = 404 if refusal.error == "not_found" else 409
-            return _error(service, status, refusal.error, refusal.message)
-        return _json(models.Approval.model_validate(view), service)
+    add_inbox_routes(app, service)
 
     # -- stats and doctor -------------------------------------------------------------------
 
