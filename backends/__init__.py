@@ -91,5 +91,5 @@ def get_backend(name: str) -> Backend:
 
 def translator_for(name: str) -> Translator:
     """A fresh translator of backend ``name``: what a reader of recorded runs is
-    handed to decode their stdout (see coding_genesis._observers.records)."""
+    handed to decode their stdout (``genesis show``, ``genesis replay``)."""
     return get_backend(name).translator()

@@ -8,17 +8,22 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from coding_genesis.backend import Permissions, RepositoryFile
+from coding_genesis.request import Request
 
 __all__ = [
     "REPOSITORY_FILES",
     "SANDBOX",
     "SETTING_SOURCES",
+    "TAKES",
+    "CodexExtras",
     "codex_overrides",
     "codex_sandbox",
     "http_status",
+    "request_extras",
     "strict_schema_warning",
     "untrusted_project",
 ]
@@ -43,6 +48,63 @@ REPOSITORY_FILES = (
         "only in a project marked trusted in $CODEX_HOME/config.toml",
     ),
 )
+
+#: What codex takes beyond the shared vocabulary (``Backend.takes``), in exec
+#: and app-server alike: each is mapped by :func:`request_extras`.
+TAKES: frozenset[str] = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
+
+
+@dataclass(frozen=True, slots=True)
+class CodexExtras:
+    """How ``codex exec`` and ``codex app-server`` are told what codex takes
+    beyond the shared vocabulary: exec's arguments, the params of
+    ``thread/start`` and ``thread/resume``, those of ``turn/start``."""
+
+    exec_args: tuple[str, ...] = ()
+    thread: Mapping[str, Any] = field(default_factory=dict)
+    turn: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def request_extras(request: Request) -> CodexExtras:
+    """The one mapping of :data:`TAKES` to exec and app-server (one place, so
+    that the two never disagree).  ``system_prompt``: codex's base instructions
+    (exec ``-c instructions=``, measured on 0.169: the first developer message
+    of the model request); ``append_system_prompt``: its developer
+    instructions; ``add_dirs``: writable roots beside the working directory,
+    which codex has only in its workspace-write sandbox."""
+    exec_args: list[str] = []
+    thread: dict[str, Any] = {}
+    turn: dict[str, Any] = {}
+    warnings: list[str] = []
+    if request.system_prompt is not None:
+        exec_args += ["-c", f"instructions={_toml(request.system_prompt)}"]
+        thread["baseInstructions"] = request.system_prompt
+    if request.append_system_prompt is not None:
+        exec_args += ["-c", f"developer_instructions={_toml(request.append_system_prompt)}"]
+        thread["developerInstructions"] = request.append_system_prompt
+    if request.add_dirs:
+        sandbox, _ = codex_sandbox(request.permissions, request.options)
+        if sandbox == "workspace-write":
+            for directory in request.add_dirs:
+                exec_args += ["--add-dir", directory]
+            turn["sandboxPolicy"] = {
+                "type": "workspaceWrite",
+                "writableRoots": list(request.add_dirs),
+            }
+        elif sandbox != "danger-full-access":  # full access writes anywhere already
+            warnings.append(
+                f"add_dirs={list(request.add_dirs)!r} not honored: codex writes beside its "
+                f"working directory only in its workspace-write sandbox (permissions='edit'), "
+                f"not in {sandbox or 'its default one'}"
+            )
+    return CodexExtras(tuple(exec_args), thread, turn, tuple(warnings))
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's; characters kept as they are)."""
+    return json.dumps(text, ensure_ascii=False)
+
 
 #: "last status: 429 Too Many Requests", "unexpected status 401 Unauthorized".
 _STATUS = re.compile(r"\bstatus:?\s+(\d{3})\b")

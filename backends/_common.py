@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["PROXY_ENV", "as_int", "first_hint", "preview", "str_list"]
+__all__ = ["PROXY_ENV", "as_int", "first_class", "first_hint", "preview", "str_list"]
 
 #: The proxy variables every CLI that talks HTTP honors (part of its ``env_needs``).
 PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
@@ -58,6 +58,20 @@ def str_list(value: Any) -> Iterable[str]:
     if isinstance(value, list | tuple):
         return tuple(str(v) for v in value)
     return ()
+
+
+def first_class(
+    value: Any, name: str, options: Mapping[str, Any], key: str, warnings: list[str]
+) -> Any:
+    """A request's first-class option (``value``, the keyword ``name``) over the
+    backend option of the same meaning (``options[key]``): the first-class one
+    wins, with a warning when both are set; unset, the backend option holds."""
+    old = options.get(key)
+    if not value:
+        return old
+    if old:
+        warnings.append(f"option {key}={old!r} ignored: {name}= sets it")
+    return value
 
 
 def first_hint(

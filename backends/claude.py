@@ -14,14 +14,12 @@ from typing import Any
 
 from coding_genesis.backend import (
     ALL_SETTING_SOURCES,
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
     RepositoryFile,
     Translator,
 )
-from coding_genesis.control import SessionStart
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
@@ -32,10 +30,11 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
-from ._common import PROXY_ENV, as_int, preview, str_list
+from ._common import PROXY_ENV, as_int, first_class, preview, str_list
 from .claude_control import SESSION_FLAGS, ClaudeControl
 
 __all__ = [
@@ -167,6 +166,7 @@ class ClaudeBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -190,21 +190,10 @@ class ClaudeBackend(Backend):
             "install it with `npm install -g @anthropic-ai/claude-code`, or set GENESIS_CLAUDE_PATH"
         )
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         return _command(
             ("-p", "--output-format", "stream-json", "--verbose"),
-            SessionStart(
-                cwd=request.cwd,
-                model=request.model,
-                resume=request.resume_session,
-                permissions=request.permissions,
-                max_turns=request.max_turns,
-                cli_max_retries=request.cli_max_retries,
-                options=request.options,
-                extra_args=request.extra_args,
-                output_schema=request.output_schema,
-                setting_sources=request.setting_sources,
-            ),
+            request,
             stdin=request.prompt.encode("utf-8"),
         )
 
@@ -221,7 +210,7 @@ class ClaudeBackend(Backend):
         return claude_failure_hint(result)
 
 
-def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = None) -> CommandSpec:
+def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) -> CommandSpec:
     """The argv of a one-shot run (``-p``) or of a live session (``head``): the
     model, turn limit, permission level, options, resume and extra arguments
     are spelled the same in both."""
@@ -258,9 +247,14 @@ def _command(head: tuple[str, ...], start: SessionStart, stdin: bytes | None = N
     disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
     if disallowed:
         args.append("--disallowedTools=" + ",".join(disallowed))
-    if opts.get("append_system_prompt"):
-        args.append(f"--append-system-prompt={opts['append_system_prompt']}")
-    for directory in str_list(opts.get("add_dirs")):
+    if start.system_prompt is not None:
+        args.append(f"--system-prompt={start.system_prompt}")
+    append = first_class(
+        start.append_system_prompt, "append_system_prompt", opts, "append_system_prompt", warnings
+    )
+    if append:
+        args.append(f"--append-system-prompt={append}")
+    for directory in str_list(first_class(start.add_dirs, "add_dirs", opts, "add_dirs", warnings)):
         args.append(f"--add-dir={directory}")
     if opts.get("mcp_config"):
         args.append(f"--mcp-config={opts['mcp_config']}")
@@ -404,7 +398,7 @@ class ClaudeTranslator(Translator):
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
         #: What becomes of the usage claude reports per message (see
-        #: coding_genesis.backend.Translator): "live", "folded" or "off".
+        #: coding_genesis.events.Translator): "live", "folded" or "off".
         self.message_usage = "live"
         #: (message id, usage) of the last usage event: claude repeats a
         #: message's usage on each of its lines; an unchanged repeat says nothing new.

@@ -68,13 +68,13 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     ToolCall,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
 from coding_genesis.hooks import HookResult
+from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
 from .claude_hooks import (
@@ -273,7 +273,7 @@ class ClaudeControl(ControlProtocol):
     def __init__(
         self,
         *,
-        command: Callable[[SessionStart], CommandSpec],
+        command: Callable[[Request], CommandSpec],
         translator: Callable[[], Translator],
         cli: str = "claude",
     ) -> None:
@@ -304,7 +304,7 @@ class ClaudeControl(ControlProtocol):
 
     # -- intents -> objects ------------------------------------------------------
 
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, start: Request) -> CommandSpec:
         spec = self._command(start)
         self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
         args = spec.args
@@ -330,7 +330,7 @@ class ClaudeControl(ControlProtocol):
             "request": {"subtype": subtype, **fields},
         }
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
+    def opening(self, start: Request) -> list[Outgoing]:
         self._approvals = start.approvals
         self._hooks = frozenset(start.hooks)
         hooks: dict[str, list[dict[str, Any]]] = {}

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
@@ -32,15 +31,18 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from ._codex import (
     REPOSITORY_FILES,
     SANDBOX,
     SETTING_SOURCES,
+    TAKES,
     codex_overrides,
     codex_sandbox,
     http_status,
+    request_extras,
     strict_schema_warning,
     untrusted_project,
 )
@@ -105,6 +107,7 @@ class CodexBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset(SANDBOX)
+    takes = TAKES
     notes = (
         "no turn limit: max_turns= is reported as not honored",
         "API retries are capped per model provider (-c model_providers.NAME."
@@ -123,7 +126,7 @@ class CodexBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["exec", "--json", "--skip-git-repo-check", "-C", request.cwd]
         if request.model:
@@ -137,14 +140,17 @@ class CodexBackend(Backend):
         args += untrusted_project(request.cwd, request.setting_sources)
         args += overrides
         warnings += more
+        extras = request_extras(request)
+        args += extras.exec_args
+        warnings += extras.warnings
         overlay: dict[str, bytes] = {}
         if request.output_schema is not None:
             overlay[_SCHEMA_FILE] = json.dumps(request.output_schema).encode("utf-8")
             args += ["--output-schema", f"{{overlay}}/{_SCHEMA_FILE}"]
             warnings += strict_schema_warning(request.output_schema)
         args.extend(request.extra_args)
-        if request.resume_session:
-            args += ["resume", request.resume_session]
+        if request.resume:
+            args += ["resume", request.resume]
         args.append("-")  # read the prompt from stdin
         return CommandSpec(
             args=tuple(args),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
-from coding_genesis.backend import CommandSpec, Translator
+from coding_genesis.backend import CommandSpec, Translator, client_version
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
@@ -34,16 +34,22 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     ToolCall,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._codex import codex_overrides, codex_sandbox, strict_schema_warning, untrusted_project
+from ._codex import (
+    codex_overrides,
+    codex_sandbox,
+    request_extras,
+    strict_schema_warning,
+    untrusted_project,
+)
 from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
@@ -156,7 +162,7 @@ class CodexAppServer(ControlProtocol):
         self._next_id = 0
         #: Our requests awaiting their response: id → method.
         self._pending: dict[int, str] = {}
-        self._start: SessionStart | None = None
+        self._start: Request | None = None
         self.thread_id: str | None = None
         #: The thread's model (``thread/start``'s answer names it): what prices a turn.
         self.model: str | None = None
@@ -189,10 +195,11 @@ class CodexAppServer(ControlProtocol):
         self._pending[self._next_id] = method
         return _request(self._next_id, method, params)
 
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, start: Request) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
         warnings += codex_sandbox(start.permissions, start.options)[1]
         warnings += strict_schema_warning(start.output_schema)
+        warnings += request_extras(start).warnings
         if start.options.get("profile"):
             warnings.append(
                 f"option profile={start.options['profile']!r} not honored: "
@@ -209,9 +216,7 @@ class CodexAppServer(ControlProtocol):
             baseline = {}  # a new thread: its first total is all this turn's
         return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
-        from coding_genesis import __version__  # the package metadata, read once a session
-
+    def opening(self, start: Request) -> list[Outgoing]:
         self._start = start
         self._hooks = frozenset(start.hooks)
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
@@ -221,13 +226,13 @@ class CodexAppServer(ControlProtocol):
             self._call(
                 "initialize",
                 {
-                    "clientInfo": {"name": "coding-genesis", "version": __version__},
+                    "clientInfo": {"name": "coding-genesis", "version": client_version()},
                     "capabilities": capabilities,
                 },
             )
         ]
 
-    def _thread_params(self, start: SessionStart) -> dict[str, Any]:
+    def _thread_params(self, start: Request) -> dict[str, Any]:
         sandbox, _ = codex_sandbox(start.permissions, start.options)
         params: dict[str, Any] = {
             "cwd": start.cwd,
@@ -244,6 +249,7 @@ class CodexAppServer(ControlProtocol):
             params["excludeTurns"] = True
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
+        params.update(request_extras(start).thread)
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -256,8 +262,10 @@ class CodexAppServer(ControlProtocol):
         self._cancelled = False
         self._answer = None
         params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-        if self._start is not None and self._start.output_schema is not None:
-            params["outputSchema"] = dict(self._start.output_schema)
+        if self._start is not None:
+            if self._start.output_schema is not None:
+                params["outputSchema"] = dict(self._start.output_schema)
+            params.update(request_extras(self._start).turn)
         return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
@@ -378,7 +386,7 @@ class CodexAppServer(ControlProtocol):
             return self._failed(method, _error_text(error))
         result = obj.get("result")
         if method == "initialize":
-            start = self._start or SessionStart(cwd=".")
+            start = self._start or Request(prompt="", cwd=".")
             opening = "thread/resume" if start.resume else "thread/start"
             return (
                 Reply(

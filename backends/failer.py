@@ -16,9 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import coding_genesis
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, OptionSpec
-from coding_genesis.control import SessionStart
+import coding_genesis.backend
+from coding_genesis.backend import Backend, CommandSpec, OptionSpec
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
@@ -46,7 +46,7 @@ RETRYABLE_CODES = tuple(
 #: The variable the failer reads them from (its own, set for it by this backend).
 RETRYABLE_ENV = "GENESIS_FAILER_RETRYABLE"
 
-FAILER_SCRIPT = str(Path(coding_genesis.__file__).with_name("testing") / "failer.py")
+FAILER_SCRIPT = str(Path(coding_genesis.backend.__file__).with_name("testing") / "failer.py")
 
 
 class FailerBackend(Backend):
@@ -77,21 +77,11 @@ class FailerBackend(Backend):
     def install_hint(self) -> str:
         return "it ships with coding-genesis; reinstall the package"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
-        start = SessionStart(
-            cwd=request.cwd,
-            model=request.model,
-            resume=request.resume_session,
-            permissions=request.permissions,
-            max_turns=request.max_turns,
-            options=request.options,
-            extra_args=request.extra_args,
-            output_schema=request.output_schema,
-        )
+    def build_command(self, request: Request) -> CommandSpec:
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")
-        return _command(args, start, stdin=request.prompt.encode("utf-8"))
+        return _command(args, request, stdin=request.prompt.encode("utf-8"))
 
     def control(self) -> ClaudeControl:
         """claude's control protocol: the failer plays claude's side of it."""
@@ -111,7 +101,7 @@ class FailerBackend(Backend):
         return ClaudeTranslator()
 
 
-def _command(args: list[str], start: SessionStart, stdin: bytes | None = None) -> CommandSpec:
+def _command(args: list[str], start: Request, stdin: bytes | None = None) -> CommandSpec:
     """The argv of a one-shot run (``-p``) or of a live session: the options are
     spelled the same in both."""
     state_dir = start.options.get("state_dir")

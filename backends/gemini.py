@@ -41,7 +41,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
@@ -58,9 +57,10 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
-from ._common import PROXY_ENV, as_int, first_hint, preview
+from ._common import PROXY_ENV, as_int, first_class, first_hint, preview
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -185,11 +185,12 @@ class GeminiBackend(Backend):
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
         "include_directories": OptionSpec((str, list, tuple), "--include-directories"),
     }
+    takes = frozenset({"add_dirs"})
 
     def install_hint(self) -> str:
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
         warnings: list[str] = []
@@ -200,12 +201,12 @@ class GeminiBackend(Backend):
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        dirs = opts.get("include_directories")
+        dirs = first_class(request.add_dirs, "add_dirs", opts, "include_directories", warnings)
         if dirs:
             joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
             args.append(f"--include-directories={joined}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         if request.cli_max_retries is not None:
             warnings.append(
                 "gemini's API retries cannot be capped per run (general.maxAttempts in "

@@ -36,8 +36,9 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
+from coding_genesis.backend import Backend, CommandSpec, Translator
 from coding_genesis.errors import ConfigError
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from .claude import ClaudeTranslator, claude_failure_hint
@@ -146,11 +147,11 @@ class GenericBackend(Backend):
     def install_hint(self) -> str:
         return self._install_hint or f"install {self.executable!r}, or set {self.path_env_var}"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         values: dict[str, str | None] = {
             "model": request.model,
             "cwd": request.cwd,
-            "resume": request.resume_session,
+            "resume": request.resume,
             "max_turns": None if request.max_turns is None else str(request.max_turns),
             "cli_max_retries": (
                 None if request.cli_max_retries is None else str(request.cli_max_retries)
@@ -241,7 +242,7 @@ MAX_BACKENDS_FILE = 4 * 1024 * 1024
 def _read_regular(where: str, limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit``: a FIFO never blocks
     the open (``O_NONBLOCK``), a directory or device is refused.  (The same
-    checks as ``coding_genesis._util.files.read_regular``, which a backend
+    checks as the core's reader of files someone could plant, which a backend
     may not import: backends use public modules only.)"""
     fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     OptionSpec,
@@ -45,6 +44,7 @@ from coding_genesis.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
 from ._common import PROXY_ENV, as_int, first_hint, preview
@@ -134,7 +134,7 @@ class OpencodeBackend(Backend):
     def install_hint(self) -> str:
         return "install it with `npm install -g opencode-ai`, or set GENESIS_OPENCODE_PATH"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["run", "--format", "json", "--dir", request.cwd]
         warnings: list[str] = []
@@ -144,8 +144,8 @@ class OpencodeBackend(Backend):
             args += ["--agent", str(opts["agent"])]
         if opts.get("variant"):
             args += ["--variant", str(opts["variant"])]
-        if request.resume_session:
-            args += ["--session", request.resume_session]
+        if request.resume:
+            args += ["--session", request.resume]
         if request.max_turns is not None:
             warnings.append("opencode has no turn limit flag: max_turns is not honored")
         if request.cli_max_retries is not None:

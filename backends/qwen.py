@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import (
-    AttemptRequest,
     Backend,
     CommandSpec,
     NodeScript,
@@ -44,9 +43,10 @@ from coding_genesis.backend import (
     RepositoryFile,
 )
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
-from ._common import PROXY_ENV, as_int, first_hint
+from ._common import PROXY_ENV, as_int, first_class, first_hint
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -134,6 +134,7 @@ class QwenBackend(Backend):
         "max_tool_calls": OptionSpec((int,), "--max-tool-calls"),
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
     }
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
 
     def install_hint(self) -> str:
         return (
@@ -141,7 +142,7 @@ class QwenBackend(Backend):
             "or set GENESIS_QWEN_PATH (and GENESIS_QWEN_NODE for the node to run it with)"
         )
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         opts = request.options
         args: list[str] = ["--output-format", "stream-json"]
         if request.model:
@@ -155,11 +156,16 @@ class QwenBackend(Backend):
             args.append(f"--max-session-turns={int(request.max_turns)}")
         if opts.get("max_tool_calls") is not None:
             args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
-        dirs = opts.get("add_dirs")
+        warnings: list[str] = []
+        if request.system_prompt is not None:
+            args.append(f"--system-prompt={request.system_prompt}")
+        if request.append_system_prompt is not None:
+            args.append(f"--append-system-prompt={request.append_system_prompt}")
+        dirs = first_class(request.add_dirs, "add_dirs", opts, "add_dirs", warnings)
         for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
             args.append(f"--add-dir={directory}")
-        if request.resume_session:
-            args.append(f"--resume={request.resume_session}")
+        if request.resume:
+            args.append(f"--resume={request.resume}")
         args.extend(request.extra_args)
         # cli.js relaunches itself in a child node for a larger heap (when half the
         # machine's memory exceeds node's default); SIGTERM then stops only the parent.
@@ -175,7 +181,11 @@ class QwenBackend(Backend):
             overlay["settings.json"] = json.dumps(settings).encode("utf-8")
             env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
         return CommandSpec(
-            args=tuple(args), stdin=request.prompt.encode("utf-8"), env=env, overlay=overlay
+            args=tuple(args),
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            overlay=overlay,
+            warnings=tuple(warnings),
         )
 
     def translator(self) -> QwenTranslator:

@@ -367,7 +367,7 @@ def fig_e2e(p: Params) -> Result:
         return result
 
     def runner_budget() -> dict[str, Any]:
-        from coding_genesis._observers.budget import Budget
+        from coding_genesis.budget import Budget
 
         budget = Budget(max_cost_usd=1e9, max_tokens=10**15, max_tool_calls=10**9, per_run=True)
         result: dict[str, Any] = _agent(cli, env, transcripts=False, budget=budget).run_sync(PROMPT)

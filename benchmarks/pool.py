@@ -79,7 +79,7 @@ async def _first_event(rig: Rig, n: int) -> dict[str, list[float]]:
     stamp = FirstEvent()
     fresh.subscribe(stamp)
     out: dict[str, list[float]] = {"pool": [], "run": [], "pool_wall": [], "run_wall": []}
-    async with SessionPool(rig.backend, size=2, max_idle_s=600, **_settings(rig)) as pool:
+    async with SessionPool(rig.backend, size=2, max_idle=600, **_settings(rig)) as pool:
 
         async def from_pool() -> Any:
             if not await pool.wait_warm(timeout=60):  # untimed: a warm pool is the premise
@@ -127,7 +127,7 @@ async def _batch(rig: Rig, prompts: int, reps: int) -> dict[str, list[float]]:
         return took
 
     async def pooled() -> float:
-        async with SessionPool(rig.backend, size=2, max_idle_s=600, **_settings(rig)) as pool:
+        async with SessionPool(rig.backend, size=2, max_idle=600, **_settings(rig)) as pool:
             if not await pool.wait_warm(timeout=60):
                 raise RuntimeError(f"the pool did not warm up: {pool.stats()}")
             started = time.perf_counter()

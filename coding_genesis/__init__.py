@@ -14,6 +14,7 @@ test checks the ``TYPE_CHECKING`` imports below against it.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 # The public names are imported on first use (PEP 562), so that
@@ -21,15 +22,9 @@ from typing import TYPE_CHECKING, Any
 # the agent pulls in anyio, pydantic, psutil and orjson.  Type checkers and IDEs
 # see the imports below (``X as X``: an explicit re-export).
 if TYPE_CHECKING:
-    from coding_genesis._failures.breaker import (
-        CircuitBreaker as CircuitBreaker,
-    )
     from coding_genesis._failures.report import (
         format_failure_report as format_failure_report,
         parse_failure_report as parse_failure_report,
-    )
-    from coding_genesis._observers.budget import (
-        Budget as Budget,
     )
     from coding_genesis._observers.runlog import (
         RunLogObserver as RunLogObserver,
@@ -41,7 +36,7 @@ if TYPE_CHECKING:
         EventStream as EventStream,
         Subscription as Subscription,
     )
-    from coding_genesis._supervision.process import (
+    from coding_genesis._supervision.values import (
         StopReason as StopReason,
         SupervisorConfig as SupervisorConfig,
     )
@@ -68,14 +63,10 @@ if TYPE_CHECKING:
         writes_under as writes_under,
     )
     from coding_genesis.backend import (
-        AttemptRequest as AttemptRequest,
         Backend as Backend,
         BackendPluginError as BackendPluginError,
-        CommandSpec as CommandSpec,
         OptionSpec as OptionSpec,
         RepositoryFile as RepositoryFile,
-        RunRequest as RunRequest,
-        Translator as Translator,
     )
     from coding_genesis.backends import (
         available_backends as available_backends,
@@ -94,8 +85,16 @@ if TYPE_CHECKING:
         run_many as run_many,
         run_many_sync as run_many_sync,
     )
+    from coding_genesis.breaker import (
+        CircuitBreaker as CircuitBreaker,
+    )
+    from coding_genesis.budget import (
+        Budget as Budget,
+    )
     from coding_genesis.config import (
         AgentConfig as AgentConfig,
+        AgentSettings as AgentSettings,
+        BreakerSetting as BreakerSetting,
     )
     from coding_genesis.control import (
         ControlProtocol as ControlProtocol,
@@ -106,6 +105,7 @@ if TYPE_CHECKING:
         GenesisError as GenesisError,
         InvalidCwdError as InvalidCwdError,
         InvalidTimeoutError as InvalidTimeoutError,
+        RefusedError as RefusedError,
         UnknownBackendError as UnknownBackendError,
     )
     from coding_genesis.events import (
@@ -118,6 +118,7 @@ if TYPE_CHECKING:
         TextEvent as TextEvent,
         ToolCallEvent as ToolCallEvent,
         ToolResultEvent as ToolResultEvent,
+        Translator as Translator,
         UsageEvent as UsageEvent,
     )
     from coding_genesis.hooks import (
@@ -134,23 +135,25 @@ if TYPE_CHECKING:
     )
     from coding_genesis.options import (
         AGENT_DEFAULT as AGENT_DEFAULT,
-        AgentSettings as AgentSettings,
-        BreakerSetting as BreakerSetting,
         Isolation as Isolation,
         Keep as Keep,
-        LiveOptions as LiveOptions,
         MessageUsage as MessageUsage,
         Permissions as Permissions,
-        RetrySetting as RetrySetting,
-        RunOptions as RunOptions,
-        SessionOptions as SessionOptions,
         SettingSource as SettingSource,
-        TurnOptions as TurnOptions,
     )
     from coding_genesis.pool import (
         PoolStats as PoolStats,
         SessionPool as SessionPool,
         SyncSessionPool as SyncSessionPool,
+    )
+    from coding_genesis.request import (
+        CallOptions as CallOptions,
+        CommandSpec as CommandSpec,
+        LiveOptions as LiveOptions,
+        Request as Request,
+        RequestOptions as RequestOptions,
+        RetrySetting as RetrySetting,
+        RunOptions as RunOptions,
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
@@ -199,31 +202,33 @@ _EXPORTS: dict[str, str] = {
     "TurnStream": "session",
     "SyncSession": "session",
     "Session": "session",
-    "TurnOptions": "options",
-    "LiveOptions": "options",
+    "RequestOptions": "request",
+    "Request": "request",
+    "CallOptions": "request",
+    "LiveOptions": "request",
     "ControlProtocol": "control",
     "ApprovalEvent": "run_events",
     "AGENT_DEFAULT": "options",
     "AgentConfig": "config",
-    "AgentSettings": "options",
+    "AgentSettings": "config",
     "AgentState": "status",
     "AgentUsageError": "errors",
+    "RefusedError": "errors",
     "ApprovalOption": "approval",
     "ApprovalRequest": "approval",
     "Approver": "approval",
     "AttemptEvent": "run_events",
-    "AttemptRequest": "backend",
     "Backend": "backend",
     "BackendPluginError": "backend",
     "BatchItem": "batch",
     "BatchSettings": "batch",
-    "BreakerSetting": "options",
-    "Budget": "_observers.budget",
+    "BreakerSetting": "config",
+    "Budget": "budget",
     "ChildFailure": "result",
-    "CircuitBreaker": "_failures.breaker",
+    "CircuitBreaker": "breaker",
     "CliRetryEvent": "events",
     "CodingGenesisAgent": "agent",
-    "CommandSpec": "backend",
+    "CommandSpec": "request",
     "ConfigError": "errors",
     "CostSource": "result",
     "DEFAULT_TIMEOUT": "agent",
@@ -255,32 +260,30 @@ _EXPORTS: dict[str, str] = {
     "RepositoryFile": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
-    "RetrySetting": "options",
+    "RetrySetting": "request",
     "SettingSource": "options",
     "RunEvent": "run_events",
     "RunFinishedEvent": "run_events",
     "RunInfo": "observer",
     "RunLogObserver": "_observers.runlog",
     "RunObserver": "observer",
-    "RunOptions": "options",
-    "RunRequest": "backend",
+    "RunOptions": "request",
     "RunResponse": "result",
     "RunResult": "result",
     "RunSpec": "batch",
     "RunStartedEvent": "run_events",
     "SessionEvent": "events",
-    "SessionOptions": "options",
     "StateEvent": "run_events",
     "Status": "status",
-    "StopReason": "_supervision.process",
+    "StopReason": "_supervision.values",
     "Subscription": "_pipeline.bus",
-    "SupervisorConfig": "_supervision.process",
+    "SupervisorConfig": "_supervision.values",
     "TextEvent": "events",
     "ToolCallEvent": "events",
     "ToolKind": "approval",
     "ToolResultEvent": "events",
     "TranscriptObserver": "_observers.transcript",
-    "Translator": "backend",
+    "Translator": "events",
     "UnknownBackendError": "errors",
     "UsageEvent": "events",
     "Verdict": "approval",
@@ -300,14 +303,34 @@ _EXPORTS: dict[str, str] = {
     "writes_under": "approval",
 }
 
+#: Public names that were renamed or moved: old name -> (the module that
+#: answers it, the name it has there, what to use instead).  Still answered,
+#: with a ``DeprecationWarning`` each time; not in ``__all__``.
+_DEPRECATED: dict[str, tuple[str, str, str]] = {
+    "SessionOptions": ("request", "CallOptions", "request.CallOptions"),
+    "TurnOptions": ("request", "RequestOptions", "request.RequestOptions"),
+    "AttemptRequest": ("backend", "AttemptRequest", "request.Request"),
+    "RunRequest": ("backend", "RunRequest", "request.Request"),
+}
+
 __all__ = [*_EXPORTS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from coding_genesis._util.version import version  # the package metadata, read on demand
+        from coding_genesis._util.version import version  # lazy: the metadata, read on demand
 
         value: Any = version()
+    elif name in _DEPRECATED:
+        home, new, use = _DEPRECATED[name]
+        warnings.warn(
+            f"coding_genesis.{name} is deprecated: use coding_genesis.{use}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        with warnings.catch_warnings():  # said once, here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return getattr(importlib.import_module(f"coding_genesis.{home}"), new)
     else:
         module = _EXPORTS.get(name)
         if module is None:

@@ -388,7 +388,7 @@ async def decide(approver: Approver, request: ApprovalRequest, *, timeout: float
     import anyio  # only a live session asks: `import coding_genesis.approval` stays light
 
     if not isinstance(timeout, int | float) or not timeout > 0:
-        from coding_genesis.errors import InvalidTimeoutError  # the one error of a bad call
+        from coding_genesis.errors import InvalidTimeoutError  # lazy: only a bad call
 
         raise InvalidTimeoutError(f"timeout must be a number > 0, got {timeout!r}")
     started = anyio.current_time()

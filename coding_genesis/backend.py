@@ -4,7 +4,8 @@ A backend is pure: it builds the command line for a request and turns each
 parsed stdout object into normalized events.  It never spawns, signals, reads
 or waits on a process; the core does all of that.  A backend subclasses
 :class:`Backend` (its translator :class:`Translator`); this module also holds
-what a backend describes itself with (:class:`AttemptRequest`, :class:`CommandSpec`,
+what a backend describes itself with (:class:`~coding_genesis.request.Request` in,
+:class:`~coding_genesis.request.CommandSpec` out,
 :class:`OptionSpec`, :class:`NodeScript`) and finds the backends other packages
 install (the ``coding_genesis.backends`` entry points, :func:`load_plugin`).
 
@@ -18,19 +19,21 @@ from __future__ import annotations
 
 import re
 import signal
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
+from coding_genesis._util.schema import OutputSchema
 from coding_genesis.errors import ConfigError
-from coding_genesis.events import CliRetryEvent, ErrorEvent
+from coding_genesis.events import CliRetryEvent, ErrorEvent, Translator
 from coding_genesis.options import MessageUsage, Permissions
+from coding_genesis.request import CommandSpec, Request
 from coding_genesis.status import FailureCategory
-from coding_genesis.usage import RunningTotals, Tokens
 
 if TYPE_CHECKING:
     from coding_genesis.control import ControlProtocol
@@ -42,7 +45,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FATAL_STATUSES",
     "FATAL_WORDS",
-    "AttemptRequest",
     "Backend",
     "BackendPluginError",
     "CommandSpec",
@@ -52,10 +54,10 @@ __all__ = [
     "Permissions",
     "ProtocolBackend",
     "RepositoryFile",
-    "RunRequest",
     "Translator",
     "as_backend",
     "check_options",
+    "client_version",
     "fatal_evidence",
     "is_factory",
     "load_plugin",
@@ -72,40 +74,6 @@ class OptionSpec:
 
     types: tuple[type, ...]
     help: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRequest:
-    """What one attempt asks of a backend (a retry asks again: its own prompt, session)."""
-
-    prompt: str
-    cwd: str
-    model: str | None = None
-    #: Continue this CLI session instead of starting a new one.
-    resume_session: str | None = None
-    #: One permission level across CLIs: "read-only", "edit" or "full"; None: the CLI's default.
-    permissions: Permissions | None = None
-    #: The CLI's own turn limit (passed to the CLI; not a budget of ours).
-    max_turns: int | None = None
-    #: Cap on the CLI's own API retries where it allows one; None: the CLI's default.
-    cli_max_retries: int | None = None
-    #: Stable across retries of the same logical request.
-    request_key: str = ""
-    #: Backend-specific options (max_turns, permission_mode, allowed_tools, sandbox, ...).
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: Extra CLI arguments, appended before the prompt marker.
-    extra_args: Sequence[str] = ()
-    #: The JSON Schema the final answer must match (``output_schema=``; its root
-    #: an object), for a backend with ``structured_output``; None: a free answer.
-    output_schema: Mapping[str, Any] | None = None
-    #: The settings the CLI reads (``setting_sources=``, in the order "user",
-    #: "project", "local"; only combinations in ``Backend.setting_sources``).
-    #: None: the backend's safe start, the user's settings and not the working
-    #: directory's.
-    setting_sources: tuple[str, ...] | None = None
-
-
-RunRequest = AttemptRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,67 +104,7 @@ ALL_SETTING_SOURCES: tuple[tuple[str, ...], ...] = (
 )  #: 0.1.0's name (it is per attempt, not per run)
 
 
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
-    """How to start the CLI: arguments after the program, stdin, environment."""
-
-    args: tuple[str, ...]
-    #: Written to stdin, which is then closed.  None: stdin is /dev/null.
-    stdin: bytes | None = None
-    #: Variables added to the inherited environment.
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: Inherited variables to remove; a trailing ``*`` matches a prefix.
-    unset_env: tuple[str, ...] = ()
-    #: Files of a private temporary settings overlay, by relative path: the core writes
-    #: them (0600) in a fresh 0700 directory, replaces ``{overlay}`` in ``args`` and in
-    #: ``env`` values with that directory's path, and removes it after the run.
-    overlay: Mapping[str, bytes] = field(default_factory=dict)
-    #: Options the CLI cannot honor, reported as warnings in the result.
-    warnings: tuple[str, ...] = ()
-
-
 # -- the contract --------------------------------------------------------------------
-
-
-class Translator(ABC):
-    """Per-run, stateful line translator (e.g. remembers tool ids).
-
-    ``message_usage`` (default ``"live"``; the core sets it before the run): what
-    becomes of the usage a CLI reports mid-stream (claude: per message).  ``"live"``:
-    a usage event each (budgets, usage subscribers); ``"folded"``: kept and summed,
-    given as usage events by :meth:`flush` at the end of the stream (what metering
-    needs, for a dict store per line); ``"off"``: dropped (nothing hears usage).  The
-    CLI's final usage is translated whatever the mode, and the run's result is the
-    same.  A translator that reports no mid-stream usage ignores it.
-
-    ``totals`` (the core sets it for a live run; None for a replay): where a
-    translator of a CLI that reports its *session's* running total makes the
-    run's share of it (:class:`~coding_genesis.usage.RunningTotals`): its usage
-    events then carry that share, never the running total.
-    """
-
-    message_usage: MessageUsage = "live"
-    totals: RunningTotals | None = None
-    #: The name its running totals are kept under (None: the CLI reports none).
-    running_cli: str | None = None
-
-    def recorded_total(
-        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
-    ) -> Mapping[str, float] | None:
-        """A session's running total as our records know it (the cost, and
-        per model the tokens and cost its runs' shares add up to), in the
-        counters :attr:`totals` keeps for this CLI: what a resumed session's
-        first run is the share of.  None: the CLI reports no running totals."""
-        return None
-
-    @abstractmethod
-    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
-        """Normalized events for one parsed stdout object.  Unknown types give ()."""
-
-    def flush(self) -> Sequence[Event]:
-        """The events held back until the end of the stream (called once, at EOF,
-        whatever ended the stream); none by default."""
-        return ()
 
 
 _NO_OPTIONS: Mapping[str, OptionSpec] = MappingProxyType({})
@@ -270,15 +178,18 @@ class Backend(ABC):
       say about it.
     * ``version_args`` (``--version``): the arguments that print its version.
     * ``structured_output`` (False): the CLI takes a JSON Schema for its final
-      answer (``AttemptRequest.output_schema``, ``SessionStart.output_schema``);
+      answer (``Request.output_schema``);
       without it ``output_schema=`` is refused.
     * ``setting_sources`` (none): the combinations of settings sources it can
-      be told to read exactly (``AttemptRequest.setting_sources``,
-      ``SessionStart.setting_sources``); any other ``setting_sources=`` is refused.
+      be told to read exactly (``Request.setting_sources``); any other
+      ``setting_sources=`` is refused.
       ``default_setting_sources`` (None: unknown): what it reads when a request
       names none.
     * ``repository_files`` (none): the files of the working directory it loads
       and runs programs from (:class:`RepositoryFile`).
+    * ``takes`` (none): the request's options beyond the shared vocabulary it
+      maps (``system_prompt``, ``add_dirs``, ...); the capability check refuses
+      the others (:mod:`coding_genesis.capabilities`).
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
@@ -302,10 +213,12 @@ class Backend(ABC):
     setting_sources: tuple[tuple[str, ...], ...] = ()
     default_setting_sources: tuple[str, ...] | None = None
     repository_files: tuple[RepositoryFile, ...] = ()
+    takes: frozenset[str] = frozenset()
 
     @abstractmethod
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
-        """The CLI arguments for a request.  The prompt must never become a flag."""
+    def build_command(self, request: Request) -> CommandSpec:
+        """The CLI arguments for a request (one attempt of it: its prompt, its
+        session to resume).  The prompt must never become a flag."""
 
     @abstractmethod
     def translator(self) -> Translator:
@@ -351,6 +264,14 @@ class Backend(ABC):
         ``approver=``); None: this backend has none (see
         :mod:`coding_genesis.control`)."""
         return None
+
+
+def client_version() -> str:
+    """This package's version, as a backend names its client to a CLI (codex's
+    ``clientInfo``): read from the package metadata on first use."""
+    from coding_genesis._util.version import version  # lazy: importlib.metadata costs ~20 ms
+
+    return version()
 
 
 def check_options(backend: Backend, options: Mapping[str, Any]) -> None:
@@ -405,6 +326,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "setting_sources": lambda v: tuple(tuple(str(s) for s in c) for c in v or ()),
     "default_setting_sources": lambda v: None if v is None else tuple(str(s) for s in v),
     "repository_files": lambda v: tuple(f for f in v or () if isinstance(f, RepositoryFile)),
+    "takes": lambda v: frozenset(str(s) for s in v or ()),
 }
 _METHODS = ("default_program", "install_hint", "failure_hint", "stderr_retries", "fatal_evidence")
 
@@ -449,7 +371,7 @@ class ProtocolBackend(Backend):
     def __repr__(self) -> str:
         return f"ProtocolBackend({self.plugin!r})"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         spec: CommandSpec = self.plugin.build_command(request)
         return spec
 
@@ -566,3 +488,43 @@ def load_plugin(name: str) -> Backend | None:
         raise BackendPluginError(
             f"backend plug-in {name!r} ({_origin(ep)}) is not a backend: {exc}"
         ) from None
+
+
+# -- 0.1's names ----------------------------------------------------------------------
+
+
+class _AttemptRequest(Request):
+    """``AttemptRequest(prompt, cwd, resume_session=..., output_schema={...})``
+    as 0.1 spelled it: a :class:`~coding_genesis.request.Request`."""
+
+    __slots__ = ()
+
+    def __init__(self, prompt: str, cwd: str, **fields: Any) -> None:
+        if "resume_session" in fields:
+            fields["resume"] = fields.pop("resume_session")
+        schema = fields.get("output_schema")
+        if schema is not None and not isinstance(schema, OutputSchema):
+            fields["output_schema"] = OutputSchema(schema)
+        for name in ("extra_args", "setting_sources"):
+            if fields.get(name) is not None:
+                fields[name] = tuple(fields[name])
+        Request.__init__(self, prompt, cwd, **fields)
+
+
+#: Deprecated names: old name -> what it is now (each use warns).
+_DEPRECATED: dict[str, tuple[str, Any]] = {
+    "AttemptRequest": ("coding_genesis.request.Request", _AttemptRequest),
+    "RunRequest": ("coding_genesis.request.Request", _AttemptRequest),
+}
+
+
+def __getattr__(name: str) -> Any:
+    moved = _DEPRECATED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"coding_genesis.backend.{name} is deprecated: use {moved[0]}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return moved[1]

@@ -26,18 +26,18 @@ from coding_genesis._batch.trials import TrialTally, check_repeat
 from coding_genesis._failures.analysis import failed_result
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.loops import running_event_loop
+from coding_genesis._util.renamed import warn_renamed
 from coding_genesis._util.signatures import blocking_twin
 from coding_genesis.agent import CodingGenesisAgent
-from coding_genesis.config import seconds
+from coding_genesis.config import AgentSettings, seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import AgentSettings, SessionOptions
+from coding_genesis.request import CallOptions
 from coding_genesis.status import ErrorCode, Status
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from coding_genesis._observers.budget import Budget
-    from coding_genesis.pool import SessionPool
+    from coding_genesis.budget import Budget
 
 __all__ = [
     "BatchItem",
@@ -47,7 +47,7 @@ __all__ = [
     "ExecutorName",
     "InvalidRequest",
     "LocalExecutor",
-    "PoolExecutor",
+    "PoolSource",
     "ResultCallback",
     "RunSpec",
     "coerce_request",
@@ -64,7 +64,7 @@ log = logging.getLogger("coding_genesis.batch")
 ExecutorName: TypeAlias = Literal["local", "ray"]
 
 
-class BatchSettings(AgentSettings, SessionOptions, total=False):
+class BatchSettings(AgentSettings, CallOptions, total=False):
     """A :class:`RunSpec`'s fields besides ``prompt`` and ``backend``: the
     agent's settings (:class:`~coding_genesis.config.AgentSettings`) and the
     request's session options (``resume``, ``request_key``); ``tools`` is
@@ -141,7 +141,7 @@ class RunSpec(BaseModel):
         """The agent settings of this request (defaults left out)."""
         return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
 
-    def run_kwargs(self) -> SessionOptions:
+    def run_kwargs(self) -> CallOptions:
         """Keyword arguments for :meth:`CodingGenesisAgent.run`."""
         return {"resume": self.resume, "request_key": self.request_key}
 
@@ -274,57 +274,15 @@ class LocalExecutor:
         return await execute(request, index, emit)
 
 
-class PoolExecutor:
-    """Runs each request as the one turn of a warm session of ``pool``
-    (``run_many(pool=...)``).  A request takes the pool's settings: one that
-    names another backend, sets a setting otherwise (``timeout`` apart: it
-    bounds the turn) or asks to ``resume`` is answered with a failure."""
+class PoolSource(Protocol):
+    """What ``run_many(pool=...)`` draws from: an entered
+    :class:`~coding_genesis.pool.SessionPool` (the pool is above the batch: it
+    brings the executor that runs each request as one turn of its sessions)."""
 
-    def __init__(self, pool: SessionPool) -> None:
-        self.pool = pool
+    @property
+    def serving(self) -> bool: ...
 
-    async def run_one(
-        self, index: int, request: BatchItem, emit: EventCallback | None
-    ) -> dict[str, Any]:
-        spec = coerce_request(index, request)
-        if isinstance(spec, dict):
-            return spec
-        settings = spec.agent_kwargs()
-        problem = self._mismatch(spec, settings)
-        if problem is not None:
-            return failure_result(index, problem, backend=spec.backend)
-
-        def tagged(event: Any) -> None:
-            if emit is not None:
-                emit({**event.to_dict(), "index": index})
-
-        result = await self.pool.run_result(
-            spec.prompt, timeout=settings.get("timeout"), on_event=tagged if emit else None
-        )
-        answer: dict[str, Any] = dict(result.to_dict())
-        answer["index"] = index
-        return answer
-
-    def _mismatch(self, spec: RunSpec, settings: Mapping[str, Any]) -> str | None:
-        pool = self.pool.config
-        name = self.pool.backend.name
-        if spec.backend != name:
-            return (
-                f"this batch runs on a pool of {name!r} sessions: backend {spec.backend!r} cannot"
-            )
-        if spec.resume is not None:
-            return "a pooled request starts a new conversation: resume cannot apply"
-        given = {k: v for k, v in settings.items() if k != "timeout"}
-        try:
-            wanted = pool.replace(**given)
-        except (ConfigError, TypeError) as exc:
-            return f"invalid request: {exc}"
-        differ = sorted(k for k in given if getattr(wanted, k) != getattr(pool, k))
-        if differ:
-            return (
-                f"a pooled request takes the pool's settings; it sets {', '.join(differ)} otherwise"
-            )
-        return None
+    def executor(self) -> Executor: ...
 
 
 #: Executors by name.  An integration registers its own when it is imported
@@ -382,19 +340,20 @@ async def run_many(
     defaults: Mapping[str, Any] | None = None,
     collect: bool = True,
     budget: Budget | None = None,
-    deadline_s: float | None = None,
+    deadline: float | None = None,
     clock: Clock | None = None,
     repeat: int = 1,
-    pool: SessionPool | None = None,
+    pool: PoolSource | None = None,
+    deadline_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run every request, at most ``concurrency`` at a time; one result dict per
     request, in input order, each with its ``index``.
 
-    ``budget``: a :class:`~coding_genesis._observers.budget.Budget` for every request
+    ``budget``: a :class:`~coding_genesis.budget.Budget` for every request
     that does not set its own; one shared pot caps the batch (runs in flight
     are stopped once it is spent, queued ones are not started; each result's
     ``budget`` says which).  A usage limit (a failure with ``retry_at``)
-    pauses the batch until the reset if ``deadline_s`` (seconds from now;
+    pauses the batch until the reset if ``deadline`` (seconds from now;
     None: no deadline) allows, else the queued requests are answered, not
     started, with status 69, ``error: usage_limit`` and when to retry.
     ``clock``: time source of those waits (a :class:`~coding_genesis.VirtualClock` in tests).
@@ -418,8 +377,10 @@ async def run_many(
     (``genesis run-many`` records each run this way: ``transcripts``, ``run_log``).
 
     ``pool``: a :class:`~coding_genesis.pool.SessionPool` (entered) each
-    request takes a warm session from, for one turn (:class:`PoolExecutor`);
+    request takes a warm session from, for one turn (the pool's executor);
     on this machine, with the pool's settings (its budget too).
+
+    ``deadline_s``: deprecated, the old name of ``deadline`` (it warns).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -432,12 +393,14 @@ async def run_many(
             )
         if not pool.serving:
             raise AgentUsageError("pool= needs an entered pool (`async with SessionPool(...)`)")
-    runner = PoolExecutor(pool) if pool is not None else _executor(executor)
+    runner = pool.executor() if pool is not None else _executor(executor)
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
-    deadline = seconds("deadline_s", deadline_s, allow_none=True)
-    gate = LimitGate(clock or current_clock(), deadline)
+    if deadline_s is not None:
+        warn_renamed("run_many", "deadline_s", "deadline")
+        deadline = deadline_s
+    gate = LimitGate(clock or current_clock(), seconds("deadline", deadline, allow_none=True))
     items = [with_defaults(request, defaults) for request in requests]
     if repeat > 1:
         return await _trials(items, repeat, runner, concurrency, on_event, on_result, collect)

@@ -25,18 +25,21 @@ turns each into a :class:`HookCall` and answers it in
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
+from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.request import Request
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import CommandSpec, Translator
-    from coding_genesis.options import Permissions
-    from coding_genesis.tools import HostTool, ToolResult
+    from coding_genesis.events import Translator
+    from coding_genesis.request import CommandSpec
+    from coding_genesis.tools import ToolResult
 
 __all__ = [
     "FORWARD",
@@ -49,7 +52,6 @@ __all__ = [
     "ProtocolFault",
     "Ready",
     "Reply",
-    "SessionStart",
     "ToolCall",
     "TurnEnded",
     "Unknown",
@@ -58,38 +60,6 @@ __all__ = [
 
 #: One JSON object to write on the CLI's stdin (one line).
 Outgoing: TypeAlias = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStart:
-    """What a session asks of the CLI when it starts it."""
-
-    cwd: str
-    model: str | None = None
-    #: The CLI's session (thread) id to continue; None: a new conversation.
-    resume: str | None = None
-    #: The permission level when no approver decides (see ``permissions=``).
-    permissions: Permissions | None = None
-    #: An approver decides: the CLI must ask before each tool call it can ask about.
-    approvals: bool = False
-    max_turns: int | None = None
-    cli_max_retries: int | None = None
-    #: The backend's own options (``options=``), checked against its ``options``.
-    options: Mapping[str, Any] = field(default_factory=dict)
-    extra_args: Sequence[str] = ()
-    #: The events the session has hooks for (the protocol reports only these).
-    hooks: frozenset[HookEvent] = frozenset()
-    #: Seconds the CLI should wait for the answer to one hook point, when it
-    #: has hooks (None: the CLI's own default).
-    hook_wait: float | None = None
-    #: The JSON Schema every turn's answer must match (``output_schema=``); None: free.
-    output_schema: Mapping[str, Any] | None = None
-    #: The caller's functions the model may call (``tools=``): the protocol
-    #: declares them to the CLI (only when ``can_host_tools``).
-    tools: Sequence[HostTool] = ()
-    #: The settings the CLI reads (see ``AttemptRequest.setting_sources``);
-    #: None: the backend's safe start.
-    setting_sources: tuple[str, ...] | None = None
 
 
 # -- what a line from the CLI means ------------------------------------------------
@@ -254,7 +224,7 @@ class ControlProtocol(ABC):
     the protocol's name in errors and docs.  ``hook_effects``: the hook
     events the protocol reports, and what a hook of each can do there (an
     empty set: it observes); an event left out is never reported.
-    ``can_host_tools``: the protocol declares ``SessionStart.tools`` to the
+    ``can_host_tools``: the protocol declares ``Request.tools`` to the
     CLI and says :class:`ToolCall` when the model calls one.
     ``changes_input``: an allow's changed input (``Decision.allow(input)``)
     reaches the CLI, which runs the call with it; where it cannot, the call
@@ -268,7 +238,7 @@ class ControlProtocol(ABC):
     can_host_tools: ClassVar[bool] = False
 
     @abstractmethod
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, request: Request) -> CommandSpec:
         """The argv tail, environment and overlay to start the CLI with (its
         ``stdin`` must be None: the session owns stdin)."""
 
@@ -276,7 +246,7 @@ class ControlProtocol(ABC):
     def translator(self) -> Translator:
         """The translator of the lines :meth:`receive` forwards."""
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
+    def opening(self, request: Request) -> list[Outgoing]:
         """Written once the CLI runs (an initialize request).  When it writes
         anything, the session waits for :class:`Ready` before the first turn;
         none by default: ready at once."""
@@ -326,3 +296,46 @@ class ControlProtocol(ABC):
     def closing(self) -> list[Outgoing]:
         """Written before stdin is closed at the end of the session (none by default)."""
         return []
+
+
+# -- 0.1's names ----------------------------------------------------------------------
+
+
+def _session_start(
+    *, approvals: bool = False, hooks: Iterable[str] = (), hook_wait: object = None, **fields: Any
+) -> Request:
+    """``SessionStart(cwd=..., approvals=..., hooks=...)`` as it was spelled:
+    the session's :class:`~coding_genesis.request.Request` (its prompt empty)."""
+    if hook_wait is not None:
+        raise TypeError(
+            "SessionStart(hook_wait=) is gone: the request says it from its hooks and "
+            "hook_timeout= (Request.hook_wait)"
+        )
+    if approvals:
+        fields["approver"] = _ask_nobody
+    if hooks:
+        fields["hooks"] = {event: () for event in hooks}
+    schema = fields.get("output_schema")
+    if schema is not None and not isinstance(schema, OutputSchema):
+        fields["output_schema"] = OutputSchema(schema)
+    for name in ("extra_args", "tools", "setting_sources"):
+        if fields.get(name) is not None:
+            fields[name] = tuple(fields[name])
+    return Request(prompt="", **fields)
+
+
+def _ask_nobody(request: ApprovalRequest) -> Decision:
+    """The approver of a ``SessionStart(approvals=True)``: it refuses."""
+    return Decision.deny("no approver was given (SessionStart(approvals=True))")
+
+
+def __getattr__(name: str) -> Any:
+    if name != "SessionStart":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "coding_genesis.control.SessionStart is deprecated: a protocol is given the "
+        "session's coding_genesis.request.Request",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _session_start

@@ -20,6 +20,7 @@ __all__ = [
     "GenesisError",
     "InvalidCwdError",
     "InvalidTimeoutError",
+    "RefusedError",
     "UnknownBackendError",
 ]
 
@@ -46,3 +47,8 @@ class UnknownBackendError(ConfigError):
 
 class AgentUsageError(GenesisError, RuntimeError):
     """The API was used in a way it cannot support."""
+
+
+class RefusedError(ConfigError, AgentUsageError):
+    """The request cannot run as asked on this backend: a constructor (or
+    ``session()``) raises it, a call answers status 64 with the same words."""

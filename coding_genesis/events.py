@@ -7,17 +7,23 @@ id, a sequence number and a time when it publishes them on its event bus
 changes, a run's start and finish, attempts, budgets: see
 :mod:`coding_genesis.run_events`, which also holds the union of every event
 and reading one back from its dict).  Events stay light slotted objects on the
-hot path; ``to_dict`` builds the plain dict only when someone asks.  This
-module imports nothing but the standard library (no anyio, no pydantic).
+hot path; ``to_dict`` builds the plain dict only when someone asks.  A
+backend's :class:`Translator` makes them.  Only the standard library is
+imported (no anyio, no pydantic).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import enum
-import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from coding_genesis._util.timestamps import iso_ms
+
+# At run time too: the conformance kit reads the Translator's annotations.
+from coding_genesis.options import MessageUsage
+from coding_genesis.usage import RunningTotals, Tokens
 
 if TYPE_CHECKING:
     from coding_genesis._util.redact import Redactor
@@ -32,6 +38,7 @@ __all__ = [
     "TextEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "Translator",
     "UsageEvent",
 ]
 
@@ -117,7 +124,7 @@ class Event:
             "run_id": self.run_id,
             "seq": self.seq,
             "ts": self.ts,
-            "timestamp": _iso(self.ts),
+            "timestamp": iso_ms(self.ts),
         }
         self._fill(out)
         return out
@@ -545,22 +552,40 @@ class CliRetryEvent(_Optional):
         )
 
 
-#: (whole second, its ISO text): events come many per second, and building a
-#: datetime per event was most of ``to_dict``'s cost.
-_iso_second: tuple[int, str] = (-1, "")
+class Translator(ABC):
+    """Per-run, stateful line translator (e.g. remembers tool ids).
 
+    ``message_usage`` (the core sets it before the run): the usage a CLI reports
+    mid-stream (claude: per message) as a usage event each (``"live"``, the
+    default: budgets, usage subscribers), kept and summed until :meth:`flush`
+    (``"folded"``: what metering needs) or dropped (``"off"``).  The CLI's final
+    usage is translated whatever the mode; one with no mid-stream usage ignores it.
 
-def _iso(ts: float) -> str:
-    global _iso_second
-    if not math.isfinite(ts) or ts <= 0:
-        return ""
-    second = int(ts)
-    # Round to microseconds first, as datetime does, then truncate to milliseconds.
-    micros = round((ts - second) * 1_000_000)
-    if micros >= 1_000_000:
-        second, micros = second + 1, micros - 1_000_000
-    cached = _iso_second
-    if cached[0] != second:
-        text = _dt.datetime.fromtimestamp(second, _dt.UTC).isoformat(timespec="seconds")
-        cached = _iso_second = (second, text[:-6])  # without "+00:00"
-    return f"{cached[1]}.{micros // 1000:03d}+00:00"
+    ``totals`` (the core sets it for a live run; None for a replay): where a
+    translator of a CLI that reports its *session's* running total makes the
+    run's share of it (:class:`~coding_genesis.usage.RunningTotals`): its usage
+    events then carry that share, never the running total.
+    """
+
+    message_usage: MessageUsage = "live"
+    totals: RunningTotals | None = None
+    #: The name its running totals are kept under (None: the CLI reports none).
+    running_cli: str | None = None
+
+    def recorded_total(
+        self, cost: float, models: Mapping[str, tuple[Tokens, float]]
+    ) -> Mapping[str, float] | None:
+        """A session's running total as our records know it (the cost, and
+        per model the tokens and cost its runs' shares add up to), in the
+        counters :attr:`totals` keeps for this CLI: what a resumed session's
+        first run is the share of.  None: the CLI reports no running totals."""
+        return None
+
+    @abstractmethod
+    def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        """Normalized events for one parsed stdout object.  Unknown types give ()."""
+
+    def flush(self) -> Sequence[Event]:
+        """The events held back until the end of the stream (called once, at EOF,
+        whatever ended the stream); none by default."""
+        return ()

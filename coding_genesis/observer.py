@@ -18,16 +18,19 @@ run's fan-out (the part of the run pipeline that hands each event to every obser
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import Event, EventKind
+from coding_genesis.options import Trigger
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
+    from coding_genesis.request import Request
     from coding_genesis.usage import RunningTotals
 
 __all__ = ["AttemptTally", "Observer", "RunInfo", "RunObserver"]
@@ -50,7 +53,7 @@ class RunInfo:
     redactor: Redactor
     #: The run's stop handle: an observer that must end the run (a budget
     #: spent) asks for the stop here; the supervisor stops the tree like a
-    #: timeout (see coding_genesis._supervision.stop).
+    #: timeout.
     stop: StopHandle | None = None
     #: Publishes an event of the run on the agent's bus (stamped with the run id).
     publish: Callable[[Event], object] | None = None
@@ -62,10 +65,52 @@ class RunInfo:
     #: The turn's number in its session (0: a one-shot run).
     turn: int = 0
     #: Who started the run: the caller, or the CLI between a session's turns.
-    trigger: Literal["user", "cli"] = "user"
+    trigger: Trigger = "user"
     #: The agent's memory of the running totals its CLI sessions reported
     #: (the run log seeds it with what a resumed session cost before).
     totals: RunningTotals | None = None
+    #: The request the run answers (its options, as validated).
+    request: Request | None = None
+
+    @classmethod
+    def from_request(
+        cls,
+        request: Request,
+        *,
+        run_id: str,
+        agent: str,
+        redactor: Redactor,
+        prompt: str | None = None,
+        stop: StopHandle | None = None,
+        publish: Callable[[Event], object] | None = None,
+        translator: Callable[[], Translator] | None = None,
+        session: str | None = None,
+        turn: int = 0,
+        trigger: Trigger = "user",
+        totals: RunningTotals | None = None,
+    ) -> RunInfo:
+        """What is known when ``request`` starts (``prompt``: a label instead of
+        the request's own, for a replay or a session's own record)."""
+        return cls(
+            run_id=run_id,
+            agent=agent,
+            backend=request.backend,
+            prompt=request.prompt if prompt is None else prompt,
+            cwd=request.cwd,
+            timeout=request.timeout,
+            model=request.model,
+            resume=request.resume,
+            started=time.time(),
+            redactor=redactor,
+            stop=stop,
+            publish=publish,
+            translator=translator,
+            session=session,
+            turn=turn,
+            trigger=trigger,
+            totals=totals,
+            request=request,
+        )
 
 
 class AttemptTally(Protocol):
@@ -129,7 +174,7 @@ class RunObserver:
     4. :attr:`message_usage`: how an observer that hears usage events (with
        :meth:`decoded` or :attr:`decoded_handlers`) wants a CLI's per-message
        usage: ``live`` (the default) or ``folded`` (see
-       :class:`coding_genesis.backend.Translator`).
+       :class:`coding_genesis.events.Translator`).
     5. :meth:`attempt_decoded`: an attempt's stdout is all decoded; read its
        tally (what the decoder folds anyway: tool calls paired with their
        durations, when each event type was first seen), at no cost per event.

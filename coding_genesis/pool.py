@@ -1,7 +1,7 @@
 """Warm sessions: live sessions started before prompts arrive, so a prompt's
 first event does not wait for the CLI's start-up.
 
-``async with SessionPool("claude", size=2, max_idle_s=300) as pool:`` builds
+``async with SessionPool("claude", size=2, max_idle=300) as pool:`` builds
 ``size`` agents from one configuration (an agent holds at most one open
 session) and opens a session on each, in the background.  ``async with
 pool.session() as s:`` hands out a warm one for one conversation (any number
@@ -9,11 +9,11 @@ of turns); leaving the ``with`` closes it, and the pool opens the next one in
 the background.  A session is never handed to a second caller: nothing of one
 conversation reaches another.
 
-When no session is warm, a caller waits (at most ``wait_s`` seconds) for one
+When no session is warm, a caller waits (at most ``wait`` seconds) for one
 the pool is already opening, which is ready sooner than a fresh start; when
 none is being opened (every session lent, or openings failing), or the wait
 runs out, it gets a fresh session opened for it (counted in ``stats().fresh``).
-A warm session idle past ``max_idle_s``, or whose CLI died, is closed and
+A warm session idle past ``max_idle``, or whose CLI died, is closed and
 replaced.  Closing the pool closes every session, lent ones included, and
 stops each CLI's whole process tree.
 
@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -36,7 +36,16 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from coding_genesis._util.renamed import renamed, warn_renamed
 from coding_genesis.agent import CodingGenesisAgent
+from coding_genesis.batch import (
+    BatchItem,
+    EventCallback,
+    RunSpec,
+    coerce_request,
+    failure_result,
+    run_many,
+)
 from coding_genesis.config import AgentConfig, required_seconds, seconds
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.result import RunResponse, RunResult
@@ -46,12 +55,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from coding_genesis.backend import Backend
-    from coding_genesis.batch import BatchItem
-    from coding_genesis.options import AgentSettings
+    from coding_genesis.config import AgentSettings
     from coding_genesis.run_events import RunEvent
     from coding_genesis.session import Session
 
-__all__ = ["PoolStats", "SessionPool", "SyncPooledSession", "SyncSessionPool"]
+__all__ = ["PoolExecutor", "PoolStats", "SessionPool", "SyncPooledSession", "SyncSessionPool"]
 
 log = logging.getLogger("coding_genesis.pool")
 
@@ -81,7 +89,7 @@ class PoolStats:
     served: int
     #: ... of which were opened for their caller, none being warm.
     fresh: int
-    #: Warm sessions closed unserved and replaced: idle past ``max_idle_s``
+    #: Warm sessions closed unserved and replaced: idle past ``max_idle``
     #: (``expired``) or their CLI died (``died``).
     replaced: int
     expired: int
@@ -117,7 +125,7 @@ class SessionPool:
     :class:`~coding_genesis.agent.CodingGenesisAgent`: every session has its
     agent's settings (``timeout`` per turn, ``cwd``, ``model``,
     ``permissions``, ``approver``...).  ``size``: sessions kept warm;
-    ``max_idle_s``: a warm session unused that long is replaced; ``wait_s``:
+    ``max_idle``: a warm session unused that long is replaced; ``wait``:
     how long a caller waits for a session being opened before it gets a fresh
     one.  Raises :class:`~coding_genesis.errors.ConfigError` for a bad
     setting, :class:`~coding_genesis.errors.AgentUsageError` for a backend
@@ -129,16 +137,25 @@ class SessionPool:
         backend: str | Backend | None = None,
         *,
         size: int,
-        max_idle_s: float,
-        wait_s: float = 10.0,
+        max_idle: float | None = None,
+        wait: float = 10.0,
         config: AgentConfig | None = None,
         **settings: Unpack[AgentSettings],
     ) -> None:
+        old = renamed(
+            cast("dict[str, Any]", settings),
+            {"max_idle_s": "max_idle", "wait_s": "wait"},
+            "SessionPool",
+        )
+        max_idle = old.get("max_idle", max_idle)
+        wait = old.get("wait", wait)
+        if max_idle is None:
+            raise TypeError("SessionPool() missing the keyword argument 'max_idle'")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"size must be a positive integer, got {size!r}")
         self.size = size
-        self.max_idle_s = required_seconds("max_idle_s", max_idle_s)
-        self.wait_s = float(seconds("wait_s", wait_s, allow_zero=True) or 0.0)
+        self.max_idle = required_seconds("max_idle", max_idle)
+        self.wait = float(seconds("wait", wait, allow_zero=True) or 0.0)
         first = CodingGenesisAgent(backend, config=config, **settings)
         first.session()  # refuses a backend or a setting a session cannot have; opens nothing
         #: The agents' configuration (each session's settings).
@@ -151,6 +168,18 @@ class SessionPool:
         self._closing = anyio.Event()
         self._change = anyio.Event()
         self._counts = dict.fromkeys(("opened", "served", "fresh", "expired", "died", "failed"), 0)
+
+    @property
+    def max_idle_s(self) -> float:
+        """0.1's name of :attr:`max_idle` (deprecated)."""
+        warn_renamed("SessionPool", "max_idle_s", "max_idle")
+        return self.max_idle
+
+    @property
+    def wait_s(self) -> float:
+        """0.1's name of :attr:`wait` (deprecated)."""
+        warn_renamed("SessionPool", "wait_s", "wait")
+        return self.wait
 
     @property
     def backend(self) -> Backend:
@@ -290,6 +319,11 @@ class SessionPool:
             return True
         return False
 
+    def executor(self) -> PoolExecutor:
+        """What ``run_many(pool=self)`` runs each request with: one turn of a
+        warm session each."""
+        return PoolExecutor(self)
+
     def _check_serving(self) -> None:
         if not self.serving:
             raise AgentUsageError(
@@ -300,7 +334,7 @@ class SessionPool:
 
     async def _take(self) -> _Slot:
         self._check_serving()
-        deadline = time.monotonic() + self.wait_s
+        deadline = time.monotonic() + self.wait
         while True:
             for slot in self._slots:
                 if slot.state == "warm" and slot.session is not None and slot.session.alive:
@@ -415,11 +449,64 @@ class SessionPool:
                 return "closed"
             if not session.alive:
                 return "died"
-            left = slot.since + self.max_idle_s - time.monotonic()
+            left = slot.since + self.max_idle - time.monotonic()
             if left <= 0:
                 return "expired"
             with anyio.move_on_after(min(left, _POLL_S)):
                 await slot.wake.wait()
+
+
+class PoolExecutor:
+    """Runs each request as the one turn of a warm session of ``pool``
+    (``run_many(pool=...)``).  A request takes the pool's settings: one that
+    names another backend, sets a setting otherwise (``timeout`` apart: it
+    bounds the turn) or asks to ``resume`` is answered with a failure."""
+
+    def __init__(self, pool: SessionPool) -> None:
+        self.pool = pool
+
+    async def run_one(
+        self, index: int, request: BatchItem, emit: EventCallback | None
+    ) -> dict[str, Any]:
+        spec = coerce_request(index, request)
+        if isinstance(spec, dict):
+            return spec
+        settings = spec.agent_kwargs()
+        problem = self._mismatch(spec, settings)
+        if problem is not None:
+            return failure_result(index, problem, backend=spec.backend)
+
+        def tagged(event: Any) -> None:
+            if emit is not None:
+                emit({**event.to_dict(), "index": index})
+
+        result = await self.pool.run_result(
+            spec.prompt, timeout=settings.get("timeout"), on_event=tagged if emit else None
+        )
+        answer: dict[str, Any] = dict(result.to_dict())
+        answer["index"] = index
+        return answer
+
+    def _mismatch(self, spec: RunSpec, settings: Mapping[str, Any]) -> str | None:
+        pool = self.pool.config
+        name = self.pool.backend.name
+        if spec.backend != name:
+            return (
+                f"this batch runs on a pool of {name!r} sessions: backend {spec.backend!r} cannot"
+            )
+        if spec.resume is not None:
+            return "a pooled request starts a new conversation: resume cannot apply"
+        given = {k: v for k, v in settings.items() if k != "timeout"}
+        try:
+            wanted = pool.replace(**given)
+        except (ConfigError, TypeError) as exc:
+            return f"invalid request: {exc}"
+        differ = sorted(k for k in given if getattr(wanted, k) != getattr(pool, k))
+        if differ:
+            return (
+                f"a pooled request takes the pool's settings; it sets {', '.join(differ)} otherwise"
+            )
+        return None
 
 
 class SyncPooledSession(SyncTurns):
@@ -495,8 +582,6 @@ class SyncSessionPool:
     def run_many(self, requests: Iterable[BatchItem], **options: Any) -> list[dict[str, Any]]:
         """:func:`~coding_genesis.batch.run_many` drawing from this pool, blocking
         (the same keywords but ``pool``)."""
-        from coding_genesis.batch import run_many  # (same layer) batch knows pools, not the reverse
-
         portal = self._live_portal()
         call = functools.partial(run_many, requests, pool=self.pool, **options)
         return cast("list[dict[str, Any]]", portal.call(call))

@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from coding_genesis.options import Trigger
 from coding_genesis.status import ErrorCode, FailureCategory
 
 __all__ = ["ChildFailure", "CostSource", "RunResponse", "RunResult"]
@@ -119,10 +120,10 @@ class RunResult(BaseModel):
     usage_source: str | None = None
     cost_usd: float | None = None
     #: Where ``cost_usd`` comes from: ``reported`` (by the CLI), ``computed``
-    #: (tokens x the price table) or ``unknown`` (see coding_genesis._observers.metering).
+    #: (tokens x the price table) or ``unknown`` (docs/metering.md).
     cost_source: CostSource | None = None
     #: Tokens (per model), turns, tool calls, context-window use and latency
-    #: (coding_genesis._observers.metering); None when metering is off.
+    #: (docs/metering.md); None when metering is off.
     metering: dict[str, Any] | None = None
     #: With a budget: ``outcome`` (ran, stopped, not_started), ``reason``,
     #: ``limits``, ``exceeded``, what this run ``charged`` and what the budget
@@ -173,7 +174,7 @@ class RunResult(BaseModel):
     #: Who started the run: the caller (``user``), or the CLI itself between
     #: the turns of a live session (``cli``: a background task that came back,
     #: say); such a turn is recorded like any other.
-    trigger: Literal["user", "cli"] = "user"
+    trigger: Trigger = "user"
     #: The terminal event's subtype (claude ``error_max_turns``, codex ``turn.failed``...).
     result_subtype: str | None = None
     #: What the run was stopped on, when the stopper knew it: the failure the
@@ -213,7 +214,7 @@ class RunResult(BaseModel):
     retry_history: list[dict[str, Any]] = Field(default_factory=list)
     #: The escalation record when the retry policy gave up by escalating.
     escalation: dict[str, Any] | None = None
-    #: This run's transcript directory (see coding_genesis._observers.transcript), if one was written.
+    #: This run's transcript directory (``transcripts=``), if one was written.
     transcript: str | None = None
     #: The verify command's last run (argv, status, exit_code, output_tail, ...;
     #: ``history``: every run of it), when one was given.
@@ -281,7 +282,7 @@ class RunResponse(TypedDict):
     approvals: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
     turn: int | None
-    trigger: Literal["user", "cli"]
+    trigger: Trigger
     result_subtype: str | None
     failure: dict[str, Any] | None
     completed_steps: list[str]

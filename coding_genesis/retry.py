@@ -29,9 +29,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from coding_genesis._util.clock import set_testing, testing
+from coding_genesis._util.renamed import warn_renamed
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import FailureCategory
 
@@ -68,6 +69,26 @@ class Action(enum.StrEnum):
     ESCALATE = "escalate"
 
 
+_CATEGORY_RENAMES = {
+    "base_delay_s": "base_delay",
+    "max_delay_s": "max_delay",
+    "retry_after_cap_s": "retry_after_cap",
+}
+
+
+def _old_keys(data: Any, names: Mapping[str, str], where: str) -> Any:
+    """Input (JSON from ``--retry`` or a run-many line, keywords) with 0.1's
+    ``_s`` names renamed, each with a DeprecationWarning."""
+    if not isinstance(data, Mapping) or not any(old in data for old in names):
+        return data
+    data = dict(data)
+    for old, new in names.items():
+        if old in data:
+            warn_renamed(where, old, new, stacklevel=6)
+            data[new] = data.pop(old)  # the caller's, over a dump's (with_category)
+    return data
+
+
 class CategoryPolicy(BaseModel):
     """How one failure category is retried (one entry of the retry strategies' ``retryStrategies``)."""
 
@@ -76,32 +97,56 @@ class CategoryPolicy(BaseModel):
     max_retries: Annotated[int, Field(ge=0, le=1000)] = 0
     backoff: Backoff = Backoff.FIXED
     #: Delay of the first retry, in seconds.
-    base_delay_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    base_delay: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     #: Cap on the computed delay (None: no cap).
-    max_delay_s: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
+    max_delay: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
     #: Full jitter: the delay is drawn uniformly from [0, delay).
     jitter: bool = False
     #: Wait what the CLI or API asked for (retry-after) instead of the backoff.
     use_retry_after: bool = False
     #: Longest retry-after honored; a longer one is cut to this.
-    retry_after_cap_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
+    retry_after_cap: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
     #: The timeout of the next attempt is multiplied by this (1.5 for timeouts).
     extend_timeout: Annotated[float, Field(ge=1.0, le=100.0, allow_inf_nan=False)] = 1.0
     #: What happens when this category is not retried (any more).
     on_give_up: Literal[Action.FAIL, Action.ESCALATE] = Action.FAIL
 
+    @model_validator(mode="before")
+    @classmethod
+    def old_names(cls, data: Any) -> Any:
+        """0.1's ``_s`` keys renamed (deprecated)."""
+        return _old_keys(data, _CATEGORY_RENAMES, "CategoryPolicy")
+
+    @property
+    def base_delay_s(self) -> float:
+        """0.1's name of :attr:`base_delay` (deprecated)."""
+        warn_renamed("CategoryPolicy", "base_delay_s", "base_delay")
+        return self.base_delay
+
+    @property
+    def max_delay_s(self) -> float | None:
+        """0.1's name of :attr:`max_delay` (deprecated)."""
+        warn_renamed("CategoryPolicy", "max_delay_s", "max_delay")
+        return self.max_delay
+
+    @property
+    def retry_after_cap_s(self) -> float:
+        """0.1's name of :attr:`retry_after_cap` (deprecated)."""
+        warn_renamed("CategoryPolicy", "retry_after_cap_s", "retry_after_cap")
+        return self.retry_after_cap
+
     def delay(self, retry_number: int, random: Callable[[], float] | None = None) -> float:
         """Backoff before retry ``retry_number`` (1-based), the retry strategies' ``calculateBackoff``."""
         n = max(1, retry_number)
-        base = self.base_delay_s
+        base = self.base_delay
         if self.backoff is Backoff.LINEAR:
             delay = base * n
         elif self.backoff is Backoff.EXPONENTIAL:
             delay = base * 2.0 ** min(n - 1, 60)
         else:
             delay = base
-        if self.max_delay_s is not None:
-            delay = min(delay, self.max_delay_s)
+        if self.max_delay is not None:
+            delay = min(delay, self.max_delay)
         if self.jitter:
             delay *= (random or _random.random)()
         return delay
@@ -109,8 +154,7 @@ class CategoryPolicy(BaseModel):
 
 #: Retries ``RetryPolicy.default()`` makes per category; a category absent here is
 #: not retried as-is.  This is the one table retryability is read from: the
-#: failure analysis decides ``failure.retryable`` with it
-#: (coding_genesis._failures.taxonomy.retry_verdict) and the default policy
+#: failure analysis decides ``failure.retryable`` with it and the default policy
 #: retries exactly these categories, so the two agree.  (The retry strategies
 #: call ``internal`` "Partiel": analyze and decide.  We decided: one retry after
 #: a pause.  Failure recovery's tool errors are retryable "after fixing the environment":
@@ -167,29 +211,29 @@ def _spec_defaults() -> dict[FailureCategory, CategoryPolicy]:
     shapes: dict[FailureCategory, dict[str, Any]] = {
         FailureCategory.TIMEOUT: {
             "backoff": Backoff.LINEAR,
-            "base_delay_s": 30.0,
+            "base_delay": 30.0,
             "extend_timeout": 1.5,
         },
         FailureCategory.NETWORK: {
             "backoff": Backoff.EXPONENTIAL,
-            "base_delay_s": 1.0,
-            "max_delay_s": 30.0,
+            "base_delay": 1.0,
+            "max_delay": 30.0,
         },
         # A hung CLI or tool: once more at once, continuing the session.
-        FailureCategory.STALLED: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+        FailureCategory.STALLED: {"backoff": Backoff.FIXED, "base_delay": 1.0},
         FailureCategory.RATE_LIMIT: {
             "backoff": Backoff.EXPONENTIAL,
-            "base_delay_s": 60.0,
+            "base_delay": 60.0,
             "use_retry_after": True,
         },
-        FailureCategory.AGENT_ERROR: {"backoff": Backoff.FIXED, "base_delay_s": 60.0},
+        FailureCategory.AGENT_ERROR: {"backoff": Backoff.FIXED, "base_delay": 60.0},
         # Failure recovery: partial success is "often retryable with adjusted approach" — the
         # continuation prompt is that adjustment.
-        FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay_s": 1.0},
+        FailureCategory.PARTIAL: {"backoff": Backoff.FIXED, "base_delay": 1.0},
         # The verify output is the continuation prompt (coding_genesis._pipeline.retrying).
-        FailureCategory.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
+        FailureCategory.VERIFY_FAILED: {"backoff": Backoff.FIXED, "base_delay": 0.0},
         # The validation error is the continuation prompt (coding_genesis._pipeline.retrying).
-        FailureCategory.INVALID_OUTPUT: {"backoff": Backoff.FIXED, "base_delay_s": 0.0},
+        FailureCategory.INVALID_OUTPUT: {"backoff": Backoff.FIXED, "base_delay": 0.0},
     }
     for category, retries in DEFAULT_RETRIES.items():
         policies[category] = CategoryPolicy(
@@ -223,14 +267,26 @@ class RetryPolicy(BaseModel):
 
     categories: Mapping[FailureCategory, CategoryPolicy] = Field(default_factory=_spec_defaults)
     #: Overall budget across attempts and waits, in seconds (None: no deadline).
-    deadline_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    deadline: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
     #: Continue the CLI session of the failed attempt when the backend can resume it;
     #: False starts every retry in a fresh session.
     resume: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def old_names(cls, data: Any) -> Any:
+        """0.1's ``deadline_s`` renamed (deprecated)."""
+        return _old_keys(data, {"deadline_s": "deadline"}, "RetryPolicy")
+
+    @property
+    def deadline_s(self) -> float | None:
+        """0.1's name of :attr:`deadline` (deprecated)."""
+        warn_renamed("RetryPolicy", "deadline_s", "deadline")
+        return self.deadline
+
     @classmethod
     def default(cls, **changes: Any) -> RetryPolicy:
-        """The default retry strategies (optionally with top-level changes, e.g. ``deadline_s``)."""
+        """The default retry strategies (optionally with top-level changes, e.g. ``deadline``)."""
         return cls.model_validate(changes) if changes else cls()
 
     @classmethod
@@ -320,15 +376,13 @@ class RetryPolicy(BaseModel):
             # A usage limit: retrying before its reset fails the same way.  Wait
             # for it within the deadline (without one, within the cap), else say when.
             allowed = (
-                self.deadline_s - elapsed_s
-                if self.deadline_s is not None
-                else policy.retry_after_cap_s
+                self.deadline - elapsed_s if self.deadline is not None else policy.retry_after_cap
             )
             if retry_after_s >= allowed:
                 bound = (
-                    f"the retry deadline of {self.deadline_s:g}s"
-                    if self.deadline_s is not None
-                    else f"retry_after_cap_s={policy.retry_after_cap_s:g}s"
+                    f"the retry deadline of {self.deadline:g}s"
+                    if self.deadline is not None
+                    else f"retry_after_cap={policy.retry_after_cap:g}s"
                 )
                 return Decision(
                     give_up,
@@ -340,24 +394,24 @@ class RetryPolicy(BaseModel):
                 f"(waiting for the usage limit to reset at {failure.retry_at})"
             )
             next_timeout = timeout_s
-            if self.deadline_s is not None and timeout_s is not None:
+            if self.deadline is not None and timeout_s is not None:
                 next_timeout = min(timeout_s, allowed - retry_after_s)
             return Decision(Action.RETRY, reason, retry_after_s, next_timeout)
         if policy.use_retry_after and retry_after_s is not None and retry_after_s >= 0:
-            delay = min(retry_after_s, policy.retry_after_cap_s)
+            delay = min(retry_after_s, policy.retry_after_cap)
             how = f"retry-after {retry_after_s:g}s" + (
-                f" (capped at {policy.retry_after_cap_s:g}s)" if delay < retry_after_s else ""
+                f" (capped at {policy.retry_after_cap:g}s)" if delay < retry_after_s else ""
             )
         else:
             delay = policy.delay(n, random)
             how = f"{policy.backoff} backoff" + (" with jitter" if policy.jitter else "")
         next_timeout = timeout_s * policy.extend_timeout if timeout_s is not None else None
-        if self.deadline_s is not None:
-            left = self.deadline_s - elapsed_s - delay
+        if self.deadline is not None:
+            left = self.deadline - elapsed_s - delay
             if left <= 0:
                 return Decision(
                     give_up,
-                    f"{cat}: waiting {delay:g}s would pass the retry deadline of {self.deadline_s:g}s",
+                    f"{cat}: waiting {delay:g}s would pass the retry deadline of {self.deadline:g}s",
                 )
             if next_timeout is not None:
                 next_timeout = min(next_timeout, left)

@@ -25,70 +25,39 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 
 from coding_genesis._pipeline.attempt import AttemptContext
-from coding_genesis._pipeline.hooking import unsupported_hooks
-from coding_genesis._pipeline.live import LiveLink, Trigger
-from coding_genesis._pipeline.opening import open_link, session_start
-from coding_genesis._pipeline.request import make_request
-from coding_genesis._pipeline.run import RunWiring
+from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._pipeline.opening import open_link
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.errors import AgentUsageError, ConfigError
-from coding_genesis.options import (
-    AGENT_DEFAULT,
-    KEEP_RESULTS,
-    LIVE_OPTION_NAMES,
-    LiveOptions,
-    RunOptions,
-)
+from coding_genesis.capabilities import steer_refusal
+from coding_genesis.errors import AgentUsageError
+from coding_genesis.options import KEEP_RESULTS
+from coding_genesis.request import Request, RunOptions
 from coding_genesis.result import RunResponse, RunResult
+from coding_genesis.status import NOT_RUN, ErrorCode
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Backend
+    from coding_genesis._pipeline.runner import Runner
     from coding_genesis.events import Event
     from coding_genesis.observer import RunObserver
 
-__all__ = ["Session", "SessionOwner", "SyncSession", "TurnStream"]
+__all__ = ["Session", "SyncSession", "TurnStream"]
 
 log = logging.getLogger("coding_genesis.session")
 
 #: What a turn the CLI started by itself is asked for (it is never sent: the
 #: CLI's own work is the turn; the run log and the transcript show this).
 _CLI_PROMPT = "(a turn the CLI started by itself, between the caller's turns)"
-#: How long a turn the CLI wants waits for the agent, busy with another run.
-_BUSY_WAIT = 0.05
-
-
-class SessionOwner(Protocol):
-    """What a session needs of its agent (the agent is above this module)."""
-
-    @property
-    def backend(self) -> Backend: ...
-
-    @property
-    def name(self) -> str: ...
-
-    def subscribe(self, callback: Callable[[Any], object]) -> Any: ...
-
-    def two_way_backends(self, *, steering: bool = False) -> list[str]: ...
-
-    def claim_session(self, session: Session | None) -> None: ...
-
-    async def _request(
-        self,
-        prompt: str,
-        options: RunOptions,
-        link: LiveLink | None = None,
-        trigger: Trigger = "user",
-    ) -> RunResult: ...
 
 
 def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
@@ -128,44 +97,18 @@ class TurnStream:
 class Session:
     """A live conversation with one CLI process (see the module's docstring)."""
 
-    def __init__(self, agent: SessionOwner, wiring: RunWiring, options: LiveOptions) -> None:
-        unknown = set(options) - LIVE_OPTION_NAMES
-        if unknown:
-            raise TypeError(f"session() got unexpected keyword argument(s) {sorted(unknown)}")
-        given = {k: v for k, v in options.items() if v is not AGENT_DEFAULT}
-        keep = given.pop("keep_results", KEEP_RESULTS)
-        if keep != "all" and (type(keep) is not int or keep < 0):
-            raise AgentUsageError(f"keep_results must be an int >= 0 or 'all', got {keep!r}")
-        backend = agent.backend
-        protocol = backend.control()
-        if protocol is None:
-            raise AgentUsageError(
-                f"backend {backend.name!r} has no two-way protocol: a live session needs one; "
-                f"backends that have one: {', '.join(agent.two_way_backends()) or '(none)'}"
-            )
-        config = wiring.config
-        if config.isolation is not None or config.verify:
-            raise AgentUsageError(
-                "a live session runs in its working directory: isolation= and verify= "
-                "apply to one-shot runs only"
-            )
-        try:
-            self._request = make_request(config, backend, "session", cast("RunOptions", given))
-        except ConfigError as exc:
-            raise AgentUsageError(str(exc)) from None
-        refused = unsupported_hooks(backend.name, protocol, self._request.hooks)
-        if refused is not None:
-            raise AgentUsageError(refused)
-        if self._request.tools and not protocol.can_host_tools:
-            raise AgentUsageError(
-                f"backend {backend.name!r} cannot call the caller's functions (tools=) "
-                "in a live session"
-            )
-        self._agent = agent
-        self._wiring = wiring
+    def __init__(
+        self, runner: Runner, request: Request, keep_results: int | Literal["all"] = KEEP_RESULTS
+    ) -> None:
+        """Made by ``agent.session()``: the agent's runner and the session's
+        request, built and checked there."""
+        protocol = runner.wiring.backend.control()
+        assert protocol is not None  # the capability check asked for one
+        keep = keep_results
+        self._runner = runner
+        self._wiring = runner.wiring
+        self._request = request
         self._protocol = protocol
-        #: The options of each turn (``resume`` only opens the session).
-        self._turn_options = cast("RunOptions", {k: v for k, v in given.items() if k != "resume"})
         #: Our key of the session: the marker of its processes, its ledger record.
         self.key = uuid.uuid4().hex
         self._link: LiveLink | None = None
@@ -227,7 +170,7 @@ class Session:
     def _claim(self) -> None:
         if self._closed or self._link is not None or self._tg is not None:
             raise AgentUsageError("a session is opened once")
-        self._agent.claim_session(self)
+        self._runner.claim(self)
 
     async def __aenter__(self) -> Session:
         self._claim()
@@ -238,7 +181,7 @@ class Session:
             await tg.start(self._host)
         except BaseException as exc:
             self._tg = None
-            self._agent.claim_session(None)
+            self._runner.claim(None)
             await tg.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
@@ -274,17 +217,12 @@ class Session:
                 on_stdin=_fan_out([w.stdin for w in watching]),
             )
             async with open_link(
-                wiring.config,
                 wiring.backend,
                 self._protocol,
-                session_start(request, approvals=request.approver is not None),
+                request,
                 marker=key,
-                timeout=request.timeout,
-                approver=request.approver,
-                approval_timeout=request.approval_timeout,
                 stop=StopHandle(),
                 context=context,
-                request=request,
             ) as link:
                 self._link = link
                 link.takes_cli_turns = True
@@ -297,7 +235,7 @@ class Session:
             self._closed = True
             if wiring.ledger is not None:
                 wiring.ledger.remove(self.key)
-            self._agent.claim_session(None)
+            self._runner.claim(None)
             self._ended()
             self._done.set()
 
@@ -346,13 +284,11 @@ class Session:
         """One turn: the typed result (never raises for a runtime failure).
         A turn the CLI started by itself (:meth:`cli_turn`) ends first."""
         link = self._live("send()")
-        options = dict(self._turn_options)
-        if timeout is not None:
-            options["timeout"] = timeout
+        options: RunOptions = {"timeout": timeout} if timeout is not None else {}
         while link.alive and (self._cli_busy or link.between.wanted.is_set()):
             await self._cli_done.wait()
-        result = await self._agent._request(prompt, cast("RunOptions", options), link)
-        if result.error not in ("busy", "degraded", "invalid_request"):
+        result = await self._runner.run(prompt, options, session=link)
+        if result.error not in NOT_RUN:
             self._record(result)
         if not link.alive:
             await self.close()
@@ -380,11 +316,9 @@ class Session:
             self._cli_busy = True
             try:
                 while link.alive and link.between.wanted.is_set():
-                    result = await self._agent._request(
-                        _CLI_PROMPT, cast("RunOptions", dict(self._turn_options)), link, "cli"
-                    )
-                    if result.error == "busy":  # the agent's own run (or a turn's tail)
-                        await anyio.sleep(_BUSY_WAIT)
+                    result = await self._runner.run(_CLI_PROMPT, session=link, trigger="cli")
+                    if result.error == ErrorCode.BUSY:  # the agent's own run (or a turn's tail)
+                        await self._runner.wait_idle()
                         continue
                     self._record(result)
             finally:
@@ -414,7 +348,7 @@ class Session:
         for event in turn: ...``; then ``turn.result``."""
         self._live("stream()")
         turn = TurnStream()
-        subscription = self._agent.subscribe(turn._put)
+        subscription = self._wiring.bus.subscribe(turn._put)
         try:
             async with anyio.create_task_group() as tg:
 
@@ -448,12 +382,9 @@ class Session:
     async def steer(self, text: str) -> None:
         """Add ``text`` to the running turn (codex)."""
         link = self._live("steer()")
-        if not self._protocol.can_steer:
-            names = self._agent.two_way_backends(steering=True)
-            raise AgentUsageError(
-                f"backend {self._agent.backend.name!r} cannot steer a running turn; "
-                f"backends that can: {', '.join(names) or '(none)'}"
-            )
+        refused = steer_refusal(self._wiring.backend)
+        if refused is not None:
+            raise AgentUsageError(refused)
         if not link.running:
             raise AgentUsageError(
                 "steer() needs a running turn (use send() to start one; wait_for_turn() "
@@ -472,7 +403,7 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._link else "new")
-        return f"Session(backend={self._agent.backend.name!r}, key={self.key!r}, {state})"
+        return f"Session(backend={self._wiring.backend.name!r}, key={self.key!r}, {state})"
 
 
 class SyncTurns:
@@ -543,3 +474,22 @@ class SyncSession(SyncTurns):
     @property
     def closed(self) -> bool:
         return self.session.closed
+
+
+def __getattr__(name: str) -> Any:
+    if name != "SessionOwner":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "coding_genesis.session.SessionOwner is deprecated: a session is given its "
+        "agent's runner, never the agent",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _SessionOwner
+
+
+class _SessionOwner(Protocol):
+    """0.1's name of what a session needed of its agent (unused)."""
+
+    @property
+    def name(self) -> str: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AgentState", "ErrorCode", "FailureCategory", "Status"]
+__all__ = ["NOT_RUN", "AgentState", "ErrorCode", "FailureCategory", "Status"]
 
 
 class AgentState(enum.StrEnum):
@@ -106,6 +106,11 @@ class ErrorCode(enum.StrEnum):
     #: The CLI stopped at its turn limit (``max_turns=``) before it finished
     #: (status 1; category ``partial``: what it did so far is in the result).
     MAX_TURNS = "max_turns"
+
+
+#: The answers given without running anything: the agent was busy or
+#: DEGRADED, or the request was invalid (a session records none of them).
+NOT_RUN = frozenset({ErrorCode.BUSY, ErrorCode.DEGRADED, ErrorCode.INVALID_REQUEST})
 
 
 class FailureCategory(enum.StrEnum):

@@ -156,8 +156,8 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             ("AgentSettings", "The keywords an agent (and `AgentConfig`, `RunSpec`) accepts."),
             ("RunOptions", "The keywords of one `run()` call."),
-            ("TurnOptions", "The options a session's turns share with a one-shot run."),
-            ("SessionOptions", "The options of one request that are not agent settings."),
+            ("RequestOptions", "The options a session's turns share with a one-shot run."),
+            ("CallOptions", "The options only a call takes: `resume`, `request_key`."),
             ("LiveOptions", "The keywords of `agent.session()`."),
             ("AGENT_DEFAULT", '"Use the agent\'s own setting" for an option of one run.'),
             ("Permissions", "A permission level: `read-only`, `edit` or `full`."),
@@ -184,8 +184,7 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
                 "A CLI that speaks a format we read, described by an argv template.",
             ),
             ("load_backends_file", "Generic backends from a TOML file."),
-            ("AttemptRequest", "What one attempt asks of a backend."),
-            ("RunRequest", "0.1.0's name of `AttemptRequest`."),
+            ("Request", "One request, validated once: what a backend and a protocol are handed."),
             ("CommandSpec", "How to start the CLI: arguments, stdin, environment."),
             (
                 "RepositoryFile",
@@ -204,6 +203,10 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("GenesisError", "The root of every exception coding-genesis raises."),
             ("ConfigError", "An argument is wrong (raised at once)."),
             ("AgentUsageError", "The API was used in a way it cannot support."),
+            (
+                "RefusedError",
+                "The request cannot run as asked on this backend (both of the above).",
+            ),
             ("InvalidCwdError", "The working directory does not exist or cannot be used."),
             ("InvalidTimeoutError", "A timeout that is not a finite positive number."),
             ("UnknownBackendError", "No backend is registered under that name."),

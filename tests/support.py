@@ -15,8 +15,12 @@ from typing import Any, TypeVar
 
 import psutil
 
-from coding_genesis import CodingGenesisAgent, Event
+from coding_genesis import CodingGenesisAgent, Decision, Event
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
+from coding_genesis._util.schema import OutputSchema
+from coding_genesis.approval import ApprovalRequest
+from coding_genesis.hooks import HookInput, HookResult
+from coding_genesis.request import Request
 
 #: Set in this test session's environment and inherited by every process it
 #: starts, so leak checks never touch another session's processes.
@@ -48,6 +52,48 @@ def present(value: T | None) -> T:
     ``worktree``, ``failure``...) that the test expects there."""
     assert value is not None, "expected a value, got None"
     return value
+
+
+def _refuse(request: ApprovalRequest) -> Decision:
+    return Decision.deny("no approver in this test")
+
+
+def _observe(event: HookInput) -> HookResult:
+    return HookResult()
+
+
+def cli_request(
+    prompt: str = "",
+    cwd: str = "/w",
+    *,
+    approvals: bool = False,
+    hooks: Iterable[str] = (),
+    hook_wait: float | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> Request:
+    """A request as a backend's command or a control protocol's codec is
+    handed one, spelled as their tests need it: ``approvals`` gives it an
+    approver (one that refuses), ``hooks`` a hook for each event named,
+    ``hook_wait`` the hook and approval timeouts that make the CLI wait that
+    long for one hook point; ``output_schema`` is taken as it is (a codec's
+    test may give one the door would refuse); sequences become tuples."""
+    if approvals:
+        fields["approver"] = _refuse
+    if hooks:
+        fields["hooks"] = {event: (_observe,) for event in hooks}
+    if hook_wait is not None:
+        if approvals:
+            fields["approval_timeout"] = 1.0
+        fields["hook_timeout"] = hook_wait - 5.0 - (1.0 if approvals else 0.0)
+    if output_schema is not None:
+        fields["output_schema"] = OutputSchema(output_schema)
+    for name in ("extra_args", "tools", "setting_sources", "stop_signals", "env_allow"):
+        if isinstance(fields.get(name), list):
+            fields[name] = tuple(fields[name])
+    request = Request(prompt, cwd, **fields)
+    assert hook_wait is None or request.hook_wait == hook_wait, request.hook_wait
+    return request
 
 
 class QuietObserver:

@@ -39,6 +39,7 @@ def test_workload_is_deterministic_and_well_formed(tmp_path: Path) -> None:
     assert max(len(line) + 1 for line in lines) == stream.max_line >= 256 * 1024
 
 
+@pytest.mark.slow
 def test_correctness_lines_are_what_they_claim(tmp_path: Path) -> None:
     assert len(data.line_with("big", 300_000)) >= 300_000
     orjson.loads(data.line_with("big", 300_000))

@@ -92,6 +92,7 @@ def test_examples_are_found() -> None:
     assert all(b.lang for b in ALL), [b.id for b in ALL if not b.lang]
 
 
+@pytest.mark.slow
 def test_python_examples_type_check(tmp_path: Path) -> None:
     checked = [b for b in PYTHON if b.code not in EXAMPLE_FILES]
     files = []
@@ -123,6 +124,7 @@ def test_python_examples_type_check(tmp_path: Path) -> None:
     assert done.returncode == 0, report + done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
 def test_run_examples_run(block: Block, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
@@ -277,9 +279,9 @@ def render_api_index() -> str:
     lines += [
         "`__version__` is the installed package's version (read from its metadata on first use).",
         "",
-        "## Defined in private modules",
+        "## At the top level",
         "",
-        "These names are public; the modules that define them are not (they may move in any release).",
+        "These names live at the top level (`coding_genesis.NAME` is their home; their code may move).",
         "",
     ]
     for name in sorted(here, key=str.lower):
@@ -367,6 +369,7 @@ def run_genesis(argv: list[str], where: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("block", "argv"), FAILER_RUNS)
 def test_failer_run_output_shown_is_real(block: Block, argv: list[str], tmp_path: Path) -> None:
     # The console blocks show what `genesis run` printed: run it again, compare all but the

@@ -36,6 +36,7 @@ def test_docs_show_the_example_verbatim(name: str) -> None:
     assert f"```python\n{code}```" in EMBEDDING
 
 
+@pytest.mark.slow
 def test_asyncio_example() -> None:
     out = run_example("embed_asyncio.py").splitlines()
     assert out[-4:] == [
@@ -47,6 +48,7 @@ def test_asyncio_example() -> None:
     assert "  #2 run_started" in out
 
 
+@pytest.mark.slow
 def test_langgraph_example_streams_events() -> None:
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
     out = run_example("embed_langgraph.py").splitlines()
@@ -57,6 +59,7 @@ def test_langgraph_example_streams_events() -> None:
     assert out[-1].startswith("status: 0 message: ")
 
 
+@pytest.mark.slow
 def test_ray_example() -> None:
     pytest.importorskip("ray", reason="the ray extra is not installed")
     out = run_example("embed_ray.py", timeout=110).splitlines()

@@ -56,6 +56,7 @@ LIBRARY_RUNS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_library_writes_nothing_unless_asked(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -75,6 +76,7 @@ def test_the_library_writes_nothing_unless_asked(tmp_path: Path) -> None:
     assert _files(work) == []
 
 
+@pytest.mark.slow
 def test_the_genesis_command_records_runs_by_default(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -102,6 +104,7 @@ def test_the_genesis_command_records_runs_by_default(tmp_path: Path) -> None:
     assert result["run_id"][:12] in show.stdout
 
 
+@pytest.mark.slow
 def test_files_we_write_are_private_even_with_a_permissive_umask(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     base = tmp_path / "runs"
@@ -119,6 +122,7 @@ def test_files_we_write_are_private_even_with_a_permissive_umask(tmp_path: Path)
     assert stat.S_IMODE((tmp_path / "log" / "runs.jsonl").stat().st_mode) == 0o600
 
 
+@pytest.mark.slow
 def test_a_clis_own_exit_code_is_never_mistaken_for_ours(
     tmp_path: Path, portal: BlockingPortal
 ) -> None:
@@ -131,6 +135,7 @@ def test_a_clis_own_exit_code_is_never_mistaken_for_ours(
         assert result["error"] == "cli_error"
 
 
+@pytest.mark.slow
 def test_a_signal_we_did_not_send_stays_128_plus_n(tmp_path: Path, portal: BlockingPortal) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"kill_self": "SIGSEGV"}])
@@ -177,6 +182,7 @@ def test_one_frozen_config_object() -> None:
     assert config.replace(grace=0.5).grace == 0.5
 
 
+@pytest.mark.slow
 def test_the_response_is_typed_with_a_documented_dict(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer")
     response = agent.run_sync("/fail")
@@ -192,6 +198,7 @@ def test_the_response_is_typed_with_a_documented_dict(tmp_path: Path) -> None:
     assert set(Status) >= {Status.OK, Status.FAILED, Status.USAGE, Status.TIMEOUT}
 
 
+@pytest.mark.slow
 def test_events_are_typed_one_class_per_kind() -> None:
     agent = CodingGenesisAgent("failer")
     seen: list[Any] = []
@@ -204,8 +211,9 @@ def test_events_are_typed_one_class_per_kind() -> None:
     assert all(isinstance(e, RunEvent) for e in seen)  # the union covers every kind
 
 
+@pytest.mark.slow
 def test_the_duration_counts_every_attempt_of_a_retried_run(tmp_path: Path) -> None:
-    policy = retry.RetryPolicy.default().with_category("network", base_delay_s=0.3)
+    policy = retry.RetryPolicy.default().with_category("network", base_delay=0.3)
     agent = CodingGenesisAgent("failer", retry=policy, options={"state_dir": str(tmp_path)})
     result = agent.run_sync("/fail-then-succeed 2")  # real (short) waits: 0.3 s, 0.6 s
     assert result["status"] == 0 and result["attempts"] == 3
@@ -213,6 +221,7 @@ def test_the_duration_counts_every_attempt_of_a_retried_run(tmp_path: Path) -> N
     assert result["duration_s"] >= attempts + 0.9
 
 
+@pytest.mark.slow
 def test_the_default_backend_is_claude_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -279,6 +288,7 @@ JQ_EXAMPLE = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_the_jq_examples_on_the_failer_print_something() -> None:
     from coding_genesis._cli.run import EXAMPLES
 

@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 USER_BACKENDS = '"""A user\'s own package that happens to be called backends."""\n\nMINE = True\n'
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "coding_genesis"
 
@@ -56,6 +58,20 @@ def test_the_contracts_hold_and_a_broken_layer_fails(tmp_path: Path) -> None:
     # One forbidden import: the supervision layer reaching up to the agent.
     process = project / "coding_genesis" / "_supervision" / "process.py"
     process.write_text(process.read_text() + "\nimport coding_genesis.agent  # noqa\n")
+    broken = _run(project)
+    assert broken.returncode != 0, broken.stdout
+    assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
+
+
+def test_a_type_checking_import_counts(tmp_path: Path) -> None:
+    """An annotation is an edge like any other: one imported for type checkers
+    only, from the supervision layer up to the agent, breaks the layers too."""
+    project = _copy_project(tmp_path)
+    process = project / "coding_genesis" / "_supervision" / "process.py"
+    process.write_text(
+        process.read_text()
+        + "\nif TYPE_CHECKING:\n    from coding_genesis.agent import CodingGenesisAgent  # noqa\n"
+    )
     broken = _run(project)
     assert broken.returncode != 0, broken.stdout
     assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
@@ -122,3 +138,76 @@ def test_no_private_name_crosses_its_subpackage() -> None:
                 if _unit(target) != _unit(module):
                     crossings.append(f"{module}: {node.value.id}.{node.attr} ({target})")
     assert not crossings, "\n".join(crossings)
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """The root imports every public name (under TYPE_CHECKING, and lazily):
+    a module that imports it reaches every layer at once."""
+    found = []
+    for module, path in _modules():
+        if module == "coding_genesis":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [
+                    f"{module}: import {a.name}" for a in node.names if a.name == "coding_genesis"
+                ]
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and node.module == "coding_genesis"
+            ):
+                found.append(f"{module}: from coding_genesis import ...")
+    assert not found, "\n".join(found)
+
+
+def _unmarked_lazy_imports(path: Path) -> list[int]:
+    """The lines of function-level imports of the package in ``path`` that no
+    ``# lazy: <why>`` comment explains (on the import, or above a run of imports)."""
+    lines = path.read_text().splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                ours = any(a.name.startswith("coding_genesis") for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                ours = node.level > 0 or (node.module or "").startswith("coding_genesis")
+            else:
+                continue
+            if not ours:
+                continue
+            said = lines[node.lineno - 1 : node.end_lineno]
+            at = node.lineno - 2
+            while at >= 0:  # up through the run of imports (and blank lines) it is in
+                text = lines[at].strip()
+                said.append(text)
+                if (
+                    text
+                    and not text.startswith(("import ", "from ", "#", ")"))
+                    and not (text.endswith(",") and " " not in text)
+                ):
+                    break
+                at -= 1
+            if not any("# lazy:" in line for line in said):
+                found.append(node.lineno)
+    return found
+
+
+def test_every_function_level_import_says_why_it_is_lazy() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for _, path in _modules()
+        for line in _unmarked_lazy_imports(path)
+    ]
+    assert not found, "add `# lazy: <why>` above or on: " + ", ".join(found)
+
+
+def test_the_lazy_rule_sees_an_unmarked_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f():\n    from coding_genesis import errors\n\n"
+        "def g():\n    # lazy: start-up\n    import coding_genesis.errors\n"
+    )
+    assert _unmarked_lazy_imports(module) == [2]

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 

@@ -46,6 +46,7 @@ def test_import_loads_no_heavy_dependency() -> None:
     assert ours == {"coding_genesis"}
 
 
+@pytest.mark.slow
 def test_public_names_resolve_on_first_use() -> None:
     top, _ = loaded(
         "import coding_genesis as cg\n"
@@ -123,6 +124,7 @@ def test_a_command_loads_no_other_command(argv: list[str], module: str) -> None:
     assert ours & commands == {f"coding_genesis._cli.{module}"}, ours
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["--help"], ["no-such-command"], ["run_many"], ["--retry"]])
 def test_help_and_errors_still_know_every_command(argv: list[str]) -> None:
     proc = subprocess.run(

@@ -66,6 +66,7 @@ def test_run_shows_every_run_option_defaulting_to_the_agent_setting() -> None:
     assert signature.parameters["retry"].annotation == "RetrySetting"
 
 
+@pytest.mark.slow
 def test_an_option_given_as_its_shown_default_is_the_agent_setting(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer", retry=1, cwd=str(tmp_path))
     options: dict[str, Any] = {"retry": AGENT_DEFAULT, "timeout": AGENT_DEFAULT}
@@ -105,6 +106,7 @@ def _keys(response: RunResponse) -> set[str]:
     return set(response)
 
 
+@pytest.mark.slow
 def test_the_response_typeddict_names_the_keys_of_a_success_and_a_failure(
     tmp_path: Path,
 ) -> None:
@@ -129,6 +131,7 @@ def test_a_run_spec_refuses_an_unknown_field_at_once() -> None:
     assert spec.agent_kwargs() == {"timeout": 3}
 
 
+@pytest.mark.slow
 def test_run_many_answers_an_item_with_an_unknown_field_at_its_index(tmp_path: Path) -> None:
     results = run_many_sync(
         [
@@ -145,6 +148,7 @@ def test_run_many_answers_an_item_with_an_unknown_field_at_its_index(tmp_path: P
     assert "tiemout" in results[1]["message"]
 
 
+@pytest.mark.slow
 def test_genesis_run_many_answers_a_line_with_an_unknown_field_with_64(tmp_path: Path) -> None:
     lines = [
         {"prompt": "hello", "backend": "failer", "cwd": str(tmp_path)},

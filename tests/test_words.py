@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 SOURCES = [
     *sorted((ROOT / "coding_genesis").rglob("*.py")),
@@ -30,10 +32,12 @@ def _hits(pattern: re.Pattern[str]) -> list[str]:
     return hits
 
 
+@pytest.mark.slow
 def test_no_design_document_is_named_by_its_number() -> None:
     assert _hits(re.compile(r"\bspec 00\d", re.IGNORECASE)) == []
 
 
+@pytest.mark.slow
 def test_the_spelling_is_american() -> None:
     assert _hits(BRITISH) == []
 

@@ -25,9 +25,9 @@ __all__ = ["LimitGate"]
 class LimitGate:
     """Shared by the tasks of one batch (one event loop: no lock needed)."""
 
-    def __init__(self, clock: Clock, deadline_s: float | None) -> None:
+    def __init__(self, clock: Clock, deadline: float | None) -> None:
         self._clock = clock
-        self._deadline = clock.monotonic() + deadline_s if deadline_s is not None else None
+        self._deadline = clock.monotonic() + deadline if deadline is not None else None
         #: Wall-clock time the limit resets at, and the failure that said so.
         self._until: float | None = None
         self._failure: Mapping[str, Any] | None = None

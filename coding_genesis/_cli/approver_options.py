@@ -4,13 +4,14 @@ the command line and chained (refusals first), and, for a person at a
 terminal, the question asked inline (``--ask``; always in ``genesis chat``).
 
 An approver of a batch comes from the command line only: a JSON line is data,
-and a line that names one is refused (:func:`batch_line_problem`).
+and a line that names one is refused
+(:func:`~coding_genesis.capabilities.untrusted_problem`).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from coding_genesis._cli.common import positive_seconds
 from coding_genesis._cli.repository import absolute_path
@@ -19,20 +20,14 @@ if TYPE_CHECKING:
     from coding_genesis.approval import Approver
 
 __all__ = [
-    "APPROVER_FIELDS",
     "ASK_TIMEOUT",
     "add_approver_arguments",
     "approval_timeout",
     "approver_from",
-    "batch_line_problem",
 ]
 
 #: What a person has to answer a question asked at the terminal, by default.
 ASK_TIMEOUT = 300.0
-
-#: The keys of a batch line that would choose an approver: refused, even with
-#: --trusted-input (an approver is code, and the command line's to choose).
-APPROVER_FIELDS = frozenset({"approver", "approve_tools", "deny_commands", "writes_under"})
 
 
 def add_approver_arguments(parser: argparse.ArgumentParser, *, ask: bool = False) -> None:
@@ -117,14 +112,3 @@ def approval_timeout(args: argparse.Namespace, *, asking: bool) -> float | None:
     asked gets longer."""
     timeout: float | None = args.approval_timeout
     return ASK_TIMEOUT if timeout is None and asking else timeout
-
-
-def batch_line_problem(value: dict[str, Any]) -> str | None:
-    """Why a batch line may not run: it names an approver (None: it does not)."""
-    named = sorted(str(k) for k in value if k in APPROVER_FIELDS)
-    if not named:
-        return None
-    return (
-        f"refused field(s) {', '.join(named)}: an approver comes only from the command line "
-        "(--approve-tools, --deny-commands, --writes-under), never from a batch line"
-    )

@@ -11,8 +11,8 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from coding_genesis._observers.budget import Budget
     from coding_genesis._observers.prices import ModelPrice
+    from coding_genesis.budget import Budget
 
 __all__ = ["add_budget_arguments", "budget_from", "prices_from"]
 
@@ -105,7 +105,7 @@ def budget_from(args: argparse.Namespace) -> Budget | None:
     if all(v is None for v in limits.values()):
         return None
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._observers.budget import Budget
+    from coding_genesis.budget import Budget
 
     return Budget(
         **{k: v for k, v in limits.items() if v is not None},

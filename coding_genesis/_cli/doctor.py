@@ -119,7 +119,8 @@ async def _version(
 ) -> tuple[str, str]:
     """(status, detail) of ``argv --version`` (or ``version_args``) run under supervision."""
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._supervision.process import SupervisorConfig, run_process
+    from coding_genesis._supervision.process import run_process
+    from coding_genesis._supervision.values import SupervisorConfig
 
     chunks: list[bytes] = []
 
@@ -197,10 +198,10 @@ def _claude_stripped() -> list[str]:
     """Inherited variables the claude backend removes from the CLI's environment."""
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._supervision.childenv import build_env
-    from coding_genesis.backend import AttemptRequest
     from coding_genesis.backends.claude import ClaudeBackend
+    from coding_genesis.request import Request
 
-    spec = ClaudeBackend().build_command(AttemptRequest(prompt="doctor", cwd=os.getcwd()))
+    spec = ClaudeBackend().build_command(Request(prompt="doctor", cwd=os.getcwd()))
     kept = build_env(os.environ, unset=spec.unset_env)
     return sorted(n for n in os.environ if n not in kept)
 
@@ -298,8 +299,9 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     from coding_genesis._pipeline.attempt import Refusal, resolve_program
     from coding_genesis._supervision.childenv import build_env
     from coding_genesis.agent import CodingGenesisAgent
-    from coding_genesis.backend import AttemptRequest, plugin_entry_points
+    from coding_genesis.backend import plugin_entry_points
     from coding_genesis.errors import ConfigError
+    from coding_genesis.request import Request
 
     try:
         agent = CodingGenesisAgent(name, cli_path=cli_path_for(name, cli_path))
@@ -347,7 +349,7 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
             # lazy: `genesis --help` imports only the parsers
             from coding_genesis._pipeline.overlay import materialised
 
-            spec = backend.build_command(AttemptRequest(prompt="doctor", cwd=os.getcwd()))
+            spec = backend.build_command(Request(prompt="doctor", cwd=os.getcwd()))
             version_args = backend.version_args
             with materialised(spec) as ready:  # the CLI sees its settings overlay, as in a run
                 env = build_env(os.environ, unset=ready.unset_env, add=ready.env)

@@ -160,7 +160,7 @@ def execute(
 
 def _keyboard(asker: TerminalAsker | None) -> TerminalLines | None:
     """The terminal keys are typed on (the asker's), if stdin is one."""
-    from coding_genesis._cli.asking import TerminalLines
+    from coding_genesis._cli.asking import TerminalLines  # lazy: only a terminal needs it
 
     if asker is not None:
         return asker.lines

@@ -105,7 +105,7 @@ def usage_line(result: Mapping[str, Any]) -> str | None:
 
 
 def budget_line(result: Mapping[str, Any]) -> str | None:
-    """What a budget did to this run (coding_genesis._observers.budget); None without one."""
+    """What a budget did to this run (coding_genesis.budget); None without one."""
     budget = result.get("budget")
     if not isinstance(budget, Mapping):
         return None

@@ -75,7 +75,7 @@ def retry_policy(args: argparse.Namespace) -> RetryPolicy | None:
         policy = policy.with_retries(args.retries)
     changes: dict[str, Any] = {}
     if args.retry_deadline is not None:
-        changes["deadline_s"] = args.retry_deadline
+        changes["deadline"] = args.retry_deadline
     if args.retry_fresh:
         changes["resume"] = False
     return policy.model_copy(update=changes) if changes else policy

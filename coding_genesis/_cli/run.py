@@ -232,7 +232,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    # Imported here, not at the top: `genesis --help` loads this module too.
+    # lazy: `genesis --help` loads this module too
     from coding_genesis._cli.approver_options import approval_timeout, approver_from
     from coding_genesis._cli.env import (
         backends_file,
@@ -259,7 +259,7 @@ def handle(args: argparse.Namespace) -> int:
     backend = args.backend or default_backend()
     asker = None
     if args.ask:
-        from coding_genesis._cli.asking import TerminalAsker, TerminalLines
+        from coding_genesis._cli.asking import TerminalAsker, TerminalLines  # lazy: --ask only
 
         asker = TerminalAsker(TerminalLines(sys.stdin.fileno()), scope="run")
     try:

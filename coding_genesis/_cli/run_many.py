@@ -11,7 +11,7 @@ import sys
 import tempfile
 from typing import IO, Any
 
-from coding_genesis._cli.approver_options import add_approver_arguments, batch_line_problem
+from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import (
     add_line_defaults,
@@ -139,64 +139,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
-#: What an untrusted line may set: data, never an executable, an argument,
-#: an environment variable or a permission level.
-UNTRUSTED_FIELDS = frozenset(
-    {
-        "prompt",
-        "backend",
-        "model",
-        "timeout",
-        "idle_timeout",
-        "cwd",
-        "name",
-        "resume",
-        "request_key",
-        "retry",
-        "options",
-        # Isolation is data: a branch from a base commit, in a directory of ours.
-        # (``verify`` runs a program: only with --trusted-input.)
-        "isolation",
-        "isolation_base",
-        "keep",
-        "carry_uncommitted",
-        "include_diff",
-    }
-)
-#: The options an untrusted line may set.
-UNTRUSTED_OPTIONS = frozenset({"max_turns"})
-
-
-def untrusted_problem(value: dict[str, Any]) -> str | None:
-    """Why an untrusted line may not run as written (None: it may)."""
-    refused = sorted(str(k) for k in value if k not in UNTRUSTED_FIELDS)
-    options = value.get("options")
-    if options is not None:
-        if not isinstance(options, dict):
-            refused.append("options")
-        else:
-            refused += sorted(f"options.{k}" for k in options if k not in UNTRUSTED_OPTIONS)
-    if refused:
-        return (
-            f"refused field(s) {', '.join(refused)}: a run-many file may set only "
-            f"{', '.join(sorted(UNTRUSTED_FIELDS))} (options: max_turns); "
-            "pass --trusted-input to accept the rest (it lets the file run any program)"
-        )
-    for key in ("model", "resume"):
-        text = value.get(key)
-        if isinstance(text, str) and text.startswith("-"):
-            return f"refused {key} {text[:40]!r}: it would read as a command-line option"
-    return None
-
-
 def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
     """One request per non-blank line: the decoded object, or an
     :class:`~coding_genesis.batch.InvalidRequest` saying what is wrong with it
-    (unless ``trusted``, a line setting more than :data:`UNTRUSTED_FIELDS`)."""
+    (unless ``trusted``, a line setting more than the data
+    :data:`~coding_genesis.capabilities.UNTRUSTED` allows)."""
     import orjson
 
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.batch import InvalidRequest
+    from coding_genesis.capabilities import untrusted_problem
 
     requests: list[Any] = []
     for number, line in enumerate(lines, 1):
@@ -214,7 +166,7 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
                 )
             )
             continue
-        problem = batch_line_problem(value) or (None if trusted else untrusted_problem(value))
+        problem = untrusted_problem(value, trusted=trusted)
         if problem is not None:
             requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
             continue

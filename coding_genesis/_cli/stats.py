@@ -28,7 +28,7 @@ The run log is $GENESIS_RUN_LOG, else $XDG_STATE_HOME/coding-genesis/runs.jsonl
 
 
 def _window(text: str) -> float | None:
-    from coding_genesis._observers.runlog import parse_window  # at use: --help loads no orjson
+    from coding_genesis._observers.runlog import parse_window  # lazy: --help loads no orjson
 
     try:
         return parse_window(text)
@@ -89,7 +89,7 @@ def register(subparsers: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import run_log_path
-    from coding_genesis._observers.runlog import failure_stats, usage_stats  # at use: as above
+    from coding_genesis._observers.runlog import failure_stats, usage_stats
 
     path = args.log if args.log is not None else run_log_path()
     if path is None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from coding_genesis._util.homes import public
 from coding_genesis.result import ChildFailure
 from coding_genesis.status import FailureCategory
 
@@ -261,3 +262,8 @@ def parse_failure_report(text: str) -> ChildFailure:
         )
     except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
         raise ReportParseError(f"malformed failure report: {exc}") from exc
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(format_failure_report)
+public(parse_failure_report)

@@ -23,7 +23,7 @@ others     whenever their translator emits a usage event (often at the end)
 =========  ===============================================================
 
 Turns and tool calls are counted as their events arrive, for every backend.
-With a :class:`~coding_genesis._observers.budget.Budget` the run is charged on each of
+With a :class:`~coding_genesis.budget.Budget` the run is charged on each of
 those events and stopped through its stop handle when a limit is crossed.
 """
 
@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coding_genesis._observers.budget import Budget, BudgetRun, Usage, amount_text
 from coding_genesis._observers.prices import (
     PRICES_AS_OF,
     PRICES_SOURCES,
@@ -43,6 +42,7 @@ from coding_genesis._observers.prices import (
 )
 from coding_genesis._pipeline.tally import MAX_TOOL_TIMINGS
 from coding_genesis._util.numbers import is_bad_number, safe_count
+from coding_genesis.budget import Budget, BudgetRun, Usage, amount_text
 from coding_genesis.events import Event, EventKind, TextEvent
 from coding_genesis.observer import AttemptTally, Observer, RunInfo, RunObserver
 from coding_genesis.run_events import BudgetEvent

@@ -51,7 +51,7 @@ from coding_genesis.events import Event, EventKind
 from coding_genesis.run_events import event_from_dict
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
 
 __all__ = [
     "RunLookupError",

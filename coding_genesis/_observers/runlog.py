@@ -30,13 +30,14 @@ import orjson
 
 from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, open_regular, private_dir
+from coding_genesis._util.homes import public
 from coding_genesis._util.redact import Redactor
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.status import FailureCategory
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
 from coding_genesis.usage import RunningTotals, Tokens
 
 __all__ = [
@@ -566,3 +567,7 @@ def session_before(
 
 #: A record's token counts, in the order of :class:`Tokens`.
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(RunLogObserver)

@@ -66,6 +66,7 @@ import orjson
 
 from coding_genesis._util.clock import iso_utc
 from coding_genesis._util.files import FILE_FLAGS, UnsafeDirectory, new_private_dir, private_dir
+from coding_genesis._util.homes import public
 from coding_genesis._util.numbers import INT64_RANGE
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP, bound_depth
 from coding_genesis._util.redact import Redactor
@@ -75,7 +76,7 @@ from coding_genesis.observer import Observer, RunInfo, RunObserver
 from coding_genesis.run_events import LIFECYCLE_KINDS
 
 if TYPE_CHECKING:
-    from coding_genesis.backend import Translator
+    from coding_genesis.events import Translator
 
 __all__ = [
     "Transcript",
@@ -582,3 +583,7 @@ class _TranscriptRun(RunObserver):
             self._transcript.finish_session(response)
         else:
             self._transcript.finish(response)
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(TranscriptObserver)

@@ -1,7 +1,7 @@
 """One attempt: resolve the CLI, spawn it, supervise it, decode its stdout.
 
-Input: the agent's configuration, its backend and one request (with the
-attempt's prompt, session and timeout).  Output: an :class:`AttemptOutcome`,
+Input: the backend and one request (with the attempt's prompt, session and
+timeout): everything an attempt reads is the request's.  Output: an :class:`AttemptOutcome`,
 what happened to the process and what its stdout said, with nothing decided
 yet; :mod:`coding_genesis._pipeline.outcome` turns it into a result.
 """
@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from coding_genesis._pipeline.decode import Decoder, Routes
 from coding_genesis._pipeline.evidence import EvidenceWatch
 from coding_genesis._pipeline.overlay import open_overlay, overlay_scope
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.childenv import build_env, child_base_env
-from coding_genesis._supervision.process import ProcessOutcome, run_process
+from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
 from coding_genesis._util.redact import Redactor
-from coding_genesis.backend import Backend, CommandSpec, MessageUsage, node_launch
-from coding_genesis.config import AgentConfig
+from coding_genesis.backend import Backend, MessageUsage, node_launch
+from coding_genesis.request import CommandSpec, Request
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
 
@@ -153,27 +153,27 @@ def _resolve(backend: Backend, cli_path: tuple[str, ...] | None) -> list[str] | 
 
 
 def launch(
-    config: AgentConfig,
+    request: Request,
     backend: Backend,
     program: list[str],
     spec: CommandSpec,
     context: AttemptContext,
     marker: str,
-    cwd: str,
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment a CLI is started with (one-shot or live).
-    ``PWD`` names ``cwd`` (not the runner's directory) unless ``env=`` sets it:
-    tools that read it, rather than asking the kernel, see where they run."""
+    ``PWD`` names the request's ``cwd`` (not the runner's directory) unless
+    ``env=`` sets it: tools that read it, rather than asking the kernel, see
+    where they run."""
     base = child_base_env(
         os.environ,
-        inherit=config.inherit_env,
+        inherit=request.inherit_env,
         needs=backend.env_needs,
-        allow=config.env_allow,
+        allow=request.env_allow,
     )
     env = build_env(
         base,
         unset=spec.unset_env,
-        add={"PWD": cwd, **spec.env, **(context.extra_env or {}), **config.env},
+        add={"PWD": request.cwd, **spec.env, **(context.extra_env or {}), **request.env},
         marker=marker,
     )
     return [*program, *spec.args], env
@@ -191,10 +191,10 @@ class AttemptContext:
     answer to a cancellation reports what it holds).  ``redactor`` masks
     secrets in the text the tally cuts short, before it is cut; ``extra_env``
     (from the run's observers, e.g. ``TRACEPARENT``) is added to the CLI's
-    environment before ``config.env``; ``stop`` is the run's stop handle (a
+    environment before the request's ``env``; ``stop`` is the run's stop handle (a
     stop asked for before the spawn refuses the attempt: nothing is started);
     ``message_usage``: what the translator makes of the usage a CLI reports
-    mid-stream (see :class:`~coding_genesis.backend.Translator`); ``on_overlay``
+    mid-stream (see :class:`~coding_genesis.events.Translator`); ``on_overlay``
     gets the settings overlay's directory as soon as it exists (the run
     records it for the sweep: a SIGKILLed runner removes nothing).
     """
@@ -218,7 +218,6 @@ class AttemptContext:
 
 @overlay_scope  # the run's settings overlay, if any, lives exactly as long as this call
 async def run_attempt(
-    config: AgentConfig,
     backend: Backend,
     request: Request,
     *,
@@ -241,13 +240,11 @@ async def run_attempt(
             refusal=Refusal(Status.FAILED, stop.request.error, stop.request.message),
             stop=stop,
         )
-    program = resolve_program(backend, config.cli_path, config.node_path)
+    program = resolve_program(backend, request.cli_path, request.node_path)
     if isinstance(program, Refusal):
         return AttemptOutcome(request, request.timeout, tally, ProcessOutcome(), refusal=program)
-    spec = open_overlay(
-        backend.build_command(request.attempt), tag=marker, on_open=context.on_overlay
-    )
-    argv, env = launch(config, backend, program, spec, context, marker, request.cwd)
+    spec = open_overlay(backend.build_command(request), tag=marker, on_open=context.on_overlay)
+    argv, env = launch(request, backend, program, spec, context, marker)
     translator = backend.translator()
     translator.message_usage = context.message_usage
     translator.totals = context.totals
@@ -256,7 +253,7 @@ async def run_attempt(
     decoder = Decoder(
         translator,
         tally,
-        max_line_bytes=config.max_line_bytes,
+        max_line_bytes=request.max_line_bytes,
         routes=context.routes,
         watch=EvidenceWatch(backend, stop, time.time() + request.timeout),
     )
@@ -286,7 +283,7 @@ async def run_attempt(
         cwd=request.cwd,
         env=env,
         stdin=spec.stdin,
-        config=config.supervisor(request.timeout, pdeath_signal=backend.pdeath_signal),
+        config=SupervisorConfig.from_request(request, pdeath_signal=backend.pdeath_signal),
         on_stdout=sink,
         marker=marker,
         on_spawn=spawned,

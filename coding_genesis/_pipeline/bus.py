@@ -14,6 +14,7 @@ from types import TracebackType
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from coding_genesis._util.homes import public
 from coding_genesis.events import Event, EventKind
 
 __all__ = ["Callback", "EventBus", "EventStream", "Subscription"]
@@ -181,3 +182,8 @@ class EventBus:
         self.version += 1
         with contextlib.suppress(ValueError):
             self._streams.remove(stream)
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(Subscription)
+public(EventStream)

@@ -23,8 +23,14 @@ from typing import Any, Protocol
 from coding_genesis._pipeline.tally import RunTally, by_type
 from coding_genesis._util.numbers import clamp_fields
 from coding_genesis._util.parser import DEFAULT_MAX_LINE_BYTES, JsonLinesParser, bound_depth
-from coding_genesis.backend import Translator
-from coding_genesis.events import CliRetryEvent, Event, ResultEvent, ToolCallEvent, UsageEvent
+from coding_genesis.events import (
+    CliRetryEvent,
+    Event,
+    ResultEvent,
+    ToolCallEvent,
+    Translator,
+    UsageEvent,
+)
 
 __all__ = ["Decoder", "Handler", "Routes", "Watch"]
 

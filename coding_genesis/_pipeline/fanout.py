@@ -288,7 +288,7 @@ class RunObservers:
     @property
     def message_usage(self) -> MessageUsage:
         """What the run's observers need of a CLI's per-message usage (see
-        :class:`~coding_genesis.backend.Translator`): ``live`` if one that hears
+        :class:`~coding_genesis.events.Translator`): ``live`` if one that hears
         usage wants it live (the default), ``folded`` if they all take it
         folded, ``off`` if none hears usage."""
         modes: set[str] = set()

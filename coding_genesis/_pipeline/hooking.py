@@ -1,5 +1,5 @@
-"""Hooks in a live session: which a backend can run, how long its CLI should
-wait for them, and the hook calls of a turn still running.
+"""Hooks in a live session: which a backend can run, and the hook calls of a
+turn still running (how long its CLI should wait for them: ``Request.hook_wait``).
 
 Running the hooks of one hook point is :func:`coding_genesis.hooks.run_hooks`;
 the session's link (``live.py``) fills in the input, answers the CLI through
@@ -9,49 +9,14 @@ its protocol and keeps the records on the turn.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
 import anyio
 
-from coding_genesis._pipeline.request import Request
-from coding_genesis.control import ControlProtocol, HookCall, PermissionAsk
+from coding_genesis.control import HookCall, PermissionAsk
 from coding_genesis.hooks import Hook, HookEvent, HookResult
 
-__all__ = ["Running", "hook_wait", "longest", "then_ask", "unsupported_hooks"]
-
-#: Added to what the hooks may take, so the CLI never gives up first.
-_MARGIN = 5.0
-
-
-def unsupported_hooks(
-    backend: str, protocol: ControlProtocol | None, hooks: Mapping[HookEvent, object] | None
-) -> str | None:
-    """Why ``hooks`` cannot run on ``backend`` (None: they can)."""
-    if not hooks:
-        return None
-    if protocol is None:
-        return None  # the caller names the backends with a two-way protocol
-    reported = protocol.hook_effects
-    missing = [event for event in hooks if event not in reported]
-    if not missing:
-        return None
-    known = ", ".join(reported) or "none"
-    return (
-        f"backend {backend!r} reports no {', '.join(missing)} hook point (its hook events: {known})"
-    )
-
-
-def hook_wait(request: Request) -> float | None:
-    """Seconds the CLI should wait for one hook point's answer: every hook of
-    the busiest event at its timeout, then the approver (None: no hooks)."""
-    if not request.hooks:
-        return None
-    most = max(len(hooks) for hooks in request.hooks.values())
-    wait = most * request.hook_timeout + _MARGIN
-    if request.approver is not None:
-        wait += request.approval_timeout
-    return float(math.ceil(wait))
+__all__ = ["Running", "longest", "then_ask"]
 
 
 def longest(hooks: Mapping[HookEvent, tuple[Hook, ...]], timeout: float) -> float:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -42,14 +42,13 @@ from coding_genesis._pipeline.hosttools import HostCalls
 from coding_genesis._pipeline.liveasks import LinkQuestions
 from coding_genesis._pipeline.liveturn import STDERR_TAIL, Turn, Unattended, death
 from coding_genesis._pipeline.overlay import open_overlay
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
-from coding_genesis._supervision.process import ProcessOutcome, run_process
+from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
-from coding_genesis.approval import Approver, Remembered
-from coding_genesis.backend import Backend, Translator
-from coding_genesis.config import AgentConfig
+from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
+from coding_genesis.approval import Remembered
+from coding_genesis.backend import Backend
 from coding_genesis.control import (
     ControlProtocol,
     Forward,
@@ -59,22 +58,19 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     ToolCall,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
-from coding_genesis.events import Event, SessionEvent
-from coding_genesis.hooks import Hook, HookEvent
+from coding_genesis.events import Event, SessionEvent, Translator
+from coding_genesis.options import Trigger
+from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
 
-__all__ = ["LiveLink", "Trigger"]
+__all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._pipeline.live")
-
-#: Who started a turn: the caller (a prompt), or the CLI itself between turns.
-Trigger = Literal["user", "cli"]
 
 #: What a line that cannot go to the CLI's stdin raises (it is dropped, logged).
 _UNSENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, LiveStdinClosed)
@@ -96,34 +92,26 @@ class LiveLink(LinkQuestions):
 
     def __init__(
         self,
-        config: AgentConfig,
         backend: Backend,
         protocol: ControlProtocol,
-        start: SessionStart,
+        request: Request,
         *,
         marker: str,
-        approver: Approver | None,
-        approval_timeout: float,
         stop: StopHandle,
         context: AttemptContext | None = None,
-        hooks: Mapping[HookEvent, tuple[Hook, ...]] | None = None,
-        hook_timeout: float = 30.0,
     ) -> None:
-        self.config = config
         self.backend = backend
         self.protocol = protocol
         #: Who hears the process itself (its spawn, overlay, what is said
         #: outside the turns), apart from any turn.
         self._context = context if context is not None else AttemptContext()
-        self.start = start
+        #: The session's request (a one-shot run's, for one turn): what the
+        #: CLI is started and opened with, its approver, hooks and limits.
+        self.request = request
         self.marker = marker
-        self.approver = approver
-        self.approval_timeout = approval_timeout
         #: The session's "always" answers (every backend's, kept here).
         self.remembered = Remembered()
-        self.host_calls = HostCalls(start.tools, protocol, self.send, lambda: self.alive)
-        self.hooks = dict(hooks or {})
-        self.hook_timeout = hook_timeout
+        self.host_calls = HostCalls(request.tools, protocol, self.send, lambda: self.alive)
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -131,9 +119,11 @@ class LiveLink(LinkQuestions):
         self.refusal: Refusal | None = None
         self.stdin = LiveStdin()
         self.clocks = TurnClocks()
-        self.supervisor = config.supervisor(config.timeout, pdeath_signal=backend.pdeath_signal)
+        self.supervisor = SupervisorConfig.from_request(
+            request, pdeath_signal=backend.pdeath_signal
+        )
         #: The CLI's session (thread) id, once known.
-        self.session_id: str | None = start.resume
+        self.session_id: str | None = request.resume
         self.pid: int | None = None
         self.argv: list[str] = []
         #: The supervisor's outcome once the process is gone (None: alive).
@@ -152,9 +142,9 @@ class LiveLink(LinkQuestions):
         #: Set when a turn starts (a fresh event for the next one).
         self.began = anyio.Event()
         self._turn: Turn | None = None
-        self._idle = RunTally(start.cwd)
+        self._idle = RunTally(request.cwd)
         self._idle_translator = self._translator()
-        self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=config.max_line_bytes)
+        self._decoder = Decoder(_Switch(self), self._idle, max_line_bytes=request.max_line_bytes)
         self._decoder.parser.on_unparsed = self._unparsed  # a skipped line is still answered
         self._stdout_bytes = 0
         self._ready = anyio.Event()
@@ -440,8 +430,8 @@ class LiveLink(LinkQuestions):
                 context.on_spawn(self.pid, self.argv)  # the turn starts on this process
             self.clocks.arm(
                 timeout=request.timeout,
-                idle_timeout=self.config.idle_timeout,
-                stall_timeout=self.config.stall_timeout,
+                idle_timeout=request.idle_timeout,
+                stall_timeout=request.stall_timeout,
             )
             try:
                 if held.wanted.is_set():
@@ -465,7 +455,7 @@ class LiveLink(LinkQuestions):
                 decoder.retarget(self._idle, routes=None, watch=None)
         if turn.running.count and self.alive and not turn.interrupt_asked:
             with anyio.CancelScope(shield=True):  # observed hooks the CLI did not wait for
-                await turn.running.wait(longest(self.hooks, self.hook_timeout))
+                await turn.running.wait(longest(self.request.hooks, self.request.hook_timeout))
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
@@ -519,12 +509,12 @@ class LiveLink(LinkQuestions):
             return False
         turn.interrupt_asked = True
         self.send(*self.protocol.interrupt())
-        with anyio.move_on_after(self.config.grace):
+        with anyio.move_on_after(self.request.grace):
             await turn.done.wait()
         if not turn.done.is_set():
             self.stop.stop(
                 ErrorCode.INTERRUPTED,
-                f"{self.backend.name} did not end the turn within {self.config.grace:g}s "
+                f"{self.backend.name} did not end the turn within {self.request.grace:g}s "
                 "of the interrupt",
             )
             await turn.done.wait()
@@ -548,10 +538,11 @@ class LiveLink(LinkQuestions):
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
         self._tg = tg
-        program = resolve_program(self.backend, self.config.cli_path, self.config.node_path)
+        request = self.request
+        program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
             return program
-        spec = self.protocol.command(self.start)
+        spec = self.protocol.command(request)
         if spec.stdin is not None:
             return Refusal(
                 Status.INTERNAL,
@@ -560,13 +551,11 @@ class LiveLink(LinkQuestions):
             )
         spec = open_overlay(spec, tag=self.marker, on_open=self._context.on_overlay)
         self.warnings = spec.warnings
-        argv, env = launch(
-            self.config, self.backend, program, spec, self._context, self.marker, self.start.cwd
-        )
+        argv, env = launch(request, self.backend, program, spec, self._context, self.marker)
         self.argv = argv
-        tg.start_soon(self._run, argv, env, self.start.cwd)
+        tg.start_soon(self._run, argv, env, request.cwd)
         tg.start_soon(self._writer)
-        opening = self.protocol.opening(self.start)
+        opening = self.protocol.opening(request)
         if opening:
             self.send(*opening)
             self.clocks.arm(timeout=timeout, idle_timeout=None, stall_timeout=None)
@@ -583,10 +572,10 @@ class LiveLink(LinkQuestions):
             if self.alive:
                 self.send(*self.protocol.closing())
             self._seal()
-            with anyio.move_on_after(self.config.grace):
+            with anyio.move_on_after(self.request.grace):
                 await self._outbox_closed()
             self.stdin.close()
-            with anyio.move_on_after(self.config.grace):
+            with anyio.move_on_after(self.request.grace):
                 await self._dead.wait()
             if not self._dead.is_set():
                 self.stop.stop(ErrorCode.CANCELLED, "the session was closed")

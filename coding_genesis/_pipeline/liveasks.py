@@ -19,23 +19,23 @@ from coding_genesis._pipeline.hooking import then_ask
 from coding_genesis._pipeline.hosttools import HostCalls
 from coding_genesis._pipeline.liveturn import Turn, Unattended
 from coding_genesis._util.parser import edge_fields
-from coding_genesis.approval import Approver, Decision, Remembered
+from coding_genesis.approval import Decision, Remembered
 from coding_genesis.control import (
     ControlProtocol,
     HookCall,
     PermissionAsk,
-    SessionStart,
     ToolCall,
     TurnEnded,
     UnparsedLine,
 )
 from coding_genesis.events import Event
-from coding_genesis.hooks import Hook, HookEvent, HookResult, run_hooks
+from coding_genesis.hooks import HookResult, run_hooks
 from coding_genesis.tools import ToolResult
 
 if TYPE_CHECKING:
     from coding_genesis._pipeline.decode import Decoder
     from coding_genesis.backend import Backend
+    from coding_genesis.request import Request
 
 __all__ = ["LinkQuestions"]
 
@@ -48,13 +48,9 @@ class LinkQuestions:
 
     backend: Backend
     protocol: ControlProtocol
-    start: SessionStart
+    request: Request
     session_id: str | None
-    approver: Approver | None
-    approval_timeout: float
     remembered: Remembered
-    hooks: dict[HookEvent, tuple[Hook, ...]]
-    hook_timeout: float
     host_calls: HostCalls
     _turn: Turn | None
     _decoder: Decoder
@@ -95,7 +91,7 @@ class LinkQuestions:
     def _where(self, turn: Turn | None) -> dict[str, Any]:
         """What the session adds to an approval request or a hook input."""
         return {
-            "cwd": self.start.cwd,
+            "cwd": self.request.cwd,
             "backend": self.backend.name,
             "run_id": turn.run_id if turn is not None else "",
             "turn": turn.number if turn is not None else 0,
@@ -111,9 +107,9 @@ class LinkQuestions:
                 turn.asking[scope] = request
             settled = await settle(
                 request,
-                self.approver,
-                self.approval_timeout,
-                self.start.permissions,
+                self.request.approver,
+                self.request.approval_timeout,
+                self.request.permissions,
                 self.remembered,
             )
         if turn is not None:
@@ -140,9 +136,9 @@ class LinkQuestions:
             session_id = call.input.session_id or self.session_id
             data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
             ran = await run_hooks(
-                self.hooks.get(data.event, ()),
+                self.request.hooks.get(data.event, ()),
                 data,
-                timeout=self.hook_timeout,
+                timeout=self.request.hook_timeout,
                 effects=self.protocol.hook_effects.get(data.event, frozenset()),
                 backend=self.backend.name,
             )

@@ -16,11 +16,9 @@ import anyio
 from coding_genesis._pipeline.approvals import withdrawn_record
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
 from coding_genesis._pipeline.hooking import Running
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.process import ProcessOutcome
+from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRequest
-from coding_genesis.backend import Translator
 from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
 from coding_genesis.events import (
     Event,
@@ -28,7 +26,9 @@ from coding_genesis.events import (
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
+    Translator,
 )
+from coding_genesis.request import Request
 
 __all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
 
@@ -147,6 +147,10 @@ class Unattended:
 
     def wait(self, item: Waiting) -> None:
         self.waiting.append(item)
+        # A question after the CLI's end of a turn is new work: the turn that
+        # takes it ends at the CLI's next end, not at that one (which would
+        # withdraw the question unanswered, and the CLI would wait on).
+        self.ended = None
         self.wanted.set()
 
     def take(self) -> Unattended:

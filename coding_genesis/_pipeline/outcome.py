@@ -16,15 +16,14 @@ from typing import Any
 
 from coding_genesis._pipeline.attempt import AttemptOutcome, TurnEnd
 from coding_genesis._pipeline.decode import Decoder
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.tally import RunTally
-from coding_genesis._supervision.process import ProcessOutcome, StopReason
+from coding_genesis._supervision.values import ProcessOutcome, StopReason
 from coding_genesis._util.display import signal_name
 from coding_genesis._util.redact import Redactor
 from coding_genesis._util.words import counted
-from coding_genesis.backend import AttemptRequest, Backend
-from coding_genesis.config import AgentConfig
+from coding_genesis.backend import Backend
 from coding_genesis.events import Event, ResultEvent
+from coding_genesis.request import Request, RequestSettings
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 
@@ -51,6 +50,28 @@ class ResultContext:
     #: The backend's count of its CLI's own API retries told on stderr only
     #: (gemini), for a CLI that has no retry events.
     stderr_retries: Callable[[str], int] | None = None
+
+    @classmethod
+    def from_request(
+        cls,
+        settings: RequestSettings,
+        *,
+        run_id: str,
+        agent: str,
+        backend: Backend,
+        redactor: Redactor,
+    ) -> ResultContext:
+        """How the results of a request (or of an agent's settings: a replay)
+        are told: its limits, its backend's names."""
+        return cls(
+            run_id=run_id,
+            agent=agent,
+            backend=backend.name,
+            redactor=redactor,
+            idle_timeout=settings.idle_timeout,
+            linger=settings.linger,
+            stderr_retries=backend.stderr_retries,
+        )
 
 
 def build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
@@ -408,7 +429,7 @@ def tally_facts(tally: RunTally, redactor: Redactor) -> dict[str, Any]:
 
 
 def replayed_outcome(
-    config: AgentConfig,
+    config: RequestSettings,
     backend: Backend,
     stdout: bytes,
     *,
@@ -436,7 +457,7 @@ def replayed_outcome(
         stdout_eof=True,
         duration_s=duration_s,
     )
-    request = Request(AttemptRequest(prompt="(replay)", cwd=cwd), config.timeout)
+    request = Request.of(config, prompt="(replay)", cwd=cwd, backend=backend.name)
     return AttemptOutcome(
         request,
         config.timeout,

@@ -34,8 +34,8 @@ from pathlib import PurePosixPath
 from typing import ParamSpec, TypeVar
 
 from coding_genesis._util.files import FILE_FLAGS
-from coding_genesis.backend import CommandSpec
 from coding_genesis.errors import ConfigError
+from coding_genesis.request import CommandSpec
 
 __all__ = [
     "OVERLAY_MARK",

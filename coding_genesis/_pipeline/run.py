@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink, Trigger
+from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
@@ -39,20 +39,21 @@ from coding_genesis._pipeline.outcome import (
     with_best_usage,
 )
 from coding_genesis._pipeline.output import OUTPUT_RETRY, checked_output
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._pipeline.wrappers import RunWrappers
 from coding_genesis._supervision.ledger import Ledger, LedgerError
-from coding_genesis._supervision.process import StopReason
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import StopReason
 from coding_genesis._util.clock import Clock, current_clock
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend
 from coding_genesis.config import AgentConfig
 from coding_genesis.events import EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.options import Trigger
+from coding_genesis.request import Request, RequestSettings
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.retry import RetryPolicy
 from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStartedEvent
@@ -86,7 +87,6 @@ class RunWiring:
         "name",
         "observers",
         "redactor",
-        "tally",
         "totals",
     )
 
@@ -116,8 +116,6 @@ class RunWiring:
             if config.ledger is False
             else Ledger(config.ledger if isinstance(config.ledger, str) else None)
         )
-        #: The tally of the attempt in flight (for the answer to a cancellation).
-        self.tally: RunTally | None = None
         #: The running totals this agent's CLI sessions reported (each run's
         #: usage is its share of them; see coding_genesis.usage.RunningTotals).
         self.totals = RunningTotals()
@@ -149,17 +147,12 @@ class RunWiring:
         """The observers of a live session's own traffic (outside its turns:
         the opening, what comes between turns), one per agent observer that
         watches sessions (``Observer.session_started``)."""
-        info = RunInfo(
+        info = RunInfo.from_request(
+            request,
             run_id=key,
             agent=self.name,
-            backend=self.backend.name,
-            prompt="(a live session: what its CLI said outside its turns)",
-            cwd=request.cwd,
-            timeout=request.timeout,
-            model=request.model,
-            resume=request.resume,
-            started=time.time(),
             redactor=self.redactor,
+            prompt="(a live session: what its CLI said outside its turns)",
             translator=self.backend.translator,
             session=key,
         )
@@ -191,16 +184,10 @@ class RunWiring:
         bus = self.bus
         observers = RunObservers(
             self.observers,
-            RunInfo(
+            RunInfo.from_request(
+                request,
                 run_id=run_id,
                 agent=self.name,
-                backend=self.backend.name,
-                prompt=request.prompt,
-                cwd=request.cwd,
-                timeout=request.timeout,
-                model=request.model,
-                resume=request.resume,
-                started=time.time(),
                 redactor=self.redactor,
                 stop=stop,
                 publish=lambda event: bus.publish(event, run_id),
@@ -231,20 +218,20 @@ class RunWiring:
 
         async def attempt(plan: AttemptPlan) -> RunResult:
             outcome = await self.attempt(request, plan, run)
-            result = build_result(outcome, self.result_context(run_id))
-            result = checked_output(result, request.output, self.backend)
+            result = build_result(outcome, self.result_context(run_id, request))
+            result = checked_output(result, request.output_schema, self.backend)
             if wrappers:
                 result = await wrappers.after_attempt(result, request)
-            return self.analyzed(result)
+            return self.analyzed(result, request=request)
 
         timeout = request.timeout
         first = AttemptPlan(1, request.prompt, request.resume, timeout)
-        if policy is None and request.output is not None:
+        if policy is None and request.output_schema is not None:
             policy = OUTPUT_RETRY
         if policy is None:
             return await attempt(first)
-        if policy.deadline_s is not None:
-            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline_s))
+        if policy.deadline is not None:
+            first = AttemptPlan(1, request.prompt, request.resume, min(timeout, policy.deadline))
         bus = self.bus
 
         def on_attempt(entry: dict[str, Any]) -> None:
@@ -290,7 +277,7 @@ class RunWiring:
         tallies: list[RunTally] = []
 
         def held(tally: RunTally) -> None:
-            self.tally = tally
+            run.tally = tally
             tallies.append(tally)
 
         context = AttemptContext(
@@ -314,10 +301,8 @@ class RunWiring:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
             if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
-                return await one_turn(self.config, self.backend, attempt, context, run_id)
-            return await run_attempt(
-                self.config, self.backend, attempt, marker=run_id, context=context
-            )
+                return await one_turn(self.backend, attempt, context, run_id)
+            return await run_attempt(self.backend, attempt, marker=run_id, context=context)
         finally:
             if ledger is not None:
                 ledger.remove(run_id)
@@ -342,15 +327,9 @@ class RunWiring:
 
     # -- results ------------------------------------------------------------------
 
-    def result_context(self, run_id: str) -> ResultContext:
-        return ResultContext(
-            run_id=run_id,
-            agent=self.name,
-            backend=self.backend.name,
-            redactor=self.redactor,
-            idle_timeout=self.config.idle_timeout,
-            linger=self.config.linger,
-            stderr_retries=self.backend.stderr_retries,
+    def result_context(self, run_id: str, settings: RequestSettings) -> ResultContext:
+        return ResultContext.from_request(
+            settings, run_id=run_id, agent=self.name, backend=self.backend, redactor=self.redactor
         )
 
     def bare(self, status: int, error: ErrorCode, message: str, **extra: Any) -> RunResult:
@@ -365,21 +344,25 @@ class RunWiring:
             **extra,
         )
 
-    def analyzed(self, result: RunResult, retry_after_s: float | None = None) -> RunResult:
-        """Attach the one failure value and its views to a failed result."""
+    def analyzed(
+        self,
+        result: RunResult,
+        retry_after_s: float | None = None,
+        request: RequestSettings | None = None,
+    ) -> RunResult:
+        """Attach the one failure value and its views to a failed result (its
+        advice in the request's own limits; without one, the agent's)."""
         if not result.is_error or result.failure is not None:
             return result
         # lazy: only a failure needs the analysis and its tables
-        from coding_genesis._failures.analysis import (
-            analyze,  # (down) only a failure needs the analysis and its tables
-        )
+        from coding_genesis._failures.analysis import analyze
 
         return analyze(
             result,
             self.backend,
             node=self.name,
-            timeout=self.config.timeout,
-            idle_timeout=self.config.idle_timeout,
+            timeout=(request or self.config).timeout,
+            idle_timeout=(request or self.config).idle_timeout,
             redactor=self.redactor,
             retry_after_s=retry_after_s,
             now=self.clock().time(),
@@ -424,16 +407,10 @@ class RunWiring:
         # watch a replay too, so that it answers what the live run answered.
         watchers = RunObservers(
             [o for o in self.observers if o.replays],
-            RunInfo(
+            RunInfo.from_request(
+                Request.of(self.config, prompt="(replay)", cwd=cwd, backend=self.backend.name),
                 run_id=run_id,
                 agent=self.name,
-                backend=self.backend.name,
-                prompt="(replay)",
-                cwd=cwd,
-                timeout=self.config.timeout,
-                model=self.config.model,
-                resume=None,
-                started=time.time(),
                 redactor=self.redactor,
             ),
         )
@@ -450,7 +427,7 @@ class RunWiring:
         )
         if watchers:
             watchers.attempt_decoded(outcome.tally)
-        result = self.analyzed(build_result(outcome, self.result_context(run_id)))
+        result = self.analyzed(build_result(outcome, self.result_context(run_id, self.config)))
         extra = watchers.response_fields()
         warnings = extra.pop("warnings", None)
         if warnings:
@@ -469,6 +446,7 @@ class Run:
         "run_id",
         "started",
         "stop",
+        "tally",
         "trigger",
         "unsubscribe",
         "wiring",
@@ -502,6 +480,8 @@ class Run:
         self.link: LiveLink | None = None
         #: Who started it (``cli``: the CLI, between a session's turns).
         self.trigger: Trigger = "user"
+        #: The tally of the attempt in flight (for the answer to a cancellation).
+        self.tally: RunTally | None = None
 
     async def execute(self, policy: RetryPolicy | None) -> RunResult:
         """The wrappers around the run and its attempts.  A bug of ours is still
@@ -558,7 +538,7 @@ class Run:
         """The answer to a cancelled run (what its attempt did so far), to the
         observers and the bus."""
         wiring = self.wiring
-        tally = wiring.tally
+        tally = self.tally
         facts = tally_facts(tally, wiring.redactor) if tally is not None else {}
         result = wiring.bare(
             Status.CANCELLED,

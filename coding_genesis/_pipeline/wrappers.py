@@ -23,7 +23,7 @@ from coding_genesis._supervision.shield import shielded
 from coding_genesis.status import ErrorCode
 
 if TYPE_CHECKING:
-    from coding_genesis._pipeline.request import Request
+    from coding_genesis.request import Request
     from coding_genesis.result import RunResult
 
 __all__ = ["Refuse", "RunWrapper", "RunWrappers", "WrapperRefused"]

@@ -14,9 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import anyio
@@ -25,10 +23,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 
+from coding_genesis._observers.runlog import failure_stats, parse_window, usage_stats
 from coding_genesis._serve import models
-from coding_genesis._serve.history import History
-from coding_genesis._serve.hub import Hub
-from coding_genesis._serve.inbox import Inbox
 from coding_genesis._serve.inbox_routes import add_inbox_routes
 from coding_genesis._serve.replies import (
     SSE,
@@ -37,57 +33,16 @@ from coding_genesis._serve.replies import (
     errors as _errors,
     json_response as _json,
 )
-from coding_genesis._serve.requests import (
-    Refused,
-    Rules,
-    read_run_request,
-)
-from coding_genesis._serve.runs import Draining, Entry, Full, Runs, prompt_head
+from coding_genesis._serve.requests import Refused, read_run_request
+from coding_genesis._serve.runs import Draining, Entry, Full, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
+from coding_genesis._serve.service import Service
 from coding_genesis._serve.session_routes import add_session_routes
-from coding_genesis._serve.sessions import Sessions
-from coding_genesis._util.redact import Redactor
 
-__all__ = ["Service", "build_app", "openapi_schema"]
+__all__ = ["build_app", "openapi_schema"]
 
 #: A run named in a path: its request id or run id (a recorded run: a unique prefix).
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
-
-
-@dataclass
-class Service:
-    """Everything a route needs: the settings and the server's parts."""
-
-    root: str
-    trusted: bool
-    defaults: Mapping[str, Any]
-    fallback_backend: str
-    version: str
-    run_log: Path | None
-    hub: Hub
-    runs: Runs
-    history: History
-    redactor: Redactor
-    token: str
-    inbox: Inbox
-    sessions: Sessions
-    approval_timeout: float = 300.0
-    #: ``request`` (a body chooses) or ``inbox`` (every call waits in the inbox).
-    approvals: str = "request"
-    #: The most turns a session of the server keeps.
-    session_history: int = 1000
-    doctor_backends: list[str] = field(default_factory=list)
-
-    def rules(self) -> Rules:
-        """What every request is read under."""
-        return Rules(
-            self.trusted,
-            self.root,
-            self.defaults,
-            self.fallback_backend,
-            self.approval_timeout,
-            self.approvals,
-        )
 
 
 def build_app(service: Service) -> FastAPI:
@@ -374,7 +329,6 @@ def build_app(service: Service) -> FastAPI:
             return _error(service, 404, "not_found", "the run log is off (GENESIS_RUN_LOG=off)")
 
         def read() -> models.Stats:
-            from coding_genesis._observers.runlog import failure_stats, usage_stats
 
             failures = failure_stats(log, since_s=window, backend=backend)
             by_backend = usage_stats(log, since_s=window, backend=backend, by="backend")
@@ -408,6 +362,7 @@ def build_app(service: Service) -> FastAPI:
             )
 
         def run() -> models.Doctor:
+            # lazy: the checks load every backend and probe each CLI: GET /doctor only
             from coding_genesis._cli.doctor import run_checks
 
             checks = run_checks(names, None, timeout)
@@ -456,7 +411,6 @@ def _window(text: str | None) -> float | str | None:
     """A time window in seconds (None: all), or why it is not one."""
     if text is None:
         return None
-    from coding_genesis._observers.runlog import parse_window
 
     try:
         value = parse_window(text)

@@ -20,7 +20,7 @@ from coding_genesis._serve.replies import (
 from coding_genesis._serve.security import Identity
 
 if TYPE_CHECKING:
-    from coding_genesis._serve.app import Service
+    from coding_genesis._serve.service import Service
 
 __all__ = ["add_inbox_routes"]
 

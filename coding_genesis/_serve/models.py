@@ -73,6 +73,8 @@ class RunRequest(BaseModel):
     keep: Literal["never", "on_failure", "always"] | None = None
     carry_uncommitted: bool | None = None
     include_diff: bool | None = None
+    system_prompt: str | None = Field(None, description="replaces the CLI's system prompt")
+    append_system_prompt: str | None = Field(None, description="added to the system prompt")
     approvals: Literal["inbox", "none"] | None = Field(
         None,
         description='"inbox": each tool call the CLI asks about waits in the approval inbox '
@@ -297,6 +299,8 @@ class SessionRequest(BaseModel):
     name: str | None = None
     resume: str | None = Field(None, description="a CLI session id to continue")
     options: dict[str, Any] | None = Field(None, description='untrusted: {"max_turns": N} only')
+    system_prompt: str | None = Field(None, description="replaces the CLI's system prompt")
+    append_system_prompt: str | None = Field(None, description="added to the system prompt")
     approvals: Literal["inbox", "none"] | None = Field(
         None,
         description='"inbox" (the default): each tool call waits in the approval inbox; '

@@ -14,7 +14,7 @@ from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve import models
 
 if TYPE_CHECKING:
-    from coding_genesis._serve.app import Service
+    from coding_genesis._serve.service import Service
 
 __all__ = ["SSE", "body_schema", "error", "errors", "json_response"]
 

@@ -1,28 +1,30 @@
 """What a served request may ask: the rules of an untrusted ``run-many`` line.
 
-The one module of the server that knows where those rules live today (the
-command line's reading of a batch line: ``read_requests``, its untrusted-input
-list, the approver fields, the safe start of an untrusted line, the CLI
-paths).  When the house's one untrusted-input list lands, this file is what
-changes; the rest of the server asks :func:`read_run_request` and
-:func:`read_session_request` only.
+The one module of the server that reads a body.  What a body may set is the
+house's one list (:data:`~coding_genesis.capabilities.UNTRUSTED`, asked through
+``read_requests``, which applies
+:func:`~coding_genesis.capabilities.untrusted_problem`); what its backend
+cannot do is the one check (:func:`~coding_genesis.capabilities.check`, asked
+by the agent's constructor and ``session()``), in its one wording; the rest of
+the server asks :func:`read_run_request` and :func:`read_session_request` only.
 
 A body is read exactly as a ``run-many`` line is: one JSON object, the same
 refusals in the same words, the same defaults; then its ``cwd`` must lie under
 the server's root (symlinks resolved), and it is validated as a
 :class:`~coding_genesis.batch.RunSpec` and its agent built, so that a request
-that could never run is refused (422) instead of queued.
+that could never run is refused (422) instead of queued.  Its request is built
+once, by the agent it runs on (``Request.build``), as every call's is.
 
-A served request may also set what no batch line has (:data:`SERVED_FIELDS`):
-``approvals`` (``"inbox"``: each tool call its CLI asks about waits in the
-server's approval inbox; ``"none"``, the default: the permission level
-decides) and ``approval_timeout`` (the inbox's deadline, after which the call
-is denied).  Both are data naming the server's own approver, never code: a
-body still cannot name an approver (:data:`APPROVER_FIELDS`, even with
-``--trusted-input``).  A live session's tool calls wait in the inbox unless
-it says ``"approvals": "none"``; it also sets ``keep_results`` (its bounded
-history, at most the server's bound) and none of a run's one-shot fields
-(:data:`NOT_IN_A_SESSION`).
+A served request may also set the one field no batch line has
+(:data:`SERVED_FIELDS`): ``approvals`` (``"inbox"``: each tool call its CLI
+asks about waits in the server's approval inbox; ``"none"``, the default: the
+permission level decides).  It is no option of an agent but the name of the
+server's own approver: data, never code.  Its deadline is the request option
+``approval_timeout`` (data in ``UNTRUSTED``), bounded here by a day.  A body
+still cannot name an approver (even with ``--trusted-input``).  A live
+session's tool calls wait in the inbox unless it says ``"approvals": "none"``;
+it also sets ``keep_results`` (its bounded history, at most the server's bound)
+and none of a run's one-shot fields (:data:`NOT_IN_A_SESSION`).
 """
 
 from __future__ import annotations
@@ -36,27 +38,19 @@ from typing import Any
 
 import orjson
 
-from coding_genesis._cli.approver_options import APPROVER_FIELDS
 from coding_genesis._cli.repository import with_safe_start
-from coding_genesis._cli.run_many import (
-    UNTRUSTED_FIELDS,
-    UNTRUSTED_OPTIONS,
-    read_requests,
-    with_cli_paths,
-)
+from coding_genesis._cli.run_many import read_requests, with_cli_paths
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
+from coding_genesis.capabilities import UNTRUSTED
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.session import Session
 
 __all__ = [
-    "APPROVER_FIELDS",
     "MAX_APPROVAL_TIMEOUT",
     "NOT_IN_A_SESSION",
     "SERVED_FIELDS",
-    "UNTRUSTED_FIELDS",
-    "UNTRUSTED_OPTIONS",
     "Accepted",
     "AcceptedSession",
     "InboxFor",
@@ -66,23 +60,24 @@ __all__ = [
     "read_session_request",
 ]
 
-#: What a served request may set that no batch line has (see the module's doc).
-SERVED_FIELDS = frozenset({"approvals", "approval_timeout"})
+#: What a served request may set that no batch line has (see the module's doc):
+#: no option of an agent (those are classified in ``capabilities.UNTRUSTED``).
+SERVED_FIELDS = frozenset({"approvals"})
 #: ... and what a session sets besides.
 SESSION_FIELDS = SERVED_FIELDS | {"keep_results"}
 #: A batch line's fields a live session does not take: a session opens
 #: without a prompt (its turns bring them), a turn is never retried, and a
-#: session runs in its working directory (no worktree, no verify).
+#: worktree's settings mean nothing without one.  (``isolation`` and
+#: ``verify`` themselves are the capability check's to refuse, in its words:
+#: a session runs in its working directory.)
 NOT_IN_A_SESSION = (
     "prompt",
     "retry",
     "request_key",
-    "isolation",
     "isolation_base",
     "keep",
     "carry_uncommitted",
     "include_diff",
-    "verify",
 )
 #: The longest an approval of the inbox may wait (a day).
 MAX_APPROVAL_TIMEOUT = 86_400.0
@@ -185,8 +180,9 @@ def _served(
     body: bytes, names: frozenset[str] = SERVED_FIELDS
 ) -> tuple[bytes, dict[str, Any]] | Refused:
     """The body without the served fields ``names``, and those fields checked
-    (a body that is no JSON object is left as it is, for the batch line's
-    words)."""
+    with the inbox's deadline (``approval_timeout``, left in the body: an
+    option like any other) (a body that is no JSON object is left as it is,
+    for the batch line's words)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -194,6 +190,8 @@ def _served(
     if not isinstance(value, dict):
         return body, {}
     taken = {k: value.pop(k) for k in names if k in value}
+    if value.get("approval_timeout") is not None:
+        taken["approval_timeout"] = value["approval_timeout"]
     approvals = taken.get("approvals")
     if approvals is not None and approvals not in ("inbox", "none"):
         return Refused(f'approvals must be "inbox" or "none", got {approvals!r}'[:300])
@@ -249,15 +247,6 @@ def _approval_settings(
     return {"approver": inbox(timeout), "approval_timeout": timeout}
 
 
-def _two_way(agent: CodingGenesisAgent, what: str) -> Refused | None:
-    if agent.backend.control() is not None:
-        return None
-    return Refused(
-        f"backend {agent.backend.name!r} has no two-way protocol: {what} needs one; "
-        f"backends that have one: {', '.join(agent.two_way_backends()) or '(none)'}"
-    )
-
-
 def read_run_request(
     body: bytes,
     rules: Rules,
@@ -285,14 +274,12 @@ def read_run_request(
     spec = coerce_request(0, value)
     if isinstance(spec, dict):
         return Refused(str(spec.get("message") or "invalid request"))
-    try:
+    try:  # the one capability check (the inbox's approver on a one-way backend too)
         agent = CodingGenesisAgent(spec.backend, **spec.agent_kwargs())
     except ConfigError as exc:
         return Refused(str(exc))
     except TypeError as exc:  # a setting of the wrong shape (trusted input)
         return Refused(f"invalid request: {exc}")
-    if mode == "inbox" and (refused := _two_way(agent, '"approvals": "inbox"')) is not None:
-        return refused
     return Accepted(spec, agent, cwd, mode)
 
 
@@ -323,7 +310,7 @@ def read_session_request(
             return Refused(
                 f"refused field(s) {', '.join(named)}: a live session opens without a prompt "
                 "(each turn brings one: POST /sessions/{id}/turns) and takes none of a run's "
-                "one-shot fields (retry, request_key, isolation, verify)"
+                "one-shot fields (retry, request_key, a worktree's settings)"
             )
     line = _line(body, rules.trusted, rules.root)
     if isinstance(line, Refused):
@@ -349,7 +336,7 @@ def read_session_request(
         return Refused(str(exc))
     except TypeError as exc:  # an unknown setting or one of the wrong shape (trusted input)
         return Refused(f"invalid request: {exc}")
-    data = {k: v for k, v in (given or {}).items() if k in UNTRUSTED_FIELDS}
+    data = {k: v for k, v in (given or {}).items() if UNTRUSTED.get(k) == "data"}
     data.update({k: v for k, v in taken.items() if v is not None})
     model, name = value.get("model"), value.get("name")
     return AcceptedSession(

@@ -31,13 +31,14 @@ import anyio
 import uvicorn
 
 from coding_genesis._observers.transcript import safe_dumps
-from coding_genesis._serve.app import Service, build_app
+from coding_genesis._serve.app import build_app
 from coding_genesis._serve.history import History, entry_view, recover
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.inbox import Inbox, recover as recover_approvals
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.security import Guard, allowed_hosts, write_token
+from coding_genesis._serve.service import Service
 from coding_genesis._serve.sessions import Sessions, recover as recover_sessions
 from coding_genesis._util.display import printable
 from coding_genesis._util.files import FILE_FLAGS, private_dir

@@ -24,7 +24,7 @@ from coding_genesis._serve.security import Identity
 from coding_genesis._serve.sessions import Busy, Live, NoRoom
 
 if TYPE_CHECKING:
-    from coding_genesis._serve.app import Service
+    from coding_genesis._serve.service import Service
 
 __all__ = ["add_session_routes"]
 

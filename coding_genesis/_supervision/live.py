@@ -29,8 +29,8 @@ from coding_genesis._supervision.epoch import Epoch
 from coding_genesis.errors import InvalidTimeoutError
 
 if TYPE_CHECKING:
-    from coding_genesis._supervision.process import SupervisorConfig
     from coding_genesis._supervision.tree import Tree
+    from coding_genesis._supervision.values import SupervisorConfig
 
 __all__ = ["LiveStdin", "LiveStdinClosed", "TurnClocks"]
 

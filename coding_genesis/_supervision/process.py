@@ -72,14 +72,11 @@ while during a run can lose their exit status to us; set
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
@@ -98,6 +95,12 @@ from coding_genesis._supervision.spawn import (
 from coding_genesis._supervision.stall import StallWatch
 from coding_genesis._supervision.table import count_main, count_spawning, hold_subreaper
 from coding_genesis._supervision.tree import Tree
+from coding_genesis._supervision.values import (
+    ProcessOutcome,
+    StdoutSink,
+    StopReason,
+    SupervisorConfig,
+)
 
 if TYPE_CHECKING:
     from coding_genesis._supervision.live import TurnClocks
@@ -113,71 +116,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("coding_genesis._supervision.process")
-
-
-class StopReason(enum.StrEnum):
-    """Why the runner stopped the process tree."""
-
-    TIMEOUT = "timeout"
-    IDLE = "idle"
-    LINGER = "linger"
-    CANCELLED = "cancelled"
-    #: The whole tree was silent and (nearly) idle for ``stall_timeout``.
-    STALLED = "stalled"
-    #: Asked for through the run's stop handle (a budget, say: see coding_genesis._supervision.stop).
-    REQUESTED = "requested"
-
-
-@dataclass(frozen=True, slots=True)
-class SupervisorConfig:
-    """Clocks and limits for one supervised process."""
-
-    timeout: float = 300.0
-    #: Seconds between each stop signal and the next (then SIGKILL).
-    grace: float = 5.0
-    #: Stop when stdout is silent this long (None: never).
-    idle_timeout: float | None = None
-    #: Stop a CLI still running this long after its terminal event (None: never).
-    linger: float | None = 2.0
-    #: After the CLI exits, how long its pipes may stay open (a grandchild holding them).
-    eof_grace: float = 0.5
-    #: Signals sent in turn before SIGKILL.
-    stop_signals: tuple[int, ...] = (signal.SIGTERM,)
-    #: Bound on waiting for SIGKILLed processes to disappear.
-    kill_wait: float = 2.0
-    #: Stop processes of the run still alive after the CLI exited by itself.
-    kill_leftovers: bool = True
-    stderr_tail_bytes: int = 64 * 1024
-    read_size: int = 1024 * 1024
-    #: Stop a tree silent on stdout and stderr *and* under ``stall_cpu`` of one core
-    #: (averaged) for this long (None: never).
-    stall_timeout: float | None = None
-    #: CPU share of one core under which a silent tree counts as stalled.
-    stall_cpu: float = 0.01
-    #: Signal the CLI gets when this process dies (Linux ``PR_SET_PDEATHSIG``; None: none).
-    pdeath_signal: int | None = signal.SIGTERM
-
-
-@dataclass(slots=True)
-class ProcessOutcome:
-    """What happened to the process; the agent turns it into a response."""
-
-    pid: int | None = None
-    returncode: int | None = None
-    stop_reason: StopReason | None = None
-    spawn_error: OSError | None = None
-    signals_sent: list[str] = field(default_factory=list)
-    stderr_tail: str = ""
-    stderr_bytes: int = 0
-    stdout_bytes: int = 0
-    #: Processes of the run other than the CLI that we had to stop.
-    leftovers_stopped: int = 0
-    #: Whether stdout reached EOF (False: a grandchild held it open).
-    stdout_eof: bool = False
-    #: Evidence of a stall: seconds without output, CPU seconds of the tree in the window.
-    stall_silent_s: float | None = None
-    stall_cpu_s: float | None = None
-    duration_s: float = 0.0
 
 
 class _Tail:
@@ -203,13 +141,6 @@ class _Tail:
     def text(self) -> str:
         data = bytes(self._buf[-self.limit :]) if self.limit else b""
         return data.decode("utf-8", "replace")
-
-
-#: Receives each parsed stdout object as soon as its line is parsed; returns
-#: True for the CLI's terminal event.  One call per object, no list per chunk:
-#: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
-#: Receives each stdout chunk (then ``b""`` at EOF); True once the terminal event was seen.
-StdoutSink = Callable[[bytes], bool]
 
 
 async def run_process(

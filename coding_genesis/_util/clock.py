@@ -18,6 +18,7 @@ from typing import Literal, Protocol, overload
 import anyio
 import anyio.lowlevel
 
+from coding_genesis._util.homes import public
 from coding_genesis.errors import ConfigError
 
 __all__ = [
@@ -151,3 +152,7 @@ def _testing(enabled: bool) -> Iterator[VirtualClock | None]:
         yield _testing_clock
     finally:
         _testing_clock = previous
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(VirtualClock)

@@ -36,6 +36,8 @@ from typing import Any
 
 import orjson
 
+from coding_genesis._util.homes import public
+
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "HEAD_BYTES",
@@ -538,3 +540,7 @@ def parse_lines(
     for chunk in chunks:
         yield from parser.feed(chunk)
     yield from parser.close()
+
+
+# Public names: ``from coding_genesis import ...`` (see coding_genesis._util.homes).
+public(JsonLinesParser)

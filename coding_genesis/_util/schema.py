@@ -19,7 +19,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis.errors import ConfigError
@@ -81,14 +80,39 @@ _CHECKED = frozenset(
 _REF = re.compile(r"^#/(\$defs|definitions)/([^/]+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class OutputSchema:
-    """The shape an answer must have: the JSON Schema the CLI is given and,
-    for a pydantic model, the model that validates (and answers) it."""
+class OutputSchema(dict[str, Any]):
+    """The shape an answer must have: the JSON Schema the CLI is given (this
+    mapping itself: it is what a backend reads as ``request.output_schema``)
+    and, for a pydantic model, the model that validates (and answers) it.
+    Read-only: one checked schema is shared by every request that names it."""
 
-    #: The JSON Schema (an object at its root: both CLIs require one).
-    schema: Mapping[str, Any]
-    model: type[BaseModel] | None = None
+    __slots__ = ("model",)
+
+    def __init__(self, schema: Mapping[str, Any], model: type[BaseModel] | None = None) -> None:
+        super().__init__(schema)
+        #: The pydantic model it came from (None: a dict schema).
+        self.model = model
+
+    def _read_only(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("an output schema is read-only (it was checked as it is)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only  # type: ignore[assignment]
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[OutputSchema], tuple[dict[str, Any], type[BaseModel] | None]]:
+        return (OutputSchema, (dict(self), self.model))
+
+    def __repr__(self) -> str:
+        return (
+            f"OutputSchema({dict.__repr__(self)}{', ' + self.model.__name__ if self.model else ''})"
+        )
+
+    @property
+    def schema(self) -> Mapping[str, Any]:
+        """The JSON Schema (an object at its root: both CLIs require one)."""
+        return self
 
     @property
     def name(self) -> str:
@@ -104,7 +128,7 @@ class OutputSchema:
         if self.model is None:
             errors = schema_errors(value, self.schema)
             return (None, errors) if errors else (value, [])
-        from pydantic import ValidationError  # (down) on first use only
+        from pydantic import ValidationError  # lazy: pydantic on first use only
 
         try:
             return self.model.model_validate_json(json.dumps(value)), []
@@ -122,7 +146,7 @@ def output_schema(value: object) -> OutputSchema:
     if isinstance(value, OutputSchema):
         return value
     if isinstance(value, type):
-        from pydantic import BaseModel  # (down) on first use only
+        from pydantic import BaseModel  # lazy: pydantic on first use only
 
         if not issubclass(value, BaseModel):
             raise ConfigError(

@@ -25,7 +25,8 @@ from typing import Any
 import anyio
 
 from coding_genesis._supervision.childenv import build_env
-from coding_genesis._supervision.process import SupervisorConfig, run_process
+from coding_genesis._supervision.process import run_process
+from coding_genesis._supervision.values import SupervisorConfig
 
 __all__ = [
     "AUTHOR_EMAIL",

@@ -152,7 +152,7 @@ async def sweep(
             swept.append(run)
             continue
         if isinstance(worktree, dict):
-            # git and the worktree machinery load only when a dead run left a worktree
+            # lazy: git and the worktree machinery, only when a dead run left a worktree
             from coding_genesis._workspace.reclaim import check_reclaim, reclaim
 
             why = await check_reclaim(worktree, roots=worktrees_dirs)

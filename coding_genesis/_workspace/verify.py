@@ -16,7 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from coding_genesis._supervision.childenv import build_env, child_base_env
-from coding_genesis._supervision.process import StopReason, run_process
+from coding_genesis._supervision.process import run_process
+from coding_genesis._supervision.values import StopReason
 from coding_genesis.config import AgentConfig
 
 __all__ = ["OUTPUT_TAIL_CHARS", "run_verify", "verify_failure_message"]

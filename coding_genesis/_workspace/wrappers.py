@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from coding_genesis._pipeline.request import Request
 from coding_genesis._pipeline.wrappers import RunWrapper, RunWrappers, WrapperRefused
 from coding_genesis._supervision.ledger import Ledger
 from coding_genesis._workspace.gitops import GitError
@@ -25,6 +24,7 @@ from coding_genesis._workspace.isolation import (
 )
 from coding_genesis._workspace.verify import run_verify, verify_failure_message
 from coding_genesis.config import AgentConfig
+from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 from coding_genesis.status import ErrorCode, Status
 

@@ -38,7 +38,6 @@ from typing import Any
 
 import anyio
 
-from coding_genesis._observers.budget import Budget
 from coding_genesis._util.loops import running_event_loop
 from coding_genesis.batch import (
     BatchItem,
@@ -51,6 +50,7 @@ from coding_genesis.batch import (
     register_executor,
     run_many,
 )
+from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from coding_genesis.integrations.ray_budget import on_ray
 from coding_genesis.status import Status
@@ -154,6 +154,7 @@ class RayRunner:
         self._init_kwargs = dict(init_kwargs or {})
         self._cancel_wait = cancel_wait
         self._started_ray = False
+        _import_ray()  # a missing Ray is said once, here, not as each request's failure
 
     @property
     def task_options(self) -> dict[str, Any]:
@@ -259,7 +260,8 @@ class RayRunner:
         on_result: ResultCallback | None = None,
         collect: bool = True,
         budget: Budget | None = None,
-        deadline_s: float | None = None,
+        deadline: float | None = None,
+        **old: Any,
     ) -> list[dict[str, Any]]:
         """:func:`coding_genesis.batch.run_many` on this runner.  A shared
         ``budget`` (or one in a request) moves its pot into a Ray actor
@@ -273,7 +275,8 @@ class RayRunner:
             on_result=on_result,
             collect=collect,
             budget=budget,
-            deadline_s=deadline_s,
+            deadline=deadline,
+            **old,  # deadline_s=, deprecated: run_many warns
         )
 
 

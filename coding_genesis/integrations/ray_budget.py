@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coding_genesis._observers.accounts import BudgetWarning, Exceeded, Totals, Usage
-from coding_genesis._observers.budget import Budget
+from coding_genesis._util.accounts import BudgetWarning, Exceeded, Totals, Usage
+from coding_genesis.budget import Budget
 
 __all__ = ["on_ray", "ray_account"]
 

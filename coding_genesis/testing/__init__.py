@@ -15,7 +15,7 @@ helper).  What is checked:
 * **the contract** (:func:`check_contract`): the backend is a
   :class:`~coding_genesis.backend.Backend` (a plug-in of 0.1.0's Protocol is
   checked as the adapter it is wrapped in), each member of the base class has its
-  declared type, and its translator is a :class:`~coding_genesis.backend.Translator`.
+  declared type, and its translator is a :class:`~coding_genesis.events.Translator`.
 * **translation** (:func:`check_translation`), per case name: ``text*`` ends in
   success with a session id, a non-empty final text and usage; ``tool*``,
   ``shell*``, ``bash*``, ``write*`` show tool calls with names, and their results
@@ -48,7 +48,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from coding_genesis.backend import Backend, Translator, as_backend, is_factory
+from coding_genesis.backend import Backend, as_backend, is_factory
+from coding_genesis.events import Translator
 from coding_genesis.status import FailureCategory
 
 __all__ = [

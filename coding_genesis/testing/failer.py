@@ -102,7 +102,7 @@ def _retryable_codes() -> frozenset[str]:
         _retryable = frozenset(c for c in codes if c)
     if _retryable is None:
         try:  # run on its own: the table of the package it ships in
-            from coding_genesis.backends.failer import RETRYABLE_CODES
+            from coding_genesis.backends.failer import RETRYABLE_CODES  # lazy: a script, maybe
 
             _retryable = frozenset(RETRYABLE_CODES)
         except ImportError:  # pragma: no cover - a copy of the script alone
@@ -313,7 +313,7 @@ def _parser() -> argparse.ArgumentParser:
 def _turns() -> ModuleType:
     """The turns module, from this script's own directory (or its package)."""
     if TYPE_CHECKING or __package__:
-        from coding_genesis.testing import _failer_turns as turns
+        from coding_genesis.testing import _failer_turns as turns  # lazy: a script, maybe
     else:  # run as a script: its directory is on sys.path
         import _failer_turns as turns
     return turns

@@ -90,6 +90,7 @@ async def test_an_answer_of_another_type_is_an_error() -> None:
     assert decided.error == "the approver answered str, not a Decision, bool or None"
 
 
+@pytest.mark.slow
 async def test_an_async_approver_that_hangs_is_cancelled_at_the_deadline() -> None:
     cancelled = anyio.Event()
 
@@ -110,6 +111,7 @@ async def test_an_async_approver_that_hangs_is_cancelled_at_the_deadline() -> No
     assert decided.error is None and decided.elapsed_s >= 0.2
 
 
+@pytest.mark.slow
 async def test_a_sync_answer_after_the_deadline_is_refused() -> None:
     def slow(request: ApprovalRequest) -> Verdict:
         time.sleep(0.15)  # inline: nothing can interrupt it, but its late answer is not used

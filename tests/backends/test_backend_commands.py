@@ -15,21 +15,23 @@ import pytest
 from coding_genesis._cli.env import node_path_for
 from coding_genesis._pipeline.attempt import Refusal, resolve_program
 from coding_genesis._pipeline.overlay import materialized
-from coding_genesis.backend import AttemptRequest, CommandSpec, NodeScript, node_launch
+from coding_genesis.backend import CommandSpec, NodeScript, node_launch
 from coding_genesis.backends import GeminiBackend, OpencodeBackend, QwenBackend, get_backend
 from coding_genesis.errors import ConfigError
+from coding_genesis.request import Request
+from tests.support import cli_request
 
 PROMPT = "--yolo; rm -rf / `SCENARIO:text` $(id)\nsecond line"
 
 
-def request(**kwargs: object) -> AttemptRequest:
-    return AttemptRequest(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
+def request(**kwargs: object) -> Request:
+    return cli_request(prompt=PROMPT, cwd="/work/dir", **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["gemini", "opencode", "qwen"])
 def test_registered_and_prompt_only_on_stdin(name: str) -> None:
     backend = get_backend(name)
-    spec = backend.build_command(request(model="m-1", resume_session="sess-1"))
+    spec = backend.build_command(request(model="m-1", resume="sess-1"))
     assert spec.stdin == PROMPT.encode()
     assert not any(PROMPT in a or "SCENARIO" in a for a in spec.args), spec.args
     assert backend.supports_resume is True

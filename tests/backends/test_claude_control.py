@@ -30,12 +30,12 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
     Unknown,
     UnparsedLine,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolResultEvent
+from tests.support import cli_request
 
 TWOWAY = Path(__file__).parents[1] / "fakes" / "recordings" / "twoway"
 Decide = Callable[[ApprovalRequest], Decision]
@@ -68,7 +68,7 @@ def replay(name: str, decide: Decide = _allow) -> Replay:
             if request.get("subtype") == "initialize":
                 proto = ClaudeBackend().control()
                 approvals = request.get("hooks") is not None
-                written += proto.opening(SessionStart(cwd="/srv/rec/work", approvals=approvals))
+                written += proto.opening(cli_request(cwd="/srv/rec/work", approvals=approvals))
             elif obj["type"] == "user":
                 assert proto is not None
                 written += proto.begin_turn(obj["message"]["content"])
@@ -199,7 +199,7 @@ def test_resume_in_a_second_process() -> None:
     assert out.meanings.count(Ready(None)) == 2
     first, second = results(out)
     assert first.session_id == second.session_id
-    spec = ClaudeBackend().control().command(SessionStart(cwd="/w", resume=first.session_id))
+    spec = ClaudeBackend().control().command(cli_request(cwd="/w", resume=first.session_id))
     assert f"--resume={first.session_id}" in spec.args
 
 
@@ -215,7 +215,7 @@ def test_resume_of_an_unknown_session_is_a_fatal_fault() -> None:
 
 def test_the_command_is_the_one_shot_run_s_in_stream_json() -> None:
     backend = ClaudeBackend()
-    start = SessionStart(
+    start = cli_request(
         cwd="/w",
         model="m",
         permissions="read-only",
@@ -245,9 +245,9 @@ def test_the_command_is_the_one_shot_run_s_in_stream_json() -> None:
 
 
 def test_hooks_only_with_approvals() -> None:
-    (init,) = ClaudeBackend().control().opening(SessionStart(cwd="/w"))
+    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w"))
     assert init["request"] == {"subtype": "initialize", "hooks": None}
-    (init,) = ClaudeBackend().control().opening(SessionStart(cwd="/w", approvals=True))
+    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w", approvals=True))
     hooks = init["request"]["hooks"]
     assert hooks == {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]}
 
@@ -257,7 +257,7 @@ def test_hooks_only_with_approvals() -> None:
 
 def _opened(approvals: bool = True) -> ClaudeControl:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(SessionStart(cwd="/w", approvals=approvals))
+    (init,) = proto.opening(cli_request(cwd="/w", approvals=approvals))
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
     assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
     proto.begin_turn("go")
@@ -313,7 +313,7 @@ def test_a_malformed_control_message_is_a_fault(obj: dict[str, Any]) -> None:
 
 def test_error_answers_to_our_requests() -> None:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(SessionStart(cwd="/w"))
+    (init,) = proto.opening(cli_request(cwd="/w"))
     error = {"subtype": "error", "request_id": init["request_id"], "error": "bad hooks"}
     (fault,) = proto.receive({"type": "control_response", "response": error})
     assert fault == ProtocolFault("claude refused initialize: bad hooks", True)
@@ -327,7 +327,7 @@ def test_error_answers_to_our_requests() -> None:
     assert isinstance(again, ProtocolFault)
     # a fault quotes a bounded part of claude's words
     fresh = ClaudeBackend().control()
-    (init,) = fresh.opening(SessionStart(cwd="/w"))
+    (init,) = fresh.opening(cli_request(cwd="/w"))
     error = {"subtype": "error", "request_id": init["request_id"], "error": "x" * 10**6}
     (fault,) = fresh.receive({"type": "control_response", "response": error})
     assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000
@@ -484,6 +484,7 @@ _types = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     kind=_types,

@@ -24,10 +24,10 @@ from coding_genesis.control import (
     PermissionAsk,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
 )
 from coding_genesis.hooks import HOOK_EVENTS, HookEvent, HookInput, HookResult
+from tests.support import cli_request
 
 TWOWAY = Path(__file__).parents[1] / "fakes" / "recordings" / "twoway"
 ALL = frozenset(HOOK_EVENTS)
@@ -69,7 +69,7 @@ def replay_hooks() -> Replay:
         if entry["dir"] == ">":
             if obj.get("request", {}).get("subtype") == "initialize":
                 proto = ClaudeBackend().control()
-                start = SessionStart(cwd="/srv/rec/work", approvals=True, hooks=ALL, hook_wait=95)
+                start = cli_request(cwd="/srv/rec/work", approvals=True, hooks=ALL, hook_wait=95)
                 written += proto.opening(start)
             elif obj["type"] == "user":
                 assert proto is not None
@@ -143,7 +143,7 @@ def test_what_claude_did_with_each_answer() -> None:
 
 def _opened(*, approvals: bool, hooks: frozenset[HookEvent] = ALL) -> ClaudeControl:
     proto = ClaudeBackend().control()
-    start = SessionStart(cwd="/w", approvals=approvals, hooks=hooks, hook_wait=40)
+    start = cli_request(cwd="/w", approvals=approvals, hooks=hooks, hook_wait=40)
     (init,) = proto.opening(start)
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
     assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
@@ -171,13 +171,13 @@ def _answer(objects: list[Outgoing]) -> dict[str, Any]:
 
 def test_only_the_events_with_hooks_are_registered_with_a_timeout() -> None:
     proto = ClaudeBackend().control()
-    start = SessionStart(cwd="/w", hooks=frozenset({"turn_end"}), hook_wait=40)
+    start = cli_request(cwd="/w", hooks=frozenset({"turn_end"}), hook_wait=40)
     (init,) = proto.opening(start)
     assert init["request"]["hooks"] == {
         "Stop": [{"matcher": None, "hookCallbackIds": ["genesis_stop"], "timeout": 40}]
     }
     # approvals alone: the approver's callback as before, claude's own timeout
-    (init,) = ClaudeBackend().control().opening(SessionStart(cwd="/w", approvals=True))
+    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w", approvals=True))
     assert init["request"]["hooks"] == {
         "PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
     }

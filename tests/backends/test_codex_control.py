@@ -32,7 +32,6 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
     Unknown,
     UnparsedLine,
@@ -49,8 +48,10 @@ from coding_genesis.events import (
 )
 from coding_genesis.hooks import HookEvent
 from coding_genesis.options import Permissions
+from coding_genesis.request import Request
 from coding_genesis.usage import normalize_usage
 from tests.backends.schema_lite import load, problems
+from tests.support import cli_request
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "tests" / "fakes" / "recordings" / "twoway"
@@ -97,14 +98,14 @@ def lines(name: str) -> list[dict[str, Any]]:
 
 def _start(
     recorded: list[dict[str, Any]], index: int, hooks: frozenset[HookEvent] = frozenset()
-) -> SessionStart:
+) -> Request:
     """The session start a process of the recording was made with (from its thread
     request), with ``hooks`` (none were asked for: hooks only observe codex)."""
     for line in recorded[index:]:
         msg = line.get("msg") or {}
         if line["dir"] == ">" and msg.get("method") in ("thread/start", "thread/resume"):
             params = msg["params"]
-            return SessionStart(
+            return cli_request(
                 cwd=params["cwd"],
                 approvals=params["approvalPolicy"] == "untrusted",
                 permissions=SANDBOXES[params["sandbox"]],
@@ -436,7 +437,7 @@ def everything_written() -> Iterator[Outgoing]:
     for name in ALL:
         yield from replay(name).written
     protocol = CodexAppServer()
-    start = SessionStart(cwd="/w", model="gpt-5.5", permissions="full", approvals=True)
+    start = cli_request(cwd="/w", model="gpt-5.5", permissions="full", approvals=True)
     yield from protocol.opening(start)
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
@@ -517,7 +518,7 @@ def test_command_and_thread_params() -> None:
     protocol = CodexBackend().control()
     assert isinstance(protocol, CodexAppServer) and protocol is not CodexBackend().control()
     assert protocol.can_steer
-    start = SessionStart(
+    start = cli_request(
         cwd="/w",
         model="gpt-5.5",
         permissions="read-only",
@@ -562,7 +563,7 @@ def test_command_and_thread_params() -> None:
 
 def test_approvals_ask_untrusted() -> None:
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w", approvals=True))
+    protocol.opening(cli_request(cwd="/w", approvals=True))
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     assert reply.objects[1]["params"] == {"cwd": "/w", "approvalPolicy": "untrusted"}
@@ -579,7 +580,7 @@ def approval(rid: Any, method: str = "item/commandExecution/requestApproval") ->
 def ready() -> CodexAppServer:
     """A codec whose thread ``t`` is open and whose turn ``u`` runs."""
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w"))
+    protocol.opening(cli_request(cwd="/w"))
     protocol.receive({"id": 1, "result": {}})
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
     protocol.begin_turn("go")
@@ -620,7 +621,7 @@ def test_not_a_mapping_is_a_fault() -> None:
 
 def test_error_responses() -> None:
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w"))
+    protocol.opening(cli_request(cwd="/w"))
     fault = only(
         protocol.receive({"id": 1, "error": {"code": -32600, "message": "no"}}), ProtocolFault
     )
@@ -651,7 +652,7 @@ def test_error_responses() -> None:
 
 def test_a_thread_start_without_a_thread_id_is_fatal() -> None:
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w"))
+    protocol.opening(cli_request(cwd="/w"))
     protocol.receive({"id": 1, "result": {}})
     assert only(protocol.receive({"id": 2, "result": {"thread": {}}}), ProtocolFault).fatal
 
@@ -749,6 +750,7 @@ METHODS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(method=METHODS, params=JSON, rid=JSON, with_id=st.booleans())
 def test_never_raises(method: str, params: Any, rid: Any, with_id: bool) -> None:
@@ -804,7 +806,7 @@ def test_an_unparsed_request_of_another_kind_gets_an_error() -> None:
 
 def test_an_unparsed_answer_to_our_request_fails_it() -> None:
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w"))
+    protocol.opening(cli_request(cwd="/w"))
     fault = only(protocol.unparsed(unread(id=1)), ProtocolFault)
     assert fault.fatal and "initialize" in fault.message
     assert ready().unparsed(unread(id=99)) == ()  # not ours

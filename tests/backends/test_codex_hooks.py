@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from coding_genesis.backends.codex_control import CodexAppServer
-from coding_genesis.control import FORWARD, HookCall, Reply, SessionStart, TurnEnded
+from coding_genesis.control import FORWARD, HookCall, Reply, TurnEnded
 from coding_genesis.hooks import HOOK_EVENTS, HookInput, HookResult
 from tests.backends.test_codex_control import replay
+from tests.support import cli_request
 
 ALL = frozenset(HOOK_EVENTS)
 
@@ -52,7 +53,7 @@ def test_without_hooks_nothing_is_reported() -> None:
 
 
 def _turn(protocol: CodexAppServer) -> None:
-    (init,) = protocol.opening(SessionStart(cwd="/w", hooks=ALL))
+    (init,) = protocol.opening(cli_request(cwd="/w", hooks=ALL))
     (reply,) = protocol.receive({"id": init["id"], "result": {}})
     assert isinstance(reply, Reply)
     thread_start = reply.objects[1]

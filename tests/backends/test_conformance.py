@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coding_genesis.backend import AttemptRequest, Translator
+from coding_genesis.backend import Translator
 from coding_genesis.backends import ClaudeBackend, FailerBackend, available_backends, get_backend
 from coding_genesis.events import Event, ResultEvent, SessionEvent, TextEvent
 from coding_genesis.testing import (
@@ -25,11 +25,12 @@ from coding_genesis.testing import (
     find_recordings,
     pytest_params,
 )
-from tests.support import RECORDINGS
+from tests.support import RECORDINGS, cli_request
 
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in available_backends() if n != "failer"])
 def test_every_backend_conforms_on_its_recordings(name: str) -> None:
     recordings = find_recordings(RECORDINGS, name)
@@ -46,13 +47,14 @@ def test_every_backend_conforms_on_its_recordings(name: str) -> None:
 def failer_recording(case: str, prompt: str) -> Recording:
     program = FailerBackend().default_program()
     assert program is not None
-    spec = FailerBackend().build_command(AttemptRequest(prompt=prompt, cwd="/tmp"))
+    spec = FailerBackend().build_command(cli_request(prompt=prompt, cwd="/tmp"))
     proc = subprocess.run(
         [*program, *spec.args], input=spec.stdin, capture_output=True, timeout=60, check=False
     )
     return Recording(f"failer_{case}", case, proc.stdout, proc.returncode, proc.stderr.decode())
 
 
+@pytest.mark.slow
 def test_the_failer_conforms_with_its_own_executable() -> None:
     recordings = [
         failer_recording("text", "hello"),
@@ -127,6 +129,7 @@ class BlindToAuth(ClaudeBackend):
         return T()
 
 
+@pytest.mark.slow
 def test_a_wrong_failure_category_is_named_and_every_problem_listed() -> None:
     with pytest.raises(AssertionError) as exc:
         check_failure_hint(ClaudeBackend(), claude("401"), {"401": "rate_limit"})
@@ -149,6 +152,7 @@ def test_no_recordings_is_an_error_not_a_pass(tmp_path: Any) -> None:
         check_backend(ClaudeBackend(), tmp_path)
 
 
+@pytest.mark.slow
 def test_the_kit_needs_no_pytest() -> None:
     code = (
         "import sys\n"

@@ -15,10 +15,9 @@ from coding_genesis import (
     backends as registry,
     load_backends_file,
 )
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import register_backend
 from coding_genesis.errors import ConfigError
-from tests.support import FakeCLI
+from tests.support import FakeCLI, cli_request
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +40,7 @@ def argvs(fake: FakeCLI) -> list[list[str]]:
     return [r["argv"] for r in fake.records() if "argv" in r]
 
 
+@pytest.mark.slow
 def test_a_claude_stream_json_cli_runs_with_the_prompt_on_stdin(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
@@ -71,12 +71,12 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
 ) -> None:
     backend = claude_like(fake_claude)
     assert backend.supports_resume
-    spec = backend.build_command(AttemptRequest(prompt="p", cwd="/w", resume_session="s-1"))
+    spec = backend.build_command(cli_request(prompt="p", cwd="/w", resume="s-1"))
     assert spec.args == ("-p", "--output-format", "stream-json", "--workdir=/w", "--resume=s-1")
     assert spec.stdin == b"p"
     plain = GenericBackend("plain", command=["plain"])
     assert not plain.supports_resume
-    spec = plain.build_command(AttemptRequest(prompt="p", cwd="/w", model="x", max_turns=2))
+    spec = plain.build_command(cli_request(prompt="p", cwd="/w", model="x", max_turns=2))
     assert spec.args == ()
     assert spec.warnings == (
         "max_turns=2 not honored by plain",
@@ -84,6 +84,7 @@ def test_groups_without_a_value_are_left_out_and_resume_is_supported(
     )
 
 
+@pytest.mark.slow
 def test_permissions_only_where_the_template_says_how(fake_claude: FakeCLI) -> None:
     with pytest.raises(ConfigError, match="cannot enforce permissions='read-only'"):
         CodingGenesisAgent(claude_like(fake_claude), permissions="read-only")
@@ -94,6 +95,7 @@ def test_permissions_only_where_the_template_says_how(fake_claude: FakeCLI) -> N
     assert agent.run_sync("hi", permissions="full")["status"] == 64
 
 
+@pytest.mark.slow
 def test_a_codex_json_cli(fake_codex: FakeCLI) -> None:
     backend = GenericBackend(
         "codexish", command=[fake_codex.path, "exec", "--json"], format="codex-json"
@@ -171,6 +173,7 @@ def test_a_bad_toml_file_names_the_file_and_the_mistake(
         load_backends_file(tmp_path / "missing.toml")
 
 
+@pytest.mark.slow
 def test_genesis_run_reads_a_backends_file_only_when_told(
     fake_claude: FakeCLI,
     tmp_path: Path,

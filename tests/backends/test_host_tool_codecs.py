@@ -28,12 +28,13 @@ from coding_genesis.control import (
     PermissionAsk,
     Ready,
     Reply,
-    SessionStart,
     ToolCall,
 )
+from coding_genesis.request import Request
 from coding_genesis.tools import ToolResult, tool
 from tests.backends.schema_lite import load, problems
 from tests.backends.test_codex_control import SCHEMAS
+from tests.support import cli_request
 
 
 @tool
@@ -42,7 +43,7 @@ def add(a: int, b: int = 1) -> int:
     return a + b
 
 
-START = SessionStart(cwd="/w", tools=(add,))
+START = cli_request(cwd="/w", tools=(add,))
 
 
 def only(meanings: Any, kind: type) -> Any:
@@ -53,9 +54,9 @@ def only(meanings: Any, kind: type) -> Any:
 # -- claude: an SDK MCP server over the control protocol -------------------------------
 
 
-def claude(start: SessionStart = START, approvals: bool = False) -> ClaudeControl:
+def claude(start: Request = START, approvals: bool = False) -> ClaudeControl:
     proto = ClaudeBackend().control()
-    start = SessionStart(cwd=start.cwd, tools=start.tools, approvals=approvals)
+    start = cli_request(cwd=start.cwd, tools=start.tools, approvals=approvals)
     spec = proto.command(start)
     (given,) = [a.split("=", 1)[1] for a in spec.args if a.startswith("--session-id=")]
     (init,) = proto.opening(start)
@@ -86,9 +87,9 @@ def test_claude_is_started_with_the_sdk_server_and_each_tool_allowed() -> None:
         "mcpServers": {"genesis": {"type": "sdk", "name": "genesis"}}
     }
     assert "--allowedTools=mcp__genesis__add" in spec.args
-    with_args = proto.command(SessionStart(cwd="/w", tools=(add,), extra_args=("--x",)))
+    with_args = proto.command(cli_request(cwd="/w", tools=(add,), extra_args=("--x",)))
     assert with_args.args[-1] == "--x"  # the caller's own arguments stay last
-    plain = ClaudeBackend().control().command(SessionStart(cwd="/w"))
+    plain = ClaudeBackend().control().command(cli_request(cwd="/w"))
     assert "--mcp-config" not in plain.args
 
 
@@ -193,11 +194,12 @@ def test_claude_mcp_messages_it_cannot_serve(
 
 
 def test_claude_without_host_tools_refuses_mcp_messages() -> None:
-    proto = claude(SessionStart(cwd="/w"))
+    proto = claude(cli_request(cwd="/w"))
     (obj,) = only(proto.receive(mcp("x", {"method": "tools/list", "id": 1})), Reply).objects
     assert obj["response"]["subtype"] == "error"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     message=st.dictionaries(
@@ -224,7 +226,7 @@ def test_claude_mcp_never_raises(message: dict[str, Any], server: Any) -> None:
 # -- codex: dynamic tools ----------------------------------------------------------------
 
 
-def codex(start: SessionStart = START) -> tuple[CodexAppServer, list[dict[str, Any]]]:
+def codex(start: Request = START) -> tuple[CodexAppServer, list[dict[str, Any]]]:
     """A codec whose thread ``t`` is open and whose turn ``u`` runs; what it wrote."""
     proto = CodexBackend().control()
     written = list(proto.opening(start))
@@ -259,7 +261,7 @@ def test_codex_declares_dynamic_tools_and_opts_into_the_experimental_api() -> No
             "inputSchema": dict(add.parameters),
         }
     ]
-    plain_init, _, plain_thread, _ = codex(SessionStart(cwd="/w"))[1]
+    plain_init, _, plain_thread, _ = codex(cli_request(cwd="/w"))[1]
     assert "experimentalApi" not in plain_init["params"]["capabilities"]
     assert "dynamicTools" not in plain_thread["params"]
     schema = load(SCHEMAS / "experimental" / "v2" / "ThreadStartParams.json")
@@ -268,7 +270,7 @@ def test_codex_declares_dynamic_tools_and_opts_into_the_experimental_api() -> No
 
 
 def test_codex_a_resumed_thread_keeps_its_own_tools() -> None:
-    _, written = codex(SessionStart(cwd="/w", resume="t0", tools=(add,)))
+    _, written = codex(cli_request(cwd="/w", resume="t0", tools=(add,)))
     assert written[2]["method"] == "thread/resume"
     assert "dynamicTools" not in written[2]["params"]
 
@@ -312,7 +314,7 @@ def test_codex_a_call_it_cannot_read_is_refused(params: dict[str, Any]) -> None:
 
 
 def test_codex_without_host_tools_does_not_serve_tool_calls() -> None:
-    proto, _ = codex(SessionStart(cwd="/w"))
+    proto, _ = codex(cli_request(cwd="/w"))
     (error,) = only(proto.receive(tool_call(7)), Reply).objects
     assert error["error"]["code"] == NOT_SERVED
 
@@ -320,7 +322,7 @@ def test_codex_without_host_tools_does_not_serve_tool_calls() -> None:
 class Bare(ControlProtocol):
     """A protocol that knows nothing of host tools (the contract's defaults)."""
 
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, start: Request) -> CommandSpec:
         return CommandSpec(args=())
 
     def translator(self) -> Translator:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import ClaudeBackend, CodexBackend, GeminiBackend
 from coding_genesis.backends.claude_control import ANSWER_TOOL, HOOK_ID
 from coding_genesis.backends.codex_control import CodexAppServer
-from coding_genesis.control import PermissionAsk, Ready, Reply, SessionStart
+from coding_genesis.control import PermissionAsk, Ready, Reply
 from coding_genesis.events import ResultEvent
 from coding_genesis.result import RunResult
 from tests.backends.test_codex_control import schema_problems
+from tests.support import cli_request
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -27,30 +27,27 @@ SCHEMA: dict[str, Any] = {
 def test_claude_takes_the_schema_as_json_schema_in_both_modes() -> None:
     backend = ClaudeBackend()
     assert backend.structured_output and not GeminiBackend().structured_output
-    spec = backend.build_command(AttemptRequest("hi", "/w", output_schema=SCHEMA))
+    spec = backend.build_command(cli_request("hi", "/w", output_schema=SCHEMA))
     flag = '--json-schema={"type":"object","properties":{"name":{"type":"string"}},' + (
         '"required":["name"],"additionalProperties":false}'
     )
     assert flag in spec.args and spec.stdin == b"hi"
     assert not any(
-        a.startswith("--json-schema")
-        for a in backend.build_command(AttemptRequest("hi", "/w")).args
+        a.startswith("--json-schema") for a in backend.build_command(cli_request("hi", "/w")).args
     )
-    live = backend.control().command(SessionStart(cwd="/w", output_schema=SCHEMA))
+    live = backend.control().command(cli_request(cwd="/w", output_schema=SCHEMA))
     assert flag in live.args and live.stdin is None
 
 
 def test_codex_exec_reads_the_schema_from_a_private_file() -> None:
     backend = CodexBackend()
-    spec = backend.build_command(
-        AttemptRequest("hi", "/w", resume_session="t-1", output_schema=SCHEMA)
-    )
+    spec = backend.build_command(cli_request("hi", "/w", resume="t-1", output_schema=SCHEMA))
     at = spec.args.index("--output-schema")
     assert spec.args[at + 1] == "{overlay}/output-schema.json"
     assert at < spec.args.index("resume")  # an option of exec, before its subcommand
     assert json.loads(spec.overlay["output-schema.json"]) == SCHEMA
     assert spec.warnings == ()
-    plain = backend.build_command(AttemptRequest("hi", "/w"))
+    plain = backend.build_command(cli_request("hi", "/w"))
     assert "--output-schema" not in plain.args and not plain.overlay
 
 
@@ -62,7 +59,7 @@ def test_codex_warns_of_a_schema_the_openai_api_refuses_in_strict_mode() -> None
         "additionalProperties": False,
     }
     (warning,) = (
-        CodexBackend().build_command(AttemptRequest("hi", "/w", output_schema=nested)).warnings
+        CodexBackend().build_command(cli_request("hi", "/w", output_schema=nested)).warnings
     )
     assert warning.startswith("output_schema at $.item is not in OpenAI's strict form")
     loose = {
@@ -70,13 +67,13 @@ def test_codex_warns_of_a_schema_the_openai_api_refuses_in_strict_mode() -> None
         "properties": {"a": {"type": "string"}},
         "additionalProperties": False,
     }
-    spec = CodexAppServer().command(SessionStart(cwd="/w", output_schema=loose))
+    spec = CodexAppServer().command(cli_request(cwd="/w", output_schema=loose))
     assert any("output_schema at $ is not in OpenAI's strict form" in w for w in spec.warnings)
 
 
 def test_codex_app_server_asks_for_the_schema_on_each_turn() -> None:
     protocol = CodexAppServer()
-    protocol.opening(SessionStart(cwd="/w", output_schema=SCHEMA))
+    protocol.opening(cli_request(cwd="/w", output_schema=SCHEMA))
     protocol.receive({"id": 1, "result": {}})
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
     for prompt in ("one", "two"):
@@ -84,14 +81,14 @@ def test_codex_app_server_asks_for_the_schema_on_each_turn() -> None:
         assert turn["method"] == "turn/start" and turn["params"]["outputSchema"] == SCHEMA
         assert schema_problems(turn) == []
     free = CodexAppServer()
-    free.opening(SessionStart(cwd="/w"))
+    free.opening(cli_request(cwd="/w"))
     (turn,) = free.begin_turn("x")
     assert "outputSchema" not in turn["params"]
 
 
 def _opened_claude() -> Any:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(SessionStart(cwd="/w", approvals=True, output_schema=SCHEMA))
+    (init,) = proto.opening(cli_request(cwd="/w", approvals=True, output_schema=SCHEMA))
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
     assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
     proto.begin_turn("go")

@@ -17,7 +17,7 @@ import pytest
 
 from tests.test_install import ROOT, _child_env, _fresh_venv, _pip_install, _run
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 PYPROJECT = """\
 [build-system]

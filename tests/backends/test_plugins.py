@@ -18,6 +18,7 @@ from coding_genesis import (
 from coding_genesis._cli.backends import ENTRY_POINT_GROUP, builtin_names
 from coding_genesis.backends import available_backends, get_backend
 from coding_genesis.errors import ConfigError, UnknownBackendError
+from coding_genesis.request import Request
 from coding_genesis.testing import check_contract
 from tests.support import present
 
@@ -66,6 +67,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base, "entry_points", lambda group: [p for p in points if p.group == group])
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("installed")
 def test_plugins_are_listed_and_loaded_by_name() -> None:
     assert {"echo", "echoclass", "missing", "claude", "failer"} <= set(available_backends())
@@ -160,6 +162,7 @@ class OldStyle:
         return "auth" if "/fail" in str(result.message) else None
 
 
+@pytest.mark.slow
 def test_a_protocol_only_plugin_is_wrapped_once_with_the_defaults_filled_in() -> None:
     registry.register_backend("oldstyle", OldStyle)  # type: ignore[arg-type]  # a 0.1.0 plug-in: no Backend subclass
     try:
@@ -194,6 +197,7 @@ def test_a_protocol_only_plugin_is_wrapped_once_with_the_defaults_filled_in() ->
         registry._REGISTRY.pop("oldstyle", None)
 
 
+@pytest.mark.slow
 def test_a_protocol_only_object_given_to_the_agent_is_wrapped_too() -> None:
     agent = CodingGenesisAgent(OldStyle(), ledger=False)  # type: ignore[arg-type]
     assert isinstance(agent.backend, base.ProtocolBackend)
@@ -222,7 +226,7 @@ class NewStyle(base.Backend):
     def default_program(self) -> Any:
         return registry.FailerBackend().default_program()
 
-    def build_command(self, request: base.AttemptRequest) -> base.CommandSpec:
+    def build_command(self, request: Request) -> base.CommandSpec:
         return registry.FailerBackend().build_command(request)
 
     def translator(self) -> base.Translator:
@@ -232,6 +236,7 @@ class NewStyle(base.Backend):
 NEW = NewStyle()
 
 
+@pytest.mark.slow
 def test_a_subclass_plugin_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     points = [EntryPoint("newstyle", "tests.backends.test_plugins:NEW", GROUP)]
     monkeypatch.setattr(base, "entry_points", lambda group: points)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import get_backend, registered_backends
 from coding_genesis.config import PERMISSION_LEVELS
+from tests.support import cli_request
 
 README = Path(__file__).parents[2] / "README.md"
 PAGES = [README, Path(__file__).parents[2] / "docs" / "backends.md"]
@@ -32,7 +32,7 @@ def render() -> str:
     ]
     for name in registered_backends():
         backend = get_backend(name)
-        base = backend.build_command(AttemptRequest(prompt="PROMPT", cwd="DIR"))
+        base = backend.build_command(cli_request(prompt="PROMPT", cwd="DIR"))
         program = backend.executable if backend.default_program() is None else f"({name})"
         command = " ".join([program, *base.args])
         levels = backend.permission_levels
@@ -40,9 +40,9 @@ def render() -> str:
 
         def honored(key: str) -> str:
             if key == "max_turns":
-                request = AttemptRequest(prompt="PROMPT", cwd="DIR", max_turns=5)
+                request = cli_request(prompt="PROMPT", cwd="DIR", max_turns=5)
             else:
-                request = AttemptRequest(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
+                request = cli_request(prompt="PROMPT", cwd="DIR", cli_max_retries=1)
             spec = backend.build_command(request)  # noqa: B023  (called at once, inside the same iteration)
             return "no" if any(key in w for w in spec.warnings) else "yes"
 

@@ -326,6 +326,7 @@ def _moved(name: str, tmp_path: Path, drop_result: bool = False) -> tuple[Path, 
     return work, moved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "step"),
     [
@@ -343,6 +344,7 @@ def test_files_modified_are_relative_to_the_runs_cwd(
     assert response["completed_steps"] == [step]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["claude_write", "codex_write_workspace"])
 def test_a_run_killed_after_writing_reports_partial_progress(
     name: str, tmp_path: Path, portal: BlockingPortal

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import ClaudeBackend, CodexBackend, get_backend
 from coding_genesis.config import AgentConfig
-from coding_genesis.control import SessionStart
 from coding_genesis.errors import AgentUsageError, ConfigError
+from coding_genesis.request import Request
+from tests.support import cli_request
 
 
-def request(**fields: Any) -> AttemptRequest:
-    return AttemptRequest(prompt="p", cwd="/tmp", **fields)
+def request(**fields: Any) -> Request:
+    return cli_request(prompt="p", cwd="/tmp", **fields)
 
 
 @pytest.mark.parametrize(
@@ -80,20 +80,20 @@ def test_claude_reads_the_users_settings_alone_by_default() -> None:
 
 def test_claude_sessions_start_the_same_way() -> None:
     protocol = ClaudeBackend().control()
-    args = protocol.command(SessionStart(cwd="/tmp")).args
+    args = protocol.command(cli_request(cwd="/tmp")).args
     assert "--setting-sources=user" in args and "--strict-mcp-config" in args
-    opted = protocol.command(SessionStart(cwd="/tmp", setting_sources=("project",))).args
+    opted = protocol.command(cli_request(cwd="/tmp", setting_sources=("project",))).args
     assert "--setting-sources=project" in opted and "--strict-mcp-config" not in opted
 
 
 def test_codex_marks_the_working_directory_and_above_untrusted(tmp_path: Any) -> None:
     work = tmp_path / "repo" / "sub"
     work.mkdir(parents=True)
-    args = CodexBackend().build_command(AttemptRequest(prompt="p", cwd=str(work))).args
+    args = CodexBackend().build_command(cli_request(prompt="p", cwd=str(work))).args
     override = args[args.index("-c") + 1]
     for path in (work, work.parent, tmp_path, "/"):
         assert f'"{path}"={{trust_level="untrusted"}}' in override
-    both = AttemptRequest(prompt="p", cwd=str(work), setting_sources=("user", "project"))
+    both = cli_request(prompt="p", cwd=str(work), setting_sources=("user", "project"))
     assert not any(a.startswith("projects=") for a in CodexBackend().build_command(both).args)
 
 

@@ -17,16 +17,17 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis.backend import AttemptRequest, CommandSpec
+from coding_genesis.backend import CommandSpec
 from coding_genesis.backends import ClaudeBackend, CodexBackend, FailerBackend
 from coding_genesis.batch import run_many_sync
 from coding_genesis.config import DEFAULT_CLI_MAX_RETRIES, PERMISSION_LEVELS, AgentConfig
 from coding_genesis.errors import ConfigError
-from tests.support import FakeCLI
+from coding_genesis.request import Request
+from tests.support import FakeCLI, cli_request
 
 
-def request(**fields: Any) -> AttemptRequest:
-    return AttemptRequest(prompt="p", cwd="/tmp", **fields)
+def request(**fields: Any) -> Request:
+    return cli_request(prompt="p", cwd="/tmp", **fields)
 
 
 # -- validated once ----------------------------------------------------------------
@@ -71,6 +72,7 @@ class ReadOnlyOnly(FailerBackend):
     permission_levels = frozenset({"read-only"})
 
 
+@pytest.mark.slow
 def test_a_level_the_backend_cannot_enforce_is_refused_never_loosened() -> None:
     with pytest.raises(ConfigError, match=r"cannot enforce permissions='full'.*read-only"):
         CodingGenesisAgent(ReadOnlyOnly(), permissions="full")
@@ -94,7 +96,7 @@ def test_a_backend_without_the_attribute_refuses_every_level() -> None:
         def default_program(self) -> None:
             return None
 
-        def build_command(self, request: AttemptRequest) -> CommandSpec:
+        def build_command(self, request: Request) -> CommandSpec:
             return CommandSpec(args=())
 
         def translator(self) -> Any:
@@ -154,7 +156,7 @@ def test_claude_read_only_keeps_the_users_denials_and_wins_over_permission_mode(
 
 def test_claude_max_turns_model_resume_and_retries() -> None:
     spec = ClaudeBackend().build_command(
-        request(model="sonnet", max_turns=3, resume_session="abc-1", cli_max_retries=0)
+        request(model="sonnet", max_turns=3, resume="abc-1", cli_max_retries=0)
     )
     assert {"--model=sonnet", "--max-turns=3", "--resume=abc-1"} <= set(spec.args)
     assert spec.env == {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1"}
@@ -168,6 +170,7 @@ def test_claude_max_turns_model_resume_and_retries() -> None:
     }
 
 
+@pytest.mark.slow
 def test_claude_vocabulary_reaches_the_cli_argv_and_env(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
@@ -213,6 +216,7 @@ def test_codex_has_no_turn_limit_and_caps_retries_per_named_provider() -> None:
     assert named.args[-1] == "-"  # the prompt still goes on stdin
 
 
+@pytest.mark.slow
 def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
     fake_codex.script([{"answer": "done"}])
     result = fake_codex.agent(max_turns=5).run_sync("hi")
@@ -223,6 +227,7 @@ def test_codex_warnings_land_in_the_result(fake_codex: FakeCLI) -> None:
 # -- failer ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failer_takes_every_level() -> None:
     for level in PERMISSION_LEVELS:
         agent = CodingGenesisAgent("failer", permissions=level, max_turns=2)
@@ -234,6 +239,7 @@ def test_failer_takes_every_level() -> None:
 # -- default cap under a retry policy --------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     fake_claude: FakeCLI,
 ) -> None:
@@ -244,7 +250,7 @@ def test_cli_retries_are_capped_by_default_only_under_a_retry_policy(
     seen: list[Any] = []
 
     class Probe(ClaudeBackend):
-        def build_command(self, request: AttemptRequest) -> CommandSpec:
+        def build_command(self, request: Request) -> CommandSpec:
             seen.append(request.cli_max_retries)
             return super().build_command(request)
 
@@ -351,7 +357,7 @@ PROBE = textwrap.dedent(
 class OverlayBackend(ClaudeBackend):
     name = "overlay-probe"
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         return dataclasses.replace(
             super().build_command(request),
             args=("--settings={overlay}/settings.json",),
@@ -380,6 +386,7 @@ def test_the_overlay_is_private_for_the_run_and_removed_after(tmp_path: Path) ->
     assert result["warnings"][0] == "probe: something not honored"
 
 
+@pytest.mark.slow
 def test_the_overlay_is_removed_after_a_timeout(tmp_path: Path) -> None:
     tmp_dir = tempfile.gettempdir()
     before = set(os.listdir(tmp_dir))

@@ -64,6 +64,7 @@ def check_events(events: list[dict[str, Any]], count: int) -> None:
     assert finished == list(range(count))
 
 
+@pytest.mark.slow
 async def test_hundred_failer_runs_come_back_in_order(tmp_path: Path) -> None:
     events: list[dict[str, Any]] = []
     finished_order: list[int] = []
@@ -79,11 +80,13 @@ async def test_hundred_failer_runs_come_back_in_order(tmp_path: Path) -> None:
     assert [r["status"] for r in results].count(0) == 25
 
 
+@pytest.mark.slow
 def test_run_many_sync(tmp_path: Path) -> None:
     results = run_many_sync(mixed_specs(8, tmp_path), concurrency=4)
     check_mixed(results, 8)
 
 
+@pytest.mark.slow
 async def test_collect_false_keeps_nothing_and_on_result_sees_all(tmp_path: Path) -> None:
     seen: dict[int, dict[str, Any]] = {}
     returned = await run_many(
@@ -98,6 +101,7 @@ async def test_collect_false_keeps_nothing_and_on_result_sees_all(tmp_path: Path
     assert (seen[12]["status"], seen[12]["error"]) == (64, "invalid_request")
 
 
+@pytest.mark.slow
 def test_run_many_sync_collect_false(tmp_path: Path) -> None:
     seen: list[int] = []
     returned = run_many_sync(
@@ -115,6 +119,7 @@ async def test_run_many_sync_refuses_a_running_loop(tmp_path: Path) -> None:
         run_many_sync(mixed_specs(1, tmp_path))
 
 
+@pytest.mark.slow
 async def test_bad_requests_are_answered_at_their_index(tmp_path: Path) -> None:
     requests: list[Any] = [
         RunSpec(prompt="hello", backend="failer", name="ok-0"),
@@ -149,6 +154,7 @@ async def test_bad_requests_are_answered_at_their_index(tmp_path: Path) -> None:
     assert results[1]["backend"] == "failer"
 
 
+@pytest.mark.slow
 async def test_a_crashing_run_does_not_touch_the_others(tmp_path: Path) -> None:
     requests = [
         RunSpec(prompt="hello", backend="failer", name="a"),
@@ -167,6 +173,7 @@ async def test_a_crashing_run_does_not_touch_the_others(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 async def test_concurrency_bounds_runs_in_flight(tmp_path: Path) -> None:
     in_flight = 0
     peak = 0
@@ -185,6 +192,7 @@ async def test_concurrency_bounds_runs_in_flight(tmp_path: Path) -> None:
     assert peak == 3
 
 
+@pytest.mark.slow
 async def test_cancelling_the_batch_stops_every_tree(fake_claude: FakeCLI) -> None:
     """Each CLI ignores SIGTERM and leaves a setsid grandchild that does too."""
     fake_claude.script(
@@ -247,7 +255,7 @@ def test_run_spec_is_frozen_and_picklable() -> None:
 
 def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
     """Fails once (a network-like failure), then succeeds; retried after 0.05 s."""
-    policy = RetryPolicy.default().with_category("network", base_delay_s=0.05)
+    policy = RetryPolicy.default().with_category("network", base_delay=0.05)
     return RunSpec(
         prompt="/fail-then-succeed 1",
         backend="failer",
@@ -258,6 +266,7 @@ def quick_retry_spec(tmp_path: Path, name: str) -> RunSpec:
     )
 
 
+@pytest.mark.slow
 async def test_the_agent_retry_policy_runs_inside_each_run(tmp_path: Path) -> None:
     events: list[dict[str, Any]] = []
     specs = [
@@ -281,17 +290,17 @@ def test_retry_policies_validate_from_json() -> None:
     spec = RunSpec.model_validate({"prompt": "x", "backend": "failer", "retry": 2})
     assert spec.agent_kwargs() == {"retry": 2}
     spec = RunSpec.model_validate(
-        {"prompt": "x", "backend": "failer", "retry": {"deadline_s": 60, "resume": False}}
+        {"prompt": "x", "backend": "failer", "retry": {"deadline": 60, "resume": False}}
     )
     policy = CodingGenesisAgent("failer", **spec.agent_kwargs()).retry_policy
     assert isinstance(policy, RetryPolicy)
-    assert (policy.deadline_s, policy.resume) == (60, False)
+    assert (policy.deadline, policy.resume) == (60, False)
 
 
 def test_a_shared_circuit_breaker_degrades_a_whole_batch(tmp_path: Path) -> None:
     from coding_genesis import CircuitBreaker
 
-    shared = CircuitBreaker(threshold=2, cooldown_s=60)
+    shared = CircuitBreaker(threshold=2, cooldown=60)
     requests = [
         {"prompt": "hi", "backend": "claude", "cli_path": str(tmp_path / "missing")}
         for _ in range(5)
@@ -302,6 +311,7 @@ def test_a_shared_circuit_breaker_degrades_a_whole_batch(tmp_path: Path) -> None
     assert shared.open
 
 
+@pytest.mark.slow
 async def test_an_executor_registers_itself_by_name(tmp_path: Path) -> None:
     """The core knows no integration: an executor registers under a name, and
     ``run_many(executor=name)`` builds a fresh one per batch."""
@@ -324,6 +334,30 @@ async def test_an_executor_registers_itself_by_name(tmp_path: Path) -> None:
         await run_many(specs, executor="nope")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
+def test_the_ray_executor_without_ray_is_one_clear_usage_error(tmp_path: Path) -> None:
+    """Without Ray installed, ``--executor ray`` says so once, before any run,
+    with the fix: no traceback, no failure result per request."""
+    import subprocess
+    import sys
+
+    lines = tmp_path / "tasks.jsonl"
+    lines.write_text('{"prompt": "hello", "backend": "failer"}\n')
+    code = (
+        "import sys; sys.modules['ray'] = None; "  # as if the ray extra were not installed
+        "from coding_genesis._cli.main import main; "
+        f"sys.exit(main(['run-many', {str(lines)!r}, '--executor', 'ray']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert 'the ray executor needs Ray: pip install "coding-genesis[ray]"' in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.slow
 def test_the_core_imports_no_integration_and_config_nothing_above_it() -> None:
     """``coding_genesis.batch`` loads without any integration (the Ray executor is
     imported by name only when ``executor="ray"`` is asked for); the

@@ -15,7 +15,7 @@ import pytest
 from tests.support import FakeCLI, marked_processes
 from tests.terminal import Terminal, genesis
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 
 @pytest.fixture

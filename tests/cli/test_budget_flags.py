@@ -16,6 +16,7 @@ from tests.support import FakeCLI
 from tests.tree_support import assert_tree_gone
 
 
+@pytest.mark.slow
 def test_run_max_cost_stops_and_show_tells_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -72,6 +73,7 @@ def test_run_rejects_bad_budget_flags(capsys: pytest.CaptureFixture[str]) -> Non
         main(["run", "--backend", "failer", "--max-tokens", "10", "--budget-warn-at", "2", "hi"])
 
 
+@pytest.mark.slow
 def test_run_many_shares_one_budget_across_the_batch(tmp_path: Path) -> None:
     fakes = [FakeCLI(tmp_path) for _ in range(6)]
     lines = []

@@ -17,7 +17,7 @@ import pytest
 from tests.support import FakeCLI, marked_processes
 from tests.terminal import Terminal, genesis
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 SESSION = "s-42"  # short: FAKE_CLI_SESSION looks like a secret by its name
 
@@ -229,7 +229,7 @@ def test_chat_names_the_backends_that_can_hold_a_session(
     terminal = Terminal(["chat", "--backend", "gemini"], env={"GENESIS_TRANSCRIPTS": "off"})
     terminals.append(terminal)
     assert terminal.wait() == 2
-    screen = terminal.screen
+    screen = "".join(terminal.screen.splitlines())  # the message, unwrapped from 80 columns
     assert "genesis chat: error: backend 'gemini' has no two-way protocol" in screen
     assert "claude" in screen and "codex" in screen
 

@@ -50,6 +50,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     return base, good, bad
 
 
+@pytest.mark.slow
 def test_runs_lists_newest_first(
     recorded: tuple[Path, dict[str, Any], dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -71,6 +72,7 @@ def test_runs_lists_newest_first(
     assert "write a.py" in table and "1 cli_error" in table
 
 
+@pytest.mark.slow
 def test_show_prints_summary_tools_and_failure_report(
     recorded: tuple[Path, dict[str, Any], dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -94,6 +96,7 @@ def test_show_prints_summary_tools_and_failure_report(
     assert "Error: 429 Too Many Requests" in out  # stderr tail
 
 
+@pytest.mark.slow
 def test_show_gives_the_recorded_files_back(
     recorded: tuple[Path, dict[str, Any], dict[str, Any]],
     capsysbinary: pytest.CaptureFixture[bytes],
@@ -141,6 +144,7 @@ def rows(report: dict[str, Any], backend: str) -> dict[str, dict[str, Any]]:
     return {c["check"]: c for c in report["checks"] if c["backend"] == backend}
 
 
+@pytest.mark.slow
 def test_doctor_finds_the_cli_and_its_version_and_never_prints_a_secret(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,6 +177,7 @@ def test_doctor_finds_the_cli_and_its_version_and_never_prints_a_secret(
     assert SECRET not in table and SECRET not in json.dumps(report)
 
 
+@pytest.mark.slow
 def test_doctor_says_why_a_backend_cannot_run_with_a_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,6 +200,7 @@ def test_doctor_says_why_a_backend_cannot_run_with_a_fix(
     assert "FAIL" in captured.out and "cannot run: codex" in captured.err
 
 
+@pytest.mark.slow
 def test_doctor_reports_a_cli_that_hangs_or_fails_and_inherited_variables(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -318,6 +324,7 @@ def test_doctor_reads_codex_credentials_as_codex_does(
     assert SECRET not in json.dumps(report)
 
 
+@pytest.mark.slow
 def test_doctor_states_a_warning_once_and_fits_80_columns(tmp_path: Path) -> None:
     """Issue 28: the exposed-credentials warning once (not per backend); at 80 columns no line
     is longer, and no text is wrapped one to three words a line."""

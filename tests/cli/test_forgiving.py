@@ -33,6 +33,7 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_a_misspelt_option_gets_did_you_mean_and_the_command_s_usage() -> None:
     done = genesis(["run", "--backnd", "failer", "hello"])
     err = done.stderr.decode()
@@ -55,6 +56,7 @@ def test_a_misspelt_command_gets_did_you_mean() -> None:
     assert "(the commands: run, chat, run-many, " in err  # and every command is named
 
 
+@pytest.mark.slow
 def test_a_bad_value_is_one_line() -> None:
     done = genesis(["run", "-b", "failer", "--timeout", "abc", "hello"])
     assert done.returncode == 2
@@ -70,6 +72,7 @@ def test_a_bad_value_is_one_line() -> None:
     )
 
 
+@pytest.mark.slow
 def test_help_texts_are_true() -> None:
     many = genesis(["run-many", "--help"]).stdout.decode()
     assert "2 for a usage error" in many and "64 for a usage error" not in many
@@ -80,6 +83,7 @@ def test_help_texts_are_true() -> None:
     assert all(name in described for name in builtin_names()), described
 
 
+@pytest.mark.slow
 def test_a_missing_default_cli_is_named_with_the_fix(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GENESIS_", "CLAUDE"))}
     env |= env_for(tmp_path, PATH=str(tmp_path / "empty-bin"))
@@ -93,6 +97,7 @@ def test_a_missing_default_cli_is_named_with_the_fix(tmp_path: Path) -> None:
     assert explicit.returncode == 127 and "no --backend was given" not in explicit.stderr.decode()
 
 
+@pytest.mark.slow
 def test_a_piped_run_says_where_it_was_recorded(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     done = genesis(["run", "-b", "failer", "hello"], env=env)
@@ -105,6 +110,7 @@ def test_a_piped_run_says_where_it_was_recorded(tmp_path: Path) -> None:
     assert shown.returncode == 0 and b"prompt    hello" in shown.stdout
 
 
+@pytest.mark.slow
 def test_show_and_stats_render_for_people(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     assert genesis(["run", "-b", "failer", "/fail"], env=env).returncode == 1
@@ -127,6 +133,7 @@ def test_show_and_stats_render_for_people(tmp_path: Path) -> None:
     assert "  missing " in stats and "not_found" not in stats and "{" not in blockers
 
 
+@pytest.mark.slow
 def test_the_doctor_says_what_it_passes_on(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "GENESIS_"))}
     env |= {"CLAUDE_CODE_MAX_RETRIES": "3"}
@@ -139,6 +146,7 @@ def test_the_doctor_says_what_it_passes_on(tmp_path: Path) -> None:
     assert "no CLAUDECODE / CLAUDE_CODE_* inherited" not in out
 
 
+@pytest.mark.slow
 def test_chat_handles_its_own_commands(tmp_path: Path) -> None:
     argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
     terminal = Terminal(argv, env=env_for(tmp_path, GENESIS_TRANSCRIPTS="off"))
@@ -156,6 +164,7 @@ def test_chat_handles_its_own_commands(tmp_path: Path) -> None:
         terminal.close()
 
 
+@pytest.mark.slow
 def test_advice_fits_the_failure(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     tasks = tmp_path / "tasks.jsonl"
@@ -167,6 +176,7 @@ def test_advice_fits_the_failure(tmp_path: Path) -> None:
     assert "Break into simpler, well-defined tasks" not in actions
 
 
+@pytest.mark.slow
 def test_an_ignored_option_is_said_and_a_reported_zero_is_zero(tmp_path: Path) -> None:
     done = genesis(["run", "-b", "failer", "--model", "opus", "/fail"], env=env_for(tmp_path))
     err = done.stderr.decode()

@@ -34,6 +34,7 @@ def run_args(fake: FakeCLI, *args: str) -> list[str]:
     return ["run", "--backend", "claude", "--cli-path", fake.path, "--grace", "0.3", *args]
 
 
+@pytest.mark.slow
 def test_json_prints_one_parseable_dict_and_exits_with_its_status(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"stderr": "fatal: no luck"}, {"exit": 3}])
@@ -52,6 +53,7 @@ def test_json_prints_one_parseable_dict_and_exits_with_its_status(tmp_path: Path
     assert b"[status 1: cli_error]" in done.stderr and b"failure: " in done.stderr
 
 
+@pytest.mark.slow
 def test_events_stream_json_lines_and_end_with_the_response(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"emit": TOOL}, {"emit": TOOL_DONE}, {"answer": "listed"}])
@@ -70,6 +72,7 @@ def test_events_stream_json_lines_and_end_with_the_response(tmp_path: Path) -> N
     assert response["tool_calls"] == 1 and response["tool_usage"] == {"Bash": 1}
 
 
+@pytest.mark.slow
 def test_events_arrive_while_the_run_is_still_going(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"emit": TOOL}, {"hang": True}])
@@ -97,6 +100,7 @@ def test_events_arrive_while_the_run_is_still_going(tmp_path: Path) -> None:
     assert marked_processes([fake.mark]) == []
 
 
+@pytest.mark.slow
 def test_a_reader_that_goes_away_does_not_break_the_run(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"sleep": 0.3}, {"emit": TOOL}, {"answer": "done"}])
@@ -116,6 +120,7 @@ def test_a_reader_that_goes_away_does_not_break_the_run(tmp_path: Path) -> None:
     assert b"BrokenPipe" not in stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "steps", "status", "error"),
     [
@@ -162,6 +167,7 @@ def test_request_and_setup_errors_exit_with_their_status(
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"emit": TOOL}, {"raw": "not json, kept anyway"}, {"hang": True}])
@@ -225,6 +231,7 @@ def test_a_crashed_runner_loses_at_most_the_last_line(tmp_path: Path) -> None:
     assert b"1. Bash: ls -> (no result)" in shown.stdout
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_ends_show_quietly(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"stdout_flood": 2_000_000, "line": 500}, {"answer": "ok"}])

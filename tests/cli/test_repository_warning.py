@@ -38,6 +38,7 @@ def environment(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_run_ask_names_the_files_and_says_they_are_not_read(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
@@ -56,6 +57,7 @@ def test_run_ask_names_the_files_and_says_they_are_not_read(
     assert ".claude/agents" not in seen  # only what is there
 
 
+@pytest.mark.slow
 def test_chat_warns_before_the_first_prompt(tmp_path: Path, terminals: list[Terminal]) -> None:
     fake, repo = FakeCLI(tmp_path, "claude"), hostile(tmp_path)
     terminal = Terminal(
@@ -70,6 +72,7 @@ def test_chat_warns_before_the_first_prompt(tmp_path: Path, terminals: list[Term
     assert terminal.wait() == 0, terminal.seen
 
 
+@pytest.mark.slow
 def test_a_run_without_a_person_asked_says_nothing_of_it(tmp_path: Path) -> None:
     fake, repo = FakeCLI(tmp_path, "claude"), hostile(tmp_path)
     done = genesis(

@@ -32,6 +32,7 @@ def run_many(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_results_in_input_order_with_bad_lines_answered(tmp_path: Path) -> None:
     lines = [
         json.dumps({"prompt": "hello", "backend": "failer", "name": "first"}),
@@ -71,6 +72,7 @@ def test_results_in_input_order_with_bad_lines_answered(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[-1] == "genesis run-many: 2 succeeded, 6 failed"
 
 
+@pytest.mark.slow
 def test_all_successes_exit_zero_from_stdin() -> None:
     lines = "\n".join(json.dumps({"prompt": f"hello {i}", "backend": "failer"}) for i in range(5))
     done = run_many("-", "-q", stdin=lines)
@@ -79,6 +81,7 @@ def test_all_successes_exit_zero_from_stdin() -> None:
     assert [json.loads(line)["index"] for line in done.stdout.splitlines()] == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_usage_errors(tmp_path: Path) -> None:
     missing = run_many(str(tmp_path / "missing.jsonl"))
     assert missing.returncode == 2  # a usage error, as in every command
@@ -90,6 +93,7 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert (empty.returncode, empty.stdout) == (0, "")
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_tree(tmp_path: Path) -> None:
     batch = tmp_path / "slow.jsonl"
     batch.write_text(
@@ -146,6 +150,7 @@ def finish_order(stderr: str) -> list[int]:
     return [int(line.split("#")[1].split()[0]) for line in stderr.splitlines() if line[:1] == "["]
 
 
+@pytest.mark.slow
 def test_order_kept_when_later_requests_finish_first(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     done = run_many_in(tmp, str(slow_first_batch(tmp_path)), "-j", "4")
@@ -155,6 +160,7 @@ def test_order_kept_when_later_requests_finish_first(tmp_path: Path) -> None:
     assert spill_dirs(tmp) == [], "the spill file and its directory are gone"
 
 
+@pytest.mark.slow
 def test_unordered_prints_in_completion_order(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     done = run_many_in(tmp, str(slow_first_batch(tmp_path)), "-j", "4", "--unordered")
@@ -199,6 +205,7 @@ def test_waiting_results_are_in_the_file_not_in_memory(
     assert not os.path.exists(directory)
 
 
+@pytest.mark.slow
 def test_ctrl_c_deletes_the_spill_file(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -236,6 +243,7 @@ def test_ctrl_c_deletes_the_spill_file(tmp_path: Path) -> None:
     assert spill_dirs(tmp) == []
 
 
+@pytest.mark.slow
 def test_flags_and_environment_give_the_lines_their_defaults(tmp_path: Path) -> None:
     """Issue 28: --backend, --model, --timeout... for the lines that do not set them, and
     $GENESIS_BACKEND as `genesis run` reads it; a line's own setting wins."""

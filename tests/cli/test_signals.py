@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import FakeCLI, marked_processes
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
 #: Becomes `genesis` with SIGINT ignored: the disposition survives exec, as a shell gives it
 #: to a background job.

@@ -39,6 +39,7 @@ def logged(tmp_path: Path) -> Path:
     return log
 
 
+@pytest.mark.slow
 def test_stats_by_backend_from_real_runs(logged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stats = stats_json(capsys, "--log", str(logged))
     assert stats["runs"] == 3 and stats["failures"] == 1  # the failure view is unchanged
@@ -67,6 +68,7 @@ def test_stats_by_backend_from_real_runs(logged: Path, capsys: pytest.CaptureFix
     assert "(1 run(s) reported no token usage)" in text
 
 
+@pytest.mark.slow
 def test_stats_by_model(logged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     usage = stats_json(capsys, "--log", str(logged), "--by", "model")["usage"]
     assert usage["by"] == "model"

@@ -13,6 +13,8 @@ import pytest
 from tests.support import FakeCLI, marked_processes
 from tests.terminal import Terminal
 
+pytestmark = pytest.mark.slow
+
 # Shorter than the redactor's minimum: FAKE_CLI_SESSION looks like a secret by its name.
 SESSION = "s-42"
 

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from coding_genesis.backends.failer import ERROR_CATEGORIES, FAILER_SCRIPT, RETRYABLE_CODES
 from coding_genesis.retry import DEFAULT_RETRIES
 
@@ -33,6 +35,7 @@ def failer(prompt: str, tmp: Path, *args: str) -> dict[str, object]:
     return dict(json.loads(last["result"]))
 
 
+@pytest.mark.slow
 def test_counters_live_in_a_private_temporary_directory(tmp_path: Path) -> None:
     state = tmp_path / f"coding-genesis-failer-{os.getuid()}"
     key = "--request-key=one"
@@ -48,6 +51,7 @@ def test_counters_live_in_a_private_temporary_directory(tmp_path: Path) -> None:
     assert not (tmp_path / "home" / ".local").exists()  # nothing under the home directory
 
 
+@pytest.mark.slow
 def test_a_counter_untouched_for_a_day_is_dropped(tmp_path: Path) -> None:
     state = tmp_path / f"coding-genesis-failer-{os.getuid()}"
     failer("/fail-then-succeed 5", tmp_path, "--request-key=old")
@@ -75,6 +79,7 @@ def test_a_state_directory_of_someone_else_is_refused(tmp_path: Path) -> None:
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_retry_recommended_is_read_from_the_one_table(tmp_path: Path) -> None:
     assert set(RETRYABLE_CODES) == {
         c for c, cat in ERROR_CATEGORIES.items() if cat in DEFAULT_RETRIES

@@ -16,7 +16,7 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from coding_genesis import CodingGenesisAgent, retry
-from coding_genesis.options import RetrySetting
+from coding_genesis.request import RetrySetting
 from tests.support import RECORDINGS, FakeCLI, assert_one_truth, present
 
 #: (prompt, agent timeout, expected category, expected retryable)
@@ -69,6 +69,7 @@ def _failing_recordings() -> list[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("prompt", "timeout", "category", "retryable"), FAILER_FAILURES)
 @pytest.mark.parametrize("policy", [None, "default"], ids=["one-attempt", "default-policy"])
 def test_failer_failures_agree_in_every_view(
@@ -99,6 +100,7 @@ def test_failer_failures_agree_in_every_view(
         assert all(e["retryable"] is retryable for e in response["retry_history"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "timeout", "category", "retryable"), FAKE_FAILURES)
 def test_fake_cli_failures_agree_in_every_view(
     script: list[dict[str, Any]],
@@ -140,6 +142,7 @@ def test_answers_without_a_run_agree_too(tmp_path: Path) -> None:
     assert assert_one_truth(invalid) is False
 
 
+@pytest.mark.slow
 def test_genesis_run_and_genesis_show_print_the_same_answer(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",

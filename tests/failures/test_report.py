@@ -242,12 +242,14 @@ failures = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(failures)
 def test_round_trip_property(failure: ChildFailure) -> None:
     assert parse_failure_report(format_failure_report(failure)) == failure
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(failures)
 def test_every_item_stays_on_its_own_line(failure: ChildFailure) -> None:

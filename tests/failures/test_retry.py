@@ -64,20 +64,20 @@ def failure(
 def test_default_policy_has_spec_002_numbers() -> None:
     policy = RetryPolicy.default()
     timeout = policy.for_category("timeout")
-    assert (timeout.max_retries, timeout.backoff, timeout.base_delay_s) == (2, Backoff.LINEAR, 30)
+    assert (timeout.max_retries, timeout.backoff, timeout.base_delay) == (2, Backoff.LINEAR, 30)
     assert timeout.extend_timeout == 1.5
     network = policy.for_category("network")
-    assert (network.max_retries, network.backoff, network.base_delay_s) == (3, "exponential", 1)
-    assert network.max_delay_s == 30
+    assert (network.max_retries, network.backoff, network.base_delay) == (3, "exponential", 1)
+    assert network.max_delay == 30
     rate = policy.for_category("rate_limit")
-    assert (rate.max_retries, rate.backoff, rate.base_delay_s) == (5, "exponential", 60)
+    assert (rate.max_retries, rate.backoff, rate.base_delay) == (5, "exponential", 60)
     assert rate.use_retry_after
     internal = policy.for_category("internal")
-    assert (internal.max_retries, internal.backoff, internal.base_delay_s) == (1, "fixed", 60)
+    assert (internal.max_retries, internal.backoff, internal.base_delay) == (1, "fixed", 60)
     assert internal.on_give_up is Action.ESCALATE
     for name in ("auth", "invalid_task", "missing_context", "not_found", "tool_error", "unknown"):
         assert policy.for_category(name).max_retries == 0
-    assert policy.resume is True and policy.deadline_s is None
+    assert policy.resume is True and policy.deadline is None
 
 
 @pytest.mark.parametrize(
@@ -89,12 +89,12 @@ def test_default_policy_has_spec_002_numbers() -> None:
     ],
 )
 def test_backoff_kinds_and_cap(backoff: Backoff, expected: list[float]) -> None:
-    policy = CategoryPolicy(max_retries=4, backoff=backoff, base_delay_s=10, max_delay_s=25)
+    policy = CategoryPolicy(max_retries=4, backoff=backoff, base_delay=10, max_delay=25)
     assert [policy.delay(n) for n in range(1, 5)] == [min(e, 25) for e in expected]
 
 
 def test_full_jitter_draws_below_the_delay() -> None:
-    policy = CategoryPolicy(backoff=Backoff.EXPONENTIAL, base_delay_s=8, jitter=True)
+    policy = CategoryPolicy(backoff=Backoff.EXPONENTIAL, base_delay=8, jitter=True)
     assert policy.delay(3, random=lambda: 0.25) == 8.0  # 32 * 0.25
     assert policy.delay(3, random=lambda: 0.0) == 0.0
 
@@ -129,7 +129,7 @@ def test_retry_after_is_honored_and_capped() -> None:
     assert policy.decide(failure("rate_limit"), retries_done=2).delay_s == 240  # no hint: backoff
     capped = policy.decide(failure("rate_limit", retry_after_s=86400), retries_done=0)
     assert capped.delay_s == 900 and "capped" in capped.reason
-    tighter = policy.with_category("rate_limit", retry_after_cap_s=45)
+    tighter = policy.with_category("rate_limit", retry_after_cap=45)
     assert tighter.decide(failure("rate_limit", retry_after_s=120), retries_done=0).delay_s == 45
 
 
@@ -151,7 +151,7 @@ def test_non_retryable_categories_fail_or_escalate_at_once() -> None:
 
 
 def test_deadline_gives_up_and_clips_the_next_timeout() -> None:
-    policy = RetryPolicy.default(deadline_s=100)
+    policy = RetryPolicy.default(deadline=100)
     clipped = policy.decide(failure("network"), retries_done=0, timeout_s=300, elapsed_s=50)
     assert clipped.action is Action.RETRY and clipped.next_timeout_s == 49
     late = policy.decide(failure("network"), retries_done=0, timeout_s=300, elapsed_s=99.5)
@@ -163,7 +163,7 @@ def test_parse_accepts_the_documented_forms() -> None:
     assert RetryPolicy.parse("none") is None
     assert RetryPolicy.parse(False) is None
     assert RetryPolicy.parse("default") == RetryPolicy.default()
-    policy = RetryPolicy.default(deadline_s=5)
+    policy = RetryPolicy.default(deadline=5)
     assert RetryPolicy.parse(policy) is policy
     five = RetryPolicy.parse(5)
     assert five is not None
@@ -171,8 +171,8 @@ def test_parse_accepts_the_documented_forms() -> None:
     assert five.for_category("network").max_retries == 5
     assert five.for_category("auth").max_retries == 0
     assert RetryPolicy.parse("2") == RetryPolicy.default().with_retries(2)
-    assert RetryPolicy.parse({"deadline_s": 9}) == RetryPolicy.default(deadline_s=9)
-    for bad in ("sometimes", -1, 2.5, {"deadline_s": -1}, object()):
+    assert RetryPolicy.parse({"deadline": 9}) == RetryPolicy.default(deadline=9)
+    for bad in ("sometimes", -1, 2.5, {"deadline": -1}, object()):
         with pytest.raises(ConfigError):
             RetryPolicy.parse(bad)
 
@@ -184,7 +184,7 @@ def test_policies_are_frozen_and_validated() -> None:
     with pytest.raises(ValidationError):
         CategoryPolicy(max_retries=-1)
     with pytest.raises(ValidationError):
-        CategoryPolicy(base_delay_s=math.inf)
+        CategoryPolicy(base_delay=math.inf)
     with pytest.raises(ConfigError):
         policy.with_category("network", backoff="sometimes")
     with pytest.raises(ConfigError):
@@ -306,6 +306,7 @@ def _failer(tmp_path: Path, **kwargs: Any) -> CodingGenesisAgent:
     )
 
 
+@pytest.mark.slow
 def test_an_injected_clock_takes_the_backoffs(tmp_path: Path) -> None:
     clock = VirtualClock()
     agent = _failer(tmp_path, retry=2, clock=clock)
@@ -314,6 +315,7 @@ def test_an_injected_clock_takes_the_backoffs(tmp_path: Path) -> None:
     assert clock.sleeps == [1.0, 2.0]
 
 
+@pytest.mark.slow
 def test_retry_history_entries(tmp_path: Path) -> None:
     with retry_mod.testing():
         result = _failer(tmp_path, retry="default").run_sync("/fail-then-succeed 1")
@@ -327,6 +329,7 @@ def test_retry_history_entries(tmp_path: Path) -> None:
     assert "network: retry 1 of 3 after 1s" in entry["reason"]
 
 
+@pytest.mark.slow
 def test_request_key_is_stable_across_continuations(tmp_path: Path) -> None:
     """The failer counts /fail-then-succeed per request key: a continuation
     prompt must not start a new count (else it would never succeed)."""
@@ -337,6 +340,7 @@ def test_request_key_is_stable_across_continuations(tmp_path: Path) -> None:
     assert result["retry_count"] == 3 and len(clock.sleeps) == 3
 
 
+@pytest.mark.slow
 def test_retry_fresh_starts_new_sessions(tmp_path: Path) -> None:
     agent = _failer(tmp_path, retry=RetryPolicy.default(resume=False))
     log = EventLog(agent)
@@ -349,13 +353,15 @@ def test_retry_fresh_starts_new_sessions(tmp_path: Path) -> None:
     assert result["session_id"] != result["retry_history"][0]["session_id"]
 
 
+@pytest.mark.slow
 def test_deadline_sets_the_first_timeout(tmp_path: Path) -> None:
-    agent = _failer(tmp_path, retry=RetryPolicy.default(deadline_s=4))
+    agent = _failer(tmp_path, retry=RetryPolicy.default(deadline=4))
     log = EventLog(agent)
     assert agent.run_sync("hello")["status"] == 0
     assert [e["timeout"] for e in log.of("attempt") if e["phase"] == "started"] == [4]
 
 
+@pytest.mark.slow
 def test_codex_retries_resume_the_thread(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "codex")
     fake.script(
@@ -376,6 +382,7 @@ def test_codex_retries_resume_the_thread(tmp_path: Path) -> None:
     assert argvs[1][-3:] == ["resume", "thread-42", "-"]
 
 
+@pytest.mark.slow
 def test_a_rejected_resume_falls_back_to_a_fresh_session(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"init": True}, {"stderr": "Error: connection reset"}, {"exit": 1}])
@@ -417,8 +424,9 @@ def test_invalid_request_is_not_retried(tmp_path: Path) -> None:
     assert clock.sleeps == []
 
 
+@pytest.mark.slow
 def test_cancelling_during_a_backoff_leaves_the_agent_ready(tmp_path: Path) -> None:
-    slow = RetryPolicy.default().with_category("network", base_delay_s=600, max_delay_s=None)
+    slow = RetryPolicy.default().with_category("network", base_delay=600, max_delay=None)
     agent = _failer(tmp_path, retry=slow)
     log = EventLog(agent)
     scopes: list[anyio.CancelScope] = []
@@ -446,7 +454,7 @@ def test_cancelling_during_a_backoff_leaves_the_agent_ready(tmp_path: Path) -> N
 
 
 def test_circuit_counts_only_trip_categories() -> None:
-    circuit = CircuitBreaker(threshold=2, cooldown_s=10)
+    circuit = CircuitBreaker(threshold=2, cooldown=10)
     rec = circuit.record
     assert rec("not_found", "not_found", "claude CLI not found", 0, probe=False) == "trip"
     assert rec("invalid_request", "invalid_task", "empty prompt", 1, probe=False) == "neutral"
@@ -461,7 +469,7 @@ def test_circuit_counts_only_trip_categories() -> None:
 
 
 def test_one_breaker_shared_by_agents_degrades_them_together(tmp_path: Path) -> None:
-    shared = CircuitBreaker(threshold=2, cooldown_s=60)
+    shared = CircuitBreaker(threshold=2, cooldown=60)
     missing = str(tmp_path / "missing")
     first = CodingGenesisAgent("claude", cli_path=missing, circuit_breaker=shared)
     second = CodingGenesisAgent("codex", cli_path=missing, circuit_breaker=shared)
@@ -498,10 +506,11 @@ def test_default_breaker_trips_after_three_and_can_be_reset(tmp_path: Path) -> N
         assert agent.run_sync("hi")["status"] == Status.NOT_FOUND
 
 
+@pytest.mark.slow
 def test_a_cancelled_probe_stays_degraded(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script([{"stderr": "Error: authentication failed"}, {"exit": 1}])
-    agent = fake.agent(circuit_breaker=CircuitBreaker(threshold=1, cooldown_s=0))
+    agent = fake.agent(circuit_breaker=CircuitBreaker(threshold=1, cooldown=0))
     agent.run_sync("hi")
     assert agent.state is AgentState.DEGRADED
     fake.script([{"init": True}, {"hang": True}])
@@ -523,6 +532,7 @@ def test_a_cancelled_probe_stays_degraded(tmp_path: Path) -> None:
 # -- the CLI -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_retries_print_each_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -541,6 +551,7 @@ def test_cli_retries_print_each_attempt(
     assert clock.sleeps == [1.0, 2.0]
 
 
+@pytest.mark.slow
 def test_cli_escalation_and_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -558,6 +569,7 @@ def test_cli_escalation_and_json(
     assert result["escalation"]["suggested_actions"] == actions
 
 
+@pytest.mark.slow
 def test_cli_without_retry_options_is_one_attempt(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -582,5 +594,5 @@ def test_cli_retry_options_build_the_policy(tmp_path: Path) -> None:
     policy = retry_policy(args)
     assert policy is not None
     assert policy.for_category("rate_limit").max_retries == 4
-    assert policy.deadline_s == 90 and policy.resume is False
+    assert policy.deadline == 90 and policy.resume is False
     assert retry_policy(build_parser().parse_args(["run", "x"])) is None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from coding_genesis._failures.analysis import analyze
-from coding_genesis._failures.breaker import CircuitBreaker
 from coding_genesis._failures.errorcontext import last_resort_message
 from coding_genesis._failures.taxonomy import (
     LAST_RESORT_MESSAGES,
@@ -16,6 +15,7 @@ from coding_genesis._failures.taxonomy import (
     category_from_name,
 )
 from coding_genesis.backends import CodexBackend
+from coding_genesis.breaker import CircuitBreaker
 from coding_genesis.result import RunResult
 from coding_genesis.retry import Action, RetryPolicy
 from coding_genesis.status import ErrorCode, FailureCategory, Status
@@ -87,7 +87,7 @@ def test_a_refusal_names_the_refused_tool_in_its_advice() -> None:
 def test_an_interrupted_turn_leaves_the_breaker_as_it_was() -> None:
     # like a cancelled run: no health signal either way; an open circuit's probe
     # that is interrupted leaves it open, and the next request probes again
-    breaker = CircuitBreaker(threshold=2, cooldown_s=0)
+    breaker = CircuitBreaker(threshold=2, cooldown=0)
     assert breaker.record("not_found", "not_found", "gone", 0.0, probe=False) == "trip"
     assert breaker.record("interrupted", "interrupted", "", 1.0, probe=False) == "neutral"
     assert breaker.consecutive == 1
@@ -101,7 +101,7 @@ def test_an_interrupted_turn_leaves_the_breaker_as_it_was() -> None:
 def test_a_refused_turn_is_a_failure_but_no_outage() -> None:
     # the backend answered (its CLI asked, our approver said no): like invalid_task,
     # it ends a streak of outage failures, and a probe it ends closes the circuit
-    breaker = CircuitBreaker(threshold=2, cooldown_s=0)
+    breaker = CircuitBreaker(threshold=2, cooldown=0)
     assert breaker.record("not_found", "not_found", "gone", 0.0, probe=False) == "trip"
     denied = ("permission_denied", "permission_denied", "Bash denied")
     assert breaker.record(*denied, 1.0, probe=False) == "other"

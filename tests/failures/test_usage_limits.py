@@ -100,13 +100,14 @@ def _limit_script(fake: FakeCLI, reset: float) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_retry_policy_waits_for_the_reset_within_its_deadline(
     fake_claude: FakeCLI, tmp_path: Path
 ) -> None:
     clock = VirtualClock()
     reset = time.time() + 600
     _limit_script(fake_claude, reset)
-    policy = RetryPolicy.default(deadline_s=3600)
+    policy = RetryPolicy.default(deadline=3600)
     agent = fake_claude.agent(retry=policy, clock=clock)
 
     # The second attempt answers normally: the script file is replaced once the
@@ -130,7 +131,7 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     clock = VirtualClock()
     reset = time.time() + 7200
     _limit_script(fake_claude, reset)
-    agent = fake_claude.agent(retry=RetryPolicy.default(deadline_s=600), clock=clock)
+    agent = fake_claude.agent(retry=RetryPolicy.default(deadline=600), clock=clock)
     result = await agent.run("work")
     assert result["status"] == 1
     failure = present(result["failure"])
@@ -140,12 +141,13 @@ async def test_retry_policy_says_when_to_retry_past_its_deadline(fake_claude: Fa
     assert len([r for r in fake_claude.records() if "argv" in r]) == 1
 
 
+@pytest.mark.slow
 async def test_a_batch_pauses_for_a_usage_limit_within_its_deadline(tmp_path: Path) -> None:
     """The first run hits the limit; the batch waits (virtually) for the reset
     before starting the queued requests, which then succeed."""
     clock = VirtualClock()
     _, _, specs = _limited_batch(tmp_path, reset_in=900)
-    results = await run_many(specs, concurrency=1, deadline_s=3600, clock=clock)
+    results = await run_many(specs, concurrency=1, deadline=3600, clock=clock)
     assert results[0]["failure"]["category"] == "rate_limit"
     assert [r["status"] for r in results[1:]] == [0, 0, 0]
     assert len(clock.sleeps) == 1 and clock.sleeps[0] == pytest.approx(900, abs=5)
@@ -154,7 +156,7 @@ async def test_a_batch_pauses_for_a_usage_limit_within_its_deadline(tmp_path: Pa
 async def test_a_batch_past_its_deadline_does_not_start_queued_requests(tmp_path: Path) -> None:
     clock = VirtualClock()
     reset, queued, specs = _limited_batch(tmp_path, reset_in=7200)
-    results = await run_many(specs, concurrency=1, deadline_s=600, clock=clock)
+    results = await run_many(specs, concurrency=1, deadline=600, clock=clock)
     assert clock.sleeps == []
     for result in results[1:]:
         assert result["status"] == 69 and result["error"] == "usage_limit"

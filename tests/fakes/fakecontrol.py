@@ -34,6 +34,11 @@ message is a turn: ``system/init``, then what its text says, then a ``result``:
                        stdin ends (a tool that escaped its CLI: only a sweep stops it)
   LATER <s> <text>     a result at once, then after <s> seconds the turn of <text> by itself
                        (claude's background tasks coming back between turns)
+  ENDED_ASK <s> <Tool> <json>
+                       a result at once; after <s> seconds, in one write, a background task's
+                       text and result and then a ``can_use_tool`` about the call (another
+                       task asking right after claude ended one); waits for the answer and
+                       says it, then a result, as for ASK
   DEEP_ASK [n]         like ASK of a ``Workflow`` call whose ``args`` nest n levels (default
                        1100, deeper than orjson's 1,024: the line cannot be parsed), the
                        tool_use line nested as deep; the answer is said as for ASK
@@ -113,6 +118,8 @@ class Fake(ClaudeSide):
         self.answered: dict[str, list[dict[str, Any]]] = {}
         #: While set, each ``DEEP`` string in a line written becomes lists nested this deep.
         self.depth = 0
+        #: While set, the lines written are held here (then written at once).
+        self.batch: list[bytes] | None = None
         super().__init__(SESSION, record=record)
 
     def _read(self) -> None:
@@ -126,6 +133,9 @@ class Fake(ClaudeSide):
         self.inbox.put(None)
 
     def emit(self, obj: dict[str, Any]) -> None:
+        if self.batch is not None:
+            self.batch.append((json.dumps(obj, ensure_ascii=False) + "\n").encode())
+            return
         if not self.depth:
             super().emit(obj)
             return
@@ -191,6 +201,12 @@ class Fake(ClaudeSide):
             self.result("started in the background")
             time.sleep(float(delay))
             self.turn(inner)
+        elif word == "ENDED_ASK":
+            delay, _, ask = rest.partition(" ")
+            self.say("started in the background")
+            self.result("started in the background")
+            time.sleep(float(delay))
+            self.ask_turn(ask, ended=True)
         elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
             self.result(getattr(self, word.lower())(rest))
         elif word == "JSON":
@@ -207,14 +223,26 @@ class Fake(ClaudeSide):
             self.say(said)
             self.result(said)
 
-    def ask_turn(self, rest: str) -> None:
+    def ask_turn(self, rest: str, *, ended: bool = False) -> None:
+        """ASK; ``ended``: a background task's text and result first, then the
+        question as ``can_use_tool``, all in one write (read before anyone answers)."""
         tool, _, raw = rest.partition(" ")
         try:
             tool_input = json.loads(raw) if raw.strip() else {}
         except ValueError:
             tool_input = {"raw": raw}
+        if ended:
+            self.batch = []
+            self.emit({"type": "system", "subtype": "init", "session_id": SESSION})
+            self.say("the first task is done")
+            self.result("the first task is done")
         call = self.tool_use(tool, tool_input)
-        rid, via_hook = self.ask(tool, tool_input, call)
+        if ended:
+            rid, via_hook = self.can_use_tool(tool, tool_input, call, "the fake CLI asks"), False
+            lines, self.batch = self.batch or [], None
+            self.raw(b"".join(lines))
+        else:
+            rid, via_hook = self.ask(tool, tool_input, call)
         answer: Answer = self.answer_of(rid, via_hook, call)
         if answer.got != "answer":
             return  # interrupted (the lines are written) or stdin ended

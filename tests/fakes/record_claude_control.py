@@ -39,12 +39,13 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
 )
 from coding_genesis.hooks import HookInput, HookResult
+from coding_genesis.request import Request
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import claude_env, find_claude, kill_marked, marked_processes
+from tests.support import cli_request
 
 OUT = Path(__file__).parent / "recordings" / "twoway"
 SRV = "/srv/rec"
@@ -107,7 +108,7 @@ class Session:
         self,
         rec: Recording,
         server: FakeModelServer,
-        start: SessionStart,
+        start: Request,
         approver: Approver = allow,
         marker: str = "genesis-rec",
         hooker: Hooker | None = None,
@@ -218,10 +219,10 @@ class Session:
 # -- the scenarios ----------------------------------------------------------------------
 
 
-def _start(rec: Recording, **kw: Any) -> SessionStart:
+def _start(rec: Recording, **kw: Any) -> Request:
     work = Path(rec.tmp) / "work"
     work.mkdir(exist_ok=True)
-    return SessionStart(cwd=str(work), **kw)
+    return cli_request(cwd=str(work), **kw)
 
 
 def two_turns(rec: Recording, server: FakeModelServer) -> None:

@@ -37,11 +37,11 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
-    SessionStart,
     TurnEnded,
 )
 from coding_genesis.events import Event
 from coding_genesis.options import Permissions
+from coding_genesis.request import Request
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import (
     MARKER_ENV,
@@ -52,6 +52,7 @@ from tests.fakes.real_cli import (
     repo_root,
     write_codex_home,
 )
+from tests.support import cli_request
 
 __all__ = ["OUT", "SCENARIOS", "Session", "main"]
 
@@ -71,7 +72,7 @@ class Session:
     def __init__(
         self,
         program: str,
-        start: SessionStart,
+        start: Request,
         env: dict[str, str],
         stderr: Path,
         server: FakeModelServer | None = None,
@@ -101,7 +102,7 @@ class Session:
         self._reader.start()
 
     @classmethod
-    def real(cls, codex: str, server: FakeModelServer, tmp: Path, start: SessionStart) -> Session:
+    def real(cls, codex: str, server: FakeModelServer, tmp: Path, start: Request) -> Session:
         """The real codex, against ``server``, with a private ``CODEX_HOME`` under ``tmp``."""
         env = codex_env(
             write_codex_home(tmp / "codex_home", server.url),
@@ -241,10 +242,10 @@ def _save(name: str, tmp: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _start(tmp: Path, **kw: Any) -> SessionStart:
+def _start(tmp: Path, **kw: Any) -> Request:
     work = tmp / "work"
     work.mkdir(parents=True, exist_ok=True)
-    return SessionStart(cwd=str(work), **kw)
+    return cli_request(cwd=str(work), **kw)
 
 
 def _allow(ask: PermissionAsk) -> Decision:

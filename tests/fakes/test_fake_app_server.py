@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from coding_genesis.approval import Decision
-from coding_genesis.control import PermissionAsk, SessionStart, TurnEnded
+from coding_genesis.control import PermissionAsk, TurnEnded
 from coding_genesis.events import TextEvent, UsageEvent
 from coding_genesis.usage import normalize_usage
 from tests.fakes.real_cli import MARKER_ENV, clean_env, kill_marked
 from tests.fakes.record_codex_control import Session
-from tests.support import FAKE_BIN
+from tests.support import FAKE_BIN, cli_request
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -53,7 +53,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         "FAKE_CLI_RECORD": str(record),
         "FAKE_CLI_SESSION": "thread-1",
     }
-    start = SessionStart(cwd=str(work), approvals=True)
+    start = cli_request(cwd=str(work), approvals=True)
     session = Session(str(FAKE_BIN / "codex"), start, env, tmp_path / "stderr")
     try:
         assert session.open() == "thread-1"
@@ -78,6 +78,7 @@ def test_turns_answer_with_usage(rig: Rig) -> None:
     assert flag == "-c" and override.startswith("projects={") and "untrusted" in override
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("decision", "ended", "said"),
     [
@@ -109,12 +110,14 @@ def test_faults_then_the_answer(rig: Rig, prompt: str) -> None:
     assert rig.texts() == [f"fake codex got: {prompt}"]
 
 
+@pytest.mark.slow
 def test_die(rig: Rig) -> None:
     with pytest.raises(EOFError):
         rig.session.turn("DIE", timeout=5)
     assert rig.session.proc.wait(5) == 3
 
 
+@pytest.mark.slow
 def test_silence(rig: Rig) -> None:
     with pytest.raises(queue.Empty):
         rig.session.turn("SILENCE", timeout=0.5)
@@ -124,6 +127,7 @@ def test_silence(rig: Rig) -> None:
     assert rig.session.close() == 0  # it still leaves when stdin closes
 
 
+@pytest.mark.slow
 def test_sleep_interrupted(rig: Rig) -> None:
     rig.session.begin("SLEEP 30")
     time.sleep(0.3)
@@ -135,6 +139,7 @@ def test_sleep_interrupted(rig: Rig) -> None:
     assert rig.session.turn("after", timeout=5) == TurnEnded("completed")
 
 
+@pytest.mark.slow
 def test_sleep_steered(rig: Rig) -> None:
     rig.session.begin("SLEEP 1")
     time.sleep(0.3)
@@ -143,6 +148,7 @@ def test_sleep_steered(rig: Rig) -> None:
     assert rig.texts() == ["slept 1s; steered: look here"]
 
 
+@pytest.mark.slow
 def test_hang_ask(rig: Rig) -> None:
     rig.session.begin("HANG_ASK")
     with pytest.raises(queue.Empty):

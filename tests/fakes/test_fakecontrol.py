@@ -24,10 +24,11 @@ from coding_genesis.control import (
     PermissionAsk,
     ProtocolFault,
     Ready,
-    SessionStart,
     TurnEnded,
 )
-from tests.support import FAKE_BIN
+from tests.support import FAKE_BIN, cli_request
+
+pytestmark = pytest.mark.slow
 
 
 class Driver:
@@ -37,7 +38,7 @@ class Driver:
         self.proto = ClaudeBackend().control()
         self.decide = decide
         self.record = tmp / "record.jsonl"
-        start = SessionStart(cwd=str(tmp), approvals=approvals)
+        start = cli_request(cwd=str(tmp), approvals=approvals)
         env = {**os.environ, "FAKE_CLI_RECORD": str(self.record)}
         args = self.proto.command(start).args
         (given,) = [a.split("=", 1)[1] for a in args if a.startswith("--session-id=")]

@@ -804,6 +804,7 @@ def test_codex_429_once_recovers(
 OFFLINE = [sys.executable, "-m", "tests.fakes.model_server"]
 
 
+@pytest.mark.slow
 def test_one_command_runs_a_program_pointed_at_the_server(tmp_path: Path) -> None:
     probe = (
         "import os, urllib.request\n"
@@ -832,6 +833,7 @@ def test_one_command_runs_a_program_pointed_at_the_server(tmp_path: Path) -> Non
     assert not Path(home).exists()  # the temporary HOME is gone with the server
 
 
+@pytest.mark.slow
 def test_without_a_command_it_prints_the_exports_never_a_secret(tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": "sk-secret-123", "XDG_CONFIG_HOME": str(tmp_path)}
     proc = subprocess.Popen(

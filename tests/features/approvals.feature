@@ -13,6 +13,7 @@ Feature: Approving each tool call
     Then "notes.txt" holds "changed"
     And the approvals of the turn were "allow_once" by "approver"
 
+  @slow
   Scenario: A refused command is not run and the model reads why
     Given a two-way failer agent whose approver refuses commands saying "not today"
     When a session is opened
@@ -22,6 +23,7 @@ Feature: Approving each tool call
     And the last answer says "Bash was refused: not today"
     And the approvals of the turn were "reject_once" by "approver"
 
+  @slow
   Scenario: A refusal that ends the turn
     Given a two-way failer agent whose approver refuses commands and ends the turn saying "stop"
     When a session is opened
@@ -31,6 +33,7 @@ Feature: Approving each tool call
     When the session is sent "hello"
     Then the turn answered with status 0
 
+  @slow
   Scenario: "Always" settles the same command for the rest of the session
     Given a two-way failer agent whose approver allows always
     When a session is opened
@@ -39,6 +42,7 @@ Feature: Approving each tool call
     Then the last answer says "ran python3 -c print(7): 7"
     And the approver was asked 1 time
 
+  @slow
   Scenario: A request nobody answers in time is denied
     Given a two-way failer agent whose approver never answers, with an approval timeout of 0.5 seconds
     When a session is opened
@@ -46,6 +50,7 @@ Feature: Approving each tool call
     Then "late.txt" does not exist
     And the approvals of the turn were "reject_once" by "timeout"
 
+  @slow
   Scenario: An approver that raises denies, and the error is recorded
     Given a two-way failer agent whose approver raises "approver bug"
     When a session is opened

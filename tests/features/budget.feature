@@ -3,6 +3,7 @@ Feature: Budgets - a run that spends too much is stopped mid-run
   every event that reports usage, not only at the end: crossing it stops the
   whole process tree like a timeout and answers with what the run did so far.
 
+  @slow
   Scenario: A run crossing its cost budget mid-stream is stopped
     Given a CodingGenesisAgent with a budget of 0.03 USD
     And the subprocess streams messages costing 0.018 USD each and never finishes

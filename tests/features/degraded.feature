@@ -8,6 +8,7 @@ Feature: DEGRADED as a circuit breaker
   Background:
     Given virtual time for retries
 
+  @slow
   Scenario: A missing binary trips DEGRADED and a later probe recovers
     Given a claude agent whose binary is missing, with a breaker of 2 failures and 60 seconds cooldown
     When the agent runs 2 requests
@@ -31,11 +32,13 @@ Feature: DEGRADED as a circuit breaker
     When another request arrives 1 seconds later
     Then it is answered at once with status 69 and error "degraded"
 
+  @slow
   Scenario: Authentication failures trip DEGRADED
     Given a claude agent whose every run fails with "Error: authentication failed", with a breaker of 2 failures and 60 seconds cooldown
     When the agent runs 2 requests
     Then the agent is "DEGRADED" because of "2 consecutive auth failures"
 
+  @slow
   Scenario: A success in between resets the count
     Given a claude agent whose binary is missing, with a breaker of 2 failures and 60 seconds cooldown
     When the agent runs 1 requests
@@ -45,6 +48,7 @@ Feature: DEGRADED as a circuit breaker
     And the agent runs 1 requests
     Then the agent is "READY" because of "run finished"
 
+  @slow
   Scenario Outline: <failure> never trips DEGRADED
     Given a <backend> agent with a breaker of 2 failures and 60 seconds cooldown
     And every run ends in <failure>

@@ -3,6 +3,7 @@ Feature: Failure intelligence
   guidance, an error context and a text failure report, so an orchestrator or
   a person can act on it. The agent always answers.
 
+  @slow
   Scenario Outline: Each Process Failer mode yields its failure category
     Given a failer agent with timeout <timeout> seconds
     When the failer processes "<prompt>"
@@ -33,6 +34,7 @@ Feature: Failure intelligence
     And the failure report contains "  • Wait 30s before retrying (the API said so)"
     And the failure report contains "<failure_category>rate_limit</failure_category>"
 
+  @slow
   Scenario: A transient failure succeeds on the next attempt
     Given a failer agent with timeout 10 seconds
     When the failer processes "/fail-then-succeed 1"
@@ -40,6 +42,7 @@ Feature: Failure intelligence
     When the failer processes "/fail-then-succeed 1"
     Then the response is a success without failure record
 
+  @slow
   Scenario: A timeout without progress suggests breaking the task up
     Given a failer agent with timeout 1 seconds
     When the failer processes "/timeout 30"

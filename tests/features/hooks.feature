@@ -37,6 +37,7 @@ Feature: Hooks
     Then the last answer says "Went on, as the Stop hook asked: also update the changelog"
     And the hooks of the turn were "turn_end" "blocked", "turn_end" "continued"
 
+  @slow
   Scenario: A pre_compact hook skips the compaction
     Given a two-way failer agent
     And a pre_compact hook that blocks saying "not now"

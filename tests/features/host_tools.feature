@@ -5,6 +5,7 @@ Feature: The caller's functions as tools
   hook is asked about it.  The CLI is the embedded failer, which makes the call
   through claude's SDK MCP server the way claude does.
 
+  @slow
   Scenario: The model calls one of the caller's functions
     Given a two-way failer agent whose approver allows everything
     And the caller's function "add"
@@ -22,6 +23,7 @@ Feature: The caller's functions as tools
     Then the turn answered with status 0
     And the last answer says "divide failed: ZeroDivisionError: division by zero"
 
+  @slow
   Scenario: Arguments that do not match the function are refused before it runs
     Given a two-way failer agent
     And the caller's function "add"

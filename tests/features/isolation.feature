@@ -3,6 +3,7 @@ Feature: Isolated runs - a git worktree per run
   branch; the caller's checkout is never touched, the changes are read from
   git, and the worktree is removed or kept per "keep" while the branch stays.
 
+  @slow
   Scenario: A successful isolated run leaves its work on a branch and no worktree
     Given a git repository with one commit
     And an isolated agent whose CLI writes "out.txt"
@@ -21,6 +22,7 @@ Feature: Isolated runs - a git worktree per run
     And the run's worktree is kept and holds "out.txt"
     And the caller's checkout is unchanged
 
+  @slow
   Scenario: A cancelled isolated run commits its leftovers and removes its worktree
     Given a git repository with one commit
     And an isolated agent whose CLI writes "out.txt" then hangs
@@ -29,6 +31,7 @@ Feature: Isolated runs - a git worktree per run
     And no worktree of ours remains
     And the caller's checkout is unchanged
 
+  @slow
   Scenario: A failing verify is retried with its output as the continuation
     Given a git repository with one commit
     And an isolated agent whose CLI writes its prompt to "out.txt"

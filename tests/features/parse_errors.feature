@@ -12,6 +12,7 @@ Feature: Error handling - parse errors
     And the response contains the result text
     And the response contains key "status" with value 0
 
+  @slow
   Scenario: Mixed valid and invalid lines are handled
     Given a CodingGenesisAgent with backend "codex"
     And the subprocess emits: valid init, invalid line, valid text, invalid line, valid done

@@ -8,6 +8,7 @@ Feature: Retry and recovery
   Background:
     Given virtual time for retries
 
+  @slow
   Scenario: A transient failure is retried until it succeeds
     Given a failer agent with the default retry policy
     When the agent runs "/fail-then-succeed 2"
@@ -18,6 +19,7 @@ Feature: Retry and recovery
     And every retry resumed the session of the first attempt
     And every attempt was published as an event
 
+  @slow
   Scenario: A rate limit waits the advertised retry-after between attempts
     Given a failer agent with the default retry policy
     When the agent runs "/rate-limit"
@@ -25,6 +27,7 @@ Feature: Retry and recovery
     And the retries waited 30, 30, 30, 30, 30 seconds of virtual time
     And the retry policy gave up with action "fail" and no escalation
 
+  @slow
   Scenario: A timeout after progress is retried after 30 s with the timeout extended 1.5 times
     Given a fake claude agent with timeout 1.2 seconds and the default retry policy
     And the first attempt calls a tool and then hangs
@@ -34,6 +37,7 @@ Feature: Retry and recovery
     And the attempts had timeouts 1.2, 1.8 seconds
     And the retries waited 30 seconds of virtual time
 
+  @slow
   Scenario: A timeout with no progress is not retried as-is
     Given a failer agent with timeout 0.5 seconds and the default retry policy
     When the agent runs "/timeout 5"
@@ -41,6 +45,7 @@ Feature: Retry and recovery
     And the retry policy gave up with action "escalate"
     And the escalation suggests "Break task into smaller subtasks" first
 
+  @slow
   Scenario: A timeout after progress continues the same session
     Given a fake claude agent with timeout 0.5 seconds and the default retry policy
     And the first attempt calls a tool and then hangs
@@ -51,6 +56,7 @@ Feature: Retry and recovery
     And the second attempt resumed the first session with a continuation prompt
     And the continuation prompt lists the tool used and the original request
 
+  @slow
   Scenario: An agent error is retried once, then escalated
     Given a failer agent with the default retry policy
     When the agent runs "/fail"
@@ -66,6 +72,7 @@ Feature: Retry and recovery
     Then the run failed with category "auth" after 1 attempts
     And the retry policy gave up with action "escalate"
 
+  @slow
   Scenario: The overall deadline stops the retries early
     Given a failer agent with the default retry policy and a deadline of 100 seconds
     When the agent runs "/rate-limit"
@@ -79,6 +86,7 @@ Feature: Retry and recovery
     Then the run failed with category "network" after 1 attempts
     And no attempt event was published
 
+  @slow
   Scenario: A retry policy given for one call overrides the agent's
     Given a failer agent without a retry policy
     When the agent runs "/fail-then-succeed 1" with 1 retry for this call

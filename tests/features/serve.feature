@@ -3,8 +3,21 @@ Feature: Served sessions and the approval inbox
   every tool call they (or its runs) ask about in an approval inbox that any
   client may answer and that survives a restart of the server (docs/serve.md).
   These scenarios run a real server process on 127.0.0.1 with the two-way
-  failer: no model, no credentials.
+  failer: no model, no credentials (the first two read a body as the server
+  does, in-process: what a body may set is the house's one list, what its
+  backend cannot do the one capability check).
 
+  Scenario: A body that names an executable is refused in a batch line's words
+    Given the rules of a server without --trusted-input
+    When a client's body sets "cli_path" to "/bin/sh"
+    Then the body is refused: "refused field(s) cli_path: a run-many file may set only"
+
+  Scenario: The approval inbox on a one-way backend is refused in the capability check's words
+    Given the rules of a server without --trusted-input
+    When a client's body asks for the approval inbox on backend "gemini"
+    Then the body is refused as the capability check refuses "approver" on "gemini"
+
+  @slow
   Scenario: A session over HTTP answers its turns in one conversation
     Given a genesis serve
     When a client opens a session
@@ -13,6 +26,7 @@ Feature: Served sessions and the approval inbox
     Then every turn of the session answered with status 0
     And the last turn says "1 earlier prompts in this conversation: hello"
 
+  @slow
   Scenario: A tool call waits in the inbox until a client allows it
     Given a genesis serve
     When a client opens a session
@@ -22,6 +36,7 @@ Feature: Served sessions and the approval inbox
     Then the last turn says "ran echo inbox-ok"
     And the approval is answered "allow_once" by "alice" through "api"
 
+  @slow
   Scenario: Nobody answers before the deadline, so the default denies the call
     Given a genesis serve
     When a client opens a session with an approval timeout of 0.5 seconds
@@ -30,6 +45,7 @@ Feature: Served sessions and the approval inbox
     And the approval is "expired"
     And an answer to it is refused as "expired"
 
+  @slow
   Scenario: A server killed mid-approval lists the session lost and the approval expired
     Given a genesis serve
     When a client opens a session

@@ -15,6 +15,7 @@ Feature: Live sessions
     And the last answer says "1 earlier prompts in this conversation: hello"
     And every turn was answered by one process, under one session id
 
+  @slow
   Scenario: An interrupt ends the running turn and the session goes on
     Given a two-way failer agent with permissions "full"
     When a session is opened
@@ -24,6 +25,7 @@ Feature: Live sessions
     When the session is sent "hello"
     Then the turn answered with status 0
 
+  @slow
   Scenario: A later session resumes the conversation in a new process
     Given a two-way failer agent
     When a session is opened
@@ -34,6 +36,7 @@ Feature: Live sessions
     Then the last answer says "1 earlier prompts in this conversation: remember the number 7"
     And both sessions had one session id
 
+  @slow
   Scenario: A session that resumes a conversation the CLI never held fails clearly
     Given a two-way failer agent
     When a session is opened that resumes "0f0f0f0f-0000-4000-8000-000000000000"

@@ -2,6 +2,7 @@ Feature: Error handling - state recovery
   After any error, the agent must return to READY state so it can accept
   subsequent requests. It must not get stuck in BUSY or DEGRADED state.
 
+  @slow
   Scenario: Agent recovers to READY after timeout error
     Given a CodingGenesisAgent in "BUSY" state due to a timed-out request
     When the timeout error is handled

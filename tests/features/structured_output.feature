@@ -10,12 +10,14 @@ Feature: Structured output
     When a run asks "Review the last commit" for a Review
     Then the output is a Review whose verdict is "failer"
 
+  @slow
   Scenario: An answer that does not match is retried once, then fails
     Given a two-way failer agent
     When a run asks '/json {"verdict": 1, "issues": []}' for a Review
     Then the result failed with error "invalid_output" after 2 attempts
     And its message names "$.verdict"
 
+  @slow
   Scenario: In a live session the retry is a second turn of the same session
     Given a two-way failer agent
     When a session is opened for a Review

@@ -3,6 +3,7 @@ Feature: Error handling - subprocess timeout
   and terminates the subprocess gracefully if exceeded.
   (The spec's 10-second timeout is scaled down to 1 second to keep the suite fast.)
 
+  @slow
   Scenario: Subprocess exceeds timeout
     Given a CodingGenesisAgent with timeout 1.0 seconds
     And the subprocess runs for longer than 1.0 seconds without completing

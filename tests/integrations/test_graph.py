@@ -26,6 +26,7 @@ from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS
 
 
+@pytest.mark.slow
 def test_graph_module_does_not_import_langgraph() -> None:
     import subprocess
 
@@ -119,6 +120,7 @@ def test_last_resort_fallback() -> None:
     assert update["assistant_response"] == LAST_RESORT_MESSAGES[FailureCategory.RATE_LIMIT]
 
 
+@pytest.mark.slow
 def test_agent_node_with_a_failing_agent(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer", timeout=10, options={"state_dir": str(tmp_path)})
     node = agent_node(agent, critical=True)
@@ -211,6 +213,7 @@ def test_langgraph_failing_agent_reaches_the_response(
     assert state["agent_result"]["failure"]["category"] == category
 
 
+@pytest.mark.slow
 def test_langgraph_non_critical_failure_continues_degraded(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer", timeout=10)
     state = asyncio.run(build_graph(agent, critical=False).ainvoke({"task": "/fail"}))
@@ -219,6 +222,7 @@ def test_langgraph_non_critical_failure_continues_degraded(tmp_path: Path) -> No
     assert "force_response" not in state
 
 
+@pytest.mark.slow
 def test_langgraph_node_exception_and_broken_response(tmp_path: Path) -> None:
     agent = CodingGenesisAgent("failer", timeout=10)
     state = asyncio.run(build_graph(agent, broken_review=True).ainvoke({"task": "hello"}))
@@ -230,6 +234,7 @@ def test_langgraph_node_exception_and_broken_response(tmp_path: Path) -> None:
     assert state["response"].startswith("The review step could not reach")
 
 
+@pytest.mark.slow
 def test_langgraph_sync_invoke_with_a_sync_node(tmp_path: Path) -> None:
     graph_mod = pytest.importorskip("langgraph.graph")
     agent = CodingGenesisAgent("failer", timeout=10)

@@ -21,7 +21,7 @@ from langgraph.types import TimeoutPolicy  # noqa: E402
 
 from coding_genesis.integrations.langgraph import genesis_node  # noqa: E402
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
 from coding_genesis.integrations.ray import RayRunner  # noqa: E402
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ async def test_shared_budget_stops_a_ray_batch_of_twenty(cluster: None, tmp_path
     """One $0.05 pot over 20 Ray tasks: it lives in a Ray actor; once spent,
     the runs in flight are stopped at their next usage event and the queued
     ones are not started.  Every result says which, and why."""
-    from coding_genesis._observers.budget import Budget
+    from coding_genesis.budget import Budget
     from tests.observers.test_metering import spending_fakes
 
     fakes = spending_fakes(tmp_path, 20, messages=5)

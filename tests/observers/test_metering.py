@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._observers.budget import Budget
 from coding_genesis._observers.prices import ModelPrice, PriceTable, context_window
 from coding_genesis.batch import RunSpec, run_many
+from coding_genesis.budget import Budget
 from coding_genesis.errors import ConfigError
 from tests.support import FAKE_BIN, EventLog, FakeCLI, QuietObserver, present
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
@@ -119,6 +119,7 @@ def _assert_budget_stop(result: dict[str, Any], fake: FakeCLI, limit: str) -> No
     assert_tree_gone(fake)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 async def test_max_cost_stops_within_one_event_and_keeps_partial_work(
     fake_claude: FakeCLI,
@@ -139,6 +140,7 @@ async def test_max_cost_stops_within_one_event_and_keeps_partial_work(
     assert budget_events[0]["fraction"] == 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 async def test_max_tokens_stop(fake_claude: FakeCLI) -> None:
     # 2000 tokens per message: the 3rd message (6000) crosses 5000.
@@ -153,6 +155,7 @@ async def test_max_tokens_stop(fake_claude: FakeCLI) -> None:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 async def test_max_turns_stop(fake_claude: FakeCLI) -> None:
     result, log = await _stopped_run(fake_claude, Budget(max_turns=2))
@@ -161,6 +164,7 @@ async def test_max_turns_stop(fake_claude: FakeCLI) -> None:
     assert result["metering"]["turns"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 async def test_max_tool_calls_stop(fake_claude: FakeCLI) -> None:
     result, log = await _stopped_run(fake_claude, Budget(max_tool_calls=1))
@@ -169,6 +173,7 @@ async def test_max_tool_calls_stop(fake_claude: FakeCLI) -> None:
     assert result["metering"]["latency"]["tool_calls"][0]["name"] == "Bash"
 
 
+@pytest.mark.slow
 async def test_claude_reported_cost_and_per_model_usage(fake_claude: FakeCLI) -> None:
     """The result's own cost wins: ``reported``; per-model figures and the
     context window come from ``modelUsage``."""
@@ -212,6 +217,7 @@ async def test_claude_reported_cost_and_per_model_usage(fake_claude: FakeCLI) ->
     assert "budget" in result and result["budget"] is None
 
 
+@pytest.mark.slow
 async def test_codex_cost_is_computed_from_its_tokens(fake_codex: FakeCLI) -> None:
     fake_codex.script(
         [
@@ -253,6 +259,7 @@ async def test_codex_cost_is_computed_from_its_tokens(fake_codex: FakeCLI) -> No
     assert present(result["metering"])["context"]["window"] == 400_000
 
 
+@pytest.mark.slow
 async def test_unknown_model_cost_is_unknown_and_prices_override(fake_codex: FakeCLI) -> None:
     usage = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 1000}
     fake_codex.script(
@@ -271,6 +278,7 @@ async def test_unknown_model_cost_is_unknown_and_prices_override(fake_codex: Fak
     assert priced["cost_usd"] == pytest.approx(0.003)
 
 
+@pytest.mark.slow
 async def test_shared_budget_stops_a_batch_of_twenty(tmp_path: Any) -> None:
     """20 requests, 4 at a time, one $0.05 pot: every run spends $0.018 per
     message; once the pot is spent the runs in flight are stopped and the
@@ -314,6 +322,7 @@ async def test_shared_budget_stops_a_batch_of_twenty(tmp_path: Any) -> None:
         assert_tree_gone(fake)
 
 
+@pytest.mark.slow
 async def test_shared_budget_between_agents_in_threads(tmp_path: Any) -> None:
     """Two agents in two threads, one budget: the pot is charged by both and
     a run in the other thread is stopped when it is spent."""
@@ -358,6 +367,7 @@ def test_budget_and_price_validation() -> None:
     assert context_window("claude-opus-4-8[1m]") == 1_000_000
 
 
+@pytest.mark.slow
 async def test_budget_refuses_runs_once_spent(fake_claude: FakeCLI) -> None:
     """A spent shared budget: the next run of the same agent starts nothing."""
     fake_claude.script(streaming_script(messages=2))
@@ -398,8 +408,8 @@ def test_codex_recording_cost_is_computed_and_claude_recording_reported() -> Non
 def test_budget_accounting_warnings_cache_and_refunds() -> None:
     """The pot itself: warnings once per fraction, cache tokens only when
     asked, a lower figure (a reported cost below the estimate) is refunded."""
-    from coding_genesis._observers.budget import Usage
     from coding_genesis._supervision.stop import StopHandle
+    from coding_genesis.budget import Usage
 
     budget = Budget(max_tokens=1000, warn_at=(0.5, 0.8))
     stop = StopHandle()
@@ -447,6 +457,7 @@ async def test_a_failing_decoded_tap_never_breaks_a_run(fake_claude: FakeCLI) ->
     assert present(result["metering"])["turns"] == 1  # metering, another observer, went on
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_stopped_run_has_metering_s_usage_and_says_so(tmp_path: Path) -> None:
     """Issue 28: a run stopped by its budget before the CLI's total has ``usage`` from metering

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from coding_genesis._observers.budget import Budget, Usage
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis.backends.claude import ClaudeTranslator
+from coding_genesis.budget import Budget, Usage
 from coding_genesis.events import EventKind, UsageEvent
 from tests.observers.test_metering import message, tool_result
 from tests.support import EventLog, FakeCLI, QuietObserver, present
@@ -48,6 +48,7 @@ def test_the_translator_makes_per_message_usage_only_when_asked() -> None:
     assert [e.kind for e in off.translate(line)] == [EventKind.TOOL_CALL]
 
 
+@pytest.mark.slow
 async def test_unheard_per_message_usage_changes_nothing_in_the_result(
     fake_claude: FakeCLI,
 ) -> None:
@@ -68,6 +69,7 @@ async def test_unheard_per_message_usage_changes_nothing_in_the_result(
     assert quiet["usage"] == {"input_tokens": 3, "output_tokens": 5}  # the CLI's own total
 
 
+@pytest.mark.slow
 async def test_result_usage_is_the_clis_total_never_one_message(fake_claude: FakeCLI) -> None:
     """A run without the CLI's result line: a message's usage is not the run's; metering
     counts the messages, and (issue 28) ``usage`` is metering's sum of both, saying so."""
@@ -95,6 +97,7 @@ class _TypeCounter(QuietObserver):
             raise RuntimeError("boom")
 
 
+@pytest.mark.slow
 async def test_the_tap_dispatches_by_type_and_drops_a_failing_handler(
     fake_claude: FakeCLI,
 ) -> None:
@@ -157,6 +160,7 @@ def test_a_shared_budget_is_charged_at_once() -> None:
     assert pot.spent["tokens"] == 10
 
 
+@pytest.mark.slow
 async def test_a_per_run_budget_reports_the_runs_whole_usage(fake_claude: FakeCLI) -> None:
     fake_claude.script(_script(3))
     budget = Budget(max_tokens=10**9, max_tool_calls=10**6, per_run=True)
@@ -183,6 +187,7 @@ def _two_model_script(messages: int, *, result: bool) -> list[dict[str, Any]]:
     return steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("result_line", [True, False])
 async def test_folded_usage_gives_the_figures_live_usage_gives(
     fake_claude: FakeCLI, result_line: bool
@@ -314,6 +319,7 @@ def test_routes_follow_who_hears_and_a_failing_handler_is_not_the_lines_fault() 
     assert tally.first_seen[ToolCallEvent] == 10.0 and tally.first_seen[TextEvent] == 12.5
 
 
+@pytest.mark.slow
 async def test_a_subscriber_that_joins_mid_run_hears_the_rest(fake_claude: FakeCLI) -> None:
     fake_claude.script(
         [

@@ -70,6 +70,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_each_run_appends_one_record(tmp_path: Path, portal: BlockingPortal) -> None:
     log = tmp_path / "state" / "runs.jsonl"
     agent = CodingGenesisAgent("failer", timeout=10, run_log=log)
@@ -89,6 +90,7 @@ def test_each_run_appends_one_record(tmp_path: Path, portal: BlockingPortal) -> 
     assert oct(log.stat().st_mode & 0o777) == oct(0o600)
 
 
+@pytest.mark.slow
 def test_env_var_moves_and_switches_off_the_log_of_genesis(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,6 +104,7 @@ def test_env_var_moves_and_switches_off_the_log_of_genesis(
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_the_library_reads_no_run_log_variable(
     tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,6 +115,7 @@ def test_the_library_reads_no_run_log_variable(
     assert not moved.exists()
 
 
+@pytest.mark.slow
 def test_agent_option_switches_off_the_log(
     tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +125,7 @@ def test_agent_option_switches_off_the_log(
     assert not moved.exists()
 
 
+@pytest.mark.slow
 def test_an_unwritable_log_never_fails_a_run(tmp_path: Path, portal: BlockingPortal) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -278,6 +283,7 @@ def test_genesis_stats_command(
     assert "expected a time window" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_genesis_run_then_stats_as_processes(tmp_path: Path) -> None:
     """The installed entry points, end to end: two runs, then the stats."""
     env = {**os.environ, "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl")}

@@ -58,6 +58,7 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
+@pytest.mark.slow
 def test_run_attempt_and_tool_spans_under_the_callers_span(
     spans: Spans, fake_claude: FakeCLI
 ) -> None:
@@ -104,6 +105,7 @@ def test_run_attempt_and_tool_spans_under_the_callers_span(
     assert seen["TRACEPARENT"].startswith(traceparent(attempt)), (seen, traceparent(attempt))
 
 
+@pytest.mark.slow
 def test_tracestate_is_passed_on(spans: Spans, fake_claude: FakeCLI) -> None:
     one_tool_script(fake_claude)
     agent = fake_claude.agent()
@@ -125,6 +127,7 @@ def test_tracestate_is_passed_on(spans: Spans, fake_claude: FakeCLI) -> None:
     assert seen["TRACESTATE"] == "vendor=abc"
 
 
+@pytest.mark.slow
 def test_retries_give_one_attempt_span_each(spans: Spans, fake_claude: FakeCLI) -> None:
     fake_claude.script(
         [
@@ -164,6 +167,7 @@ def test_retries_give_one_attempt_span_each(spans: Spans, fake_claude: FakeCLI) 
     assert seen[1].startswith(traceparent(second))  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_failure_sets_error_type_and_the_error_status(spans: Spans, fake_claude: FakeCLI) -> None:
     fake_claude.script(
         [
@@ -189,6 +193,7 @@ def test_a_failure_sets_error_type_and_the_error_status(spans: Spans, fake_claud
     assert tool.status.status_code is trace.StatusCode.ERROR
 
 
+@pytest.mark.slow
 def test_a_tool_call_without_result_ends_unfinished(spans: Spans, fake_claude: FakeCLI) -> None:
     fake_claude.script(
         [{"init": True}, tool_use("toolu_2", "Bash", command="sleep 100"), {"hang": True}]
@@ -267,6 +272,7 @@ def test_without_an_sdk_the_callers_context_still_reaches_the_cli(fake_claude: F
     assert seen["TRACEPARENT"] == parent
 
 
+@pytest.mark.slow
 def test_a_run_without_opentelemetry_importable_works_unchanged(tmp_path: Path) -> None:
     code = f"""
 import json, sys
@@ -344,6 +350,7 @@ def test_usage_attributes_count_cached_input() -> None:
     assert usage_attributes({"input_tokens": "many", "output_tokens": True}) == {}
 
 
+@pytest.mark.slow
 def test_opentelemetry_is_imported_by_the_first_run_not_before(tmp_path: Path) -> None:
     from tests.test_startup import loaded
 

@@ -234,6 +234,7 @@ def test_an_unwritable_transcript_dir_never_breaks_a_run(tmp_path: Path) -> None
     assert any("transcript not written" in w for w in result["warnings"])
 
 
+@pytest.mark.slow
 def test_runs_are_listed_newest_first_and_found_by_prefix(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     base = tmp_path / "runs"
@@ -253,11 +254,12 @@ def test_runs_are_listed_newest_first_and_found_by_prefix(tmp_path: Path) -> Non
         find_run(base, "-3")
 
 
+@pytest.mark.slow
 def test_event_timestamps_are_exactly_what_datetime_gives() -> None:
     import datetime as dt
     import random
 
-    from coding_genesis.events import _iso
+    from coding_genesis._util.timestamps import iso_ms as _iso
 
     rng = random.Random(6)
     now = time.time()
@@ -270,6 +272,7 @@ def test_event_timestamps_are_exactly_what_datetime_gives() -> None:
     assert _iso(0.0) == "" and _iso(float("nan")) == ""
 
 
+@pytest.mark.slow
 def test_text_that_is_not_unicode_and_impossible_paths_never_break_a_run(
     tmp_path: Path,
 ) -> None:

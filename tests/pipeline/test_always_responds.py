@@ -17,8 +17,9 @@ from anyio.from_thread import BlockingPortal
 from coding_genesis import CodingGenesisAgent, Event, RunResponse
 from coding_genesis._failures.report import parse_failure_report
 from coding_genesis._failures.taxonomy import LAST_RESORT_MESSAGES
-from coding_genesis.backend import AttemptRequest, CommandSpec
+from coding_genesis.backend import CommandSpec
 from coding_genesis.backends import ClaudeBackend
+from coding_genesis.request import Request
 from coding_genesis.status import FailureCategory
 from tests.support import CONTEXT_KEYS, FakeCLI
 
@@ -154,6 +155,7 @@ def test_options_of_the_wrong_type(fake_claude: FakeCLI, portal: BlockingPortal)
     assert "'max_turnz'" in unknown["message"] and "max_turns" in unknown["message"]
 
 
+@pytest.mark.slow
 def test_busy_agent_answers(fake_claude: FakeCLI, portal: BlockingPortal) -> None:
     fake_claude.script([{"init": True}, {"sleep": 0.5}, {"answer": "done"}])
     agent = fake_claude.agent()
@@ -196,6 +198,7 @@ def test_garbage_then_crash(fake_claude: FakeCLI, portal: BlockingPortal) -> Non
     assert response["skipped_lines"] >= 1
 
 
+@pytest.mark.slow
 def test_timeout_with_progress_suggests_a_doubled_timeout(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
@@ -223,6 +226,7 @@ def test_timeout_with_progress_suggests_a_doubled_timeout(
     assert "Retryable: Yes" in response["failure_report"]
 
 
+@pytest.mark.slow
 def test_a_tool_killed_by_our_stop_is_what_the_run_was_doing(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
@@ -242,6 +246,7 @@ def test_a_tool_killed_by_our_stop_is_what_the_run_was_doing(
     assert failure["completed_steps"] == []
 
 
+@pytest.mark.slow
 def test_timeout_without_progress_suggests_breaking_the_task_up(
     fake_claude: FakeCLI, portal: BlockingPortal
 ) -> None:
@@ -314,7 +319,7 @@ class Hostile(ClaudeBackend):
     def default_program(self) -> Sequence[str] | None:
         return tuple(self.program) or None
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         if self.where == "build_command":
             raise RuntimeError("build_command exploded")
         return super().build_command(request)

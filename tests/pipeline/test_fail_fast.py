@@ -106,6 +106,7 @@ def test_a_cli_ending_by_itself_is_left_to_end(tmp_path: Path, portal: BlockingP
     assert result["message"] == "Unauthorized"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("status", "words"),
     [
@@ -125,6 +126,7 @@ def test_what_a_retry_can_fix_is_left_to_the_cli(
     assert result["cli_retries"] == 1 and result["stopped_on"] is None
 
 
+@pytest.mark.slow
 def test_a_usage_limit_that_resets_before_the_deadline_is_waited_for(
     tmp_path: Path, portal: BlockingPortal
 ) -> None:
@@ -153,6 +155,7 @@ def test_a_non_fatal_error_line_is_not_evidence(tmp_path: Path, portal: Blocking
     assert result["status"] == 0 and result["message"] == "ok", result
 
 
+@pytest.mark.slow
 def test_the_hook_is_the_backends(tmp_path: Path, portal: BlockingPortal) -> None:
     """A backend decides what proves a failure (``Backend.fatal_evidence``): one that calls a
     retry event with "quota" in it fatal stops the run, one that never does waits."""

@@ -138,6 +138,7 @@ def test_replay_errors_say_what_is_wrong(
     )
 
 
+@pytest.mark.slow
 def test_a_retried_run_keeps_every_attempt_and_replays_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,7 +29,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent, Event, RunStartedEvent, retry
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._util.redact import MASK
-from coding_genesis.options import RetrySetting
+from coding_genesis.request import RetrySetting
 from tests.fakes.model_server import (
     DEFAULT_TEXT,
     TOOL_DONE_PREFIX,

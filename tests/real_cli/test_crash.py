@@ -117,7 +117,7 @@ def test_real_claude_stalled_once_is_resumed_and_succeeds(
     from coding_genesis.status import FailureCategory
 
     rig = Rig("claude", real_claude, model_server, tmp_path)
-    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay_s=0.01)
+    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay=0.01)
     agent = CodingGenesisAgent(
         "claude",
         cli_path=rig.cli,

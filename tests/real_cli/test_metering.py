@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._observers.budget import Budget
+from coding_genesis.budget import Budget
 from tests.real_cli import test_claude_codex
 from tests.real_cli.test_claude_codex import (  # noqa: F401  (hermetic_env is an autouse fixture)
     Rig,

@@ -38,8 +38,8 @@ async def test_a_warm_pool_of_two_serves_six_prompts_without_context(rig: Rig) -
     pool = SessionPool(
         rig.backend,
         size=2,
-        max_idle_s=120,
-        wait_s=30,
+        max_idle=120,
+        wait=30,
         cli_path=rig.cli,
         cwd=rig.work,
         env=rig.env(),

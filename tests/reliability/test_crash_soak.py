@@ -24,6 +24,8 @@ from coding_genesis._workspace.sweep import sweep_sync
 from tests.reliability import figures
 from tests.support import FakeCLI, marked_processes, zombie_children
 
+pytestmark = pytest.mark.slow
+
 RUNNERS = 50
 #: Runners alive at once (the machine may have 2 cores).
 WAVE = 10

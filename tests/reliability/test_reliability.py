@@ -96,6 +96,7 @@ async def _measure(
     assert (fd_delta, thread_delta) == (0, 0), figure
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_soak_every_failure_mode(
     anyio_backend: str,

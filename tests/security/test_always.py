@@ -21,7 +21,7 @@ from tests.real_cli.test_sessions import session_agent
 
 __all__ = ["codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures, active here too
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

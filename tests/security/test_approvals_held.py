@@ -49,7 +49,7 @@ from tests.terminal import GENESIS, Terminal
 
 __all__ = ["codex_rig", "hermetic_env", "spans", "terminals"]  # fixtures, active here too
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,7 @@ from tests.real_cli.test_claude_codex import Rig, hermetic_env, rig
 
 __all__ = ["hermetic_env", "rig"]  # the real-CLI fixtures, active here too
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
+pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio, pytest.mark.slow]
 
 BACKGROUND = {
     "description": "writes later",

@@ -155,6 +155,7 @@ def test_a_deeply_nested_line_never_breaks_a_run(
         assert SECRET not in json.dumps(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [300, 990])
 def test_genesis_run_events_and_show_survive_deep_lines(
     tmp_path: Path, depth: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -18,6 +18,7 @@ from coding_genesis.events import ToolCallEvent, ToolResultEvent
 from tests.support import FakeCLI, present
 
 
+@pytest.mark.slow
 def test_distinct_tool_names_and_unfinished_inputs_are_capped() -> None:
     tally = RunTally("/tmp")
     big = {"command": "x" * 1_000_000, **{f"k{i}": "v" for i in range(1000)}}
@@ -84,6 +85,7 @@ def test_show_reports_a_damaged_run_directory(
     assert json.loads(capsys.readouterr().out)["run_id"] == "abc123"
 
 
+@pytest.mark.slow
 def test_show_reads_bounded_amounts_of_a_huge_sparse_file(damaged: Path) -> None:
     run = damaged / "abc123"
     (run / "result.json").write_text(json.dumps({"status": 0, "message": "ok"}))

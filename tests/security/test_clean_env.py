@@ -60,6 +60,7 @@ def test_a_clean_env_passes_only_what_is_needed(tmp_path: Path, environ: None) -
     assert {"MY_TOOL_SETTING", "EXPLICIT", *fake.env()} <= names
 
 
+@pytest.mark.slow
 def test_codex_gets_its_own_needs_only(tmp_path: Path, environ: None, monkeypatch: Any) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-needed")
     names = set(child_env(FakeCLI(tmp_path, "codex"), inherit_env=False))
@@ -75,6 +76,7 @@ def test_settings_are_checked() -> None:
         CodingGenesisAgent("failer", env_allow="PATH")
 
 
+@pytest.mark.slow
 def test_genesis_run_clean_env(
     tmp_path: Path, environ: None, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
@@ -102,6 +104,7 @@ def test_doctor_lists_the_exposed_credentials(environ: None, capsys: Any) -> Non
     assert "aws-secret-value-123" not in json.dumps(report)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inherit", [True, False])
 def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path, inherit: bool) -> None:
     """Not the runner's directory; ``env=`` still has the last word."""

@@ -47,6 +47,7 @@ def ended_by_itself(result: RunResult) -> None:
     assert result.error != "timeout", (result.status, result.error, result.message)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1100, 5000])
 async def test_claude_a_deep_tool_question_is_denied_and_the_turn_goes_on(
     tmp_path: Path, depth: int
@@ -83,6 +84,7 @@ async def test_claude_a_deep_request_of_another_kind_gets_an_error(tmp_path: Pat
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1100, 5000])
 async def test_claude_a_deep_result_still_ends_the_turn_with_its_answer(
     tmp_path: Path, depth: int
@@ -120,6 +122,7 @@ async def test_codex_a_deep_approval_request_is_declined_and_the_turn_goes_on(
     assert [r.command for r in approver.asked] == ["ls"]
 
 
+@pytest.mark.slow
 async def test_codex_a_deep_tool_call_gets_an_error_and_a_deep_turn_end_ends_the_turn(
     tmp_path: Path,
 ) -> None:

@@ -84,6 +84,7 @@ def test_a_run_without_secrets_writes_stdout_untouched(tmp_path: Path) -> None:
     assert line in raw.splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["all-u", "mixed"])
 def test_an_escaped_secret_split_across_reads_is_masked(tmp_path: Path, name: str) -> None:
     """The line arrives in pieces (the CLI pauses inside the escaped secret,

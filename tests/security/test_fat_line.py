@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coding_genesis._util.parser import HEAVY_FLOOR, JsonLinesParser, held_cost
 from tests.support import FakeCLI
 
@@ -53,6 +55,7 @@ def run_measured(tmp_path: Path, fake: FakeCLI) -> tuple[dict[str, Any], int]:
     return json.loads(out.read_text()), int(peak.read_text()) * 1024
 
 
+@pytest.mark.slow
 def test_a_line_of_millions_of_containers_is_skipped_and_memory_stays_bounded(
     tmp_path: Path,
 ) -> None:

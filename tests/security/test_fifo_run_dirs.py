@@ -42,6 +42,7 @@ def no_hang(
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["result.json", "meta.json"])
 def test_a_fifo_record_never_hangs_runs_or_show(tmp_path: Path, name: str) -> None:
     base = run_dir(tmp_path)
@@ -65,6 +66,7 @@ def test_a_fifo_record_never_hangs_runs_or_show(tmp_path: Path, name: str) -> No
     assert replayed.returncode in (0, 1, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["events.jsonl", "stdout.jsonl", "stderr.txt"])
 def test_a_fifo_in_place_of_a_stream_never_hangs_show_or_replay(tmp_path: Path, name: str) -> None:
     base = run_dir(tmp_path)
@@ -79,6 +81,7 @@ def test_a_fifo_in_place_of_a_stream_never_hangs_show_or_replay(tmp_path: Path, 
         assert replayed.returncode == 2 and b"damaged" in replayed.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_run_log_never_hangs_a_run_or_stats(tmp_path: Path) -> None:
     log = tmp_path / "runs.jsonl"
     os.mkfifo(log)
@@ -109,6 +112,7 @@ def test_the_reader_refuses_what_is_no_regular_file(tmp_path: Path) -> None:
         open_regular(tmp_path)  # a directory
 
 
+@pytest.mark.slow
 def test_a_fifo_ended_json_never_hangs_the_sweep(tmp_path: Path) -> None:
     """The sweep marks a dead run's transcript (ended.json): a FIFO planted
     there (by the CLI, which runs as us) fails the open, never blocks reap."""

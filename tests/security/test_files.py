@@ -101,6 +101,7 @@ def test_an_unsafe_base_is_refused_with_a_clear_error(shared: Path, other_user: 
     assert mode(shared / "mine") == 0o700
 
 
+@pytest.mark.slow
 def test_a_run_in_a_shared_directory_is_private(
     shared: Path, other_user: str, tmp_path: Path
 ) -> None:

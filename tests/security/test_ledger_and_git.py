@@ -141,6 +141,7 @@ def checkout_state(repo: Path) -> tuple[str, str, str]:
 # -- finding 2: the same user's forged record ----------------------------------------
 
 
+@pytest.mark.slow
 def test_reap_leaves_a_directory_a_record_names_that_is_not_our_worktree(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     ledger.mkdir(mode=0o700)
@@ -167,6 +168,7 @@ def test_reap_leaves_a_directory_a_record_names_that_is_not_our_worktree(tmp_pat
     assert "removed its worktree" not in reap.stdout
 
 
+@pytest.mark.slow
 def test_reap_ignores_and_counts_records_we_did_not_write(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     ledger.mkdir(mode=0o700)
@@ -185,6 +187,7 @@ def test_reap_ignores_and_counts_records_we_did_not_write(tmp_path: Path) -> Non
     assert "removed its worktree" not in reap.stdout
 
 
+@pytest.mark.slow
 def test_a_forged_marker_is_never_stopped(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     ledger.mkdir(mode=0o700)
@@ -256,6 +259,7 @@ def hostile_repo(path: Path, marks: Path) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_isolate_runs_none_of_the_repositorys_programs(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -286,6 +290,7 @@ def test_isolate_runs_none_of_the_repositorys_programs(tmp_path: Path) -> None:
 # -- finding 4: a CLI that replaces its worktree's .git --------------------------------
 
 
+@pytest.mark.slow
 def test_a_cli_replacing_its_git_makes_us_run_nothing_of_it(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -329,6 +334,7 @@ def as_root() -> None:
         pytest.skip("chowning a decoy to another uid needs root")
 
 
+@pytest.mark.slow
 def test_another_users_ledger_and_worktrees_dirs_are_refused_not_used(
     tmp_path: Path, as_root: None
 ) -> None:
@@ -441,6 +447,7 @@ def as_user(user: str, args: list[str], env: dict[str, str], cwd: str) -> Any:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # the first use in a session may build the shared Python
 def test_a_second_user_cannot_make_our_run_or_reap_touch_our_files(
     two_users: tuple[str, str, SharedPython],
@@ -564,6 +571,7 @@ def test_leftovers_are_committed_only_to_the_runs_own_branch(tmp_path: Path) -> 
     assert any("not the run's branch" in w for w in ws.warnings), ws.warnings
 
 
+@pytest.mark.slow
 def test_a_refused_ledger_leaves_the_parent_death_signal_and_a_ledger_of_ours(
     tmp_path: Path, as_root: None
 ) -> None:

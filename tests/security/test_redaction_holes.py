@@ -127,6 +127,7 @@ def test_json_escaped_forms_never_reach_raw_stdout(tmp_path: Path, secret: str) 
             assert secret not in json.dumps(json.loads(line), ensure_ascii=False)
 
 
+@pytest.mark.slow
 def test_a_multi_line_secret_split_across_reads(tmp_path: Path) -> None:
     secret = "first-half-AAAA\nsecond-half-BBBB"
     raw = emit_raw_and_check(
@@ -142,6 +143,7 @@ def test_a_multi_line_secret_split_across_reads(tmp_path: Path) -> None:
     assert f"noise {MASK} noise" in raw
 
 
+@pytest.mark.slow
 def test_text_is_masked_before_it_is_cut(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path, "claude")
     long_command = "echo " + "x" * 480 + SECRET
@@ -185,6 +187,7 @@ def test_text_is_masked_before_it_is_cut(tmp_path: Path) -> None:
         assert prefix not in everything, prefix
 
 
+@pytest.mark.slow
 def test_the_returned_dict_is_masked_like_result_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,9 +27,9 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent, tool
 from coding_genesis.approval import ApprovalRequest, Decision
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.options import Permissions, SettingSource
 from tests.real_cli.test_claude_codex import Rig, claude_rig, explain, hermetic_env
+from tests.support import cli_request
 
 __all__ = ["claude_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
 
@@ -366,7 +366,7 @@ def test_host_tools_and_mcp_config_still_load_under_strict_mcp_config(claude_rig
             options={"mcp_config": str(config), "allowed_tools": ["mcp__extra__echo"]},
         )
     )
-    probe = AttemptRequest(prompt="p", cwd=str(rig.work))
+    probe = cli_request(prompt="p", cwd=str(rig.work))
     assert "--strict-mcp-config" in agent.backend.build_command(probe).args
     with agent.session_sync(approver=lambda request: True) as session:
         host = session.send('SCENARIO:tool mcp__genesis__host_echo {"text": "one"}')

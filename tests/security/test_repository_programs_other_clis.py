@@ -28,7 +28,7 @@ from tests.security.test_repository_programs import batch_line, found, mcp_serve
 
 __all__ = ["codex_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 PROMPT = "SCENARIO:text hi"
 

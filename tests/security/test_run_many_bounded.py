@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support import interrupt_once_running, marked_processes
+
+pytestmark = pytest.mark.slow
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 

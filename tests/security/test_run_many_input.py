@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis._cli.run_many import UNTRUSTED_FIELDS, read_requests, untrusted_problem
+from coding_genesis._cli.run_many import read_requests
 from coding_genesis.batch import InvalidRequest, RunSpec
+from coding_genesis.capabilities import UNTRUSTED, untrusted_problem
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
@@ -30,6 +31,7 @@ def run_many(tmp_path: Path, lines: list[object], *args: str) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow
 def test_a_line_cannot_choose_an_executable_env_or_arguments(tmp_path: Path) -> None:
     proof = tmp_path / "pwned"
     hostile = [
@@ -60,6 +62,7 @@ def test_a_line_cannot_choose_an_executable_env_or_arguments(tmp_path: Path) -> 
     assert not proof.exists()
 
 
+@pytest.mark.slow
 def test_trusted_input_accepts_every_setting(tmp_path: Path) -> None:
     proof = tmp_path / "ran"
     line = {"prompt": "x", "backend": "failer", "cli_path": ["/bin/sh", "-c", f"touch {proof}"]}
@@ -72,9 +75,8 @@ def test_trusted_input_accepts_every_setting(tmp_path: Path) -> None:
 
 
 def test_the_allow_list_is_data_only() -> None:
-    assert {"cli_path", "env", "extra_args", "transcripts", "run_log", "observers"}.isdisjoint(
-        UNTRUSTED_FIELDS
-    )
+    data = {name for name, trust in UNTRUSTED.items() if trust == "data"}
+    assert {"cli_path", "env", "extra_args", "transcripts", "run_log", "observers"}.isdisjoint(data)
     ok = {
         "prompt": "p",
         "backend": "claude",

@@ -47,6 +47,7 @@ def rss() -> int:
     return int(statistics.median(readings))
 
 
+@pytest.mark.slow
 async def test_400_turns_of_100_kib_answers_keep_memory_bounded(tmp_path: Path) -> None:
     marks: dict[int, int] = {}
     async with agent(tmp_path).session() as session:
@@ -62,6 +63,7 @@ async def test_400_turns_of_100_kib_answers_keep_memory_bounded(tmp_path: Path) 
         assert session.usage["input_tokens"] == 12 * 400
 
 
+@pytest.mark.slow
 async def test_keep_results_keeps_the_last_n_or_all(tmp_path: Path) -> None:
     async with agent(tmp_path).session(keep_results=3) as session:
         for n in range(5):

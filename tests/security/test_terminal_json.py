@@ -38,6 +38,7 @@ def test_printable_drops_bidi_controls_and_json_for_terminal_escapes() -> None:
     assert b"\\u009b" in escaped and b"\\u202e" in escaped and "ünï ✓".encode() in escaped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["--json", "--events", "text"])
 def test_a_terminal_keeps_its_title_and_screen(tmp_path: Path, mode: str) -> None:
     fake = fake_run(tmp_path)
@@ -59,6 +60,7 @@ def test_a_terminal_keeps_its_title_and_screen(tmp_path: Path, mode: str) -> Non
         assert char not in term.raw.decode("utf-8", "replace"), repr(char)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["--json", "--events"])
 def test_into_a_pipe_the_json_is_exact(tmp_path: Path, mode: str) -> None:
     fake = fake_run(tmp_path)

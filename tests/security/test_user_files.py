@@ -19,6 +19,8 @@ from coding_genesis._observers.prices import MAX_PRICE_FILE
 from coding_genesis.backends.generic import MAX_BACKENDS_FILE
 from tests.terminal import genesis
 
+pytestmark = pytest.mark.slow
+
 
 def deep_json(path: Path) -> None:
     path.write_text('{"claude": ' + "[" * 100_000 + "]" * 100_000 + "}")

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import anyio
 
-from coding_genesis._serve.app import Service, build_app, openapi_schema
+from coding_genesis._serve.app import build_app, openapi_schema
 from coding_genesis._serve.history import History, entry_view
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.inbox import Inbox
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
+from coding_genesis._serve.service import Service
 from coding_genesis._serve.sessions import Sessions
 from coding_genesis._util.redact import Redactor
 

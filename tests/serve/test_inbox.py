@@ -24,7 +24,8 @@ import pytest
 
 from tests.serve.support import ROOT, Served, serve, serving, sse
 
-pytestmark = pytest.mark.timeout(120)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _pending(client: httpx.Client, run: str, within: float = 30.0) -> dict[str, Any]:

@@ -20,7 +20,8 @@ import pytest
 from tests.serve.support import ROOT, Served, finished, serve, serving, sse
 from tests.support import FakeCLI
 
-pytestmark = pytest.mark.timeout(120)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def test_a_runs_stream_resumes_after_last_event_id(served: Served) -> None:

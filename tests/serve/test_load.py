@@ -18,7 +18,8 @@ import pytest
 
 from tests.serve.support import ROOT, Served, serving
 
-pytestmark = pytest.mark.timeout(400)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
 
 def rss(server: Served) -> int:

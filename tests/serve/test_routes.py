@@ -13,7 +13,8 @@ import pytest
 
 from tests.serve.support import ROOT, SCHEMA_PATHS, Served, finished, sse
 
-pytestmark = pytest.mark.timeout(90)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 SCHEMA = ROOT / "docs" / "openapi.json"
 

@@ -28,7 +28,8 @@ from tests.serve.support import ROOT, Served, serving  # noqa: E402
 
 SCHEMA = ROOT / "docs" / "openapi.json"
 
-pytestmark = pytest.mark.timeout(300)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 #: Examples per route (each a real request to a real server).
 EXAMPLES = 40

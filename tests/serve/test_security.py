@@ -60,6 +60,7 @@ def test_the_calls_cover_every_route() -> None:
     assert templated == SCHEMA_PATHS | {"/openapi.json"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("method", "path"), CALLS)
 def test_every_route_refuses_a_caller_without_the_token(
     served: Served, method: str, path: str
@@ -75,6 +76,7 @@ def test_every_route_refuses_a_caller_without_the_token(
     assert served.token not in bare.text
 
 
+@pytest.mark.slow
 def test_the_generated_token_is_private(served: Served) -> None:
     path = served.state / "token"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -92,6 +94,7 @@ def _cookie_client(served: Served) -> httpx.Client:
     return served.anonymous(cookies=jar)
 
 
+@pytest.mark.slow
 def test_a_cookie_reads_but_writes_only_with_the_csrf_header_and_origin(served: Served) -> None:
     origin = f"http://{served.host}"
     with _cookie_client(served) as browser:
@@ -118,6 +121,7 @@ def test_a_cookie_reads_but_writes_only_with_the_csrf_header_and_origin(served: 
         assert forged.get("/runs").status_code == 401
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "headers",
     [
@@ -134,12 +138,14 @@ def test_a_request_for_another_host_is_refused(served: Served, headers: dict[str
     assert response.status_code == 421 and response.json()["error"] == "wrong_host"
 
 
+@pytest.mark.slow
 def test_localhost_is_this_server(served: Served) -> None:
     port = served.url.rsplit(":", 1)[1]
     with served.client() as client:
         assert client.get("/runs", headers={"Host": f"localhost:{port}"}).status_code == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "origin", ["http://attacker.example", "null", "https://127.0.0.1", "http://localhost:1"]
 )
@@ -156,6 +162,7 @@ def test_another_sites_page_is_refused_and_no_cors(served: Served, origin: str) 
         assert not [h for h in response.headers if h.lower().startswith("access-control-")]
 
 
+@pytest.mark.slow
 def test_no_cors_header_even_for_this_servers_own_origin(served: Served) -> None:
     with served.client() as client:
         response = client.get("/runs", headers={"Origin": f"http://{served.host}"})
@@ -168,6 +175,7 @@ def test_no_cors_header_even_for_this_servers_own_origin(served: Served) -> None
         assert r.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.slow
 def test_a_body_over_the_limit_is_refused(served: Served) -> None:
     with served.client() as client:
         big = client.post(
@@ -215,6 +223,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fields", "words"), REFUSED, ids=[next(iter(f)) for f, _ in REFUSED])
 def test_each_untrusted_field_is_refused(
     served: Served, fields: dict[str, Any], words: str
@@ -228,6 +237,7 @@ def test_each_untrusted_field_is_refused(
         assert client.get("/server").json()["answered"] == before, "nothing was queued"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "words"),
     [
@@ -247,6 +257,7 @@ def test_a_bad_body_gets_the_words_of_a_bad_line(served: Served, body: bytes, wo
     assert words in response.json()["message"]
 
 
+@pytest.mark.slow
 def test_cwd_must_lie_under_the_root(served: Served, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -266,6 +277,7 @@ def test_cwd_must_lie_under_the_root(served: Served, tmp_path: Path) -> None:
         served.wait(client, ok["id"])
 
 
+@pytest.mark.slow
 def test_trusted_input_accepts_what_untrusted_input_may_not(tmp_path: Path) -> None:
     with serving(tmp_path, "--trusted-input") as server, server.client() as client:
         run = server.start(
@@ -278,6 +290,7 @@ def test_trusted_input_accepts_what_untrusted_input_may_not(tmp_path: Path) -> N
         assert outside.status_code == 422, "cwd stays under the root, trusted or not"
 
 
+@pytest.mark.slow
 def test_secrets_are_redacted_in_every_response(tmp_path: Path) -> None:
     secret = "sk-test-0123456789abcdef"
     env = {"GENESIS_TEST_API_KEY": secret}
@@ -297,6 +310,7 @@ def test_secrets_are_redacted_in_every_response(tmp_path: Path) -> None:
     assert "[REDACTED]" in done["prompt"] and "[REDACTED]" in "\n".join(events)
 
 
+@pytest.mark.slow
 def test_a_warning_when_bound_beyond_loopback(tmp_path: Path) -> None:
     with serving(tmp_path, "--host", "0.0.0.0") as server:
         assert "WARNING: listening on 0.0.0.0" in server.stderr()
@@ -310,6 +324,7 @@ def test_a_warning_when_bound_beyond_loopback(tmp_path: Path) -> None:
         assert "WARNING" not in quiet.stderr()
 
 
+@pytest.mark.slow
 def test_a_given_token_is_used_and_never_written(tmp_path: Path) -> None:
     token = "given-token-0123456789abcdef"
     with serving(tmp_path, env={"GENESIS_SERVE_TOKEN": token}) as server:
@@ -319,6 +334,7 @@ def test_a_given_token_is_used_and_never_written(tmp_path: Path) -> None:
         assert not (server.state / "token").exists()
 
 
+@pytest.mark.slow
 def test_a_token_file_must_be_private_and_a_state_dir_has_one_server(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -23,7 +23,8 @@ import pytest
 from tests.serve.support import Served, asked, serve, serving, sse, turn_ended
 from tests.serve.test_inbox import _genesis
 
-pytestmark = pytest.mark.timeout(120)
+#: Every test here talks to a real server process (0.15 s or more with its start).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _open(client: httpx.Client, **body: Any) -> dict[str, Any]:

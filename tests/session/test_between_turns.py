@@ -2,7 +2,8 @@
 unrecorded: driven against the fake two-way CLI (``LATER <s> <prompt>``: the turn
 ends at once, then the CLI works by itself, as claude's background tasks do).
 
-The real claude is in ``tests/security/test_between_turns.py``.
+The fake claude (its control protocol) plays a question asked right after its own
+end of a turn; the real claude is in ``tests/security/test_between_turns.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.run_events import ApprovalEvent
 from tests.session.twoway import TwoWayBackend
+from tests.support import FAKE_BIN
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +33,7 @@ def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
     return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
+@pytest.mark.slow
 async def test_a_question_between_turns_is_a_turn_of_its_own(tmp_path: Path) -> None:
     asked: list[ApprovalRequest] = []
 
@@ -64,6 +67,7 @@ async def test_a_question_between_turns_is_a_turn_of_its_own(tmp_path: Path) -> 
     assert [(r["trigger"], r["turn"]) for r in logged] == [("user", 1), ("cli", 2)]
 
 
+@pytest.mark.slow
 async def test_a_send_waits_for_the_turn_the_cli_started(tmp_path: Path) -> None:
     async def slow(request: ApprovalRequest) -> Decision:
         await anyio.sleep(0.5)
@@ -78,6 +82,7 @@ async def test_a_send_waits_for_the_turn_the_cli_started(tmp_path: Path) -> None
         assert s.results[1].approvals[0]["allowed"] is True
 
 
+@pytest.mark.slow
 async def test_text_between_turns_is_recorded_and_noise_is_not_a_turn(tmp_path: Path) -> None:
     async with agent(tmp_path).session() as s:
         await s.send_result("LATER 0.2 TEXT done by myself")
@@ -108,6 +113,7 @@ async def test_without_a_session_a_question_after_the_turn_is_refused_unasked(
     assert asked == []
 
 
+@pytest.mark.slow
 async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path: Path) -> None:
     """The opening exchange (and what comes between turns) is in the session's own
     directory beside its turns'; `genesis show <session>` shows its turns in order."""
@@ -137,3 +143,44 @@ async def test_the_sessions_own_record_holds_the_opening_and_its_turns(tmp_path:
     assert "first" in turn_lines[0] and "second" in turn_lines[1]
     listed = await anyio.run_process([*genesis, "runs"], env=env, check=False)
     assert s.key[:12] not in listed.stdout.decode()  # a session's own directory is not a run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allow", [True, False])
+async def test_a_question_after_the_clis_end_of_a_turn_is_answered(
+    tmp_path: Path, allow: bool
+) -> None:
+    """The fake claude (``ENDED_ASK``): between turns a background task's text and
+    result, then at once (one write, all read before a turn of the CLI's starts) a
+    ``can_use_tool``.  The turn that takes them ends at the CLI's next end, the one
+    after the answer, not at the end before the question: that one withdrew the
+    question unanswered, and claude waited for an answer for ever."""
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        asked.append(request)
+        return Decision.allow() if allow else Decision.deny("not now")
+
+    a = CodingGenesisAgent(
+        "claude",
+        cli_path=str(FAKE_BIN / "claude"),
+        cwd=str(tmp_path),
+        timeout=10,
+        grace=1.0,
+        ledger=str(tmp_path / "ledger"),
+        approver=approver,
+    )
+    async with a.session() as s:
+        first = await s.send_result('ENDED_ASK 0.3 Bash {"command": "make"}')
+        assert first.status == 0 and first.message == "started in the background"
+        with anyio.fail_after(8):
+            later = await s.cli_turn()
+        said = 'allowed Bash {"command": "make"}' if allow else "denied Bash: not now"
+        assert later.trigger == "cli" and later.message == said, later
+        (record,) = later.approvals
+        assert (record["tool"], record["allowed"], record["turn"]) == ("Bash", allow, 2)
+        assert [r.command for r in asked] == ["make"] and asked[0].turn == 2
+        with anyio.fail_after(8):
+            after = await s.send_result("hello", timeout=5)
+        assert after.status == 0 and after.message == "fake claude got: hello", after
+        assert [(r.trigger, r.turn) for r in s.results] == [("user", 1), ("cli", 2), ("user", 3)]

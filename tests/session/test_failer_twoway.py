@@ -43,6 +43,7 @@ def test_the_failer_speaks_claude_s_codec() -> None:
     assert backend.structured_output
 
 
+@pytest.mark.slow
 async def test_turns_in_one_process_and_the_one_shot_answer_unchanged(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -59,6 +60,7 @@ async def test_turns_in_one_process_and_the_one_shot_answer_unchanged(tmp_path: 
     assert one_shot["status"] == 0 and body(one_shot)["message"] == body(first)["message"]
 
 
+@pytest.mark.slow
 async def test_resume_continues_and_an_unknown_id_fails_as_claude_s_does(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -80,6 +82,7 @@ async def test_resume_continues_and_an_unknown_id_fails_as_claude_s_does(tmp_pat
     assert "Traceback" not in lost["message"] and "Fatal Python" not in lost["message"]
 
 
+@pytest.mark.slow
 async def test_without_an_approver_claude_s_rules_decide(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -99,6 +102,7 @@ async def test_without_an_approver_claude_s_rules_decide(tmp_path: Path) -> None
     assert (tmp_path / "b.txt").read_text() == "yes\n" and edited["approvals"] == []
 
 
+@pytest.mark.slow
 async def test_always_hands_claude_its_suggestions_and_the_rule_holds(tmp_path: Path) -> None:
     asked: list[str] = []
 
@@ -114,6 +118,7 @@ async def test_always_hands_claude_its_suggestions_and_the_rule_holds(tmp_path: 
     assert asked == ["python3 -c print(42)"]  # the second call: settled without asking
 
 
+@pytest.mark.slow
 async def test_one_shot_tool_calls_follow_the_permission_level(tmp_path: Path) -> None:
     a = agent(tmp_path)
     refused = await a.run("/write one.txt x")
@@ -133,6 +138,7 @@ class Review(BaseModel):
     issues: list[str]
 
 
+@pytest.mark.slow
 async def test_structured_output_one_shot_and_its_one_retry(tmp_path: Path) -> None:
     a = agent(tmp_path)
     made = await a.run_result("Review the last commit", output_schema=Review)
@@ -149,6 +155,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@pytest.mark.slow
 async def test_a_host_tool_it_was_not_given_is_a_clear_failure(tmp_path: Path) -> None:
     async with agent(tmp_path, tools=[add]).session() as s:
         unknown = await s.send('/tool mul {"a": 1}')
@@ -157,6 +164,7 @@ async def test_a_host_tool_it_was_not_given_is_a_clear_failure(tmp_path: Path) -
     assert body(known)["message"] == "add answered: 3" and known["tool_calls"] == 1
 
 
+@pytest.mark.slow
 async def test_an_interrupted_wait_and_a_cut_turn(tmp_path: Path) -> None:
     import anyio
 

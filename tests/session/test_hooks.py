@@ -103,6 +103,7 @@ async def test_without_an_approver_the_hook_alone_answers(tmp_path: Path) -> Non
     assert r.approvals == []  # a run with hooks is one turn of a live process, no approver
 
 
+@pytest.mark.slow
 async def test_a_raising_a_hanging_and_a_wrong_pre_tool_hook_each_block(tmp_path: Path) -> None:
     def boom(hook: HookInput) -> HookResult:
         raise ValueError("hook bug")
@@ -128,6 +129,7 @@ async def test_a_raising_a_hanging_and_a_wrong_pre_tool_hook_each_block(tmp_path
         assert (record["outcome"], record["error"]) == (outcome, error)
 
 
+@pytest.mark.slow
 async def test_an_observed_hook_point_records_what_it_could_not_apply(tmp_path: Path) -> None:
     ends: list[HookInput] = []
 
@@ -174,6 +176,7 @@ async def test_hooks_are_checked_and_need_a_backend_that_reports_them(tmp_path: 
     assert r["status"] == 64 and "hooks=" in str(r["message"])
 
 
+@pytest.mark.slow
 async def test_an_interrupt_during_a_slow_hook_ends_the_turn_at_once(tmp_path: Path) -> None:
     async def slow(hook: HookInput) -> None:
         await anyio.sleep(600)

@@ -79,6 +79,7 @@ async def test_a_run_with_tools_calls_the_function_and_records_the_call(tmp_path
     assert call.id == result.id
 
 
+@pytest.mark.slow
 async def test_a_raise_a_timeout_and_bad_arguments_answer_errors_and_the_turn_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -106,6 +107,7 @@ async def test_a_raise_a_timeout_and_bad_arguments_answer_errors_and_the_turn_go
     assert errors == [True, True, True, True, False]
 
 
+@pytest.mark.slow
 async def test_a_call_still_running_when_its_turn_ends_is_cancelled(tmp_path: Path) -> None:
     started, ended = anyio.Event(), anyio.Event()
 
@@ -150,6 +152,7 @@ async def test_calls_at_once_run_concurrently(tmp_path: Path) -> None:
     assert r["tool_calls"] == 2
 
 
+@pytest.mark.slow
 async def test_the_execute_tool_span_and_the_budget_see_host_calls(
     tmp_path: Path, spans: Spans
 ) -> None:
@@ -163,6 +166,7 @@ async def test_the_execute_tool_span_and_the_budget_see_host_calls(
     assert over["status"] == Status.FAILED and over["error"] == "budget_exceeded", over
 
 
+@pytest.mark.slow
 async def test_tools_on_a_per_call_basis_override_the_agent_s(tmp_path: Path) -> None:
     @tool(name="add")
     def other_add(a: int, b: int) -> int:
@@ -181,7 +185,7 @@ async def test_warm_pooled_sessions_host_the_tools_of_their_settings(tmp_path: P
     async with SessionPool(
         TwoWayBackend(),
         size=1,
-        max_idle_s=60,
+        max_idle=60,
         cwd=str(tmp_path),
         timeout=20,
         grace=1.0,
@@ -215,6 +219,7 @@ class BrokenBackend(TwoWayBackend):
         return Broken()
 
 
+@pytest.mark.slow
 async def test_a_protocol_that_cannot_answer_breaks_only_that_turn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -252,6 +257,7 @@ async def test_a_batch_line_never_names_host_code(tmp_path: Path) -> None:
     assert by_default["status"] == Status.USAGE
 
 
+@pytest.mark.slow
 def test_a_run_many_file_naming_tools_is_refused(tmp_path: Path) -> None:
     import subprocess
     import sys

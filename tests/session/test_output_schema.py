@@ -57,6 +57,7 @@ def recorded(tmp_path: Path, key: str) -> list[Any]:
     return [entry[key] for entry in map(json.loads, lines) if key in entry]
 
 
+@pytest.mark.slow
 async def test_a_turn_answers_the_model_instance_and_the_dict(backend: str, tmp_path: Path) -> None:
     a = live_agent(backend, tmp_path, output_schema=Review)
     async with a.session() as s:
@@ -70,6 +71,7 @@ async def test_a_turn_answers_the_model_instance_and_the_dict(backend: str, tmp_
         assert recorded(tmp_path, "schema") == [Review.model_json_schema()] * 2
 
 
+@pytest.mark.slow
 async def test_a_wrong_answer_is_asked_again_once_in_the_same_session(
     backend: str, tmp_path: Path
 ) -> None:
@@ -100,6 +102,7 @@ def fake(request: pytest.FixtureRequest, tmp_path: Path) -> FakeCLI:
     return cli
 
 
+@pytest.mark.slow
 async def test_one_shot_answers_the_validated_output(fake: FakeCLI) -> None:
     a = fake.agent()
     result = await a.run_result(GOOD, output_schema=Review)
@@ -108,6 +111,7 @@ async def test_one_shot_answers_the_validated_output(fake: FakeCLI) -> None:
     assert response["output"] == {"verdict": "ok", "issues": ["a"]}
 
 
+@pytest.mark.slow
 async def test_one_shot_retries_once_resuming_the_session_without_a_policy(
     fake: FakeCLI,
 ) -> None:
@@ -128,6 +132,7 @@ async def test_one_shot_retries_once_resuming_the_session_without_a_policy(
     assert failure.suggested_actions[0].startswith("Continue the session")
 
 
+@pytest.mark.slow
 async def test_a_policy_s_own_row_decides(fake: FakeCLI) -> None:
     a = fake.agent(retry=RetryPolicy.default().with_category("invalid_output", max_retries=0))
     result = await a.run_result(BAD, output_schema=Review)

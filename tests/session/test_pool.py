@@ -44,7 +44,7 @@ class Ended(Observer):
 
 def pool(tmp_path: Path, ended: Ended | None = None, **options: Any) -> SessionPool:
     options.setdefault("size", 2)
-    options.setdefault("max_idle_s", 60.0)
+    options.setdefault("max_idle", 60.0)
     options.setdefault("timeout", 20)
     options.setdefault("grace", 1.0)
     if ended is not None:
@@ -79,6 +79,7 @@ def nothing_left(ended: Ended, opened: int) -> None:
         assert session_processes(key) == [], key
 
 
+@pytest.mark.slow
 async def test_warm_sessions_serve_one_conversation_each(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended) as p:
@@ -107,9 +108,10 @@ async def test_warm_sessions_serve_one_conversation_each(tmp_path: Path) -> None
             pass
 
 
+@pytest.mark.slow
 async def test_a_fresh_session_when_none_is_warm_and_waiting_is_bounded(tmp_path: Path) -> None:
     ended = Ended()
-    async with pool(tmp_path, ended, size=1, wait_s=0) as p:
+    async with pool(tmp_path, ended, size=1, wait=0) as p:
         assert await p.wait_warm(timeout=10)
         async with p.session() as warm, p.session() as fresh:
             assert warm.key != fresh.key
@@ -119,7 +121,7 @@ async def test_a_fresh_session_when_none_is_warm_and_waiting_is_bounded(tmp_path
     nothing_left(ended, p.stats().opened)
 
     # A refill under way is waited for (it is ready before a fresh start).
-    async with pool(tmp_path, size=1, wait_s=10) as p:
+    async with pool(tmp_path, size=1, wait=10) as p:
         assert await p.wait_warm(timeout=10)
         async with p.session():
             pass
@@ -129,9 +131,10 @@ async def test_a_fresh_session_when_none_is_warm_and_waiting_is_bounded(tmp_path
         assert p.stats().fresh == 0 and p.stats().served == 2
 
 
+@pytest.mark.slow
 async def test_idle_and_dead_warm_sessions_are_replaced(tmp_path: Path) -> None:
     ended = Ended()
-    async with pool(tmp_path, ended, size=1, max_idle_s=0.5) as p:
+    async with pool(tmp_path, ended, size=1, max_idle=0.5) as p:
         assert await p.wait_warm(timeout=10)
         await eventually(lambda: p.stats().expired >= 2 and len(ended.keys) >= 2)  # closed
         for key in ended.keys:
@@ -160,6 +163,7 @@ async def test_a_cli_that_cannot_start_answers_without_a_hang(tmp_path: Path) ->
         assert p.stats().failed >= 1 and p.stats().warm == 0
 
 
+@pytest.mark.slow
 async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     ended = Ended()
     p = pool(tmp_path, ended)
@@ -187,6 +191,7 @@ async def test_closing_the_pool_closes_lent_sessions(tmp_path: Path) -> None:
     assert our_clis() == []
 
 
+@pytest.mark.slow
 async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: Path) -> None:
     ended = Ended()
     async with pool(tmp_path, ended, size=1) as p:
@@ -201,6 +206,7 @@ async def test_a_cancelled_lease_stops_its_tree_and_the_pool_refills(tmp_path: P
     nothing_left(ended, p.stats().opened)
 
 
+@pytest.mark.slow
 async def test_run_many_draws_from_the_pool(tmp_path: Path) -> None:
     ended = Ended()
     events: list[dict[str, Any]] = []
@@ -234,9 +240,10 @@ async def test_run_many_draws_from_the_pool(tmp_path: Path) -> None:
         await run_many(requests[:1], pool=p)
 
 
+@pytest.mark.slow
 def test_the_sync_form(tmp_path: Path) -> None:
     ended = Ended()
-    with SyncSessionPool(TwoWayBackend(), size=1, max_idle_s=60, cwd=str(tmp_path)) as p:
+    with SyncSessionPool(TwoWayBackend(), size=1, max_idle=60, cwd=str(tmp_path)) as p:
         assert p.wait_warm(timeout=10)
         with p.session() as s:
             assert s.send("TEXT one")["message"] == "one"
@@ -255,10 +262,10 @@ def test_the_sync_form(tmp_path: Path) -> None:
 
 def test_bad_settings_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="size"):
-        SessionPool(TwoWayBackend(), size=0, max_idle_s=1)
-    with pytest.raises(ConfigError, match="max_idle_s"):
-        SessionPool(TwoWayBackend(), size=1, max_idle_s=-1)
+        SessionPool(TwoWayBackend(), size=0, max_idle=1)
+    with pytest.raises(ConfigError, match="max_idle"):
+        SessionPool(TwoWayBackend(), size=1, max_idle=-1)
     with pytest.raises(AgentUsageError, match="two-way"):
-        SessionPool("gemini", size=1, max_idle_s=1)
+        SessionPool("gemini", size=1, max_idle=1)
     with pytest.raises(AgentUsageError, match="isolation"):
-        SessionPool(TwoWayBackend(), size=1, max_idle_s=1, isolation="worktree")
+        SessionPool(TwoWayBackend(), size=1, max_idle=1, isolation="worktree")

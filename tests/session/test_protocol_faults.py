@@ -17,7 +17,7 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.errors import AgentUsageError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
 

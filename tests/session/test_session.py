@@ -44,6 +44,7 @@ def session_processes(key: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 async def test_three_turns_in_one_process_with_usage_per_turn(tmp_path: Path) -> None:
     a = agent(tmp_path)
     states: list[str] = []
@@ -68,6 +69,7 @@ async def test_three_turns_in_one_process_with_usage_per_turn(tmp_path: Path) ->
     assert states.count("BUSY") == 3
 
 
+@pytest.mark.slow
 async def test_a_prompt_larger_than_the_pipe_goes_whole_and_in_order(tmp_path: Path) -> None:
     # Written at once as far as the pipe takes it, the rest by the writer; the
     # next line waits behind that rest.
@@ -79,6 +81,7 @@ async def test_a_prompt_larger_than_the_pipe_goes_whole_and_in_order(tmp_path: P
     assert second.status == 0 and second.message == "after", second.message
 
 
+@pytest.mark.slow
 async def test_busy_during_a_turn_and_send_after_close_raises(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -145,6 +148,7 @@ async def test_a_refusal_that_ends_the_turn_is_permission_denied(tmp_path: Path)
         assert after["status"] == 0
 
 
+@pytest.mark.slow
 async def test_unanswered_raising_and_async_approvers_deny(tmp_path: Path) -> None:
     async def slow(request: ApprovalRequest) -> bool:
         await anyio.sleep(30)
@@ -176,6 +180,7 @@ async def test_without_an_approver_a_request_is_denied_with_a_reason(tmp_path: P
         assert r.approvals[0]["source"] == "permissions"
 
 
+@pytest.mark.slow
 async def test_interrupt_ends_the_turn_kills_its_tool_and_the_session_lives_on(
     tmp_path: Path,
 ) -> None:
@@ -214,6 +219,7 @@ async def test_death_mid_turn_closes_the_session(tmp_path: Path) -> None:
     assert a.state is AgentState.READY
 
 
+@pytest.mark.slow
 async def test_garbage_unknown_ids_unknown_types_and_silence(tmp_path: Path) -> None:
     a = agent(tmp_path, idle_timeout=1.0)
     async with a.session() as s:
@@ -232,6 +238,7 @@ async def test_garbage_unknown_ids_unknown_types_and_silence(tmp_path: Path) -> 
         assert session_processes(s.key) == []
 
 
+@pytest.mark.slow
 async def test_a_cli_that_never_ends_a_broken_off_turn_closes_the_session(
     tmp_path: Path,
 ) -> None:
@@ -245,6 +252,7 @@ async def test_a_cli_that_never_ends_a_broken_off_turn_closes_the_session(
         assert session_processes(s.key) == []
 
 
+@pytest.mark.slow
 async def test_a_turn_timeout_stops_the_whole_tree(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -254,6 +262,7 @@ async def test_a_turn_timeout_stops_the_whole_tree(tmp_path: Path) -> None:
         assert session_processes(s.key) == []
 
 
+@pytest.mark.slow
 async def test_cancelling_a_turn_stops_the_tree(tmp_path: Path) -> None:
     a = agent(tmp_path)
     async with a.session() as s:
@@ -312,6 +321,7 @@ async def test_stream_yields_the_turns_events(tmp_path: Path) -> None:
         assert turn.result is not None and turn.result.message == "streamed"
 
 
+@pytest.mark.slow
 def test_the_runner_sigkilled_with_an_open_session_leaves_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -353,10 +363,11 @@ anyio.run(main)
     assert not any(key in name for name in os.listdir(tmp_path / "ledger"))
 
 
+@pytest.mark.slow
 async def test_a_failed_turn_counts_toward_the_circuit_breaker(tmp_path: Path) -> None:
     from coding_genesis import CircuitBreaker, FailureCategory
 
-    breaker = CircuitBreaker(threshold=1, cooldown_s=60, trip_on=list(FailureCategory))
+    breaker = CircuitBreaker(threshold=1, cooldown=60, trip_on=list(FailureCategory))
     a = agent(tmp_path, circuit_breaker=breaker)
     async with a.session() as s:
         died = await s.send_result("DIE")
@@ -368,6 +379,7 @@ async def test_a_failed_turn_counts_toward_the_circuit_breaker(tmp_path: Path) -
         assert degraded["status"] == 69 and degraded["error"] == "degraded"
 
 
+@pytest.mark.slow
 async def test_an_interrupt_withdraws_the_question_the_approver_still_ponders(
     tmp_path: Path,
 ) -> None:
@@ -425,6 +437,7 @@ async def test_the_cli_sees_its_working_directory_in_pwd(tmp_path: Path) -> None
         assert cli.environ()["PWD"] == str(work) == cli.cwd()
 
 
+@pytest.mark.slow
 async def test_wait_for_turn_returns_once_a_turn_runs(tmp_path: Path) -> None:
     """The public way to act on a turn another task sent (steer, interrupt): no polling,
     no private attribute."""

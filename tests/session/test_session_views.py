@@ -82,6 +82,7 @@ async def test_an_open_session_is_in_the_ledger_until_it_closes(tmp_path: Path) 
     assert not any(s.key in name for name in os.listdir(tmp_path / "ledger"))
 
 
+@pytest.mark.slow
 async def test_a_per_run_budget_counts_the_whole_session(tmp_path: Path) -> None:
     a = agent(tmp_path, budget=Budget(max_tokens=50, per_run=True))
     async with a.session() as s:

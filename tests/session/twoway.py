@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
-from coding_genesis.backend import AttemptRequest, Backend, CommandSpec, Translator
+from coding_genesis.backend import Backend, CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
     ControlProtocol,
@@ -23,13 +23,13 @@ from coding_genesis.control import (
     PermissionAsk,
     ProtocolFault,
     Ready,
-    SessionStart,
     ToolCall,
     TurnEnded,
     Unknown,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolCallEvent, UsageEvent
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.request import Request
 from coding_genesis.tools import ToolResult
 
 CLI = str(Path(__file__).resolve().parents[1] / "fakes" / "twoway_cli.py")
@@ -65,13 +65,13 @@ class TwoWayProtocol(ControlProtocol):
         self._asks: set[int] = set()
         self._hooked: dict[int, HookResult] = {}
 
-    def command(self, start: SessionStart) -> CommandSpec:
+    def command(self, start: Request) -> CommandSpec:
         return CommandSpec(args=(CLI,), env={"TWOWAY_SESSION": start.resume or "sess-1"})
 
     def translator(self) -> Translator:
         return TwoWayTranslator()
 
-    def opening(self, start: SessionStart) -> list[Outgoing]:
+    def opening(self, start: Request) -> list[Outgoing]:
         return [{"op": "hello"}]
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -182,7 +182,7 @@ class TwoWayBackend(Backend):
     name = "twoway"
     executable = sys.executable
 
-    def build_command(self, request: AttemptRequest) -> CommandSpec:
+    def build_command(self, request: Request) -> CommandSpec:
         return CommandSpec(args=(CLI, "--one-shot"))
 
     def translator(self) -> Translator:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pytest_bdd import given, parsers, then
 
-from coding_genesis._observers.budget import Budget, Usage
+from coding_genesis.budget import Budget, Usage
 from tests.steps.agent_steps import World
 from tests.tree_support import assert_tree_gone, run_pids
 

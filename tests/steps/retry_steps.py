@@ -139,7 +139,7 @@ def failer_default(retry_world: RetryWorld) -> None:
     )
 )
 def failer_deadline(retry_world: RetryWorld, seconds: float) -> None:
-    retry_world.failer(retry=RetryPolicy.default(deadline_s=seconds))
+    retry_world.failer(retry=RetryPolicy.default(deadline=seconds))
 
 
 @given(
@@ -227,7 +227,7 @@ def missing_binary(retry_world: RetryWorld, k: int, cooldown: float) -> None:
             env=retry_world.fake.env(),
             timeout=10.0,
             grace=0.5,
-            circuit_breaker=CircuitBreaker(threshold=k, cooldown_s=cooldown),
+            circuit_breaker=CircuitBreaker(threshold=k, cooldown=cooldown),
         )
     )
 
@@ -242,7 +242,7 @@ def failing_auth(retry_world: RetryWorld, text: str, k: int, cooldown: float) ->
     retry_world.fake = FakeCLI(retry_world.tmp_path, "claude")
     retry_world.fake.script([{"stderr": text}, {"exit": 1}])
     retry_world.adopt(
-        retry_world.fake.agent(circuit_breaker=CircuitBreaker(threshold=k, cooldown_s=cooldown))
+        retry_world.fake.agent(circuit_breaker=CircuitBreaker(threshold=k, cooldown=cooldown))
     )
 
 
@@ -253,7 +253,7 @@ def failing_auth(retry_world: RetryWorld, text: str, k: int, cooldown: float) ->
 )
 def agent_with_breaker(retry_world: RetryWorld, backend: str, k: int, cooldown: float) -> None:
     retry_world.backend = backend
-    retry_world.breaker = CircuitBreaker(threshold=k, cooldown_s=cooldown)
+    retry_world.breaker = CircuitBreaker(threshold=k, cooldown=cooldown)
 
 
 @given(parsers.parse("every run ends in {failure}"))

@@ -204,3 +204,58 @@ def _resumes(served_scene: Scene) -> None:
     with served_scene.client() as client:
         response = client.post(f"/sessions/{served_scene.session}/resume")
     assert response.status_code == 201, response.text
+
+
+# -- a body read as the server reads it (in-process) ------------------------------------
+
+
+@given("the rules of a server without --trusted-input", target_fixture="body_rules")
+def _rules(tmp_path: Path) -> Any:
+    from coding_genesis._serve.requests import Rules, root_path
+
+    return Rules(False, root_path(tmp_path), {}, "failer")
+
+
+def _read(rules: Any, body: dict[str, Any]) -> Any:
+    import orjson
+
+    from coding_genesis._serve.requests import read_run_request
+    from coding_genesis.approval import allow_tools
+
+    return read_run_request(
+        orjson.dumps(body), rules, owned={}, inbox=lambda _timeout: allow_tools("Read")
+    )
+
+
+@when(parsers.parse('a client\'s body sets "{field}" to "{value}"'), target_fixture="read_body")
+def _body_sets(body_rules: Any, field: str, value: str) -> Any:
+    return _read(body_rules, {"prompt": "hi", field: value})
+
+
+@when(
+    parsers.parse('a client\'s body asks for the approval inbox on backend "{backend}"'),
+    target_fixture="read_body",
+)
+def _body_inbox(body_rules: Any, backend: str) -> Any:
+    return _read(body_rules, {"prompt": "hi", "backend": backend, "approvals": "inbox"})
+
+
+@then(parsers.parse('the body is refused: "{words}"'))
+def _refused_with(read_body: Any, words: str) -> None:
+    from coding_genesis._serve.requests import Refused
+
+    assert isinstance(read_body, Refused) and read_body.message.startswith(words), read_body
+
+
+@then(parsers.parse('the body is refused as the capability check refuses "{option}" on "{name}"'))
+def _refused_as_checked(read_body: Any, option: str, name: str) -> None:
+    from coding_genesis._serve.requests import Refused
+    from coding_genesis.approval import allow_tools
+    from coding_genesis.backends import get_backend
+    from coding_genesis.capabilities import check
+    from coding_genesis.config import AgentConfig
+
+    settings = AgentConfig(backend=name, approver=allow_tools("Read"))
+    expected = check(get_backend(name), settings)
+    assert expected is not None and expected.option == option
+    assert isinstance(read_body, Refused) and read_body.message == expected.message

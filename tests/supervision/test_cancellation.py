@@ -19,6 +19,8 @@ from coding_genesis.observer import Observer, RunInfo, RunObserver
 from tests.support import EventLog, FakeCLI
 from tests.tree_support import assert_tree_gone, run_pids, wait_for_record
 
+pytestmark = pytest.mark.slow
+
 HOLDER = {"setsid": True, "ignore_sigterm": True, "hold_stdout": True, "sleep": 600}
 #: Both the CLI and its setsid grandchild ignore SIGTERM: the stop needs the whole grace.
 STUBBORN: list[dict[str, Any]] = [

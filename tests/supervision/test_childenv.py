@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV, build_env
-from coding_genesis.backend import AttemptRequest
 from coding_genesis.backends import ClaudeBackend
+from tests.support import cli_request
 
 
 def test_unset_patterns_prefix_and_keep() -> None:
@@ -14,7 +14,7 @@ def test_unset_patterns_prefix_and_keep() -> None:
 
 
 def test_claude_strips_parent_session_but_keeps_user_credentials_and_config() -> None:
-    spec = ClaudeBackend().build_command(AttemptRequest(prompt="hi", cwd="/"))
+    spec = ClaudeBackend().build_command(cli_request(prompt="hi", cwd="/"))
     parent = {
         "CLAUDECODE": "1",
         "CLAUDE_CODE_ENTRYPOINT": "cli",

@@ -78,6 +78,7 @@ ARMS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", ARMS)
 def test_cli_dies_with_its_sigkilled_runner(tmp_path: Path, arm: str) -> None:
     fake = FakeCLI(tmp_path)
@@ -120,6 +121,7 @@ def _sleeper(ready: threading.Event, box: list[subprocess.Popen[bytes]], direct:
     ready.set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direct", [False, True], ids=["spawner-thread", "naive-control"])
 def test_a_worker_thread_exiting_does_not_kill_the_cli(direct: bool) -> None:
     """The runner's main thread stays alive while the worker thread that
@@ -143,6 +145,7 @@ def test_a_worker_thread_exiting_does_not_kill_the_cli(direct: bool) -> None:
         child.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", ARMS)
 @pytest.mark.parametrize("declared", [signal.SIGKILL, signal.SIGTERM])
 def test_parent_death_signal_is_the_backends(tmp_path: Path, declared: int, arm: str) -> None:
@@ -224,6 +227,7 @@ def ended_runs(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/ended.json")]
 
 
+@pytest.mark.slow
 def test_library_host_killed_next_agents_first_run_sweeps(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script(ESCAPING)
@@ -245,6 +249,7 @@ def test_library_host_killed_next_agents_first_run_sweeps(tmp_path: Path) -> Non
     assert ended["ended_by"] == "runner_death" and ended["stopped"] >= 1
 
 
+@pytest.mark.slow
 def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script(ESCAPING)
@@ -285,6 +290,7 @@ def test_genesis_run_killed_then_genesis_reap(tmp_path: Path) -> None:
     assert "nothing to reap" in again.stdout
 
 
+@pytest.mark.slow
 def test_ledger_is_written_during_a_run_and_removed_after(tmp_path: Path) -> None:
     from coding_genesis._supervision.ledger import Ledger
 
@@ -335,6 +341,7 @@ def test_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
     assert result["status"] == 0
 
 
+@pytest.mark.slow
 def test_a_run_on_trio_outlives_the_worker_thread_that_used_to_spawn_it(tmp_path: Path) -> None:
     """On trio, ``open_process`` forks from a cached worker thread that exits
     after 10 s idle; with the parent-death signal that would kill the CLI

@@ -23,13 +23,9 @@ import pytest
 from coding_genesis._supervision import epoch, procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
-from coding_genesis._supervision.process import (
-    ProcessOutcome,
-    StopReason,
-    SupervisorConfig,
-    run_process,
-)
+from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.values import ProcessOutcome, StopReason, SupervisorConfig
 from coding_genesis.errors import InvalidTimeoutError
 from tests.support import FAKES, marked_processes, present, zombie_children
 
@@ -130,6 +126,7 @@ def assert_all_gone(live: Live, *pids: int) -> None:
             assert proc.environ().get(RUN_MARKER_ENV) != live.marker, f"{pid} alive"
 
 
+@pytest.mark.slow
 async def test_several_turns_over_one_process() -> None:
     async with live_run() as live:
         # Written before the CLI is spawned: the write waits for the pipe.
@@ -151,6 +148,7 @@ async def test_several_turns_over_one_process() -> None:
     assert_all_gone(live)
 
 
+@pytest.mark.slow
 async def test_closing_stdin_lets_the_cli_exit_by_itself() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=5)
@@ -166,6 +164,7 @@ async def test_closing_stdin_lets_the_cli_exit_by_itself() -> None:
         await live.tell(text="late")
 
 
+@pytest.mark.slow
 async def test_write_after_the_cli_exited_raises() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=5)
@@ -178,6 +177,7 @@ async def test_write_after_the_cli_exited_raises() -> None:
     assert isinstance(raised.value, BrokenPipeError)
 
 
+@pytest.mark.slow
 async def test_write_after_the_cli_closed_its_stdin_raises_while_it_runs() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=5)
@@ -198,6 +198,7 @@ async def test_a_write_waiting_for_a_cli_that_never_starts_raises(tmp_path: Path
     assert isinstance(outcome.spawn_error, FileNotFoundError) and outcome.pid is None
 
 
+@pytest.mark.slow
 async def test_a_turns_wall_timeout_stops_the_whole_tree() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=5)
@@ -216,6 +217,7 @@ async def test_a_turns_wall_timeout_stops_the_whole_tree() -> None:
     assert_all_gone(live, present(live.pid), grandchild)
 
 
+@pytest.mark.slow
 async def test_idle_timeout_counts_from_the_turns_arming() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=10, idle_timeout=0.6)
@@ -235,6 +237,7 @@ async def test_idle_timeout_counts_from_the_turns_arming() -> None:
     assert_all_gone(live)
 
 
+@pytest.mark.slow
 async def test_nothing_times_out_between_turns() -> None:
     """Disarmed for longer than every limit (the turn's and the config's,
     which clocks replace): the process is still there for the next turn."""
@@ -253,6 +256,7 @@ async def test_nothing_times_out_between_turns() -> None:
     assert outcome.signals_sent == []
 
 
+@pytest.mark.slow
 async def test_a_silent_idle_turn_is_stalled_a_busy_one_is_not() -> None:
     async with live_run() as live:
         live.clocks.arm(timeout=10, stall_timeout=0.6)
@@ -267,6 +271,7 @@ async def test_a_silent_idle_turn_is_stalled_a_busy_one_is_not() -> None:
     assert_all_gone(live)
 
 
+@pytest.mark.slow
 async def test_a_short_turn_scans_no_process_table() -> None:
     """Arming a turn and a quick answer cost no scan of every process (the
     stall window takes its base one sampling interval in; strays are listed
@@ -285,6 +290,7 @@ async def test_a_short_turn_scans_no_process_table() -> None:
     assert_all_gone(live)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("armed", [True, False])
 async def test_cancelling_the_task_stops_and_reaps_the_tree(armed: bool) -> None:
     async with live_run() as live:
@@ -310,6 +316,7 @@ async def test_the_stop_handle_stops_the_tree_between_turns() -> None:
     assert_all_gone(live, present(live.pid), grandchild)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ended_by", ["close", "timeout"])
 async def test_a_write_blocked_on_a_full_pipe_raises_when_stdin_closes(ended_by: str) -> None:
     """The CLI reads nothing while a write waits for room: closing our end,
@@ -381,6 +388,7 @@ async def test_a_live_stdin_serves_one_run() -> None:
             )
 
 
+@pytest.mark.slow
 async def test_write_nowait_writes_what_the_pipe_takes_at_once() -> None:
     """Nothing before the spawn or while a write waits (0: the caller queues),
     then all of a line at once; after the CLI closed its stdin, it raises."""

@@ -29,7 +29,7 @@ from tests.tree_support import (
     wait_for_record,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 HOLDER = {"setsid": True, "ignore_sigterm": True, "hold_stdout": True, "sleep": 600}
 

@@ -25,6 +25,7 @@ def test_a_scan_is_shared_only_with_callers_that_learnt_their_news_before_it() -
     assert procscan.scan_count() == count + 2
 
 
+@pytest.mark.slow
 def test_children_match_psutil_and_a_fresh_child_is_never_missed() -> None:
     me = psutil.Process()
     procscan.parents()  # a scan from before the child exists
@@ -57,6 +58,7 @@ def test_children_match_psutil_and_a_fresh_child_is_never_missed() -> None:
             child.stdout.close()
 
 
+@pytest.mark.slow
 def test_a_zombie_child_is_seen_without_being_reaped() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 10

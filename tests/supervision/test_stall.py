@@ -17,6 +17,7 @@ from coding_genesis.status import FailureCategory
 from tests.support import FakeCLI, leaked_processes, present
 
 
+@pytest.mark.slow
 def test_silent_idle_cli_is_stopped_as_stalled(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 30}])
@@ -33,6 +34,7 @@ def test_silent_idle_cli_is_stopped_as_stalled(tmp_path: Path) -> None:
     assert leaked_processes() == []
 
 
+@pytest.mark.slow
 def test_stderr_output_is_not_a_stall(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     steps: list[dict[str, object]] = [{"init": True}]
@@ -43,6 +45,7 @@ def test_stderr_output_is_not_a_stall(tmp_path: Path) -> None:
     assert result["status"] == 0, result["message"]
 
 
+@pytest.mark.slow
 def test_silent_busy_cli_is_not_stopped_before_its_wall_timeout(tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"busy": 30}])
@@ -54,12 +57,13 @@ def test_silent_busy_cli_is_not_stopped_before_its_wall_timeout(tmp_path: Path) 
     assert fake.agent(stall_timeout=1.0, timeout=20).run_sync("hi")["status"] == 0
 
 
+@pytest.mark.slow
 def test_stalled_run_is_retried_once_resuming_its_session(tmp_path: Path) -> None:
     """A CLI that hangs once: the stalled attempt is retried at once in its
     session, and the retry succeeds."""
     fake = FakeCLI(tmp_path)
     fake.script([{"init": True}, {"sleep": 30}])
-    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay_s=0.01)
+    policy = RetryPolicy.default().with_category(FailureCategory.STALLED, base_delay=0.01)
     agent = fake.agent(stall_timeout=1.0, timeout=20, retry=policy)
 
     def hang_only_once(event: Any) -> None:
@@ -91,6 +95,7 @@ def test_stall_timeout_setting() -> None:
         AgentConfig(stall_timeout=0)
 
 
+@pytest.mark.slow
 def test_runs_and_show_say_which_runs_stalled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -112,6 +117,7 @@ def test_runs_and_show_say_which_runs_stalled(
     assert "status    124 stalled" in shown and "silent and idle" in shown
 
 
+@pytest.mark.slow
 def test_genesis_run_stall_timeout_option(tmp_path: Path) -> None:
     import json
     import os

@@ -63,6 +63,7 @@ async def test_a_marked_process_in_our_own_session_is_never_signaled(tmp_path: P
         ours.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(20)
 async def test_foreign_children_keep_their_exit_status(fake_claude: FakeCLI) -> None:
     """While runs stop escapees and reap orphans: a child of the host program
@@ -119,6 +120,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 def test_without_the_subreaper_the_marker_scan_finds_the_escapees(
     fake_claude: FakeCLI,
@@ -167,6 +169,7 @@ def _same_mark(pid: int, fake: FakeCLI) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 def test_runs_in_several_threads_at_once(tmp_path: Path) -> None:
     """run_sync from a thread pool: one event loop per thread, one registry of
@@ -194,6 +197,7 @@ def test_runs_in_several_threads_at_once(tmp_path: Path) -> None:
         assert_tree_gone(fake)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(15)
 @pytest.mark.parametrize("host_had_it", [False, True], ids=["host-off", "host-on"])
 async def test_the_host_is_a_subreaper_only_while_runs_are_in_flight(

@@ -148,6 +148,7 @@ async def test_a_raise_is_an_error_result() -> None:
     assert result == ToolResult("FileNotFoundError: no such file: /x", is_error=True)
 
 
+@pytest.mark.slow
 async def test_a_slow_async_tool_is_cancelled_at_its_timeout() -> None:
     cancelled = anyio.Event()
 
@@ -164,6 +165,7 @@ async def test_a_slow_async_tool_is_cancelled_at_its_timeout() -> None:
     assert time.monotonic() - started < 5 and cancelled.is_set()
 
 
+@pytest.mark.slow
 async def test_a_slow_sync_tool_is_abandoned_at_its_timeout() -> None:
     release = threading.Event()
 

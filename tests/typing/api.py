@@ -17,7 +17,6 @@ from coding_genesis import (
     AgentSettings,
     ApprovalRequest,
     Approver,
-    AttemptRequest,
     Backend,
     Budget,
     ChildFailure,
@@ -61,6 +60,7 @@ from coding_genesis import (
 )
 from coding_genesis.approval import Decided, decide
 from coding_genesis.options import AgentDefault
+from coding_genesis.request import Request
 
 
 def on_event(event: RunEvent) -> None:
@@ -128,7 +128,7 @@ async def entry_points(policy: RetryPolicy, breaker: CircuitBreaker, budget: Bud
     assert_type(VirtualClock().time(), float)
     assert_type(Status.OK, Literal[Status.OK])
     assert_type(ErrorCode("timeout"), ErrorCode)
-    assert_type(AttemptRequest(prompt="p", cwd="/tmp").permissions, Permissions | None)
+    assert_type(Request(prompt="p", cwd="/tmp").permissions, Permissions | None)
     failure = parse_failure_report(
         format_failure_report(ChildFailure(category=FailureCategory.TIMEOUT, message="x"))
     )

@@ -66,6 +66,7 @@ def _expected(picked: list[tuple[bytes, str]], limit: int) -> tuple[list[Any], i
     return objs, lines, skipped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [10**9, 320, 40])
 def test_any_chunking_gives_the_same_objects_and_counts(limit: int) -> None:
     rng = random.Random(limit)
@@ -159,6 +160,7 @@ def deep(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+@pytest.mark.slow
 def test_a_line_too_deep_to_parse_is_read_from_both_ends() -> None:
     line = (
         b'{"type":"control_request","request_id":"r-1","request":{"subtype":"can_use_tool",'
@@ -221,6 +223,7 @@ def test_tail_fields(text: bytes, fields: dict[tuple[str, ...], Any]) -> None:
     assert tail_fields(text) == fields
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_reading_the_ends_of_any_bytes_never_raises(data: bytes) -> None:
@@ -241,6 +244,7 @@ _VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), _VALUES, max_size=6))
 def test_what_is_read_is_what_the_object_holds(obj: dict[str, Any]) -> None:

@@ -45,6 +45,7 @@ def leaky_script(fail: bool) -> list[dict[str, Any]]:
     return steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fail", [True, False])
 @pytest.mark.parametrize("where", ["process environment", "agent env option"])
 def test_secrets_are_redacted_everywhere(
@@ -91,6 +92,7 @@ def test_secrets_are_redacted_everywhere(
         assert response["message"] == "done with [REDACTED]"
 
 
+@pytest.mark.slow
 def test_a_secret_with_characters_the_report_escapes(
     tmp_path: Path, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
 ) -> None:

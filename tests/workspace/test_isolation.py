@@ -101,6 +101,7 @@ WRITES = [
 ]
 
 
+@pytest.mark.slow
 def test_run_happens_in_a_worktree_and_changes_come_from_git(repo: Path, tmp_path: Path) -> None:
     before = checkout_state(repo)
     fake = FakeCLI(tmp_path)
@@ -147,6 +148,7 @@ def test_run_happens_in_a_worktree_and_changes_come_from_git(repo: Path, tmp_pat
     assert os.listdir(tmp_path / "ledger") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("keep", "fail", "kept"),
     [
@@ -177,6 +179,7 @@ def test_keep_decides_the_worktree_the_branch_stays(
         assert worktree_paths(repo) == [str(repo)]
 
 
+@pytest.mark.slow
 def test_keep_branch_false_deletes_the_branch(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
@@ -184,6 +187,7 @@ def test_keep_branch_false_deletes_the_branch(repo: Path, tmp_path: Path) -> Non
     assert result["status"] == 0 and our_branches(repo) == []
 
 
+@pytest.mark.slow
 def test_dirty_checkout_is_not_carried_by_default_and_is_on_request(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -212,6 +216,7 @@ def test_dirty_checkout_is_not_carried_by_default_and_is_on_request(
     assert checkout_state(repo) == before, "carrying changes touched the caller's index"
 
 
+@pytest.mark.slow
 def test_subdirectory_of_the_checkout_is_kept(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "made.txt", "content": "m\n"}, {"answer": "ok"}])
@@ -276,6 +281,7 @@ VERIFY = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolated", [True, False])
 def test_verify_fails_then_passes_after_the_resumed_retry(
     repo: Path, tmp_path: Path, isolated: bool
@@ -309,6 +315,7 @@ def test_verify_fails_then_passes_after_the_resumed_retry(
     assert "NEEDS-FIX: out.txt is not done" in prompt and "verify_failed" in prompt
 
 
+@pytest.mark.slow
 def test_verify_failure_without_retry_is_its_own_category(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "out.txt", "content": "nope"}, {"answer": "wrote it"}])
@@ -321,6 +328,7 @@ def test_verify_failure_without_retry_is_its_own_category(repo: Path, tmp_path: 
     assert present(result["verify"])["exit_code"] == 1
 
 
+@pytest.mark.slow
 def test_verify_timeout_stops_its_tree(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
@@ -333,6 +341,7 @@ def test_verify_timeout_stops_its_tree(repo: Path, tmp_path: Path) -> None:
 # -- many runs on one repository ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_twenty_isolated_runs_with_timeouts_and_cancellations(repo: Path, tmp_path: Path) -> None:
     before = checkout_state(repo)
     finishing, hanging, cancelled = FakeCLI(tmp_path), FakeCLI(tmp_path), FakeCLI(tmp_path)
@@ -390,6 +399,7 @@ def test_twenty_isolated_runs_with_timeouts_and_cancellations(repo: Path, tmp_pa
     assert os.listdir(next((tmp_path / "worktrees").iterdir())) == [".lock"]
 
 
+@pytest.mark.slow
 def test_trials_give_one_line_per_attempt_then_a_summary(repo: Path, tmp_path: Path) -> None:
     good, bad = FakeCLI(tmp_path), FakeCLI(tmp_path)
     good.script([{"write": "out.txt"}, {"answer": "ok"}])
@@ -435,6 +445,7 @@ def test_trials_give_one_line_per_attempt_then_a_summary(repo: Path, tmp_path: P
         assert len([r for r in seen[:position] if r["index"] == summary["index"]]) == 3
 
 
+@pytest.mark.slow
 def test_run_many_cli_repeat_orders_trials_then_summary(tmp_path: Path) -> None:
     lines = "\n".join(json.dumps({"prompt": p, "backend": "failer"}) for p in ("hello", "/fail"))
     out = subprocess.run(
@@ -455,7 +466,7 @@ def test_run_many_cli_repeat_orders_trials_then_summary(tmp_path: Path) -> None:
 
 
 def test_run_many_file_may_isolate_but_not_verify_unless_trusted(tmp_path: Path) -> None:
-    from coding_genesis._cli.run_many import untrusted_problem
+    from coding_genesis.capabilities import untrusted_problem
 
     assert untrusted_problem({"prompt": "p", "backend": "claude", "isolation": "worktree"}) is None
     problem = untrusted_problem({"prompt": "p", "backend": "claude", "verify": ["sh"]})
@@ -474,6 +485,7 @@ HOST = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_sweep_removes_the_worktree_of_a_sigkilled_runner_and_keeps_its_branch(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -518,6 +530,7 @@ def test_sweep_removes_the_worktree_of_a_sigkilled_runner_and_keeps_its_branch(
     assert os.listdir(ledger) == []
 
 
+@pytest.mark.slow
 def test_genesis_worktrees_lists_and_prunes(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"write": "kept.txt", "content": "k\n"}, {"answer": "ok"}])
@@ -559,6 +572,7 @@ def test_instruction_files_above_the_worktree_are_reported(tmp_path: Path) -> No
     assert instruction_warnings(str(checkout), str(checkout)) == []
 
 
+@pytest.mark.slow
 def test_worktree_directories_are_private(repo: Path, tmp_path: Path) -> None:
     fake = FakeCLI(tmp_path)
     fake.script([{"answer": "ok"}])
@@ -579,6 +593,7 @@ LOCK_HOLDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_repo_lock_excludes_other_processes_and_threads(tmp_path: Path) -> None:
     import threading
 
@@ -628,6 +643,7 @@ def test_repo_lock_excludes_other_processes_and_threads(tmp_path: Path) -> None:
     assert taken[-1] == "after the thread let go"
 
 
+@pytest.mark.slow
 def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
     env = {
         **os.environ,
@@ -666,6 +682,7 @@ def test_genesis_run_isolate_and_verify(repo: Path, tmp_path: Path) -> None:
     assert len(os.listdir(ours)) == 1
 
 
+@pytest.mark.slow
 def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> None:
     """Not even refreshed: a stale stat in it makes a plain ``git status`` rewrite it."""
     os.utime(repo / "a.txt", (1, 1))
@@ -678,6 +695,7 @@ def test_the_callers_index_is_never_rewritten(repo: Path, tmp_path: Path) -> Non
     assert (repo / ".git" / "index").read_bytes() == index
 
 
+@pytest.mark.slow
 def test_genesis_worktrees_prune_branches(repo: Path, tmp_path: Path) -> None:
     """Issue 28: every isolated run leaves a branch; ``prune --branches`` removes those whose
     commits another branch reaches (nothing is lost), the rest only with ``--force``;
@@ -717,6 +735,7 @@ def test_genesis_worktrees_prune_branches(repo: Path, tmp_path: Path) -> None:
     assert our_branches(repo) == [] and f"branch {alone}  removed (1 commit(s)" in forced.stdout
 
 
+@pytest.mark.slow
 def test_genesis_run_names_the_branch_on_stderr_also_in_pipes(repo: Path, tmp_path: Path) -> None:
     """Issue 28: an isolated run's branch (and its warnings) on stderr, not only on a terminal
     or after a failure: a script needs the branch to find the work."""

@@ -4,7 +4,7 @@ One :class:`CircuitBreaker` holds both its settings and its running state, so
 agents (a pool, a graph of nodes) given the same breaker degrade together: once
 ``threshold`` consecutive requests fail in a way no retry fixes (``trip_on``:
 the CLI is missing, auth), every agent on it answers status 69 for
-``cooldown_s``; then one probe request may run, and its success closes it for
+``cooldown`` seconds; then one probe request may run, and its success closes it for
 all of them.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import Any
 
-from coding_genesis._util.settingtypes import register_setting_type
+from coding_genesis._util.renamed import renamed, warn_renamed
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import FailureCategory
 
@@ -34,7 +35,7 @@ class CircuitBreaker:
     __slots__ = (
         "_lock",
         "consecutive",
-        "cooldown_s",
+        "cooldown",
         "last_category",
         "opened_at",
         "probing",
@@ -46,23 +47,29 @@ class CircuitBreaker:
     def __init__(
         self,
         threshold: int = 3,
-        cooldown_s: float = 60.0,
+        cooldown: float = 60.0,
         trip_on: Iterable[FailureCategory | str] = _DEFAULT_TRIP_ON,
+        **old: Any,
     ) -> None:
+        cooldown = renamed(old, {"cooldown_s": "cooldown"}, "CircuitBreaker").get(
+            "cooldown", cooldown
+        )
+        if old:
+            raise TypeError(f"CircuitBreaker() got unexpected keyword argument(s) {sorted(old)}")
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ConfigError(f"threshold must be an int >= 1, got {threshold!r}")
         if (
-            isinstance(cooldown_s, bool)
-            or not isinstance(cooldown_s, int | float)
-            or not 0 <= cooldown_s < float("inf")
+            isinstance(cooldown, bool)
+            or not isinstance(cooldown, int | float)
+            or not 0 <= cooldown < float("inf")
         ):
-            raise ConfigError(f"cooldown_s must be a finite number >= 0, got {cooldown_s!r}")
+            raise ConfigError(f"cooldown must be a finite number >= 0, got {cooldown!r}")
         try:
             categories = frozenset(FailureCategory(c) for c in trip_on)
         except ValueError as exc:
             raise ConfigError(f"trip_on: {exc}") from None
         self.threshold = threshold
-        self.cooldown_s = float(cooldown_s)
+        self.cooldown = float(cooldown)
         self.trip_on = categories
         self._lock = threading.Lock()
         self.consecutive = 0
@@ -72,10 +79,16 @@ class CircuitBreaker:
         #: A probe request is in flight (only one at a time).
         self.probing = False
 
+    @property
+    def cooldown_s(self) -> float:
+        """0.1's name of :attr:`cooldown` (deprecated)."""
+        warn_renamed("CircuitBreaker", "cooldown_s", "cooldown")
+        return self.cooldown
+
     def __repr__(self) -> str:
         state = "open" if self.open else "closed"
         return (
-            f"CircuitBreaker(threshold={self.threshold}, cooldown_s={self.cooldown_s:g}, "
+            f"CircuitBreaker(threshold={self.threshold}, cooldown={self.cooldown:g}, "
             f"{state}, consecutive={self.consecutive})"
         )
 
@@ -88,7 +101,7 @@ class CircuitBreaker:
         opened = self.opened_at
         if opened is None:
             return 0.0
-        return max(0.0, opened + self.cooldown_s - now)
+        return max(0.0, opened + self.cooldown - now)
 
     def admit(self, now: float) -> tuple[bool, float]:
         """May a request run now?  ``(probe, wait)``: ``wait > 0`` refuses it
@@ -97,11 +110,11 @@ class CircuitBreaker:
         with self._lock:
             if self.opened_at is None:
                 return False, 0.0
-            left = max(0.0, self.opened_at + self.cooldown_s - now)
+            left = max(0.0, self.opened_at + self.cooldown - now)
             if left > 0:
                 return False, left
             if self.probing:
-                return False, min(1.0, self.cooldown_s) or 0.001
+                return False, min(1.0, self.cooldown) or 0.001
             self.probing = True
             return True, 0.0
 
@@ -136,9 +149,19 @@ class CircuitBreaker:
                     f"{self.consecutive} consecutive {category} failure"
                     f"{'s' if self.consecutive != 1 else ''}"
                     + (f" ({first})" if first else "")
-                    + f"; cooldown {self.cooldown_s:g}s"
+                    + f"; cooldown {self.cooldown:g}s"
                 )
             return "trip"
+
+    def snapshot(self, remaining: float) -> dict[str, object]:
+        """What a DEGRADED state event says of the breaker (``remaining``: the
+        seconds of its cooldown left)."""
+        return {
+            "category": self.last_category,
+            "consecutive_failures": self.consecutive,
+            "cooldown_s": self.cooldown,
+            "retry_after_s": round(remaining, 3),
+        }
 
     def release_probe(self) -> None:
         """A probe ended without an answer (cancelled): the next request probes again."""
@@ -156,6 +179,3 @@ class CircuitBreaker:
         self.opened_at = None
         self.reason = ""
         self.probing = False
-
-
-register_setting_type("circuit_breaker", CircuitBreaker)  # AgentConfig checks against it

@@ -1,7 +1,7 @@
 """Budgets: limits on cost, tokens, turns and tool calls, enforced by us, mid-run.
 
 A :class:`Budget` is given as ``budget=`` to an agent, a ``RunSpec`` or
-:func:`~coding_genesis.batch.run_many`.  Metering (coding_genesis._observers.metering)
+:func:`~coding_genesis.batch.run_many`.  Metering (``metering=True``, the default)
 charges it on every event that reports usage, each turn and each tool call;
 the run that crosses a limit is stopped through its stop handle like a
 timeout (same supervisor stop path) and answers ``error: budget_exceeded``
@@ -31,7 +31,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from coding_genesis._observers.accounts import (
+from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.accounts import (
     LIMITS,
     Account,
     BudgetWarning,
@@ -42,8 +43,6 @@ from coding_genesis._observers.accounts import (
     amount_text,
     fmt,
 )
-from coding_genesis._supervision.stop import StopHandle
-from coding_genesis._util.settingtypes import register_setting_type
 from coding_genesis.errors import ConfigError
 from coding_genesis.status import ErrorCode, FailureCategory
 
@@ -244,9 +243,6 @@ class Budget:
     def _forget(self, key: str) -> None:
         with self._lock:
             self._running.pop(key, None)
-
-
-register_setting_type("budget", Budget)  # AgentConfig checks against it
 
 
 def _rebuild(kwargs: dict[str, Any], account: Account | None) -> Budget:

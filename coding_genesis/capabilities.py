@@ -1,0 +1,242 @@
+"""What a backend can do with a request: the one check every entry point asks.
+
+:func:`check` answers, for a backend and the settings of a request (an
+agent's, or one call's), the first thing the backend cannot honor, worded
+once: the agent's constructor raises it (:func:`require`,
+:class:`~coding_genesis.errors.RefusedError`), a call answers status 64 with
+the same words, ``session()`` raises them, a batch line and ``run-many``
+answer them at the line's index.  The rows are checked in the order of
+:data:`ROWS`; the first refusal wins.
+
+Beside it, :data:`UNTRUSTED`: what input that is not the caller's own code (a
+``run-many`` line without ``--trusted-input``, a request served by ``genesis
+serve``) may set.  Every option is classified there when it is added (a test fails
+otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+from coding_genesis.backend import check_options
+from coding_genesis.config import require_permissions, require_setting_sources
+from coding_genesis.errors import ConfigError, RefusedError
+from coding_genesis.request import Unsupported
+
+if TYPE_CHECKING:
+    from coding_genesis.backend import Backend
+    from coding_genesis.options import Mode
+    from coding_genesis.request import RequestSettings
+
+__all__ = [
+    "ROWS",
+    "TAKES",
+    "UNTRUSTED",
+    "UNTRUSTED_OPTIONS",
+    "Trust",
+    "backends_that",
+    "check",
+    "require",
+    "steer_refusal",
+    "untrusted_problem",
+]
+
+#: The rows of the check, in the order they are asked.
+ROWS = (
+    "options",
+    "session",
+    "isolation",
+    "approver",
+    "hooks",
+    "tools",
+    "output_schema",
+    "permissions",
+    "setting_sources",
+    "takes",
+)
+
+#: The options a backend maps only where it says so (``Backend.takes``), each
+#: with the noun its refusal names.
+TAKES: Mapping[str, str] = {
+    "system_prompt": "system prompt",
+    "append_system_prompt": "appended system prompt",
+    "add_dirs": "extra directories",
+}
+
+
+def backends_that(need: str) -> list[str]:
+    """The registered backends that have ``need`` ("two_way", "steer",
+    "tools", "output_schema", or an option of :data:`TAKES`): only a refusal's
+    words load the registry."""
+    # lazy: the registry loads every backend: only an answer that names them needs it
+    from coding_genesis.backends import get_backend, registered_backends
+
+    names = []
+    for name in registered_backends():
+        backend = get_backend(name)
+        protocol = backend.control()
+        has = {
+            "two_way": protocol is not None,
+            "steer": protocol is not None and protocol.can_steer,
+            "tools": protocol is not None and protocol.can_host_tools,
+            "output_schema": backend.structured_output,
+        }.get(need, need in backend.takes)
+        if has:
+            names.append(name)
+    return names
+
+
+def _listed(prefix: str, need: str) -> str:
+    return f"; {prefix}: {', '.join(backends_that(need)) or '(none)'}"
+
+
+def _no_two_way(backend: Backend, what: str) -> str:
+    return f"backend {backend.name!r} has no two-way protocol, which {what} needs" + _listed(
+        "backends that have one", "two_way"
+    )
+
+
+def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
+    """The first thing ``backend`` cannot do of what ``settings`` ask (None:
+    it can do all of it).  ``mode``: "session" for a live session (it needs a
+    two-way protocol, and runs where it is), "run" for one request."""
+    try:
+        check_options(backend, settings.options)
+    except ConfigError as exc:
+        return Unsupported("options", str(exc))
+    protocol = backend.control()
+    if mode == "session":
+        if protocol is None:
+            return Unsupported("session", _no_two_way(backend, "a live session"))
+        if getattr(settings, "isolation", None) is not None or getattr(settings, "verify", None):
+            return Unsupported(
+                "isolation",
+                "a live session runs in its working directory: isolation= and verify= "
+                "apply to one-shot runs only",
+            )
+    if settings.approver is not None and protocol is None:
+        return Unsupported("approver", _no_two_way(backend, "approver="))
+    if settings.hooks:
+        if protocol is None:
+            return Unsupported("hooks", _no_two_way(backend, "hooks="))
+        reported = protocol.hook_effects
+        missing = [event for event in settings.hooks if event not in reported]
+        if missing:
+            return Unsupported(
+                "hooks",
+                f"backend {backend.name!r} reports no {', '.join(missing)} hook point, "
+                f"which hooks= needs (its hook events: {', '.join(reported) or 'none'})",
+            )
+    if settings.tools and (protocol is None or not protocol.can_host_tools):
+        return Unsupported(
+            "tools",
+            f"backend {backend.name!r} cannot call the caller's functions, which tools= needs"
+            + _listed("backends that can", "tools"),
+        )
+    if settings.output_schema is not None and not backend.structured_output:
+        return Unsupported(
+            "output_schema",
+            f"backend {backend.name!r} takes no output schema, which output_schema= needs"
+            + _listed("backends that do", "output_schema"),
+        )
+    try:  # their words are config's: an agent's settings are checked with them too
+        require_permissions(backend, settings.permissions)
+    except ConfigError as exc:
+        return Unsupported("permissions", str(exc))
+    try:
+        require_setting_sources(backend, settings.setting_sources)
+    except ConfigError as exc:
+        return Unsupported("setting_sources", str(exc))
+    for option, noun in TAKES.items():
+        if getattr(settings, option, None) and option not in backend.takes:
+            return Unsupported(
+                option,
+                f"backend {backend.name!r} takes no {noun}, which {option}= needs"
+                + _listed("backends that do", option),
+            )
+    return None
+
+
+def require(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> None:
+    """:func:`check`, raised: what a constructor (or ``session()``) does."""
+    refused = check(backend, settings, mode)
+    if refused is not None:
+        raise RefusedError(refused.message)
+
+
+def steer_refusal(backend: Backend) -> str | None:
+    """Why a running turn of ``backend`` cannot be steered (None: it can)."""
+    protocol = backend.control()
+    if protocol is not None and protocol.can_steer:
+        return None
+    return f"backend {backend.name!r} cannot steer a running turn" + _listed(
+        "backends that can", "steer"
+    )
+
+
+# -- untrusted input ----------------------------------------------------------------
+
+#: data: untrusted input may set it; trusted: only with ``--trusted-input``
+#: (it runs a program, widens what the CLI may do or writes somewhere);
+#: never: code or objects, which no line of data can name.
+Trust: TypeAlias = Literal["data", "trusted", "never"]
+
+_DATA = (
+    "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
+    "isolation isolation_base keep carry_uncommitted include_diff keep_results "
+    "system_prompt append_system_prompt approval_timeout"
+)
+_TRUSTED = (
+    "cli_path node_path env inherit_env env_allow extra_args verify verify_timeout "
+    "permissions max_turns cli_max_retries hook_timeout output_schema grace "
+    "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
+    "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
+    "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
+    "add_dirs"
+)
+_NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock"
+
+#: Every option of an agent, a call and a batch line, classified.
+UNTRUSTED: Mapping[str, Trust] = {
+    **dict.fromkeys(_DATA.split(), "data"),
+    **dict.fromkeys(_TRUSTED.split(), "trusted"),
+    **dict.fromkeys(_NEVER.split(), "never"),
+}
+#: The ``options=`` keys untrusted input may set (the others need trust).
+UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+#: The approver's fields: only the command line names an approver.
+_APPROVER = frozenset({"approver", "approve_tools", "deny_commands", "writes_under"})
+
+
+def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) -> str | None:
+    """Why a line of data (a run-many line, a served request) may not run as
+    written (None: it may).  ``trusted``: the caller said it trusts the input
+    (only "never" fields are refused)."""
+    named = sorted(str(k) for k in fields if k in _APPROVER)
+    if named:
+        return (
+            f"refused field(s) {', '.join(named)}: an approver comes only from the command line "
+            "(--approve-tools, --deny-commands, --writes-under), never from a batch line"
+        )
+    if trusted:
+        return None
+    refused = sorted(str(k) for k in fields if UNTRUSTED.get(str(k)) != "data")
+    options = fields.get("options")
+    if options is not None:
+        if not isinstance(options, Mapping):
+            refused.append("options")
+        else:
+            refused += sorted(f"options.{k}" for k in options if k not in UNTRUSTED_OPTIONS)
+    if refused:
+        data = sorted(name for name, trust in UNTRUSTED.items() if trust == "data")
+        return (
+            f"refused field(s) {', '.join(refused)}: a run-many file may set only "
+            f"{', '.join(data)} (options: {', '.join(sorted(UNTRUSTED_OPTIONS))}); "
+            "pass --trusted-input to accept the rest (it lets the file run any program)"
+        )
+    for key in ("model", "resume"):
+        text = fields.get(key)
+        if isinstance(text, str) and text.startswith("-"):
+            return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    return None
