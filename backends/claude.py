@@ -213,22 +213,58 @@ class ClaudeBackend(Backend):
 def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) -> CommandSpec:
     """The argv of a one-shot run (``-p``) or of a live session (``head``): the
     model, turn limit, permission level, options, resume and extra arguments
-    are spelled the same in both."""
+    are spelled the same in both (each group in its own function, in argv order)."""
     opts = start.options
-    args: list[str] = list(head)
     warnings: list[str] = []
+    args = [
+        *head,
+        *_settings_flags(start),
+        *_permission_flags(start, opts, warnings),
+        *_prompt_flags(start, opts, warnings),
+    ]
+    if start.resume:
+        args.append(f"--resume={start.resume}")
+    if start.output_schema is not None:
+        args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
     env: dict[str, str] = {}
+    if start.cli_max_retries is not None:
+        env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
+    # Subagents and commands run inside the turn, not in the background: a
+    # background task comes back after the turn's result, outside its wall
+    # limit and its record (measured on 2.1.330: claude then drops
+    # run_in_background from the Agent tool's input).  env= can turn it back on
+    # ("0"); what the CLI does between turns is then a turn of its own.
+    env["CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"] = "1"
+    args.extend(start.extra_args)
+    return CommandSpec(
+        args=tuple(args),
+        stdin=stdin,
+        env=env,
+        unset_env=_UNSET_ENV,
+        warnings=tuple(warnings),
+    )
+
+
+def _settings_flags(start: Request) -> list[str]:
+    """The settings claude reads, its model and its turn limit."""
     sources = start.setting_sources or SAFE_SOURCES
-    args.append("--setting-sources=" + ",".join(sources))
+    args = ["--setting-sources=" + ",".join(sources)]
     if "project" not in sources:
         # Only --mcp-config's servers (ours, the mcp_config option): not the
         # project's .mcp.json, nor the user's own (documented).
         args.append("--strict-mcp-config")
     if start.model:
         args.append(f"--model={start.model}")
-    max_turns = start.max_turns if start.max_turns is not None else opts.get("max_turns")
+    max_turns = start.max_turns if start.max_turns is not None else start.options.get("max_turns")
     if max_turns is not None:
         args.append(f"--max-turns={int(max_turns)}")
+    return args
+
+
+def _permission_flags(start: Request, opts: Mapping[str, Any], warnings: list[str]) -> list[str]:
+    """The permission mode and the tools allowed and refused (``permissions=``
+    wins over the ``permission_mode`` option, with a warning)."""
+    args: list[str] = []
     denied: tuple[str, ...] = ()
     granted: tuple[str, ...] = ()
     if start.permissions is not None:
@@ -247,6 +283,12 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
     disallowed = list(dict.fromkeys([*str_list(opts.get("disallowed_tools")), *denied]))
     if disallowed:
         args.append("--disallowedTools=" + ",".join(disallowed))
+    return args
+
+
+def _prompt_flags(start: Request, opts: Mapping[str, Any], warnings: list[str]) -> list[str]:
+    """The system prompt and what is added to it, the extra directories and MCP servers."""
+    args: list[str] = []
     if start.system_prompt is not None:
         args.append(f"--system-prompt={start.system_prompt}")
     append = first_class(
@@ -258,26 +300,7 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
         args.append(f"--add-dir={directory}")
     if opts.get("mcp_config"):
         args.append(f"--mcp-config={opts['mcp_config']}")
-    if start.resume:
-        args.append(f"--resume={start.resume}")
-    if start.output_schema is not None:
-        args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
-    if start.cli_max_retries is not None:
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
-    # Subagents and commands run inside the turn, not in the background: a
-    # background task comes back after the turn's result, outside its wall
-    # limit and its record (measured on 2.1.330: claude then drops
-    # run_in_background from the Agent tool's input).  env= can turn it back on
-    # ("0"); what the CLI does between turns is then a turn of its own.
-    env["CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"] = "1"
-    args.extend(start.extra_args)
-    return CommandSpec(
-        args=tuple(args),
-        stdin=stdin,
-        env=env,
-        unset_env=_UNSET_ENV,
-        warnings=tuple(warnings),
-    )
+    return args
 
 
 #: The counters of a ``modelUsage`` entry (the rest, a context window, are not).

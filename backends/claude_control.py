@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -284,7 +284,6 @@ class ClaudeControl(ControlProtocol):
         self._ids = itertools.count(1)
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
-        self._approvals = False
         self._ready = False
         self._session_id: str | None = None
         #: This turn: an interrupt was asked; a decision ended it (its message).
@@ -295,18 +294,37 @@ class ClaudeControl(ControlProtocol):
         #: This turn's hook decisions by tool call id (a later can_use_tool
         #: for the same call gets the same answer).
         self._decided: dict[str, Decision] = {}
-        #: The host tools, by the name the model calls them.
-        self._tools: dict[str, HostTool] = {}
-        #: The events the session has hooks for.
-        self._hooks: frozenset[str] = frozenset()
+        #: The host tools by the name the model calls them, and the request
+        #: they were read from (built from ``self.request`` once, when first needed).
+        self._tools_of: tuple[Request | None, dict[str, HostTool]] = (None, {})
         #: What the pre_tool hooks of a call asked, kept for the approver's answer.
         self._hooked: dict[str, HookResult] = {}
+
+    # -- what the session was started with (the request ``begin`` kept) ---------
+
+    @property
+    def _approvals(self) -> bool:
+        return self.request is not None and self.request.approvals
+
+    @property
+    def _hooks(self) -> Collection[str]:
+        """The events the session has hooks for."""
+        return self.request.hooks.keys() if self.request is not None else ()
+
+    @property
+    def _tools(self) -> dict[str, HostTool]:
+        """The host tools, by the name the model calls them."""
+        request, tools = self._tools_of
+        if request is not self.request:
+            given = self.request.tools if self.request is not None else ()
+            tools = {_MCP_PREFIX + tool.name: tool for tool in given}
+            self._tools_of = (self.request, tools)
+        return tools
 
     # -- intents -> objects ------------------------------------------------------
 
     def command(self, start: Request) -> CommandSpec:
         spec = self._command(start)
-        self._tools = {_MCP_PREFIX + tool.name: tool for tool in start.tools}
         args = spec.args
         if not start.resume:
             # A new conversation's id is ours to give, so it is known at open
@@ -331,8 +349,6 @@ class ClaudeControl(ControlProtocol):
         }
 
     def opening(self, start: Request) -> list[Outgoing]:
-        self._approvals = start.approvals
-        self._hooks = frozenset(start.hooks)
         hooks: dict[str, list[dict[str, Any]]] = {}
         if start.approvals:
             hooks["PreToolUse"] = [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]

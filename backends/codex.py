@@ -47,7 +47,7 @@ from ._codex import (
     untrusted_project,
 )
 from ._common import PROXY_ENV, as_int, preview
-from .codex_control import CodexAppServer
+from .codex_control import CodexControl
 
 __all__ = ["CodexBackend", "CodexTranslator", "codex_failure_hint", "http_status"]
 
@@ -165,9 +165,9 @@ class CodexBackend(Backend):
     def failure_hint(self, result: RunResult) -> str | None:
         return codex_failure_hint(result)
 
-    def control(self) -> CodexAppServer:
+    def control(self) -> CodexControl:
         """A live session over ``codex app-server`` (JSON-RPC, can steer)."""
-        return CodexAppServer()
+        return CodexControl()
 
 
 class CodexTranslator(Translator):

@@ -18,7 +18,8 @@ messages this codec writes and reads is in ``schemas/codex-app-server/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ from ._common import as_int
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 
-__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexAppServer"]
+__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
 #: The JSON-RPC error code a request we do not serve is answered with.
 NOT_SERVED = -32601
@@ -138,7 +139,7 @@ def _dynamic_tool(tool: HostTool) -> dict[str, Any]:
     }
 
 
-class CodexAppServer(ControlProtocol):
+class CodexControl(ControlProtocol):
     """One live session's codec for ``codex app-server``: pure, stateful
     (our request ids, the thread and turn ids, the file changes it was told
     of).
@@ -162,7 +163,6 @@ class CodexAppServer(ControlProtocol):
         self._next_id = 0
         #: Our requests awaiting their response: id → method.
         self._pending: dict[int, str] = {}
-        self._start: Request | None = None
         self.thread_id: str | None = None
         #: The thread's model (``thread/start``'s answer names it): what prices a turn.
         self.model: str | None = None
@@ -184,9 +184,13 @@ class CodexAppServer(ControlProtocol):
         self._open: set[Any] = set()
         #: The thread's token usage as codex last reported it (its running total).
         self._usage_total: dict[str, int] | None = None
-        #: The events the session has hooks for; the running turn's last answer.
-        self._hooks: frozenset[str] = frozenset()
+        #: The running turn's last answer.
         self._answer: str | None = None
+
+    @property
+    def _hooks(self) -> Collection[str]:
+        """The events the session has hooks for (the request's, kept by ``begin``)."""
+        return self.request.hooks.keys() if self.request is not None else ()
 
     # -- intents -------------------------------------------------------------------
 
@@ -212,13 +216,11 @@ class CodexAppServer(ControlProtocol):
 
     def translator(self) -> Translator:
         baseline = self._usage_total
-        if baseline is None and self._start is not None and not self._start.resume:
+        if baseline is None and self.request is not None and not self.request.resume:
             baseline = {}  # a new thread: its first total is all this turn's
         return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
     def opening(self, start: Request) -> list[Outgoing]:
-        self._start = start
-        self._hooks = frozenset(start.hooks)
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
         if start.tools:
             capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
@@ -262,10 +264,10 @@ class CodexAppServer(ControlProtocol):
         self._cancelled = False
         self._answer = None
         params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-        if self._start is not None:
-            if self._start.output_schema is not None:
-                params["outputSchema"] = dict(self._start.output_schema)
-            params.update(request_extras(self._start).turn)
+        if self.request is not None:
+            if self.request.output_schema is not None:
+                params["outputSchema"] = dict(self.request.output_schema)
+            params.update(request_extras(self.request).turn)
         return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:
@@ -386,7 +388,7 @@ class CodexAppServer(ControlProtocol):
             return self._failed(method, _error_text(error))
         result = obj.get("result")
         if method == "initialize":
-            start = self._start or Request(prompt="", cwd=".")
+            start = self.request or Request(prompt="", cwd=".")
             opening = "thread/resume" if start.resume else "thread/start"
             return (
                 Reply(
@@ -439,7 +441,7 @@ class CodexAppServer(ControlProtocol):
         rid = obj.get("id")
         if not _valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
-        tools = self._start.tools if self._start is not None else ()
+        tools = self.request.tools if self.request is not None else ()
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
         params = obj.get("params")
@@ -501,19 +503,7 @@ class CodexAppServer(ControlProtocol):
         if self.thread_id and isinstance(thread, str) and thread != self.thread_id:
             return (Unknown(f"{method} of another thread"),)
         if method in ("item/started", "item/completed"):
-            item = params.get("item")
-            if not isinstance(item, Mapping):
-                return (FORWARD,)
-            begins = method == "item/started"
-            if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
-                if begins:  # kept as announced (a shape we cannot read is denied when asked)
-                    self._changes[item["id"]] = item.get("changes")
-                else:
-                    self._changes.pop(item["id"], None)
-            if not begins and item.get("type") == "agentMessage":
-                text = item.get("text")
-                self._answer = text if isinstance(text, str) and text else self._answer
-            return (FORWARD, *self._item_hook(item, params, begins))
+            return self._item(params, begins=method == "item/started")
         if method == _PATCH_UPDATED:
             item_id = params.get("itemId")
             if isinstance(item_id, str) and item_id in self._changes:
@@ -543,6 +533,22 @@ class CodexAppServer(ControlProtocol):
         if method in FORWARDED:
             return (FORWARD,)
         return (Unknown(method),)
+
+    def _item(self, params: Mapping[str, Any], *, begins: bool) -> Sequence[Incoming]:
+        """An item started or completed: a file change kept while it runs, the
+        last agent message kept for the turn's end hook, the item's hook call."""
+        item = params.get("item")
+        if not isinstance(item, Mapping):
+            return (FORWARD,)
+        if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
+            if begins:  # kept as announced (a shape we cannot read is denied when asked)
+                self._changes[item["id"]] = item.get("changes")
+            else:
+                self._changes.pop(item["id"], None)
+        if not begins and item.get("type") == "agentMessage":
+            text = item.get("text")
+            self._answer = text if isinstance(text, str) and text else self._answer
+        return (FORWARD, *self._item_hook(item, params, begins))
 
     def _item_hook(
         self, item: Mapping[str, Any], params: Mapping[str, Any], started: bool
@@ -648,3 +654,16 @@ def _error_text(error: Any) -> str:
         text = str(message) if message is not None else repr(dict(error))
         return f"{text} ({code})" if code is not None else text
     return "no error message" if error is None else str(error)
+
+
+def __getattr__(name: str) -> Any:
+    """0.x's name of the codec: ``CodexAppServer`` is :class:`CodexControl`
+    (one role name for every backend's control protocol)."""
+    if name != "CodexAppServer":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.CodexAppServer is deprecated: use {__name__}.CodexControl",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return CodexControl

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from coding_genesis._live.opening import one_turn
 from coding_genesis._observers.prices import PriceTable
 from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
@@ -142,7 +143,14 @@ class CodingGenesisAgent:
             PriceTable(cfg.prices)  # a ConfigError when bad
         self._bus = EventBus(self.name)
         self._wiring = RunWiring(
-            cfg, self._backend, self.name, self._bus, _observers_of(cfg), _wrappers_of(cfg), _sweep
+            cfg,
+            self._backend,
+            self.name,
+            self._bus,
+            _observers_of(cfg),
+            _wrappers_of(cfg),
+            _sweep,
+            one_turn=one_turn,
         )
         self._runner = Runner(self._wiring, self._breaker, check)
 

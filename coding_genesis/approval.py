@@ -34,6 +34,7 @@ from coding_genesis.errors import ConfigError
 __all__ = [
     "AlwaysScope",
     "ApprovalOption",
+    "ApprovalRecord",
     "ApprovalRequest",
     "Approver",
     "Decided",
@@ -362,6 +363,60 @@ def always_covers(request: ApprovalRequest, scope: AlwaysScope = "exact") -> str
 
 
 _ERROR_TEXT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """What a run keeps of one settled (or withdrawn) tool call: the entries of
+    ``RunResult.approvals`` and the ``approval`` event's fields.
+
+    ``source`` says who settled it (the approver, a timeout, an error, an
+    "always" answer, the permission level, an unreadable call, or
+    ``withdrawn``: the turn ended first).  ``error`` (what the approver
+    raised), ``always`` (what an "always" answer settles from now on),
+    ``not_applied`` (a changed input the CLI cannot take) and ``withdrawn``
+    appear in :meth:`to_dict` only when set.
+    """
+
+    tool: str
+    kind: str
+    tool_call_id: str | None
+    turn: int
+    allowed: bool
+    decision: str
+    source: str
+    reason: str | None
+    message: str | None
+    elapsed_s: float | None
+    error: str | None = None
+    always: str | None = None
+    not_applied: str | None = None
+    withdrawn: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as results, events and transcripts carry it (the same keys,
+        in the same order, as ever)."""
+        record: dict[str, Any] = {
+            "tool": self.tool,
+            "kind": self.kind,
+            "tool_call_id": self.tool_call_id,
+            "turn": self.turn,
+            "allowed": self.allowed,
+            "decision": self.decision,
+            "source": self.source,
+        }
+        if self.withdrawn:
+            record["withdrawn"] = True
+        record["reason"] = self.reason
+        record["message"] = self.message
+        record["elapsed_s"] = self.elapsed_s
+        if self.error is not None:
+            record["error"] = self.error
+        if self.always is not None:
+            record["always"] = self.always
+        if self.not_applied is not None:
+            record["not_applied"] = self.not_applied
+        return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import signal
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._util.node import NodeScript, node_launch, node_major
+from coding_genesis._util.renamed import old_names
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.errors import ConfigError
 from coding_genesis.events import CliRetryEvent, ErrorEvent, Translator
@@ -512,19 +512,10 @@ class _AttemptRequest(Request):
 
 
 #: Deprecated names: old name -> what it is now (each use warns).
-_DEPRECATED: dict[str, tuple[str, Any]] = {
-    "AttemptRequest": ("coding_genesis.request.Request", _AttemptRequest),
-    "RunRequest": ("coding_genesis.request.Request", _AttemptRequest),
-}
-
-
-def __getattr__(name: str) -> Any:
-    moved = _DEPRECATED.get(name)
-    if moved is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"coding_genesis.backend.{name} is deprecated: use {moved[0]}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return moved[1]
+__getattr__ = old_names(
+    __name__,
+    {
+        "AttemptRequest": ("use coding_genesis.request.Request", lambda: _AttemptRequest),
+        "RunRequest": ("use coding_genesis.request.Request", lambda: _AttemptRequest),
+    },
+)

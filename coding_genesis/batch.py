@@ -385,15 +385,7 @@ async def run_many(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
     repeat = check_repeat(repeat)
-    if pool is not None:
-        if executor != "local" or budget is not None:
-            raise ConfigError(
-                "pool= runs on this machine with the pool's settings: no executor= "
-                "or budget= (give the pool its budget)"
-            )
-        if not pool.serving:
-            raise AgentUsageError("pool= needs an entered pool (`async with SessionPool(...)`)")
-    runner = pool.executor() if pool is not None else _executor(executor)
+    runner = _runner_of(executor, budget, pool)
     if budget is not None:
         budget.hold()  # a batch's budget is shared by its requests
         defaults = {**(defaults or {}), "budget": budget}
@@ -449,6 +441,23 @@ async def run_many(
             tg.start_soon(one, index, request, slot)
     assert answered == len(items), "every request is answered"
     return [r for r in results if r is not None]
+
+
+def _runner_of(
+    executor: ExecutorName | Executor, budget: Budget | None, pool: PoolSource | None
+) -> Executor:
+    """What runs each request: the executor named or given, or the pool's own
+    (on this machine, with the pool's settings: no executor= or budget=)."""
+    if pool is None:
+        return _executor(executor)
+    if executor != "local" or budget is not None:
+        raise ConfigError(
+            "pool= runs on this machine with the pool's settings: no executor= "
+            "or budget= (give the pool its budget)"
+        )
+    if not pool.serving:
+        raise AgentUsageError("pool= needs an entered pool (`async with SessionPool(...)`)")
+    return pool.executor()
 
 
 def _not_started(index: int, refusal: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,12 +25,12 @@ turns each into a :class:`HookCall` and answers it in
 
 from __future__ import annotations
 
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
+from coding_genesis._util.renamed import old_names
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
@@ -47,6 +47,7 @@ __all__ = [
     "Forward",
     "HookCall",
     "Incoming",
+    "Opening",
     "Outgoing",
     "PermissionAsk",
     "ProtocolFault",
@@ -216,6 +217,15 @@ Incoming: TypeAlias = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """How a session starts: the CLI's command, then what is written once it
+    runs (:meth:`ControlProtocol.begin`)."""
+
+    command: CommandSpec
+    greeting: list[Outgoing]
+
+
 class ControlProtocol(ABC):
     """One live session's protocol, pure: intents in, objects to write out;
     objects read in, their meaning out.
@@ -236,6 +246,18 @@ class ControlProtocol(ABC):
     changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
+    #: The session's request, kept by :meth:`begin` (None before it): the one
+    #: place a protocol records what the session was started with.
+    request: Request | None = None
+
+    @final
+    def begin(self, request: Request) -> Opening:
+        """Start the session: keep ``request``, then :meth:`command`, then
+        :meth:`opening` (in that order, so a protocol that still records
+        state in either sees the same order as before).  The session calls
+        only this."""
+        self.request = request
+        return Opening(command=self.command(request), greeting=self.opening(request))
 
     @abstractmethod
     def command(self, request: Request) -> CommandSpec:
@@ -329,13 +351,12 @@ def _ask_nobody(request: ApprovalRequest) -> Decision:
     return Decision.deny("no approver was given (SessionStart(approvals=True))")
 
 
-def __getattr__(name: str) -> Any:
-    if name != "SessionStart":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "coding_genesis.control.SessionStart is deprecated: a protocol is given the "
-        "session's coding_genesis.request.Request",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _session_start
+__getattr__ = old_names(
+    __name__,
+    {
+        "SessionStart": (
+            "a protocol is given the session's coding_genesis.request.Request",
+            lambda: _session_start,
+        )
+    },
+)

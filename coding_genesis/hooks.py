@@ -36,6 +36,7 @@ __all__ = [
     "HookEvent",
     "HookInput",
     "HookOutcome",
+    "HookRecord",
     "HookResult",
     "HookRun",
     "Hooks",
@@ -156,12 +157,44 @@ def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:
 
 
 @dataclass(frozen=True, slots=True)
+class HookRecord:
+    """What a run keeps of one hook called: an entry of ``RunResult.hooks``.
+    ``not_applied``: what the hook asked that the CLI cannot apply there."""
+
+    event: HookEvent
+    hook: str
+    tool: str | None
+    tool_call_id: str | None
+    turn: int
+    outcome: HookOutcome
+    message: str | None
+    error: str | None
+    not_applied: str | None
+    elapsed_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as results and transcripts carry it (every key, always)."""
+        return {
+            "event": self.event,
+            "hook": self.hook,
+            "tool": self.tool,
+            "tool_call_id": self.tool_call_id,
+            "turn": self.turn,
+            "outcome": self.outcome,
+            "message": self.message,
+            "error": self.error,
+            "not_applied": self.not_applied,
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class HookRun:
     """The hooks of one hook point, run: what to answer the CLI (only what it
     can apply) and one record per hook called."""
 
     result: HookResult
-    records: tuple[dict[str, Any], ...]
+    records: tuple[HookRecord, ...]
 
 
 def _name(hook: Hook) -> str:
@@ -205,7 +238,7 @@ async def run_hooks(
     contexts: list[str] = []
     messages: list[str] = []
     block = False
-    records: list[dict[str, Any]] = []
+    records: list[HookRecord] = []
     who = backend or "this backend"
     for hook in hooks:
         started = time.monotonic()
@@ -220,22 +253,24 @@ async def run_hooks(
         applied = asked & effects
         if error is None and asked:
             outcome = "blocked" if "block" in applied else "changed" if applied else "continued"
-        record: dict[str, Any] = {
-            "event": data.event,
-            "hook": _name(hook),
-            "tool": data.tool,
-            "tool_call_id": data.tool_call_id,
-            "turn": data.turn,
-            "outcome": outcome,
-            "message": result.message or None,
-            "error": error,
-            "not_applied": None,
-            "elapsed_s": round(time.monotonic() - started, 6),
-        }
+        not_applied = None
         if asked - effects:
             unapplied = ", ".join(sorted(asked - effects))
-            record["not_applied"] = f"{who} cannot apply a {data.event} hook's {unapplied}"
-        records.append(record)
+            not_applied = f"{who} cannot apply a {data.event} hook's {unapplied}"
+        records.append(
+            HookRecord(
+                event=data.event,
+                hook=_name(hook),
+                tool=data.tool,
+                tool_call_id=data.tool_call_id,
+                turn=data.turn,
+                outcome=outcome,
+                message=result.message or None,
+                error=error,
+                not_applied=not_applied,
+                elapsed_s=round(time.monotonic() - started, 6),
+            )
+        )
         if "input" in applied and result.input is not None:
             changed_input = dict(result.input)
             data = replace(data, input=changed_input)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import enum
 import importlib
-import warnings
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
+
+from coding_genesis._util.renamed import old_names
 
 __all__ = [
     "AGENT_DEFAULT",
@@ -28,6 +30,7 @@ __all__ = [
     "Permissions",
     "SettingSource",
     "Trigger",
+    "TurnHow",
 ]
 
 #: One permission level across CLIs, from the most restrictive to the least
@@ -51,6 +54,11 @@ Keep: TypeAlias = Literal["never", "on_failure", "always"]
 Trigger: TypeAlias = Literal["user", "cli"]
 #: What a request is: a one-shot ``run()``, or a live session (its turns).
 Mode: TypeAlias = Literal["run", "session"]
+#: How a turn of a live session ended: the CLI's own ending (``completed``,
+#: ``failed``, ``interrupted``: :class:`~coding_genesis.control.TurnEnded`'s
+#: subset), a refusal ended it (``denied``), the CLI broke its protocol
+#: (``fault``), or it exited mid-turn (``died``).
+TurnHow: TypeAlias = Literal["completed", "failed", "interrupted", "denied", "fault", "died"]
 
 
 class AgentDefault(enum.Enum):
@@ -93,14 +101,8 @@ _MOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    moved = _MOVED.get(name)
-    if moved is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, new = moved
-    warnings.warn(
-        f"coding_genesis.options.{name} is deprecated: use {module}.{new}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(module), new)
+def _moved(module: str, new: str) -> tuple[str, Callable[[], Any]]:
+    return f"use {module}.{new}", lambda: getattr(importlib.import_module(module), new)
+
+
+__getattr__ = old_names(__name__, {name: _moved(*where) for name, where in _MOVED.items()})

@@ -63,8 +63,6 @@ __all__ = ["PoolExecutor", "PoolStats", "SessionPool", "SyncPooledSession", "Syn
 
 log = logging.getLogger("coding_genesis.pool")
 
-#: How often a warm session's CLI is checked for life (and a waiter re-checks).
-_POLL_S = 0.25
 #: Pause after a failed opening, doubled per failure in a row, capped.
 _BACKOFF_S = (0.5, 30.0)
 
@@ -260,8 +258,7 @@ class SessionPool:
             return
         with anyio.CancelScope(shield=True):
             while any(slot.state != "closed" for slot in (*self._slots, *self._fresh)):
-                with anyio.move_on_after(_POLL_S):
-                    await self._change.wait()
+                await self._change.wait()
 
     def _changed(self) -> None:
         self._change.set()
@@ -314,8 +311,7 @@ class SessionPool:
             while self.stats().warm < want:
                 if self._closing.is_set():
                     return False
-                with anyio.move_on_after(_POLL_S):
-                    await self._change.wait()
+                await self._change.wait()
             return True
         return False
 
@@ -347,7 +343,7 @@ class SessionPool:
             refilling = any(slot.state in ("opening", "closing") for slot in self._slots)
             if left <= 0 or not refilling:
                 return await self._open_fresh()
-            with anyio.move_on_after(min(left, _POLL_S)):
+            with anyio.move_on_after(left):
                 await self._change.wait()
             self._check_serving()
 
@@ -428,18 +424,22 @@ class SessionPool:
             slot.session = None
         return failed
 
-    def _warm(self, slot: _Slot) -> None:
+    async def _hold(self, slot: _Slot) -> str:
+        """Keep ``slot``'s session warm; what ended it: ``served``, ``expired``,
+        ``died`` or ``closed``."""
         slot.released = anyio.Event()
         slot.since = time.monotonic()
         slot.state = "warm"
         self._changed()
-
-    async def _hold(self, slot: _Slot) -> str:
-        """Keep ``slot``'s session warm; what ended it: ``served``, ``expired``,
-        ``died`` or ``closed``."""
         session = slot.session
         assert session is not None
-        self._warm(slot)
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(_wake_at_end, slot, session)
+            ending = await self._warm_until_done(slot, session)
+            watch.cancel_scope.cancel()
+        return ending
+
+    async def _warm_until_done(self, slot: _Slot, session: Session) -> str:
         while True:
             slot.wake = anyio.Event()
             if slot.state == "lent":
@@ -452,8 +452,14 @@ class SessionPool:
             left = slot.since + self.max_idle - time.monotonic()
             if left <= 0:
                 return "expired"
-            with anyio.move_on_after(min(left, _POLL_S)):
+            with anyio.move_on_after(left):  # the only timer: max_idle
                 await slot.wake.wait()
+
+
+async def _wake_at_end(slot: _Slot, session: Session) -> None:
+    """Wake ``slot``'s task when its session's CLI dies or breaks (no poll)."""
+    await session.wait_ended()
+    slot.wake.set()
 
 
 class PoolExecutor:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, suppress
@@ -35,10 +34,11 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 
+from coding_genesis._live.link import LiveLink
+from coding_genesis._live.opening import open_link
 from coding_genesis._pipeline.attempt import AttemptContext
-from coding_genesis._pipeline.live import LiveLink
-from coding_genesis._pipeline.opening import open_link
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._util.renamed import old_names
 from coding_genesis.capabilities import steer_refusal
 from coding_genesis.errors import AgentUsageError
 from coding_genesis.options import KEEP_RESULTS
@@ -259,6 +259,13 @@ class Session:
             except Exception:
                 log.exception("observer %r failed at the end of session %s", observer, self.key)
 
+    async def wait_ended(self) -> None:
+        """Until the session's CLI is gone or broken (the session then takes no
+        more turns; at once if it never opened)."""
+        link = self._link
+        if link is not None:
+            await link.ended.wait()
+
     async def close(self) -> None:
         """End the session: the CLI is told goodbye, given the grace period,
         then its whole process tree is stopped and reaped.  Idempotent."""
@@ -476,16 +483,15 @@ class SyncSession(SyncTurns):
         return self.session.closed
 
 
-def __getattr__(name: str) -> Any:
-    if name != "SessionOwner":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "coding_genesis.session.SessionOwner is deprecated: a session is given its "
-        "agent's runner, never the agent",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return _SessionOwner
+__getattr__ = old_names(
+    __name__,
+    {
+        "SessionOwner": (
+            "a session is given its agent's runner, never the agent",
+            lambda: _SessionOwner,
+        )
+    },
+)
 
 
 class _SessionOwner(Protocol):

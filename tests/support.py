@@ -19,6 +19,7 @@ from coding_genesis import CodingGenesisAgent, Decision, Event
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest
+from coding_genesis.control import Opening
 from coding_genesis.hooks import HookInput, HookResult
 from coding_genesis.request import Request
 
@@ -60,6 +61,13 @@ def _refuse(request: ApprovalRequest) -> Decision:
 
 def _observe(event: HookInput) -> HookResult:
     return HookResult()
+
+
+def given_session(opening: Opening) -> str | None:
+    """The conversation id a claude session's command gives the CLI
+    (``--session-id=``; None when it resumes one): what its Ready names."""
+    given = [a.split("=", 1)[1] for a in opening.command.args if a.startswith("--session-id=")]
+    return given[0] if given else None
 
 
 def cli_request(

@@ -53,15 +53,35 @@ def test_every_module_of_the_package_is_named_by_the_tree_table() -> None:
     assert entries <= named | {"backends"}, entries - named
 
 
-def test_no_module_is_over_600_lines_and_the_agent_class_is_small() -> None:
+LONG = 800
+
+
+def _long_module_reasons() -> dict[str, str]:
+    """The page's "Long modules" section: `path` — why it stays whole."""
+    section = PAGE.read_text().split("## Long modules", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^- `([\w/.]+\.py)`: (\S.*)$", section, flags=re.MULTILINE))
+
+
+def test_a_module_over_800_lines_has_a_reason_on_the_architecture_page() -> None:
+    """Length is a signal, not a cap: a module may grow past ~800 lines when
+    it is one concept, and the page says why; a row whose module shrank goes."""
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+        for folder in (PACKAGE, ROOT / "backends")
+        for p in folder.rglob("*.py")
+        if not (folder == PACKAGE and "backends" in p.relative_to(PACKAGE).parts)
+    }
+    assert "coding_genesis/agent.py" in lengths and "backends/claude.py" in lengths
+    reasons = _long_module_reasons()
+    unexplained = {path: n for path, n in lengths.items() if n > LONG and path not in reasons}
+    assert not unexplained, f"over {LONG} lines with no reason in 'Long modules': {unexplained}"
+    stale = {path: lengths.get(path) for path in reasons if lengths.get(path, 0) <= LONG}
+    assert not stale, f"'Long modules' rows for modules not over {LONG} lines: {stale}"
+
+
+def test_the_agent_class_is_small() -> None:
     import ast
 
-    long = {
-        str(p.relative_to(PACKAGE)): n
-        for p in PACKAGE.rglob("*.py")
-        if "backends" not in p.parts and (n := len(p.read_text().splitlines())) > 600
-    }
-    assert not long, long
     agent = ast.parse((PACKAGE / "agent.py").read_text())
     cls = next(
         n for n in agent.body if isinstance(n, ast.ClassDef) and n.name == "CodingGenesisAgent"

@@ -40,6 +40,15 @@ def test_a_moved_name_still_resolves_with_a_warning(module: str, name: str, new:
     assert value is new
 
 
+def test_codex_app_server_is_codex_control_with_a_warning() -> None:
+    from coding_genesis.backends import codex_control
+
+    with pytest.warns(DeprecationWarning, match=r"codex_control\.CodexAppServer is deprecated: "):
+        value = codex_control.CodexAppServer
+    assert value is codex_control.CodexControl
+    assert "CodexAppServer" not in codex_control.__all__
+
+
 def test_deprecated_names_are_not_in_all() -> None:
     assert not set(coding_genesis._DEPRECATED) & set(coding_genesis.__all__)
 

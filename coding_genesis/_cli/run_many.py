@@ -9,7 +9,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
@@ -24,6 +24,9 @@ from coding_genesis._cli.common import (
 from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
+
+if TYPE_CHECKING:
+    from coding_genesis.integrations.ray import RayRunner
 
 __all__ = [
     "InOrder",
@@ -174,25 +177,91 @@ def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
     return requests
 
 
+class _Output:
+    """Each result as it comes: counted, its progress on stderr, its JSON line
+    on stdout (in the input's order unless ``--unordered``)."""
+
+    def __init__(self, args: argparse.Namespace, total: int) -> None:
+        self.tally = Tally()
+        #: The (input, trial) slots answered so far.
+        self.answered: set[int] = set()
+        self.out = sys.stdout.buffer
+        self.tty = sys.stdout.isatty()
+        self.in_order = None if args.unordered else InOrder(self.out)
+        self.repeat: int = args.repeat
+        self.quiet: bool = args.quiet
+        self.total = total
+        # lazy: `genesis --help` imports only the parsers
+        from coding_genesis._observers.transcript import safe_dumps
+
+        self.dumps = safe_dumps
+
+    def __call__(self, result: dict[str, Any]) -> None:
+        repeat = self.repeat
+        summary = result.get("type") == "summary"
+        if not summary:
+            self.tally.add(result)
+            self.answered.add(int(result["index"]) * repeat + int(result.get("repeat") or 1) - 1)
+            if not self.quiet:
+                print(
+                    printable(_progress(result, self.tally.finished, self.total)),
+                    file=sys.stderr,
+                    flush=True,
+                )
+        line = for_stdout(self.dumps(result) + b"\n", self.tty)
+        if self.in_order is None:
+            self.out.write(line)
+        else:
+            slot = result["index"]
+            if repeat > 1:  # each input: its trials, then its summary
+                slot = slot * (repeat + 1) + (repeat if summary else result["repeat"] - 1)
+            self.in_order.add(slot, line)
+        self.out.flush()
+
+
+def _read(args: argparse.Namespace) -> bytes | str:
+    """The batch file's bytes (``-``: stdin), or why it cannot be read."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._util.files import NotARegularFile, read_regular
+
+    try:
+        if args.file == "-":
+            return sys.stdin.buffer.read()
+        # a regular file (a FIFO would block: "-" reads a pipe), bounded
+        return read_regular(args.file, MAX_BATCH_FILE, follow=True)
+    except NotARegularFile as exc:
+        return f'cannot read {args.file}: {exc} ("-" reads stdin)'
+    except OSError as exc:
+        return f"cannot read {args.file}: {exc.strerror or exc}"
+
+
+def _ray_runner(args: argparse.Namespace) -> RayRunner:
+    """The Ray runner ``--executor ray`` asks for (a ConfigError or an
+    ImportError when Ray cannot serve)."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis.integrations.ray import DEFAULT_NUM_CPUS, RayRunner
+
+    return RayRunner(
+        num_cpus=DEFAULT_NUM_CPUS if args.num_cpus is None else args.num_cpus,
+        address=args.ray_address,
+        # A local cluster of our own needs no dashboard; a remote one takes no such option.
+        init_kwargs={}
+        if args.ray_address or os.environ.get("RAY_ADDRESS")
+        else {"include_dashboard": False},
+    )
+
+
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import backends_file, default_backend
     from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
     from coding_genesis._cli.run import add_backends_file
-    from coding_genesis._observers.transcript import safe_dumps
-    from coding_genesis._util.files import NotARegularFile, read_regular
     from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 
-    try:
-        if args.file == "-":
-            data = sys.stdin.buffer.read()
-        else:  # a regular file (a FIFO would block: "-" reads a pipe), bounded
-            data = read_regular(args.file, MAX_BATCH_FILE, follow=True)
-    except NotARegularFile as exc:
-        return usage_error("run-many", f'cannot read {args.file}: {exc} ("-" reads stdin)')
-    except OSError as exc:
-        return usage_error("run-many", f"cannot read {args.file}: {exc.strerror or exc}")
+    data = _read(args)
+    if isinstance(data, str):
+        return usage_error("run-many", data)
     if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
         return usage_error("run-many", problem)
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
@@ -210,49 +279,15 @@ def handle(args: argparse.Namespace) -> int:
     runner = None
     if args.executor == "ray":
         try:
-            # lazy: `genesis --help` imports only the parsers
-            from coding_genesis.integrations.ray import DEFAULT_NUM_CPUS, RayRunner
-
-            runner = RayRunner(
-                num_cpus=DEFAULT_NUM_CPUS if args.num_cpus is None else args.num_cpus,
-                address=args.ray_address,
-                # A local cluster of our own needs no dashboard; a remote one takes no such option.
-                init_kwargs={}
-                if args.ray_address or os.environ.get("RAY_ADDRESS")
-                else {"include_dashboard": False},
-            )
+            runner = _ray_runner(args)
         except (ConfigError, ImportError) as exc:
             return usage_error("run-many", str(exc))
         executor = runner
 
-    tally = Tally()
-    answered: set[int] = set()
-    out = sys.stdout.buffer
-    tty = sys.stdout.isatty()
-    in_order = None if args.unordered else InOrder(out)
     repeat = args.repeat
     total *= repeat
-
-    def on_result(result: dict[str, Any]) -> None:
-        summary = result.get("type") == "summary"
-        if not summary:
-            tally.add(result)
-            answered.add(int(result["index"]) * repeat + int(result.get("repeat") or 1) - 1)
-            if not args.quiet:
-                print(
-                    printable(_progress(result, tally.finished, total)),
-                    file=sys.stderr,
-                    flush=True,
-                )
-        line = for_stdout(safe_dumps(result) + b"\n", tty)
-        if in_order is None:
-            out.write(line)
-        else:
-            slot = result["index"]
-            if repeat > 1:  # each input: its trials, then its summary
-                slot = slot * (repeat + 1) + (repeat if summary else result["repeat"] - 1)
-            in_order.add(slot, line)
-        out.flush()
+    on_result = _Output(args, total)
+    tally, answered, in_order = on_result.tally, on_result.answered, on_result.in_order
 
     signum: int | None = None
     try:

@@ -205,11 +205,24 @@ def render_session(base: Any, record: RunRecord) -> str:
 def render(record: RunRecord) -> str:
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import translator_for
-    from coding_genesis.events import ToolCallEvent
 
-    meta = record.meta
     result = record.result
     events = list(record.events(translator_for))
+    lines = _header(record)
+    lines += _status(record, result, len(events))
+    lines += _tools(events, result)
+    lines += _failure_and_stderr(record, result)
+    lines.append("")
+    lines.append(f"files: {record.path}/")
+    for path in [*record.stdout_files(), record.path / "events.jsonl"]:
+        if path.exists():
+            lines.append(f"  {path.name}  {path.stat().st_size} bytes")
+    return "\n".join(lines)
+
+
+def _header(record: RunRecord) -> list[str]:
+    """The run, when and where it started, and its prompt's first line."""
+    meta = record.meta
     lines = [f"run {record.run_id}"]
     lines.append(
         f"  started   {_local(record.started)}   backend {meta.get('backend')}   "
@@ -220,50 +233,67 @@ def render(record: RunRecord) -> str:
     first = prompt.strip().splitlines()[0] if prompt.strip() else ""
     more = " ..." if len(prompt.strip().splitlines()) > 1 or len(first) > 200 else ""
     lines.append(f"  prompt    {first[:200]}{more}")
+    return lines
+
+
+def _status(record: RunRecord, result: Mapping[str, Any] | None, events: int) -> list[str]:
+    """How the run ended: by its runner's death, unfinished, or its result."""
     ended = record.ended if result is None else None
     if ended is not None and ended.get("ended_by") == "runner_death":
         found = ended.get("found_ts")
         when = _local(float(found)) if isinstance(found, int | float) else "?"
-        lines.append(
+        return [
             f"  status    - ended by the runner's death (runner pid {ended.get('runner_pid')}): "
             f"found by the sweep at {when}, which stopped {ended.get('stopped', 0)} "
-            f"process(es); {len(events)} event(s) were recorded"
-        )
-    elif result is None:
-        lines.append(
+            f"process(es); {events} event(s) were recorded"
+        ]
+    if result is None:
+        return [
             f"  status    - unfinished: the runner stopped before writing a result "
-            f"(killed or crashed); {len(events)} event(s) were recorded"
-        )
-    else:
-        lines.append(f"  status    {result.get('status')} {result.get('error') or 'ok'}")
-        if result.get("error") == "stalled":
-            lines.append("  stalled   the whole process tree was silent and idle; see the message")
-        facts = [f"duration {result.get('duration_s', 0):.2f}s"]
-        for key in ("session_id", "model", "num_turns", "exit_code", "signal", "stop_reason"):
-            if result.get(key) is not None:
-                facts.append(f"{key} {result[key]}")
-        if result.get("cost_usd") is not None:
-            facts.append(f"cost ${result['cost_usd']:.4f}")
-        if result.get("cli_retries"):
-            facts.append(f"CLI API retries {result['cli_retries']}")
-        lines.append("  " + "   ".join(facts))
-        for extra in (usage_line(result), budget_line(result)):
-            if extra:
-                lines.append("  " + extra)
-        message = str(result.get("message") or "")
-        if message:
-            lines.append("  message   " + message.strip().replace("\n", "\n            ")[:4000])
-        for warning in result.get("warnings") or ():
-            lines.append(f"  warning   {warning}")
-        history = result.get("retry_history") or []
-        if history:
-            lines.append(f"  attempts  {result.get('attempts', len(history) + 1)}")
-            for entry in history:
-                if isinstance(entry, Mapping):
-                    lines.append(
-                        f"    {entry.get('attempt')}. {entry.get('category')}: "
-                        f"{entry.get('message')} -> {entry.get('action')}"
-                    )
+            f"(killed or crashed); {events} event(s) were recorded"
+        ]
+    lines = [f"  status    {result.get('status')} {result.get('error') or 'ok'}"]
+    if result.get("error") == "stalled":
+        lines.append("  stalled   the whole process tree was silent and idle; see the message")
+    lines.append("  " + "   ".join(_facts(result)))
+    for extra in (usage_line(result), budget_line(result)):
+        if extra:
+            lines.append("  " + extra)
+    message = str(result.get("message") or "")
+    if message:
+        lines.append("  message   " + message.strip().replace("\n", "\n            ")[:4000])
+    for warning in result.get("warnings") or ():
+        lines.append(f"  warning   {warning}")
+    history = result.get("retry_history") or []
+    if history:
+        lines.append(f"  attempts  {result.get('attempts', len(history) + 1)}")
+        for entry in history:
+            if isinstance(entry, Mapping):
+                lines.append(
+                    f"    {entry.get('attempt')}. {entry.get('category')}: "
+                    f"{entry.get('message')} -> {entry.get('action')}"
+                )
+    return lines
+
+
+def _facts(result: Mapping[str, Any]) -> list[str]:
+    """The result's one line of facts: duration, ids, exit, cost, the CLI's retries."""
+    facts = [f"duration {result.get('duration_s', 0):.2f}s"]
+    for key in ("session_id", "model", "num_turns", "exit_code", "signal", "stop_reason"):
+        if result.get(key) is not None:
+            facts.append(f"{key} {result[key]}")
+    if result.get("cost_usd") is not None:
+        facts.append(f"cost ${result['cost_usd']:.4f}")
+    if result.get("cli_retries"):
+        facts.append(f"CLI API retries {result['cli_retries']}")
+    return facts
+
+
+def _tools(events: list[Event], result: Mapping[str, Any] | None) -> list[str]:
+    """The tool calls, numbered, and the files the run modified."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis.events import ToolCallEvent
+
     tools = tool_lines(events)
     calls = sum(1 for e in events if isinstance(e, ToolCallEvent))
     usage: dict[str, int] = {}
@@ -271,7 +301,7 @@ def render(record: RunRecord) -> str:
         if isinstance(event, ToolCallEvent):
             name = event.name or "unknown"
             usage[name] = usage.get(name, 0) + 1
-    lines.append("")
+    lines = [""]
     lines.append(f"tools: {calls} call(s)" + (f" ({tools_text(usage)})" if usage else ""))
     number = 0
     for line in tools:
@@ -283,6 +313,12 @@ def render(record: RunRecord) -> str:
     files = (result or {}).get("files_modified") or []
     if files:
         lines.append(f"files modified: {', '.join(files)}")
+    return lines
+
+
+def _failure_and_stderr(record: RunRecord, result: Mapping[str, Any] | None) -> list[str]:
+    """The failure report of a failed run and the last lines of its stderr."""
+    lines: list[str] = []
     report = failure_report(result, readable=True) if result is not None else None
     if report:
         lines.append("")
@@ -294,9 +330,4 @@ def render(record: RunRecord) -> str:
         lines.append("")
         lines.append(f"stderr (last {len(tail)} lines):")
         lines += [f"  {line}" for line in tail]
-    lines.append("")
-    lines.append(f"files: {record.path}/")
-    for path in [*record.stdout_files(), record.path / "events.jsonl"]:
-        if path.exists():
-            lines.append(f"  {path.name}  {path.stat().st_size} bytes")
-    return "\n".join(lines)
+    return lines

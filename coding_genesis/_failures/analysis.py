@@ -13,7 +13,8 @@ import json
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._failures.classify import Classification, Evidence, classify_evidence
@@ -70,125 +71,186 @@ def suggest_actions(
     ``refused``: why the request itself was refused before anything started
     (an invalid request: a bad setting, an unknown backend), not a task the
     agent could not do."""
+    fixed = _FIXED_ACTIONS.get(category)
+    if fixed is not None:
+        return list(fixed)
+    suggest = _ACTIONS.get(category)
+    if suggest is None:
+        return ["Analyze the error manually", "Escalate to a person"]
+    facts = _Facts(
+        progress,
+        timeout,
+        idle,
+        retry_after_s,
+        blocked_on,
+        backend,
+        install_hint,
+        denied_tools,
+        evidence_text,
+        refused,
+    )
+    return suggest(facts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What a category's actions may depend on (see :func:`suggest_actions`)."""
+
+    progress: bool
+    timeout: float | None
+    idle: float | None
+    retry_after_s: float | None
+    blocked_on: str | None
+    backend: str
+    install_hint: str
+    denied_tools: Sequence[str]
+    evidence_text: str
+    refused: str
+
+
+def _timeout_actions(f: _Facts) -> list[str]:
+    if f.idle is not None:
+        return [
+            f"Retry with idle_timeout={f.idle * 2:g}s",
+            "Check what the agent was waiting on (a hung tool or a stalled network)",
+            "Break task into smaller subtasks",
+        ]
+    if f.progress:
+        return [_timeout_retry_action(f.timeout), "Break task into smaller subtasks"]
+    return [
+        "Break task into smaller subtasks",
+        "Check the load on the agent's API",
+        _timeout_retry_action(f.timeout),
+    ]
+
+
+def _rate_limit_actions(f: _Facts) -> list[str]:
     wait = (
-        f"Wait {retry_after_s:g}s before retrying (the API said so)"
-        if retry_after_s is not None
+        f"Wait {f.retry_after_s:g}s before retrying (the API said so)"
+        if f.retry_after_s is not None
         else "Wait about a minute before retrying, backing off exponentially"
     )
-    if category is FailureCategory.TIMEOUT:
-        if idle is not None:
-            return [
-                f"Retry with idle_timeout={idle * 2:g}s",
-                "Check what the agent was waiting on (a hung tool or a stalled network)",
-                "Break task into smaller subtasks",
-            ]
-        if progress:
-            return [_timeout_retry_action(timeout), "Break task into smaller subtasks"]
+    return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
+
+
+def _auth_actions(f: _Facts) -> list[str]:
+    if f.denied_tools:
+        tools = ", ".join(dict.fromkeys(f.denied_tools))
         return [
-            "Break task into smaller subtasks",
-            "Check the load on the agent's API",
-            _timeout_retry_action(timeout),
+            f"Allow the denied tool(s) for this run: {tools} (allowed_tools / permission_mode)",
+            "Or change the task so it does not need them",
         ]
-    if category is FailureCategory.STALLED:
+    who = f"the {f.backend} CLI" if f.backend else "the agent"
+    return [
+        f"Check the API key or login of {who}",
+        "Request the permissions the task needs",
+        "Escalate to a person if it keeps failing",
+    ]
+
+
+def _invalid_task_actions(f: _Facts) -> list[str]:
+    if f.refused:
         return [
-            "Retry once, continuing the session",
-            "Check what the agent was waiting on (a hung tool, a lock, the network)",
-            "Raise stall_timeout if a tool legitimately waits in silence this long",
-        ]
-    if category is FailureCategory.RATE_LIMIT:
-        return [wait, "Lower the request rate or concurrency", "Check the account's usage limits"]
-    if category is FailureCategory.NETWORK:
-        return [
-            "Retry now (network errors are usually transient)",
-            "Check connectivity to the agent's API endpoint",
-        ]
-    if category is FailureCategory.AUTH:
-        if denied_tools:
-            tools = ", ".join(dict.fromkeys(denied_tools))
-            return [
-                f"Allow the denied tool(s) for this run: {tools} (allowed_tools / permission_mode)",
-                "Or change the task so it does not need them",
-            ]
-        who = f"the {backend} CLI" if backend else "the agent"
-        return [
-            f"Check the API key or login of {who}",
-            "Request the permissions the task needs",
-            "Escalate to a person if it keeps failing",
-        ]
-    if category is FailureCategory.INVALID_TASK and refused:
-        return [
-            f"Fix the request: {refused}",
+            f"Fix the request: {f.refused}",
             "Nothing was started: the same request fails the same way",
         ]
-    if category is FailureCategory.INVALID_TASK:
+    return [
+        "Clarify task requirements",
+        "Break into simpler, well-defined tasks",
+        "Provide specific success criteria",
+    ]
+
+
+def _tool_error_actions(f: _Facts) -> list[str]:
+    module = _MODULE.search(f.evidence_text)
+    if module:
+        name = module.group(1).split(".")[0]
         return [
-            "Clarify task requirements",
-            "Break into simpler, well-defined tasks",
-            "Provide specific success criteria",
-        ]
-    if category is FailureCategory.MISSING_CONTEXT:
-        return [
-            "Include specific file paths in prompt",
-            "Provide full context (child has no access to parent history)",
-            "Add example of expected output",
-        ]
-    if category is FailureCategory.TOOL_ERROR:
-        module = _MODULE.search(evidence_text)
-        if module:
-            name = module.group(1).split(".")[0]
-            return [
-                "Install missing dependencies",
-                f"Run: pip install {name}",
-                f"Verify installation: python -c 'import {name}'",
-            ]
-        return [
-            "Check file permissions",
             "Install missing dependencies",
-            "Verify command exists: which <command>",
+            f"Run: pip install {name}",
+            f"Verify installation: python -c 'import {name}'",
         ]
-    if category is FailureCategory.MISSING:
-        actions = ["Verify the resource exists", "Update the references"]
-        if install_hint:
-            actions.insert(0, install_hint[0].upper() + install_hint[1:])
-        return actions
-    if category is FailureCategory.PARTIAL:
-        return [
-            "Complete remaining work: continue from the completed steps",
-            f"Fix blocker: {blocked_on}" if blocked_on else "Fix the blocker, then continue",
-            "Review the files modified so far",
-        ]
-    if category is FailureCategory.AGENT_ERROR:
-        return [
-            "Retry once after a short wait",
-            "If it fails again, escalate with the stderr tail",
-        ]
-    if category is FailureCategory.WORKSPACE_TAMPERED:
-        return [
-            "Inspect the kept worktree without running git in it (its .git is not ours)",
-            "Remove the worktree by hand; the run's branch is as it was before the run",
-        ]
-    if category is FailureCategory.PERMISSION_DENIED:
-        tools = ", ".join(dict.fromkeys(denied_tools)) or "the tool it refused"
-        return [
-            f"Allow {tools} in the approver (allow_tools, writes_under) if the task needs it",
-            "Or ask for work that does not need it",
-            "Continue the session: the turn's work so far is kept",
-        ]
-    if category is FailureCategory.INTERRUPTED:
-        return ["Send the next turn (or this one again) when wanted: the session goes on"]
-    if category is FailureCategory.INVALID_OUTPUT:
-        return [
-            "Continue the session with the validation error (a retry does, once)",
-            "Say more about the expected answer in the prompt, or simplify output_schema",
-            "Read the answer the agent gave in the message and data",
-        ]
-    if category is FailureCategory.BUDGET_EXCEEDED:
-        return [
-            "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
-            "is worth it",
-            "Continue the session (resume) with a smaller task",
-        ]
-    return ["Analyze the error manually", "Escalate to a person"]
+    return [
+        "Check file permissions",
+        "Install missing dependencies",
+        "Verify command exists: which <command>",
+    ]
+
+
+def _missing_actions(f: _Facts) -> list[str]:
+    actions = ["Verify the resource exists", "Update the references"]
+    if f.install_hint:
+        actions.insert(0, f.install_hint[0].upper() + f.install_hint[1:])
+    return actions
+
+
+def _partial_actions(f: _Facts) -> list[str]:
+    return [
+        "Complete remaining work: continue from the completed steps",
+        f"Fix blocker: {f.blocked_on}" if f.blocked_on else "Fix the blocker, then continue",
+        "Review the files modified so far",
+    ]
+
+
+def _permission_denied_actions(f: _Facts) -> list[str]:
+    tools = ", ".join(dict.fromkeys(f.denied_tools)) or "the tool it refused"
+    return [
+        f"Allow {tools} in the approver (allow_tools, writes_under) if the task needs it",
+        "Or ask for work that does not need it",
+        "Continue the session: the turn's work so far is kept",
+    ]
+
+
+#: The actions of a category that depend on the failure's facts.
+_ACTIONS: dict[FailureCategory, Callable[[_Facts], list[str]]] = {
+    FailureCategory.TIMEOUT: _timeout_actions,
+    FailureCategory.RATE_LIMIT: _rate_limit_actions,
+    FailureCategory.AUTH: _auth_actions,
+    FailureCategory.INVALID_TASK: _invalid_task_actions,
+    FailureCategory.TOOL_ERROR: _tool_error_actions,
+    FailureCategory.MISSING: _missing_actions,
+    FailureCategory.PARTIAL: _partial_actions,
+    FailureCategory.PERMISSION_DENIED: _permission_denied_actions,
+}
+
+#: The actions of a category that are the same for every failure of it.
+_FIXED_ACTIONS: dict[FailureCategory, tuple[str, ...]] = {
+    FailureCategory.STALLED: (
+        "Retry once, continuing the session",
+        "Check what the agent was waiting on (a hung tool, a lock, the network)",
+        "Raise stall_timeout if a tool legitimately waits in silence this long",
+    ),
+    FailureCategory.NETWORK: (
+        "Retry now (network errors are usually transient)",
+        "Check connectivity to the agent's API endpoint",
+    ),
+    FailureCategory.MISSING_CONTEXT: (
+        "Include specific file paths in prompt",
+        "Provide full context (child has no access to parent history)",
+        "Add example of expected output",
+    ),
+    FailureCategory.AGENT_ERROR: (
+        "Retry once after a short wait",
+        "If it fails again, escalate with the stderr tail",
+    ),
+    FailureCategory.WORKSPACE_TAMPERED: (
+        "Inspect the kept worktree without running git in it (its .git is not ours)",
+        "Remove the worktree by hand; the run's branch is as it was before the run",
+    ),
+    FailureCategory.INTERRUPTED: (
+        "Send the next turn (or this one again) when wanted: the session goes on",
+    ),
+    FailureCategory.INVALID_OUTPUT: (
+        "Continue the session with the validation error (a retry does, once)",
+        "Say more about the expected answer in the prompt, or simplify output_schema",
+        "Read the answer the agent gave in the message and data",
+    ),
+    FailureCategory.BUDGET_EXCEEDED: (
+        "Raise the budget (max_cost_usd, max_tokens, max_turns, max_tool_calls) if the work "
+        "is worth it",
+        "Continue the session (resume) with a smaller task",
+    ),
+}
 
 
 def _blocked_on(found: Classification, result: RunResult) -> str:

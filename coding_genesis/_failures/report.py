@@ -180,7 +180,7 @@ def _after(line: str, prefix: str) -> str | None:
     return "" if line == prefix.rstrip() else None
 
 
-def parse_failure_report(text: str) -> ChildFailure:
+def parse_failure_report(text: str) -> ChildFailure:  # noqa: C901
     """Read a failure report back into a :class:`ChildFailure` (stderr tail empty).
 
     Tolerant of CRLF line ends, trailing spaces and missing optional sections;

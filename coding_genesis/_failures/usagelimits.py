@@ -95,7 +95,7 @@ def _next_time_of_day(hour: int, minute: int, tz: _dt.tzinfo | None, now: float)
     return when.timestamp()
 
 
-def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> float | None:
+def reset_at(*texts: str, data: Mapping[str, Any] | None = None, now: float) -> float | None:  # noqa: C901
     """The Unix time a usage limit resets at, if the output says so, else None."""
     if data:
         error = data.get("error")

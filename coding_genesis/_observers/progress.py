@@ -151,82 +151,95 @@ class RunTracker:
     def on_event(self, event: Event) -> None:
         if event.run_id:
             self.run_id = event.run_id
-        if isinstance(event, TextEvent):
-            line = _last_line(event.text)
-            if line:
-                self.last_text = line
-        elif isinstance(event, ToolCallEvent):
-            self.tool_calls += 1
-            name = event.name or "unknown"
-            self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
-            summary = tool_summary(name, event.input)
-            self.running[event.id or str(self.tool_calls)] = summary
-            self.last_tool = summary
-            for path in event.files:
-                if isinstance(path, str) and len(self.files) < 1000:
-                    self.files[path] = None
-        elif isinstance(event, ToolResultEvent):
-            self.running.pop(event.id, None)
-            if event.is_error:
-                self.failed_tools += 1
-        elif isinstance(event, SessionEvent):
-            self.session_id = event.session_id or self.session_id
-            self.model = event.model or self.model
-        elif isinstance(event, StateEvent):
-            self.state = str(event.state or self.state)
-        elif isinstance(event, RunStartedEvent):
-            self.phase = "running"
-            self.pid = event.pid
-            if isinstance(event.timeout, int | float):
-                self.timeout = float(event.timeout)
-        elif isinstance(event, ResultEvent):
-            if event.session_id:
-                self.session_id = event.session_id
-        elif isinstance(event, CliRetryEvent):
-            self.cli_retries += 1
-            attempt, most = event.attempt, event.max_retries
-            status = event.error_status
-            note = f"API retry {attempt}/{most}" if attempt and most else "API retry"
-            self.last_cli_retry = note + (f" (HTTP {status})" if status else "")
-        elif isinstance(event, AttemptEvent):
-            # coding-genesis's own retry policy: "started" then "finished" per attempt.
-            number = event.attempt
-            if isinstance(number, int):
-                self.attempt = number
-            self.running.clear()  # one attempt's process is gone, or a new one starts
-            extra = event.extra
-            if event.phase == "started":
-                if self.attempt > 1:
-                    how = "resuming the session" if extra.get("resume_session") else "fresh"
-                    self.last_attempt = f"attempt {self.attempt} ({how})"
-            elif event.action == "retry":
-                delay = extra.get("delay_s")
-                wait = f" in {delay:g}s" if isinstance(delay, int | float) else ""
-                self.last_attempt = (
-                    f"attempt {self.attempt} failed ({extra.get('category')}); retrying{wait}"
-                )
-        elif isinstance(event, UsageEvent):
-            self._on_usage(event)
-        elif isinstance(event, BudgetEvent):
-            # An exceeded budget's message says so itself ("budget exceeded: ...").
-            self.budget_note = (
-                event.message
-                if event.level == "exceeded"
-                else f"budget {event.level}: {event.message}"
+        handle = _HANDLERS.get(type(event))
+        if handle is None:  # a subclass of a kind: found by its MRO, as isinstance did
+            handle = next((_HANDLERS[k] for k in type(event).__mro__ if k in _HANDLERS), None)
+        if handle is not None:
+            handle(self, event)
+
+    def _on_text(self, event: TextEvent) -> None:
+        line = _last_line(event.text)
+        if line:
+            self.last_text = line
+
+    def _on_tool_call(self, event: ToolCallEvent) -> None:
+        self.tool_calls += 1
+        name = event.name or "unknown"
+        self.tool_usage[name] = self.tool_usage.get(name, 0) + 1
+        summary = tool_summary(name, event.input)
+        self.running[event.id or str(self.tool_calls)] = summary
+        self.last_tool = summary
+        for path in event.files:
+            if isinstance(path, str) and len(self.files) < 1000:
+                self.files[path] = None
+
+    def _on_tool_result(self, event: ToolResultEvent) -> None:
+        self.running.pop(event.id, None)
+        if event.is_error:
+            self.failed_tools += 1
+
+    def _on_session(self, event: SessionEvent) -> None:
+        self.session_id = event.session_id or self.session_id
+        self.model = event.model or self.model
+
+    def _on_state(self, event: StateEvent) -> None:
+        self.state = str(event.state or self.state)
+
+    def _on_run_started(self, event: RunStartedEvent) -> None:
+        self.phase = "running"
+        self.pid = event.pid
+        if isinstance(event.timeout, int | float):
+            self.timeout = float(event.timeout)
+
+    def _on_result(self, event: ResultEvent) -> None:
+        if event.session_id:
+            self.session_id = event.session_id
+
+    def _on_cli_retry(self, event: CliRetryEvent) -> None:
+        self.cli_retries += 1
+        attempt, most = event.attempt, event.max_retries
+        status = event.error_status
+        note = f"API retry {attempt}/{most}" if attempt and most else "API retry"
+        self.last_cli_retry = note + (f" (HTTP {status})" if status else "")
+
+    def _on_attempt(self, event: AttemptEvent) -> None:
+        # coding-genesis's own retry policy: "started" then "finished" per attempt.
+        number = event.attempt
+        if isinstance(number, int):
+            self.attempt = number
+        self.running.clear()  # one attempt's process is gone, or a new one starts
+        extra = event.extra
+        if event.phase == "started":
+            if self.attempt > 1:
+                how = "resuming the session" if extra.get("resume_session") else "fresh"
+                self.last_attempt = f"attempt {self.attempt} ({how})"
+        elif event.action == "retry":
+            delay = extra.get("delay_s")
+            wait = f" in {delay:g}s" if isinstance(delay, int | float) else ""
+            self.last_attempt = (
+                f"attempt {self.attempt} failed ({extra.get('category')}); retrying{wait}"
             )
-            if event.level == "exceeded":
-                self.budget_exceeded = True
-                cost = event.extra.get("used") if event.limit == "max_cost_usd" else None
-                if isinstance(cost, int | float):
-                    self.cost_usd = float(cost)
-        elif isinstance(event, ErrorEvent):
-            self.errors += 1
-            self.last_error = _last_line(event.message) or None
-        elif isinstance(event, RunFinishedEvent):
-            self.phase = "finished"
-            self.finished_at = self._clock()
-            status = event.status
-            self.status = status if isinstance(status, int) else None
+
+    def _on_budget(self, event: BudgetEvent) -> None:
+        # An exceeded budget's message says so itself ("budget exceeded: ...").
+        self.budget_note = (
+            event.message if event.level == "exceeded" else f"budget {event.level}: {event.message}"
+        )
+        if event.level == "exceeded":
+            self.budget_exceeded = True
+            cost = event.extra.get("used") if event.limit == "max_cost_usd" else None
+            if isinstance(cost, int | float):
+                self.cost_usd = float(cost)
+
+    def _on_error(self, event: ErrorEvent) -> None:
+        self.errors += 1
+        self.last_error = _last_line(event.message) or None
+
+    def _on_run_finished(self, event: RunFinishedEvent) -> None:
+        self.phase = "finished"
+        self.finished_at = self._clock()
+        status = event.status
+        self.status = status if isinstance(status, int) else None
 
     def stopping(self, note: str) -> None:
         """The user asked to stop (Ctrl-C, SIGTERM)."""
@@ -285,6 +298,24 @@ def _clock_text(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+#: What each kind of event changes in a run's progress (by its type).
+_HANDLERS: dict[type, Callable[[RunTracker, Any], None]] = {
+    TextEvent: RunTracker._on_text,
+    ToolCallEvent: RunTracker._on_tool_call,
+    ToolResultEvent: RunTracker._on_tool_result,
+    SessionEvent: RunTracker._on_session,
+    StateEvent: RunTracker._on_state,
+    RunStartedEvent: RunTracker._on_run_started,
+    ResultEvent: RunTracker._on_result,
+    CliRetryEvent: RunTracker._on_cli_retry,
+    AttemptEvent: RunTracker._on_attempt,
+    UsageEvent: RunTracker._on_usage,
+    BudgetEvent: RunTracker._on_budget,
+    ErrorEvent: RunTracker._on_error,
+    RunFinishedEvent: RunTracker._on_run_finished,
+}
 
 
 class ProgressView:

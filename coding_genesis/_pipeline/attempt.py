@@ -13,6 +13,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from coding_genesis._pipeline.decode import Decoder, Routes
 from coding_genesis._pipeline.evidence import EvidenceWatch
@@ -24,9 +25,14 @@ from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, SupervisorConfig
 from coding_genesis._util.redact import Redactor
 from coding_genesis.backend import Backend, MessageUsage, node_launch
+from coding_genesis.options import TurnHow
 from coding_genesis.request import CommandSpec, Request
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
+
+if TYPE_CHECKING:
+    from coding_genesis.approval import ApprovalRecord
+    from coding_genesis.hooks import HookRecord
 
 __all__ = [
     "AttemptContext",
@@ -56,7 +62,7 @@ class TurnEnd:
     ``fault`` (the CLI broke its protocol), ``died`` (the CLI exited mid-turn),
     ``completed``/``failed`` (the CLI's result says the rest)."""
 
-    how: str
+    how: TurnHow
     message: str = ""
 
 
@@ -80,9 +86,9 @@ class AttemptOutcome:
     #: A turn of a live session: how it ended (None: a one-shot run).
     ended: TurnEnd | None = None
     #: A turn of a live session: the approval decisions taken during it.
-    approvals: tuple[dict[str, object], ...] = ()
+    approvals: tuple[ApprovalRecord, ...] = ()
     #: A turn of a live session: the hooks called during it.
-    hooks: tuple[dict[str, object], ...] = ()
+    hooks: tuple[HookRecord, ...] = ()
 
 
 def resolve_program(

@@ -32,7 +32,7 @@ from coding_genesis.events import (
     UsageEvent,
 )
 
-__all__ = ["Decoder", "Handler", "Routes", "Watch"]
+__all__ = ["Decoder", "Handler", "Router", "Routes", "Watch", "skip_failed_line"]
 
 log = logging.getLogger("coding_genesis._pipeline.decode")
 
@@ -157,55 +157,40 @@ class _Nobody:
         pass
 
 
-class Decoder:
-    """Decodes one attempt's stdout.  ``feed`` is the supervisor's stdout sink:
-    it takes each chunk as read and ``b""`` at EOF, and says whether the CLI's
-    terminal event has been seen.
+class Router:
+    """The routes of one attempt's events (a live session's turn, or a session
+    between turns): each event down the route of its type, made the first time
+    the type is seen, into :attr:`tally`.
 
-    ``on_event`` hears every event (a replay, a conformance check): a failure
-    in it counts the line as skipped.  ``watch`` adds a handler for the event
-    types it names, after the tally's, and is settled at the end of a chunk
-    in which it found something (see :class:`Watch`).  ``routes`` give the
-    handlers of the types they ask for: a failure in one is theirs (see
-    :class:`Routes`).
-    """
+    ``on_event`` hears every event (a replay, a conformance check); ``watch``
+    adds a handler for the event types it names, after the tally's, and is
+    settled at the end of a chunk in which it found something (see
+    :class:`Watch`); ``routes`` give the handlers of the types they ask for: a
+    failure in one is theirs (see :class:`Routes`).  A failure of any other
+    handler propagates out of :meth:`deliver` (its line is skipped)."""
 
     __slots__ = (
         "_adders",
-        "_clock",
         "_extra",
-        "_flush",
         "_given",
         "_routes",
-        "_translate",
         "_version",
         "_watch",
-        "errors",
-        "parser",
         "tally",
         "terminal",
     )
 
     def __init__(
         self,
-        translator: Translator,
         tally: RunTally,
         *,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        on_event: Handler | None = None,
         routes: Routes | None = None,
-        clock: Callable[[], float] = time.time,
         watch: Watch | None = None,
+        on_event: Handler | None = None,
     ) -> None:
-        self.parser = JsonLinesParser(max_line_bytes)
         self.tally = tally
+        #: The CLI's terminal event has been seen.
         self.terminal = False
-        #: Lines the translator or an ``on_event`` failed on (counted as skipped).
-        self.errors = 0
-        self._translate = translator.translate
-        self._flush: Callable[[], Sequence[Event]] | None = translator.flush
-        #: Read once per chunk: the time its events became known (the tally's ``now``).
-        self._clock = clock
         self._adders = tally.adders()
         self._extra: tuple[Handler, ...] = (on_event,) if on_event is not None else ()
         self._watch = watch
@@ -214,43 +199,45 @@ class Decoder:
         #: event type -> (its core handlers, the handlers ``routes`` give).
         self._routes: dict[type, tuple[tuple[Handler, ...], tuple[Handler, ...]]] = {}
 
-    @property
-    def lines(self) -> int:
-        return self.parser.lines
-
-    @property
-    def skipped(self) -> int:
-        return self.parser.skipped
-
-    def feed(self, chunk: bytes) -> bool:
+    def decode(
+        self,
+        parser: JsonLinesParser,
+        chunk: bytes,
+        each: Callable[[dict[str, Any]], object],
+        clock: Callable[[], float],
+    ) -> None:
+        """One chunk of stdout (``b""``: its end) through ``parser``, each
+        object to ``each`` (which delivers its events here): the tally's
+        ``now`` read once for the chunk, the watch settled after it."""
         version = self._given.version
         if version != self._version:  # who hears changed: routes anew
             self._version = version
             self._routes.clear()
         if chunk:
-            self.tally.now = self._clock()
-            self.parser.feed_each(chunk, self._object)
+            self.tally.now = clock()
+            parser.feed_each(chunk, each)
             watch = self._watch
             if watch is not None and watch.pending is not None:
                 watch.settle(self.terminal)
         else:
-            for obj in self.parser.close():
-                self._object(obj)
-            if self._flush is not None:  # the end of the stream, whatever ended it
-                flush, self._flush = self._flush, None
-                # The held-back events take the lines' path (as one line).
-                translate, self._translate = self._translate, lambda obj: flush()
-                try:
-                    self._object({})
-                finally:
-                    self._translate = translate
-        return self.terminal
+            for obj in parser.close():
+                each(obj)
 
-    def feed_all(self, data: bytes) -> Decoder:
-        """Decode a whole recorded stdout (then EOF)."""
-        self.feed(data)
-        self.feed(b"")
-        return self
+    def deliver(self, events: Sequence[Event]) -> None:
+        """Take ``events`` down their routes, in order."""
+        routes = self._routes
+        for event in events:
+            route = routes.get(type(event))
+            if route is None:
+                route = self._route(type(event))
+            core, heard = route
+            for handler in core:
+                handler(event)
+            for handler in heard:
+                try:
+                    handler(event)
+                except Exception:  # noqa: BLE001  (a failing handler is dropped, the run goes on)
+                    self._handler_failed(handler)
 
     def _route(self, event_type: type) -> tuple[tuple[Handler, ...], tuple[Handler, ...]]:
         """The route of a type, made at its first event (so also: when it came)."""
@@ -278,25 +265,96 @@ class Decoder:
     def _saw_terminal(self, event: Event) -> None:
         self.terminal = True
 
-    def retarget(self, tally: RunTally, *, routes: Routes | None, watch: Watch | None) -> None:
-        """Decode from now on into ``tally``, for ``routes`` (a live session's
-        next turn: one parser for the session's stdout, one tally per turn)."""
-        self.tally = tally
-        self.terminal = False
-        self._adders = tally.adders()
-        self._watch = watch
-        self._given = routes if routes is not None else _Nobody()
+    def _handler_failed(self, handler: Handler) -> None:
+        self._given.failed(handler)
         self._version = self._given.version
-        self._routes.clear()
+        self._routes.clear()  # at once: the rest of this chunk must not call it
 
-    def emit(self, events: Sequence[Event]) -> None:
-        """Take ``events`` (not from a line: a turn's held-back events) down their routes."""
-        if events:
-            translate, self._translate = self._translate, lambda obj: events
+
+def skip_failed_line(parser: JsonLinesParser, errors: int) -> int:
+    """A line whose translation or routing failed: counted as skipped (the
+    first failure of a stream logged with its traceback); the errors so far."""
+    if not errors:
+        log.exception("decoding a stdout line failed; skipped (logged once per run)")
+    parser.skipped += 1
+    return errors + 1
+
+
+class Decoder:
+    """Decodes one attempt's stdout.  ``feed`` is the supervisor's stdout sink:
+    it takes each chunk as read and ``b""`` at EOF, and says whether the CLI's
+    terminal event has been seen.
+
+    The parser's objects are translated and their events taken down the
+    routes of one :class:`Router` (``on_event``, ``watch`` and ``routes`` are
+    its); a failure in the translator or in ``on_event`` counts the line as
+    skipped.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_deliver",
+        "_flush",
+        "_translate",
+        "errors",
+        "parser",
+        "router",
+        "tally",
+    )
+
+    def __init__(
+        self,
+        translator: Translator,
+        tally: RunTally,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        on_event: Handler | None = None,
+        routes: Routes | None = None,
+        clock: Callable[[], float] = time.time,
+        watch: Watch | None = None,
+    ) -> None:
+        self.parser = JsonLinesParser(max_line_bytes)
+        self.tally = tally
+        self.router = Router(tally, routes=routes, watch=watch, on_event=on_event)
+        #: Lines the translator or an ``on_event`` failed on (counted as skipped).
+        self.errors = 0
+        self._translate = translator.translate
+        self._deliver = self.router.deliver
+        self._flush: Callable[[], Sequence[Event]] | None = translator.flush
+        #: Read once per chunk: the time its events became known (the tally's ``now``).
+        self._clock = clock
+
+    @property
+    def terminal(self) -> bool:
+        return self.router.terminal
+
+    @property
+    def lines(self) -> int:
+        return self.parser.lines
+
+    @property
+    def skipped(self) -> int:
+        return self.parser.skipped
+
+    def feed(self, chunk: bytes) -> bool:
+        router = self.router
+        router.decode(self.parser, chunk, self._object, self._clock)
+        if not chunk and self._flush is not None:  # the end of the stream, whatever ended it
+            flush, self._flush = self._flush, None
+            # The held-back events take the lines' path (as one line).
             try:
-                self._object({})
-            finally:
-                self._translate = translate
+                events = flush()
+                if events:
+                    self._deliver(events)
+            except Exception:  # noqa: BLE001  (counted as a skipped line)
+                self.errors = skip_failed_line(self.parser, self.errors)
+        return router.terminal
+
+    def feed_all(self, data: bytes) -> Decoder:
+        """Decode a whole recorded stdout (then EOF)."""
+        self.feed(data)
+        self.feed(b"")
+        return self
 
     def _object(self, obj: dict[str, Any]) -> None:
         """Translate one object and take its events down their routes; a
@@ -307,28 +365,7 @@ class Decoder:
             except RecursionError:
                 # A translator that walked a hostile nesting: once more, bounded.
                 events = self._translate(bound_depth(obj))
-            if not events:
-                return
-            routes = self._routes
-            for event in events:
-                route = routes.get(type(event))
-                if route is None:
-                    route = self._route(type(event))
-                core, heard = route
-                for handler in core:
-                    handler(event)
-                for handler in heard:
-                    try:
-                        handler(event)
-                    except Exception:  # noqa: BLE001  (a failing handler is dropped, the run goes on)
-                        self._handler_failed(handler)
-        except Exception:
-            if not self.errors:
-                log.exception("decoding a stdout line failed; skipped (logged once per run)")
-            self.errors += 1
-            self.parser.skipped += 1
-
-    def _handler_failed(self, handler: Handler) -> None:
-        self._given.failed(handler)
-        self._version = self._given.version
-        self._routes.clear()  # at once: the rest of this chunk must not call it
+            if events:
+                self._deliver(events)
+        except Exception:  # noqa: BLE001  (counted as a skipped line)
+            self.errors = skip_failed_line(self.parser, self.errors)

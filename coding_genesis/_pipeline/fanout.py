@@ -224,7 +224,7 @@ class RunObservers:
         #: Every decoded event to the observers that hear them (see RunObserver), or None.
         self.decoded: Callable[[Event], None] | None = self._decoded_fanout()
 
-    def _decoded_fanout(self) -> Callable[[Event], None] | None:
+    def _decoded_fanout(self) -> Callable[[Event], None] | None:  # noqa: C901
         hearing: list[tuple[RunObserver, Handler]] = []
         for handle in self._live:
             overrides = self._overrides[id(handle)]

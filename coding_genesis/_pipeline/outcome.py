@@ -90,10 +90,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
     name = ctx.backend
     run_id = ctx.run_id
     rc = outcome.returncode
-    stderr_tail = redactor.text(outcome.stderr_tail)
-    if outcome.stderr_bytes > len(outcome.stderr_tail.encode("utf-8", "replace")):
-        # The tail was cut off the front: the end of a secret may start it.
-        stderr_tail = redactor.cut_start(stderr_tail)
+    stderr_tail = _stderr_tail(outcome, redactor)
     common: dict[str, Any] = {
         "backend": name,
         "agent": ctx.agent,
@@ -124,8 +121,8 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "failed_tools": list(tally.failed_tools),
         "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
-        "approvals": redactor.deep([dict(a) for a in attempt.approvals]),
-        "hooks": redactor.deep([dict(h) for h in attempt.hooks]),
+        "approvals": redactor.deep([a.to_dict() for a in attempt.approvals]),
+        "hooks": redactor.deep([h.to_dict() for h in attempt.hooks]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(
             tally.unfinished_steps(
@@ -152,15 +149,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
             **common,
         )
     if outcome.spawn_error is not None:
-        exc = outcome.spawn_error
-        missing = isinstance(exc, FileNotFoundError)
-        return RunResult(
-            status=Status.NOT_FOUND if missing else Status.NOT_EXECUTABLE,
-            message=redactor.text(f"could not start {name} CLI: {exc.strerror or exc}"),
-            is_error=True,
-            error=ErrorCode.NOT_FOUND if missing else ErrorCode.NOT_EXECUTABLE,
-            **common,
-        )
+        return _not_started(outcome.spawn_error, ctx, common)
 
     ended = attempt.ended
     if ended is not None and (
@@ -171,25 +160,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         return _turn_end(attempt, ended, common, redactor, name)
 
     if outcome.stop_reason in (StopReason.TIMEOUT, StopReason.IDLE, StopReason.STALLED):
-        stopped = ", ".join(outcome.signals_sent) or "it had already exited"
-        progress = f"{counted(tally.tool_calls, 'tool call')} made before the stop"
-        if outcome.stop_reason is StopReason.STALLED:
-            message = (
-                f"{name} stalled: no output on stdout or stderr for "
-                f"{outcome.stall_silent_s or 0:g}s while its process tree used "
-                f"{outcome.stall_cpu_s or 0:g} CPU seconds; process tree stopped ({stopped}); "
-                f"{progress}"
-            )
-            error = ErrorCode.STALLED
-        elif outcome.stop_reason is StopReason.TIMEOUT:
-            message = (
-                f"{name} timed out after {timeout:g}s; process tree stopped ({stopped}); {progress}"
-            )
-            error = ErrorCode.TIMEOUT
-        else:
-            idle = ctx.idle_timeout or 0.0
-            message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
-            error = ErrorCode.IDLE_TIMEOUT
+        message, error = _deadline_message(attempt, ctx)
         return RunResult(
             status=Status.TIMEOUT,
             message=redactor.text(message),
@@ -294,6 +265,49 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
 
 #: A CLI's error result whose subtype says more than "the CLI failed".
 _SUBTYPE_ERRORS = {"error_max_turns": ErrorCode.MAX_TURNS}
+
+
+def _stderr_tail(outcome: ProcessOutcome, redactor: Redactor) -> str:
+    """The stderr tail, masked (a tail cut off the front is masked from its start)."""
+    stderr_tail = redactor.text(outcome.stderr_tail)
+    if outcome.stderr_bytes > len(outcome.stderr_tail.encode("utf-8", "replace")):
+        # The tail was cut off the front: the end of a secret may start it.
+        stderr_tail = redactor.cut_start(stderr_tail)
+    return stderr_tail
+
+
+def _not_started(exc: OSError, ctx: ResultContext, common: dict[str, Any]) -> RunResult:
+    """The CLI could not be started: not found, or not executable."""
+    missing = isinstance(exc, FileNotFoundError)
+    return RunResult(
+        status=Status.NOT_FOUND if missing else Status.NOT_EXECUTABLE,
+        message=ctx.redactor.text(f"could not start {ctx.backend} CLI: {exc.strerror or exc}"),
+        is_error=True,
+        error=ErrorCode.NOT_FOUND if missing else ErrorCode.NOT_EXECUTABLE,
+        **common,
+    )
+
+
+def _deadline_message(attempt: AttemptOutcome, ctx: ResultContext) -> tuple[str, ErrorCode]:
+    """What a run stopped at one of its deadlines (wall, idle, stall) says, and its error."""
+    outcome = attempt.process
+    name = ctx.backend
+    stopped = ", ".join(outcome.signals_sent) or "it had already exited"
+    progress = f"{counted(attempt.tally.tool_calls, 'tool call')} made before the stop"
+    if outcome.stop_reason is StopReason.STALLED:
+        message = (
+            f"{name} stalled: no output on stdout or stderr for "
+            f"{outcome.stall_silent_s or 0:g}s while its process tree used "
+            f"{outcome.stall_cpu_s or 0:g} CPU seconds; process tree stopped ({stopped}); "
+            f"{progress}"
+        )
+        return message, ErrorCode.STALLED
+    if outcome.stop_reason is StopReason.TIMEOUT:
+        message = f"{name} timed out after {attempt.timeout:g}s; process tree stopped ({stopped}); {progress}"
+        return message, ErrorCode.TIMEOUT
+    idle = ctx.idle_timeout or 0.0
+    message = f"{name} was idle for {idle:g}s with no output; process tree stopped ({stopped}); {progress}"
+    return message, ErrorCode.IDLE_TIMEOUT
 
 
 def _turn_end(

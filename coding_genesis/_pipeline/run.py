@@ -28,8 +28,6 @@ from pydantic import BaseModel
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, run_attempt
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.fanout import RunObservers
-from coding_genesis._pipeline.live import LiveLink
-from coding_genesis._pipeline.opening import one_turn
 from coding_genesis._pipeline.outcome import (
     ResultContext,
     build_result,
@@ -42,6 +40,7 @@ from coding_genesis._pipeline.output import OUTPUT_RETRY, checked_output
 from coding_genesis._pipeline.retrying import AttemptPlan, retrying
 from coding_genesis._pipeline.routes import RunRoutes
 from coding_genesis._pipeline.tally import RunTally
+from coding_genesis._pipeline.transport import OneTurn, Transport
 from coding_genesis._pipeline.wrappers import RunWrappers
 from coding_genesis._supervision.ledger import Ledger, LedgerError
 from coding_genesis._supervision.stop import StopHandle
@@ -74,7 +73,8 @@ WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
 
 class RunWiring:
     """What every run of one agent shares: its configuration, backend, event
-    bus, redactor, run ledger, observers and the factory of its run wrappers."""
+    bus, redactor, run ledger, observers, the factory of its run wrappers and
+    the one-turn transport of a two-way run."""
 
     __slots__ = (
         "_sweep",
@@ -86,6 +86,7 @@ class RunWiring:
         "make_wrappers",
         "name",
         "observers",
+        "one_turn",
         "redactor",
         "totals",
     )
@@ -99,6 +100,8 @@ class RunWiring:
         observers: Sequence[Observer],
         make_wrappers: WrappersFactory | None,
         sweep: Sweeper | None = None,
+        *,
+        one_turn: OneTurn,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -110,6 +113,9 @@ class RunWiring:
         #: What runs at the agent's first run over its ledger (handed in by the
         #: agent: the sweep acts on worktrees and transcripts, above this layer).
         self._sweep = sweep
+        #: One turn of a live CLI, for a run with an approver, hooks or host
+        #: tools (handed in by the agent: the live transport is above this layer).
+        self.one_turn = one_turn
         self.redactor = Redactor.of_environment(config.env)
         self.ledger: Ledger | None = (
             None
@@ -172,7 +178,7 @@ class RunWiring:
         request: Request,
         run_id: str,
         clock: Clock,
-        link: LiveLink | None = None,
+        link: Transport | None = None,
         trigger: Trigger = "user",
     ) -> Run:
         """Open the run's observers (subscribed to the bus) and its wrappers.
@@ -301,7 +307,7 @@ class RunWiring:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
             if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
-                return await one_turn(self.backend, attempt, context, run_id)
+                return await self.one_turn(self.backend, attempt, context, run_id)
             return await run_attempt(self.backend, attempt, marker=run_id, context=context)
         finally:
             if ledger is not None:
@@ -477,7 +483,7 @@ class Run:
         self.unsubscribe = unsubscribe
         self.wrappers = wrappers
         #: The live session this run is a turn of (None: a one-shot run).
-        self.link: LiveLink | None = None
+        self.link: Transport | None = None
         #: Who started it (``cli``: the CLI, between a session's turns).
         self.trigger: Trigger = "user"
         #: The tally of the attempt in flight (for the answer to a cancellation).

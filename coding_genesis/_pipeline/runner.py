@@ -31,8 +31,8 @@ from coding_genesis.run_events import StateEvent
 from coding_genesis.status import AgentState, ErrorCode, Status
 
 if TYPE_CHECKING:
-    from coding_genesis._pipeline.live import LiveLink
     from coding_genesis._pipeline.run import RunWiring
+    from coding_genesis._pipeline.transport import Transport
     from coding_genesis._util.clock import Clock
     from coding_genesis.backend import Backend
     from coding_genesis.breaker import CircuitBreaker
@@ -177,7 +177,7 @@ class Runner:
         prompt: str,
         options: Mapping[str, Any] = _EMPTY,
         *,
-        session: LiveLink | None = None,
+        session: Transport | None = None,
         trigger: Trigger = "user",
     ) -> RunResult:
         """One request through the pipeline: a one-shot run, or (``session``)

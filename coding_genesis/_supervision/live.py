@@ -1,38 +1,29 @@
 """What a live process needs from the supervisor: its stdin held open across
-turns, and clocks that run only while a turn does.
+turns (its clocks, which run only while a turn does, are
+:class:`~coding_genesis._supervision.watchdog.TurnClocks`).
 
 A live session keeps one CLI running for several turns and speaks to it in
 JSON lines on stdin.  It runs :func:`~coding_genesis._supervision.process.run_process`
 as a background task for its whole life, with ``stdin=LiveStdin()`` and
 ``clocks=TurnClocks()``: the supervisor opens the pipe and binds it to the
 :class:`LiveStdin` once the CLI is spawned, closes it when the run ends
-(always), and times out only while a turn has armed the :class:`TurnClocks`.
+(always), and times out only while a turn has armed the ``TurnClocks``.
 Everything else (the tree stopped on timeout or cancellation, reaping, the
 stop handle) is the one-shot supervision, unchanged.
 
-Both objects belong to the event loop that runs the process: call them from
-its tasks, not from other threads.
+Both (the stdin and the clocks) belong to the event loop that runs the
+process: call them from its tasks, not from other threads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import anyio
 
-from coding_genesis._supervision.epoch import Epoch
-from coding_genesis.errors import InvalidTimeoutError
-
-if TYPE_CHECKING:
-    from coding_genesis._supervision.tree import Tree
-    from coding_genesis._supervision.values import SupervisorConfig
-
-__all__ = ["LiveStdin", "LiveStdinClosed", "TurnClocks"]
+__all__ = ["LiveStdin", "LiveStdinClosed"]
 
 
 class LiveStdinClosed(BrokenPipeError):
@@ -159,111 +150,3 @@ class LiveStdin:
     def __repr__(self) -> str:
         state = "closed" if self._ended else "open" if self._fd is not None else "unbound"
         return f"LiveStdin({state})"
-
-
-class TurnClocks:
-    """A live process's clocks, running only during a turn.
-
-    :meth:`arm` starts a turn's wall clock, idle clock and stall window now;
-    :meth:`disarm` ends them.  While disarmed nothing times out, however long
-    the pause between turns.  With clocks, ``run_process`` ignores its
-    config's ``timeout``, ``idle_timeout``, ``stall_timeout`` and ``linger``.
-    """
-
-    __slots__ = (
-        "_config",
-        "_tree",
-        "_wake",
-        "armed_at",
-        "before",
-        "generation",
-        "idle_timeout",
-        "stall_timeout",
-        "timeout",
-    )
-
-    def __init__(self) -> None:
-        self.timeout: float | None = None
-        self.idle_timeout: float | None = None
-        self.stall_timeout: float | None = None
-        #: When the running turn was armed (``anyio.current_time()``).
-        self.armed_at = 0.0
-        #: What existed when the turn was armed: its strays are what came after.
-        self.before = Epoch.empty()
-        #: Counts the armings, so the supervisor sees a new turn's clocks.
-        self.generation = 0
-        self._wake: Callable[[], object] | None = None
-        self._tree: Tree | None = None
-        self._config: SupervisorConfig | None = None
-
-    @property
-    def armed(self) -> bool:
-        return self.timeout is not None
-
-    def arm(
-        self,
-        *,
-        timeout: float,
-        idle_timeout: float | None = None,
-        stall_timeout: float | None = None,
-    ) -> None:
-        """Start a turn's clocks now (again from zero if a turn was armed):
-        ``timeout`` of wall time, stopped after ``idle_timeout`` seconds
-        without stdout, or ``stall_timeout`` without output and CPU."""
-        for name, value in (
-            ("timeout", timeout),
-            ("idle_timeout", idle_timeout),
-            ("stall_timeout", stall_timeout),
-        ):
-            if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
-                raise InvalidTimeoutError(f"{name} must be a finite number of seconds")
-            if value is not None and value <= 0:
-                raise InvalidTimeoutError(f"{name} must be greater than zero, got {value}")
-        self.timeout, self.idle_timeout, self.stall_timeout = timeout, idle_timeout, stall_timeout
-        self.armed_at = anyio.current_time()
-        self.before = Epoch.now()
-        self.generation += 1
-        self._poke()
-
-    def disarm(self) -> None:
-        """End the turn's clocks: nothing times out until the next :meth:`arm`."""
-        self.timeout = self.idle_timeout = self.stall_timeout = None
-        self._poke()
-
-    def _poke(self) -> None:
-        if self._wake is not None:
-            self._wake()
-
-    # -- the supervisor's side -----------------------------------------------
-
-    def bind(self, wake: Callable[[], object]) -> None:
-        """Called by the supervisor: ``wake`` is called on each arm and disarm."""
-        self._wake = wake
-
-    def bind_tree(self, tree: Tree, config: SupervisorConfig) -> None:
-        """Called by the supervisor: the process tree :meth:`stop_strays` stops in."""
-        self._tree, self._config = tree, config
-
-    async def stop_strays(self) -> int:
-        """Stop the processes of the tree that were not there at the last
-        :meth:`arm`, the CLI itself spared (what an interrupted turn's tools
-        left running); how many there were.  The tree is resolved now: arming
-        only lists pids (see :mod:`~coding_genesis._supervision.epoch`).
-        Bounded like a stop of the whole tree."""
-        tree, config = self._tree, self._config
-        if tree is None or config is None:
-            return 0
-        return await tree.stop_strays(
-            self.before, config.stop_signals, config.grace, config.kill_wait
-        )
-
-    def unbind(self) -> None:
-        self._wake = None
-
-    def __repr__(self) -> str:
-        if not self.armed:
-            return "TurnClocks(disarmed)"
-        return (
-            f"TurnClocks(timeout={self.timeout}, idle_timeout={self.idle_timeout}, "
-            f"stall_timeout={self.stall_timeout})"
-        )

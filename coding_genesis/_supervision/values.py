@@ -2,7 +2,7 @@
 stopped a tree (:class:`StopReason`) and what happened (:class:`ProcessOutcome`).
 
 Apart from the loop (:mod:`coding_genesis._supervision.process`) so that what
-the loop and the live process's clocks both read has a module below both.
+the loop, its readers and its watchdog all read has a module below them.
 """
 
 from __future__ import annotations
@@ -109,9 +109,6 @@ class ProcessOutcome:
     duration_s: float = 0.0
 
 
-#: Receives each parsed stdout object as soon as its line is parsed; returns
-#: True for the CLI's terminal event.  One call per object, no list per chunk:
-#: that keeps the hot path within reach of a bare ``orjson.loads`` loop.
 #: Receives each stdout chunk (then ``b""`` at EOF); True once the terminal event was seen.
 StdoutSink = Callable[[bytes], bool]
 

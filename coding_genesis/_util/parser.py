@@ -371,29 +371,10 @@ def head_fields(head: bytes) -> dict[tuple[str, ...], Scalar]:
         text, mark, scalar = match.groups()
         path, is_object = stack[-1] if stack else ((), False)
         if mark is not None:
-            if mark in (b"{", b"["):
-                if expect != "value":
-                    break
-                inner = (*path, key) if is_object and key is not None else path
-                if mark == b"[":
-                    inner = (*inner, "[]")  # items are no members of the object
-                stack.append((inner, mark == b"{"))
-                expect, key = ("key" if mark == b"{" else "value"), None
-            elif mark in (b"}", b"]"):
-                if not stack or stack[-1][1] != (mark == b"}"):
-                    break
-                stack.pop()
-                if not stack:
-                    break  # the whole object was read
-                expect = "next"
-            elif mark == b":":
-                if expect != "colon":
-                    break
-                expect = "value"
-            else:  # ","
-                if expect != "next":
-                    break
-                expect = "key" if is_object else "value"
+            step = _mark_step(mark, expect, key, path, is_object, stack)
+            if step is None:
+                break
+            expect, key = step
             continue
         if pos >= end and scalar is not None:
             break  # a number or literal cut off by the head's end
@@ -410,6 +391,37 @@ def head_fields(head: bytes) -> dict[tuple[str, ...], Scalar]:
         else:
             break
     return fields
+
+
+def _mark_step(
+    mark: bytes,
+    expect: str,
+    key: str | None,
+    path: tuple[str, ...],
+    is_object: bool,
+    stack: list[tuple[tuple[str, ...], bool]],
+) -> tuple[str, str | None] | None:
+    """One structural mark of :func:`head_fields` (``{ [ } ] : ,``): what
+    comes next and the key kept (``stack`` opened or closed); None: stop
+    there (not JSON, or the whole object was read)."""
+    if mark in (b"{", b"["):
+        if expect != "value":
+            return None
+        inner = (*path, key) if is_object and key is not None else path
+        if mark == b"[":
+            inner = (*inner, "[]")  # items are no members of the object
+        stack.append((inner, mark == b"{"))
+        return ("key" if mark == b"{" else "value"), None
+    if mark in (b"}", b"]"):
+        if not stack or stack[-1][1] != (mark == b"}"):
+            return None
+        stack.pop()
+        return ("next", key) if stack else None  # empty: the whole object was read
+    if mark == b":":
+        return ("value", key) if expect == "colon" else None
+    if expect != "next":  # ","
+        return None
+    return ("key" if is_object else "value"), key
 
 
 #: The most tokens :func:`tail_fields` reads (each is a step of Python).
@@ -440,54 +452,66 @@ def tail_fields(tail: bytes) -> dict[tuple[str, ...], Scalar]:
                 break
             pos, expect = pos - 1, "value"
         elif expect == "value":
-            if byte in (0x7D, 0x5D):  # a nested object or array: gone through
-                start = _container_start(tail, pos)
-                if start is None:
-                    break
-                pos, has_value = start, False
-            elif byte == 0x22:  # '"'
-                start = _string_start(tail, pos)
-                if start is None:
-                    break
-                try:
-                    value = _loads(tail[start:pos])
-                except _JSONDecodeError:
-                    break
-                pos, has_value = start, True
-            else:
-                start = pos
-                while start and tail[start - 1] in _SCALAR_BYTES:
-                    start -= 1
-                try:
-                    value = _loads(tail[start:pos]) if start < pos else None
-                except _JSONDecodeError:
-                    break
-                if start == pos or not start:
-                    break  # nothing read, or maybe cut off at the tail's start
-                pos, has_value = start, True
+            read = _value_before(tail, pos, byte)
+            if read is None:
+                break
+            pos, has_value, value = read
             expect = "colon"
         elif expect == "colon":
             if byte != 0x3A:  # ":"
                 break
             pos, expect = pos - 1, "key"
         elif expect == "key":
-            start = _string_start(tail, pos) if byte == 0x22 else None
-            if start is None:
-                break
-            try:
-                key = _loads(tail[start:pos])
-            except _JSONDecodeError:
-                break
-            if not isinstance(key, str):
+            named = _key_before(tail, pos, byte)
+            if named is None:
                 break
             if has_value:
-                fields.setdefault((key,), value)
-            pos, expect = start, "comma"
+                fields.setdefault((named[1],), value)
+            pos, expect = named[0], "comma"
         else:  # "comma": another member before, or the object's start
             if byte != 0x2C:  # ","
                 break
             pos, expect = pos - 1, "value"
     return fields
+
+
+def _value_before(tail: bytes, pos: int, byte: int) -> tuple[int, bool, Scalar | None] | None:
+    """The member's value that ends at ``pos`` (its last byte ``byte``), read
+    backwards: where it starts, whether it is a scalar kept (a nested object
+    or array is gone through, not kept) and the scalar; None: not JSON, or
+    maybe cut off at the tail's start."""
+    if byte in (0x7D, 0x5D):  # a nested object or array: gone through
+        start = _container_start(tail, pos)
+        return None if start is None else (start, False, None)
+    if byte == 0x22:  # '"'
+        found = _string_start(tail, pos)
+        if found is None:
+            return None
+        start = found
+    else:
+        start = pos
+        while start and tail[start - 1] in _SCALAR_BYTES:
+            start -= 1
+        if start == pos or not start:
+            return None  # nothing read, or maybe cut off at the tail's start
+    try:
+        value = _loads(tail[start:pos])
+    except _JSONDecodeError:
+        return None
+    return start, True, value
+
+
+def _key_before(tail: bytes, pos: int, byte: int) -> tuple[int, str] | None:
+    """The member's key whose closing quote ends at ``pos``: where it starts
+    and the key; None: not a JSON string."""
+    start = _string_start(tail, pos) if byte == 0x22 else None
+    if start is None:
+        return None
+    try:
+        key = _loads(tail[start:pos])
+    except _JSONDecodeError:
+        return None
+    return (start, key) if isinstance(key, str) else None
 
 
 def _string_start(data: bytes, end: int) -> int | None:

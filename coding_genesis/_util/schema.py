@@ -199,7 +199,7 @@ class _SchemaCheck:
         self.root = root
         self.seen: set[str] = set()
 
-    def node(self, node: Any, where: str) -> None:
+    def node(self, node: Any, where: str) -> None:  # noqa: C901
         if isinstance(node, bool):
             return  # true: anything; false: nothing
         if not isinstance(node, dict):
@@ -330,7 +330,7 @@ def _is(value: Any, kind: str) -> bool:
     return actual == kind
 
 
-def _validate(value: Any, node: Any, root: Mapping[str, Any], at: str, out: list[str]) -> None:
+def _validate(value: Any, node: Any, root: Mapping[str, Any], at: str, out: list[str]) -> None:  # noqa: C901
     if len(out) >= MAX_ERRORS or node is True:
         return
     if node is False:

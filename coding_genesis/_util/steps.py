@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["MAX_STEP_CHARS", "describe_step", "relative_path"]
@@ -61,48 +61,68 @@ def _field(tool_input: Mapping[str, Any], *names: str) -> str:
     return ""
 
 
+def _path(data: Mapping[str, Any], cwd: str | None, *keys: str) -> str:
+    value = _field(data, *keys)
+    return relative_path(value, cwd) if value else ""
+
+
+def _ran(name: str, data: Mapping[str, Any], cwd: str | None) -> str:
+    command = _command(data.get("command"))
+    return f"Ran {name}: {command}" if command else f"Ran {name}"
+
+
+def _changed(name: str, data: Mapping[str, Any], cwd: str | None) -> str:
+    changes = [c for c in data.get("changes") or () if isinstance(c, Mapping) and c.get("path")]
+    if len(changes) == 1:
+        kind = _CODEX_KINDS.get(str(changes[0].get("kind")), "Changed")
+        return f"{kind} {relative_path(str(changes[0]['path']), cwd)}"
+    if changes:
+        files = ", ".join(relative_path(str(c["path"]), cwd) for c in changes)
+        return f"Changed {len(changes)} files: {files}"
+    return "Changed files"
+
+
+#: What a call of one tool did: (tool name, its input, the run's cwd) → one line.
+_Describer = Callable[[str, Mapping[str, Any], "str | None"], str]
+
+#: Each tool name (as every CLI spells it) and its describer.
+_DESCRIBERS: dict[str, _Describer] = {
+    **dict.fromkeys(
+        ("Bash", "command_execution", "shell", "local_shell", "run_shell_command", "bash"), _ran
+    ),
+    **dict.fromkeys(
+        ("Write", "write_file", "write"),
+        lambda _, data, cwd: f"Wrote {_path(data, cwd, 'file_path', 'filePath')}",
+    ),
+    **dict.fromkeys(
+        ("Edit", "MultiEdit"), lambda _, data, cwd: f"Edited {_path(data, cwd, 'file_path')}"
+    ),
+    "NotebookEdit": lambda _, data, cwd: f"Edited notebook {_path(data, cwd, 'notebook_path')}",
+    "Read": lambda _, data, cwd: f"Read {_path(data, cwd, 'file_path')}",
+    "file_change": _changed,
+    "Glob": lambda _, data, cwd: f"Listed files matching {_field(data, 'pattern')}",
+    "Grep": lambda _, data, cwd: f"Searched for {_field(data, 'pattern')!r}",
+    "WebFetch": lambda _, data, cwd: f"Fetched {_field(data, 'url')}",
+    **dict.fromkeys(
+        ("WebSearch", "web_search"),
+        lambda _, data, cwd: f"Searched the web: {_field(data, 'query')}",
+    ),
+    **dict.fromkeys(
+        ("Task", "Agent"),
+        lambda _, data, cwd: f"Ran a subagent: {_field(data, 'description', 'prompt')}",
+    ),
+    "TodoWrite": lambda _, data, cwd: "Updated the todo list",
+}
+
+
 def describe_step(name: str, tool_input: Any, cwd: str | None = None) -> str:
     """What one successful tool call did, in one line."""
     data: Mapping[str, Any] = tool_input if isinstance(tool_input, Mapping) else {}
-
-    def path(*keys: str) -> str:
-        value = _field(data, *keys)
-        return relative_path(value, cwd) if value else ""
-
-    text = ""
-    if name in ("Bash", "command_execution", "shell", "local_shell", "run_shell_command", "bash"):
-        command = _command(data.get("command"))
-        text = f"Ran {name}: {command}" if command else f"Ran {name}"
-    elif name in ("Write", "write_file", "write"):
-        text = f"Wrote {path('file_path', 'filePath')}"
-    elif name in ("Edit", "MultiEdit"):
-        text = f"Edited {path('file_path')}"
-    elif name == "NotebookEdit":
-        text = f"Edited notebook {path('notebook_path')}"
-    elif name == "Read":
-        text = f"Read {path('file_path')}"
-    elif name == "file_change":
-        changes = [c for c in data.get("changes") or () if isinstance(c, Mapping) and c.get("path")]
-        if len(changes) == 1:
-            kind = _CODEX_KINDS.get(str(changes[0].get("kind")), "Changed")
-            text = f"{kind} {relative_path(str(changes[0]['path']), cwd)}"
-        elif changes:
-            files = ", ".join(relative_path(str(c["path"]), cwd) for c in changes)
-            text = f"Changed {len(changes)} files: {files}"
-        else:
-            text = "Changed files"
-    elif name == "Glob":
-        text = f"Listed files matching {_field(data, 'pattern')}"
-    elif name == "Grep":
-        text = f"Searched for {_field(data, 'pattern')!r}"
-    elif name == "WebFetch":
-        text = f"Fetched {_field(data, 'url')}"
-    elif name in ("WebSearch", "web_search"):
-        text = f"Searched the web: {_field(data, 'query')}"
-    elif name in ("Task", "Agent"):
-        text = f"Ran a subagent: {_field(data, 'description', 'prompt')}"
-    elif name == "TodoWrite":
-        text = "Updated the todo list"
+    describe = _DESCRIBERS.get(name)
+    if describe is not None:
+        text = describe(name, data, cwd)
     elif name.startswith("mcp"):
         text = f"Called {name}"
+    else:
+        text = ""
     return _one_line(text.rstrip(": ") or f"Used {name}")

@@ -130,50 +130,21 @@ async def sweep(
     swept: list[SweptRun] = []
     for path, entry in dead:
         marker = str(entry["marker"])
-        worktree = entry.get("worktree")
         refused = not_ours(path.name, entry, live)
         stopped: list[int] = []
         if refused is None:
             stopped = await stop_marked(marker, grace=grace, dry_run=dry_run)
-        run = SweptRun(
-            run_id=str(entry.get("run_id") or marker)[:200],
-            marker=marker[:200],
-            runner_pid=entry["runner_pid"] if isinstance(entry.get("runner_pid"), int) else 0,
-            stopped=tuple(stopped),
-            transcript=entry.get("transcript")
-            if isinstance(entry.get("transcript"), str)
-            else None,
-            found_ts=time.time(),
-            worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
-            refused=refused,
-        )
+        run = _swept_run(entry, marker, stopped, refused)
         if refused is not None:
             log.warning("run ledger %s: record %s left alone: %s", ledger.path, path.name, refused)
             swept.append(run)
             continue
+        worktree = entry.get("worktree")
         if isinstance(worktree, dict):
-            # lazy: git and the worktree machinery, only when a dead run left a worktree
-            from coding_genesis._workspace.reclaim import check_reclaim, reclaim
-
-            why = await check_reclaim(worktree, roots=worktrees_dirs)
-            if why is not None:
-                run = dataclasses.replace(run, worktree_refused=why)
-                log.warning("run %s: its worktree left alone: %s", run.run_id, why)
-            elif not dry_run:
-                try:
-                    await reclaim(worktree, roots=worktrees_dirs)
-                except Exception:
-                    log.exception("run %s: could not remove its worktree", run.run_id)
+            run = await _reclaim_worktree(run, worktree, worktrees_dirs, dry_run)
         overlay = entry.get("overlay")
         if overlay is not None:
-            why_not = is_own_overlay(overlay, marker)
-            if why_not is None:
-                run = dataclasses.replace(run, overlay=overlay)
-                if not dry_run:
-                    shutil.rmtree(overlay, ignore_errors=True)  # fd-based: no link followed
-            elif why_not != "gone":
-                run = dataclasses.replace(run, overlay_refused=why_not)
-                log.warning("run %s: its overlay %r left alone: %s", run.run_id, overlay, why_not)
+            run = _remove_overlay(run, overlay, marker, dry_run)
         swept.append(run)
         if dry_run:
             continue
@@ -190,6 +161,58 @@ async def sweep(
         )
     ledger.ignored = ignored
     return swept
+
+
+def _swept_run(
+    entry: dict[str, Any], marker: str, stopped: list[int], refused: str | None
+) -> SweptRun:
+    """What the sweep found of one dead run's record (its fields bounded)."""
+    worktree = entry.get("worktree")
+    return SweptRun(
+        run_id=str(entry.get("run_id") or marker)[:200],
+        marker=marker[:200],
+        runner_pid=entry["runner_pid"] if isinstance(entry.get("runner_pid"), int) else 0,
+        stopped=tuple(stopped),
+        transcript=entry.get("transcript") if isinstance(entry.get("transcript"), str) else None,
+        found_ts=time.time(),
+        worktree=str(worktree.get("path")) if isinstance(worktree, dict) else None,
+        refused=refused,
+    )
+
+
+async def _reclaim_worktree(
+    run: SweptRun,
+    worktree: dict[str, Any],
+    roots: Sequence[str | os.PathLike[str]],
+    dry_run: bool,
+) -> SweptRun:
+    """A dead run's worktree removed when it is ours; else why it was left."""
+    # lazy: git and the worktree machinery, only when a dead run left a worktree
+    from coding_genesis._workspace.reclaim import check_reclaim, reclaim
+
+    why = await check_reclaim(worktree, roots=roots)
+    if why is not None:
+        log.warning("run %s: its worktree left alone: %s", run.run_id, why)
+        return dataclasses.replace(run, worktree_refused=why)
+    if not dry_run:
+        try:
+            await reclaim(worktree, roots=roots)
+        except Exception:
+            log.exception("run %s: could not remove its worktree", run.run_id)
+    return run
+
+
+def _remove_overlay(run: SweptRun, overlay: Any, marker: str, dry_run: bool) -> SweptRun:
+    """A dead run's settings overlay removed when it is its own; else why not."""
+    why_not = is_own_overlay(overlay, marker)
+    if why_not is None:
+        if not dry_run:
+            shutil.rmtree(overlay, ignore_errors=True)  # fd-based: no link followed
+        return dataclasses.replace(run, overlay=overlay)
+    if why_not != "gone":
+        log.warning("run %s: its overlay %r left alone: %s", run.run_id, overlay, why_not)
+        return dataclasses.replace(run, overlay_refused=why_not)
+    return run
 
 
 def sweep_sync(

@@ -111,25 +111,9 @@ def example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) ->
     """A small value ``schema`` accepts (the subset of JSON Schema the CLIs use):
     what a model answering claude's ``StructuredOutput`` tool could write."""
     root = schema if root is None else root
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        return example(target, root)
-    if "const" in schema:
-        return schema["const"]
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list) and schema[key]:
-            return example(schema[key][0], root)
-    if isinstance(schema.get("allOf"), list):
-        merged: dict[str, Any] = {}
-        for part in schema["allOf"]:
-            value = example(part, root)
-            merged |= value if isinstance(value, dict) else {}
-        return merged
+    value = _composed(schema, root)
+    if value is not _NOT_COMPOSED:
+        return value
     kind = schema.get("type", "object" if "properties" in schema else None)
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -153,6 +137,35 @@ def example(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) ->
     minimum, maximum = int(schema.get("minLength", 0)), schema.get("maxLength")
     text = text.ljust(minimum, "x")
     return text[: int(maximum)] if maximum is not None else text
+
+
+#: What :func:`_composed` answers for a schema that names its type itself.
+_NOT_COMPOSED = object()
+
+
+def _composed(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    """The example of a schema made of others or of fixed values (``$ref``,
+    ``const``, ``enum``, ``anyOf``/``oneOf``, ``allOf``); else :data:`_NOT_COMPOSED`."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, Mapping) else {}
+        return example(target, root)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return example(schema[key][0], root)
+    if isinstance(schema.get("allOf"), list):
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            value = example(part, root)
+            merged |= value if isinstance(value, dict) else {}
+        return merged
+    return _NOT_COMPOSED
 
 
 def sdk_servers(config: str | None) -> tuple[str, ...]:

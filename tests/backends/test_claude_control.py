@@ -35,7 +35,7 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.events import Event, ResultEvent, TextEvent, ToolResultEvent
-from tests.support import cli_request
+from tests.support import cli_request, given_session
 
 TWOWAY = Path(__file__).parents[1] / "fakes" / "recordings" / "twoway"
 Decide = Callable[[ApprovalRequest], Decision]
@@ -51,6 +51,8 @@ class Replay:
     asks: list[PermissionAsk] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     sent: int = 0
+    #: The conversation id each opening gave claude (what its Ready names).
+    given: list[str | None] = field(default_factory=list)
 
 
 def replay(name: str, decide: Decide = _allow) -> Replay:
@@ -68,7 +70,9 @@ def replay(name: str, decide: Decide = _allow) -> Replay:
             if request.get("subtype") == "initialize":
                 proto = ClaudeBackend().control()
                 approvals = request.get("hooks") is not None
-                written += proto.opening(cli_request(cwd="/srv/rec/work", approvals=approvals))
+                begun = proto.begin(cli_request(cwd="/srv/rec/work", approvals=approvals))
+                out.given.append(given_session(begun))
+                written += begun.greeting
             elif obj["type"] == "user":
                 assert proto is not None
                 written += proto.begin_turn(obj["message"]["content"])
@@ -107,7 +111,8 @@ def results(out: Replay) -> list[ResultEvent]:
 
 def test_two_turns_in_one_process() -> None:
     out = replay("two_turns")
-    assert out.meanings.count(Ready(None)) == 1
+    assert [m for m in out.meanings if isinstance(m, Ready)] == [Ready(s) for s in out.given]
+    assert len(out.given) == 1
     assert ends(out) == [TurnEnded("completed"), TurnEnded("completed")]
     texts = [e.text for e in out.events if isinstance(e, TextEvent)]
     assert texts == ["first answer", "second answer"]
@@ -196,7 +201,8 @@ def test_an_interrupt_ends_the_turn_and_the_next_one_works() -> None:
 
 def test_resume_in_a_second_process() -> None:
     out = replay("resume")
-    assert out.meanings.count(Ready(None)) == 2
+    assert [m for m in out.meanings if isinstance(m, Ready)] == [Ready(s) for s in out.given]
+    assert len(out.given) == 2
     first, second = results(out)
     assert first.session_id == second.session_id
     spec = ClaudeBackend().control().command(cli_request(cwd="/w", resume=first.session_id))
@@ -245,9 +251,9 @@ def test_the_command_is_the_one_shot_run_s_in_stream_json() -> None:
 
 
 def test_hooks_only_with_approvals() -> None:
-    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w"))
+    (init,) = ClaudeBackend().control().begin(cli_request(cwd="/w")).greeting
     assert init["request"] == {"subtype": "initialize", "hooks": None}
-    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w", approvals=True))
+    (init,) = ClaudeBackend().control().begin(cli_request(cwd="/w", approvals=True)).greeting
     hooks = init["request"]["hooks"]
     assert hooks == {"PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]}
 
@@ -257,9 +263,12 @@ def test_hooks_only_with_approvals() -> None:
 
 def _opened(approvals: bool = True) -> ClaudeControl:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(cli_request(cwd="/w", approvals=approvals))
+    begun = proto.begin(cli_request(cwd="/w", approvals=approvals))
+    (init,) = begun.greeting
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
-    assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
+    assert proto.receive({"type": "control_response", "response": ok}) == (
+        Ready(given_session(begun)),
+    )
     proto.begin_turn("go")
     return proto
 
@@ -313,7 +322,7 @@ def test_a_malformed_control_message_is_a_fault(obj: dict[str, Any]) -> None:
 
 def test_error_answers_to_our_requests() -> None:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(cli_request(cwd="/w"))
+    (init,) = proto.begin(cli_request(cwd="/w")).greeting
     error = {"subtype": "error", "request_id": init["request_id"], "error": "bad hooks"}
     (fault,) = proto.receive({"type": "control_response", "response": error})
     assert fault == ProtocolFault("claude refused initialize: bad hooks", True)
@@ -327,7 +336,7 @@ def test_error_answers_to_our_requests() -> None:
     assert isinstance(again, ProtocolFault)
     # a fault quotes a bounded part of claude's words
     fresh = ClaudeBackend().control()
-    (init,) = fresh.opening(cli_request(cwd="/w"))
+    (init,) = fresh.begin(cli_request(cwd="/w")).greeting
     error = {"subtype": "error", "request_id": init["request_id"], "error": "x" * 10**6}
     (fault,) = fresh.receive({"type": "control_response", "response": error})
     assert isinstance(fault, ProtocolFault) and len(fault.message) < 1000

@@ -27,7 +27,7 @@ from coding_genesis.control import (
     TurnEnded,
 )
 from coding_genesis.hooks import HOOK_EVENTS, HookEvent, HookInput, HookResult
-from tests.support import cli_request
+from tests.support import cli_request, given_session
 
 TWOWAY = Path(__file__).parents[1] / "fakes" / "recordings" / "twoway"
 ALL = frozenset(HOOK_EVENTS)
@@ -70,7 +70,7 @@ def replay_hooks() -> Replay:
             if obj.get("request", {}).get("subtype") == "initialize":
                 proto = ClaudeBackend().control()
                 start = cli_request(cwd="/srv/rec/work", approvals=True, hooks=ALL, hook_wait=95)
-                written += proto.opening(start)
+                written += proto.begin(start).greeting
             elif obj["type"] == "user":
                 assert proto is not None
                 written += proto.begin_turn(obj["message"]["content"])
@@ -144,9 +144,12 @@ def test_what_claude_did_with_each_answer() -> None:
 def _opened(*, approvals: bool, hooks: frozenset[HookEvent] = ALL) -> ClaudeControl:
     proto = ClaudeBackend().control()
     start = cli_request(cwd="/w", approvals=approvals, hooks=hooks, hook_wait=40)
-    (init,) = proto.opening(start)
+    begun = proto.begin(start)
+    (init,) = begun.greeting
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
-    assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
+    assert proto.receive({"type": "control_response", "response": ok}) == (
+        Ready(given_session(begun)),
+    )
     proto.begin_turn("go")
     return proto
 
@@ -172,12 +175,12 @@ def _answer(objects: list[Outgoing]) -> dict[str, Any]:
 def test_only_the_events_with_hooks_are_registered_with_a_timeout() -> None:
     proto = ClaudeBackend().control()
     start = cli_request(cwd="/w", hooks=frozenset({"turn_end"}), hook_wait=40)
-    (init,) = proto.opening(start)
+    (init,) = proto.begin(start).greeting
     assert init["request"]["hooks"] == {
         "Stop": [{"matcher": None, "hookCallbackIds": ["genesis_stop"], "timeout": 40}]
     }
     # approvals alone: the approver's callback as before, claude's own timeout
-    (init,) = ClaudeBackend().control().opening(cli_request(cwd="/w", approvals=True))
+    (init,) = ClaudeBackend().control().begin(cli_request(cwd="/w", approvals=True)).greeting
     assert init["request"]["hooks"] == {
         "PreToolUse": [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
     }

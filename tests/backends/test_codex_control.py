@@ -1,4 +1,4 @@
-"""The ``codex app-server`` codec (``CodexAppServer``) and its translator, on the recordings of
+"""The ``codex app-server`` codec (``CodexControl``) and its translator, on the recordings of
 the real codex 0.169 (``tests/fakes/recordings/twoway/codex_*.jsonl``, made by
 ``tests/fakes/record_codex_control.py``) and on hostile input.
 
@@ -22,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 from coding_genesis.approval import Decision
 from coding_genesis.backend import Translator
 from coding_genesis.backends import CodexBackend
-from coding_genesis.backends.codex_control import FORWARDED, NOT_SERVED, OPT_OUT, CodexAppServer
+from coding_genesis.backends.codex_control import FORWARDED, NOT_SERVED, OPT_OUT, CodexControl
 from coding_genesis.backends.codex_events import AppServerTranslator
 from coding_genesis.control import (
     FORWARD,
@@ -118,7 +118,7 @@ def _start(
 def replay(name: str, hooks: frozenset[HookEvent] = frozenset()) -> Replay:
     recorded = lines(name)
     out = Replay()
-    protocol = CodexAppServer()
+    protocol = CodexControl()
     produced: list[Outgoing] = []
     asks: dict[Any, PermissionAsk] = {}
     translator: Translator = AppServerTranslator()
@@ -127,7 +127,7 @@ def replay(name: str, hooks: frozenset[HookEvent] = frozenset()) -> Replay:
         if line["dir"] == "#":
             note = line["note"]
             if "process" in note:
-                protocol = CodexAppServer()
+                protocol = CodexControl()
             if "interrupt_before_turn_id" in note:
                 assert protocol.interrupt() == []
             continue
@@ -149,7 +149,7 @@ def replay(name: str, hooks: frozenset[HookEvent] = frozenset()) -> Replay:
         if not produced:  # our own intent: derive it from the line we wrote
             method = msg.get("method")
             if method == "initialize":
-                produced = protocol.opening(_start(recorded, index, hooks))
+                produced = protocol.begin(_start(recorded, index, hooks)).greeting
             elif method == "turn/start":
                 produced = protocol.begin_turn(msg["params"]["input"][0]["text"])
                 translator = protocol.translator()
@@ -436,9 +436,9 @@ def schema_problems(obj: Outgoing, schemas: Path = SCHEMAS) -> list[str]:
 def everything_written() -> Iterator[Outgoing]:
     for name in ALL:
         yield from replay(name).written
-    protocol = CodexAppServer()
+    protocol = CodexControl()
     start = cli_request(cwd="/w", model="gpt-5.5", permissions="full", approvals=True)
-    yield from protocol.opening(start)
+    yield from protocol.begin(start).greeting
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     yield from reply.objects
@@ -516,7 +516,7 @@ def assert_the_codecs_methods_in(names: dict[str, list[str]]) -> None:
 
 def test_command_and_thread_params() -> None:
     protocol = CodexBackend().control()
-    assert isinstance(protocol, CodexAppServer) and protocol is not CodexBackend().control()
+    assert isinstance(protocol, CodexControl) and protocol is not CodexBackend().control()
     assert protocol.can_steer
     start = cli_request(
         cwd="/w",
@@ -531,7 +531,7 @@ def test_command_and_thread_params() -> None:
         },
         extra_args=("--enable", "x"),
     )
-    spec = protocol.command(start)
+    spec = protocol.begin(start).command
     assert spec.args == (
         "app-server",
         "-c",  # the project's .codex/ unread, even if the user trusted it
@@ -547,7 +547,6 @@ def test_command_and_thread_params() -> None:
     )
     assert spec.stdin is None
     assert len(spec.warnings) == 3  # max_turns, the sandbox option, the profile
-    protocol.opening(start)
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     initialized, thread = reply.objects
@@ -562,8 +561,8 @@ def test_command_and_thread_params() -> None:
 
 
 def test_approvals_ask_untrusted() -> None:
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w", approvals=True))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w", approvals=True))
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     assert reply.objects[1]["params"] == {"cwd": "/w", "approvalPolicy": "untrusted"}
@@ -577,10 +576,10 @@ def approval(rid: Any, method: str = "item/commandExecution/requestApproval") ->
     return {"id": rid, "method": method, "params": params}
 
 
-def ready() -> CodexAppServer:
+def ready() -> CodexControl:
     """A codec whose thread ``t`` is open and whose turn ``u`` runs."""
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w"))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w"))
     protocol.receive({"id": 1, "result": {}})
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
     protocol.begin_turn("go")
@@ -620,8 +619,8 @@ def test_not_a_mapping_is_a_fault() -> None:
 
 
 def test_error_responses() -> None:
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w"))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w"))
     fault = only(
         protocol.receive({"id": 1, "error": {"code": -32600, "message": "no"}}), ProtocolFault
     )
@@ -651,8 +650,8 @@ def test_error_responses() -> None:
 
 
 def test_a_thread_start_without_a_thread_id_is_fatal() -> None:
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w"))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w"))
     protocol.receive({"id": 1, "result": {}})
     assert only(protocol.receive({"id": 2, "result": {"thread": {}}}), ProtocolFault).fatal
 
@@ -805,8 +804,8 @@ def test_an_unparsed_request_of_another_kind_gets_an_error() -> None:
 
 
 def test_an_unparsed_answer_to_our_request_fails_it() -> None:
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w"))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w"))
     fault = only(protocol.unparsed(unread(id=1)), ProtocolFault)
     assert fault.fatal and "initialize" in fault.message
     assert ready().unparsed(unread(id=99)) == ()  # not ours

@@ -1,4 +1,4 @@
-"""codex's hook points, observed (``CodexAppServer`` with ``hooks=``): the recordings of the
+"""codex's hook points, observed (``CodexControl`` with ``hooks=``): the recordings of the
 real codex 0.169 replayed with hooks for every event (codex's own lines unchanged: hooks
 change nothing codex is told), and what each hook input holds."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coding_genesis.backends.codex_control import CodexAppServer
+from coding_genesis.backends.codex_control import CodexControl
 from coding_genesis.control import FORWARD, HookCall, Reply, TurnEnded
 from coding_genesis.hooks import HOOK_EVENTS, HookInput, HookResult
 from tests.backends.test_codex_control import replay
@@ -52,8 +52,8 @@ def test_without_hooks_nothing_is_reported() -> None:
     assert not [m for m in out.meanings if isinstance(m, HookCall)]
 
 
-def _turn(protocol: CodexAppServer) -> None:
-    (init,) = protocol.opening(cli_request(cwd="/w", hooks=ALL))
+def _turn(protocol: CodexControl) -> None:
+    (init,) = protocol.begin(cli_request(cwd="/w", hooks=ALL)).greeting
     (reply,) = protocol.receive({"id": init["id"], "result": {}})
     assert isinstance(reply, Reply)
     thread_start = reply.objects[1]
@@ -68,7 +68,7 @@ def _item(method: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_compaction_an_mcp_call_and_nothing_to_answer() -> None:
-    protocol = CodexAppServer()
+    protocol = CodexControl()
     _turn(protocol)
     forward, compact = protocol.receive(
         _item("item/started", {"type": "contextCompaction", "id": "c"})

@@ -60,7 +60,7 @@ def test_codex_app_server_thread_and_turn_params(tmp_path: Path) -> None:
     protocol = get_backend("codex").control()
     assert protocol is not None
     start = cli_request(permissions="edit", add_dirs=(str(tmp_path),), **FIRST_CLASS)
-    protocol.opening(start)
+    protocol.begin(start)
     (reply,) = protocol.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     thread = next(o for o in reply.objects if o.get("method") == "thread/start")

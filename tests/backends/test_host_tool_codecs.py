@@ -20,7 +20,7 @@ from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.backends import CodexBackend
 from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.claude_control import MCP_SERVER, ClaudeControl
-from coding_genesis.backends.codex_control import NOT_SERVED, CodexAppServer
+from coding_genesis.backends.codex_control import NOT_SERVED, CodexControl
 from coding_genesis.control import (
     ControlProtocol,
     Incoming,
@@ -57,9 +57,9 @@ def only(meanings: Any, kind: type) -> Any:
 def claude(start: Request = START, approvals: bool = False) -> ClaudeControl:
     proto = ClaudeBackend().control()
     start = cli_request(cwd=start.cwd, tools=start.tools, approvals=approvals)
-    spec = proto.command(start)
-    (given,) = [a.split("=", 1)[1] for a in spec.args if a.startswith("--session-id=")]
-    (init,) = proto.opening(start)
+    begun = proto.begin(start)
+    (given,) = [a.split("=", 1)[1] for a in begun.command.args if a.startswith("--session-id=")]
+    (init,) = begun.greeting
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
     assert proto.receive({"type": "control_response", "response": ok}) == (Ready(given),)
     proto.begin_turn("go")
@@ -226,10 +226,10 @@ def test_claude_mcp_never_raises(message: dict[str, Any], server: Any) -> None:
 # -- codex: dynamic tools ----------------------------------------------------------------
 
 
-def codex(start: Request = START) -> tuple[CodexAppServer, list[dict[str, Any]]]:
+def codex(start: Request = START) -> tuple[CodexControl, list[dict[str, Any]]]:
     """A codec whose thread ``t`` is open and whose turn ``u`` runs; what it wrote."""
     proto = CodexBackend().control()
-    written = list(proto.opening(start))
+    written = list(proto.begin(start).greeting)
     (reply,) = proto.receive({"id": 1, "result": {}})
     assert isinstance(reply, Reply)
     written += reply.objects

@@ -9,12 +9,12 @@ from typing import Any
 
 from coding_genesis.backends import ClaudeBackend, CodexBackend, GeminiBackend
 from coding_genesis.backends.claude_control import ANSWER_TOOL, HOOK_ID
-from coding_genesis.backends.codex_control import CodexAppServer
+from coding_genesis.backends.codex_control import CodexControl
 from coding_genesis.control import PermissionAsk, Ready, Reply
 from coding_genesis.events import ResultEvent
 from coding_genesis.result import RunResult
 from tests.backends.test_codex_control import schema_problems
-from tests.support import cli_request
+from tests.support import cli_request, given_session
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -67,30 +67,33 @@ def test_codex_warns_of_a_schema_the_openai_api_refuses_in_strict_mode() -> None
         "properties": {"a": {"type": "string"}},
         "additionalProperties": False,
     }
-    spec = CodexAppServer().command(cli_request(cwd="/w", output_schema=loose))
+    spec = CodexControl().command(cli_request(cwd="/w", output_schema=loose))
     assert any("output_schema at $ is not in OpenAI's strict form" in w for w in spec.warnings)
 
 
 def test_codex_app_server_asks_for_the_schema_on_each_turn() -> None:
-    protocol = CodexAppServer()
-    protocol.opening(cli_request(cwd="/w", output_schema=SCHEMA))
+    protocol = CodexControl()
+    protocol.begin(cli_request(cwd="/w", output_schema=SCHEMA))
     protocol.receive({"id": 1, "result": {}})
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
     for prompt in ("one", "two"):
         (turn,) = protocol.begin_turn(prompt)
         assert turn["method"] == "turn/start" and turn["params"]["outputSchema"] == SCHEMA
         assert schema_problems(turn) == []
-    free = CodexAppServer()
-    free.opening(cli_request(cwd="/w"))
+    free = CodexControl()
+    free.begin(cli_request(cwd="/w"))
     (turn,) = free.begin_turn("x")
     assert "outputSchema" not in turn["params"]
 
 
 def _opened_claude() -> Any:
     proto = ClaudeBackend().control()
-    (init,) = proto.opening(cli_request(cwd="/w", approvals=True, output_schema=SCHEMA))
+    begun = proto.begin(cli_request(cwd="/w", approvals=True, output_schema=SCHEMA))
+    (init,) = begun.greeting
     ok = {"subtype": "success", "request_id": init["request_id"], "response": {}}
-    assert proto.receive({"type": "control_response", "response": ok}) == (Ready(None),)
+    assert proto.receive({"type": "control_response", "response": ok}) == (
+        Ready(given_session(begun)),
+    )
     proto.begin_turn("go")
     return proto
 

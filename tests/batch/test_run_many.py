@@ -377,5 +377,10 @@ def test_the_core_imports_no_integration_and_config_nothing_above_it() -> None:
         return list(json.loads(out.stdout))
 
     assert loaded("coding_genesis.batch", ("coding_genesis.integrations",)) == []
-    above = ("coding_genesis._failures", "coding_genesis._observers", "coding_genesis._pipeline")
+    above = (
+        "coding_genesis._failures",
+        "coding_genesis._live",
+        "coding_genesis._observers",
+        "coding_genesis._pipeline",
+    )
     assert loaded("coding_genesis.config", above) == []

@@ -115,7 +115,8 @@ class Session:
     ) -> None:
         self.rec, self.approver, self.hooker = rec, approver, hooker
         self.proto: ControlProtocol = ClaudeBackend().control()
-        spec = self.proto.command(start)
+        begun = self.proto.begin(start)
+        spec = begun.command
         claude = find_claude()
         if claude is None:
             raise SystemExit("no claude CLI (set GENESIS_CLAUDE_PATH)")
@@ -134,7 +135,7 @@ class Session:
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.session_id: str | None = None
-        self.write(self.proto.opening(start))
+        self.write(begun.greeting)
         self.until(lambda m: isinstance(m, Ready | ProtocolFault))
 
     def now(self) -> float:

@@ -1,4 +1,4 @@
-"""Record the REAL ``codex app-server`` driven by our codec (``CodexAppServer``)
+"""Record the REAL ``codex app-server`` driven by our codec (``CodexControl``)
 against the fake model server: ``python -m tests.fakes.record_codex_control [NAME ...]``.
 
 Each scenario writes ``recordings/twoway/codex_NAME.jsonl``, one object a line:
@@ -29,7 +29,7 @@ from typing import Any
 
 from coding_genesis.approval import Decision
 from coding_genesis.backend import Translator
-from coding_genesis.backends.codex_control import CodexAppServer
+from coding_genesis.backends.codex_control import CodexControl
 from coding_genesis.control import (
     FORWARD,
     Outgoing,
@@ -67,7 +67,7 @@ During = Callable[["Session", dict[str, Any]], None]
 
 class Session:
     """One ``codex app-server`` process (``program``: the real one or the fake) driven by
-    one :class:`CodexAppServer`; ``events`` are the running turn's, from its translator."""
+    one :class:`CodexControl`; ``events`` are the running turn's, from its translator."""
 
     def __init__(
         self,
@@ -77,7 +77,7 @@ class Session:
         stderr: Path,
         server: FakeModelServer | None = None,
     ) -> None:
-        self.protocol = CodexAppServer()
+        self.protocol = CodexControl()
         self.server = server
         self.marker = env.get(MARKER_ENV, "")
         self.lines: list[dict[str, Any]] = []
@@ -86,7 +86,8 @@ class Session:
         self._translator: Translator | None = None
         self._asked = 0  # the model requests before the running turn
         self._began = 0.0
-        spec = self.protocol.command(start)
+        self.begun = self.protocol.begin(start)
+        spec = self.begun.command
         self.t0 = time.monotonic()
         self._stderr = stderr.open("wb")
         self.proc = subprocess.Popen(
@@ -143,7 +144,7 @@ class Session:
         return obj
 
     def open(self) -> str | None:
-        self.write(self.protocol.opening(self.start))
+        self.write(self.begun.greeting)
         deadline = time.monotonic() + TURN_TIMEOUT
         while True:
             for meaning in self.protocol.receive(self.next_message(deadline)):

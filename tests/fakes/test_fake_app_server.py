@@ -1,5 +1,5 @@
 """The fake ``codex app-server`` (``tests/fakes/bin/codex app-server``, ``fake_app_server.py``),
-driven by the real codec (``CodexAppServer``) through the recorder's session: each scenario does
+driven by the real codec (``CodexControl``) through the recorder's session: each scenario does
 what the fake's docstring promises, so session tests can rely on it."""
 
 from __future__ import annotations

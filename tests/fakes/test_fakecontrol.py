@@ -40,7 +40,8 @@ class Driver:
         self.record = tmp / "record.jsonl"
         start = cli_request(cwd=str(tmp), approvals=approvals)
         env = {**os.environ, "FAKE_CLI_RECORD": str(self.record)}
-        args = self.proto.command(start).args
+        begun = self.proto.begin(start)
+        args = begun.command.args
         (given,) = [a.split("=", 1)[1] for a in args if a.startswith("--session-id=")]
         self.proc = subprocess.Popen(
             [str(FAKE_BIN / "claude"), *args],
@@ -56,7 +57,7 @@ class Driver:
         self.asks: list[PermissionAsk] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.write(self.proto.opening(start))
+        self.write(begun.greeting)
         assert self.until(lambda m: isinstance(m, Ready)) == Ready(given)  # ours, at open
 
     def _read(self) -> None:

@@ -17,6 +17,8 @@ turn does:
 * ``CALL <name> <json>``: ``call`` (id N) of a host tool with those arguments,
   waits for its ``result``, then says it (``result: <text>`` / ``tool error:
   <text>``) and ``done``; ``CALL2 ...``: two calls at once, then both results;
+* ``ASK_STREAM``: asks (``Bash``), and says ``tick 0``, ``tick 1``, ... every
+  10 ms until the answer comes (at most 1,000), then says it as ``ASK`` does;
 * ``HANG_ASK``: asks and never reads the answer's effect (``done`` only
   after an interrupt);
 * ``SLEEP n``: starts ``python3 -c 'time.sleep(n)'`` in its own session (a
@@ -137,7 +139,7 @@ def main() -> int:
                 said = "tool error: " if result.get("error") else "result: "
                 say({"type": "text", "text": said + str(result.get("text"))})
             done(usage)
-        elif word in ("ASK", "HANG_ASK"):
+        elif word in ("ASK", "ASK_STREAM", "HANG_ASK"):
             tool, _, raw = rest.partition(" ")
             ask_id[0] += 1
             n = ask_id[0]
@@ -146,6 +148,14 @@ def main() -> int:
                 interrupted.wait()
                 done(interrupted=True)
                 return
+            ticks = 0
+            while word == "ASK_STREAM" and ticks < 1000 and not interrupted.is_set():
+                with cond:
+                    if n in answers:
+                        break
+                say({"type": "text", "text": f"tick {ticks}"})
+                ticks += 1
+                interrupted.wait(0.01)
             answer = wait_answer(n)
             if answer is None:
                 done(interrupted=True)

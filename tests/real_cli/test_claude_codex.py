@@ -130,6 +130,14 @@ class Rig:
             options=self.options(tools),
         )
 
+    def agent_with(self, **settings: Any) -> CodingGenesisAgent:
+        """An agent with any settings: a 60 s timeout, a 2 s grace and this rig's
+        CLI, directory and environment unless ``settings`` say otherwise."""
+        defaults: dict[str, Any] = {"timeout": 60.0, "grace": 2.0}
+        settings = {**defaults, **settings}
+        settings["env"] = settings.get("env") or self.env()
+        return CodingGenesisAgent(self.backend, cli_path=self.cli, cwd=self.work, **settings)
+
     def session_header(self) -> str:
         return "x-claude-code-session-id" if self.backend == "claude" else "session-id"
 

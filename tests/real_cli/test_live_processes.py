@@ -17,9 +17,10 @@ import anyio
 import pytest
 
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
-from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
+from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.values import ProcessOutcome, StopReason, SupervisorConfig
+from coding_genesis._supervision.watchdog import TurnClocks
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.real_cli import claude_env, codex_env, write_codex_home
 from tests.support import marked_processes, present

@@ -38,16 +38,8 @@ def anyio_backend() -> str:
 
 
 def agent(rig: Rig, **settings: Any) -> CodingGenesisAgent:
-    return CodingGenesisAgent(
-        rig.backend,
-        cli_path=rig.cli,
-        cwd=rig.work,
-        env=rig.env(),
-        timeout=60.0,
-        grace=2.0,
-        transcripts=str(rig.tmp / "t"),
-        **settings,
-    )
+    """The rig's agent, its transcripts kept (the records under audit)."""
+    return rig.agent_with(transcripts=str(rig.tmp / "t"), **settings)
 
 
 def claude_total(transcript: str | None) -> float:

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest
 from tests.real_cli.test_claude_codex import Rig, hermetic_env, rig
 
@@ -48,13 +47,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def agent(rig: Rig, **settings: Any) -> CodingGenesisAgent:
-    env = settings.pop("env", None) or rig.env()
-    return CodingGenesisAgent(
-        rig.backend, cli_path=rig.cli, cwd=rig.work, env=env, timeout=60.0, grace=2.0, **settings
-    )
-
-
 def prompts(rig: Rig) -> list[str]:
     """The user text of each model request (its last user message)."""
     texts = []
@@ -73,7 +65,7 @@ async def test_a_valid_answer_is_the_output_one_shot_and_in_a_session(rig: Rig) 
         asked.append(request.tool)
         return True
 
-    a = agent(rig)
+    a = rig.agent_with()
     one = await a.run_result(f"SCENARIO:json {GOOD}", output_schema=SCHEMA)
     assert one.status == 0, one.message
     assert one.output == {"name": "x", "count": 2} and one.attempts == 1
@@ -99,7 +91,7 @@ async def test_an_invalid_answer_is_asked_again_once_then_fails(rig: Rig) -> Non
     # claude checks the StructuredOutput call itself; with one attempt allowed it gives
     # up (error_max_structured_output_retries), which is invalid_output here too.
     env = rig.env(MAX_STRUCTURED_OUTPUT_RETRIES="1") if rig.backend == "claude" else None
-    a = agent(rig, env=env)
+    a = rig.agent_with(env=env)
     one = await a.run_result(f"SCENARIO:json {BAD}", output_schema=SCHEMA)
     assert one.status == 1 and one.error == "invalid_output", one.message
     assert one.attempts == 2 and one.output is None
@@ -125,7 +117,7 @@ async def test_an_invalid_answer_is_asked_again_once_then_fails(rig: Rig) -> Non
 
 
 async def test_a_wrong_first_answer_fixed_by_the_retry(rig: Rig) -> None:
-    a = agent(rig)
+    a = rig.agent_with()
     fix = f"SCENARIO:jsonfix {BAD} {GOOD}"
     one = await a.run_result(fix, output_schema=Named)
     assert one.status == 0, one.message

@@ -5,11 +5,9 @@ claude keeps a session's first system prompt: a changed one is not sent on ``res
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
-from coding_genesis import CodingGenesisAgent
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
 
 __all__ = ["claude_rig", "codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures
@@ -22,25 +20,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def agent(rig: Rig, **settings: Any) -> CodingGenesisAgent:
-    return CodingGenesisAgent(
-        rig.backend,
-        cli_path=rig.cli,
-        cwd=rig.work,
-        env=rig.env(),
-        timeout=60.0,
-        grace=2.0,
-        **settings,
-    )
-
-
 def sent(rig: Rig) -> list[str]:
     """Each model request's body, as JSON text."""
     return [json.dumps(r.body) for r in rig.server.model_requests()]
 
 
 async def test_system_prompt_reaches_the_model_one_shot(rig: Rig) -> None:
-    result = await agent(rig).run(
+    result = await rig.agent_with().run(
         "SCENARIO:text hi", system_prompt="SYSMARK-1", append_system_prompt="APPMARK-1"
     )
     assert result["status"] == 0, result["message"]
@@ -49,7 +35,7 @@ async def test_system_prompt_reaches_the_model_one_shot(rig: Rig) -> None:
 
 
 async def test_system_prompt_reaches_the_model_in_a_session(rig: Rig) -> None:
-    a = agent(rig, system_prompt="SYSMARK-2")
+    a = rig.agent_with(system_prompt="SYSMARK-2")
     async with a.session(append_system_prompt="APPMARK-2") as session:
         result = await session.send_result("SCENARIO:text hi")
     assert result.status == 0, result.message
@@ -58,7 +44,7 @@ async def test_system_prompt_reaches_the_model_in_a_session(rig: Rig) -> None:
 
 
 async def test_the_old_option_still_reaches_claude(claude_rig: Rig) -> None:
-    result = await agent(claude_rig).run(
+    result = await claude_rig.agent_with().run(
         "SCENARIO:text hi", options={"append_system_prompt": "OLDMARK"}
     )
     assert result["status"] == 0, result["message"]
@@ -68,7 +54,7 @@ async def test_the_old_option_still_reaches_claude(claude_rig: Rig) -> None:
 async def test_claude_does_not_resend_a_changed_system_prompt_on_resume(
     claude_rig: Rig,
 ) -> None:
-    a = agent(claude_rig)
+    a = claude_rig.agent_with()
     first = await a.run("SCENARIO:text one", system_prompt="FIRSTMARK")
     assert first["status"] == 0, first["message"]
     assert "FIRSTMARK" in sent(claude_rig)[-1]
@@ -84,7 +70,7 @@ async def test_claude_does_not_resend_a_changed_system_prompt_on_resume(
 async def test_add_dirs_is_taken_one_shot_and_in_a_session(rig: Rig) -> None:
     other = rig.tmp / "other"
     other.mkdir()
-    a = agent(rig, permissions="edit", add_dirs=[str(other)])
+    a = rig.agent_with(permissions="edit", add_dirs=[str(other)])
     one_shot = await a.run("SCENARIO:text hi")
     assert one_shot["status"] == 0, one_shot["message"]
     assert not [w for w in one_shot["warnings"] if "add_dirs" in w], one_shot["warnings"]

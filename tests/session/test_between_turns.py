@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -20,17 +19,10 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.run_events import ApprovalEvent
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import agent
 from tests.support import FAKE_BIN
 
 pytestmark = pytest.mark.anyio
-
-
-def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
-    settings.setdefault("ledger", str(tmp_path / "ledger"))
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
 @pytest.mark.slow

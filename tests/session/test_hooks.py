@@ -18,16 +18,14 @@ from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.hooks import HookInput, HookResult
-from tests.session.twoway import TwoWayBackend
+from tests.session import twoway
 
 pytestmark = pytest.mark.anyio
 
 
 def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
     settings.setdefault("ledger", False)
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
+    return twoway.agent(tmp_path, **settings)
 
 
 async def test_a_blocking_pre_tool_hook_refuses_the_call_and_the_approver_is_not_asked(

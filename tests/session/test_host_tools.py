@@ -20,7 +20,7 @@ from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.status import Status
 from tests.otel_support import Spans, spans
-from tests.session.twoway import TwoWayBackend, TwoWayProtocol
+from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent
 
 __all__ = ["spans"]
 
@@ -45,13 +45,6 @@ async def fails(path: str) -> str:
 async def slow() -> str:
     await anyio.sleep(60)
     return "never"
-
-
-def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
-    settings.setdefault("ledger", str(tmp_path / "ledger"))
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
 def recorder(a: CodingGenesisAgent) -> list[Event]:

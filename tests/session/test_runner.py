@@ -16,22 +16,20 @@ import anyio
 import pytest
 
 from coding_genesis import CodingGenesisAgent
-from coding_genesis._pipeline.live import LiveLink
+from coding_genesis._live.link import LiveLink
 from coding_genesis._pipeline.runner import Runner
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
 from coding_genesis.request import LIVE_OPTION_NAMES, Request
 from coding_genesis.result import RunResult
-from tests.session.twoway import TwoWayBackend
+from tests.session import twoway
 
 pytestmark = pytest.mark.anyio
 
 
 def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
     settings.setdefault("ledger", False)
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
+    return twoway.agent(tmp_path, **settings)
 
 
 @pytest.mark.slow

@@ -16,18 +16,12 @@ import pytest
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.errors import AgentUsageError
+from coding_genesis.events import ResultEvent, TextEvent
 from coding_genesis.run_events import ApprovalEvent, StateEvent
 from coding_genesis.status import AgentState
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import TwoWayBackend, agent
 
 pytestmark = pytest.mark.anyio
-
-
-def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
-    settings.setdefault("ledger", str(tmp_path / "ledger"))
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
 def session_processes(key: str) -> list[psutil.Process]:
@@ -135,6 +129,48 @@ async def test_approve_refuse_and_change_input(tmp_path: Path) -> None:
     assert '"allow":false' in sent and "not that" in sent
     events = (Path(no.transcript or "") / "events.jsonl").read_text()
     assert '"type":"approval"' in events
+
+
+async def test_an_approval_settled_while_the_cli_streams_keeps_event_order(
+    tmp_path: Path,
+) -> None:
+    """The approver decides (in its own task) while the CLI goes on writing
+    lines: the approval's event comes between the lines decoded before the
+    answer and those after it, in the turn's stream, and no line is lost or
+    reordered around it."""
+    ticked = anyio.Event()
+    heard: list[Any] = []
+
+    def hear(event: Any) -> None:
+        heard.append(event)
+        if isinstance(event, TextEvent) and event.text == "tick 2":
+            ticked.set()
+
+    async def approver(request: ApprovalRequest) -> bool:
+        await ticked.wait()  # three lines decoded while the question is out
+        return True
+
+    a = agent(tmp_path, approver=approver, approval_timeout=20)
+    a.subscribe(hear)
+    async with a.session() as s:
+        result = await s.send_result('ASK_STREAM Bash {"command": "echo"}')
+    assert result.status == 0 and result.message == 'allowed {"command": "echo"}'
+    assert [(r["tool"], r["allowed"]) for r in result.approvals] == [("Bash", True)]
+    said = [
+        e.text
+        if isinstance(e, TextEvent)
+        else "<approval>"
+        if isinstance(e, ApprovalEvent)
+        else "<end>"
+        for e in heard
+        if isinstance(e, TextEvent | ApprovalEvent | ResultEvent)
+    ]
+    decided = said.index("<approval>")
+    ticks = [t for t in said if t.startswith("tick ")]
+    assert ticks == [f"tick {i}" for i in range(len(ticks))]  # none lost, none moved
+    assert said.count("<approval>") == 1 and decided > said.index("tick 2")
+    assert said[-2:] == ['allowed {"command": "echo"}', "<end>"]
+    assert said[:decided] == [f"tick {i}" for i in range(decided)]  # before it: lines only
 
 
 async def test_a_refusal_that_ends_the_turn_is_permission_denied(tmp_path: Path) -> None:

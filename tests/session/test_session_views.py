@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from coding_genesis import Budget, CodingGenesisAgent
+from coding_genesis import Budget
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.run_events import ApprovalEvent
 from tests.otel_support import Spans, spans
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import agent
 
 __all__ = ["spans"]
 
 pytestmark = pytest.mark.anyio
-
-
-def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
-    settings.setdefault("timeout", 20)
-    settings.setdefault("grace", 1.0)
-    settings.setdefault("ledger", str(tmp_path / "ledger"))
-    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)
 
 
 async def test_a_session_span_with_a_child_span_per_turn_and_per_tool_call(

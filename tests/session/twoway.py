@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
 from coding_genesis.backend import Backend, CommandSpec, Translator
 from coding_genesis.control import (
@@ -193,3 +194,12 @@ class TwoWayBackend(Backend):
 
     def control(self) -> ControlProtocol | None:
         return TwoWayProtocol()
+
+
+def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
+    """An agent of the two-way fake with the session tests' short clocks, its
+    ledger in ``tmp_path`` unless ``ledger=`` says otherwise."""
+    settings.setdefault("timeout", 20)
+    settings.setdefault("grace", 1.0)
+    settings.setdefault("ledger", str(tmp_path / "ledger"))
+    return CodingGenesisAgent(TwoWayBackend(), cwd=str(tmp_path), **settings)

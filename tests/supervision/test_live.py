@@ -22,10 +22,11 @@ import pytest
 
 from coding_genesis._supervision import epoch, procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
-from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed, TurnClocks
+from coding_genesis._supervision.live import LiveStdin, LiveStdinClosed
 from coding_genesis._supervision.process import run_process
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._supervision.values import ProcessOutcome, StopReason, SupervisorConfig
+from coding_genesis._supervision.watchdog import TurnClocks
 from coding_genesis.errors import InvalidTimeoutError
 from tests.support import FAKES, marked_processes, present, zombie_children
 

@@ -1,7 +1,7 @@
-"""The questions and calls a live CLI asks (``live.py``): the approver asked
+"""The questions and calls a live CLI asks (``link.py``): the approver asked
 about a tool call, the hooks of a hook point run, and what the CLI said and
 asked between turns taken by the turn that follows (or refused at once when
-nobody will take it).  A mixin of :class:`~coding_genesis._pipeline.live.LiveLink`,
+nobody will take it).  A mixin of :class:`~coding_genesis._live.link.LiveLink`,
 which holds the process, the protocol and the turns these act on."""
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from coding_genesis._pipeline.approvals import settle, withdrawn_record
-from coding_genesis._pipeline.hooking import then_ask
-from coding_genesis._pipeline.hosttools import HostCalls
-from coding_genesis._pipeline.liveturn import Turn, Unattended
-from coding_genesis._util.parser import edge_fields
+from coding_genesis._live.approvals import settle, withdrawn_record
+from coding_genesis._live.hooks import then_ask
+from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.turn import Turn, Unattended
 from coding_genesis.approval import Decision, Remembered
 from coding_genesis.control import (
     ControlProtocol,
@@ -26,24 +25,24 @@ from coding_genesis.control import (
     PermissionAsk,
     ToolCall,
     TurnEnded,
-    UnparsedLine,
 )
 from coding_genesis.events import Event
 from coding_genesis.hooks import HookResult, run_hooks
 from coding_genesis.tools import ToolResult
 
 if TYPE_CHECKING:
-    from coding_genesis._pipeline.decode import Decoder
+    from coding_genesis._live.process import LiveProcess
+    from coding_genesis._pipeline.decode import Router
     from coding_genesis.backend import Backend
     from coding_genesis.request import Request
 
 __all__ = ["LinkQuestions"]
 
-log = logging.getLogger("coding_genesis._pipeline.live")
+log = logging.getLogger("coding_genesis._live.link")
 
 
 class LinkQuestions:
-    """What a :class:`~coding_genesis._pipeline.live.LiveLink` does with the
+    """What a :class:`~coding_genesis._live.link.LiveLink` does with the
     questions and calls of its CLI (the link's own attributes, declared)."""
 
     backend: Backend
@@ -53,8 +52,7 @@ class LinkQuestions:
     remembered: Remembered
     host_calls: HostCalls
     _turn: Turn | None
-    _decoder: Decoder
-    _tg: anyio.abc.TaskGroup | None
+    process: LiveProcess
     send: Callable[..., None]
 
     @property
@@ -64,14 +62,11 @@ class LinkQuestions:
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         raise NotImplementedError
 
-    def received(self, obj: dict[str, Any], line: UnparsedLine | None = None) -> Sequence[Event]:
+    def deliver(self, router: Router, events: Sequence[Event]) -> None:
         raise NotImplementedError
 
-    def _unparsed(self, head: bytes, tail: bytes, whole: bool) -> None:
-        """A line the parser skipped, by its head and tail: the protocol answers what it
-        can of it (a request it cannot read is refused, never left waiting)."""
-        line = UnparsedLine(edge_fields(head, tail), whole)
-        self._decoder.emit(self.received({}, line))
+    def delivery(self, turn: Turn) -> Callable[[Sequence[Event]], None]:
+        raise NotImplementedError
 
     def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
         """What the CLI asks between turns with nobody to take a turn of its
@@ -122,11 +117,15 @@ class LinkQuestions:
             return
         if decision.allowed and decision.input is not None and not self.protocol.changes_input:
             name = self.protocol.name or self.backend.name
-            settled.record["not_applied"] = (
-                f"input: {name} cannot change a call's input; the call ran as asked"
+            settled = dataclasses.replace(
+                settled,
+                record=dataclasses.replace(
+                    settled.record,
+                    not_applied=f"input: {name} cannot change a call's input; the call ran as asked",
+                ),
             )
         turn.approvals.append(settled.record)
-        self._decoder.emit([settled.event(request)])
+        self.deliver(turn.router, [settled.event(request)])
         if settled.ends_turn and turn.denied is None:
             turn.denied = settled.ends_turn
 
@@ -168,12 +167,12 @@ class LinkQuestions:
                 self.backend.name,
                 held.dropped,
             )
-        self._decoder.emit(held.events)
+        self.deliver(turn.router, held.events)
         for item in held.waiting:
             if isinstance(item, PermissionAsk):
                 self._tg_start(self._approve, item, turn)
             elif isinstance(item, ToolCall):
-                emit = None if item.reported else self._decoder.emit
+                emit = None if item.reported else self.delivery(turn)
                 self._tg_start(self.host_calls.answer, item, emit)
             else:
                 turn.running.add()
@@ -182,5 +181,5 @@ class LinkQuestions:
             self._turn_ended(turn, held.ended)
 
     def _tg_start(self, fn: Any, *args: Any) -> None:
-        if self._tg is not None:
-            self._tg.start_soon(fn, *args)
+        if self.process.tg is not None:
+            self.process.tg.start_soon(fn, *args)

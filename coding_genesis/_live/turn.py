@@ -1,4 +1,4 @@
-"""One turn of a live session (``live.py``): what the link keeps of it while
+"""One turn of a live session (``link.py``): what the link keeps of it while
 it runs (its tally, its ending, the approvals and hooks under way), its
 account of the process, and what the CLI's exit says of a turn it did not end;
 and what the CLI says between turns (:class:`Unattended`), held for the turn
@@ -9,16 +9,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
-from coding_genesis._pipeline.approvals import withdrawn_record
+from coding_genesis._live.approvals import withdrawn_record
+from coding_genesis._live.hooks import Running
 from coding_genesis._pipeline.attempt import AttemptContext, TurnEnd
-from coding_genesis._pipeline.hooking import Running
+from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
-from coding_genesis.approval import ApprovalRequest
+from coding_genesis.approval import ApprovalRecord, ApprovalRequest
 from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
 from coding_genesis.events import (
     Event,
@@ -28,15 +28,33 @@ from coding_genesis.events import (
     ToolResultEvent,
     Translator,
 )
+from coding_genesis.hooks import HookRecord
+from coding_genesis.options import TurnHow
 from coding_genesis.request import Request
 
-__all__ = ["STDERR_TAIL", "Turn", "Unattended", "death", "with_exit"]
+__all__ = ["STDERR_TAIL", "Turn", "TurnMarks", "Unattended", "death", "with_exit"]
 
 #: The stderr a turn keeps (its failure analysis reads the tail).
 STDERR_TAIL = 64 * 1024
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TurnMarks:
+    """Where the session's counts stood when a turn began: the turn's share
+    of each is what it grew by."""
+
+    #: ``time.monotonic()``.
+    started: float
+    #: Bytes of the CLI's stdout.
+    stdout: int
+    #: Lines parsed, and skipped among them.
+    lines: int
+    skipped: int
+    #: Messages of a type the protocol did not know.
+    unknown: int
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Turn:
     """The state of one running turn (``number``: 1 for the session's first)."""
 
@@ -45,19 +63,17 @@ class Turn:
     context: AttemptContext
     tally: RunTally
     translator: Translator
+    #: Where the turn's events go (its tally, its routes, its watch).
+    router: Router
     run_id: str
-    started: float
-    stdout_at_start: int
-    lines_at_start: int
-    skipped_at_start: int
-    unknown_at_start: int
+    marks: TurnMarks
     done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     ended: TurnEnd | None = None
     interrupt_asked: bool = False
     denied: str | None = None
-    approvals: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    approvals: list[ApprovalRecord] = dataclasses.field(default_factory=list)
     #: The hooks called, and the hook calls still running.
-    hooks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    hooks: list[HookRecord] = dataclasses.field(default_factory=list)
     running: Running = dataclasses.field(default_factory=Running)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
@@ -66,11 +82,11 @@ class Turn:
     #: The approvals under way, and what each asks (withdrawn when the turn ends).
     asking: dict[anyio.CancelScope, ApprovalRequest] = dataclasses.field(default_factory=dict)
     #: The questions the turn's end withdrew, with their records (to publish).
-    withdrawn: list[tuple[dict[str, Any], ApprovalRequest]] = dataclasses.field(
+    withdrawn: list[tuple[ApprovalRecord, ApprovalRequest]] = dataclasses.field(
         default_factory=list
     )
 
-    def end(self, how: str, message: str = "") -> None:
+    def end(self, how: TurnHow, message: str = "") -> None:
         if not self.done.is_set():
             self.ended = TurnEnd(how, message)
             self.done.set()
@@ -90,10 +106,10 @@ class Turn:
         so far; ``exit``: the supervisor's outcome once the process is gone)."""
         out = ProcessOutcome(
             pid=pid,
-            stdout_bytes=stdout_bytes - self.stdout_at_start,
+            stdout_bytes=stdout_bytes - self.marks.stdout,
             stderr_tail=bytes(self.stderr[-STDERR_TAIL:]).decode("utf-8", "replace"),
             stderr_bytes=self.stderr_bytes,
-            duration_s=time.monotonic() - self.started,
+            duration_s=time.monotonic() - self.marks.started,
             leftovers_stopped=self.strays,
         )
         return with_exit(out, exit, self.strays)

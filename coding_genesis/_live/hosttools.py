@@ -19,7 +19,7 @@ from coding_genesis.tools import HostTool, ToolResult
 
 __all__ = ["HostCalls", "call_host_tool"]
 
-log = logging.getLogger("coding_genesis._pipeline.hosttools")
+log = logging.getLogger("coding_genesis._live.hosttools")
 
 #: What a ToolResultEvent keeps of the text the model reads.
 _PREVIEW = 2000

@@ -2,7 +2,7 @@
 turn still running (how long its CLI should wait for them: ``Request.hook_wait``).
 
 Running the hooks of one hook point is :func:`coding_genesis.hooks.run_hooks`;
-the session's link (``live.py``) fills in the input, answers the CLI through
+the session's link (``link.py``) fills in the input, answers the CLI through
 its protocol and keeps the records on the turn.
 """
 

@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from coding_genesis.approval import ApprovalRequest, Approver, Decision, Remembered, decide
+from coding_genesis.approval import (
+    ApprovalRecord,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    Remembered,
+    decide,
+)
 from coding_genesis.options import Permissions
 from coding_genesis.run_events import ApprovalEvent
 
 __all__ = ["Settled", "approval_event", "settle", "withdrawn_record"]
 
 #: The record's fields that the event carries as its core (the rest is its ``extra``).
-_CORE = ("tool", "allowed", "decision", "source")
+_CORE = frozenset(("tool", "allowed", "decision", "source"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +39,7 @@ class Settled:
     the refusal ends the turn, why (else "")."""
 
     decision: Decision
-    record: dict[str, Any]
+    record: ApprovalRecord
     ends_turn: str
 
     def event(self, request: ApprovalRequest) -> ApprovalEvent:
@@ -41,13 +47,11 @@ class Settled:
         return approval_event(self.record, request)
 
 
-def approval_event(record: dict[str, Any], request: ApprovalRequest) -> ApprovalEvent:
+def approval_event(record: ApprovalRecord, request: ApprovalRequest) -> ApprovalEvent:
     """The ``approval`` event of one record (its input is redacted on the way to the bus)."""
-    extra = {k: v for k, v in record.items() if k not in _CORE}
+    extra = {k: v for k, v in record.to_dict().items() if k not in _CORE}
     extra["input"] = dict(request.input)
-    return ApprovalEvent(
-        request.tool, record["allowed"], record["decision"], record["source"], extra
-    )
+    return ApprovalEvent(request.tool, record.allowed, record.decision, record.source, extra)
 
 
 async def settle(
@@ -89,43 +93,42 @@ async def settle(
         decision, source, error = decided.decision, decided.source, decided.error
         if remembered is not None and source == "approver":
             covers = remembered.keep(request, decision)
-    record: dict[str, Any] = {
-        "tool": request.tool,
-        "kind": request.kind,
-        "tool_call_id": request.tool_call_id,
-        "turn": request.turn,
-        "allowed": decision.allowed,
-        "decision": decision.option.value,
-        "source": source,
-        "reason": decision.reason or None,
-        "message": decision.message or None,
-        "elapsed_s": round(time.monotonic() - started, 6),
-    }
-    if error is not None:
-        record["error"] = error
-    if covers is not None:
-        record["always"] = covers  # what this answer settles from now on
-    elif source == "approver" and decision.always:
-        record["always"] = f"this call only (a {request.kind} call is not remembered)"
+    always = covers  # what this answer settles from now on
+    if covers is None and source == "approver" and decision.always:
+        always = f"this call only (a {request.kind} call is not remembered)"
+    record = ApprovalRecord(
+        tool=request.tool,
+        kind=request.kind,
+        tool_call_id=request.tool_call_id,
+        turn=request.turn,
+        allowed=decision.allowed,
+        decision=decision.option.value,
+        source=source,
+        reason=decision.reason or None,
+        message=decision.message or None,
+        elapsed_s=round(time.monotonic() - started, 6),
+        error=error,
+        always=always,
+    )
     ends = ""
     if not decision.allowed and decision.end_turn:
         ends = f"{request.tool} refused and the turn ended: {decision.message or 'denied'}"
     return Settled(decision, record, ends)
 
 
-def withdrawn_record(request: ApprovalRequest, ended: str) -> dict[str, Any]:
+def withdrawn_record(request: ApprovalRequest, ended: str) -> ApprovalRecord:
     """The record of a question the turn's end withdrew before the approver
     answered (an interrupt, the CLI gone): denied, never run."""
-    return {
-        "tool": request.tool,
-        "kind": request.kind,
-        "tool_call_id": request.tool_call_id,
-        "turn": request.turn,
-        "allowed": False,
-        "decision": Decision.deny().option.value,
-        "source": "withdrawn",
-        "withdrawn": True,
-        "reason": f"the turn ended ({ended}) before the approver answered",
-        "message": None,
-        "elapsed_s": None,
-    }
+    return ApprovalRecord(
+        tool=request.tool,
+        kind=request.kind,
+        tool_call_id=request.tool_call_id,
+        turn=request.turn,
+        allowed=False,
+        decision=Decision.deny().option.value,
+        source="withdrawn",
+        withdrawn=True,
+        reason=f"the turn ended ({ended}) before the approver answered",
+        message=None,
+        elapsed_s=None,
+    )

@@ -1,4 +1,4 @@
-"""Opening a live CLI: a :class:`~coding_genesis._pipeline.live.LiveLink`
+"""Opening a live CLI: a :class:`~coding_genesis._live.link.LiveLink`
 for a session's life (:func:`open_link`), or for one turn of a ``run()``
 with an approver, hooks or host tools (:func:`one_turn`), started from the
 validated request."""
@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 
 import anyio
 
+from coding_genesis._live.link import LiveLink
 from coding_genesis._pipeline.attempt import AttemptContext, AttemptOutcome, Refusal
-from coding_genesis._pipeline.live import LiveLink
 from coding_genesis._pipeline.overlay import overlays
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.stop import StopHandle
@@ -44,7 +44,7 @@ async def open_link(
             yield link
         finally:
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(2 * request.grace + link.supervisor.kill_wait + 5):
+                with anyio.move_on_after(2 * request.grace + link.process.supervisor.kill_wait + 5):
                     await link.close()
                 tg.cancel_scope.cancel()
 
