@@ -56,6 +56,22 @@ def build_app(service: Service) -> FastAPI:
         openapi_url="/openapi.json",
     )
 
+    _add_error_handlers(app, service)
+    _add_server_route(app, service)
+    _add_run_routes(app, service)
+    _add_transcript_route(app, service)
+    _add_event_routes(app, service)
+    add_session_routes(app, service)
+    add_inbox_routes(app, service)
+    _add_stats_routes(app, service)
+    _add_auth_routes(app, service)
+    app.openapi = lambda: openapi_schema(app)  # type: ignore[method-assign]
+    return app
+
+
+def _add_error_handlers(app: FastAPI, service: Service) -> None:
+    """Errors in the API's one shape (a body it cannot read, no such route or method)."""
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> Response:
         words = "; ".join(
@@ -76,7 +92,9 @@ def build_app(service: Service) -> FastAPI:
     async def method(_request: Request, _exc: Exception) -> Response:
         return _error(service, 405, "method_not_allowed", "this route takes another method")
 
-    # -- the server -------------------------------------------------------------------
+
+def _add_server_route(app: FastAPI, service: Service) -> None:
+    """``GET /server``."""
 
     @app.get(
         "/server", response_model=None, responses={200: {"model": models.ServerInfo}, **_errors()}
@@ -104,7 +122,9 @@ def build_app(service: Service) -> FastAPI:
         )
         return _json(info, service)
 
-    # -- runs ----------------------------------------------------------------------------
+
+def _add_run_routes(app: FastAPI, service: Service) -> None:
+    """The runs: start, list, read, cancel, and a run's transcript."""
 
     @app.post(
         "/runs",
@@ -221,6 +241,10 @@ def build_app(service: Service) -> FastAPI:
         assert view is not None
         return _json(models.Run.model_validate(view), service)
 
+
+def _add_transcript_route(app: FastAPI, service: Service) -> None:
+    """``GET /runs/{run}/transcript``: a run's transcript, a page at a time."""
+
     @app.get(
         "/runs/{run}/transcript",
         response_model=None,
@@ -270,7 +294,9 @@ def build_app(service: Service) -> FastAPI:
 
         return _json(await anyio.to_thread.run_sync(read), service)
 
-    # -- events -----------------------------------------------------------------------------
+
+def _add_event_routes(app: FastAPI, service: Service) -> None:
+    """The Server-Sent Events of every run and of one."""
 
     def _stream(topic: str | None, last_event_id: str | None) -> StreamingResponse:
         return StreamingResponse(
@@ -307,11 +333,9 @@ def build_app(service: Service) -> FastAPI:
 
         return StreamingResponse(once(), media_type="text/event-stream")
 
-    add_session_routes(app, service)
 
-    add_inbox_routes(app, service)
-
-    # -- stats and doctor -------------------------------------------------------------------
+def _add_stats_routes(app: FastAPI, service: Service) -> None:
+    """``GET /stats`` and ``GET /doctor``."""
 
     @app.get(
         "/stats", response_model=None, responses={200: {"model": models.Stats}, **_errors(404)}
@@ -374,7 +398,9 @@ def build_app(service: Service) -> FastAPI:
 
         return _json(await anyio.to_thread.run_sync(run), service)
 
-    # -- the token exchange ----------------------------------------------------------------
+
+def _add_auth_routes(app: FastAPI, service: Service) -> None:
+    """The token exchange of a browser (``/auth/session``)."""
 
     @app.post(
         "/auth/session",
@@ -402,9 +428,6 @@ def build_app(service: Service) -> FastAPI:
         response = Response(status_code=204)
         response.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/")
         return response
-
-    app.openapi = lambda: openapi_schema(app)  # type: ignore[method-assign]
-    return app
 
 
 def _window(text: str | None) -> float | str | None:

@@ -34,39 +34,13 @@ SessionId = Annotated[str, PathParam(min_length=1, max_length=100)]
 
 def add_session_routes(app: FastAPI, service: Service) -> None:
     """The session routes of one server's application."""
+    _add_opening_routes(app, service)
+    _add_turn_routes(app, service)
+    _add_control_routes(app, service)
 
-    def _session_json(live: Live, status: int = 200) -> Response:
-        return _json(models.SessionView.model_validate(live.view()), service, status)
 
-    def _no_room(why: NoRoom) -> Response:
-        return _error(service, 429, "sessions_full", str(why), {"Retry-After": "10"})
-
-    def _no_session(ref: str) -> Response:
-        return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
-
-    async def _open(body: bytes, live: Live | None) -> Response:
-        sessions = service.sessions
-        key = live.id if live is not None else sessions.new_id()
-        read = read_session_request(
-            body,
-            service.rules(),
-            inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
-            history=service.session_history,
-            resume=live.session_id if live is not None else None,
-        )
-        if isinstance(read, Refused):
-            return _error(service, 422, "invalid_request", read.message)
-        try:
-            opened = await sessions.open(key, read, live)
-        except NoRoom as none_left:
-            return _no_room(none_left)
-        except Busy as busy:
-            return _error(service, 409, "open", str(busy))
-        if opened.state == "failed":
-            return _error(
-                service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000]
-            )
-        return _session_json(opened, 201)
+def _add_opening_routes(app: FastAPI, service: Service) -> None:
+    """Open a session, list them, read one."""
 
     @app.post(
         "/sessions",
@@ -83,8 +57,8 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         try:
             service.sessions.check_room()
         except NoRoom as none_left:
-            return _no_room(none_left)
-        return await _open(await request.body(), None)
+            return _no_room(service, none_left)
+        return await _open(service, await request.body(), None)
 
     @app.get(
         "/sessions",
@@ -108,7 +82,11 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
     async def get_session(session: SessionId) -> Response:
         """One session, with its last turns."""
         live = service.sessions.find(session)
-        return _no_session(session) if live is None else _session_json(live)
+        return _no_session(service, session) if live is None else _session_json(service, live)
+
+
+def _add_turn_routes(app: FastAPI, service: Service) -> None:
+    """A session's turns: start one, answer one, and its events."""
 
     @app.post(
         "/sessions/{session}/turns",
@@ -122,7 +100,7 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         another turn runs or once the session is closed."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         try:
             started = service.sessions.send(live, turn.prompt, turn.timeout)
         except Busy as busy:
@@ -143,7 +121,7 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         finished (``wait``: at most this many seconds for its end)."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         found = next((t for t in live.turns if t["turn"] == number), None)
         if found is None:
             return _error(service, 404, "not_found", f"session {live.id} keeps no turn {number}")
@@ -165,7 +143,7 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         change; resumable with Last-Event-ID; ends when it closes."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         if live.state in ("opening", "open", "closing") and service.hub.has_topic(live.topic):
             return StreamingResponse(
                 service.hub.follow(
@@ -183,6 +161,10 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
 
         return StreamingResponse(once(), media_type="text/event-stream")
 
+
+def _add_control_routes(app: FastAPI, service: Service) -> None:
+    """Interrupt, steer, close and resume a session."""
+
     @app.post(
         "/sessions/{session}/interrupt",
         response_model=None,
@@ -193,14 +175,14 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         lives on. 409 when no turn runs."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         running = live.running
         if running is None or not await service.sessions.interrupt(live):
             return _error(service, 409, "no_turn", f"session {live.id} has no turn under way")
         if live.turn_done is not None and live.running == running:
             with anyio.move_on_after(30):
                 await live.turn_done.wait()
-        return _session_json(live)
+        return _session_json(service, live)
 
     @app.post(
         "/sessions/{session}/steer",
@@ -212,12 +194,12 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         cannot steer, or when no turn runs."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         try:
             await service.sessions.steer(live, steer.text)
         except Busy as busy:
             return _error(service, 409, "cannot_steer", str(busy))
-        return _session_json(live)
+        return _session_json(service, live)
 
     @app.post(
         "/sessions/{session}/close",
@@ -229,10 +211,10 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         process tree stopped. A session already ended is answered as it is."""
         live = service.sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         identity: Identity = request.state.identity
         await service.sessions.close(live, f"closed through the API ({identity.channel})")
-        return _session_json(live)
+        return _session_json(service, live)
 
     @app.post(
         "/sessions/{session}/resume",
@@ -248,7 +230,7 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         sessions = service.sessions
         live = sessions.find(session)
         if live is None:
-            return _no_session(session)
+            return _no_session(service, session)
         if live.state in ("opening", "open", "closing"):
             return _error(service, 409, "open", f"session {live.id} is {live.state}")
         if not live.session_id:
@@ -258,5 +240,40 @@ def add_session_routes(app: FastAPI, service: Service) -> None:
         try:
             sessions.check_room()
         except NoRoom as none_left:
-            return _no_room(none_left)
-        return await _open(orjson.dumps(live.data), live)
+            return _no_room(service, none_left)
+        return await _open(service, orjson.dumps(live.data), live)
+
+
+def _session_json(service: Service, live: Live, status: int = 200) -> Response:
+    return _json(models.SessionView.model_validate(live.view()), service, status)
+
+
+def _no_room(service: Service, why: NoRoom) -> Response:
+    return _error(service, 429, "sessions_full", str(why), {"Retry-After": "10"})
+
+
+def _no_session(service: Service, ref: str) -> Response:
+    return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
+
+
+async def _open(service: Service, body: bytes, live: Live | None) -> Response:
+    sessions = service.sessions
+    key = live.id if live is not None else sessions.new_id()
+    read = read_session_request(
+        body,
+        service.rules(),
+        inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
+        history=service.session_history,
+        resume=live.session_id if live is not None else None,
+    )
+    if isinstance(read, Refused):
+        return _error(service, 422, "invalid_request", read.message)
+    try:
+        opened = await sessions.open(key, read, live)
+    except NoRoom as none_left:
+        return _no_room(service, none_left)
+    except Busy as busy:
+        return _error(service, 409, "open", str(busy))
+    if opened.state == "failed":
+        return _error(service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000])
+    return _session_json(service, opened, 201)
