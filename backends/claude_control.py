@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -307,11 +307,6 @@ class ClaudeControl(ControlProtocol):
         return self.request is not None and self.request.approvals
 
     @property
-    def _hooks(self) -> Collection[str]:
-        """The events the session has hooks for."""
-        return self.request.hooks.keys() if self.request is not None else ()
-
-    @property
     def _tools(self) -> dict[str, HostTool]:
         """The host tools, by the name the model calls them."""
         request, tools = self._tools_of
@@ -549,7 +544,7 @@ class ClaudeControl(ControlProtocol):
             return (Reply((_error(request_id, "no such hook callback"),)),)
         claude_event = data.get("hook_event_name", "PreToolUse")
         event = event_of(request.get("callback_id"), claude_event)
-        if event is None or (event != "pre_tool" and event not in self._hooks):
+        if event is None or (event != "pre_tool" and event not in self.hooked):
             return (Reply((_error(request_id, "no such hook callback"),)),)
         session_id = _text(data.get("session_id")) or self._session_id
         if event in ("turn_end", "pre_compact"):
@@ -575,7 +570,7 @@ class ClaudeControl(ControlProtocol):
             key = HookKey(request_id, str(claude_event))
             return (HookCall(key, hook_input(event, data, session_id, approval)),)
         ask = PermissionAsk(AskKey(request_id, "hook"), approval) if self._approvals else None
-        if "pre_tool" in self._hooks:
+        if "pre_tool" in self.hooked:
             self._open.add(request_id)
             key = HookKey(request_id, "PreToolUse")
             return (HookCall(key, hook_input(event, data, session_id, approval), ask),)

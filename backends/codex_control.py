@@ -19,7 +19,7 @@ messages this codec writes and reads is in ``schemas/codex-app-server/``.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,14 +52,12 @@ from ._codex import (
     untrusted_project,
 )
 from ._common import as_int
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
-#: The JSON-RPC error code a request we do not serve is answered with.
-NOT_SERVED = -32601
-_INVALID_PARAMS = -32602
 
 #: Notifications ignored here but asked for by nobody: codex is told not to
 #: send them (``optOutNotificationMethods``), which also spares a long
@@ -115,15 +113,6 @@ _UNPARSED = "nested too deep or too large for coding-genesis to read"
 
 def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": dict(params)}
-
-
-def _error(rid: Any, code: int, message: str) -> Outgoing:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-
-
-def _valid_id(value: Any) -> bool:
-    """A JSON-RPC id: a string or an integer (a bool is not one)."""
-    return isinstance(value, str) or (type(value) is int)
 
 
 def _text_input(text: str) -> list[dict[str, Any]]:
@@ -186,11 +175,6 @@ class CodexControl(ControlProtocol):
         self._usage_total: dict[str, int] | None = None
         #: The running turn's last answer.
         self._answer: str | None = None
-
-    @property
-    def _hooks(self) -> Collection[str]:
-        """The events the session has hooks for (the request's, kept by ``begin``)."""
-        return self.request.hooks.keys() if self.request is not None else ()
 
     # -- intents -------------------------------------------------------------------
 
@@ -325,19 +309,7 @@ class CodexControl(ControlProtocol):
     # -- what the CLI says ---------------------------------------------------------
 
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
-        if not isinstance(obj, Mapping):
-            return (ProtocolFault(f"not a JSON-RPC message: {type(obj).__name__}"),)
-        version = obj.get("jsonrpc", "2.0")
-        method = obj.get("method")
-        if version != "2.0":
-            return (ProtocolFault(f"not JSON-RPC 2.0: jsonrpc={version!r}"),)
-        if method is None:
-            return self._response(obj)
-        if not isinstance(method, str):
-            return (ProtocolFault(f"a method that is not a string: {method!r}"),)
-        if "id" in obj:
-            return self._server_request(obj, method)
-        return self._notification(obj, method)
+        return dispatch(obj, self._response, self._server_request, self._notification)
 
     def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
         """A message that could not be parsed, from its envelope: a server
@@ -346,9 +318,9 @@ class CodexControl(ControlProtocol):
         our requests fails it, and the running turn's ``turn/completed``
         still ends it."""
         method, rid = head.get("method"), head.get("id")
-        if isinstance(method, str) and _valid_id(rid):
+        if isinstance(method, str) and valid_id(rid):
             if method not in (_COMMAND_ASK, _WRITE_ASK):
-                return (Reply((_error(rid, _INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
+                return (Reply((error_answer(rid, INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
             item_id = head.get("params", "itemId")
             command = method == _COMMAND_ASK
             request = ApprovalRequest(
@@ -381,7 +353,7 @@ class CodexControl(ControlProtocol):
         error = obj.get("error")
         if rid is None and error is not None:  # codex could not read one of our lines
             return (ProtocolFault(f"codex app-server: {_error_text(error)}"),)
-        if not _valid_id(rid) or rid not in self._pending:
+        if not valid_id(rid) or rid not in self._pending:
             return (ProtocolFault(f"a response to id {rid!r}, which we never sent"),)
         method = self._pending.pop(rid)
         if error is not None or "result" not in obj:
@@ -439,15 +411,17 @@ class CodexControl(ControlProtocol):
 
     def _server_request(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         rid = obj.get("id")
-        if not _valid_id(rid):
+        if not valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
         tools = self.request.tools if self.request is not None else ()
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
-            return (Reply((_error(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),)
+            return (
+                Reply((error_answer(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),
+            )
         params = obj.get("params")
         if not isinstance(params, Mapping):
             return (
-                Reply((_error(rid, _INVALID_PARAMS, f"{method} without params"),)),
+                Reply((error_answer(rid, INVALID_PARAMS, f"{method} without params"),)),
                 ProtocolFault(f"{method} without params"),
             )
         if method == _TOOL_CALL:
@@ -489,10 +463,10 @@ class CodexControl(ControlProtocol):
         tool, arguments = params.get("tool"), params.get("arguments", {})
         if params.get("namespace") is not None or not isinstance(tool, str):
             name = repr(params.get("tool"))[:200]
-            return (Reply((_error(rid, _INVALID_PARAMS, f"no dynamic tool {name}"),)),)
+            return (Reply((error_answer(rid, INVALID_PARAMS, f"no dynamic tool {name}"),)),)
         if not isinstance(arguments, Mapping):
             bad = f"{_TOOL_CALL} arguments must be an object"
-            return (Reply((_error(rid, _INVALID_PARAMS, bad),)),)
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)),)
         call_id = params.get("callId")
         return (ToolCall(rid, tool, arguments, call_id if isinstance(call_id, str) else None),)
 
@@ -524,7 +498,7 @@ class CodexControl(ControlProtocol):
             if not isinstance(params.get("turn"), Mapping):
                 return (ProtocolFault("turn/completed without a turn"),)
             ended = self._turn_completed(params)
-            if ended and "turn_end" in self._hooks:
+            if ended and "turn_end" in self.hooked:
                 end = HookInput(
                     "turn_end", answer=self._answer, session_id=self.thread_id, raw=dict(params)
                 )
@@ -555,12 +529,12 @@ class CodexControl(ControlProtocol):
     ) -> tuple[Incoming, ...]:
         """The hook call an item's start or end is (observed), if the session has hooks for it."""
         if started and item.get("type") == "contextCompaction":
-            if "pre_compact" not in self._hooks:
+            if "pre_compact" not in self.hooked:
                 return ()
             compact = HookInput("pre_compact", session_id=self.thread_id, raw=dict(params))
             return (HookCall(None, compact),)
         event: HookEvent = "pre_tool" if started else "post_tool"
-        if event not in self._hooks:
+        if event not in self.hooked:
             return ()
         data = tool_hook(event, item, params, self.thread_id)
         return (HookCall(None, data),) if data is not None else ()

@@ -47,6 +47,7 @@ from coding_genesis.backend import (
     RepositoryFile,
     Translator,
 )
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -60,7 +61,9 @@ from coding_genesis.events import (
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_class, first_hint, preview
+from .acp import AcpControl
 
 __all__ = ["GeminiBackend", "GeminiTranslator", "gemini_failure_hint", "gemini_stderr_retries"]
 
@@ -144,6 +147,31 @@ def gemini_failure_hint(result: RunResult) -> str | None:
     return None
 
 
+def _shared(request: Request) -> tuple[list[str], list[str]]:
+    """The arguments (model, directories) and warnings a one-shot run and a
+    live session share."""
+    args: list[str] = []
+    warnings: list[str] = []
+    if request.model:
+        args += ["-m", request.model]
+    opts = request.options
+    dirs = first_class(request.add_dirs, "add_dirs", opts, "include_directories", warnings)
+    if dirs:
+        joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
+        args.append(f"--include-directories={joined}")
+    if request.cli_max_retries is not None:
+        warnings.append(
+            "gemini's API retries cannot be capped per run (general.maxAttempts in "
+            "~/.gemini/settings.json): cli_max_retries not honored"
+        )
+    if request.max_turns is not None:
+        warnings.append(
+            "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
+            "max_turns not honored"
+        )
+    return args, warnings
+
+
 class GeminiBackend(Backend):
     name = "gemini"
     executable = "gemini"
@@ -180,6 +208,8 @@ class GeminiBackend(Backend):
         "the working directory's .gemini/settings.json and .env are not read, even in a "
         "folder the user trusted (GEMINI_CLI_TRUST_WORKSPACE=false); "
         "setting_sources=('user', 'project') reads them",
+        "live sessions and approvals over ACP (gemini --acp --skip-trust); resume= in a live "
+        "session is refused (its session/load wipes the session)",
     )
     options: Mapping[str, OptionSpec] = {
         "approval_mode": OptionSpec((str,), "--approval-mode (default, auto_edit, yolo, plan)"),
@@ -191,38 +221,48 @@ class GeminiBackend(Backend):
         return "install it with `npm install -g @google/gemini-cli`, or set GENESIS_GEMINI_PATH"
 
     def build_command(self, request: Request) -> CommandSpec:
-        opts = request.options
         args: list[str] = ["--output-format", "stream-json", "--skip-trust"]
-        warnings: list[str] = []
-        if request.model:
-            args += ["-m", request.model]
-        mode = opts.get("approval_mode")
+        shared, warnings = _shared(request)
+        mode = request.options.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        dirs = first_class(request.add_dirs, "add_dirs", opts, "include_directories", warnings)
-        if dirs:
-            joined = dirs if isinstance(dirs, str) else ",".join(str(d) for d in dirs)
-            args.append(f"--include-directories={joined}")
+        args += shared
         if request.resume:
             args.append(f"--resume={request.resume}")
-        if request.cli_max_retries is not None:
-            warnings.append(
-                "gemini's API retries cannot be capped per run (general.maxAttempts in "
-                "~/.gemini/settings.json): cli_max_retries not honored"
-            )
-        if request.max_turns is not None:
-            warnings.append(
-                "gemini has no turn limit flag (model.maxSessionTurns in its settings): "
-                "max_turns not honored"
-            )
         args.extend(request.extra_args)
-        trust = "true" if self.reads_project(request.setting_sources) else "false"
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
-            env={"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": trust},
+            env=self._env(request.setting_sources),
+            warnings=tuple(warnings),
+        )
+
+    def _env(self, sources: tuple[str, ...] | None) -> dict[str, str]:
+        """One process (relaunch off), and the working directory's settings
+        read only when ``setting_sources`` says so (a one-shot run and a live
+        session alike)."""
+        trust = "true" if self.reads_project(sources) else "false"
+        return {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": trust}
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``gemini --acp``): see :mod:`.acp`."""
+        return AcpControl(acp_agents.GEMINI, self._acp_command)
+
+    def _acp_command(self, request: Request) -> CommandSpec:
+        """``gemini --acp --skip-trust``: modes (``permissions=``, an approver)
+        are set over the protocol, not on the command line; the directories
+        (``add_dirs=``) are the run's ``--include-directories``."""
+        shared, warnings = _shared(request)
+        if request.options.get("approval_mode"):
+            warnings.append(
+                "option approval_mode is not used in a live session: permissions= and "
+                "approver= pick gemini's mode (session/set_mode)"
+            )
+        return CommandSpec(
+            args=("--acp", "--skip-trust", *shared, *request.extra_args),
+            env=self._env(request.setting_sources),
             warnings=tuple(warnings),
         )
 

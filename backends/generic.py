@@ -41,6 +41,7 @@ from coding_genesis.errors import ConfigError
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
+from .acp_generic import ACP_KEYS, AcpBackend
 from .claude import ClaudeTranslator, claude_failure_hint
 from .codex import CodexTranslator, codex_failure_hint
 
@@ -103,6 +104,7 @@ class GenericBackend(Backend):
         if format not in FORMATS:
             raise ConfigError(
                 f"backend {name!r}: unknown format {format!r}; known: {', '.join(FORMATS)}"
+                + (" (an ACP agent is an AcpBackend)" if format == "acp" else "")
             )
         argv = _strings(f"backend {name!r} command", command)
         if not argv or _PLACEHOLDER.search(argv[0]):
@@ -261,10 +263,15 @@ def _read_regular(where: str, limit: int) -> bytes:
     return data
 
 
-def load_backends_file(path: str | os.PathLike[str]) -> dict[str, GenericBackend]:
+def load_backends_file(
+    path: str | os.PathLike[str],
+) -> dict[str, GenericBackend | AcpBackend]:
     """The generic backends a TOML file describes (``[backends.NAME]`` tables),
     checked; register them with :func:`~coding_genesis.backends.register_backend`.
-    Any mistake is a :class:`ConfigError` naming the file and the backend."""
+    A table with ``format = "acp"`` is an Agent Client Protocol agent
+    (:class:`~coding_genesis.backends.acp_generic.AcpBackend`: ``command``,
+    ``env``, ``modes``, ``ask_mode``, ``resume``, ``model_args``...).  Any
+    mistake is a :class:`ConfigError` naming the file and the backend."""
     where = os.fspath(path)
     try:
         text = _read_regular(where, MAX_BACKENDS_FILE).decode("utf-8")
@@ -284,23 +291,35 @@ def load_backends_file(path: str | os.PathLike[str]) -> dict[str, GenericBackend
             f"backends file {where!r} must hold [backends.NAME] tables only"
             + (f" (unknown: {', '.join(unknown_top)})" if unknown_top else "")
         )
-    found: dict[str, GenericBackend] = {}
+    found: dict[str, GenericBackend | AcpBackend] = {}
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"backends file {where!r}: backends.{name} must be a table")
-        unknown = sorted(set(table) - _TOML_KEYS)
+        keys = ACP_KEYS if table.get("format") == "acp" else _TOML_KEYS
+        unknown = sorted(set(table) - keys)
         if unknown:
             raise ConfigError(
                 f"backends file {where!r}: backends.{name}: unknown key(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(_TOML_KEYS))}"
+                f"known: {', '.join(sorted(keys))}"
             )
         if "command" not in table:
             raise ConfigError(f"backends file {where!r}: backends.{name} needs a command")
         settings: dict[str, Any] = dict(table)
         try:
+            if table.get("format") == "acp":  # an Agent Client Protocol agent
+                found[name] = _acp(name, settings)
+                continue
             found[name] = GenericBackend(name, **settings)
         except ConfigError as exc:
             raise ConfigError(f"backends file {where!r}: {exc}") from None
         except TypeError as exc:
             raise ConfigError(f"backends file {where!r}: backends.{name}: {exc}") from None
     return found
+
+
+def _acp(name: str, settings: dict[str, Any]) -> AcpBackend:
+    """An ``format = "acp"`` table: its modes a table of strings."""
+    modes = settings.get("modes")
+    if modes is not None and not isinstance(modes, dict):
+        raise ConfigError(f"backends.{name}: modes must be a table of mode ids")
+    return AcpBackend(name, **settings)

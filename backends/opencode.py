@@ -34,6 +34,7 @@ from coding_genesis.backend import (
     RepositoryFile,
     Translator,
 )
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import (
     ErrorEvent,
     Event,
@@ -47,7 +48,9 @@ from coding_genesis.events import (
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_hint, preview
+from .acp import AcpControl
 
 __all__ = ["OpencodeBackend", "OpencodeTranslator", "opencode_failure_hint"]
 
@@ -125,6 +128,8 @@ class OpencodeBackend(Backend):
         "reads the working directory's opencode.json and .opencode/ (plugins, MCP servers) "
         "unless setting_sources=('user',) (OPENCODE_DISABLE_PROJECT_CONFIG, which also "
         "drops the project's AGENTS.md)",
+        "live sessions and approvals over ACP (opencode acp); model= and an approver's "
+        "permission: ask go in OPENCODE_CONFIG_CONTENT (over the user's own)",
     )
     options: Mapping[str, OptionSpec] = {
         "agent": OptionSpec((str,), "--agent"),
@@ -151,9 +156,7 @@ class OpencodeBackend(Backend):
         if request.cli_max_retries is not None:
             warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
         args.extend(request.extra_args)
-        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
-        if not self.reads_project(request.setting_sources):
-            env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+        env = self._env(request.setting_sources)
         permission = _PERMISSIONS.get(request.permissions or "")
         if permission is not None:
             env["OPENCODE_PERMISSION"] = json.dumps(permission)
@@ -164,8 +167,49 @@ class OpencodeBackend(Backend):
             warnings=tuple(warnings),
         )
 
+    def _env(self, sources: tuple[str, ...] | None) -> dict[str, str]:
+        """No update, no sharing; the working directory's configuration read
+        only when ``setting_sources`` says so (a run and a live session alike)."""
+        env = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1"}
+        if not self.reads_project(sources):
+            env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+        return env
+
     def translator(self) -> OpencodeTranslator:
         return OpencodeTranslator()
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``opencode acp``): see :mod:`.acp`."""
+        return AcpControl(acp_agents.OPENCODE, self._acp_command)
+
+    def _acp_command(self, request: Request) -> CommandSpec:
+        """``opencode acp --cwd DIR``.  opencode has no permission modes: with an
+        approver its configuration says ``"permission": "ask"`` (through
+        ``OPENCODE_CONFIG_CONTENT``: every tool call asked; measured), else
+        ``permissions=`` is ``OPENCODE_PERMISSION`` as for a run.  The model is
+        its configuration's ``model`` too (``opencode acp`` takes no ``-m``)."""
+        args = ["acp", "--cwd", request.cwd]
+        warnings: list[str] = []
+        for name in ("agent", "variant"):
+            if request.options.get(name):
+                warnings.append(f"option {name} is not used by opencode acp")
+        if request.max_turns is not None:
+            warnings.append("opencode has no turn limit flag: max_turns is not honored")
+        if request.cli_max_retries is not None:
+            warnings.append("opencode's API retries cannot be capped: cli_max_retries ignored")
+        env = self._env(request.setting_sources)
+        config: dict[str, Any] = {}
+        if request.model:
+            config["model"] = request.model
+        if request.approvals and request.permissions != "read-only":
+            config["permission"] = "ask"
+        else:
+            permission = _PERMISSIONS.get(request.permissions or "")
+            if permission is not None:
+                env["OPENCODE_PERMISSION"] = json.dumps(permission)
+        if config:
+            env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        return CommandSpec(args=(*args, *request.extra_args), env=env, warnings=tuple(warnings))
 
     def failure_hint(self, result: RunResult) -> str | None:
         return opencode_failure_hint(result)

@@ -42,11 +42,14 @@ from coding_genesis.backend import (
     OptionSpec,
     RepositoryFile,
 )
+from coding_genesis.control import ControlProtocol
 from coding_genesis.events import CliRetryEvent, Event, ResultEvent, UsageEvent
 from coding_genesis.request import Request
 from coding_genesis.result import RunResult
 
+from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_class, first_hint
+from .acp import AcpControl
 from .claude import ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
@@ -68,7 +71,10 @@ _API_STATUS = re.compile(r"API Error: (\d{3})\b")
 
 #: Start-up chatter on stderr, even on success (its vendored ripgrep is not executable
 #: when npm ran no install scripts: "... rg EACCES" would read as a tool error).
-_NOISE = re.compile(r"^(?:Ripgrep not available|YOLO mode is enabled|\W*SAFE MODE \W)")
+_NOISE = re.compile(
+    r"^(?:Ripgrep not available|YOLO mode is enabled|\W*SAFE MODE \W|"
+    r"\[perf\] acp agent event loop stall)"
+)
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rate_limit", re.compile(r"rate limit|quota|too many requests", re.I)),
@@ -89,6 +95,44 @@ REPOSITORY_FILES = (
     RepositoryFile(".qwen/settings.json", "project", "hooks, MCP servers"),
     RepositoryFile(".qwen/commands", "project", "slash commands"),
 )
+
+
+def _shared(
+    request: Request, *, safe: bool
+) -> tuple[list[str], dict[str, str], dict[str, bytes], list[str]]:
+    """The arguments, environment, settings overlay and warnings a one-shot
+    run and a live session share; ``safe``: qwen's safe mode (the working
+    directory's settings unread)."""
+    opts = request.options
+    args: list[str] = []
+    warnings: list[str] = []
+    if request.model:
+        args += ["-m", request.model]
+    if request.max_turns is not None:
+        args.append(f"--max-session-turns={int(request.max_turns)}")
+    if opts.get("max_tool_calls") is not None:
+        args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
+    if request.system_prompt is not None:
+        args.append(f"--system-prompt={request.system_prompt}")
+    if request.append_system_prompt is not None:
+        args.append(f"--append-system-prompt={request.append_system_prompt}")
+    dirs = first_class(request.add_dirs, "add_dirs", opts, "add_dirs", warnings)
+    for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
+        args.append(f"--add-dir={directory}")
+    # cli.js relaunches itself in a child node for a larger heap (when half the
+    # machine's memory exceeds node's default); SIGTERM then stops only the parent.
+    env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
+    if safe:
+        env["QWEN_CODE_SAFE_MODE"] = "1"
+    retries = opts.get("max_retries")
+    if retries is None:
+        retries = request.cli_max_retries
+    overlay: dict[str, bytes] = {}
+    if retries is not None:
+        settings = {"model": {"generationConfig": {"maxRetries": max(0, int(retries))}}}
+        overlay["settings.json"] = json.dumps(settings).encode("utf-8")
+        env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
+    return args, env, overlay, warnings
 
 
 class QwenBackend(Backend):
@@ -125,6 +169,7 @@ class QwenBackend(Backend):
         "reads the working directory's .qwen/settings.json (hooks, MCP servers) unless "
         "setting_sources=('user',) (its safe mode, which also drops the user's own hooks, "
         "MCP servers, extensions, skills and QWEN.md)",
+        "live sessions and approvals over ACP (cli.js --acp)",
     )
     options: Mapping[str, OptionSpec] = {
         "approval_mode": OptionSpec(
@@ -143,46 +188,45 @@ class QwenBackend(Backend):
         )
 
     def build_command(self, request: Request) -> CommandSpec:
-        opts = request.options
         args: list[str] = ["--output-format", "stream-json"]
-        if request.model:
-            args += ["-m", request.model]
-        mode = opts.get("approval_mode")
+        mode = request.options.get("approval_mode")
         if not mode and request.permissions:
             mode = _APPROVAL.get(request.permissions)
         if mode:
             args.append(f"--approval-mode={mode}")
-        if request.max_turns is not None:
-            args.append(f"--max-session-turns={int(request.max_turns)}")
-        if opts.get("max_tool_calls") is not None:
-            args.append(f"--max-tool-calls={int(opts['max_tool_calls'])}")
-        warnings: list[str] = []
-        if request.system_prompt is not None:
-            args.append(f"--system-prompt={request.system_prompt}")
-        if request.append_system_prompt is not None:
-            args.append(f"--append-system-prompt={request.append_system_prompt}")
-        dirs = first_class(request.add_dirs, "add_dirs", opts, "add_dirs", warnings)
-        for directory in (dirs,) if isinstance(dirs, str) else dirs or ():
-            args.append(f"--add-dir={directory}")
+        shared, env, overlay, warnings = _shared(
+            request, safe=not self.reads_project(request.setting_sources)
+        )
+        args += shared
         if request.resume:
             args.append(f"--resume={request.resume}")
         args.extend(request.extra_args)
-        # cli.js relaunches itself in a child node for a larger heap (when half the
-        # machine's memory exceeds node's default); SIGTERM then stops only the parent.
-        env = {"QWEN_CODE_NO_RELAUNCH": "true", "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
-        if not self.reads_project(request.setting_sources):
-            env["QWEN_CODE_SAFE_MODE"] = "1"
-        retries = opts.get("max_retries")
-        if retries is None:
-            retries = request.cli_max_retries
-        overlay: dict[str, bytes] = {}
-        if retries is not None:
-            settings = {"model": {"generationConfig": {"maxRetries": max(0, int(retries))}}}
-            overlay["settings.json"] = json.dumps(settings).encode("utf-8")
-            env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = "{overlay}/settings.json"
         return CommandSpec(
             args=tuple(args),
             stdin=request.prompt.encode("utf-8"),
+            env=env,
+            overlay=overlay,
+            warnings=tuple(warnings),
+        )
+
+    def control(self) -> ControlProtocol:
+        """A live session over ACP (``cli.js --acp``): see :mod:`.acp`."""
+        return AcpControl(acp_agents.QWEN, self._acp_command)
+
+    def _acp_command(self, request: Request) -> CommandSpec:
+        """``cli.js --acp``: modes (``permissions=``, an approver) are set over
+        the protocol; the system prompt, the directories and the retry cap are
+        the same arguments and settings overlay as a run's."""
+        shared, env, overlay, warnings = _shared(
+            request, safe=not self.reads_project(request.setting_sources)
+        )
+        if request.options.get("approval_mode"):
+            warnings.append(
+                "option approval_mode is not used in a live session: permissions= and "
+                "approver= pick qwen's mode (session/set_mode)"
+            )
+        return CommandSpec(
+            args=("--acp", *shared, *request.extra_args),
             env=env,
             overlay=overlay,
             warnings=tuple(warnings),

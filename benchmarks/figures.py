@@ -1538,6 +1538,13 @@ def fig_hosttools(p: Params) -> Result:
     return figure(p)
 
 
+def fig_acp(p: Params) -> Result:
+    """Live sessions over ACP on the real gemini, qwen, opencode (``benchmarks/acp.py``)."""
+    from .acp import fig_acp as figure
+
+    return figure(p)
+
+
 def fig_serve(p: Params) -> Result:
     """``genesis serve`` against a library call, and 200 SSE clients (``benchmarks/serve.py``)."""
     from .serve import fig_serve as figure
@@ -1561,5 +1568,6 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "sessions": ("8. Live sessions", fig_sessions),
     "pool": ("9. Warm pool", fig_pool),
     "hosttools": ("10. Host tools", fig_hosttools),
-    "serve": ("11. genesis serve", fig_serve),
+    "acp": ("11. ACP sessions", fig_acp),
+    "serve": ("12. genesis serve", fig_serve),
 }

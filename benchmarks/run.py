@@ -60,6 +60,9 @@ MODES: dict[str, dict[str, Any]] = {
         "pool_first": 10,
         "pool_batch": 8,
         "pool_batch_reps": 3,
+        "acp_turns": 12,
+        "acp_tools": 12,
+        "acp_pool": 4,
     },
     "smoke": {
         "events": 20_000,
@@ -86,6 +89,10 @@ MODES: dict[str, dict[str, Any]] = {
         "pool_first": 3,
         "pool_batch": 4,
         "pool_batch_reps": 1,
+        "acp_turns": 2,
+        "acp_tools": 2,
+        "acp_pool": 1,
+        "acp_agents": ["gemini"],
     },
 }
 

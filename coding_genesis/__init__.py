@@ -73,6 +73,9 @@ if TYPE_CHECKING:
         get_backend as get_backend,
         register_backend as register_backend,
     )
+    from coding_genesis.backends.acp_generic import (
+        AcpBackend as AcpBackend,
+    )
     from coding_genesis.backends.generic import (
         GenericBackend as GenericBackend,
         load_backends_file as load_backends_file,
@@ -113,9 +116,11 @@ if TYPE_CHECKING:
         ErrorEvent as ErrorEvent,
         Event as Event,
         EventKind as EventKind,
+        PlanEvent as PlanEvent,
         ResultEvent as ResultEvent,
         SessionEvent as SessionEvent,
         TextEvent as TextEvent,
+        ThoughtEvent as ThoughtEvent,
         ToolCallEvent as ToolCallEvent,
         ToolResultEvent as ToolResultEvent,
         Translator as Translator,
@@ -242,6 +247,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutorName": "batch",
     "FailureCategory": "status",
     "GenericBackend": "backends.generic",
+    "AcpBackend": "backends.acp_generic",
     "GenesisError": "errors",
     "Hook": "hooks",
     "HookEvent": "hooks",
@@ -257,6 +263,7 @@ _EXPORTS: dict[str, str] = {
     "Observer": "observer",
     "OptionSpec": "backend",
     "Permissions": "options",
+    "PlanEvent": "events",
     "RepositoryFile": "backend",
     "ResultEvent": "events",
     "RetryPolicy": "retry",
@@ -279,6 +286,7 @@ _EXPORTS: dict[str, str] = {
     "Subscription": "_pipeline.bus",
     "SupervisorConfig": "_supervision.values",
     "TextEvent": "events",
+    "ThoughtEvent": "events",
     "ToolCallEvent": "events",
     "ToolKind": "approval",
     "ToolResultEvent": "events",

@@ -193,6 +193,10 @@ class Backend(ABC):
     * :meth:`default_program`, :meth:`install_hint`, :meth:`failure_hint`,
       :meth:`stderr_retries`, :meth:`fatal_evidence`: see each.
     * :meth:`control`: the two-way protocol of a live session, if the CLI has one.
+    * ``two_way_only`` (False): the CLI speaks only that protocol (an Agent
+      Client Protocol agent): every run is one turn of a live process
+      (:meth:`runs_live`), and :meth:`build_command` only describes the
+      command (``genesis doctor``).
     """
 
     #: Registry name, e.g. "claude".
@@ -210,6 +214,7 @@ class Backend(ABC):
     notes: tuple[str, ...] = ()
     version_args: tuple[str, ...] = ("--version",)
     structured_output: bool = False
+    two_way_only: bool = False
     setting_sources: tuple[tuple[str, ...], ...] = ()
     default_setting_sources: tuple[str, ...] | None = None
     repository_files: tuple[RepositoryFile, ...] = ()
@@ -258,6 +263,16 @@ class Backend(ABC):
         working directory's shared settings ("project")."""
         chosen = sources if sources is not None else self.default_setting_sources
         return chosen is None or "project" in chosen
+
+    def runs_live(self, request: Request) -> bool:
+        """Whether a run of ``request`` is one turn of a live process over
+        :meth:`control`'s protocol (rather than a one-shot process): an
+        approver, hooks or host tools ask for one, and a CLI that speaks
+        nothing else (``two_way_only``) has no other transport.  An output
+        schema the CLI does not take itself goes in the live turn's prompt
+        (the capability check allowed it only where the protocol carries it)."""
+        schema = request.output_schema is not None and not self.structured_output
+        return self.two_way_only or request.two_way or schema
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,
@@ -323,6 +338,7 @@ _ATTRIBUTES: Mapping[str, Callable[[Any], Any]] = {
     "notes": _strings,
     "version_args": _strings,
     "structured_output": bool,
+    "two_way_only": bool,
     "setting_sources": lambda v: tuple(tuple(str(s) for s in c) for c in v or ()),
     "default_setting_sources": lambda v: None if v is None else tuple(str(s) for s in v),
     "repository_files": lambda v: tuple(f for f in v or () if isinstance(f, RepositoryFile)),

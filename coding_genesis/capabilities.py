@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from coding_genesis.backend import check_options
 from coding_genesis.config import require_permissions, require_setting_sources
 from coding_genesis.errors import ConfigError, RefusedError
-from coding_genesis.request import Unsupported
+from coding_genesis.hooks import declared
+from coding_genesis.request import Request, Unsupported
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
+    from coding_genesis.control import ControlProtocol
     from coding_genesis.options import Mode
     from coding_genesis.request import RequestSettings
 
@@ -39,6 +41,7 @@ __all__ = [
     "check",
     "require",
     "steer_refusal",
+    "takes_schema",
     "untrusted_problem",
 ]
 
@@ -47,6 +50,7 @@ ROWS = (
     "options",
     "session",
     "isolation",
+    "resume",
     "approver",
     "hooks",
     "tools",
@@ -80,11 +84,18 @@ def backends_that(need: str) -> list[str]:
             "two_way": protocol is not None,
             "steer": protocol is not None and protocol.can_steer,
             "tools": protocol is not None and protocol.can_host_tools,
-            "output_schema": backend.structured_output,
+            "output_schema": takes_schema(backend, protocol),
         }.get(need, need in backend.takes)
         if has:
             names.append(name)
     return names
+
+
+def takes_schema(backend: Backend, protocol: ControlProtocol | None) -> bool:
+    """``output_schema=`` can be honored: the CLI takes the schema itself, or
+    its two-way protocol carries it in the turn's prompt (ACP; the answer is
+    validated by us either way, and a run with a schema then runs live)."""
+    return backend.structured_output or (protocol is not None and protocol.schema_in_prompt)
 
 
 def _listed(prefix: str, need: str) -> str:
@@ -97,15 +108,12 @@ def _no_two_way(backend: Backend, what: str) -> str:
     )
 
 
-def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
-    """The first thing ``backend`` cannot do of what ``settings`` ask (None:
-    it can do all of it).  ``mode``: "session" for a live session (it needs a
-    two-way protocol, and runs where it is), "run" for one request."""
-    try:
-        check_options(backend, settings.options)
-    except ConfigError as exc:
-        return Unsupported("options", str(exc))
-    protocol = backend.control()
+def _live_refusal(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings, mode: Mode
+) -> Unsupported | None:
+    """The rows of a live CLI (session, isolation, resume): a session needs a
+    two-way protocol and runs where it is; a resumed live turn needs a protocol
+    that can continue the session (gemini's ACP ``session/load`` wipes it)."""
     if mode == "session":
         if protocol is None:
             return Unsupported("session", _no_two_way(backend, "a live session"))
@@ -115,6 +123,49 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 "a live session runs in its working directory: isolation= and verify= "
                 "apply to one-shot runs only",
             )
+    if isinstance(settings, Request) and settings.resume and protocol is not None:
+        broken = protocol.resume_refusal
+        if broken is not None and (mode == "session" or backend.runs_live(settings)):
+            return Unsupported(
+                "resume",
+                f"backend {backend.name!r} cannot resume a session over its two-way "
+                f"protocol: {broken}",
+            )
+    return None
+
+
+def _beyond(
+    backend: Backend, protocol: ControlProtocol, settings: RequestSettings
+) -> Unsupported | None:
+    """A hook that declared an effect (``hooks.wants``) its point cannot apply here."""
+    for event, hooks in settings.hooks.items():
+        can = protocol.hook_effects.get(event, frozenset())
+        for hook in hooks:
+            beyond = declared(hook) - can
+            if beyond:
+                name = getattr(hook, "__qualname__", None) or type(hook).__name__
+                there = f"can only {', '.join(sorted(can))}" if can else "only observes"
+                return Unsupported(
+                    "hooks",
+                    f"backend {backend.name!r} cannot apply a {event} hook's "
+                    f"{', '.join(sorted(beyond))}, which hook {name} declares "
+                    f"(wants): a {event} hook there {there}",
+                )
+    return None
+
+
+def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
+    """The first thing ``backend`` cannot do of what ``settings`` ask (None:
+    it can do all of it).  ``mode``: "session" for a live session (it needs a
+    two-way protocol, and runs where it is), "run" for one request."""
+    try:
+        check_options(backend, settings.options)
+    except ConfigError as exc:
+        return Unsupported("options", str(exc))
+    protocol = backend.control()
+    refused = _live_refusal(backend, protocol, settings, mode)
+    if refused is not None:
+        return refused
     if settings.approver is not None and protocol is None:
         return Unsupported("approver", _no_two_way(backend, "approver="))
     if settings.hooks:
@@ -128,13 +179,16 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 f"backend {backend.name!r} reports no {', '.join(missing)} hook point, "
                 f"which hooks= needs (its hook events: {', '.join(reported) or 'none'})",
             )
+        refused = _beyond(backend, protocol, settings)
+        if refused is not None:
+            return refused
     if settings.tools and (protocol is None or not protocol.can_host_tools):
         return Unsupported(
             "tools",
             f"backend {backend.name!r} cannot call the caller's functions, which tools= needs"
             + _listed("backends that can", "tools"),
         )
-    if settings.output_schema is not None and not backend.structured_output:
+    if settings.output_schema is not None and not takes_schema(backend, protocol):
         return Unsupported(
             "output_schema",
             f"backend {backend.name!r} takes no output schema, which output_schema= needs"
@@ -148,6 +202,9 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
+    refused = _unseen_project(backend, settings)
+    if refused is not None:
+        return refused
     for option, noun in TAKES.items():
         if getattr(settings, option, None) and option not in backend.takes:
             return Unsupported(
@@ -156,6 +213,26 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 + _listed("backends that do", option),
             )
     return None
+
+
+def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """An approver on a backend that cannot be told not to read the working
+    directory's settings (codex-acp trusts it): what a repository puts there
+    (MCP servers, hooks) would act behind the approver, which callers rely on
+    as a boundary.  Refused unless ``setting_sources=`` says the caller reads
+    the project knowingly."""
+    can = backend.setting_sources
+    if settings.approver is None or settings.setting_sources is not None:
+        return None
+    if not can or not all("project" in c for c in can):
+        return None
+    return Unsupported(
+        "approver",
+        f"backend {backend.name!r} always reads the working directory's own settings "
+        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
+        "commands) would run behind the approver, unasked.  Pass "
+        f"setting_sources={can[0]!r} to accept that for a repository you trust",
+    )
 
 
 def require(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> None:

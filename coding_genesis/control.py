@@ -26,7 +26,7 @@ turns each into a :class:`HookCall` and answers it in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
@@ -47,6 +47,7 @@ __all__ = [
     "Forward",
     "HookCall",
     "Incoming",
+    "McpServer",
     "Opening",
     "Outgoing",
     "PermissionAsk",
@@ -107,7 +108,8 @@ class HookCall:
     ``input.event`` and answers with :meth:`ControlProtocol.answer_hook`.
 
     ``key`` is the protocol's own handle (a request id; None when the CLI only
-    told us and waits for nothing); ``input`` the typed hook input, whose run,
+    told us and waits for nothing: its hooks observe, whatever the event's
+    :attr:`ControlProtocol.hook_effects`); ``input`` the typed hook input, whose run,
     turn, cwd and backend fields the session fills in.  ``ask``: the same
     point also asks the approver (claude's ``PreToolUse`` when ``approver=`` is
     set): it is asked after the hooks, with the input they changed, unless
@@ -218,6 +220,18 @@ Incoming: TypeAlias = (
 
 
 @dataclass(frozen=True, slots=True)
+class McpServer:
+    """A stdio MCP server the CLI launches for its session (ACP's
+    ``mcpServers``): how the caller's functions reach a CLI that takes tools
+    only over MCP.  The session serves it (:attr:`ControlProtocol.tools_over_mcp`)
+    and hands it to the protocol before :meth:`ControlProtocol.begin`."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Opening:
     """How a session starts: the CLI's command, then what is written once it
     runs (:meth:`ControlProtocol.begin`)."""
@@ -239,16 +253,37 @@ class ControlProtocol(ABC):
     ``changes_input``: an allow's changed input (``Decision.allow(input)``)
     reaches the CLI, which runs the call with it; where it cannot, the call
     runs as asked and the approval's record says the change was not applied.
+    ``resume_refusal``: why ``resume=`` cannot continue a session over this
+    protocol (None: it can): the capability check refuses such a request
+    before anything starts (gemini's ACP ``session/load`` wipes the session
+    it was asked to continue).
+    ``tools_over_mcp``: the CLI takes ``Request.tools`` only from an MCP
+    server it launches: the session serves one for the session and sets
+    :attr:`mcp_servers` before :meth:`begin`; the protocol declares them to
+    the CLI (its calls never reach :meth:`receive`: the session answers them).
+    ``schema_in_prompt``: the protocol has no field for an output schema
+    (ACP), so ``output_schema=`` reaches the CLI in each turn's prompt (the
+    session adds it, worded once) and the answer is validated by us.
     """
 
     name: ClassVar[str] = ""
     can_steer: ClassVar[bool] = False
+    schema_in_prompt: ClassVar[bool] = False
     changes_input: ClassVar[bool] = False
     hook_effects: ClassVar[Mapping[HookEvent, frozenset[HookEffect]]] = {}
     can_host_tools: ClassVar[bool] = False
+    resume_refusal: str | None = None
+    tools_over_mcp: ClassVar[bool] = False
+    #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
+    mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
     #: place a protocol records what the session was started with.
     request: Request | None = None
+
+    @property
+    def hooked(self) -> Collection[str]:
+        """The events the session has hooks for (the request :meth:`begin` kept)."""
+        return self.request.hooks.keys() if self.request is not None else ()
 
     @final
     def begin(self, request: Request) -> Opening:

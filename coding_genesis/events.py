@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from coding_genesis._util.timestamps import iso_ms
+from coding_genesis._util.unset import UNSET as _UNSET
 
 # At run time too: the conformance kit reads the Translator's annotations.
 from coding_genesis.options import MessageUsage
@@ -33,9 +34,11 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "EventKind",
+    "PlanEvent",
     "ResultEvent",
     "SessionEvent",
     "TextEvent",
+    "ThoughtEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "Translator",
@@ -51,6 +54,8 @@ class EventKind(enum.StrEnum):
     RUN_FINISHED = "run_finished"  # the final response is ready
     SESSION = "session"  # session / thread id is known
     TEXT = "text"  # assistant text
+    THOUGHT = "thought"  # the model's reasoning, as the CLI shows it
+    PLAN = "plan"  # the agent's plan, as it stands
     TOOL_CALL = "tool_call"  # the CLI invoked a tool
     TOOL_RESULT = "tool_result"  # a tool finished
     USAGE = "usage"  # token usage / cost
@@ -60,23 +65,6 @@ class EventKind(enum.StrEnum):
     ATTEMPT = "attempt"  # coding-genesis starts another attempt (retry policy)
     BUDGET = "budget"  # a budget passed a warning fraction, or was exceeded
     APPROVAL = "approval"  # a tool call the CLI asked about was allowed or refused
-
-
-class _Unset:
-    """Default of a field some producers leave out: the field reads ``None``
-    (or an empty list) and ``to_dict`` omits it, as the producer's dict did."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __reduce__(self) -> str:
-        return "_UNSET"
-
-
-#: Typed ``Any`` so it can be the default of a parameter of any type.
-_UNSET: Any = _Unset()
 
 
 class Event:
@@ -136,7 +124,8 @@ class Event:
         return out
 
     def _fill(self, out: dict[str, Any]) -> None:
-        raise NotImplementedError
+        for name in self.fields:
+            out[name] = getattr(self, name)
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
@@ -183,11 +172,10 @@ def _absent(**values: object) -> tuple[str, ...]:
     return tuple(name for name, value in values.items() if value is _UNSET)
 
 
-class TextEvent(Event):
-    """Assistant text.  ``to_dict`` fields: ``text``."""
+class _Words(Event):
+    """Words the model wrote: its answer's, its reasoning's."""
 
     __slots__ = ("text",)
-    kind = EventKind.TEXT
     fields = ("text",)
 
     def __init__(self, text: str) -> None:
@@ -197,9 +185,6 @@ class TextEvent(Event):
         self.seq = 0
         self.ts = 0.0
 
-    def _fill(self, out: dict[str, Any]) -> None:
-        out["text"] = self.text
-
     def redacted(self, redactor: Redactor) -> Self:
         text = redactor.text(self.text)
         return self if text is self.text else self._copy_stamps(type(self)(text))
@@ -207,6 +192,40 @@ class TextEvent(Event):
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:
         return cls(str(payload.get("text") or ""))
+
+
+class TextEvent(_Words):
+    """Assistant text.  ``to_dict`` fields: ``text``."""
+
+    __slots__ = ()
+    kind = EventKind.TEXT
+
+
+class ThoughtEvent(_Words):
+    """The model's reasoning (ACP ``agent_thought_chunk``), no part of the answer.
+    ``to_dict`` fields: ``text``."""
+
+    __slots__ = ()
+    kind = EventKind.THOUGHT
+
+
+class PlanEvent(Event):
+    """The agent's plan as it stands (each ACP ``plan`` update replaces it).
+    ``to_dict`` fields: ``entries``, each ``content``, ``priority`` (high,
+    medium, low), ``status`` (pending, in_progress, completed)."""
+
+    __slots__ = ("entries",)
+    kind = EventKind.PLAN
+    fields = ("entries",)
+
+    def __init__(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        self.entries = [dict(entry) for entry in entries]
+        self._stamp()
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        given = payload.get("entries")
+        return cls([e for e in given if isinstance(e, Mapping)] if isinstance(given, list) else [])
 
 
 class ToolCallEvent(Event):
@@ -417,19 +436,6 @@ class ResultEvent(_Optional):
     ``permission_denials`` (claude's list of denied tool calls; ``[]`` when
     unset), ``errors`` (the CLI's error messages; ``[]`` when unset)."""
 
-    __slots__ = (
-        "api_error_status",
-        "duration_ms",
-        "errors",
-        "is_error",
-        "num_turns",
-        "permission_denials",
-        "session_id",
-        "stop_reason",
-        "subtype",
-        "terminal_reason",
-        "text",
-    )
     kind = EventKind.RESULT
     fields = (
         "is_error",
@@ -444,6 +450,7 @@ class ResultEvent(_Optional):
         "permission_denials",
         "errors",
     )
+    __slots__ = fields
 
     def __init__(
         self,
@@ -505,10 +512,6 @@ class ErrorEvent(Event):
         self.message = message
         self.fatal = fatal
         self._stamp()
-
-    def _fill(self, out: dict[str, Any]) -> None:
-        out["message"] = self.message
-        out["fatal"] = self.fatal
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> Self:

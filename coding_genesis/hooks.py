@@ -40,8 +40,10 @@ __all__ = [
     "HookResult",
     "HookRun",
     "Hooks",
+    "declared",
     "hook_table",
     "run_hooks",
+    "wants",
 ]
 
 #: Where a hook runs: before a tool call, after it, at a turn's end (the CLI
@@ -126,6 +128,33 @@ class HookResult:
 Hook: TypeAlias = Callable[[HookInput], HookResult | Awaitable[HookResult | None] | None]
 #: ``hooks=``: each event's hook, or hooks in the order they run.
 Hooks: TypeAlias = Mapping[HookEvent, Hook | Sequence[Hook]]
+
+
+_WANTS = "__genesis_hook_effects__"
+
+
+def wants(*effects: HookEffect) -> Callable[[Hook], Hook]:
+    """Declare what a hook may ask (``@wants("block")``): the capability check
+    then refuses it up front on a backend whose hook point cannot do that,
+    rather than the run recording it as not applied."""
+    unknown = [e for e in effects if e not in get_args(HookEffect)]
+    if unknown:
+        raise ConfigError(
+            f"wants: unknown effect(s) {', '.join(map(repr, unknown))}; "
+            f"the effects are {', '.join(get_args(HookEffect))}"
+        )
+
+    def declare(hook: Hook) -> Hook:
+        setattr(hook, _WANTS, frozenset(effects))
+        return hook
+
+    return declare
+
+
+def declared(hook: Hook) -> frozenset[HookEffect]:
+    """What ``hook`` declared it may ask (:func:`wants`; none: nothing declared)."""
+    found: object = getattr(hook, _WANTS, None)
+    return found if isinstance(found, frozenset) else frozenset()
 
 
 def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:

@@ -18,9 +18,11 @@ from coding_genesis.events import (
     ErrorEvent,
     Event,
     EventKind,
+    PlanEvent,
     ResultEvent,
     SessionEvent,
     TextEvent,
+    ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -239,6 +241,8 @@ class ApprovalEvent(_WithExtra):
 
 RunEvent: TypeAlias = (
     TextEvent
+    | ThoughtEvent
+    | PlanEvent
     | ToolCallEvent
     | ToolResultEvent
     | SessionEvent
@@ -264,6 +268,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunFinishedEvent,
         SessionEvent,
         TextEvent,
+        ThoughtEvent,
+        PlanEvent,
         ToolCallEvent,
         ToolResultEvent,
         UsageEvent,

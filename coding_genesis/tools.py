@@ -14,8 +14,9 @@ goes on either way.  A sync function runs in a worker thread (so it never
 holds up the session); past its timeout it is abandoned, not stopped.
 
 The model sees a tool as ``mcp__genesis__<name>`` on claude (an SDK MCP
-server over its control protocol) and as ``<name>`` on codex (a dynamic
-tool).  Only code can name host tools: a batch line (``RunSpec``,
+server over its control protocol), as ``<name>`` on codex (a dynamic
+tool) and, on an ACP agent, as a tool of the stdio MCP server ``genesis``
+the agent launches, which brings each call back to the session.  Only code can name host tools: a batch line (``RunSpec``,
 ``run_many``, ``genesis run-many``) never can.
 """
 

@@ -126,6 +126,8 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("Event", "The base of every event a run publishes."),
             ("EventKind", "What an event says: text, tool call, usage, state..."),
             ("TextEvent", "Text the model wrote."),
+            ("ThoughtEvent", "The model's reasoning, as the CLI shows it (not the answer)."),
+            ("PlanEvent", "The agent's plan as it stands: its entries and their status."),
             ("ToolCallEvent", "The CLI called a tool."),
             ("ToolResultEvent", "A tool call finished."),
             ("UsageEvent", "Token usage and cost."),
@@ -182,6 +184,10 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             (
                 "GenericBackend",
                 "A CLI that speaks a format we read, described by an argv template.",
+            ),
+            (
+                "AcpBackend",
+                "Any command that speaks the Agent Client Protocol, as a backend (no code).",
             ),
             ("load_backends_file", "Generic backends from a TOML file."),
             ("Request", "One request, validated once: what a backend and a protocol are handed."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +24,17 @@ pytest_plugins = [
     "tests.steps.budget_steps",
     "tests.steps.session_steps",
     "tests.steps.serve_steps",
+    "tests.steps.acp_steps",
+    "tests.steps.acp_pool_steps",
     "tests.fakes.plugin",
     "tests.browser",
 ]
+
+
+# The fakes start with ``#!/usr/bin/env python3`` and import coding_genesis: the
+# interpreter running the tests comes first on PATH, so they find it when pytest is
+# run as ``.venv/bin/python -m pytest`` without the venv activated.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 #: Fixtures that start a real CLI (each skips its test when that CLI is absent).

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import psutil
 
-from coding_genesis import CodingGenesisAgent, Decision, Event
+from coding_genesis import CodingGenesisAgent, Decision, Event, Observer
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest
@@ -183,6 +183,16 @@ class EventLog:
 
     def states(self) -> list[str]:
         return [e["state"] for e in self.of("state")]
+
+
+class Ended(Observer):
+    """The key of every session that ended (a pool closes each it opened)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
+        self.keys.append(session)
 
 
 def marked_processes(
@@ -411,3 +421,16 @@ def recorded_events(run_dir: Path, *, stamps: bool = False) -> list[dict[str, An
             d["ts_estimated"] = True
         out.append(d)
     return out
+
+
+class Scripted:
+    """An approver answering with ``decisions`` in order (allow once they are
+    used up), remembering each request it was asked (``asked``)."""
+
+    def __init__(self, *decisions: Decision) -> None:
+        self.asked: list[ApprovalRequest] = []
+        self._left = iter(decisions)
+
+    def __call__(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request)
+        return next(self._left, Decision.allow())

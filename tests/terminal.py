@@ -13,9 +13,10 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyte
+import pytest
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
@@ -140,6 +141,22 @@ class Terminal:
                 return text in self.screen
         return True
 
+    def wait_below(self, anchor: str, text: str, timeout: float = 20) -> bool:
+        """Wait until ``text`` is on the screen below the last ``anchor`` (a line
+        that repeats, e.g. a turn's closing line, after the turn that matters)."""
+        deadline = time.monotonic() + timeout
+
+        def shown() -> bool:
+            _, found, after = self.screen.rpartition(anchor)
+            return bool(found) and text in after
+
+        while not shown():
+            if time.monotonic() > deadline:
+                return False
+            if not self._read(0.05) and self.proc.poll() is not None:
+                return shown()
+        return True
+
     def send(self, data: bytes) -> None:
         os.write(self.master, data)
 
@@ -164,3 +181,12 @@ class Terminal:
                 self.proc.wait(timeout=10)
         with contextlib.suppress(OSError):
             os.close(self.master)
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    """The terminals a test opened (append each), closed after it."""
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()

@@ -130,3 +130,36 @@ def test_the_session_figure_gives_every_client_every_predecessor_alike(count: in
     assert max(follows.values()) - min(follows.values()) <= 3
     # A fixed round, by contrast, gives each client one predecessor.
     assert len(Counter(pairwise(names * 20))) == count
+
+
+def test_the_bare_acp_loop_speaks_to_an_acp_agent(tmp_path: Path) -> None:
+    """Figure 11's baseline (``benchmarks.acp.BareAcp``) against the fake ACP agent: a text
+    turn's answer, a permission request answered allow-once and stamped (its round trip
+    ends at the call's completed update), the agent's other requests refused (-32601)."""
+    import asyncio
+    import os
+
+    from benchmarks.acp import BareAcp
+
+    fake = str(Path(__file__).parent / "fakes" / "bin" / "gemini")
+
+    async def drive() -> tuple[str, str, str, BareAcp]:
+        bare = BareAcp([fake, "--acp"], dict(os.environ), str(tmp_path))
+        try:
+            await bare.start("default")
+            text = await bare.prompt("hello there")
+            asked = await bare.prompt('ASK execute {"command": "touch x"}')
+            overlap = await bare.prompt("OVERLAP")
+        finally:
+            await bare.close()
+        return text, asked, overlap, bare
+
+    text, asked, overlap, bare = asyncio.run(asyncio.wait_for(drive(), 30))
+    assert text == "fake gemini got: hello there"
+    assert asked == "allowed allow_once", asked  # the option of kind allow_once
+    assert len(bare.stamps.approvals) == 1, bare.stamps  # ASK: its call completed
+    assert all(0 <= s < 30 for s in bare.stamps.approvals)
+    assert overlap == (
+        "answers: fs/read_text_file=-32601 terminal/create=-32601 "
+        "craft/drainMidTurnQueue=-32601 permission=proceed_once"
+    ), overlap

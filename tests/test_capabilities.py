@@ -18,14 +18,19 @@ from coding_genesis.batch import run_many_sync
 from coding_genesis.capabilities import UNTRUSTED, backends_that, check, untrusted_problem
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import AgentUsageError, ConfigError, RefusedError
+from coding_genesis.hooks import wants
 from coding_genesis.request import LIVE_OPTION_NAMES, RUN_OPTION_NAMES
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import TwoWayBackend, one_way_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def backend_of(name: str) -> str | Backend:
-    """A registered backend by name; "twoway": the two-way fake of the session tests."""
+    """A registered backend by name; "twoway": the two-way fake of the session
+    tests; "oneway": a backend with no two-way protocol (every shipped one has
+    one)."""
+    if name == "oneway":
+        return one_way_backend()
     return TwoWayBackend() if name == "twoway" else name
 
 
@@ -45,15 +50,15 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         "approval_mode, include_directories",
     ),
     (
-        "gemini",
+        "oneway",
         {"approver": lambda request: True},
-        "backend 'gemini' has no two-way protocol, which approver= needs; "
+        "backend 'oneway' has no two-way protocol, which approver= needs; "
         f"backends that have one: {', '.join(backends_that('two_way'))}",
     ),
     (
-        "gemini",
+        "oneway",
         {"hooks": {"pre_tool": lambda hook: None}},
-        "backend 'gemini' has no two-way protocol, which hooks= needs; "
+        "backend 'oneway' has no two-way protocol, which hooks= needs; "
         f"backends that have one: {', '.join(backends_that('two_way'))}",
     ),
     (
@@ -62,16 +67,48 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         "backend 'twoway' reports no pre_compact hook point, which hooks= needs (its hook events: ",
     ),
     (
-        "gemini",
+        "oneway",
         {"tools": [_tool]},
-        "backend 'gemini' cannot call the caller's functions, which tools= needs; "
-        "backends that can: claude, codex, failer",
+        "backend 'oneway' cannot call the caller's functions, which tools= needs; "
+        f"backends that can: {', '.join(backends_that('tools'))}",
     ),
     (
-        "gemini",
+        "oneway",
         {"output_schema": _SCHEMA},
-        "backend 'gemini' takes no output schema, which output_schema= needs; "
-        "backends that do: claude, codex, failer",
+        "backend 'oneway' takes no output schema, which output_schema= needs; "
+        f"backends that do: {', '.join(backends_that('output_schema'))}",
+    ),
+    # the Agent Client Protocol's backends: a pre_tool hook blocks, the rest
+    # observe; no system prompt
+    (
+        "gemini",
+        {"hooks": {"pre_tool": wants("block", "input")(lambda hook: None)}},
+        "backend 'gemini' cannot apply a pre_tool hook's input, which hook <lambda> "
+        "declares (wants): a pre_tool hook there can only block",
+    ),
+    (
+        "opencode",
+        {"hooks": {"turn_end": wants("block")(lambda hook: None)}},
+        "backend 'opencode' cannot apply a turn_end hook's block, which hook <lambda> "
+        "declares (wants): a turn_end hook there only observes",
+    ),
+    (
+        "qwen",
+        {"hooks": {"pre_compact": lambda hook: None}},
+        "backend 'qwen' reports no pre_compact hook point, which hooks= needs "
+        "(its hook events: pre_tool, post_tool, turn_end)",
+    ),
+    (
+        "opencode",
+        {"system_prompt": "Be brief."},
+        "backend 'opencode' takes no system prompt, which system_prompt= needs; "
+        f"backends that do: {', '.join(backends_that('system_prompt'))}",
+    ),
+    (
+        "opencode",
+        {"add_dirs": [str(ROOT)]},
+        "backend 'opencode' takes no extra directories, which add_dirs= needs; "
+        f"backends that do: {', '.join(backends_that('add_dirs'))}",
     ),
 ]
 
@@ -98,12 +135,12 @@ def test_a_call_answers_64_with_the_same_words(
 
 @pytest.mark.parametrize(
     ("backend", "options", "words"),
-    [row for row in ROWS if row[0] != "gemini"]
+    [row for row in ROWS if row[0] != "oneway"]
     + [
         (
-            "gemini",
+            "oneway",
             {},
-            "backend 'gemini' has no two-way protocol, which a live session needs; "
+            "backend 'oneway' has no two-way protocol, which a live session needs; "
             f"backends that have one: {', '.join(backends_that('two_way'))}",
         )
     ],
@@ -113,6 +150,29 @@ def test_a_session_raises_the_same_words(backend: str, options: dict[str, Any], 
     with pytest.raises(RefusedError) as refused:
         agent.session(**options)
     assert str(refused.value).startswith(words)
+
+
+#: The resume row's words for gemini over ACP (a call's option, never an agent's).
+_NO_RESUME = (
+    "backend 'gemini' cannot resume a session over its two-way protocol: gemini 0.61's "
+    "session/load fails ('No previous sessions found') and wipes the session's stored history"
+)
+
+
+def test_a_resume_the_protocol_would_lose_is_refused_in_one_wording() -> None:
+    """gemini's ACP ``session/load`` wipes the session: ``resume=`` over the
+    protocol (a session, a run with an approver) is refused before anything
+    starts; a one-shot run resumes with ``--resume``."""
+    agent = CodingGenesisAgent("gemini", ledger=False, cli_path="/nonexistent/gemini")
+    with pytest.raises(RefusedError) as refused:
+        agent.session(resume="s-1")
+    assert str(refused.value).startswith(_NO_RESUME)
+    response = agent.run_sync("hello", resume="s-1", approver=lambda request: True)
+    assert response["status"] == 64 and response["message"].startswith(_NO_RESUME)
+    one_shot = agent.run_sync("hello", resume="s-1")  # refused by nothing: the CLI is absent
+    assert one_shot["error"] == "not_found", one_shot["message"]
+    qwen = CodingGenesisAgent("qwen", ledger=False, cli_path="/nonexistent/qwen")
+    assert qwen.run_sync("hello", resume="s-1", approver=lambda r: True)["error"] == "not_found"
 
 
 def test_a_session_of_an_isolated_agent_is_refused_in_one_wording() -> None:
@@ -140,8 +200,31 @@ def test_the_check_answers_what_the_backend_cannot_do() -> None:
 
     config = AgentConfig(backend="claude", output_schema=_SCHEMA)
     assert check(get_backend("claude"), config) is None
-    refused = check(get_backend("gemini"), config)
+    refused = check(one_way_backend(), config)
     assert refused is not None and refused.option == "output_schema"
+
+
+def test_every_acp_backend_takes_an_output_schema_in_the_prompt() -> None:
+    """ACP has no schema field: the protocol carries it in the turn's prompt
+    (tests/session/test_acp_output.py), so the one check says yes."""
+    from coding_genesis.backends import get_backend
+
+    for name in ("gemini", "qwen", "opencode"):
+        config = AgentConfig(backend=name, output_schema=_SCHEMA)
+        assert check(get_backend(name), config) is None, name
+        assert check(get_backend(name), config, "session") is None, name
+    assert {"gemini", "qwen", "opencode"} <= set(backends_that("output_schema"))
+
+
+def test_every_acp_backend_takes_the_callers_functions() -> None:
+    """tools= on an ACP agent: served over MCP (tests/session/test_acp_tools.py)."""
+    from coding_genesis.backends import get_backend
+
+    for name in ("gemini", "qwen", "opencode"):
+        config = AgentConfig(backend=name, tools=[_tool])
+        assert check(get_backend(name), config) is None, name
+        assert check(get_backend(name), config, "session") is None, name
+    assert {"gemini", "qwen", "opencode"} <= set(backends_that("tools"))
 
 
 def test_every_option_is_classified() -> None:

@@ -21,4 +21,6 @@ scenarios(
     "host_tools.feature",
     "structured_output.feature",
     "serve.feature",
+    "acp.feature",
+    "acp_pool.feature",
 )

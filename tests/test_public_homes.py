@@ -55,6 +55,7 @@ PUBLIC_MODULES = [
     "session",
     "status",
     "testing",
+    "testing.acp",
     "tools",
     "usage",
 ]

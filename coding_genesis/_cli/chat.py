@@ -82,8 +82,15 @@ def register(subparsers: Any) -> None:
         "--backend",
         "-b",
         default=None,
-        help="a backend with a two-way protocol: claude or codex "
-        "(default: $GENESIS_BACKEND, else claude)",
+        help="a backend with a two-way protocol: claude, codex, failer, gemini, opencode, "
+        "qwen, or an ACP agent of --backends-file (default: $GENESIS_BACKEND, else claude)",
+    )
+    parser.add_argument(
+        "--backends-file",
+        metavar="TOML",
+        default=None,
+        help="generic backends to add ([backends.NAME] tables: command, format, ...; "
+        'format = "acp" for an Agent Client Protocol agent; default: $GENESIS_BACKENDS_FILE)',
     )
     parser.add_argument(
         "--timeout",
@@ -139,6 +146,7 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.approver_options import approval_timeout, approver_from
     from coding_genesis._cli.asking import TerminalAsker, TerminalLines
     from coding_genesis._cli.env import (
+        backends_file,
         cli_path_for,
         default_backend,
         ledger_setting,
@@ -146,7 +154,7 @@ def handle(args: argparse.Namespace) -> int:
         run_log_path,
         transcript_dir,
     )
-    from coding_genesis._cli.run import warn_of_repository
+    from coding_genesis._cli.run import add_backends_file, warn_of_repository
     from coding_genesis.agent import CodingGenesisAgent
     from coding_genesis.errors import AgentUsageError, ConfigError
 
@@ -160,6 +168,7 @@ def handle(args: argparse.Namespace) -> int:
     lines = TerminalLines(sys.stdin.fileno())
     asker = TerminalAsker(lines, scope="session")
     try:
+        add_backends_file(backends_file(args.backends_file))
         agent = CodingGenesisAgent(
             backend,
             timeout=args.timeout,

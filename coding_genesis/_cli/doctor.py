@@ -104,6 +104,12 @@ def register(subparsers: Any) -> None:
         default=15.0,
         help="seconds `<cli> --version` may take (default 15)",
     )
+    parser.add_argument(
+        "--backends-file",
+        default=None,
+        metavar="FILE",
+        help="also check the backends of this TOML file (default: $GENESIS_BACKENDS_FILE)",
+    )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 for any FAIL, of any backend checked"
@@ -368,6 +374,10 @@ async def _backend_checks(name: str, cli_path: str | None, timeout: float) -> li
     notes = backend.notes
     if notes:
         checks.append(Check(name, "notes", "ok", "; ".join(map(str, notes))))
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.sessions_row import sessions
+
+    checks.append(Check(name, "sessions", "ok", sessions(backend)))
     if name == "claude":
         checks.append(_claude_credentials())
         checks += _claude_environment()
@@ -492,9 +502,16 @@ def run_checks(
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.env import BACKEND
+    from coding_genesis._cli.env import BACKEND, backends_file
+    from coding_genesis._cli.run import add_backends_file
+    from coding_genesis.errors import ConfigError
 
-    backends = list(dict.fromkeys(args.backend or BACKENDS))
+    try:
+        added = add_backends_file(backends_file(args.backends_file))
+    except ConfigError as exc:
+        print(f"genesis doctor: error: {exc}", file=sys.stderr)
+        return 2
+    backends = list(dict.fromkeys(args.backend or [*BACKENDS, *added]))
     # The backends a person asked about: --backend, else $GENESIS_BACKEND (the one
     # `genesis run` would use), else none in particular.
     named = list(

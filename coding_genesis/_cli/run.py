@@ -419,16 +419,18 @@ def _default_backend_missing(backend: str) -> str:
     )
 
 
-def add_backends_file(path: str | None) -> None:
-    """Register the generic backends of a TOML file (none: nothing)."""
+def add_backends_file(path: str | None) -> list[str]:
+    """Register the generic backends of a TOML file (none: nothing); their names."""
     if path is None:
-        return
+        return []
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends import register_backend
     from coding_genesis.backends.generic import load_backends_file
 
-    for name, backend in load_backends_file(path).items():
+    found = load_backends_file(path)
+    for name, backend in found.items():
         register_backend(name, lambda backend=backend: backend)  # type: ignore[misc]
+    return list(found)
 
 
 class BackendsHelp(str):

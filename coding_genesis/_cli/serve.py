@@ -37,6 +37,7 @@ Every route needs the token: generated at each start into the state directory
 (--state-dir, default $XDG_STATE_HOME/coding-genesis/serve/token, mode 0600), or
 given (GENESIS_SERVE_TOKEN, --token-file).  A request body is a run-many line
 under the same rules: data only, unless --trusted-input; its cwd under --root.
+$GENESIS_BACKENDS_FILE's generic backends may be named too.
 Runs are recorded like every run (transcripts, the run log): `genesis runs`
 and GET /runs show one history.  SIGTERM drains (--on-term, --drain-timeout).
 The API: docs/serve.md, and GET /openapi.json.
@@ -165,14 +166,17 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis._cli.backends import all_names
     from coding_genesis._cli.env import (
         SERVE_TOKEN,
+        backends_file,
         default_backend,
         ledger_setting,
         run_log_path,
         serve_dir,
         transcript_dir,
     )
+    from coding_genesis._cli.run import add_backends_file
     from coding_genesis._cli.run_many import batch_defaults
     from coding_genesis._util.version import version
+    from coding_genesis.errors import ConfigError
 
     try:
         server = importlib.import_module("coding_genesis._serve.server")
@@ -182,6 +186,10 @@ def handle(args: argparse.Namespace) -> int:
             f"the server needs the serve extra ({exc.name or exc}): "
             "pip install 'coding-genesis[serve]'",
         )
+    try:  # the operator's generic backends, which a body may then name
+        add_backends_file(backends_file())
+    except ConfigError as exc:
+        return usage_error("serve", str(exc))
     security = importlib.import_module("coding_genesis._serve.security")
     token: str | None = None
     try:

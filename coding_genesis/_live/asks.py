@@ -134,11 +134,13 @@ class LinkQuestions:
         try:
             session_id = call.input.session_id or self.session_id
             data = dataclasses.replace(call.input, session_id=session_id, **self._where(turn))
+            # a point the CLI waits at for nobody (no key) can only be observed
+            effects = self.protocol.hook_effects.get(data.event, frozenset())
             ran = await run_hooks(
                 self.request.hooks.get(data.event, ()),
                 data,
                 timeout=self.request.hook_timeout,
-                effects=self.protocol.hook_effects.get(data.event, frozenset()),
+                effects=effects if call.key is not None else frozenset(),
                 backend=self.backend.name,
             )
             if turn is not None:

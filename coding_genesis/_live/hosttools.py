@@ -63,24 +63,34 @@ class HostCalls:
         self._alive = alive
         self._running: set[anyio.CancelScope] = set()
 
-    async def answer(
-        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None
-    ) -> None:
-        """Run ``call`` and write its answer (none when :meth:`cancel` cut it
-        short, or when the protocol could not answer: that is logged)."""
+    async def run(
+        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None = None
+    ) -> ToolResult | None:
+        """Run ``call`` (None: :meth:`cancel` cut it short, its turn over)."""
+        result: ToolResult | None = None
         with anyio.CancelScope() as scope:
             self._running.add(scope)
             try:
                 result = await call_host_tool(self.tools, call, emit)
             finally:
                 self._running.discard(scope)
-            try:
-                objects = self._protocol.answer_tool(call, result)
-            except Exception:  # a plug-in's protocol must not break the session
-                log.exception("%s could not answer host tool %s", self._protocol.name, call.name)
-                return
-            if objects and self._alive():
-                self._send(*objects)
+        return result
+
+    async def answer(
+        self, call: ToolCall, emit: Callable[[Sequence[Event]], object] | None
+    ) -> None:
+        """Run ``call`` and write its answer (none when :meth:`cancel` cut it
+        short, or when the protocol could not answer: that is logged)."""
+        result = await self.run(call, emit)
+        if result is None:
+            return
+        try:
+            objects = self._protocol.answer_tool(call, result)
+        except Exception:  # a plug-in's protocol must not break the session
+            log.exception("%s could not answer host tool %s", self._protocol.name, call.name)
+            return
+        if objects and self._alive():
+            self._send(*objects)
 
     def cancel(self) -> None:
         """Cancel the calls still running (their turn ended)."""

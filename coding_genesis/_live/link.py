@@ -34,6 +34,7 @@ from coding_genesis._live.approvals import approval_event
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.mcpbridge import MCP_MISSING, McpBridge, mcp_missing
 from coding_genesis._live.outbox import Outbox
 from coding_genesis._live.process import LiveProcess
 from coding_genesis._live.turn import STDERR_TAIL, Turn, TurnMarks, Unattended, death
@@ -46,9 +47,11 @@ from coding_genesis._pipeline.attempt import (
 )
 from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.evidence import EvidenceWatch
+from coding_genesis._pipeline.output import schema_prompt
 from coding_genesis._pipeline.overlay import open_overlay
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.stop import StopHandle
+from coding_genesis._supervision.tree import in_session
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis._util.parser import JsonLinesParser
 from coding_genesis.approval import Remembered
@@ -127,6 +130,8 @@ class LiveLink(LinkDispatch):
         self._drained: anyio.Event | None = None
         #: What goes to the CLI's stdin.
         self.outbox = Outbox(self.process.stdin, backend.name)
+        #: The socket of the caller's functions over MCP (``tools_over_mcp``).
+        self._bridge: McpBridge | None = None
         #: What each kind of message the protocol reports means (by its type).
         self._dispatch = self.dispatch_table()
 
@@ -219,11 +224,24 @@ class LiveLink(LinkDispatch):
                 request, request.timeout, turn.tally, ProcessOutcome(), refusal=self.process.refusal
             )
         if not self.alive:
-            turn.end("died", self.process.broken or death(self.backend.name, self.process.exit))
+            await self._dead_turn(turn)
         else:
             await self._run_turn(turn, trigger)
         await self._settle(turn)
         return self._outcome(turn, warnings)
+
+    async def _dead_turn(self, turn: Turn) -> None:
+        """A turn asked of a session that is over: it ends ``died``.  A session
+        its CLI broke (a fatal fault of its opening, say) takes nothing more: a
+        CLI on its way out (it broke the session by ending) gets the pipes'
+        grace to exit; one that runs on is stopped now rather than waited out."""
+        process = self.process
+        if process.broken is not None and not process.dead.is_set():
+            with anyio.move_on_after(self.request.eof_grace):
+                await process.dead.wait()
+            if not process.dead.is_set():
+                self.stop.stop(ErrorCode.CLI_ERROR, process.broken)
+        turn.end("died", process.broken or death(self.backend.name, process.exit))
 
     def _begin(self, request: Request, context: AttemptContext, run_id: str) -> Turn:
         """The next turn's state, its router the one what the CLI says goes to from now on."""
@@ -287,7 +305,10 @@ class LiveLink(LinkDispatch):
                 if not held.wanted.is_set():
                     turn.end("completed")  # nothing was left to do
             else:
-                self.send(*self.protocol.begin_turn(request.prompt))
+                prompt = request.prompt
+                if self.protocol.schema_in_prompt:
+                    prompt = schema_prompt(prompt, request.output_schema)
+                self.send(*self.protocol.begin_turn(prompt))
             await turn.done.wait()
         except BaseException:
             # A cancelled turn: the session's process tree is stopped.
@@ -311,7 +332,8 @@ class LiveLink(LinkDispatch):
         if turn.ended is not None and turn.ended.how == "interrupted" and self.alive:
             # What the interrupted turn's tools left running; the CLI lives on.
             with anyio.CancelScope(shield=True):
-                turn.strays = await process.clocks.stop_strays()
+                keep = self._bridge.launched if self._bridge is not None else None
+                turn.strays = await process.clocks.stop_strays(keep)
         if (turn.ended is not None and turn.ended.how == "died") or self.stop.requested:
             # The supervisor's account of the end (a stop asked for during the
             # turn, a budget's say, is this turn's answer even if it ended first).
@@ -398,6 +420,10 @@ class LiveLink(LinkDispatch):
         program = resolve_program(self.backend, request.cli_path, request.node_path)
         if isinstance(program, Refusal):
             return program
+        if request.tools and self.protocol.tools_over_mcp:
+            refusal = await self._serve_tools(tg)
+            if refusal is not None:
+                return refusal
         begun = self.protocol.begin(request)
         spec = begun.command
         if spec.stdin is not None:
@@ -421,9 +447,34 @@ class LiveLink(LinkDispatch):
                 self.process.clocks.disarm()
         return None
 
+    async def _serve_tools(self, tg: anyio.abc.TaskGroup) -> Refusal | None:
+        """The caller's functions for a CLI that takes tools only over MCP: the
+        session's socket served, our MCP server declared to the protocol."""
+        if mcp_missing():
+            return Refusal(Status.USAGE, ErrorCode.INVALID_REQUEST, MCP_MISSING)
+        process = self.process
+        bridge = McpBridge(
+            self.host_calls.tools,
+            self.host_calls.run,
+            lambda pid: in_session(pid, process.pid, process.marker),
+            max_bytes=self.request.max_line_bytes,
+        )
+        self._bridge = bridge
+        await bridge.serve(tg)
+        self.protocol.mcp_servers = (bridge.server,)
+        return None
+
     async def close(self) -> None:
         """Close stdin (after the protocol's goodbye), give the CLI the grace
-        period to exit by itself, then stop its tree."""
+        period to exit by itself, then stop its tree; the tools' socket goes
+        with it."""
+        try:
+            await self._close()
+        finally:
+            if self._bridge is not None:
+                await self._bridge.close()
+
+    async def _close(self) -> None:
         if not self.process.dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())

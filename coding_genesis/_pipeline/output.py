@@ -9,9 +9,15 @@ retry policy was given, and for a live session's turn, as a second turn).
 A CLI that gave up on the schema itself (its failure hint says
 ``invalid_output``: claude's ``error_max_structured_output_retries``) failed
 the same way.
+
+A CLI whose protocol has no field for the schema (ACP:
+``ControlProtocol.schema_in_prompt``) is told it in each turn's prompt
+(:func:`schema_prompt`, the one wording) and its answer checked the same way.
 """
 
 from __future__ import annotations
+
+import json
 
 from coding_genesis._util.schema import OutputSchema
 from coding_genesis.backend import Backend
@@ -19,7 +25,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.retry import Action, CategoryPolicy, RetryPolicy
 from coding_genesis.status import ErrorCode, FailureCategory, Status
 
-__all__ = ["OUTPUT_RETRY", "checked_output"]
+__all__ = ["OUTPUT_RETRY", "checked_output", "schema_prompt"]
 
 #: The retries of a request with an output schema and no retry policy: one,
 #: at once, for an answer that did not match.
@@ -31,6 +37,20 @@ OUTPUT_RETRY = RetryPolicy(
 
 #: The answer quoted in the failure's message, at most.
 _QUOTED = 500
+
+
+def schema_prompt(prompt: str, output: OutputSchema | None) -> str:
+    """``prompt`` as a CLI that takes no schema of its own is sent it: the
+    request, then the shape its final answer must have (None: as is)."""
+    if output is None:
+        return prompt
+    schema = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+    return (
+        f"{prompt}\n\n"
+        "Your final answer must be one JSON value matching this JSON Schema, and nothing "
+        "else: no words around it, no code fence.\n"
+        f"JSON Schema: {schema}"
+    )
 
 
 def checked_output(result: RunResult, output: OutputSchema | None, backend: Backend) -> RunResult:

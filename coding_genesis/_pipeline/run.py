@@ -250,10 +250,20 @@ class RunWiring:
             attempt,
             first,
             # a live session's next turn continues its conversation by itself
-            can_resume=policy.resume and self.backend.supports_resume and run.link is None,
+            can_resume=policy.resume and run.link is None and self.resumes(request),
             on_attempt=on_attempt,
             escalation={"run_id": run_id, "agent": self.name, "backend": self.backend.name},
         )
+
+    def resumes(self, request: Request) -> bool:
+        """Whether a retry of ``request`` may continue the failed attempt's
+        session: the backend can resume, and over its two-way protocol when
+        the run is a live turn (gemini's ACP ``session/load`` would wipe it)."""
+        backend = self.backend
+        if not backend.supports_resume or not backend.runs_live(request):
+            return backend.supports_resume
+        protocol = backend.control()
+        return protocol is not None and protocol.resume_refusal is None
 
     async def attempt(self, request: Request, plan: AttemptPlan, run: Run) -> AttemptOutcome:
         bus = self.bus
@@ -306,7 +316,9 @@ class RunWiring:
         try:
             if run.link is not None:  # a turn of a live session
                 return await run.link.turn(attempt, context, run_id=run_id, trigger=run.trigger)
-            if attempt.two_way:  # an approver, hooks or tools: one turn of a live process
+            # An approver, hooks or tools, or a CLI that speaks nothing else (an
+            # ACP agent): one turn of a live process.
+            if self.backend.runs_live(attempt):
                 return await self.one_turn(self.backend, attempt, context, run_id)
             return await run_attempt(self.backend, attempt, marker=run_id, context=context)
         finally:

@@ -79,7 +79,7 @@ class RunRequest(BaseModel):
         None,
         description='"inbox": each tool call the CLI asks about waits in the approval inbox '
         '(GET /approvals) for an answer; "none" (the default): the permission level decides. '
-        "inbox needs a backend with a two-way protocol (claude, codex, failer)",
+        "inbox needs a backend with a two-way protocol (every built-in one has it)",
     )
     approval_timeout: float | None = Field(
         None,

@@ -54,8 +54,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psutil
 
+from coding_genesis._supervision import owners
 from coding_genesis._util.files import (
     UnsafeDirectory,
     is_own_private,
@@ -236,33 +236,6 @@ def _read_one(dir_fd: int, name: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def _runner_of(name: str) -> tuple[int, int] | None:
-    """(pid, start time in ms) from a record's file name, if it has them."""
-    pid, _, rest = name.partition("-")
-    born, _, _ = rest.partition("-")
-    if pid.isdigit() and born.isdigit():
-        return int(pid), int(born)
-    return None
-
-
-def _start_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-def _alive(key: tuple[int, int]) -> bool:
-    """Whether the runner named (pid, start time in ms) is alive."""
-    born = _start_time(key[0])
-    return born is not None and abs(born * 1000 - key[1]) <= 10
-
-
-@functools.cache
-def _own_start_time(pid: int) -> float | None:  # cached per pid: a forked child looks again
-    return _start_time(pid)
-
-
 class Ledger:
     """The records of this process's runs in one directory."""
 
@@ -270,7 +243,7 @@ class Ledger:
         self.path = Path(path) if path is not None else default_ledger_dir()
         self._ready = False
         self._me = os.getpid()
-        self._me_started = _own_start_time(self._me)
+        self._me_started = owners.own_start_time(self._me)
         #: Entries of the last reading that we did not write (ignored, never acted on).
         self.ignored = 0
 
@@ -319,7 +292,7 @@ class Ledger:
             "runner_pid": self._me,
             "runner_started": self._me_started,
             "cli_pid": cli_pid,
-            "cli_started": _start_time(cli_pid) if cli_pid is not None else None,
+            "cli_started": owners.start_time(cli_pid) if cli_pid is not None else None,
             "boot_id": _boot_id(),
             "pid_ns": _pid_namespace(),
             "transcript": transcript,
@@ -385,11 +358,11 @@ class Ledger:
         def live(name: str) -> bool:
             if own is not None and name.startswith(own):
                 return True
-            key = _runner_of(name)
+            key = owners.owner_of(name)
             if key is None:
                 return False
             if key not in alive:
-                alive[key] = _alive(key)
+                alive[key] = owners.alive(key)
             return alive[key]
 
         return live
@@ -426,8 +399,8 @@ class Ledger:
             for name in names:
                 if own is not None and name.startswith(own):
                     continue  # this process is alive (and may be writing it now)
-                key = _runner_of(name[1:])
-                if key is None or _alive(key):
+                key = owners.owner_of(name[1:])
+                if key is None or owners.alive(key):
                     continue  # its runner is alive (and may be writing it now)
                 try:
                     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -451,7 +424,7 @@ class Ledger:
                 continue  # another boot (the system cleaned up) or another container
             pid, born = entry.get("runner_pid"), entry.get("runner_started")
             if isinstance(pid, int) and isinstance(born, int | float):
-                now_born = _start_time(pid)
+                now_born = owners.start_time(pid)
                 if now_born is not None and abs(now_born - born) < 0.01:
                     continue  # its runner is alive
             found.append((path, entry))

@@ -368,10 +368,11 @@ async def _cleanup(
         await stop_tree(tree, config, outcome, StopReason.CANCELLED)
     with anyio.move_on_after(config.kill_wait):
         await proc.wait()
+    waited = time.monotonic()  # what the CLI left is our child by now
     proc.close_stdin()
     if live is not None:
         live.release("the run ended")
-    await tree.reap_all()
+    await tree.reap_all(config.kill_wait, not_before=waited)
 
 
 async def _sweep_leftovers(

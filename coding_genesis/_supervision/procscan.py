@@ -27,7 +27,7 @@ from collections.abc import Container
 
 import psutil
 
-__all__ = ["children", "has_zombie_child", "parents", "scan_count"]
+__all__ = ["children", "exiting", "has_zombie_child", "parents", "scan_count"]
 
 
 class _Scan:
@@ -137,3 +137,19 @@ def has_zombie_child() -> bool | None:
         return False  # no children at all
     except OSError:
         return None
+
+
+#: ``PF_EXITING`` in ``/proc/<pid>/stat``'s flags: the task is in ``do_exit``.
+_PF_EXITING = 0x4
+
+
+def exiting(pid: int) -> bool:
+    """Whether ``pid`` is exiting but not a zombie yet: its memory (so its
+    environment) may already be gone, and ``waitid`` sees no exit until it
+    turns zombie a moment later.  False where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] not in (b"Z", b"X") and bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, IndexError, ValueError):
+        return False

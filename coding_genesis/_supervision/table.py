@@ -4,16 +4,22 @@ child subreaper.
 Everything the runs of this process share lives in :data:`TABLE`: whether the
 subreaper may be used and who holds it, the main pids of runs in flight (which
 only their own ``Popen`` may reap), the runs still spawning, the zombies of
-unknown origin and the spawner thread.  Runs may go on in several threads at
+unknown origin, the spawner thread, and the leftovers a run kept running
+(``kill_leftovers=False``) that are our children: the keeper thread reaps
+each when it exits, so a long-lived host never accumulates their zombies.  Runs may go on in several threads at
 once (``run_sync`` from a thread pool), so every change happens under its lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
+import select
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "count_main",
     "count_spawning",
     "hold_subreaper",
+    "keep",
     "set_subreaper",
     "subreaper_enabled",
 ]
@@ -59,10 +66,26 @@ class ProcessTable:
         #: The one thread that forks every CLI (see
         #: :func:`coding_genesis._supervision.spawn.spawn`), started lazily.
         self.spawner: ThreadPoolExecutor | None = None
+        #: Kept leftovers (children of ours a run left running), by pidfd: the
+        #: keeper thread reaps each once its pidfd turns readable.
+        self.kept: dict[int, int] = {}
+        #: The keeper thread (None: not running) and the pipe that wakes it.
+        self.keeper: threading.Thread | None = None
+        self.wake: tuple[int, int] | None = None
 
 
 #: The one table of this process.
 TABLE = ProcessTable()
+
+
+def _forget_kept() -> None:  # pragma: no cover - runs in a forked child
+    """A forked child has no keeper thread, and its parent's children are not its own."""
+    TABLE.kept = {}
+    TABLE.keeper = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_kept)
 
 
 def set_subreaper(enabled: bool) -> None:
@@ -129,3 +152,60 @@ def count_main(pid: int, delta: int) -> None:
         mains[pid] += delta
         if mains[pid] <= 0:
             del mains[pid]
+
+
+def keep(pid: int, same: Callable[[], bool]) -> bool:
+    """Reap ``pid``, a child of ours a run left running, once it exits (the
+    keeper thread); ``same()`` says it is still that process (checked after
+    its pidfd is opened, so the pidfd is its own).  False where there are no
+    pidfds (Linux 5.3+): then it is reaped by a later run's reap, if any."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return False
+    if not same():
+        os.close(fd)
+        return False
+    table = TABLE
+    with table.lock:
+        if table.wake is None:
+            table.wake = os.pipe()
+            os.set_blocking(table.wake[1], False)
+        table.kept[fd] = pid
+        if table.keeper is None:
+            table.keeper = threading.Thread(target=_keeper, name="genesis-keeper", daemon=True)
+            table.keeper.start()
+        with contextlib.suppress(OSError):
+            os.write(table.wake[1], b"k")
+    return True
+
+
+def _keeper() -> None:
+    """Wait for the kept leftovers' exits and reap exactly those processes
+    (``waitid`` on each pidfd: never another pid); ends when none is left."""
+    table = TABLE
+    poller = select.poll()
+    wake = table.wake
+    assert wake is not None
+    poller.register(wake[0], select.POLLIN)
+    watched: set[int] = set()
+    while True:
+        with table.lock:
+            if not table.kept:
+                table.keeper = None
+                return
+            for fd in table.kept.keys() - watched:
+                poller.register(fd, select.POLLIN)
+                watched.add(fd)
+        for fd, _ in poller.poll():
+            if fd == wake[0]:
+                with contextlib.suppress(OSError):
+                    os.read(fd, 512)
+                continue
+            with contextlib.suppress(OSError):  # ECHILD: someone else reaped it
+                os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG)
+            poller.unregister(fd)
+            watched.discard(fd)
+            with table.lock:
+                table.kept.pop(fd, None)
+            os.close(fd)

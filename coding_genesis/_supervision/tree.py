@@ -13,7 +13,10 @@ pid reuse: processes are held as ``psutil.Process`` objects (pid plus start
 time) and checked before each signal; the main pids of runs in flight
 (:data:`~coding_genesis._supervision.table.TABLE`) are never ``waitpid``-ed
 here.  A zombie of unknown origin is reaped once it stayed one for
-``_ORPHAN_SETTLE`` seconds.
+``_ORPHAN_SETTLE`` seconds.  When the run is over, a child of ours caught
+exiting (its environment gone, not a zombie yet) is waited for, bounded, and
+the run's children still running are handed to the table's keeper, which
+reaps each when it exits.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import anyio
 import psutil
@@ -31,9 +35,9 @@ import psutil
 from coding_genesis._supervision import procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.epoch import Epoch
-from coding_genesis._supervision.table import TABLE, subreaper_enabled
+from coding_genesis._supervision.table import TABLE, keep, subreaper_enabled
 
-__all__ = ["Tree", "stop_marked"]
+__all__ = ["Tree", "in_session", "stop_marked"]
 
 log = logging.getLogger("coding_genesis._supervision.tree")
 
@@ -46,6 +50,26 @@ def _has_marker(proc: psutil.Process, marker: str) -> bool:
         return proc.environ().get(RUN_MARKER_ENV) == marker
     except (psutil.Error, OSError):
         return False
+
+
+def in_session(pid: int, root: int | None, marker: str) -> bool:
+    """Whether process ``pid`` is one of a live session's: a descendant of its
+    CLI ``root``, or a process carrying its ``marker`` (one reparented after
+    its parent ended).  Who may reach what the session serves its CLI."""
+    try:
+        proc = psutil.Process(pid)
+        if root is not None and any(parent.pid == root for parent in proc.parents()):
+            return True
+    except psutil.Error:
+        return False
+    return _has_marker(proc, marker)
+
+
+def _argv(proc: psutil.Process) -> list[str]:
+    try:
+        return list(proc.cmdline())
+    except (psutil.Error, OSError):
+        return []
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -235,11 +259,28 @@ class Tree:
                         candidates.append(proc)
                 except psutil.Error:
                     continue
+        children = subreaper_enabled() and not self.scan_all
         return [
             p
             for p in candidates
-            if p.pid != self.pid and p.pid not in TABLE.active_mains and _has_marker(p, self.marker)
+            if p.pid != self.pid
+            and p.pid not in TABLE.active_mains
+            and (_has_marker(p, self.marker) or (children and self._in_our_session(p)))
         ]
+
+    def _in_our_session(self, proc: psutil.Process) -> bool:
+        """A child of ours (an orphan reparented to us) in one of the run's
+        sessions, born during the run: the run's, although its marker cannot
+        be read (a process in the middle of exiting has no environment left,
+        one that ran ``env -i`` has none of ours); the host's own children
+        live in its session, never in the run's."""
+        ids = _session_and_group(proc.pid)
+        if ids is None or ids[0] == self._own_sid or ids[0] not in self.sessions:
+            return False
+        try:
+            return proc.create_time() >= self.since - 1.0
+        except psutil.Error:
+            return False
 
     async def stop_strays(
         self,
@@ -247,16 +288,21 @@ class Tree:
         signals: Sequence[int],
         grace: float,
         kill_wait: float,
+        keep: Callable[[list[str]], bool] | None = None,
     ) -> int:
         """Stop the run's processes that do not predate ``before``, the CLI
-        spared, and groups the CLI is in signaled one member at a time; how
-        many were found.  Bounded like :meth:`stop`."""
+        spared (and any whose argv ``keep`` accepts: a server the session
+        serves the CLI, launched during the turn), and groups the CLI is in
+        signaled one member at a time; how many were found.  Bounded like
+        :meth:`stop`."""
 
         def strays() -> dict[int, psutil.Process]:
             return {
                 pid: proc
                 for pid, proc in self.snapshot().items()
-                if pid != self.pid and not before.predates(proc)
+                if pid != self.pid
+                and not before.predates(proc)
+                and not (keep is not None and keep(_argv(proc)))
             }
 
         ids = _session_and_group(self.pid)
@@ -360,7 +406,10 @@ class Tree:
         return sent
 
     def reap(self) -> list[int]:
-        """Reap zombies of the run that are our children; return unknown zombies left."""
+        """Reap zombies of the run that are our children; return the zombies
+        left: unknown ones, and known ones not reapable yet (a multi-threaded
+        process's leader shows as a zombie until its other threads are gone)."""
+        waiting: list[int] = []
         for pid, proc in list(self.members.items()):
             if pid in TABLE.active_mains:
                 continue
@@ -375,9 +424,11 @@ class Tree:
                 continue
             if _waitpid(pid):
                 del self.members[pid]
+            else:
+                waiting.append(pid)
         if subreaper_enabled():
-            return self._reap_orphan_zombies()
-        return []
+            return waiting + self._reap_orphan_zombies()
+        return waiting
 
     def _reap_orphan_zombies(self) -> list[int]:
         """Reap zombies reparented to us (subreaper) that died unseen.
@@ -429,13 +480,67 @@ class Tree:
             TABLE.unknown_zombies.clear()
         return pending
 
-    async def reap_all(self) -> None:
-        """Reap the run's zombies, waiting out the settle time of unknown ones (bounded)."""
-        deadline = anyio.current_time() + 5 * _ORPHAN_SETTLE
+    async def reap_all(self, exit_wait: float = 0.0, not_before: float | None = None) -> None:
+        """Reap the run's zombies, waiting out the settle time of unknown ones
+        and the last threads of known ones and, up to ``exit_wait`` seconds, the exit of children of ours caught
+        exiting (not zombies yet, so no reap pass would see them); then hand
+        the run's children still running to the keeper, which reaps each when
+        it exits.  Bounded: ``exit_wait + 5 * _ORPHAN_SETTLE``.  ``not_before``:
+        how fresh the scan of our children must be (see :mod:`procscan`)."""
+        exiting, running = self._children_left(not_before)
+        deadline = anyio.current_time() + exit_wait
+        settled: float | None = None
         while True:
-            if not self.reap() or anyio.current_time() >= deadline:
-                return
+            # First who is still exiting, then the reap: one that turns zombie between is reaped.
+            exiting = [p for p in exiting if procscan.exiting(p.pid)]
+            pending = self.reap()
+            now = anyio.current_time()
+            if exiting:
+                if now >= deadline:
+                    log.warning("processes still exiting: %s", sorted(p.pid for p in exiting))
+                    break
+                await anyio.sleep(min(_ORPHAN_SETTLE / 20, deadline - now))
+                continue
+            if settled is None:
+                settled = now + 5 * _ORPHAN_SETTLE
+            if not pending or now >= settled:
+                break
             await anyio.sleep(_ORPHAN_SETTLE / 4)
+        for proc in running:
+            keep(proc.pid, partial(_same_process_alive, proc))  # a zombie by now: reaped at once
+
+    def _children_left(
+        self, not_before: float | None
+    ) -> tuple[list[psutil.Process], list[psutil.Process]]:
+        """Children of ours (subreaper) once the run is over, not the host's:
+        those exiting that may be the run's (born during it, or in one of its
+        sessions or groups), and the run's still running (its marker, or seen
+        as one of its members)."""
+        exiting: list[psutil.Process] = []
+        running: list[psutil.Process] = []
+        if not subreaper_enabled() or self.scan_all:
+            return exiting, running
+        try:
+            children = procscan.children(_myself(), not_before=not_before, skip=TABLE.active_mains)
+        except psutil.Error:
+            return exiting, running
+        for child in children:
+            ids = _session_and_group(child.pid)
+            if ids is None or ids[0] == self._own_sid or child.pid in TABLE.active_mains:
+                continue  # gone, or the host's own
+            try:
+                born = child.create_time()
+            except psutil.Error:
+                continue
+            member = self.members.get(child.pid)
+            known = member is not None and _same_process(member, born)
+            if procscan.exiting(child.pid):
+                ours = ids[0] in self.sessions or ids[1] in self.groups
+                if known or ours or born >= self.since - 1.0:
+                    exiting.append(child)
+            elif _alive(child) and (known or _has_marker(child, self.marker)):
+                running.append(child)
+        return exiting, running
 
 
 async def stop_marked(marker: str, *, grace: float = 1.0, dry_run: bool = False) -> list[int]:

@@ -213,17 +213,18 @@ class TurnClocks(Clocks):
         """Called by the supervisor: the process tree :meth:`stop_strays` stops in."""
         self._tree, self._config = tree, config
 
-    async def stop_strays(self) -> int:
+    async def stop_strays(self, keep: Callable[[list[str]], bool] | None = None) -> int:
         """Stop the processes of the tree that were not there at the last
-        :meth:`arm`, the CLI itself spared (what an interrupted turn's tools
-        left running); how many there were.  The tree is resolved now: arming
+        :meth:`arm`, the CLI itself spared, and those whose argv ``keep``
+        accepts (what an interrupted turn's tools left running); how many
+        there were.  The tree is resolved now: arming
         only lists pids (see :mod:`~coding_genesis._supervision.epoch`).
         Bounded like a stop of the whole tree."""
         tree, config = self._tree, self._config
         if tree is None or config is None:
             return 0
         return await tree.stop_strays(
-            self.before, config.stop_signals, config.grace, config.kill_wait
+            self.before, config.stop_signals, config.grace, config.kill_wait, keep
         )
 
     def unbind(self) -> None:

@@ -32,6 +32,10 @@ helper).  What is checked:
   to (not including) its terminal line, starts a "tool" in its own session and
   hangs; the run must end in a timeout with the partial result (session id,
   tool calls) and no process of the run left alive or unreaped.
+
+An ACP backend (an agent speaking the Agent Client Protocol) is checked by
+:func:`check_acp_backend` against the kit's fake ACP agent
+(:mod:`coding_genesis.testing.acp`).
 """
 
 from __future__ import annotations
@@ -51,10 +55,13 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from coding_genesis.backend import Backend, as_backend, is_factory
 from coding_genesis.events import Translator
 from coding_genesis.status import FailureCategory
+from coding_genesis.testing.acp import FAKE_ACP_AGENT, check_acp_backend
 
 __all__ = [
     "CATEGORIES",
+    "FAKE_ACP_AGENT",
     "Recording",
+    "check_acp_backend",
     "check_backend",
     "check_bad_lines",
     "check_contract",

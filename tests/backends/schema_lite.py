@@ -1,6 +1,7 @@
 """A small JSON Schema (draft-07) checker for the generated protocol schemas in
-``backends/schemas/``: the keywords those files use (``$ref`` to ``#/definitions``,
-``type``, ``enum``, ``required``, ``properties``, ``additionalProperties``,
+``backends/schemas/``: the keywords those files use (``$ref`` to ``#/definitions``
+or ``#/$defs``,
+``type``, ``const``, ``enum``, ``required``, ``properties``, ``additionalProperties``,
 ``items``, ``anyOf``, ``oneOf``, ``allOf``).  ``jsonschema`` is not a
 dependency; ``format`` and number bounds are not checked."""
 
@@ -46,8 +47,8 @@ def problems(
     if schema is False:
         return [f"{at}: nothing is allowed here"]
     if "$ref" in schema:
-        name = str(schema["$ref"]).removeprefix("#/definitions/")
-        found = problems(root["definitions"][name], value, root, at)
+        name = str(schema["$ref"]).rsplit("/", 1)[-1]  # #/definitions/X or #/$defs/X
+        found = problems((root.get("definitions") or root["$defs"])[name], value, root, at)
         rest = {k: v for k, v in schema.items() if k != "$ref"}
         return found + (problems(rest, value, root, at) if rest else [])
     out: list[str] = []
@@ -56,6 +57,8 @@ def problems(
         names = [kinds] if isinstance(kinds, str) else list(kinds)
         if not any(_is(value, name) for name in names):
             return [f"{at}: {value!r:.80} is not {names}"]
+    if "const" in schema and value != schema["const"]:
+        out.append(f"{at}: {value!r:.80} is not {schema['const']!r}")
     if "enum" in schema and value not in schema["enum"]:
         out.append(f"{at}: {value!r:.80} not in {schema['enum']}")
     for part in schema.get("allOf", ()):

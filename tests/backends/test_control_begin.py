@@ -9,6 +9,9 @@ import pytest
 
 from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.codex import CodexBackend
+from coding_genesis.backends.gemini import GeminiBackend
+from coding_genesis.backends.opencode import OpencodeBackend
+from coding_genesis.backends.qwen import QwenBackend
 from coding_genesis.control import ControlProtocol, Opening
 from tests.session.twoway import TwoWayProtocol
 from tests.support import cli_request
@@ -41,12 +44,16 @@ def test_begin_keeps_the_request_then_calls_command_then_opening() -> None:
     assert begun.command.env == {"TWOWAY_SESSION": "r-1"}
 
 
-@pytest.mark.parametrize("backend", [ClaudeBackend(), CodexBackend()], ids=["claude", "codex"])
+@pytest.mark.parametrize(
+    "backend",
+    [ClaudeBackend(), CodexBackend(), GeminiBackend(), QwenBackend(), OpencodeBackend()],
+    ids=["claude", "codex", "gemini", "qwen", "opencode"],
+)
 def test_the_built_in_protocols_read_the_session_from_the_kept_request(backend: Any) -> None:
     proto: ControlProtocol = backend.control()
     request = cli_request(cwd="/w", approvals=True, hooks=("turn_end",))
     begun = proto.begin(request)
     assert proto.request is request
-    assert proto._hooks and "turn_end" in proto._hooks  # type: ignore[attr-defined]
-    assert begun.greeting  # both write an initialize request
+    assert "turn_end" in proto.hooked
+    assert begun.greeting  # each writes an initialize request
     assert begun.command.stdin is None

@@ -6,24 +6,17 @@ the control protocol."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import FakeCLI, marked_processes
-from tests.terminal import Terminal, genesis
+from tests.terminal import Terminal, genesis, terminals
+
+__all__ = ["terminals"]  # the fixture, active here too
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def environment(fake: FakeCLI, tmp_path: Path) -> dict[str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +14,13 @@ import psutil
 import pytest
 
 from tests.support import FakeCLI, marked_processes
-from tests.terminal import Terminal, genesis
+from tests.terminal import Terminal, genesis, terminals
+
+__all__ = ["terminals"]  # the fixture, active here too
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 SESSION = "s-42"  # short: FAKE_CLI_SESSION looks like a secret by its name
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def chat(terminals: list[Terminal], fake: FakeCLI, tmp_path: Path, *args: str) -> Terminal:
@@ -226,12 +219,18 @@ def test_chat_needs_a_terminal_and_a_two_way_backend(tmp_path: Path) -> None:
 def test_chat_names_the_backends_that_can_hold_a_session(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
-    terminal = Terminal(["chat", "--backend", "gemini"], env={"GENESIS_TRANSCRIPTS": "off"})
+    # every shipped CLI holds sessions now: a generic one of a backends file does not
+    backends = tmp_path / "backends.toml"
+    backends.write_text('[backends.oneway]\ncommand = ["oneway", "-p"]\n')
+    terminal = Terminal(
+        ["chat", "--backends-file", str(backends), "--backend", "oneway"],
+        env={"GENESIS_TRANSCRIPTS": "off"},
+    )
     terminals.append(terminal)
     assert terminal.wait() == 2
     screen = "".join(terminal.screen.splitlines())  # the message, unwrapped from 80 columns
-    assert "genesis chat: error: backend 'gemini' has no two-way protocol" in screen
-    assert "claude" in screen and "codex" in screen
+    assert "genesis chat: error: backend 'oneway' has no two-way protocol" in screen
+    assert "claude" in screen and "codex" in screen and "gemini" in screen
 
 
 def test_a_cli_that_dies_ends_the_session_with_its_turns_status(

@@ -359,3 +359,41 @@ def test_doctor_states_a_warning_once_and_fits_80_columns(tmp_path: Path) -> Non
             text = words[2:] if not line.startswith(" " * 21) else words
             next_word = following.split()[0]
             assert len(text) > 3 or len(line) + 1 + len(next_word) > 80, (line, following)
+
+
+@pytest.mark.slow
+def test_doctor_says_what_a_live_session_can_do_and_reads_a_backends_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = Path(__file__).resolve().parents[1] / "fakes" / "bin" / "qwen"
+    backends = tmp_path / "backends.toml"
+    backends.write_text(
+        "[backends.myagent]\n"
+        'format = "acp"\n'
+        f'command = ["{fake}", "--acp"]\n'
+        'modes = { "read-only" = "plan" }\n'
+        'ask_mode = "default"\n'
+        "[backends.oneway]\n"
+        f'command = ["{fake}", "-p"]\n'
+    )
+    import coding_genesis.backends as registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the file's: this test's
+    monkeypatch.delenv("GENESIS_BACKEND", raising=False)
+    monkeypatch.setenv("GENESIS_BACKENDS_FILE", str(backends))
+    code, report = doctor(capsys)
+    assert code == 0 and report["can_run"]["myagent"] is True
+    sessions = {c["backend"]: c["detail"] for c in report["checks"] if c["check"] == "sessions"}
+    assert sessions["myagent"].startswith("over the Agent Client Protocol; approver=: yes")
+    assert (
+        "tools=: yes, over MCP; steer: no; modes: read-only=plan; asks in mode default"
+        in sessions["myagent"]
+    )
+    assert "resume: refused (gemini 0.61's session/load fails" in sessions["gemini"]
+    assert "OPENCODE_CONFIG_CONTENT" in sessions["opencode"]
+    assert sessions["codex"].startswith("over codex app-server; approver=: yes")
+    assert sessions["failer"].startswith("over claude stream-json control; approver=: yes")
+    assert sessions["oneway"].startswith("none: one-shot runs only")
+    backends.write_text('[backends.bad]\nformat = "acp"\ncommand = ["x", "{prompt}"]\n')
+    assert main(["doctor", "--json"]) == 2
+    assert "no placeholders" in capsys.readouterr().err

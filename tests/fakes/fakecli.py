@@ -25,7 +25,9 @@ steps) or ``FAKE_CLI_SCRIPT_FILE`` it does exactly what the steps say:
   {"grandchild": {"setsid": true, "ignore_sigterm": true, "hold_stdout": true,
                   "sleep": 600, "double_fork": false, "count": 1}}
                                   ``count`` grandchildren; ``double_fork`` escapes
-                                  (fork, setsid, fork) and is reparented away
+                                  (fork, setsid, fork) and is reparented away;
+                                  ``bare_env``: started with an empty environment
+                                  (no run marker)
   {"fork_bomb": {"count": 20, "interval": 0.01, "ignore_sigterm": true,
                  "setsid": false, "sleep": 600}}
                                   a grandchild that keeps forking (bounded by
@@ -236,6 +238,7 @@ def _spawn_grandchild(spec: dict[str, Any]) -> None:
         stdout=None if hold else subprocess.DEVNULL,
         stderr=None if hold else subprocess.DEVNULL,
         start_new_session=bool(spec.get("setsid", True)),
+        env={} if spec.get("bare_env") else None,
     )
     record(child=proc.pid)
     if spec.get("double_fork"):

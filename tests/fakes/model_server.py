@@ -283,6 +283,9 @@ def _openai_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
     for item in items[scen_index + 1 :]:
         if not isinstance(item, dict):
             continue
+        if item.get("type") == "tool_search_output":  # codex's client-side tool search
+            tool_output = json.dumps(item.get("tools") or [])
+            continue
         if item.get("type") in (
             "function_call_output",
             "custom_tool_call_output",
@@ -317,6 +320,7 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
     contents = contents if isinstance(contents, list) else []
     scenario: Scenario | None = None
     scen_index = -1
+    prompts = 0
     for i in range(len(contents) - 1, -1, -1):
         msg = contents[i]
         if not isinstance(msg, dict) or msg.get("role", "user") != "user":
@@ -326,10 +330,11 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         text = "\n".join(
             p["text"] for p in texts if isinstance(p, dict) and isinstance(p.get("text"), str)
         )
-        scenario = parse_scenario(text)
-        if scenario is not None:
-            scen_index = i
-            break
+        found = parse_scenario(text)
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     tool_is_error = False
     for msg in contents[scen_index + 1 :]:
@@ -353,6 +358,7 @@ def _gemini_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conv
         conversation_id="",
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "gemini-fake"),
+        prompts=max(prompts, 1),
     )
 
 
@@ -363,14 +369,16 @@ def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conver
     messages = messages if isinstance(messages, list) else []
     scenario: Scenario | None = None
     scen_index = -1
+    prompts = 0
     for i in range(len(messages) - 1, -1, -1):
         msg = messages[i]
         if not isinstance(msg, dict) or msg.get("role") != "user":
             continue
-        scenario = parse_scenario(_text_of(msg.get("content")))
-        if scenario is not None:
-            scen_index = i
-            break
+        found = parse_scenario(_text_of(msg.get("content")))
+        if found is not None:
+            if scenario is None:
+                scenario, scen_index = found, i
+            prompts += found.line == scenario.line
     tool_output: str | None = None
     for msg in messages[scen_index + 1 :]:
         if isinstance(msg, dict) and msg.get("role") == "tool":
@@ -388,6 +396,7 @@ def _chat_conversation(body: dict[str, Any], headers: dict[str, str]) -> _Conver
         conversation_id=headers.get("x-session-id", ""),
         workdir=m.group(1) if m else None,
         model=str(body.get("model") or "chat-fake"),
+        prompts=max(prompts, 1),
     )
 
 
@@ -1307,6 +1316,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             script = f'mkdir -p "$(dirname {quoted})" && printf %s {text} > {quoted}'
             return _function_call(call_id, "exec_command", {"cmd": script})
         name = reply.tool_name.removeprefix("raw:")
+        if name == "tool_search" and name not in tools and _offers_tool_search(body):
+            args = reply.tool_input if isinstance(reply.tool_input, dict) else {}
+            return {
+                "type": "tool_search_call",
+                "id": self.fake._new_id("tsc"),
+                "call_id": call_id,
+                "execution": "client",
+                "status": "completed",
+                "arguments": {"query": str(args.get("query", reply.tool_input))},
+            }
+        namespace = None if name in tools else _namespace_of(name, body)
+        if namespace is not None:
+            args = reply.tool_input if isinstance(reply.tool_input, dict) else {}
+            return dict(_function_call(call_id, name, args), namespace=namespace)
         spec = tools.get(name)
         if spec is not None and spec.get("type") == "custom":
             return {
@@ -1342,6 +1365,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             extra_headers=headers,
             rec=rec,
         )
+
+
+def _offers_tool_search(body: dict[str, Any]) -> bool:
+    """Whether a Responses request offers client-side tool search (codex 0.169 hides
+    MCP tools behind it)."""
+    return any(
+        isinstance(t, dict) and t.get("type") == "tool_search" for t in body.get("tools") or []
+    )
+
+
+def _namespace_of(name: str, body: dict[str, Any]) -> str | None:
+    """The namespace of tool ``name`` when a tool search of this conversation (or the request's
+    own ``tools``) gave it inside one (codex's MCP tools: namespace ``mcp__<server>__``)."""
+    entries: list[Any] = list(body.get("tools") or [])
+    for item in body.get("input") or []:
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            entries += item.get("tools") or []
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("type") == "namespace":
+            inner = [t.get("name") for t in entry.get("tools") or [] if isinstance(t, dict)]
+            if name in inner:
+                return str(entry.get("name"))
+    return None
 
 
 def _function_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

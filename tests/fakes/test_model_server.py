@@ -398,6 +398,31 @@ def test_chat_completions_answers(model_server: FakeModelServer) -> None:
     }
 
 
+def test_jsonfix_counts_a_conversations_prompts_on_gemini_and_chat(
+    model_server: FakeModelServer,
+) -> None:
+    """``jsonfix``: the bad value while one user prompt carries the line, the good one
+    once a later prompt carries it too (a retry in the same conversation)."""
+    line = 'SCENARIO:jsonfix {"a":0} {"a":1}'
+    path = "/v1beta/models/gemini-2.5-flash:generateContent"
+
+    def gemini(*texts: str) -> str:
+        contents = [{"role": "user", "parts": [{"text": t}]} for t in texts]
+        _, _, raw = http_request(model_server.url, "POST", path, {"contents": contents})
+        return str(json.loads(raw)["candidates"][0]["content"]["parts"][0]["text"])
+
+    def chat(*texts: str) -> str:
+        messages = [{"role": "user", "content": t} for t in texts]
+        body = {"model": "fake-model", "messages": messages}
+        _, _, raw = http_request(model_server.url, "POST", "/v1/chat/completions", body)
+        return str(json.loads(raw)["choices"][0]["message"]["content"])
+
+    for ask in (gemini, chat):
+        assert ask(line + "\n\nthe schema") == '{"a":0}'
+        assert ask(line, "Continue: wrong.\nOriginal request:\n" + line) == '{"a":1}'
+        assert ask("SCENARIO:text other", line) == '{"a":0}'  # another line: not a retry
+
+
 def test_status_scenarios_and_once(model_server: FakeModelServer) -> None:
     def ask(text: str, api: str = "anthropic") -> tuple[int, dict[str, str]]:
         if api == "anthropic":

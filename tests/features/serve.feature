@@ -14,8 +14,9 @@ Feature: Served sessions and the approval inbox
 
   Scenario: The approval inbox on a one-way backend is refused in the capability check's words
     Given the rules of a server without --trusted-input
-    When a client's body asks for the approval inbox on backend "gemini"
-    Then the body is refused as the capability check refuses "approver" on "gemini"
+    And a backend "oneway" with no two-way protocol
+    When a client's body asks for the approval inbox on backend "oneway"
+    Then the body is refused as the capability check refuses "approver" on "oneway"
 
   @slow
   Scenario: A session over HTTP answers its turns in one conversation

@@ -5,25 +5,16 @@ closing the session leaves no process behind."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from tests.real_cli.test_claude_codex import Rig, claude_rig, hermetic_env
-from tests.terminal import Terminal
+from tests.terminal import Terminal, terminals
 
-__all__ = ["claude_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
+__all__ = ["claude_rig", "hermetic_env", "terminals"]  # the fixtures, active here too
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
 
 
 def test_chat_asks_inline_and_claude_runs_only_what_was_allowed(

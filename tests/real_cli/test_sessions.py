@@ -24,6 +24,7 @@ from coding_genesis import Budget, CodingGenesisAgent, Decision, writes_under
 from coding_genesis.approval import ApprovalRequest
 from tests.fakes.model_server import FakeModelServer, sleep_command
 from tests.real_cli.test_claude_codex import Rig, codex_rig, hermetic_env, rig
+from tests.session.interrupting import interrupted_turn, polled
 
 __all__ = ["codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures, active here too
 
@@ -160,20 +161,10 @@ async def test_interrupt_mid_command_leaves_no_process_and_the_next_turn_works(
 ) -> None:
     agent = session_agent(rig, approver=lambda r: True)
     async with agent.session() as session:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await session.send_result("SCENARIO:sleep 600"))
-
-            tg.start_soon(turn)
-            for _ in range(300):
-                await anyio.sleep(0.1)
-                if sleepers(session.key):
-                    break
-            assert sleepers(session.key), "the long command never started"
-            assert await session.interrupt() is True
-        interrupted = results[0]
+        started = polled(
+            lambda: sleepers(session.key), "the long command never started", tries=300, every=0.1
+        )
+        interrupted = await interrupted_turn(session, "SCENARIO:sleep 600", started)
         assert interrupted.status == 130 and interrupted.error == "interrupted"
         for _ in range(50):
             if not sleepers(session.key):

@@ -184,3 +184,30 @@ def test_a_projects_settings_are_read_only_as_the_table_says(
     opted = agent.run_sync(PROMPT, setting_sources=("user", "project"))
     assert opted["status"] == 0, explain(opted)
     assert found(markers) == [m.name for m in markers]
+
+
+@pytest.mark.parametrize("backend", list(PLANTS))
+def test_an_acp_session_reads_a_projects_settings_only_as_its_runs_do(
+    backend: str,
+    request: pytest.FixtureRequest,
+    model_server: Any,
+    tmp_path: Path,
+) -> None:
+    """A live session (the Agent Client Protocol: ``gemini --acp``, ``qwen --acp``,
+    ``opencode acp``) is started with its runs' switches: gemini's safe start by
+    default, opencode's and qwen's under ``setting_sources=("user",)``; asked for,
+    the project's programs start."""
+    rig = make_rig(backend, request, model_server, tmp_path)
+    marks = rig.tmp / "markers"
+    marks.mkdir()
+    markers = PLANTS[backend](rig, rig.work, marks)
+    agent = rig.agent()
+    safe: dict[str, Any] = {} if backend == "gemini" else {"setting_sources": ("user",)}
+    with agent.session_sync(approver=refuse, **safe) as session:
+        turn = session.send(PROMPT)
+    assert turn["status"] == 0, explain(turn)
+    assert found(markers) == [], "ran in a session with its safe start"
+    with agent.session_sync(approver=refuse, setting_sources=("user", "project")) as session:
+        opted = session.send(PROMPT)
+    assert opted["status"] == 0, explain(opted)
+    assert found(markers) != [], "nothing of the project's started, even asked for"

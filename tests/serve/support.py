@@ -119,8 +119,21 @@ class Served:
                 self.proc.stdout.close()
 
 
+#: A generic backend of a stream-json CLI: no two-way protocol (every built-in
+#: backend has one), what the capability check refuses an inbox or a session.
+ONE_WAY = """\
+[backends.oneway]
+command = ["oneway-cli", "-p"]
+format = "claude-stream-json"
+"""
+
+
 def server_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a server of its own: state, transcripts, run log, ledger."""
+    """The environment of a server of its own: state, transcripts, run log, ledger,
+    and a backends file naming the one-way backend ``oneway``."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    backends = tmp / "backends.toml"
+    backends.write_text(ONE_WAY)
     return {
         **os.environ,
         "XDG_STATE_HOME": str(tmp / "state"),
@@ -128,6 +141,7 @@ def server_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]
         "GENESIS_RUN_LOG": str(tmp / "runs.jsonl"),
         "GENESIS_LEDGER": str(tmp / "ledger"),
         "GENESIS_BACKEND": "failer",
+        "GENESIS_BACKENDS_FILE": str(backends),
         **(extra or {}),
     }
 

@@ -173,7 +173,7 @@ def test_the_inbox_is_asked_for_in_data_never_code(served: Served) -> None:
             ({"prompt": "hi", "approvals": "all"}, 'approvals must be "inbox" or "none"'),
             ({"prompt": "hi", "approvals": "inbox", "approval_timeout": 0}, "approval_timeout"),
             ({"prompt": "hi", "approvals": "inbox", "approval_timeout": True}, "approval_timeout"),
-            ({"prompt": "hi", "approvals": "inbox", "backend": "gemini"}, "no two-way protocol"),
+            ({"prompt": "hi", "approvals": "inbox", "backend": "oneway"}, "no two-way protocol"),
             ({"prompt": "hi", "approvals": "inbox", "approve_tools": ["Bash"]}, "approve_tools"),
             ({"prompt": "hi", "approvals": "inbox", "approver": "x"}, "approver"),
         ):
@@ -336,7 +336,7 @@ def test_a_server_that_sends_every_call_to_the_inbox_lets_no_body_opt_out(
             refused = client.post(path, json=body)
             assert refused.status_code == 422, refused.text
             assert "--approvals inbox" in refused.json()["message"]
-        one_way = client.post("/runs", json={"prompt": "hi", "backend": "gemini"})
+        one_way = client.post("/runs", json={"prompt": "hi", "backend": "oneway"})
         assert one_way.status_code == 422 and "two-way" in one_way.json()["message"]
         # A run that says nothing waits in the inbox all the same.
         run = server.start(client, {"prompt": "/bash echo asked-anyway"})

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
+import coding_genesis.backends
 from coding_genesis._serve import models
 from coding_genesis._serve.requests import (
     NOT_IN_A_SESSION,
@@ -24,6 +26,7 @@ from coding_genesis.approval import allow_tools
 from coding_genesis.backends import get_backend
 from coding_genesis.capabilities import UNTRUSTED, check
 from coding_genesis.config import AgentConfig
+from tests.session.twoway import one_way_backend
 
 DATA = {name for name, trust in UNTRUSTED.items() if trust == "data"}
 #: Data of a live session only: a run keeps no turns.
@@ -71,20 +74,26 @@ def test_the_inbox_s_deadline_is_data_bounded_by_a_day(tmp_path: Path) -> None:
     assert isinstance(too_long, Refused) and "approval_timeout must be" in too_long.message
 
 
-def test_a_one_way_backend_is_refused_in_the_one_check_s_words(tmp_path: Path) -> None:
-    refused = _run(tmp_path, {"prompt": "hi", "backend": "gemini", "approvals": "inbox"})
-    expected = check(
-        get_backend("gemini"), AgentConfig(backend="gemini", approver=allow_tools("Read"))
-    )
+@pytest.fixture
+def oneway(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A backend named ``oneway`` with no two-way protocol, for this test only
+    (every built-in backend has one)."""
+    monkeypatch.setitem(coding_genesis.backends._REGISTRY, "oneway", one_way_backend)
+    return "oneway"
+
+
+def test_a_one_way_backend_is_refused_in_the_one_check_s_words(tmp_path: Path, oneway: str) -> None:
+    refused = _run(tmp_path, {"prompt": "hi", "backend": oneway, "approvals": "inbox"})
+    expected = check(get_backend(oneway), AgentConfig(backend=oneway, approver=allow_tools("Read")))
     assert expected is not None and expected.option == "approver"
     assert isinstance(refused, Refused) and refused.message == expected.message
     session = read_session_request(
-        orjson.dumps({"backend": "gemini", "approvals": "none"}),
+        orjson.dumps({"backend": oneway, "approvals": "none"}),
         _rules(tmp_path),
         inbox=lambda _timeout: allow_tools("Read"),
         history=10,
     )
-    live = check(get_backend("gemini"), AgentConfig(backend="gemini"), "session")
+    live = check(get_backend(oneway), AgentConfig(backend=oneway), "session")
     assert live is not None and isinstance(session, Refused)
     assert session.message == live.message
 

@@ -178,7 +178,7 @@ def test_a_session_body_is_untrusted_data(served: Served) -> None:
             ({"approver": "allow"}, "approver"),
             ({"writes_under": "/"}, "writes_under"),
             ({"cwd": "/"}, "root"),
-            ({"backend": "gemini"}, "no two-way protocol"),
+            ({"backend": "oneway"}, "no two-way protocol"),
             ({"approvals": "everything"}, "approvals must be"),
             ({"keep_results": -1}, "keep_results"),
         ):

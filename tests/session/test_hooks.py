@@ -19,6 +19,7 @@ from coding_genesis.approval import ApprovalRequest
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.hooks import HookInput, HookResult
 from tests.session import twoway
+from tests.session.twoway import one_way_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -161,7 +162,7 @@ async def test_hooks_are_checked_and_need_a_backend_that_reports_them(tmp_path: 
     with pytest.raises(ConfigError, match="reports no pre_compact hook point"):
         agent(tmp_path, hooks={"pre_compact": hook})
     with pytest.raises(ConfigError, match="has no two-way protocol, which hooks= needs"):
-        CodingGenesisAgent("gemini", cwd=str(tmp_path), hooks={"pre_tool": hook})
+        CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path), hooks={"pre_tool": hook})
     plain = agent(tmp_path)
     r = await plain.run("TEXT hi", hooks={"post_tool": hook})
     assert r["status"] == 64 and "reports no post_tool hook point" in str(r["message"])
@@ -169,7 +170,7 @@ async def test_hooks_are_checked_and_need_a_backend_that_reports_them(tmp_path: 
     assert bad["status"] == 64 and "hooks['pre_tool']" in str(bad["message"])
     with pytest.raises(AgentUsageError, match="reports no pre_compact hook point"):
         plain.session(hooks={"pre_compact": hook})
-    one_way = CodingGenesisAgent("gemini", cwd=str(tmp_path))
+    one_way = CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path))
     r = await one_way.run("hello", hooks={"pre_tool": hook})
     assert r["status"] == 64 and "hooks=" in str(r["message"])
 

@@ -20,7 +20,7 @@ from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.events import Event, ToolCallEvent, ToolResultEvent
 from coding_genesis.status import Status
 from tests.otel_support import Spans, spans
-from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent
+from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent, one_way_backend
 
 __all__ = ["spans"]
 
@@ -224,9 +224,10 @@ async def test_a_protocol_that_cannot_answer_breaks_only_that_turn(
 
 
 async def test_who_cannot_take_tools(tmp_path: Path) -> None:
+    # every shipped backend takes them now (ACP agents over MCP): a stream-json CLI cannot
     with pytest.raises(ConfigError, match="cannot call the caller's functions"):
-        CodingGenesisAgent("gemini", tools=[add])
-    r = await CodingGenesisAgent("gemini", cwd=str(tmp_path)).run("hi", tools=[add])
+        CodingGenesisAgent(one_way_backend(), tools=[add])
+    r = await CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path)).run("hi", tools=[add])
     assert r["status"] == Status.USAGE and "tools=" in r["message"]
     with pytest.raises(AgentUsageError, match="cannot call the caller's functions"):
         CodingGenesisAgent(NoToolsBackend(), cwd=str(tmp_path)).session(tools=[add])

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from coding_genesis import CodingGenesisAgent, ConfigError, RetryPolicy
 from coding_genesis.errors import AgentUsageError
+from tests.session.twoway import one_way_backend
 from tests.support import FAKE_BIN, FakeCLI
 
 pytestmark = pytest.mark.anyio
@@ -151,12 +152,13 @@ async def test_a_secret_in_the_answer_is_masked_in_the_output(fake: FakeCLI) -> 
 
 
 async def test_the_door(tmp_path: Path) -> None:
+    # every shipped backend takes a schema (ACP's in the prompt): a one-way one does not
     with pytest.raises(ConfigError, match="backends that do: claude, codex"):
-        CodingGenesisAgent("gemini", output_schema=Review)
+        CodingGenesisAgent(one_way_backend(), output_schema=Review)
     with pytest.raises(ConfigError, match="uses patternProperties"):
         CodingGenesisAgent("claude", output_schema={"type": "object", "patternProperties": {}})
-    gemini = CodingGenesisAgent("gemini", cwd=str(tmp_path))
-    refused = await gemini.run("hi", output_schema=Review)
+    oneway = CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path))
+    refused = await oneway.run("hi", output_schema=Review)
     assert refused["status"] == 64 and "backends that do: claude, codex" in refused["message"]
     claude = CodingGenesisAgent("claude", cli_path=str(FAKE_BIN / "claude"), cwd=str(tmp_path))
     bad = await claude.run("hi", output_schema={"type": "array"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ import psutil
 import pytest
 
 from coding_genesis import (
-    Observer,
     RunSpec,
     SessionPool,
     SyncSessionPool,
@@ -27,19 +26,10 @@ from coding_genesis import (
 )
 from coding_genesis.errors import AgentUsageError, ConfigError
 from tests.session.test_session import session_processes
-from tests.session.twoway import TwoWayBackend
+from tests.session.twoway import TwoWayBackend, one_way_backend
+from tests.support import Ended
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-class Ended(Observer):
-    """The key of every session that ended (a pool closes each it opened)."""
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-    def session_ended(self, session: str, summary: Mapping[str, Any]) -> None:
-        self.keys.append(session)
 
 
 def pool(tmp_path: Path, ended: Ended | None = None, **options: Any) -> SessionPool:
@@ -266,6 +256,6 @@ def test_bad_settings_are_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="max_idle"):
         SessionPool(TwoWayBackend(), size=1, max_idle=-1)
     with pytest.raises(AgentUsageError, match="two-way"):
-        SessionPool("gemini", size=1, max_idle=1)
+        SessionPool(one_way_backend(), size=1, max_idle=1)
     with pytest.raises(AgentUsageError, match="isolation"):
         SessionPool(TwoWayBackend(), size=1, max_idle=1, isolation="worktree")

@@ -16,6 +16,7 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent
 from coding_genesis.errors import AgentUsageError
+from tests.session.interrupting import interrupted_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -117,16 +118,8 @@ async def test_a_hung_question_is_denied_at_its_deadline_and_interrupt_works(
 async def test_interrupt_a_sleeping_tool(backend: str, tmp_path: Path) -> None:
     a = agent(backend, tmp_path, approver=lambda r: True)
     async with a.session() as s:
-        results: list[Any] = []
-        async with anyio.create_task_group() as tg:
-
-            async def turn() -> None:
-                results.append(await s.send_result("SLEEP 600"))
-
-            tg.start_soon(turn)
-            await anyio.sleep(1.0)
-            assert await s.interrupt() is True
-        assert results[0].status == 130, results[0].message
+        r = await interrupted_turn(s, "SLEEP 600", lambda: anyio.sleep(1.0))
+        assert r.status == 130, r.message
         assert len(left(s.key)) >= 1  # the CLI lives on
         assert (await s.send_result("hello")).status == 0
     assert left(s.key) == []

@@ -19,7 +19,7 @@ from coding_genesis.errors import AgentUsageError
 from coding_genesis.events import ResultEvent, TextEvent
 from coding_genesis.run_events import ApprovalEvent, StateEvent
 from coding_genesis.status import AgentState
-from tests.session.twoway import TwoWayBackend, agent
+from tests.session.twoway import TwoWayBackend, agent, one_way_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -324,7 +324,7 @@ async def test_steer_on_a_backend_that_cannot_names_those_that_can(tmp_path: Pat
 
 
 async def test_a_backend_without_two_way_answers_64_and_raises(tmp_path: Path) -> None:
-    a = CodingGenesisAgent("gemini", cwd=str(tmp_path), ledger=False)
+    a = CodingGenesisAgent(one_way_backend(), cwd=str(tmp_path), ledger=False)
     with pytest.raises(AgentUsageError, match="two-way"):
         a.session()
     r = await a.run("hello", approver=lambda req: True)

@@ -196,6 +196,15 @@ class TwoWayBackend(Backend):
         return TwoWayProtocol()
 
 
+def one_way_backend() -> Backend:
+    """A backend with no two-way protocol (every shipped CLI has one now: claude,
+    codex and the failer their own, gemini, qwen and opencode over ACP): a
+    generic backend of a stream-json CLI."""
+    from coding_genesis.backends.generic import GenericBackend
+
+    return GenericBackend("oneway", command=[sys.executable, CLI])
+
+
 def agent(tmp_path: Path, **settings: Any) -> CodingGenesisAgent:
     """An agent of the two-way fake with the session tests' short clocks, its
     ledger in ``tmp_path`` unless ``ledger=`` says otherwise."""

@@ -216,6 +216,16 @@ def _rules(tmp_path: Path) -> Any:
     return Rules(False, root_path(tmp_path), {}, "failer")
 
 
+@given(parsers.parse('a backend "{name}" with no two-way protocol'))
+def _one_way(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Every built-in backend has a two-way protocol: a generic one, for this
+    scenario only."""
+    import coding_genesis.backends
+    from tests.session.twoway import one_way_backend
+
+    monkeypatch.setitem(coding_genesis.backends._REGISTRY, name, one_way_backend)
+
+
 def _read(rules: Any, body: dict[str, Any]) -> Any:
     import orjson
 

@@ -4,7 +4,7 @@ approvals.feature, hooks.feature, host_tools.feature, structured_output.feature)
 
 Every scenario runs on the embedded failer, which speaks claude's control protocol
 (its backend's ``control()`` is claude's codec) and makes the tool calls its prompt
-names.  Steps are synchronous: the session's coroutines go through the anyio
+names, or, where it says so, on the fake ACP agent (``tests/fakes/fake_acp.py``).  Steps are synchronous: the session's coroutines go through the anyio
 blocking portal fixture.
 """
 
@@ -41,7 +41,7 @@ from coding_genesis import (
     tool,
 )
 from coding_genesis.events import ToolCallEvent
-from tests.support import marked_processes
+from tests.support import FAKE_BIN, marked_processes
 
 
 class Review(BaseModel):
@@ -55,6 +55,7 @@ class Live:
     def __init__(self, tmp_path: Path, portal: BlockingPortal) -> None:
         self.tmp_path = tmp_path
         self.portal = portal
+        self.backend = "failer"
         self.settings: dict[str, Any] = {
             "cwd": str(tmp_path),
             "timeout": 30,
@@ -90,7 +91,7 @@ class Live:
                 extra["hooks"] = self.hooks
             if self.tools:
                 extra["tools"] = self.tools
-            self.agent = CodingGenesisAgent("failer", **self.settings, **extra)
+            self.agent = CodingGenesisAgent(self.backend, **self.settings, **extra)
             self.agent.subscribe(self._hear)
         return self.agent
 
@@ -145,6 +146,19 @@ def said(response: RunResponse) -> str:
 @given("a two-way failer agent")
 def failer_agent(live: Live) -> None:
     """The settings of every scenario (see :class:`Live`)."""
+
+
+@given(parsers.parse('a fake ACP agent "{flavour}"'))
+def fake_acp_agent(live: Live, flavour: str) -> None:
+    live.backend = flavour
+    del live.settings["options"]  # the failer's
+    live.settings["cli_path"] = str(FAKE_BIN / flavour)
+
+
+@given(parsers.parse('a fake ACP agent "{flavour}" whose approver allows everything'))
+def fake_acp_agent_allowing(live: Live, flavour: str) -> None:
+    fake_acp_agent(live, flavour)
+    live.approve(lambda r: Decision.allow())
 
 
 @given(parsers.parse('a two-way failer agent with permissions "{level}"'))
@@ -356,6 +370,26 @@ def turn_numbers(live: Live, numbers: str) -> None:
 @then(parsers.parse('the last answer says "{text}"'))
 def last_answer(live: Live, text: str) -> None:
     assert said(live.last) == text, live.last
+
+
+@then(parsers.parse('the agent answered "{text}"'))
+def agent_answered(live: Live, text: str) -> None:
+    assert live.last["message"] == text, live.last
+
+
+@then(parsers.parse("the last turn took {n:d} attempts"))
+def last_attempts(live: Live, n: int) -> None:
+    assert live.last["attempts"] == n, live.last
+
+
+@then(parsers.parse("the last output is {value}"))
+def last_output(live: Live, value: str) -> None:
+    assert live.last["output"] == json.loads(value), live.last
+
+
+@then(parsers.parse('the hook\'s record says "{text}"'))
+def hook_record_says(live: Live, text: str) -> None:
+    assert [h["not_applied"] for h in live.last["hooks"]] == [text], live.last["hooks"]
 
 
 @then(parsers.parse('the last answer starts with "{text}"'))

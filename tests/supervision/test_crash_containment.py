@@ -379,7 +379,7 @@ def test_a_sweep_tells_this_process_records_by_name(
     in flight: those records (and their temporary files) are told as live by
     their names, with no look at the process table; a dead runner's record is
     still found."""
-    from coding_genesis._supervision import ledger as ledger_module
+    from coding_genesis._supervision import owners
     from coding_genesis._supervision.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger")
@@ -392,13 +392,13 @@ def test_a_sweep_tells_this_process_records_by_name(
     gone.rename(dead_name)
     dead_name.write_text(json.dumps({**json.loads(dead_name.read_text()), "runner_pid": 1}))
     looked: list[int] = []
-    real = ledger_module._start_time
+    real = owners.start_time  # where the ledger looks a runner up
 
     def counted(pid: int) -> float | None:
         looked.append(pid)
         return real(pid)
 
-    monkeypatch.setattr(ledger_module, "_start_time", counted)
+    monkeypatch.setattr(owners, "start_time", counted)
     assert [path.name for path, _ in ledger.dead()] == ["1-1000-gone.json"]
     assert ledger.drop_torn_writes() == 0
     assert os.getpid() not in looked and looked, looked

@@ -191,6 +191,31 @@ async def test_orphans_that_die_on_their_own_are_reaped(fake_claude: FakeCLI) ->
     assert_tree_gone(fake_claude)
 
 
+@pytest.mark.timeout(15)
+async def test_an_orphan_without_the_marker_in_the_runs_session_is_stopped(
+    fake_claude: FakeCLI,
+) -> None:
+    """A grandchild left in the CLI's session whose environment has no marker
+    (``env -i``, or one in the middle of exiting, whose environment is gone:
+    claude-agent-acp's claude, seen when its adapter exits) is reparented to
+    us when the CLI exits: found by its session, stopped and reaped."""
+    fake_claude.script(
+        [
+            {"grandchild": {"setsid": False, "bare_env": True, "hold_stdout": False}},
+            {"answer": "done"},
+        ]
+    )
+    agent = fake_claude.agent(timeout=30.0, eof_grace=0.2)
+    result = await agent.run("go")
+    (child,) = run_pids(fake_claude)["child"]
+    try:
+        assert result["status"] == 0, describe(result)
+        assert result["leftovers_stopped"] == 1, describe(result)
+        assert not psutil.pid_exists(child), describe(result)
+    finally:
+        kill_and_reap([child])
+
+
 # -- linger and idle -------------------------------------------------------------
 
 

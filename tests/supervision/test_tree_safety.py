@@ -20,11 +20,13 @@ import psutil
 import pytest
 
 from coding_genesis import Event
+from coding_genesis._supervision import procscan
 from coding_genesis._supervision.childenv import RUN_MARKER_ENV
 from coding_genesis._supervision.table import (
     _PR_GET_CHILD_SUBREAPER,
     _PR_SET_CHILD_SUBREAPER,
     _prctl,
+    keep,
     subreaper_enabled,
 )
 from coding_genesis._supervision.tree import Tree
@@ -61,6 +63,46 @@ async def test_a_marked_process_in_our_own_session_is_never_signaled(tmp_path: P
     finally:
         ours.kill()
         ours.wait()
+
+
+LEADER_GONE_FIRST = """
+import ctypes, threading, time
+time.sleep(0.3)
+threading.Thread(target=time.sleep, args=(0.3,)).start()
+ctypes.CDLL(None).pthread_exit(None)  # the main thread ends, the other one lives on
+"""
+
+
+@pytest.mark.timeout(15)
+async def test_a_zombie_leader_is_reaped_once_its_last_thread_is_gone(tmp_path: Path) -> None:
+    """A multi-threaded process whose main thread ended shows as a zombie but
+    cannot be reaped until its other threads are gone (claude-agent-acp's
+    claude, when its adapter exits): the run's reaping waits for it (bounded)
+    instead of leaving its zombie behind."""
+    marker = "leader-" + os.urandom(4).hex()
+    env = {**os.environ, RUN_MARKER_ENV: marker}
+    child = subprocess.Popen(  # noqa: ASYNC220 - a run's process, reaped by the tree
+        [sys.executable, "-c", LEADER_GONE_FIRST], env=env, start_new_session=True
+    )
+    try:
+        tree = Tree(None, 2**22 + 1, marker, time.time())
+        for _ in range(100):  # found while alive (its environment readable)
+            if child.pid in tree.snapshot():
+                break
+            await anyio.sleep(0.02)
+        assert child.pid in tree.members
+        for _ in range(500):
+            if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            await anyio.sleep(0.01)
+        await tree.reap_all()
+        with pytest.raises(ChildProcessError):  # reaped by the tree
+            os.waitpid(child.pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG: never blocks
+    finally:
+        if child.pid in {p.pid for p in psutil.Process().children()}:
+            child.kill()
+            child.wait()
+        child.returncode = 0  # reaped above: Popen must not wait on it again
 
 
 @pytest.mark.slow
@@ -225,3 +267,35 @@ async def test_the_host_is_a_subreaper_only_while_runs_are_in_flight(
         assert (before, during, after) == (int(host_had_it), [1], int(host_had_it))
     finally:
         _prctl(_PR_SET_CHILD_SUBREAPER, 0)
+
+
+def _exit_after(seconds: float, code: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", f"import time, sys; time.sleep({seconds}); sys.exit({code})"]
+    )
+
+
+def test_the_keeper_reaps_only_the_process_it_was_given() -> None:
+    """A kept leftover is reaped when it exits (waitid on its own pidfd); a
+    child beside it keeps its zombie, so its owner still gets its exit status."""
+    kept, other = _exit_after(0.2, 0), _exit_after(0.2, 3)
+    try:
+        assert keep(kept.pid, lambda: True)
+        assert not keep(other.pid, lambda: False), "not that process any more: not kept"
+        deadline = time.monotonic() + 5
+
+        def other_done() -> bool:
+            return psutil.Process(other.pid).status() == psutil.STATUS_ZOMBIE
+
+        while (psutil.pid_exists(kept.pid) or not other_done()) and time.monotonic() < deadline:
+            time.sleep(0.02)  # both exited: the one kept reaped, the other a zombie
+        assert not psutil.pid_exists(kept.pid), "the kept child was not reaped"
+        time.sleep(0.1)  # the keeper had time to (wrongly) reap the other too
+        assert other_done(), "the keeper reaped a process it was not given"
+        assert not procscan.exiting(other.pid), "a zombie is done exiting"
+        assert other.wait(5) == 3
+    finally:
+        for proc in (kept, other):
+            proc.kill()
+            proc.wait(5)
+    assert not procscan.exiting(os.getpid())

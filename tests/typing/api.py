@@ -13,6 +13,7 @@ from typing import Any, Literal, assert_type
 
 from coding_genesis import (
     AGENT_DEFAULT,
+    AcpBackend,
     AgentConfig,
     AgentSettings,
     ApprovalRequest,
@@ -120,7 +121,7 @@ async def entry_points(policy: RetryPolicy, breaker: CircuitBreaker, budget: Bud
     assert_type(event_from_dict({"type": "text", "text": "hi"}), Event)
     result = RunResult(status=0, message="ok")
     assert_type(result.to_dict(), RunResponse)
-    assert_type(load_backends_file("backends.toml"), dict[str, GenericBackend])
+    assert_type(load_backends_file("backends.toml"), dict[str, GenericBackend | AcpBackend])
     register_backend("mine", lambda: get_backend("failer"))
     observers = [TranscriptObserver("/tmp/runs"), RunLogObserver("/tmp/runs.jsonl")]
     assert_type(CodingGenesisAgent("failer", observers=observers), CodingGenesisAgent)

@@ -1,0 +1,760 @@
+"""The Agent Client Protocol (ACP, version 1) as a :class:`~coding_genesis.control.ControlProtocol`.
+
+An ACP agent (``gemini --acp``, ``qwen --acp``, ``opencode acp``, any command
+that speaks it) reads JSON-RPC 2.0 requests on stdin and writes its answers,
+its notifications and its own requests on stdout, one object a line.  A live
+session is ``initialize`` → ``session/new`` (or ``session/load`` for
+``resume=``) → ``session/set_mode`` (when a permission level or an approver
+picks a mode) → one ``session/prompt`` per turn; ``session/cancel`` ends a
+running turn.  What the agent tells of a turn comes as ``session/update``
+notifications (text chunks, thoughts, tool calls and their updates, plans,
+usage), and it asks before a tool call with ``session/request_permission``.
+
+What this codec holds to (measured on gemini 0.61, qwen 0.24.4, opencode
+1.18.33; ``/work/shared/notes/more-clis.md``):
+
+* Only the client capabilities we serve are advertised: no file system, no
+  terminal.  Every request of the agent we do not serve (``fs/*``,
+  ``terminal/*``, qwen's ``craft/drainMidTurnQueue``, anything unknown) is
+  answered with JSON-RPC error -32601.  An agent that answers another
+  protocol version than 1 is refused (a fatal fault naming both).
+* Two id spaces: the agent's requests carry ids of their own, starting at 0,
+  which overlap ours.  A message with a ``method`` is the agent's (a request
+  or a notification); one without is an answer to one of *our* requests, and
+  an answer to an id we never used is a fault.
+* A permission request is answered by its options' ``kind``, never by their
+  id (every agent names them differently): ``allow_once`` for an allow,
+  ``reject_once`` (else ``reject_always``, else the ``cancelled`` outcome) for
+  a refusal.  "Always" is the session's to keep
+  (:class:`~coding_genesis.approval.Remembered` where the session has it): the
+  agent is answered once per call, never ``allow_always``, which would let it
+  settle later calls behind the session's back.  A request that offers no
+  ``allow_once`` option cannot be allowed once: it is refused at once, and the
+  turn ends with a fault saying so.
+* ``session/cancel`` (our ``interrupt()``) is followed by the ``cancelled``
+  outcome for every permission request still open, as the protocol requires.
+  A refusal that ends the turn (``Decision.deny(end_turn=True)``) is the
+  refusal, then ``session/cancel``.
+* The turn ends at the answer to its ``session/prompt`` (its ``stopReason``
+  or its error).  Agents may still write after it (qwen's
+  ``qwen/notify/session/prompt-suggestion``, measured 11 ms
+  later; claude-agent-acp's late updates): those are no part of the ended
+  turn.  An update that comes while no prompt of ours runs is a turn of the
+  agent's own, over with it (ACP has no other end for it): it is forwarded
+  marked :data:`~.acp_events.LATE` with :class:`TurnEnded`, so the session
+  records it as a turn the CLI took (``trigger: "cli"``), unless a
+  permission request of the agent's is still open (that turn ends at the
+  first update after its answer).  ACP updates carry no turn id, so one
+  that comes after the next prompt went out counts in that turn.  Waiting
+  for a quiet period instead would add its length to every turn.
+* A line too deep or too large to parse (:meth:`AcpControl.unparsed`) is
+  answered from its envelope: a permission request is denied as
+  unreadable through the approval machinery (recorded; answered
+  ``cancelled``, its options unread), any other request gets an error, an
+  answer to our ``session/prompt`` fails the turn.
+* Errors: a JSON-RPC error on ``session/prompt`` fails the turn; its HTTP
+  status is the error's code when that is one (gemini: 401, 429), else the
+  status its words or ``data.details`` name (qwen: ``-32603``, details
+  ``"401 Incorrect API key ..."``); opencode's ``-32603`` says only
+  ``"Internal error: Incorrect API key provided"``, which the failure
+  analysis reads.  ``end_turn`` with nothing said, no tool call and
+  ``usage: null`` is an error the agent hid (codex-acp answers a 429 so).
+* Usage comes in no common shape: the prompt's answer's ``usage``
+  (opencode), its ``_meta.quota.token_count`` (gemini), ``_meta.usage`` on an
+  empty message chunk per model call (qwen, summed over the turn), and the
+  session's cumulative cost in ``usage_update`` (claude-agent-acp: the turn's
+  cost is its share of that running total,
+  :class:`~coding_genesis.usage.RunningTotals`).  The turn's usage is one
+  :class:`~coding_genesis.events.UsageEvent` at its end.
+
+The per-agent facts (mode ids, whether ``session/load`` may be used) are
+:class:`AcpAgent` values (:mod:`.acp_agents`); a turn's events are made by
+:mod:`.acp_events`; the command and its environment come from the backend
+that builds this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.backend import CommandSpec, Translator, client_version
+from coding_genesis.control import (
+    FORWARD,
+    ControlProtocol,
+    Forward,
+    HookCall,
+    Incoming,
+    McpServer,
+    Outgoing,
+    PermissionAsk,
+    ProtocolFault,
+    Ready,
+    Reply,
+    TurnEnded,
+    Unknown,
+    UnparsedLine,
+)
+from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.request import Request
+
+from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
+from .acp_events import (
+    LATE,
+    AcpTranslator,
+    Call,
+    _mapping,
+    _said,
+    _text,
+    acp_request,
+    error_status,
+    error_words,
+    tool_hook,
+    track,
+)
+
+__all__ = [
+    "KNOWN_UPDATES",
+    "NOT_SERVED",
+    "PROTOCOL_VERSION",
+    "AcpAgent",
+    "AcpControl",
+    "AcpTranslator",
+    "acp_request",
+    "error_status",
+    "error_words",
+]
+
+#: Every hook point ACP tells of: a ``pre_tool`` hook can block a call the
+#: agent asks about (its permission request is answered with the reject
+#: option); the rest observe.
+HOOK_EFFECTS: Mapping[HookEvent, frozenset[HookEffect]] = {
+    "pre_tool": frozenset({"block"}),
+    "post_tool": frozenset(),
+    "turn_end": frozenset(),
+}
+
+#: The version of the protocol we speak.
+PROTOCOL_VERSION = 1
+
+#: The ``sessionUpdate`` kinds of version 1 (forwarded to the translator,
+#: which makes events of some); any other is :class:`Unknown`, ignored and counted.
+KNOWN_UPDATES = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+
+#: The updates that tell of the agent's work (not of its state: commands,
+#: modes, configuration, the session's title): one that comes while no prompt
+#: runs is a turn of the agent's own.
+_WORK = KNOWN_UPDATES - {
+    "available_commands_update",
+    "current_mode_update",
+    "config_option_update",
+    "session_info_update",
+}
+
+#: The updates that tell of a tool call (what the hooks observe).
+_TOOL_UPDATES = ("tool_call", "tool_call_update")
+#: How agents name a call of a tool of an MCP server, in its title or its
+#: ``_meta`` tool name (measured): gemini ``add (<server> MCP Server)``,
+#: opencode ``<server>_add``, qwen ``_meta.toolName`` ``mcp__<server>__add`` (as
+#: claude names MCP tools; its permission request is titled with the arguments).
+_MCP_META_NAME = "mcp__{server}__{tool}"
+_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", _MCP_META_NAME)
+#: How many tool calls of one turn are remembered for their permission request.
+_ANNOUNCED_MAX = 1000
+
+#: Why a line the agent wrote is refused unread.
+_UNPARSED = "nested too deep or too large for coding-genesis to read"
+
+#: Notifications the measured agents send that say nothing we use (qwen's
+#: prompt suggestion and mode news, claude-agent-acp's auth status): ignored
+#: without being counted as unknown.
+_QUIET = ("qwen/notify/", "_auth/")
+
+
+@dataclass(frozen=True, slots=True)
+class AcpAgent:
+    """What differs between ACP agents, as facts (see :mod:`.acp_agents`).
+
+    ``modes``: the mode id (``session/set_mode``) of each permission level the
+    agent enforces by a mode; ``ask_mode``: the mode in which it asks before
+    every tool call it can ask about (set when an approver decides; None: the
+    agent asks in its default mode, or the backend's command sees to it, as
+    opencode's configuration).  ``resume``: None when ``resume=`` uses
+    ``session/load`` where the agent offers it (``loadSession``); else why
+    resuming is refused (the protocol's ``resume_refusal``, which the
+    capability check reads).  ``refusal``: what a refused tool call does to the
+    turn (for the docs and the capability check); ``permissions``: how the
+    agent enforces the levels and asks, when its modes do not.
+    """
+
+    name: str
+    modes: Mapping[str, str] = field(default_factory=dict)
+    ask_mode: str | None = None
+    resume: str | None = None
+    refusal: str = ""
+    #: How the agent enforces permission levels and asks, when not by modes.
+    permissions: str = ""
+    #: ``add_dirs=`` go in ``session/new``'s (``session/load``'s)
+    #: ``additionalDirectories``, which the agent must offer
+    #: (``sessionCapabilities.additionalDirectories``); False: the backend's
+    #: command gives them (gemini's ``--include-directories``, qwen's
+    #: ``--add-dir``), or the backend takes none.
+    directories: bool = False
+    #: How the agent titles its permission request for a tool of an MCP
+    #: server (``{tool}``, ``{server}``): a request so titled for one of the
+    #: caller's functions, on the server the session serves, is allowed once
+    #: without asking (the approver is never asked about the caller's own
+    #: code).  That server's name is the session's own and unguessable, so no
+    #: server of the repository's or the user's matches it; any other title
+    #: goes to the approver.  Empty: not known; the agent's requests go to the
+    #: approver.
+    mcp_title: str = ""
+    #: ``session/new``'s (``session/load``'s) ``_meta``, where the agent is
+    #: told which settings to read: the string ``"{setting_sources}"`` stands
+    #: for the sources a request reads (``setting_sources=``, else
+    #: :attr:`settings_default`), ``"{without_project}"`` for whether
+    #: "project" is not among them (claude-agent-acp's ``strictMcpConfig``).
+    #: Empty: no ``_meta``.
+    session_meta: Mapping[str, Any] = field(default_factory=dict)
+    #: The sources read when a request names none (the backend's
+    #: ``default_setting_sources``): what ``session_meta`` says then.
+    settings_default: tuple[str, ...] = ()
+
+
+def session_meta(template: object, sources: tuple[str, ...]) -> Any:
+    """``template`` (:attr:`AcpAgent.session_meta`) with its placeholders
+    filled for ``sources``."""
+    if template == "{setting_sources}":
+        return list(sources)
+    if template == "{without_project}":
+        return "project" not in sources
+    if isinstance(template, Mapping):
+        return {str(k): session_meta(v, sources) for k, v in template.items()}
+    if isinstance(template, list | tuple):
+        return [session_meta(v, sources) for v in template]
+    return template
+
+
+# -- the protocol ----------------------------------------------------------------
+
+
+def _mcp_server(server: McpServer) -> dict[str, Any]:
+    """One of ``session/new``'s ``mcpServers`` (a stdio server: no environment
+    of its own, so nothing secret is written to the agent)."""
+    return {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
+
+
+@dataclass(frozen=True, slots=True)
+class AskKey:
+    """The handle of one permission request: the agent's id and the option
+    ids by kind."""
+
+    id: Any
+    options: Mapping[str, str]
+
+
+class AcpControl(ControlProtocol):
+    """One live session's ACP codec (see the module's docstring).
+
+    Built by a backend with its :class:`AcpAgent` facts and the function that
+    makes the agent's command (argv tail, environment, overlay) for a session.
+    """
+
+    # No name of its own: the backend's (gemini, qwen...) names it in errors.
+    #: A ``pre_tool`` hook runs at the agent's permission request, which waits
+    #: for us: its block is the reject option.  A call the agent runs without
+    #: asking (told to pre_tool as it ends), a call's end and a turn's end are
+    #: told, waited for by nobody: their hooks observe (a block there is
+    #: recorded as not applied).
+    hook_effects = HOOK_EFFECTS
+    can_steer = False
+    #: ACP has no field for an output schema: it goes in the turn's prompt.
+    schema_in_prompt = True
+    #: The caller's functions reach the agent through an MCP server of ours
+    #: that it launches (``mcpServers``), which the session serves.
+    can_host_tools = True
+    tools_over_mcp = True
+
+    def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
+        self.agent = agent
+        self.resume_refusal = agent.resume
+        self._command = command
+        self._next_id = 0
+        #: Our requests awaiting their answer: id → method.
+        self._pending: dict[int, str] = {}
+        self.session_id: str | None = None
+        #: The agent offers session/load (its initialize said so).
+        self.can_load = False
+        self._prompt_id: int | None = None
+        #: Permission requests of the running turn still unanswered: their ids.
+        self._open: set[Any] = set()
+        self._cancelled = False
+        self._ended_by: str | None = None
+        self._translator: AcpTranslator | None = None
+        #: The opening is done (what the agent replays of a loaded session
+        #: before it is belongs to no turn).
+        self._open_done = False
+        #: The running turn's tool calls as the hooks see them.
+        self._hook_calls: dict[str, Call] = {}
+        #: The running turn's tool calls as the agent announced them (their
+        #: title, kind and input), for a permission request that names only
+        #: the call's id (codex-acp's request for an MCP tool).
+        self._announced: dict[str, Mapping[str, Any]] = {}
+
+    # -- intents ------------------------------------------------------------------
+
+    def _call(self, method: str, params: Mapping[str, Any]) -> Outgoing:
+        self._next_id += 1
+        self._pending[self._next_id] = method
+        return {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": dict(params)}
+
+    def command(self, request: Request) -> CommandSpec:
+        return self._command(request)
+
+    def translator(self) -> Translator:
+        self._translator = AcpTranslator(self.session_id, self.host_tool_of)
+        return self._translator
+
+    def opening(self, request: Request) -> list[Outgoing]:
+        return [
+            self._call(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": False, "writeTextFile": False},
+                        "terminal": False,
+                    },
+                    "clientInfo": {"name": "coding-genesis", "version": client_version()},
+                },
+            )
+        ]
+
+    def mode(self, request: Request) -> str | None:
+        """The mode the session runs in: the asking mode when an approver
+        decides (unless ``permissions="read-only"``, which stays read-only),
+        else the permission level's; None: the agent's own default."""
+        if request.approvals and request.permissions != "read-only" and self.agent.ask_mode:
+            return self.agent.ask_mode
+        if request.permissions is not None:
+            return self.agent.modes.get(request.permissions)
+        return None
+
+    def begin_turn(self, prompt: str) -> list[Outgoing]:
+        self._open.clear()
+        self._hook_calls.clear()
+        self._announced.clear()
+        self._cancelled = False
+        self._ended_by = None
+        call = self._call(
+            "session/prompt",
+            {"sessionId": self.session_id or "", "prompt": [{"type": "text", "text": prompt}]},
+        )
+        self._prompt_id = self._next_id
+        return [call]
+
+    def _cancel(self) -> list[Outgoing]:
+        """``session/cancel``, then the ``cancelled`` outcome for every open question."""
+        if self._prompt_id is None or self._cancelled:
+            return []
+        self._cancelled = True
+        out: list[Outgoing] = [
+            {
+                "jsonrpc": "2.0",
+                "method": "session/cancel",
+                "params": {"sessionId": self.session_id or ""},
+            }
+        ]
+        for rid in sorted(self._open, key=str):
+            out.append(
+                {"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "cancelled"}}}
+            )
+        self._open.clear()
+        return out
+
+    def interrupt(self) -> list[Outgoing]:
+        return self._cancel()
+
+    def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
+        """The option of the decision's kind, once per call; none for a question
+        already answered (the turn was cancelled)."""
+        key = ask.key
+        if not isinstance(key, AskKey) or key.id not in self._open:
+            return []
+        self._open.discard(key.id)
+        if decision.allowed:
+            option = key.options.get("allow_once")
+        else:
+            option = key.options.get("reject_once") or key.options.get("reject_always")
+        outcome: dict[str, Any] = (
+            {"outcome": "selected", "optionId": option} if option else {"outcome": "cancelled"}
+        )
+        out: list[Outgoing] = [{"jsonrpc": "2.0", "id": key.id, "result": {"outcome": outcome}}]
+        if not decision.allowed and decision.end_turn:
+            self._ended_by = decision.message or "denied by the approver"
+            out += self._cancel()
+        return out
+
+    # -- what the agent says ------------------------------------------------------
+
+    def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:
+        return dispatch(obj, self._response, self._request, self._notification)
+
+    def _response(self, obj: Mapping[str, Any]) -> Sequence[Incoming]:
+        rid = obj.get("id")
+        if "result" not in obj and "error" not in obj:
+            return (ProtocolFault("not JSON-RPC: neither a method nor a result nor an error"),)
+        if rid is None and obj.get("error") is not None:  # the agent could not read a line of ours
+            return (
+                ProtocolFault(f"an error answer to no request: {error_words(obj.get('error'))}"),
+            )
+        if type(rid) is not int or rid not in self._pending:
+            return (ProtocolFault(f"an answer for id {_said(repr(rid))}, which we never used"),)
+        method = self._pending.pop(rid)
+        error = obj.get("error")
+        result = _mapping(obj.get("result"))
+        if method == "session/prompt":
+            return self._prompt_answered(rid, obj)
+        if error is not None or "result" not in obj:
+            if method == "session/cancel":
+                return ()
+            fatal = method in ("initialize", "session/new", "session/load", "session/set_mode")
+            return (ProtocolFault(f"refused {method}: {error_words(error)}", fatal),)
+        if method == "initialize":
+            return self._initialized(result)
+        if method in ("session/new", "session/load"):
+            return self._opened(method, result)
+        if method == "session/set_mode":
+            return self._ready()
+        return ()
+
+    def _ready(self) -> tuple[Incoming]:
+        self._open_done = True
+        return (Ready(self.session_id),)
+
+    def _initialized(self, result: Mapping[str, Any]) -> Sequence[Incoming]:
+        version = result.get("protocolVersion")
+        if version != PROTOCOL_VERSION:
+            return (
+                ProtocolFault(
+                    f"answered ACP protocol version {_said(repr(version))}; "
+                    f"coding-genesis speaks version {PROTOCOL_VERSION} only",
+                    fatal=True,
+                ),
+            )
+        capabilities = _mapping(result.get("agentCapabilities"))
+        self.can_load = capabilities.get("loadSession") is True
+        start = self.request
+        params: dict[str, Any] = {
+            "cwd": start.cwd if start else ".",
+            "mcpServers": [_mcp_server(server) for server in self.mcp_servers],
+        }
+        if self.agent.session_meta:
+            sources = start.setting_sources if start and start.setting_sources else None
+            params["_meta"] = session_meta(
+                self.agent.session_meta, tuple(sources or self.agent.settings_default)
+            )
+        if start is not None and start.add_dirs and self.agent.directories:
+            offered = _mapping(capabilities.get("sessionCapabilities"))
+            if not isinstance(offered.get("additionalDirectories"), Mapping):
+                return (
+                    ProtocolFault(
+                        "does not offer additionalDirectories (sessionCapabilities): "
+                        "add_dirs= cannot widen its session",
+                        fatal=True,
+                    ),
+                )
+            params["additionalDirectories"] = list(start.add_dirs)
+        resume = start.resume if start is not None else None
+        if resume:
+            if self.resume_refusal is not None:  # the capability check said so first
+                return (ProtocolFault(self.resume_refusal, fatal=True),)
+            if not self.can_load:
+                return (
+                    ProtocolFault(
+                        f"does not offer session/load (loadSession): "
+                        f"resume={resume!r} cannot continue that session",
+                        fatal=True,
+                    ),
+                )
+            self.session_id = resume
+            return (Reply((self._call("session/load", {"sessionId": resume, **params}),)),)
+        return (Reply((self._call("session/new", params),)),)
+
+    def _opened(self, method: str, result: Mapping[str, Any]) -> Sequence[Incoming]:
+        if method == "session/new":
+            sid = _text(result.get("sessionId"))
+            if sid is None:
+                return (ProtocolFault("answered session/new with no sessionId", True),)
+            self.session_id = sid
+        mode = self.mode(self.request) if self.request is not None else None
+        if mode is None:
+            return self._ready()
+        offered = [
+            m.get("id")
+            for m in _mapping(result.get("modes")).get("availableModes") or ()
+            if isinstance(m, Mapping)
+        ]
+        if offered and mode not in offered:
+            return (
+                ProtocolFault(
+                    f"offers no mode {mode!r} (its modes: "
+                    f"{', '.join(map(str, offered))}): the session cannot run as asked",
+                    fatal=True,
+                ),
+            )
+        params = {"sessionId": self.session_id or "", "modeId": mode}
+        return (Reply((self._call("session/set_mode", params),)),)
+
+    def _prompt_answered(self, rid: int, obj: Mapping[str, Any]) -> Sequence[Incoming]:
+        if rid != self._prompt_id:
+            return ()  # an earlier turn's answer, come late (that turn was given up)
+        self._prompt_id = None
+        self._open.clear()
+        translator = self._translator
+        if "error" in obj:
+            return (FORWARD, TurnEnded("failed", error_words(obj.get("error"))))
+        reason = _mapping(obj.get("result")).get("stopReason")
+        if reason == "cancelled":
+            if self._ended_by is not None:
+                return (FORWARD, TurnEnded("interrupted", self._ended_by))
+            if self._cancelled:
+                return (FORWARD, TurnEnded("interrupted"))
+            # The agent cancelled by itself (codex-acp after a refusal).
+            return (FORWARD, TurnEnded("failed", f"{self.agent.name} cancelled the turn by itself"))
+        if reason in (None, "end_turn"):
+            if "turn_end" in self.hooked:
+                answer = translator.answer if translator is not None else None
+                end = HookInput(
+                    "turn_end", answer=answer, session_id=self.session_id, raw=dict(obj)
+                )
+                return (FORWARD, HookCall(None, end), TurnEnded("completed"))
+            return (FORWARD, TurnEnded("completed"))
+        return (
+            FORWARD,
+            TurnEnded("failed", f"{self.agent.name} stopped the turn: {_said(reason)}"),
+        )
+
+    def _request(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
+        rid = obj.get("id")
+        if not valid_id(rid):
+            return (
+                ProtocolFault(f"a request of {_said(method)} with a bad id: {_said(repr(rid))}"),
+            )
+        if method != "session/request_permission":
+            return (
+                Reply(
+                    (
+                        error_answer(
+                            rid, NOT_SERVED, f"not served by coding-genesis: {_said(method)}"
+                        ),
+                    )
+                ),
+            )
+        params = _mapping(obj.get("params"))
+        call = params.get("toolCall")
+        options = params.get("options")
+        if isinstance(call, Mapping) and "title" not in call:
+            call = {**self._announced.get(_text(call.get("toolCallId")) or "", {}), **call}
+        if not isinstance(call, Mapping) or not isinstance(options, list):
+            bad = "session/request_permission without a toolCall and its options"
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)), ProtocolFault(bad))
+        sid = params.get("sessionId")
+        if self.session_id and sid != self.session_id:
+            bad = f"a permission request of another session ({_said(sid)})"
+            return (Reply((error_answer(rid, INVALID_PARAMS, bad),)), ProtocolFault(bad))
+        by_kind: dict[str, Any] = {}
+        for offered in options:
+            entry = _mapping(offered)
+            kind, oid = _text(entry.get("kind")), entry.get("optionId")
+            if kind and valid_id(oid) and kind not in by_kind:
+                by_kind[kind] = oid
+        request = acp_request(call, self.session_id)
+        if "allow_once" not in by_kind:
+            refuse = by_kind.get("reject_once") or by_kind.get("reject_always")
+            outcome: dict[str, Any] = (
+                {"outcome": "selected", "optionId": refuse} if refuse else {"outcome": "cancelled"}
+            )
+            what = request.command or request.tool
+            offered = ", ".join(sorted(by_kind)) or "none"
+            return (
+                FORWARD,
+                Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}},)),
+                ProtocolFault(
+                    f"asked to run {_said(what)} offering no option to allow it "
+                    f"once (options: {offered}); it was refused"
+                ),
+            )
+        if self._host_tool(call):
+            allow = {"outcome": "selected", "optionId": by_kind["allow_once"]}
+            return (FORWARD, Reply(({"jsonrpc": "2.0", "id": rid, "result": {"outcome": allow}},)))
+        self._open.add(rid)
+        ask = PermissionAsk(AskKey(rid, by_kind), request)
+        if "pre_tool" in self.hooked:
+            tracked = track(self._hook_calls, call, asked=True)
+            if tracked is not None:  # the hooks first; the approver after, unless they block
+                hooked = tracked[0]
+                hooked.hooked = True
+                data = tool_hook(
+                    "pre_tool", hooked, self.session_id, self.host_tool_of(hooked.fields)
+                )
+                return (FORWARD, HookCall(ask.key, data, ask))
+        return (FORWARD, ask)
+
+    def answer_hook(self, call: HookCall, result: HookResult) -> list[Outgoing]:
+        """A ``pre_tool`` hook's block at a permission request: the reject
+        option (by kind), the approver never asked; anything else waits for
+        the approver's answer (:meth:`answer`), and an observed point for
+        nothing."""
+        if call.ask is None or not result.block:
+            return []
+        return self.answer(call.ask, Decision.deny(result.message or "blocked by a pre_tool hook"))
+
+    def host_tool_of(self, call: Mapping[str, Any]) -> str | None:
+        """The caller's function a tool call runs on the session's MCP server
+        (None: another tool), by any of the names agents give such a call
+        (:data:`_MCP_CALL_NAMES`, or gemini's call id): what its events are
+        named by."""
+        return self._ours(call, _MCP_CALL_NAMES, by_id=True)
+
+    def _announce(self, update: Mapping[str, Any]) -> None:
+        """Remember a tool call's announcement (bounded: a turn's first
+        calls), for its permission request."""
+        call_id = _text(update.get("toolCallId"))
+        if call_id and len(self._announced) < _ANNOUNCED_MAX:
+            self._announced[call_id] = {
+                k: update[k] for k in ("title", "kind", "rawInput") if k in update
+            }
+
+    def _host_tool(self, call: Mapping[str, Any]) -> bool:
+        """The agent asks to call one of the caller's functions on the MCP
+        server the session serves: by the agent's title of such a request
+        (:attr:`AcpAgent.mcp_title`) or its ``_meta`` tool name (qwen)."""
+        forms = (
+            (self.agent.mcp_title, _MCP_META_NAME) if self.agent.mcp_title else (_MCP_META_NAME,)
+        )
+        return self._ours(call, forms, by_id=False) is not None
+
+    def _ours(self, call: Mapping[str, Any], forms: Sequence[str], *, by_id: bool) -> str | None:
+        """The caller's function ``call`` names in one of ``forms`` (``{tool}``,
+        ``{server}``) on the session's server.  That server's name is the
+        session's own and unguessable, so no server of the repository's or the
+        user's matches it."""
+        if not self.mcp_servers or self.request is None:
+            return None
+        server = self.mcp_servers[0].name
+        meta = _mapping(call.get("_meta"))
+        said = {
+            _text(call.get("title")),
+            _text(meta.get("toolName")),
+            _text(_mapping(meta.get("claudeCode")).get("toolName")),
+        }
+        for tool in self.request.tools:
+            if said & {form.format(tool=tool.name, server=server) for form in forms}:
+                return tool.name
+        call_id = _text(call.get("toolCallId")) or ""
+        for tool in self.request.tools if by_id else ():
+            if call_id.startswith(f"mcp_{server}_{tool.name}__"):  # gemini's call ids
+                return tool.name
+        return None
+
+    def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
+        if method == "session/update":
+            params = _mapping(obj.get("params"))
+            sid = params.get("sessionId")
+            if self.session_id and sid != self.session_id:
+                return (Unknown("session/update of another session"),)
+            update = _mapping(params.get("update"))
+            kind = update.get("sessionUpdate")
+            if kind not in KNOWN_UPDATES:
+                return (Unknown(f"session/update {_said(kind)}"),)
+            if kind == "tool_call":
+                self._announce(update)
+            hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self.hooked else ()
+            if self._prompt_id is None and self._open_done and kind in _WORK:
+                return self._late(obj, hooks)
+            return (FORWARD, *hooks)
+        if method.startswith(_QUIET):
+            return ()
+        return (Unknown(_said(method)),)
+
+    def _late(self, obj: Mapping[str, Any], hooks: tuple[Incoming, ...]) -> tuple[Incoming, ...]:
+        """An update while no prompt of ours runs: a turn of the agent's own
+        (marked for the translator), over with it unless a question of the
+        agent's waits for its answer."""
+        marked = Forward({**obj, LATE: True})
+        if self._open:
+            return (marked, *hooks)
+        return (marked, *hooks, TurnEnded("completed"))
+
+    def unparsed(self, head: UnparsedLine) -> Sequence[Incoming]:
+        """A line too deep or too large to parse, from its envelope: the
+        agent's permission request is denied as unreadable (through the
+        approval machinery, so it is recorded; its options unread, the
+        answer is the ``cancelled`` outcome), any other request of the
+        agent's gets an error, an answer to our ``session/prompt`` fails the
+        turn (its words unread), another answer of ours fails what it
+        answered.  A line that is not JSON at all (``whole`` False) ends
+        nothing."""
+        method, rid = head.get("method"), head.get("id")
+        if isinstance(method, str):
+            if not valid_id(rid):
+                return ()  # a notification: nothing waits for it
+            if method != "session/request_permission":
+                return (Reply((error_answer(rid, INVALID_PARAMS, f"{method}: {_UNPARSED}"),)),)
+            call_id = head.get("params", "toolCall", "toolCallId")
+            tool = head.get("params", "toolCall", "title")
+            request = ApprovalRequest(
+                tool if isinstance(tool, str) and tool else "(unread)",
+                {},
+                session_id=self.session_id,
+                tool_call_id=call_id if isinstance(call_id, str) else None,
+                unreadable=f"its request was {_UNPARSED}",
+            )
+            self._open.add(rid)
+            return (PermissionAsk(AskKey(rid, {}), request),)
+        if not head.whole or type(rid) is not int or rid not in self._pending:
+            return ()
+        what = self._pending.pop(rid)
+        if what == "session/prompt":
+            if rid != self._prompt_id:
+                return ()
+            self._prompt_id = None
+            self._open.clear()
+            return (TurnEnded("failed", f"{self.agent.name}'s answer was {_UNPARSED}"),)
+        fatal = what in ("initialize", "session/new", "session/load", "session/set_mode")
+        return (ProtocolFault(f"its answer to {what} was {_UNPARSED}", fatal),)
+
+    def _tool_hooks(self, update: Mapping[str, Any]) -> tuple[Incoming, ...]:
+        """The observed hook calls a tool call's update is: its start, its end."""
+        tracked = track(self._hook_calls, update)
+        if tracked is None:
+            return ()
+        call, _, finishes = tracked
+        hooks: list[Incoming] = []
+        name = self.host_tool_of(call.fields)
+        # A call run unasked is told to pre_tool as it ends, observed: an agent may
+        # report a call running before it asks about it (opencode), so only its end
+        # says that no permission request will come.
+        if finishes and not call.hooked and "pre_tool" in self.hooked:
+            call.hooked = True
+            hooks.append(HookCall(None, tool_hook("pre_tool", call, self.session_id, name)))
+        if finishes and "post_tool" in self.hooked:
+            hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id, name)))
+        return tuple(hooks)
