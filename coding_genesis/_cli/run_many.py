@@ -33,7 +33,6 @@ __all__ = [
     "Tally",
     "batch_defaults",
     "ending",
-    "read_requests",
     "register",
     "run_until_signal",
     "with_cli_paths",
@@ -142,41 +141,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
-def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
-    """One request per non-blank line: the decoded object, or an
-    :class:`~coding_genesis.batch.InvalidRequest` saying what is wrong with it
-    (unless ``trusted``, a line setting more than the data
-    :data:`~coding_genesis.capabilities.UNTRUSTED` allows)."""
-    import orjson
-
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.batch import InvalidRequest
-    from coding_genesis.capabilities import untrusted_problem
-
-    requests: list[Any] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            requests.append(InvalidRequest(reason=f"line {number}: invalid JSON: {exc}"))
-            continue
-        if not isinstance(value, dict):
-            requests.append(
-                InvalidRequest(
-                    reason=f"line {number}: expected a JSON object, got {type(value).__name__}"
-                )
-            )
-            continue
-        problem = untrusted_problem(value, trusted=trusted)
-        if problem is not None:
-            requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
-            continue
-        requests.append(value)
-    return requests
-
-
 class _Output:
     """Each result as it comes: counted, its progress on stderr, its JSON line
     on stdout (in the input's order unless ``--unordered``)."""
@@ -254,8 +218,9 @@ def _ray_runner(args: argparse.Namespace) -> RayRunner:
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import backends_file, default_backend
-    from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
+    from coding_genesis._cli.repository import batch_sources_problem
     from coding_genesis._cli.run import add_backends_file
+    from coding_genesis._lines import read_requests, with_safe_start
     from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 

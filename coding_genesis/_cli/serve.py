@@ -1,17 +1,18 @@
 """``genesis serve``: runs over HTTP and Server-Sent Events (the ``serve`` extra).
 
 The command line reads the settings and the environment here (as it does for
-every command); the server itself is ``coding_genesis._serve``, reached by
-name (``importlib``): it reads a request as ``run-many`` reads a line, so it
-sits above the command line (docs/architecture.md).
+every command) and hands the server (``coding_genesis._serve``, below it) what
+it found: the defaults, each backend's CLI, the doctor's checks.  The server
+reads a request as ``run-many`` reads a line, with the same module
+(``coding_genesis._lines``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from coding_genesis._cli.common import (
@@ -179,7 +180,8 @@ def handle(args: argparse.Namespace) -> int:
     from coding_genesis.errors import ConfigError
 
     try:
-        server = importlib.import_module("coding_genesis._serve.server")
+        # lazy: FastAPI and uvicorn (the serve extra) load only when a server starts
+        from coding_genesis._serve import requests, security, server
     except ImportError as exc:
         return usage_error(
             "serve",
@@ -190,7 +192,6 @@ def handle(args: argparse.Namespace) -> int:
         add_backends_file(backends_file())
     except ConfigError as exc:
         return usage_error("serve", str(exc))
-    security = importlib.import_module("coding_genesis._serve.security")
     token: str | None = None
     try:
         if args.token_file:
@@ -202,7 +203,6 @@ def handle(args: argparse.Namespace) -> int:
     root = args.root or os.getcwd()
     if not os.path.isdir(root):
         return usage_error("serve", f"--root {root} is not a directory")
-    requests = importlib.import_module("coding_genesis._serve.requests")
     transcripts, log = transcript_dir(), run_log_path()
     args.cwd = None
     args.setting_sources = None
@@ -236,7 +236,30 @@ def handle(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         session_history=args.session_history,
         doctor_backends=all_names(),
+        cli_paths=_cli_paths(all_names(), args),
+        doctor=_doctor,
     )
     code: int = server.main(settings)
     sys.stdout.flush()
     return code
+
+
+def _cli_paths(names: list[str], args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Each backend's CLI as ``run-many`` finds a line's (``$GENESIS_<NAME>_PATH``,
+    its node): what a request runs unless it sets its own (trusted input only)."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.run_many import with_cli_paths
+
+    found = with_cli_paths([{"backend": name} for name in names], args)
+    return {
+        name: {k: str(v) for k, v in paths.items() if k != "backend"}
+        for name, paths in zip(names, found, strict=True)
+    }
+
+
+def _doctor(names: list[str], timeout: float) -> list[dict[str, Any]]:
+    """``GET /doctor``: ``genesis doctor``'s checks, each as a dict."""
+    # lazy: the checks load every backend and probe each CLI: GET /doctor only
+    from coding_genesis._cli.doctor import run_checks
+
+    return [asdict(check) for check in run_checks(names, None, timeout)]

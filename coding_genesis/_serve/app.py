@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import asdict
 from typing import Annotated, Any
 
 import anyio
@@ -386,13 +385,10 @@ def _add_stats_routes(app: FastAPI, service: Service) -> None:
             )
 
         def run() -> models.Doctor:
-            # lazy: the checks load every backend and probe each CLI: GET /doctor only
-            from coding_genesis._cli.doctor import run_checks
-
-            checks = run_checks(names, None, timeout)
-            cannot = {c.backend for c in checks if c.status == "FAIL"}
+            checks = service.doctor(names, timeout)
+            cannot = {c["backend"] for c in checks if c["status"] == "FAIL"}
             return models.Doctor(
-                checks=[models.Check(**asdict(c)) for c in checks],
+                checks=[models.Check(**c) for c in checks],
                 can_run={n: n not in cannot for n in names},
             )
 

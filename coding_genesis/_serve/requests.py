@@ -29,17 +29,15 @@ and none of a run's one-shot fields (:data:`NOT_IN_A_SESSION`).
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from coding_genesis._cli.repository import with_safe_start
-from coding_genesis._cli.run_many import read_requests, with_cli_paths
+from coding_genesis._lines import read_requests, with_safe_start
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
@@ -102,6 +100,10 @@ class Rules:
     fallback_backend: str
     approval_timeout: float = 300.0
     approvals: str = "request"
+    #: Each backend's CLI as the command line finds it (``cli_path``,
+    #: ``node_path``: ``$GENESIS_<NAME>_PATH``...), for a body that sets none:
+    #: only ``_cli`` reads the environment.
+    cli_paths: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def mode(self, taken: Mapping[str, Any], default: str) -> str | Refused:
         """Where a request's tool calls are answered: ``inbox`` or ``none``."""
@@ -231,7 +233,9 @@ def _settings(
     value = {**rules.defaults, **{k: v for k, v in value.items() if v is not None}, **owned}
     fallback = rules.fallback_backend
     value.setdefault("backend", fallback)
-    [value] = with_cli_paths([value], argparse.Namespace(backend=fallback))
+    if value.get("cli_path") is None:  # as `genesis run-many` finds a line's CLI
+        found = rules.cli_paths.get(str(value["backend"]), {})
+        value.update({k: v for k, v in found.items() if value.get(k) is None})
     [value] = with_safe_start([value], fallback, rules.trusted)
     return dict(value)
 

@@ -38,7 +38,7 @@ from coding_genesis._serve.inbox import Inbox, recover as recover_approvals
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.security import Guard, allowed_hosts, write_token
-from coding_genesis._serve.service import Service
+from coding_genesis._serve.service import Doctor, Service
 from coding_genesis._serve.sessions import Sessions, recover as recover_sessions
 from coding_genesis._util.display import printable
 from coding_genesis._util.files import FILE_FLAGS, private_dir
@@ -72,6 +72,8 @@ class Settings:
     run_log: Path | None
     ledger: str | bool | None
     version: str
+    #: ``GET /doctor``: the command line's checks (``Service.doctor``).
+    doctor: Doctor
     token: str | None = None
     allow_hosts: tuple[str, ...] = ()
     heartbeat: float = 15.0
@@ -84,6 +86,8 @@ class Settings:
     session_history: int = 1000
     event_buffer: int = 10_000
     doctor_backends: list[str] = field(default_factory=list)
+    #: Each backend's CLI as the command line finds it (``Rules.cli_paths``).
+    cli_paths: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class _Server(uvicorn.Server):
@@ -244,6 +248,8 @@ async def _serve(settings: Settings) -> int:
         approvals=settings.approvals,
         session_history=settings.session_history,
         doctor_backends=settings.doctor_backends,
+        cli_paths=settings.cli_paths,
+        doctor=settings.doctor,
     )
     hosts = allowed_hosts(settings.host, port, settings.allow_hosts)
     guard = Guard(build_app(service), token=token, hosts=hosts, max_body=settings.max_body)

@@ -7,7 +7,7 @@ another's module for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,11 @@ from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.sessions import Sessions
 from coding_genesis._util.redact import Redactor
 
-__all__ = ["Service"]
+__all__ = ["Doctor", "Service"]
+
+#: ``genesis doctor``'s checks of these backends within a timeout, each a dict
+#: of the API's ``Check`` (handed down by the command line, which owns them).
+Doctor = Callable[[list[str], float], list[dict[str, Any]]]
 
 
 @dataclass
@@ -40,12 +44,15 @@ class Service:
     token: str
     inbox: Inbox
     sessions: Sessions
+    doctor: Doctor
     approval_timeout: float = 300.0
     #: ``request`` (a body chooses) or ``inbox`` (every call waits in the inbox).
     approvals: str = "request"
     #: The most turns a session of the server keeps.
     session_history: int = 1000
     doctor_backends: list[str] = field(default_factory=list)
+    #: Each backend's CLI as the command line finds it (``Rules.cli_paths``).
+    cli_paths: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def rules(self) -> Rules:
         """What every request is read under."""
@@ -56,4 +63,5 @@ class Service:
             self.fallback_backend,
             self.approval_timeout,
             self.approvals,
+            self.cli_paths,
         )
