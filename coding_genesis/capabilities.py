@@ -35,6 +35,7 @@ __all__ = [
     "ROWS",
     "TAKES",
     "UNTRUSTED",
+    "UNTRUSTED_APPROVAL_TIMEOUT",
     "UNTRUSTED_OPTIONS",
     "Trust",
     "backends_that",
@@ -282,6 +283,9 @@ UNTRUSTED: Mapping[str, Trust] = {
 }
 #: The ``options=`` keys untrusted input may set (the others need trust).
 UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+#: The longest ``approval_timeout`` untrusted input may set (a day): its expiry
+#: only denies, but the wait holds the run's process (and a server's slot).
+UNTRUSTED_APPROVAL_TIMEOUT = 86_400
 #: The approver's fields: only the command line names an approver.
 _APPROVER = frozenset({"approver", "approve_tools", "deny_commands", "writes_under"})
 
@@ -316,4 +320,11 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
         text = fields.get(key)
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    wait = fields.get("approval_timeout")  # its type: the option's own check, later
+    if isinstance(wait, int | float) and wait > UNTRUSTED_APPROVAL_TIMEOUT:
+        return (
+            f"refused approval_timeout {wait!r}: untrusted input may wait at most "
+            f"{UNTRUSTED_APPROVAL_TIMEOUT:g} seconds (a day) for an approval; pass "
+            "--trusted-input to accept more"
+        )
     return None

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from coding_genesis.capabilities import UNTRUSTED_APPROVAL_TIMEOUT
+
 __all__ = [
     "Answer",
     "Approval",
@@ -84,7 +86,7 @@ class RunRequest(BaseModel):
     approval_timeout: float | None = Field(
         None,
         gt=0,
-        le=86_400,
+        le=UNTRUSTED_APPROVAL_TIMEOUT,
         description="seconds an approval of the inbox waits; then its default (deny) applies "
         "(default: the server's --approval-timeout)",
     )
@@ -306,7 +308,7 @@ class SessionRequest(BaseModel):
         description='"inbox" (the default): each tool call waits in the approval inbox; '
         '"none": the permission level decides',
     )
-    approval_timeout: float | None = Field(None, gt=0, le=86_400)
+    approval_timeout: float | None = Field(None, gt=0, le=UNTRUSTED_APPROVAL_TIMEOUT)
     keep_results: int | None = Field(
         None, ge=0, description="turns kept (default 100, at most the server's --session-history)"
     )

@@ -20,7 +20,7 @@ A served request may also set the one field no batch line has
 asks about waits in the server's approval inbox; ``"none"``, the default: the
 permission level decides).  It is no option of an agent but the name of the
 server's own approver: data, never code.  Its deadline is the request option
-``approval_timeout`` (data in ``UNTRUSTED``), bounded here by a day.  A body
+``approval_timeout`` (data in ``UNTRUSTED``, whose check bounds it by a day).  A body
 still cannot name an approver (even with ``--trusted-input``).  A live
 session's tool calls wait in the inbox unless it says ``"approvals": "none"``;
 it also sets ``keep_results`` (its bounded history, at most the server's bound)
@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from coding_genesis._lines import read_requests, with_safe_start
+from coding_genesis._util.checks import required_seconds
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
@@ -46,7 +47,6 @@ from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.session import Session
 
 __all__ = [
-    "MAX_APPROVAL_TIMEOUT",
     "NOT_IN_A_SESSION",
     "SERVED_FIELDS",
     "Accepted",
@@ -77,8 +77,6 @@ NOT_IN_A_SESSION = (
     "carry_uncommitted",
     "include_diff",
 )
-#: The longest an approval of the inbox may wait (a day).
-MAX_APPROVAL_TIMEOUT = 86_400.0
 #: The inbox's approver of one request, given its deadline in seconds.
 InboxFor = Callable[[float], Approver]
 
@@ -181,10 +179,10 @@ def _under(root: str, cwd: object) -> str | Refused:
 def _served(
     body: bytes, names: frozenset[str] = SERVED_FIELDS
 ) -> tuple[bytes, dict[str, Any]] | Refused:
-    """The body without the served fields ``names``, and those fields checked
+    """The body without the served fields ``names``, and those fields checked,
     with the inbox's deadline (``approval_timeout``, left in the body: an
-    option like any other) (a body that is no JSON object is left as it is,
-    for the batch line's words)."""
+    option like any other, checked where every option is) (a body that is no
+    JSON object is left as it is, for the batch line's words)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -197,16 +195,6 @@ def _served(
     approvals = taken.get("approvals")
     if approvals is not None and approvals not in ("inbox", "none"):
         return Refused(f'approvals must be "inbox" or "none", got {approvals!r}'[:300])
-    timeout = taken.get("approval_timeout")
-    if timeout is not None and (
-        not isinstance(timeout, int | float)
-        or isinstance(timeout, bool)
-        or not 0 < timeout <= MAX_APPROVAL_TIMEOUT
-    ):
-        return Refused(
-            f"approval_timeout must be a number of seconds > 0 and at most "
-            f"{MAX_APPROVAL_TIMEOUT:g}, got {timeout!r}"[:300]
-        )
     return orjson.dumps(value), taken
 
 
@@ -242,12 +230,17 @@ def _settings(
 
 def _approval_settings(
     taken: Mapping[str, Any], mode: str, default_timeout: float, inbox: InboxFor | None
-) -> dict[str, Any]:
+) -> dict[str, Any] | Refused:
     """The approver and deadline of a request whose calls wait in the inbox
-    (the server's own settings: over anything of the body's)."""
+    (the server's own settings: over anything of the body's; the deadline
+    checked by the option's own check, before the approver is made of it)."""
     if mode != "inbox" or inbox is None:
         return {}
-    timeout = float(taken.get("approval_timeout") or default_timeout)
+    given = taken.get("approval_timeout")
+    try:
+        timeout = default_timeout if given is None else required_seconds("approval_timeout", given)
+    except ConfigError as exc:
+        return Refused(str(exc)[:300])
     return {"approver": inbox(timeout), "approval_timeout": timeout}
 
 
@@ -273,8 +266,10 @@ def read_run_request(
     mode = rules.mode(taken, "none")
     if isinstance(mode, Refused):
         return mode
-    owned = {**owned, **_approval_settings(taken, mode, rules.approval_timeout, inbox)}
-    value = _settings(value, cwd, rules, owned)
+    approving = _approval_settings(taken, mode, rules.approval_timeout, inbox)
+    if isinstance(approving, Refused):
+        return approving
+    value = _settings(value, cwd, rules, {**owned, **approving})
     spec = coerce_request(0, value)
     if isinstance(spec, dict):
         return Refused(str(spec.get("message") or "invalid request"))
@@ -330,6 +325,8 @@ def read_session_request(
     if isinstance(mode, Refused):
         return mode
     approving = _approval_settings(taken, mode, rules.approval_timeout, inbox)
+    if isinstance(approving, Refused):
+        return approving
     value = _settings(value, cwd, rules, approving)
     backend = value.pop("backend")
     asked = value.pop("resume", None)

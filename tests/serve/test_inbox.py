@@ -22,7 +22,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.serve.support import ROOT, Served, serve, serving, sse
+from tests.serve.support import ROOT, Served, asked, serve, serving, sse, turn_ended
 
 #: Every test here talks to a real server process (0.15 s or more with its start).
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -128,6 +128,32 @@ def test_no_answer_by_the_deadline_applies_the_default_and_refuses_a_late_answer
         assert "ran echo too-late" not in result["message"]
 
 
+def test_an_unanswered_approval_waits_under_the_run_s_and_the_turn_s_clocks(
+    served: Served,
+) -> None:
+    """A run (and a session's turn) of 2 s whose approval may wait a day, and
+    nobody answers: it ends by its own timeout, the approval withdrawn (not
+    expired: its day was never up), not a day later."""
+    with served.client() as client:
+        run = _ask(served, client, "echo unanswered", approval_timeout=86_400, timeout=2)
+        item = _pending(client, run["id"])
+        assert item["timeout_s"] == 86_400
+        ended = served.wait(client, run["id"], within=30)
+        assert ended["error"] == "timeout", ended
+        view = client.get(f"/approvals/{item['id']}").json()
+        assert view["state"] == "withdrawn", view
+        opened = client.post("/sessions", json={"approval_timeout": 86_400, "timeout": 2})
+        assert opened.status_code == 201, opened.text
+        session = opened.json()["id"]
+        started = client.post(f"/sessions/{session}/turns", json={"prompt": "/bash echo y"})
+        assert started.status_code == 202, started.text
+        asked_view = asked(client, session)
+        turn = turn_ended(client, session, 1, within=30)
+        assert turn["error"] == "timeout", turn
+        assert client.get(f"/approvals/{asked_view['id']}").json()["state"] == "withdrawn"
+        assert client.post(f"/sessions/{session}/close").status_code == 200
+
+
 def test_a_cancelled_run_withdraws_its_approval(served: Served) -> None:
     with served.client() as client:
         run = _ask(served, client, "echo cancelled")
@@ -180,6 +206,36 @@ def test_the_inbox_is_asked_for_in_data_never_code(served: Served) -> None:
             refused = client.post("/runs", json=body)
             assert refused.status_code == 422, (body, refused.text)
             assert words in refused.json()["message"], (body, refused.text)
+
+
+def test_a_day_and_a_second_is_refused_by_run_many_and_the_server_in_the_same_words(
+    served: Served, tmp_path: Path
+) -> None:
+    """approval_timeout is data, at most a day: the one check (the untrusted-input
+    list's) refuses a day and a second for a run-many line and a served run or
+    session alike, in one wording; a day is taken."""
+    line = {"prompt": "hi", "backend": "failer", "approval_timeout": 86_401}
+    ran = subprocess.run(
+        [sys.executable, "-m", "coding_genesis._cli.main", "run-many", "-q", "-"],
+        input=f"{json.dumps(line)}\n{json.dumps({**line, 'approval_timeout': 86_400})}\n",
+        capture_output=True,
+        text=True,
+        env=served.env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    refused, taken = (json.loads(text) for text in ran.stdout.splitlines())
+    assert refused["error"] == "invalid_request", refused
+    words = refused["message"].removeprefix("line 1: ")
+    assert words.startswith("refused approval_timeout 86401: untrusted input may wait at most")
+    assert taken["status"] == 0, taken
+    with served.client() as client:
+        run = client.post("/runs", json={**line, "approvals": "inbox"})
+        session = client.post("/sessions", json={"approval_timeout": 86_401})
+        assert run.status_code == 422 and run.json()["message"] == words, run.text
+        assert session.status_code == 422 and session.json()["message"] == words, session.text
+        day = served.start(client, {**line, "approvals": "inbox", "approval_timeout": 86_400})
+        assert served.wait(client, day["id"])["status"] == 0
 
 
 def test_two_clients_watch_one_inbox_one_answers_the_other_sees_it(served: Served) -> None:

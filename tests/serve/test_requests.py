@@ -71,7 +71,14 @@ def test_the_inbox_s_deadline_is_data_bounded_by_a_day(tmp_path: Path) -> None:
     assert isinstance(accepted, Accepted) and accepted.approvals == "inbox"
     assert accepted.agent.config.approval_timeout == 5
     too_long = _run(tmp_path, {**body, "approval_timeout": 86_401})
-    assert isinstance(too_long, Refused) and "approval_timeout must be" in too_long.message
+    assert isinstance(too_long, Refused) and too_long.message.startswith(
+        "refused approval_timeout 86401: untrusted input may wait at most 86400 seconds"
+    )
+    assert isinstance(_run(tmp_path, {**body, "approval_timeout": 86_401}, trusted=True), Accepted)
+    for bad in ("soon", True, 0):
+        refused = _run(tmp_path, {**body, "approval_timeout": bad})
+        assert isinstance(refused, Refused), bad
+        assert refused.message.startswith("approval_timeout must be"), refused
 
 
 @pytest.fixture
