@@ -324,7 +324,7 @@ class Sessions:
                 live.state = "open"
                 self._changed(live)
                 live.opened.set()
-                await live.closing.wait()
+                await self._until_closing(live, session)
                 live.state = "closing"
                 self._changed(live)
         except Exception as exc:  # noqa: BLE001  (a CLI that cannot start: the session did not open)
@@ -341,6 +341,25 @@ class Sessions:
             live.opened.set()
             live.done.set()
             self._forget()
+
+    async def _until_closing(self, live: Live, session: Session) -> None:
+        """Until ``live`` is to close: asked to, or its CLI ended on its own (one
+        that died while idle is closed at once, not at the next request; one
+        that died in a turn once that turn has its answer)."""
+        closing = live.closing
+        assert closing is not None
+
+        async def ended() -> None:
+            await session.wait_ended()
+            if live.turn_done is not None:
+                await live.turn_done.wait()
+            live.why = live.why or "its CLI ended the session"
+            closing.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ended)
+            await closing.wait()
+            tg.cancel_scope.cancel()
 
     async def close(self, live: Live, why: str) -> None:
         """Close a held session: its turn (if any) ends, the CLI is told goodbye

@@ -114,6 +114,35 @@ def test_a_session_over_http_turns_events_approvals_and_close(served: Served) ->
         assert [e["event"] for e in ended] == ["session"]
 
 
+#: The fake ACP agent as the real CLIs are named (tests/fakes/fake_acp.py).
+FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
+
+def test_a_session_over_http_on_an_acp_agent(tmp_path: Path) -> None:
+    """gemini over the Agent Client Protocol (the fake agent, found as
+    ``$GENESIS_GEMINI_PATH``): turns and an approval answered over HTTP, as on
+    the failer; its close leaves no process."""
+    env = {"GENESIS_GEMINI_PATH": str(FAKES / "gemini")}
+    with serving(tmp_path, env=env) as server, server.client() as client:
+        sid = _open(client, backend="gemini")["id"]
+        _turn(client, sid, "hello")
+        first = _ended(client, sid, 1)
+        assert first["status"] == 0 and first["message"] == "fake gemini got: hello", first
+        _turn(client, sid, 'ASK execute {"command": "touch made"}')
+        item = _asked(client, sid)
+        assert item["turn"] == 2 and item["state"] == "pending"
+        assert "touch made" in str(item["call"])
+        client.post(f"/approvals/{item['id']}", json={"decision": "allow"})
+        second = _ended(client, sid, 2)
+        assert second["message"] == "allowed allow_once", second
+        assert client.get(f"/approvals/{item['id']}").json()["state"] == "answered"
+        tree = _cli_pids(server)
+        assert tree
+        assert client.post(f"/sessions/{sid}/close").json()["state"] == "closed"
+        for proc in tree:
+            assert not psutil.pid_exists(proc.pid) or proc.status() == psutil.STATUS_ZOMBIE
+
+
 def test_a_session_approval_answered_by_genesis_approvals(served: Served) -> None:
     with served.client() as client:
         sid = _open(client)["id"]
@@ -322,6 +351,26 @@ def test_a_session_whose_cli_ends_is_listed_closed(served: Served) -> None:
         client.post(f"/sessions/{sid}/close")
 
 
+def test_a_held_session_whose_cli_dies_while_idle_is_closed_at_once(tmp_path: Path) -> None:
+    """Its CLI killed between turns: the session is listed closed (not open
+    and dead until a client sends a turn), its place free again."""
+    with serving(tmp_path, "--max-sessions", "1") as server, server.client() as client:
+        sid = _open(client, approvals="none")["id"]
+        _turn(client, sid, "hello")
+        assert _ended(client, sid, 1)["status"] == 0
+        tree = _cli_pids(server)
+        assert tree
+        for proc in tree:
+            proc.kill()
+        deadline = time.monotonic() + 15
+        while (view := client.get(f"/sessions/{sid}").json())["state"] != "closed":
+            assert time.monotonic() < deadline, view
+            time.sleep(0.05)
+        assert "its CLI ended the session" in view["why"] and view["alive"] is False
+        assert view["turns"][0]["state"] == "finished"
+        assert _open(client, approvals="none")["state"] == "open"  # its place is free
+
+
 def test_concurrent_opens_and_resumes_take_one_place_each(tmp_path: Path) -> None:
     """Two opens for the last place, two resumes of one session: one of each wins."""
     with serving(tmp_path, "--max-sessions", "1") as server, server.client() as client:
@@ -350,6 +399,10 @@ def test_concurrent_opens_and_resumes_take_one_place_each(tmp_path: Path) -> Non
 
         assert at_once("POST", "/sessions") == [201, 429]
         [held] = client.get("/sessions", params={"state": "open"}).json()["sessions"]
+        # A turn first: its CLI resumes a conversation it has (with none, the failer
+        # ends at once, and the resumed session is closed as its CLI ends).
+        _turn(client, held["id"], "hello")
+        assert _ended(client, held["id"], 1)["status"] == 0
         client.post(f"/sessions/{held['id']}/close")
         assert sorted(at_once("POST", f"/sessions/{held['id']}/resume")) in ([201, 409], [201, 429])
         assert len(client.get("/sessions", params={"state": "open"}).json()["sessions"]) == 1
