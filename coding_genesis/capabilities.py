@@ -9,8 +9,8 @@ answer them at the line's index.  The rows are checked in the order of
 :data:`ROWS`; the first refusal wins.
 
 Beside it, :data:`UNTRUSTED`: what input that is not the caller's own code (a
-``run-many`` line without ``--trusted-input``, later a served request) may
-set.  Every option is classified there when it is added (a test fails
+``run-many`` line without ``--trusted-input``, a request served by ``genesis
+serve``) may set.  Every option is classified there when it is added (a test fails
 otherwise).
 """
 
@@ -35,6 +35,7 @@ __all__ = [
     "ROWS",
     "TAKES",
     "UNTRUSTED",
+    "UNTRUSTED_APPROVAL_TIMEOUT",
     "UNTRUSTED_OPTIONS",
     "Trust",
     "always_reads_project",
@@ -278,11 +279,11 @@ Trust: TypeAlias = Literal["data", "trusted", "never"]
 _DATA = (
     "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
     "isolation isolation_base keep carry_uncommitted include_diff keep_results "
-    "system_prompt append_system_prompt"
+    "system_prompt append_system_prompt approval_timeout"
 )
 _TRUSTED = (
     "cli_path node_path env inherit_env env_allow extra_args verify verify_timeout "
-    "permissions max_turns cli_max_retries approval_timeout hook_timeout output_schema grace "
+    "permissions max_turns cli_max_retries hook_timeout output_schema grace "
     "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
     "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
     "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
@@ -298,6 +299,9 @@ UNTRUSTED: Mapping[str, Trust] = {
 }
 #: The ``options=`` keys untrusted input may set (the others need trust).
 UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+#: The longest ``approval_timeout`` untrusted input may set (a day): its expiry
+#: only denies, but the wait holds the run's process (and a server's slot).
+UNTRUSTED_APPROVAL_TIMEOUT = 86_400
 #: The approver's fields: only the command line names an approver.
 _APPROVER = frozenset({"approver", "approve_tools", "deny_commands", "writes_under"})
 
@@ -332,6 +336,13 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
         text = fields.get(key)
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    wait = fields.get("approval_timeout")  # its type: the option's own check, later
+    if isinstance(wait, int | float) and wait > UNTRUSTED_APPROVAL_TIMEOUT:
+        return (
+            f"refused approval_timeout {wait!r}: untrusted input may wait at most "
+            f"{UNTRUSTED_APPROVAL_TIMEOUT:g} seconds (a day) for an approval; pass "
+            "--trusted-input to accept more"
+        )
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
@@ -20,7 +20,6 @@ __all__ = [
     "batch_sources_problem",
     "repository_warning",
     "setting_sources_arg",
-    "with_safe_start",
 ]
 
 #: What ``--setting-sources`` may name (the library checks them again).
@@ -95,36 +94,3 @@ def batch_sources_problem(sources: tuple[str, ...] | None, *, trusted: bool) -> 
         "which a batch line chooses: pass --trusted-input too (or leave it out: the "
         "user's settings alone)"
     )
-
-
-def with_safe_start(requests: list[Any], fallback: str, trusted: bool) -> list[Any]:
-    """Each untrusted batch line's CLI told to read the user's settings alone
-    (its cwd is the file's to choose): ``setting_sources=("user",)`` for a
-    backend that can be told, which is every built-in CLI (opencode and qwen,
-    whose default reads the project's, included); a line cannot set it.  A
-    line on a backend that cannot be told (codex-acp) is refused
-    (:func:`~coding_genesis.capabilities.untrusted_backend_problem`), whether
-    the line or ``--backend`` names it.  ``trusted`` (``--trusted-input``):
-    the lines as they are."""
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.backends import get_backend
-    from coding_genesis.batch import InvalidRequest
-    from coding_genesis.capabilities import untrusted_backend_problem
-
-    if trusted:
-        return requests
-    out: list[Any] = []
-    for request in requests:
-        if isinstance(request, dict):
-            name = request.get("backend") or fallback
-            try:
-                backend = get_backend(name)
-            except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
-                backend = None
-            problem = None if backend is None else untrusted_backend_problem(backend)
-            if problem is not None:
-                request = InvalidRequest(reason=problem)
-            elif backend is not None and ("user",) in backend.setting_sources:
-                request = {**request, "setting_sources": ("user",)}
-        out.append(request)
-    return out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_genesis._cli.run_many import read_requests
+from coding_genesis._lines import read_requests
 from coding_genesis.batch import InvalidRequest, RunSpec
 from coding_genesis.capabilities import UNTRUSTED, untrusted_problem
 
