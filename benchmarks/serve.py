@@ -1,4 +1,4 @@
-"""Figure 11: ``genesis serve``, ratios measured in one run.
+"""Figure 12: ``genesis serve``, ratios measured in one run.
 
 * A failer run through the API (``POST /runs``, then its event stream until its
   end) against the same run as a direct library call (a fresh agent's
@@ -9,7 +9,8 @@
 * The server's RSS with 200 clients against one.
 
 The server runs in a process of its own (``genesis serve --port 0``), the
-clients of the lag figure in another (``tests/serve/load_client.py``).
+clients of the lag figure in another (``tests/serve/load_client.py``): a
+client has an event when its socket is read (stamped then, parsed later).
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ def fig_serve(p: Params) -> Result:
             "a process of its own; the library side records transcripts and the run log too. "
             "Each API run is `POST /runs`, then its event stream read until its end; each "
             'library run is a fresh `CodingGenesisAgent("failer").run_sync()`. The lag '
-            "clients are raw HTTP connections in another process (tests/serve/load_client.py)."
+            "clients are raw HTTP connections in another process (tests/serve/load_client.py); "
+            "each stamps its bytes as its socket is read and parses them after the runs, so "
+            "that the time that process spends on the other 199 streams is not counted as "
+            "this one's lag (one client and 200 are measured the same way)."
         ],
     }

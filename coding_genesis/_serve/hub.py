@@ -17,6 +17,7 @@ import bisect
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -192,12 +193,35 @@ class Hub:
 
         ``snapshot`` (a topic's stream without ``Last-Event-ID``): the stream
         starts with that event (its kind and data: what is, now) and goes on
-        with the topic's events from now on; its id resumes after it."""
+        with the topic's events from now on; its id resumes after it.
+
+        One generator per stream, and what it sends read by plain calls: a
+        publish wakes every stream, so each step of a wake-up is paid once per
+        client (200 clients: 200 times per burst of events)."""
         self.streams += 1
         self._peak = max(self._peak, self.streams)
         try:
-            async for chunk in self._follow(topic, last_event_id, snapshot):
-                yield chunk
+            yield b"retry: 2000\n\n"
+            cursor, head = self._start(topic, last_event_id, snapshot)
+            if head:
+                yield head
+            step: Callable[[int], tuple[bytes | None, int]] = (
+                self._next_all if topic is None else partial(self._next_topic, topic)
+            )
+            while True:
+                chunk, cursor = step(cursor)
+                if chunk:
+                    yield chunk
+                    continue
+                if chunk is None:  # the topic ended (or is gone): all was sent
+                    return
+                if self.closed:
+                    yield self._closing()
+                    return
+                beats = self._beats
+                await self._changed.wait()
+                if self._beats != beats:
+                    yield b": keep-alive\n\n"
         finally:
             self.streams -= 1
 
@@ -209,16 +233,18 @@ class Hub:
             return True
         return False
 
-    async def _follow(
+    def _start(
         self,
         topic: str | None,
         last_event_id: str | None,
         snapshot: Callable[[], tuple[str, Mapping[str, Any]]] | None,
-    ) -> AsyncIterator[bytes]:
-        yield b"retry: 2000\n\n"
+    ) -> tuple[int, bytes]:
+        """Where a stream starts (the sequence number it has seen), and what it
+        says first (a ``missed`` event for another boot's id, the snapshot)."""
         seen = self._resume_seq(last_event_id)
+        head = b""
         if last_event_id and seen is None:
-            yield self._frame(
+            head = self._frame(
                 "missed",
                 {
                     "type": "missed",
@@ -231,16 +257,13 @@ class Hub:
                 None,
             )
         if topic is None:
-            stream = self._follow_all(self._seq if seen is None else seen)
-        elif snapshot is not None and seen is None:
+            return (self._seq if seen is None else seen), head
+        if snapshot is not None and seen is None:
             # No await between reading what is and the cursor: nothing falls between.
             kind, data = snapshot()
-            yield self._frame(kind, self._redactor.deep(dict(data)), self._seq or None)
-            stream = self._follow_topic(topic, self._seq)
-        else:
-            stream = self._follow_topic(topic, 0 if seen is None else seen)
-        async for chunk in stream:
-            yield chunk
+            head += self._frame(kind, self._redactor.deep(dict(data)), self._seq or None)
+            return self._seq, head
+        return (0 if seen is None else seen), head
 
     def beat(self) -> None:
         """Every stream with nothing to send sends a keep-alive comment (the
@@ -249,11 +272,6 @@ class Hub:
         self._beats += 1
         self._wake()
 
-    async def _idle(self, beats: int) -> bytes | None:
-        """Wait for a change; a keep-alive comment when it was a beat."""
-        await self._changed.wait()
-        return b": keep-alive\n\n" if self._beats != beats else None
-
     def _closing(self) -> bytes:
         return self._frame(
             "closing",
@@ -261,51 +279,42 @@ class Hub:
             None,
         )
 
-    async def _follow_all(self, cursor: int) -> AsyncIterator[bytes]:
-        while True:
-            oldest = max(1, self._seq - self._keep + 1)
-            if cursor + 1 < oldest:
-                yield self._missed(oldest - cursor - 1, cursor, oldest)
-                cursor = oldest - 1
-            if cursor < self._seq:
-                last = min(self._seq, cursor + _BATCH_FRAMES)
-                chunk = [self._ring[s % self._keep] or b"" for s in range(cursor + 1, last + 1)]
-                cursor = last
-                yield b"".join(chunk)
-                continue
-            if self.closed:
-                yield self._closing()
-                return
-            beat = await self._idle(self._beats)
-            if beat is not None:
-                yield beat
+    def _next_all(self, cursor: int) -> tuple[bytes, int]:
+        """What a stream of everything that saw ``cursor`` sends next (b"":
+        nothing yet), and its new cursor."""
+        oldest = max(1, self._seq - self._keep + 1)
+        missed = b""
+        if cursor + 1 < oldest:
+            missed = self._missed(oldest - cursor - 1, cursor, oldest)
+            cursor = oldest - 1
+        if cursor < self._seq:
+            last = min(self._seq, cursor + _BATCH_FRAMES)
+            ring, keep = self._ring, self._keep
+            chunk = b"".join([ring[s % keep] or b"" for s in range(cursor + 1, last + 1)])
+            return missed + chunk, last
+        return missed, cursor
 
-    async def _follow_topic(self, name: str, cursor: int) -> AsyncIterator[bytes]:
-        while True:
-            topic = self._topics.get(name)
-            if topic is None:  # evicted (long ended) or never had an event: nothing more
-                return
-            missed = topic.missed_after(cursor)
-            start = bisect.bisect_right(topic.seqs, cursor)
-            if missed:
-                resume = topic.seqs[start] if start < len(topic.seqs) else None
-                yield self._missed(missed, cursor, resume)
-                cursor = topic.evicted[-1] if topic.evicted else topic.forgotten_seq
-            if start < len(topic.seqs):
-                size = 0
-                end = start
-                while end < len(topic.seqs) and end - start < _BATCH_FRAMES and size < _BATCH_BYTES:
-                    size += len(topic.frames[end])
-                    end += 1
-                chunk = b"".join(topic.frames[start:end])
-                cursor = topic.seqs[end - 1]
-                yield chunk
-                continue
-            if topic.ended:
-                return
-            if self.closed:
-                yield self._closing()
-                return
-            beat = await self._idle(self._beats)
-            if beat is not None:
-                yield beat
+    def _next_topic(self, name: str, cursor: int) -> tuple[bytes | None, int]:
+        """What a stream of topic ``name`` that saw ``cursor`` sends next (b"":
+        nothing yet; None: the topic ended, or is gone, and all was sent), and
+        its new cursor."""
+        topic = self._topics.get(name)
+        if topic is None:  # evicted (long ended) or never had an event: nothing more
+            return None, cursor
+        missed = topic.missed_after(cursor)
+        start = bisect.bisect_right(topic.seqs, cursor)
+        head = b""
+        if missed:
+            resume = topic.seqs[start] if start < len(topic.seqs) else None
+            head = self._missed(missed, cursor, resume)
+            cursor = topic.evicted[-1] if topic.evicted else topic.forgotten_seq
+        if start < len(topic.seqs):
+            size = 0
+            end = start
+            while end < len(topic.seqs) and end - start < _BATCH_FRAMES and size < _BATCH_BYTES:
+                size += len(topic.frames[end])
+                end += 1
+            return head + b"".join(topic.frames[start:end]), topic.seqs[end - 1]
+        if head:
+            return head, cursor
+        return (None if topic.ended else b""), cursor

@@ -22,75 +22,136 @@ from urllib.parse import urlsplit
 DEADLINE = 240.0
 
 
-class Stream:
-    """One SSE client over a raw connection (as light as a browser's)."""
+#: In a ``run`` event of a run that ended (counted as bytes arrive, to know when to read them).
+_FINISHED = b'"state":"finished"'
+
+
+class Stream(asyncio.Protocol):
+    """One SSE client over a raw connection (as light as a browser's).
+
+    What arrives is stamped with its time as the socket is read and kept
+    (:meth:`data_received`); the chunked body and the frames are read later
+    (:meth:`settle`).  200 streams in one process: the time to read, decode and
+    parse the other 199 streams' bytes must not count as this one's lag, which
+    is the server's."""
 
     def __init__(self, url: str, token: str, path: str = "/events") -> None:
         self.url, self.token, self.path = urlsplit(url), token, path
         self.events: list[dict[str, Any]] = []
         self.lags: list[float] = []
         self.finished: dict[str, int] = collections.Counter()
-        self.frames: list[tuple[float, bytes]] = []
+        self.pieces: list[tuple[float, bytes]] = []
         self.missed = 0
-        self.writer: asyncio.StreamWriter | None = None
+        self.transport: asyncio.Transport | None = None
+        self.head = b""
+        self.started = False
+        self.raw = b""
+        self.body = b""
+        self.ended = False
+        #: ``_FINISHED`` seen in the bytes so far (and the bytes that may start one).
+        self.marks = 0
+        self.tail = b""
+        self.arrived = asyncio.Event()
+        self.wanted = 1
 
     async def open(self) -> None:
-        reader, writer = await asyncio.open_connection(self.url.hostname, self.url.port)
-        self.reader, self.writer = reader, writer
-        writer.write(
+        loop = asyncio.get_running_loop()
+        host, port = self.url.hostname or "127.0.0.1", self.url.port or 80
+        await loop.create_connection(lambda: self, host, port)
+        assert self.transport is not None
+        self.transport.write(
             f"GET {self.path} HTTP/1.1\r\nHost: {self.url.netloc}\r\n"
             f"Authorization: Bearer {self.token}\r\nAccept: text/event-stream\r\n\r\n".encode()
         )
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        assert b" 200 " in head.split(b"\r\n", 1)[0], head[:200]
+        await self.arrived.wait()
+        assert b" 200 " in self.head.split(b"\r\n", 1)[0], self.head[:200]
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        if not self.started:  # the response's head, then its body
+            self.head += data
+            if b"\r\n\r\n" not in self.head:
+                return
+            self.head, data = self.head.split(b"\r\n\r\n", 1)
+            self.started = True
+            self.arrived.set()
+        self.pieces.append((now, data))
+        self.marks += (self.tail + data).count(_FINISHED)
+        self.tail = data[1 - len(_FINISHED) :]
+        if self.marks >= self.wanted:
+            self.arrived.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self.arrived.set()
+
+    async def reach(self, runs: int) -> None:
+        """Wait (reading nothing) until the bytes show ``runs`` runs finishing,
+        or the stream ends: many streams read at once, none is parsed until all
+        are there."""
+        while self.marks < runs and not self.ended:
+            self.wanted = runs
+            self.arrived.clear()
+            await self.arrived.wait()
 
     async def follow(self, runs: int, only: set[str] | None = None) -> None:
-        """Read (a chunked body) until ``runs`` runs (of ``only``, when given)
-        were seen finishing.  Each frame is kept with when it arrived and read
-        later (:meth:`settle`), so that reading 200 streams in one process costs
-        each as little as possible, and the lag measured is the server's."""
-        buffer = b""
-        while len(self.finished if only is None else only & set(self.finished)) < runs:
-            size = int((await self.reader.readuntil(b"\r\n")).strip(), 16)
-            if size == 0:
+        """Wait until ``runs`` runs (of ``only``, when given) were seen finishing."""
+        while True:
+            self.settle()
+            if (
+                self.ended
+                or len(self.finished if only is None else only & set(self.finished)) >= runs
+            ):
                 return
-            now = time.time()
-            buffer += (await self.reader.readexactly(size + 2))[:-2]
-            *frames, buffer = buffer.split(b"\n\n")
-            for frame in frames:
-                self.frames.append((now, frame))
-                if b"\nevent: run\n" in frame and b'"state":"finished"' in frame:
-                    self.finished[json.loads(frame.split(b"\ndata: ", 1)[1])["id"]] += 1
+            # Bytes that may end a finished run's frame: wake on them (0: on any).
+            self.wanted = runs if self.marks < runs else 0
+            self.arrived.clear()
+            await self.arrived.wait()
 
     def settle(self) -> None:
-        """Read the frames kept: the events, what was missed, each event's lag."""
-        for arrived, frame in self.frames:
-            fields = dict(
-                line.split(": ", 1) for line in frame.decode().splitlines() if ": " in line
-            )
-            if "data" not in fields:
-                continue
-            payload = json.loads(fields["data"])
-            self.events.append({"event": fields.get("event"), "id": fields.get("id")})
-            if fields.get("event") == "missed":
-                self.missed += payload.get("missed") or 0
-            elif isinstance(payload.get("ts"), float):
-                self.lags.append(arrived - payload["ts"])
-        self.frames.clear()
+        """Read the bytes kept (the chunked body, its frames): the events, what
+        was missed, each event's lag (from when the bytes that ended it arrived)."""
+        for arrived, piece in self.pieces:
+            self.raw += piece
+            while (end := self.raw.find(b"\r\n")) >= 0:
+                size = int(self.raw[:end], 16)
+                if len(self.raw) < end + 4 + size:
+                    break
+                self.body += self.raw[end + 2 : end + 2 + size]
+                self.raw = self.raw[end + 4 + size :]
+            *frames, self.body = self.body.split(b"\n\n")
+            for frame in frames:
+                self._read(arrived, frame)
+        self.pieces.clear()
+
+    def _read(self, arrived: float, frame: bytes) -> None:
+        fields = dict(line.split(": ", 1) for line in frame.decode().splitlines() if ": " in line)
+        if "data" not in fields:
+            return
+        payload = json.loads(fields["data"])
+        self.events.append({"event": fields.get("event"), "id": fields.get("id")})
+        if fields.get("event") == "missed":
+            self.missed += payload.get("missed") or 0
+        elif isinstance(payload.get("ts"), float):
+            self.lags.append(arrived - payload["ts"])
+        if fields.get("event") == "run" and payload.get("state") == "finished":
+            self.finished[payload["id"]] += 1
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 async def sse(url: str, token: str, n: int, runs: int) -> None:
     streams = [Stream(url, token) for _ in range(n)]
     await asyncio.wait_for(asyncio.gather(*(s.open() for s in streams)), DEADLINE)
     print(json.dumps({"connected": n}), flush=True)
+    await asyncio.wait_for(asyncio.gather(*(s.reach(runs) for s in streams)), DEADLINE)
     await asyncio.wait_for(asyncio.gather(*(s.follow(runs) for s in streams)), DEADLINE)
-    for s in streams:
-        s.settle()
     lags = sorted(lag for s in streams for lag in s.lags)
     report = {
         "events": [len(s.events) for s in streams],
