@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import orjson
@@ -24,7 +25,7 @@ from coding_genesis._serve.requests import (
 )
 from coding_genesis.approval import allow_tools
 from coding_genesis.backends import get_backend
-from coding_genesis.capabilities import UNTRUSTED, check
+from coding_genesis.capabilities import UNTRUSTED, check, untrusted_backend_problem
 from coding_genesis.config import AgentConfig
 from tests.session.twoway import one_way_backend
 
@@ -135,3 +136,32 @@ def test_a_session_in_a_worktree_is_refused_in_the_one_check_s_words(tmp_path: P
     expected = check(get_backend("failer"), settings, "session")
     assert expected is not None and expected.option == "isolation"
     assert isinstance(read, Refused) and read.message == expected.message
+
+
+def test_a_body_never_runs_a_backend_that_always_reads_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codex-acp's kind (its real test: ``test_an_untrusted_batch_line_never_starts_
+    codex_acp_in_a_repository``): a body chooses its cwd, so untrusted input may not
+    run it, a run or a session, in the words run-many uses; ``--trusted-input`` may."""
+    from coding_genesis.backends.generic import GenericBackend
+
+    class ReadsProject(GenericBackend):
+        setting_sources = (("user", "project"),)
+        default_setting_sources = ("user", "project")
+
+    backend = ReadsProject("reads-project", command=[sys.executable, "-c", "pass"])
+    monkeypatch.setitem(coding_genesis.backends._REGISTRY, "reads-project", lambda: backend)
+    expected = untrusted_backend_problem(backend)
+    assert expected is not None and "--trusted-input" in expected
+    refused = _run(tmp_path, {"prompt": "hi", "backend": "reads-project"})
+    assert isinstance(refused, Refused) and refused.message == expected
+    session = read_session_request(
+        orjson.dumps({"backend": "reads-project", "approvals": "none"}),
+        _rules(tmp_path),
+        inbox=lambda _timeout: allow_tools("Read"),
+        history=10,
+    )
+    assert isinstance(session, Refused) and session.message == expected
+    trusted = _run(tmp_path, {"prompt": "hi", "backend": "reads-project"}, trusted=True)
+    assert isinstance(trusted, Accepted), trusted
