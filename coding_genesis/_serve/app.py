@@ -23,6 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 
 from coding_genesis._observers.runlog import failure_stats, parse_window, usage_stats
+from coding_genesis._pipeline.run import run_redactor
 from coding_genesis._serve import models
 from coding_genesis._serve.inbox_routes import add_inbox_routes
 from coding_genesis._serve.replies import (
@@ -154,11 +155,14 @@ def _add_run_routes(app: FastAPI, service: Service) -> None:
             body,
             service.rules(),
             owned={"observers": runs.observers(entry)},
-            inbox=lambda timeout: service.inbox.approver(timeout, lambda _: ({"run": key}, (key,))),
+            inbox=lambda timeout: service.inbox.approver(
+                timeout, lambda _: ({"run": key}, (key,), entry.redactor)
+            ),
         )
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
         entry.spec, entry.agent, entry.cwd = read.spec, read.agent, read.cwd
+        entry.redactor = run_redactor(read.agent.config)
         entry.backend = read.spec.backend
         entry.prompt = prompt_head(read.spec.prompt)
         model = (read.spec.model_extra or {}).get("model")

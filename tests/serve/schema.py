@@ -32,7 +32,7 @@ async def schema() -> dict[str, object]:
         hub = Hub(redactor)
         runs: Runs = Runs(
             hub,
-            Journal(Path(tmp) / "journal.jsonl"),
+            Journal(Path(tmp) / "journal.jsonl", redactor),
             redactor,
             concurrency=1,
             queue=1,
@@ -51,8 +51,10 @@ async def schema() -> dict[str, object]:
             history=History(runs, {}, None),
             redactor=redactor,
             token="x" * 32,
-            inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl"), redactor),
-            sessions=Sessions(hub, Journal(Path(tmp) / "sessions.jsonl"), redactor, limit=1),
+            inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl", redactor), redactor),
+            sessions=Sessions(
+                hub, Journal(Path(tmp) / "sessions.jsonl", redactor), redactor, limit=1
+            ),
             doctor=_unused,
         )
         return openapi_schema(build_app(service))

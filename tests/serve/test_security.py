@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serve.support import SCHEMA_PATHS, Served, serving
+from tests.serve.support import SCHEMA_PATHS, Served, asked, serving, turn_ended
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -376,3 +376,51 @@ def test_a_token_file_must_be_private_and_a_state_dir_has_one_server(tmp_path: P
             check=False,
         )
         assert second.returncode == 2 and "another genesis serve uses" in second.stderr
+
+
+@pytest.mark.slow
+def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
+    """The journals (runs, sessions, approvals) hold a request's prompt, a
+    session's settings and its turns' prompts: redacted as the transcripts
+    are, of the server's environment and of a request's own ``env``."""
+    secret = "sk-test-0123456789abcdef"  # the server's environment
+    own = "ghp-run-own-secret-9876543210"  # a request's env (trusted input)
+    env = {"GENESIS_TEST_API_KEY": secret}
+    said = f"say {secret} and {own}"
+    with serving(tmp_path, "--trusted-input", env=env) as server, server.client() as client:
+        run = server.start(
+            client,
+            {"prompt": f"{said}\n/bash echo {secret}", "env": {"GENESIS_RUN_TOKEN": own}},
+        )
+        assert server.wait(client, run["id"])["status"] == 0
+        opened = client.post(
+            "/sessions",
+            json={
+                "model": f"m-{secret}-{own}",  # the failer takes no system_prompt
+                "env": {"GENESIS_RUN_TOKEN": own},
+                "approval_timeout": 30,
+            },
+        )
+        assert opened.status_code == 201, opened.text
+        sid = opened.json()["id"]
+        turn = client.post(f"/sessions/{sid}/turns", json={"prompt": f"/bash echo {secret}"})
+        assert turn.status_code == 202, turn.text
+        item = asked(client, sid)
+        answer = {"decision": "deny", "message": said, "by": secret}
+        assert client.post(f"/approvals/{item['id']}", json=answer).status_code == 200
+        turn_ended(client, sid, 1)
+        assert client.post(f"/sessions/{sid}/close").status_code == 200
+        journals = {p.name for p in server.state.iterdir()}
+    assert {"journal.jsonl", "sessions.jsonl", "approvals.jsonl"} <= journals
+    assert server.proc.returncode == 0
+    checked = 0
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            checked += 1
+            assert secret.encode() not in data and own.encode() not in data, path
+    records = (server.state / "journal.jsonl").read_text() + (
+        server.state / "sessions.jsonl"
+    ).read_text()
+    assert "[REDACTED]" in records, "the records are there, masked"
+    assert checked > 5
