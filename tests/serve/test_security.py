@@ -424,3 +424,49 @@ def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
     ).read_text()
     assert "[REDACTED]" in records, "the records are there, masked"
     assert checked > 5
+
+
+#: The fake CLIs (tests/fakes/fakecli.py: ``FAKE_CLI_RECORD`` records how each started).
+FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
+
+def _sources(argv: list[str]) -> str | None:
+    """What ``--setting-sources`` tells a claude (None: not told)."""
+    for index, arg in enumerate(argv):
+        if arg.startswith("--setting-sources="):
+            return arg.partition("=")[2]
+        if arg == "--setting-sources" and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "trusted-input"])
+def test_a_served_run_and_session_get_the_safe_start(tmp_path: Path, trusted: bool) -> None:
+    """Untrusted, a run's CLI reads the user's settings alone: qwen (whose
+    default reads the project's) in its safe mode, claude's run and session
+    told ``--setting-sources user``; with ``--trusted-input`` a body chooses
+    (here the project too).  Seen in what the CLIs were started with."""
+    record = tmp_path / "argv.jsonl"
+    env = {
+        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
+        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
+        "FAKE_CLI_RECORD": str(record),
+        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
+    }
+    flags = ("--trusted-input",) if trusted else ()
+    asked = {"setting_sources": ["user", "project"]} if trusted else {}
+    with serving(tmp_path, *flags, env=env) as server, server.client() as client:
+        qwen = server.start(client, {"prompt": "hi", "backend": "qwen", **asked})
+        assert server.wait(client, qwen["id"])["status"] == 0
+        run = server.start(client, {"prompt": "hi", "backend": "claude", **asked})
+        assert server.wait(client, run["id"])["status"] == 0
+        opened = client.post("/sessions", json={"backend": "claude", "approvals": "none", **asked})
+        assert opened.status_code == 201, opened.text
+        client.post(f"/sessions/{opened.json()['id']}/close")
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    started = [entry for entry in entries if "argv" in entry]
+    assert len(started) == 3, started  # qwen's run, claude's run and claude's session
+    assert started[0]["env"] == {"QWEN_CODE_SAFE_MODE": None if trusted else "1"}
+    expected = "user,project" if trusted else "user"
+    assert [_sources(entry["argv"]) for entry in started[1:]] == [expected] * 2, started
