@@ -160,6 +160,28 @@ def test_a_session_approval_answered_by_genesis_approvals(served: Served) -> Non
         client.post(f"/sessions/{sid}/close")
 
 
+def test_allow_always_over_http_is_not_asked_again_in_the_session(served: Served) -> None:
+    """``allow_always`` answered over HTTP covers the session's next same call
+    (the library's store: this exact command), not another."""
+    with served.client() as client:
+        sid = _open(client, approval_timeout=30)["id"]
+        _turn(client, sid, "/bash echo always")
+        item = _asked(client, sid)
+        answer = client.post(f"/approvals/{item['id']}", json={"decision": "allow_always"})
+        assert answer.status_code == 200 and answer.json()["answer"]["always"] == "exact"
+        assert "ran echo always" in _ended(client, sid, 1)["message"]
+        _turn(client, sid, "/bash echo always")
+        assert "ran echo always" in _ended(client, sid, 2)["message"]
+        every = client.get("/approvals", params={"session": sid, "state": "all"}).json()
+        assert [a["id"] for a in every["approvals"]] == [item["id"]], "turn 2 asked nothing"
+        _turn(client, sid, "/bash echo other")
+        other = _asked(client, sid)
+        assert other["id"] != item["id"] and other["call"]["command"] == "echo other"
+        client.post(f"/approvals/{other['id']}", json={"decision": "deny"})
+        assert "ran echo other" not in _ended(client, sid, 3)["message"]
+        client.post(f"/sessions/{sid}/close")
+
+
 def test_interrupt_and_steer(served: Served) -> None:
     with served.client() as client:
         sid = _open(client, approvals="none")["id"]
