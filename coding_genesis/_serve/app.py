@@ -12,8 +12,10 @@ guard, the hub and the journals are its too.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
+import traceback
 from typing import Annotated, Any
 
 import anyio
@@ -40,6 +42,8 @@ from coding_genesis._serve.service import Service
 from coding_genesis._serve.session_routes import add_session_routes
 
 __all__ = ["build_app", "openapi_schema"]
+
+log = logging.getLogger("coding_genesis._serve.app")
 
 #: A run named in a path: its request id or run id (a recorded run: a unique prefix).
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
@@ -91,6 +95,19 @@ def _add_error_handlers(app: FastAPI, service: Service) -> None:
     @app.exception_handler(405)
     async def method(_request: Request, _exc: Exception) -> Response:
         return _error(service, 405, "method_not_allowed", "this route takes another method")
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> Response:
+        # A bug of ours: logged here, redacted (the guard keeps the raw
+        # traceback from uvicorn's log); the client gets the one error shape.
+        trace = "".join(traceback.format_exception(exc))
+        log.error(
+            "%s %s raised: %s", request.method, request.url.path, service.redactor.text(trace)
+        )
+        request.state.logged = True
+        return _error(
+            service, 500, "internal", "internal error in coding-genesis (see the server's log)"
+        )
 
 
 def _add_server_route(app: FastAPI, service: Service) -> None:

@@ -191,11 +191,11 @@ def test_interrupt_and_steer(served: Served) -> None:
         time.sleep(0.3)
         steer = client.post(f"/sessions/{sid}/steer", json={"text": "faster"})
         assert steer.status_code == 409 and "codex" in steer.json()["message"]
-        started = time.monotonic()
         interrupted = client.post(f"/sessions/{sid}/interrupt")
         assert interrupted.status_code == 200, interrupted.text
-        turn = _ended(client, sid, 1)
-        assert turn["status"] == 130 and time.monotonic() - started < 30
+        # Ended by the interrupt (130), within a wait shorter than the turn's own 60 s.
+        turn = turn_ended(client, sid, 1, within=20)
+        assert turn["status"] == 130
         # The session lives on.
         _turn(client, sid, "still here")
         assert _ended(client, sid, 2)["status"] == 0
