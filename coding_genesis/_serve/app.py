@@ -179,11 +179,12 @@ def _add_run_routes(app: FastAPI, service: Service) -> None:
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
         entry.spec, entry.agent, entry.cwd = read.spec, read.agent, read.cwd
-        entry.redactor = run_redactor(read.agent.config)
+        # What the server shows and records of it, masked as its transcript is.
+        redactor = entry.redactor = run_redactor(read.agent.config)
         entry.backend = read.spec.backend
-        entry.prompt = prompt_head(read.spec.prompt)
+        entry.prompt = redactor.text(prompt_head(read.spec.prompt))
         model = (read.spec.model_extra or {}).get("model")
-        entry.model = model if isinstance(model, str) else None
+        entry.model = redactor.text(model) if isinstance(model, str) else None
         try:
             runs.add(entry)
         except Draining:

@@ -368,14 +368,19 @@ class Inbox:
             words = message or "denied in the approval inbox"
             decision = Decision.deny(words, end_turn=end_turn, always=always, reason=reason)
         item.decision = decision
+
+        def masked(text: str | None) -> str | None:
+            """As the owner's transcripts show it (the agent is told it as given)."""
+            return text if text is None or item.redactor is None else item.redactor.text(text)
+
         item.answer = {
             "decision": decision.option.value,
             "allowed": decision.allowed,
             "always": decision.scope if decision.always else None,
-            "message": None if allow else decision.message,
+            "message": None if allow else masked(decision.message),
             "end_turn": decision.end_turn,
             "channel": channel,
-            "by": by,
+            "by": masked(by),
             "via": via,
             "at": time.time(),
         }

@@ -292,13 +292,15 @@ class Sessions:
         if live is not None and live.state in HELD:  # another request resumed it first
             raise Busy(f"session {live.id} is {live.state}")
         self.check_room()
+        # What the server shows and records of it, masked as its transcripts are.
+        redactor = run_redactor(accepted.agent.config)
         if live is None:
             live = Live(
                 id=key,
                 backend=accepted.backend,
-                model=accepted.model,
+                model=redactor.text(accepted.model) if accepted.model is not None else None,
                 cwd=accepted.cwd,
-                name=accepted.name,
+                name=redactor.text(accepted.name) if accepted.name is not None else None,
                 approvals=accepted.approvals,
                 approval_timeout=accepted.approval_timeout,
                 keep=accepted.keep,
@@ -310,8 +312,7 @@ class Sessions:
         else:
             live.epoch += 1
             live.state, live.ended, live.why, live.lost = "opening", None, None, None
-        live.agent, live.session = accepted.agent, accepted.session
-        live.redactor = run_redactor(accepted.agent.config)
+        live.agent, live.session, live.redactor = accepted.agent, accepted.session, redactor
         live.closing, live.opened, live.done = anyio.Event(), anyio.Event(), anyio.Event()
         self._changed(live)
         self._tg.start_soon(self._host, live)
@@ -407,7 +408,7 @@ class Sessions:
         turn: dict[str, Any] = {
             "turn": number,
             "state": "running",
-            "prompt": prompt_head(prompt),
+            "prompt": (live.redactor or self.redactor).text(prompt_head(prompt)),
             "started": time.time(),
             "finished": None,
             "status": None,

@@ -378,15 +378,21 @@ def test_a_token_file_must_be_private_and_a_state_dir_has_one_server(tmp_path: P
         assert second.returncode == 2 and "another genesis serve uses" in second.stderr
 
 
+#: The fake CLIs (tests/fakes/fakecli.py: ``FAKE_CLI_RECORD`` records how each started).
+FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
+
 @pytest.mark.slow
 def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
     """The journals (runs, sessions, approvals) hold a request's prompt, a
     session's settings and its turns' prompts: redacted as the transcripts
-    are, of the server's environment and of a request's own ``env``."""
+    are, of the server's environment and of a request's own ``env``; so is
+    every answer of the API about them."""
     secret = "sk-test-0123456789abcdef"  # the server's environment
     own = "ghp-run-own-secret-9876543210"  # a request's env (trusted input)
-    env = {"GENESIS_TEST_API_KEY": secret}
+    env = {"GENESIS_TEST_API_KEY": secret, "GENESIS_CLAUDE_PATH": str(FAKES / "claude")}
     said = f"say {secret} and {own}"
+    answers: list[str] = []
     with serving(tmp_path, "--trusted-input", env=env) as server, server.client() as client:
         run = server.start(
             client,
@@ -410,7 +416,35 @@ def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
         assert client.post(f"/approvals/{item['id']}", json=answer).status_code == 200
         turn_ended(client, sid, 1)
         assert client.post(f"/sessions/{sid}/close").status_code == 200
+        prompted = client.post(
+            "/sessions",
+            json={
+                "backend": "claude",
+                "system_prompt": said,
+                "env": {"GENESIS_RUN_TOKEN": own},
+                "approvals": "none",
+            },
+        )
+        assert prompted.status_code == 201, prompted.text
+        other = prompted.json()["id"]
+        client.post(f"/sessions/{other}/turns", json={"prompt": said})
+        turn_ended(client, other, 1)
+        assert client.post(f"/sessions/{other}/close").status_code == 200
+        for route in (
+            f"/runs/{run['id']}",
+            "/runs",
+            f"/runs/{run['id']}/transcript",
+            f"/sessions/{sid}",
+            f"/sessions/{sid}/turns/1",
+            f"/sessions/{other}",
+            f"/sessions/{other}/turns/1",
+            "/sessions",
+            "/approvals?state=all",
+        ):
+            answers.append(client.get(route).text)
         journals = {p.name for p in server.state.iterdir()}
+    for text in answers:
+        assert secret not in text and own not in text, text
     assert {"journal.jsonl", "sessions.jsonl", "approvals.jsonl"} <= journals
     assert server.proc.returncode == 0
     checked = 0
@@ -424,10 +458,6 @@ def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
     ).read_text()
     assert "[REDACTED]" in records, "the records are there, masked"
     assert checked > 5
-
-
-#: The fake CLIs (tests/fakes/fakecli.py: ``FAKE_CLI_RECORD`` records how each started).
-FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
 
 
 def _sources(argv: list[str]) -> str | None:
