@@ -7,7 +7,8 @@ write allowed from the approval inbox, a SIGKILL of the server mid-approval and 
 session resumed through the API with its history; in one more session, an approval
 answered by ``genesis approvals answer``, one left to its deadline (the default denies, a
 late answer is refused) and a running tool interrupted over HTTP.  codex: a running turn
-steered over HTTP.
+steered over HTTP.  A served untrusted claude run in a planted repository runs none of
+its programs (with ``--trusted-input`` and its settings asked for, they run).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
+from tests.security.test_repository_programs import ALL_SOURCES, found, hooks
 from tests.serve.support import Served, asked, serve, serving, turn_ended
 from tests.serve.test_inbox import _genesis
 
@@ -213,3 +215,27 @@ def test_a_codex_turn_steered_over_http(codex_rig: Rig, tmp_path: Path) -> None:
         turn = _end(client, sid, number)
         assert turn["status"] == 0 and turn["message"] == "steered answer", turn
         client.post(f"/sessions/{sid}/close")
+
+
+def test_a_served_untrusted_claude_run_runs_no_program_of_its_repository(
+    claude_rig: Rig, tmp_path: Path
+) -> None:
+    rig = claude_rig
+    repo, marks = rig.work / "repo", tmp_path / "markers"
+    repo.mkdir()
+    marks.mkdir()
+    planted = hooks(repo, marks, rig)  # .claude/settings.json: a hook per event
+    body = {"prompt": planted.prompt, "backend": "claude", "cwd": "repo", "timeout": 60}
+    with serving(tmp_path / "untrusted", env=_env(rig), root=rig.work) as server:
+        with server.client() as client:
+            run = server.start(client, body)
+            done = server.wait(client, run["id"], within=WAIT)
+        assert done["status"] == 0, done
+        assert found(planted.markers) == [], "a served untrusted run ran the repository's hooks"
+    # The same run, trusted and asking for the project's settings: the hooks run.
+    with serving(tmp_path / "trusted", "--trusted-input", env=_env(rig), root=rig.work) as server:
+        with server.client() as client:
+            run = server.start(client, {**body, "setting_sources": list(ALL_SOURCES)})
+            done = server.wait(client, run["id"], within=WAIT)
+        assert done["status"] == 0, done
+        assert found(planted.markers) == [m.name for m in planted.markers]
