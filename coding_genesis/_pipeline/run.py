@@ -59,7 +59,7 @@ from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStarted
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
 
-__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
+__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory", "run_redactor"]
 
 #: The sweep over a ledger at an agent's first run: (ledger, worktree roots).
 Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
@@ -69,6 +69,14 @@ log = logging.getLogger("coding_genesis.agent")
 
 #: Builds the wrappers around one run: (config, run id, run ledger) → wrappers.
 WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
+
+
+def run_redactor(config: AgentConfig) -> Redactor:
+    """The redactor of an agent's runs and sessions (their events, transcripts,
+    run log, answers): the process's environment and the agent's ``env``;
+    one shared instance while both are unchanged (the server's journals ask
+    it too)."""
+    return Redactor.of_environment(config.env)
 
 
 class RunWiring:
@@ -116,7 +124,7 @@ class RunWiring:
         #: One turn of a live CLI, for a run with an approver, hooks or host
         #: tools (handed in by the agent: the live transport is above this layer).
         self.one_turn = one_turn
-        self.redactor = Redactor.of_environment(config.env)
+        self.redactor = run_redactor(config)
         self.ledger: Ledger | None = (
             None
             if config.ledger is False

@@ -12,8 +12,10 @@ guard, the hub and the journals are its too.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
+import traceback
 from typing import Annotated, Any
 
 import anyio
@@ -23,6 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 
 from coding_genesis._observers.runlog import failure_stats, parse_window, usage_stats
+from coding_genesis._pipeline.run import run_redactor
 from coding_genesis._serve import models
 from coding_genesis._serve.inbox_routes import add_inbox_routes
 from coding_genesis._serve.replies import (
@@ -39,6 +42,8 @@ from coding_genesis._serve.service import Service
 from coding_genesis._serve.session_routes import add_session_routes
 
 __all__ = ["build_app", "openapi_schema"]
+
+log = logging.getLogger("coding_genesis._serve.app")
 
 #: A run named in a path: its request id or run id (a recorded run: a unique prefix).
 RunId = Annotated[str, PathParam(min_length=1, max_length=100)]
@@ -90,6 +95,19 @@ def _add_error_handlers(app: FastAPI, service: Service) -> None:
     @app.exception_handler(405)
     async def method(_request: Request, _exc: Exception) -> Response:
         return _error(service, 405, "method_not_allowed", "this route takes another method")
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> Response:
+        # A bug of ours: logged here, redacted (the guard keeps the raw
+        # traceback from uvicorn's log); the client gets the one error shape.
+        trace = "".join(traceback.format_exception(exc))
+        log.error(
+            "%s %s raised: %s", request.method, request.url.path, service.redactor.text(trace)
+        )
+        request.state.logged = True
+        return _error(
+            service, 500, "internal", "internal error in coding-genesis (see the server's log)"
+        )
 
 
 def _add_server_route(app: FastAPI, service: Service) -> None:
@@ -154,15 +172,19 @@ def _add_run_routes(app: FastAPI, service: Service) -> None:
             body,
             service.rules(),
             owned={"observers": runs.observers(entry)},
-            inbox=lambda timeout: service.inbox.approver(timeout, lambda _: ({"run": key}, (key,))),
+            inbox=lambda timeout: service.inbox.approver(
+                timeout, lambda _: ({"run": key}, (key,), entry.redactor)
+            ),
         )
         if isinstance(read, Refused):
             return _error(service, 422, "invalid_request", read.message)
         entry.spec, entry.agent, entry.cwd = read.spec, read.agent, read.cwd
+        # What the server shows and records of it, masked as its transcript is.
+        redactor = entry.redactor = run_redactor(read.agent.config)
         entry.backend = read.spec.backend
-        entry.prompt = prompt_head(read.spec.prompt)
+        entry.prompt = redactor.text(prompt_head(read.spec.prompt))
         model = (read.spec.model_extra or {}).get("model")
-        entry.model = model if isinstance(model, str) else None
+        entry.model = redactor.text(model) if isinstance(model, str) else None
         try:
             runs.add(entry)
         except Draining:

@@ -69,8 +69,9 @@ LOST = (
 )
 
 #: Where a question comes from: the owner's fields (``run``, or ``session`` and
-#: ``turn``) and the hub topics it is streamed on besides the inbox's.
-Where = Callable[[ApprovalRequest], tuple[Mapping[str, Any], tuple[str, ...]]]
+#: ``turn``), the hub topics it is streamed on besides the inbox's, and the
+#: owner's redactor (its transcripts': it knows the secrets of its ``env``).
+Where = Callable[[ApprovalRequest], tuple[Mapping[str, Any], tuple[str, ...], Redactor | None]]
 
 
 class Refusal(Exception):
@@ -104,6 +105,8 @@ class Item:
     settled: anyio.Event | None = field(default=None, repr=False)
     #: The deadline on the event loop's clock.
     limit: float = 0.0
+    #: Its owner's redactor (what the journal masks of it besides the server's).
+    redactor: Redactor | None = field(default=None, repr=False)
 
     def view(self) -> dict[str, Any]:
         return {
@@ -143,26 +146,27 @@ def _clipped(value: Any) -> Any:
     return value
 
 
-def _call(request: ApprovalRequest, redactor: Redactor) -> dict[str, Any]:
-    """What the tool call is about, redacted and cut to size (the approver
-    alone sees the raw input)."""
-    call: dict[str, Any] = redactor.deep(
-        {
-            "tool": request.tool,
-            "kind": request.kind,
-            "command": request.command,
-            "paths": list(request.paths),
-            "moves": [list(move) for move in request.moves],
-            "reason": request.reason,
-            "input": dict(request.input),
-            "cwd": request.cwd,
-            "backend": request.backend,
-            "run_id": request.run_id or None,
-            "session_id": request.session_id,
-            "tool_call_id": request.tool_call_id,
-            "unreadable": request.unreadable,
-        }
-    )
+def _call(request: ApprovalRequest, *redactors: Redactor | None) -> dict[str, Any]:
+    """What the tool call is about, redacted (by its owner's redactor and the
+    server's) and cut to size (the approver alone sees the raw input)."""
+    call: dict[str, Any] = {
+        "tool": request.tool,
+        "kind": request.kind,
+        "command": request.command,
+        "paths": list(request.paths),
+        "moves": [list(move) for move in request.moves],
+        "reason": request.reason,
+        "input": dict(request.input),
+        "cwd": request.cwd,
+        "backend": request.backend,
+        "run_id": request.run_id or None,
+        "session_id": request.session_id,
+        "tool_call_id": request.tool_call_id,
+        "unreadable": request.unreadable,
+    }
+    for redactor in redactors:
+        if redactor is not None:
+            call = redactor.deep(call)
     clipped: dict[str, Any] = _clipped(bound_depth(call))
     return clipped
 
@@ -236,8 +240,8 @@ class Inbox:
         library denies it)."""
 
         async def ask(request: ApprovalRequest) -> Decision:
-            owner, topics = where(request)
-            item = self._ask(request, dict(owner), topics, timeout)
+            owner, topics, redactor = where(request)
+            item = self._ask(request, dict(owner), topics, timeout, redactor)
             assert item.settled is not None
             try:
                 await item.settled.wait()
@@ -261,18 +265,20 @@ class Inbox:
         owner: dict[str, Any],
         topics: tuple[str, ...],
         timeout: float,
+        redactor: Redactor | None,
     ) -> Item:
         now = time.time()
         item = Item(
             id=uuid.uuid4().hex,
             owner=owner,
-            call=_call(request, self.redactor),
+            call=_call(request, redactor, self.redactor),
             asked=now,
             deadline=now + timeout,
             timeout=timeout,
             topics=topics,
             settled=anyio.Event(),
             limit=anyio.current_time() + timeout,
+            redactor=redactor,
         )
         self.pending[item.id] = item
         self.journal.write(
@@ -284,7 +290,8 @@ class Inbox:
                 "asked": item.asked,
                 "deadline": item.deadline,
                 "timeout": timeout,
-            }
+            },
+            redactor,
         )
         self._publish(item)
         return item
@@ -305,7 +312,8 @@ class Inbox:
                 "answer": item.answer,
                 "ended": item.ended,
                 "why": why,
-            }
+            },
+            item.redactor,
         )
         self._publish(item)
 
@@ -360,14 +368,19 @@ class Inbox:
             words = message or "denied in the approval inbox"
             decision = Decision.deny(words, end_turn=end_turn, always=always, reason=reason)
         item.decision = decision
+
+        def masked(text: str | None) -> str | None:
+            """As the owner's transcripts show it (the agent is told it as given)."""
+            return text if text is None or item.redactor is None else item.redactor.text(text)
+
         item.answer = {
             "decision": decision.option.value,
             "allowed": decision.allowed,
             "always": decision.scope if decision.always else None,
-            "message": None if allow else decision.message,
+            "message": None if allow else masked(decision.message),
             "end_turn": decision.end_turn,
             "channel": channel,
-            "by": by,
+            "by": masked(by),
             "via": via,
             "at": time.time(),
         }

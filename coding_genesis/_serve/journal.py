@@ -11,6 +11,11 @@ or in flight when the server died, and which run id each request became.
 On start the journal is read back (bounded, a torn line skipped) and folded
 per request; it is rewritten without the oldest requests once it holds more
 than :data:`KEEP` of them.
+
+Secrets never reach the disk: every record is redacted here, the one place
+records are written, by the server's redactor (its environment and token)
+and, for a record of a run or a session, by that run's own (the one its
+transcripts use, which also knows the secrets of its ``env``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import orjson
 
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._util.files import FILE_FLAGS, NotARegularFile, private_dir, read_regular
+from coding_genesis._util.redact import Redactor
 
 __all__ = ["KEEP", "Journal"]
 
@@ -42,14 +48,24 @@ MAX_READ = 256 << 20
 class Journal:
     """Appends and folds the records of the runs a server accepted."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, redactor: Redactor) -> None:
         self.path = path
+        #: The server's redactor: every record goes through it.
+        self.redactor = redactor
         self._warned = False
 
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record (never raises: a journal that cannot be written is
-        warned about once; the run goes on)."""
-        line = safe_dumps({"at": round(time.time(), 3), **record}) + b"\n"
+    def _clean(self, record: Mapping[str, Any], redactor: Redactor | None) -> Any:
+        """``record`` redacted by ``redactor`` (a run's) and the server's."""
+        value = dict(record)
+        if redactor is not None and redactor is not self.redactor:
+            value = redactor.deep(value)
+        return self.redactor.deep(value)
+
+    def write(self, record: Mapping[str, Any], redactor: Redactor | None = None) -> None:
+        """Append one record, redacted (``redactor``: the redactor of the run or
+        session it is about).  Never raises: a journal that cannot be written
+        is warned about once; the run goes on."""
+        line = safe_dumps(self._clean({"at": round(time.time(), 3), **record}, redactor)) + b"\n"
         try:
             fd = os.open(self.path, FILE_FLAGS | os.O_APPEND | os.O_NONBLOCK, 0o600)
             try:
@@ -95,8 +111,8 @@ class Journal:
         fd = os.open(tmp, FILE_FLAGS | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "wb", closefd=False) as fh:
-                for record in kept:
-                    fh.write(safe_dumps(record) + b"\n")
+                for record in kept:  # an older journal's records are redacted too
+                    fh.write(safe_dumps(self._clean(record, None)) + b"\n")
         finally:
             os.close(fd)
         os.replace(tmp, self.path)

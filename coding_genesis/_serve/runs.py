@@ -91,6 +91,8 @@ class Entry:
     done: anyio.Event | None = None
     #: The response its observers were given (a cancelled run's is only there).
     observed: dict[str, Any] | None = field(default=None, repr=False)
+    #: Its run's redactor (its transcript's): what the journal masks of it too.
+    redactor: Redactor | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """The facts of its result a listing shows."""
@@ -202,7 +204,8 @@ class Runs:
                 "model": entry.model,
                 "prompt": entry.prompt,
                 "cwd": entry.cwd,
-            }
+            },
+            entry.redactor,
         )
         self._publish(entry)
         self._notify()
@@ -322,7 +325,8 @@ class Runs:
                 "run_id": run_id,
                 "transcript": entry.transcript,
                 "started": entry.started,
-            }
+            },
+            entry.redactor,
         )
         self._publish(entry)
 
@@ -349,7 +353,8 @@ class Runs:
                 "finished": entry.finished,
                 "run_id": entry.run_id,
                 "summary": entry.summary(),
-            }
+            },
+            entry.redactor,
         )
         self.answered += 1
         self._publish(entry)

@@ -199,11 +199,8 @@ class Guard:
             return
         if scope["method"] in _WRITES:
             read = await self._body(receive, headers)
-            if read is None:
-                status, data = _error(
-                    413, "too_large", f"the request body is over {self.max_body} bytes"
-                )
-                await _respond(send, status, data)
+            if isinstance(read, tuple):
+                await _respond(send, *read)
                 return
             receive = _replay(read, receive)
         scope.setdefault("state", {})["identity"] = identity
@@ -218,7 +215,13 @@ class Guard:
                 message["headers"] = kept + _HEADERS
             await send(message)
 
-        await self.app(scope, receive, guarded)
+        try:
+            await self.app(scope, receive, guarded)
+        except Exception:
+            # The app's own handler answered it and logged it, redacted:
+            # uvicorn's log gets no raw traceback of it.
+            if not scope["state"].get("logged"):
+                raise
 
     def _check(
         self, scope: Scope, headers: dict[bytes, bytes]
@@ -289,11 +292,17 @@ class Guard:
                 return Identity(via="cookie")
         return None
 
-    async def _body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes | None:
-        """The whole body (None: over the limit, by its Content-Length or as read)."""
+    async def _body(
+        self, receive: Receive, headers: dict[bytes, bytes]
+    ) -> bytes | tuple[int, bytes]:
+        """The whole body, or the refusal: 400 for a Content-Length that is no
+        number, 413 over the limit (by its Content-Length or as read)."""
+        too_large = _error(413, "too_large", f"the request body is over {self.max_body} bytes")
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            return None
+        if length is not None and not length.isdigit():
+            return _error(400, "invalid_request", "the Content-Length header is not a number")
+        if length is not None and int(length) > self.max_body:
+            return too_large
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -303,7 +312,7 @@ class Guard:
             chunk = message.get("body") or b""
             size += len(chunk)
             if size > self.max_body:
-                return None
+                return too_large
             chunks.append(chunk)
             if not message.get("more_body"):
                 break

@@ -202,15 +202,16 @@ async def _serve(settings: Settings) -> int:
         keep=settings.event_buffer,
         keep_per_topic=min(settings.event_buffer, 2_000),
     )
-    journal = Journal(settings.state_dir / "journal.jsonl")
+    journal = Journal(settings.state_dir / "journal.jsonl", redactor)
     past, lost = await recover(journal, settings.transcripts, settings.ledger)
-    approvals = Journal(settings.state_dir / "approvals.jsonl")
+    approvals = Journal(settings.state_dir / "approvals.jsonl", redactor)
     asked, expired = recover_approvals(approvals)
     inbox = Inbox(hub, approvals, redactor, asked)
-    held, lost_sessions = recover_sessions(Journal(settings.state_dir / "sessions.jsonl"))
+    session_journal = Journal(settings.state_dir / "sessions.jsonl", redactor)
+    held, lost_sessions = recover_sessions(session_journal)
     sessions = Sessions(
         hub,
-        Journal(settings.state_dir / "sessions.jsonl"),
+        session_journal,
         redactor,
         limit=settings.max_sessions,
         past=held,

@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from coding_genesis._pipeline.run import run_redactor
 from coding_genesis._serve.hub import Hub
 from coding_genesis._serve.journal import Journal
 from coding_genesis._serve.requests import AcceptedSession
@@ -108,6 +109,9 @@ class Live:
     opened: anyio.Event | None = field(default=None, repr=False)
     done: anyio.Event | None = field(default=None, repr=False)
     turn_done: anyio.Event | None = field(default=None, repr=False)
+    #: Its agent's redactor (its transcripts'): what the journal masks of it
+    #: too (None: a session of an earlier start, whose records were masked).
+    redactor: Redactor | None = field(default=None, repr=False)
 
     @property
     def topic(self) -> str:
@@ -256,12 +260,14 @@ class Sessions:
         if len(self.held) >= self.limit:
             raise NoRoom(f"this server holds {self.limit} sessions at most: close one first")
 
-    def where(self, key: str) -> Callable[[Any], tuple[dict[str, Any], tuple[str, ...]]]:
+    def where(
+        self, key: str
+    ) -> Callable[[Any], tuple[dict[str, Any], tuple[str, ...], Redactor | None]]:
         """Where a question of session ``key`` is from (for the approval inbox)."""
 
-        def where(_request: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+        def where(_request: Any) -> tuple[dict[str, Any], tuple[str, ...], Redactor | None]:
             live = self.entries[key]
-            return {"session": key, "turn": live.running}, (live.topic,)
+            return {"session": key, "turn": live.running}, (live.topic,), live.redactor
 
         return where
 
@@ -286,13 +292,15 @@ class Sessions:
         if live is not None and live.state in HELD:  # another request resumed it first
             raise Busy(f"session {live.id} is {live.state}")
         self.check_room()
+        # What the server shows and records of it, masked as its transcripts are.
+        redactor = run_redactor(accepted.agent.config)
         if live is None:
             live = Live(
                 id=key,
                 backend=accepted.backend,
-                model=accepted.model,
+                model=redactor.text(accepted.model) if accepted.model is not None else None,
                 cwd=accepted.cwd,
-                name=accepted.name,
+                name=redactor.text(accepted.name) if accepted.name is not None else None,
                 approvals=accepted.approvals,
                 approval_timeout=accepted.approval_timeout,
                 keep=accepted.keep,
@@ -304,7 +312,7 @@ class Sessions:
         else:
             live.epoch += 1
             live.state, live.ended, live.why, live.lost = "opening", None, None, None
-        live.agent, live.session = accepted.agent, accepted.session
+        live.agent, live.session, live.redactor = accepted.agent, accepted.session, redactor
         live.closing, live.opened, live.done = anyio.Event(), anyio.Event(), anyio.Event()
         self._changed(live)
         self._tg.start_soon(self._host, live)
@@ -400,7 +408,7 @@ class Sessions:
         turn: dict[str, Any] = {
             "turn": number,
             "state": "running",
-            "prompt": prompt_head(prompt),
+            "prompt": (live.redactor or self.redactor).text(prompt_head(prompt)),
             "started": time.time(),
             "finished": None,
             "status": None,
@@ -411,7 +419,7 @@ class Sessions:
         live.turns.append(turn)
         live.running = number
         live.turn_done = anyio.Event()
-        self.journal.write(_turn_record(live.id, turn))
+        self.journal.write(_turn_record(live.id, turn), live.redactor)
         self._changed(live)
         self._tg.start_soon(self._turn, live, live.session, turn, prompt, timeout)
         return turn
@@ -467,7 +475,7 @@ class Sessions:
             )
             live.session_id = session.session_id or live.session_id
             live.running = None
-            self.journal.write(_turn_record(live.id, turn))
+            self.journal.write(_turn_record(live.id, turn), live.redactor)
             self._changed(live)
             self.hub.publish(
                 live.topic,
@@ -514,7 +522,7 @@ class Sessions:
     # -- recording -------------------------------------------------------------------
 
     def _changed(self, live: Live) -> None:
-        self.journal.write(live.record())
+        self.journal.write(live.record(), live.redactor)
         self.hub.publish(live.topic, "session", {"type": "session", **live.view()})
 
     def _event(self, live: Live, event: Event) -> None:

@@ -23,39 +23,43 @@ from coding_genesis._util.redact import Redactor
 
 
 def _unused(names: list[str], timeout: float) -> list[dict[str, object]]:
-    raise AssertionError("the schema is generated: no route is called")
+    raise AssertionError("the doctor is not asked in this process")
+
+
+def in_process_service(tmp: str, redactor: Redactor) -> Service:
+    """A server's service built in this process (call it on an event loop):
+    for the schema, and for a test that makes a route fail on purpose."""
+    hub = Hub(redactor)
+    runs: Runs = Runs(
+        hub,
+        Journal(Path(tmp) / "journal.jsonl", redactor),
+        redactor,
+        concurrency=1,
+        queue=1,
+        transcripts=None,
+        view=lambda entry: entry_view(entry, runs),
+    )
+    return Service(
+        root=tmp,
+        trusted=False,
+        defaults={},
+        fallback_backend="failer",
+        version="0",
+        run_log=None,
+        hub=hub,
+        runs=runs,
+        history=History(runs, {}, None),
+        redactor=redactor,
+        token="x" * 32,
+        inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl", redactor), redactor),
+        sessions=Sessions(hub, Journal(Path(tmp) / "sessions.jsonl", redactor), redactor, limit=1),
+        doctor=_unused,
+    )
 
 
 async def schema() -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        redactor = Redactor({})
-        hub = Hub(redactor)
-        runs: Runs = Runs(
-            hub,
-            Journal(Path(tmp) / "journal.jsonl"),
-            redactor,
-            concurrency=1,
-            queue=1,
-            transcripts=None,
-            view=lambda entry: entry_view(entry, runs),
-        )
-        service = Service(
-            root=tmp,
-            trusted=False,
-            defaults={},
-            fallback_backend="failer",
-            version="0",
-            run_log=None,
-            hub=hub,
-            runs=runs,
-            history=History(runs, {}, None),
-            redactor=redactor,
-            token="x" * 32,
-            inbox=Inbox(hub, Journal(Path(tmp) / "approvals.jsonl"), redactor),
-            sessions=Sessions(hub, Journal(Path(tmp) / "sessions.jsonl"), redactor, limit=1),
-            doctor=_unused,
-        )
-        return openapi_schema(build_app(service))
+        return openapi_schema(build_app(in_process_service(tmp, Redactor({}))))
 
 
 if __name__ == "__main__":

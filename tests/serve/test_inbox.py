@@ -403,3 +403,38 @@ def test_a_server_that_sends_every_call_to_the_inbox_lets_no_body_opt_out(
         assert result["status"] is not None
         message = client.get(f"/runs/{run['id']}").json()["result"]["message"]
         assert "ran echo asked-anyway" not in message
+
+
+def test_the_inbox_stream_resumes_after_last_event_id(served: Served) -> None:
+    """A client that comes back with ``Last-Event-ID`` gets what happened after
+    that event (no snapshot again): here its approval, then its answer."""
+    with served.client() as client:
+        runs: list[dict[str, Any]] = []
+
+        def asked_now(event: dict[str, Any]) -> bool:
+            if event["event"] == "inbox":
+                runs.append(_ask(served, client, "echo resumed"))
+                return False
+            data = event["data"]
+            return bool(data.get("run") == runs[0]["id"] and data["state"] == "pending")
+
+        with client.stream("GET", "/approvals/events") as response:
+            first = sse(response, until=asked_now)
+        snapshot, pending = first[0], first[-1]
+        assert snapshot["event"] == "inbox" and pending["event"] == "approval_request"
+        item = pending["data"]["id"]
+        answered = client.post(f"/approvals/{item}", json={"decision": "allow"})
+        assert answered.status_code == 200, answered.text
+        served.wait(client, runs[0]["id"])
+
+        def settled(event: dict[str, Any]) -> bool:
+            return bool(event["data"].get("id") == item and event["data"]["state"] == "answered")
+
+        with client.stream(
+            "GET", "/approvals/events", headers={"Last-Event-ID": pending["id"]}
+        ) as response:
+            rest = sse(response, until=settled)
+        assert all(e["event"] == "approval_request" for e in rest), rest
+        assert [e["data"]["state"] for e in rest if e["data"]["id"] == item] == ["answered"]
+        with client.stream("GET", "/approvals/events") as response:  # without: a snapshot
+            assert sse(response, limit=1)[0]["event"] == "inbox"

@@ -58,6 +58,27 @@ def test_the_stream_of_everything_resumes_after_last_event_id(served: Served) ->
         assert [e["id"] for e in rest] == [e["id"] for e in events[k + 1 :]]
 
 
+def test_a_run_goes_on_when_its_stream_client_disconnects(served: Served) -> None:
+    """A client that closes the run's stream mid-run changes nothing of the
+    run: it finishes, its transcript is whole, and a new stream has it all."""
+    with served.client() as client:
+        run = served.start(client, {"prompt": "/timeout 3"})
+        with client.stream("GET", f"/runs/{run['id']}/events") as response:
+            early = sse(response, until=lambda e: e["event"] == "run_started")
+        assert client.get(f"/runs/{run['id']}").json()["state"] == "running", "closed mid-run"
+        done = served.wait(client, run["id"])
+        assert done["status"] == 0 and "responding normally" in done["result"]["message"]
+        transcript = client.get(f"/runs/{run['id']}/transcript").json()
+        assert transcript["result"]["status"] == 0
+        types = [e["type"] for e in transcript["events"]]
+        assert types.count("run_started") == 1 and types[-1] == "run_finished", types
+        assert "text" in types, "what the run said after its client left is recorded"
+        with client.stream("GET", f"/runs/{run['id']}/events") as response:
+            whole = sse(response)
+        assert [e["id"] for e in whole[: len(early)]] == [e["id"] for e in early]
+        assert finished(whole[-1]) and whole[-1]["data"]["status"] == 0
+
+
 def _slow_reader(served: Served, path: str) -> socket.socket:
     """A client that asks for a stream and then reads nothing (a tiny receive buffer)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

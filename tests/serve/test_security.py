@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serve.support import SCHEMA_PATHS, Served, serving
+from tests.serve.support import SCHEMA_PATHS, Served, asked, serving, turn_ended
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -376,3 +376,127 @@ def test_a_token_file_must_be_private_and_a_state_dir_has_one_server(tmp_path: P
             check=False,
         )
         assert second.returncode == 2 and "another genesis serve uses" in second.stderr
+
+
+#: The fake CLIs (tests/fakes/fakecli.py: ``FAKE_CLI_RECORD`` records how each started).
+FAKES = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
+
+@pytest.mark.slow
+def test_no_secret_reaches_the_servers_files(tmp_path: Path) -> None:
+    """The journals (runs, sessions, approvals) hold a request's prompt, a
+    session's settings and its turns' prompts: redacted as the transcripts
+    are, of the server's environment and of a request's own ``env``; so is
+    every answer of the API about them."""
+    secret = "sk-test-0123456789abcdef"  # the server's environment
+    own = "ghp-run-own-secret-9876543210"  # a request's env (trusted input)
+    env = {"GENESIS_TEST_API_KEY": secret, "GENESIS_CLAUDE_PATH": str(FAKES / "claude")}
+    said = f"say {secret} and {own}"
+    answers: list[str] = []
+    with serving(tmp_path, "--trusted-input", env=env) as server, server.client() as client:
+        run = server.start(
+            client,
+            {"prompt": f"{said}\n/bash echo {secret}", "env": {"GENESIS_RUN_TOKEN": own}},
+        )
+        assert server.wait(client, run["id"])["status"] == 0
+        opened = client.post(
+            "/sessions",
+            json={
+                "model": f"m-{secret}-{own}",  # the failer takes no system_prompt
+                "env": {"GENESIS_RUN_TOKEN": own},
+                "approval_timeout": 30,
+            },
+        )
+        assert opened.status_code == 201, opened.text
+        sid = opened.json()["id"]
+        turn = client.post(f"/sessions/{sid}/turns", json={"prompt": f"/bash echo {secret}"})
+        assert turn.status_code == 202, turn.text
+        item = asked(client, sid)
+        answer = {"decision": "deny", "message": said, "by": secret}
+        assert client.post(f"/approvals/{item['id']}", json=answer).status_code == 200
+        turn_ended(client, sid, 1)
+        assert client.post(f"/sessions/{sid}/close").status_code == 200
+        prompted = client.post(
+            "/sessions",
+            json={
+                "backend": "claude",
+                "system_prompt": said,
+                "env": {"GENESIS_RUN_TOKEN": own},
+                "approvals": "none",
+            },
+        )
+        assert prompted.status_code == 201, prompted.text
+        other = prompted.json()["id"]
+        client.post(f"/sessions/{other}/turns", json={"prompt": said})
+        turn_ended(client, other, 1)
+        assert client.post(f"/sessions/{other}/close").status_code == 200
+        for route in (
+            f"/runs/{run['id']}",
+            "/runs",
+            f"/runs/{run['id']}/transcript",
+            f"/sessions/{sid}",
+            f"/sessions/{sid}/turns/1",
+            f"/sessions/{other}",
+            f"/sessions/{other}/turns/1",
+            "/sessions",
+            "/approvals?state=all",
+        ):
+            answers.append(client.get(route).text)
+        journals = {p.name for p in server.state.iterdir()}
+    for text in answers:
+        assert secret not in text and own not in text, text
+    assert {"journal.jsonl", "sessions.jsonl", "approvals.jsonl"} <= journals
+    assert server.proc.returncode == 0
+    checked = 0
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            checked += 1
+            assert secret.encode() not in data and own.encode() not in data, path
+    records = (server.state / "journal.jsonl").read_text() + (
+        server.state / "sessions.jsonl"
+    ).read_text()
+    assert "[REDACTED]" in records, "the records are there, masked"
+    assert checked > 5
+
+
+def _sources(argv: list[str]) -> str | None:
+    """What ``--setting-sources`` tells a claude (None: not told)."""
+    for index, arg in enumerate(argv):
+        if arg.startswith("--setting-sources="):
+            return arg.partition("=")[2]
+        if arg == "--setting-sources" and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "trusted-input"])
+def test_a_served_run_and_session_get_the_safe_start(tmp_path: Path, trusted: bool) -> None:
+    """Untrusted, a run's CLI reads the user's settings alone: qwen (whose
+    default reads the project's) in its safe mode, claude's run and session
+    told ``--setting-sources user``; with ``--trusted-input`` a body chooses
+    (here the project too).  Seen in what the CLIs were started with."""
+    record = tmp_path / "argv.jsonl"
+    env = {
+        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
+        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
+        "FAKE_CLI_RECORD": str(record),
+        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
+    }
+    flags = ("--trusted-input",) if trusted else ()
+    asked = {"setting_sources": ["user", "project"]} if trusted else {}
+    with serving(tmp_path, *flags, env=env) as server, server.client() as client:
+        qwen = server.start(client, {"prompt": "hi", "backend": "qwen", **asked})
+        assert server.wait(client, qwen["id"])["status"] == 0
+        run = server.start(client, {"prompt": "hi", "backend": "claude", **asked})
+        assert server.wait(client, run["id"])["status"] == 0
+        opened = client.post("/sessions", json={"backend": "claude", "approvals": "none", **asked})
+        assert opened.status_code == 201, opened.text
+        client.post(f"/sessions/{opened.json()['id']}/close")
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    started = [entry for entry in entries if "argv" in entry]
+    assert len(started) == 3, started  # qwen's run, claude's run and claude's session
+    assert started[0]["env"] == {"QWEN_CODE_SAFE_MODE": None if trusted else "1"}
+    expected = "user,project" if trusted else "user"
+    assert [_sources(entry["argv"]) for entry in started[1:]] == [expected] * 2, started
