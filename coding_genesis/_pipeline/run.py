@@ -104,7 +104,6 @@ class RunWiring:
         config: AgentConfig,
         backend: Backend,
         name: str,
-        bus: EventBus,
         observers: Sequence[Observer],
         make_wrappers: WrappersFactory | None,
         sweep: Sweeper | None = None,
@@ -113,8 +112,12 @@ class RunWiring:
     ) -> None:
         self.config = config
         self.backend = backend
-        self.name = name
-        self.bus = bus
+        self.redactor = run_redactor(config)
+        #: The agent's name as every record of its runs carries it (events, the
+        #: bus's stamp, transcripts, spans, logs, answers): masked once, here,
+        #: since the name is fixed, rather than on every event.
+        self.name = self.redactor.text(name)
+        self.bus = EventBus(self.name)
         self.observers = tuple(observers)
         #: None: no wrapper around any run (the factory is not even called).
         self.make_wrappers = make_wrappers
@@ -124,7 +127,6 @@ class RunWiring:
         #: One turn of a live CLI, for a run with an approver, hooks or host
         #: tools (handed in by the agent: the live transport is above this layer).
         self.one_turn = one_turn
-        self.redactor = run_redactor(config)
         self.ledger: Ledger | None = (
             None
             if config.ledger is False
