@@ -288,7 +288,9 @@ def trap(signum: int, code: int | None) -> None:
 
 def main() -> int:
     names = [n for n in os.environ.get("FAKE_CLI_RECORD_ENV", "").split(",") if n]
-    record(argv=sys.argv[1:], cwd=os.getcwd(), env={n: os.environ.get(n) for n in names})
+    # an "env" key only when asked: the telemetry tests read the records that have one
+    seen = {"env": {n: os.environ.get(n) for n in names}} if names else {}
+    record(argv=sys.argv[1:], cwd=os.getcwd(), **seen)
     if FLAVOUR == "codex" and sys.argv[1:2] == ["app-server"]:  # the two-way fake, its own module
         return int(importlib.import_module("fake_app_server").main(sys.argv[2:]))
     raw = os.environ.get("FAKE_CLI_SCRIPT")
