@@ -11,19 +11,20 @@ state directory (or ``--url`` and ``GENESIS_SERVE_TOKEN`` / ``--token-file``).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import sys
 import time
-import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import usage_error
 from coding_genesis._cli.repository import absolute_path
 from coding_genesis._util.display import printable
+
+if TYPE_CHECKING:  # `genesis --help` imports this module: http.client costs ~20 ms
+    import http.client
 
 __all__ = ["register"]
 
@@ -118,6 +119,8 @@ class _Client:
     """The server's URL and token, and one request at a time."""
 
     def __init__(self, url: str, token: str) -> None:
+        import urllib.parse
+
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise Unreachable(f"--url must be http://HOST:PORT, got {url!r}")
@@ -153,6 +156,8 @@ class _Client:
         return cls(str(url), token)
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
+        import http.client
+
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def _headers(self) -> dict[str, str]:
@@ -263,6 +268,8 @@ def _list(client: _Client, args: argparse.Namespace) -> int:
         query["run"] = args.run
     if args.session:
         query["session"] = args.session
+    import urllib.parse
+
     status, body = client.call("GET", "/approvals?" + urllib.parse.urlencode(query))
     if status != 200:
         return _refused(status, body)
@@ -278,6 +285,8 @@ def _list(client: _Client, args: argparse.Namespace) -> int:
 
 
 def _answer(client: _Client, args: argparse.Namespace) -> int:
+    import urllib.parse
+
     ref = urllib.parse.quote(args.id, safe="")
     status, found = client.call("GET", f"/approvals/{ref}")
     if status != 200:
