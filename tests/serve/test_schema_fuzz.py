@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+# The test extra installs schemathesis; without it this module skips, saying so, and the
+# imports below (hence E402) come after that check.
 schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
