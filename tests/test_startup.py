@@ -135,3 +135,24 @@ def test_help_and_errors_still_know_every_command(argv: list[str]) -> None:
     )
     shown = proc.stdout + proc.stderr
     assert all(name in shown for name in ("run-many", "doctor", "stats", "reap")), shown
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], [], ["--retry-testing", "--help"]])
+def test_the_top_level_help_loads_no_command(argv: list[str]) -> None:
+    """``genesis --help`` shows each command's line from one table: no
+    command's module (their imports are most of its start-up) is loaded."""
+    _, ours = loaded(
+        "from coding_genesis._cli.main import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+    )
+    from coding_genesis._cli.main import COMMANDS
+
+    assert not ours & {f"coding_genesis._cli.{name}" for name in COMMANDS}, ours
+
+
+def test_the_top_level_help_is_the_one_every_parser_gives() -> None:
+    """The lines come from the table each command registers with, so the
+    quick help and the one built from every command's parser are the same."""
+    from coding_genesis._cli.main import build_parser
+
+    assert build_parser(["--help"]).format_help() == build_parser(None).format_help()

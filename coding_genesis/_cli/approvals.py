@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import usage_error
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.repository import absolute_path
 from coding_genesis._util.display import printable
 
@@ -62,7 +63,7 @@ class Unreachable(Exception):
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "approvals",
-        help="the approval inbox of genesis serve: list, answer, watch",
+        help=COMMAND_HELP["approvals"],
         description="List, answer and watch the tool calls that wait in the approval inbox "
         "of a running genesis serve.",
         epilog=EXAMPLES,

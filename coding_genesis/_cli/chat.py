@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.common import positive_seconds, usage_error
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ _CLEAR = "\x1b[H\x1b[2J"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "chat",
-        help="a live session in the terminal: turns, inline approvals, Ctrl-C",
+        help=COMMAND_HELP["chat"],
         description="Hold a conversation with one coding-agent CLI process (claude, "
         "codex): one turn per line, each tool call approved inline.",
         epilog=EXAMPLES,

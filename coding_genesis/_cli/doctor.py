@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import positive_seconds, print_json
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class Check:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
-        help="check that the backends can run here, with a fix per problem",
+        help=COMMAND_HELP["doctor"],
         description="Check each backend's CLI, version, credentials and environment, and "
         "whether whole-tree cleanup is available; print a table with a fix per problem.",
         epilog=EXAMPLES,

@@ -13,25 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from coding_genesis._cli.parsing import GenesisParser
+from coding_genesis._cli.parsing import COMMAND_HELP, GenesisParser
 
 __all__ = ["build_parser", "main"]
 
 #: Modules under coding_genesis._cli, in --help order.
-COMMANDS = (
-    "run",
-    "chat",
-    "run_many",
-    "runs",
-    "show",
-    "replay",
-    "doctor",
-    "stats",
-    "reap",
-    "worktrees",
-    "serve",
-    "approvals",
-)
+COMMANDS = tuple(COMMAND_HELP)
 
 EPILOG = """\
 examples:
@@ -125,11 +112,22 @@ def build_parser(argv: Sequence[str] | None = None) -> GenesisParser:
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=GenesisParser
     )
+    if argv is not None and _top_help(argv):
+        # Only their lines are shown: no command's module is imported (~60 ms).
+        for name, line in COMMAND_HELP.items():
+            subparsers.add_parser(name.replace("_", "-"), help=line, add_help=False)
+        return parser
     only = None if argv is None else _only_command(argv)
     for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"coding_genesis._cli.{name}")
         module.register(subparsers)
     return parser
+
+
+def _top_help(argv: Sequence[str]) -> bool:
+    """``argv`` asks for the top-level help alone (``genesis``, ``genesis --help``):
+    it shows each command's line, never its parser."""
+    return all(arg in ("-h", "--help", "--retry-testing") for arg in argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,25 @@ from typing import Any, NoReturn
 
 from coding_genesis._util.display import printable
 
-__all__ = ["GenesisParser", "suggestion"]
+__all__ = ["COMMAND_HELP", "GenesisParser", "suggestion"]
+
+#: Each command's module under coding_genesis._cli and its line in ``genesis --help``,
+#: in that order: here, so that the top-level help lists the commands without
+#: importing them (a command's module registers its parser with its line from here).
+COMMAND_HELP: dict[str, str] = {
+    "run": "run one request and print the answer",
+    "chat": "a live session in the terminal: turns, inline approvals, Ctrl-C",
+    "run_many": "run a JSON-lines file of requests, several at a time",
+    "runs": "list recent recorded runs",
+    "show": "show one recorded run",
+    "replay": "re-parse a recorded CLI stream and print the response it gives",
+    "doctor": "check that the backends can run here, with a fix per problem",
+    "stats": "runs, failures, tokens and cost from the run log",
+    "reap": "stop what runs of dead runners left running",
+    "worktrees": "list (or prune) the git worktrees of isolated runs",
+    "serve": "serve runs over HTTP and Server-Sent Events (pip install coding-genesis[serve])",
+    "approvals": "the approval inbox of genesis serve: list, answer, watch",
+}
 
 _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)$")
 _UNRECOGNIZED = "unrecognized arguments: "

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._util.display import printable
 
 EXAMPLES = """\
@@ -23,7 +24,7 @@ still run.  Every agent sweeps the ledger at its first run; this does it now.
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "reap",
-        help="stop what runs of dead runners left running",
+        help=COMMAND_HELP["reap"],
         description="Sweep the run ledger: stop every process of runs whose runner is gone.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from coding_genesis._cli.common import print_json, status_exit_code
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.render import summary_lines
 from coding_genesis._util.display import printable
 
@@ -40,7 +41,7 @@ _OPENCODE_TYPES = {"step_start", "step_finish", "text", "tool_use", "error", "re
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "replay",
-        help="re-parse a recorded CLI stream and print the response it gives",
+        help=COMMAND_HELP["replay"],
         description="Run a recorded CLI stream through the same parser, backend translator "
         "and result building as a live run, offline, and print the response.",
         epilog=EXAMPLES,

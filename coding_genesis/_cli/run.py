@@ -16,6 +16,7 @@ from coding_genesis._cli.common import (
     usage_error,
     whole_number,
 )
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.render import (
     cli_words,
     isolation_lines,
@@ -72,7 +73,7 @@ exit codes: the response's status (0 success, 1 the CLI failed, 64 invalid reque
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run one request and print the answer",
+        help=COMMAND_HELP["run"],
         description="Run one request through a coding-agent CLI and print its answer. "
         "The exit code is the response's status.",
         epilog=EXAMPLES,

@@ -21,6 +21,7 @@ from coding_genesis._cli.common import (
     watch_stop_signals,
     whole_number,
 )
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.repository import absolute_path, add_setting_sources_argument
 from coding_genesis._util.display import printable
 from coding_genesis.status import Status
@@ -76,7 +77,7 @@ first, then every result so far is printed (the unfinished ones as cancelled).
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run-many",
-        help="run a JSON-lines file of requests, several at a time",
+        help=COMMAND_HELP["run_many"],
         description="Run every request of a JSON-lines file, at most --concurrency at a "
         "time, and print one JSON result per request in input order.",
         epilog=EXAMPLES,

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import add_transcript_dir, for_stdout, transcript_base, whole_number
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._util.display import printable
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ runner never finished (killed or crashed): its stdout and events are still there
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "runs",
-        help="list recent recorded runs",
+        help=COMMAND_HELP["runs"],
         description="List the runs recorded in the transcript directory, newest first.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

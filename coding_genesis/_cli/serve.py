@@ -21,6 +21,7 @@ from coding_genesis._cli.common import (
     usage_error,
     whole_number,
 )
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.repository import absolute_path
 
 __all__ = ["register"]
@@ -51,7 +52,7 @@ MAX_BODY = 1024 * 1024
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve runs over HTTP and Server-Sent Events (pip install coding-genesis[serve])",
+        help=COMMAND_HELP["serve"],
         description="Serve an HTTP API: start runs, follow their events, cancel them, read "
         "their transcripts and statistics, from any language.",
         epilog=EXAMPLES,

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from coding_genesis._cli.common import add_transcript_dir, for_stdout, print_json, transcript_base
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._cli.render import budget_line, failure_report, tools_text, usage_line
 from coding_genesis._util.display import printable
 
@@ -31,7 +32,7 @@ examples:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "show",
-        help="show one recorded run",
+        help=COMMAND_HELP["show"],
         description="Show one recorded run: what was asked, what happened, which tools ran, "
         "and the failure report when it failed.",
         epilog=EXAMPLES,

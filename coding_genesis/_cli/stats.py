@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from coding_genesis._cli.common import print_json, whole_number
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._util.display import printable
 
 __all__ = ["format_stats", "format_usage", "register"]
@@ -49,7 +50,7 @@ def _rate(text: str) -> float:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "stats",
-        help="runs, failures, tokens and cost from the run log",
+        help=COMMAND_HELP["stats"],
         description="Count runs and failures by category and backend, and tokens and cost "
         "by backend, model or day, over a time window, from the run log every run appends to.",
         epilog=EXAMPLES,

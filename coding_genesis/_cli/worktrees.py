@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from coding_genesis._cli.common import for_stdout, usage_error
+from coding_genesis._cli.parsing import COMMAND_HELP
 from coding_genesis._util.display import printable
 
 EXAMPLES = """\
@@ -32,7 +33,7 @@ sweep of the run ledger (`genesis reap`, or any agent's first run) removes.
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "worktrees",
-        help="list (or prune) the git worktrees of isolated runs",
+        help=COMMAND_HELP["worktrees"],
         description="List the git worktrees coding-genesis made for isolated runs in a "
         "repository, or prune those no live run uses.",
         epilog=EXAMPLES,
