@@ -45,12 +45,17 @@ def _files(root: Path) -> list[str]:
 
 LIBRARY_RUNS = textwrap.dedent(
     """
-    from coding_genesis import CodingGenesisAgent
+    from coding_genesis import CodingGenesisAgent, RetryPolicy
     agent = CodingGenesisAgent("failer", timeout=0.5, grace=0.2)
     assert agent.run_sync("hi")["status"] == 0
     assert agent.run_sync("/fail")["status"] == 1
     assert agent.run_sync("/timeout 5")["status"] == 124
-    assert agent.run_sync("/rate-limit", retry=1)["status"] == 1
+    # A retry, without the rate limit's real 30 s wait.
+    at_once = RetryPolicy.default().with_retries(1).with_category(
+        "rate_limit", base_delay=0.01, use_retry_after=False
+    )
+    limited = agent.run_sync("/rate-limit", retry=at_once)
+    assert limited["status"] == 1 and limited["attempts"] == 2, limited
     print("ok")
     """
 )
