@@ -3,7 +3,9 @@
 A live session (``agent.session()``, ``approver=``) holds one thread in one
 ``codex app-server`` process: ``initialize`` → ``initialized`` →
 ``thread/start`` (or ``thread/resume``), then ``turn/start`` per turn, and
-``turn/steer``, ``turn/interrupt`` on demand.  codex asks approval with the
+``turn/steer``, ``turn/interrupt`` on demand.  A turn codex begins by itself
+between ours (a compaction, a thread goal) is adopted as the CLI's turn
+(:class:`~coding_genesis.control.TurnBegan`) and ends at its ``turn/completed``.  codex asks approval with the
 server requests ``item/commandExecution/requestApproval`` and
 ``item/fileChange/requestApproval``; the caller's functions (``tools=``) are
 codex's *dynamic tools* (``dynamicTools`` of ``thread/start``, an
@@ -36,6 +38,7 @@ from coding_genesis.control import (
     Ready,
     Reply,
     ToolCall,
+    TurnBegan,
     TurnEnded,
     Unknown,
     UnparsedLine,
@@ -107,6 +110,9 @@ _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
 _TOOL_CALL = "item/tool/call"
 _OPENING = ("initialize", "thread/start", "thread/resume")
+#: The most ``turn/started`` ids kept while our ``turn/start`` is unanswered
+#: (codex sends one of its own at most; a flood is not held).
+_EARLY_KEPT = 8
 #: Why a line codex wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
 
@@ -163,6 +169,11 @@ class CodexControl(ControlProtocol):
         self._turn_active = False
         self._wish_interrupt = False
         self._queued_steers: list[str] = []
+        #: The running turn is one codex began by itself (``turn/started`` between ours).
+        self.own_turn = False
+        #: Turns codex said started while our ``turn/start`` was unanswered: the one
+        #: it answers is ours, any other codex's own (compared at the answer).
+        self._started_early: list[str] = []
         #: The running turn's file changes as codex announced them (``item/started``,
         #: ``item/fileChange/patchUpdated``), until the item completes: item id → changes.
         self._changes: dict[str, object] = {}
@@ -241,6 +252,8 @@ class CodexControl(ControlProtocol):
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self.turn_id = None
         self.turn_running = True
+        self.own_turn = False
+        self._started_early.clear()
         self._turn_active = False
         self._wish_interrupt = False
         self._queued_steers.clear()
@@ -384,6 +397,9 @@ class CodexControl(ControlProtocol):
             tid = turn.get("id") if isinstance(turn, Mapping) else None
             if isinstance(tid, str) and tid and self.turn_running and self.turn_id is None:
                 self.turn_id = tid
+                early, self._started_early = self._started_early, []
+                if tid in early:  # its turn/started came first: the turn is active now
+                    return self._turn_started(tid)
         return ()
 
     def _failed(self, method: str, message: str) -> Sequence[Incoming]:
@@ -398,10 +414,24 @@ class CodexControl(ControlProtocol):
         return (ProtocolFault(f"codex app-server refused {method}: {message}"),)
 
     def _turn_started(self, turn_id: str) -> Sequence[Incoming]:
-        """The running turn is active: what was waiting for it goes out now."""
-        if not self.turn_running or self._turn_active or self.turn_id not in (None, turn_id):
+        """A turn is active: ours (what was waiting for it goes out now), or,
+        with none of ours begun, codex's own (adopted: :class:`TurnBegan`).
+        While our ``turn/start`` is unanswered, the turn's id is kept until
+        the answer says whether it is ours."""
+        if not self.turn_running:
+            self.turn_running = self._turn_active = self.own_turn = True
+            self.turn_id = turn_id
+            self._wish_interrupt = self._cancelled = False
+            self._queued_steers.clear()
+            self._changes.clear()
+            self._answer = None
+            return (TurnBegan(),)
+        if self.turn_id is None:
+            if len(self._started_early) < _EARLY_KEPT:
+                self._started_early.append(turn_id)
             return ()
-        self.turn_id = turn_id
+        if self._turn_active or self.turn_id != turn_id:
+            return ()  # codex's own turn inside ours, or a repeat
         self._turn_active = True
         objects = [self._steer_call(text) for text in self._queued_steers]
         self._queued_steers.clear()
@@ -544,7 +574,7 @@ class CodexControl(ControlProtocol):
         tid = turn.get("id")
         if not self.turn_running or self.turn_id is None or tid != self.turn_id:
             return ()  # not the running turn: an older one (its end came late), or none
-        self.turn_running = self._turn_active = False
+        self.turn_running = self._turn_active = self.own_turn = False
         self.turn_id = None
         self._changes.clear()
         status = turn.get("status")

@@ -55,6 +55,7 @@ __all__ = [
     "Ready",
     "Reply",
     "ToolCall",
+    "TurnBegan",
     "TurnEnded",
     "Unknown",
     "UnparsedLine",
@@ -142,6 +143,15 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnBegan:
+    """The CLI began a turn of its own between ours (codex compacting its
+    thread, a thread goal, a background terminal): the session starts its
+    turn of the CLI's (``trigger="cli"``) at once, which ends at the CLI's
+    :class:`TurnEnded` and takes an interrupt or a steer meanwhile; a
+    caller's next turn waits for it."""
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     """The running turn is over.
 
@@ -212,6 +222,7 @@ Incoming: TypeAlias = (
     | PermissionAsk
     | HookCall
     | ToolCall
+    | TurnBegan
     | TurnEnded
     | Reply
     | ProtocolFault

@@ -28,6 +28,7 @@ from coding_genesis.control import (
     Ready,
     Reply,
     ToolCall,
+    TurnBegan,
     TurnEnded,
     Unknown,
     UnparsedLine,
@@ -141,6 +142,7 @@ class LinkDispatch(LinkQuestions):
             PermissionAsk: self._on_ask,
             ToolCall: self._on_tool_call,
             HookCall: self._on_hook_call,
+            TurnBegan: self._on_turn_began,
             TurnEnded: self._on_turn_ended,
             Reply: self._on_reply,
             ProtocolFault: self._on_fault,
@@ -180,6 +182,10 @@ class LinkDispatch(LinkQuestions):
             if turn is not None:
                 turn.running.add()
             self.process.tg.start_soon(self._hook, item, turn)
+
+    def _on_turn_began(self, item: TurnBegan, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            held.began()  # the session's turn of the CLI's starts now, a send() waits for it
 
     def _on_turn_ended(self, item: TurnEnded, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:

@@ -131,7 +131,7 @@ class Unattended:
     """What the CLI said since the last turn ended: its bytes (for the
     transcript), its events, its questions and calls (unanswered until a turn
     takes them) and its end of a turn.  Work (:data:`_WORK` events, a
-    question, a call, a hook point) sets :attr:`wanted`: the session then
+    question, a call, a hook point, a turn the CLI began) sets :attr:`wanted`: the session then
     starts a turn of the CLI's own (``trigger: "cli"``) that takes it all, so
     nothing the CLI does between turns goes unrecorded."""
 
@@ -160,6 +160,12 @@ class Unattended:
             self.events.append(event)
             if isinstance(event, _WORK):
                 self.wanted.set()
+
+    def began(self) -> None:
+        """The CLI began a turn of its own (:class:`~coding_genesis.control.TurnBegan`):
+        its end of a turn held before is an older one's, and a turn is wanted now."""
+        self.ended = None
+        self.wanted.set()
 
     def wait(self, item: Waiting) -> None:
         self.waiting.append(item)

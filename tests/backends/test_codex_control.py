@@ -32,6 +32,7 @@ from coding_genesis.control import (
     ProtocolFault,
     Ready,
     Reply,
+    TurnBegan,
     TurnEnded,
     Unknown,
     UnparsedLine,
@@ -583,6 +584,7 @@ def ready() -> CodexControl:
     protocol.receive({"id": 1, "result": {}})
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
     protocol.begin_turn("go")
+    protocol.receive({"id": 3, "result": {"turn": {"id": "u"}}})  # codex answers, then starts it
     protocol.receive({"method": "turn/started", "params": {"threadId": "t", "turn": {"id": "u"}}})
     return protocol
 
@@ -833,3 +835,74 @@ def test_an_unparsed_turn_end_ends_the_running_turn() -> None:
     )
     assert ended.how == "interrupted"
     assert ready().unparsed(unread(method="item/completed")) == ()
+
+
+def started(tid: str) -> dict[str, Any]:
+    return {"method": "turn/started", "params": {"threadId": "t", "turn": {"id": tid}}}
+
+
+def completed(tid: str, status: str = "completed") -> dict[str, Any]:
+    turn = {"id": tid, "status": status}
+    return {"method": "turn/completed", "params": {"threadId": "t", "turn": turn}}
+
+
+def between_turns() -> CodexControl:
+    """A codec whose thread ``t`` is open and whose turn ``u`` has ended."""
+    protocol = ready()
+    protocol.receive(completed("u"))
+    assert not protocol.turn_running
+    return protocol
+
+
+def test_a_turn_codex_begins_by_itself_is_adopted_and_ends() -> None:
+    """codex starts a turn between ours (a compaction, a thread goal): it is the
+    CLI's turn, which its ``turn/completed`` ends (dropped before: a hang)."""
+    protocol = between_turns()
+    assert protocol.receive(started("own")) == (FORWARD, TurnBegan())
+    assert protocol.turn_running and protocol.own_turn and protocol.turn_id == "own"
+    assert protocol.receive(completed("own")) == (FORWARD, TurnEnded("completed"))
+    assert not protocol.turn_running and not protocol.own_turn
+    # and the next turn of ours is ours again
+    protocol.begin_turn("next")
+    protocol.receive({"id": 4, "result": {"turn": {"id": "v"}}})
+    assert protocol.receive(started("v")) == (FORWARD,)
+    assert not protocol.own_turn
+
+
+def test_codexs_own_turn_takes_an_interrupt_and_a_steer() -> None:
+    protocol = between_turns()
+    protocol.receive(started("own"))
+    (steer,) = protocol.steer("more")
+    assert steer["method"] == "turn/steer" and steer["params"]["expectedTurnId"] == "own"
+    (stop,) = protocol.interrupt()
+    assert stop["method"] == "turn/interrupt" and stop["params"]["turnId"] == "own"
+    assert protocol.receive(completed("own", "interrupted")) == (
+        FORWARD,
+        TurnEnded("interrupted"),
+    )
+
+
+def test_a_turn_codex_began_while_our_turn_start_was_unanswered_is_not_ours() -> None:
+    """Its ``turn/started`` came before the answer to ours: the answer tells
+    which is ours; codex's own end does not end our turn."""
+    protocol = between_turns()
+    protocol.begin_turn("mine")
+    assert protocol.interrupt() == []  # kept until our turn is active
+    assert protocol.receive(started("own")) == (FORWARD,)  # not taken as ours
+    assert protocol.receive({"id": 4, "result": {"turn": {"id": "mine"}}}) == ()
+    assert protocol.turn_id == "mine" and not protocol.own_turn
+    assert protocol.receive(completed("own")) == (FORWARD,)  # not ours: ours runs on
+    assert protocol.turn_running
+    (reply,) = only(protocol.receive(started("mine"))[1:], Reply).objects
+    assert reply["method"] == "turn/interrupt" and reply["params"]["turnId"] == "mine"
+    assert protocol.receive(completed("mine", "interrupted"))[-1] == TurnEnded("interrupted")
+
+
+def test_our_turn_started_before_its_answer_is_active_at_the_answer() -> None:
+    protocol = between_turns()
+    protocol.begin_turn("mine")
+    assert protocol.steer("early") == []  # queued: the turn is not active yet
+    assert protocol.receive(started("mine")) == (FORWARD,)
+    reply = only(protocol.receive({"id": 4, "result": {"turn": {"id": "mine"}}}), Reply)
+    assert [o["method"] for o in reply.objects] == ["turn/steer"]
+    assert protocol.receive(completed("mine")) == (FORWARD, TurnEnded("completed"))

@@ -27,6 +27,11 @@ turn plays the scenario its prompt starts with:
   DEEP_TOOL [n]     an ``item/tool/call`` whose arguments nest n deep; says the answer
                     (``tool call answered: error <code>``)
   DEEP_END [n]      the answer, then a ``turn/completed`` whose turn's items nest n deep
+  OWNTURN <s>       the answer; then a turn codex begins by itself (as a compaction, a thread
+                    goal, a background terminal do): ``turn/started`` of a new turn id, an
+                    agentMessage ``codex's own turn``, and after s seconds its
+                    ``turn/completed``; ``turn/interrupt`` ends it at once (``interrupted``),
+                    ``turn/steer`` is taken and said at its end (``steered: TEXT``)
 
 Hostile scenarios (a server abusing the protocol; each says what came back, then completes):
 
@@ -254,6 +259,9 @@ class FakeAppServer:
                 self.deep_tool(int(rest or 1100))
             elif word == "DEEP_END":
                 self.answer("the end is deep", end_depth=int(rest or 1100))
+            elif word == "OWNTURN":
+                self.answer(prompt)
+                self.own_turn(float(rest or "1"))
             elif word in ("FLOOD", "DUPLICATE", "FOREIGN"):
                 self.answer(getattr(self, word.lower())(rest), said=True)
             elif word == "HANG_ASK":
@@ -262,6 +270,24 @@ class FakeAppServer:
                     self.poll(None)
             else:
                 self.answer(prompt)
+        except Interrupted:
+            self.completed("interrupted")
+
+    def own_turn(self, seconds: float) -> None:
+        """A turn codex begins by itself between the client's turns."""
+        self.turns += 1
+        self.turn_id = f"turn-{self.turns}"
+        self.steered.clear()
+        self.notify("turn/started", threadId=self.thread_id, turn=self._turn("inProgress"))
+        item_id = self.item_started("agentMessage", text="")
+        self.item_completed({"type": "agentMessage", "id": item_id, "text": "codex's own turn"})
+        try:
+            self.poll(seconds)
+            if self.steered:
+                item_id = self.item_started("agentMessage", text="")
+                said = "; ".join(f"steered: {text}" for text in self.steered)
+                self.item_completed({"type": "agentMessage", "id": item_id, "text": said})
+            self.completed("completed")
         except Interrupted:
             self.completed("interrupted")
 
