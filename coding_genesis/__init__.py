@@ -159,6 +159,7 @@ if TYPE_CHECKING:
         RequestOptions as RequestOptions,
         RetrySetting as RetrySetting,
         RunOptions as RunOptions,
+        SendOptions as SendOptions,
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
@@ -211,6 +212,7 @@ _EXPORTS: dict[str, str] = {
     "Request": "request",
     "CallOptions": "request",
     "LiveOptions": "request",
+    "SendOptions": "request",
     "ControlProtocol": "control",
     "ApprovalEvent": "run_events",
     "AGENT_DEFAULT": "options",

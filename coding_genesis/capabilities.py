@@ -58,6 +58,7 @@ ROWS = (
     "permissions",
     "setting_sources",
     "takes",
+    "turn",
 )
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
@@ -71,7 +72,8 @@ TAKES: Mapping[str, str] = {
 
 def backends_that(need: str) -> list[str]:
     """The registered backends that have ``need`` ("two_way", "steer",
-    "tools", "output_schema", or an option of :data:`TAKES`): only a refusal's
+    "tools", "output_schema", an option of :data:`TAKES`, or ``"turn <option>"``:
+    a turn of a live session sets that option for itself): only a refusal's
     words load the registry."""
     # lazy: the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
@@ -80,6 +82,11 @@ def backends_that(need: str) -> list[str]:
     for name in registered_backends():
         backend = get_backend(name)
         protocol = backend.control()
+        kind, _, option = need.partition(" ")
+        if kind == "turn":
+            if protocol is not None and option in protocol.turn_options:
+                names.append(name)
+            continue
         has = {
             "two_way": protocol is not None,
             "steer": protocol is not None and protocol.can_steer,
@@ -157,7 +164,16 @@ def _beyond(
 def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
     """The first thing ``backend`` cannot do of what ``settings`` ask (None:
     it can do all of it).  ``mode``: "session" for a live session (it needs a
-    two-way protocol, and runs where it is), "run" for one request."""
+    two-way protocol, and runs where it is), "run" for one request, "turn" for
+    one turn of a live session (the options it sets for itself: the rest was
+    checked when the session opened)."""
+    if mode == "turn":
+        return _turn_refusal(backend, settings)
+    return _refusal(backend, settings, mode)
+
+
+def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsupported | None:
+    """:func:`check` of a run or a session, row by row."""
     try:
         check_options(backend, settings.options)
     except ConfigError as exc:
@@ -212,6 +228,33 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
                 f"backend {backend.name!r} takes no {noun}, which {option}= needs"
                 + _listed("backends that do", option),
             )
+    return None
+
+
+def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """The ``turn`` row: an option one turn sets for itself
+    (``Request.turn_options``) that the session's protocol cannot change
+    between turns (``ControlProtocol.turn_options``); a permission level is
+    then one the backend can enforce."""
+    asked: frozenset[str] = getattr(settings, "turn_options", frozenset())
+    if not asked:
+        return None
+    protocol = backend.control()
+    can = protocol.turn_options if protocol is not None else frozenset()
+    beyond = sorted(asked - can)
+    if beyond:
+        option = beyond[0]
+        return Unsupported(
+            "turn",
+            f"backend {backend.name!r} cannot set {option}= for one turn of a live session "
+            "(the session's setting holds; open a session with it instead)"
+            + _listed("backends that can", f"turn {option}"),
+        )
+    if "permissions" in asked:
+        try:
+            require_permissions(backend, settings.permissions)
+        except ConfigError as exc:
+            return Unsupported("turn", str(exc))
     return None
 
 

@@ -275,6 +275,19 @@ class ControlProtocol(ABC):
     ``schema_in_prompt``: the protocol has no field for an output schema
     (ACP), so ``output_schema=`` reaches the CLI in each turn's prompt (the
     session adds it, worded once) and the answer is validated by us.
+
+    What a protocol can do beyond that, each "cannot" by default and read by
+    the capability check alone (a request that needs one a protocol lacks is
+    refused, in the check's words, before anything is written):
+    ``turn_options``: the options one turn may set for itself
+    (``Request.turn_options``, of :data:`~coding_genesis.request.TURN_OPTIONS`),
+    which :meth:`start_turn` sends; ``prompt_parts``: the kinds of prompt parts
+    beside text it maps ("image", "file"); ``can_fork``: a new session from
+    this one's history; ``deltas``: text and thinking as they are written;
+    ``can_compact``: compaction on demand; ``context_usage``: the context's
+    use now; ``asks_questions``: the CLI's questions to the user reach the
+    session; ``takes_mcp_servers``: the caller's MCP servers are declared to
+    the CLI.
     """
 
     name: ClassVar[str] = ""
@@ -285,6 +298,14 @@ class ControlProtocol(ABC):
     can_host_tools: ClassVar[bool] = False
     resume_refusal: str | None = None
     tools_over_mcp: ClassVar[bool] = False
+    turn_options: ClassVar[frozenset[str]] = frozenset()
+    prompt_parts: ClassVar[frozenset[str]] = frozenset()
+    can_fork: ClassVar[bool] = False
+    deltas: ClassVar[bool] = False
+    can_compact: ClassVar[bool] = False
+    context_usage: ClassVar[bool] = False
+    asks_questions: ClassVar[bool] = False
+    takes_mcp_servers: ClassVar[bool] = False
     #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
     mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
@@ -323,6 +344,14 @@ class ControlProtocol(ABC):
     @abstractmethod
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         """Start a turn with the user's ``prompt``."""
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """Start the turn ``turn`` asks (the session's request with the turn's
+        prompt, timeout and the options it set for itself: ``turn.turn_options``,
+        only ever those of :attr:`turn_options`).  The session calls only this;
+        by default :meth:`begin_turn` with its prompt (a protocol that takes no
+        option of its own for a turn defines that one alone)."""
+        return self.begin_turn(turn.prompt)
 
     @abstractmethod
     def interrupt(self) -> list[Outgoing]:

@@ -161,6 +161,7 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("RequestOptions", "The options a session's turns share with a one-shot run."),
             ("CallOptions", "The options only a call takes: `resume`, `request_key`."),
             ("LiveOptions", "The keywords of `agent.session()`."),
+            ("SendOptions", "The keywords of one turn: `send()`, `send_result()`, `stream()`."),
             ("AGENT_DEFAULT", '"Use the agent\'s own setting" for an option of one run.'),
             ("Permissions", "A permission level: `read-only`, `edit` or `full`."),
             (

@@ -24,6 +24,7 @@ out, is stopped by a budget or its runner dies).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -305,10 +306,11 @@ class LiveLink(LinkDispatch):
                 if not held.wanted.is_set():
                     turn.end("completed")  # nothing was left to do
             else:
-                prompt = request.prompt
-                if self.protocol.schema_in_prompt:
-                    prompt = schema_prompt(prompt, request.output_schema)
-                self.send(*self.protocol.begin_turn(prompt))
+                asked = request
+                if self.protocol.schema_in_prompt:  # the schema worded in the prompt
+                    worded = schema_prompt(request.prompt, request.output_schema)
+                    asked = dataclasses.replace(request, prompt=worded)
+                self.send(*self.protocol.start_turn(asked))
             await turn.done.wait()
         except BaseException:
             # A cancelled turn: the session's process tree is stopped.

@@ -1,0 +1,139 @@
+"""What one turn of a live session may set for itself (``send(..., model=,
+permissions=, output_schema=)``): each option checked by its declaration
+(``Request.for_turn``), then by the capability check's ``turn`` row, which
+refuses an option the session's protocol cannot set for a turn
+(``ControlProtocol.turn_options``, empty on every backend until one maps it):
+that turn answers 64 in the check's words, nothing reaches the CLI, and the
+session lives on.  A turn starts through ``ControlProtocol.start_turn``, whose
+default is ``begin_turn(prompt)``: a plug-in's protocol keeps working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from coding_genesis.backends import get_backend, registered_backends
+from coding_genesis.capabilities import ROWS, backends_that, check
+from coding_genesis.control import ControlProtocol, Outgoing
+from coding_genesis.errors import ConfigError
+from coding_genesis.request import SEND_OPTION_NAMES, TURN_OPTIONS
+from tests.backends.test_host_tool_codecs import Bare
+from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent
+from tests.support import cli_request
+
+_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
+#: A value of each per-turn option.
+_VALUES: dict[str, Any] = {
+    "model": "other-model",
+    "permissions": "read-only",
+    "output_schema": _SCHEMA,
+}
+
+
+def words(backend: str, option: str) -> str:
+    return (
+        f"backend {backend!r} cannot set {option}= for one turn of a live session "
+        "(the session's setting holds; open a session with it instead); "
+        f"backends that can: {', '.join(backends_that(f'turn {option}')) or '(none)'}"
+    )
+
+
+def test_the_turn_options_are_the_send_keywords_but_the_timeout() -> None:
+    assert {"model", "permissions", "output_schema"} == TURN_OPTIONS
+    assert TURN_OPTIONS | {"timeout"} == SEND_OPTION_NAMES
+    assert ROWS[-1] == "turn"
+
+
+def test_for_turn_checks_each_option_by_its_declaration() -> None:
+    session = cli_request(cwd="/w", model="first")
+    turn = session.for_turn("go", model="second", output_schema=_SCHEMA)
+    assert (turn.prompt, turn.model, turn.turn_options) == (
+        "go",
+        "second",
+        frozenset({"model", "output_schema"}),
+    )
+    assert turn.output_schema is not None and turn.output_schema.schema["type"] == "object"
+    same = session.for_turn("go", model="", permissions=None)  # "" and None: the session's
+    assert (same.model, same.permissions, same.turn_options) == ("first", None, frozenset())
+    with pytest.raises(ConfigError, match="permissions must be one of"):
+        session.for_turn("go", permissions="root")
+    with pytest.raises(ConfigError, match="model must be a string"):
+        session.for_turn("go", model=3)
+    with pytest.raises(ConfigError, match="object"):
+        session.for_turn("go", output_schema={"type": "string"})
+
+
+@pytest.mark.parametrize("option", sorted(TURN_OPTIONS))
+def test_every_backend_refuses_an_option_for_one_turn_in_the_checks_words(option: str) -> None:
+    """No shipped protocol sets an option for one turn yet: each refuses it."""
+    for name in registered_backends():
+        backend = get_backend(name)
+        turn = cli_request(cwd="/w").for_turn("go", **{option: _VALUES[option]})
+        refused = check(backend, turn, "turn")
+        assert refused is not None, name
+        assert (refused.option, refused.message) == ("turn", words(name, option))
+        assert check(backend, cli_request(cwd="/w").for_turn("go"), "turn") is None
+
+
+class _ModelPerTurn(TwoWayProtocol):
+    turn_options: ClassVar[frozenset[str]] = frozenset({"model", "permissions"})
+
+
+class _ModelPerTurnBackend(TwoWayBackend):
+    name = "modelpt"
+    permission_levels = frozenset({"edit"})
+
+    def control(self) -> ControlProtocol | None:
+        return _ModelPerTurn()
+
+
+def test_a_protocol_takes_the_turn_options_it_declares() -> None:
+    backend = _ModelPerTurnBackend()
+    session = cli_request(cwd="/w")
+    assert check(backend, session.for_turn("go", model="m"), "turn") is None
+    schema = check(backend, session.for_turn("go", model="m", output_schema=_SCHEMA), "turn")
+    assert schema is not None and schema.message.startswith(
+        "backend 'modelpt' cannot set output_schema= for one turn"
+    )
+    # a level the backend cannot enforce is refused, as at a session's open
+    assert check(backend, session.for_turn("go", permissions="edit"), "turn") is None
+    level = check(backend, session.for_turn("go", permissions="read-only"), "turn")
+    assert level is not None and level.option == "turn" and "read-only" in level.message
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_refused_turn_answers_64_and_the_session_lives_on(tmp_path: Path) -> None:
+    async with agent(tmp_path).session() as s:
+        first = await s.send_result("TEXT one")
+        refused = await s.send_result("TEXT two", model="other-model")
+        assert (refused.status, refused.error) == (64, "invalid_request")
+        assert refused.message == words("twoway", "model")
+        bad = await s.send_result("TEXT two", permissions="root")  # type: ignore[arg-type]
+        assert bad.status == 64 and "permissions must be one of" in bad.message
+        with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['modle'\]"):
+            await s.send_result("TEXT two", modle="x")  # type: ignore[call-arg]
+        after = await s.send_result("TEXT three")
+        assert (first.status, after.status, after.message) == (0, 0, "three")
+        assert [r.turn for r in s.results] == [1, 2]  # nothing of the refused turns ran
+
+
+class _BeginOnly(Bare):
+    """A plug-in's protocol of before ``start_turn``: it defines ``begin_turn`` alone."""
+
+    def begin_turn(self, prompt: str) -> list[Outgoing]:
+        return [{"op": "turn", "prompt": prompt}]
+
+
+def test_start_turn_defaults_to_begin_turn_with_the_prompt() -> None:
+    """The session calls start_turn; a protocol without it is asked begin_turn
+    (the two-way fake's protocol, which every session test drives, is one)."""
+    protocol = _BeginOnly()
+    turn = cli_request(cwd="/w").for_turn("hello")
+    assert protocol.start_turn(turn) == [{"op": "turn", "prompt": "hello"}]
+    assert "start_turn" not in vars(TwoWayProtocol)
+    facts = ("can_fork", "deltas", "can_compact", "context_usage", "asks_questions")
+    assert not any(getattr(protocol, fact) for fact in (*facts, "takes_mcp_servers"))
+    assert protocol.turn_options == protocol.prompt_parts == frozenset()
