@@ -40,6 +40,7 @@ __all__ = [
     "backends_that",
     "check",
     "require",
+    "session_refusal",
     "steer_refusal",
     "takes_schema",
     "untrusted_problem",
@@ -71,8 +72,9 @@ TAKES: Mapping[str, str] = {
 
 
 def backends_that(need: str) -> list[str]:
-    """The registered backends that have ``need`` ("two_way", "steer",
-    "tools", "output_schema", an option of :data:`TAKES`, or ``"turn <option>"``:
+    """The registered backends that have ``need`` ("two_way", "tools",
+    "output_schema", a session's fact: "steer", "fork", "compact",
+    "context_usage", an option of :data:`TAKES`, or ``"turn <option>"``:
     a turn of a live session sets that option for itself): only a refusal's
     words load the registry."""
     # lazy: the registry loads every backend: only an answer that names them needs it
@@ -89,7 +91,10 @@ def backends_that(need: str) -> list[str]:
             continue
         has = {
             "two_way": protocol is not None,
-            "steer": protocol is not None and protocol.can_steer,
+            **{
+                fact: protocol is not None and getattr(protocol, attr)
+                for fact, (attr, _) in _FACTS.items()
+            },
             "tools": protocol is not None and protocol.can_host_tools,
             "output_schema": takes_schema(backend, protocol),
         }.get(need, need in backend.takes)
@@ -285,14 +290,29 @@ def require(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> 
         raise RefusedError(refused.message)
 
 
+#: What a session can be asked beside its turns: the protocol's fact that says
+#: it can, and the words of its refusal.
+_FACTS: Mapping[str, tuple[str, str]] = {
+    "steer": ("can_steer", "steer a running turn"),
+    "fork": ("can_fork", "fork a session (a new one from its history)"),
+    "compact": ("can_compact", "compact its context on demand"),
+    "context_usage": ("context_usage", "say its context's use now"),
+}
+
+
+def session_refusal(backend: Backend, what: str) -> str | None:
+    """Why a session of ``backend`` cannot do ``what`` ("steer", "fork",
+    "compact", "context_usage"; None: it can), in the check's words."""
+    attr, words = _FACTS[what]
+    protocol = backend.control()
+    if protocol is not None and getattr(protocol, attr):
+        return None
+    return f"backend {backend.name!r} cannot {words}" + _listed("backends that can", what)
+
+
 def steer_refusal(backend: Backend) -> str | None:
     """Why a running turn of ``backend`` cannot be steered (None: it can)."""
-    protocol = backend.control()
-    if protocol is not None and protocol.can_steer:
-        return None
-    return f"backend {backend.name!r} cannot steer a running turn" + _listed(
-        "backends that can", "steer"
-    )
+    return session_refusal(backend, "steer")
 
 
 # -- untrusted input ----------------------------------------------------------------

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
 from coding_genesis._util.renamed import old_names
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORWARD",
+    "Answered",
+    "ControlIntent",
     "ControlProtocol",
     "Forward",
     "HookCall",
@@ -166,6 +168,18 @@ class TurnEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """The CLI answered a call of ours (:meth:`ControlProtocol.call`): ``key``
+    is the call's, ``result`` its answer, ``error`` why it failed (None: it
+    did not).  An answer nobody waits for any more (its deadline passed) is
+    let go."""
+
+    key: Any
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """Objects the protocol must write now, unasked by us (a request of the CLI
     we do not serve answered with an error, a ping answered, a question the
@@ -224,10 +238,22 @@ Incoming: TypeAlias = (
     | ToolCall
     | TurnBegan
     | TurnEnded
+    | Answered
     | Reply
     | ProtocolFault
     | Unknown
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ControlIntent:
+    """Something we ask the CLI between or during turns that has an answer
+    (:meth:`ControlProtocol.call`): ``name`` says what (``set_model``,
+    ``set_permissions``, ``context_usage``, ``compact``, ``mcp_status``...;
+    each protocol knows its own), ``params`` its arguments."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +384,14 @@ class ControlProtocol(ABC):
         """End the running turn (it ends with :class:`TurnEnded` ``interrupted``).
         A protocol that needs an id it has not been told yet (codex's turn id)
         keeps the wish and writes it through a :class:`Reply` when the id comes."""
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        """Ask the CLI ``intent``: the call's key (what its :class:`Answered`
+        will carry; unique while the call is pending) and the objects to
+        write.  The session waits for the answer, bounded by a deadline.  A
+        protocol without such a call raises NotImplementedError (the
+        capability check refuses the intent before it gets here)."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} cannot {intent.name}")
 
     def steer(self, text: str) -> list[Outgoing]:
         """Add ``text`` to the running turn (only when ``can_steer``)."""

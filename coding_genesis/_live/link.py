@@ -32,6 +32,7 @@ import anyio
 import anyio.abc
 
 from coding_genesis._live.approvals import approval_event
+from coding_genesis._live.calls import PendingCalls
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
@@ -57,10 +58,7 @@ from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis._util.parser import JsonLinesParser
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
-from coding_genesis.control import (
-    ControlProtocol,
-    Outgoing,
-)
+from coding_genesis.control import Answered, ControlIntent, ControlProtocol, Outgoing
 from coding_genesis.events import Translator
 from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
@@ -93,6 +91,8 @@ class LiveLink(LinkDispatch):
         #: The session's "always" answers (every backend's, kept here).
         self.remembered = Remembered()
         self.host_calls = HostCalls(request.tools, protocol, self.send, lambda: self.alive)
+        #: Our calls to the CLI awaiting their answer (:meth:`call`).
+        self.calls = PendingCalls()
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -405,6 +405,20 @@ class LiveLink(LinkDispatch):
 
     def steer(self, text: str) -> None:
         self.send(*self.protocol.steer(text))
+
+    async def call(self, intent: ControlIntent, timeout: float) -> Answered:
+        """Ask the CLI ``intent`` and wait for its answer, at most ``timeout``
+        seconds: the answer, or an error answer (no such call here, no answer
+        in time, the CLI gone); never raises for the CLI's doing."""
+        if not self.alive:
+            return Answered(None, error=f"{intent.name}: the session is over")
+        try:
+            key, objects = self.protocol.call(intent)
+            self.calls.add(key, timeout)
+        except (NotImplementedError, ValueError) as exc:
+            return Answered(None, error=str(exc))
+        self.send(*objects)
+        return await self.calls.wait(key, self.ended)
 
     # -- opening and closing -----------------------------------------------------
 

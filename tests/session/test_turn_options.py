@@ -15,12 +15,18 @@ from typing import Any, ClassVar
 import pytest
 
 from coding_genesis.backends import get_backend, registered_backends
-from coding_genesis.capabilities import ROWS, backends_that, check
+from coding_genesis.capabilities import (
+    ROWS,
+    backends_that,
+    check,
+    session_refusal,
+    steer_refusal,
+)
 from coding_genesis.control import ControlProtocol, Outgoing
 from coding_genesis.errors import ConfigError
 from coding_genesis.request import SEND_OPTION_NAMES, TURN_OPTIONS
 from tests.backends.test_host_tool_codecs import Bare
-from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent
+from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent, one_way_backend
 from tests.support import cli_request
 
 _SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
@@ -137,3 +143,41 @@ def test_start_turn_defaults_to_begin_turn_with_the_prompt() -> None:
     facts = ("can_fork", "deltas", "can_compact", "context_usage", "asks_questions")
     assert not any(getattr(protocol, fact) for fact in (*facts, "takes_mcp_servers"))
     assert protocol.turn_options == protocol.prompt_parts == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("what", "words"),
+    [
+        ("fork", "fork a session (a new one from its history)"),
+        ("compact", "compact its context on demand"),
+        ("context_usage", "say its context's use now"),
+    ],
+)
+def test_every_backend_refuses_what_no_package_has_built_yet(what: str, words: str) -> None:
+    """A session's fork, compaction and context use: "cannot" on every backend
+    until its protocol says it can (then the check lets it through)."""
+    assert backends_that(what) == []
+    for name in registered_backends():
+        refused = session_refusal(get_backend(name), what)
+        assert refused == f"backend {name!r} cannot {words}; backends that can: (none)"
+
+    class Forking(TwoWayProtocol):
+        can_fork: ClassVar[bool] = True
+        can_compact: ClassVar[bool] = True
+        context_usage: ClassVar[bool] = True
+
+    class ForkingBackend(TwoWayBackend):
+        def control(self) -> ControlProtocol | None:
+            return Forking()
+
+    assert session_refusal(ForkingBackend(), what) is None
+
+
+def test_steering_is_refused_in_the_same_words() -> None:
+    can = backends_that("steer")
+    assert "codex" in can
+    refused = steer_refusal(one_way_backend())
+    assert refused == (
+        f"backend 'oneway' cannot steer a running turn; backends that can: {', '.join(can)}"
+    )
+    assert steer_refusal(get_backend("codex")) is None
