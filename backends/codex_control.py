@@ -409,6 +409,13 @@ class CodexControl(ControlProtocol):
             return ()
         if method in _OPENING:
             return (ProtocolFault(f"codex app-server refused {method}: {message}", fatal=True),)
+        if method == "turn/start" and self.turn_running and self.turn_id is None:
+            # No turn of ours runs.  One codex said started meanwhile is its own
+            # (refused ours, say): adopted, its end ends the turn the fault gives up on.
+            self.turn_running = self._turn_active = False
+            early, self._started_early = self._started_early, []
+            if early:
+                self._turn_started(early[-1])
         if method == "turn/interrupt" and not self.turn_running:
             return ()  # the turn ended while the interrupt was on its way
         return (ProtocolFault(f"codex app-server refused {method}: {message}"),)

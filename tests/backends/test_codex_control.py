@@ -906,3 +906,20 @@ def test_our_turn_started_before_its_answer_is_active_at_the_answer() -> None:
     reply = only(protocol.receive({"id": 4, "result": {"turn": {"id": "mine"}}}), Reply)
     assert [o["method"] for o in reply.objects] == ["turn/steer"]
     assert protocol.receive(completed("mine")) == (FORWARD, TurnEnded("completed"))
+
+
+def test_a_refused_turn_start_leaves_codexs_own_turn_to_end() -> None:
+    """codex refused our turn/start while a turn of its own ran (begun as ours
+    was sent): the fault ends our turn, and codex's end of its own comes as
+    the end the session waits for before its next turn."""
+    protocol = between_turns()
+    protocol.begin_turn("mine")
+    assert protocol.receive(started("own")) == (FORWARD,)
+    refused = {"id": 4, "error": {"code": -32600, "message": "a turn is running"}}
+    assert not only(protocol.receive(refused), ProtocolFault).fatal
+    assert protocol.own_turn and protocol.turn_id == "own"
+    assert protocol.receive(completed("own")) == (FORWARD, TurnEnded("completed"))
+    # refused with no turn of codex's under way: nothing runs
+    protocol.begin_turn("again")
+    only(protocol.receive({"id": 5, "error": {"code": -32600, "message": "no"}}), ProtocolFault)
+    assert not protocol.turn_running and protocol.interrupt() == []
