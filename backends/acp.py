@@ -4,9 +4,9 @@ An ACP agent (``gemini --acp``, ``qwen --acp``, ``opencode acp``, any command
 that speaks it) reads JSON-RPC 2.0 requests on stdin and writes its answers,
 its notifications and its own requests on stdout, one object a line.  A live
 session is ``initialize`` → ``session/new`` (or ``session/load`` for
-``resume=``) → ``session/set_mode`` (when a permission level or an approver
-picks a mode) → one ``session/prompt`` per turn; ``session/cancel`` ends a
-running turn.  What the agent tells of a turn comes as ``session/update``
+``resume=``) → ``session/set_mode`` (the permission level's mode, else the
+asking mode: never the agent's own starting mode) → one ``session/prompt``
+per turn; ``session/cancel`` ends a running turn.  What the agent tells of a turn comes as ``session/update``
 notifications (text chunks, thoughts, tool calls and their updates, plans,
 usage), and it asks before a tool call with ``session/request_permission``.
 
@@ -193,12 +193,12 @@ class AcpAgent:
 
     ``modes``: the mode id (``session/set_mode``) of each permission level the
     agent enforces by a mode; ``ask_mode``: the mode in which it asks before
-    every tool call it can ask about (set when an approver decides; None: the
-    agent asks in its default mode, or the backend's command sees to it, as
-    opencode's configuration).  ``resume``: None when ``resume=`` uses
-    ``session/load`` where the agent offers it (``loadSession``); else why
-    resuming is refused (the protocol's ``resume_refusal``, which the
-    capability check reads).  ``refusal``: what a refused tool call does to the
+    every tool call it can ask about (set when an approver decides, and when
+    no level is given; None: the agent asks in its default mode, or the
+    backend's command sees to it, as opencode's configuration).  ``resume``:
+    None when ``resume=`` uses ``session/load`` where the agent offers it
+    (``loadSession``); else why resuming is refused (the protocol's
+    ``resume_refusal``, which the capability check reads).  ``refusal``: what a refused tool call does to the
     turn (for the docs and the capability check); ``permissions``: how the
     agent enforces the levels and asks, when its modes do not.
     """
@@ -349,12 +349,16 @@ class AcpControl(ControlProtocol):
     def mode(self, request: Request) -> str | None:
         """The mode the session runs in: the asking mode when an approver
         decides (unless ``permissions="read-only"``, which stays read-only),
-        else the permission level's; None: the agent's own default."""
+        else the permission level's, else the asking mode again (what is asked
+        is then refused: no approver).  Always set after ``session/new``, so
+        the agent's own starting mode, which its settings may choose
+        (claude-agent-acp reads a repository's ``permissions.defaultMode``),
+        never applies; None: the agent has no asking mode to set."""
         if request.approvals and request.permissions != "read-only" and self.agent.ask_mode:
             return self.agent.ask_mode
         if request.permissions is not None:
             return self.agent.modes.get(request.permissions)
-        return None
+        return self.agent.ask_mode
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._open.clear()

@@ -25,8 +25,9 @@ Every run of such a backend is one turn of a live process
 one-shot output to read.  ``modes``: the ``session/set_mode`` id of each
 permission level the agent enforces (only those levels are accepted);
 ``ask_mode``: the mode in which it asks before each tool call (set when an
-approver decides); ``resume``: whether ``resume=`` may use ``session/load``
-(where the agent offers it; False refuses it); ``model_args``: how the model
+approver decides, and when no level is given: never the agent's own starting
+mode); ``resume``: whether ``resume=`` may use ``session/load`` (where the
+agent offers it; False refuses it); ``model_args``: how the model
 is given on the command line (``{model}``), when it can be; ``mcp_title``: how
 the agent titles its permission request for a tool of an MCP server
 (``{tool}``, ``{server}``; see :attr:`~.acp.AcpAgent.mcp_title`), so the

@@ -1545,6 +1545,13 @@ def fig_acp(p: Params) -> Result:
     return figure(p)
 
 
+def fig_serve(p: Params) -> Result:
+    """``genesis serve`` against a library call, and 200 SSE clients (``benchmarks/serve.py``)."""
+    from .serve import fig_serve as figure
+
+    return figure(p)
+
+
 PROBES: dict[str, Callable[[Params], Result]] = {
     "probe_memory": probe_memory,
     "probe_concurrency_rss": probe_concurrency_rss,
@@ -1562,4 +1569,5 @@ FIGURES: dict[str, tuple[str, Callable[[Params], Result]]] = {
     "pool": ("9. Warm pool", fig_pool),
     "hosttools": ("10. Host tools", fig_hosttools),
     "acp": ("11. ACP sessions", fig_acp),
+    "serve": ("12. genesis serve", fig_serve),
 }

@@ -27,7 +27,7 @@ from coding_genesis._live.opening import one_turn
 from coding_genesis._observers.prices import PriceTable
 from coding_genesis._observers.runlog import RunLogObserver
 from coding_genesis._observers.transcript import TranscriptObserver
-from coding_genesis._pipeline.bus import EventBus, EventStream, Subscription
+from coding_genesis._pipeline.bus import EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
 from coding_genesis._pipeline.run import RunWiring, WrappersFactory
 from coding_genesis._pipeline.runner import Runner
@@ -136,22 +136,23 @@ class CodingGenesisAgent:
             self._backend = cfg.backend
         require(self._backend, cfg, "run")
         self.config = cfg
-        self.name = cfg.name or f"{self._backend.name}-agent"
         breaker = cfg.circuit_breaker  # checked by AgentConfig: a CircuitBreaker
         self._breaker = CircuitBreaker() if breaker == "default" else breaker
         if cfg.prices is not None:
             PriceTable(cfg.prices)  # a ConfigError when bad
-        self._bus = EventBus(self.name)
         self._wiring = RunWiring(
             cfg,
             self._backend,
-            self.name,
-            self._bus,
+            cfg.name or f"{self._backend.name}-agent",
             _observers_of(cfg),
             _wrappers_of(cfg),
             _sweep,
             one_turn=one_turn,
         )
+        #: The agent's name, a secret in it masked (what its answers, events,
+        #: transcripts, spans and logs carry: one value, masked once).
+        self.name = self._wiring.name
+        self._bus = self._wiring.bus
         self._runner = Runner(self._wiring, self._breaker, check)
 
     # -- introspection -------------------------------------------------

@@ -9,8 +9,8 @@ answer them at the line's index.  The rows are checked in the order of
 :data:`ROWS`; the first refusal wins.
 
 Beside it, :data:`UNTRUSTED`: what input that is not the caller's own code (a
-``run-many`` line without ``--trusted-input``, later a served request) may
-set.  Every option is classified there when it is added (a test fails
+``run-many`` line without ``--trusted-input``, a request served by ``genesis
+serve``) may set.  Every option is classified there when it is added (a test fails
 otherwise).
 """
 
@@ -35,14 +35,17 @@ __all__ = [
     "ROWS",
     "TAKES",
     "UNTRUSTED",
+    "UNTRUSTED_APPROVAL_TIMEOUT",
     "UNTRUSTED_OPTIONS",
     "Trust",
+    "always_reads_project",
     "backends_that",
     "check",
     "require",
     "session_refusal",
     "steer_refusal",
     "takes_schema",
+    "untrusted_backend_problem",
     "untrusted_problem",
 ]
 
@@ -263,23 +266,37 @@ def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | 
     return None
 
 
-def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
-    """An approver on a backend that cannot be told not to read the working
-    directory's settings (codex-acp trusts it): what a repository puts there
-    (MCP servers, hooks) would act behind the approver, which callers rely on
-    as a boundary.  Refused unless ``setting_sources=`` says the caller reads
-    the project knowingly."""
+def always_reads_project(backend: Backend) -> bool:
+    """``backend`` cannot be told not to read the working directory's own
+    settings (every combination it can be told names "project": codex-acp
+    trusts the directory): what a repository puts there (MCP servers, hooks)
+    runs in every run of it there."""
     can = backend.setting_sources
+    return bool(can) and all("project" in c for c in can)
+
+
+def _always_read(backend: Backend) -> str:
+    return (
+        f"backend {backend.name!r} always reads the working directory's own settings "
+        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
+        "commands) would run"
+    )
+
+
+def _unseen_project(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """An approver on a backend that :func:`always_reads_project`: what a
+    repository puts there would act behind the approver, which callers rely
+    on as a boundary.  Refused unless ``setting_sources=`` says the caller
+    reads the project knowingly."""
     if settings.approver is None or settings.setting_sources is not None:
         return None
-    if not can or not all("project" in c for c in can):
+    if not always_reads_project(backend):
         return None
     return Unsupported(
         "approver",
-        f"backend {backend.name!r} always reads the working directory's own settings "
-        "(it cannot be told not to): what a repository puts there (MCP servers, hooks, "
-        "commands) would run behind the approver, unasked.  Pass "
-        f"setting_sources={can[0]!r} to accept that for a repository you trust",
+        f"{_always_read(backend)} behind the approver, unasked.  Pass "
+        f"setting_sources={backend.setting_sources[0]!r} to accept that for a repository "
+        "you trust",
     )
 
 
@@ -325,11 +342,11 @@ Trust: TypeAlias = Literal["data", "trusted", "never"]
 _DATA = (
     "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
     "isolation isolation_base keep carry_uncommitted include_diff keep_results "
-    "system_prompt append_system_prompt"
+    "system_prompt append_system_prompt approval_timeout"
 )
 _TRUSTED = (
     "cli_path node_path env inherit_env env_allow extra_args verify verify_timeout "
-    "permissions max_turns cli_max_retries approval_timeout hook_timeout output_schema grace "
+    "permissions max_turns cli_max_retries hook_timeout output_schema grace "
     "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
     "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
     "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
@@ -345,6 +362,9 @@ UNTRUSTED: Mapping[str, Trust] = {
 }
 #: The ``options=`` keys untrusted input may set (the others need trust).
 UNTRUSTED_OPTIONS = frozenset({"max_turns"})
+#: The longest ``approval_timeout`` untrusted input may set (a day): its expiry
+#: only denies, but the wait holds the run's process (and a server's slot).
+UNTRUSTED_APPROVAL_TIMEOUT = 86_400
 #: The approver's fields: only the command line names an approver.
 _APPROVER = frozenset({"approver", "approve_tools", "deny_commands", "writes_under"})
 
@@ -379,4 +399,24 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
         text = fields.get(key)
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"
+    wait = fields.get("approval_timeout")  # its type: the option's own check, later
+    if isinstance(wait, int | float) and wait > UNTRUSTED_APPROVAL_TIMEOUT:
+        return (
+            f"refused approval_timeout {wait!r}: untrusted input may wait at most "
+            f"{UNTRUSTED_APPROVAL_TIMEOUT:g} seconds (a day) for an approval; pass "
+            "--trusted-input to accept more"
+        )
     return None
+
+
+def untrusted_backend_problem(backend: Backend) -> str | None:
+    """Why untrusted input may not run ``backend`` at all (None: it may): it
+    :func:`always_reads_project`, and the input chooses the working directory
+    (a batch line's ``cwd``), so the input would choose which repository's
+    programs run.  Only ``--trusted-input`` accepts that."""
+    if not always_reads_project(backend):
+        return None
+    return (
+        f"refused: {_always_read(backend)}, and a batch line chooses its cwd; "
+        "pass --trusted-input to run it for input you trust"
+    )

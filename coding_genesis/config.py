@@ -283,7 +283,7 @@ class AgentConfig(RequestSettings):
     backend: str | Backend = setting("claude", check=_backend)
     #: Working directory of the CLI (None: the caller's at run time).
     cwd: str | None = setting(None, check=_cwd)
-    #: The agent's name in events (None: "<backend>-agent").
+    #: The agent's name in events (None: "<backend>-agent"; a secret in it is masked).
     name: str | None = setting(None, check=_name)
     #: Shared circuit breaker (a :class:`~coding_genesis.breaker.CircuitBreaker`);
     #: "default": a breaker of the agent's own; None: none.

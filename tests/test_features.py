@@ -20,6 +20,7 @@ scenarios(
     "hooks.feature",
     "host_tools.feature",
     "structured_output.feature",
+    "serve.feature",
     "acp.feature",
     "acp_pool.feature",
 )

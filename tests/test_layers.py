@@ -77,6 +77,22 @@ def test_a_type_checking_import_counts(tmp_path: Path) -> None:
     assert "coding_genesis._supervision.process -> coding_genesis.agent" in broken.stdout
 
 
+def test_the_server_sits_below_the_command_line(tmp_path: Path) -> None:
+    """``genesis serve`` hands the server what the command line found; the
+    server never reaches up into ``_cli`` (not even lazily, in a function)."""
+    project = _copy_project(tmp_path)
+    requests = project / "coding_genesis" / "_serve" / "requests.py"
+    requests.write_text(
+        requests.read_text()
+        + "\n\ndef _up() -> object:\n"
+        + "    from coding_genesis._cli import run_many  # noqa\n\n"
+        + "    return run_many\n"
+    )
+    broken = _run(project)
+    assert broken.returncode != 0, broken.stdout
+    assert "coding_genesis._serve.requests -> coding_genesis._cli.run_many" in broken.stdout
+
+
 def _modules() -> list[tuple[str, Path]]:
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -40,6 +40,7 @@ HOW_TO = [
     "metering",
     "isolation",
     "telemetry",
+    "serve",
     "security",
 ]
 MAX_WORDS = 150

@@ -13,6 +13,7 @@ from typing import Any
 from coding_genesis._util.display import json_for_terminal, printable, signal_name
 
 __all__ = [
+    "add_line_defaults",
     "add_transcript_dir",
     "for_stdout",
     "positive_seconds",
@@ -94,6 +95,30 @@ def for_stdout(data: bytes, tty: bool | None = None) -> bytes:
 def status_exit_code(status: int) -> int:
     """Exit codes are 0..255; anything else becomes 1."""
     return status if 0 <= status <= 255 else 1
+
+
+def add_line_defaults(parser: Any, description: str) -> Any:
+    """The "defaults" group: the settings of the requests that do not set them
+    (``run-many``'s lines, ``serve``'s bodies), read by ``run_many.batch_defaults``."""
+    defaults = parser.add_argument_group("defaults", description)
+    defaults.add_argument(
+        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
+    )
+    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
+    for flag, short, help_text in (
+        ("--timeout", "-t", "wall-clock limit (300)"),
+        ("--idle-timeout", None, "stop after this silence"),
+        ("--grace", None, "seconds from SIGTERM to SIGKILL"),
+    ):
+        names = (flag, short) if short else (flag,)
+        defaults.add_argument(*names, type=positive_seconds, default=None, help=help_text)
+    defaults.add_argument(
+        "--permissions",
+        choices=("read-only", "edit", "full"),
+        default=None,
+        help="what the agent may do, enforced by the CLI",
+    )
+    return defaults
 
 
 def add_transcript_dir(parser: argparse.ArgumentParser) -> None:

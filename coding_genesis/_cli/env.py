@@ -23,6 +23,8 @@ variable                    meaning for ``genesis``
 ``GENESIS_RETRY_TESTING=1`` retry backoffs take no real time (virtual time), for
                             testing a pipeline that shells out to ``genesis``; the
                             same as ``--retry-testing``
+``GENESIS_SERVE_TOKEN``     the token of ``genesis serve`` (else one is generated into
+                            ``$XDG_STATE_HOME/coding-genesis/serve/token``)
 ==========================  ==========================================================
 
 ``XDG_STATE_HOME`` defaults to ``~/.local/state``.
@@ -39,6 +41,7 @@ __all__ = [
     "BACKENDS_FILE",
     "RETRY_TESTING",
     "RUN_LOG",
+    "SERVE_TOKEN",
     "SUBREAPER",
     "TRANSCRIPTS",
     "apply_process_settings",
@@ -47,6 +50,7 @@ __all__ = [
     "default_backend",
     "node_path_for",
     "run_log_path",
+    "serve_dir",
     "transcript_dir",
 ]
 
@@ -57,6 +61,7 @@ SUBREAPER = "GENESIS_SUBREAPER"
 LEDGER = "GENESIS_LEDGER"
 RETRY_TESTING = "GENESIS_RETRY_TESTING"
 BACKENDS_FILE = "GENESIS_BACKENDS_FILE"
+SERVE_TOKEN = "GENESIS_SERVE_TOKEN"
 _OFF = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 
 
@@ -97,6 +102,11 @@ def run_log_path(option: str | None = None, env: Mapping[str, str] | None = None
             return None
         return Path(os.path.expanduser(text))
     return _state_home(values) / "coding-genesis" / "runs.jsonl"
+
+
+def serve_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``genesis serve``'s private directory: its token, journal and ``server.json``."""
+    return _state_home(_env(env)) / "coding-genesis" / "serve"
 
 
 def backends_file(option: str | None = None, env: Mapping[str, str] | None = None) -> str | None:

@@ -29,6 +29,8 @@ COMMANDS = (
     "stats",
     "reap",
     "worktrees",
+    "serve",
+    "approvals",
 )
 
 EPILOG = """\
@@ -48,6 +50,8 @@ examples:
   genesis stats --since 7d                        failure counts and rates by category
   genesis reap --dry-run                          what runners that died left running
   genesis worktrees                               worktrees of isolated runs (--isolate)
+  genesis serve --root ~/work                     runs over HTTP and SSE (the serve extra)
+  genesis approvals watch                         the tool calls that wait in serve's inbox
 
 each command has its own examples: genesis COMMAND --help
 
@@ -68,6 +72,7 @@ environment (read by the genesis command only, never by the library):
   GENESIS_LEDGER         the run ledger directory, or "off"
                          (else $XDG_RUNTIME_DIR/coding-genesis, else in /dev/shm
                          or the temp dir)
+  GENESIS_SERVE_TOKEN    the token of `genesis serve` (else generated at start)
   GENESIS_SUBREAPER=0    never make genesis a child subreaper
   GENESIS_RETRY_TESTING=1  the same as --retry-testing
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from coding_genesis.backend import Backend
@@ -20,7 +20,6 @@ __all__ = [
     "batch_sources_problem",
     "repository_warning",
     "setting_sources_arg",
-    "with_safe_start",
 ]
 
 #: What ``--setting-sources`` may name (the library checks them again).
@@ -95,28 +94,3 @@ def batch_sources_problem(sources: tuple[str, ...] | None, *, trusted: bool) -> 
         "which a batch line chooses: pass --trusted-input too (or leave it out: the "
         "user's settings alone)"
     )
-
-
-def with_safe_start(requests: list[Any], fallback: str, trusted: bool) -> list[Any]:
-    """Each untrusted batch line's CLI told to read the user's settings alone
-    (its cwd is the file's to choose): ``setting_sources=("user",)`` for a
-    backend that can be told, which is every built-in CLI (opencode and qwen,
-    whose default reads the project's, included); a line cannot set it.
-    ``trusted`` (``--trusted-input``): the lines as they are."""
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.backends import get_backend
-
-    if trusted:
-        return requests
-    out: list[Any] = []
-    for request in requests:
-        if isinstance(request, dict):
-            name = request.get("backend") or fallback
-            try:
-                can = ("user",) in get_backend(name).setting_sources
-            except Exception:  # noqa: BLE001  (an unknown backend: the line fails on its own)
-                can = False
-            if can:
-                request = {**request, "setting_sources": ("user",)}
-        out.append(request)
-    return out

@@ -14,8 +14,8 @@ from typing import IO, TYPE_CHECKING, Any
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.budget_options import add_budget_arguments, budget_from, prices_from
 from coding_genesis._cli.common import (
+    add_line_defaults,
     for_stdout,
-    positive_seconds,
     stop_signal_name,
     usage_error,
     watch_stop_signals,
@@ -33,7 +33,6 @@ __all__ = [
     "Tally",
     "batch_defaults",
     "ending",
-    "read_requests",
     "register",
     "run_until_signal",
     "with_cli_paths",
@@ -130,27 +129,8 @@ def register(subparsers: Any) -> None:
         help="accept every setting in the file (cli_path, env, extra_args, options, ...): "
         "CODE EXECUTION, whoever wrote the file runs programs as you",
     )
-    defaults = parser.add_argument_group(
-        "defaults", "settings for the lines that do not set them (as `genesis run` takes them)"
-    )
-    defaults.add_argument(
-        "--backend", "-b", default=None, help="backend (default: $GENESIS_BACKEND, else claude)"
-    )
-    defaults.add_argument("--model", "-m", default=None, help="model name passed to the CLI")
-    defaults.add_argument(
-        "--timeout", "-t", type=positive_seconds, default=None, help="wall-clock limit (300)"
-    )
-    defaults.add_argument(
-        "--idle-timeout", type=positive_seconds, default=None, help="stop after this silence"
-    )
-    defaults.add_argument(
-        "--grace", type=positive_seconds, default=None, help="seconds from SIGTERM to SIGKILL"
-    )
-    defaults.add_argument(
-        "--permissions",
-        choices=("read-only", "edit", "full"),
-        default=None,
-        help="what the agent may do, enforced by the CLI",
+    defaults = add_line_defaults(
+        parser, "settings for the lines that do not set them (as `genesis run` takes them)"
     )
     defaults.add_argument(
         "--cwd", "-C", type=absolute_path, default=None, help="working directory of the agents"
@@ -159,41 +139,6 @@ def register(subparsers: Any) -> None:
     add_budget_arguments(parser, batch=True)
     add_approver_arguments(parser)
     parser.set_defaults(handler=handle)
-
-
-def read_requests(lines: list[bytes], *, trusted: bool = False) -> list[Any]:
-    """One request per non-blank line: the decoded object, or an
-    :class:`~coding_genesis.batch.InvalidRequest` saying what is wrong with it
-    (unless ``trusted``, a line setting more than the data
-    :data:`~coding_genesis.capabilities.UNTRUSTED` allows)."""
-    import orjson
-
-    # lazy: `genesis --help` imports only the parsers
-    from coding_genesis.batch import InvalidRequest
-    from coding_genesis.capabilities import untrusted_problem
-
-    requests: list[Any] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            requests.append(InvalidRequest(reason=f"line {number}: invalid JSON: {exc}"))
-            continue
-        if not isinstance(value, dict):
-            requests.append(
-                InvalidRequest(
-                    reason=f"line {number}: expected a JSON object, got {type(value).__name__}"
-                )
-            )
-            continue
-        problem = untrusted_problem(value, trusted=trusted)
-        if problem is not None:
-            requests.append(InvalidRequest(reason=f"line {number}: {problem}"))
-            continue
-        requests.append(value)
-    return requests
 
 
 class _Output:
@@ -273,8 +218,9 @@ def _ray_runner(args: argparse.Namespace) -> RayRunner:
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis._cli.env import backends_file, default_backend
-    from coding_genesis._cli.repository import batch_sources_problem, with_safe_start
+    from coding_genesis._cli.repository import batch_sources_problem
     from coding_genesis._cli.run import add_backends_file
+    from coding_genesis._lines import read_requests, with_safe_start
     from coding_genesis.batch import Executor, ExecutorName
     from coding_genesis.errors import ConfigError
 
@@ -283,11 +229,14 @@ def handle(args: argparse.Namespace) -> int:
         return usage_error("run-many", data)
     if problem := batch_sources_problem(args.setting_sources, trusted=args.trusted_input):
         return usage_error("run-many", problem)
+    try:  # before the lines are looked at: their backends may be its entries
+        add_backends_file(backends_file(None))
+    except ConfigError as exc:
+        return usage_error("run-many", str(exc))
     requests = with_cli_paths(read_requests(data.splitlines(), trusted=args.trusted_input), args)
     requests = with_safe_start(requests, args.backend or default_backend(), args.trusted_input)
     total = len(requests)
     try:
-        add_backends_file(backends_file(None))
         budget = budget_from(args)
         prices = prices_from(args)
         approvals = _approvals(args)

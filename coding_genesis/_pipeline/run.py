@@ -59,7 +59,7 @@ from coding_genesis.run_events import AttemptEvent, RunFinishedEvent, RunStarted
 from coding_genesis.status import ErrorCode, Status
 from coding_genesis.usage import RunningTotals
 
-__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory"]
+__all__ = ["Run", "RunWiring", "Sweeper", "WrappersFactory", "run_redactor"]
 
 #: The sweep over a ledger at an agent's first run: (ledger, worktree roots).
 Sweeper = Callable[[Ledger, Sequence[str]], Awaitable[object]]
@@ -69,6 +69,14 @@ log = logging.getLogger("coding_genesis.agent")
 
 #: Builds the wrappers around one run: (config, run id, run ledger) → wrappers.
 WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
+
+
+def run_redactor(config: AgentConfig) -> Redactor:
+    """The redactor of an agent's runs and sessions (their events, transcripts,
+    run log, answers): the process's environment and the agent's ``env``;
+    one shared instance while both are unchanged (the server's journals ask
+    it too)."""
+    return Redactor.of_environment(config.env)
 
 
 class RunWiring:
@@ -96,7 +104,6 @@ class RunWiring:
         config: AgentConfig,
         backend: Backend,
         name: str,
-        bus: EventBus,
         observers: Sequence[Observer],
         make_wrappers: WrappersFactory | None,
         sweep: Sweeper | None = None,
@@ -105,8 +112,12 @@ class RunWiring:
     ) -> None:
         self.config = config
         self.backend = backend
-        self.name = name
-        self.bus = bus
+        self.redactor = run_redactor(config)
+        #: The agent's name as every record of its runs carries it (events, the
+        #: bus's stamp, transcripts, spans, logs, answers): masked once, here,
+        #: since the name is fixed, rather than on every event.
+        self.name = self.redactor.text(name)
+        self.bus = EventBus(self.name)
         self.observers = tuple(observers)
         #: None: no wrapper around any run (the factory is not even called).
         self.make_wrappers = make_wrappers
@@ -116,7 +127,6 @@ class RunWiring:
         #: One turn of a live CLI, for a run with an approver, hooks or host
         #: tools (handed in by the agent: the live transport is above this layer).
         self.one_turn = one_turn
-        self.redactor = Redactor.of_environment(config.env)
         self.ledger: Ledger | None = (
             None
             if config.ledger is False

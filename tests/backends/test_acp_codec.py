@@ -347,8 +347,11 @@ def test_everything_the_codec_writes_validates_against_the_schema() -> None:
         {"outcome": "cancelled"},
     ]
     assert {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s-1"}} in written
-    assert written[-1]["method"] == "session/load"
-    assert written[-1]["params"] == {"sessionId": "s-0", "cwd": "/srv/work", "mcpServers": []}
+    assert written[-2]["method"] == "session/load"
+    assert written[-2]["params"] == {"sessionId": "s-0", "cwd": "/srv/work", "mcpServers": []}
+    # no level, no approver: still our asking mode, never the loaded session's own
+    assert written[-1]["method"] == "session/set_mode"
+    assert written[-1]["params"] == {"sessionId": "s-0", "modeId": "default"}
 
 
 def replay(path: Path) -> tuple[list[Event], list[Incoming], list[dict[str, Any]]]:
@@ -528,17 +531,17 @@ def test_a_resume_the_agent_would_lose_is_never_sent() -> None:
 def test_ids_the_client_never_used_and_agent_ids_that_overlap_ours() -> None:
     p = protocol()
     opened(p)
-    p.begin_turn("x")  # our prompt is id 3 (no mode was set)
+    p.begin_turn("x")  # our prompt is id 4 (after session/set_mode)
     (fault,) = p.receive({"jsonrpc": "2.0", "id": 42, "result": {}})
     assert isinstance(fault, ProtocolFault) and "never used" in fault.message
     # The agent's request with the very id of our prompt is a request, not its answer.
     items = p.receive(
-        {"jsonrpc": "2.0", "id": 3, "method": "terminal/create", "params": {"sessionId": "s-1"}}
+        {"jsonrpc": "2.0", "id": 4, "method": "terminal/create", "params": {"sessionId": "s-1"}}
     )
     (reply,) = items
-    assert isinstance(reply, Reply) and reply.objects[0]["id"] == 3
+    assert isinstance(reply, Reply) and reply.objects[0]["id"] == 4
     assert reply.objects[0]["error"]["code"] == -32601
-    (forward, ended) = p.receive({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
+    (forward, ended) = p.receive({"jsonrpc": "2.0", "id": 4, "result": {"stopReason": "end_turn"}})
     assert forward is FORWARD and ended == TurnEnded("completed")
 
 
@@ -606,7 +609,7 @@ def test_an_update_while_no_prompt_runs_is_a_turn_of_the_agents_own() -> None:
     p = protocol()
     opened(p)
     p.begin_turn("hi")
-    p.receive({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
+    p.receive({"jsonrpc": "2.0", "id": 4, "result": {"stopReason": "end_turn"}})
     news = {
         "jsonrpc": "2.0",
         "method": "session/update",
@@ -688,7 +691,7 @@ def test_a_line_too_deep_to_parse_is_answered_from_its_envelope() -> None:
     other = UnparsedLine({("id",): 5, ("method",): "fs/read_text_file"})
     (reply,) = p.unparsed(other)
     assert isinstance(reply, Reply) and reply.objects[0]["error"]["code"] == -32602
-    answer = UnparsedLine({("jsonrpc",): "2.0", ("id",): 3})
+    answer = UnparsedLine({("jsonrpc",): "2.0", ("id",): 4})
     assert p.unparsed(UnparsedLine(answer.fields, whole=False)) == ()  # garbled: ends nothing
     (ended,) = p.unparsed(answer)
     assert isinstance(ended, TurnEnded) and ended.how == "failed"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from coding_genesis import CodingGenesisAgent, ConfigError, RefusedError
-from coding_genesis._cli.run_many import read_requests
+from coding_genesis._lines import read_requests
 from coding_genesis.backends import get_backend
 from coding_genesis.batch import InvalidRequest
 from coding_genesis.capabilities import backends_that, untrusted_problem

@@ -55,7 +55,8 @@ instead: claude's control protocol of a live session (its scenarios are in its d
 
 ``FAKE_CLI_RECORD=path`` appends one JSON object per event of interest
 (argv, stdin length and sha256, signals received, pids of every process it
-starts: ``child``, ``grandchild``, ``intermediate``, ``bomb``) so tests can check them.
+starts: ``child``, ``grandchild``, ``intermediate``, ``bomb``) so tests can check them;
+with ``FAKE_CLI_RECORD_ENV=NAME,...`` the argv's record holds those variables too.
 Every process it starts inherits the environment, so a test can find them
 all by the ``FAKE_CLI_MARK`` variable.
 """
@@ -286,7 +287,10 @@ def trap(signum: int, code: int | None) -> None:
 
 
 def main() -> int:
-    record(argv=sys.argv[1:], cwd=os.getcwd())
+    names = [n for n in os.environ.get("FAKE_CLI_RECORD_ENV", "").split(",") if n]
+    # an "env" key only when asked: the telemetry tests read the records that have one
+    seen = {"env": {n: os.environ.get(n) for n in names}} if names else {}
+    record(argv=sys.argv[1:], cwd=os.getcwd(), **seen)
     if FLAVOUR == "codex" and sys.argv[1:2] == ["app-server"]:  # the two-way fake, its own module
         return int(importlib.import_module("fake_app_server").main(sys.argv[2:]))
     raw = os.environ.get("FAKE_CLI_SCRIPT")

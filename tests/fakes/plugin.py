@@ -11,7 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.real_cli import find_claude, find_codex, find_gemini, find_opencode, find_qwen
+from tests.fakes.real_cli import (
+    QuickStart,
+    find_claude,
+    find_codex,
+    find_gemini,
+    find_opencode,
+    find_qwen,
+)
 
 
 @pytest.fixture
@@ -23,6 +30,15 @@ def model_server() -> Iterator[FakeModelServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def quick_start(tmp_path_factory: pytest.TempPathFactory) -> QuickStart:
+    """The start-up state the real node CLIs and opencode share for the whole test session
+    (a compile cache, opencode's template ``HOME``), in a private directory."""
+    root = tmp_path_factory.mktemp("quick-start")
+    root.chmod(0o700)
+    return QuickStart(root)
 
 
 @pytest.fixture

@@ -33,7 +33,9 @@ __all__ = [
     "CODEX_API_KEY_ENV",
     "CODEX_PATH_ENV",
     "MARKER_ENV",
+    "OPENCODE_BARE",
     "CLIRun",
+    "QuickStart",
     "claude_argv",
     "claude_env",
     "claude_run",
@@ -50,8 +52,10 @@ __all__ = [
     "gemini_env",
     "kill_marked",
     "marked_processes",
+    "node22_bin",
     "offline_env",
     "opencode_env",
+    "quick_start_env",
     "qwen_env",
     "repo_root",
     "stripped_names",
@@ -83,6 +87,20 @@ _STRIP_PREFIXES = (
     "DASHSCOPE_",
     "XDG_",
 )
+#: opencode's built-in work a test of the protocol does not need (each switch turns off what
+#: users rely on, so only in the test rigs, and never in a test of plugins, skills, the user's
+#: customizations or a repository's settings): the built-in auth plugins, external plugins,
+#: external skills, ``~/.claude``'s skills and prompt, the file watcher.
+OPENCODE_BARE = {
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_PURE": "1",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
+}
+#: The plugin package opencode installs into each of its config dirs, at the pinned version.
+_OPENCODE_PLUGIN = {"@opencode-ai/plugin": "1.18.33"}
+
 _STRIP_NAMES = frozenset({"CLAUDECODE", "CLAUDE_CONFIG_DIR", "MCP_TIMEOUT", "API_TIMEOUT_MS"})
 
 # Honored by claude 2.1.x (names checked in the shipped binary): no telemetry, no auto-update,
@@ -154,6 +172,13 @@ def find_qwen(root: Path | None = None) -> str | None:
     """``$GENESIS_QWEN_PATH``, ``<repo>/.tools/node_modules/.bin/qwen`` or PATH (the ``qwen``
     wrapper: the qwen backend runs the real entry point beside it under a node >= 22)."""
     return find_cli("qwen", QWEN_PATH_ENV, root)
+
+
+def node22_bin() -> Path | None:
+    """``<repo>/.tools/node_modules/node/bin`` (the node 22 ``.ci/run`` installs beside the
+    CLIs), when it is there."""
+    node = repo_root() / ".tools" / "node_modules" / "node" / "bin"
+    return node if node.is_dir() else None
 
 
 # ------------------------------------------------------------------------------ environment
@@ -337,6 +362,19 @@ def codex_argv(
     return argv
 
 
+def quick_start_env(compile_cache: str | os.PathLike[str]) -> dict[str, str]:
+    """What makes a node CLI start with less CPU in the tests (never in a backend: it
+    changes what the agent's own ``node`` tool runs get): Node's ``NODE_COMPILE_CACHE`` in
+    ``compile_cache`` (one directory per pytest session, so every start after the first
+    skips compiling the bundles) and the tools' node 22 first on ``PATH`` (gemini starts
+    under the ``node`` of ``PATH``, and node 20 ignores the cache)."""
+    values = {"NODE_COMPILE_CACHE": str(compile_cache)}
+    node = node22_bin()
+    if node is not None:
+        values["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
+    return values
+
+
 def gemini_env(
     base_url: str,
     home: str | os.PathLike[str],
@@ -399,6 +437,7 @@ def opencode_env(
         "share": "disabled",
     }
     (config / "opencode.json").write_text(json.dumps(doc), encoding="utf-8")
+    _opencode_plugin_stub(config)
     return _cli_env(
         base_env,
         {
@@ -411,6 +450,18 @@ def opencode_env(
         marker,
         extra,
     )
+
+
+def _opencode_plugin_stub(config: Path) -> None:
+    """What opencode's background install of its plugin package into ``config`` leaves: a
+    manifest and a lock naming it, and a ``node_modules``.  Finding them, opencode runs no
+    ``npm install`` (a registry fetch on every fresh ``HOME``, seconds of CPU)."""
+    manifest = config / "package.json"
+    if not manifest.exists():
+        manifest.write_text(json.dumps({"dependencies": _OPENCODE_PLUGIN}), encoding="utf-8")
+        lock = {"packages": {"": {"dependencies": _OPENCODE_PLUGIN}}}
+        (config / "package-lock.json").write_text(json.dumps(lock), encoding="utf-8")
+    (config / "node_modules").mkdir(exist_ok=True)
 
 
 def qwen_env(
@@ -434,6 +485,7 @@ def qwen_env(
             "OPENAI_API_KEY": "fake",
             "OPENAI_MODEL": model,
             "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+            "QWEN_USAGE_STATISTICS_ENABLED": "false",  # no telemetry lookups
         },
         marker,
         extra,
@@ -463,10 +515,68 @@ def offline_env(base_url: str, home: str | os.PathLike[str]) -> dict[str, str]:
         found = find()
         if found:
             values[f"GENESIS_{name}_PATH"] = found
-    node = repo_root() / ".tools" / "node_modules" / "node" / "bin"
-    if node.is_dir():  # qwen needs node >= 22 first on PATH
+    node = node22_bin()
+    if node is not None:  # qwen needs node >= 22 first on PATH
         values["PATH"] = f"{node}{os.pathsep}{os.environ.get('PATH', '')}"
     return values
+
+
+class QuickStart:
+    """One pytest session's start-up state shared by the real node CLIs and opencode, in a
+    private directory ``root`` (test rigs only: see :func:`quick_start_env`).
+
+    opencode's first start in a fresh ``HOME`` creates its database and state; one
+    template ``HOME`` made by one start (``opencode session list``) is copied into each
+    test's own ``HOME`` instead (never a live ``HOME`` shared: sessions stay apart)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.compile_cache = root / "node-compile-cache"
+        self.compile_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._opencode: dict[str, Path | None] = {}
+
+    def env(self) -> dict[str, str]:
+        return quick_start_env(self.compile_cache)
+
+    def opencode_home(self, cli: str) -> Path | None:
+        """The template ``HOME`` of ``cli`` (made at the first call), or None when its one
+        start failed (each test then starts from an empty ``HOME``, as before)."""
+        if cli not in self._opencode:
+            self._opencode[cli] = self._make_opencode_home(cli, len(self._opencode))
+        return self._opencode[cli]
+
+    def _make_opencode_home(self, cli: str, n: int) -> Path | None:
+        import subprocess
+
+        home = self.root / f"opencode-home-{n}"
+        work = self.root / f"opencode-work-{n}"
+        work.mkdir(mode=0o700)
+        env = opencode_env("http://127.0.0.1:9", home)
+        try:
+            done = subprocess.run(
+                [cli, "session", "list"],
+                env=env,
+                cwd=work,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode != 0:
+            return None
+        shutil.rmtree(home / ".local" / "share" / "opencode" / "log", ignore_errors=True)
+        return home
+
+    def copy_opencode_home(self, cli: str, home: str | os.PathLike[str]) -> None:
+        """Fill ``home`` from the template of ``cli`` once: nothing when ``home`` is there
+        already (a test's second agent keeps its sessions) or when there is no template."""
+        if Path(home).exists():
+            return
+        template = self.opencode_home(cli)
+        if template is not None:
+            shutil.copytree(template, home, symlinks=True, dirs_exist_ok=True)
 
 
 def stripped_names(base: Mapping[str, str] | None = None) -> list[str]:

@@ -83,4 +83,4 @@ Feature: Sessions over the Agent Client Protocol
     Then the run answered with status 0, saying "fake qwen got: hello there"
     When "myagent" runs 'ASK execute {"command": "ls"}' with an approver allowing everything
     Then the run answered with status 0, saying "allowed allow_once"
-    And the agent was set to the mode "default"
+    And each run set the agent to the mode "default"

@@ -5,9 +5,10 @@ Per agent, one session holds: a text turn with its usage; a shell command refuse
 allowed in the next turn (the file it makes appears only then); an "always" answer (the
 agent is answered with its allow-once option, never its allow-always one: the session keeps
 "always"); an interrupt in the middle of ``python3 -c 'import time; time.sleep(600)'`` with no
-process left and a next turn that works.  Then 401 and 429 classified, each bounded in time
-(retry caps: gemini ``general.maxAttempts: 1`` in its settings, qwen ``cli_max_retries=0``;
-opencode's retries cannot be capped), and resume where it works (qwen, opencode; gemini's is
+process left and a next turn that works.  Then 401 and 429 classified in one session, each
+bounded in time (retry caps: gemini ``general.maxAttempts: 1`` in its settings, qwen
+``cli_max_retries=0``; opencode's retries cannot be capped), beside a one-shot 429 run of each
+(the back-offs' waits overlap), and resume where it works (qwen, opencode; gemini's is
 refused, saying why).  Each test skips, with the reason, when its CLI is not installed.
 
 Measured here (one run, loaded 2-core machine): a 401 answers in 0.3-5 s on all three (no
@@ -28,8 +29,14 @@ import pytest
 from coding_genesis import CodingGenesisAgent, Decision, load_backends_file
 from coding_genesis.errors import AgentUsageError
 from tests.fakes.model_server import FakeModelServer, sleep_command
-from tests.real_cli.test_claude_codex import hermetic_env
-from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
+from tests.real_cli.test_claude_codex import Recorder, assert_nothing_left, explain, hermetic_env
+from tests.real_cli.test_gemini_opencode_qwen import (
+    GEMINI_MODEL,
+    NEW,
+    MoreRig,
+    assert_session,
+    more_rig,
+)
 from tests.real_cli.test_sessions import marked, sleepers
 from tests.session.interrupting import interrupted_turn, polled
 from tests.support import Scripted
@@ -54,8 +61,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=AGENTS)
 def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> MoreRig:
-    cli = request.getfixturevalue(f"real_{request.param}")  # skips when not installed
-    return MoreRig(request.param, cli, model_server, tmp_path)
+    return more_rig(request.param, request, model_server, tmp_path)  # skips when not installed
 
 
 def acp_agent(rig: MoreRig, **settings: Any) -> CodingGenesisAgent:
@@ -120,38 +126,103 @@ async def test_text_refused_then_allowed_always_and_interrupt(rig: MoreRig) -> N
     assert f'"optionId":"{always_id}"' not in stdin.replace(" ", "")
 
 
-async def _failing_turn(rig: MoreRig, code: int, **settings: Any) -> tuple[Any, float]:
-    agent = acp_agent(rig, **settings)
-    async with agent.session() as s:
-        started = time.monotonic()
-        r = await s.send_result(f"SCENARIO:{code}")
-        took = time.monotonic() - started
-        after = await s.send_result("SCENARIO:text still answering")
-        assert after.status == 0 and after.message == "still answering", after.message
-    return r, took
+@pytest.mark.timeout(300)
+async def test_401_and_429_in_sessions_beside_429_one_shot_runs(
+    request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """A 401 then a 429 in a session of each agent and, all at once, a one-shot run of
+    each answered 429 on every request: their own retries take a while (qwen's back-off
+    ~75 s, opencode's ~10 s in a session, ~80 s one-shot) and the waits overlap.
 
+    Sessions: the 401 is auth, ended by the agent itself without a retry (measured 0.3-5 s;
+    no deadline of ours is needed); the 429 is rate_limit within each agent's retry cap
+    (gemini ``general.maxAttempts: 1`` in its settings, qwen ``cli_max_retries=0``,
+    opencode's cannot be capped); the session answers after each.
 
-async def test_401_is_auth_within_seconds(rig: MoreRig) -> None:
-    r, took = await _failing_turn(rig, 401)
-    assert r.status == 1 and r.failure is not None, r.message
-    assert r.failure.category == "auth", (r.failure, r.message)
-    # All three end a 401 by themselves, without a retry (measured 0.3-5 s): the agent's own
-    # error answer ends the turn, no deadline of ours is needed.
-    assert took < 10, took
+    One-shot runs (moved from test_gemini_opencode_qwen; started once every session's 401
+    answered, so their start-up does not weigh on the 401s' bound): gemini's attempts
+    capped by its own settings (as a user would: it refuses a per-run settings overlay);
+    qwen's rate-limit retries by the backend's private overlay (``max_retries=0``; its
+    transport back-off still retries for ~70 s); opencode's cannot be capped (~80 s).
+    """
 
+    def new_rig(backend: str, name: str) -> MoreRig:
+        (tmp_path / name).mkdir()
+        rig = more_rig(backend, request, model_server, tmp_path / name)  # skips if absent
+        if backend == "gemini":
+            rig.gemini_settings = {"general": {"maxAttempts": 1}}
+        return rig
 
-@pytest.mark.timeout(240)
-async def test_429_is_rate_limit_with_each_agents_retry_cap(rig: MoreRig) -> None:
-    settings: dict[str, Any] = {"timeout": 180.0}
-    if rig.backend == "gemini":
-        rig.gemini_settings = {"general": {"maxAttempts": 1}}
-    if rig.backend == "qwen":
-        settings["cli_max_retries"] = 0  # its transport back-off still takes ~75 s
-    r, took = await _failing_turn(rig, 429, **settings)
-    assert r.status == 1 and r.failure is not None, r.message
-    assert r.failure.category == "rate_limit", (r.failure, r.message)
-    bound = {"gemini": 30, "opencode": 60, "qwen": 150}[rig.backend]
-    assert took < bound, took
+    in_session = {b: new_rig(b, f"session-{b}") for b in AGENTS}
+    turns: dict[str, dict[int, tuple[Any, float]]] = {b: {} for b in AGENTS}
+    afters: dict[str, list[Any]] = {b: [] for b in AGENTS}
+    unauthorized = anyio.Event()  # every session's 401 answered
+
+    async def session(backend: str) -> None:
+        settings: dict[str, Any] = {"timeout": 180.0}
+        if backend == "qwen":
+            settings["cli_max_retries"] = 0  # its transport back-off still takes ~75 s
+        async with acp_agent(in_session[backend], **settings).session() as s:
+            for code in (401, 429):
+                started = time.monotonic()
+                r = await s.send_result(f"SCENARIO:{code}")
+                turns[backend][code] = (r, time.monotonic() - started)
+                if all(401 in done for done in turns.values()):
+                    unauthorized.set()
+                afters[backend].append(await s.send_result("SCENARIO:text still answering"))
+
+    one_shot = {b: new_rig(b, b) for b in NEW}
+    agents = {b: r.agent(timeout=240.0) for b, r in one_shot.items()}
+    agents["qwen"] = CodingGenesisAgent(
+        config=agents["qwen"].config.replace(options={"max_retries": 0})
+    )
+    recorders = {b: Recorder(a) for b, a in agents.items()}
+    results: dict[str, dict[str, Any]] = {}
+
+    async def one(backend: str) -> None:
+        await unauthorized.wait()
+        results[backend] = dict(await agents[backend].run(f"SCENARIO:429 {backend}"))
+
+    async with anyio.create_task_group() as tg:
+        for backend in AGENTS:
+            tg.start_soon(session, backend)
+            tg.start_soon(one, backend)
+
+    for backend in AGENTS:
+        r, took = turns[backend][401]
+        assert r.status == 1 and r.failure is not None, r.message
+        assert r.failure.category == "auth", (r.failure, r.message)
+        # All three end a 401 by themselves, without a retry (measured 0.3-5 s): the
+        # agent's own error answer ends the turn, no deadline of ours is needed.
+        assert took < 10, (backend, took)
+        r, took = turns[backend][429]
+        assert r.status == 1 and r.failure is not None, r.message
+        assert r.failure.category == "rate_limit", (r.failure, r.message)
+        bound = {"gemini": 30, "opencode": 60, "qwen": 150}[backend]
+        assert took < bound, (backend, took)
+        for after in afters[backend]:
+            assert after.status == 0 and after.message == "still answering", after.message
+
+    for backend, result in results.items():
+        events = recorders[backend]
+        assert result["status"] == 1 and result["is_error"] is True, explain(result, events)
+        assert result["failure"]["category"] == "rate_limit", explain(result)
+        assert result["signal"] is None, explain(result)
+        assert result["tool_calls"] == 0
+        assert_session(result, events)
+        assert_nothing_left(events.run_id())
+    gemini = results["gemini"]
+    assert gemini["exit_code"] == 173, explain(gemini)  # 429 mod 256, not a signal
+    assert gemini["cli_retries"] == 0, explain(gemini)  # maxAttempts 1: no "Attempt N failed"
+    assert results["qwen"]["api_error_status"] == 429
+    assert results["qwen"]["cli_retries"] == 0, explain(results["qwen"])  # no system/retry
+    assert results["opencode"]["api_error_status"] == 429
+    by_cli = {
+        b: [r for r in model_server.model_requests() if f"SCENARIO:429 {b}" in json.dumps(r.body)]
+        for b in NEW
+    }
+    assert len(by_cli["gemini"]) == 1, [r.path for r in by_cli["gemini"]]
+    assert all(r.status == 429 for calls in by_cli.values() for r in calls)
 
 
 async def test_resume_where_it_works(rig: MoreRig) -> None:
@@ -173,9 +244,12 @@ async def test_resume_where_it_works(rig: MoreRig) -> None:
 
 
 async def test_the_generic_backend_drives_gemini_from_a_backends_file(
-    real_gemini: str, model_server: FakeModelServer, tmp_path: Path
+    real_gemini: str,
+    request: pytest.FixtureRequest,
+    model_server: FakeModelServer,
+    tmp_path: Path,
 ) -> None:
-    rig = MoreRig("gemini", real_gemini, model_server, tmp_path)
+    rig = more_rig("gemini", request, model_server, tmp_path)
     path = tmp_path / "backends.toml"
     path.write_text(
         "[backends.gemini-acp]\n"
@@ -207,8 +281,7 @@ async def test_add_dirs_and_qwens_system_prompt_reach_the_model_over_acp(
     """gemini's ``--include-directories`` and qwen's ``--add-dir`` hold in ``--acp``
     mode: the model is told of the extra directory; qwen's ``--system-prompt`` and
     ``--append-system-prompt`` reach its request as in a one-shot run."""
-    cli = request.getfixturevalue(f"real_{name}")  # skips when not installed
-    rig = MoreRig(name, cli, model_server, tmp_path)
+    rig = more_rig(name, request, model_server, tmp_path)  # skips when not installed
     other = tmp_path / "other-dir-mark"
     other.mkdir()
     prompts = {"system_prompt": "SYSMARK-ACP", "append_system_prompt": "APPMARK-ACP"}

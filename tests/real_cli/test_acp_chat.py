@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.model_server import FakeModelServer
 from tests.real_cli.test_acp import hermetic_env
 from tests.real_cli.test_chat import at_home
-from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig
+from tests.real_cli.test_gemini_opencode_qwen import GEMINI_MODEL, MoreRig, more_rig
 from tests.terminal import Terminal, terminals
 
 __all__ = ["hermetic_env", "terminals"]  # the fixtures, active here too
@@ -40,9 +40,12 @@ def turns(rig: MoreRig) -> list[Path]:
 
 
 def test_chat_asks_inline_and_gemini_runs_only_what_was_allowed(
-    real_gemini: str, model_server: FakeModelServer, tmp_path: Path, terminals: list[Terminal]
+    request: pytest.FixtureRequest,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    terminals: list[Terminal],
 ) -> None:
-    rig = MoreRig("gemini", real_gemini, model_server, tmp_path)
+    rig = more_rig("gemini", request, model_server, tmp_path)  # skips when not installed
     env = environment(rig)
     argv = ["chat", "--backend", "gemini", "--cli-path", rig.cli, "--cwd", str(rig.work)]
     terminal = Terminal(
@@ -76,9 +79,12 @@ def test_chat_asks_inline_and_gemini_runs_only_what_was_allowed(
 
 
 def test_run_ask_on_opencode_asks_each_call(
-    real_opencode: str, model_server: FakeModelServer, tmp_path: Path, terminals: list[Terminal]
+    request: pytest.FixtureRequest,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    terminals: list[Terminal],
 ) -> None:
-    rig = MoreRig("opencode", real_opencode, model_server, tmp_path)
+    rig = more_rig("opencode", request, model_server, tmp_path)  # skips when not installed
     env = environment(rig)
     made = rig.work / "made.txt"
     argv = ["run", "--ask", "--backend", "opencode", "--cli-path", rig.cli, "--cwd", str(rig.work)]

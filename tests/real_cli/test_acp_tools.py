@@ -85,46 +85,42 @@ async def our_tools(rig: MoreRig, session: Any) -> list[str]:
     raise AssertionError("qwen's tool_search never found our tools")
 
 
-async def test_a_host_tool_called_over_mcp(rig: MoreRig) -> None:
+async def test_host_tools_called_over_mcp_and_a_raising_and_a_late_one_told(rig: MoreRig) -> None:
+    """One session of each agent (its start, its MCP server and qwen's search paid once):
+    a function called over MCP answers, the approver not asked; a raising one and one past
+    its timeout are told to the model as errors (the model's next request carries them),
+    each call bounded by its tool's timeout, the turn going on; and recorded under the
+    function's name, failed."""
     calls.clear()
     asked: list[Any] = []
     # the approver decides the agent's own tools, never the caller's functions
-    agent = acp_agent(rig, tools=[add], approver=remember(asked, True))
-    async with agent.session() as s:
-        first = await s.send_result("SCENARIO:text ready")
-        assert first.status == 0, first.message
-        ours = [name for name in await our_tools(rig, s) if name.endswith("add")]
-        assert ours, f"the agent offers no tool of ours: {declared(rig.server)}"
-        called = await s.send_result(f'SCENARIO:tool {ours[0]} {{"a": 2, "b": 3}}')
-    assert calls == [{"a": 2, "b": 3}], (calls, called.message)
-    assert called.status == 0 and "5" in called.message, called.message
-    assert called.tool_calls >= 1
-    assert asked == [] and called.approvals == [], asked
-
-
-async def test_a_raising_and_a_late_host_tool_are_told_to_the_model(rig: MoreRig) -> None:
-    """Each call bounded by its tool's timeout, an error told to the model as an
-    error result (the model's next request carries it), the turn going on; and
-    recorded under the function's name, failed."""
-    agent = acp_agent(rig, tools=[boom, slow])
+    agent = acp_agent(rig, tools=[add, boom, slow], approver=remember(asked, True))
     events: list[Event] = []
     agent.subscribe(events.append)
     async with agent.session() as s:
-        await s.send_result("SCENARIO:text ready")
+        first = await s.send_result("SCENARIO:text ready")
+        assert first.status == 0, first.message
         names = await our_tools(rig, s)
-        start = len(events)  # the calls of ours (qwen's searches came before)
+        ours = [name for name in names if name.endswith("add")]
+        assert ours, f"the agent offers no tool of ours: {declared(rig.server)}"
+        called = await s.send_result(f'SCENARIO:tool {ours[0]} {{"a": 2, "b": 3}}')
+        start = len(events)  # the failing calls of ours (add's and qwen's searches before)
         (raising,) = [n for n in names if n.endswith("boom")]
         (late,) = [n for n in names if n.endswith("slow")]
         failed = await s.send_result(f'SCENARIO:tool {raising} {{"why": "on purpose"}}')
         with anyio.fail_after(60):  # bounded: 1 s, not the 30 s it asks for
             timed_out = await s.send_result(f'SCENARIO:tool {late} {{"seconds": 30}}')
+    assert calls == [{"a": 2, "b": 3}], (calls, called.message)
+    assert called.status == 0 and "5" in called.message, called.message
+    assert called.tool_calls >= 1
+    assert asked == [] and called.approvals == [], asked
     assert failed.status == 0 and "RuntimeError: it broke: on purpose" in failed.message, (
         failed.message
     )
     assert timed_out.status == 0, timed_out.message
     assert "slow did not finish within 1s" in timed_out.message, timed_out.message
     assert timed_out.duration_s is not None and timed_out.duration_s < 25, timed_out.duration_s
-    calls = [e.name for e in events[start:] if isinstance(e, ToolCallEvent)]
+    made = [e.name for e in events[start:] if isinstance(e, ToolCallEvent)]
     results = [(e.name, e.is_error) for e in events[start:] if isinstance(e, ToolResultEvent)]
-    assert calls == ["boom", "slow"], calls
+    assert made == ["boom", "slow"], made
     assert results == [("boom", True), ("slow", True)], results

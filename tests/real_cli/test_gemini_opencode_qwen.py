@@ -10,6 +10,7 @@ As in ``test_real_cli.py``, the agent gets everything CLI-specific through its o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 
 from coding_genesis import CodingGenesisAgent
 from tests.fakes.model_server import DEFAULT_TEXT, TOOL_DONE_PREFIX, FakeModelServer
-from tests.fakes.real_cli import gemini_env, opencode_env, qwen_env
+from tests.fakes.real_cli import OPENCODE_BARE, QuickStart, gemini_env, opencode_env, qwen_env
 from tests.real_cli.test_claude_codex import (
     SLEEP_COMMAND,
     SLEEP_PROMPTS,
@@ -51,12 +52,21 @@ for _backend in NEW:
 
 @dataclass
 class MoreRig(Rig):
-    """:class:`tests.real_cli.test_claude_codex.Rig` for gemini, opencode and qwen."""
+    """:class:`tests.real_cli.test_claude_codex.Rig` for gemini, opencode and qwen.
+
+    ``quick``: the test session's shared start-up state (compile cache, node 22, opencode's
+    template ``HOME``). ``bare``: opencode without its built-in plugins, external plugins
+    and skills, ``~/.claude`` and file watcher (:data:`OPENCODE_BARE`): never in a test of
+    those or of a repository's settings."""
 
     gemini_settings: dict[str, Any] | None = None
+    quick: QuickStart | None = None
+    bare: bool = False
 
     def env(self, **extra: str) -> dict[str, str]:
         home = self.tmp / "home"
+        if self.quick is not None:
+            extra = {**self.quick.env(), **extra}
         if self.backend == "gemini":
             env = gemini_env(self.server.url, home, base_env={}, extra=extra)
             if self.gemini_settings:
@@ -65,6 +75,10 @@ class MoreRig(Rig):
                 path.write_text(json.dumps({**doc, **self.gemini_settings}))
             return env
         if self.backend == "opencode":
+            if self.quick is not None:
+                self.quick.copy_opencode_home(self.cli, home)
+            if self.bare:
+                extra = {**OPENCODE_BARE, **extra}
             return opencode_env(self.server.url, home, base_env={}, extra=extra)
         return qwen_env(self.server.url, home, base_env={}, extra=extra)
 
@@ -83,22 +97,39 @@ class MoreRig(Rig):
 
 
 def make_rig(
-    backend: str, request: pytest.FixtureRequest, server: FakeModelServer, tmp: Path
+    backend: str,
+    request: pytest.FixtureRequest,
+    server: FakeModelServer,
+    tmp: Path,
+    *,
+    bare: bool = False,
 ) -> Rig:
+    """The rig of ``backend``; gemini, opencode and qwen start on the test session's
+    shared start-up state, opencode ``bare`` if asked (see :class:`MoreRig`)."""
     cli = request.getfixturevalue(f"real_{backend}")  # skips when not installed
     if backend in NEW:
-        return MoreRig(backend, cli, server, tmp)
+        quick = request.getfixturevalue("quick_start")
+        return MoreRig(backend, cli, server, tmp, quick=quick, bare=bare)
     return Rig(backend, cli, server, tmp)
+
+
+def more_rig(
+    backend: str, request: pytest.FixtureRequest, server: FakeModelServer, tmp: Path
+) -> MoreRig:
+    """The bare :class:`MoreRig` of ``backend`` (the tests of the protocol)."""
+    rig = make_rig(backend, request, server, tmp, bare=True)
+    assert isinstance(rig, MoreRig), backend
+    return rig
 
 
 @pytest.fixture(params=NEW)
 def rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> Rig:
-    return make_rig(request.param, request, model_server, tmp_path)
+    return make_rig(request.param, request, model_server, tmp_path, bare=True)
 
 
 @pytest.fixture(params=ALL)
 def any_rig(request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path) -> Rig:
-    return make_rig(request.param, request, model_server, tmp_path)
+    return make_rig(request.param, request, model_server, tmp_path, bare=True)
 
 
 def model_calls(rig: Rig, prompt: str) -> list[Any]:
@@ -236,65 +267,7 @@ def test_text_tool_401_and_resume(rig: Rig, tmp_path: Path) -> None:
 
 
 def make_rig_like(rig: Rig, tmp: Path) -> Rig:
-    return MoreRig(rig.backend, rig.cli, rig.server, tmp)
-
-
-@pytest.mark.timeout(300)
-def test_rate_limited_runs_in_parallel(
-    request: pytest.FixtureRequest, model_server: FakeModelServer, tmp_path: Path
-) -> None:
-    """HTTP 429 on every request, the three CLIs at once (their own retries take a while).
-
-    gemini's attempts are capped by its own settings (``general.maxAttempts: 1``, as a user
-    would: it refuses a per-run settings overlay); qwen's rate-limit retries by the backend's
-    private overlay (``max_retries=0``; its transport back-off still retries for ~70 s);
-    opencode's cannot be capped (~80 s).
-    """
-    rigs: dict[str, MoreRig] = {}
-    for backend in NEW:
-        request.getfixturevalue(f"real_{backend}")
-        (tmp_path / backend).mkdir()
-        rig = make_rig(backend, request, model_server, tmp_path / backend)
-        assert isinstance(rig, MoreRig)
-        rigs[backend] = rig
-    rigs["gemini"].gemini_settings = {"general": {"maxAttempts": 1}}
-    agents = {b: r.agent(timeout=240.0) for b, r in rigs.items()}
-    options = {"qwen": {"max_retries": 0}}
-    agents["qwen"] = CodingGenesisAgent(
-        config=agents["qwen"].config.replace(options=options["qwen"])
-    )
-    recorders = {b: Recorder(a) for b, a in agents.items()}
-    results: dict[str, dict[str, Any]] = {}
-
-    async def main() -> None:
-        async def one(backend: str) -> None:
-            results[backend] = dict(await agents[backend].run(f"SCENARIO:429 {backend}"))
-
-        async with anyio.create_task_group() as tg:
-            for backend in NEW:
-                tg.start_soon(one, backend)
-
-    anyio.run(main)
-    for backend, result in results.items():
-        events = recorders[backend]
-        assert result["status"] == 1 and result["is_error"] is True, explain(result, events)
-        assert result["failure"]["category"] == "rate_limit", explain(result)
-        assert result["signal"] is None, explain(result)
-        assert result["tool_calls"] == 0
-        assert_session(result, events)
-        assert_nothing_left(events.run_id())
-    gemini = results["gemini"]
-    assert gemini["exit_code"] == 173, explain(gemini)  # 429 mod 256, not a signal
-    assert gemini["cli_retries"] == 0, explain(gemini)  # maxAttempts 1: no "Attempt N failed"
-    assert results["qwen"]["api_error_status"] == 429
-    assert results["qwen"]["cli_retries"] == 0, explain(results["qwen"])  # no system/retry
-    assert results["opencode"]["api_error_status"] == 429
-    by_cli = {
-        b: [r for r in model_server.model_requests() if f"SCENARIO:429 {b}" in json.dumps(r.body)]
-        for b in NEW
-    }
-    assert len(by_cli["gemini"]) == 1, [r.path for r in by_cli["gemini"]]
-    assert all(r.status == 429 for calls in by_cli.values() for r in calls)
+    return dataclasses.replace(rig, tmp=tmp)
 
 
 # ------------------------------------------------------------------------------ all five CLIs

@@ -5,14 +5,21 @@ passwords, and the name list (tested in both directions)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from coding_genesis import CodingGenesisAgent
 from coding_genesis._cli.main import main
 from coding_genesis._util.redact import MASK, Redactor, is_secret_name, secret_values
+from coding_genesis.graph import agent_node
+from tests.otel_support import Spans, spans
 from tests.support import FakeCLI, present
+
+__all__ = ["spans"]
 
 SECRET = "sk-live-9Hq2secretZ"
 
@@ -245,3 +252,40 @@ def test_the_start_of_a_cut_stderr_tail_is_masked(tmp_path: Path) -> None:
     redactor = Redactor({"SERVICE_TOKEN": SECRET})
     assert redactor.cut_start(SECRET[-6:] + " rest") == f"{MASK} rest"
     assert redactor.cut_start("abc rest") == "abc rest"
+
+
+def test_a_secret_in_the_agents_name_is_masked_wherever_the_name_goes(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spans: Spans,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The name stamps every event (``node``: the CLI's, the run's, the state
+    events READY/BUSY) and names the run in its transcript, run log, spans,
+    logs, answer and graph node: masked in all of them, as in the answer."""
+    monkeypatch.setenv("SERVICE_TOKEN", SECRET)
+    caplog.set_level(logging.DEBUG, logger="coding_genesis")
+    agent = CodingGenesisAgent(
+        "failer",
+        name=f"n-{SECRET}",
+        transcripts=tmp_path / "runs",
+        run_log=tmp_path / "runs.jsonl",
+    )
+    published: list[dict[str, Any]] = []
+    agent.subscribe(lambda event: published.append(event.to_dict()))
+
+    async def run_then_fail() -> dict[str, Any]:
+        await agent.run("hello")
+        return await agent_node(agent)({"task": "/fail"})
+
+    update = anyio.run(run_then_fail)
+    assert {e["type"] for e in published} >= {"state", "run_started", "result", "run_finished"}
+    assert all(e["node"] == f"n-{MASK}" for e in published), published
+    assert SECRET not in json.dumps(published)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "events.jsonl" for p in written) and (tmp_path / "runs.jsonl") in written
+    assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
+    assert spans.named(f"invoke_agent n-{MASK}") and SECRET not in spans.text()
+    assert update["error_context"]["failed_node"] == f"n-{MASK}"
+    assert SECRET not in json.dumps(update, default=str)
+    assert SECRET not in caplog.text and SECRET not in repr(agent)

@@ -6,24 +6,28 @@ the user passes ``--trusted-input``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from coding_genesis._cli.run_many import read_requests
+from coding_genesis._lines import read_requests
 from coding_genesis.batch import InvalidRequest, RunSpec
 from coding_genesis.capabilities import UNTRUSTED, untrusted_problem
 
 GENESIS = [sys.executable, "-m", "coding_genesis._cli.main"]
 
 
-def run_many(tmp_path: Path, lines: list[object], *args: str) -> subprocess.CompletedProcess[str]:
+def run_many(
+    tmp_path: Path, lines: list[object], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     batch = tmp_path / "batch.jsonl"
     batch.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return subprocess.run(
         [*GENESIS, "run-many", str(batch), "-q", *args],
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -103,3 +107,33 @@ def test_the_library_api_still_accepts_every_setting(field: str) -> None:
     value = {"cli_path": ["/bin/true"], "env": {"A": "b"}, "extra_args": ["--x"]}[field]
     spec = RunSpec.model_validate({"prompt": "p", "backend": "failer", field: value})
     assert spec.agent_kwargs() == {field: value}
+
+
+def test_a_line_never_runs_a_backend_that_always_reads_the_project(tmp_path: Path) -> None:
+    """A backend that cannot be told not to read the working directory's settings
+    (codex-acp's entry; its real test: ``test_an_untrusted_batch_line_never_starts_
+    codex_acp_in_a_repository``), and a line chooses its cwd: refused before it starts,
+    whether the line or ``--backend`` names it; ``--trusted-input`` starts it."""
+    started = tmp_path / "started"
+    start = f"open({str(started)!r}, 'a').write('ran')"
+    entries = "\n".join(
+        [
+            "[backends.reads-project]",
+            'format = "acp"',
+            f"command = {json.dumps([sys.executable, '-c', start])}",
+            'setting_sources = [["user", "project"]]',
+            'default_setting_sources = ["user", "project"]',
+        ]
+    )
+    (tmp_path / "backends.toml").write_text(entries + "\n")
+    env = {"GENESIS_BACKENDS_FILE": str(tmp_path / "backends.toml")}
+    line = {"prompt": "x", "cwd": str(tmp_path)}
+    for named, args in (({"backend": "reads-project"}, ()), ({}, ("--backend", "reads-project"))):
+        done = run_many(tmp_path, [{**line, **named}], *args, env=env)
+        (result,) = [json.loads(out) for out in done.stdout.splitlines()]
+        assert result["status"] == 64 and result["error"] == "invalid_request", result
+        assert "always reads the working directory's own settings" in result["message"]
+        assert "--trusted-input" in result["message"]
+    assert not started.exists()
+    done = run_many(tmp_path, [{**line, "backend": "reads-project"}], "--trusted-input", env=env)
+    assert started.exists(), done.stdout  # not an ACP agent: it fails, after it started

@@ -304,7 +304,8 @@ async def test_without_an_approver_a_request_is_denied_with_the_permission_level
         ("gemini", "read-only", True, "plan"),  # an approver never widens read-only
         ("qwen", "edit", None, "auto-edit"),
         ("qwen", "full", True, "default"),
-        ("qwen", None, None, None),
+        # no level, no approver: the asking mode, never the one its settings choose
+        ("qwen", None, None, "default"),
     ],
 )
 async def test_permissions_and_an_approver_pick_the_mode(
@@ -317,7 +318,7 @@ async def test_permissions_and_an_approver_pick_the_mode(
     async with a.session() as s:
         assert (await s.send_result("hi")).status == 0
     modes = [e["mode"] for e in recorded(tmp_path) if "mode" in e]
-    assert modes == ([mode] if mode else [])
+    assert modes == [mode]
 
 
 @pytest.mark.slow
@@ -738,7 +739,7 @@ async def test_the_generic_backend_from_a_backends_file(tmp_path: Path) -> None:
     limited = await a.run("hi", permissions="read-only")
     assert limited["status"] == 0
     modes = [e["mode"] for e in recorded(tmp_path) if "mode" in e]
-    assert modes == ["default", "plan"]
+    assert modes == ["default", "default", "plan"]  # the plain run too: its asking mode
 
 
 @pytest.mark.slow
