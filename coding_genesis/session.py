@@ -60,6 +60,9 @@ log = logging.getLogger("coding_genesis.session")
 #: What a turn the CLI started by itself is asked for (it is never sent: the
 #: CLI's own work is the turn; the run log and the transcript show this).
 _CLI_PROMPT = "(a turn the CLI started by itself, between the caller's turns)"
+#: The options a turn sets that hold for the later turns too, as the CLIs keep
+#: them (``output_schema=`` is that turn's alone).
+_STICKY = ("model", "permissions")
 
 
 def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
@@ -134,6 +137,9 @@ class Session:
         self._cli_done = anyio.Event()
         self._cli_count = 0
         self._cli_last: RunResult | None = None
+        #: The model and permission level a turn switched to: sticky (as the
+        #: CLIs keep them), so each later turn asks them again unless it sets its own.
+        self._switched: dict[str, Any] = {}
 
     # -- state --------------------------------------------------------------------
 
@@ -293,16 +299,21 @@ class Session:
         """One turn: the typed result (never raises for a runtime failure).
         A turn the CLI started by itself (:meth:`cli_turn`) ends first.
         ``options``: the turn's own (:class:`~coding_genesis.request.SendOptions`;
-        one the backend cannot set for a turn answers 64, the session lives on)."""
+        one the backend cannot set for a turn answers 64, the session lives on).
+        ``model=`` and ``permissions=`` hold for the later turns too, as the
+        CLIs keep them; ``output_schema=`` is this turn's alone."""
         unknown = set(options) - SEND_OPTION_NAMES
         if unknown:
             raise TypeError(f"send() got unexpected keyword argument(s) {sorted(unknown)}")
         link = self._live("send()")
         while link.alive and (self._cli_busy or link.between.wanted.is_set()):
             await self._cli_done.wait()
-        result = await self._runner.run(prompt, options, session=link)
+        asked: dict[str, Any] = {**self._switched}
+        asked.update((name, value) for name, value in options.items() if value is not None)
+        result = await self._runner.run(prompt, asked, session=link)
         if result.error not in NOT_RUN:
             self._record(result)
+            self._switched.update((name, asked[name]) for name in _STICKY if asked.get(name))
         if not link.alive:
             await self.close()
         return result

@@ -2,7 +2,7 @@
 permissions=, output_schema=)``): each option checked by its declaration
 (``Request.for_turn``), then by the capability check's ``turn`` row, which
 refuses an option the session's protocol cannot set for a turn
-(``ControlProtocol.turn_options``, empty on every backend until one maps it):
+(``ControlProtocol.turn_options``: codex's ``turn/start`` takes all three):
 that turn answers 64 in the check's words, nothing reaches the CLI, and the
 session lives on.  A turn starts through ``ControlProtocol.start_turn``, whose
 default is ``begin_turn(prompt)``: a plug-in's protocol keeps working."""
@@ -71,16 +71,32 @@ def test_for_turn_checks_each_option_by_its_declaration() -> None:
         session.for_turn("go", output_schema={"type": "string"})
 
 
+#: The backends whose protocol sets each option for one turn (codex: fields of
+#: ``turn/start``).
+_TAKE = {
+    "model": {"codex"},
+    "permissions": {"codex"},
+    "output_schema": {"codex"},
+}
+
+
 @pytest.mark.parametrize("option", sorted(TURN_OPTIONS))
-def test_every_backend_refuses_an_option_for_one_turn_in_the_checks_words(option: str) -> None:
-    """No shipped protocol sets an option for one turn yet: each refuses it."""
+def test_every_other_backend_refuses_an_option_for_one_turn_in_the_checks_words(
+    option: str,
+) -> None:
+    """A backend takes a turn option where its protocol maps it; each other
+    refuses it in the check's words, naming those that can."""
+    assert set(backends_that(f"turn {option}")) == _TAKE[option]
     for name in registered_backends():
         backend = get_backend(name)
         turn = cli_request(cwd="/w").for_turn("go", **{option: _VALUES[option]})
         refused = check(backend, turn, "turn")
+        assert check(backend, cli_request(cwd="/w").for_turn("go"), "turn") is None
+        if name in _TAKE[option]:
+            assert refused is None, name
+            continue
         assert refused is not None, name
         assert (refused.option, refused.message) == ("turn", words(name, option))
-        assert check(backend, cli_request(cwd="/w").for_turn("go"), "turn") is None
 
 
 class _ModelPerTurn(TwoWayProtocol):
