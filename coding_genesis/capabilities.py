@@ -263,7 +263,26 @@ def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | 
             require_permissions(backend, settings.permissions)
         except ConfigError as exc:
             return Unsupported("turn", str(exc))
+        return _widened(backend, protocol, settings)
     return None
+
+
+def _widened(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings
+) -> Unsupported | None:
+    """A turn's level that the level its session opened at fixed out of reach
+    (``ControlProtocol.fixed_levels``: rules the CLI took at start and keeps)."""
+    opened = getattr(settings, "opened_permissions", None)
+    wanted = settings.permissions
+    fixed = protocol.fixed_levels.get(opened or "", frozenset()) if protocol else frozenset()
+    if wanted not in fixed:
+        return None
+    return Unsupported(
+        "turn",
+        f"backend {backend.name!r} cannot switch a live session opened with "
+        f"permissions={opened!r} to {wanted!r} for a turn (it fixed the {opened!r} "
+        f"rules when the session started); open a session with permissions={wanted!r} instead",
+    )
 
 
 def always_reads_project(backend: Backend) -> bool:

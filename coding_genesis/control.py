@@ -332,6 +332,10 @@ class ControlProtocol(ABC):
     context_usage: ClassVar[bool] = False
     asks_questions: ClassVar[bool] = False
     takes_mcp_servers: ClassVar[bool] = False
+    #: By the permission level a session opened at, the levels a turn cannot
+    #: switch to (the CLI fixed the opening level's rules at start): the
+    #: ``turn`` row refuses them.
+    fixed_levels: ClassVar[Mapping[str, frozenset[str]]] = {}
     #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
     mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
@@ -378,6 +382,13 @@ class ControlProtocol(ABC):
         by default :meth:`begin_turn` with its prompt (a protocol that takes no
         option of its own for a turn defines that one alone)."""
         return self.begin_turn(turn.prompt)
+
+    def turn_calls(self, turn: Request) -> list[ControlIntent]:
+        """The calls to make, each answered, before :meth:`start_turn` writes
+        the turn (a switch of model or permission mode the CLI takes by a
+        control request, not with the prompt).  An error answer fails the turn
+        in the CLI's words before its prompt is sent.  None by default."""
+        return []
 
     @abstractmethod
     def interrupt(self) -> list[Outgoing]:

@@ -450,6 +450,9 @@ class Request(RequestSettings):
     #: some of :data:`TURN_OPTIONS`): what the capability check's ``turn`` row
     #: asks the session's protocol about (empty: the session's own settings).
     turn_options: frozenset[str] = frozenset()
+    #: The permission level the live session opened at (:meth:`for_turn`): the
+    #: one a CLI that fixes its rules at start cannot widen from.
+    opened_permissions: Permissions | None = None
 
     @property
     def approvals(self) -> bool:
@@ -525,6 +528,7 @@ class Request(RequestSettings):
             resume=None,  # the session continues by itself
             request_key=request_key(self.backend, self.cwd, text),
             turn_options=frozenset(changed),
+            opened_permissions=self.opened_permissions or self.permissions,
             **changed,
         )
 

@@ -313,6 +313,7 @@ class Session:
         result = await self._runner.run(prompt, asked, session=link)
         if result.error not in NOT_RUN:
             self._record(result)
+        if result.error not in NOT_RUN and link.refused_switch is None:
             self._switched.update((name, asked[name]) for name in _STICKY if asked.get(name))
         if not link.alive:
             await self.close()

@@ -68,6 +68,11 @@ __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._live.link")
 
+#: How long a call before a turn (a switch of model or mode) may take to be
+#: answered: the CLI answers one at once (the turn's own timeout is the bound
+#: when shorter).
+_SWITCH_WAIT = 10.0
+
 
 class LiveLink(LinkDispatch):
     """One live CLI process and its protocol, held for a session's turns."""
@@ -93,6 +98,9 @@ class LiveLink(LinkDispatch):
         self.host_calls = HostCalls(request.tools, protocol, self.send, lambda: self.alive)
         #: Our calls to the CLI awaiting their answer (:meth:`call`).
         self.calls = PendingCalls()
+        #: The last turn's switch the CLI refused (``turn_calls``), its words:
+        #: the session keeps no switch of that turn.
+        self.refused_switch: str | None = None
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -310,7 +318,11 @@ class LiveLink(LinkDispatch):
                 if self.protocol.schema_in_prompt:  # the schema worded in the prompt
                     worded = schema_prompt(request.prompt, request.output_schema)
                     asked = dataclasses.replace(request, prompt=worded)
-                self.send(*self.protocol.start_turn(asked))
+                refused = await self._turn_calls(asked)
+                if refused is not None:
+                    turn.end("failed", refused)
+                else:
+                    self.send(*self.protocol.start_turn(asked))
             await turn.done.wait()
         except BaseException:
             # A cancelled turn: the session's process tree is stopped.
@@ -405,6 +417,17 @@ class LiveLink(LinkDispatch):
 
     def steer(self, text: str) -> None:
         self.send(*self.protocol.steer(text))
+
+    async def _turn_calls(self, turn: Request) -> str | None:
+        """The protocol's calls before the turn (``turn_calls``), each awaited:
+        the first error's words (the turn fails; nothing was prompted), or None."""
+        self.refused_switch = None
+        for intent in self.protocol.turn_calls(turn):
+            answer = await self.call(intent, min(turn.timeout, _SWITCH_WAIT))
+            if answer.error is not None:
+                self.refused_switch = f"{self.backend.name} refused {intent.name}: {answer.error}"
+                return self.refused_switch
+        return None
 
     async def call(self, intent: ControlIntent, timeout: float) -> Answered:
         """Ask the CLI ``intent`` and wait for its answer, at most ``timeout``

@@ -7,10 +7,13 @@ request alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coding_genesis import Decision
+from coding_genesis.approval import ApprovalRequest
 from tests.fakes.model_server import RecordedRequest
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
 from tests.real_cli.test_sessions import session_agent
@@ -91,3 +94,42 @@ async def test_codex_takes_a_schema_for_its_turn_alone(codex_rig: Rig) -> None:
     assert len(schemas) == 1 and schemas[0]["type"] == "json_schema", formats
     assert schemas[0]["schema"]["properties"] == _SCHEMA["properties"]
     assert [name for name, f in formats if f is not None] == ["json"]
+
+
+async def test_claude_narrows_and_widens_again_a_level_a_turn_switched(claude_rig: Rig) -> None:
+    rig = claude_rig
+    async with session_agent(rig, permissions="edit").session() as session:
+        wrote = await session.send_result("SCENARIO:write first.txt one")
+        narrowed = await session.send_result(
+            "SCENARIO:write second.txt two", permissions="read-only"
+        )
+        still = await session.send_result("SCENARIO:write third.txt three")  # sticky
+        widened = await session.send_result("SCENARIO:write fourth.txt four", permissions="edit")
+    assert (rig.work / "first.txt").read_text() == "one\n"
+    assert not (rig.work / "second.txt").exists(), narrowed.message
+    assert not (rig.work / "third.txt").exists(), still.message
+    assert (rig.work / "fourth.txt").read_text() == "four\n", widened.message
+    assert wrote.status == widened.status == 0
+
+
+async def test_claude_takes_the_levels_rules_from_the_switch_and_drops_them_again(
+    claude_rig: Rig,
+) -> None:
+    """With an approver that allows everything, only the read-only level's deny
+    rules (``apply_flag_settings``) stop a write; switched back to edit, they
+    are gone (the flag-settings patch replaced them)."""
+    rig = claude_rig
+    asked: list[str] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        asked.append(Path(request.paths[0]).name if request.paths else request.tool)
+        return Decision.allow()
+
+    async with session_agent(rig, permissions="edit", approver=approver).session() as session:
+        narrowed = await session.send_result(
+            "SCENARIO:write second.txt two", permissions="read-only"
+        )
+        widened = await session.send_result("SCENARIO:write fourth.txt four", permissions="edit")
+    assert not (rig.work / "second.txt").exists(), (narrowed.message, asked)
+    assert (rig.work / "fourth.txt").read_text() == "four\n", widened.message
+    assert narrowed.status == widened.status == 0

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from coding_genesis import CodingGenesisAgent
 from coding_genesis.backends import get_backend, registered_backends
 from coding_genesis.capabilities import (
     ROWS,
@@ -22,9 +23,9 @@ from coding_genesis.capabilities import (
     session_refusal,
     steer_refusal,
 )
-from coding_genesis.control import ControlProtocol, Outgoing
+from coding_genesis.control import ControlIntent, ControlProtocol, Outgoing
 from coding_genesis.errors import ConfigError
-from coding_genesis.request import SEND_OPTION_NAMES, TURN_OPTIONS
+from coding_genesis.request import SEND_OPTION_NAMES, TURN_OPTIONS, Request
 from tests.backends.test_host_tool_codecs import Bare
 from tests.session.twoway import TwoWayBackend, TwoWayProtocol, agent, one_way_backend
 from tests.support import cli_request
@@ -72,10 +73,11 @@ def test_for_turn_checks_each_option_by_its_declaration() -> None:
 
 
 #: The backends whose protocol sets each option for one turn (codex: fields of
-#: ``turn/start``).
+#: ``turn/start``; claude and the failer, which speaks its protocol: control
+#: requests before the turn).
 _TAKE = {
-    "model": {"codex"},
-    "permissions": {"codex"},
+    "model": {"claude", "codex", "failer"},
+    "permissions": {"claude", "codex", "failer"},
     "output_schema": {"codex"},
 }
 
@@ -197,3 +199,76 @@ def test_steering_is_refused_in_the_same_words() -> None:
         f"backend 'oneway' cannot steer a running turn; backends that can: {', '.join(can)}"
     )
     assert steer_refusal(get_backend("codex")) is None
+
+
+@pytest.mark.parametrize(
+    ("opened", "wanted"), [("read-only", "edit"), ("read-only", "full"), ("full", "edit")]
+)
+def test_claude_refuses_a_level_its_opening_fixed_out_of_reach(opened: str, wanted: str) -> None:
+    """claude keeps the rules of argv (``--disallowedTools``, ``--allowedTools``)
+    for the process's life: a session opened read-only cannot widen, one opened
+    full cannot become edit; the other switches pass."""
+    backend = get_backend("claude")
+    session = cli_request(cwd="/w", permissions=opened)
+    refused = check(backend, session.for_turn("go", permissions=wanted), "turn")
+    assert refused is not None and refused.option == "turn"
+    assert refused.message == (
+        f"backend 'claude' cannot switch a live session opened with permissions={opened!r} "
+        f"to {wanted!r} for a turn (it fixed the {opened!r} rules when the session started); "
+        f"open a session with permissions={wanted!r} instead"
+    )
+    # the level the session opened at holds for its turns, whatever a turn switched to
+    switched = session.for_turn("go", permissions="read-only").for_turn("go", permissions=wanted)
+    assert check(backend, switched, "turn") is not None
+
+
+@pytest.mark.parametrize(
+    ("opened", "wanted"),
+    [
+        (None, "read-only"),
+        (None, "full"),
+        ("edit", "read-only"),
+        ("edit", "full"),
+        ("full", "read-only"),
+    ],
+)
+def test_claude_takes_the_other_switches(opened: Any, wanted: str) -> None:
+    session = cli_request(cwd="/w", permissions=opened)
+    assert check(get_backend("claude"), session.for_turn("go", permissions=wanted), "turn") is None
+    assert check(get_backend("codex"), session.for_turn("go", permissions=wanted), "turn") is None
+
+
+class _RefusedSwitch(TwoWayProtocol):
+    """A protocol that switches the model by a call its CLI cannot answer."""
+
+    turn_options: ClassVar[frozenset[str]] = frozenset({"model"})
+
+    def turn_calls(self, turn: Request) -> list[ControlIntent]:
+        return [ControlIntent("set_model", {"model": turn.model})] if turn.model else []
+
+
+class _RefusedSwitchBackend(TwoWayBackend):
+    def control(self) -> ControlProtocol | None:
+        return _RefusedSwitch()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_switch_the_cli_refuses_fails_the_turn_unprompted_and_the_session_lives_on(
+    tmp_path: Path,
+) -> None:
+    """A call before the turn (``turn_calls``) answered with an error fails
+    that turn in the answer's words before its prompt is written."""
+    agent = CodingGenesisAgent(
+        _RefusedSwitchBackend(),
+        cwd=str(tmp_path),
+        timeout=20,
+        grace=1.0,
+        ledger=str(tmp_path / "ledger"),
+    )
+    async with agent.session() as s:
+        failed = await s.send_result("TEXT two", model="m-b")
+        after = await s.send_result("TEXT three")
+    assert failed.status == 1, failed
+    assert failed.message.startswith("twoway refused set_model: twoway cannot set_model")
+    assert (after.status, after.message) == (0, "three")
