@@ -324,7 +324,7 @@ class ControlProtocol(ABC):
     can_host_tools: ClassVar[bool] = False
     resume_refusal: str | None = None
     tools_over_mcp: ClassVar[bool] = False
-    turn_options: ClassVar[frozenset[str]] = frozenset()
+    turn_options: frozenset[str] = frozenset()  # an ACP agent's differ: per instance
     prompt_parts: ClassVar[frozenset[str]] = frozenset()
     can_fork: ClassVar[bool] = False
     deltas: ClassVar[bool] = False

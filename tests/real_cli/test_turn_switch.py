@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from coding_genesis import Decision
+from coding_genesis import CodingGenesisAgent, Decision
 from coding_genesis.approval import ApprovalRequest
 from tests.fakes.model_server import RecordedRequest
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
+from tests.real_cli.test_gemini_opencode_qwen import MoreRig, more_rig
 from tests.real_cli.test_sessions import session_agent
 
 __all__ = ["claude_rig", "codex_rig", "hermetic_env", "rig"]  # the real-CLI fixtures
@@ -133,3 +134,58 @@ async def test_claude_takes_the_levels_rules_from_the_switch_and_drops_them_agai
     assert not (rig.work / "second.txt").exists(), (narrowed.message, asked)
     assert (rig.work / "fourth.txt").read_text() == "four\n", widened.message
     assert narrowed.status == widened.status == 0
+
+
+@pytest.fixture
+def qwen_rig(request: pytest.FixtureRequest, model_server: Any, tmp_path: Path) -> MoreRig:
+    return more_rig("qwen", request, model_server, tmp_path)  # skips when not installed
+
+
+async def test_qwen_widens_a_plan_session_by_session_set_mode(qwen_rig: MoreRig) -> None:
+    """ACP: a turn's level is the agent's mode for it (qwen: ``plan`` for
+    read-only, ``auto-edit`` for edit), set by ``session/set_mode`` before the
+    turn's prompt; it holds for the later turns."""
+    rig = qwen_rig
+    agent = CodingGenesisAgent(
+        "qwen", cli_path=rig.cli, cwd=rig.work, env=rig.env(), ledger=False, timeout=90.0
+    )
+    async with agent.session(permissions="read-only") as session:
+        planned = await session.send_result(f"SCENARIO:write {rig.work}/planned.txt no")
+        widened = await session.send_result(
+            f"SCENARIO:write {rig.work}/widened.txt yes", permissions="edit"
+        )
+        still = await session.send_result(f"SCENARIO:write {rig.work}/still.txt yes")  # sticky
+        narrowed = await session.send_result(
+            f"SCENARIO:write {rig.work}/narrowed.txt no", permissions="read-only"
+        )
+    assert "Plan mode is active" in planned.message, planned.message
+    assert not (rig.work / "planned.txt").exists(), planned.message
+    assert (rig.work / "widened.txt").read_text().strip() == "yes", widened.message
+    assert (rig.work / "still.txt").read_text().strip() == "yes", still.message
+    assert "Plan mode is active" in narrowed.message, narrowed.message
+    assert not (rig.work / "narrowed.txt").exists(), narrowed.message
+
+
+async def test_qwen_takes_a_model_switch_by_its_config_option_and_says_why_not(
+    qwen_rig: MoreRig,
+) -> None:
+    """qwen declares its model as a configuration option (``session/new``'s
+    ``configOptions``, category "model"); a turn's ``model=`` is a
+    ``session/set_config_option`` of it before the prompt.  qwen offers only
+    the models of its settings (here one): another is refused in qwen's words,
+    the turn fails before its prompt is sent, and the session goes on, on the
+    model it had."""
+    rig = qwen_rig
+    agent = CodingGenesisAgent(
+        "qwen", cli_path=rig.cli, cwd=rig.work, env=rig.env(), ledger=False, timeout=90.0
+    )
+    async with agent.session() as session:
+        first = await session.send_result("SCENARIO:text one")
+        second = await session.send_result("SCENARIO:text two", model="m-b")
+        third = await session.send_result("SCENARIO:text three")
+    assert (first.status, third.status, third.message) == (0, 0, "three")
+    assert second.status == 1 and second.message.startswith(
+        "qwen refused set_model: Internal error: Model 'm-b' not found"
+    ), second.message
+    prompted = {r.scenario.arg for r in rig.server.model_requests() if r.scenario is not None}
+    assert prompted == {"one", "three"}  # turn two's prompt never reached the model

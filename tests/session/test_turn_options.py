@@ -23,7 +23,7 @@ from coding_genesis.capabilities import (
     session_refusal,
     steer_refusal,
 )
-from coding_genesis.control import ControlIntent, ControlProtocol, Outgoing
+from coding_genesis.control import Answered, ControlIntent, ControlProtocol, Outgoing
 from coding_genesis.errors import ConfigError
 from coding_genesis.request import SEND_OPTION_NAMES, TURN_OPTIONS, Request
 from tests.backends.test_host_tool_codecs import Bare
@@ -74,10 +74,11 @@ def test_for_turn_checks_each_option_by_its_declaration() -> None:
 
 #: The backends whose protocol sets each option for one turn (codex: fields of
 #: ``turn/start``; claude and the failer, which speaks its protocol: control
-#: requests before the turn).
+#: requests before the turn; the ACP agents with a mode per level: session/set_mode;
+#: qwen's model: session/set_config_option).
 _TAKE = {
-    "model": {"claude", "codex", "failer"},
-    "permissions": {"claude", "codex", "failer"},
+    "model": {"claude", "codex", "failer", "qwen"},
+    "permissions": {"claude", "codex", "failer", "gemini", "qwen"},
     "output_schema": {"codex"},
 }
 
@@ -102,7 +103,7 @@ def test_every_other_backend_refuses_an_option_for_one_turn_in_the_checks_words(
 
 
 class _ModelPerTurn(TwoWayProtocol):
-    turn_options: ClassVar[frozenset[str]] = frozenset({"model", "permissions"})
+    turn_options = frozenset({"model", "permissions"})
 
 
 class _ModelPerTurnBackend(TwoWayBackend):
@@ -241,7 +242,7 @@ def test_claude_takes_the_other_switches(opened: Any, wanted: str) -> None:
 class _RefusedSwitch(TwoWayProtocol):
     """A protocol that switches the model by a call its CLI cannot answer."""
 
-    turn_options: ClassVar[frozenset[str]] = frozenset({"model"})
+    turn_options = frozenset({"model"})
 
     def turn_calls(self, turn: Request) -> list[ControlIntent]:
         return [ControlIntent("set_model", {"model": turn.model})] if turn.model else []
@@ -272,3 +273,46 @@ async def test_a_switch_the_cli_refuses_fails_the_turn_unprompted_and_the_sessio
     assert failed.status == 1, failed
     assert failed.message.startswith("twoway refused set_model: twoway cannot set_model")
     assert (after.status, after.message) == (0, "three")
+
+
+def test_an_acp_turn_switches_its_mode_and_the_model_option_session_new_declared() -> None:
+    """ACP: the level's mode by ``session/set_mode`` (as the opening set it),
+    the model by ``session/set_config_option`` of the option of category
+    "model"; nothing when unchanged; no model option: the call says why."""
+    protocol = get_backend("qwen").control()
+    assert protocol is not None
+    session = cli_request(cwd="/w", permissions="read-only")
+    protocol.begin(session)
+    protocol.receive({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": 1}})
+    options = [{"id": "model", "category": "model", "type": "select", "currentValue": "a"}]
+    new = {"sessionId": "s", "configOptions": options}
+    protocol.receive({"jsonrpc": "2.0", "id": 2, "result": new})  # then set_mode plan (id 3)
+    assert protocol.turn_calls(session.for_turn("go", permissions="read-only")) == []
+    turn = session.for_turn("go", permissions="edit", model="b")
+    calls = protocol.turn_calls(turn)
+    assert [(c.name, dict(c.params)) for c in calls] == [
+        ("set_mode", {"modeId": "auto-edit"}),
+        ("set_model", {"value": "b"}),
+    ]
+    key, (mode,) = protocol.call(calls[0])
+    assert (mode["method"], mode["params"]) == (
+        "session/set_mode",
+        {"sessionId": "s", "modeId": "auto-edit"},
+    )
+    (answered,) = protocol.receive({"jsonrpc": "2.0", "id": key, "result": {}})
+    assert answered == Answered(key, result={})
+    key, (model,) = protocol.call(calls[1])
+    assert (model["method"], model["params"]) == (
+        "session/set_config_option",
+        {"sessionId": "s", "configId": "model", "value": "b"},
+    )
+    error = {"code": -32603, "message": "Internal error", "data": "no such model"}
+    (refused,) = protocol.receive({"jsonrpc": "2.0", "id": key, "error": error})
+    assert isinstance(refused, Answered) and refused.key == key and refused.error
+    # the mode switched, the model did not
+    assert [c.name for c in protocol.turn_calls(turn)] == ["set_model"]
+    bare = get_backend("qwen").control()
+    assert bare is not None
+    bare.begin(session)
+    with pytest.raises(ValueError, match="declared no model option"):
+        bare.call(calls[1])
