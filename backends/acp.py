@@ -324,8 +324,10 @@ class AcpControl(ControlProtocol):
         self._announced: dict[str, Mapping[str, Any]] = {}
         #: What a turn may switch (the level where the agent has its modes),
         #: the mode and model now, and the switches pending.
-        self.turn_options = frozenset({"permissions"} if agent.modes else set()) | frozenset(
-            {"model"} if agent.switches_model else set()
+        self.turn_options = (
+            frozenset({"output_schema"})  # worded in the turn's prompt, as every turn's
+            | frozenset({"permissions"} if agent.modes else set())
+            | frozenset({"model"} if agent.switches_model else set())
         )
         self._switches = AcpSwitches()
 

@@ -272,8 +272,9 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
-    turn_options = frozenset({"model", "permissions"})  # switches: see .claude_switch
+    turn_options = frozenset({"model", "permissions", "output_schema"})  # see .claude_switch
     fixed_levels = FIXED_LEVELS
+    turn_schema_in_prompt = True
 
     def __init__(
         self,

@@ -258,6 +258,14 @@ def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | 
             "(the session's setting holds; open a session with it instead)"
             + _listed("backends that can", f"turn {option}"),
         )
+    fixed_schema = protocol is not None and protocol.turn_schema_in_prompt
+    if "output_schema" in asked and fixed_schema and getattr(settings, "opened_schema", False):
+        return Unsupported(
+            "turn",
+            f"backend {backend.name!r} cannot set output_schema= for one turn of a live "
+            "session opened with its own output_schema= (the CLI took it at start and "
+            "holds it for every turn); open a session without one instead",
+        )
     if "permissions" in asked:
         try:
             require_permissions(backend, settings.permissions)

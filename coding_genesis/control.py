@@ -336,6 +336,11 @@ class ControlProtocol(ABC):
     #: switch to (the CLI fixed the opening level's rules at start): the
     #: ``turn`` row refuses them.
     fixed_levels: ClassVar[Mapping[str, frozenset[str]]] = {}
+    #: A turn's own ``output_schema=`` goes in its prompt, worded once and
+    #: validated by us (no per-turn field: claude's ``--json-schema`` is the
+    #: process's); a session opened with a schema keeps it (the ``turn`` row
+    #: refuses another).
+    turn_schema_in_prompt: ClassVar[bool] = False
     #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
     mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one

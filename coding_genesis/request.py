@@ -453,6 +453,8 @@ class Request(RequestSettings):
     #: The permission level the live session opened at (:meth:`for_turn`): the
     #: one a CLI that fixes its rules at start cannot widen from.
     opened_permissions: Permissions | None = None
+    #: The live session was opened with an output schema (:meth:`for_turn`).
+    opened_schema: bool = False
 
     @property
     def approvals(self) -> bool:
@@ -529,6 +531,7 @@ class Request(RequestSettings):
             request_key=request_key(self.backend, self.cwd, text),
             turn_options=frozenset(changed),
             opened_permissions=self.opened_permissions or self.permissions,
+            opened_schema=self.opened_schema or self.output_schema is not None,
             **changed,
         )
 

@@ -315,7 +315,9 @@ class LiveLink(LinkDispatch):
                     turn.end("completed")  # nothing was left to do
             else:
                 asked = request
-                if self.protocol.schema_in_prompt:  # the schema worded in the prompt
+                if self.protocol.schema_in_prompt or (
+                    self.protocol.turn_schema_in_prompt and "output_schema" in request.turn_options
+                ):  # the schema worded in the prompt
                     worded = schema_prompt(request.prompt, request.output_schema)
                     asked = dataclasses.replace(request, prompt=worded)
                 refused = await self._turn_calls(asked)

@@ -1,4 +1,4 @@
-Feature: A turn's own model and permission level
+Feature: A turn's own model, permission level and output schema
   One turn of a live session may switch the model and the permission level
   (docs/sessions.md, "Switching the model or the level between turns"); the
   switch holds for the later turns, as the CLIs keep it.  A switch the CLI
@@ -28,3 +28,18 @@ Feature: A turn's own model and permission level
     And "w.txt" does not exist
     When the session is sent "hello"
     Then the turn answered with status 0
+
+  Scenario: A turn's own output schema shapes that turn's answer alone
+    Given a two-way failer agent
+    When a session is opened
+    And a turn asks for a Review and sends '/json {"verdict": "fine", "issues": []}'
+    And the session is sent '/json {"verdict": "free text"}'
+    Then every turn answered with status 0
+    And the outputs of the turns were [{"verdict": "fine", "issues": []}, null]
+
+  Scenario: A session opened with a schema keeps it: another for a turn is refused
+    Given a two-way failer agent
+    When a session is opened for a Review
+    And a turn asks for a Review and sends 'hello'
+    Then the turn answered with status 64 and error "invalid_request"
+    And the last answer's message holds "opened with its own output_schema="

@@ -189,3 +189,42 @@ async def test_qwen_takes_a_model_switch_by_its_config_option_and_says_why_not(
     ), second.message
     prompted = {r.scenario.arg for r in rig.server.model_requests() if r.scenario is not None}
     assert prompted == {"one", "three"}  # turn two's prompt never reached the model
+
+
+def user_text(request: RecordedRequest) -> str:
+    """The request's last user message, as text."""
+    messages = (request.body or {}).get("messages") or []
+    users = [m for m in messages if m.get("role") == "user"]
+    content = users[-1].get("content") if users else ""
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return str(content)
+
+
+async def test_claude_takes_a_schema_for_its_turn_alone_in_its_prompt(claude_rig: Rig) -> None:
+    """claude's ``--json-schema`` is the process's: a turn's own schema is
+    worded in that turn's prompt (once) and its answer validated by us."""
+    rig = claude_rig
+    async with session_agent(rig).session() as session:
+        before = await session.send_result("SCENARIO:text one")
+        shaped = await session.send_result('SCENARIO:json {"n": 7}', output_schema=_SCHEMA)
+        after = await session.send_result("SCENARIO:text three")
+    assert (before.message, after.message, after.output) == ("one", "three", None)
+    assert shaped.status == 0 and shaped.output == {"n": 7}, shaped.message
+    worded = [
+        (r.scenario.name if r.scenario else None, "JSON Schema:" in user_text(r))
+        for r in rig.server.model_requests()
+    ]
+    assert ("json", True) in worded and ("text", True) not in worded, worded
+
+
+async def test_qwen_takes_a_schema_for_its_turn_alone_in_its_prompt(qwen_rig: MoreRig) -> None:
+    rig = qwen_rig
+    agent = CodingGenesisAgent(
+        "qwen", cli_path=rig.cli, cwd=rig.work, env=rig.env(), ledger=False, timeout=90.0
+    )
+    async with agent.session() as session:
+        shaped = await session.send_result('SCENARIO:json {"n": 7}', output_schema=_SCHEMA)
+        after = await session.send_result("SCENARIO:text three")
+    assert shaped.status == 0 and shaped.output == {"n": 7}, shaped.message
+    assert (after.status, after.message, after.output) == (0, "three", None)

@@ -79,7 +79,7 @@ def test_for_turn_checks_each_option_by_its_declaration() -> None:
 _TAKE = {
     "model": {"claude", "codex", "failer", "qwen"},
     "permissions": {"claude", "codex", "failer", "gemini", "qwen"},
-    "output_schema": {"codex"},
+    "output_schema": {"claude", "codex", "failer", "gemini", "opencode", "qwen"},
 }
 
 
