@@ -17,6 +17,7 @@ from coding_genesis.request import Request
 __all__ = [
     "REPOSITORY_FILES",
     "SANDBOX",
+    "SANDBOX_POLICY",
     "SETTING_SOURCES",
     "TAKES",
     "CodexExtras",
@@ -33,6 +34,12 @@ SANDBOX = {
     "read-only": "read-only",
     "edit": "workspace-write",
     "full": "danger-full-access",
+}
+#: The same levels as app-server's per-turn ``sandboxPolicy`` types (``turn/start``).
+SANDBOX_POLICY = {
+    "read-only": "readOnly",
+    "edit": "workspaceWrite",
+    "full": "dangerFullAccess",
 }
 
 #: What ``setting_sources=`` can ask of codex: its user's configuration

@@ -83,6 +83,8 @@ from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.backend import CommandSpec, Translator, client_version
 from coding_genesis.control import (
     FORWARD,
+    Answered,
+    ControlIntent,
     ControlProtocol,
     Forward,
     HookCall,
@@ -114,6 +116,7 @@ from .acp_events import (
     tool_hook,
     track,
 )
+from .acp_switch import AcpSwitches, model_option
 
 __all__ = [
     "KNOWN_UPDATES",
@@ -235,6 +238,9 @@ class AcpAgent:
     #: The sources read when a request names none (the backend's
     #: ``default_setting_sources``): what ``session_meta`` says then.
     settings_default: tuple[str, ...] = ()
+    #: A turn may switch the model (``session/set_config_option`` of the
+    #: option of category "model"): measured for this agent (see :mod:`.acp_switch`).
+    switches_model: bool = False
 
 
 def session_meta(template: object, sources: tuple[str, ...]) -> Any:
@@ -316,6 +322,14 @@ class AcpControl(ControlProtocol):
         #: title, kind and input), for a permission request that names only
         #: the call's id (codex-acp's request for an MCP tool).
         self._announced: dict[str, Mapping[str, Any]] = {}
+        #: What a turn may switch (the level where the agent has its modes),
+        #: the mode and model now, and the switches pending.
+        self.turn_options = (
+            frozenset({"output_schema"})  # worded in the turn's prompt, as every turn's
+            | frozenset({"permissions"} if agent.modes else set())
+            | frozenset({"model"} if agent.switches_model else set())
+        )
+        self._switches = AcpSwitches()
 
     # -- intents ------------------------------------------------------------------
 
@@ -372,6 +386,18 @@ class AcpControl(ControlProtocol):
         )
         self._prompt_id = self._next_id
         return [call]
+
+    def turn_calls(self, turn: Request) -> list[ControlIntent]:
+        mode = self.mode(turn) if "permissions" in turn.turn_options else None
+        model = turn.model if "model" in turn.turn_options else None
+        return self._switches.calls(mode, model)
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        if intent.name not in ("set_mode", "set_model"):
+            return super().call(intent)
+        rid = self._next_id + 1
+        method, params = self._switches.request(rid, intent, self.session_id or "")
+        return rid, [self._call(method, params)]
 
     def _cancel(self) -> list[Outgoing]:
         """``session/cancel``, then the ``cancelled`` outcome for every open question."""
@@ -435,6 +461,11 @@ class AcpControl(ControlProtocol):
         result = _mapping(obj.get("result"))
         if method == "session/prompt":
             return self._prompt_answered(rid, obj)
+        if self._switches.pending(rid):  # a switch the session awaits
+            self._switches.answered(rid, error is None and "result" in obj)
+            if error is not None or "result" not in obj:
+                return (Answered(rid, error=error_words(error)),)
+            return (Answered(rid, result=result),)
         if error is not None or "result" not in obj:
             if method == "session/cancel":
                 return ()
@@ -507,7 +538,9 @@ class AcpControl(ControlProtocol):
             if sid is None:
                 return (ProtocolFault("answered session/new with no sessionId", True),)
             self.session_id = sid
+        self._switches.model_option = model_option(result)
         mode = self.mode(self.request) if self.request is not None else None
+        self._switches.mode = mode
         if mode is None:
             return self._ready()
         offered = [

@@ -35,12 +35,15 @@ GEMINI = AcpAgent(
 #: qwen ``--acp``: its sessions start in the mode of its settings; ``default``
 #: asks before edits and shell commands (its ``auto`` lets an LLM classifier
 #: decide, which against a fake model silently denies).  A refusal ends the
-#: turn (``end_turn``, the tool call ``failed``).
+#: turn (``end_turn``, the tool call ``failed``).  Its model is a configuration
+#: option (``configOptions``): a turn switches it; one its settings do not
+#: offer is refused ("Model 'm-b' not found for authType 'openai'").
 QWEN = AcpAgent(
     "qwen",
     modes={"read-only": "plan", "edit": "auto-edit", "full": "yolo"},
     ask_mode="default",
     refusal="the tool call fails and the turn ends (end_turn)",
+    switches_model=True,
 )
 
 #: opencode ``acp``: its only modes are its agents (``build``, ``plan``);

@@ -36,6 +36,7 @@ from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
 from ._common import PROXY_ENV, as_int, first_class, preview, str_list
 from .claude_control import SESSION_FLAGS, ClaudeControl
+from .claude_switch import LEVELS
 
 __all__ = [
     "ClaudeBackend",
@@ -88,22 +89,9 @@ _UNSET_ENV = (
     "!CLAUDE_CODE_EFFORT_LEVEL",
 )
 
-#: permissions= → (--permission-mode, tools removed with --disallowedTools, tools
-#: pre-approved with --allowedTools).  A deny rule wins over every allow rule
-#: (the user's settings, ``allowed_tools``), so read-only holds whatever else is
-#: configured; in ``-p`` mode a tool that would need approval is refused, so
-#: "edit" runs no command the user's settings do not allow.  "full" pre-approves
-#: every built-in tool rather than ``bypassPermissions``, which claude refuses to
-#: run as root.
-_PERMISSIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "read-only": ("default", ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit"), ()),
-    "edit": ("acceptEdits", (), ()),
-    "full": (
-        "acceptEdits",
-        (),
-        ("Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "WebFetch", "WebSearch"),
-    ),
-}
+#: permissions= → (--permission-mode, denied tools, pre-approved tools): one table
+#: with the switches of a live session's turns.
+_PERMISSIONS = LEVELS
 
 #: The settings a run reads unless ``setting_sources=`` says otherwise: the
 #: user's alone.  Measured on claude 2.1.330: without ``--setting-sources``

@@ -59,6 +59,8 @@ from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
 from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
+    Answered,
+    ControlIntent,
     ControlProtocol,
     Forward,
     HookCall,
@@ -88,6 +90,7 @@ from .claude_hooks import (
     hook_input,
     pre_tool_output,
 )
+from .claude_switch import FIXED_LEVELS, SWITCHES, Switches
 
 __all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
@@ -269,6 +272,9 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
+    turn_options = frozenset({"model", "permissions", "output_schema"})  # see .claude_switch
+    fixed_levels = FIXED_LEVELS
+    turn_schema_in_prompt = True
 
     def __init__(
         self,
@@ -299,6 +305,8 @@ class ClaudeControl(ControlProtocol):
         self._tools_of: tuple[Request | None, dict[str, HostTool]] = (None, {})
         #: What the pre_tool hooks of a call asked, kept for the approver's answer.
         self._hooked: dict[str, HookResult] = {}
+        #: The model and level claude runs with now, and the switches pending.
+        self._switches = Switches()
 
     # -- what the session was started with (the request ``begin`` kept) ---------
 
@@ -368,6 +376,17 @@ class ClaudeControl(ControlProtocol):
                 "parent_tool_use_id": None,
             }
         ]
+
+    def turn_calls(self, turn: Request) -> list[ControlIntent]:
+        return self._switches.calls(self.request, turn)
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        if intent.name not in SWITCHES:
+            return super().call(intent)
+        obj = self._request(intent.name)
+        request_id = obj["request_id"]
+        obj["request"].update(self._switches.fields(request_id, intent))
+        return request_id, [obj]
 
     def interrupt(self) -> list[Outgoing]:
         self._interrupted = True
@@ -508,6 +527,12 @@ class ClaudeControl(ControlProtocol):
         if subtype is None:
             unknown = repr(request_id)[:_SAID]
             return (ProtocolFault(f"{self._cli} answered a request we never sent: {unknown}"),)
+        if subtype in SWITCHES:  # a call the session awaits
+            ok = response.get("subtype") == "success"
+            self._switches.answered(str(request_id), ok)
+            if ok:
+                return (Answered(request_id, result=response.get("response")),)
+            return (Answered(request_id, error=str(response.get("error"))[:_SAID]),)
         if response.get("subtype") != "success":
             if subtype == "interrupt":
                 return ()  # no turn to interrupt (it had ended): nothing is broken

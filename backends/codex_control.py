@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
@@ -48,6 +48,7 @@ from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
 from ._codex import (
+    SANDBOX_POLICY,
     codex_overrides,
     codex_sandbox,
     request_extras,
@@ -153,6 +154,7 @@ class CodexControl(ControlProtocol):
     can_steer = True
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
+    turn_options = frozenset({"model", "permissions", "output_schema"})
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -213,7 +215,14 @@ class CodexControl(ControlProtocol):
         baseline = self._usage_total
         if baseline is None and self.request is not None and not self.request.resume:
             baseline = {}  # a new thread: its first total is all this turn's
-        return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
+        return AppServerTranslator(
+            baseline=baseline, thread=self.thread_id, model=self.model, model_of=self._model
+        )
+
+    def _model(self) -> str | None:
+        """The thread's model now (a turn may have switched it since the
+        translator was made)."""
+        return self.model
 
     def opening(self, start: Request) -> list[Outgoing]:
         capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
@@ -250,6 +259,27 @@ class CodexControl(ControlProtocol):
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
+        if self.request is None:
+            return self._turn_start(prompt, {})
+        return self.start_turn(replace(self.request, prompt=prompt))
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """``turn/start`` with the turn's own options: ``outputSchema`` for this
+        turn alone; ``model`` and ``sandboxPolicy`` (``permissions=``), which
+        codex keeps "for this turn and subsequent turns" (the session sends
+        them again with each later turn: the same answer either way).  The
+        model also names the turn's :class:`SessionEvent` (what prices it)."""
+        own: dict[str, Any] = {}
+        if turn.output_schema is not None:
+            own["outputSchema"] = dict(turn.output_schema)
+        if "model" in turn.turn_options and turn.model:
+            own["model"] = self.model = turn.model
+        if "permissions" in turn.turn_options and turn.permissions is not None:
+            own["sandboxPolicy"] = {"type": SANDBOX_POLICY[turn.permissions]}
+        own.update(request_extras(turn).turn)
+        return self._turn_start(turn.prompt, own)
+
+    def _turn_start(self, prompt: str, own: Mapping[str, Any]) -> list[Outgoing]:
         self.turn_id = None
         self.turn_running = True
         self.own_turn = False
@@ -261,10 +291,7 @@ class CodexControl(ControlProtocol):
         self._cancelled = False
         self._answer = None
         params: dict[str, Any] = {"threadId": self.thread_id or "", "input": _text_input(prompt)}
-        if self.request is not None:
-            if self.request.output_schema is not None:
-                params["outputSchema"] = dict(self.request.output_schema)
-            params.update(request_extras(self.request).turn)
+        params.update(own)
         return [self._call("turn/start", params)]
 
     def interrupt(self) -> list[Outgoing]:

@@ -5,7 +5,7 @@ same tool names, the turn's usage once at its end, a ``ResultEvent`` at
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coding_genesis.backend import Translator
@@ -98,11 +98,14 @@ class AppServerTranslator(Translator):
         *,
         thread: str | None = None,
         model: str | None = None,
+        model_of: Callable[[], str | None] | None = None,
     ) -> None:
         self._baseline = dict(baseline) if baseline is not None else None
         #: The thread and its model, as the protocol heard them at its start.
         self._thread = thread
         self._model = model
+        #: The model now, asked when the turn starts (a turn may switch it).
+        self._model_of = model_of
         self._base: dict[str, int] | None = None
         self._total: dict[str, int] | None = None
         self._session = False
@@ -141,8 +144,9 @@ class AppServerTranslator(Translator):
             return ()
         self._session = True
         self._thread = self._thread or thread_id
-        if self._model is not None:
-            return (SessionEvent(thread_id, self._model),)
+        model = self._model_of() if self._model_of is not None else self._model
+        if model is not None:
+            return (SessionEvent(thread_id, model),)
         return (SessionEvent(thread_id),)
 
     def _usage(self, usage: Mapping[str, Any]) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "backends_that",
     "check",
     "require",
+    "session_refusal",
     "steer_refusal",
     "takes_schema",
     "untrusted_backend_problem",
@@ -61,6 +62,7 @@ ROWS = (
     "permissions",
     "setting_sources",
     "takes",
+    "turn",
 )
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
@@ -73,8 +75,10 @@ TAKES: Mapping[str, str] = {
 
 
 def backends_that(need: str) -> list[str]:
-    """The registered backends that have ``need`` ("two_way", "steer",
-    "tools", "output_schema", or an option of :data:`TAKES`): only a refusal's
+    """The registered backends that have ``need`` ("two_way", "tools",
+    "output_schema", a session's fact: "steer", "fork", "compact",
+    "context_usage", an option of :data:`TAKES`, or ``"turn <option>"``:
+    a turn of a live session sets that option for itself): only a refusal's
     words load the registry."""
     # lazy: the registry loads every backend: only an answer that names them needs it
     from coding_genesis.backends import get_backend, registered_backends
@@ -83,9 +87,17 @@ def backends_that(need: str) -> list[str]:
     for name in registered_backends():
         backend = get_backend(name)
         protocol = backend.control()
+        kind, _, option = need.partition(" ")
+        if kind == "turn":
+            if protocol is not None and option in protocol.turn_options:
+                names.append(name)
+            continue
         has = {
             "two_way": protocol is not None,
-            "steer": protocol is not None and protocol.can_steer,
+            **{
+                fact: protocol is not None and getattr(protocol, attr)
+                for fact, (attr, _) in _FACTS.items()
+            },
             "tools": protocol is not None and protocol.can_host_tools,
             "output_schema": takes_schema(backend, protocol),
         }.get(need, need in backend.takes)
@@ -160,7 +172,16 @@ def _beyond(
 def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Unsupported | None:
     """The first thing ``backend`` cannot do of what ``settings`` ask (None:
     it can do all of it).  ``mode``: "session" for a live session (it needs a
-    two-way protocol, and runs where it is), "run" for one request."""
+    two-way protocol, and runs where it is), "run" for one request, "turn" for
+    one turn of a live session (the options it sets for itself: the rest was
+    checked when the session opened)."""
+    if mode == "turn":
+        return _turn_refusal(backend, settings)
+    return _refusal(backend, settings, mode)
+
+
+def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsupported | None:
+    """:func:`check` of a run or a session, row by row."""
     try:
         check_options(backend, settings.options)
     except ConfigError as exc:
@@ -218,6 +239,60 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
     return None
 
 
+def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """The ``turn`` row: an option one turn sets for itself
+    (``Request.turn_options``) that the session's protocol cannot change
+    between turns (``ControlProtocol.turn_options``); a permission level is
+    then one the backend can enforce."""
+    asked: frozenset[str] = getattr(settings, "turn_options", frozenset())
+    if not asked:
+        return None
+    protocol = backend.control()
+    can = protocol.turn_options if protocol is not None else frozenset()
+    beyond = sorted(asked - can)
+    if beyond:
+        option = beyond[0]
+        return Unsupported(
+            "turn",
+            f"backend {backend.name!r} cannot set {option}= for one turn of a live session "
+            "(the session's setting holds; open a session with it instead)"
+            + _listed("backends that can", f"turn {option}"),
+        )
+    fixed_schema = protocol is not None and protocol.turn_schema_in_prompt
+    if "output_schema" in asked and fixed_schema and getattr(settings, "opened_schema", False):
+        return Unsupported(
+            "turn",
+            f"backend {backend.name!r} cannot set output_schema= for one turn of a live "
+            "session opened with its own output_schema= (the CLI took it at start and "
+            "holds it for every turn); open a session without one instead",
+        )
+    if "permissions" in asked:
+        try:
+            require_permissions(backend, settings.permissions)
+        except ConfigError as exc:
+            return Unsupported("turn", str(exc))
+        return _widened(backend, protocol, settings)
+    return None
+
+
+def _widened(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings
+) -> Unsupported | None:
+    """A turn's level that the level its session opened at fixed out of reach
+    (``ControlProtocol.fixed_levels``: rules the CLI took at start and keeps)."""
+    opened = getattr(settings, "opened_permissions", None)
+    wanted = settings.permissions
+    fixed = protocol.fixed_levels.get(opened or "", frozenset()) if protocol else frozenset()
+    if wanted not in fixed:
+        return None
+    return Unsupported(
+        "turn",
+        f"backend {backend.name!r} cannot switch a live session opened with "
+        f"permissions={opened!r} to {wanted!r} for a turn (it fixed the {opened!r} "
+        f"rules when the session started); open a session with permissions={wanted!r} instead",
+    )
+
+
 def always_reads_project(backend: Backend) -> bool:
     """``backend`` cannot be told not to read the working directory's own
     settings (every combination it can be told names "project": codex-acp
@@ -259,14 +334,29 @@ def require(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> 
         raise RefusedError(refused.message)
 
 
+#: What a session can be asked beside its turns: the protocol's fact that says
+#: it can, and the words of its refusal.
+_FACTS: Mapping[str, tuple[str, str]] = {
+    "steer": ("can_steer", "steer a running turn"),
+    "fork": ("can_fork", "fork a session (a new one from its history)"),
+    "compact": ("can_compact", "compact its context on demand"),
+    "context_usage": ("context_usage", "say its context's use now"),
+}
+
+
+def session_refusal(backend: Backend, what: str) -> str | None:
+    """Why a session of ``backend`` cannot do ``what`` ("steer", "fork",
+    "compact", "context_usage"; None: it can), in the check's words."""
+    attr, words = _FACTS[what]
+    protocol = backend.control()
+    if protocol is not None and getattr(protocol, attr):
+        return None
+    return f"backend {backend.name!r} cannot {words}" + _listed("backends that can", what)
+
+
 def steer_refusal(backend: Backend) -> str | None:
     """Why a running turn of ``backend`` cannot be steered (None: it can)."""
-    protocol = backend.control()
-    if protocol is not None and protocol.can_steer:
-        return None
-    return f"backend {backend.name!r} cannot steer a running turn" + _listed(
-        "backends that can", "steer"
-    )
+    return session_refusal(backend, "steer")
 
 
 # -- untrusted input ----------------------------------------------------------------

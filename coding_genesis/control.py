@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, final
 
 from coding_genesis._util.renamed import old_names
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORWARD",
+    "Answered",
+    "ControlIntent",
     "ControlProtocol",
     "Forward",
     "HookCall",
@@ -166,6 +168,18 @@ class TurnEnded:
 
 
 @dataclass(frozen=True, slots=True)
+class Answered:
+    """The CLI answered a call of ours (:meth:`ControlProtocol.call`): ``key``
+    is the call's, ``result`` its answer, ``error`` why it failed (None: it
+    did not).  An answer nobody waits for any more (its deadline passed) is
+    let go."""
+
+    key: Any
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """Objects the protocol must write now, unasked by us (a request of the CLI
     we do not serve answered with an error, a ping answered, a question the
@@ -224,10 +238,22 @@ Incoming: TypeAlias = (
     | ToolCall
     | TurnBegan
     | TurnEnded
+    | Answered
     | Reply
     | ProtocolFault
     | Unknown
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ControlIntent:
+    """Something we ask the CLI between or during turns that has an answer
+    (:meth:`ControlProtocol.call`): ``name`` says what (``set_model``,
+    ``set_permissions``, ``context_usage``, ``compact``, ``mcp_status``...;
+    each protocol knows its own), ``params`` its arguments."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +301,19 @@ class ControlProtocol(ABC):
     ``schema_in_prompt``: the protocol has no field for an output schema
     (ACP), so ``output_schema=`` reaches the CLI in each turn's prompt (the
     session adds it, worded once) and the answer is validated by us.
+
+    What a protocol can do beyond that, each "cannot" by default and read by
+    the capability check alone (a request that needs one a protocol lacks is
+    refused, in the check's words, before anything is written):
+    ``turn_options``: the options one turn may set for itself
+    (``Request.turn_options``, of :data:`~coding_genesis.request.TURN_OPTIONS`),
+    which :meth:`start_turn` sends; ``prompt_parts``: the kinds of prompt parts
+    beside text it maps ("image", "file"); ``can_fork``: a new session from
+    this one's history; ``deltas``: text and thinking as they are written;
+    ``can_compact``: compaction on demand; ``context_usage``: the context's
+    use now; ``asks_questions``: the CLI's questions to the user reach the
+    session; ``takes_mcp_servers``: the caller's MCP servers are declared to
+    the CLI.
     """
 
     name: ClassVar[str] = ""
@@ -285,6 +324,23 @@ class ControlProtocol(ABC):
     can_host_tools: ClassVar[bool] = False
     resume_refusal: str | None = None
     tools_over_mcp: ClassVar[bool] = False
+    turn_options: frozenset[str] = frozenset()  # an ACP agent's differ: per instance
+    prompt_parts: ClassVar[frozenset[str]] = frozenset()
+    can_fork: ClassVar[bool] = False
+    deltas: ClassVar[bool] = False
+    can_compact: ClassVar[bool] = False
+    context_usage: ClassVar[bool] = False
+    asks_questions: ClassVar[bool] = False
+    takes_mcp_servers: ClassVar[bool] = False
+    #: By the permission level a session opened at, the levels a turn cannot
+    #: switch to (the CLI fixed the opening level's rules at start): the
+    #: ``turn`` row refuses them.
+    fixed_levels: ClassVar[Mapping[str, frozenset[str]]] = {}
+    #: A turn's own ``output_schema=`` goes in its prompt, worded once and
+    #: validated by us (no per-turn field: claude's ``--json-schema`` is the
+    #: process's); a session opened with a schema keeps it (the ``turn`` row
+    #: refuses another).
+    turn_schema_in_prompt: ClassVar[bool] = False
     #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
     mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
@@ -324,11 +380,34 @@ class ControlProtocol(ABC):
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         """Start a turn with the user's ``prompt``."""
 
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """Start the turn ``turn`` asks (the session's request with the turn's
+        prompt, timeout and the options it set for itself: ``turn.turn_options``,
+        only ever those of :attr:`turn_options`).  The session calls only this;
+        by default :meth:`begin_turn` with its prompt (a protocol that takes no
+        option of its own for a turn defines that one alone)."""
+        return self.begin_turn(turn.prompt)
+
+    def turn_calls(self, turn: Request) -> list[ControlIntent]:
+        """The calls to make, each answered, before :meth:`start_turn` writes
+        the turn (a switch of model or permission mode the CLI takes by a
+        control request, not with the prompt).  An error answer fails the turn
+        in the CLI's words before its prompt is sent.  None by default."""
+        return []
+
     @abstractmethod
     def interrupt(self) -> list[Outgoing]:
         """End the running turn (it ends with :class:`TurnEnded` ``interrupted``).
         A protocol that needs an id it has not been told yet (codex's turn id)
         keeps the wish and writes it through a :class:`Reply` when the id comes."""
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        """Ask the CLI ``intent``: the call's key (what its :class:`Answered`
+        will carry; unique while the call is pending) and the objects to
+        write.  The session waits for the answer, bounded by a deadline.  A
+        protocol without such a call raises NotImplementedError (the
+        capability check refuses the intent before it gets here)."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} cannot {intent.name}")
 
     def steer(self, text: str) -> list[Outgoing]:
         """Add ``text`` to the running turn (only when ``can_steer``)."""

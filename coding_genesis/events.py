@@ -31,13 +31,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CliRetryEvent",
+    "CompactionEvent",
     "ErrorEvent",
     "Event",
     "EventKind",
+    "McpServerEvent",
     "PlanEvent",
     "ResultEvent",
     "SessionEvent",
+    "TextDeltaEvent",
     "TextEvent",
+    "ThoughtDeltaEvent",
     "ThoughtEvent",
     "ToolCallEvent",
     "ToolResultEvent",
@@ -65,6 +69,11 @@ class EventKind(enum.StrEnum):
     ATTEMPT = "attempt"  # coding-genesis starts another attempt (retry policy)
     BUDGET = "budget"  # a budget passed a warning fraction, or was exceeded
     APPROVAL = "approval"  # a tool call the CLI asked about was allowed or refused
+    TEXT_DELTA = "text_delta"  # a piece of assistant text as it is written (stream(partial=True))
+    THOUGHT_DELTA = "thought_delta"  # a piece of the model's reasoning as it is written
+    MCP_SERVER = "mcp_server"  # an MCP server of the session started, failed or changed
+    COMPACTION = "compaction"  # the CLI compacted its context
+    QUESTION = "question"  # a question of the CLI to the user was answered or refused
 
 
 class Event:
@@ -176,7 +185,7 @@ class _Words(Event):
     """Words the model wrote: its answer's, its reasoning's."""
 
     __slots__ = ("text",)
-    fields = ("text",)
+    fields: ClassVar[tuple[str, ...]] = ("text",)
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -211,6 +220,51 @@ class ThoughtEvent(_Words):
 
     __slots__ = ()
     kind = EventKind.THOUGHT
+
+
+class _Delta(_Words):
+    """A piece of words as the CLI writes them, before its message is whole
+    (the whole message still comes as its own event, which is what counts:
+    a run's answer never comes from pieces)."""
+
+    __slots__ = ("message_id",)
+    fields = ("text", "message_id")
+
+    def __init__(self, text: str, message_id: str | None = None) -> None:
+        super().__init__(text)
+        #: The message the piece belongs to, when the CLI names it.
+        self.message_id = message_id
+
+    def _fill(self, out: dict[str, Any]) -> None:
+        out["text"] = self.text
+        out["message_id"] = self.message_id
+
+    def redacted(self, redactor: Redactor) -> Self:
+        text = redactor.text(self.text)
+        if text is self.text:
+            return self
+        return self._copy_stamps(type(self)(text, self.message_id))
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        message = payload.get("message_id")
+        return cls(str(payload.get("text") or ""), message if isinstance(message, str) else None)
+
+
+class TextDeltaEvent(_Delta):
+    """A piece of assistant text as it is written (``stream(partial=True)``).
+    ``to_dict`` fields: ``text``, ``message_id``."""
+
+    __slots__ = ()
+    kind = EventKind.TEXT_DELTA
+
+
+class ThoughtDeltaEvent(_Delta):
+    """A piece of the model's reasoning as it is written.  ``to_dict`` fields:
+    ``text``, ``message_id``."""
+
+    __slots__ = ()
+    kind = EventKind.THOUGHT_DELTA
 
 
 class PlanEvent(Event):
@@ -557,6 +611,47 @@ class CliRetryEvent(_Optional):
             payload.get("error"),
             payload.get("retry_delay_ms", _UNSET),
         )
+
+
+class _Plain(Event):
+    """An event whose every field is its constructor's keyword of that name."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Self:
+        return cls(**{name: payload.get(name) for name in cls.fields})
+
+
+class McpServerEvent(_Plain):
+    """An MCP server of the session as the CLI reports it.  ``to_dict``
+    fields: ``name``, ``status`` (the CLI's word: ``connected``, ``failed``,
+    ``starting``...), ``error`` (why it failed, or None)."""
+
+    __slots__ = ("error", "name", "status")
+    kind = EventKind.MCP_SERVER
+    fields = ("name", "status", "error")
+
+    def __init__(self, name: str, status: str, error: str | None = None) -> None:
+        self.name = name
+        self.status = status
+        self.error = error
+        self._stamp()
+
+
+class CompactionEvent(_Plain):
+    """The CLI compacted its context.  ``to_dict`` fields: ``trigger``
+    (``manual``: asked for; ``auto``: the CLI's own), ``tokens_before`` (the
+    context's tokens before, or None)."""
+
+    __slots__ = ("tokens_before", "trigger")
+    kind = EventKind.COMPACTION
+    fields = ("trigger", "tokens_before")
+
+    def __init__(self, trigger: str, tokens_before: int | None = None) -> None:
+        self.trigger = trigger
+        self.tokens_before = tokens_before
+        self._stamp()
 
 
 class Translator(ABC):

@@ -52,8 +52,9 @@ Keep: TypeAlias = Literal["never", "on_failure", "always"]
 #: Who started a run: the caller (a prompt), or the CLI itself between a
 #: session's turns.
 Trigger: TypeAlias = Literal["user", "cli"]
-#: What a request is: a one-shot ``run()``, or a live session (its turns).
-Mode: TypeAlias = Literal["run", "session"]
+#: What a request is: a one-shot ``run()``, a live session, or one turn of a
+#: live session (what it sets for itself only: the session was checked at open).
+Mode: TypeAlias = Literal["run", "session", "turn"]
 #: How a turn of a live session ended: the CLI's own ending (``completed``,
 #: ``failed``, ``interrupted``: :class:`~coding_genesis.control.TurnEnded`'s
 #: subset), a refusal ended it (``denied``), the CLI broke its protocol

@@ -70,6 +70,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "LIVE_OPTION_NAMES",
     "RUN_OPTION_NAMES",
+    "SEND_OPTION_NAMES",
+    "TURN_OPTIONS",
     "CallOptions",
     "CommandSpec",
     "LiveOptions",
@@ -79,6 +81,7 @@ __all__ = [
     "RequestSettings",
     "RetrySetting",
     "RunOptions",
+    "SendOptions",
     "SharedOptions",
     "Unsupported",
     "check_approver",
@@ -166,6 +169,22 @@ class RunOptions(RequestOptions, CallOptions, total=False):
     retry: RetrySetting
 
 
+class SendOptions(TypedDict, total=False):
+    """The keywords of one turn of a live session (``send()``,
+    ``send_result()``, ``stream()``); each left out (or None) is the session's.
+    A backend whose protocol cannot set one for a single turn answers that
+    turn 64 (the capability check's ``turn`` row); the session lives on."""
+
+    #: Wall-clock limit of this turn, in seconds.
+    timeout: float | None
+    #: The model of this turn.
+    model: str | None
+    #: The permission level of this turn: "read-only", "edit" or "full".
+    permissions: Permissions | None
+    #: The shape of this turn's answer (as ``output_schema=`` of a run).
+    output_schema: OutputSchemaSetting | None
+
+
 class LiveOptions(RequestOptions, total=False):
     """The options of a live session (``agent.session()``): a run's, without
     ``retry`` (a turn is never retried) or ``request_key``."""
@@ -182,6 +201,11 @@ class LiveOptions(RequestOptions, total=False):
 RUN_OPTION_NAMES: frozenset[str] = RunOptions.__optional_keys__
 #: The keywords ``agent.session()`` accepts.
 LIVE_OPTION_NAMES: frozenset[str] = LiveOptions.__optional_keys__
+#: The keywords of one turn of a live session (``send()``).
+SEND_OPTION_NAMES: frozenset[str] = SendOptions.__optional_keys__
+#: The options one turn sets for itself (``send(..., model=...)``): each
+#: backend's protocol says which it takes (``ControlProtocol.turn_options``).
+TURN_OPTIONS: frozenset[str] = SEND_OPTION_NAMES - {"timeout"}
 #: The options only a call takes.
 CALL_OPTION_NAMES: frozenset[str] = CallOptions.__optional_keys__
 
@@ -422,6 +446,15 @@ class Request(RequestSettings):
     resume: str | None = None
     #: Stable across the attempts of one logical request.
     request_key: str = ""
+    #: The options one turn of a live session set for itself (:meth:`for_turn`,
+    #: some of :data:`TURN_OPTIONS`): what the capability check's ``turn`` row
+    #: asks the session's protocol about (empty: the session's own settings).
+    turn_options: frozenset[str] = frozenset()
+    #: The permission level the live session opened at (:meth:`for_turn`): the
+    #: one a CLI that fixes its rules at start cannot widen from.
+    opened_permissions: Permissions | None = None
+    #: The live session was opened with an output schema (:meth:`for_turn`).
+    opened_schema: bool = False
 
     @property
     def approvals(self) -> bool:
@@ -465,16 +498,41 @@ class Request(RequestSettings):
         """The same request run in ``cwd`` (an isolated run's worktree)."""
         return replace(self, cwd=cwd)
 
-    def for_turn(self, prompt: object, *, timeout: object = None) -> Request:
-        """One turn of the live session this request opened: its prompt and
-        timeout checked, nothing else (the session's options hold)."""
+    def for_turn(
+        self,
+        prompt: object,
+        *,
+        timeout: object = None,
+        model: object = None,
+        permissions: object = None,
+        output_schema: object = None,
+    ) -> Request:
+        """One turn of the live session this request opened: its prompt, its
+        timeout and the options it sets for itself (:data:`TURN_OPTIONS`; None:
+        the session's), each checked by its declaration; the session's other
+        settings hold.  Whether the session's protocol can take them is the
+        capability check's (its ``turn`` row, from :attr:`turn_options`)."""
         text = check_prompt(prompt)
+        changed: dict[str, Any] = {}
+        for name, value in (
+            ("model", model),
+            ("permissions", permissions),
+            ("output_schema", output_schema),
+        ):
+            check = _RULES[name][0]
+            kept = value if value is None or check is None else check(name, value)
+            if kept is not None:
+                changed[name] = kept
         return replace(
             self,
             prompt=text,
             timeout=self.timeout if timeout is None else required_seconds("timeout", timeout),
             resume=None,  # the session continues by itself
             request_key=request_key(self.backend, self.cwd, text),
+            turn_options=frozenset(changed),
+            opened_permissions=self.opened_permissions or self.permissions,
+            opened_schema=self.opened_schema or self.output_schema is not None,
+            **changed,
         )
 
     @classmethod

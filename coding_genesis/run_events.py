@@ -15,13 +15,17 @@ from typing import Any, Self, TypeAlias
 
 from coding_genesis.events import (
     CliRetryEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     EventKind,
+    McpServerEvent,
     PlanEvent,
     ResultEvent,
     SessionEvent,
+    TextDeltaEvent,
     TextEvent,
+    ThoughtDeltaEvent,
     ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -34,6 +38,7 @@ __all__ = [
     "ApprovalEvent",
     "AttemptEvent",
     "BudgetEvent",
+    "QuestionEvent",
     "RunEvent",
     "RunFinishedEvent",
     "RunStartedEvent",
@@ -239,6 +244,31 @@ class ApprovalEvent(_WithExtra):
         self._stamp()
 
 
+class QuestionEvent(_WithExtra):
+    """A question the CLI put to the user was answered or refused (a live
+    session; published as :class:`ApprovalEvent` is).  ``to_dict`` fields:
+    ``question`` (its text, redacted), ``answered``, ``source`` (``asker``,
+    ``timeout``, ``error``, ``none``: nobody to ask), then ``extra``: ``turn``,
+    ``options``, ``answer`` (redacted), ``elapsed_s``, ``error``."""
+
+    __slots__ = ("answered", "question", "source")
+    kind = EventKind.QUESTION
+    fields = ("question", "answered", "source")
+
+    def __init__(
+        self,
+        question: str,
+        answered: bool,
+        source: str,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.question = question
+        self.answered = answered
+        self.source = source
+        self.extra = _extra(extra, self.fields)
+        self._stamp()
+
+
 RunEvent: TypeAlias = (
     TextEvent
     | ThoughtEvent
@@ -256,6 +286,11 @@ RunEvent: TypeAlias = (
     | AttemptEvent
     | BudgetEvent
     | ApprovalEvent
+    | TextDeltaEvent
+    | ThoughtDeltaEvent
+    | McpServerEvent
+    | CompactionEvent
+    | QuestionEvent
 )
 """Any concrete event; ``kind`` (``to_dict()["type"]``) says which."""
 
@@ -279,6 +314,11 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AttemptEvent,
         BudgetEvent,
         ApprovalEvent,
+        TextDeltaEvent,
+        ThoughtDeltaEvent,
+        McpServerEvent,
+        CompactionEvent,
+        QuestionEvent,
     )
 }
 

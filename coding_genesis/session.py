@@ -42,11 +42,13 @@ from coding_genesis._util.renamed import old_names
 from coding_genesis.capabilities import steer_refusal
 from coding_genesis.errors import AgentUsageError
 from coding_genesis.options import KEEP_RESULTS
-from coding_genesis.request import Request, RunOptions
+from coding_genesis.request import SEND_OPTION_NAMES, Request, SendOptions
 from coding_genesis.result import RunResponse, RunResult
 from coding_genesis.status import NOT_RUN, ErrorCode
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from coding_genesis._pipeline.runner import Runner
     from coding_genesis.events import Event
     from coding_genesis.observer import RunObserver
@@ -58,6 +60,9 @@ log = logging.getLogger("coding_genesis.session")
 #: What a turn the CLI started by itself is asked for (it is never sent: the
 #: CLI's own work is the turn; the run log and the transcript show this).
 _CLI_PROMPT = "(a turn the CLI started by itself, between the caller's turns)"
+#: The options a turn sets that hold for the later turns too, as the CLIs keep
+#: them (``output_schema=`` is that turn's alone).
+_STICKY = ("model", "permissions")
 
 
 def _fan_out(calls: list[Callable[[bytes], None]]) -> Callable[[bytes], None] | None:
@@ -132,6 +137,9 @@ class Session:
         self._cli_done = anyio.Event()
         self._cli_count = 0
         self._cli_last: RunResult | None = None
+        #: The model and permission level a turn switched to: sticky (as the
+        #: CLIs keep them), so each later turn asks them again unless it sets its own.
+        self._switched: dict[str, Any] = {}
 
     # -- state --------------------------------------------------------------------
 
@@ -287,16 +295,26 @@ class Session:
             )
         return link
 
-    async def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
+    async def send_result(self, prompt: str, **options: Unpack[SendOptions]) -> RunResult:
         """One turn: the typed result (never raises for a runtime failure).
-        A turn the CLI started by itself (:meth:`cli_turn`) ends first."""
+        A turn the CLI started by itself (:meth:`cli_turn`) ends first.
+        ``options``: the turn's own (:class:`~coding_genesis.request.SendOptions`;
+        one the backend cannot set for a turn answers 64, the session lives on).
+        ``model=`` and ``permissions=`` hold for the later turns too, as the
+        CLIs keep them; ``output_schema=`` is this turn's alone."""
+        unknown = set(options) - SEND_OPTION_NAMES
+        if unknown:
+            raise TypeError(f"send() got unexpected keyword argument(s) {sorted(unknown)}")
         link = self._live("send()")
-        options: RunOptions = {"timeout": timeout} if timeout is not None else {}
         while link.alive and (self._cli_busy or link.between.wanted.is_set()):
             await self._cli_done.wait()
-        result = await self._runner.run(prompt, options, session=link)
+        asked: dict[str, Any] = {**self._switched}
+        asked.update((name, value) for name, value in options.items() if value is not None)
+        result = await self._runner.run(prompt, asked, session=link)
         if result.error not in NOT_RUN:
             self._record(result)
+        if result.error not in NOT_RUN and link.refused_switch is None:
+            self._switched.update((name, asked[name]) for name in _STICKY if asked.get(name))
         if not link.alive:
             await self.close()
         return result
@@ -343,13 +361,13 @@ class Session:
             self._cli_count += 1
             self._cli_last = result
 
-    async def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+    async def send(self, prompt: str, **options: Unpack[SendOptions]) -> RunResponse:
         """One turn: the same dict ``run()`` returns, for this turn."""
-        return (await self.send_result(prompt, timeout=timeout)).to_dict()
+        return (await self.send_result(prompt, **options)).to_dict()
 
     @asynccontextmanager
     async def stream(
-        self, prompt: str, *, timeout: float | None = None
+        self, prompt: str, **options: Unpack[SendOptions]
     ) -> AsyncIterator[TurnStream]:
         """One turn, streamed: ``async with session.stream(p) as turn: async
         for event in turn: ...``; then ``turn.result``."""
@@ -361,7 +379,7 @@ class Session:
 
                 async def go() -> None:
                     try:
-                        turn.result = await self.send_result(prompt, timeout=timeout)
+                        turn.result = await self.send_result(prompt, **options)
                     finally:
                         turn._send.close()
 
@@ -427,11 +445,11 @@ class SyncTurns:
             raise AgentUsageError("use the sync session inside `with agent.session_sync() as s`")
         return portal.call(functools.partial(fn, *args, **kwargs))
 
-    def send(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
-        return cast("RunResponse", self._call(self.session.send, prompt, timeout=timeout))
+    def send(self, prompt: str, **options: Unpack[SendOptions]) -> RunResponse:
+        return cast("RunResponse", self._call(self.session.send, prompt, **options))
 
-    def send_result(self, prompt: str, *, timeout: float | None = None) -> RunResult:
-        return cast("RunResult", self._call(self.session.send_result, prompt, timeout=timeout))
+    def send_result(self, prompt: str, **options: Unpack[SendOptions]) -> RunResult:
+        return cast("RunResult", self._call(self.session.send_result, prompt, **options))
 
     def interrupt(self) -> bool:
         """From another thread while :meth:`send` blocks."""

@@ -19,7 +19,7 @@ from coding_genesis.capabilities import UNTRUSTED, backends_that, check, untrust
 from coding_genesis.config import AgentConfig
 from coding_genesis.errors import AgentUsageError, ConfigError, RefusedError
 from coding_genesis.hooks import wants
-from coding_genesis.request import LIVE_OPTION_NAMES, RUN_OPTION_NAMES
+from coding_genesis.request import LIVE_OPTION_NAMES, RUN_OPTION_NAMES, SEND_OPTION_NAMES
 from tests.session.twoway import TwoWayBackend, one_way_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,6 +232,7 @@ def test_every_option_is_classified() -> None:
         set(AgentConfig.field_names())
         | RUN_OPTION_NAMES
         | LIVE_OPTION_NAMES
+        | SEND_OPTION_NAMES
         | {"prompt", "backend", "approve_tools", "deny_commands", "writes_under"}
     )
     assert every == set(UNTRUSTED)

@@ -17,10 +17,12 @@ from typing import Any
 import anyio
 
 from coding_genesis._live.asks import LinkQuestions
+from coding_genesis._live.calls import PendingCalls
 from coding_genesis._live.turn import Turn, Unattended
 from coding_genesis._pipeline.decode import Router, skip_failed_line
 from coding_genesis._util.parser import JsonLinesParser, bound_depth, edge_fields
 from coding_genesis.control import (
+    Answered,
     Forward,
     HookCall,
     PermissionAsk,
@@ -56,6 +58,7 @@ class LinkDispatch(LinkQuestions):
     _idle_translator: Translator
     _dispatch: dict[type, Handler]
     _drained: anyio.Event | None
+    calls: PendingCalls
 
     def _unattended(self) -> bool:
         """What the CLI says now is between turns (the opening done, no turn
@@ -147,6 +150,7 @@ class LinkDispatch(LinkQuestions):
             Reply: self._on_reply,
             ProtocolFault: self._on_fault,
             Unknown: self._on_unknown,
+            Answered: self._on_answered,
         }
 
     def _on_ready(self, item: Ready, turn: Turn | None, held: Unattended | None) -> None:
@@ -203,6 +207,10 @@ class LinkDispatch(LinkQuestions):
 
     def _on_unknown(self, item: Unknown, turn: Turn | None, held: Unattended | None) -> None:
         self.unknown += 1
+
+    def _on_answered(self, item: Answered, turn: Turn | None, held: Unattended | None) -> None:
+        if not self.calls.answered(item):
+            log.info("%s answered a call nobody waits for", self.backend.name)
 
     def _turn_ended(self, turn: Turn, item: TurnEnded) -> None:
         if turn.denied is not None:

@@ -24,6 +24,7 @@ out, is stopped by a budget or its runner dies).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -31,6 +32,7 @@ import anyio
 import anyio.abc
 
 from coding_genesis._live.approvals import approval_event
+from coding_genesis._live.calls import PendingCalls
 from coding_genesis._live.dispatch import LinkDispatch
 from coding_genesis._live.hooks import longest
 from coding_genesis._live.hosttools import HostCalls
@@ -56,10 +58,7 @@ from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis._util.parser import JsonLinesParser
 from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
-from coding_genesis.control import (
-    ControlProtocol,
-    Outgoing,
-)
+from coding_genesis.control import Answered, ControlIntent, ControlProtocol, Outgoing
 from coding_genesis.events import Translator
 from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
@@ -68,6 +67,11 @@ from coding_genesis.status import ErrorCode, Status
 __all__ = ["LiveLink"]
 
 log = logging.getLogger("coding_genesis._live.link")
+
+#: How long a call before a turn (a switch of model or mode) may take to be
+#: answered: the CLI answers one at once (the turn's own timeout is the bound
+#: when shorter).
+_SWITCH_WAIT = 10.0
 
 
 class LiveLink(LinkDispatch):
@@ -92,6 +96,11 @@ class LiveLink(LinkDispatch):
         #: The session's "always" answers (every backend's, kept here).
         self.remembered = Remembered()
         self.host_calls = HostCalls(request.tools, protocol, self.send, lambda: self.alive)
+        #: Our calls to the CLI awaiting their answer (:meth:`call`).
+        self.calls = PendingCalls()
+        #: The last turn's switch the CLI refused (``turn_calls``), its words:
+        #: the session keeps no switch of that turn.
+        self.refused_switch: str | None = None
         self.stop = stop
         #: Our key of the session (the marker of its processes).
         self.key = marker
@@ -305,10 +314,17 @@ class LiveLink(LinkDispatch):
                 if not held.wanted.is_set():
                     turn.end("completed")  # nothing was left to do
             else:
-                prompt = request.prompt
-                if self.protocol.schema_in_prompt:
-                    prompt = schema_prompt(prompt, request.output_schema)
-                self.send(*self.protocol.begin_turn(prompt))
+                asked = request
+                if self.protocol.schema_in_prompt or (
+                    self.protocol.turn_schema_in_prompt and "output_schema" in request.turn_options
+                ):  # the schema worded in the prompt
+                    worded = schema_prompt(request.prompt, request.output_schema)
+                    asked = dataclasses.replace(request, prompt=worded)
+                refused = await self._turn_calls(asked)
+                if refused is not None:
+                    turn.end("failed", refused)
+                else:
+                    self.send(*self.protocol.start_turn(asked))
             await turn.done.wait()
         except BaseException:
             # A cancelled turn: the session's process tree is stopped.
@@ -403,6 +419,31 @@ class LiveLink(LinkDispatch):
 
     def steer(self, text: str) -> None:
         self.send(*self.protocol.steer(text))
+
+    async def _turn_calls(self, turn: Request) -> str | None:
+        """The protocol's calls before the turn (``turn_calls``), each awaited:
+        the first error's words (the turn fails; nothing was prompted), or None."""
+        self.refused_switch = None
+        for intent in self.protocol.turn_calls(turn):
+            answer = await self.call(intent, min(turn.timeout, _SWITCH_WAIT))
+            if answer.error is not None:
+                self.refused_switch = f"{self.backend.name} refused {intent.name}: {answer.error}"
+                return self.refused_switch
+        return None
+
+    async def call(self, intent: ControlIntent, timeout: float) -> Answered:
+        """Ask the CLI ``intent`` and wait for its answer, at most ``timeout``
+        seconds: the answer, or an error answer (no such call here, no answer
+        in time, the CLI gone); never raises for the CLI's doing."""
+        if not self.alive:
+            return Answered(None, error=f"{intent.name}: the session is over")
+        try:
+            key, objects = self.protocol.call(intent)
+            self.calls.add(key, timeout)
+        except (NotImplementedError, ValueError) as exc:
+            return Answered(None, error=str(exc))
+        self.send(*objects)
+        return await self.calls.wait(key, self.ended)
 
     # -- opening and closing -----------------------------------------------------
 

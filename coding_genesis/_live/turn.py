@@ -131,9 +131,9 @@ class Unattended:
     """What the CLI said since the last turn ended: its bytes (for the
     transcript), its events, its questions and calls (unanswered until a turn
     takes them) and its end of a turn.  Work (:data:`_WORK` events, a
-    question, a call, a hook point, a turn the CLI began) sets :attr:`wanted`: the session then
-    starts a turn of the CLI's own (``trigger: "cli"``) that takes it all, so
-    nothing the CLI does between turns goes unrecorded."""
+    question, a call, a hook point, a turn the CLI began) sets :attr:`wanted`:
+    the session then starts a turn of the CLI's own (``trigger: "cli"``) that
+    takes it all, so nothing the CLI does between turns goes unrecorded."""
 
     __slots__ = ("dropped", "ended", "events", "raw", "waiting", "wanted")
 

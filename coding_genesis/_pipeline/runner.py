@@ -193,8 +193,17 @@ class Runner:
         wiring = self.wiring
         clock = wiring.clock()
         try:
-            if session is not None:  # a turn of a live session: its prompt and timeout
-                request = session.request.for_turn(prompt, timeout=options.get("timeout"))
+            if session is not None:  # a turn of a live session: its prompt, timeout, own options
+                request = session.request.for_turn(
+                    prompt,
+                    timeout=options.get("timeout"),
+                    model=options.get("model"),
+                    permissions=options.get("permissions"),
+                    output_schema=options.get("output_schema"),
+                )
+                refused = self._check(wiring.backend, request, "turn")
+                if refused is not None:
+                    raise RefusedError(refused.message)
             else:
                 request = self.build(prompt, options, mode="run")
         except ConfigError as exc:

@@ -9,7 +9,9 @@ does is what claude 2.1.330 does (the recordings in ``tests/fakes/recordings/two
 * A tool call is asked about through the registered ``PreToolUse`` hook (an
   approver decides every call), else claude's own rules decide: under
   ``--permissions`` read-only no write or command, edit: writes under the cwd,
-  full: everything; a plain ``echo``, ``ls``, ``pwd`` or ``cat`` runs unasked; what
+  full: everything (a live session's ``set_model``, ``apply_flag_settings`` and
+  ``set_permission_mode`` switch its model and level between turns, as
+  claude's do); a plain ``echo``, ``ls``, ``pwd`` or ``cat`` runs unasked; what
   the rules leave open is asked with ``can_use_tool`` (a one-shot run refuses it,
   as ``claude -p`` does).  An allow-always answer's rules hold for the session.
 * The call runs only once allowed, with the input as answered: ``/write`` writes
@@ -117,6 +119,10 @@ class FailerSide(ClaudeSide):
         self._started = time.monotonic()
         self._notes: list[str] = []
         self._denials: list[dict[str, Any]] = []
+        #: What its init line names; a live session's ``set_model`` switches it.
+        self.model = "process-failer"
+        #: The tool rules of the last ``apply_flag_settings`` (a live switch of level).
+        self._flag_rules: dict[str, Any] = {}
 
     # -- lines -------------------------------------------------------------------
 
@@ -130,7 +136,7 @@ class FailerSide(ClaudeSide):
                 "type": "system",
                 "subtype": "init",
                 "session_id": self.session_id,
-                "model": "process-failer",
+                "model": self.model,
                 "cwd": os.getcwd(),
                 "tools": tools if self.live else [],
                 "mcp_servers": servers,
@@ -391,6 +397,29 @@ class FailerSide(ClaudeSide):
             rule, reason = {"toolName": tool}, f"{tool} requires approval"
         suggestion = {"type": "addRules", "rules": [rule], "behavior": "allow"}
         return reason, [{**suggestion, "destination": "session"}]
+
+    def serve(self, obj: dict[str, Any]) -> None:
+        """claude's switches between turns (model, level), then the rest as claude."""
+        rid, request = obj.get("request_id"), obj.get("request") or {}
+        subtype = request.get("subtype")
+        if subtype == "set_model" and isinstance(request.get("model"), str):
+            self.model = request["model"]
+        elif subtype == "apply_flag_settings":
+            rules = (request.get("settings") or {}).get("permissions")
+            self._flag_rules = rules if isinstance(rules, dict) else {}
+        elif subtype == "set_permission_mode":
+            # the level the switch's rules and mode make (as claude.py's table)
+            if "Write" in (self._flag_rules.get("deny") or ()):
+                self.permissions = "read-only"
+            elif "Bash" in (self._flag_rules.get("allow") or ()):
+                self.permissions = "full"
+            elif request.get("mode") == "acceptEdits":
+                self.permissions = "edit"
+        else:
+            super().serve(obj)
+            return
+        answer: dict[str, Any] = {"subtype": "success", "request_id": rid, "response": {}}
+        self.emit({"type": "control_response", "response": answer})
 
     def _remember(self, permissions: list[Any]) -> None:
         for change in permissions:

@@ -434,6 +434,31 @@ def schema_problems(obj: Outgoing, schemas: Path = SCHEMAS) -> list[str]:
     )
 
 
+_TURN_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def test_a_turn_sets_its_model_sandbox_and_schema_on_turn_start() -> None:
+    """``turn/start`` carries the turn's own options (codex keeps model and
+    sandbox for the later turns; the schema is the turn's); a turn without
+    them sends none, and the turn's SessionEvent names the switched model."""
+    protocol = CodexControl()
+    start = cli_request(cwd="/w", model="m-a", permissions="edit")
+    protocol.begin(start)
+    protocol.receive({"id": 1, "result": {}})
+    protocol.receive({"id": 2, "result": {"thread": {"id": "t"}, "model": "m-a"}})
+    (plain,) = protocol.start_turn(start.for_turn("x"))
+    assert set(plain["params"]) == {"threadId", "input"}
+    translator = protocol.translator()
+    turn = start.for_turn("y", model="m-b", permissions="read-only", output_schema=_TURN_SCHEMA)
+    (own,) = protocol.start_turn(turn)
+    params = own["params"]
+    assert (params["model"], params["sandboxPolicy"]) == ("m-b", {"type": "readOnly"})
+    assert params["outputSchema"]["properties"] == _TURN_SCHEMA["properties"]
+    started = {"method": "turn/started", "params": {"threadId": "t", "turn": {"id": "u"}}}
+    (event,) = translator.translate(started)
+    assert isinstance(event, SessionEvent) and event.model == "m-b"
+
+
 def everything_written() -> Iterator[Outgoing]:
     for name in ALL:
         yield from replay(name).written
@@ -444,6 +469,10 @@ def everything_written() -> Iterator[Outgoing]:
     assert isinstance(reply, Reply)
     yield from reply.objects
     protocol.receive({"id": 2, "result": {"thread": {"id": "t"}}})
+    for level in ("read-only", "edit", "full"):  # a turn's own options
+        yield from protocol.start_turn(
+            start.for_turn("x", model="m-b", permissions=level, output_schema=_TURN_SCHEMA)
+        )
     protocol.begin_turn("x")
     protocol.receive({"method": "turn/started", "params": {"threadId": "t", "turn": {"id": "u"}}})
     yield from protocol.steer("more")

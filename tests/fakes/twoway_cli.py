@@ -5,8 +5,11 @@ protocols have their fakes in ``fakecli.py``).
 We write ``{"op": "hello"}`` (answered ``{"type": "ready", "session": ...}``),
 ``{"op": "prompt", "text": ...}``, ``{"op": "answer", "id": N, "allow": bool,
 "message": ..., "input": ..., "end": bool}``, ``{"op": "interrupt"}`` and
-``{"op": "bye"}`` (the CLI exits 0), and ``{"op": "result", "id": N, "text": ...,
-"error": bool}`` (a host tool's result).  A prompt's first word picks what the
+``{"op": "bye"}`` (the CLI exits 0), ``{"op": "result", "id": N, "text": ...,
+"error": bool}`` (a host tool's result), and ``{"op": "control", "id": N, "what":
+..., "params": {...}}`` (a call with an answer: ``echo`` is answered ``{"type":
+"control_answer", "id": N, "result": params}``, ``fail`` with ``"error"``,
+``twice`` twice, ``never`` not at all, ``die`` by exiting 3).  A prompt's first word picks what the
 turn does:
 
 * ``TEXT words``: ``text`` then ``done`` with usage (12 in, 7 out);
@@ -66,6 +69,18 @@ def done(usage: dict[str, int] | None = None, **flags: bool) -> None:
     if usage is not None:
         say({"type": "usage", "usage": usage})
     say({"type": "done", **flags})
+
+
+def control(msg: dict[str, Any]) -> None:
+    """A call of ours with an answer (see the module's docstring)."""
+    what, answer = msg.get("what"), {"type": "control_answer", "id": msg.get("id")}
+    if what == "die":
+        sys.exit(3)
+    if what == "fail":
+        say({**answer, "error": f"no such thing: {msg.get('params')}"})
+    elif what in ("echo", "twice"):
+        for _ in range(2 if what == "twice" else 1):
+            say({**answer, "result": msg.get("params")})
 
 
 def main() -> int:
@@ -232,6 +247,8 @@ def main() -> int:
                 cond.notify_all()
         elif op == "interrupt":
             interrupted.set()
+        elif op == "control":
+            control(msg)
         elif op == "bye":
             return 0
     return 0

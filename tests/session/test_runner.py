@@ -81,9 +81,9 @@ async def test_a_second_send_during_a_turn_is_busy_and_builds_nothing(
     built: list[str] = []
     for_turn = Request.for_turn
 
-    def counted(self: Request, prompt: object, *, timeout: object = None) -> Request:
+    def counted(self: Request, prompt: object, **options: Any) -> Request:
         built.append(str(prompt))
-        return for_turn(self, prompt, timeout=timeout)
+        return for_turn(self, prompt, **options)
 
     monkeypatch.setattr(Request, "for_turn", counted)
     async with agent(tmp_path).session() as s:

@@ -312,6 +312,37 @@ def send(live: Live, prompt: str) -> None:
     live.send(prompt)
 
 
+@when(
+    parsers.re(
+        r'a turn sets (?P<option>model|permissions) "(?P<value>[^"]+)" and sends "(?P<prompt>[^"]+)"$'
+    )
+)
+def send_with(live: Live, prompt: str, option: str, value: str) -> None:
+    """One turn with its own option (``send(..., model=...)``)."""
+    assert live.session is not None, "no session is open"
+    own: dict[str, Any] = {option: value}
+    send = functools.partial(live.session.send, prompt, **own)
+    live.responses.append(live.portal.call(send))
+
+
+@when(parsers.re(r"a turn asks for a Review and sends '(?P<prompt>[^']+)'$"))
+def send_for_review(live: Live, prompt: str) -> None:
+    """One turn with its own output schema (``send(..., output_schema=Review)``)."""
+    assert live.session is not None, "no session is open"
+    send = functools.partial(live.session.send, prompt, output_schema=Review)
+    live.responses.append(live.portal.call(send))
+
+
+@then(parsers.parse("the outputs of the turns were {values}"))
+def turn_outputs(live: Live, values: str) -> None:
+    assert [r["output"] for r in live.responses] == json.loads(values), live.responses
+
+
+@then(parsers.parse('the turns ran on the models "{models}"'))
+def turn_models(live: Live, models: str) -> None:
+    assert [r["model"] for r in live.responses] == models.split(", "), live.responses
+
+
 @when(parsers.parse('the session is sent "{prompt}" and interrupted once the command runs'))
 def send_and_interrupt(live: Live, prompt: str) -> None:
     assert live.session is not None
