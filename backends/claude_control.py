@@ -88,6 +88,7 @@ from .claude_hooks import (
     hook_input,
     pre_tool_output,
 )
+from .parts import claude_content
 
 __all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
@@ -269,6 +270,7 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
+    prompt_parts = frozenset({"image", "file"})  # content blocks (.parts)
 
     def __init__(
         self,
@@ -368,6 +370,13 @@ class ClaudeControl(ControlProtocol):
                 "parent_tool_use_id": None,
             }
         ]
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """The user message; a prompt with parts is content blocks (.parts)."""
+        out = self.begin_turn(turn.prompt)
+        if turn.parts:
+            out[0]["message"]["content"] = claude_content(turn)
+        return out
 
     def interrupt(self) -> list[Outgoing]:
         self._interrupted = True

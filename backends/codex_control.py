@@ -58,6 +58,7 @@ from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
+from .parts import codex_input
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
@@ -153,6 +154,7 @@ class CodexControl(ControlProtocol):
     can_steer = True
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
+    prompt_parts = frozenset({"image", "file"})  # turn/start inputs (.parts)
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -266,6 +268,13 @@ class CodexControl(ControlProtocol):
                 params["outputSchema"] = dict(self.request.output_schema)
             params.update(request_extras(self.request).turn)
         return [self._call("turn/start", params)]
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """``turn/start``; a prompt with parts is several inputs (.parts)."""
+        out = self.begin_turn(turn.prompt)
+        if turn.parts:
+            out[0]["params"]["input"] = codex_input(turn)
+        return out
 
     def interrupt(self) -> list[Outgoing]:
         if not self.turn_running:

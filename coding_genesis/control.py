@@ -379,6 +379,13 @@ class ControlProtocol(ABC):
         option of its own for a turn defines that one alone)."""
         return self.begin_turn(turn.prompt)
 
+    def turn_refusal(self, turn: Request) -> str | None:
+        """Why this CLI, as it answered at the opening, cannot take ``turn``
+        (None: it can): what no class fact can say before the CLI runs (an ACP
+        agent's ``promptCapabilities``).  The turn answers 64 in these words,
+        nothing is written, and the session lives on."""
+        return None
+
     @abstractmethod
     def interrupt(self) -> list[Outgoing]:
         """End the running turn (it ends with :class:`TurnEnded` ``interrupted``).

@@ -55,6 +55,7 @@ from coding_genesis.options import (
     Permissions,
     SettingSource,
 )
+from coding_genesis.prompts import FileRef, Image, checked_prompt
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -450,6 +451,10 @@ class Request(RequestSettings):
     #: some of :data:`TURN_OPTIONS`): what the capability check's ``turn`` row
     #: asks the session's protocol about (empty: the session's own settings).
     turn_options: frozenset[str] = frozenset()
+    #: The prompt's parts beside its text (:mod:`coding_genesis.prompts`:
+    #: images read and checked at the door, files made absolute), which the
+    #: capability check's ``parts`` row holds to what the backend can send.
+    parts: tuple[Image | FileRef, ...] = ()
 
     @property
     def approvals(self) -> bool:
@@ -507,7 +512,7 @@ class Request(RequestSettings):
         the session's), each checked by its declaration; the session's other
         settings hold.  Whether the session's protocol can take them is the
         capability check's (its ``turn`` row, from :attr:`turn_options`)."""
-        text = check_prompt(prompt)
+        text, parts = checked_prompt(prompt, self.cwd)
         changed: dict[str, Any] = {}
         for name, value in (
             ("model", model),
@@ -525,6 +530,7 @@ class Request(RequestSettings):
             resume=None,  # the session continues by itself
             request_key=request_key(self.backend, self.cwd, text),
             turn_options=frozenset(changed),
+            parts=parts,
             **changed,
         )
 
@@ -582,7 +588,7 @@ class Request(RequestSettings):
                 values[name] = merge(kept, values[name]) if merge is not None else kept
         if where is None:
             where = check_cwd(os.getcwd())
-        text = "" if session and prompt == "" else check_prompt(prompt)
+        text, parts = ("", ()) if session and prompt == "" else checked_prompt(prompt, where)
         if session:
             values["retry"] = None  # a turn is never retried
         elif values["cli_max_retries"] is None and values["retry"] is not None:
@@ -593,6 +599,7 @@ class Request(RequestSettings):
             backend=backend,
             resume=resume,
             request_key=key or request_key(backend, where, text),
+            parts=parts,
             **values,
         )
 
