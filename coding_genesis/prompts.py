@@ -39,6 +39,7 @@ __all__ = [
     "Part",
     "Prompt",
     "checked_prompt",
+    "described",
     "part_kind",
     "path_parts",
     "sniff",
@@ -119,6 +120,21 @@ Prompt: TypeAlias = str | Sequence[Part]
 def part_kind(part: Image | FileRef) -> str:
     """The kind a protocol declares it maps (``ControlProtocol.prompt_parts``)."""
     return "image" if isinstance(part, Image) else "file"
+
+
+def described(part: Image | FileRef) -> dict[str, object]:
+    """A part as a record shows it: an image by its type, size and sha256,
+    never its bytes; a file by its path."""
+    if isinstance(part, FileRef):
+        return {"type": "file", "path": part.path}
+    size = len(part.data) if part.data is not None else None
+    return {
+        "type": "image",
+        "path": part.path,
+        "media_type": part.media_type,
+        "bytes": size,
+        "sha256": part.sha256 if part.data is not None else None,
+    }
 
 
 def _of_json(value: Mapping[object, object]) -> Image | FileRef:

@@ -8,6 +8,7 @@ untrusted data when a part names a path, and encoded once per CLI
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ from coding_genesis.batch import InvalidRequest
 from coding_genesis.capabilities import backends_that, check, untrusted_problem
 from coding_genesis.control import ControlProtocol
 from coding_genesis.errors import ConfigError
-from coding_genesis.prompts import MAX_IMAGE_BYTES, checked_prompt, sniff
+from coding_genesis.prompts import MAX_IMAGE_BYTES, checked_prompt, described, sniff
 from tests.session.twoway import one_way_backend
 from tests.support import cli_request
 
@@ -113,10 +114,19 @@ def test_the_json_form_of_a_part(tmp_path: Path) -> None:
             checked_prompt(["x", bad], str(tmp_path))
 
 
-def test_an_images_bytes_are_never_in_its_repr() -> None:
+def test_an_images_bytes_are_never_in_its_repr_nor_its_record() -> None:
     shown = repr(Image(data=PNG))
     assert B64 not in shown and repr(PNG) not in shown
-    assert "70 bytes, sha256 " in shown
+    digest = hashlib.sha256(PNG).hexdigest()
+    assert shown == f"Image(path=None, 70 bytes, sha256 {digest})"
+    assert described(Image(path="/a.png", data=PNG)) == {
+        "type": "image",
+        "path": "/a.png",
+        "media_type": "image/png",
+        "bytes": 70,
+        "sha256": digest,
+    }
+    assert described(FileRef("/a.md")) == {"type": "file", "path": "/a.md"}
 
 
 def test_the_request_keeps_the_text_as_its_prompt_and_the_parts_beside_it(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 
 from pytest_bdd import given, parsers, then, when
@@ -92,3 +93,12 @@ def no_bytes(acp: AcpWorld) -> None:
     metas = [p.read_text() for p in sorted(transcripts(acp).rglob("meta.json"))]
     assert any('"prompt": "hello"' in meta for meta in metas), metas  # the text alone
     assert not any(written in meta for meta in metas)
+    described = [json.loads(meta).get("parts") for meta in metas]
+    image = {
+        "type": "image",
+        "path": None,
+        "media_type": "image/png",
+        "bytes": len(PNG),
+        "sha256": hashlib.sha256(PNG).hexdigest(),
+    }
+    assert [image, {"type": "file", "path": str(acp.tmp_path / "notes.md")}] in described
