@@ -248,3 +248,56 @@ def test_a_run_with_an_image_on_the_failer_and_an_oversized_one(tmp_path: Path) 
         f"{MAX_IMAGE_BYTES} bytes (20 MiB)"
     )
     assert (big["session_id"], big["tool_calls"]) == (None, 0)  # nothing ran
+
+
+RECORDINGS = Path(__file__).parent / "fakes" / "recordings" / "acp"
+
+
+@pytest.mark.parametrize("agent", ["gemini", "qwen", "opencode", "claude_code", "codex"])
+def test_every_recorded_acp_agent_takes_an_image(agent: str) -> None:
+    """Each agent's recorded initialize answer (gemini 0.61, qwen 0.24.4,
+    opencode 1.18.33, claude-agent-acp, codex-acp) says promptCapabilities.image."""
+    lines = (RECORDINGS / f"{agent}_acp_tool.jsonl").read_text().splitlines()
+    answer = next(
+        json.loads(line)["msg"]["result"] for line in lines if "promptCapabilities" in line
+    )
+    acp = get_backend("qwen").control()
+    assert acp is not None
+    acp.begin(cli_request(cwd="/w"))
+    acp.receive({"jsonrpc": "2.0", "id": 1, "result": answer})
+    assert acp.turn_refusal(cli_request(cwd="/w").for_turn(["look", Image(data=PNG)])) is None
+
+
+@pytest.mark.slow
+def test_a_one_shot_acp_run_with_an_image_its_agent_refuses_answers_64(tmp_path: Path) -> None:
+    fake = str(Path(__file__).parent / "fakes" / "bin" / "gemini")
+    record = tmp_path / "record.jsonl"
+
+    def run(**env: str) -> dict[str, object]:
+        agent = CodingGenesisAgent(
+            "gemini",
+            cli_path=fake,
+            cwd=str(tmp_path),
+            ledger=False,
+            timeout=20,
+            env={"FAKE_CLI_RECORD": str(record), **env},
+        )
+        return dict(agent.run_sync(["hello", Image(data=PNG)]))
+
+    refused = run(FAKE_ACP_NO_IMAGE="1")
+    assert (refused["status"], refused["error"]) == (64, "invalid_request")
+    assert str(refused["message"]).startswith("gemini takes no image in a prompt")
+    said = [json.loads(line) for line in record.read_text().splitlines()]
+    assert not [e for e in said if e.get("received") == "session/prompt"]  # nothing written
+    ok = run()
+    assert (ok["status"], ok["message"]) == (0, "fake gemini got: hello")
+    said = [json.loads(line) for line in record.read_text().splitlines()]
+    (parts,) = [e["prompt_parts"] for e in said if "prompt_parts" in e]
+    assert parts == [
+        {
+            "type": "image",
+            "mimeType": "image/png",
+            "bytes": len(PNG),
+            "sha256": hashlib.sha256(PNG).hexdigest(),
+        }
+    ]
