@@ -100,6 +100,7 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.prompts import Image
 from coding_genesis.request import Request
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
@@ -117,6 +118,7 @@ from .acp_events import (
     track,
 )
 from .acp_switch import AcpSwitches, model_option
+from .parts import acp_prompt
 
 __all__ = [
     "KNOWN_UPDATES",
@@ -296,6 +298,9 @@ class AcpControl(ControlProtocol):
     #: that it launches (``mcpServers``), which the session serves.
     can_host_tools = True
     tools_over_mcp = True
+    #: A file is a resource_link (every agent's); an image, where the agent's
+    #: initialize says so (else :meth:`turn_refusal`).
+    prompt_parts = frozenset({"image", "file"})
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -307,6 +312,8 @@ class AcpControl(ControlProtocol):
         self.session_id: str | None = None
         #: The agent offers session/load (its initialize said so).
         self.can_load = False
+        #: The agent takes an image in a prompt (promptCapabilities.image).
+        self.takes_images = False
         self._prompt_id: int | None = None
         #: Permission requests of the running turn still unanswered: their ids.
         self._open: set[Any] = set()
@@ -398,6 +405,23 @@ class AcpControl(ControlProtocol):
         rid = self._next_id + 1
         method, params = self._switches.request(rid, intent, self.session_id or "")
         return rid, [self._call(method, params)]
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """``session/prompt``; a prompt with parts is several blocks (.parts)."""
+        out = self.begin_turn(turn.prompt)
+        if turn.parts:
+            out[0]["params"]["prompt"] = acp_prompt(turn)
+        return out
+
+    def turn_refusal(self, turn: Request) -> str | None:
+        """An image the agent's ``initialize`` did not offer to take."""
+        if self.takes_images or not any(isinstance(p, Image) for p in turn.parts):
+            return None
+        return (
+            f"{self.agent.name} takes no image in a prompt (its initialize answer's "
+            "agentCapabilities.promptCapabilities.image is not true); send the text and "
+            "files alone"
+        )
 
     def _cancel(self) -> list[Outgoing]:
         """``session/cancel``, then the ``cancelled`` outcome for every open question."""
@@ -495,6 +519,7 @@ class AcpControl(ControlProtocol):
             )
         capabilities = _mapping(result.get("agentCapabilities"))
         self.can_load = capabilities.get("loadSession") is True
+        self.takes_images = _mapping(capabilities.get("promptCapabilities")).get("image") is True
         start = self.request
         params: dict[str, Any] = {
             "cwd": start.cwd if start else ".",

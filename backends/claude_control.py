@@ -91,6 +91,7 @@ from .claude_hooks import (
     pre_tool_output,
 )
 from .claude_switch import FIXED_LEVELS, SWITCHES, Switches
+from .parts import claude_content
 
 __all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
@@ -275,6 +276,7 @@ class ClaudeControl(ControlProtocol):
     turn_options = frozenset({"model", "permissions", "output_schema"})  # see .claude_switch
     fixed_levels = FIXED_LEVELS
     turn_schema_in_prompt = True
+    prompt_parts = frozenset({"image", "file"})  # content blocks (.parts)
 
     def __init__(
         self,
@@ -387,6 +389,13 @@ class ClaudeControl(ControlProtocol):
         request_id = obj["request_id"]
         obj["request"].update(self._switches.fields(request_id, intent))
         return request_id, [obj]
+
+    def start_turn(self, turn: Request) -> list[Outgoing]:
+        """The user message; a prompt with parts is content blocks (.parts)."""
+        out = self.begin_turn(turn.prompt)
+        if turn.parts:
+            out[0]["message"]["content"] = claude_content(turn)
+        return out
 
     def interrupt(self) -> list[Outgoing]:
         self._interrupted = True

@@ -59,6 +59,7 @@ from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
+from .parts import codex_input
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
@@ -155,6 +156,7 @@ class CodexControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     turn_options = frozenset({"model", "permissions", "output_schema"})
+    prompt_parts = frozenset({"image", "file"})  # turn/start inputs (.parts)
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -277,7 +279,10 @@ class CodexControl(ControlProtocol):
         if "permissions" in turn.turn_options and turn.permissions is not None:
             own["sandboxPolicy"] = {"type": SANDBOX_POLICY[turn.permissions]}
         own.update(request_extras(turn).turn)
-        return self._turn_start(turn.prompt, own)
+        out = self._turn_start(turn.prompt, own)
+        if turn.parts:  # a prompt with parts is several inputs (.parts)
+            out[0]["params"]["input"] = codex_input(turn)
+        return out
 
     def _turn_start(self, prompt: str, own: Mapping[str, Any]) -> list[Outgoing]:
         self.turn_id = None

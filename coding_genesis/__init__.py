@@ -155,6 +155,11 @@ if TYPE_CHECKING:
         SessionPool as SessionPool,
         SyncSessionPool as SyncSessionPool,
     )
+    from coding_genesis.prompts import (
+        FileRef as FileRef,
+        Image as Image,
+        Prompt as Prompt,
+    )
     from coding_genesis.request import (
         CallOptions as CallOptions,
         CommandSpec as CommandSpec,
@@ -204,6 +209,9 @@ if TYPE_CHECKING:
 
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
+    "Image": "prompts",
+    "FileRef": "prompts",
+    "Prompt": "prompts",
     "HostTool": "tools",
     "ToolResult": "tools",
     "tool": "tools",

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from coding_genesis.events import Event
+    from coding_genesis.prompts import Prompt
 
 __all__ = ["DEFAULT_TIMEOUT", "CodingGenesisAgent"]
 
@@ -239,7 +240,7 @@ class CodingGenesisAgent:
     # -- running -------------------------------------------------------
 
     @show_keywords(_RUN_KEYWORDS)
-    def run_sync(self, prompt: str, **options: Unpack[RunOptions]) -> RunResponse:
+    def run_sync(self, prompt: Prompt, **options: Unpack[RunOptions]) -> RunResponse:
         """Blocking :meth:`run` for code without an event loop."""
         library = running_event_loop()
         if library is not None:
@@ -250,7 +251,7 @@ class CodingGenesisAgent:
         return anyio.run(functools.partial(self.run, prompt, **options))
 
     @show_keywords(_RUN_KEYWORDS)
-    async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunResponse:
+    async def run(self, prompt: Prompt, **options: Unpack[RunOptions]) -> RunResponse:
         """Run one request; return the response dict.  Never raises for a
         runtime failure; re-raises cancellation after the process tree is gone.
 
@@ -262,7 +263,7 @@ class CodingGenesisAgent:
         return result.to_dict()
 
     @show_keywords(_RUN_KEYWORDS)
-    async def run_result(self, prompt: str, **options: Unpack[RunOptions]) -> RunResult:
+    async def run_result(self, prompt: Prompt, **options: Unpack[RunOptions]) -> RunResult:
         """:meth:`run` (the same arguments), returning the typed
         :class:`RunResult` behind the dict."""
         unknown = set(options) - RUN_OPTION_NAMES

@@ -108,7 +108,10 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    prompt: str
+    #: Text, or text with images and files (:mod:`coding_genesis.prompts`: a
+    #: JSON line writes an image or file as an object; one naming a path needs
+    #: ``--trusted-input``).
+    prompt: str | list[Any]
     backend: str
     resume: str | None = None
     request_key: str | None = None
@@ -116,7 +119,7 @@ class RunSpec(BaseModel):
     if TYPE_CHECKING:
 
         def __init__(
-            self, *, prompt: str, backend: str, **fields: Unpack[BatchSettings]
+            self, *, prompt: str | list[Any], backend: str, **fields: Unpack[BatchSettings]
         ) -> None: ...
 
     else:

@@ -23,6 +23,7 @@ from coding_genesis.backend import check_options
 from coding_genesis.config import require_permissions, require_setting_sources
 from coding_genesis.errors import ConfigError, RefusedError
 from coding_genesis.hooks import declared
+from coding_genesis.prompts import FileRef, Image, part_kind, path_parts
 from coding_genesis.request import Request, Unsupported
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ ROWS = (
     "permissions",
     "setting_sources",
     "takes",
+    "parts",
     "turn",
 )
 
@@ -90,6 +92,10 @@ def backends_that(need: str) -> list[str]:
         kind, _, option = need.partition(" ")
         if kind == "turn":
             if protocol is not None and option in protocol.turn_options:
+                names.append(name)
+            continue
+        if kind == "parts":
+            if protocol is not None and option in protocol.prompt_parts:
                 names.append(name)
             continue
         has = {
@@ -176,8 +182,8 @@ def check(backend: Backend, settings: RequestSettings, mode: Mode = "run") -> Un
     one turn of a live session (the options it sets for itself: the rest was
     checked when the session opened)."""
     if mode == "turn":
-        return _turn_refusal(backend, settings)
-    return _refusal(backend, settings, mode)
+        return _parts_refusal(backend, settings) or _turn_refusal(backend, settings)
+    return _refusal(backend, settings, mode) or _parts_refusal(backend, settings)
 
 
 def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsupported | None:
@@ -235,6 +241,27 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
                 option,
                 f"backend {backend.name!r} takes no {noun}, which {option}= needs"
                 + _listed("backends that do", option),
+            )
+    return None
+
+
+def _parts_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | None:
+    """The ``parts`` row: a part of the prompt (an image, a file) the backend's
+    protocol cannot send (``ControlProtocol.prompt_parts``: a prompt with
+    parts runs live)."""
+    parts: tuple[Image | FileRef, ...] = getattr(settings, "parts", ())
+    if not parts:
+        return None
+    protocol = backend.control()
+    can = protocol.prompt_parts if protocol is not None else frozenset()
+    for part in parts:
+        kind = part_kind(part)
+        if kind not in can:
+            return Unsupported(
+                "parts",
+                f"backend {backend.name!r} cannot send a prompt's {kind} part "
+                f"({type(part).__name__}), which the prompt holds"
+                + _listed("backends that can", f"parts {kind}"),
             )
     return None
 
@@ -421,6 +448,13 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
             f"refused field(s) {', '.join(refused)}: a run-many file may set only "
             f"{', '.join(data)} (options: {', '.join(sorted(UNTRUSTED_OPTIONS))}); "
             "pass --trusted-input to accept the rest (it lets the file run any program)"
+        )
+    named = path_parts(fields.get("prompt"))
+    if named:
+        return (
+            f"refused prompt part(s) naming a path ({', '.join(repr(p[:60]) for p in named)}): "
+            "an image or file read from disk is sent to the model; pass --trusted-input to "
+            "accept it (an image may come as base64 data)"
         )
     for key in ("model", "resume"):
         text = fields.get(key)

@@ -395,6 +395,13 @@ class ControlProtocol(ABC):
         in the CLI's words before its prompt is sent.  None by default."""
         return []
 
+    def turn_refusal(self, turn: Request) -> str | None:
+        """Why this CLI, as it answered at the opening, cannot take ``turn``
+        (None: it can): what no class fact can say before the CLI runs (an ACP
+        agent's ``promptCapabilities``).  The turn answers 64 in these words,
+        nothing is written, and the session lives on."""
+        return None
+
     @abstractmethod
     def interrupt(self) -> list[Outgoing]:
         """End the running turn (it ends with :class:`TurnEnded` ``interrupted``).

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from coding_genesis.backend import Backend
     from coding_genesis.config import AgentSettings
+    from coding_genesis.prompts import Prompt
     from coding_genesis.run_events import RunEvent
     from coding_genesis.session import Session
 
@@ -284,7 +285,7 @@ class SessionPool:
 
     async def run_result(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         timeout: float | None = None,
         on_event: Callable[[RunEvent], object] | None = None,
@@ -299,7 +300,7 @@ class SessionPool:
                 if unsubscribe is not None:
                     unsubscribe()
 
-    async def run(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+    async def run(self, prompt: Prompt, *, timeout: float | None = None) -> RunResponse:
         """:meth:`run_result` as the dict ``run()`` returns."""
         return (await self.run_result(prompt, timeout=timeout)).to_dict()
 
@@ -578,7 +579,7 @@ class SyncSessionPool:
         with portal.wrap_async_context_manager(self.pool.session()) as session:
             yield SyncPooledSession(portal, session)
 
-    def run(self, prompt: str, *, timeout: float | None = None) -> RunResponse:
+    def run(self, prompt: Prompt, *, timeout: float | None = None) -> RunResponse:
         """:meth:`SessionPool.run`, blocking."""
         portal = self._live_portal()
         return cast(

@@ -55,6 +55,7 @@ from coding_genesis.options import (
     Permissions,
     SettingSource,
 )
+from coding_genesis.prompts import FileRef, Image, checked_prompt
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -455,6 +456,10 @@ class Request(RequestSettings):
     opened_permissions: Permissions | None = None
     #: The live session was opened with an output schema (:meth:`for_turn`).
     opened_schema: bool = False
+    #: The prompt's parts beside its text (:mod:`coding_genesis.prompts`:
+    #: images read and checked at the door, files made absolute), which the
+    #: capability check's ``parts`` row holds to what the backend can send.
+    parts: tuple[Image | FileRef, ...] = ()
 
     @property
     def approvals(self) -> bool:
@@ -512,7 +517,7 @@ class Request(RequestSettings):
         the session's), each checked by its declaration; the session's other
         settings hold.  Whether the session's protocol can take them is the
         capability check's (its ``turn`` row, from :attr:`turn_options`)."""
-        text = check_prompt(prompt)
+        text, parts = checked_prompt(prompt, self.cwd)
         changed: dict[str, Any] = {}
         for name, value in (
             ("model", model),
@@ -532,6 +537,7 @@ class Request(RequestSettings):
             turn_options=frozenset(changed),
             opened_permissions=self.opened_permissions or self.permissions,
             opened_schema=self.opened_schema or self.output_schema is not None,
+            parts=parts,
             **changed,
         )
 
@@ -589,7 +595,7 @@ class Request(RequestSettings):
                 values[name] = merge(kept, values[name]) if merge is not None else kept
         if where is None:
             where = check_cwd(os.getcwd())
-        text = "" if session and prompt == "" else check_prompt(prompt)
+        text, parts = ("", ()) if session and prompt == "" else checked_prompt(prompt, where)
         if session:
             values["retry"] = None  # a turn is never retried
         elif values["cli_max_retries"] is None and values["retry"] is not None:
@@ -600,6 +606,7 @@ class Request(RequestSettings):
             backend=backend,
             resume=resume,
             request_key=key or request_key(backend, where, text),
+            parts=parts,
             **values,
         )
 

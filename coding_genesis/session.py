@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from coding_genesis._pipeline.runner import Runner
     from coding_genesis.events import Event
     from coding_genesis.observer import RunObserver
+    from coding_genesis.prompts import Prompt
 
 __all__ = ["Session", "SyncSession", "TurnStream"]
 
@@ -295,7 +296,7 @@ class Session:
             )
         return link
 
-    async def send_result(self, prompt: str, **options: Unpack[SendOptions]) -> RunResult:
+    async def send_result(self, prompt: Prompt, **options: Unpack[SendOptions]) -> RunResult:
         """One turn: the typed result (never raises for a runtime failure).
         A turn the CLI started by itself (:meth:`cli_turn`) ends first.
         ``options``: the turn's own (:class:`~coding_genesis.request.SendOptions`;
@@ -361,13 +362,13 @@ class Session:
             self._cli_count += 1
             self._cli_last = result
 
-    async def send(self, prompt: str, **options: Unpack[SendOptions]) -> RunResponse:
+    async def send(self, prompt: Prompt, **options: Unpack[SendOptions]) -> RunResponse:
         """One turn: the same dict ``run()`` returns, for this turn."""
         return (await self.send_result(prompt, **options)).to_dict()
 
     @asynccontextmanager
     async def stream(
-        self, prompt: str, **options: Unpack[SendOptions]
+        self, prompt: Prompt, **options: Unpack[SendOptions]
     ) -> AsyncIterator[TurnStream]:
         """One turn, streamed: ``async with session.stream(p) as turn: async
         for event in turn: ...``; then ``turn.result``."""
@@ -445,10 +446,10 @@ class SyncTurns:
             raise AgentUsageError("use the sync session inside `with agent.session_sync() as s`")
         return portal.call(functools.partial(fn, *args, **kwargs))
 
-    def send(self, prompt: str, **options: Unpack[SendOptions]) -> RunResponse:
+    def send(self, prompt: Prompt, **options: Unpack[SendOptions]) -> RunResponse:
         return cast("RunResponse", self._call(self.session.send, prompt, **options))
 
-    def send_result(self, prompt: str, **options: Unpack[SendOptions]) -> RunResult:
+    def send_result(self, prompt: Prompt, **options: Unpack[SendOptions]) -> RunResult:
         return cast("RunResult", self._call(self.session.send_result, prompt, **options))
 
     def interrupt(self) -> bool:

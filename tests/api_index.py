@@ -23,6 +23,9 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("AgentConfig", "An agent's settings, checked once; shareable between agents."),
             ("DEFAULT_TIMEOUT", "The wall-clock limit of a run when none is given (seconds)."),
             ("available_backends", "The names of every backend you can pass as `backend=`."),
+            ("Prompt", "What `run()` and `send()` take: text, or text with images and files."),
+            ("Image", "An image in a prompt: a file's or bytes (at most 20 MiB)."),
+            ("FileRef", "A file in a prompt: the agent is pointed at it."),
         ],
     ),
     (

@@ -24,4 +24,5 @@ scenarios(
     "acp.feature",
     "acp_pool.feature",
     "turn_options.feature",
+    "prompt_parts.feature",
 )

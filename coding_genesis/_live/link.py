@@ -224,7 +224,15 @@ class LiveLink(LinkDispatch):
         trigger: Trigger = "user",
     ) -> AttemptOutcome:
         """One turn: the prompt written, the output decoded until the turn ends
-        (``trigger="cli"``: no prompt; it takes what the CLI said between turns)."""
+        (``trigger="cli"``: no prompt; it takes what the CLI said between turns).
+        A turn the CLI said at its opening it cannot take is refused unwritten."""
+        refused = self.protocol.turn_refusal(request) if trigger == "user" else None
+        if refused is not None:
+            refusal = Refusal(Status.USAGE, ErrorCode.INVALID_REQUEST, refused)
+            tally = RunTally(request.cwd, context.redactor)
+            return AttemptOutcome(
+                request, request.timeout, tally, ProcessOutcome(), refusal=refusal
+            )
         turn = self._begin(request, context, run_id)
         warnings = self.process.warnings if self.turns == 1 else ()
         await self._drain()

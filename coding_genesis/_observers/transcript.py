@@ -73,6 +73,7 @@ from coding_genesis._util.redact import Redactor
 from coding_genesis._util.version import version
 from coding_genesis.events import Event, EventKind
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.prompts import described
 from coding_genesis.run_events import LIFECYCLE_KINDS
 
 if TYPE_CHECKING:
@@ -483,6 +484,12 @@ class Transcript:
                 os.close(dir_fd)
 
 
+def _parts(run: RunInfo) -> dict[str, Any]:
+    """The meta's ``parts``, only where the prompt has some (else the meta is as it was)."""
+    parts = run.request.parts if run.request is not None else ()
+    return {"parts": [described(part) for part in parts]} if parts else {}
+
+
 def now_meta(ts: float | None = None) -> dict[str, Any]:
     ts = time.time() if ts is None else ts
     return {"started_ts": ts, "started": iso_utc(ts)}
@@ -548,6 +555,8 @@ class _TranscriptRun(RunObserver):
                 "session": run.session,
                 "turn": run.turn or None,
                 "trigger": run.trigger,
+                # a prompt's images and files, an image by its size and sha256
+                **_parts(run),
             }
         )
         if kind == "session":  # no run_started opens its stdout: it is open from the start

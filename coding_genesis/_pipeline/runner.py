@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from coding_genesis.backend import Backend
     from coding_genesis.breaker import CircuitBreaker
     from coding_genesis.options import Mode, Trigger
+    from coding_genesis.prompts import Prompt
     from coding_genesis.result import RunResult
 
 __all__ = ["Check", "Runner"]
@@ -174,7 +175,7 @@ class Runner:
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         options: Mapping[str, Any] = _EMPTY,
         *,
         session: Transport | None = None,

@@ -74,13 +74,18 @@ nothing of their kind, in an order where neither the first nor the last is
 
 ``FAKE_ACP_VERSION`` is the protocol version it answers (default 1);
 ``FAKE_ACP_NO_LOAD=1``: it does not offer ``session/load``; ``FAKE_ACP_DIRS=1``: it
-offers ``additionalDirectories``.  ``FAKE_CLI_RECORD=path``
+offers ``additionalDirectories``; ``FAKE_ACP_NO_IMAGE=1``: its
+``promptCapabilities`` take no image.  The prompt's text is its first text
+block; its other blocks (an image, a ``resource_link``) are recorded as
+``prompt_parts`` (an image by its size and sha256).  ``FAKE_CLI_RECORD=path``
 gets one JSON object per message received (``received``: the method or the
 answered id, ``params``/``result``).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import queue
@@ -146,6 +151,20 @@ def _write(text: str) -> None:
 
 def send(obj: Any) -> None:
     _write(json.dumps(obj))
+
+
+def _described(block: dict[str, Any]) -> dict[str, Any]:
+    """A prompt's content block as the record keeps it: an image by its size
+    and digest (its bytes would bloat the record), anything else as it came."""
+    if block.get("type") != "image":
+        return block
+    data = base64.b64decode(str(block.get("data", "")))
+    return {
+        "type": "image",
+        "mimeType": block.get("mimeType"),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def record(**entry: Any) -> None:
@@ -326,6 +345,7 @@ class Agent:
             caps: dict[str, Any] = {"loadSession": os.environ.get("FAKE_ACP_NO_LOAD") != "1"}
             if os.environ.get("FAKE_ACP_DIRS") == "1":
                 caps["sessionCapabilities"] = {"additionalDirectories": {}}
+            caps["promptCapabilities"] = {"image": os.environ.get("FAKE_ACP_NO_IMAGE") != "1"}
             result = {
                 "protocolVersion": version,
                 "agentCapabilities": caps,
@@ -372,7 +392,11 @@ class Agent:
                 self.turn.join()  # what the last turn still says after its answer goes first
             self.cancel.clear()
             blocks = params.get("prompt") or [{}]
-            text = str(blocks[0].get("text", ""))
+            said = [b for b in blocks if b.get("type") == "text"] or blocks
+            text = str(said[0].get("text", ""))
+            others = [_described(b) for b in blocks if b.get("type") != "text"]
+            if others:
+                record(prompt_parts=others)
             self.turn = threading.Thread(target=self.prompt, args=(rid, text), daemon=True)
             self.turn.start()
         else:
