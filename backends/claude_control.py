@@ -269,6 +269,7 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
+    deltas = True  # --include-partial-messages: stream_event lines (the failer writes them too)
 
     def __init__(
         self,

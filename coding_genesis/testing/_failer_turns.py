@@ -103,6 +103,7 @@ class FailerSide(ClaudeSide):
             finish_at_eof=True,
         )
         self.args, self.failer, self.live = args, failer, live
+        self.partial = bool(getattr(args, "include_partial_messages", False))
         self.schema: dict[str, Any] | None = None
         if args.json_schema is not None:
             schema = json.loads(args.json_schema)

@@ -299,6 +299,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--input-format", help="stream-json: the two-way control protocol")
     parser.add_argument("--permission-prompt-tool", help="accepted for claude compatibility")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--include-partial-messages", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--resume", help="continue this session id")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
@@ -402,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         prompt = (
             sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
         )
-    if args.json_schema is not None or _tool_command_first(prompt):
+    if args.json_schema is not None or args.include_partial_messages or _tool_command_first(prompt):
         return int(_turns().one_shot(args, prompt, itself))
 
     run = _Run(args.resume or str(uuid.uuid4()), time.monotonic())
