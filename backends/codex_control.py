@@ -59,7 +59,7 @@ from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 
-__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
+__all__ = ["DELTAS", "FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
 
 #: Notifications ignored here but asked for by nobody: codex is told not to
@@ -76,6 +76,14 @@ OPT_OUT = (
     "item/fileChange/outputDelta",
 )
 
+#: The pieces of a message as codex writes them: asked for (left out of
+#: :data:`OPT_OUT`) only by a session with ``partial=True``.
+DELTAS = (
+    "item/agentMessage/delta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/textDelta",
+)
+
 #: The notifications of a session we know (every one codex 0.169 sent in our
 #: recordings among them): forwarded to the translator, which makes events of
 #: some and nothing of the rest (transcripts keep them).  Any other is
@@ -83,6 +91,7 @@ OPT_OUT = (
 FORWARDED = frozenset(
     {
         "error",
+        *DELTAS,
         "thread/started",
         "thread/status/changed",
         "thread/tokenUsage/updated",
@@ -153,6 +162,7 @@ class CodexControl(ControlProtocol):
     can_steer = True
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
+    deltas = True  # DELTAS, asked for at initialize
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -216,7 +226,10 @@ class CodexControl(ControlProtocol):
         return AppServerTranslator(baseline=baseline, thread=self.thread_id, model=self.model)
 
     def opening(self, start: Request) -> list[Outgoing]:
-        capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
+        wanted = DELTAS if start.partial else ()
+        capabilities: dict[str, Any] = {
+            "optOutNotificationMethods": [m for m in OPT_OUT if m not in wanted]
+        }
         if start.tools:
             capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
         return [
