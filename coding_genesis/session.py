@@ -224,6 +224,7 @@ class Session:
                 totals=wiring.totals,
                 on_stdout=_fan_out([w.stdout for w in watching]),
                 on_stdin=_fan_out([w.stdin for w in watching]),
+                on_stderr=_fan_out([w.stderr for w in watching]),
             )
             async with open_link(
                 wiring.backend,

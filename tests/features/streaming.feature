@@ -1,9 +1,10 @@
-Feature: Text as it is written
+Feature: Live output: text as it is written, stderr as it comes
   With partial=True a run or a session delivers the model's text in pieces
   (text_delta events) as the CLI writes them, before the whole message, which
-  still comes as its own text event and alone makes the answer.  These
-  scenarios run on the embedded failer, which writes claude's stream_event
-  pieces when told --include-partial-messages.
+  still comes as its own text event and alone makes the answer; on_stderr=
+  hears each line of the CLI's stderr as it is written.  These scenarios run
+  on the embedded failer, which writes claude's stream_event pieces when told
+  --include-partial-messages, and "/stderr N" writes N lines 200 ms apart.
 
   Scenario: A session opened with partial streams each answer in pieces, then whole
     Given a two-way failer agent
@@ -30,3 +31,9 @@ Feature: Text as it is written
     And the session streams "/history"
     Then no text delta holds "supersecretvalue123", nor does their join
     And the streamed turn had 3 text deltas, in order, joined equal to the text that follows
+
+  Scenario: on_stderr hears each stderr line of a session's turn before the next is written
+    Given a two-way failer agent that hands its stderr lines to a callable
+    When a session is opened
+    And the session is sent "/stderr 3"
+    Then the callable heard 3 lines, each before the next was written

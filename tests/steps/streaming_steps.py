@@ -5,6 +5,7 @@ session's coroutines go through the anyio blocking portal fixture."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
@@ -22,6 +23,8 @@ class Streamed:
         self.events: list[Event] = []
         self.result: Any = None
         self.refused: str | None = None
+        #: (when heard, the line) of on_stderr.
+        self.lines: list[tuple[float, str]] = []
 
 
 def _streamed(live: Live) -> Streamed:
@@ -52,6 +55,12 @@ def _stream(live: Live, prompt: str, **options: Any) -> None:
 @given(parsers.parse('a two-way failer agent whose environment holds the secret "{secret}"'))
 def failer_with_secret(live: Live, secret: str) -> None:
     live.settings["env"] = {"MY_SERVICE_API_KEY": secret}
+
+
+@given("a two-way failer agent that hands its stderr lines to a callable")
+def failer_with_on_stderr(live: Live) -> None:
+    heard = _streamed(live).lines
+    live.settings["on_stderr"] = lambda line: heard.append((time.time(), line))
 
 
 @when("a session is opened with partial")
@@ -127,3 +136,11 @@ def no_secret(live: Live, secret: str) -> None:
     assert all(secret not in d.text for d in deltas)
     joined = "".join(d.text for d in deltas)
     assert secret not in joined and "[REDACTED]" in joined
+
+
+@then(parsers.parse("the callable heard {n:d} lines, each before the next was written"))
+def heard_lines(live: Live, n: int) -> None:
+    lines = [(t, x) for t, x in _streamed(live).lines if x.startswith("stderr line")]
+    assert len(lines) == n, lines
+    written = [float(x.rsplit(" ", 1)[1]) for _, x in lines]
+    assert all(lines[i][0] < written[i + 1] for i in range(n - 1)), (lines, written)
