@@ -290,6 +290,8 @@ class AcpControl(ControlProtocol):
     #: that it launches (``mcpServers``), which the session serves.
     can_host_tools = True
     tools_over_mcp = True
+    #: ``agent_message_chunk`` / ``agent_thought_chunk`` are pieces already.
+    deltas = True
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -328,7 +330,8 @@ class AcpControl(ControlProtocol):
         return self._command(request)
 
     def translator(self) -> Translator:
-        self._translator = AcpTranslator(self.session_id, self.host_tool_of)
+        partial = self.request is not None and self.request.partial
+        self._translator = AcpTranslator(self.session_id, self.host_tool_of, partial=partial)
         return self._translator
 
     def opening(self, request: Request) -> list[Outgoing]:

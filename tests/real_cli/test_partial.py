@@ -16,7 +16,9 @@ import pytest
 from coding_genesis import Event
 from coding_genesis.events import TextDeltaEvent, TextEvent, ThoughtDeltaEvent
 from tests.fakes.model_server import RecordedRequest
+from tests.real_cli.test_acp import acp_agent
 from tests.real_cli.test_claude_codex import Rig, claude_rig, codex_rig, hermetic_env, rig
+from tests.real_cli.test_gemini_opencode_qwen import MoreRig, more_rig
 
 __all__ = ["claude_rig", "codex_rig", "hermetic_env", "rig"]
 
@@ -107,3 +109,25 @@ async def test_thinking_streams_as_thought_deltas_apart(rig: Rig) -> None:
     assert "".join(texts) == WORDS
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDeltaEvent))
     assert all(not isinstance(e, ThoughtDeltaEvent) for e in events[first_text:])
+
+
+@pytest.fixture(params=["qwen", "gemini"])
+def acp_rig(request: pytest.FixtureRequest, model_server: Any, tmp_path: Path) -> MoreRig:
+    return more_rig(request.param, request, model_server, tmp_path)  # skips when not installed
+
+
+async def test_an_acp_agents_chunks_are_deltas_and_one_text_event(acp_rig: MoreRig) -> None:
+    """ACP's ``agent_message_chunk``s: a delta each with ``partial``, and one text
+    event per message (the chunks joined), whatever ``partial`` says."""
+    agent = acp_agent(acp_rig, partial=True)
+    events: list[tuple[float, Event]] = []
+    async with agent.session(partial=True) as session, session.stream(CHUNKS) as turn:
+        async for event in turn:
+            events.append((time.time(), event))
+    result = turn.result
+    assert result is not None and result.status == 0, result
+    assert result.message == WORDS
+    chunked = [r for r in acp_rig.server.model_requests() if r.chunks_sent]
+    assert chunked
+    _check_deltas(events, WORDS, chunked[-1].chunks_sent)
+    assert [e.text for _, e in events if isinstance(e, TextEvent)] == [WORDS]
