@@ -123,11 +123,6 @@ class CodexBackend(Backend):
         "config": OptionSpec((dict,), "-c key=value overrides"),
     }
 
-    def runs_live(self, request: Request) -> bool:
-        """``codex exec`` writes no piece of a message: ``partial=True`` runs
-        the request as one turn of the app-server, which does."""
-        return request.partial or super().runs_live(request)
-
     def install_hint(self) -> str:
         return "install it with `npm install -g @openai/codex`, or set GENESIS_CODEX_PATH"
 

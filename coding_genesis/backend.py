@@ -270,9 +270,12 @@ class Backend(ABC):
         approver, hooks or host tools ask for one, and a CLI that speaks
         nothing else (``two_way_only``) has no other transport.  An output
         schema the CLI does not take itself goes in the live turn's prompt
-        (the capability check allowed it only where the protocol carries it)."""
+        (the capability check allowed it only where the protocol carries it),
+        and so does ``partial=True`` where the one-shot stream has no deltas
+        (``"partial"`` not in :attr:`takes`: codex exec, gemini, opencode)."""
         schema = request.output_schema is not None and not self.structured_output
-        return self.two_way_only or request.two_way or schema
+        partial = request.partial and "partial" not in self.takes
+        return self.two_way_only or request.two_way or schema or partial
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,

@@ -130,10 +130,8 @@ def _partial_refusal(
     if not getattr(settings, "partial", False):
         return None
     live = mode == "session" or (isinstance(settings, Request) and backend.runs_live(settings))
-    can = protocol is not None and protocol.deltas
-    if not can and not live:
-        can = "partial" in backend.takes
-    if can:
+    deltas = protocol is not None and protocol.deltas
+    if deltas if live else takes_partial(backend, protocol):
         return None
     return Unsupported(
         "partial",

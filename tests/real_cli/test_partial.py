@@ -131,3 +131,16 @@ async def test_an_acp_agents_chunks_are_deltas_and_one_text_event(acp_rig: MoreR
     assert chunked
     _check_deltas(events, WORDS, chunked[-1].chunks_sent)
     assert [e.text for _, e in events if isinstance(e, TextEvent)] == [WORDS]
+
+
+async def test_an_acp_agents_run_streams_deltas(acp_rig: MoreRig) -> None:
+    """A run: qwen one-shot (``--include-partial-messages``, claude's lines); gemini's
+    one-shot stream has no deltas, so the run is one live turn over ACP."""
+    agent = acp_agent(acp_rig, partial=True)
+    events: list[tuple[float, Event]] = []
+    agent.subscribe(lambda event: events.append((time.time(), event)))
+    response: Any = await agent.run(CHUNKS)
+    assert response["status"] == 0, response
+    assert response["message"] == WORDS
+    chunked = [r for r in acp_rig.server.model_requests() if r.chunks_sent]
+    _check_deltas(events, WORDS, chunked[-1].chunks_sent)
