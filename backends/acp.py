@@ -301,6 +301,8 @@ class AcpControl(ControlProtocol):
     #: A file is a resource_link (every agent's); an image, where the agent's
     #: initialize says so (else :meth:`turn_refusal`).
     prompt_parts = frozenset({"image", "file"})
+    #: ``agent_message_chunk`` / ``agent_thought_chunk`` are pieces already.
+    deltas = True
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -349,7 +351,8 @@ class AcpControl(ControlProtocol):
         return self._command(request)
 
     def translator(self) -> Translator:
-        self._translator = AcpTranslator(self.session_id, self.host_tool_of)
+        partial = self.request is not None and self.request.partial
+        self._translator = AcpTranslator(self.session_id, self.host_tool_of, partial=partial)
         return self._translator
 
     def opening(self, request: Request) -> list[Outgoing]:

@@ -19,7 +19,9 @@ from coding_genesis.events import (
     PlanEvent,
     ResultEvent,
     SessionEvent,
+    TextDeltaEvent,
     TextEvent,
+    ThoughtDeltaEvent,
     ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -378,12 +380,23 @@ def _usage_dict(usage: Mapping[str, Any]) -> dict[str, int] | None:
     return {k: max(0, v) for k, v in counts.items() if v is not None}
 
 
+#: The updates that are pieces of a message or thought.
+_PIECES = frozenset({"agent_message_chunk", "agent_thought_chunk"})
+#: Updates that say nothing of the conversation: a message's chunks go on across them.
+_QUIET = frozenset({"usage_update", "available_commands_update", "current_mode_update"})
+
+
 class AcpTranslator(Translator):
     """One turn's ``session/update`` notifications and its prompt's answer → events.
 
-    Text: a :class:`TextEvent` per chunk (it streams); the answer is the
-    chunks of the last message (since the last tool call, or a new
-    ``messageId``), joined.  Tool calls: a :class:`ToolCallEvent` once the
+    Text: one :class:`TextEvent` per message, its chunks joined, given at
+    the next update that is not one of its chunks (a tool call, a plan, a
+    thought, a new ``messageId``) or at the turn's end: a text event means
+    "a message" on every backend; with ``partial`` each chunk is also a
+    :class:`TextDeltaEvent` as it comes (thoughts alike: a
+    :class:`ThoughtDeltaEvent` per chunk, one :class:`ThoughtEvent` per
+    thought).  The answer is the chunks of the last message (since the last
+    tool call, or a new ``messageId``), joined.  Tool calls: a :class:`ToolCallEvent` once the
     call runs or names its input (updates merge, as the protocol says), a
     :class:`ToolResultEvent` when it completes or fails; a call of one of the
     caller's functions (``host_tool`` tells it) is named by that function, as
@@ -414,6 +427,8 @@ class AcpTranslator(Translator):
         "_host_tool",
         "_late",
         "_message",
+        "_open",
+        "_partial",
         "_parts",
         "_said",
         "_session",
@@ -423,8 +438,15 @@ class AcpTranslator(Translator):
         self,
         session_id: str | None = None,
         host_tool: Callable[[Mapping[str, Any]], str | None] | None = None,
+        *,
+        partial: bool = False,
     ) -> None:
         self._session = session_id
+        #: Each chunk is also a delta event as it comes.
+        self._partial = partial
+        #: The message (or thought) whose chunks came and whose whole event has
+        #: not been given yet: its type, its message id, its chunks.
+        self._open: tuple[type[TextEvent | ThoughtEvent], str | None, list[str]] | None = None
         #: The caller's function a call runs (None: the agent's own tool), so
         #: it is recorded, metered and traced under that function's name.
         self._host_tool = host_tool
@@ -446,6 +468,35 @@ class AcpTranslator(Translator):
         return {"cost": cost}
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
+        kind = _mapping(_mapping(obj.get("params")).get("update")).get("sessionUpdate")
+        if kind in _PIECES or kind in _QUIET or self._open is None:
+            return self._translate(obj)
+        whole = self._whole()  # something else came: the message is whole
+        return [*whole, *self._translate(obj)]
+
+    def _whole(self) -> list[Event]:
+        """The open message (or thought) as one event, closed (none open: nothing)."""
+        open_, self._open = self._open, None
+        return [open_[0]("".join(open_[2]))] if open_ is not None else []
+
+    def _piece(
+        self, whole: type[TextEvent | ThoughtEvent], text: str, message: str | None
+    ) -> list[Event]:
+        """A chunk of a message or thought: the open one closed first when this
+        one is another; its delta when ``partial``."""
+        events = []
+        open_ = self._open
+        if open_ is not None and (open_[0] is not whole or open_[1] != message):
+            events = self._whole()
+        if self._open is None:
+            self._open = (whole, message, [])
+        self._open[2].append(text)
+        if self._partial:
+            delta = TextDeltaEvent if whole is TextEvent else ThoughtDeltaEvent
+            events.append(delta(text, message))
+        return events
+
+    def _translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         if "method" not in obj:
             return self._answer(obj)
         params = _mapping(obj.get("params"))
@@ -466,7 +517,9 @@ class AcpTranslator(Translator):
         if kind == "agent_thought_chunk":
             self._said = True
             text = _mapping(update.get("content")).get("text")
-            return (ThoughtEvent(text),) if isinstance(text, str) and text else ()
+            if not isinstance(text, str) or not text:
+                return ()
+            return self._piece(ThoughtEvent, text, _text(update.get("messageId")))
         if kind == "plan":
             self._said = True
             return (PlanEvent(_plan(update.get("entries"))),)
@@ -493,7 +546,7 @@ class AcpTranslator(Translator):
             self._chunks.clear()
         self._chunks.append(text)
         self._said = True
-        return (TextEvent(text),)
+        return self._piece(TextEvent, text, message)
 
     def _tool(self, update: Mapping[str, Any]) -> Sequence[Event]:
         tracked = track(self._calls, update)
@@ -540,8 +593,8 @@ class AcpTranslator(Translator):
         its usage, and its result (what it said); nothing for a turn its
         prompt's answer ended."""
         if not self._late:
-            return ()
-        events = self._usage(None)
+            return self._whole()
+        events = [*self._whole(), *self._usage(None)]
         text = "".join(self._chunks) or None
         self._chunks, self._parts, self._said, self._calls = [], None, False, {}
         self._late, self._cost = False, None
@@ -550,7 +603,9 @@ class AcpTranslator(Translator):
 
     def _answer(self, obj: Mapping[str, Any]) -> Sequence[Event]:
         """The prompt's answer: the session, the turn's usage, then its result."""
-        events: list[Event] = [SessionEvent(self._session)] if self._session else []
+        events: list[Event] = [*self._whole()]
+        if self._session:
+            events.append(SessionEvent(self._session))
         result = obj.get("result")
         usage = None
         if isinstance(result, Mapping):

@@ -25,7 +25,10 @@ from coding_genesis.events import (
     Event,
     ResultEvent,
     SessionEvent,
+    TextDeltaEvent,
     TextEvent,
+    ThoughtDeltaEvent,
+    ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -154,7 +157,8 @@ class ClaudeBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
-    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
+    #: ``partial``: ``--include-partial-messages`` (its ``stream_event`` lines).
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "partial"})
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -214,6 +218,8 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
         args.append(f"--resume={start.resume}")
     if start.output_schema is not None:
         args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
+    if start.partial:
+        args.append(PARTIAL_FLAG)
     env: dict[str, str] = {}
     if start.cli_max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(start.cli_max_retries)
@@ -395,6 +401,15 @@ def _add_counts(sums: dict[str | None, list[int]], model: object, usage: dict[st
     counts[4] += 1
 
 
+#: claude writes its messages as they stream (``stream_event`` lines), one-shot and live.
+PARTIAL_FLAG = "--include-partial-messages"
+#: A ``content_block_delta``'s kind -> (its event, the field with the piece).
+_DELTAS: Mapping[str, tuple[type[TextDeltaEvent | ThoughtDeltaEvent], str]] = {
+    "text_delta": (TextDeltaEvent, "text"),
+    "thinking_delta": (ThoughtDeltaEvent, "thinking"),
+}
+
+
 class ClaudeTranslator(Translator):
     """claude stream-json lines to normalized events.
 
@@ -402,7 +417,15 @@ class ClaudeTranslator(Translator):
     the type checks are against ``dict`` (an ABC check costs several times more).
     """
 
-    __slots__ = ("_folded", "_last_id", "_last_usage", "_messages", "_tool_names", "message_usage")
+    __slots__ = (
+        "_folded",
+        "_last_id",
+        "_last_usage",
+        "_messages",
+        "_streaming",
+        "_tool_names",
+        "message_usage",
+    )
 
     running_cli = "claude"
 
@@ -419,6 +442,8 @@ class ClaudeTranslator(Translator):
         self._last_id: str | None = None
         #: Folded beyond MAX_FOLDED messages: model -> [four counts, messages].
         self._folded: dict[str | None, list[int]] = {}
+        #: The id of the message a ``stream_event`` piece belongs to (its ``message_start``).
+        self._streaming: str | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -430,6 +455,28 @@ class ClaudeTranslator(Translator):
             return self._result(obj)
         if kind == "system":
             return self._system(obj)
+        if kind == "stream_event":
+            return self._stream_event(obj)
+        return ()
+
+    def _stream_event(self, obj: dict[str, Any]) -> Sequence[Event]:
+        """A piece of a message as the API streams it (``--include-partial-messages``):
+        text and thinking deltas; the whole message follows as its ``assistant`` line."""
+        event = obj.get("event")
+        if type(event) is not dict:
+            return ()
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta")
+            found = _DELTAS.get(delta.get("type")) if type(delta) is dict else None  # type: ignore[arg-type]
+            if found is None:
+                return ()
+            piece = delta.get(found[1])  # type: ignore[union-attr]
+            return (found[0](piece, self._streaming),) if type(piece) is str and piece else ()
+        if kind == "message_start":
+            message = event.get("message")
+            msg_id = message.get("id") if type(message) is dict else None
+            self._streaming = msg_id if type(msg_id) is str else None
         return ()
 
     def _system(self, obj: dict[str, Any]) -> Sequence[Event]:
@@ -538,6 +585,8 @@ class ClaudeTranslator(Translator):
             btype = block.get("type")
             if btype == "text":
                 events.append(TextEvent(str(block.get("text") or "")))
+            elif btype == "thinking" and block.get("thinking"):
+                events.append(ThoughtEvent(str(block.get("thinking"))))
             elif btype == "tool_use":
                 name = str(block.get("name") or "unknown")
                 tool_id = str(block.get("id") or "")

@@ -277,6 +277,7 @@ class ClaudeControl(ControlProtocol):
     fixed_levels = FIXED_LEVELS
     turn_schema_in_prompt = True
     prompt_parts = frozenset({"image", "file"})  # content blocks (.parts)
+    deltas = True  # --include-partial-messages: stream_event lines (the failer writes them too)
 
     def __init__(
         self,

@@ -61,7 +61,7 @@ from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 from .parts import codex_input
 
-__all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
+__all__ = ["DELTAS", "FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
 
 #: Notifications ignored here but asked for by nobody: codex is told not to
@@ -78,6 +78,14 @@ OPT_OUT = (
     "item/fileChange/outputDelta",
 )
 
+#: The pieces of a message as codex writes them: asked for (left out of
+#: :data:`OPT_OUT`) only by a session with ``partial=True``.
+DELTAS = (
+    "item/agentMessage/delta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/textDelta",
+)
+
 #: The notifications of a session we know (every one codex 0.169 sent in our
 #: recordings among them): forwarded to the translator, which makes events of
 #: some and nothing of the rest (transcripts keep them).  Any other is
@@ -85,6 +93,7 @@ OPT_OUT = (
 FORWARDED = frozenset(
     {
         "error",
+        *DELTAS,
         "thread/started",
         "thread/status/changed",
         "thread/tokenUsage/updated",
@@ -157,6 +166,7 @@ class CodexControl(ControlProtocol):
     can_host_tools = True
     turn_options = frozenset({"model", "permissions", "output_schema"})
     prompt_parts = frozenset({"image", "file"})  # turn/start inputs (.parts)
+    deltas = True  # DELTAS, asked for at initialize
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -227,7 +237,10 @@ class CodexControl(ControlProtocol):
         return self.model
 
     def opening(self, start: Request) -> list[Outgoing]:
-        capabilities: dict[str, Any] = {"optOutNotificationMethods": list(OPT_OUT)}
+        wanted = DELTAS if start.partial else ()
+        capabilities: dict[str, Any] = {
+            "optOutNotificationMethods": [m for m in OPT_OUT if m not in wanted]
+        }
         if start.tools:
             capabilities["experimentalApi"] = True  # dynamicTools is experimental in 0.169
         return [

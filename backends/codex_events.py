@@ -15,7 +15,9 @@ from coding_genesis.events import (
     Event,
     ResultEvent,
     SessionEvent,
+    TextDeltaEvent,
     TextEvent,
+    ThoughtDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     UsageEvent,
@@ -28,6 +30,12 @@ __all__ = ["AppServerTranslator", "add_usage"]
 
 #: codex's token counts (``TokenUsageBreakdown``) → the names of ``codex exec``'s
 #: usage (``input_tokens`` includes the cached ones), which ``normalize_usage`` reads.
+#: The pieces of a message (``partial=True``): method -> its event (named by its item).
+_DELTAS: dict[str, type[TextDeltaEvent | ThoughtDeltaEvent]] = {
+    "item/agentMessage/delta": TextDeltaEvent,
+    "item/reasoning/summaryTextDelta": ThoughtDeltaEvent,
+    "item/reasoning/textDelta": ThoughtDeltaEvent,
+}
 _USAGE_NAMES = {
     "inputTokens": "input_tokens",
     "cachedInputTokens": "cached_input_tokens",
@@ -122,6 +130,11 @@ class AppServerTranslator(Translator):
             if isinstance(item, Mapping):
                 return self._item(item, completed=method == "item/completed")
             return ()
+        if method in _DELTAS:
+            delta, item = params.get("delta"), params.get("itemId")
+            if not isinstance(delta, str) or not delta:
+                return ()
+            return (_DELTAS[method](delta, item if isinstance(item, str) else None),)
         if method == "thread/tokenUsage/updated":
             turn = params.get("turnId")
             if self._turn is not None and (turn is None or self._turn in ("", turn)):

@@ -23,7 +23,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
 
-from .claude import ClaudeTranslator
+from .claude import PARTIAL_FLAG, ClaudeTranslator
 from .claude_control import SESSION_FLAGS, ClaudeControl
 
 __all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "RETRYABLE_ENV", "FailerBackend"]
@@ -64,6 +64,8 @@ class FailerBackend(Backend):
     #: Its tool calls (``/write``, ``/bash``) follow the level as claude's do:
     #: read-only refuses them, edit allows writes under the cwd, full everything.
     permission_levels = frozenset({"read-only", "edit", "full"})
+    #: ``partial``: it writes claude's ``stream_event`` pieces before each text.
+    takes = frozenset({"partial"})
     notes = (
         "the embedded test CLI: no model (model= is ignored), scripted tool calls, no API retries",
     )
@@ -119,6 +121,8 @@ def _command(args: list[str], start: Request, stdin: bytes | None = None) -> Com
         args.append(f"--max-turns={start.max_turns}")
     if start.output_schema is not None:
         args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
+    if start.partial:
+        args.append(PARTIAL_FLAG)
     args.extend(start.extra_args)
     return CommandSpec(
         args=tuple(args),

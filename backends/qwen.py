@@ -50,7 +50,7 @@ from coding_genesis.result import RunResult
 from . import acp_agents
 from ._common import PROXY_ENV, as_int, first_class, first_hint
 from .acp import AcpControl
-from .claude import ClaudeTranslator
+from .claude import PARTIAL_FLAG, ClaudeTranslator
 
 __all__ = ["NODE_SCRIPT", "QwenBackend", "QwenTranslator", "qwen_failure_hint"]
 
@@ -179,7 +179,7 @@ class QwenBackend(Backend):
         "max_tool_calls": OptionSpec((int,), "--max-tool-calls"),
         "add_dirs": OptionSpec((str, list, tuple), "--add-dir, repeated"),
     }
-    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "partial"})
 
     def install_hint(self) -> str:
         return (
@@ -200,6 +200,8 @@ class QwenBackend(Backend):
         args += shared
         if request.resume:
             args.append(f"--resume={request.resume}")
+        if request.partial:
+            args.append(PARTIAL_FLAG)  # claude's stream_event lines
         args.extend(request.extra_args)
         return CommandSpec(
             args=tuple(args),

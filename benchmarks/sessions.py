@@ -10,7 +10,10 @@ interleaved with it:
 * an approval round trip (the CLI's request line read → the CLI's next line
   read, after the answer went out) against the SDK's, through the same
   mechanism (a ``PreToolUse`` hook registered at ``initialize``) and through
-  its ``can_use_tool``.
+  its ``can_use_tool``;
+* a turn's first text delta (``stream(partial=True)``) against the SDK's
+  first ``text_delta`` ``StreamEvent`` (``include_partial_messages=True``),
+  the fake streaming the answer in pieces (``SCENARIO:chunks``).
 
 The fake model server (``tests/fakes/model_server.py``) runs in a process of
 its own, so its threads never compete with the measured event loop for the
@@ -407,6 +410,65 @@ async def _conversation(rig: Rig, pairs: int, turns: int) -> dict[str, list[floa
     return out
 
 
+# -- 4. a turn's first text delta vs the SDK's -----------------------------------
+
+#: The answer in four pieces, 50 ms apart: the first delta is the first piece.
+CHUNKS_ANSWER = "one two three four five six seven eight"
+CHUNKS_PROMPT = f"SCENARIO:chunks 4 50 {CHUNKS_ANSWER}"
+
+
+async def _first_delta(rig: Rig, n: int) -> dict[str, list[float]]:
+    """``n`` interleaved pairs of turns in two open sessions, ours
+    (``stream(partial=True)``) and a ``ClaudeSDKClient`` with
+    ``include_partial_messages=True``: the call → its first text delta; each
+    turn read to its end and its answer checked."""
+    from claude_agent_sdk import ClaudeSDKClient
+    from claude_agent_sdk.types import ResultMessage, StreamEvent
+
+    from coding_genesis.events import TextDeltaEvent
+
+    out: dict[str, list[float]] = {"ours": [], "sdk": []}
+    agent = _agent(rig, rig.cwd("delta-ours"), partial=True)
+    options = _sdk_options(rig, rig.cwd("delta-sdk"), include_partial_messages=True)
+    async with agent.session(partial=True) as session, ClaudeSDKClient(options) as client:
+
+        async def ours() -> float:
+            first = None
+            started = time.perf_counter()
+            async with session.stream(CHUNKS_PROMPT) as turn:
+                async for event in turn:
+                    if first is None and isinstance(event, TextDeltaEvent):
+                        first = time.perf_counter()
+            _check(turn.result, CHUNKS_ANSWER)
+            if first is None:
+                raise RuntimeError("ours: no text delta")
+            return first - started
+
+        async def sdk() -> float:
+            first = None
+            started = time.perf_counter()
+            await client.query(CHUNKS_PROMPT)
+            result = None
+            async for message in client.receive_response():
+                if first is None and isinstance(message, StreamEvent):
+                    delta = message.event.get("delta") or {}
+                    if delta.get("type") == "text_delta":
+                        first = time.perf_counter()
+                if isinstance(message, ResultMessage):
+                    result = message
+            if result is None or result.result != CHUNKS_ANSWER or first is None:
+                raise RuntimeError(f"claude-agent-sdk's streamed turn failed: {result!r}")
+            return first - started
+
+        variants = {"ours": ours, "sdk": sdk}
+        for call in variants.values():  # warm-up
+            await call()
+        for rep in range(n):
+            for name in list(variants) if rep % 2 == 0 else list(variants)[::-1]:
+                out[name].append(await variants[name]())
+    return out
+
+
 # -- 3. an approval round trip vs the SDK's ---------------------------------------
 
 
@@ -570,6 +632,7 @@ async def _measure(rig: Rig, p: Params, sdk: bool) -> dict[str, Any]:
     if sdk:
         out["conversation"] = await _conversation(rig, p["sessions_pairs"], p["sessions_turns"])
         out["approvals"] = await _approvals(rig, p["sessions_trips"])
+        out["deltas"] = await _first_delta(rig, p["sessions_deltas"])
     return out
 
 
@@ -582,7 +645,10 @@ def fig_sessions(p: Params) -> Result:
 
     from .figures import aim_row, row
 
-    aim = "first event ≤ 0.15× a fresh run's; 20 turns ≤ 1.05× and an approval ≤ 1.1× the SDK's"
+    aim = (
+        "first event ≤ 0.15× a fresh run's; 20 turns ≤ 1.05×, an approval ≤ 1.1× and the "
+        "first text delta ≤ 1.1× the SDK's"
+    )
     cli = find_claude()
     if cli is None:
         return {
@@ -798,6 +864,37 @@ def fig_sessions(p: Params) -> Result:
             "`receive`; the SDK: its transport's `read_messages`), from a `hook_callback` / "
             "`can_use_tool` request to the first line after the answer was formed."
         )
+        deltas = m["deltas"]
+        delta_ratio = paired_ratio(deltas["ours"], deltas["sdk"])
+        rows += [
+            row(
+                "claude-agent-sdk `ClaudeSDKClient(include_partial_messages=True)`: "
+                "the query → its first `text_delta`",
+                _ms(deltas["sdk"]),
+                "ms",
+                baseline=True,
+                note=f"p90 {_p90(deltas['sdk']):.1f} ms",
+            ),
+            row(
+                "coding-genesis `session.stream(partial=True)`: the call → its first "
+                "`TextDeltaEvent`",
+                _ms(deltas["ours"]),
+                "ms",
+                ratio=delta_ratio,
+                note=f"p90 {_p90(deltas['ours']):.1f} ms",
+            ),
+        ]
+        aims.append(
+            aim_row(
+                "session: a turn's first text delta vs claude-agent-sdk's",
+                delta_ratio,
+                1.1,
+                note=f"median of {len(deltas['ours'])} interleaved pairs; "
+                f"`{CHUNKS_PROMPT}` (4 pieces, 50 ms apart)",
+            )
+        )
+        met.append(delta_ratio <= 1.1)
+        summary.append(f"the first text delta in {delta_ratio:.2f}× the SDK's time")
     return {
         "aim": aim,
         "aim_met": all(met),

@@ -26,6 +26,7 @@ import anyio
 from coding_genesis._live.opening import one_turn
 from coding_genesis._observers.prices import PriceTable
 from coding_genesis._observers.runlog import RunLogObserver
+from coding_genesis._observers.stderr_lines import StderrLines
 from coding_genesis._observers.transcript import TranscriptObserver
 from coding_genesis._pipeline.bus import EventStream, Subscription
 from coding_genesis._pipeline.fanout import adapt_observer
@@ -361,6 +362,7 @@ def _observers_of(config: AgentConfig) -> list[Observer]:
 
         observers.append(MeteringObserver(config.prices, config.budget))
     observers.extend(adapt_observer(o) for o in config.observers)  # the 0.1.0 protocol too
+    observers.append(StderrLines())  # on_stderr= of the agent or of one call
     return observers
 
 

@@ -270,10 +270,13 @@ class Backend(ABC):
         approver, hooks or host tools ask for one, and a CLI that speaks
         nothing else (``two_way_only``) has no other transport.  An output
         schema the CLI does not take itself goes in the live turn's prompt
-        (the capability check allowed it only where the protocol carries it);
-        a prompt's images and files are sent as the protocol's content blocks."""
+        (the capability check allowed it only where the protocol carries it),
+        and so does ``partial=True`` where the one-shot stream has no deltas
+        (``"partial"`` not in :attr:`takes`: codex exec, gemini, opencode); a
+        prompt's images and files are sent as the protocol's content blocks."""
         schema = request.output_schema is not None and not self.structured_output
-        return self.two_way_only or request.two_way or schema or bool(request.parts)
+        partial = request.partial and "partial" not in self.takes
+        return self.two_way_only or request.two_way or schema or partial or bool(request.parts)
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,

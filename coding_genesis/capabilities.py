@@ -45,6 +45,7 @@ __all__ = [
     "require",
     "session_refusal",
     "steer_refusal",
+    "takes_partial",
     "takes_schema",
     "untrusted_backend_problem",
     "untrusted_problem",
@@ -65,6 +66,7 @@ ROWS = (
     "takes",
     "parts",
     "turn",
+    "partial",
 )
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
@@ -106,6 +108,7 @@ def backends_that(need: str) -> list[str]:
             },
             "tools": protocol is not None and protocol.can_host_tools,
             "output_schema": takes_schema(backend, protocol),
+            "partial": takes_partial(backend, protocol),
         }.get(need, need in backend.takes)
         if has:
             names.append(name)
@@ -117,6 +120,30 @@ def takes_schema(backend: Backend, protocol: ControlProtocol | None) -> bool:
     its two-way protocol carries it in the turn's prompt (ACP; the answer is
     validated by us either way, and a run with a schema then runs live)."""
     return backend.structured_output or (protocol is not None and protocol.schema_in_prompt)
+
+
+def takes_partial(backend: Backend, protocol: ControlProtocol | None) -> bool:
+    """``partial=`` can be honored by a session (the protocol's ``deltas``) or
+    a run: one-shot where the backend ``takes`` it, else one live turn."""
+    return (protocol is not None and protocol.deltas) or "partial" in backend.takes
+
+
+def _partial_refusal(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings, mode: Mode
+) -> Unsupported | None:
+    """The ``partial`` row: deltas from the protocol of a live session (or of a
+    run that runs live), else from the one-shot stream where the backend takes it."""
+    if not getattr(settings, "partial", False):
+        return None
+    live = mode == "session" or (isinstance(settings, Request) and backend.runs_live(settings))
+    deltas = protocol is not None and protocol.deltas
+    if deltas if live else takes_partial(backend, protocol):
+        return None
+    return Unsupported(
+        "partial",
+        f"backend {backend.name!r} cannot stream text and thinking as written, which "
+        "partial= needs" + _listed("backends that can", "partial"),
+    )
 
 
 def _listed(prefix: str, need: str) -> str:
@@ -232,7 +259,9 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
-    refused = _unseen_project(backend, settings)
+    refused = _unseen_project(backend, settings) or _partial_refusal(
+        backend, protocol, settings, mode
+    )
     if refused is not None:
         return refused
     for option, noun in TAKES.items():
@@ -396,7 +425,7 @@ Trust: TypeAlias = Literal["data", "trusted", "never"]
 _DATA = (
     "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
     "isolation isolation_base keep carry_uncommitted include_diff keep_results "
-    "system_prompt append_system_prompt approval_timeout"
+    "system_prompt append_system_prompt approval_timeout partial"
 )
 _TRUSTED = (
     "cli_path node_path env inherit_env env_allow extra_args verify verify_timeout "
@@ -406,7 +435,7 @@ _TRUSTED = (
     "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
     "add_dirs"
 )
-_NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock"
+_NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock on_stderr"
 
 #: Every option of an agent, a call and a batch line, classified.
 UNTRUSTED: Mapping[str, Trust] = {

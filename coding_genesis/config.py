@@ -97,6 +97,8 @@ class AgentSettings(SharedOptions, total=False):
     approval_timeout: float
     hook_timeout: float
     tools: Sequence[Callable[..., Any]]
+    partial: bool
+    on_stderr: Callable[[str], object] | None
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

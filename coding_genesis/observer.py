@@ -203,6 +203,10 @@ class RunObserver:
         """Each line written on a live CLI's stdin (a session's turn, a run with
         an approver): our prompts and answers, unredacted."""
 
+    def stderr(self, chunk: bytes) -> None:
+        """Every raw stderr chunk as read (unredacted; a live CLI's, in a turn
+        or between turns)."""
+
     def flush(self) -> None:
         """The events of the last stdout chunk have all been delivered: write
         out what was buffered (called once per chunk)."""

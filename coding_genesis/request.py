@@ -149,6 +149,11 @@ class RequestOptions(SharedOptions, total=False):
     hook_timeout: float | None
     #: The caller's functions the model may call (see coding_genesis.tools).
     tools: Sequence[Callable[..., Any]] | None
+    #: Text and thinking as the CLI writes them: ``TextDeltaEvent`` and
+    #: ``ThoughtDeltaEvent`` before each whole message (fixed when the CLI starts).
+    partial: bool | None
+    #: Called with each line the CLI writes on stderr, as it is written (redacted).
+    on_stderr: Callable[[str], object] | None
 
 
 class CallOptions(TypedDict, total=False):
@@ -315,6 +320,12 @@ def _approver(name: str, value: object) -> Approver | None:
     return value  # type: ignore[return-value]  # a callable
 
 
+def _on_stderr(name: str, value: object) -> Callable[[str], object] | None:
+    if value is not None and not callable(value):
+        raise ConfigError(f"{name} must be a callable of one line (a str), got {value!r}")
+    return value
+
+
 def _retry(name: str, value: object) -> RetryPolicy | None:
     from coding_genesis.retry import RetryPolicy  # lazy: no pydantic at import time
 
@@ -410,6 +421,10 @@ class RequestSettings:
     stderr_tail_bytes: int = setting(64 * 1024, check=natural)
     #: Retry policy (None: one attempt per request).
     retry: RetryPolicy | None = setting(None, check=_retry)
+    #: Text and thinking deltas as the CLI writes them (``stream(partial=True)``).
+    partial: bool = setting(False, check=flag)
+    #: Each stderr line of the CLI, as it is written (redacted; see observer.StderrLines).
+    on_stderr: Callable[[str], object] | None = setting(None, check=_on_stderr)
 
 
 #: Each setting's (check, merge), by name: what Request.build asks of a given option.

@@ -41,6 +41,7 @@ from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.renamed import old_names
 from coding_genesis.capabilities import steer_refusal
 from coding_genesis.errors import AgentUsageError
+from coding_genesis.events import EventKind
 from coding_genesis.options import KEEP_RESULTS
 from coding_genesis.request import SEND_OPTION_NAMES, Request, SendOptions
 from coding_genesis.result import RunResponse, RunResult
@@ -98,6 +99,12 @@ class TurnStream:
     async def _events(self) -> AsyncIterator[Event]:
         async for event in self._receive:
             yield event
+
+
+def _whole_only(put: Callable[[Any], None], event: Event) -> None:
+    """``stream(partial=False)`` on a session with deltas: the whole messages alone."""
+    if event.kind not in (EventKind.TEXT_DELTA, EventKind.THOUGHT_DELTA):
+        put(event)
 
 
 class Session:
@@ -224,6 +231,7 @@ class Session:
                 totals=wiring.totals,
                 on_stdout=_fan_out([w.stdout for w in watching]),
                 on_stdin=_fan_out([w.stdin for w in watching]),
+                on_stderr=_fan_out([w.stderr for w in watching]),
             )
             async with open_link(
                 wiring.backend,
@@ -368,13 +376,24 @@ class Session:
 
     @asynccontextmanager
     async def stream(
-        self, prompt: Prompt, **options: Unpack[SendOptions]
+        self, prompt: Prompt, *, partial: bool | None = None, **options: Unpack[SendOptions]
     ) -> AsyncIterator[TurnStream]:
         """One turn, streamed: ``async with session.stream(p) as turn: async
-        for event in turn: ...``; then ``turn.result``."""
+        for event in turn: ...``; then ``turn.result``.  ``partial``: with
+        the text and thinking deltas before each whole message (None: as the
+        session was opened; the CLI is told when it starts, so only a session
+        opened with ``partial=True`` has them)."""
         self._live("stream()")
+        if partial and not self._request.partial:
+            raise AgentUsageError(
+                "stream(partial=True) needs a session opened with partial=True "
+                "(agent.session(partial=True)): the CLI is told to write deltas when it starts"
+            )
         turn = TurnStream()
-        subscription = self._wiring.bus.subscribe(turn._put)
+        put = turn._put
+        if partial is False and self._request.partial:
+            put = functools.partial(_whole_only, put)
+        subscription = self._wiring.bus.subscribe(put)
         try:
             async with anyio.create_task_group() as tg:
 

@@ -16,6 +16,7 @@ scenarios(
     "transcripts.feature",
     "budget.feature",
     "sessions.feature",
+    "streaming.feature",
     "approvals.feature",
     "hooks.feature",
     "host_tools.feature",

@@ -198,6 +198,9 @@ class LiveLink(LinkDispatch):
 
     def _stderr(self, chunk: bytes) -> None:
         turn = self._turn
+        context = turn.context if turn is not None else self.process.context
+        if context is not None and context.on_stderr is not None:
+            context.on_stderr(chunk)  # the turn's observers, else the session's own
         if turn is not None:
             turn.stderr_bytes += len(chunk)
             turn.stderr += chunk

@@ -91,6 +91,8 @@ log = logging.getLogger("coding_genesis._observers.transcript")
 
 META = "meta.json"
 EVENTS = "events.jsonl"
+#: Deltas are never event records: the whole message is (stdout keeps every byte).
+_PIECES = frozenset({EventKind.TEXT_DELTA, EventKind.THOUGHT_DELTA})
 STDIN = "stdin.jsonl"
 STDERR = "stderr.txt"
 RESULT = "result.json"
@@ -359,7 +361,7 @@ class Transcript:
         return Decoder(translator, RunTally(".", None), on_event=self._overflow_event)
 
     def _overflow_event(self, event: Event) -> None:
-        if self._events is None:
+        if self._events is None or event.kind in _PIECES:  # a message's pieces: its whole is kept
             return
         event.agent, event.run_id, event.seq, event.ts = "", self.run_id, 0, time.time()
         self._pending.append(safe_dumps(event.redacted(self._redactor).to_dict()))

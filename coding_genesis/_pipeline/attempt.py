@@ -217,6 +217,8 @@ class AttemptContext:
     on_overlay: Callable[[str], object] | None = None
     #: Each line written on a live CLI's stdin (transcripts keep both directions).
     on_stdin: Callable[[bytes], object] | None = None
+    #: Each raw stderr chunk as read (``on_stderr=``, observers' ``stderr``).
+    on_stderr: Callable[[bytes], object] | None = None
     #: The agent's memory of the running totals its CLI sessions reported: the
     #: translator makes the run's share with it (None: a replay, what was said).
     totals: RunningTotals | None = None
@@ -294,6 +296,7 @@ async def run_attempt(
         marker=marker,
         on_spawn=spawned,
         stop_handle=stop,
+        on_stderr=context.on_stderr,
     )
     return AttemptOutcome(
         request,

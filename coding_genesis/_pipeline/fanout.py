@@ -382,6 +382,13 @@ class RunObservers:
             except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
                 self._drop(handle, "stdin")
 
+    def stderr(self, chunk: bytes) -> None:
+        for handle in tuple(self._live):
+            try:
+                handle.stderr(chunk)
+            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
+                self._drop(handle, "stderr")
+
     def attempt_env(self) -> dict[str, str]:
         """An attempt is about to start: the variables observers add to its
         CLI's environment (from those that define ``attempt_env``)."""

@@ -14,8 +14,8 @@ from typing import Protocol
 
 from coding_genesis._pipeline.bus import EventBus
 from coding_genesis._pipeline.decode import Handler
-from coding_genesis._util.redact import Redactor
-from coding_genesis.events import Event
+from coding_genesis._util.redact import Pieces, Redactor
+from coding_genesis.events import Event, EventKind, TextDeltaEvent, ThoughtDeltaEvent
 
 __all__ = ["ObserverHandlers", "RunRoutes"]
 
@@ -41,7 +41,7 @@ class ObserverHandlers(Protocol):
 class RunRoutes:
     """The routes of one attempt (see :class:`coding_genesis._pipeline.decode.Routes`)."""
 
-    __slots__ = ("_bus", "_observers", "_redactor", "_run_id", "_warned")
+    __slots__ = ("_bus", "_observers", "_pieces", "_redactor", "_run_id", "_warned")
 
     def __init__(
         self,
@@ -55,6 +55,8 @@ class RunRoutes:
         self._redactor = redactor
         self._observers = observers
         self._warned = False
+        #: The deltas' ends held back until no secret can span them.
+        self._pieces = Pieces(redactor)
 
     @property
     def version(self) -> int:
@@ -63,8 +65,15 @@ class RunRoutes:
 
     def handlers(self, event_type: type[Event]) -> Sequence[Handler]:
         handlers: list[Handler] = []
-        if self._bus.wants(event_type.kind):
-            handlers.append(self._publish_redacted if self._redactor.active else self._publish)
+        redacting = self._redactor.active
+        if event_type in _DELTAS:
+            if self._bus.wants(event_type.kind):
+                handlers.append(self._publish_piece if redacting else self._publish)
+        elif redacting and any(self._bus.wants(kind) for kind in _DELTA_KINDS):
+            # Whatever follows a message's pieces gives out what they held back first.
+            handlers.append(self._release_pieces)
+        if event_type not in _DELTAS and self._bus.wants(event_type.kind):
+            handlers.append(self._publish_redacted if redacting else self._publish)
         if self._observers is not None:
             # After publishing: what an observer publishes follows the event.
             handlers.extend(self._observers.route_handlers(event_type))
@@ -82,3 +91,21 @@ class RunRoutes:
 
     def _publish_redacted(self, event: Event) -> None:
         self._bus.publish(event.redacted(self._redactor), self._run_id)
+
+    def _publish_piece(self, event: Event) -> None:
+        """A delta, redacted with the pieces before it (a secret split across
+        two is masked too); what may begin a secret waits for the next."""
+        assert isinstance(event, TextDeltaEvent | ThoughtDeltaEvent)
+        text = self._pieces.piece((type(event), event.message_id), event.text)
+        if text:
+            self._bus.publish(type(event)(text, event.message_id), self._run_id)
+
+    def _release_pieces(self, event: Event) -> None:
+        if self._pieces:
+            for (kind, message), text in self._pieces.release():
+                self._bus.publish(kind(text, message), self._run_id)
+
+
+#: The delta events, whose text is redacted across their pieces.
+_DELTAS = frozenset({TextDeltaEvent, ThoughtDeltaEvent})
+_DELTA_KINDS = (EventKind.TEXT_DELTA, EventKind.THOUGHT_DELTA)

@@ -320,6 +320,7 @@ class RunWiring:
             else (observers.message_usage if observers else "off"),
             on_overlay=overlay_opened,
             on_stdin=observers.stdin if observers else None,
+            on_stderr=observers.stderr if observers else None,
             totals=self.totals,
         )
         attempt = request.retried(plan.prompt, plan.resume, plan.timeout)

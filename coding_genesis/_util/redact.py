@@ -25,7 +25,7 @@ import orjson
 
 from coding_genesis._util.parser import MAX_DEPTH, TOO_DEEP
 
-__all__ = ["MASK", "Redactor", "is_secret_name", "secret_values"]
+__all__ = ["MASK", "Pieces", "Redactor", "is_secret_name", "secret_values"]
 
 #: Names holding a secret: any of these words ...
 _SECRET_WORD = re.compile(
@@ -205,6 +205,20 @@ class Redactor:
                     return MASK + value[size:]
         return value
 
+    def secret_start(self, value: str) -> int:
+        """The length of the longest end of ``value`` that begins a secret
+        (0: none does): what a text arriving in pieces holds back, since the
+        next piece may complete it (:class:`Pieces`)."""
+        if self._pattern is None or not value:
+            return 0
+        longest = 0
+        for secret in self._values:
+            for size in range(min(len(secret) - 1, len(value)), longest, -1):
+                if value.endswith(secret[:size]):
+                    longest = size
+                    break
+        return longest
+
     def raw_pattern(self) -> tuple[re.Pattern[bytes], int, tuple[bytes, ...]] | None:
         """For redacting raw output (transcripts): the secrets as a bytes
         pattern, the longest one's length, and the secrets themselves (for a
@@ -259,3 +273,36 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self._walk(v, depth + 1) for v in value]
         return value
+
+
+class Pieces:
+    """Redacts texts that arrive in pieces (a message's deltas), so that a
+    secret split across two pieces is masked too: each piece is joined to what
+    was held back of its stream, masked, and only the part that cannot begin a
+    secret is given out; the held end comes out with the next piece, or by
+    :meth:`release` (the stream's whole message came)."""
+
+    __slots__ = ("_held", "_redactor")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        #: Per stream (any hashable key): its masked text not given out yet.
+        self._held: dict[Any, str] = {}
+
+    def piece(self, key: Any, text: str) -> str:
+        """What may be given out of ``text``, the next piece of stream ``key``."""
+        redactor = self._redactor
+        masked = redactor.text(self._held.pop(key, "") + text)
+        keep = redactor.secret_start(masked)
+        if not keep:
+            return masked
+        self._held[key] = masked[-keep:]
+        return masked[:-keep]
+
+    def release(self) -> list[tuple[Any, str]]:
+        """Every stream's held end (no piece follows it that could complete a secret)."""
+        held, self._held = list(self._held.items()), {}
+        return held
+
+    def __bool__(self) -> bool:
+        return bool(self._held)

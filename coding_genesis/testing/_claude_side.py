@@ -168,6 +168,28 @@ def _composed(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
     return _NOT_COMPOSED
 
 
+def stream_events(text: str, message_id: str, pieces: int = 3) -> list[dict[str, Any]]:
+    """claude's ``stream_event`` lines of one text message (``--include-partial-messages``):
+    its ``message_start``, the text in ``pieces`` ``text_delta``s, its ``message_stop``."""
+    size = max(1, -(-len(text) // pieces))
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": message_id, "role": "assistant"}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ]
+    events += [
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": text[i : i + size]},
+        }
+        for i in range(0, len(text), size)
+    ]
+    events += [{"type": "content_block_stop", "index": 0}, {"type": "message_stop"}]
+    return [
+        {"type": "stream_event", "event": event, "parent_tool_use_id": None} for event in events
+    ]
+
+
 def sdk_servers(config: str | None) -> tuple[str, ...]:
     """The SDK MCP servers ``--mcp-config`` declares (the host tools' servers)."""
     try:
@@ -201,6 +223,8 @@ class ClaudeSide:
     ) -> None:
         self.session_id = session_id
         self.prefix = prefix
+        #: ``--include-partial-messages``: each text streamed in pieces first.
+        self.partial = False
         self.usage = usage if usage is not None else {"input_tokens": 3, "output_tokens": 5}
         self.cost = cost
         self.sdk_servers = sdk_servers
@@ -249,6 +273,9 @@ class ClaudeSide:
         }
 
     def say(self, text: str) -> None:
+        if self.partial:
+            for line in stream_events(text, f"msg_{self.prefix}_{self.next_id()}"):
+                self.emit(dict(line, session_id=self.session_id))
         self.emit(self.message("assistant", {"type": "text", "text": text}))
 
     def next_id(self) -> str:

@@ -58,12 +58,12 @@ else:  # run from failer.py's directory
     from _claude_side import INTERRUPTED_TURN, ClaudeSide, example, sdk_servers
 
 _COMMAND = re.compile(
-    r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit"
+    r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit|stderr"
     r"|write|bash|tool|json|compact|history)(?![\w-])"
 )
 #: Commands of a live session only (a one-shot run answers them as plain text).
 _LIVE_ONLY = frozenset({"tool", "compact", "history"})
-_FAILURES = frozenset({"fail-then-succeed", "fail", "timeout", "partial", "rate-limit"})
+_FAILURES = frozenset({"fail-then-succeed", "fail", "timeout", "partial", "rate-limit", "stderr"})
 #: Commands claude runs unasked (read-only, no shell).
 _PLAIN_COMMANDS = frozenset({"echo", "ls", "pwd", "cat", "true", "date", "whoami"})
 #: ``Stop`` hooks that block in a row before the turn ends anyway.
@@ -105,6 +105,7 @@ class FailerSide(ClaudeSide):
             finish_at_eof=True,
         )
         self.args, self.failer, self.live = args, failer, live
+        self.partial = bool(getattr(args, "include_partial_messages", False))
         self.schema: dict[str, Any] | None = None
         if args.json_schema is not None:
             schema = json.loads(args.json_schema)

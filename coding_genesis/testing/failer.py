@@ -10,6 +10,7 @@ error-handling path can be exercised.  Commands in the prompt:
   /fail-then-succeed N   fails N times (state kept per request key), then succeeds
   /partial               incomplete, malformed output, no result event
   /rate-limit            RATE_LIMIT error with retry_after_seconds 30 (HTTP 429)
+  /stderr N              writes N lines on stderr, 200 ms apart (each says when), then succeeds
 
 ``details.retry_recommended`` of an error body comes from coding-genesis's one
 retry table (``$GENESIS_FAILER_RETRYABLE``: the error codes a retry may fix,
@@ -54,8 +55,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
+#: Seconds between the lines of ``/stderr N``.
+STDERR_GAP = 0.2
+
 _COMMAND = re.compile(
-    r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit)(?![\w-])(?:[ \t]+(\S+))?"
+    r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit|stderr)(?![\w-])"
+    r"(?:[ \t]+(\S+))?"
 )
 
 
@@ -299,6 +304,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--input-format", help="stream-json: the two-way control protocol")
     parser.add_argument("--permission-prompt-tool", help="accepted for claude compatibility")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--include-partial-messages", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--resume", help="continue this session id")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
@@ -336,6 +342,15 @@ def respond(run: Reply, prompt: str, args: argparse.Namespace) -> int:
             },
             is_error=False,
         )
+        return 0
+
+    if command == "stderr":
+        for i in range(min(int(argument), 100) if argument and argument.isdigit() else 3):
+            if i and not run.sleep(STDERR_GAP):
+                return 130
+            sys.stderr.write(f"stderr line {i + 1} written at {time.time():.6f}\n")
+            sys.stderr.flush()
+        run.result({"status": "success", "message": "Wrote stderr lines"}, is_error=False)
         return 0
 
     if command == "fail":
@@ -402,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         prompt = (
             sys.stdin.buffer.read().decode("utf-8", "replace") if not sys.stdin.isatty() else ""
         )
-    if args.json_schema is not None or _tool_command_first(prompt):
+    if args.json_schema is not None or args.include_partial_messages or _tool_command_first(prompt):
         return int(_turns().one_shot(args, prompt, itself))
 
     run = _Run(args.resume or str(uuid.uuid4()), time.monotonic())

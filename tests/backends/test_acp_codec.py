@@ -40,7 +40,9 @@ from coding_genesis.events import (
     Event,
     PlanEvent,
     ResultEvent,
+    TextDeltaEvent,
     TextEvent,
+    ThoughtDeltaEvent,
     ThoughtEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -631,11 +633,12 @@ def test_an_update_while_no_prompt_runs_is_a_turn_of_the_agents_own() -> None:
     assert isinstance(forward, Forward) and forward.obj is not None and ended == TurnEnded()
     translator = AcpTranslator()
     translator.totals = RunningTotals()
-    assert list(translator.translate(dict(forward.obj))) == [TextEvent("more")]
+    assert list(translator.translate(dict(forward.obj))) == []  # whole at the turn's end
     (late, _) = p.receive(_cost_update(0.5))
     assert isinstance(late, Forward) and late.obj is not None
     translator.translate(dict(late.obj))
-    *usage, result = translator.flush()
+    text, *usage, result = translator.flush()
+    assert text == TextEvent("more")
     assert _costs(usage) == [pytest.approx(0.5)]
     assert isinstance(result, ResultEvent) and not result.is_error and result.text == "more"
     assert not translator.flush()  # once
@@ -698,7 +701,7 @@ def test_a_line_too_deep_to_parse_is_answered_from_its_envelope() -> None:
 
 
 def test_thoughts_and_plans_are_typed_events() -> None:
-    """``agent_thought_chunk`` is a ThoughtEvent (no part of the answer), ``plan`` a
+    """A thought's ``agent_thought_chunk``s are one ThoughtEvent (no part of the answer), ``plan`` a
     PlanEvent of the whole plan (each entry's content, priority and status);
     both read back from their dicts (events.jsonl)."""
     translator = AcpTranslator()
@@ -706,14 +709,15 @@ def test_thoughts_and_plans_are_typed_events() -> None:
     def update(**fields: Any) -> dict[str, Any]:
         return {"method": "session/update", "params": {"sessionId": "s", "update": fields}}
 
-    (thought,) = translator.translate(
-        update(sessionUpdate="agent_thought_chunk", content={"type": "text", "text": "hmm"})
-    )
+    for piece in ("hm", "m"):  # one thought in two chunks: one event, at the next update
+        assert not translator.translate(
+            update(sessionUpdate="agent_thought_chunk", content={"type": "text", "text": piece})
+        )
     entries = [
         {"content": "read", "priority": "high", "status": "pending", "_meta": {"x": 1}},
         {"priority": "low"},  # no content: no entry
     ]
-    (plan,) = translator.translate(update(sessionUpdate="plan", entries=entries))
+    (thought, plan) = translator.translate(update(sessionUpdate="plan", entries=entries))
     assert thought == ThoughtEvent("hmm")
     assert plan == PlanEvent([{"content": "read", "priority": "high", "status": "pending"}])
     assert not translator.translate(update(sessionUpdate="agent_thought_chunk", content={}))
@@ -802,3 +806,48 @@ def test_an_approver_is_refused_where_the_project_is_always_read() -> None:
         session_meta={"s": "{setting_sources}"},
     )
     assert check(told, RequestSettings(approver=lambda r: True)) is None
+
+
+def test_a_messages_chunks_are_one_text_event_and_deltas_only_with_partial() -> None:
+    """One TextEvent per message (chunks joined, given when something else comes or
+    the turn ends); with ``partial`` each chunk is a TextDeltaEvent as it comes, and
+    a thought's chunks ThoughtDeltaEvents, apart."""
+
+    def chunk(kind: str, text: str, message: str = "m1") -> dict[str, Any]:
+        content = {"type": "text", "text": text}
+        fields = {"sessionUpdate": kind, "content": content, "messageId": message}
+        return {"method": "session/update", "params": {"sessionId": "s", "update": fields}}
+
+    for partial in (False, True):
+        translator = AcpTranslator(partial=partial)
+        translator.totals = RunningTotals()
+        events: list[Event] = []
+        for obj in (
+            chunk("agent_thought_chunk", "let me ", "t1"),
+            chunk("agent_thought_chunk", "see", "t1"),
+            chunk("agent_message_chunk", "Hel"),
+            _cost_update(0.1, "s"),  # says nothing of the conversation: the message goes on
+            chunk("agent_message_chunk", "lo "),
+            chunk("agent_message_chunk", "there"),
+            chunk("agent_message_chunk", "Second", "m2"),
+        ):
+            events += translator.translate(obj)
+        events += translator.translate({"id": 3, "result": {"stopReason": "end_turn"}})
+        whole = [e for e in events if type(e) in (TextEvent, ThoughtEvent)]
+        assert whole == [ThoughtEvent("let me see"), TextEvent("Hello there"), TextEvent("Second")]
+        deltas = [
+            (type(e).__name__, e.text)
+            for e in events
+            if isinstance(e, TextDeltaEvent | ThoughtDeltaEvent)
+        ]
+        expected = [
+            ("ThoughtDeltaEvent", "let me "),
+            ("ThoughtDeltaEvent", "see"),
+            ("TextDeltaEvent", "Hel"),
+            ("TextDeltaEvent", "lo "),
+            ("TextDeltaEvent", "there"),
+            ("TextDeltaEvent", "Second"),
+        ]
+        assert deltas == (expected if partial else [])
+        result = events[-1]
+        assert isinstance(result, ResultEvent) and result.text == "Second"

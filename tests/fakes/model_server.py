@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import http.server
 import itertools
 import json
@@ -144,6 +145,8 @@ class RecordedRequest:
     status: int | None = None  # HTTP status answered; None while pending / never answered
     action: str | None = None  # what the server did: "text", "tool_use", "error", "hang", ...
     time: float = dataclasses.field(default_factory=time.time)
+    #: ``chunks`` / ``think``: when (``time.time()``) each text piece was sent (flushed).
+    chunks_sent: list[float] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(slots=True)
@@ -170,6 +173,34 @@ class _Reply:
     status: int = 200
     tool_name: str = ""
     tool_input: Any = None  # dict for JSON tools, str for freeform (custom) tools
+    #: ``chunks`` / ``think``: the text (and the thought) streamed in this many pieces,
+    #: ``gap`` seconds apart; ``thought``: reasoning streamed before the text.
+    pieces: int = 1
+    gap: float = 0.0
+    thought: str = ""
+
+    def split(self, text: str) -> list[str]:
+        """``text`` in :attr:`pieces` pieces (fewer when it is shorter)."""
+        size = max(1, -(-len(text) // max(1, self.pieces)))
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _chunked(name: str, arg: str, default: str) -> _Reply:
+    """``SCENARIO:chunks <n> <gap_ms> <text>``: the text in n pieces, gap_ms apart;
+    ``SCENARIO:think <n> <gap_ms> <thought> | <text>``: the thought streamed first, the same way."""
+    parts = arg.split(None, 2)
+    numbers = parts[:2] if len(parts) >= 2 else ["3", "100"]
+    if not all(re.fullmatch(r"[0-9]+", x) for x in numbers):
+        numbers, parts = ["3", "100"], ["", "", arg]
+    text = parts[2] if len(parts) > 2 else default
+    thought = ""
+    if name == "think":
+        thought, _, text = text.partition("|")
+        thought, text = thought.strip(), text.strip() or default
+    pieces = min(int(numbers[0]), 200) or 1
+    return _Reply(
+        "text", text, pieces=pieces, gap=min(int(numbers[1]), 5000) / 1000, thought=thought
+    )
 
 
 def _text_of(content: Any) -> str:
@@ -658,6 +689,8 @@ class FakeModelServer:
             except ValueError:
                 tinput = parts[1]
             return _Reply("tool", tool_name="raw:" + tname, tool_input=tinput)
+        if name in ("chunks", "think"):
+            return _chunked(name, arg, self.default_text)
         # "text" and anything unknown
         return _Reply("text", arg or self.default_text)
 
@@ -802,6 +835,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
 
+    def _pieces(
+        self,
+        reply: _Reply,
+        text: str,
+        send: Callable[[str], None],
+        rec: RecordedRequest | None = None,
+    ) -> None:
+        """Send ``text`` in the reply's pieces, its gap apart (``chunks`` / ``think``);
+        ``rec``: stamp each piece's time in ``rec.chunks_sent`` (the answer's text)."""
+        for i, piece in enumerate(reply.split(text)):
+            if i and reply.gap:
+                time.sleep(reply.gap)
+            send(piece)
+            if rec is not None:
+                rec.chunks_sent.append(time.time())
+
     def _reply(
         self,
         api: str,
@@ -890,6 +939,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             stop_reason = "tool_use"
         else:
             blocks = [{"type": "text", "text": reply.text or DEFAULT_TEXT}]
+            if reply.thought:
+                thinking = {"type": "thinking", "thinking": reply.thought, "signature": "fake"}
+                blocks.insert(0, thinking)
             stop_reason = "end_turn"
         msg_id = self.fake._new_id("msg")
         usage = {
@@ -948,23 +1000,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             )
             return
         for index, block in enumerate(blocks):
-            if block["type"] == "text":
+            if block["type"] in ("text", "thinking"):
+                kind = block["type"]
+                empty = {"type": kind, kind: ""} if kind == "text" else dict(block, thinking="")
                 self._sse(
                     "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {"type": "text", "text": ""},
-                    },
+                    {"type": "content_block_start", "index": index, "content_block": empty},
                 )
-                self._sse(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": block["text"]},
-                    },
-                )
+
+                def piece(text: str, index: int = index, kind: str = kind) -> None:
+                    self._sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": f"{kind}_delta", kind: text},
+                        },
+                    )
+
+                self._pieces(reply, block[kind], piece, rec if kind == "text" else None)
+                if kind == "thinking":
+                    signature = {"type": "signature_delta", "signature": "fake"}
+                    self._sse(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": signature},
+                    )
             else:
                 start = dict(block, input={})
                 self._sse(
@@ -973,13 +1033,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 )
                 js = json.dumps(block["input"])
                 cut = len(js) // 2
-                for piece in (js[:cut], js[cut:]):
+                for half in (js[:cut], js[cut:]):
                     self._sse(
                         "content_block_delta",
                         {
                             "type": "content_block_delta",
                             "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                            "delta": {"type": "input_json_delta", "partial_json": half},
                         },
                     )
             self._sse("content_block_stop", {"type": "content_block_stop", "index": index})
@@ -1082,6 +1142,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 {"type": "response.failed", "sequence_number": next(seq), "response": failed},
             )
             return
+        output = [item]
+        if reply.thought and item["type"] == "message":
+            output.insert(0, self._openai_reasoning(reply, seq))
         if item["type"] == "message":
             added = dict(item, status="in_progress", content=[])
             self._sse(
@@ -1089,21 +1152,97 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 {
                     "type": "response.output_item.added",
                     "sequence_number": next(seq),
-                    "output_index": 0,
+                    "output_index": len(output) - 1,
                     "item": added,
                 },
             )
+
+            def piece(text: str) -> None:
+                self._sse(
+                    "response.output_text.delta",
+                    {
+                        "type": "response.output_text.delta",
+                        "sequence_number": next(seq),
+                        "item_id": item["id"],
+                        "output_index": len(output) - 1,
+                        "content_index": 0,
+                        "delta": text,
+                    },
+                )
+
+            self._pieces(reply, item["content"][0]["text"], piece, rec)
+        self._sse(
+            "response.output_item.done",
+            {
+                "type": "response.output_item.done",
+                "sequence_number": next(seq),
+                "output_index": len(output) - 1,
+                "item": item,
+            },
+        )
+        done = dict(base, status="completed", output=output, usage=_openai_usage())
+        self._sse(
+            "response.completed",
+            {"type": "response.completed", "sequence_number": next(seq), "response": done},
+        )
+
+    def _openai_reasoning(self, reply: _Reply, seq: Iterator[int]) -> dict[str, Any]:
+        """``SCENARIO:think``: a reasoning item whose summary streams first (output 0)."""
+        rid = self.fake._new_id("rs")
+        item: dict[str, Any] = {"type": "reasoning", "id": rid, "summary": []}
+        self._sse(
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            },
+        )
+        where = {"item_id": rid, "output_index": 0, "summary_index": 0}
+        part = {"type": "summary_text", "text": ""}
+        self._sse(
+            "response.reasoning_summary_part.added",
+            {
+                "type": "response.reasoning_summary_part.added",
+                "sequence_number": next(seq),
+                **where,
+                "part": part,
+            },
+        )
+
+        def piece(text: str) -> None:
             self._sse(
-                "response.output_text.delta",
+                "response.reasoning_summary_text.delta",
                 {
-                    "type": "response.output_text.delta",
+                    "type": "response.reasoning_summary_text.delta",
                     "sequence_number": next(seq),
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": item["content"][0]["text"],
+                    **where,
+                    "delta": text,
                 },
             )
+
+        self._pieces(reply, reply.thought, piece)
+        self._sse(
+            "response.reasoning_summary_text.done",
+            {
+                "type": "response.reasoning_summary_text.done",
+                "sequence_number": next(seq),
+                **where,
+                "text": reply.thought,
+            },
+        )
+        done = dict(part, text=reply.thought)
+        self._sse(
+            "response.reasoning_summary_part.done",
+            {
+                "type": "response.reasoning_summary_part.done",
+                "sequence_number": next(seq),
+                **where,
+                "part": done,
+            },
+        )
+        item = dict(item, summary=[done])
         self._sse(
             "response.output_item.done",
             {
@@ -1113,11 +1252,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "item": item,
             },
         )
-        done = dict(base, status="completed", output=[item], usage=_openai_usage())
-        self._sse(
-            "response.completed",
-            {"type": "response.completed", "sequence_number": next(seq), "response": done},
-        )
+        return item
 
     # ------------------------------------------------------------- Gemini v1beta
 
@@ -1168,6 +1303,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             rec.action = "stall"
             self._hang(rec, "stall")
             return
+        if reply.pieces > 1 and "text" in part:
+            texts = reply.split(part["text"])
+            candidate: dict[str, Any] = chunk["candidates"][0]  # type: ignore[index]
+
+            def piece(text: str, thought: bool = False) -> None:
+                parts = [{"text": text, "thought": True} if thought else {"text": text}]
+                content = {"role": "model", "parts": parts}
+                last = not thought and len(rec.chunks_sent) == len(texts) - 1
+                first: dict[str, Any] = dict(candidate, content=content)
+                if not last:
+                    first.pop("finishReason")
+                self._gemini_chunk(dict(chunk, candidates=[first]))
+
+            if reply.thought:
+                self._pieces(reply, reply.thought, functools.partial(piece, thought=True))
+            self._pieces(reply, part["text"], piece, rec)
+            return
+        self._gemini_chunk(chunk)
+
+    def _gemini_chunk(self, chunk: dict[str, Any]) -> None:
         self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
         self.wfile.flush()
 
@@ -1246,7 +1401,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
 
         chunk = dict(base, object="chat.completion.chunk")
-        send(dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}]))
+        if reply.kind == "text" and (reply.pieces > 1 or reply.thought):
+
+            def piece(text: str, key: str = "content") -> None:
+                part = {
+                    "index": 0,
+                    "delta": {"role": "assistant", key: text},
+                    "finish_reason": None,
+                }
+                send(dict(chunk, choices=[part]))
+
+            if reply.thought:
+                self._pieces(
+                    reply, reply.thought, functools.partial(piece, key="reasoning_content")
+                )
+            self._pieces(reply, reply.text, piece, rec)
+        else:
+            send(dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}]))
         send(dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
         send(dict(chunk, choices=[], usage=usage))
         send("[DONE]")
