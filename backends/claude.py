@@ -35,7 +35,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
 from ._common import PROXY_ENV, as_int, first_class, preview, str_list
-from .claude_control import SESSION_FLAGS, ClaudeControl
+from .claude_control import SESSION_FLAGS, ClaudeControl, agent_definitions
 
 __all__ = [
     "ClaudeBackend",
@@ -166,7 +166,7 @@ class ClaudeBackend(Backend):
     #: Sent to the CLI if the runner dies (it cleans up its own tools on SIGTERM).
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
-    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs"})
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "agents"})
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -191,8 +191,12 @@ class ClaudeBackend(Backend):
         )
 
     def build_command(self, request: Request) -> CommandSpec:
+        # A session sends its subagents in initialize (claude_control); a
+        # one-shot run names them here (one argument: a definition never
+        # becomes a flag of its own).
+        agents = [f"--agents={json.dumps(agent_definitions(request))}"] if request.agents else []
         return _command(
-            ("-p", "--output-format", "stream-json", "--verbose"),
+            ("-p", "--output-format", "stream-json", "--verbose", *agents),
             request,
             stdin=request.prompt.encode("utf-8"),
         )

@@ -18,6 +18,7 @@ scenarios(
     "sessions.feature",
     "approvals.feature",
     "hooks.feature",
+    "hook_points.feature",
     "host_tools.feature",
     "structured_output.feature",
     "serve.feature",
