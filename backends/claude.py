@@ -38,7 +38,7 @@ from coding_genesis.result import RunResult
 from coding_genesis.usage import RunningTotals, Tokens, normalize_usage
 
 from ._common import PROXY_ENV, as_int, first_class, preview, str_list
-from .claude_control import SESSION_FLAGS, ClaudeControl
+from .claude_control import SESSION_FLAGS, ClaudeControl, agent_definitions
 from .claude_switch import LEVELS
 
 __all__ = [
@@ -158,7 +158,7 @@ class ClaudeBackend(Backend):
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
     #: ``partial``: ``--include-partial-messages`` (its ``stream_event`` lines).
-    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "partial"})
+    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "partial", "agents"})
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -183,8 +183,12 @@ class ClaudeBackend(Backend):
         )
 
     def build_command(self, request: Request) -> CommandSpec:
+        # A session sends its subagents in initialize (claude_control); a
+        # one-shot run names them here (one argument: a definition never
+        # becomes a flag of its own).
+        agents = [f"--agents={json.dumps(agent_definitions(request))}"] if request.agents else []
         return _command(
-            ("-p", "--output-format", "stream-json", "--verbose"),
+            ("-p", "--output-format", "stream-json", "--verbose", *agents),
             request,
             stdin=request.prompt.encode("utf-8"),
         )

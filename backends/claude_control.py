@@ -80,7 +80,6 @@ from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
 from .claude_hooks import (
-    CALLBACKS,
     DENIED,
     HOOK_EFFECTS,
     HOOK_ID,
@@ -89,11 +88,19 @@ from .claude_hooks import (
     hook_answer,
     hook_input,
     pre_tool_output,
+    registrations,
 )
 from .claude_switch import FIXED_LEVELS, SWITCHES, Switches
 from .parts import claude_content
 
-__all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
+__all__ = [
+    "ANSWER_TOOL",
+    "HOOK_ID",
+    "MCP_SERVER",
+    "SESSION_FLAGS",
+    "ClaudeControl",
+    "agent_definitions",
+]
 
 #: The argv head of a live session (the rest is the one-shot run's options).
 SESSION_FLAGS = (
@@ -251,6 +258,11 @@ def _tool_listing(tool: HostTool) -> dict[str, Any]:
     }
 
 
+def agent_definitions(start: Request) -> dict[str, dict[str, Any]]:
+    """The subagents of ``start`` (``agents=``) as claude reads them, by name."""
+    return {name: agent.to_dict() for name, agent in start.agents.items()}
+
+
 def _host_flags(tools: Sequence[HostTool]) -> tuple[str, ...]:
     """The argv that declares the SDK MCP server and allows its tools."""
     config = {"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}}
@@ -355,17 +367,10 @@ class ClaudeControl(ControlProtocol):
         }
 
     def opening(self, start: Request) -> list[Outgoing]:
-        hooks: dict[str, list[dict[str, Any]]] = {}
-        if start.approvals:
-            hooks["PreToolUse"] = [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
-        for event, (callback, names) in CALLBACKS.items():
-            if event in start.hooks:
-                for claude_event in names:
-                    hooks[claude_event] = [{"matcher": None, "hookCallbackIds": [callback]}]
-        if start.hooks and start.hook_wait is not None:
-            for matchers in hooks.values():
-                matchers[0]["timeout"] = start.hook_wait  # claude must not give up first
-        return [self._request("initialize", hooks=hooks or None)]
+        fields: dict[str, Any] = {"hooks": registrations(start) or None}
+        if start.agents:  # as claude-agent-sdk sends them (its --agents, one-shot)
+            fields["agents"] = agent_definitions(start)
+        return [self._request("initialize", **fields)]
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
         self._interrupted = False
@@ -582,7 +587,7 @@ class ClaudeControl(ControlProtocol):
         if event is None or (event != "pre_tool" and event not in self.hooked):
             return (Reply((_error(request_id, "no such hook callback"),)),)
         session_id = _text(data.get("session_id")) or self._session_id
-        if event in ("turn_end", "pre_compact"):
+        if event not in ("pre_tool", "post_tool"):
             self._open.add(request_id)
             key = HookKey(request_id, str(claude_event))
             return (HookCall(key, hook_input(event, data, session_id)),)

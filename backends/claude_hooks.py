@@ -20,16 +20,44 @@ each answer can do, measured on claude 2.1.330 against the fake model server:
 * ``PreCompact`` (``pre_compact``, e.g. a ``/compact`` turn): ``decision:
   "block"`` skips the compaction (``compact_result: "failed"``, "Compaction
   blocked by PreCompact hook").
+* ``UserPromptSubmit`` (``prompt_submit``; ``prompt``): ``decision: "block"``
+  keeps the prompt from the model, the turn's result says
+  ``UserPromptSubmit operation blocked by hook:\n<reason>``;
+  ``additionalContext`` reaches the model as ``UserPromptSubmit hook
+  additional context: <text>``.
+* ``SubagentStart`` (``subagent_start``; ``agent_type``): ``additionalContext``
+  reaches the subagent's own request.  ``SubagentStop`` (``subagent_stop``;
+  ``last_assistant_message``): ``decision: "block"`` keeps the subagent going
+  (the next one has ``stop_hook_active: true``), as ``Stop`` does the turn.
+* ``Notification`` (``notification``): observed (``{}`` answers it).
+* ``SessionStart`` and ``SessionEnd`` are never called back over the SDK's
+  control protocol (measured: not after ``initialize``, not before the first
+  turn, not when stdin closes): the session reports ``session_start`` and
+  ``session_end`` itself, observed (:data:`~coding_genesis.hooks.LINK_POINTS`).
+
+Matchers (:func:`~coding_genesis.hooks.matching`): a tool event whose hooks
+all name their tools is registered with the union of their matchers (claude
+then never calls back for another tool); the ``PreToolUse`` callback the
+approver shares stays registered for every tool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
-from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
+from coding_genesis.hooks import (
+    Hook,
+    HookEffect,
+    HookEvent,
+    HookInput,
+    HookResult,
+    matcher_names,
+    matcher_of,
+)
+from coding_genesis.request import Request
 
 __all__ = [
     "CALLBACKS",
@@ -40,6 +68,7 @@ __all__ = [
     "hook_answer",
     "hook_input",
     "pre_tool_output",
+    "registrations",
 ]
 
 #: The ``PreToolUse`` callback: approvals and ``pre_tool`` hooks share it.
@@ -51,6 +80,10 @@ CALLBACKS: dict[HookEvent, tuple[str, tuple[str, ...]]] = {
     "post_tool": ("genesis_post_tool_use", ("PostToolUse", "PostToolUseFailure")),
     "turn_end": ("genesis_stop", ("Stop",)),
     "pre_compact": ("genesis_pre_compact", ("PreCompact",)),
+    "prompt_submit": ("genesis_prompt_submit", ("UserPromptSubmit",)),
+    "subagent_start": ("genesis_subagent_start", ("SubagentStart",)),
+    "subagent_stop": ("genesis_subagent_stop", ("SubagentStop",)),
+    "notification": ("genesis_notification", ("Notification",)),
 }
 
 #: What a hook of each event can do on claude (see the module's docstring).
@@ -59,6 +92,10 @@ HOOK_EFFECTS: Mapping[HookEvent, frozenset[HookEffect]] = {
     "post_tool": frozenset({"block", "context"}),
     "turn_end": frozenset({"block"}),
     "pre_compact": frozenset({"block"}),
+    "prompt_submit": frozenset({"block", "context"}),
+    "subagent_start": frozenset({"context"}),
+    "subagent_stop": frozenset({"block"}),
+    "notification": frozenset(),
 }
 
 DENIED = "denied by the approver"
@@ -99,10 +136,20 @@ def hook_input(
             session_id=session,
             raw=raw,
         )
+    answer = _text(data.get("last_assistant_message"))
     if event == "turn_end":
-        answer = _text(data.get("last_assistant_message"))
         return HookInput(event, answer=answer, session_id=session, raw=raw)
-    return HookInput(event, trigger=_text(data.get("trigger")), session_id=session, raw=raw)
+    if event in ("subagent_start", "subagent_stop"):
+        agent = _text(data.get("agent_type"))
+        return HookInput(event, answer=answer, agent=agent, session_id=session, raw=raw)
+    return HookInput(
+        event,
+        trigger=_text(data.get("trigger")),
+        prompt=_text(data.get("prompt")),
+        notification=_text(data.get("message")),
+        session_id=session,
+        raw=raw,
+    )
 
 
 def pre_tool_output(decision: Decision | None, hooked: HookResult | None = None) -> dict[str, Any]:
@@ -157,3 +204,38 @@ def event_of(callback_id: object, claude_event: object) -> HookEvent | None:
         if callback_id == callback and claude_event in names:
             return event
     return None
+
+
+def _union(hooks: Sequence[Hook]) -> str | None:
+    """The matcher that calls back for every tool one of ``hooks`` names
+    (None: one of them names none, every tool).  Names alone stay names (an
+    exact match); with a regular expression among them, each alternative is
+    searched (wider than a name's exact match: each hook's own matcher is
+    tested again when it runs)."""
+    matchers = [matcher_of(hook) for hook in hooks]
+    if not matchers or None in matchers:
+        return None
+    named = list(dict.fromkeys(m for m in matchers if m is not None))
+    names = [matcher_names(m) for m in named]
+    if all(n is not None for n in names):
+        return "|".join(dict.fromkeys(name for n in names if n is not None for name in n))
+    return "|".join(f"(?:{m})" for m in named)
+
+
+def registrations(start: Request) -> dict[str, list[dict[str, Any]]]:
+    """The ``hooks`` field of ``initialize``: a callback for each hook point
+    the session has hooks for (and ``PreToolUse`` for the approver), with the
+    union of the hooks' matchers where all name their tools."""
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    if start.approvals:
+        hooks["PreToolUse"] = [{"matcher": None, "hookCallbackIds": [HOOK_ID]}]
+    for event, (callback, names) in CALLBACKS.items():
+        if event in start.hooks:
+            shared = event == "pre_tool" and start.approvals  # the approver asks of every call
+            matcher = None if shared else _union(start.hooks[event])
+            for claude_event in names:
+                hooks[claude_event] = [{"matcher": matcher, "hookCallbackIds": [callback]}]
+    if start.hooks and start.hook_wait is not None:
+        for matchers in hooks.values():
+            matchers[0]["timeout"] = start.hook_wait  # claude must not give up first
+    return hooks

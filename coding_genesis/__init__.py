@@ -201,6 +201,7 @@ if TYPE_CHECKING:
         FailureCategory as FailureCategory,
         Status as Status,
     )
+    from coding_genesis.subagents import Subagent as Subagent
     from coding_genesis.tools import (
         HostTool as HostTool,
         ToolResult as ToolResult,
@@ -303,6 +304,7 @@ _EXPORTS: dict[str, str] = {
     "StateEvent": "run_events",
     "Status": "status",
     "StopReason": "_supervision.values",
+    "Subagent": "subagents",
     "Subscription": "_pipeline.bus",
     "SupervisorConfig": "_supervision.values",
     "TextEvent": "events",

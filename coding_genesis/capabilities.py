@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from coding_genesis.backend import check_options
 from coding_genesis.config import require_permissions, require_setting_sources
 from coding_genesis.errors import ConfigError, RefusedError
-from coding_genesis.hooks import declared
+from coding_genesis.hooks import declared, hook_points
 from coding_genesis.prompts import FileRef, Image, part_kind, path_parts
 from coding_genesis.request import Request, Unsupported
 
@@ -75,6 +75,7 @@ TAKES: Mapping[str, str] = {
     "system_prompt": "system prompt",
     "append_system_prompt": "appended system prompt",
     "add_dirs": "extra directories",
+    "agents": "subagent definitions",
 }
 
 
@@ -186,8 +187,9 @@ def _beyond(
     backend: Backend, protocol: ControlProtocol, settings: RequestSettings
 ) -> Unsupported | None:
     """A hook that declared an effect (``hooks.wants``) its point cannot apply here."""
+    points = hook_points(protocol.hook_effects)
     for event, hooks in settings.hooks.items():
-        can = protocol.hook_effects.get(event, frozenset())
+        can = points.get(event, frozenset())
         for hook in hooks:
             beyond = declared(hook) - can
             if beyond:
@@ -228,7 +230,7 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
     if settings.hooks:
         if protocol is None:
             return Unsupported("hooks", _no_two_way(backend, "hooks="))
-        reported = protocol.hook_effects
+        reported = hook_points(protocol.hook_effects)
         missing = [event for event in settings.hooks if event not in reported]
         if missing:
             return Unsupported(
@@ -433,7 +435,7 @@ _TRUSTED = (
     "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
     "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
     "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
-    "add_dirs"
+    "add_dirs agents"
 )
 _NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock on_stderr"
 

@@ -11,6 +11,10 @@ tool's input, add context for the model.  Where the CLI cannot do what a hook
 asks (codex reports its items but never waits for us), the hook observes and
 the result records what was not applied, never silently.
 
+A hook of ``pre_tool`` or ``post_tool`` may name the tools it is for
+(:func:`matching`, claude's matcher semantics over the tool's name); it is
+skipped for the others (on claude the CLI is not even asked to call us).
+
 The hooks of one event run in order: each sees the input the previous one
 changed; the first block ends the list.  A hook that raises, answers something
 else or runs past its timeout is recorded; a ``pre_tool`` hook that fails
@@ -21,6 +25,7 @@ let the call through).  A failing hook of another event does not block: a
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +36,7 @@ from coding_genesis.errors import ConfigError
 
 __all__ = [
     "HOOK_EVENTS",
+    "LINK_POINTS",
     "Hook",
     "HookEffect",
     "HookEvent",
@@ -39,17 +45,48 @@ __all__ = [
     "HookRecord",
     "HookResult",
     "HookRun",
+    "HookVia",
     "Hooks",
     "declared",
+    "hook_points",
     "hook_table",
+    "matcher_names",
+    "matcher_of",
+    "matches",
+    "matching",
     "run_hooks",
     "wants",
 ]
 
 #: Where a hook runs: before a tool call, after it, at a turn's end (the CLI
-#: is about to answer), before the CLI compacts its context.
-HookEvent: TypeAlias = Literal["pre_tool", "post_tool", "turn_end", "pre_compact"]
+#: is about to answer), before the CLI compacts its context; a prompt handed
+#: to the CLI, the session's start and end; a subagent's start and end; a
+#: notification the CLI would show its user.
+HookEvent: TypeAlias = Literal[
+    "pre_tool",
+    "post_tool",
+    "turn_end",
+    "pre_compact",
+    "prompt_submit",
+    "session_start",
+    "session_end",
+    "subagent_start",
+    "subagent_stop",
+    "notification",
+]
 HOOK_EVENTS: tuple[HookEvent, ...] = get_args(HookEvent)
+
+#: The points a live session reports itself where its CLI has none of its own
+#: (the prompt handed over before the turn starts, the session ready, the
+#: session closing): observed there, recorded with ``via="observed"``.
+LINK_POINTS: tuple[HookEvent, ...] = ("prompt_submit", "session_start", "session_end")
+
+#: Who reported a hook point: the CLI itself, or the session (``observed``:
+#: the CLI has no such point, the session called the hooks as it went by).
+HookVia: TypeAlias = Literal["cli", "observed"]
+
+#: The events whose hooks may name their tools (:func:`matching`).
+_TOOL_EVENTS = frozenset({"pre_tool", "post_tool"})
 
 #: What a backend lets a hook do: ``block`` (refuse the call, keep the turn
 #: going, stop the compaction), change the tool's ``input``, add ``context``
@@ -74,7 +111,11 @@ class HookInput:
     ``output`` is what the tool gave (``post_tool``) and ``error`` why it failed,
     when it did.  ``answer`` is the turn's last answer (``turn_end``, where the
     CLI gives it); ``trigger`` why the CLI compacts (``pre_compact``:
-    ``manual``, ``auto``).  ``raw`` is the CLI's own payload of the hook point.
+    ``manual``, ``auto``).  ``prompt`` is the prompt handed to the CLI
+    (``prompt_submit``); ``agent`` the subagent's type (``subagent_start``,
+    ``subagent_stop``, whose ``answer`` is the subagent's last message);
+    ``notification`` the text the CLI would show (``notification``).  ``raw``
+    is the CLI's own payload of the hook point.
     """
 
     event: HookEvent
@@ -86,6 +127,9 @@ class HookInput:
     error: str | None = None
     answer: str | None = None
     trigger: str | None = None
+    prompt: str | None = None
+    agent: str | None = None
+    notification: str | None = None
     cwd: str = ""
     backend: str = ""
     run_id: str = ""
@@ -101,7 +145,9 @@ class HookResult:
 
     ``block``: refuse the tool call (``pre_tool``), tell the model the call's
     result is refused (``post_tool``: the call has run), keep the turn going
-    (``turn_end``), skip the compaction (``pre_compact``); ``message`` is what
+    (``turn_end``; ``subagent_stop``: the subagent's), skip the compaction
+    (``pre_compact``), refuse the prompt (``prompt_submit``: the model never
+    reads it, the turn answers why); ``message`` is what
     the model (or the record) is told why.  ``input`` replaces the tool's input
     (``pre_tool``).  ``context`` is text the CLI adds for the model.
     """
@@ -157,6 +203,66 @@ def declared(hook: Hook) -> frozenset[HookEffect]:
     return found if isinstance(found, frozenset) else frozenset()
 
 
+_MATCHER = "__genesis_hook_matcher__"
+#: A matcher of names alone (``Bash|Write``): each alternative matches exactly.
+_NAMES = re.compile(r"[A-Za-z0-9_|]+")
+
+
+def matching(matcher: str) -> Callable[[Hook], Hook]:
+    """Name the tools a ``pre_tool`` or ``post_tool`` hook is for
+    (``@matching("Bash|Write")``), as claude's hook matchers do: ``*`` or ""
+    is every tool; names alone, joined by ``|``, match exactly; anything else
+    is a regular expression searched in the tool's name (``mcp__.*``).  The
+    name is the CLI's own (claude ``Bash``, codex ``commandExecution``)."""
+    if not isinstance(matcher, str):
+        raise ConfigError(f"matching: a matcher is a string, got {matcher!r}")
+    if matcher not in ("", "*") and not _NAMES.fullmatch(matcher):
+        try:
+            re.compile(matcher)
+        except re.error as exc:
+            raise ConfigError(f"matching: {matcher!r} is no regular expression: {exc}") from None
+
+    def declare(hook: Hook) -> Hook:
+        setattr(hook, _MATCHER, matcher)
+        return hook
+
+    return declare
+
+
+def matcher_of(hook: Hook) -> str | None:
+    """The tools ``hook`` is for (:func:`matching`; None: every tool)."""
+    found: object = getattr(hook, _MATCHER, None)
+    return found if isinstance(found, str) and found not in ("", "*") else None
+
+
+def matcher_names(matcher: str) -> tuple[str, ...] | None:
+    """The tool names of a matcher of names alone (``Bash|Write``: each matches
+    exactly); None for a regular expression (searched in the name)."""
+    return tuple(matcher.split("|")) if _NAMES.fullmatch(matcher) else None
+
+
+def matches(hook: Hook, data: HookInput) -> bool:
+    """``hook`` runs at this point: it names no tools, or the call's tool is one
+    of them (the one test of a matcher; claude's opening registers their union)."""
+    matcher = matcher_of(hook)
+    if matcher is None:
+        return True
+    tool = data.tool or ""
+    names = matcher_names(matcher)
+    return tool in names if names is not None else re.search(matcher, tool) is not None
+
+
+def hook_points(
+    native: Mapping[HookEvent, frozenset[HookEffect]],
+) -> dict[HookEvent, frozenset[HookEffect]]:
+    """Every hook point of a two-way protocol and what a hook can do there: its
+    CLI's own (``native``, :attr:`ControlProtocol.hook_effects
+    <coding_genesis.control.ControlProtocol.hook_effects>`) and, where the CLI
+    has none, the session's observed :data:`LINK_POINTS`."""
+    observed = {point: frozenset[HookEffect]() for point in LINK_POINTS if point not in native}
+    return {**native, **observed}
+
+
 def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:
     """``hooks=`` checked: each event known, each hook a callable (a
     :class:`~coding_genesis.errors.ConfigError` otherwise); events without
@@ -177,6 +283,11 @@ def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:
         for hook in hooks:
             if not callable(hook):
                 raise ConfigError(f"hooks[{event!r}]: a hook is a callable, got {hook!r}")
+            if event not in _TOOL_EVENTS and matcher_of(hook) is not None:
+                raise ConfigError(
+                    f"hooks[{event!r}]: hook {_name(hook)} names tools (matching), "
+                    "which only pre_tool and post_tool hooks may"
+                )
         if hooks:
             table[event] = tuple(hooks)
     return table
@@ -188,7 +299,8 @@ def hook_table(value: object) -> dict[HookEvent, tuple[Hook, ...]]:
 @dataclass(frozen=True, slots=True)
 class HookRecord:
     """What a run keeps of one hook called: an entry of ``RunResult.hooks``.
-    ``not_applied``: what the hook asked that the CLI cannot apply there."""
+    ``not_applied``: what the hook asked that the CLI cannot apply there;
+    ``via``: who reported the point (:data:`HookVia`)."""
 
     event: HookEvent
     hook: str
@@ -200,6 +312,7 @@ class HookRecord:
     error: str | None
     not_applied: str | None
     elapsed_s: float
+    via: HookVia = "cli"
 
     def to_dict(self) -> dict[str, Any]:
         """The record as results and transcripts carry it (every key, always)."""
@@ -214,6 +327,7 @@ class HookRecord:
             "error": self.error,
             "not_applied": self.not_applied,
             "elapsed_s": self.elapsed_s,
+            "via": self.via,
         }
 
 
@@ -259,8 +373,10 @@ async def run_hooks(
     timeout: float,
     effects: frozenset[HookEffect],
     backend: str = "",
+    via: HookVia = "cli",
 ) -> HookRun:
-    """Run ``hooks`` in order on ``data`` (each within ``timeout`` seconds);
+    """Run ``hooks`` in order on ``data`` (each within ``timeout`` seconds; a
+    hook whose tools do not include the call's is skipped, :func:`matches`);
     never raises.  ``effects``: what the CLI applies of a result here; what a
     hook asks beyond them is recorded as not applied."""
     changed_input: Mapping[str, Any] | None = None
@@ -270,6 +386,8 @@ async def run_hooks(
     records: list[HookRecord] = []
     who = backend or "this backend"
     for hook in hooks:
+        if not matches(hook, data):
+            continue
         started = time.monotonic()
         answer, error, timed_out = await _call(hook, data, timeout)
         result = answer if isinstance(answer, HookResult) else HookResult()
@@ -298,6 +416,7 @@ async def run_hooks(
                 error=error,
                 not_applied=not_applied,
                 elapsed_s=round(time.monotonic() - started, 6),
+                via=via,
             )
         )
         if "input" in applied and result.input is not None:

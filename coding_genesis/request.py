@@ -56,6 +56,7 @@ from coding_genesis.options import (
     SettingSource,
 )
 from coding_genesis.prompts import FileRef, Image, checked_prompt
+from coding_genesis.subagents import Subagent, subagent_table
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -132,6 +133,8 @@ class SharedOptions(TypedDict, total=False):
     append_system_prompt: str | None
     #: Directories the CLI may work in besides ``cwd`` (it may write there).
     add_dirs: Sequence[str | os.PathLike[str]] | None
+    #: Subagents the model may hand a task to, by name (see coding_genesis.subagents).
+    agents: Mapping[str, Subagent] | None
 
 
 class RequestOptions(SharedOptions, total=False):
@@ -384,6 +387,9 @@ class RequestSettings:
     #: Directories the CLI may work in (and write in) besides ``cwd``: absolute,
     #: existing (untrusted input may not set them).
     add_dirs: tuple[str, ...] = setting((), check=directories)
+    #: Subagents the model may hand a task to, by name (empty: none; claude
+    #: alone defines them, untrusted input may not).
+    agents: Mapping[str, Subagent] = setting(factory=dict, check=lambda n, v: subagent_table(v))
     #: Seconds an approver has to answer before the tool call is denied.
     approval_timeout: float = setting(60.0, check=required_seconds)
     #: Seconds each hook has to answer.

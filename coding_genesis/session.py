@@ -172,6 +172,14 @@ class Session:
         return self._link.turns if self._link is not None else 0
 
     @property
+    def end_hooks(self) -> list[dict[str, Any]]:
+        """The records of the ``session_end`` hooks once the session is closed
+        (no turn's result carries them; ``RunResult.hooks``' shape)."""
+        link = self._link
+        ended = link.ended_hooks if link is not None else None
+        return [record.to_dict() for record in ended or ()]
+
+    @property
     def can_steer(self) -> bool:
         return self._protocol.can_steer
 

@@ -83,9 +83,17 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             ("Hooks", "The type of `hooks=`: a hook point mapped to hooks."),
             ("Hook", "One hook: a callable given a `HookInput`, answering a `HookResult` or None."),
-            ("HookEvent", "A hook point: `pre_tool`, `post_tool`, `turn_end`, `pre_compact`."),
+            (
+                "HookEvent",
+                "A hook point: `pre_tool`, `post_tool`, `turn_end`, `prompt_submit`, "
+                "`session_start`...",
+            ),
             ("HookInput", "What a hook is told: the tool call, its output, the turn's answer..."),
             ("HookResult", "A hook's answer: block, change the input, add context."),
+            (
+                "Subagent",
+                "One subagent of `agents=` (claude): description, prompt, tools, model.",
+            ),
             ("tool", "Make a function a tool the model may call (`tools=`)."),
             ("HostTool", "One of your functions as a tool: name, description, schema, timeout."),
             ("ToolResult", "What one call of a tool answered."),

@@ -20,6 +20,7 @@ from coding_genesis.config import AgentConfig
 from coding_genesis.errors import AgentUsageError, ConfigError, RefusedError
 from coding_genesis.hooks import wants
 from coding_genesis.request import LIVE_OPTION_NAMES, RUN_OPTION_NAMES, SEND_OPTION_NAMES
+from coding_genesis.subagents import Subagent
 from tests.session.twoway import TwoWayBackend, one_way_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +97,28 @@ ROWS: list[tuple[str, dict[str, Any], str]] = [
         "qwen",
         {"hooks": {"pre_compact": lambda hook: None}},
         "backend 'qwen' reports no pre_compact hook point, which hooks= needs "
-        "(its hook events: pre_tool, post_tool, turn_end)",
+        "(its hook events: pre_tool, post_tool, turn_end, prompt_submit, session_start, "
+        "session_end)",
+    ),
+    # the points the session observes itself: nothing a hook asks is applied there
+    (
+        "codex",
+        {"hooks": {"prompt_submit": wants("context")(lambda hook: None)}},
+        "backend 'codex' cannot apply a prompt_submit hook's context, which hook <lambda> "
+        "declares (wants): a prompt_submit hook there only observes",
+    ),
+    (
+        "codex",
+        {"hooks": {"subagent_start": lambda hook: None}},
+        "backend 'codex' reports no subagent_start hook point, which hooks= needs "
+        "(its hook events: pre_tool, post_tool, turn_end, pre_compact, prompt_submit, "
+        "session_start, session_end)",
+    ),
+    (
+        "qwen",
+        {"agents": {"reviewer": Subagent("Reviews code", "You review code.")}},
+        "backend 'qwen' takes no subagent definitions, which agents= needs; "
+        f"backends that do: {', '.join(backends_that('agents'))}",
     ),
     (
         "opencode",

@@ -19,6 +19,7 @@ scenarios(
     "streaming.feature",
     "approvals.feature",
     "hooks.feature",
+    "hook_points.feature",
     "host_tools.feature",
     "structured_output.feature",
     "serve.feature",

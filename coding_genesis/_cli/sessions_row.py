@@ -15,11 +15,12 @@ def sessions(backend: Backend) -> str:
     ``tools=``, steer, resume), as the agent's own checks answer it."""
     # lazy: `genesis --help` imports only the parsers
     from coding_genesis.backends.acp import AcpControl
+    from coding_genesis.hooks import hook_points
 
     protocol = backend.control()
     if protocol is None:
         return "none: one-shot runs only (approver=, hooks=, tools= and sessions need a two-way protocol)"
-    hooks = ", ".join(protocol.hook_effects) or "none"
+    hooks = ", ".join(hook_points(protocol.hook_effects)) or "none"
     said = [
         f"approver=: yes; hooks=: {hooks}; tools=: {_tools(protocol)}; "
         f"steer: {'yes' if protocol.can_steer else 'no'}"

@@ -27,7 +27,7 @@ from coding_genesis.control import (
     TurnEnded,
 )
 from coding_genesis.events import Event
-from coding_genesis.hooks import HookResult, run_hooks
+from coding_genesis.hooks import HookEvent, HookInput, HookRecord, HookResult, run_hooks
 from coding_genesis.tools import ToolResult
 
 if TYPE_CHECKING:
@@ -153,6 +153,28 @@ class LinkQuestions:
         finally:
             if turn is not None:
                 turn.running.done()
+
+    async def observe(
+        self, event: HookEvent, turn: Turn | None, number: int, **fields: Any
+    ) -> tuple[HookRecord, ...]:
+        """A point of :data:`~coding_genesis.hooks.LINK_POINTS` its CLI has none
+        of its own: its hooks run as the session goes by it (observed: nothing
+        they ask is applied), recorded ``via="observed"``.  ``number``: the
+        turn it belongs to."""
+        hooks = self.request.hooks.get(event, ())
+        if not hooks or event in self.protocol.hook_effects:
+            return ()  # none, or the CLI calls them itself
+        where = {**self._where(turn), "turn": number}
+        data = HookInput(event, session_id=self.session_id, **where, **fields)
+        ran = await run_hooks(
+            hooks,
+            data,
+            timeout=self.request.hook_timeout,
+            effects=frozenset(),
+            backend=self.backend.name,
+            via="observed",
+        )
+        return ran.records
 
     def _adopt(self, turn: Turn, held: Unattended, *, ended: bool) -> None:
         """Make what the CLI did between turns ``turn``'s: its bytes to the

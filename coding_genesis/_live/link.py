@@ -60,6 +60,7 @@ from coding_genesis.approval import Remembered
 from coding_genesis.backend import Backend
 from coding_genesis.control import Answered, ControlIntent, ControlProtocol, Outgoing
 from coding_genesis.events import Translator
+from coding_genesis.hooks import HookRecord
 from coding_genesis.options import Trigger, TurnHow
 from coding_genesis.request import Request
 from coding_genesis.status import ErrorCode, Status
@@ -143,6 +144,10 @@ class LiveLink(LinkDispatch):
         self._bridge: McpBridge | None = None
         #: What each kind of message the protocol reports means (by its type).
         self._dispatch = self.dispatch_table()
+        #: The records of the observed session_start hooks (the first turn's
+        #: result carries them) and of the session_end hooks (None: yet to run).
+        self._started_hooks: tuple[HookRecord, ...] = ()
+        self.ended_hooks: tuple[HookRecord, ...] | None = None
 
     def _translator(self) -> Translator:
         """A translator of the protocol's, making its shares of the CLI's running totals."""
@@ -270,6 +275,7 @@ class LiveLink(LinkDispatch):
             context.on_tally(tally)
         self.turns += 1
         translator = self._translator()
+        started, self._started_hooks = self._started_hooks, ()
         translator.message_usage = context.message_usage
         router = Router(
             tally,
@@ -285,6 +291,7 @@ class LiveLink(LinkDispatch):
             translator=translator,
             router=router,
             run_id=run_id,
+            hooks=list(started),
             marks=TurnMarks(
                 started=time.monotonic(),
                 stdout=self.process.stdout_bytes,
@@ -325,6 +332,9 @@ class LiveLink(LinkDispatch):
                 if not held.wanted.is_set():
                     turn.end("completed")  # nothing was left to do
             else:
+                turn.hooks.extend(
+                    await self.observe("prompt_submit", turn, turn.number, prompt=request.prompt)
+                )
                 asked = request
                 if self.protocol.schema_in_prompt or (
                     self.protocol.turn_schema_in_prompt and "output_schema" in request.turn_options
@@ -465,6 +475,18 @@ class LiveLink(LinkDispatch):
         if refusal is not None:
             self.process.refused(refusal)
             self.outbox.unused()
+        elif self.alive:
+            self._started_hooks = await self.observe("session_start", None, 1)
+
+    async def end_hooks(self) -> tuple[HookRecord, ...]:
+        """The session_end hooks, run once (observed) while the CLI is still
+        there: at :meth:`close`, or when a one-shot run's one turn is over
+        (its result carries them)."""
+        if self.ended_hooks is None:
+            self.ended_hooks = ()  # once, even if they are cancelled
+            if self.process.refusal is None and self.process.pid is not None:  # it started
+                self.ended_hooks = await self.observe("session_end", None, self.turns)
+        return self.ended_hooks
 
     async def _start(self, tg: anyio.abc.TaskGroup, timeout: float) -> Refusal | None:
         self.process.tg = tg
@@ -527,6 +549,7 @@ class LiveLink(LinkDispatch):
                 await self._bridge.close()
 
     async def _close(self) -> None:
+        await self.end_hooks()
         if not self.process.dead.is_set():
             if self.alive:
                 self.send(*self.protocol.closing())

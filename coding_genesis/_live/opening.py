@@ -71,4 +71,8 @@ async def one_turn(
     async with open_link(
         backend, protocol, request, marker=run_id, stop=stop, context=context
     ) as link:
-        return await link.turn(request, context, run_id=run_id)
+        outcome = await link.turn(request, context, run_id=run_id)
+        ended = await link.end_hooks()  # the run's one turn was its session
+        if ended:
+            outcome.hooks = (*outcome.hooks, *ended)
+        return outcome

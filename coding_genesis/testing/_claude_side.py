@@ -13,9 +13,9 @@ recordings in ``tests/fakes/recordings/twoway``.
   handshake first: ``initialize``, ``notifications/initialized``,
   ``tools/list``), ``interrupt`` is acknowledged, anything else refused;
 * a tool call is asked about through the ``PreToolUse`` hook callback when one
-  is registered, or ``can_use_tool``; the other hook points
-  (``PostToolUse``/``PostToolUseFailure``, ``Stop``, ``PreCompact``) through
-  theirs; a host tool is called with ``mcp_message`` ``tools/call``;
+  is registered, or ``can_use_tool``; the other hook points (``UserPromptSubmit``
+  before the turn, ``PostToolUse``/``PostToolUseFailure``, ``Stop``,
+  ``PreCompact``) through theirs; a host tool is called with ``mcp_message`` ``tools/call``;
 * an ``interrupt`` during a question cancels it (``control_cancel_request``)
   and ends the turn as claude does (the tool's refusal,
   ``[Request interrupted by user for tool use]``, ``error_during_execution``).

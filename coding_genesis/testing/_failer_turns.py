@@ -170,6 +170,8 @@ class FailerSide(ClaudeSide):
     def turn(self, prompt: str) -> int:
         """Answer one prompt; the exit code a one-shot run ends with."""
         self._started, self._notes, self._denials = time.monotonic(), [], []
+        if self.live and self._prompt_blocked(prompt):
+            return 0
         self.init()
         match = _COMMAND.search(prompt)
         command = match.group(1) if match else None
@@ -194,6 +196,22 @@ class FailerSide(ClaudeSide):
         else:
             return self.tool_command(command, rest)
         return 1 if self.last_error else 0
+
+    def _prompt_blocked(self, prompt: str) -> bool:
+        """The ``UserPromptSubmit`` hook, as claude calls it before the turn: a
+        block answers why (the prompt goes no further), a context is noted."""
+        out = self.hook("UserPromptSubmit", {"prompt": prompt})
+        if out.get("decision") == "block":
+            reason = out.get("reason") or ""
+            self.result(
+                f"UserPromptSubmit operation blocked by hook:\n{reason}\n\nOriginal prompt: {prompt}"
+            )
+            return True
+        specific = out.get("hookSpecificOutput")
+        if isinstance(specific, dict) and specific.get("additionalContext"):
+            context = specific["additionalContext"]
+            self._notes.append(f"UserPromptSubmit hook additional context: {context}")
+        return False
 
     def tool_command(self, command: str, rest: str) -> int:
         if command == "write":

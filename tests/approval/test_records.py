@@ -39,6 +39,7 @@ HOOK = [
     "error",
     "not_applied",
     "elapsed_s",
+    "via",
 ]
 
 CALL = ApprovalRequest(

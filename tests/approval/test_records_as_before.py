@@ -9,7 +9,9 @@ of record a session makes (allowed, denied, the approver raising, slow, unsure;
 interrupt; hooks continuing, changing, blocking, raising, observed and not
 applied) through the real two-way fake CLI. The typed ``ApprovalRecord`` and
 ``HookRecord`` must render them key for key, in the same order, as a result's
-``approvals`` and ``hooks`` and in its JSON. Elapsed times are masked.
+``approvals`` and ``hooks`` and in its JSON. Elapsed times are masked.  Since
+issue 41 each hook record ends with ``via`` (``"cli"`` for all of these: the
+CLI reported each point), appended to the golden file's hook records.
 """
 
 from __future__ import annotations

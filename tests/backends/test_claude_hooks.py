@@ -26,11 +26,15 @@ from coding_genesis.control import (
     Reply,
     TurnEnded,
 )
-from coding_genesis.hooks import HOOK_EVENTS, HookEvent, HookInput, HookResult
+from coding_genesis.hooks import HOOK_EVENTS, HookEvent, HookInput, HookResult, matching
+from coding_genesis.request import Request
+from coding_genesis.subagents import Subagent
 from tests.support import cli_request, given_session
 
 TWOWAY = Path(__file__).parents[1] / "fakes" / "recordings" / "twoway"
 ALL = frozenset(HOOK_EVENTS)
+#: The events the recording registered (it predates the others).
+RECORDED = frozenset({"pre_tool", "post_tool", "turn_end", "pre_compact"})
 
 
 def hooker(ends: list[str], hook: HookInput) -> HookResult:
@@ -69,7 +73,9 @@ def replay_hooks() -> Replay:
         if entry["dir"] == ">":
             if obj.get("request", {}).get("subtype") == "initialize":
                 proto = ClaudeBackend().control()
-                start = cli_request(cwd="/srv/rec/work", approvals=True, hooks=ALL, hook_wait=95)
+                start = cli_request(
+                    cwd="/srv/rec/work", approvals=True, hooks=RECORDED, hook_wait=95
+                )
                 written += proto.begin(start).greeting
             elif obj["type"] == "user":
                 assert proto is not None
@@ -302,3 +308,92 @@ def test_post_tool_turn_end_and_compaction_answers() -> None:
     unreadable = _callback("p2", "PostToolUse", tool_name=3)
     (reply,) = proto.receive(unreadable)
     assert isinstance(reply, Reply) and reply.objects[0]["response"]["response"] == {}
+
+
+def _named(matcher: str | None) -> Any:
+    def hook(data: HookInput) -> None:
+        return None
+
+    return hook if matcher is None else matching(matcher)(hook)
+
+
+def _registered(**fields: Any) -> dict[str, Any]:
+    (init,) = ClaudeBackend().control().begin(Request("", "/w", **fields)).greeting
+    request: dict[str, Any] = init["request"]
+    return request
+
+
+def _matchers(hooks: dict[str, Any]) -> dict[str, Any]:
+    return {event: [m["matcher"] for m in found] for event, found in hooks.items()}
+
+
+def test_an_event_whose_hooks_all_name_tools_registers_their_union() -> None:
+    hooks = {
+        "pre_tool": [_named("Write"), _named("Edit|Write")],
+        "post_tool": [_named("mcp__.*"), _named("Bash")],
+    }
+    assert _matchers(_registered(hooks=hooks)["hooks"]) == {
+        "PreToolUse": ["Write|Edit"],
+        "PostToolUse": ["(?:mcp__.*)|(?:Bash)"],  # a regex among them: each one searched
+        "PostToolUseFailure": ["(?:mcp__.*)|(?:Bash)"],
+    }
+    # a hook for every tool, or an approver sharing the PreToolUse callback: every tool
+    every = {"pre_tool": [_named("Write"), _named(None)], "post_tool": [_named("*")]}
+    assert _matchers(_registered(hooks=every)["hooks"]) == {
+        "PreToolUse": [None],
+        "PostToolUse": [None],
+        "PostToolUseFailure": [None],
+    }
+    shared = _registered(hooks={"pre_tool": [_named("Write")]}, approver=lambda r: True)
+    assert _matchers(shared["hooks"]) == {"PreToolUse": [None]}
+
+
+def test_initialize_carries_the_subagents_and_a_one_shot_run_names_them() -> None:
+    reviewer = Subagent("Reviews code", "You review code.", ("Read",), "sonnet")
+    definitions = {"reviewer": reviewer, "scout": Subagent("Looks", "Look.")}
+    request = _registered(agents=definitions)
+    assert request["agents"] == {
+        "reviewer": {
+            "description": "Reviews code",
+            "prompt": "You review code.",
+            "tools": ["Read"],
+            "model": "sonnet",
+        },
+        "scout": {"description": "Looks", "prompt": "Look."},
+    }
+    assert "agents" not in _registered()
+    one_shot = ClaudeBackend().build_command(Request("hi", "/w", agents=definitions))
+    flags = [a for a in one_shot.args if a.startswith("--agents")]
+    assert [json.loads(f.partition("=")[2]) for f in flags] == [request["agents"]]
+    session = ClaudeBackend().control().command(Request("hi", "/w", agents=definitions))
+    assert not any(a.startswith("--agents") for a in session.args)  # initialize says it
+
+
+def test_the_prompt_subagent_and_notification_points() -> None:
+    proto = _opened(approvals=False)
+    (prompt,) = proto.receive(_callback("u1", "UserPromptSubmit", prompt="go"))
+    assert isinstance(prompt, HookCall) and prompt.input.event == "prompt_submit"
+    assert prompt.input.prompt == "go"
+    refused = HookResult(block=True, message="not this", context="ctx")
+    assert _answer(proto.answer_hook(prompt, refused)) == {
+        "decision": "block",
+        "reason": "not this",
+        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ctx"},
+    }
+    (start,) = proto.receive(_callback("a1", "SubagentStart", agent_type="reviewer"))
+    assert isinstance(start, HookCall) and (start.input.event, start.input.agent) == (
+        "subagent_start",
+        "reviewer",
+    )
+    stop_data = {"agent_type": "reviewer", "last_assistant_message": "hi"}
+    (stop,) = proto.receive(_callback("a2", "SubagentStop", **stop_data))
+    assert isinstance(stop, HookCall) and (stop.input.agent, stop.input.answer) == (
+        "reviewer",
+        "hi",
+    )
+    assert _answer(proto.answer_hook(stop, HookResult(block=True, message="more"))) == {
+        "decision": "block",
+        "reason": "more",
+    }
+    (note,) = proto.receive(_callback("n1", "Notification", message="Claude needs you"))
+    assert isinstance(note, HookCall) and note.input.notification == "Claude needs you"
