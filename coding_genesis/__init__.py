@@ -198,6 +198,7 @@ if TYPE_CHECKING:
     )
     from coding_genesis.tools import (
         HostTool as HostTool,
+        McpServerSpec as McpServerSpec,
         ToolResult as ToolResult,
         tool as tool,
     )
@@ -205,6 +206,7 @@ if TYPE_CHECKING:
 #: Public name -> the module (under coding_genesis) that defines it.
 _EXPORTS: dict[str, str] = {
     "HostTool": "tools",
+    "McpServerSpec": "tools",
     "ToolResult": "tools",
     "tool": "tools",
     "SessionPool": "pool",

@@ -23,4 +23,5 @@ scenarios(
     "serve.feature",
     "acp.feature",
     "acp_pool.feature",
+    "mcp_servers.feature",
 )
