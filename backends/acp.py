@@ -268,6 +268,29 @@ def _mcp_server(server: McpServer) -> dict[str, Any]:
     return {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
 
 
+def _callers_servers(
+    start: Request | None, capabilities: Mapping[str, Any]
+) -> list[dict[str, Any]] | str:
+    """``mcp_servers=`` as ``session/new``'s entries (a stdio server's ``env``
+    as ``[{name, value}]``, over stdin), or why the agent cannot take them (an
+    HTTP server needs its ``mcpCapabilities.http``)."""
+    if start is None or not start.mcp_servers:
+        return []
+    http = _mapping(capabilities.get("mcpCapabilities")).get("http") is True
+    entries: list[dict[str, Any]] = []
+    for name, spec in start.mcp_servers.items():
+        if spec.url is not None:
+            if not http:
+                return f"the agent takes no HTTP MCP server (mcp_servers[{name!r}] is one)"
+            entries.append({"type": "http", "name": name, "url": spec.url, "headers": []})
+        else:
+            env = [{"name": key, "value": value} for key, value in spec.env.items()]
+            entries.append(
+                {"name": name, "command": spec.command, "args": list(spec.args), "env": env}
+            )
+    return entries
+
+
 @dataclass(frozen=True, slots=True)
 class AskKey:
     """The handle of one permission request: the agent's id and the option
@@ -303,6 +326,7 @@ class AcpControl(ControlProtocol):
     prompt_parts = frozenset({"image", "file"})
     #: ``agent_message_chunk`` / ``agent_thought_chunk`` are pieces already.
     deltas = True
+    takes_mcp_servers = True
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -524,9 +548,12 @@ class AcpControl(ControlProtocol):
         self.can_load = capabilities.get("loadSession") is True
         self.takes_images = _mapping(capabilities.get("promptCapabilities")).get("image") is True
         start = self.request
+        callers = _callers_servers(start, capabilities)
+        if isinstance(callers, str):
+            return (ProtocolFault(callers, fatal=True),)
         params: dict[str, Any] = {
             "cwd": start.cwd if start else ".",
-            "mcpServers": [_mcp_server(server) for server in self.mcp_servers],
+            "mcpServers": [_mcp_server(server) for server in self.mcp_servers] + callers,
         }
         if self.agent.session_meta:
             sources = start.setting_sources if start and start.setting_sources else None

@@ -23,6 +23,7 @@ from coding_genesis.backend import (
 from coding_genesis.events import (
     CliRetryEvent,
     Event,
+    McpServerEvent,
     ResultEvent,
     SessionEvent,
     TextDeltaEvent,
@@ -158,7 +159,9 @@ class ClaudeBackend(Backend):
     pdeath_signal = signal.SIGTERM
     permission_levels = frozenset({"read-only", "edit", "full"})
     #: ``partial``: ``--include-partial-messages`` (its ``stream_event`` lines).
-    takes = frozenset({"system_prompt", "append_system_prompt", "add_dirs", "partial", "agents"})
+    takes = frozenset(
+        {"system_prompt", "append_system_prompt", "add_dirs", "partial", "agents", "mcp_servers"}
+    )
     notes = (
         "API retries capped with CLAUDE_CODE_MAX_RETRIES (the CLI clamps it to 15)",
         'permissions="full" pre-approves the built-in tools (not bypassPermissions, '
@@ -233,6 +236,8 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
     # run_in_background from the Agent tool's input).  env= can turn it back on
     # ("0"); what the CLI does between turns is then a turn of its own.
     env["CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"] = "1"
+    servers, overlay = _mcp_servers(start)
+    args.extend(servers)
     args.extend(start.extra_args)
     return CommandSpec(
         args=tuple(args),
@@ -240,7 +245,32 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
         env=env,
         unset_env=_UNSET_ENV,
         warnings=tuple(warnings),
+        overlay=overlay,
     )
+
+
+#: The caller's MCP servers' file in the run's private overlay (0600).
+_MCP_FILE = "mcp-servers.json"
+
+
+def _mcp_servers(start: Request) -> tuple[list[str], dict[str, bytes]]:
+    """``mcp_servers=`` as ``--mcp-config`` naming a file of the run's private
+    overlay (their ``env`` values never in argv); without an approver their
+    tools are allowed (``-p`` would refuse them; with one, it decides)."""
+    if not start.mcp_servers:
+        return [], {}
+    config = {
+        "mcpServers": {
+            name: {"type": "http", "url": spec.url}
+            if spec.url is not None
+            else {"command": spec.command, "args": list(spec.args), "env": dict(spec.env)}
+            for name, spec in start.mcp_servers.items()
+        }
+    }
+    args = [f"--mcp-config={{overlay}}/{_MCP_FILE}"]
+    if start.approver is None:
+        args.append("--allowedTools=" + ",".join(f"mcp__{name}" for name in start.mcp_servers))
+    return args, {_MCP_FILE: json.dumps(config).encode("utf-8")}
 
 
 def _settings_flags(start: Request) -> list[str]:
@@ -414,6 +444,10 @@ _DELTAS: Mapping[str, tuple[type[TextDeltaEvent | ThoughtDeltaEvent], str]] = {
 }
 
 
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 class ClaudeTranslator(Translator):
     """claude stream-json lines to normalized events.
 
@@ -486,7 +520,17 @@ class ClaudeTranslator(Translator):
     def _system(self, obj: dict[str, Any]) -> Sequence[Event]:
         subtype = obj.get("subtype")
         if subtype == "init":
-            return (SessionEvent(obj.get("session_id"), obj.get("model"), obj.get("cwd")),)
+            servers = obj.get("mcp_servers")
+            return (
+                SessionEvent(obj.get("session_id"), obj.get("model"), obj.get("cwd")),
+                *(
+                    McpServerEvent(server["name"], server["status"], _text(server.get("error")))
+                    for server in (servers if isinstance(servers, list) else ())
+                    if isinstance(server, dict)
+                    and isinstance(server.get("name"), str)
+                    and isinstance(server.get("status"), str)
+                ),
+            )
         if subtype == "api_retry":
             return (
                 CliRetryEvent(

@@ -59,6 +59,7 @@ from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
+from .codex_requests import ELICITATION, mcp_approval, mcp_thread_config
 from .parts import codex_input
 
 __all__ = ["DELTAS", "FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
@@ -167,6 +168,7 @@ class CodexControl(ControlProtocol):
     turn_options = frozenset({"model", "permissions", "output_schema"})
     prompt_parts = frozenset({"image", "file"})  # turn/start inputs (.parts)
     deltas = True  # DELTAS, asked for at initialize
+    takes_mcp_servers = True
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -200,6 +202,11 @@ class CodexControl(ControlProtocol):
         self._usage_total: dict[str, int] | None = None
         #: The running turn's last answer.
         self._answer: str | None = None
+        #: The (server, tool) of the MCP tool call that started last: what an
+        #: approval elicitation is about (codex names only the server).
+        self._mcp_call: tuple[str, str] | None = None
+        #: The approvals asked as MCP elicitations (answered with an action).
+        self._elicited: set[Any] = set()
 
     # -- intents -------------------------------------------------------------------
 
@@ -271,6 +278,9 @@ class CodexControl(ControlProtocol):
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         params.update(request_extras(start).thread)
+        servers = mcp_thread_config(start)
+        if servers:
+            params["config"] = {**params.get("config", {}), **servers}
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -357,6 +367,10 @@ class CodexControl(ControlProtocol):
             self._cancelled = True
         else:
             word = "decline"
+        if ask.key in self._elicited:  # an MCP tool call's approval: an elicitation's action
+            self._elicited.discard(ask.key)
+            action = "accept" if word == "accept" else ("cancel" if word == "cancel" else "decline")
+            return [{"jsonrpc": "2.0", "id": ask.key, "result": {"action": action}}]
         return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
@@ -496,6 +510,8 @@ class CodexControl(ControlProtocol):
         if not valid_id(rid):
             return (ProtocolFault(f"a request of {method} with a bad id: {rid!r}"),)
         tools = self.request.tools if self.request is not None else ()
+        if method == ELICITATION and isinstance(obj.get("params"), Mapping):
+            return self._elicitation(rid, obj["params"])
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (
                 Reply((error_answer(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),
@@ -538,6 +554,17 @@ class CodexControl(ControlProtocol):
                 **common,
             )
         self._open.add(rid)
+        return (PermissionAsk(rid, request),)
+
+    def _elicitation(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
+        """An MCP server's elicitation: the approval of an MCP tool call asked
+        of the approver; any other declined (nobody to fill in its form)."""
+        common = {"session_id": self.thread_id, "tool_call_id": None, "reason": None}
+        request = mcp_approval(params, self._mcp_call, common)
+        if request is None:
+            return (Reply(({"jsonrpc": "2.0", "id": rid, "result": {"action": "decline"}},)),)
+        self._open.add(rid)
+        self._elicited.add(rid)
         return (PermissionAsk(rid, request),)
 
     def _tool_call(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
@@ -596,6 +623,10 @@ class CodexControl(ControlProtocol):
         item = params.get("item")
         if not isinstance(item, Mapping):
             return (FORWARD,)
+        if begins and item.get("type") == "mcpToolCall":
+            server, tool = item.get("server"), item.get("tool")
+            if isinstance(server, str) and isinstance(tool, str):
+                self._mcp_call = (server, tool)
         if item.get("type") == "fileChange" and isinstance(item.get("id"), str):
             if begins:  # kept as announced (a shape we cannot read is denied when asked)
                 self._changes[item["id"]] = item.get("changes")

@@ -13,6 +13,7 @@ from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
     Event,
+    McpServerEvent,
     ResultEvent,
     SessionEvent,
     TextDeltaEvent,
@@ -78,6 +79,14 @@ def _error_status(error: Mapping[str, Any]) -> int | None:
         if status is not None:
             return status
     return None
+
+
+def _mcp_status(params: Mapping[str, Any]) -> Sequence[Event]:
+    """An MCP server of the thread starting, ready or failed."""
+    name, status, error = params.get("name"), params.get("status"), params.get("error")
+    if not isinstance(name, str) or not isinstance(status, str):
+        return ()
+    return (McpServerEvent(name, status, error if isinstance(error, str) else None),)
 
 
 class AppServerTranslator(Translator):
@@ -150,6 +159,8 @@ class AppServerTranslator(Translator):
             return self._completed(_mapping(params.get("turn")))
         if method == "error":
             return self._error(_mapping(params.get("error")), params.get("willRetry") is True)
+        if method == "mcpServer/startupStatus/updated":
+            return _mcp_status(params)
         return ()
 
     def _session_event(self, thread_id: Any) -> Sequence[Event]:

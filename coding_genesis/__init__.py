@@ -204,6 +204,7 @@ if TYPE_CHECKING:
     from coding_genesis.subagents import Subagent as Subagent
     from coding_genesis.tools import (
         HostTool as HostTool,
+        McpServerSpec as McpServerSpec,
         ToolResult as ToolResult,
         tool as tool,
     )
@@ -214,6 +215,7 @@ _EXPORTS: dict[str, str] = {
     "FileRef": "prompts",
     "Prompt": "prompts",
     "HostTool": "tools",
+    "McpServerSpec": "tools",
     "ToolResult": "tools",
     "tool": "tools",
     "SessionPool": "pool",

@@ -267,7 +267,8 @@ class Backend(ABC):
     def runs_live(self, request: Request) -> bool:
         """Whether a run of ``request`` is one turn of a live process over
         :meth:`control`'s protocol (rather than a one-shot process): an
-        approver, hooks or host tools ask for one, and a CLI that speaks
+        approver, hooks, host tools, an asker or MCP servers the one-shot
+        command cannot declare ask for one, and a CLI that speaks
         nothing else (``two_way_only``) has no other transport.  An output
         schema the CLI does not take itself goes in the live turn's prompt
         (the capability check allowed it only where the protocol carries it),
@@ -276,7 +277,10 @@ class Backend(ABC):
         prompt's images and files are sent as the protocol's content blocks."""
         schema = request.output_schema is not None and not self.structured_output
         partial = request.partial and "partial" not in self.takes
-        return self.two_way_only or request.two_way or schema or partial or bool(request.parts)
+        # the caller's MCP servers: declared by the one-shot command, else by the protocol
+        servers = bool(request.mcp_servers) and "mcp_servers" not in self.takes
+        parts = bool(request.parts)
+        return self.two_way_only or request.two_way or schema or partial or servers or parts
 
     def control(self) -> ControlProtocol | None:
         """A fresh two-way protocol for one live session (``agent.session()``,

@@ -45,6 +45,7 @@ __all__ = [
     "require",
     "session_refusal",
     "steer_refusal",
+    "takes_mcp_servers",
     "takes_partial",
     "takes_schema",
     "untrusted_backend_problem",
@@ -65,6 +66,8 @@ ROWS = (
     "setting_sources",
     "takes",
     "parts",
+    "mcp_servers",
+    "asker",
     "turn",
     "partial",
 )
@@ -110,6 +113,8 @@ def backends_that(need: str) -> list[str]:
             "tools": protocol is not None and protocol.can_host_tools,
             "output_schema": takes_schema(backend, protocol),
             "partial": takes_partial(backend, protocol),
+            "mcp_servers": takes_mcp_servers(backend, protocol),
+            "asker": protocol is not None and protocol.asks_questions,
         }.get(need, need in backend.takes)
         if has:
             names.append(name)
@@ -145,6 +150,13 @@ def _partial_refusal(
         f"backend {backend.name!r} cannot stream text and thinking as written, which "
         "partial= needs" + _listed("backends that can", "partial"),
     )
+
+
+def takes_mcp_servers(backend: Backend, protocol: ControlProtocol | None) -> bool:
+    """``mcp_servers=`` can be honored: the one-shot command declares them
+    (``Backend.takes``), or the two-way protocol does (a run with them then
+    runs live: :meth:`~coding_genesis.backend.Backend.runs_live`)."""
+    return "mcp_servers" in backend.takes or (protocol is not None and protocol.takes_mcp_servers)
 
 
 def _listed(prefix: str, need: str) -> str:
@@ -273,6 +285,29 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
                 f"backend {backend.name!r} takes no {noun}, which {option}= needs"
                 + _listed("backends that do", option),
             )
+    return _mcp_or_asker(backend, protocol, settings)
+
+
+def _mcp_or_asker(
+    backend: Backend, protocol: ControlProtocol | None, settings: RequestSettings
+) -> Unsupported | None:
+    """The ``mcp_servers`` and ``asker`` rows: the caller's MCP servers need a
+    command or a protocol that declares them to the CLI; an asker, a protocol
+    whose CLI's questions reach the session."""
+    if getattr(settings, "mcp_servers", None) and not takes_mcp_servers(backend, protocol):
+        return Unsupported(
+            "mcp_servers",
+            f"backend {backend.name!r} cannot be given MCP servers, which mcp_servers= needs"
+            + _listed("backends that can", "mcp_servers"),
+        )
+    if getattr(settings, "asker", None) is not None and not (
+        protocol is not None and protocol.asks_questions
+    ):
+        return Unsupported(
+            "asker",
+            f"backend {backend.name!r} cannot bring its CLI's questions to the user, "
+            "which asker= needs" + _listed("backends that can", "asker"),
+        )
     return None
 
 
@@ -435,9 +470,11 @@ _TRUSTED = (
     "stall_timeout linger eof_grace stop_signals kill_leftovers max_line_bytes "
     "stderr_tail_bytes transcripts transcript_max_bytes worktrees_dir keep_branch run_log "
     "metering prices ledger telemetry telemetry_content circuit_breaker budget setting_sources "
-    "add_dirs agents"
+    "add_dirs agents mcp_servers question_timeout"
 )
-_NEVER = "approver tools approve_tools deny_commands writes_under hooks observers clock on_stderr"
+_NEVER = (
+    "approver tools approve_tools deny_commands writes_under hooks observers clock on_stderr asker"
+)
 
 #: Every option of an agent, a call and a batch line, classified.
 UNTRUSTED: Mapping[str, Trust] = {

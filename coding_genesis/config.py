@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from coding_genesis._util.clock import Clock
     from coding_genesis.backend import Backend
     from coding_genesis.observer import Observer
+    from coding_genesis.questions import Asker
+    from coding_genesis.tools import McpServerSpec
 
 __all__ = [
     "DEFAULT_CLI_MAX_RETRIES",
@@ -99,6 +101,9 @@ class AgentSettings(SharedOptions, total=False):
     tools: Sequence[Callable[..., Any]]
     partial: bool
     on_stderr: Callable[[str], object] | None
+    mcp_servers: Mapping[str, McpServerSpec | Mapping[str, Any]]
+    asker: Asker | None
+    question_timeout: float
     grace: float
     idle_timeout: float | None
     stall_timeout: float | None

@@ -63,8 +63,9 @@ if TYPE_CHECKING:
 
     from coding_genesis.approval import Approver
     from coding_genesis.hooks import Hooks
+    from coding_genesis.questions import Asker
     from coding_genesis.retry import RetryPolicy
-    from coding_genesis.tools import HostTool
+    from coding_genesis.tools import HostTool, McpServerSpec
 
 __all__ = [
     "CALL_OPTION_NAMES",
@@ -157,6 +158,13 @@ class RequestOptions(SharedOptions, total=False):
     partial: bool | None
     #: Called with each line the CLI writes on stderr, as it is written (redacted).
     on_stderr: Callable[[str], object] | None
+    #: The caller's MCP servers the CLI may use: name -> server (see
+    #: coding_genesis.tools.McpServerSpec; a mapping of its fields is one too).
+    mcp_servers: Mapping[str, McpServerSpec | Mapping[str, Any]] | None
+    #: Answers the CLI's questions to the user (see coding_genesis.questions).
+    asker: Asker | None
+    #: Seconds the asker has to answer before the model is told nobody can.
+    question_timeout: float | None
 
 
 class CallOptions(TypedDict, total=False):
@@ -318,6 +326,18 @@ def check_tools(value: object) -> tuple[HostTool, ...]:
     return as_host_tools(value)  # type: ignore[arg-type]  # checked there
 
 
+def _mcp_servers(name: str, value: object) -> Mapping[str, McpServerSpec]:
+    from coding_genesis.tools import as_mcp_servers  # lazy: start-up, only for mcp_servers
+
+    return as_mcp_servers(value)
+
+
+def _asker(name: str, value: object) -> Asker | None:
+    if value is not None and not callable(value):
+        raise ConfigError(f"asker must be a callable (sync or async), got {value!r}")
+    return value
+
+
 def _approver(name: str, value: object) -> Approver | None:
     check_approver(value)
     return value  # type: ignore[return-value]  # a callable
@@ -379,6 +399,12 @@ class RequestSettings:
     )
     #: The caller's functions the model may call (plain or ``@tool`` functions).
     tools: tuple[HostTool, ...] = setting((), check=lambda n, v: check_tools(v))
+    #: The caller's MCP servers, by name (empty: none of the caller's).
+    mcp_servers: Mapping[str, McpServerSpec] = setting(factory=dict, check=_mcp_servers)
+    #: Answers the CLI's questions to the user (None: the model is told nobody can).
+    asker: Asker | None = setting(None, check=_asker)
+    #: Seconds the asker has to answer one question.
+    question_timeout: float = setting(120.0, check=required_seconds)
     #: The CLI's system prompt, in place of its own (None: the CLI's).  claude
     #: keeps the first one of a session: a changed one is not sent on ``resume=``.
     system_prompt: str | None = setting(None, check=text)
@@ -489,8 +515,14 @@ class Request(RequestSettings):
 
     @property
     def two_way(self) -> bool:
-        """An approver, hooks or host tools: the run speaks the CLI's two-way protocol."""
-        return self.approver is not None or bool(self.hooks) or bool(self.tools)
+        """An approver, hooks, host tools or an asker: the run speaks the CLI's
+        two-way protocol."""
+        return (
+            self.approver is not None
+            or bool(self.hooks)
+            or bool(self.tools)
+            or self.asker is not None
+        )
 
     @property
     def hook_wait(self) -> float | None:

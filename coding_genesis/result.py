@@ -169,6 +169,13 @@ class RunResult(BaseModel):
     #: outcome (continued, changed, blocked, error, timeout), message, error,
     #: not_applied (what the backend could not do of what the hook asked), elapsed_s.
     hooks: list[dict[str, Any]] = Field(default_factory=list)
+    #: The MCP servers of the run as the CLI last reported each (claude's
+    #: ``system/init``, codex's startup status): name, status, error.
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    #: The questions the CLI put to the user (``asker=``): question, kind,
+    #: answered, answer (None when secret or none), source (asker, timeout,
+    #: error, none), elapsed_s.
+    questions: list[dict[str, Any]] = Field(default_factory=list)
     #: The turn's number in its live session (None: a one-shot run).
     turn: int | None = None
     #: Who started the run: the caller (``user``), or the CLI itself between
@@ -281,6 +288,8 @@ class RunResponse(TypedDict):
     denied_tools: list[str]
     approvals: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
+    mcp_servers: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
     turn: int | None
     trigger: Trigger
     result_subtype: str | None

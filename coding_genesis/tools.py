@@ -33,7 +33,15 @@ from typing import Any, overload
 
 from coding_genesis.errors import ConfigError
 
-__all__ = ["DEFAULT_TOOL_TIMEOUT", "HostTool", "ToolResult", "as_host_tools", "tool"]
+__all__ = [
+    "DEFAULT_TOOL_TIMEOUT",
+    "HostTool",
+    "McpServerSpec",
+    "ToolResult",
+    "as_host_tools",
+    "as_mcp_servers",
+    "tool",
+]
 
 log = logging.getLogger("coding_genesis.tools")
 
@@ -281,3 +289,97 @@ def as_host_tools(tools: Iterable[Callable[..., Any]] | None) -> tuple[HostTool,
             raise ConfigError(f"two host tools are named {host.name!r}: give one another name=")
         found[host.name] = host
     return tuple(found.values())
+
+
+# -- the caller's MCP servers (mcp_servers=) -----------------------------------------
+
+#: An MCP server's name as both CLIs spell a tool of it (``mcp__<name>__<tool>``).
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+#: The name of the session's own server of the host tools (``tools=``).
+_RESERVED = "genesis"
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """One of the caller's MCP servers (``mcp_servers={name: spec}``): a
+    program the CLI starts and speaks MCP to over stdio (``command``, its
+    ``args`` and ``env``), or one it reaches over HTTP (``url``).  The
+    ``env`` values never reach an argv, an event or a transcript: the backend
+    writes them to a private file or sends them over the CLI's stdin, and the
+    run's redactor masks them."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+
+    @property
+    def http(self) -> bool:
+        """The server is reached over HTTP (``url``), not started."""
+        return self.url is not None
+
+    def __repr__(self) -> str:  # the env's values are secrets: never in a repr
+        where = (
+            f"url={self.url!r}" if self.http else f"command={self.command!r}, args={self.args!r}"
+        )
+        return f"McpServerSpec({where}, env={sorted(self.env)!r})"
+
+
+def _spec(name: str, value: object) -> McpServerSpec:
+    if isinstance(value, Mapping):
+        unknown = sorted(
+            str(k) for k in value if k not in ("type", "command", "args", "env", "url")
+        )
+        if unknown:
+            raise ConfigError(f"mcp_servers[{name!r}]: unknown key(s) {', '.join(unknown)}")
+        kind = value.get("type", "http" if "url" in value else "stdio")
+        if kind not in ("stdio", "http"):
+            raise ConfigError(
+                f"mcp_servers[{name!r}]: type must be 'stdio' or 'http', got {kind!r}"
+            )
+        args = value.get("args") or ()
+        if isinstance(args, str | bytes) or not isinstance(args, Iterable):
+            raise ConfigError(f"mcp_servers[{name!r}]: args must be a list of strings")
+        value = McpServerSpec(
+            command=value.get("command"),
+            args=tuple(args),
+            env=value.get("env") or {},
+            url=value.get("url") if kind == "http" else None,
+        )
+    if not isinstance(value, McpServerSpec):
+        raise ConfigError(
+            f"mcp_servers[{name!r}] must be an McpServerSpec or a mapping, got {type(value).__name__}"
+        )
+    if (value.url is None) == (value.command is None):
+        raise ConfigError(f"mcp_servers[{name!r}]: give either a command or a url")
+    if value.url is not None and not (
+        isinstance(value.url, str) and value.url.startswith(("http://", "https://"))
+    ):
+        raise ConfigError(f"mcp_servers[{name!r}]: url must be an http(s) URL")
+    if value.command is not None and (not isinstance(value.command, str) or not value.command):
+        raise ConfigError(f"mcp_servers[{name!r}]: command must be a non-empty string")
+    if not all(isinstance(arg, str) for arg in value.args):
+        raise ConfigError(f"mcp_servers[{name!r}]: args must be strings")
+    env = value.env
+    if not isinstance(env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k for k, v in env.items()
+    ):
+        raise ConfigError(f"mcp_servers[{name!r}]: env must map variable names to strings")
+    return McpServerSpec(value.command, tuple(value.args), dict(env), value.url)
+
+
+def as_mcp_servers(value: object) -> dict[str, McpServerSpec]:
+    """``mcp_servers=`` checked: each name one both CLIs can spell in a tool's
+    name (``genesis`` is the session's own), each server a command or a URL."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"mcp_servers must map names to servers, got {type(value).__name__}")
+    servers: dict[str, McpServerSpec] = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _SERVER_NAME.match(name):
+            raise ConfigError(f"mcp_servers: bad server name {name!r} (letters, digits, _ and -)")
+        if name == _RESERVED:
+            raise ConfigError("mcp_servers: the name 'genesis' is the session's own (tools=)")
+        servers[name] = _spec(name, spec)
+    return servers

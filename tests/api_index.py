@@ -97,6 +97,7 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("tool", "Make a function a tool the model may call (`tools=`)."),
             ("HostTool", "One of your functions as a tool: name, description, schema, timeout."),
             ("ToolResult", "What one call of a tool answered."),
+            ("McpServerSpec", "One of your MCP servers (`mcp_servers=`): a command or a URL."),
         ],
     ),
     (

@@ -27,4 +27,5 @@ scenarios(
     "acp_pool.feature",
     "turn_options.feature",
     "prompt_parts.feature",
+    "mcp_servers.feature",
 )

@@ -122,6 +122,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "permission_denials": len(tally.result.permission_denials) if tally.result else 0,
         "denied_tools": _denied_tools(tally.result),
         "approvals": redactor.deep([a.to_dict() for a in attempt.approvals]),
+        "mcp_servers": redactor.deep(list(tally.mcp_servers.values())),
         "hooks": redactor.deep([h.to_dict() for h in attempt.hooks]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(

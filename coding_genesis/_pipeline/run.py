@@ -71,12 +71,19 @@ log = logging.getLogger("coding_genesis.agent")
 WrappersFactory = Callable[[AgentConfig, str, Ledger | None], RunWrappers]
 
 
-def run_redactor(config: AgentConfig) -> Redactor:
+def run_redactor(config: AgentConfig, request: Request | None = None) -> Redactor:
     """The redactor of an agent's runs and sessions (their events, transcripts,
-    run log, answers): the process's environment and the agent's ``env``;
-    one shared instance while both are unchanged (the server's journals ask
+    run log, answers): the process's environment, the agent's ``env`` and its
+    MCP servers' (``mcp_servers=``; ``request``: a call's own servers too);
+    one shared instance while they are unchanged (the server's journals ask
     it too)."""
-    return Redactor.of_environment(config.env)
+    servers = [*config.mcp_servers.values()]
+    if request is not None and request.mcp_servers is not config.mcp_servers:
+        servers += request.mcp_servers.values()
+    extra = dict(config.env)
+    for spec in servers:
+        extra.update(spec.env)
+    return Redactor.of_environment(extra)
 
 
 class RunWiring:
@@ -163,6 +170,7 @@ class RunWiring:
         """The observers of a live session's own traffic (outside its turns:
         the opening, what comes between turns), one per agent observer that
         watches sessions (``Observer.session_started``)."""
+        self.mask_servers(request)
         info = RunInfo.from_request(
             request,
             run_id=key,
@@ -183,6 +191,13 @@ class RunWiring:
                 watching.append(watcher)
         return watching
 
+    def mask_servers(self, request: Request) -> None:
+        """A call's own MCP servers (``mcp_servers=`` of ``run()`` or
+        ``session()``): their env's secrets join the redactor of this run and
+        the ones after it (one request runs at a time: masking more is safe)."""
+        if request.mcp_servers and request.mcp_servers is not self.config.mcp_servers:
+            self.redactor = run_redactor(self.config, request)
+
     def start(
         self,
         request: Request,
@@ -196,6 +211,7 @@ class RunWiring:
         the session's: a budget stops the session's process); ``trigger``:
         who started it (``cli``: the CLI itself, between the session's turns)."""
         started = time.monotonic()
+        self.mask_servers(request)
         stop = link.stop if link is not None else StopHandle()
         bus = self.bus
         observers = RunObservers(

@@ -19,6 +19,7 @@ from coding_genesis.events import (
     CliRetryEvent,
     ErrorEvent,
     Event,
+    McpServerEvent,
     ResultEvent,
     SessionEvent,
     TextEvent,
@@ -118,6 +119,7 @@ class RunTally:
         "last_successful_tool",
         "last_text",
         "last_tool_error",
+        "mcp_servers",
         "model",
         "now",
         "num_turns",
@@ -179,6 +181,8 @@ class RunTally:
         #: Fields where the CLI wrote a number out of range, set to None at the
         #: door (the decoder; see ``coding_genesis._util.numbers``): the first few.
         self.bad_numbers: list[str] = []
+        #: The MCP servers as the CLI last reported each: name -> its record.
+        self.mcp_servers: dict[str, dict[str, Any]] = {}
 
     @property
     def events_seen(self) -> bool:
@@ -201,6 +205,7 @@ class RunTally:
             ResultEvent: self.add_result,
             ErrorEvent: self.add_error,
             CliRetryEvent: self.add_cli_retry,
+            McpServerEvent: self.add_mcp_server,
         }
 
     def add(self, event: Event) -> bool:
@@ -300,6 +305,13 @@ class RunTally:
         if len(self.errors) >= _MAX_ERRORS:
             del self.errors[0]
         self.errors.append(event.message)
+
+    def add_mcp_server(self, event: McpServerEvent) -> None:
+        self.mcp_servers[event.name] = {
+            "name": event.name,
+            "status": event.status,
+            "error": event.error,
+        }
 
     def add_cli_retry(self, event: CliRetryEvent) -> None:
         self.cli_retries += 1

@@ -1,7 +1,9 @@
 """A tiny MCP server over stdio (newline-delimited JSON-RPC), for the real CLIs.
 
 ``python3 mcp_stdio_server.py NAME [MARKER]``: when started, it appends its
-name to the file MARKER (if given: the proof that a CLI started it); it
+name to the file MARKER (if given: the proof that a CLI started it), and the
+value of ``FAKE_MCP_SECRET`` after it when that is set (the proof that the
+server's own environment reached it); it
 answers ``initialize``, ``tools/list`` (one tool, ``echo``) and ``tools/call``
 (``echo`` answers ``<NAME> echoes: <text>``); it exits when stdin closes.
 Standard library only.
@@ -10,6 +12,7 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -33,7 +36,8 @@ def main() -> int:
     name = sys.argv[1] if len(sys.argv) > 1 else "fake"
     if len(sys.argv) > 2:
         with open(sys.argv[2], "a", encoding="utf-8") as marker:
-            marker.write(name + "\n")
+            secret = os.environ.get("FAKE_MCP_SECRET")
+            marker.write(name + (f" {secret}" if secret else "") + "\n")
     for line in sys.stdin:
         try:
             message = json.loads(line)

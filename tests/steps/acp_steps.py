@@ -57,6 +57,8 @@ class AcpWorld:
         self.results: list[RunResult] = []
         self.pids: list[int] = []
         self.tool_started = False
+        #: Why building the agent was refused (None: it was not).
+        self.refusal: Exception | None = None
 
     def approve(self, decide: Callable[[ApprovalRequest], Decision]) -> None:
         def approver(request: ApprovalRequest) -> Decision:
