@@ -59,6 +59,8 @@ from coding_genesis.approval import ApprovalRequest, Decision, ToolKind
 from coding_genesis.backend import CommandSpec, Translator
 from coding_genesis.control import (
     FORWARD,
+    Answered,
+    ControlIntent,
     ControlProtocol,
     Forward,
     HookCall,
@@ -77,6 +79,7 @@ from coding_genesis.hooks import HookResult
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
+from .claude_calls import call_request
 from .claude_hooks import (
     CALLBACKS,
     DENIED,
@@ -269,6 +272,9 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
+    context_usage = True  # get_context_usage (claude_calls.py)
+    can_compact = True
+    compact_prompt = "/compact"  # system/compact_boundary, a PreCompact hook point
 
     def __init__(
         self,
@@ -284,6 +290,8 @@ class ClaudeControl(ControlProtocol):
         self._ids = itertools.count(1)
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
+        #: Those of them that are calls (:meth:`call`): id -> intent name.
+        self._calls: dict[str, str] = {}
         self._ready = False
         self._session_id: str | None = None
         #: This turn: an interrupt was asked; a decision ended it (its message).
@@ -372,6 +380,12 @@ class ClaudeControl(ControlProtocol):
     def interrupt(self) -> list[Outgoing]:
         self._interrupted = True
         return [self._request("interrupt")]
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        call = call_request(intent)
+        obj = self._request(call.subtype, **call.fields)
+        self._calls[obj["request_id"]] = intent.name
+        return obj["request_id"], [obj]
 
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to ``ask``; none when claude cancelled the question (an
@@ -508,6 +522,8 @@ class ClaudeControl(ControlProtocol):
         if subtype is None:
             unknown = repr(request_id)[:_SAID]
             return (ProtocolFault(f"{self._cli} answered a request we never sent: {unknown}"),)
+        if request_id in self._calls:
+            return (self._answered(request_id, response),)
         if response.get("subtype") != "success":
             if subtype == "interrupt":
                 return ()  # no turn to interrupt (it had ended): nothing is broken
@@ -519,6 +535,17 @@ class ClaudeControl(ControlProtocol):
             self._ready = True
             return (Ready(self._session_id),)
         return ()
+
+    def _answered(self, request_id: str, response: Mapping[str, Any]) -> Answered:
+        """claude's answer to a call of ours, read (its refusal in its words)."""
+        read = call_request(ControlIntent(self._calls.pop(request_id))).read
+        if response.get("subtype") != "success":
+            return Answered(request_id, error=str(response.get("error"))[:_SAID])
+        answer = response.get("response")
+        try:
+            return Answered(request_id, read(answer if isinstance(answer, Mapping) else {}))
+        except ValueError as exc:
+            return Answered(request_id, error=str(exc))
 
     def _control_request(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         request_id = obj.get("request_id")

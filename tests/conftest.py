@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.steps.transcript_steps",
     "tests.steps.budget_steps",
     "tests.steps.session_steps",
+    "tests.steps.session_context_steps",
     "tests.steps.serve_steps",
     "tests.steps.acp_steps",
     "tests.steps.acp_pool_steps",

@@ -23,4 +23,5 @@ scenarios(
     "serve.feature",
     "acp.feature",
     "acp_pool.feature",
+    "session_context.feature",
 )
