@@ -22,6 +22,7 @@ from coding_genesis.backend import (
 )
 from coding_genesis.events import (
     CliRetryEvent,
+    CompactionEvent,
     Event,
     McpServerEvent,
     ResultEvent,
@@ -539,6 +540,15 @@ class ClaudeTranslator(Translator):
                     retry_delay_ms=obj.get("retry_delay_ms"),
                     error_status=as_int(obj.get("error_status")),
                     error=obj.get("error"),
+                ),
+            )
+        if subtype == "compact_boundary":
+            meta = obj.get("compact_metadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            trigger = meta.get("trigger")
+            return (
+                CompactionEvent(
+                    trigger if isinstance(trigger, str) else "auto", as_int(meta.get("pre_tokens"))
                 ),
             )
         return ()

@@ -79,6 +79,7 @@ from coding_genesis.hooks import HookResult
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
+from .claude_calls import call_request
 from .claude_hooks import (
     DENIED,
     HOOK_EFFECTS,
@@ -290,6 +291,9 @@ class ClaudeControl(ControlProtocol):
     turn_schema_in_prompt = True
     prompt_parts = frozenset({"image", "file"})  # content blocks (.parts)
     deltas = True  # --include-partial-messages: stream_event lines (the failer writes them too)
+    context_usage = True  # get_context_usage (claude_calls.py)
+    can_compact = True
+    compact_prompt = "/compact"  # system/compact_boundary, a PreCompact hook point
 
     def __init__(
         self,
@@ -305,6 +309,8 @@ class ClaudeControl(ControlProtocol):
         self._ids = itertools.count(1)
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
+        #: Those of them that are calls (:meth:`call`): id -> intent name.
+        self._calls: dict[str, str] = {}
         self._ready = False
         self._session_id: str | None = None
         #: This turn: an interrupt was asked; a decision ended it (its message).
@@ -388,14 +394,6 @@ class ClaudeControl(ControlProtocol):
     def turn_calls(self, turn: Request) -> list[ControlIntent]:
         return self._switches.calls(self.request, turn)
 
-    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
-        if intent.name not in SWITCHES:
-            return super().call(intent)
-        obj = self._request(intent.name)
-        request_id = obj["request_id"]
-        obj["request"].update(self._switches.fields(request_id, intent))
-        return request_id, [obj]
-
     def start_turn(self, turn: Request) -> list[Outgoing]:
         """The user message; a prompt with parts is content blocks (.parts)."""
         out = self.begin_turn(turn.prompt)
@@ -406,6 +404,17 @@ class ClaudeControl(ControlProtocol):
     def interrupt(self) -> list[Outgoing]:
         self._interrupted = True
         return [self._request("interrupt")]
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        if intent.name in SWITCHES:  # a turn's switch (.claude_switch)
+            switch = self._request(intent.name)
+            request_id = switch["request_id"]
+            switch["request"].update(self._switches.fields(request_id, intent))
+            return request_id, [switch]
+        call = call_request(intent)
+        obj = self._request(call.subtype, **call.fields)
+        self._calls[obj["request_id"]] = intent.name
+        return obj["request_id"], [obj]
 
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The answer to ``ask``; none when claude cancelled the question (an
@@ -548,6 +557,8 @@ class ClaudeControl(ControlProtocol):
             if ok:
                 return (Answered(request_id, result=response.get("response")),)
             return (Answered(request_id, error=str(response.get("error"))[:_SAID]),)
+        if request_id in self._calls:
+            return (self._answered(request_id, response),)
         if response.get("subtype") != "success":
             if subtype == "interrupt":
                 return ()  # no turn to interrupt (it had ended): nothing is broken
@@ -559,6 +570,17 @@ class ClaudeControl(ControlProtocol):
             self._ready = True
             return (Ready(self._session_id),)
         return ()
+
+    def _answered(self, request_id: str, response: Mapping[str, Any]) -> Answered:
+        """claude's answer to a call of ours, read (its refusal in its words)."""
+        read = call_request(ControlIntent(self._calls.pop(request_id))).read
+        if response.get("subtype") != "success":
+            return Answered(request_id, error=str(response.get("error"))[:_SAID])
+        answer = response.get("response")
+        try:
+            return Answered(request_id, read(answer if isinstance(answer, Mapping) else {}))
+        except ValueError as exc:
+            return Answered(request_id, error=str(exc))
 
     def _control_request(self, obj: dict[str, Any]) -> Sequence[Incoming]:
         request_id = obj.get("request_id")

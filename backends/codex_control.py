@@ -29,6 +29,8 @@ from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.backend import CommandSpec, Translator, client_version
 from coding_genesis.control import (
     FORWARD,
+    Answered,
+    ControlIntent,
     ControlProtocol,
     HookCall,
     Incoming,
@@ -45,6 +47,7 @@ from coding_genesis.control import (
 )
 from coding_genesis.hooks import HookEvent, HookInput
 from coding_genesis.request import Request
+from coding_genesis.result import ContextUsage
 from coding_genesis.tools import HostTool, ToolResult
 
 from ._codex import (
@@ -57,6 +60,7 @@ from ._codex import (
 )
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
+from .codex_calls import call_request, context_of
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 from .codex_requests import ELICITATION, mcp_approval, mcp_thread_config
@@ -169,6 +173,8 @@ class CodexControl(ControlProtocol):
     prompt_parts = frozenset({"image", "file"})  # turn/start inputs (.parts)
     deltas = True  # DELTAS, asked for at initialize
     takes_mcp_servers = True
+    can_compact = True  # thread/compact/start (codex_calls.py)
+    context_usage = True  # from thread/tokenUsage/updated
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -207,6 +213,12 @@ class CodexControl(ControlProtocol):
         self._mcp_call: tuple[str, str] | None = None
         #: The approvals asked as MCP elicitations (answered with an action).
         self._elicited: set[Any] = set()
+        #: Our requests that are calls (:meth:`call`), and the context's use
+        #: as codex last reported it.
+        self._calls: set[int] = set()
+        self._context: ContextUsage | None = None
+        #: A compaction was asked and its turn has not ended (its item is ``manual``).
+        self._compact_asked = False
 
     # -- intents -------------------------------------------------------------------
 
@@ -214,6 +226,16 @@ class CodexControl(ControlProtocol):
         self._next_id += 1
         self._pending[self._next_id] = method
         return _request(self._next_id, method, params)
+
+    def call(self, intent: ControlIntent) -> tuple[Any, list[Outgoing]]:
+        obj = self._call(*call_request(intent, self.thread_id))
+        self._calls.add(obj["id"])
+        self._compact_asked = self._compact_asked or intent.name == "compact"
+        return obj["id"], [obj]
+
+    def context_said(self) -> ContextUsage | None:
+        """As codex last reported it; before any model request, none used."""
+        return self._context or ContextUsage(0, None, "codex: no model request yet")
 
     def command(self, start: Request) -> CommandSpec:
         overrides, warnings = codex_overrides(start.options, start.max_turns, start.cli_max_retries)
@@ -235,7 +257,11 @@ class CodexControl(ControlProtocol):
         if baseline is None and self.request is not None and not self.request.resume:
             baseline = {}  # a new thread: its first total is all this turn's
         return AppServerTranslator(
-            baseline=baseline, thread=self.thread_id, model=self.model, model_of=self._model
+            baseline=baseline,
+            thread=self.thread_id,
+            model=self.model,
+            model_of=self._model,
+            asked=lambda: self._compact_asked,
         )
 
     def _model(self) -> str | None:
@@ -428,6 +454,13 @@ class CodexControl(ControlProtocol):
         if not valid_id(rid) or rid not in self._pending:
             return (ProtocolFault(f"a response to id {rid!r}, which we never sent"),)
         method = self._pending.pop(rid)
+        if rid in self._calls:
+            self._calls.discard(rid)
+            if error is not None or "result" not in obj:
+                return (
+                    Answered(rid, error=f"codex app-server refused {method}: {_error_text(error)}"),
+                )
+            return (Answered(rid, obj.get("result")),)
         if error is not None or "result" not in obj:
             return self._failed(method, _error_text(error))
         result = obj.get("result")
@@ -597,6 +630,7 @@ class CodexControl(ControlProtocol):
             total = usage.get("total") if isinstance(usage, Mapping) else None
             if isinstance(total, Mapping):
                 self._usage_total = add_usage({}, total)
+            self._context = context_of(usage) if isinstance(usage, Mapping) else None
             return (FORWARD,)
         if method == "turn/started":
             turn = params.get("turn")
@@ -657,6 +691,7 @@ class CodexControl(ControlProtocol):
         tid = turn.get("id")
         if not self.turn_running or self.turn_id is None or tid != self.turn_id:
             return ()  # not the running turn: an older one (its end came late), or none
+        self._compact_asked = self._compact_asked and not self.own_turn
         self.turn_running = self._turn_active = self.own_turn = False
         self.turn_id = None
         self._changes.clear()

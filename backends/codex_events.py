@@ -11,6 +11,7 @@ from typing import Any
 from coding_genesis.backend import Translator
 from coding_genesis.events import (
     CliRetryEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     McpServerEvent,
@@ -116,7 +117,10 @@ class AppServerTranslator(Translator):
         thread: str | None = None,
         model: str | None = None,
         model_of: Callable[[], str | None] | None = None,
+        asked: Callable[[], bool] | None = None,
     ) -> None:
+        #: Whether a compaction now is one we asked for (the protocol knows).
+        self._asked = asked
         self._baseline = dict(baseline) if baseline is not None else None
         #: The thread and its model, as the protocol heard them at its start.
         self._thread = thread
@@ -236,6 +240,10 @@ class AppServerTranslator(Translator):
         item_id = str(item.get("id") or "")
         if itype == "agentMessage":
             return (TextEvent(str(item.get("text") or "")),) if completed else ()
+        if itype == "contextCompaction":
+            if not completed:
+                return ()
+            return (CompactionEvent("manual" if self._asked and self._asked() else "auto"),)
         described = _describe(item)
         if described is None:
             return ()  # the user's message, reasoning, plans and types we do not know

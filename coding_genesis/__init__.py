@@ -172,6 +172,7 @@ if TYPE_CHECKING:
     )
     from coding_genesis.result import (
         ChildFailure as ChildFailure,
+        ContextUsage as ContextUsage,
         CostSource as CostSource,
         RunResponse as RunResponse,
         RunResult as RunResult,
@@ -220,6 +221,7 @@ _EXPORTS: dict[str, str] = {
     "tool": "tools",
     "SessionPool": "pool",
     "SyncSessionPool": "pool",
+    "ContextUsage": "result",
     "PoolStats": "pool",
     "TurnStream": "session",
     "SyncSession": "session",

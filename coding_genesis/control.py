@@ -35,6 +35,7 @@ from coding_genesis._util.schema import OutputSchema
 from coding_genesis.approval import ApprovalRequest, Decision
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 from coding_genesis.request import Request
+from coding_genesis.result import ContextUsage
 
 if TYPE_CHECKING:
     from coding_genesis.events import Translator
@@ -341,6 +342,10 @@ class ControlProtocol(ABC):
     #: process's); a session opened with a schema keeps it (the ``turn`` row
     #: refuses another).
     turn_schema_in_prompt: ClassVar[bool] = False
+    #: With ``can_compact``: the prompt of a turn that compacts (claude's
+    #: ``/compact``); None: compaction is a :meth:`call` of ``compact``,
+    #: whose work is a turn the CLI begins by itself (codex).
+    compact_prompt: ClassVar[str | None] = None
     #: The MCP servers the session serves for the CLI (``tools_over_mcp``).
     mcp_servers: tuple[McpServer, ...] = ()
     #: The session's request, kept by :meth:`begin` (None before it): the one
@@ -415,6 +420,13 @@ class ControlProtocol(ABC):
         protocol without such a call raises NotImplementedError (the
         capability check refuses the intent before it gets here)."""
         raise NotImplementedError(f"{self.name or type(self).__name__} cannot {intent.name}")
+
+    def context_said(self) -> ContextUsage | None:
+        """The context's use as the CLI last told it, for a protocol that
+        knows it from what the CLI reports by itself (codex's token usage,
+        an ACP agent's ``usage_update``).  None (the default): it is asked,
+        by a :meth:`call` of ``context_usage`` (claude)."""
+        return None
 
     def steer(self, text: str) -> list[Outgoing]:
         """Add ``text`` to the running turn (only when ``can_steer``)."""

@@ -4,6 +4,7 @@ run from its tally (what the run's pipeline counted of its events)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from coding_genesis.options import Trigger
 from coding_genesis.status import ErrorCode, FailureCategory
 
-__all__ = ["ChildFailure", "CostSource", "RunResponse", "RunResult"]
+__all__ = ["ChildFailure", "ContextUsage", "CostSource", "RunResponse", "RunResult"]
 
 #: Where a run's ``cost_usd`` comes from: the CLI's own figure, tokens x the
 #: price table, or unknown (no price for the model).
@@ -312,3 +313,16 @@ class RunResponse(TypedDict):
     verify: dict[str, Any] | None
     worktree: dict[str, Any] | None
     changes: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUsage:
+    """A live session's context window now (``session.context_usage()``):
+    ``used`` tokens of ``size`` (None: the CLI did not say its window), as
+    ``source`` says it (the CLI's message it was read from: claude's
+    ``get_context_usage`` answer, codex's last ``thread/tokenUsage/updated``,
+    an ACP agent's ``usage_update``)."""
+
+    used: int
+    size: int | None
+    source: str

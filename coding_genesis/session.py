@@ -39,12 +39,13 @@ from coding_genesis._live.opening import open_link
 from coding_genesis._pipeline.attempt import AttemptContext
 from coding_genesis._supervision.stop import StopHandle
 from coding_genesis._util.renamed import old_names
-from coding_genesis.capabilities import steer_refusal
+from coding_genesis.capabilities import session_refusal, steer_refusal
+from coding_genesis.control import ControlIntent
 from coding_genesis.errors import AgentUsageError
 from coding_genesis.events import EventKind
 from coding_genesis.options import KEEP_RESULTS
 from coding_genesis.request import SEND_OPTION_NAMES, Request, SendOptions
-from coding_genesis.result import RunResponse, RunResult
+from coding_genesis.result import ContextUsage, RunResponse, RunResult
 from coding_genesis.status import NOT_RUN, ErrorCode
 
 if TYPE_CHECKING:
@@ -453,6 +454,64 @@ class Session:
                     self.usage[name] = self.usage.get(name, 0) + value
         if result.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
+
+    # -- the session's context: its use now, compaction (issue 41) ---------------
+
+    def _can(self, what: str, method: str) -> LiveLink:
+        """The live link, once the backend can do ``what`` (else the capability
+        check's words, raised)."""
+        link = self._live(method)
+        refused = session_refusal(self._wiring.backend, what)
+        if refused is not None:
+            raise AgentUsageError(refused)
+        return link
+
+    async def context_usage(self, timeout: float = 30.0) -> ContextUsage:
+        """The context window's use now: as the CLI last reported it (codex,
+        ACP) or asked (claude's ``get_context_usage``, answered within
+        ``timeout`` seconds).  Raises :class:`~coding_genesis.errors.AgentUsageError`
+        where the backend cannot say it, or the CLI did not answer."""
+        link = self._can("context_usage", "context_usage()")
+        said = self._protocol.context_said()
+        if said is not None:
+            return said
+        answer = await link.call(ControlIntent("context_usage"), timeout)
+        if not isinstance(answer.result, ContextUsage):
+            raise AgentUsageError(f"context_usage(): {answer.error or 'no answer'}")
+        return answer.result
+
+    async def compact(self, timeout: float | None = None) -> RunResult:
+        """Compact the CLI's context now: the result of the turn that did it,
+        with a ``CompactionEvent`` (claude: a ``/compact`` turn; codex: its
+        compaction, a turn it begins by itself once asked, ``trigger="cli"``).
+        ``timeout``: how long codex may take to begin it (the session's
+        timeout by default).  Raises where the backend cannot compact, or the
+        CLI refused."""
+        link = self._can("compact", "compact()")
+        prompt = self._protocol.compact_prompt
+        if prompt is not None:
+            return await self.send_result(prompt)
+        while link.alive and (self._cli_busy or link.between.wanted.is_set()):
+            await self._cli_done.wait()
+        count = self._cli_count
+        wait = self._request.timeout if timeout is None else timeout
+        answer = await link.call(ControlIntent("compact"), wait or 60.0)
+        if answer.error is not None:
+            raise AgentUsageError(f"compact(): {answer.error}")
+        with anyio.move_on_after(wait or 60.0):
+            async with anyio.create_task_group() as race:
+
+                async def gone() -> None:
+                    await link.ended.wait()
+                    race.cancel_scope.cancel()
+
+                race.start_soon(gone)
+                while self._cli_count == count:
+                    await self._cli_done.wait()
+                race.cancel_scope.cancel()
+        if self._cli_count == count or self._cli_last is None:
+            raise AgentUsageError("compact(): the CLI began no compaction turn")
+        return self._cli_last
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._link else "new")

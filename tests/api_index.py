@@ -41,6 +41,7 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("SessionPool", "Warm sessions started before prompts arrive."),
             ("SyncSessionPool", "The pool for code without an event loop."),
             ("PoolStats", "A pool's counts: warm, in use, served, replaced..."),
+            ("ContextUsage", "A session's context window now (`session.context_usage()`)."),
         ],
     ),
     (

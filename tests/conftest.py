@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.steps.session_steps",
     "tests.steps.streaming_steps",
     "tests.steps.hook_point_steps",
+    "tests.steps.session_context_steps",
     "tests.steps.serve_steps",
     "tests.steps.acp_steps",
     "tests.steps.prompt_parts_steps",

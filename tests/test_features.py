@@ -28,4 +28,5 @@ scenarios(
     "turn_options.feature",
     "prompt_parts.feature",
     "mcp_servers.feature",
+    "session_context.feature",
 )

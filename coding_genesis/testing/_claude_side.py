@@ -380,10 +380,16 @@ class ClaudeSide:
             answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}
         elif request.get("subtype") == "set_permission_mode":
             answer = {"subtype": "success", "request_id": rid, "response": {}}
+        elif request.get("subtype") == "get_context_usage":
+            answer = {"subtype": "success", "request_id": rid, "response": self.context_usage()}
         else:
             error = f"Unsupported control request subtype: {request.get('subtype')}"
             answer = {"subtype": "error", "request_id": rid, "error": error}
         self.emit({"type": "control_response", "response": answer})
+
+    def context_usage(self) -> dict[str, Any]:
+        """``get_context_usage``'s answer (the fields of claude 2.1.330's we read)."""
+        return {"totalTokens": 0, "maxTokens": 200_000, "percentage": 0}
 
     def wait(
         self,

@@ -115,6 +115,8 @@ class FailerSide(ClaudeSide):
         #: Rules an allow-always answer added: (tool, command or None).
         self.rules: set[tuple[str, str | None]] = set()
         self.history: list[str] = []
+        #: The prompts of :attr:`history` a ``/compact`` folded (no longer in the context).
+        self.compacted = 0
         #: A live session's ``/partial``: the CLI exits mid-turn, as a crash does.
         self.exit_now = False
         self._started = time.monotonic()
@@ -294,7 +296,9 @@ class FailerSide(ClaudeSide):
             self.answer(f"Compaction blocked by the PreCompact hook: {out.get('reason') or ''}")
             return
         self.emit({**status, "status": None, "compact_result": "success"})
-        boundary = {"trigger": "manual", "pre_tokens": 0, "post_tokens": 0}
+        before = self.context_usage()["totalTokens"]
+        self.compacted = len(self.history) + 1  # this prompt too
+        boundary = {"trigger": "manual", "pre_tokens": before, "post_tokens": 0}
         self.emit(
             {
                 "type": "system",
@@ -304,6 +308,11 @@ class FailerSide(ClaudeSide):
             }
         )
         self.answer("Compacted the conversation")
+
+    def context_usage(self) -> dict[str, Any]:
+        """The context: 25 tokens a prompt since the last ``/compact``."""
+        used = 25 * max(len(self.history) - self.compacted, 0)
+        return {"totalTokens": used, "maxTokens": 200_000, "percentage": used / 2000}
 
     # -- one tool call -------------------------------------------------------------
 

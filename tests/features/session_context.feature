@@ -1,0 +1,27 @@
+Feature: A session's context: its use now, compaction on demand, forks
+  A live session says how much of the CLI's context window it uses
+  (session.context_usage()) and compacts it when asked (session.compact()),
+  where the CLI can (docs/sessions.md, "Context and compaction").  The CLI is
+  the embedded failer, which answers claude's get_context_usage call (25 tokens
+  a prompt since its last compaction) and compacts on a "/compact" turn as
+  claude does; the fake ACP agent can do neither, and says so.
+
+  Scenario: The context's use grows with each turn and a compaction empties it
+    Given a two-way failer agent
+    When a session is opened
+    And the session is sent "hello"
+    And the session is sent "again"
+    And the session's context usage is asked
+    Then the context usage is 50 tokens of 200000
+    When the session is compacted
+    Then the compaction turn answered with status 0 and a "manual" compaction event
+    When the session's context usage is asked
+    Then the context usage is 0 tokens of 200000
+
+  Scenario: A CLI that cannot say its context's use or compact is refused in words
+    Given a fake ACP agent "gemini"
+    When a session is opened
+    And the session's context usage is asked
+    Then the session refused saying "backend 'gemini' cannot say its context's use now"
+    When the session is compacted
+    Then the session refused saying "backend 'gemini' cannot compact its context on demand"
