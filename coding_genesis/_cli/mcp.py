@@ -10,6 +10,7 @@ serve`` reads a body (the same arguments, the same untrusted-input rules);
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import shutil
 import sys
@@ -48,10 +49,35 @@ def register(subparsers: Any) -> None:
         "--state-dir",
         type=absolute_path,
         default=None,
-        help="the server's private directory: its journals (default: a fresh one, removed "
-        "when it exits)",
+        help="the server's private directory: its journals (default: a fresh one of its "
+        "own, removed when it exits)",
     )
     parser.set_defaults(handler=handle)
+
+
+def _fresh_state_dir() -> Path:
+    """A private state directory of this process's own, in our runtime
+    directory; those of processes that died (killed before they could remove
+    theirs: a client's SIGKILL) are removed first."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._util.files import own_runtime_dir
+
+    base = own_runtime_dir(tempfile.gettempdir(), "coding-genesis-mcp-state")
+    for old in base.iterdir():
+        pid = old.name.partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -68,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
             "pip install 'coding-genesis[mcp]'",
         )
     fresh = args.state_dir is None
-    state_dir = Path(tempfile.mkdtemp(prefix="genesis-mcp-")) if fresh else args.state_dir
+    state_dir = _fresh_state_dir() if fresh else args.state_dir
     try:
         settings = server_settings(args, "mcp", state_dir)
         if isinstance(settings, int):

@@ -53,20 +53,24 @@ async def serve(settings: Settings, token: str) -> int:
         )
 
     async def signals(scope: anyio.CancelScope, task_status: Any) -> None:
+        # Held open until it exits: a client that follows its SIGINT with a
+        # SIGTERM (claude, 100 ms later) must not kill it mid-stop.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as got:
             task_status.started()
             async for signum in got:
-                _say(f"{signal.Signals(signum).name}: cancelling every run and session")
-                scope.cancel()
-                return
+                if not scope.cancel_called:
+                    _say(f"{signal.Signals(signum).name}: cancelling every run and session")
+                    scope.cancel()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.runs.work)
         await tg.start(service.sessions.work)
-        await tg.start(signals, tg.cancel_scope)
+        serving = anyio.CancelScope()
+        await tg.start(signals, serving)
         try:
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            with serving:
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
         finally:
             await _stop(service, "the MCP server stopped")
             tg.cancel_scope.cancel()
