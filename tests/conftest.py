@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.steps.budget_steps",
     "tests.steps.session_steps",
     "tests.steps.serve_steps",
+    "tests.steps.mcp_steps",
     "tests.steps.acp_steps",
     "tests.steps.acp_pool_steps",
     "tests.fakes.plugin",

@@ -5,6 +5,7 @@ cancel, and no process left when the client goes away."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from tests.mcp.support import TOOLS, Progress, over_stdio, structured, text
+from tests.serve.test_security import FAKES, _sources
 
 
 def _server_tree(root: Path) -> list[int]:
@@ -273,3 +275,42 @@ def test_cancel_and_a_client_gone_leave_no_process(tmp_path: Path) -> None:
     while [p for p in seen if psutil.pid_exists(p)] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in seen if psutil.pid_exists(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "trusted-input"])
+def test_a_run_and_a_session_through_mcp_get_the_safe_start(tmp_path: Path, trusted: bool) -> None:
+    """Untrusted, the CLI of a run and of a session started through MCP reads
+    the user's settings alone (qwen in its safe mode, claude told
+    ``--setting-sources user``); with ``--trusted-input`` the arguments choose."""
+    record = tmp_path / "argv.jsonl"
+    env = {
+        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
+        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
+        "FAKE_CLI_RECORD": str(record),
+        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
+    }
+    flags = ("--trusted-input",) if trusted else ()
+    asked: dict[str, Any] = {"setting_sources": ["user", "project"]} if trusted else {}
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path, *flags, env=env) as session:
+            for backend in ("qwen", "claude"):
+                done = structured(
+                    await session.call_tool("run", {"prompt": "hi", "backend": backend, **asked})
+                )
+                assert done["result"]["status"] == 0, done
+            opened = structured(
+                await session.call_tool(
+                    "open_session", {"backend": "claude", "approvals": "none", **asked}
+                )
+            )
+            await session.call_tool("close_session", {"session": opened["id"]})
+
+    anyio.run(scenario)
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    started = [entry for entry in entries if "argv" in entry]
+    assert len(started) == 3, started  # qwen's run, claude's run and claude's session
+    assert started[0]["env"] == {"QWEN_CODE_SAFE_MODE": None if trusted else "1"}
+    expected = "user,project" if trusted else "user"
+    assert [_sources(entry["argv"]) for entry in started[1:]] == [expected] * 2, started
