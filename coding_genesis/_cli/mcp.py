@@ -10,7 +10,6 @@ serve`` reads a body (the same arguments, the same untrusted-input rules);
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import shutil
 import sys
@@ -57,27 +56,19 @@ def register(subparsers: Any) -> None:
 
 def _fresh_state_dir() -> Path:
     """A private state directory of this process's own, in our runtime
-    directory; those of processes that died (killed before they could remove
-    theirs: a client's SIGKILL) are removed first."""
+    directory, named by its owner (``<pid>-<start time>-``); those of
+    processes that died (killed before they could remove theirs: a client's
+    SIGKILL) are removed first."""
     # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._supervision import owners
     from coding_genesis._util.files import own_runtime_dir
 
     base = own_runtime_dir(tempfile.gettempdir(), "coding-genesis-mcp-state")
     for old in base.iterdir():
-        pid = old.name.partition("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        owner = owners.owner_of(old.name)
+        if owner is not None and not owners.alive(owner):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+    return Path(tempfile.mkdtemp(prefix=owners.own_prefix(), dir=base))
 
 
 def handle(args: argparse.Namespace) -> int:

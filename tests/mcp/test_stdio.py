@@ -5,7 +5,6 @@ cancel, and no process left when the client goes away."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from tests.mcp.support import TOOLS, Progress, over_stdio, structured, text
-from tests.serve.test_security import FAKES, _sources
+from tests.serve.test_security import assert_safe_start, safe_start_env
 
 
 def _server_tree(root: Path) -> list[int]:
@@ -284,12 +283,7 @@ def test_a_run_and_a_session_through_mcp_get_the_safe_start(tmp_path: Path, trus
     the user's settings alone (qwen in its safe mode, claude told
     ``--setting-sources user``); with ``--trusted-input`` the arguments choose."""
     record = tmp_path / "argv.jsonl"
-    env = {
-        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
-        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
-        "FAKE_CLI_RECORD": str(record),
-        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
-    }
+    env = safe_start_env(record)
     flags = ("--trusted-input",) if trusted else ()
     asked: dict[str, Any] = {"setting_sources": ["user", "project"]} if trusted else {}
 
@@ -308,9 +302,4 @@ def test_a_run_and_a_session_through_mcp_get_the_safe_start(tmp_path: Path, trus
             await session.call_tool("close_session", {"session": opened["id"]})
 
     anyio.run(scenario)
-    entries = [json.loads(line) for line in record.read_text().splitlines()]
-    started = [entry for entry in entries if "argv" in entry]
-    assert len(started) == 3, started  # qwen's run, claude's run and claude's session
-    assert started[0]["env"] == {"QWEN_CODE_SAFE_MODE": None if trusted else "1"}
-    expected = "user,project" if trusted else "user"
-    assert [_sources(entry["argv"]) for entry in started[1:]] == [expected] * 2, started
+    assert_safe_start(record, trusted)

@@ -20,6 +20,7 @@ import pytest
 
 from tests.fakes.model_server import TOOL_DONE_PREFIX, FakeModelServer
 from tests.real_cli.test_claude_codex import Rig, claude_rig, hermetic_env
+from tests.real_cli.test_serve_sessions import _gone
 from tests.serve.support import serving
 from tests.session.interrupting import interrupted_turn, polled
 
@@ -114,16 +115,6 @@ def _nested_failers(work: Path) -> list[psutil.Process]:
             except psutil.Error:
                 continue
     return found
-
-
-def _gone(procs: list[psutil.Process]) -> bool:
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
 
 
 def test_an_interrupt_of_the_outer_session_stops_the_nested_run(
