@@ -303,3 +303,26 @@ def test_a_run_and_a_session_through_mcp_get_the_safe_start(tmp_path: Path, trus
 
     anyio.run(scenario)
     assert_safe_start(record, trusted)
+
+
+def test_secrets_are_masked_in_every_answer(tmp_path: Path) -> None:
+    """A secret of the server's environment never comes back: not in a run's
+    answer (structured or text), a listing, nor a refusal's words."""
+    secret = "sk-test-0123456789abcdef"
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path, env={"GENESIS_TEST_API_KEY": secret}) as session:
+            answers = [
+                await session.call_tool("run", {"prompt": f"say {secret}"}),
+                await session.call_tool("list_runs", {}),
+                await session.call_tool("run", {"prompt": "hi", "cwd": f"/nowhere/{secret}"}),
+                await session.call_tool("get_run", {"run": secret}),
+            ]
+            assert structured(answers[0])["result"]["status"] == 0
+            assert answers[2].is_error and answers[3].is_error
+            for answer in answers:
+                shown = text(answer) + repr(answer.structured_content)
+                assert secret not in shown, shown
+            assert "[REDACTED]" in repr(answers[0].structured_content)
+
+    anyio.run(scenario)
