@@ -23,6 +23,7 @@ scenarios(
     "host_tools.feature",
     "structured_output.feature",
     "serve.feature",
+    "mcp.feature",
     "acp.feature",
     "acp_pool.feature",
     "turn_options.feature",

@@ -38,6 +38,7 @@ examples:
   genesis reap --dry-run                          what runners that died left running
   genesis worktrees                               worktrees of isolated runs (--isolate)
   genesis serve --root ~/work                     runs over HTTP and SSE (the serve extra)
+  genesis mcp --root ~/work                       MCP tools on stdio for other agents (the mcp extra)
   genesis approvals watch                         the tool calls that wait in serve's inbox
 
 each command has its own examples: genesis COMMAND --help

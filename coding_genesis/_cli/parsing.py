@@ -33,6 +33,7 @@ COMMAND_HELP: dict[str, str] = {
     "reap": "stop what runs of dead runners left running",
     "worktrees": "list (or prune) the git worktrees of isolated runs",
     "serve": "serve runs over HTTP and Server-Sent Events (pip install coding-genesis[serve])",
+    "mcp": "serve MCP tools on stdio: other agents run CLIs through us (coding-genesis[mcp])",
     "approvals": "the approval inbox of genesis serve: list, answer, watch",
 }
 

@@ -58,30 +58,10 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_request_arguments(parser, "whoever holds the token")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=whole_number(0, 65535), default=8765, help="port (default 8765; 0: any)"
-    )
-    parser.add_argument(
-        "--root",
-        type=absolute_path,
-        default=None,
-        help="every run's cwd must lie under this directory (default: this one)",
-    )
-    parser.add_argument(
-        "--concurrency", "-j", type=whole_number(1, 256), default=4, help="runs at once (4)"
-    )
-    parser.add_argument(
-        "--queue",
-        type=whole_number(0, 100_000),
-        default=100,
-        help="runs waiting at most; past it a request gets 429 with Retry-After (100)",
-    )
-    parser.add_argument(
-        "--trusted-input",
-        action="store_true",
-        help="accept every setting in a request (cli_path, env, extra_args, ...): CODE "
-        "EXECUTION, whoever holds the token runs programs as you",
     )
     parser.add_argument(
         "--token-file",
@@ -117,6 +97,46 @@ def register(subparsers: Any) -> None:
         "(10000; per run at most 2000); a client further behind is told what it missed",
     )
     parser.add_argument(
+        "--on-term",
+        choices=("drain", "cancel"),
+        default="drain",
+        help="on SIGTERM: let the runs finish (drain, within --drain-timeout) or cancel them",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds a drain may take before the rest is cancelled (60)",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def add_request_arguments(parser: Any, who: str) -> None:
+    """What a server of runs and sessions reads its requests under: ``genesis
+    serve``'s and ``genesis mcp``'s (``who``: who runs programs with
+    ``--trusted-input``)."""
+    parser.add_argument(
+        "--root",
+        type=absolute_path,
+        default=None,
+        help="every run's cwd must lie under this directory (default: this one)",
+    )
+    parser.add_argument(
+        "--concurrency", "-j", type=whole_number(1, 256), default=4, help="runs at once (4)"
+    )
+    parser.add_argument(
+        "--queue",
+        type=whole_number(0, 100_000),
+        default=100,
+        help="runs waiting at most; past it a request gets 429 with Retry-After (100)",
+    )
+    parser.add_argument(
+        "--trusted-input",
+        action="store_true",
+        help="accept every setting in a request (cli_path, env, extra_args, ...): CODE "
+        f"EXECUTION, {who} runs programs as you",
+    )
+    parser.add_argument(
         "--approvals",
         choices=("request", "inbox"),
         default="request",
@@ -145,54 +165,24 @@ def register(subparsers: Any) -> None:
         default=1000,
         help="the most turns a session keeps (its keep_results; default 100, at most this)",
     )
-    parser.add_argument(
-        "--on-term",
-        choices=("drain", "cancel"),
-        default="drain",
-        help="on SIGTERM: let the runs finish (drain, within --drain-timeout) or cancel them",
-    )
-    parser.add_argument(
-        "--drain-timeout",
-        type=positive_seconds,
-        default=60.0,
-        help="seconds a drain may take before the rest is cancelled (60)",
-    )
     add_line_defaults(
         parser, "settings for the requests that do not set them (as run-many takes them)"
     )
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     # lazy: `genesis --help` imports only the parsers
-    from coding_genesis._cli.backends import all_names
-    from coding_genesis._cli.env import (
-        SERVE_TOKEN,
-        backends_file,
-        default_backend,
-        ledger_setting,
-        run_log_path,
-        serve_dir,
-        transcript_dir,
-    )
-    from coding_genesis._cli.run import add_backends_file
-    from coding_genesis._cli.run_many import batch_defaults
-    from coding_genesis._util.version import version
-    from coding_genesis.errors import ConfigError
+    from coding_genesis._cli.env import SERVE_TOKEN, serve_dir
 
     try:
         # lazy: FastAPI and uvicorn (the serve extra) load only when a server starts
-        from coding_genesis._serve import requests, security, server
+        from coding_genesis._serve import security, server
     except ImportError as exc:
         return usage_error(
             "serve",
             f"the server needs the serve extra ({exc.name or exc}): "
             "pip install 'coding-genesis[serve]'",
         )
-    try:  # the operator's generic backends, which a body may then name
-        add_backends_file(backends_file())
-    except ConfigError as exc:
-        return usage_error("serve", str(exc))
     token: str | None = None
     try:
         if args.token_file:
@@ -201,23 +191,74 @@ def handle(args: argparse.Namespace) -> int:
             token = security.check_token(os.environ[SERVE_TOKEN])
     except (OSError, ValueError) as exc:
         return usage_error("serve", f"cannot use the token: {exc}")
-    root = args.root or os.getcwd()
-    if not os.path.isdir(root):
-        return usage_error("serve", f"--root {root} is not a directory")
-    transcripts, log = transcript_dir(), run_log_path()
-    args.cwd = None
-    args.setting_sources = None
-    settings = server.Settings(
+    try:  # /mcp beside the routes when the mcp extra is there
+        # lazy: the mcp package loads only when a server starts
+        from coding_genesis._mcp import http as mcp_http
+    except ImportError:
+        mounts: tuple[Any, ...] = ()
+    else:
+        mounts = (mcp_http.mount(),)
+    settings = server_settings(
+        args,
+        "serve",
+        args.state_dir or serve_dir(),
         host=args.host,
         port=args.port,
-        root=requests.root_path(root),
-        state_dir=args.state_dir or serve_dir(),
-        trusted=args.trusted_input,
-        concurrency=args.concurrency,
-        queue=args.queue,
         max_body=args.max_body,
         drain_timeout=args.drain_timeout,
         on_term=args.on_term,
+        token=token,
+        allow_hosts=tuple(args.allow_host),
+        event_buffer=args.event_buffer,
+        mounts=mounts,
+    )
+    if isinstance(settings, int):
+        return settings
+    code: int = server.main(settings)
+    sys.stdout.flush()
+    return code
+
+
+def server_settings(args: argparse.Namespace, command: str, state_dir: Any, **more: Any) -> Any:
+    """The server's settings (``coding_genesis._serve.parts.Settings``) of what
+    :func:`add_request_arguments` read and the environment (with ``more``,
+    the command's own), or the exit code of a usage error."""
+    # lazy: `genesis --help` imports only the parsers
+    from coding_genesis._cli.backends import all_names
+    from coding_genesis._cli.env import (
+        backends_file,
+        default_backend,
+        ledger_setting,
+        run_log_path,
+        transcript_dir,
+    )
+    from coding_genesis._cli.run import add_backends_file
+    from coding_genesis._cli.run_many import batch_defaults
+    from coding_genesis._serve import parts, requests
+    from coding_genesis._util.version import version
+    from coding_genesis.errors import ConfigError
+
+    try:  # the operator's generic backends, which a body may then name
+        add_backends_file(backends_file())
+    except ConfigError as exc:
+        return usage_error(command, str(exc))
+    root = args.root or os.getcwd()
+    if not os.path.isdir(root):
+        return usage_error(command, f"--root {root} is not a directory")
+    transcripts, log = transcript_dir(), run_log_path()
+    args.cwd = None
+    args.setting_sources = None
+    more.setdefault("host", "")
+    more.setdefault("port", 0)
+    more.setdefault("max_body", 0)
+    more.setdefault("drain_timeout", 0.0)
+    more.setdefault("on_term", "cancel")
+    return parts.Settings(
+        root=requests.root_path(root),
+        state_dir=state_dir,
+        trusted=args.trusted_input,
+        concurrency=args.concurrency,
+        queue=args.queue,
         fallback_backend=args.backend or default_backend(),
         defaults={
             **batch_defaults(args),
@@ -229,9 +270,6 @@ def handle(args: argparse.Namespace) -> int:
         run_log=log,
         ledger=ledger_setting(),
         version=version(),
-        token=token,
-        allow_hosts=tuple(args.allow_host),
-        event_buffer=args.event_buffer,
         approval_timeout=args.approval_timeout,
         approvals=args.approvals,
         max_sessions=args.max_sessions,
@@ -239,10 +277,8 @@ def handle(args: argparse.Namespace) -> int:
         doctor_backends=all_names(),
         cli_paths=_cli_paths(all_names(), args),
         doctor=_doctor,
+        **more,
     )
-    code: int = server.main(settings)
-    sys.stdout.flush()
-    return code
 
 
 def _cli_paths(names: list[str], args: argparse.Namespace) -> dict[str, dict[str, str]]:

@@ -5,8 +5,9 @@ every JSON body is built through a model of :mod:`coding_genesis._serve.models`
 and redacted (the environment's secrets and the token) before it is sent.
 The routes of live sessions (``session_routes.py``) and of the approval inbox
 (``inbox_routes.py``) are added beside the runs', answering through the same
-replies (``replies.py``); ``/mcp`` will add its routes the same way: the
-guard, the hub and the journals are its too.
+replies (``replies.py``); what a client asks (start a run, open a session)
+is ``actions.py``'s, which ``/mcp`` (mounted beside these, behind the same
+guard) calls too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import time
 import traceback
 from typing import Annotated, Any
 
@@ -25,8 +25,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 
 from coding_genesis._observers.runlog import failure_stats, parse_window, usage_stats
-from coding_genesis._pipeline.run import run_redactor
 from coding_genesis._serve import models
+from coding_genesis._serve.actions import Problem, start_run
 from coding_genesis._serve.inbox_routes import add_inbox_routes
 from coding_genesis._serve.replies import (
     SSE,
@@ -34,9 +34,8 @@ from coding_genesis._serve.replies import (
     error as _error,
     errors as _errors,
     json_response as _json,
+    problem as _problem,
 )
-from coding_genesis._serve.requests import Refused, read_run_request
-from coding_genesis._serve.runs import Draining, Entry, Full, prompt_head
 from coding_genesis._serve.security import COOKIE, Identity, cookie_value
 from coding_genesis._serve.service import Service
 from coding_genesis._serve.session_routes import add_session_routes
@@ -154,45 +153,10 @@ def _add_run_routes(app: FastAPI, service: Service) -> None:
         """Start a run: the body is one ``genesis run-many`` line (see RunRequest).
         Answers at once (202) with the queued run; 429 with Retry-After when the
         queue is full."""
-        runs = service.runs
-        try:
-            runs.check_room()
-        except Draining:
-            return _error(
-                service, 503, "draining", "the server is shutting down", {"Retry-After": "5"}
-            )
-        except Full as full:
-            return _error(
-                service, 429, "queue_full", str(full), {"Retry-After": str(full.retry_after)}
-            )
-        body = await request.body()
-        key = runs.new_id()
-        entry = Entry(id=key, backend="", prompt="", cwd="", model=None, accepted=time.time())
-        read = read_run_request(
-            body,
-            service.rules(),
-            owned={"observers": runs.observers(entry)},
-            inbox=lambda timeout: service.inbox.approver(
-                timeout, lambda _: ({"run": key}, (key,), entry.redactor)
-            ),
-        )
-        if isinstance(read, Refused):
-            return _error(service, 422, "invalid_request", read.message)
-        entry.spec, entry.agent, entry.cwd = read.spec, read.agent, read.cwd
-        # What the server shows and records of it, masked as its transcript is.
-        redactor = entry.redactor = run_redactor(read.agent.config)
-        entry.backend = read.spec.backend
-        entry.prompt = redactor.text(prompt_head(read.spec.prompt))
-        model = (read.spec.model_extra or {}).get("model")
-        entry.model = redactor.text(model) if isinstance(model, str) else None
-        try:
-            runs.add(entry)
-        except Draining:
-            return _error(service, 503, "draining", "the server is shutting down")
-        except Full as full:
-            return _error(
-                service, 429, "queue_full", str(full), {"Retry-After": str(full.retry_after)}
-            )
+        started = start_run(service, await request.body())
+        if isinstance(started, Problem):
+            return _problem(service, started)
+        key = started.id
         view = service.history.find(key)
         assert view is not None
         return _json(models.Run.model_validate(view), service, 202, {"Location": f"/runs/{key}"})

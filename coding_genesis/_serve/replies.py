@@ -14,9 +14,10 @@ from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve import models
 
 if TYPE_CHECKING:
+    from coding_genesis._serve.actions import Problem
     from coding_genesis._serve.service import Service
 
-__all__ = ["SSE", "body_schema", "error", "errors", "json_response"]
+__all__ = ["SSE", "body_schema", "error", "errors", "json_response", "problem"]
 
 #: Text of the SSE responses in the schema.
 SSE = {
@@ -50,6 +51,11 @@ def error(
     headers: Mapping[str, str] | None = None,
 ) -> Response:
     return json_response(models.Error(error=error, message=message), service, status, headers)
+
+
+def problem(service: Service, problem: Problem) -> Response:
+    """A request not taken (:class:`~coding_genesis._serve.actions.Problem`), answered."""
+    return error(service, problem.status, problem.error, problem.message, problem.headers)
 
 
 def body_schema(model: str, *, required: bool) -> dict[str, Any]:

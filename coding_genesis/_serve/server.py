@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import fcntl
 import gc
 import ipaddress
 import os
@@ -22,72 +21,27 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import uvicorn
 
 from coding_genesis._observers.transcript import safe_dumps
 from coding_genesis._serve.app import build_app
-from coding_genesis._serve.history import History, entry_view, recover
 from coding_genesis._serve.hub import Hub
-from coding_genesis._serve.inbox import Inbox, recover as recover_approvals
-from coding_genesis._serve.journal import Journal
-from coding_genesis._serve.runs import Runs
+from coding_genesis._serve.parts import Settings, build, locked
 from coding_genesis._serve.security import Guard, allowed_hosts, write_token
-from coding_genesis._serve.service import Doctor, Service
-from coding_genesis._serve.sessions import Sessions, recover as recover_sessions
 from coding_genesis._util.display import printable
-from coding_genesis._util.files import FILE_FLAGS, private_dir
-from coding_genesis._util.redact import Redactor
+from coding_genesis._util.files import FILE_FLAGS
 
-__all__ = ["Settings", "main"]
+__all__ = ["Settings", "main"]  # Settings: its home is parts.py
 
 #: Headers and the request line: h11's buffer of an incomplete request, bytes.
 MAX_HEAD = 16 * 1024
 #: What uvicorn waits for open connections once the streams have ended.
 GRACE = 3.0
-
-
-@dataclass(frozen=True)
-class Settings:
-    """``genesis serve``'s settings, as the command line read them."""
-
-    host: str
-    port: int
-    root: str
-    state_dir: Path
-    trusted: bool
-    concurrency: int
-    queue: int
-    max_body: int
-    drain_timeout: float
-    on_term: Literal["drain", "cancel"]
-    fallback_backend: str
-    defaults: dict[str, Any]
-    transcripts: Path | None
-    run_log: Path | None
-    ledger: str | bool | None
-    version: str
-    #: ``GET /doctor``: the command line's checks (``Service.doctor``).
-    doctor: Doctor
-    token: str | None = None
-    allow_hosts: tuple[str, ...] = ()
-    heartbeat: float = 15.0
-    #: An approval of the inbox waits this long unless its request sets another.
-    approval_timeout: float = 300.0
-    #: ``request`` or ``inbox`` (``--approvals``).
-    approvals: str = "request"
-    #: Sessions held at once, and the most turns one keeps.
-    max_sessions: int = 16
-    session_history: int = 1000
-    event_buffer: int = 10_000
-    doctor_backends: list[str] = field(default_factory=list)
-    #: Each backend's CLI as the command line finds it (``Rules.cli_paths``).
-    cli_paths: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class _Server(uvicorn.Server):
@@ -107,26 +61,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _with_mounts(app: Any, mounts: Mapping[str, Any]) -> Any:
+    """``app`` with each mounted application at its path (``/mcp``, and what
+    lies under it), behind the same guard."""
+
+    async def dispatch(scope: Any, receive: Any, send: Any) -> None:
+        path = str(scope.get("path") or "")
+        for prefix, mounted in mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                await mounted(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return dispatch
+
+
 def _say(text: str) -> None:
     print(printable(f"genesis serve: {text}"), file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    """One server per state directory (its journal and token are its own)."""
-    private_dir(state_dir)
-    fd = os.open(state_dir / "lock", FILE_FLAGS, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(
-                f"another genesis serve uses {state_dir}; stop it, or give this one "
-                "another --state-dir"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -154,7 +105,7 @@ def _write_private(path: Path, data: bytes) -> None:
 def main(settings: Settings) -> int:
     """Serve until a stop signal; 0 after a clean stop, 2 when it cannot start."""
     try:
-        with _locked(settings.state_dir):
+        with locked(settings.state_dir):
             return anyio.run(_serve, settings, backend="asyncio")
     except (RuntimeError, OSError) as exc:
         _say(f"error: {exc}")
@@ -196,64 +147,20 @@ async def _serve(settings: Settings) -> int:
     port = sock.getsockname()[1]
     url_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"http://{url_host}:{port}"
-    redactor = Redactor.of_environment({"GENESIS_SERVE_TOKEN": token})
-    hub = Hub(
-        redactor,
-        keep=settings.event_buffer,
-        keep_per_topic=min(settings.event_buffer, 2_000),
+    built = await build(settings, token)
+    service, lost, lost_sessions, expired = (
+        built.service,
+        built.lost_runs,
+        built.lost_sessions,
+        built.expired,
     )
-    journal = Journal(settings.state_dir / "journal.jsonl", redactor)
-    past, lost = await recover(journal, settings.transcripts, settings.ledger)
-    approvals = Journal(settings.state_dir / "approvals.jsonl", redactor)
-    asked, expired = recover_approvals(approvals)
-    inbox = Inbox(hub, approvals, redactor, asked)
-    session_journal = Journal(settings.state_dir / "sessions.jsonl", redactor)
-    held, lost_sessions = recover_sessions(session_journal)
-    sessions = Sessions(
-        hub,
-        session_journal,
-        redactor,
-        limit=settings.max_sessions,
-        past=held,
-    )
-    runs: Runs
-
-    def view(entry: Any) -> dict[str, Any]:
-        return entry_view(entry, runs)
-
-    runs = Runs(
-        hub,
-        journal,
-        redactor,
-        concurrency=settings.concurrency,
-        queue=settings.queue,
-        transcripts=str(settings.transcripts) if settings.transcripts is not None else None,
-        view=view,
-    )
-    history = History(runs, past, settings.transcripts)
-    service = Service(
-        root=settings.root,
-        trusted=settings.trusted,
-        defaults=settings.defaults,
-        fallback_backend=settings.fallback_backend,
-        version=settings.version,
-        run_log=settings.run_log,
-        hub=hub,
-        runs=runs,
-        history=history,
-        redactor=redactor,
-        token=token,
-        inbox=inbox,
-        sessions=sessions,
-        approval_timeout=settings.approval_timeout,
-        approvals=settings.approvals,
-        session_history=settings.session_history,
-        doctor_backends=settings.doctor_backends,
-        cli_paths=settings.cli_paths,
-        doctor=settings.doctor,
-    )
+    hub, runs, sessions = service.hub, service.runs, service.sessions
+    mounted = [(mount.path, mount.make(service)) for mount in settings.mounts]
+    app = build_app(service)
+    if mounted:
+        app = _with_mounts(app, {path: made[0] for path, made in mounted})
     hosts = allowed_hosts(settings.host, port, settings.allow_hosts)
-    guard = Guard(build_app(service), token=token, hosts=hosts, max_body=settings.max_body)
+    guard = Guard(app, token=token, hosts=hosts, max_body=settings.max_body)
     config = uvicorn.Config(
         guard,
         lifespan="off",
@@ -326,7 +233,10 @@ async def _serve(settings: Settings) -> int:
         await tg.start(sessions.work)
         tg.start_soon(_housekeeping, hub, settings.heartbeat)
         try:
-            await server.serve(sockets=[sock])
+            async with contextlib.AsyncExitStack() as stack:
+                for _path, (_app, running) in mounted:
+                    await stack.enter_async_context(running())
+                await server.serve(sockets=[sock])
         finally:
             with anyio.CancelScope(shield=True):
                 sessions.close_all("the server was stopped")

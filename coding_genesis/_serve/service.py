@@ -8,6 +8,7 @@ another's module for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,22 @@ from coding_genesis._serve.runs import Runs
 from coding_genesis._serve.sessions import Sessions
 from coding_genesis._util.redact import Redactor
 
-__all__ = ["Doctor", "Service"]
+__all__ = ["Doctor", "Mount", "Service"]
 
 #: ``genesis doctor``'s checks of these backends within a timeout, each a dict
 #: of the API's ``Check`` (handed down by the command line, which owns them).
 Doctor = Callable[[list[str], float], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """An application served beside the routes, behind the same guard, at
+    ``path`` (and under it): ``make`` builds it of the server's parts and
+    gives what runs while the server does (``/mcp``: handed down by the
+    command line, which knows the extras)."""
+
+    path: str
+    make: Callable[[Service], tuple[Any, Callable[[], AbstractAsyncContextManager[Any]]]]
 
 
 @dataclass

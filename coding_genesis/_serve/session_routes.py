@@ -12,16 +12,17 @@ from fastapi import FastAPI, Header, Path as PathParam, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from coding_genesis._serve import models
+from coding_genesis._serve.actions import Problem, open_session
 from coding_genesis._serve.replies import (
     SSE,
     body_schema as _body,
     error as _error,
     errors as _errors,
     json_response as _json,
+    problem as _problem,
 )
-from coding_genesis._serve.requests import Refused, read_session_request
 from coding_genesis._serve.security import Identity
-from coding_genesis._serve.sessions import Busy, Live, NoRoom
+from coding_genesis._serve.sessions import Busy, Live
 
 if TYPE_CHECKING:
     from coding_genesis._serve.service import Service
@@ -54,10 +55,6 @@ def _add_opening_routes(app: FastAPI, service: Service) -> None:
         run's settings without a prompt (see SessionRequest). Its tool calls
         wait in the approval inbox unless ``"approvals": "none"``. Answers
         once it is open (201); 502 when its CLI could not open it."""
-        try:
-            service.sessions.check_room()
-        except NoRoom as none_left:
-            return _no_room(service, none_left)
         return await _open(service, await request.body(), None)
 
     @app.get(
@@ -237,10 +234,6 @@ def _add_control_routes(app: FastAPI, service: Service) -> None:
             return _error(
                 service, 409, "not_resumable", f"session {live.id} has no CLI session id to resume"
             )
-        try:
-            sessions.check_room()
-        except NoRoom as none_left:
-            return _no_room(service, none_left)
         return await _open(service, orjson.dumps(live.data), live)
 
 
@@ -248,32 +241,12 @@ def _session_json(service: Service, live: Live, status: int = 200) -> Response:
     return _json(models.SessionView.model_validate(live.view()), service, status)
 
 
-def _no_room(service: Service, why: NoRoom) -> Response:
-    return _error(service, 429, "sessions_full", str(why), {"Retry-After": "10"})
-
-
 def _no_session(service: Service, ref: str) -> Response:
     return _error(service, 404, "not_found", f"no session {ref[:100]!r}")
 
 
 async def _open(service: Service, body: bytes, live: Live | None) -> Response:
-    sessions = service.sessions
-    key = live.id if live is not None else sessions.new_id()
-    read = read_session_request(
-        body,
-        service.rules(),
-        inbox=lambda timeout: service.inbox.approver(timeout, sessions.where(key)),
-        history=service.session_history,
-        resume=live.session_id if live is not None else None,
-    )
-    if isinstance(read, Refused):
-        return _error(service, 422, "invalid_request", read.message)
-    try:
-        opened = await sessions.open(key, read, live)
-    except NoRoom as none_left:
-        return _no_room(service, none_left)
-    except Busy as busy:
-        return _error(service, 409, "open", str(busy))
-    if opened.state == "failed":
-        return _error(service, 502, "open_failed", f"the session did not open: {opened.why}"[:2000])
+    opened = await open_session(service, body, live)
+    if isinstance(opened, Problem):
+        return _problem(service, opened)
     return _session_json(service, opened, 201)

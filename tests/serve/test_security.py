@@ -478,12 +478,7 @@ def test_a_served_run_and_session_get_the_safe_start(tmp_path: Path, trusted: bo
     told ``--setting-sources user``; with ``--trusted-input`` a body chooses
     (here the project too).  Seen in what the CLIs were started with."""
     record = tmp_path / "argv.jsonl"
-    env = {
-        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
-        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
-        "FAKE_CLI_RECORD": str(record),
-        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
-    }
+    env = safe_start_env(record)
     flags = ("--trusted-input",) if trusted else ()
     asked = {"setting_sources": ["user", "project"]} if trusted else {}
     with serving(tmp_path, *flags, env=env) as server, server.client() as client:
@@ -494,6 +489,24 @@ def test_a_served_run_and_session_get_the_safe_start(tmp_path: Path, trusted: bo
         opened = client.post("/sessions", json={"backend": "claude", "approvals": "none", **asked})
         assert opened.status_code == 201, opened.text
         client.post(f"/sessions/{opened.json()['id']}/close")
+    assert_safe_start(record, trusted)
+
+
+def safe_start_env(record: Path) -> dict[str, str]:
+    """A server's environment whose claude and qwen are the fakes, which record
+    what they were started with (and qwen's safe mode) in ``record``."""
+    return {
+        "GENESIS_CLAUDE_PATH": str(FAKES / "claude"),
+        "GENESIS_QWEN_PATH": str(FAKES / "qwen"),
+        "FAKE_CLI_RECORD": str(record),
+        "FAKE_CLI_RECORD_ENV": "QWEN_CODE_SAFE_MODE",
+    }
+
+
+def assert_safe_start(record: Path, trusted: bool) -> None:
+    """qwen's run, claude's run and claude's session, in that order, were
+    started on the user's settings alone (``trusted``: the project's too, as
+    asked)."""
     entries = [json.loads(line) for line in record.read_text().splitlines()]
     started = [entry for entry in entries if "argv" in entry]
     assert len(started) == 3, started  # qwen's run, claude's run and claude's session
