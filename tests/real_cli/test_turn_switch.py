@@ -199,3 +199,19 @@ async def test_qwen_takes_a_schema_for_its_turn_alone_in_its_prompt(qwen_rig: Mo
         after = await session.send_result("SCENARIO:text three")
     assert shaped.status == 0 and shaped.output == {"n": 7}, shaped.message
     assert (after.status, after.message, after.output) == (0, "three", None)
+
+
+async def test_claude_refuses_to_widen_a_session_opened_read_only(claude_rig: Rig) -> None:
+    """The deny rules of ``--disallowedTools`` last for the process: widening is
+    refused in words (64) before anything is sent, and the session lives on."""
+    rig = claude_rig
+    async with session_agent(rig, permissions="read-only").session() as session:
+        refused = await session.send_result("SCENARIO:write wide.txt x", permissions="edit")
+        after = await session.send_result("SCENARIO:text still here")
+    assert (refused.status, refused.error) == (64, "invalid_request")
+    assert "cannot switch a live session opened with permissions='read-only'" in refused.message
+    assert (after.status, after.message) == (0, "still here")
+    assert not (rig.work / "wide.txt").exists()
+    assert all(
+        r.scenario is None or r.scenario.name != "write" for r in rig.server.model_requests()
+    )
