@@ -9,11 +9,12 @@ Measured with claude 2.1.330 against the fake model server
 patch shallowly into the flag-settings layer (its schema says so), so a later
 ``{"permissions": {...}}`` replaces the earlier one: a level switched to by a
 turn can be switched back.  The rules of ``--disallowedTools`` and
-``--allowedTools`` in argv are another layer, kept for the process's life: a
-session opened ``read-only`` cannot widen (its deny rules win over any
-allow), one opened ``full`` cannot become ``edit`` (its tools stay
-pre-approved); the capability check refuses those
-(:attr:`ClaudeControl.fixed_levels`)."""
+``--allowedTools`` in argv are another layer, kept for the process's life
+(measured without the refusal: a session opened ``read-only`` switched to
+``edit`` answers the model's Write "No such tool available: Write. Write is
+disabled for this session"; one opened ``full`` switched to ``edit`` still
+ran a Bash command unasked): the capability check refuses those switches
+(:data:`FIXED_LEVELS`)."""
 
 from __future__ import annotations
 

@@ -314,7 +314,9 @@ class ControlProtocol(ABC):
     ``can_compact``: compaction on demand; ``context_usage``: the context's
     use now; ``asks_questions``: the CLI's questions to the user reach the
     session; ``takes_mcp_servers``: the caller's MCP servers are declared to
-    the CLI.
+    the CLI; ``fixed_levels`` and ``turn_schema_in_prompt``: what a session's
+    opening fixed for its turns (claude's argv).  A switch a turn makes by a
+    control request is one of :meth:`turn_calls`, awaited before its prompt.
     """
 
     name: ClassVar[str] = ""
