@@ -24,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -184,14 +185,7 @@ def _loaded(image: Image, cwd: str) -> Image:
     if data is None:
         assert path is not None
         path = _where(path, cwd)
-        try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > MAX_IMAGE_BYTES:
-                    raise ConfigError(_too_big(path, size))
-                data = fh.read(MAX_IMAGE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+        data = _read(path)
     name = repr(path) if path is not None else "(bytes)"
     if len(data) > MAX_IMAGE_BYTES:
         raise ConfigError(_too_big(name, len(data)))
@@ -201,6 +195,31 @@ def _loaded(image: Image, cwd: str) -> Image:
             "whatever its name says)"
         )
     return Image(path=path, data=data)
+
+
+def _read(path: str) -> bytes:
+    """A regular file's bytes, up to the cap: opened without blocking (a FIFO
+    or a device would hold the door open forever), refused unless regular."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"image {path!r} is not a regular file")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise ConfigError(_too_big(repr(path), info.st_size))
+        chunks: list[bytes] = []
+        left = MAX_IMAGE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _too_big(name: str, size: int) -> str:

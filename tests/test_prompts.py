@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -60,6 +61,10 @@ def test_an_image_is_read_at_the_door_its_type_from_its_bytes(tmp_path: Path) ->
         checked_prompt(["look", Image(path="notes.png")], str(tmp_path))
     with pytest.raises(ConfigError, match="cannot be read"):
         checked_prompt(["look", Image(path="absent.png")], str(tmp_path))
+    os.mkfifo(tmp_path / "fifo.png")  # opened without blocking: never a hang at the door
+    for odd in ("fifo.png", "/dev/zero", str(tmp_path)):
+        with pytest.raises(ConfigError, match="is not a regular file"):
+            checked_prompt(["look", Image(path=odd)], str(tmp_path))
     assert [sniff(b"GIF89a..."), sniff(b"RIFF\0\0\0\0WEBPVP8 ")] == ["image/gif", "image/webp"]
 
 
