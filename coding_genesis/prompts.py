@@ -44,6 +44,7 @@ __all__ = [
     "part_kind",
     "path_parts",
     "sniff",
+    "text_of",
 ]
 
 #: The largest image a prompt may carry (the APIs' own limits are near it).
@@ -236,6 +237,17 @@ def _file(ref: FileRef, cwd: str) -> FileRef:
     return FileRef(path)
 
 
+def text_of(prompt: object) -> str:
+    """A prompt's text, unchecked: a string as it is, a sequence's text parts
+    joined by blank lines (its other parts left out: what a listing of
+    requests shows, never an image's bytes)."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, Sequence) or isinstance(prompt, bytes | bytearray):
+        return ""
+    return "\n\n".join(part for part in prompt if isinstance(part, str) and part.strip())
+
+
 def checked_prompt(prompt: object, cwd: str) -> tuple[str, tuple[Image | FileRef, ...]]:
     """The prompt's text and its other parts, checked at the door: a string,
     or a sequence of strings, :class:`Image`, :class:`FileRef` (and their JSON
@@ -265,7 +277,7 @@ def checked_prompt(prompt: object, cwd: str) -> tuple[str, tuple[Image | FileRef
             raise ConfigError(
                 f"a prompt part must be a str, Image or FileRef, got {type(part).__name__}"
             )
-    text = "\n\n".join(t for t in texts if t.strip())
+    text = text_of(texts)
     if parts and not text:
         raise ConfigError("prompt has parts but no text: say what the agent should do with them")
     return check_prompt(text), tuple(parts)
