@@ -24,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -43,6 +44,7 @@ __all__ = [
     "part_kind",
     "path_parts",
     "sniff",
+    "text_of",
 ]
 
 #: The largest image a prompt may carry (the APIs' own limits are near it).
@@ -184,14 +186,7 @@ def _loaded(image: Image, cwd: str) -> Image:
     if data is None:
         assert path is not None
         path = _where(path, cwd)
-        try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size > MAX_IMAGE_BYTES:
-                    raise ConfigError(_too_big(path, size))
-                data = fh.read(MAX_IMAGE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+        data = _read(path)
     name = repr(path) if path is not None else "(bytes)"
     if len(data) > MAX_IMAGE_BYTES:
         raise ConfigError(_too_big(name, len(data)))
@@ -201,6 +196,31 @@ def _loaded(image: Image, cwd: str) -> Image:
             "whatever its name says)"
         )
     return Image(path=path, data=data)
+
+
+def _read(path: str) -> bytes:
+    """A regular file's bytes, up to the cap: opened without blocking (a FIFO
+    or a device would hold the door open forever), refused unless regular."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"image {path!r} is not a regular file")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise ConfigError(_too_big(repr(path), info.st_size))
+        chunks: list[bytes] = []
+        left = MAX_IMAGE_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"image {path!r} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _too_big(name: str, size: int) -> str:
@@ -215,6 +235,17 @@ def _file(ref: FileRef, cwd: str) -> FileRef:
     if not os.path.isfile(path):
         raise ConfigError(f"file {path!r} of the prompt is not a file (or does not exist)")
     return FileRef(path)
+
+
+def text_of(prompt: object) -> str:
+    """A prompt's text, unchecked: a string as it is, a sequence's text parts
+    joined by blank lines (its other parts left out: what a listing of
+    requests shows, never an image's bytes)."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, Sequence) or isinstance(prompt, bytes | bytearray):
+        return ""
+    return "\n\n".join(part for part in prompt if isinstance(part, str) and part.strip())
 
 
 def checked_prompt(prompt: object, cwd: str) -> tuple[str, tuple[Image | FileRef, ...]]:
@@ -246,7 +277,7 @@ def checked_prompt(prompt: object, cwd: str) -> tuple[str, tuple[Image | FileRef
             raise ConfigError(
                 f"a prompt part must be a str, Image or FileRef, got {type(part).__name__}"
             )
-    text = "\n\n".join(t for t in texts if t.strip())
+    text = text_of(texts)
     if parts and not text:
         raise ConfigError("prompt has parts but no text: say what the agent should do with them")
     return check_prompt(text), tuple(parts)

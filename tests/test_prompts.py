@@ -10,7 +10,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 from collections.abc import Mapping
+from operator import itemgetter
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from coding_genesis.errors import ConfigError
 from coding_genesis.prompts import MAX_IMAGE_BYTES, checked_prompt, described, sniff
 from tests.session.twoway import one_way_backend
 from tests.support import cli_request
+from tests.terminal import genesis
 
 #: A 1x1 PNG (a red pixel).
 PNG = base64.b64decode(
@@ -60,6 +63,10 @@ def test_an_image_is_read_at_the_door_its_type_from_its_bytes(tmp_path: Path) ->
         checked_prompt(["look", Image(path="notes.png")], str(tmp_path))
     with pytest.raises(ConfigError, match="cannot be read"):
         checked_prompt(["look", Image(path="absent.png")], str(tmp_path))
+    os.mkfifo(tmp_path / "fifo.png")  # opened without blocking: never a hang at the door
+    for odd in ("fifo.png", "/dev/zero", str(tmp_path)):
+        with pytest.raises(ConfigError, match="is not a regular file"):
+            checked_prompt(["look", Image(path=odd)], str(tmp_path))
     assert [sniff(b"GIF89a..."), sniff(b"RIFF\0\0\0\0WEBPVP8 ")] == ["image/gif", "image/webp"]
 
 
@@ -301,3 +308,26 @@ def test_a_one_shot_acp_run_with_an_image_its_agent_refuses_answers_64(tmp_path:
             "sha256": hashlib.sha256(PNG).hexdigest(),
         }
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [False, True])
+def test_run_many_refuses_a_path_part_without_trusted_input(tmp_path: Path, trusted: bool) -> None:
+    (tmp_path / "pixel.png").write_bytes(PNG)
+    lines = [
+        {"prompt": ["look", {"type": "image", "path": str(tmp_path / "pixel.png")}]},
+        {"prompt": ["look", {"type": "image", "data": B64}]},
+        {"prompt": ["look", {"type": "image", "data": base64.b64encode(b"GIF8").decode()}]},
+    ]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("".join(json.dumps({**line, "backend": "failer"}) + "\n" for line in lines))
+    proc = genesis(["run-many", str(batch), *(["--trusted-input"] if trusted else [])])
+    results = sorted(
+        (json.loads(line) for line in proc.stdout.splitlines()), key=itemgetter("index")
+    )
+    assert b"Traceback" not in proc.stderr
+    statuses = [r["status"] for r in results]
+    assert statuses == [0 if trusted else 64, 0, 64], results
+    if not trusted:
+        assert "refused prompt part(s) naming a path" in results[0]["message"]
+    assert "is not a PNG, JPEG, GIF or WebP image" in results[2]["message"]

@@ -57,7 +57,10 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    prompt: str = Field(description="what to ask the CLI")
+    prompt: str | list[str | dict[str, Any]] = Field(
+        description="what to ask the CLI: text, or text parts with images and files "
+        '({"type": "image", "data": base64}; one naming a "path" needs --trusted-input)'
+    )
     backend: str | None = Field(None, description="claude, codex, gemini, opencode, qwen, failer")
     model: str | None = None
     timeout: float | None = Field(None, description="wall-clock limit, seconds")

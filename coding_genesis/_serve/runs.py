@@ -35,6 +35,7 @@ from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.batch import RunSpec, failure_result
 from coding_genesis.events import Event
 from coding_genesis.observer import Observer, RunInfo, RunObserver
+from coding_genesis.prompts import text_of
 from coding_genesis.status import ErrorCode, Status
 
 __all__ = ["Draining", "Entry", "Full", "Runs"]
@@ -60,8 +61,9 @@ class Draining(Exception):
 
 
 def prompt_head(prompt: object) -> str:
-    """A prompt's first non-blank line, cut (what a listing shows)."""
-    text = str(prompt or "")
+    """A prompt's first non-blank line, cut (what a listing shows): of its
+    text parts alone, never an image's bytes."""
+    text = text_of(prompt) if prompt else ""
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return first[:PROMPT_HEAD]
 
