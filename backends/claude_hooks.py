@@ -38,7 +38,10 @@ each answer can do, measured on claude 2.1.330 against the fake model server:
 Matchers (:func:`~coding_genesis.hooks.matching`): a tool event whose hooks
 all name their tools is registered with the union of their matchers (claude
 then never calls back for another tool); the ``PreToolUse`` callback the
-approver shares stays registered for every tool.
+approver shares stays registered for every tool.  Measured on 2.1.330: a
+``Write`` call is not called back for ``Writ`` (names alone match exactly) and
+is for ``ri.e`` and ``(?:Wri.e)|(?:Nothing)`` (anything else is searched), as
+:func:`~coding_genesis.hooks.matches` reads them.
 """
 
 from __future__ import annotations

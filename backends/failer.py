@@ -24,7 +24,7 @@ from coding_genesis.retry import DEFAULT_RETRIES
 from coding_genesis.status import FailureCategory
 
 from .claude import PARTIAL_FLAG, ClaudeTranslator
-from .claude_control import SESSION_FLAGS, ClaudeControl
+from .claude_control import SESSION_FLAGS, ClaudeControl, agent_definitions
 
 __all__ = ["ERROR_CATEGORIES", "RETRYABLE_CODES", "RETRYABLE_ENV", "FailerBackend"]
 
@@ -65,7 +65,8 @@ class FailerBackend(Backend):
     #: read-only refuses them, edit allows writes under the cwd, full everything.
     permission_levels = frozenset({"read-only", "edit", "full"})
     #: ``partial``: it writes claude's ``stream_event`` pieces before each text.
-    takes = frozenset({"partial"})
+    #: ``agents=``: its ``/agent <name> <task>`` runs one, between claude's subagent hooks.
+    takes = frozenset({"partial", "agents"})
     notes = (
         "the embedded test CLI: no model (model= is ignored), scripted tool calls, no API retries",
     )
@@ -83,6 +84,8 @@ class FailerBackend(Backend):
         args = ["-p", "--output-format", "stream-json", "--verbose"]
         if request.request_key:
             args.append(f"--request-key={request.request_key}")
+        if request.agents:  # a session's go in initialize, as claude's do
+            args.append(f"--agents={json.dumps(agent_definitions(request))}")
         return _command(args, request, stdin=request.prompt.encode("utf-8"))
 
     def control(self) -> ClaudeControl:

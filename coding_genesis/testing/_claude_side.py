@@ -238,6 +238,8 @@ class ClaudeSide:
         self.callbacks: dict[str, str] = {}
         #: The host tools each SDK MCP server listed (server -> names).
         self.host_tools: dict[str, list[str]] = {}
+        #: The subagent definitions ``initialize`` (or ``--agents``) gave, by name.
+        self.agents: dict[str, Any] = {}
         self.last_error = False
         self.eof = False
         #: An interrupt came while a hook ran (acknowledged): the turn's next wait sees it.
@@ -375,6 +377,9 @@ class ClaudeSide:
             for event, matchers in hooks.items() if isinstance(hooks, dict) else ():
                 for matcher in matchers or []:
                     self.callbacks[event] = (matcher.get("hookCallbackIds") or [None])[0]
+            agents = request.get("agents")
+            if isinstance(agents, dict):
+                self.agents.update(agents)
             for server in self.sdk_servers:  # before the answer, as claude does
                 self.host_tools[server] = self._mcp_handshake(server)
             answer = {"subtype": "success", "request_id": rid, "response": {"commands": []}}

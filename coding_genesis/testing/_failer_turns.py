@@ -17,9 +17,10 @@ does is what claude 2.1.330 does (the recordings in ``tests/fakes/recordings/two
 * The call runs only once allowed, with the input as answered: ``/write`` writes
   the file, ``/bash`` runs the command without a shell (its words split as a
   shell splits them; no pipes or redirections), ``/tool`` calls the caller's
-  function through ``mcp_message``.  An interrupt stops it.
-* ``PostToolUse``/``PostToolUseFailure``, ``Stop`` and ``PreCompact`` hooks are
-  called where claude calls them (a ``Stop`` hook that blocks makes the failer
+  function through ``mcp_message``, ``/agent`` runs a subagent of
+  ``agents=`` (between ``SubagentStart`` and ``SubagentStop``).  An interrupt stops it.
+* ``UserPromptSubmit``, ``PostToolUse``/``PostToolUseFailure``, ``Stop`` and
+  ``PreCompact`` hooks are called where claude calls them (a ``Stop`` hook that blocks makes the failer
   answer again, at most 8 times in a row); what hooks add as context is said
   in the answer.
 * With ``--json-schema`` the answer is a ``StructuredOutput`` call: the
@@ -59,10 +60,10 @@ else:  # run from failer.py's directory
 
 _COMMAND = re.compile(
     r"(?<![\w/])/(fail-then-succeed|fail|timeout|partial|rate-limit|stderr"
-    r"|write|bash|tool|json|compact|history)(?![\w-])"
+    r"|write|bash|tool|agent|json|compact|history)(?![\w-])"
 )
 #: Commands of a live session only (a one-shot run answers them as plain text).
-_LIVE_ONLY = frozenset({"tool", "compact", "history"})
+_LIVE_ONLY = frozenset({"tool", "agent", "compact", "history"})
 _FAILURES = frozenset({"fail-then-succeed", "fail", "timeout", "partial", "rate-limit", "stderr"})
 #: Commands claude runs unasked (read-only, no shell).
 _PLAIN_COMMANDS = frozenset({"echo", "ls", "pwd", "cat", "true", "date", "whoami"})
@@ -106,6 +107,9 @@ class FailerSide(ClaudeSide):
         )
         self.args, self.failer, self.live = args, failer, live
         self.partial = bool(getattr(args, "include_partial_messages", False))
+        if getattr(args, "agents", None):
+            given = json.loads(args.agents)
+            self.agents.update(given if isinstance(given, dict) else {})
         self.schema: dict[str, Any] | None = None
         if args.json_schema is not None:
             schema = json.loads(args.json_schema)
@@ -222,6 +226,13 @@ class FailerSide(ClaudeSide):
                 return self.invalid(command, "expects a path and the text")
             tool_input = {"file_path": os.path.join(os.getcwd(), path), "content": text + "\n"}
             done = self.call("Write", tool_input, self._write)
+        elif command == "agent":
+            name, _, task = rest.partition(" ")
+            if name not in self.agents or not task:
+                known = ", ".join(self.agents) or "none"
+                return self.invalid(command, f"expects a subagent and its task (agents=: {known})")
+            tool_input = {"subagent_type": name, "description": name, "prompt": task}
+            done = self.call("Agent", tool_input, self._subagent)
         elif command == "bash":
             if not rest:
                 return self.invalid(command, "expects a command")
@@ -479,6 +490,27 @@ class FailerSide(ClaudeSide):
         if existed:
             return f"The file {path} has been updated successfully.", False, said
         return f"File created successfully at: {path}", False, said
+
+    def _subagent(self, tool_input: Mapping[str, Any], call: str) -> Ran:
+        """A subagent as claude runs one: ``SubagentStart`` (its context is what
+        the subagent reads besides its task), its answer, ``SubagentStop`` (a
+        block keeps it going, as ``Stop`` does a turn)."""
+        name = str(tool_input.get("subagent_type"))
+        definition = self.agents.get(name) or {}
+        who = {"agent_id": f"{self.prefix}-agent-{call}", "agent_type": name}
+        out = self.hook("SubagentStart", who)
+        specific = out.get("hookSpecificOutput")
+        context = specific.get("additionalContext") if isinstance(specific, dict) else None
+        said = f"{name} ({definition.get('prompt', '')}) read: {tool_input.get('prompt')}"
+        if context:
+            said += f" [SubagentStart hook additional context: {context}]"
+        for round_ in range(_MAX_STOPS):
+            data = {**who, "stop_hook_active": round_ > 0, "last_assistant_message": said}
+            out = self.hook("SubagentStop", data)
+            if out.get("decision") != "block" or self.interrupt_pending:
+                break
+            said = f"{name} went on, as the SubagentStop hook asked: {out.get('reason') or ''}"
+        return said, False, said
 
     def _bash(self, tool_input: Mapping[str, Any], call: str) -> Ran:
         command = tool_input.get("command")

@@ -28,9 +28,10 @@ Tool calls, asked about as claude asks (see ``_failer_turns.py``):
 
 Started with ``--input-format stream-json`` it speaks claude's two-way control
 protocol (a live session: ``agent.session()``, ``approver=``, ``hooks=``,
-``tools=``, ``genesis chat``), where three more commands work:
+``tools=``, ``genesis chat``), where four more commands work:
 
   /tool NAME JSON        calls the caller's function NAME (tools=) with JSON arguments
+  /agent NAME TASK       an Agent call: the subagent NAME (agents=) reads TASK
   /compact               compacts the conversation (the pre_compact hook point)
   /history               says the earlier prompts of this conversation (resume=)
 
@@ -312,6 +313,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--permissions", choices=("read-only", "edit", "full"))
     parser.add_argument("--json-schema", help="answer with a value of this JSON Schema")
     parser.add_argument("--mcp-config", help="claude's SDK MCP servers (the host tools)")
+    parser.add_argument("--agents", help="claude's subagent definitions (JSON), for /agent")
     parser.add_argument("--allowedTools", default="", help="tools allowed without asking")
     return parser
 

@@ -52,3 +52,14 @@ Feature: Hook points and tool matchers
     Given a fake ACP agent "gemini"
     Then a subagent_stop hook is refused with "reports no subagent_stop hook point"
     And agents= is refused with "takes no subagent definitions, which agents= needs"
+
+  Scenario: A defined subagent runs between its start and stop hooks
+    Given a two-way failer agent with permissions "full"
+    And the subagent "reviewer" prompted "You review code."
+    And a subagent_start hook that adds the context "Be brief."
+    And a subagent_stop hook that blocks once saying "check the tests too"
+    When a session is opened
+    And the session is sent "/agent reviewer look at main.py"
+    Then the last answer says "reviewer went on, as the SubagentStop hook asked: check the tests too"
+    And the hooks of the turn were "subagent_start" "changed", "subagent_stop" "blocked", "subagent_stop" "continued"
+    And the subagent_stop hook first read "reviewer (You review code.) read: look at main.py [SubagentStart hook additional context: Be brief.]"

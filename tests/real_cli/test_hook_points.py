@@ -192,3 +192,25 @@ async def test_qwen_s_prompt_and_session_points_are_observed(qwen_rig: MoreRig) 
     ]
     assert r.hooks[2]["not_applied"] == "qwen cannot apply a session_end hook's block"
     assert [h.event for h in seen] == ["session_start", "prompt_submit", "session_end"]
+
+
+async def test_a_prompt_submit_hook_keeps_a_prompt_from_claude_s_model(claude_rig: Rig) -> None:
+    rig = claude_rig
+
+    def refuse(hook: HookInput) -> HookResult | None:
+        if "secret" in str(hook.prompt):
+            return HookResult(block=True, message="no secrets in prompts")
+        return None
+
+    agent = session_agent(rig, hooks={"prompt_submit": refuse})
+    async with agent.session() as session:
+        refused = await session.send_result("SCENARIO:text the secret is 42")
+        after = await session.send_result("SCENARIO:text fine")
+    assert refused.status == 0, refused.message
+    assert refused.message.startswith(
+        "UserPromptSubmit operation blocked by hook:\nno secrets in prompts"
+    ), refused.message
+    assert [(h["event"], h["outcome"]) for h in refused.hooks] == [("prompt_submit", "blocked")]
+    assert after.status == 0 and after.message == "fine", after.message
+    said = json.dumps([r.body for r in rig.server.model_requests()])
+    assert "the secret is 42" not in said  # the model never read it

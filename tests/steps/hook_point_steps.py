@@ -45,6 +45,36 @@ def observed_points(live: Live) -> None:
         live.hooks[event] = ask
 
 
+@given(parsers.parse('the subagent "{name}" prompted "{prompt}"'))
+def subagent(live: Live, name: str, prompt: str) -> None:
+    live.settings.setdefault("agents", {})[name] = Subagent(f"The {name}", prompt)
+
+
+@given(parsers.parse('a subagent_start hook that adds the context "{context}"'))
+def subagent_context(live: Live, context: str) -> None:
+    live.hooks["subagent_start"] = lambda point: HookResult(context=context)
+
+
+@pytest.fixture
+def stops() -> list[HookInput]:
+    """What the subagent_stop hook was told, in order."""
+    return []
+
+
+@given(parsers.parse('a subagent_stop hook that blocks once saying "{message}"'))
+def subagent_goes_on(live: Live, stops: list[HookInput], message: str) -> None:
+    def hook(point: HookInput) -> HookResult | None:
+        stops.append(point)
+        return HookResult(block=True, message=message) if len(stops) == 1 else None
+
+    live.hooks["subagent_stop"] = hook
+
+
+@then(parsers.parse('the subagent_stop hook first read "{text}"'))
+def subagent_read(stops: list[HookInput], text: str) -> None:
+    assert stops and stops[0].answer == text and stops[0].agent == "reviewer", stops
+
+
 @then("the turn ran no hook")
 def no_hook(live: Live) -> None:
     assert live.last["hooks"] == [], live.last["hooks"]
