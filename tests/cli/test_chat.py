@@ -339,3 +339,34 @@ def test_chat_with_the_failer_asks_about_its_write_offline(
     say(terminal, "/exit")
     assert terminal.wait() == 0
     assert "Traceback" not in terminal.seen
+
+
+def test_chat_streams_the_answer_as_written_and_prints_it_once(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """chat opens its session with partial=True where the CLI can (the failer writes
+    claude's stream_event pieces): the panel follows the text, the answer is printed
+    once, whole."""
+    env = {
+        "GENESIS_TRANSCRIPTS": str(tmp_path / "runs"),
+        "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
+    }
+    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
+    terminal = Terminal(argv, env=env)
+    terminals.append(terminal)
+    assert terminal.wait_for("session open"), terminal.screen
+    say(terminal, "hello")
+    assert terminal.wait_for("responding normally"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    assert terminal.screen.count("No failure mode specified, responding normally") == 1
+    assert "Traceback" not in terminal.seen
+    (own,) = [
+        p
+        for p in (tmp_path / "runs").iterdir()
+        if json.loads((p / "meta.json").read_text()).get("kind") == "session"
+    ]
+    stdout = (own.parent / run_dirs(tmp_path)[0].name / "stdout.jsonl").read_text()
+    assert '"stream_event"' in stdout  # the CLI was told --include-partial-messages
