@@ -63,8 +63,8 @@ ROWS = (
     "permissions",
     "setting_sources",
     "takes",
-    "turn",
     "partial",
+    "turn",
 )
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
@@ -253,9 +253,7 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
-    refused = _unseen_project(backend, settings) or _partial_refusal(
-        backend, protocol, settings, mode
-    )
+    refused = _unseen_project(backend, settings)
     if refused is not None:
         return refused
     for option, noun in TAKES.items():
@@ -265,7 +263,7 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
                 f"backend {backend.name!r} takes no {noun}, which {option}= needs"
                 + _listed("backends that do", option),
             )
-    return None
+    return _partial_refusal(backend, protocol, settings, mode)
 
 
 def _turn_refusal(backend: Backend, settings: RequestSettings) -> Unsupported | None:
