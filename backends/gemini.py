@@ -279,29 +279,44 @@ class GeminiBackend(Backend):
 class GeminiTranslator(Translator):
     """gemini stream-json lines to normalized events.
 
-    Assistant text comes as ``delta`` chunks: each is a text event, and the
-    chunks since the last tool call make the result's text (gemini's ``result``
-    line carries none).
+    Assistant text comes as ``delta`` chunks: one text event per message, its
+    chunks joined, given at the next line that is not one of them (a text
+    event means "a message" on every backend); the chunks since the last tool
+    call make the result's text (gemini's ``result`` line carries none).
     """
 
-    __slots__ = ("_chunks", "_tool_names")
+    __slots__ = ("_chunks", "_open", "_tool_names")
 
     def __init__(self) -> None:
         self._tool_names: dict[str, str] = {}
         self._chunks: list[str] = []
+        #: The chunks of the message not given as its event yet.
+        self._open: list[str] = []
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
-        kind = obj.get("type")
-        if kind == "message":
-            if obj.get("role") != "assistant":
-                return ()
+        if obj.get("type") == "message" and obj.get("role") == "assistant":
             text = obj.get("content")
             if not isinstance(text, str):
                 return ()
+            whole = [] if obj.get("delta") else self.flush()
             if not obj.get("delta"):
                 self._chunks.clear()
             self._chunks.append(text)
-            return (TextEvent(text),)
+            self._open.append(text)
+            return whole
+        whole = self.flush()
+        events = self._line(obj)
+        return [*whole, *events] if whole else events
+
+    def flush(self) -> Sequence[Event]:
+        """The open message as one text event (none: nothing)."""
+        if not self._open:
+            return []
+        text, self._open = "".join(self._open), []
+        return [TextEvent(text)]
+
+    def _line(self, obj: dict[str, Any]) -> Sequence[Event]:
+        kind = obj.get("type")
         if kind == "tool_use":
             self._chunks.clear()
             name = str(obj.get("tool_name") or "unknown")

@@ -65,11 +65,11 @@ ROWS = (
     "permissions",
     "setting_sources",
     "takes",
-    "parts",
     "mcp_servers",
     "asker",
-    "turn",
     "partial",
+    "parts",
+    "turn",
 )
 
 #: The options a backend maps only where it says so (``Backend.takes``), each
@@ -273,9 +273,7 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
         require_setting_sources(backend, settings.setting_sources)
     except ConfigError as exc:
         return Unsupported("setting_sources", str(exc))
-    refused = _unseen_project(backend, settings) or _partial_refusal(
-        backend, protocol, settings, mode
-    )
+    refused = _unseen_project(backend, settings)
     if refused is not None:
         return refused
     for option, noun in TAKES.items():
@@ -285,7 +283,9 @@ def _refusal(backend: Backend, settings: RequestSettings, mode: Mode) -> Unsuppo
                 f"backend {backend.name!r} takes no {noun}, which {option}= needs"
                 + _listed("backends that do", option),
             )
-    return _mcp_or_asker(backend, protocol, settings)
+    return _mcp_or_asker(backend, protocol, settings) or _partial_refusal(
+        backend, protocol, settings, mode
+    )
 
 
 def _mcp_or_asker(

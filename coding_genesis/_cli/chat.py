@@ -183,8 +183,11 @@ def handle(args: argparse.Namespace) -> int:
             run_log=run_log_path(),
             ledger=ledger_setting(),
         )
+        protocol = agent.backend.control()
         session = agent.session(
             resume=args.resume,
+            # the panel's last line follows the text as it is written, where the CLI says it
+            partial=protocol is not None and protocol.deltas,
             permissions=args.permissions,
             approver=approver_from(args, asker),
             approval_timeout=approval_timeout(args, asking=True),

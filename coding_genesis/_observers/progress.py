@@ -21,6 +21,7 @@ from coding_genesis.events import (
     Event,
     ResultEvent,
     SessionEvent,
+    TextDeltaEvent,
     TextEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -105,6 +106,8 @@ class RunTracker:
         self.running: dict[str, str] = {}
         self.last_tool: str | None = None
         self.last_text = ""
+        #: The end of the message being written, from its deltas.
+        self._writing = ""
         self.cli_retries = 0
         self.last_cli_retry: str | None = None
         self.attempt = 1
@@ -158,7 +161,16 @@ class RunTracker:
             handle(self, event)
 
     def _on_text(self, event: TextEvent) -> None:
+        self._writing = ""
         line = _last_line(event.text)
+        if line:
+            self.last_text = line
+
+    def _on_text_delta(self, event: TextDeltaEvent) -> None:
+        """A piece of the message being written (``partial=True``): the last
+        line shown is that message's, as it grows (bounded: its last 4 KiB)."""
+        self._writing = (self._writing + event.text)[-4096:]
+        line = _last_line(self._writing)
         if line:
             self.last_text = line
 
@@ -303,6 +315,7 @@ def _clock_text(seconds: float) -> str:
 #: What each kind of event changes in a run's progress (by its type).
 _HANDLERS: dict[type, Callable[[RunTracker, Any], None]] = {
     TextEvent: RunTracker._on_text,
+    TextDeltaEvent: RunTracker._on_text_delta,
     ToolCallEvent: RunTracker._on_tool_call,
     ToolResultEvent: RunTracker._on_tool_result,
     SessionEvent: RunTracker._on_session,

@@ -376,18 +376,18 @@ class RunObservers:
                 self._drop(handle, "flush")
 
     def stdin(self, data: bytes) -> None:
-        for handle in tuple(self._live):
-            try:
-                handle.stdin(data)
-            except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
-                self._drop(handle, "stdin")
+        self._each("stdin", data)
 
     def stderr(self, chunk: bytes) -> None:
+        self._each("stderr", chunk)
+
+    def _each(self, name: str, data: bytes) -> None:
+        """Bytes to every live observer's method ``name`` (off the stdout hot path)."""
         for handle in tuple(self._live):
             try:
-                handle.stderr(chunk)
+                getattr(handle, name)(data)
             except Exception:  # noqa: BLE001  (a failing observer is dropped, the run goes on)
-                self._drop(handle, "stderr")
+                self._drop(handle, name)
 
     def attempt_env(self) -> dict[str, str]:
         """An attempt is about to start: the variables observers add to its

@@ -93,6 +93,9 @@ class RunRequest(BaseModel):
         description="seconds an approval of the inbox waits; then its default (deny) applies "
         "(default: the server's --approval-timeout)",
     )
+    partial: bool | None = Field(
+        None, description="text and thinking deltas (text_delta events) before each message"
+    )
 
 
 class Lost(BaseModel):
@@ -312,6 +315,9 @@ class SessionRequest(BaseModel):
         '"none": the permission level decides',
     )
     approval_timeout: float | None = Field(None, gt=0, le=UNTRUSTED_APPROVAL_TIMEOUT)
+    partial: bool | None = Field(
+        None, description="text and thinking deltas (text_delta events) before each message"
+    )
     keep_results: int | None = Field(
         None, ge=0, description="turns kept (default 100, at most the server's --session-history)"
     )

@@ -39,6 +39,21 @@ def chat(terminals: list[Terminal], fake: FakeCLI, tmp_path: Path, *args: str) -
     return terminal
 
 
+def failer_chat(terminals: list[Terminal], tmp_path: Path, transcripts: str) -> Terminal:
+    """`genesis chat` with the embedded failer in ``tmp_path``, its session open."""
+    env = {
+        "GENESIS_TRANSCRIPTS": transcripts,
+        "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
+        "GENESIS_LEDGER": str(tmp_path / "ledger"),
+        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
+    }
+    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
+    terminal = Terminal(argv, env=env)
+    terminals.append(terminal)
+    assert terminal.wait_for("session open"), terminal.screen
+    return terminal
+
+
 def say(terminal: Terminal, line: str) -> None:
     terminal.send(line.encode() + b"\r")
 
@@ -317,16 +332,7 @@ def test_chat_with_the_failer_asks_about_its_write_offline(
     tmp_path: Path, terminals: list[Terminal]
 ) -> None:
     # No credentials, no fake on PATH: the embedded failer plays claude's side.
-    env = {
-        "GENESIS_TRANSCRIPTS": "off",
-        "GENESIS_RUN_LOG": str(tmp_path / "runs.jsonl"),
-        "GENESIS_LEDGER": str(tmp_path / "ledger"),
-        "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
-    }
-    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
-    terminal = Terminal(argv, env=env)
-    terminals.append(terminal)
-    assert terminal.wait_for("session open"), terminal.screen
+    terminal = failer_chat(terminals, tmp_path, "off")
     say(terminal, "/write notes.txt hello")
     assert terminal.wait_for("Allow Write"), terminal.screen
     say(terminal, "y")
@@ -339,3 +345,25 @@ def test_chat_with_the_failer_asks_about_its_write_offline(
     say(terminal, "/exit")
     assert terminal.wait() == 0
     assert "Traceback" not in terminal.seen
+
+
+def test_chat_streams_the_answer_as_written_and_prints_it_once(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """chat opens its session with partial=True where the CLI can (the failer writes
+    claude's stream_event pieces): the panel follows the text, the answer is printed
+    once, whole."""
+    terminal = failer_chat(terminals, tmp_path, str(tmp_path / "runs"))
+    say(terminal, "hello")
+    assert terminal.wait_for("responding normally"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    assert terminal.screen.count("No failure mode specified, responding normally") == 1
+    assert "Traceback" not in terminal.seen
+    (own,) = [
+        p
+        for p in (tmp_path / "runs").iterdir()
+        if json.loads((p / "meta.json").read_text()).get("kind") == "session"
+    ]
+    stdout = (own.parent / run_dirs(tmp_path)[0].name / "stdout.jsonl").read_text()
+    assert '"stream_event"' in stdout  # the CLI was told --include-partial-messages

@@ -144,3 +144,20 @@ def test_the_panel_shows_usage_cost_and_the_budget() -> None:
     # claude's result: its own total and cost replace the running sum.
     feed(tracker, UsageEvent({"input_tokens": 2000, "output_tokens": 2000}, 0.5))
     assert tracker.tokens == 4000 and tracker.cost_usd == 0.5
+
+
+def test_the_panels_last_line_follows_the_text_as_it_is_written() -> None:
+    """With ``partial=True`` (``genesis chat``) the last line of text grows with each
+    delta, then the whole message replaces it; the next message starts afresh."""
+    from coding_genesis.events import TextDeltaEvent
+
+    tracker = RunTracker("claude", 60.0)
+    feed(tracker, TextDeltaEvent("Hello, wor", "m1"))
+    assert tracker.last_text == "Hello, wor"
+    feed(tracker, TextDeltaEvent("ld.\nSecond li", "m1"))
+    assert tracker.last_text == "Second li"
+    assert "Second li" in draw(tracker)
+    feed(tracker, TextEvent("Hello, world.\nSecond line."))
+    assert tracker.last_text == "Second line."
+    feed(tracker, TextDeltaEvent("Next", "m2"))
+    assert tracker.last_text == "Next"

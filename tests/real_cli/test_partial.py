@@ -7,13 +7,14 @@ answer is the whole message; the transcript keeps the CLI's own lines and no del
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coding_genesis import Event
+from coding_genesis import CodingGenesisAgent, Event
 from coding_genesis.events import TextDeltaEvent, TextEvent, ThoughtDeltaEvent
 from tests.fakes.model_server import RecordedRequest
 from tests.real_cli.test_acp import acp_agent
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta"
 PIECES = 4
+TEE = Path(__file__).resolve().parents[1] / "fakes" / "tee_cli.py"
 CHUNKS = f"SCENARIO:chunks {PIECES} 400 {WORDS}"
 
 
@@ -86,8 +88,19 @@ def _check_transcript(where: Path, backend: str, text: str) -> None:
 
 async def test_a_run_streams_deltas(rig: Rig) -> None:
     """claude one-shot (``-p --include-partial-messages``); codex exec has no pieces,
-    so the run is one turn of its app-server."""
-    agent = rig.agent_with(partial=True, transcripts=str(rig.tmp / "t"))
+    so the run is one turn of its app-server.  The CLI's stdout, copied on its way
+    (``tests/fakes/tee_cli.py``), is the transcript's ``stdout.jsonl`` byte for byte."""
+    copy = rig.tmp / "cli-stdout"
+    agent = CodingGenesisAgent(
+        rig.backend,
+        cli_path=(sys.executable, str(TEE), str(copy), rig.cli),
+        cwd=rig.work,
+        env=rig.env(),
+        timeout=60.0,
+        grace=2.0,
+        partial=True,
+        transcripts=str(rig.tmp / "t"),
+    )
     events: list[tuple[float, Event]] = []
     agent.subscribe(lambda event: events.append((time.time(), event)))
     response: Any = await agent.run(CHUNKS)
