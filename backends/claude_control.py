@@ -66,6 +66,7 @@ from coding_genesis.control import (
     Outgoing,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     ToolCall,
@@ -74,9 +75,11 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.hooks import HookResult
+from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
+from ._questions import Gathering
 from .claude_hooks import (
     CALLBACKS,
     DENIED,
@@ -88,6 +91,7 @@ from .claude_hooks import (
     hook_input,
     pre_tool_output,
 )
+from .claude_questions import ASK_TOOL, asked, permission_result
 
 __all__ = ["ANSWER_TOOL", "HOOK_ID", "MCP_SERVER", "SESSION_FLAGS", "ClaudeControl"]
 
@@ -269,6 +273,7 @@ class ClaudeControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     changes_input = True  # updatedInput
+    asks_questions = True  # AskUserQuestion (claude_questions.py)
 
     def __init__(
         self,
@@ -282,6 +287,8 @@ class ClaudeControl(ControlProtocol):
         #: The CLI's name in a fault's words (the failer speaks claude's side too).
         self._cli = cli
         self._ids = itertools.count(1)
+        #: The model's questions to the user being answered.
+        self._asking = Gathering()
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
         self._ready = False
@@ -559,6 +566,8 @@ class ClaudeControl(ControlProtocol):
             return (Reply((_success(request_id, pre_tool_output(unreadable)),)),)
         if tool == ANSWER_TOOL:
             return (Reply((_success(request_id, pre_tool_output(Decision.allow())),)),)
+        if tool == ASK_TOOL:  # a question, not a call to approve: can_use_tool brings it
+            return (Reply((_success(request_id, pre_tool_output(None)),)),)
         if tool in self._tools and event == "pre_tool":  # the caller's own function
             return (Reply((_success(request_id, pre_tool_output(_HOST_ALLOWED)),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
@@ -584,6 +593,12 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool == ASK_TOOL:  # the model's question to the user: the asker's
+            questions = asked(self._asking, request_id, tool_input)
+            if questions:
+                return questions
+            unread = {"behavior": "deny", "message": "genesis could not read these questions"}
+            return (Reply((_success(request_id, unread),)),)
         if tool == ANSWER_TOOL or tool in self._tools:
             allowed = _permission_result(Decision.allow(), tool_input)
             return (Reply((_success(request_id, allowed),)),)
@@ -600,6 +615,14 @@ class ClaudeControl(ControlProtocol):
             return (Reply((_success(request_id, _permission_result(known, tool_input)),)),)
         self._open.add(request_id)
         return (PermissionAsk(AskKey(request_id, "can_use_tool"), approval),)
+
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        gathered = self._asking.answered(ask.key, answer, refusal)
+        if gathered is None:
+            return []  # more questions of the same call to answer first
+        return [_success(gathered.call, permission_result(gathered))]
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         """One MCP message to our SDK server: the handshake and the listing

@@ -35,6 +35,7 @@ from coding_genesis.control import (
     Outgoing,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     ToolCall,
@@ -44,6 +45,7 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
@@ -56,9 +58,17 @@ from ._codex import (
 )
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
+from ._questions import Gathering
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
-from .codex_requests import ELICITATION, mcp_approval, mcp_thread_config
+from .codex_requests import (
+    ELICITATION,
+    USER_INPUT,
+    mcp_approval,
+    thread_config,
+    user_input_answer,
+    user_input_questions,
+)
 
 __all__ = ["FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
 
@@ -155,6 +165,7 @@ class CodexControl(ControlProtocol):
     hook_effects = HOOK_EFFECTS
     can_host_tools = True
     takes_mcp_servers = True
+    asks_questions = True  # request_user_input (codex_requests.py)
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -193,6 +204,8 @@ class CodexControl(ControlProtocol):
         self._mcp_call: tuple[str, str] | None = None
         #: The approvals asked as MCP elicitations (answered with an action).
         self._elicited: set[Any] = set()
+        #: The model's questions to the user being answered.
+        self._asking = Gathering()
 
     # -- intents -------------------------------------------------------------------
 
@@ -254,9 +267,9 @@ class CodexControl(ControlProtocol):
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         params.update(request_extras(start).thread)
-        servers = mcp_thread_config(start)
-        if servers:
-            params["config"] = {**params.get("config", {}), **servers}
+        config = thread_config(start)
+        if config:
+            params["config"] = {**params.get("config", {}), **config}
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -327,6 +340,14 @@ class CodexControl(ControlProtocol):
             action = "accept" if word == "accept" else ("cancel" if word == "cancel" else "decline")
             return [{"jsonrpc": "2.0", "id": ask.key, "result": {"action": action}}]
         return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
+
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        gathered = self._asking.answered(ask.key, answer, refusal)
+        if gathered is None:
+            return []  # more questions of the same request to answer first
+        return [{"jsonrpc": "2.0", "id": gathered.call, "result": user_input_answer(gathered)}]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         content = [{"type": "inputText", "text": result.text}]
@@ -467,6 +488,10 @@ class CodexControl(ControlProtocol):
         tools = self.request.tools if self.request is not None else ()
         if method == ELICITATION and isinstance(obj.get("params"), Mapping):
             return self._elicitation(rid, obj["params"])
+        if method == USER_INPUT and isinstance(obj.get("params"), Mapping):
+            found = user_input_questions(obj["params"])
+            if found:
+                return self._asking.open(rid, [q for _, q in found], [i for i, _ in found])
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (
                 Reply((error_answer(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),

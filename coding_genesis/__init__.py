@@ -155,6 +155,10 @@ if TYPE_CHECKING:
         SessionPool as SessionPool,
         SyncSessionPool as SyncSessionPool,
     )
+    from coding_genesis.questions import (
+        UserAnswer as UserAnswer,
+        UserQuestion as UserQuestion,
+    )
     from coding_genesis.request import (
         CallOptions as CallOptions,
         CommandSpec as CommandSpec,
@@ -207,6 +211,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "HostTool": "tools",
     "McpServerSpec": "tools",
+    "UserQuestion": "questions",
+    "UserAnswer": "questions",
     "ToolResult": "tools",
     "tool": "tools",
     "SessionPool": "pool",

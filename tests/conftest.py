@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.steps.serve_steps",
     "tests.steps.acp_steps",
     "tests.steps.mcp_steps",
+    "tests.steps.question_steps",
     "tests.steps.acp_pool_steps",
     "tests.fakes.plugin",
     "tests.browser",

@@ -24,4 +24,5 @@ scenarios(
     "acp.feature",
     "acp_pool.feature",
     "mcp_servers.feature",
+    "questions.feature",
 )

@@ -1,0 +1,117 @@
+"""``asker=`` against the REAL claude 2.1.330 and codex 0.169 and the fake model
+server (issue 41, §10): the model's question to the user (claude's
+``AskUserQuestion`` tool, codex's ``request_user_input`` tool, which 0.169 offers
+the model with no feature flag: measured) reaches the asker, and its answer reaches
+the model's next request; without an asker the model reads that nobody can answer.
+Each question is in the result's ``questions`` and a ``QuestionEvent``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from coding_genesis.questions import NO_ONE_ANSWERS, UserAnswer, UserQuestion
+from tests.real_cli.test_claude_codex import (
+    Recorder,
+    Rig,
+    claude_rig,
+    codex_rig,
+    explain,
+    hermetic_env,
+)
+
+__all__ = ["claude_rig", "codex_rig", "hermetic_env"]  # the real-CLI fixtures, active here too
+
+pytestmark = pytest.mark.timeout(240)
+
+QUESTION = "Which color should the button be?"
+CLAUDE_ASKS = "SCENARIO:tool AskUserQuestion " + json.dumps(
+    {
+        "questions": [
+            {
+                "question": QUESTION,
+                "header": "Color",
+                "options": [
+                    {"label": "red", "description": "warm"},
+                    {"label": "teal", "description": "cool"},
+                ],
+                "multiSelect": False,
+            }
+        ]
+    }
+)
+CODEX_ASKS = "SCENARIO:tool request_user_input " + json.dumps(
+    {
+        "questions": [
+            {
+                "id": "color",
+                "header": "Color",
+                "question": QUESTION,
+                "options": [
+                    {"label": "red", "description": "warm"},
+                    {"label": "teal", "description": "cool"},
+                ],
+            }
+        ]
+    }
+)
+
+
+def asks(rig: Rig) -> str:
+    return CLAUDE_ASKS if rig.backend == "claude" else CODEX_ASKS
+
+
+def last_request(rig: Rig) -> str:
+    return json.dumps(rig.server.model_requests()[-1].body)
+
+
+@pytest.fixture(params=["claude", "codex"])
+def question_rig(request: pytest.FixtureRequest) -> Rig:
+    rig: Rig = request.getfixturevalue(f"{request.param}_rig")
+    return rig
+
+
+def test_the_askers_answer_reaches_the_model(question_rig: Rig) -> None:
+    rig = question_rig
+    heard: list[UserQuestion] = []
+
+    async def asker(question: UserQuestion) -> UserAnswer:
+        heard.append(question)
+        return UserAnswer(choices=("teal",))
+
+    agent = rig.agent_with(asker=asker)
+    events = Recorder(agent)
+    with agent.session_sync() as session:
+        turn = session.send(asks(rig))
+    assert [(q.text, q.options) for q in heard] == [(QUESTION, ("red", "teal"))], explain(turn)
+    assert "teal" in last_request(rig), explain(turn)
+    (record,) = turn["questions"]
+    assert record["answered"] is True and record["answer"] == "teal" and record["source"] == "asker"
+    (event,) = [e for e in events.events if e["type"] == "question"]
+    assert event["question"] == QUESTION and event["answered"] is True
+
+
+def test_without_an_asker_the_model_reads_that_nobody_answers(claude_rig: Rig) -> None:
+    """(codex without an asker keeps request_user_input off: it tells the model itself
+    that the tool "is unavailable in Default mode")."""
+    rig = claude_rig
+    with rig.agent_with().session_sync() as session:
+        turn = session.send(CLAUDE_ASKS)
+    assert NO_ONE_ANSWERS in last_request(rig), explain(turn)
+    (record,) = turn["questions"]
+    assert record["answered"] is False and record["source"] == "none"
+
+
+def test_an_asker_too_slow_is_no_answer(question_rig: Rig) -> None:
+    rig = question_rig
+
+    async def slow(question: UserQuestion) -> Any:
+        await anyio.sleep(30)
+
+    with rig.agent_with(asker=slow, question_timeout=0.5).session_sync() as session:
+        turn = session.send(asks(rig))
+    assert NO_ONE_ANSWERS in last_request(rig), explain(turn)
+    assert turn["questions"][0]["source"] == "timeout"
