@@ -115,3 +115,20 @@ def test_an_asker_too_slow_is_no_answer(question_rig: Rig) -> None:
         turn = session.send(asks(rig))
     assert NO_ONE_ANSWERS in last_request(rig), explain(turn)
     assert turn["questions"][0]["source"] == "timeout"
+
+
+def test_with_an_approver_the_question_still_goes_to_the_asker(claude_rig: Rig) -> None:
+    """claude's PreToolUse hook (an approver's) lets AskUserQuestion through to its
+    can_use_tool: the approver is not asked about a question, the asker is."""
+    rig = claude_rig
+    approved: list[str] = []
+
+    def approver(request: Any) -> bool:
+        approved.append(request.tool)
+        return True
+
+    agent = rig.agent_with(asker=lambda question: "teal", approver=approver)
+    with agent.session_sync() as session:
+        turn = session.send(CLAUDE_ASKS)
+    assert "teal" in last_request(rig), explain(turn)
+    assert approved == [] and turn["questions"][0]["answered"] is True
