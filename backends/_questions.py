@@ -2,7 +2,9 @@
 ask several at once (claude's ``AskUserQuestion``, codex's
 ``request_user_input``), the session asks each of them on its own
 (:class:`~coding_genesis.control.QuestionAsked`), and the CLI gets one answer
-once all are in."""
+once all are in.  An MCP server's elicitation (a message and a form to fill)
+is one question too: its answer fills a form of one field; a larger form is
+declined (words cannot fill it)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,13 @@ from typing import Any
 from coding_genesis.control import QuestionAsked
 from coding_genesis.questions import UserAnswer, UserQuestion
 
-__all__ = ["Gathered", "Gathering"]
+__all__ = [
+    "Elicited",
+    "Gathered",
+    "Gathering",
+    "elicitation_question",
+    "elicitation_result",
+]
 
 
 @dataclass
@@ -62,3 +70,65 @@ class Gathering:
         if len(pending.answers) + len(pending.refusals) < len(pending.questions):
             return None
         return self._open.pop(call)
+
+
+@dataclass(frozen=True, slots=True)
+class Elicited:
+    """What is kept of an MCP server's elicitation while its question is
+    asked: the form it asks to be filled (``requestedSchema``)."""
+
+    schema: Any
+
+
+def elicitation_question(message: object, server: object, schema: object) -> UserQuestion:
+    """An MCP server's elicitation (a message and a form) as one question: a
+    form of one field of choices offers them."""
+    options: tuple[str, ...] = ()
+    field = _one_field(schema)
+    if field is not None:
+        enum = field[1].get("enum")
+        if isinstance(enum, list) and all(isinstance(v, str) for v in enum):
+            options = tuple(enum)
+        elif field[1].get("type") == "boolean":
+            options = ("yes", "no")
+    return UserQuestion(
+        message if isinstance(message, str) else "(the MCP server asks for input)",
+        options=options,
+        kind="elicitation",
+        server=server if isinstance(server, str) else None,
+        raw={"requestedSchema": schema},
+    )
+
+
+def elicitation_result(gathered: Gathered) -> dict[str, Any]:
+    """The answer to an elicitation: ``accept`` with the answer as its form's
+    one field (a form of one field alone is filled from words), else
+    ``decline`` (nobody answered, or a form words cannot fill)."""
+    if not gathered.answers:
+        return {"action": "decline"}
+    words = gathered.answers[0]
+    field = _one_field(gathered.payload.schema)
+    if field is None:
+        return {"action": "decline"}
+    name, spec = field
+    kind = spec.get("type")
+    value: Any = words
+    if kind == "boolean":
+        value = words.strip().lower() in ("yes", "y", "true", "1")
+    elif kind in ("number", "integer"):
+        try:
+            value = int(words) if kind == "integer" else float(words)
+        except ValueError:
+            return {"action": "decline"}
+    return {"action": "accept", "content": {name: value}}
+
+
+def _one_field(schema: object) -> tuple[str, dict[str, Any]] | None:
+    """The one field of a form (None: none, or more than one)."""
+    if not isinstance(schema, dict):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or len(properties) != 1:
+        return None
+    ((name, spec),) = properties.items()
+    return (name, spec) if isinstance(name, str) and isinstance(spec, dict) else None

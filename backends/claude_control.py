@@ -79,7 +79,7 @@ from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._questions import Gathering
+from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
 from .claude_hooks import (
     CALLBACKS,
     DENIED,
@@ -541,6 +541,12 @@ class ClaudeControl(ControlProtocol):
             return self._can_use_tool(request_id, request)
         if subtype == "mcp_message" and self._tools:
             return self._mcp(request_id, request)
+        if subtype == "elicitation":  # an MCP server's question to the user: the asker's
+            schema = request.get("requested_schema")
+            asked = elicitation_question(
+                request.get("message"), request.get("mcp_server_name"), schema
+            )
+            return self._asking.open(request_id, [asked], Elicited(schema))
         # mcp_message without host tools, or anything else we do not know.
         refusal = f"genesis does not serve {repr(subtype)[:_SAID]} requests"
         return (Reply((_error(request_id, refusal),)),)
@@ -622,6 +628,8 @@ class ClaudeControl(ControlProtocol):
         gathered = self._asking.answered(ask.key, answer, refusal)
         if gathered is None:
             return []  # more questions of the same call to answer first
+        if isinstance(gathered.payload, Elicited):
+            return [_success(gathered.call, elicitation_result(gathered))]
         return [_success(gathered.call, permission_result(gathered))]
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:

@@ -58,7 +58,7 @@ from ._codex import (
 )
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
-from ._questions import Gathering
+from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 from .codex_requests import (
@@ -347,7 +347,11 @@ class CodexControl(ControlProtocol):
         gathered = self._asking.answered(ask.key, answer, refusal)
         if gathered is None:
             return []  # more questions of the same request to answer first
-        return [{"jsonrpc": "2.0", "id": gathered.call, "result": user_input_answer(gathered)}]
+        if isinstance(gathered.payload, Elicited):
+            result = elicitation_result(gathered)
+        else:
+            result = user_input_answer(gathered)
+        return [{"jsonrpc": "2.0", "id": gathered.call, "result": result}]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         content = [{"type": "inputText", "text": result.text}]
@@ -538,11 +542,13 @@ class CodexControl(ControlProtocol):
 
     def _elicitation(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
         """An MCP server's elicitation: the approval of an MCP tool call asked
-        of the approver; any other declined (nobody to fill in its form)."""
+        of the approver; any other a question to the user (the asker's)."""
         common = {"session_id": self.thread_id, "tool_call_id": None, "reason": None}
         request = mcp_approval(params, self._mcp_call, common)
-        if request is None:
-            return (Reply(({"jsonrpc": "2.0", "id": rid, "result": {"action": "decline"}},)),)
+        if request is None:  # the server's own question to the user: the asker's
+            schema = params.get("requestedSchema")
+            asked = elicitation_question(params.get("message"), params.get("serverName"), schema)
+            return self._asking.open(rid, [asked], Elicited(schema))
         self._open.add(rid)
         self._elicited.add(rid)
         return (PermissionAsk(rid, request),)

@@ -173,3 +173,56 @@ def test_an_asker_on_a_backend_whose_questions_cannot_reach_us_is_refused() -> N
     )
     assert "backends that can: claude, codex, failer" in str(caught.value)
     CodingGenesisAgent("codex", asker=lambda q: "x")  # it can
+
+
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "typed", "result"),
+    [
+        (FORM, UserAnswer("Ada"), {"action": "accept", "content": {"name": "Ada"}}),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            UserAnswer("7"),
+            {"action": "accept", "content": {"n": 7}},
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            UserAnswer("seven"),
+            {"action": "decline"},
+        ),
+        (
+            {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+            UserAnswer(choices=("yes",)),
+            {"action": "accept", "content": {"ok": True}},
+        ),
+        (
+            {"type": "object", "properties": {"a": {}, "b": {}}},
+            UserAnswer("x"),
+            {"action": "decline"},
+        ),
+        (FORM, None, {"action": "decline"}),
+    ],
+)
+def test_claude_asks_an_mcp_servers_elicitation_and_fills_a_form_of_one_field(
+    schema: Any, typed: UserAnswer | None, result: Any
+) -> None:
+    protocol = claude()
+    request = {
+        "subtype": "elicitation",
+        "mcp_server_name": "srv",
+        "message": "Name?",
+        "requested_schema": schema,
+    }
+    (asked,) = protocol.receive({"type": "control_request", "request_id": "e1", "request": request})
+    assert isinstance(asked, QuestionAsked)
+    assert (asked.question.kind, asked.question.server, asked.question.text) == (
+        "elicitation",
+        "srv",
+        "Name?",
+    )
+    refusal = None if typed is not None else NO_ONE_ANSWERS
+    (response,) = protocol.answer_question(asked, typed, refusal)
+    assert response["response"]["request_id"] == "e1"
+    assert response["response"]["response"] == result
