@@ -8,7 +8,7 @@ declined (words cannot fill it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,10 @@ __all__ = [
     "Elicited",
     "Gathered",
     "Gathering",
+    "answer_of",
     "elicitation_question",
     "elicitation_result",
+    "labelled_question",
 ]
 
 
@@ -72,6 +74,30 @@ class Gathering:
         return self._open.pop(call)
 
 
+def labelled_question(raw: object) -> UserQuestion | None:
+    """A question as claude's ``AskUserQuestion`` and codex's
+    ``request_user_input`` both write one (``question``, ``header``,
+    ``options: [{label, description}]``; claude's ``multiSelect``, codex's
+    ``isSecret``); None when it has no question text."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("question"), str):
+        return None
+    options = raw.get("options")
+    labels = tuple(
+        str(o["label"])
+        for o in (options if isinstance(options, list) else ())
+        if isinstance(o, Mapping) and isinstance(o.get("label"), str)
+    )
+    header = raw.get("header")
+    return UserQuestion(
+        raw["question"],
+        header=header if isinstance(header, str) else None,
+        options=labels,
+        multiple=raw.get("multiSelect") is True,
+        secret=raw.get("isSecret") is True,
+        raw=dict(raw),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Elicited:
     """What is kept of an MCP server's elicitation while its question is
@@ -121,6 +147,14 @@ def elicitation_result(gathered: Gathered) -> dict[str, Any]:
         except ValueError:
             return {"action": "decline"}
     return {"action": "accept", "content": {name: value}}
+
+
+def answer_of(gathered: Gathered, others: Callable[[Gathered], dict[str, Any]]) -> dict[str, Any]:
+    """What the CLI is answered for ``gathered``: an elicitation's action, or
+    ``others`` (the protocol's answer to its own questions)."""
+    if isinstance(gathered.payload, Elicited):
+        return elicitation_result(gathered)
+    return others(gathered)
 
 
 def _one_field(schema: object) -> tuple[str, dict[str, Any]] | None:

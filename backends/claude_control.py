@@ -79,7 +79,7 @@ from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
-from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
+from ._questions import Elicited, Gathering, answer_of, elicitation_question
 from .claude_hooks import (
     CALLBACKS,
     DENIED,
@@ -625,12 +625,8 @@ class ClaudeControl(ControlProtocol):
     def answer_question(
         self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
     ) -> list[Outgoing]:
-        gathered = self._asking.answered(ask.key, answer, refusal)
-        if gathered is None:
-            return []  # more questions of the same call to answer first
-        if isinstance(gathered.payload, Elicited):
-            return [_success(gathered.call, elicitation_result(gathered))]
-        return [_success(gathered.call, permission_result(gathered))]
+        done = self._asking.answered(ask.key, answer, refusal)  # None: more to answer first
+        return [] if done is None else [_success(done.call, answer_of(done, permission_result))]
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         """One MCP message to our SDK server: the handshake and the listing

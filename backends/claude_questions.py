@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from coding_genesis.control import QuestionAsked
-from coding_genesis.questions import UserQuestion
 
-from ._questions import Gathered, Gathering
+from ._questions import Gathered, Gathering, labelled_question
 
 __all__ = ["ASK_TOOL", "asked", "permission_result"]
 
@@ -27,31 +26,12 @@ __all__ = ["ASK_TOOL", "asked", "permission_result"]
 ASK_TOOL = "AskUserQuestion"
 
 
-def _question(raw: object) -> UserQuestion | None:
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("question"), str):
-        return None
-    options = raw.get("options")
-    labels = tuple(
-        str(o["label"])
-        for o in (options if isinstance(options, list) else ())
-        if isinstance(o, Mapping) and isinstance(o.get("label"), str)
-    )
-    header = raw.get("header")
-    return UserQuestion(
-        raw["question"],
-        header=header if isinstance(header, str) else None,
-        options=labels,
-        multiple=raw.get("multiSelect") is True,
-        raw=dict(raw),
-    )
-
-
 def asked(
     gathering: Gathering, request_id: str, tool_input: Mapping[str, Any]
 ) -> tuple[QuestionAsked, ...]:
     """Each question of one ``AskUserQuestion`` call (none: it could not be read)."""
     raw = tool_input.get("questions")
-    questions = [_question(q) for q in (raw if isinstance(raw, list) else ())]
+    questions = [labelled_question(q) for q in (raw if isinstance(raw, list) else ())]
     if not questions or any(q is None for q in questions):
         return ()
     return gathering.open(request_id, [q for q in questions if q is not None], tool_input)

@@ -58,7 +58,7 @@ from ._codex import (
 )
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
-from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
+from ._questions import Elicited, Gathering, answer_of, elicitation_question
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 from .codex_requests import (
@@ -344,14 +344,10 @@ class CodexControl(ControlProtocol):
     def answer_question(
         self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
     ) -> list[Outgoing]:
-        gathered = self._asking.answered(ask.key, answer, refusal)
-        if gathered is None:
-            return []  # more questions of the same request to answer first
-        if isinstance(gathered.payload, Elicited):
-            result = elicitation_result(gathered)
-        else:
-            result = user_input_answer(gathered)
-        return [{"jsonrpc": "2.0", "id": gathered.call, "result": result}]
+        done = self._asking.answered(ask.key, answer, refusal)  # None: more to answer first
+        if done is None:
+            return []
+        return [{"jsonrpc": "2.0", "id": done.call, "result": answer_of(done, user_input_answer)}]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         content = [{"type": "inputText", "text": result.text}]

@@ -37,7 +37,7 @@ from coding_genesis.approval import ApprovalRequest
 from coding_genesis.questions import UserQuestion
 from coding_genesis.request import Request
 
-from ._questions import Gathered
+from ._questions import Gathered, labelled_question
 
 __all__ = [
     "ELICITATION",
@@ -109,26 +109,9 @@ def user_input_questions(params: Mapping[str, Any]) -> list[tuple[str, UserQuest
     found: list[tuple[str, UserQuestion]] = []
     raw = params.get("questions")
     for item in raw if isinstance(raw, list) else ():
-        if not (
-            isinstance(item, Mapping)
-            and isinstance(item.get("id"), str)
-            and isinstance(item.get("question"), str)
-        ):
+        question = labelled_question(item)
+        if question is None or not isinstance(item.get("id"), str):
             return []
-        options = item.get("options")
-        labels = tuple(
-            str(o["label"])
-            for o in (options if isinstance(options, list) else ())
-            if isinstance(o, Mapping) and isinstance(o.get("label"), str)
-        )
-        header = item.get("header")
-        question = UserQuestion(
-            item["question"],
-            header=header if isinstance(header, str) else None,
-            options=labels,
-            secret=item.get("isSecret") is True,
-            raw=dict(item),
-        )
         found.append((item["id"], question))
     return found
 
