@@ -132,3 +132,10 @@ def test_with_an_approver_the_question_still_goes_to_the_asker(claude_rig: Rig) 
         turn = session.send(CLAUDE_ASKS)
     assert "teal" in last_request(rig), explain(turn)
     assert approved == [] and turn["questions"][0]["answered"] is True
+
+
+def test_a_run_with_an_asker_is_one_live_turn(question_rig: Rig) -> None:
+    rig = question_rig
+    result = rig.agent_with(asker=lambda question: "teal").run_sync(asks(rig))
+    assert "teal" in last_request(rig), explain(result)
+    assert [q["answer"] for q in result["questions"]] == ["teal"]
