@@ -139,3 +139,26 @@ def test_a_run_with_an_asker_is_one_live_turn(question_rig: Rig) -> None:
     result = rig.agent_with(asker=lambda question: "teal").run_sync(asks(rig))
     assert "teal" in last_request(rig), explain(result)
     assert [q["answer"] for q in result["questions"]] == ["teal"]
+
+
+def test_a_secret_answer_reaches_the_model_and_none_of_our_records(codex_rig: Rig) -> None:
+    """codex's ``isSecret`` question: the answer reaches the model, but neither the
+    result's record, the question's event nor the transcript's record of what we wrote
+    to codex keeps it.  (The fake model then repeats its tool's output, secret and all,
+    as its answer: what a model says is not ours to mask.)"""
+    rig = codex_rig
+    secret = "hunter2-7c1e94d0b3"
+    asking = json.loads(CODEX_ASKS.split(" ", 2)[2])
+    asking["questions"][0] |= {"isSecret": True, "isOther": True}
+    agent = rig.agent_with(asker=lambda question: secret, transcripts=str(rig.tmp / "runs"))
+    events = Recorder(agent)
+    with agent.session_sync() as session:
+        turn = session.send("SCENARIO:tool request_user_input " + json.dumps(asking))
+    assert secret in last_request(rig), explain(turn)
+    (record,) = turn["questions"]
+    assert record["answered"] is True and record["answer"] is None
+    (event,) = [e for e in events.events if e["type"] == "question"]
+    assert secret not in json.dumps(event) and secret not in json.dumps(record)
+    written = list((rig.tmp / "runs").rglob("stdin.jsonl"))
+    assert written and all(secret.encode() not in p.read_bytes() for p in written)
+    assert any(b"[REDACTED]" in p.read_bytes() for p in written)
