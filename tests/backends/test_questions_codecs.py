@@ -24,6 +24,7 @@ from coding_genesis.questions import (
     UserQuestion,
     ask,
 )
+from tests.session.twoway import one_way_backend
 from tests.support import cli_request
 
 QUESTIONS = [
@@ -166,13 +167,11 @@ def test_a_secret_questions_answer_is_never_recorded() -> None:
 
 def test_an_asker_on_a_backend_whose_questions_cannot_reach_us_is_refused() -> None:
     with pytest.raises(RefusedError) as caught:
-        CodingGenesisAgent("gemini", asker=lambda q: "x")
-    assert (
-        "backend 'gemini' cannot bring its CLI's questions to the user, which asker= needs"
-        in str(caught.value)
-    )
-    assert "backends that can: claude, codex, failer" in str(caught.value)
-    CodingGenesisAgent("codex", asker=lambda q: "x")  # it can
+        CodingGenesisAgent(one_way_backend(), asker=lambda q: "x")
+    assert "cannot bring its CLI's questions to the user, which asker= needs" in str(caught.value)
+    assert "backends that can: claude, codex, failer, gemini, opencode, qwen" in str(caught.value)
+    for backend in ("claude", "codex", "gemini"):
+        CodingGenesisAgent(backend, asker=lambda q: "x")  # they can
 
 
 FORM = {"type": "object", "properties": {"name": {"type": "string"}}}

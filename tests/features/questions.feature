@@ -4,7 +4,8 @@ Feature: Questions from the CLI to the user
   the CLI together, and each is recorded in the turn's result.  Without an asker the
   model reads that nobody can answer.  The CLI is the fake codex app-server, whose
   QUESTION scenario asks two questions with item/tool/requestUserInput and says the
-  answers it got.
+  answers it got; or the fake ACP agent, whose ELICIT scenario asks to fill a form of
+  one field with elicitation/create and says what it got.
 
   Scenario: The asker answers the CLI's questions
     Given a fake codex agent whose asker answers "yes" and "because"
@@ -20,8 +21,9 @@ Feature: Questions from the CLI to the user
     Then the last answer's message holds "no one can answer questions in this run; decide yourself and say what you assumed"
     And the turn recorded the questions "Proceed?" and "Why?", answered by "none"
 
-  Scenario: A backend whose questions cannot reach the session is refused an asker
+  Scenario: An ACP agent's form is filled by the asker
     Given the ACP agent "opencode"
-    And an asker
-    When an agent is built
-    Then the agent is refused with "backend 'opencode' cannot bring its CLI's questions to the user, which asker= needs"
+    And an asker answering "Ada"
+    When an ACP session is opened
+    And the ACP session is sent "ELICIT Your name?"
+    Then the agent's form was filled with "Ada"

@@ -36,9 +36,9 @@ def codex_without_asker(live: Live) -> None:
     fake_codex(live)
 
 
-@given("an asker")
-def an_asker(acp: AcpWorld) -> None:
-    acp.settings["asker"] = lambda question: "yes"
+@given(parsers.parse('an asker answering "{text}"'))
+def an_asker(acp: AcpWorld, text: str) -> None:
+    acp.settings["asker"] = lambda question: text
 
 
 @then(parsers.parse('the CLI got the answers "{first}" and "{second}"'))
@@ -57,3 +57,9 @@ def recorded(live: Live, first: str, second: str, source: str) -> None:
     assert [q["question"] for q in questions] == [first, second], questions
     assert {q["source"] for q in questions} == {source}, questions
     assert all(q["answered"] is (source == "asker") for q in questions), questions
+
+
+@then(parsers.parse('the agent\'s form was filled with "{text}"'))
+def form_filled(acp: AcpWorld, text: str) -> None:
+    said = json.loads(acp.last.message.removeprefix("elicited: "))
+    assert said == {"action": "accept", "content": {"answer": text}}, acp.last
