@@ -24,6 +24,7 @@ from coding_genesis.questions import (
     UserQuestion,
     ask,
 )
+from tests.backends.test_acp_codec import protocol, schema_problems
 from tests.session.twoway import one_way_backend
 from tests.support import cli_request
 
@@ -225,3 +226,26 @@ def test_claude_asks_an_mcp_servers_elicitation_and_fills_a_form_of_one_field(
     (response,) = protocol.answer_question(asked, typed, refusal)
     assert response["response"]["request_id"] == "e1"
     assert response["response"]["response"] == result
+
+
+def test_an_acp_agents_form_is_asked_only_where_an_asker_can_fill_it() -> None:
+    asking = protocol()
+    (hello,) = asking.begin(cli_request(asker=lambda q: "Ada")).greeting
+    assert hello["params"]["clientCapabilities"]["elicitation"] == {"form": {}}
+    assert schema_problems("InitializeRequest", hello["params"]) == []
+    form = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    params = {"sessionId": "s-1", "mode": "form", "message": "Name?", "requestedSchema": form}
+    (asked,) = asking.receive(
+        {"jsonrpc": "2.0", "id": 31, "method": "elicitation/create", "params": params}
+    )
+    assert isinstance(asked, QuestionAsked) and asked.question.kind == "elicitation"
+    (answer,) = asking.answer_question(asked, UserAnswer("Ada"), None)
+    assert answer["result"] == {"action": "accept", "content": {"answer": "Ada"}}
+    assert schema_problems("CreateElicitationResponse", answer["result"]) == []
+    silent = protocol()
+    (hello,) = silent.begin(cli_request()).greeting
+    assert "elicitation" not in hello["params"]["clientCapabilities"]
+    (refused,) = silent.receive(
+        {"jsonrpc": "2.0", "id": 32, "method": "elicitation/create", "params": params}
+    )
+    assert isinstance(refused, Reply) and "error" in refused.objects[0]
