@@ -93,6 +93,7 @@ from coding_genesis.control import (
     Outgoing,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     TurnEnded,
@@ -101,9 +102,11 @@ from coding_genesis.control import (
 )
 from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 from coding_genesis.prompts import Image
+from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
+from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
 from .acp_events import (
     LATE,
     AcpTranslator,
@@ -117,6 +120,7 @@ from .acp_events import (
     tool_hook,
     track,
 )
+from .acp_requests import callers_servers
 from .acp_switch import AcpSwitches, model_option
 from .parts import acp_prompt
 
@@ -268,29 +272,6 @@ def _mcp_server(server: McpServer) -> dict[str, Any]:
     return {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
 
 
-def _callers_servers(
-    start: Request | None, capabilities: Mapping[str, Any]
-) -> list[dict[str, Any]] | str:
-    """``mcp_servers=`` as ``session/new``'s entries (a stdio server's ``env``
-    as ``[{name, value}]``, over stdin), or why the agent cannot take them (an
-    HTTP server needs its ``mcpCapabilities.http``)."""
-    if start is None or not start.mcp_servers:
-        return []
-    http = _mapping(capabilities.get("mcpCapabilities")).get("http") is True
-    entries: list[dict[str, Any]] = []
-    for name, spec in start.mcp_servers.items():
-        if spec.url is not None:
-            if not http:
-                return f"the agent takes no HTTP MCP server (mcp_servers[{name!r}] is one)"
-            entries.append({"type": "http", "name": name, "url": spec.url, "headers": []})
-        else:
-            env = [{"name": key, "value": value} for key, value in spec.env.items()]
-            entries.append(
-                {"name": name, "command": spec.command, "args": list(spec.args), "env": env}
-            )
-    return entries
-
-
 @dataclass(frozen=True, slots=True)
 class AskKey:
     """The handle of one permission request: the agent's id and the option
@@ -327,6 +308,9 @@ class AcpControl(ControlProtocol):
     #: ``agent_message_chunk`` / ``agent_thought_chunk`` are pieces already.
     deltas = True
     takes_mcp_servers = True
+    #: An agent's ``elicitation/create`` (a form for the user) is the asker's;
+    #: the capability is offered only when there is one.
+    asks_questions = True
 
     def __init__(self, agent: AcpAgent, command: Callable[[Request], CommandSpec]) -> None:
         self.agent = agent
@@ -363,6 +347,8 @@ class AcpControl(ControlProtocol):
             | frozenset({"model"} if agent.switches_model else set())
         )
         self._switches = AcpSwitches()
+        #: The agent's elicitations being answered by the asker.
+        self._asking = Gathering()
 
     # -- intents ------------------------------------------------------------------
 
@@ -388,6 +374,8 @@ class AcpControl(ControlProtocol):
                     "clientCapabilities": {
                         "fs": {"readTextFile": False, "writeTextFile": False},
                         "terminal": False,
+                        # a form the agent asks the user to fill: the asker's
+                        **({"elicitation": {"form": {}}} if request.asker is not None else {}),
                     },
                     "clientInfo": {"name": "coding-genesis", "version": client_version()},
                 },
@@ -472,6 +460,14 @@ class AcpControl(ControlProtocol):
     def interrupt(self) -> list[Outgoing]:
         return self._cancel()
 
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        done = self._asking.answered(ask.key, answer, refusal)  # one question a request
+        if done is None:
+            return []
+        return [{"jsonrpc": "2.0", "id": done.call, "result": elicitation_result(done)}]
+
     def answer(self, ask: PermissionAsk, decision: Decision) -> list[Outgoing]:
         """The option of the decision's kind, once per call; none for a question
         already answered (the turn was cancelled)."""
@@ -548,7 +544,7 @@ class AcpControl(ControlProtocol):
         self.can_load = capabilities.get("loadSession") is True
         self.takes_images = _mapping(capabilities.get("promptCapabilities")).get("image") is True
         start = self.request
-        callers = _callers_servers(start, capabilities)
+        callers = callers_servers(start, capabilities)
         if isinstance(callers, str):
             return (ProtocolFault(callers, fatal=True),)
         params: dict[str, Any] = {
@@ -649,6 +645,11 @@ class AcpControl(ControlProtocol):
             return (
                 ProtocolFault(f"a request of {_said(method)} with a bad id: {_said(repr(rid))}"),
             )
+        if method == "elicitation/create" and self.request and self.request.asker:
+            params = _mapping(obj.get("params"))
+            schema = params.get("requestedSchema")
+            asked = elicitation_question(params.get("message"), None, schema)
+            return self._asking.open(rid, [asked], Elicited(schema))
         if method != "session/request_permission":
             return (
                 Reply(

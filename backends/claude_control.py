@@ -68,6 +68,7 @@ from coding_genesis.control import (
     Outgoing,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     ToolCall,
@@ -76,9 +77,11 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.hooks import HookResult
+from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.tools import HostTool, ToolResult
 
+from ._questions import Elicited, Gathering, answer_of, elicitation_question
 from .claude_calls import call_request
 from .claude_hooks import (
     DENIED,
@@ -91,6 +94,7 @@ from .claude_hooks import (
     pre_tool_output,
     registrations,
 )
+from .claude_questions import ASK_TOOL, asked, permission_result
 from .claude_switch import FIXED_LEVELS, SWITCHES, Switches
 from .parts import claude_content
 
@@ -294,6 +298,7 @@ class ClaudeControl(ControlProtocol):
     context_usage = True  # get_context_usage (claude_calls.py)
     can_compact = True
     compact_prompt = "/compact"  # system/compact_boundary, a PreCompact hook point
+    asks_questions = True  # AskUserQuestion (claude_questions.py)
 
     def __init__(
         self,
@@ -307,6 +312,8 @@ class ClaudeControl(ControlProtocol):
         #: The CLI's name in a fault's words (the failer speaks claude's side too).
         self._cli = cli
         self._ids = itertools.count(1)
+        #: The model's questions to the user being answered.
+        self._asking = Gathering()
         #: Our requests still unanswered: id -> subtype.
         self._pending: dict[str, str] = {}
         #: Those of them that are calls (:meth:`call`): id -> intent name.
@@ -596,6 +603,12 @@ class ClaudeControl(ControlProtocol):
             return self._can_use_tool(request_id, request)
         if subtype == "mcp_message" and self._tools:
             return self._mcp(request_id, request)
+        if subtype == "elicitation":  # an MCP server's question to the user: the asker's
+            schema = request.get("requested_schema")
+            asked = elicitation_question(
+                request.get("message"), request.get("mcp_server_name"), schema
+            )
+            return self._asking.open(request_id, [asked], Elicited(schema))
         # mcp_message without host tools, or anything else we do not know.
         refusal = f"genesis does not serve {repr(subtype)[:_SAID]} requests"
         return (Reply((_error(request_id, refusal),)),)
@@ -621,6 +634,8 @@ class ClaudeControl(ControlProtocol):
             return (Reply((_success(request_id, pre_tool_output(unreadable)),)),)
         if tool == ANSWER_TOOL:
             return (Reply((_success(request_id, pre_tool_output(Decision.allow())),)),)
+        if tool == ASK_TOOL:  # a question, not a call to approve: can_use_tool brings it
+            return (Reply((_success(request_id, pre_tool_output(None)),)),)
         if tool in self._tools and event == "pre_tool":  # the caller's own function
             return (Reply((_success(request_id, pre_tool_output(_HOST_ALLOWED)),)),)
         call_id = _text(request.get("tool_use_id")) or _text(data.get("tool_use_id"))
@@ -646,6 +661,12 @@ class ClaudeControl(ControlProtocol):
         if not isinstance(tool, str) or not isinstance(tool_input, dict):
             refusal = {"behavior": "deny", "message": "genesis could not read this tool call"}
             return (Reply((_success(request_id, refusal),)),)
+        if tool == ASK_TOOL:  # the model's question to the user: the asker's
+            questions = asked(self._asking, request_id, tool_input)
+            if questions:
+                return questions
+            unread = {"behavior": "deny", "message": "genesis could not read these questions"}
+            return (Reply((_success(request_id, unread),)),)
         if tool == ANSWER_TOOL or tool in self._tools:
             allowed = _permission_result(Decision.allow(), tool_input)
             return (Reply((_success(request_id, allowed),)),)
@@ -662,6 +683,12 @@ class ClaudeControl(ControlProtocol):
             return (Reply((_success(request_id, _permission_result(known, tool_input)),)),)
         self._open.add(request_id)
         return (PermissionAsk(AskKey(request_id, "can_use_tool"), approval),)
+
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        done = self._asking.answered(ask.key, answer, refusal)  # None: more to answer first
+        return [] if done is None else [_success(done.call, answer_of(done, permission_result))]
 
     def _mcp(self, request_id: str, request: dict[str, Any]) -> Sequence[Incoming]:
         """One MCP message to our SDK server: the handshake and the listing

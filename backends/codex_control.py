@@ -37,6 +37,7 @@ from coding_genesis.control import (
     Outgoing,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     ToolCall,
@@ -46,6 +47,7 @@ from coding_genesis.control import (
     UnparsedLine,
 )
 from coding_genesis.hooks import HookEvent, HookInput
+from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
 from coding_genesis.result import ContextUsage
 from coding_genesis.tools import HostTool, ToolResult
@@ -60,10 +62,18 @@ from ._codex import (
 )
 from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
+from ._questions import Elicited, Gathering, answer_of, elicitation_question
 from .codex_calls import call_request, context_of
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
-from .codex_requests import ELICITATION, mcp_approval, mcp_thread_config
+from .codex_requests import (
+    ELICITATION,
+    USER_INPUT,
+    mcp_approval,
+    thread_config,
+    user_input_answer,
+    user_input_questions,
+)
 from .parts import codex_input
 
 __all__ = ["DELTAS", "FORWARDED", "NOT_SERVED", "OPT_OUT", "CodexControl"]
@@ -175,6 +185,7 @@ class CodexControl(ControlProtocol):
     takes_mcp_servers = True
     can_compact = True  # thread/compact/start (codex_calls.py)
     context_usage = True  # from thread/tokenUsage/updated
+    asks_questions = True  # request_user_input (codex_requests.py)
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -219,6 +230,8 @@ class CodexControl(ControlProtocol):
         self._context: ContextUsage | None = None
         #: A compaction was asked and its turn has not ended (its item is ``manual``).
         self._compact_asked = False
+        #: The model's questions to the user being answered.
+        self._asking = Gathering()
 
     # -- intents -------------------------------------------------------------------
 
@@ -304,9 +317,9 @@ class CodexControl(ControlProtocol):
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         params.update(request_extras(start).thread)
-        servers = mcp_thread_config(start)
-        if servers:
-            params["config"] = {**params.get("config", {}), **servers}
+        config = thread_config(start)
+        if config:
+            params["config"] = {**params.get("config", {}), **config}
         return params
 
     def begin_turn(self, prompt: str) -> list[Outgoing]:
@@ -398,6 +411,14 @@ class CodexControl(ControlProtocol):
             action = "accept" if word == "accept" else ("cancel" if word == "cancel" else "decline")
             return [{"jsonrpc": "2.0", "id": ask.key, "result": {"action": action}}]
         return [{"jsonrpc": "2.0", "id": ask.key, "result": {"decision": word}}]
+
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        done = self._asking.answered(ask.key, answer, refusal)  # None: more to answer first
+        if done is None:
+            return []
+        return [{"jsonrpc": "2.0", "id": done.call, "result": answer_of(done, user_input_answer)}]
 
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         content = [{"type": "inputText", "text": result.text}]
@@ -545,6 +566,10 @@ class CodexControl(ControlProtocol):
         tools = self.request.tools if self.request is not None else ()
         if method == ELICITATION and isinstance(obj.get("params"), Mapping):
             return self._elicitation(rid, obj["params"])
+        if method == USER_INPUT and isinstance(obj.get("params"), Mapping):
+            found = user_input_questions(obj["params"])
+            if found:
+                return self._asking.open(rid, [q for _, q in found], [i for i, _ in found])
         if method not in (_COMMAND_ASK, _WRITE_ASK) and not (method == _TOOL_CALL and tools):
             return (
                 Reply((error_answer(rid, NOT_SERVED, f"not served by coding-genesis: {method}"),)),
@@ -591,11 +616,13 @@ class CodexControl(ControlProtocol):
 
     def _elicitation(self, rid: Any, params: Mapping[str, Any]) -> Sequence[Incoming]:
         """An MCP server's elicitation: the approval of an MCP tool call asked
-        of the approver; any other declined (nobody to fill in its form)."""
+        of the approver; any other a question to the user (the asker's)."""
         common = {"session_id": self.thread_id, "tool_call_id": None, "reason": None}
         request = mcp_approval(params, self._mcp_call, common)
-        if request is None:
-            return (Reply(({"jsonrpc": "2.0", "id": rid, "result": {"action": "decline"}},)),)
+        if request is None:  # the server's own question to the user: the asker's
+            schema = params.get("requestedSchema")
+            asked = elicitation_question(params.get("message"), params.get("serverName"), schema)
+            return self._asking.open(rid, [asked], Elicited(schema))
         self._open.add(rid)
         self._elicited.add(rid)
         return (PermissionAsk(rid, request),)

@@ -16,6 +16,16 @@ kind ``other``) answered ``{"action": "accept" | "decline"}``.
 
 ``mcpServer/startupStatus/updated`` becomes an
 :class:`~coding_genesis.events.McpServerEvent` (in the translator).
+
+The CLI's questions to the user (``asker=``): the model's ``request_user_input``
+tool (offered by 0.169 outside plan mode only with the feature
+``default_mode_request_user_input``, set in the thread's config when there is
+an asker: measured) reaches us as the server
+request ``item/tool/requestUserInput``, each of its questions asked on its own
+and answered together (``{answers: {id: {answers: [...]}}}``; nobody answering:
+the words telling the model so, as the answer); an elicitation that is no
+approval is asked as a question too (accepted with the answer in its form's one
+field, else declined).
 """
 
 from __future__ import annotations
@@ -24,12 +34,37 @@ from collections.abc import Mapping
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest
+from coding_genesis.questions import UserQuestion
 from coding_genesis.request import Request
 
-__all__ = ["ELICITATION", "mcp_approval", "mcp_thread_config"]
+from ._questions import Gathered, labelled_question
+
+__all__ = [
+    "ELICITATION",
+    "USER_INPUT",
+    "mcp_approval",
+    "mcp_thread_config",
+    "thread_config",
+    "user_input_answer",
+    "user_input_questions",
+]
+
+#: codex's server request of the model's question to the user.
+USER_INPUT = "item/tool/requestUserInput"
 
 #: codex's server request of an MCP elicitation (an approval of an MCP tool call among them).
 ELICITATION = "mcpServer/elicitation/request"
+
+
+def thread_config(start: Request) -> dict[str, Any]:
+    """What ``thread/start``'s ``config`` carries for the caller's MCP servers
+    and asker: the servers, and, with an asker, the feature that offers the
+    model ``request_user_input`` outside plan mode (0.169 answers the call
+    "request_user_input is unavailable in Default mode" otherwise: measured)."""
+    config = mcp_thread_config(start)
+    if start.asker is not None:
+        config["features"] = {"default_mode_request_user_input": True}
+    return config
 
 
 def mcp_thread_config(start: Request) -> dict[str, Any]:
@@ -67,3 +102,27 @@ def mcp_approval(
         kind="other",
         **{**common, "reason": message if isinstance(message, str) else common.get("reason")},
     )
+
+
+def user_input_questions(params: Mapping[str, Any]) -> list[tuple[str, UserQuestion]]:
+    """The questions of a ``requestUserInput`` by their ids (none: unreadable)."""
+    found: list[tuple[str, UserQuestion]] = []
+    raw = params.get("questions")
+    for item in raw if isinstance(raw, list) else ():
+        question = labelled_question(item)
+        if question is None or not isinstance(item.get("id"), str):
+            return []
+        found.append((item["id"], question))
+    return found
+
+
+def user_input_answer(gathered: Gathered) -> dict[str, Any]:
+    """``requestUserInput``'s answer: each question's answer by its id (what
+    the model reads instead, where nobody answered)."""
+    ids: list[str] = gathered.payload
+    return {
+        "answers": {
+            ident: {"answers": [gathered.answers.get(i) or gathered.refusals.get(i, "")]}
+            for i, ident in enumerate(ids)
+        }
+    }

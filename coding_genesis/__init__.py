@@ -160,6 +160,10 @@ if TYPE_CHECKING:
         Image as Image,
         Prompt as Prompt,
     )
+    from coding_genesis.questions import (
+        UserAnswer as UserAnswer,
+        UserQuestion as UserQuestion,
+    )
     from coding_genesis.request import (
         CallOptions as CallOptions,
         CommandSpec as CommandSpec,
@@ -217,6 +221,8 @@ _EXPORTS: dict[str, str] = {
     "Prompt": "prompts",
     "HostTool": "tools",
     "McpServerSpec": "tools",
+    "UserQuestion": "questions",
+    "UserAnswer": "questions",
     "ToolResult": "tools",
     "tool": "tools",
     "SessionPool": "pool",

@@ -39,6 +39,7 @@ from coding_genesis.result import ContextUsage
 
 if TYPE_CHECKING:
     from coding_genesis.events import Translator
+    from coding_genesis.questions import UserAnswer, UserQuestion
     from coding_genesis.request import CommandSpec
     from coding_genesis.tools import ToolResult
 
@@ -55,6 +56,7 @@ __all__ = [
     "Outgoing",
     "PermissionAsk",
     "ProtocolFault",
+    "QuestionAsked",
     "Ready",
     "Reply",
     "ToolCall",
@@ -123,6 +125,17 @@ class HookCall:
     key: Any
     input: HookInput
     ask: PermissionAsk | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """The CLI asks the user ``question`` and waits for
+    :meth:`ControlProtocol.answer_question` (only when ``asks_questions``);
+    ``key`` is the protocol's own handle of it (a CLI asking several questions
+    at once asks them as one each, answered together by the protocol)."""
+
+    key: Any
+    question: UserQuestion
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +250,7 @@ Incoming: TypeAlias = (
     | PermissionAsk
     | HookCall
     | ToolCall
+    | QuestionAsked
     | TurnBegan
     | TurnEnded
     | Answered
@@ -448,6 +462,14 @@ class ControlProtocol(ABC):
     def answer_tool(self, call: ToolCall, result: ToolResult) -> list[Outgoing]:
         """The answer to one :class:`ToolCall` (only when ``can_host_tools``)."""
         raise NotImplementedError(f"{self.name or type(self).__name__} cannot call host tools")
+
+    def answer_question(
+        self, ask: QuestionAsked, answer: UserAnswer | None, refusal: str | None
+    ) -> list[Outgoing]:
+        """The answer to one :class:`QuestionAsked` (only when
+        ``asks_questions``): ``answer``, or, when ``refusal`` is given (nobody
+        answered, or the user declined), those words for the model."""
+        raise NotImplementedError(f"{self.name or type(self).__name__} asks no questions")
 
     @abstractmethod
     def receive(self, obj: dict[str, Any]) -> Sequence[Incoming]:

@@ -99,6 +99,8 @@ GROUPS: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("HostTool", "One of your functions as a tool: name, description, schema, timeout."),
             ("ToolResult", "What one call of a tool answered."),
             ("McpServerSpec", "One of your MCP servers (`mcp_servers=`): a command or a URL."),
+            ("UserQuestion", "A question of the CLI to the user, as your `asker=` gets it."),
+            ("UserAnswer", "Your asker's answer: text, the options chosen, or declined."),
         ],
     ),
     (

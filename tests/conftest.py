@@ -31,6 +31,7 @@ pytest_plugins = [
     "tests.steps.acp_steps",
     "tests.steps.prompt_parts_steps",
     "tests.steps.mcp_servers_steps",
+    "tests.steps.question_steps",
     "tests.steps.acp_pool_steps",
     "tests.fakes.plugin",
     "tests.browser",

@@ -30,4 +30,5 @@ scenarios(
     "prompt_parts.feature",
     "mcp_servers.feature",
     "session_context.feature",
+    "questions.feature",
 )

@@ -18,20 +18,24 @@ import shutil
 import sys
 import termios
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
-from coding_genesis._cli.question import INLINE, Question, choices
+from coding_genesis._cli.question import INLINE, Question, choices, user_answer, user_question
 from coding_genesis._observers.progress import tool_summary
 from coding_genesis._util.display import printable
 from coding_genesis.approval import ApprovalRequest, Decision
+from coding_genesis.questions import UserAnswer, UserQuestion
 from coding_genesis.run_events import ApprovalEvent
 
 if TYPE_CHECKING:
     from coding_genesis._observers.progress import ProgressView
 
 __all__ = ["TerminalAsker", "TerminalLines"]
+
+#: What a question at the terminal answers (a decision, an answer).
+T = TypeVar("T")
 
 #: The most typed ahead that is kept.
 _TYPED_AHEAD = 65536
@@ -227,26 +231,55 @@ class TerminalAsker:
         self._quiet: anyio.Event | None = None
 
     async def __call__(self, request: ApprovalRequest) -> Decision:
-        scope = anyio.CancelScope()
-        self._pending.add(scope)
-        answered: Decision | None = None
-        try:
-            with scope:
-                async with self._lock:
-                    if self.before_asking is not None:
-                        await self.before_asking()
-                    answered = await self._ask(request)
-        finally:
-            self._pending.discard(scope)
-            if not self._pending and self._quiet is not None:
-                self._quiet.set()
-            if answered is None:  # withdrawn, or no answer in time (the caller's deadline)
-                _say(f"  (no answer: {request.tool} denied)")
+        answered = await self._alone(lambda: self._ask(request), f"{request.tool} denied")
         if answered is None:
             return Decision.deny(
                 "the question was withdrawn: the turn ended", reason="withdrawn at the terminal"
             )
         return answered
+
+    async def ask_user(self, question: UserQuestion) -> UserAnswer:
+        """An asker (``asker=``): the CLI's question to the person, shown as
+        :func:`~coding_genesis._cli.question.user_question` lays it out, one
+        at a time with the approvals; what is typed answers it, never a
+        prompt.  A secret is not asked here (what is typed is echoed)."""
+        answered = await self._alone(lambda: self._ask_user(question), "declined")
+        return answered if answered is not None else UserAnswer(declined=True)
+
+    async def _alone(self, ask: Callable[[], Awaitable[T]], unanswered: str) -> T | None:
+        """``ask`` with the terminal to itself (one question at a time, chat's
+        prompt gone); None when withdrawn or out of time (the caller's)."""
+        scope = anyio.CancelScope()
+        self._pending.add(scope)
+        answered: T | None = None
+        try:
+            with scope:
+                async with self._lock:
+                    if self.before_asking is not None:
+                        await self.before_asking()
+                    answered = await ask()
+        finally:
+            self._pending.discard(scope)
+            if not self._pending and self._quiet is not None:
+                self._quiet.set()
+            if answered is None:  # withdrawn, or no answer in time (the caller's deadline)
+                _say(f"  (no answer: {unanswered})")
+        return answered
+
+    async def _ask_user(self, question: UserQuestion) -> UserAnswer:
+        with self.view.paused() if self.view is not None else contextlib.nullcontext():
+            self.lines.discard()  # nothing typed ahead answers the question
+            above, prompt = user_question(question, *_screen())
+            _say("\n".join(above))
+            if question.secret:
+                _say("  (a secret: genesis chat does not take one, since what is typed shows)")
+                return UserAnswer(declined=True)
+            _say(prompt, end="")
+            line = await self.lines.read()
+            if line is None:
+                _say("")
+                return UserAnswer(declined=True)
+            return user_answer(question, line)
 
     def heard(self, event: object) -> None:
         """Subscribed to the agent: a call settled by an "always" answer is

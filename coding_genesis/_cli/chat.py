@@ -191,6 +191,9 @@ def handle(args: argparse.Namespace) -> int:
             permissions=args.permissions,
             approver=approver_from(args, asker),
             approval_timeout=approval_timeout(args, asking=True),
+            # the CLI's questions to the person, where they reach the session
+            asker=asker.ask_user if _asks_questions(agent) else None,
+            question_timeout=approval_timeout(args, asking=True),  # a person's time
             setting_sources=args.setting_sources,
         )
     except (ConfigError, AgentUsageError) as exc:
@@ -471,3 +474,10 @@ async def _tick(view: ProgressView) -> None:
 def _err(text: str, *, end: str = "\n") -> None:
     with contextlib.suppress(OSError, ValueError):
         print(text, end=end, file=sys.stderr, flush=True)
+
+
+def _asks_questions(agent: CodingGenesisAgent) -> bool:
+    """The backend's questions to the user reach a session (else no asker:
+    the capability check would refuse the session)."""
+    protocol = agent.backend.control()
+    return protocol is not None and protocol.asks_questions

@@ -38,8 +38,17 @@ from coding_genesis.approval import (
     Decision,
     always_covers,
 )
+from coding_genesis.questions import UserAnswer, UserQuestion
 
-__all__ = ["Choice", "Question", "choices", "describe", "one_line"]
+__all__ = [
+    "Choice",
+    "Question",
+    "choices",
+    "describe",
+    "one_line",
+    "user_answer",
+    "user_question",
+]
 
 #: The longest detail shown inside the question's own line.
 INLINE = 100
@@ -203,6 +212,50 @@ class Question:
             budget = rows - 1 - len(above) - 2 - 1
             above = [f"{tool}{verb}:", *_fit(detail, columns - len(_LINE) - 1, budget), *above]
         return above, f"Allow {tool}{tail}"
+
+
+def user_question(question: UserQuestion, columns: int, rows: int) -> tuple[list[str], str]:
+    """A question of the CLI to the user (``asker=``), laid out as an
+    approval's is: the lines shown above it (who asks, the question, its
+    options numbered) and the prompt; all of it from the model, so made
+    printable and fitted to ``columns`` × ``rows`` with what is left out said."""
+    columns, rows = max(columns, _MIN_COLUMNS), max(rows, _MIN_ROWS)
+    who = "The CLI asks"
+    if question.server:
+        who += " for the MCP server " + one_line(question.server, columns // 3)
+    if question.header:
+        who += " (" + one_line(question.header, columns // 3) + ")"
+    options = [
+        f"{_LINE}{i}. {one_line(option, columns - len(_LINE) - 6)}"
+        for i, option in enumerate(question.options[:9], 1)
+    ]
+    if len(question.options) > 9:
+        options.append(f"{_MARK}⟨{len(question.options) - 9} more options not shown⟩")
+    budget = rows - 1 - len(options) - 2 - 1
+    text = _fit(_lines(question.text), columns - len(_LINE) - 1, budget)
+    if question.multiple:
+        how = "numbers with commas, or your words"
+    elif question.options:
+        how = "a number or your words"
+    else:
+        how = "your words"
+    return [f"{who}:", *text, *options], f"Answer ({how}; empty declines): "
+
+
+def user_answer(question: UserQuestion, typed: str) -> UserAnswer:
+    """What a line typed at :func:`user_question`'s prompt answers: the
+    options it numbers, else its words; empty, a refusal to answer."""
+    said = typed.strip()
+    if not said:
+        return UserAnswer(declined=True)
+    numbers = [part.strip() for part in said.split(",")]
+    if question.options and all(n.isdigit() for n in numbers):
+        picked = [int(n) for n in numbers]
+        if all(1 <= n <= len(question.options) for n in picked) and (
+            question.multiple or len(picked) == 1
+        ):
+            return UserAnswer(choices=tuple(question.options[n - 1] for n in picked))
+    return UserAnswer(text=said)
 
 
 def one_line(text: str, width: int) -> str:

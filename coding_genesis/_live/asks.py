@@ -17,17 +17,20 @@ import anyio.abc
 from coding_genesis._live.approvals import settle, withdrawn_record
 from coding_genesis._live.hooks import then_ask
 from coding_genesis._live.hosttools import HostCalls
+from coding_genesis._live.questions import LinkAsking
 from coding_genesis._live.turn import Turn, Unattended
 from coding_genesis.approval import Decision, Remembered
 from coding_genesis.control import (
     ControlProtocol,
     HookCall,
     PermissionAsk,
+    QuestionAsked,
     ToolCall,
     TurnEnded,
 )
 from coding_genesis.events import Event
 from coding_genesis.hooks import HookEvent, HookInput, HookRecord, HookResult, run_hooks
+from coding_genesis.questions import NO_ONE_ANSWERS
 from coding_genesis.tools import ToolResult
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ __all__ = ["LinkQuestions"]
 log = logging.getLogger("coding_genesis._live.link")
 
 
-class LinkQuestions:
+class LinkQuestions(LinkAsking):
     """What a :class:`~coding_genesis._live.link.LiveLink` does with the
     questions and calls of its CLI (the link's own attributes, declared)."""
 
@@ -68,7 +71,7 @@ class LinkQuestions:
     def delivery(self, turn: Turn) -> Callable[[Sequence[Event]], None]:
         raise NotImplementedError
 
-    def _refuse(self, item: PermissionAsk | ToolCall | HookCall) -> None:
+    def _refuse(self, item: PermissionAsk | ToolCall | HookCall | QuestionAsked) -> None:
         """What the CLI asks between turns with nobody to take a turn of its
         own (a one-shot run's process, its one turn over): refused at once,
         never decided behind the caller's back."""
@@ -76,6 +79,8 @@ class LinkQuestions:
         log.warning("%s asked %s between turns: refused", self.backend.name, type(item).__name__)
         if isinstance(item, PermissionAsk):
             self.send(*self.protocol.answer(item, Decision.deny(why)))
+        elif isinstance(item, QuestionAsked):
+            self.send(*self.protocol.answer_question(item, None, NO_ONE_ANSWERS))
         elif isinstance(item, ToolCall):
             self.send(*self.protocol.answer_tool(item, ToolResult(why, is_error=True)))
         else:
@@ -195,6 +200,8 @@ class LinkQuestions:
         for item in held.waiting:
             if isinstance(item, PermissionAsk):
                 self._tg_start(self._approve, item, turn)
+            elif isinstance(item, QuestionAsked):
+                self._tg_start(self._question, item, turn)
             elif isinstance(item, ToolCall):
                 emit = None if item.reported else self.delivery(turn)
                 self._tg_start(self.host_calls.answer, item, emit)

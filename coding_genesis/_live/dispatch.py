@@ -27,6 +27,7 @@ from coding_genesis.control import (
     HookCall,
     PermissionAsk,
     ProtocolFault,
+    QuestionAsked,
     Ready,
     Reply,
     ToolCall,
@@ -151,6 +152,7 @@ class LinkDispatch(LinkQuestions):
             ProtocolFault: self._on_fault,
             Unknown: self._on_unknown,
             Answered: self._on_answered,
+            QuestionAsked: self._on_question,
         }
 
     def _on_ready(self, item: Ready, turn: Turn | None, held: Unattended | None) -> None:
@@ -158,7 +160,9 @@ class LinkDispatch(LinkQuestions):
             self.session_id = item.session_id
         self.process.ready.set()
 
-    def _hold(self, item: PermissionAsk | ToolCall | HookCall, held: Unattended) -> None:
+    def _hold(
+        self, item: PermissionAsk | ToolCall | HookCall | QuestionAsked, held: Unattended
+    ) -> None:
         """A question between turns: kept for the turn the CLI starts (the
         session's), or refused at once (a one-shot run's link)."""
         if self.takes_cli_turns:
@@ -171,6 +175,12 @@ class LinkDispatch(LinkQuestions):
             self._hold(item, held)
         elif self.process.tg is not None:
             self.process.tg.start_soon(self._approve, item, turn)
+
+    def _on_question(self, item: QuestionAsked, turn: Turn | None, held: Unattended | None) -> None:
+        if held is not None:
+            self._hold(item, held)
+        elif self.process.tg is not None:
+            self.process.tg.start_soon(self._question, item, turn)
 
     def _on_tool_call(self, item: ToolCall, turn: Turn | None, held: Unattended | None) -> None:
         if held is not None:

@@ -396,6 +396,7 @@ class LiveLink(LinkDispatch):
             ended=turn.ended,
             approvals=tuple(turn.approvals),
             hooks=tuple(turn.hooks),
+            questions=tuple(turn.questions),
         )
 
     async def _drain(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 
@@ -19,7 +20,7 @@ from coding_genesis._pipeline.decode import Router
 from coding_genesis._pipeline.tally import RunTally
 from coding_genesis._supervision.values import ProcessOutcome
 from coding_genesis.approval import ApprovalRecord, ApprovalRequest
-from coding_genesis.control import HookCall, PermissionAsk, ToolCall, TurnEnded
+from coding_genesis.control import HookCall, PermissionAsk, QuestionAsked, ToolCall, TurnEnded
 from coding_genesis.events import (
     Event,
     ResultEvent,
@@ -74,6 +75,8 @@ class Turn:
     approvals: list[ApprovalRecord] = dataclasses.field(default_factory=list)
     #: The hooks called, and the hook calls still running.
     hooks: list[HookRecord] = dataclasses.field(default_factory=list)
+    #: The questions the CLI put to the user, as recorded (``RunResult.questions``).
+    questions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     running: Running = dataclasses.field(default_factory=Running)
     stderr: bytearray = dataclasses.field(default_factory=bytearray)
     stderr_bytes: int = 0
@@ -124,7 +127,7 @@ _HELD_BYTES = 8 * 1024 * 1024
 _HELD_ITEMS = 10_000
 
 #: What the CLI asks between turns that waits for an answer.
-Waiting = PermissionAsk | ToolCall | HookCall
+Waiting = PermissionAsk | ToolCall | HookCall | QuestionAsked
 
 
 class Unattended:

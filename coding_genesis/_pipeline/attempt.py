@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coding_genesis._pipeline.decode import Decoder, Routes
 from coding_genesis._pipeline.evidence import EvidenceWatch
@@ -89,6 +89,8 @@ class AttemptOutcome:
     approvals: tuple[ApprovalRecord, ...] = ()
     #: A turn of a live session: the hooks called during it.
     hooks: tuple[HookRecord, ...] = ()
+    #: A turn of a live session: the questions its CLI put to the user.
+    questions: tuple[Mapping[str, Any], ...] = ()
 
 
 def resolve_program(

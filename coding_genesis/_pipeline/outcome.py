@@ -123,6 +123,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "denied_tools": _denied_tools(tally.result),
         "approvals": redactor.deep([a.to_dict() for a in attempt.approvals]),
         "mcp_servers": redactor.deep(list(tally.mcp_servers.values())),
+        "questions": redactor.deep([dict(q) for q in attempt.questions]),
         "hooks": redactor.deep([h.to_dict() for h in attempt.hooks]),
         "completed_steps": redactor.deep(tally.steps),
         "unfinished_steps": redactor.deep(

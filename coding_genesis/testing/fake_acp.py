@@ -48,6 +48,9 @@ nothing of their kind, in an order where neither the first nor the last is
   STUBBORN          the normal answer; from now on a closed stdin does not end the agent
   COST              ``usage_update`` with the session's cumulative cost (+0.25 USD a turn)
   REFUSE <reason>   ``stopReason`` <reason> (max_tokens, refusal, max_turn_requests)
+  ELICIT <message>  ``elicitation/create`` asking <message> with a form of one string field
+                    ``answer`` (only when the client offered ``elicitation.form``, else
+                    text ``elicitation not offered``); says ``elicited: <the result>``
   HISTORY           text ``history: `` and the prompts this process was sent before,
                     ``|``-separated (what a process carries from one prompt to the next)
   MCPLIST           the tools of the first of ``session/new``'s ``mcpServers`` (launched
@@ -269,6 +272,8 @@ class Agent:
         self.turn: threading.Thread | None = None
         self.current = ""
         self.mcp_servers: list[dict[str, Any]] = []
+        #: The client offered to fill forms (``elicitation.form``).
+        self.elicits = False
         self._mcp: McpClient | None = None
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -341,6 +346,8 @@ class Agent:
     def handle(self, msg: dict[str, Any]) -> None:
         method, rid, params = msg["method"], msg.get("id"), msg.get("params") or {}
         if method == "initialize":
+            offered = (params.get("clientCapabilities") or {}).get("elicitation") or {}
+            self.elicits = isinstance(offered, dict) and "form" in offered
             version = int(os.environ.get("FAKE_ACP_VERSION", "1"))
             caps: dict[str, Any] = {"loadSession": os.environ.get("FAKE_ACP_NO_LOAD") != "1"}
             if os.environ.get("FAKE_ACP_DIRS") == "1":
@@ -557,6 +564,7 @@ class Agent:
             "COST": self._on_cost,
             "REFUSE": self._on_refuse,
             "HISTORY": self._on_history,
+            "ELICIT": self._on_elicit,
         }.get(word, self._on_plain)
         scenario(rid, word, rest, text)
 
@@ -830,6 +838,20 @@ class Agent:
 
     def _on_history(self, rid: Any, word: str, rest: str, text: str) -> None:
         self.answer(rid, "history: " + " | ".join(p for p, _ in self.history))
+
+    def _on_elicit(self, rid: Any, word: str, rest: str, text: str) -> None:
+        if not self.elicits:
+            self.answer(rid, "elicitation not offered")
+            return
+        form = {"type": "object", "properties": {"answer": {"type": "string"}}}
+        params = {
+            "sessionId": self.session,
+            "mode": "form",
+            "message": rest,
+            "requestedSchema": form,
+        }
+        said = self.ask("elicitation/create", params)
+        self.answer(rid, "elicited: " + json.dumps(said.get("result", said), sort_keys=True))
 
 
 def _store(session: str) -> str:

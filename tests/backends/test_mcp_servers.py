@@ -21,9 +21,10 @@ from coding_genesis.backends.codex_control import CodexControl
 from coding_genesis.backends.codex_events import AppServerTranslator
 from coding_genesis.capabilities import check, untrusted_problem
 from coding_genesis.config import AgentConfig
-from coding_genesis.control import PermissionAsk, ProtocolFault, Reply
+from coding_genesis.control import PermissionAsk, ProtocolFault, QuestionAsked, Reply
 from coding_genesis.errors import ConfigError, RefusedError
 from coding_genesis.events import McpServerEvent
+from coding_genesis.questions import NO_ONE_ANSWERS
 from coding_genesis.tools import McpServerSpec, as_mcp_servers
 from tests.support import cli_request
 
@@ -131,10 +132,12 @@ def test_codex_asks_the_approver_about_an_mcp_tool_call_and_answers_with_an_acti
         answers[rid] = answer["result"]
         assert protocol.answer(ask, decision) == []  # once
     assert answers == {7: {"action": "accept"}, 8: {"action": "decline"}}
-    # an elicitation that is no approval: nobody fills in its form
-    (reply,) = protocol.receive(elicitation(9))
-    assert isinstance(reply, Reply)
-    assert reply.objects[0] == {"jsonrpc": "2.0", "id": 9, "result": {"action": "decline"}}
+    # an elicitation that is no approval is the server's question to the user
+    (asked,) = protocol.receive(elicitation(9))
+    assert isinstance(asked, QuestionAsked) and asked.question.kind == "elicitation"
+    assert asked.question.server == "srv" and asked.question.text == "Allow echo?"
+    (answer,) = protocol.answer_question(asked, None, NO_ONE_ANSWERS)
+    assert answer == {"jsonrpc": "2.0", "id": 9, "result": {"action": "decline"}}
 
 
 def test_their_status_is_an_event_on_both_clis() -> None:

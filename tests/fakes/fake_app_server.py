@@ -27,6 +27,9 @@ turn plays the scenario its prompt starts with:
   DEEP_TOOL [n]     an ``item/tool/call`` whose arguments nest n deep; says the answer
                     (``tool call answered: error <code>``)
   DEEP_END [n]      the answer, then a ``turn/completed`` whose turn's items nest n deep
+  QUESTION <text>   ``item/tool/requestUserInput`` asking <text> (id ``q1``, options ``yes`` and
+                    ``no``) and ``q2`` ("Why?", free text); waits for the answer and says
+                    ``answers: <the answers as JSON>``
   OWNTURN <s>       the answer; then a turn codex begins by itself (as a compaction, a thread
                     goal, a background terminal do): ``turn/started`` of a new turn id, an
                     agentMessage ``codex's own turn``, and after s seconds its
@@ -259,6 +262,8 @@ class FakeAppServer:
                 self.deep_tool(int(rest or 1100))
             elif word == "DEEP_END":
                 self.answer("the end is deep", end_depth=int(rest or 1100))
+            elif word == "QUESTION":
+                self.question(rest or "Proceed?")
             elif word == "OWNTURN":
                 self.answer(prompt)
                 self.own_turn(float(rest or "1"))
@@ -354,6 +359,34 @@ class FakeAppServer:
         if decision == "cancel":
             raise Interrupted
         self.answer(f"decision: {decision}")
+
+    def question(self, text: str) -> None:
+        rid = 800
+        questions = [
+            {
+                "id": "q1",
+                "header": "Go?",
+                "question": text,
+                "options": [
+                    {"label": "yes", "description": "go on"},
+                    {"label": "no", "description": "stop"},
+                ],
+            },
+            {"id": "q2", "header": "Why", "question": "Why?", "options": None},
+        ]
+        params = {
+            "threadId": self.thread_id,
+            "turnId": self.turn_id,
+            "itemId": "item-question",
+            "isBlocking": True,
+            "questions": questions,
+        }
+        _send({"id": rid, "method": "item/tool/requestUserInput", "params": params})
+        got = self.responses({rid}, limit=30, linger=0)
+        (response,) = got.get(rid, [{}])
+        result = response.get("result")
+        answers = result.get("answers") if isinstance(result, dict) else response
+        self.answer(f"answers: {json.dumps(answers, sort_keys=True)}", said=True)
 
     # -- hostile scenarios ---------------------------------------------------------------
 
