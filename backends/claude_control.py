@@ -275,6 +275,7 @@ class ClaudeControl(ControlProtocol):
     context_usage = True  # get_context_usage (claude_calls.py)
     can_compact = True
     compact_prompt = "/compact"  # system/compact_boundary, a PreCompact hook point
+    can_fork = True  # --resume --fork-session (--resume-session-at)
 
     def __init__(
         self,
@@ -329,9 +330,9 @@ class ClaudeControl(ControlProtocol):
     def command(self, start: Request) -> CommandSpec:
         spec = self._command(start)
         args = spec.args
-        if not start.resume:
-            # A new conversation's id is ours to give, so it is known at open
-            # (claude names it only in its first turn's init line otherwise).
+        if not start.resume or start.fork:
+            # A new conversation's id (a fork's too) is ours to give, so it is known
+            # at open (claude names it only in its first turn's init line otherwise).
             self._session_id = str(uuid.uuid4())
             flags = len(SESSION_FLAGS)
             args = (*args[:flags], f"--session-id={self._session_id}", *args[flags:])

@@ -55,6 +55,7 @@ ROWS = (
     "session",
     "isolation",
     "resume",
+    "fork",
     "approver",
     "hooks",
     "tools",
@@ -146,6 +147,10 @@ def _live_refusal(
                 f"backend {backend.name!r} cannot resume a session over its two-way "
                 f"protocol: {broken}",
             )
+    if isinstance(settings, Request) and settings.fork:
+        refused = session_refusal(backend, "fork")
+        if refused is not None:
+            return Unsupported("fork", refused)
     return None
 
 
@@ -340,7 +345,8 @@ def steer_refusal(backend: Backend) -> str | None:
 Trust: TypeAlias = Literal["data", "trusted", "never"]
 
 _DATA = (
-    "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
+    "prompt backend model timeout idle_timeout cwd name resume fork resume_at request_key "
+    "retry options "
     "isolation isolation_base keep carry_uncommitted include_diff keep_results "
     "system_prompt append_system_prompt approval_timeout"
 )
@@ -395,7 +401,7 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
             f"{', '.join(data)} (options: {', '.join(sorted(UNTRUSTED_OPTIONS))}); "
             "pass --trusted-input to accept the rest (it lets the file run any program)"
         )
-    for key in ("model", "resume"):
+    for key in ("model", "resume", "resume_at"):
         text = fields.get(key)
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"
