@@ -530,6 +530,12 @@ class SyncTurns:
     def steer(self, text: str) -> None:
         self._call(self.session.steer, text)
 
+    def context_usage(self, timeout: float = 30.0) -> ContextUsage:
+        return cast("ContextUsage", self._call(self.session.context_usage, timeout))
+
+    def compact(self, timeout: float | None = None) -> RunResult:
+        return cast("RunResult", self._call(self.session.compact, timeout))
+
     @property
     def session_id(self) -> str | None:
         return self.session.session_id

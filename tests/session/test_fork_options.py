@@ -2,7 +2,8 @@
 (``Request.build``, the untrusted-input rules, the capability check's ``fork``
 row), each CLI's opening of a fork (claude's ``--fork-session`` and
 ``--resume-session-at``, codex's ``thread/fork`` with ``lastTurnId``) and the
-turn id each result carries (``RunResult.turn_id``), which a fork resumes at."""
+turn id each result carries (``RunResult.turn_id``), which a fork resumes at;
+and a sync session's ``context_usage()`` and ``compact()``."""
 
 from __future__ import annotations
 
@@ -114,3 +115,15 @@ def test_each_result_names_its_turn() -> None:
     events = fresh.translate({"type": "result", "subtype": "success", "result": "x"})
     (result,) = [e for e in events if isinstance(e, ResultEvent)]
     assert result.turn_id is None and "turn_id" not in result.to_dict()
+
+
+def test_a_sync_session_says_its_context_and_compacts(tmp_path: Path) -> None:
+    agent = CodingGenesisAgent(
+        "failer", cwd=str(tmp_path), timeout=20, options={"state_dir": str(tmp_path / "s")}
+    )
+    with agent.session_sync() as session:
+        assert session.send_result("hello").status == 0
+        assert session.context_usage().used == 25  # the failer: 25 a prompt
+        compacted = session.compact()
+        assert compacted.status == 0 and "Compacted" in compacted.message
+        assert session.context_usage().used == 0
