@@ -570,7 +570,8 @@ class CodexControl(ControlProtocol):
             total = usage.get("total") if isinstance(usage, Mapping) else None
             if isinstance(total, Mapping):
                 self._usage_total = add_usage({}, total)
-            self._context = context_of(usage) if isinstance(usage, Mapping) else None
+            if isinstance(usage, Mapping):  # one it cannot read leaves the last one said
+                self._context = context_of(usage) or self._context
             return (FORWARD,)
         if method == "turn/started":
             turn = params.get("turn")

@@ -106,8 +106,8 @@ def test_codex_says_its_context_use_from_its_last_report() -> None:
     assert proto.context_said() == ContextUsage(19, 258400, "codex thread/tokenUsage/updated")
     proto.receive(_usage({"totalTokens": 40}, window=None))
     assert proto.context_said() == ContextUsage(40, None, "codex thread/tokenUsage/updated")
-    proto.receive(_usage({"totalTokens": -3}))  # nonsense: not a use
-    assert proto.context_said() == ContextUsage(0, None, "codex: no model request yet")
+    proto.receive(_usage({"totalTokens": -3}))  # nonsense: not a use, the last one holds
+    assert proto.context_said() == ContextUsage(40, None, "codex thread/tokenUsage/updated")
 
 
 def test_codex_compacts_by_a_call_answered_at_once() -> None:
