@@ -104,7 +104,9 @@ from coding_genesis.hooks import HookEffect, HookEvent, HookInput, HookResult
 from coding_genesis.prompts import Image
 from coding_genesis.questions import UserAnswer
 from coding_genesis.request import Request
+from coding_genesis.result import ContextUsage
 
+from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from ._questions import Elicited, Gathering, elicitation_question, elicitation_result
 from .acp_events import (
@@ -132,6 +134,7 @@ __all__ = [
     "AcpAgent",
     "AcpControl",
     "AcpTranslator",
+    "ReportingAcpControl",
     "acp_request",
     "error_status",
     "error_words",
@@ -283,6 +286,8 @@ class AcpControl(ControlProtocol):
         self._switches = AcpSwitches()
         #: The agent's elicitations being answered by the asker.
         self._asking = Gathering()
+        #: The context's use as the agent's last ``usage_update`` said it.
+        self._context: ContextUsage | None = None
 
     # -- intents ------------------------------------------------------------------
 
@@ -713,6 +718,8 @@ class AcpControl(ControlProtocol):
                 return (Unknown(f"session/update {_said(kind)}"),)
             if kind == "tool_call":
                 self._announce(update)
+            elif kind == "usage_update":
+                self._context = _context_of(update) or self._context
             hooks = self._tool_hooks(update) if kind in _TOOL_UPDATES and self.hooked else ()
             if self._prompt_id is None and self._open_done and kind in _WORK:
                 return self._late(obj, hooks)
@@ -785,3 +792,22 @@ class AcpControl(ControlProtocol):
         if finishes and "post_tool" in self.hooked:
             hooks.append(HookCall(None, tool_hook("post_tool", call, self.session_id, name)))
         return tuple(hooks)
+
+
+class ReportingAcpControl(AcpControl):
+    """The protocol of an agent that reports its context's use
+    (:attr:`AcpAgent.usage`): ``session.context_usage()`` is its last
+    ``usage_update`` (none used before the first)."""
+
+    context_usage = True
+
+    def context_said(self) -> ContextUsage | None:
+        return self._context or ContextUsage(0, None, "acp: no usage_update yet")
+
+
+def _context_of(update: Mapping[str, Any]) -> ContextUsage | None:
+    """The context's use a ``usage_update`` says (None: none we can read)."""
+    used, size = as_int(update.get("used")), as_int(update.get("size"))
+    if used is None or used < 0:
+        return None
+    return ContextUsage(used, size if size and size > 0 else None, "acp usage_update")

@@ -62,6 +62,9 @@ class AcpAgent:
     #: A turn may switch the model (``session/set_config_option`` of the
     #: option of category "model"): measured for this agent (see :mod:`.acp_switch`).
     switches_model: bool = False
+    #: The agent reports its context's use in ``usage_update`` (``used`` of
+    #: ``size``; claude-agent-acp does): its protocol is a :class:`ReportingAcpControl`.
+    usage: bool = False
 
 
 def session_meta(template: object, sources: tuple[str, ...]) -> Any:

@@ -56,7 +56,7 @@ from coding_genesis.control import ControlProtocol
 from coding_genesis.errors import ConfigError
 from coding_genesis.request import Request, check_setting_sources
 
-from .acp import AcpAgent, AcpControl, AcpTranslator
+from .acp import AcpAgent, AcpControl, AcpTranslator, ReportingAcpControl
 
 __all__ = ["ACP_KEYS", "AcpBackend"]
 
@@ -77,6 +77,7 @@ ACP_KEYS = frozenset(
         "notes",
         "install_hint",
         "mcp_title",
+        "context_usage",
         "setting_sources",
         "default_setting_sources",
         "session_meta",
@@ -158,6 +159,7 @@ class AcpBackend(Backend):
         setting_sources: Sequence[Sequence[str]] = (),
         default_setting_sources: Sequence[str] | None = None,
         session_meta: Mapping[str, object] | None = None,
+        context_usage: bool = False,
         format: str = "acp",
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
@@ -201,6 +203,8 @@ class AcpBackend(Backend):
             )
         if not isinstance(resume, bool):
             raise ConfigError(f"backend {name!r}: resume must be true or false, got {resume!r}")
+        if not isinstance(context_usage, bool):
+            raise ConfigError(f"backend {name!r}: context_usage must be true or false")
         can, default, meta = _sources(
             name, setting_sources, default_setting_sources, session_meta or {}
         )
@@ -219,6 +223,7 @@ class AcpBackend(Backend):
             mcp_title=mcp_title,
             session_meta=meta,
             settings_default=default or (),
+            usage=context_usage,
         )
         #: The settings it can be told to read (by ``session_meta``), and what
         #: it reads unasked: the capability check's, and ``setting_sources=``'s.
@@ -271,4 +276,5 @@ class AcpBackend(Backend):
         return AcpTranslator()
 
     def control(self) -> ControlProtocol:
-        return AcpControl(self.agent, self._command)
+        reporting = ReportingAcpControl if self.agent.usage else AcpControl
+        return reporting(self.agent, self._command)

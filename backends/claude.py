@@ -224,6 +224,10 @@ def _command(head: tuple[str, ...], start: Request, stdin: bytes | None = None) 
     ]
     if start.resume:
         args.append(f"--resume={start.resume}")
+        if start.fork:  # a new session id, the history copied (cut at resume_at)
+            args.append("--fork-session")
+            if start.resume_at:
+                args.append(f"--resume-session-at={start.resume_at}")
     if start.output_schema is not None:
         args.append("--json-schema=" + json.dumps(start.output_schema, separators=(",", ":")))
     if start.partial:
@@ -463,6 +467,7 @@ class ClaudeTranslator(Translator):
         "_messages",
         "_streaming",
         "_tool_names",
+        "_turn_id",
         "message_usage",
     )
 
@@ -483,6 +488,8 @@ class ClaudeTranslator(Translator):
         self._folded: dict[str | None, list[int]] = {}
         #: The id of the message a ``stream_event`` piece belongs to (its ``message_start``).
         self._streaming: str | None = None
+        #: The uuid of the turn's last assistant line (``RunResult.turn_id``).
+        self._turn_id: str | None = None
 
     def translate(self, obj: dict[str, Any]) -> Sequence[Event]:
         kind = obj.get("type")
@@ -604,6 +611,9 @@ class ClaudeTranslator(Translator):
         _add_counts(self._folded, entry[0], entry[1])
 
     def _assistant(self, obj: dict[str, Any]) -> Sequence[Event]:
+        line_id = obj.get("uuid")
+        if type(line_id) is str:
+            self._turn_id = line_id  # the turn's last assistant line: a fork resumes at it
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
@@ -697,6 +707,7 @@ class ClaudeTranslator(Translator):
             terminal_reason=obj.get("terminal_reason"),
             permission_denials=denials if isinstance(denials, list) else [],
             errors=errors if isinstance(errors, list) else [],
+            **({"turn_id": self._turn_id} if self._turn_id else {}),
         )
         # The messages' folded usage first: it came before the run's total.
         events: list[Event] = list(self.flush())

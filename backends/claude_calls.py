@@ -5,7 +5,9 @@ request (its ``subtype`` and fields) and how claude's answer reads.
 * ``context_usage``: ``get_context_usage {detail: "summary"}`` (claude 2.1.330;
   ``summary`` answers from the last response's usage and local estimates,
   without the per-category token-count calls ``full`` makes).  The answer's
-  ``totalTokens`` of ``maxTokens`` (the window, after claude's own reserve).
+  ``totalTokens`` of ``maxTokens``: claude's estimate of the whole context, its
+  system prompt and tools included (measured against the fake model server after
+  one turn: 14185 of 1000000, where the model reported 12 input tokens).
 """
 
 from __future__ import annotations

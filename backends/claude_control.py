@@ -299,6 +299,7 @@ class ClaudeControl(ControlProtocol):
     can_compact = True
     compact_prompt = "/compact"  # system/compact_boundary, a PreCompact hook point
     asks_questions = True  # AskUserQuestion (claude_questions.py)
+    can_fork = True  # --resume --fork-session (--resume-session-at)
 
     def __init__(
         self,
@@ -357,9 +358,9 @@ class ClaudeControl(ControlProtocol):
     def command(self, start: Request) -> CommandSpec:
         spec = self._command(start)
         args = spec.args
-        if not start.resume:
-            # A new conversation's id is ours to give, so it is known at open
-            # (claude names it only in its first turn's init line otherwise).
+        if not start.resume or start.fork:
+            # A new conversation's id (a fork's too) is ours to give, so it is known
+            # at open (claude names it only in its first turn's init line otherwise).
             self._session_id = str(uuid.uuid4())
             flags = len(SESSION_FLAGS)
             args = (*args[:flags], f"--session-id={self._session_id}", *args[flags:])

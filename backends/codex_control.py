@@ -135,12 +135,20 @@ _PATCH_UPDATED = "item/fileChange/patchUpdated"
 _COMMAND_ASK = "item/commandExecution/requestApproval"
 _WRITE_ASK = "item/fileChange/requestApproval"
 _TOOL_CALL = "item/tool/call"
-_OPENING = ("initialize", "thread/start", "thread/resume")
+_OPENING = ("initialize", "thread/start", "thread/resume", "thread/fork")
 #: The most ``turn/started`` ids kept while our ``turn/start`` is unanswered
 #: (codex sends one of its own at most; a flood is not held).
 _EARLY_KEPT = 8
 #: Why a line codex wrote is refused unread.
 _UNPARSED = "nested too deep or too large for coding-genesis to read"
+
+
+def _opening(start: Request) -> str:
+    """The thread request a session opens with: a new thread, the one resumed,
+    or a fork of it (a new thread from its history, in this new process)."""
+    if start.fork:
+        return "thread/fork"
+    return "thread/resume" if start.resume else "thread/start"
 
 
 def _request(rid: int, method: str, params: Mapping[str, Any]) -> Outgoing:
@@ -186,6 +194,7 @@ class CodexControl(ControlProtocol):
     can_compact = True  # thread/compact/start (codex_calls.py)
     context_usage = True  # from thread/tokenUsage/updated
     asks_questions = True  # request_user_input (codex_requests.py)
+    can_fork = True  # thread/fork {threadId, lastTurnId} as the opening
 
     def __init__(self) -> None:
         self._next_id = 0
@@ -314,6 +323,8 @@ class CodexControl(ControlProtocol):
             # A resumed thread keeps the dynamic tools it was started with.
             params["threadId"] = start.resume
             params["excludeTurns"] = True
+            if start.fork and start.resume_at:
+                params["lastTurnId"] = start.resume_at  # the fork's last turn, inclusive
         elif start.tools:
             params["dynamicTools"] = [_dynamic_tool(tool) for tool in start.tools]
         params.update(request_extras(start).thread)
@@ -487,7 +498,7 @@ class CodexControl(ControlProtocol):
         result = obj.get("result")
         if method == "initialize":
             start = self.request or Request(prompt="", cwd=".")
-            opening = "thread/resume" if start.resume else "thread/start"
+            opening = _opening(start)
             return (
                 Reply(
                     (
@@ -496,7 +507,7 @@ class CodexControl(ControlProtocol):
                     )
                 ),
             )
-        if method in ("thread/start", "thread/resume"):
+        if method in _OPENING[1:]:
             thread = result.get("thread") if isinstance(result, Mapping) else None
             tid = thread.get("id") if isinstance(thread, Mapping) else None
             if not isinstance(tid, str) or not tid:
@@ -657,7 +668,8 @@ class CodexControl(ControlProtocol):
             total = usage.get("total") if isinstance(usage, Mapping) else None
             if isinstance(total, Mapping):
                 self._usage_total = add_usage({}, total)
-            self._context = context_of(usage) if isinstance(usage, Mapping) else None
+            if isinstance(usage, Mapping):  # one it cannot read leaves the last one said
+                self._context = context_of(usage) or self._context
             return (FORWARD,)
         if method == "turn/started":
             turn = params.get("turn")

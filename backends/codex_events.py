@@ -203,13 +203,19 @@ class AppServerTranslator(Translator):
             counts = add_usage(dict(self._total), base or {}, -1)
             events.append(UsageEvent({_USAGE_NAMES[k]: v for k, v in counts.items()}))
         status = turn.get("status")
+        tid = turn.get("id")
+        turn_id: dict[str, Any] = {"turn_id": tid} if isinstance(tid, str) and tid else {}
         if status == "completed":
-            events.append(ResultEvent(is_error=False, subtype="turn.completed", text=None))
+            events.append(
+                ResultEvent(is_error=False, subtype="turn.completed", text=None, **turn_id)
+            )
             return events
         error = _mapping(turn.get("error"))
         message = error.get("message")
         if status == "interrupted":
-            events.append(ResultEvent(is_error=True, subtype="turn.interrupted", text=None))
+            events.append(
+                ResultEvent(is_error=True, subtype="turn.interrupted", text=None, **turn_id)
+            )
             return events
         text = str(message or f"turn {status or 'failed'}")
         events.append(
@@ -219,6 +225,7 @@ class AppServerTranslator(Translator):
                 text=text,
                 errors=[text],
                 api_error_status=_error_status(error),
+                **turn_id,
             )
         )
         return events

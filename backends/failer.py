@@ -118,6 +118,10 @@ def _command(args: list[str], start: Request, stdin: bytes | None = None) -> Com
         warnings = (f"the failer has no model: model={start.model!r} is ignored",)
     if start.resume:
         args.append(f"--resume={start.resume}")
+        if start.fork:
+            args.append("--fork-session")
+            if start.resume_at:
+                args.append(f"--resume-session-at={start.resume_at}")
     if start.permissions is not None:
         args.append(f"--permissions={start.permissions}")
     if start.max_turns is not None:

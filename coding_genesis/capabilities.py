@@ -58,6 +58,7 @@ ROWS = (
     "session",
     "isolation",
     "resume",
+    "fork",
     "approver",
     "hooks",
     "tools",
@@ -192,6 +193,10 @@ def _live_refusal(
                 f"backend {backend.name!r} cannot resume a session over its two-way "
                 f"protocol: {broken}",
             )
+    if isinstance(settings, Request) and settings.fork:
+        refused = session_refusal(backend, "fork")
+        if refused is not None:
+            return Unsupported("fork", refused)
     return None
 
 
@@ -460,7 +465,8 @@ def steer_refusal(backend: Backend) -> str | None:
 Trust: TypeAlias = Literal["data", "trusted", "never"]
 
 _DATA = (
-    "prompt backend model timeout idle_timeout cwd name resume request_key retry options "
+    "prompt backend model timeout idle_timeout cwd name resume fork resume_at request_key "
+    "retry options "
     "isolation isolation_base keep carry_uncommitted include_diff keep_results "
     "system_prompt append_system_prompt approval_timeout partial"
 )
@@ -524,7 +530,7 @@ def untrusted_problem(fields: Mapping[str, object], *, trusted: bool = False) ->
             "an image or file read from disk is sent to the model; pass --trusted-input to "
             "accept it (an image may come as base64 data)"
         )
-    for key in ("model", "resume"):
+    for key in ("model", "resume", "resume_at"):
         text = fields.get(key)
         if isinstance(text, str) and text.startswith("-"):
             return f"refused {key} {text[:40]!r}: it would read as a command-line option"

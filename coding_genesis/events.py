@@ -492,7 +492,8 @@ class ResultEvent(_Optional):
     ``session_id``, ``num_turns``, ``duration_ms``, ``api_error_status`` (HTTP
     status of an API error), ``stop_reason``, ``terminal_reason``,
     ``permission_denials`` (claude's list of denied tool calls; ``[]`` when
-    unset), ``errors`` (the CLI's error messages; ``[]`` when unset)."""
+    unset), ``errors`` (the CLI's error messages; ``[]`` when unset),
+    ``turn_id`` (the CLI's id of the turn: a fork resumes at it)."""
 
     kind = EventKind.RESULT
     fields = (
@@ -507,6 +508,7 @@ class ResultEvent(_Optional):
         "terminal_reason",
         "permission_denials",
         "errors",
+        "turn_id",
     )
     __slots__ = fields
 
@@ -523,6 +525,7 @@ class ResultEvent(_Optional):
         terminal_reason: str | None = _UNSET,
         permission_denials: list[Any] = _UNSET,
         errors: list[Any] = _UNSET,
+        turn_id: str | None = _UNSET,
     ) -> None:
         self._absent = _absent(
             session_id=session_id,
@@ -533,6 +536,7 @@ class ResultEvent(_Optional):
             terminal_reason=terminal_reason,
             permission_denials=permission_denials,
             errors=errors,
+            turn_id=turn_id,
         )
         self.is_error = is_error
         self.subtype = subtype
@@ -547,6 +551,7 @@ class ResultEvent(_Optional):
             [] if permission_denials is _UNSET else permission_denials
         )
         self.errors: list[Any] = [] if errors is _UNSET else errors
+        self.turn_id: str | None = None if turn_id is _UNSET else turn_id
         self._stamp()
 
     @classmethod

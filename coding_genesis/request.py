@@ -208,6 +208,12 @@ class LiveOptions(RequestOptions, total=False):
 
     #: Continue this CLI session (one that ended, or a one-shot run's).
     resume: str | None
+    #: With ``resume=``: a new session from that one's history (a fork; the
+    #: one resumed is left as it was).
+    fork: bool | None
+    #: With ``fork=True``: the fork's history ends at this turn of the one
+    #: resumed (a ``RunResult.turn_id``).
+    resume_at: str | None
     #: How many of its last results ``session.results`` keeps (default
     #: :data:`~coding_genesis.options.KEEP_RESULTS`); ``"all"``: every one, the
     #: memory growing with each turn.
@@ -467,6 +473,23 @@ _RULES: dict[str, tuple[Check | None, Merge | None]] = {
 _SETTINGS = tuple(_RULES)
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$")
+
+
+def _fork_options(given: dict[str, Any], resume: str | None) -> dict[str, Any]:
+    """``fork=`` (a bool) and ``resume_at=`` (a turn id: a session id's shape,
+    never read as a flag) of a call resuming ``resume``, checked."""
+    fork, at = given.get("fork", False), given.get("resume_at")
+    if not isinstance(fork, bool):
+        raise ConfigError(f"fork must be True or False, got {fork!r}")
+    if at is not None and (not isinstance(at, str) or not _SESSION_ID.match(at)):
+        raise ConfigError(f"invalid turn id to resume at: {at!r}")
+    if (fork or at is not None) and resume is None:
+        raise ConfigError("fork= and resume_at= need resume= (the session to fork)")
+    if at is not None and not fork:
+        raise ConfigError("resume_at= needs fork=True (the session resumed keeps its turns)")
+    return {"fork": fork, "resume_at": at}
+
+
 #: Added to what the hooks of one hook point may take, so the CLI never gives up first.
 _HOOK_MARGIN = 5.0
 
@@ -492,6 +515,10 @@ class Request(RequestSettings):
     backend: str = ""
     #: The CLI's session (thread) id to continue; None: a new conversation.
     resume: str | None = None
+    #: A new session from :attr:`resume`'s history (a live session's ``fork=``).
+    fork: bool = False
+    #: With :attr:`fork`: the turn of :attr:`resume` the fork's history ends at.
+    resume_at: str | None = None
     #: Stable across the attempts of one logical request.
     request_key: str = ""
     #: The options one turn of a live session set for itself (:meth:`for_turn`,
@@ -586,6 +613,8 @@ class Request(RequestSettings):
             prompt=text,
             timeout=self.timeout if timeout is None else required_seconds("timeout", timeout),
             resume=None,  # the session continues by itself
+            fork=False,
+            resume_at=None,
             request_key=request_key(self.backend, self.cwd, text),
             turn_options=frozenset(changed),
             opened_permissions=self.opened_permissions or self.permissions,
@@ -627,6 +656,7 @@ class Request(RequestSettings):
         where = cwd
         resume: str | None = None
         key: str | None = None
+        forked: dict[str, Any] = {}
         for name, value in call.items():
             if value is AGENT_DEFAULT or (value is None and name != "retry"):
                 continue
@@ -636,6 +666,8 @@ class Request(RequestSettings):
                 if not isinstance(value, str) or not _SESSION_ID.match(value):
                     raise ConfigError(f"invalid session id to resume: {value!r}")
                 resume = value
+            elif name in ("fork", "resume_at"):
+                forked[name] = value
             elif name == "request_key":
                 if not isinstance(value, str) or not value:
                     raise ConfigError(f"request_key must be a non-empty string, got {value!r}")
@@ -646,6 +678,7 @@ class Request(RequestSettings):
                 if kept is None and name != "retry":
                     continue  # e.g. model="": the agent's
                 values[name] = merge(kept, values[name]) if merge is not None else kept
+        forked = _fork_options(forked, resume)
         if where is None:
             where = check_cwd(os.getcwd())
         text, parts = ("", ()) if session and prompt == "" else checked_prompt(prompt, where)
@@ -660,6 +693,7 @@ class Request(RequestSettings):
             resume=resume,
             request_key=key or request_key(backend, where, text),
             parts=parts,
+            **forked,
             **values,
         )
 

@@ -132,6 +132,9 @@ class RunResult(BaseModel):
     budget: dict[str, Any] | None = None
     model: str | None = None
     num_turns: int | None = None
+    #: The CLI's id of this turn (codex: its turn id; claude: the uuid of the
+    #: turn's last assistant message): ``session.fork(at=...)`` resumes at it.
+    turn_id: str | None = None
     #: Why the runner stopped the process ("timeout", "idle", "linger", "cancelled").
     stop_reason: str | None = None
     #: The CLI's terminal event was seen.
@@ -269,6 +272,7 @@ class RunResponse(TypedDict):
     budget: dict[str, Any] | None
     model: str | None
     num_turns: int | None
+    turn_id: str | None
     stop_reason: str | None
     completed: bool
     is_error: bool

@@ -22,6 +22,7 @@ closes the session; ``send()`` on a closed session raises
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import uuid
@@ -513,6 +514,30 @@ class Session:
             raise AgentUsageError("compact(): the CLI began no compaction turn")
         return self._cli_last
 
+    # -- forks (issue 41) ---------------------------------------------------------
+
+    def fork(self, at: str | None = None) -> Session:
+        """A new session from this one's history, not yet entered (``async
+        with session.fork() as other``): a new CLI process and session id, this
+        session's options, on a runner of its own (both may run at once); this
+        session goes on unchanged.  ``at``: a turn's ``RunResult.turn_id``: the
+        fork's history ends at that turn.  Raises where the backend cannot fork
+        (the capability check's words) or before the CLI named its session."""
+        refused = session_refusal(self._wiring.backend, "fork")
+        if refused is not None:
+            raise AgentUsageError(refused)
+        sid = self.session_id
+        if sid is None:
+            raise AgentUsageError("fork() needs the session's id: the CLI names it at its opening")
+        runner = self._runner.sibling()
+        options = {"resume": sid, "fork": True, "resume_at": at}
+        checked = runner.build("", options, mode="session")
+        request = dataclasses.replace(
+            self._request, resume=sid, fork=True, resume_at=checked.resume_at
+        )
+        keep = self.results.maxlen
+        return Session(runner, request, "all" if keep is None else keep)
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._link else "new")
         return f"Session(backend={self._wiring.backend.name!r}, key={self.key!r}, {state})"
@@ -544,6 +569,12 @@ class SyncTurns:
 
     def steer(self, text: str) -> None:
         self._call(self.session.steer, text)
+
+    def context_usage(self, timeout: float = 30.0) -> ContextUsage:
+        return cast("ContextUsage", self._call(self.session.context_usage, timeout))
+
+    def compact(self, timeout: float | None = None) -> RunResult:
+        return cast("RunResult", self._call(self.session.compact, timeout))
 
     @property
     def session_id(self) -> str | None:

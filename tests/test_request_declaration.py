@@ -35,7 +35,8 @@ def test_run_options_are_the_request_options_the_call_options_and_retry() -> Non
         RequestOptions.__optional_keys__ | CallOptions.__optional_keys__ | {"retry"}
         == RUN_OPTION_NAMES
     )
-    assert RequestOptions.__optional_keys__ | {"resume", "keep_results"} == LIVE_OPTION_NAMES
+    live_only = {"resume", "fork", "resume_at", "keep_results"}
+    assert RequestOptions.__optional_keys__ | live_only == LIVE_OPTION_NAMES
     assert {"resume", "request_key"} == CALL_OPTION_NAMES
 
 
@@ -51,7 +52,8 @@ def test_the_agent_inherits_every_setting_and_shares_every_shared_keyword() -> N
     assert set(AgentSettings.__optional_keys__) == set(AgentConfig.field_names()) - {"backend"}
     batch = BatchSettings.__optional_keys__
     assert AgentSettings.__optional_keys__ | CallOptions.__optional_keys__ == batch
-    assert set(LiveOptions.__optional_keys__) - {"keep_results", "resume"} <= SETTINGS | {"cwd"}
+    live_only = {"keep_results", "resume", "fork", "resume_at"}
+    assert set(LiveOptions.__optional_keys__) - live_only <= SETTINGS | {"cwd"}
 
 
 def test_every_setting_says_how_it_is_checked() -> None:

@@ -107,6 +107,7 @@ def _build_result(attempt: AttemptOutcome, ctx: ResultContext) -> RunResult:
         "session_id": tally.session_id,
         "model": tally.model,
         "num_turns": tally.num_turns,
+        "turn_id": tally.result.turn_id if tally.result is not None else None,
         "usage": tally.usage,
         "cost_usd": tally.cost_usd,
         "cli_retries": tally.cli_retries or _stderr_retries(ctx, outcome.stderr_tail),

@@ -119,6 +119,11 @@ class Runner:
         if self._state is AgentState.DEGRADED:
             self._set_state(AgentState.READY, reason)
 
+    def sibling(self) -> Runner:
+        """A runner of the same agent (its wiring, checks and circuit breaker)
+        with a state and a session of its own: what a fork runs on."""
+        return Runner(self.wiring, self._breaker, self._check)
+
     def claim(self, session: object | None) -> None:
         """A session opens (``None``: it closed): at most one at a time."""
         if session is not None and self._session is not None and self._session is not session:

@@ -306,6 +306,8 @@ class SessionRequest(BaseModel):
     cwd: str | None = Field(None, description="working directory, under the server's root")
     name: str | None = None
     resume: str | None = Field(None, description="a CLI session id to continue")
+    fork: bool | None = Field(None, description="with resume: a new session from its history")
+    resume_at: str | None = Field(None, description="with fork: the turn id its history ends at")
     options: dict[str, Any] | None = Field(None, description='untrusted: {"max_turns": N} only')
     system_prompt: str | None = Field(None, description="replaces the CLI's system prompt")
     append_system_prompt: str | None = Field(None, description="added to the system prompt")

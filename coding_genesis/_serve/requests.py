@@ -337,9 +337,10 @@ def read_session_request(
     value = settings
     backend = value.pop("backend")
     asked = value.pop("resume", None)
+    forking = {k: value.pop(k) for k in ("fork", "resume_at") if k in value}
     try:
         agent = CodingGenesisAgent(backend, **value)
-        session = agent.session(keep_results=keep, resume=resume or asked)
+        session = agent.session(keep_results=keep, resume=resume or asked, **forking)
     except (ConfigError, AgentUsageError) as exc:
         return Refused(str(exc))
     except TypeError as exc:  # an unknown setting or one of the wrong shape (trusted input)

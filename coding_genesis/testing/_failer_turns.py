@@ -96,8 +96,9 @@ class FailerSide(ClaudeSide):
     """One run or live session of the failer, as claude plays it (see the module's docstring)."""
 
     def __init__(self, args: argparse.Namespace, failer: Failer, *, live: bool) -> None:
+        fork = args.resume and args.fork_session
         super().__init__(
-            args.resume or str(uuid.uuid4()),
+            (args.session_id or str(uuid.uuid4())) if fork or not args.resume else args.resume,
             prefix="failer",
             usage={"input_tokens": 0, "output_tokens": 0},
             cost=0.0,
@@ -555,14 +556,35 @@ class FailerSide(ClaudeSide):
 
     # -- the conversation kept -------------------------------------------------------
 
-    def _store(self) -> str:
-        digest = hashlib.sha256(self.session_id.encode()).hexdigest()[:32]
+    def _store(self, session_id: str | None = None) -> str:
+        digest = hashlib.sha256((session_id or self.session_id).encode()).hexdigest()[:32]
         return os.path.join(self.failer.state_dir(self.args.state_dir), digest + ".session")
 
+    def message(self, role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+        """A line of the conversation; an assistant line carries the turn's
+        ``uuid``, as claude's do (a fork's ``--resume-session-at`` names one)."""
+        line = super().message(role, *blocks)
+        if role == "assistant":
+            line["uuid"] = turn_uuid(self.session_id, len(self.history))
+        return line
+
     def load(self) -> bool:
-        """The conversation ``--resume`` names; False: the failer never held it."""
+        """The conversation ``--resume`` names (a fork's: copied, cut at
+        ``--resume-session-at``); False: the failer never held it (or that turn)."""
+        if not self._load():
+            return False
+        at = self.args.resume_session_at if self.args.fork_session else None
+        if at is not None:
+            turns = [turn_uuid(self.args.resume, i) for i in range(len(self.history))]
+            if at not in turns:
+                return False
+            self.history = self.history[: turns.index(at) + 1]
+        return True
+
+    def _load(self) -> bool:
         try:
-            fd = os.open(self._store(), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            path = self._store(self.args.resume)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             with open(fd, encoding="utf-8") as fh:
                 prompts = json.load(fh)
         except (OSError, ValueError):
@@ -622,6 +644,12 @@ class _Reply:
         text = json.dumps(body, ensure_ascii=False)
         self.side.say(text)
         self.side.result(text, subtype, is_error=True, api_error_status=api_error_status)
+
+
+def turn_uuid(session_id: str, index: int) -> str:
+    """The ``uuid`` of the assistant lines of a conversation's turn ``index``
+    (from 0): the same in every process that holds the conversation."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"failer:{session_id}:{index}"))
 
 
 def serve(args: argparse.Namespace, failer: Failer) -> int:

@@ -308,6 +308,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--include-partial-messages", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--resume", help="continue this session id")
+    parser.add_argument(
+        "--fork-session", action="store_true", help="with --resume: a new session from its history"
+    )
+    parser.add_argument("--session-id", help="the id of a new (or forked) session")
+    parser.add_argument("--resume-session-at", help="with --fork-session: cut after this turn")
     parser.add_argument("--request-key", help="state key shared by retries of one request")
     parser.add_argument("--state-dir", help="where /fail-then-succeed keeps its counters")
     parser.add_argument("--permissions", choices=("read-only", "edit", "full"))

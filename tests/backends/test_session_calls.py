@@ -1,6 +1,7 @@
 """The codecs' side of a session's context (issue 41): claude's
 ``get_context_usage`` call and its answers, codex's ``thread/compact/start``
-call and the context's use it reports by itself, and each CLI's compaction
+call and the context's use it reports by itself, an ACP agent's
+``usage_update`` where its backend says it reports one, and each CLI's compaction
 as a ``CompactionEvent`` (claude's ``compact_boundary``, codex's
 ``contextCompaction`` item: ``manual`` when we asked for it)."""
 
@@ -10,13 +11,16 @@ from typing import Any
 
 import pytest
 
-from coding_genesis import ContextUsage
+from coding_genesis import AcpBackend, ConfigError, ContextUsage
+from coding_genesis.backend import CommandSpec
 from coding_genesis.backends import available_backends, get_backend
+from coding_genesis.backends.acp import AcpAgent, AcpControl, ReportingAcpControl
 from coding_genesis.backends.claude import ClaudeBackend
 from coding_genesis.backends.codex_control import CodexControl
 from coding_genesis.capabilities import session_refusal
 from coding_genesis.control import Answered, ControlIntent, ProtocolFault
 from coding_genesis.events import CompactionEvent
+from tests.backends.test_acp_codec import opened
 from tests.support import cli_request, given_session
 
 
@@ -106,8 +110,8 @@ def test_codex_says_its_context_use_from_its_last_report() -> None:
     assert proto.context_said() == ContextUsage(19, 258400, "codex thread/tokenUsage/updated")
     proto.receive(_usage({"totalTokens": 40}, window=None))
     assert proto.context_said() == ContextUsage(40, None, "codex thread/tokenUsage/updated")
-    proto.receive(_usage({"totalTokens": -3}))  # nonsense: not a use
-    assert proto.context_said() == ContextUsage(0, None, "codex: no model request yet")
+    proto.receive(_usage({"totalTokens": -3}))  # nonsense: not a use, the last one holds
+    assert proto.context_said() == ContextUsage(40, None, "codex thread/tokenUsage/updated")
 
 
 def test_codex_compacts_by_a_call_answered_at_once() -> None:
@@ -168,3 +172,39 @@ def test_each_backend_can_say_or_refuses_in_the_check_s_words(name: str) -> None
             assert refused is None, (name, what)
         else:
             assert refused is not None and f"backend {name!r} cannot {words}" in refused
+
+
+def _acp(reporting: bool) -> Any:
+    agent = AcpAgent("fake", usage=reporting)
+    control = ReportingAcpControl if reporting else AcpControl
+    proto = control(agent, lambda start: CommandSpec(args=("--acp",)))
+    opened(proto)
+    return proto
+
+
+def _usage_update(**update: Any) -> dict[str, Any]:
+    params = {"sessionId": "s-1", "update": {"sessionUpdate": "usage_update", **update}}
+    return {"jsonrpc": "2.0", "method": "session/update", "params": params}
+
+
+def test_an_acp_agent_that_reports_its_context_use_says_its_last_usage_update() -> None:
+    proto = _acp(True)
+    assert proto.context_usage is True
+    assert proto.context_said() == ContextUsage(0, None, "acp: no usage_update yet")
+    proto.receive(_usage_update(used=1500, size=200000, cost={"amount": 0.1, "currency": "USD"}))
+    assert proto.context_said() == ContextUsage(1500, 200000, "acp usage_update")
+    proto.receive(_usage_update(used="lots", size=9))  # unreadable: the last one holds
+    assert proto.context_said() == ContextUsage(1500, 200000, "acp usage_update")
+    quiet = _acp(False)  # an agent not said to report it: refused by the check
+    assert quiet.context_usage is False and quiet.context_said() is None
+
+
+def test_an_acp_backend_says_whether_its_agent_reports_its_context_use() -> None:
+    command = ["node", "agent.js"]
+    reporting = AcpBackend("reporting", command=command, context_usage=True)
+    assert session_refusal(reporting, "context_usage") is None
+    quiet = AcpBackend("quiet", command=command)
+    refused = session_refusal(quiet, "context_usage")
+    assert refused is not None and refused.startswith("backend 'quiet' cannot say its context's")
+    with pytest.raises(ConfigError, match="context_usage must be true or false"):
+        AcpBackend("bad", command=command, context_usage="yes")  # type: ignore[arg-type]

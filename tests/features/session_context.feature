@@ -25,3 +25,31 @@ Feature: A session's context: its use now, compaction on demand, forks
     Then the session refused saying "backend 'gemini' cannot say its context's use now"
     When the session is compacted
     Then the session refused saying "backend 'gemini' cannot compact its context on demand"
+
+  Scenario: A fork carries the history and the session goes on without the fork's turns
+    Given a two-way failer agent
+    When a session is opened
+    And the session is sent "alpha"
+    And the session is sent "beta"
+    And the session is forked
+    And the fork is sent "/history"
+    Then the fork answered "2 earlier prompts in this conversation: alpha | beta"
+    And the fork has a session id of its own
+    When the session is sent "/history"
+    Then the last answer says "2 earlier prompts in this conversation: alpha | beta"
+
+  Scenario: A fork at a turn keeps the history up to that turn
+    Given a two-way failer agent
+    When a session is opened
+    And the session is sent "alpha"
+    And the session is sent "beta"
+    And the session is forked at its turn 1
+    And the fork is sent "/history"
+    Then the fork answered "1 earlier prompts in this conversation: alpha"
+
+  Scenario: A CLI that cannot fork a session is refused in words
+    Given a fake ACP agent "qwen"
+    When a session is opened
+    And the session is sent "hello"
+    And the session is forked
+    Then the session refused saying "backend 'qwen' cannot fork a session (a new one from its history)"

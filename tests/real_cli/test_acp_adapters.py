@@ -35,7 +35,7 @@ import anyio.abc
 import psutil
 import pytest
 
-from coding_genesis import CodingGenesisAgent, Decision, load_backends_file, tool
+from coding_genesis import AgentUsageError, CodingGenesisAgent, Decision, load_backends_file, tool
 from coding_genesis.approval import ApprovalRequest
 from coding_genesis.backend import Backend
 from coding_genesis.errors import RefusedError
@@ -552,3 +552,18 @@ def test_an_untrusted_batch_line_never_starts_codex_acp_in_a_repository(
             break
         time.sleep(0.25)
     assert marker.exists(), "the project's MCP server did not start: is the refusal needed?"
+
+
+async def test_claude_acp_says_its_context_use_from_its_usage_update(rig: AdapterRig) -> None:
+    """claude-agent-acp sends ``usage_update {used, size}`` after a turn (its entry in
+    docs/backends.md says ``context_usage = true``); codex-acp's entry does not say so and
+    is refused in the capability check's words."""
+    async with rig.agent().session() as session:
+        turn = await session.send_result("SCENARIO:text alpha")
+        assert turn.status == 0, turn.message
+        if rig.name != "claude-acp":
+            with pytest.raises(AgentUsageError, match="cannot say its context's use now"):
+                await session.context_usage()
+            return
+        usage = await session.context_usage()
+    assert usage.source == "acp usage_update" and usage.used > 0 and usage.size, usage

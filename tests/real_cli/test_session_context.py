@@ -45,7 +45,10 @@ async def test_context_usage_after_a_turn(rig: Rig) -> None:
         # The fake answers 12 input and 7 output tokens a request.
         assert usage.used == 19 and usage.source == "codex thread/tokenUsage/updated", usage
     else:
+        # claude's "summary" estimates the whole context (its system prompt and tools
+        # too: 14185 of 1000000 measured against the fake), not the fake's 12 + 7.
         assert usage.source == "claude get_context_usage" and usage.size, usage
+        assert 19 < usage.used < usage.size, usage
 
 
 async def test_compact_shortens_the_next_request(rig: Rig) -> None:
@@ -68,3 +71,32 @@ async def test_compact_shortens_the_next_request(rig: Rig) -> None:
     if rig.backend == "codex":
         assert compacted.trigger == "cli"
         assert [r.trigger for r in session.results] == ["user"] * 3 + ["cli", "user"]
+
+
+def _history(body: dict[str, Any] | None) -> str:
+    """The conversation a model request carries, as text."""
+    return json.dumps((body or {}).get("messages") or (body or {}).get("input") or [])
+
+
+async def test_a_fork_carries_the_history_and_the_original_goes_on_unchanged(rig: Rig) -> None:
+    agent = session_agent(rig)
+    async with agent.session() as session:
+        alpha = await session.send_result("SCENARIO:text alpha-said")
+        beta = await session.send_result("SCENARIO:text beta-said")
+        assert alpha.status == 0 and beta.status == 0, (alpha.message, beta.message)
+        assert alpha.turn_id and beta.turn_id and alpha.turn_id != beta.turn_id
+        async with session.fork() as forked:
+            on_fork = await forked.send_result("SCENARIO:text fork-said")
+            assert on_fork.status == 0, on_fork.message
+            fork_request = _history(rig.server.model_requests()[-1].body)
+        assert "alpha-said" in fork_request and "beta-said" in fork_request, fork_request
+        assert on_fork.session_id and on_fork.session_id != session.session_id
+        again = await session.send_result("SCENARIO:text gamma-said")
+        assert again.status == 0 and again.session_id == beta.session_id, again.message
+        original = _history(rig.server.model_requests()[-1].body)
+        assert "beta-said" in original and "fork-said" not in original, original
+        async with session.fork(at=alpha.turn_id) as cut:
+            at_alpha = await cut.send_result("SCENARIO:text cut-said")
+            assert at_alpha.status == 0, at_alpha.message
+            cut_request = _history(rig.server.model_requests()[-1].body)
+        assert "alpha-said" in cut_request and "beta-said" not in cut_request, cut_request

@@ -31,7 +31,7 @@ from tests.session.twoway import one_way_backend
 
 DATA = {name for name, trust in UNTRUSTED.items() if trust == "data"}
 #: Data of a live session only: a run keeps no turns.
-SESSION_ONLY = {"keep_results"}
+SESSION_ONLY = {"keep_results", "fork", "resume_at"}
 
 
 def _rules(tmp_path: Path, *, trusted: bool = False) -> Rules:
@@ -123,6 +123,27 @@ def test_a_session_keeps_its_data_for_a_resume(tmp_path: Path) -> None:
         "keep_results": 3,
     }
     assert read.approval_timeout == 7 and read.keep == 3
+
+
+def test_a_served_session_forks_a_session_and_a_flag_like_turn_id_is_refused(
+    tmp_path: Path,
+) -> None:
+    def session(**body: object) -> AcceptedSession | Refused:
+        return read_session_request(
+            orjson.dumps({"backend": "claude", **body}),
+            _rules(tmp_path),
+            inbox=lambda _timeout: allow_tools("Read"),
+            history=10,
+        )
+
+    forked = session(resume="s-1", fork=True, resume_at="u-1")
+    assert isinstance(forked, AcceptedSession)
+    request = forked.session._request
+    assert (request.resume, request.fork, request.resume_at) == ("s-1", True, "u-1")
+    flag = session(resume="s-1", fork=True, resume_at="--print")
+    assert isinstance(flag, Refused) and "refused resume_at '--print'" in flag.message
+    alone = session(resume_at="u-1")
+    assert isinstance(alone, Refused) and "need resume=" in alone.message
 
 
 def test_a_session_in_a_worktree_is_refused_in_the_one_check_s_words(tmp_path: Path) -> None:

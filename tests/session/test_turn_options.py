@@ -172,13 +172,20 @@ def test_start_turn_defaults_to_begin_turn_with_the_prompt() -> None:
         ("context_usage", "say its context's use now"),
     ],
 )
-def test_every_backend_refuses_what_no_package_has_built_yet(what: str, words: str) -> None:
+def test_every_backend_refuses_what_its_protocol_cannot(what: str, words: str) -> None:
     """A session's fork, compaction and context use: "cannot" on every backend
-    until its protocol says it can (then the check lets it through)."""
-    assert backends_that(what) == []
+    whose protocol does not say it can (claude's and codex's do, and the
+    failer's, which is claude's), in one wording that names those that can."""
+    can = backends_that(what)
+    assert set(can) == {"claude", "codex", "failer"}
     for name in registered_backends():
         refused = session_refusal(get_backend(name), what)
-        assert refused == f"backend {name!r} cannot {words}; backends that can: (none)"
+        if name in can:
+            assert refused is None, name
+        else:
+            assert (
+                refused == f"backend {name!r} cannot {words}; backends that can: {', '.join(can)}"
+            )
 
     class Forking(TwoWayProtocol):
         can_fork: ClassVar[bool] = True
