@@ -158,6 +158,7 @@ def test_a_session_opened_a_turn_sent_and_closed(tmp_path: Path) -> None:
             assert turn["turn"] == 1 and turn["state"] == "finished" and turn["status"] == 0
             assert turn["result"]["status"] == 0
             assert progress.messages and "turn 1 running" in progress.messages[0]
+            assert "result" in progress.messages[1:], progress.messages  # its events
             closed = structured(await session.call_tool("close_session", {"session": opened["id"]}))
             assert closed["state"] == "closed" and closed["turn_count"] == 1
             late = await session.call_tool("send_turn", {"session": opened["id"], "prompt": "x"})
