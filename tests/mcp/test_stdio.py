@@ -327,3 +327,32 @@ def test_secrets_are_masked_in_every_answer(tmp_path: Path) -> None:
             assert "[REDACTED]" in repr(answers[0].structured_content)
 
     anyio.run(scenario)
+
+
+def test_a_call_the_client_cancels_cancels_its_run(tmp_path: Path) -> None:
+    """The client gives up on a ``run`` call (``notifications/cancelled``): the
+    run is cancelled, its process tree stopped, its answer status 130."""
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path) as session:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(session.call_tool, "run", {"prompt": "/timeout 60"})
+                deadline = time.monotonic() + 30
+                while True:
+                    runs = structured(await session.call_tool("list_runs", {}))["runs"]
+                    if (runs and runs[0]["state"] == "running") or time.monotonic() > deadline:
+                        break
+                    await anyio.sleep(0.05)
+                assert runs and runs[0]["state"] == "running", runs
+                await anyio.sleep(0.3)
+                cli = _server_tree(tmp_path / "root")[1:]
+                assert cli, "the failer runs"
+                tg.cancel_scope.cancel()
+            done = structured(
+                await session.call_tool("get_run", {"run": runs[0]["id"], "wait": 30})
+            )
+            assert done["state"] == "finished", done
+            assert done["result"]["status"] == 130 and done["result"]["error"] == "cancelled"
+            assert not [p for p in cli if psutil.pid_exists(p)]
+
+    anyio.run(scenario)
