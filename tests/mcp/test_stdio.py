@@ -5,6 +5,7 @@ cancel, and no process left when the client goes away."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -356,3 +357,39 @@ def test_a_call_the_client_cancels_cancels_its_run(tmp_path: Path) -> None:
             assert not [p for p in cli if psutil.pid_exists(p)]
 
     anyio.run(scenario)
+
+
+@pytest.mark.slow
+def test_sigint_then_sigterm_stop_every_run_and_leave_nothing(tmp_path: Path) -> None:
+    """What claude does to the MCP servers it started when it ends: SIGINT,
+    then SIGTERM 100 ms later.  The second signal does not kill the server
+    mid-stop: every run is cancelled, its tree stopped, and the server's own
+    state directory removed before it exits."""
+    root = tmp_path / "root"
+    tree: list[int] = []
+    state_dirs: list[Path] = []
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path) as session:
+            started = structured(
+                await session.call_tool("run", {"prompt": "/timeout 60", "wait": False})
+            )
+            view = started
+            while view["state"] != "running":
+                await anyio.sleep(0.05)
+                view = structured(await session.call_tool("get_run", {"run": started["id"]}))
+            await anyio.sleep(0.3)
+            tree.extend(_server_tree(root))
+            assert len(tree) >= 2, "genesis mcp and the failer"
+            server = psutil.Process(tree[0])
+            state_dirs.extend(
+                Path(f.path).parent for f in server.open_files() if f.path.endswith("lock")
+            )
+            server.send_signal(signal.SIGINT)
+            await anyio.sleep(0.1)
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)  # (not our child: its exit code is not ours to read)
+
+    anyio.run(scenario)
+    assert not [p for p in tree if psutil.pid_exists(p)]
+    assert state_dirs and not [d for d in state_dirs if d.exists()], state_dirs
