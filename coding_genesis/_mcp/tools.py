@@ -213,17 +213,11 @@ async def _run(service: Service, arguments: dict[str, Any], progress: Progress) 
 
 async def _get_run(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
     ref = _args(_RunRef, arguments)
-    entry = _held(service, ref.run)
+    entry = service.runs.held(ref.run)
     if entry is not None and entry.done is not None and ref.wait > 0:
         with anyio.move_on_after(ref.wait):
             await entry.done.wait()
     return _run_view(service, ref.run)
-
-
-def _held(service: Service, ref: str) -> Entry | None:
-    runs = service.runs
-    key = ref if ref in runs.entries else runs.by_run_id.get(ref)
-    return runs.entries.get(key) if key is not None else None
 
 
 async def _list_runs(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
@@ -241,7 +235,7 @@ async def _list_runs(service: Service, arguments: dict[str, Any], progress: Prog
 
 async def _cancel_run(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
     ref = _args(_RunOnly, arguments)
-    entry = _held(service, ref.run)
+    entry = service.runs.held(ref.run)
     if entry is None:
         _run_view(service, ref.run)  # not_found, or:
         raise ToolError("not_cancellable: that run is not held by this server (finished or lost)")
