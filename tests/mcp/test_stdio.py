@@ -238,6 +238,17 @@ def test_approvals_are_listed_and_answered_through_the_tools(tmp_path: Path) -> 
     anyio.run(scenario)
 
 
+async def _long_run_running(session: Any) -> dict[str, Any]:
+    """A run of the failer that waits a minute, once its CLI runs."""
+    started = structured(await session.call_tool("run", {"prompt": "/timeout 60", "wait": False}))
+    view = started
+    while view["state"] != "running":
+        await anyio.sleep(0.05)
+        view = structured(await session.call_tool("get_run", {"run": started["id"]}))
+    await anyio.sleep(0.3)  # its CLI spawned
+    return started
+
+
 @pytest.mark.slow
 def test_cancel_and_a_client_gone_leave_no_process(tmp_path: Path) -> None:
     root = tmp_path / "root"
@@ -245,14 +256,7 @@ def test_cancel_and_a_client_gone_leave_no_process(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with over_stdio(tmp_path) as session:
-            started = structured(
-                await session.call_tool("run", {"prompt": "/timeout 60", "wait": False})
-            )
-            view = started
-            while view["state"] != "running":
-                await anyio.sleep(0.05)
-                view = structured(await session.call_tool("get_run", {"run": started["id"]}))
-            await anyio.sleep(0.3)
+            started = await _long_run_running(session)
             cli = _server_tree(root)[1:]
             assert cli, "the failer runs under genesis mcp"
             cancelled = structured(await session.call_tool("cancel_run", {"run": started["id"]}))
@@ -371,14 +375,7 @@ def test_sigint_then_sigterm_stop_every_run_and_leave_nothing(tmp_path: Path) ->
 
     async def scenario() -> None:
         async with over_stdio(tmp_path) as session:
-            started = structured(
-                await session.call_tool("run", {"prompt": "/timeout 60", "wait": False})
-            )
-            view = started
-            while view["state"] != "running":
-                await anyio.sleep(0.05)
-                view = structured(await session.call_tool("get_run", {"run": started["id"]}))
-            await anyio.sleep(0.3)
+            await _long_run_running(session)
             tree.extend(_server_tree(root))
             assert len(tree) >= 2, "genesis mcp and the failer"
             server = psutil.Process(tree[0])
