@@ -6,6 +6,8 @@ cancel, and no process left when the client goes away."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -390,3 +392,30 @@ def test_sigint_then_sigterm_stop_every_run_and_leave_nothing(tmp_path: Path) ->
     anyio.run(scenario)
     assert not [p for p in tree if psutil.pid_exists(p)]
     assert state_dirs and not [d for d in state_dirs if d.exists()], state_dirs
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        (
+            "raise SystemExit(main(['mcp', '--root', '/nonexistent/dir']))",
+            "--root /nonexistent/dir is not a directory",
+        ),
+        (  # the mcp extra left out
+            "import sys\nsys.modules['mcp'] = None\nraise SystemExit(main(['mcp']))",
+            "needs the mcp extra (mcp.server): pip install 'coding-genesis[mcp]'",
+        ),
+    ],
+    ids=["no-root", "no-mcp-package"],
+)
+def test_genesis_mcp_says_why_it_cannot_start(script: str, says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", f"from coding_genesis._cli.main import main\n{script}"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
