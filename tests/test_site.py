@@ -41,6 +41,7 @@ HOW_TO = [
     "isolation",
     "telemetry",
     "serve",
+    "mcp",
     "security",
 ]
 MAX_WORDS = 150

@@ -10,6 +10,7 @@ reads a request as ``run-many`` reads a line, with the same module
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from dataclasses import asdict
@@ -191,12 +192,11 @@ def handle(args: argparse.Namespace) -> int:
             token = security.check_token(os.environ[SERVE_TOKEN])
     except (OSError, ValueError) as exc:
         return usage_error("serve", f"cannot use the token: {exc}")
-    try:  # /mcp beside the routes when the mcp extra is there
-        # lazy: the mcp package loads only when a server starts
+    mounts: tuple[Any, ...] = ()
+    if importlib.util.find_spec("mcp") is not None:  # /mcp beside the routes (the mcp extra)
+        # lazy: the endpoint; the mcp package itself loads once the server listens
         from coding_genesis._mcp import http as mcp_http
-    except ImportError:
-        mounts: tuple[Any, ...] = ()
-    else:
+
         mounts = (mcp_http.mount(),)
     settings = server_settings(
         args,

@@ -10,9 +10,10 @@ and its process tree stopped before it exits.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -23,6 +24,36 @@ from coding_genesis._serve.service import Service
 from coding_genesis._util.display import printable
 
 __all__ = ["serve"]
+
+
+#: The longest message read from stdin (bytes): a longer line is cut there.
+MAX_LINE = 64 * 1024 * 1024
+
+
+class _Lines:
+    """stdin's lines, read on the event loop (no worker thread): a stop
+    signal ends the wait for the next one even while the client keeps stdin
+    open (a thread blocked in ``readline`` would hold the server until it
+    closed)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        while b"\n" not in self._buffer and len(self._buffer) < MAX_LINE:
+            await anyio.wait_readable(self._fd)
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                if not self._buffer:
+                    raise StopAsyncIteration
+                break
+            self._buffer += chunk
+        line, newline, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace") + newline.decode()
 
 
 def _say(text: str) -> None:
@@ -69,7 +100,10 @@ async def serve(settings: Settings, token: str) -> int:
         await tg.start(signals, serving)
         try:
             with serving:
-                async with stdio_server() as (read, write):
+                async with stdio_server(stdin=cast(Any, _Lines(sys.stdin.fileno()))) as (
+                    read,
+                    write,
+                ):
                     await server.run(read, write, server.create_initialization_options())
         finally:
             await _stop(service, "the MCP server stopped")

@@ -27,6 +27,8 @@ from coding_genesis._serve.inbox import Refusal
 from coding_genesis._serve.runs import Entry
 from coding_genesis._serve.service import Service
 from coding_genesis._serve.sessions import Busy, Live
+from coding_genesis._util.redact import Redactor
+from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.events import Event
 
 __all__ = ["TOOLS", "Progress", "Tool", "ToolError", "call"]
@@ -141,10 +143,15 @@ def _event_words(event: Event) -> str:
     return f"{kind}: {tool}" if isinstance(tool, str) and tool else kind
 
 
-async def _follow(entry: Entry, progress: Progress) -> None:
-    """Until ``entry``'s run ends, each event of its agent a progress report."""
-    agent, done = entry.agent, entry.done
-    assert done is not None
+async def _follow(
+    agent: CodingGenesisAgent | None,
+    done: anyio.Event,
+    redactor: Redactor | None,
+    first: str,
+    progress: Progress,
+) -> None:
+    """Until ``done``, each event of ``agent`` (a run's, a session's) a
+    progress report, after ``first``."""
     if agent is None:
         return
     send, receive = anyio.create_memory_object_stream[str](1000)
@@ -155,14 +162,13 @@ async def _follow(entry: Entry, progress: Progress) -> None:
 
             async def ended() -> None:
                 await done.wait()
-                tg.cancel_scope.cancel()
+                send.close()  # what was said before the end is still reported
 
             tg.start_soon(ended)
-            await progress(count, f"run {entry.id}: {entry.state}")
+            await progress(count, first)
             async for words in receive:
                 count += 1
-                text = entry.redactor.text(words) if entry.redactor is not None else words
-                await progress(count, text)
+                await progress(count, redactor.text(words) if redactor is not None else words)
     finally:
         unsubscribe()
         send.close()
@@ -182,7 +188,8 @@ async def _until_done(service: Service, entry: Entry, progress: Progress) -> Non
     client gave up, or went away), the run is cancelled and its tree stopped."""
     assert entry.done is not None
     try:
-        await _follow(entry, progress)
+        first = f"run {entry.id}: {entry.state}"
+        await _follow(entry.agent, entry.done, entry.redactor, first, progress)
         await entry.done.wait()
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
@@ -206,17 +213,11 @@ async def _run(service: Service, arguments: dict[str, Any], progress: Progress) 
 
 async def _get_run(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
     ref = _args(_RunRef, arguments)
-    entry = _held(service, ref.run)
+    entry = service.runs.held(ref.run)
     if entry is not None and entry.done is not None and ref.wait > 0:
         with anyio.move_on_after(ref.wait):
             await entry.done.wait()
     return _run_view(service, ref.run)
-
-
-def _held(service: Service, ref: str) -> Entry | None:
-    runs = service.runs
-    key = ref if ref in runs.entries else runs.by_run_id.get(ref)
-    return runs.entries.get(key) if key is not None else None
 
 
 async def _list_runs(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
@@ -234,7 +235,7 @@ async def _list_runs(service: Service, arguments: dict[str, Any], progress: Prog
 
 async def _cancel_run(service: Service, arguments: dict[str, Any], progress: Progress) -> BaseModel:
     ref = _args(_RunOnly, arguments)
-    entry = _held(service, ref.run)
+    entry = service.runs.held(ref.run)
     if entry is None:
         _run_view(service, ref.run)  # not_found, or:
         raise ToolError("not_cancellable: that run is not held by this server (finished or lost)")
@@ -275,8 +276,9 @@ async def _send_turn(service: Service, arguments: dict[str, Any], progress: Prog
         raise ToolError(f"busy: {busy}") from None
     done = live.turn_done
     if asked.wait and done is not None:
-        await progress(0, f"session {live.id}: turn {turn['turn']} running")
+        first = f"session {live.id}: turn {turn['turn']} running"
         try:
+            await _follow(live.agent, done, live.redactor, first, progress)
             await done.wait()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):

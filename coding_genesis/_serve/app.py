@@ -204,8 +204,7 @@ def _add_run_routes(app: FastAPI, service: Service) -> None:
         """Cancel a queued or running run of this server: its process tree is
         stopped, its answer is status 130 ``cancelled``."""
         runs = service.runs
-        key = run if run in runs.entries else runs.by_run_id.get(run)
-        entry = runs.entries.get(key) if key is not None else None
+        entry = runs.held(run)
         if entry is None:
             known = service.history.find(run) is not None
             return _error(
@@ -304,10 +303,9 @@ def _add_event_routes(app: FastAPI, service: Service) -> None:
     ) -> Response:
         """One run's events from its first (after Last-Event-ID's when given);
         the stream ends with the run (its last event: ``run``, state finished)."""
-        runs = service.runs
-        key = run if run in runs.entries else runs.by_run_id.get(run)
-        if key is not None and service.hub.has_topic(key):
-            return _stream(key, last_event_id)
+        entry = service.runs.held(run)
+        if entry is not None and service.hub.has_topic(entry.id):
+            return _stream(entry.id, last_event_id)
         view = service.history.find(run)
         if view is None:
             return _error(service, 404, "not_found", f"no run {run[:100]!r}")

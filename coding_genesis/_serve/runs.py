@@ -212,6 +212,11 @@ class Runs:
         self._publish(entry)
         self._notify()
 
+    def held(self, ref: str) -> Entry | None:
+        """The entry this server holds named by its request id or its run id."""
+        key = ref if ref in self.entries else self.by_run_id.get(ref)
+        return self.entries.get(key) if key is not None else None
+
     def position(self, entry: Entry) -> int | None:
         """1 for the next to run (None: not queued)."""
         if entry.state != "queued":

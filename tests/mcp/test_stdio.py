@@ -5,6 +5,9 @@ cancel, and no process left when the client goes away."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -158,6 +161,7 @@ def test_a_session_opened_a_turn_sent_and_closed(tmp_path: Path) -> None:
             assert turn["turn"] == 1 and turn["state"] == "finished" and turn["status"] == 0
             assert turn["result"]["status"] == 0
             assert progress.messages and "turn 1 running" in progress.messages[0]
+            assert "result" in progress.messages[1:], progress.messages  # its events
             closed = structured(await session.call_tool("close_session", {"session": opened["id"]}))
             assert closed["state"] == "closed" and closed["turn_count"] == 1
             late = await session.call_tool("send_turn", {"session": opened["id"], "prompt": "x"})
@@ -236,6 +240,17 @@ def test_approvals_are_listed_and_answered_through_the_tools(tmp_path: Path) -> 
     anyio.run(scenario)
 
 
+async def _long_run_running(session: Any) -> dict[str, Any]:
+    """A run of the failer that waits a minute, once its CLI runs."""
+    started = structured(await session.call_tool("run", {"prompt": "/timeout 60", "wait": False}))
+    view = started
+    while view["state"] != "running":
+        await anyio.sleep(0.05)
+        view = structured(await session.call_tool("get_run", {"run": started["id"]}))
+    await anyio.sleep(0.3)  # its CLI spawned
+    return started
+
+
 @pytest.mark.slow
 def test_cancel_and_a_client_gone_leave_no_process(tmp_path: Path) -> None:
     root = tmp_path / "root"
@@ -243,14 +258,7 @@ def test_cancel_and_a_client_gone_leave_no_process(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with over_stdio(tmp_path) as session:
-            started = structured(
-                await session.call_tool("run", {"prompt": "/timeout 60", "wait": False})
-            )
-            view = started
-            while view["state"] != "running":
-                await anyio.sleep(0.05)
-                view = structured(await session.call_tool("get_run", {"run": started["id"]}))
-            await anyio.sleep(0.3)
+            started = await _long_run_running(session)
             cli = _server_tree(root)[1:]
             assert cli, "the failer runs under genesis mcp"
             cancelled = structured(await session.call_tool("cancel_run", {"run": started["id"]}))
@@ -326,3 +334,88 @@ def test_secrets_are_masked_in_every_answer(tmp_path: Path) -> None:
             assert "[REDACTED]" in repr(answers[0].structured_content)
 
     anyio.run(scenario)
+
+
+def test_a_call_the_client_cancels_cancels_its_run(tmp_path: Path) -> None:
+    """The client gives up on a ``run`` call (``notifications/cancelled``): the
+    run is cancelled, its process tree stopped, its answer status 130."""
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path) as session:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(session.call_tool, "run", {"prompt": "/timeout 60"})
+                deadline = time.monotonic() + 30
+                while True:
+                    runs = structured(await session.call_tool("list_runs", {}))["runs"]
+                    if (runs and runs[0]["state"] == "running") or time.monotonic() > deadline:
+                        break
+                    await anyio.sleep(0.05)
+                assert runs and runs[0]["state"] == "running", runs
+                await anyio.sleep(0.3)
+                cli = _server_tree(tmp_path / "root")[1:]
+                assert cli, "the failer runs"
+                tg.cancel_scope.cancel()
+            done = structured(
+                await session.call_tool("get_run", {"run": runs[0]["id"], "wait": 30})
+            )
+            assert done["state"] == "finished", done
+            assert done["result"]["status"] == 130 and done["result"]["error"] == "cancelled"
+            assert not [p for p in cli if psutil.pid_exists(p)]
+
+    anyio.run(scenario)
+
+
+@pytest.mark.slow
+def test_sigint_then_sigterm_stop_every_run_and_leave_nothing(tmp_path: Path) -> None:
+    """What claude does to the MCP servers it started when it ends: SIGINT,
+    then SIGTERM 100 ms later.  The second signal does not kill the server
+    mid-stop: every run is cancelled, its tree stopped, and the server's own
+    state directory removed before it exits."""
+    root = tmp_path / "root"
+    tree: list[int] = []
+    state_dirs: list[Path] = []
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path) as session:
+            await _long_run_running(session)
+            tree.extend(_server_tree(root))
+            assert len(tree) >= 2, "genesis mcp and the failer"
+            server = psutil.Process(tree[0])
+            state_dirs.extend(
+                Path(f.path).parent for f in server.open_files() if f.path.endswith("lock")
+            )
+            server.send_signal(signal.SIGINT)
+            await anyio.sleep(0.1)
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)  # (not our child: its exit code is not ours to read)
+
+    anyio.run(scenario)
+    assert not [p for p in tree if psutil.pid_exists(p)]
+    assert state_dirs and not [d for d in state_dirs if d.exists()], state_dirs
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        (
+            "raise SystemExit(main(['mcp', '--root', '/nonexistent/dir']))",
+            "--root /nonexistent/dir is not a directory",
+        ),
+        (  # the mcp extra left out
+            "import sys\nsys.modules['mcp'] = None\nraise SystemExit(main(['mcp']))",
+            "needs the mcp extra (mcp.server): pip install 'coding-genesis[mcp]'",
+        ),
+    ],
+    ids=["no-root", "no-mcp-package"],
+)
+def test_genesis_mcp_says_why_it_cannot_start(script: str, says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", f"from coding_genesis._cli.main import main\n{script}"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
