@@ -89,7 +89,6 @@ from coding_genesis.control import (
     Forward,
     HookCall,
     Incoming,
-    McpServer,
     Outgoing,
     PermissionAsk,
     ProtocolFault,
@@ -123,7 +122,13 @@ from .acp_events import (
     track,
 )
 from .acp_facts import AcpAgent, session_meta
-from .acp_requests import callers_servers
+from .acp_requests import (
+    MCP_CALL_NAMES,
+    MCP_META_NAME,
+    callers_servers,
+    named_tool,
+    session_server,
+)
 from .acp_switch import AcpSwitches, model_option
 from .parts import acp_prompt
 
@@ -182,12 +187,6 @@ _WORK = KNOWN_UPDATES - {
 
 #: The updates that tell of a tool call (what the hooks observe).
 _TOOL_UPDATES = ("tool_call", "tool_call_update")
-#: How agents name a call of a tool of an MCP server, in its title or its
-#: ``_meta`` tool name (measured): gemini ``add (<server> MCP Server)``,
-#: opencode ``<server>_add``, qwen ``_meta.toolName`` ``mcp__<server>__add`` (as
-#: claude names MCP tools; its permission request is titled with the arguments).
-_MCP_META_NAME = "mcp__{server}__{tool}"
-_MCP_CALL_NAMES = ("{tool} ({server} MCP Server)", "{server}_{tool}", _MCP_META_NAME)
 #: How many tool calls of one turn are remembered for their permission request.
 _ANNOUNCED_MAX = 1000
 
@@ -201,12 +200,6 @@ _QUIET = ("qwen/notify/", "_auth/")
 
 
 # -- the protocol ----------------------------------------------------------------
-
-
-def _mcp_server(server: McpServer) -> dict[str, Any]:
-    """One of ``session/new``'s ``mcpServers`` (a stdio server: no environment
-    of its own, so nothing secret is written to the agent)."""
-    return {"name": server.name, "command": server.command, "args": list(server.args), "env": []}
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,7 +481,7 @@ class AcpControl(ControlProtocol):
             return (ProtocolFault(callers, fatal=True),)
         params: dict[str, Any] = {
             "cwd": start.cwd if start else ".",
-            "mcpServers": [_mcp_server(server) for server in self.mcp_servers] + callers,
+            "mcpServers": [session_server(server) for server in self.mcp_servers] + callers,
         }
         if self.agent.session_meta:
             sources = start.setting_sources if start and start.setting_sources else None
@@ -661,9 +654,9 @@ class AcpControl(ControlProtocol):
     def host_tool_of(self, call: Mapping[str, Any]) -> str | None:
         """The caller's function a tool call runs on the session's MCP server
         (None: another tool), by any of the names agents give such a call
-        (:data:`_MCP_CALL_NAMES`, or gemini's call id): what its events are
+        (:data:`MCP_CALL_NAMES`, or gemini's call id): what its events are
         named by."""
-        return self._ours(call, _MCP_CALL_NAMES, by_id=True)
+        return self._ours(call, MCP_CALL_NAMES, by_id=True)
 
     def _announce(self, update: Mapping[str, Any]) -> None:
         """Remember a tool call's announcement (bounded: a turn's first
@@ -678,33 +671,16 @@ class AcpControl(ControlProtocol):
         """The agent asks to call one of the caller's functions on the MCP
         server the session serves: by the agent's title of such a request
         (:attr:`AcpAgent.mcp_title`) or its ``_meta`` tool name (qwen)."""
-        forms = (
-            (self.agent.mcp_title, _MCP_META_NAME) if self.agent.mcp_title else (_MCP_META_NAME,)
-        )
+        forms = (self.agent.mcp_title, MCP_META_NAME) if self.agent.mcp_title else (MCP_META_NAME,)
         return self._ours(call, forms, by_id=False) is not None
 
     def _ours(self, call: Mapping[str, Any], forms: Sequence[str], *, by_id: bool) -> str | None:
-        """The caller's function ``call`` names in one of ``forms`` (``{tool}``,
-        ``{server}``) on the session's server.  That server's name is the
-        session's own and unguessable, so no server of the repository's or the
-        user's matches it."""
+        """The caller's function ``call`` names on the session's own server
+        (:func:`.acp_requests.named_tool`)."""
         if not self.mcp_servers or self.request is None:
             return None
         server = self.mcp_servers[0].name
-        meta = _mapping(call.get("_meta"))
-        said = {
-            _text(call.get("title")),
-            _text(meta.get("toolName")),
-            _text(_mapping(meta.get("claudeCode")).get("toolName")),
-        }
-        for tool in self.request.tools:
-            if said & {form.format(tool=tool.name, server=server) for form in forms}:
-                return tool.name
-        call_id = _text(call.get("toolCallId")) or ""
-        for tool in self.request.tools if by_id else ():
-            if call_id.startswith(f"mcp_{server}_{tool.name}__"):  # gemini's call ids
-                return tool.name
-        return None
+        return named_tool(call, forms, server, self.request.tools, by_id=by_id)
 
     def _notification(self, obj: Mapping[str, Any], method: str) -> Sequence[Incoming]:
         if method == "session/update":

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from coding_genesis.approval import ApprovalRequest, Decision
@@ -64,6 +64,7 @@ from ._common import as_int
 from ._jsonrpc import INVALID_PARAMS, NOT_SERVED, dispatch, error_answer, valid_id
 from ._questions import Elicited, Gathering, answer_of, elicitation_question
 from .codex_calls import call_request, context_of
+from .codex_changes import touched as touched_by
 from .codex_events import AppServerTranslator, add_usage
 from .codex_hooks import HOOK_EFFECTS, tool_hook
 from .codex_requests import (
@@ -612,7 +613,7 @@ class CodexControl(ControlProtocol):
             )
         else:
             changes = self._changes.get(item_id or "")
-            touched = _touched(changes, params.get("grantRoot"))
+            touched = touched_by(changes, params.get("grantRoot"))
             request = ApprovalRequest(
                 "fileChange",
                 {**params, "changes": changes if changes is not None else []},
@@ -744,67 +745,6 @@ class CodexControl(ControlProtocol):
                 message = "the approver declined and ended the turn"
             return (TurnEnded("interrupted", message),)
         return (TurnEnded("failed", message or f"turn ended with status {status!r}"),)
-
-
-#: The kinds of one file's change codex 0.169 reports (``PatchChangeKind``), and
-#: the fields a change and its kind have: any other shape is not read as a write.
-_CHANGE_KINDS = frozenset({"add", "delete", "update"})
-_CHANGE_FIELDS = frozenset({"path", "kind", "diff"})
-_KIND_FIELDS = frozenset({"type", "move_path"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Touched:
-    """What one file change touches: every path (sources and destinations),
-    the moves among them, or why it could not be read whole."""
-
-    paths: tuple[str, ...] = ()
-    moves: tuple[tuple[str, str], ...] = ()
-    unreadable: str | None = None
-
-
-def _touched(changes: object, grant_root: object) -> _Touched:
-    """Every path a ``fileChange`` touches (each file added, changed or
-    deleted; both ends of a move), and the root it asks writes under for the
-    session (``grantRoot``) when it asks one; a shape codex 0.169 does not
-    write is unreadable (the request is then denied, unasked)."""
-    if not isinstance(changes, list):
-        return _Touched(unreadable="codex announced no list of changes for this file change")
-    if not changes:
-        return _Touched(unreadable="the file change names no file")
-    paths: dict[str, None] = {}  # ordered, without repeats
-    moves: list[tuple[str, str]] = []
-    for change in changes:
-        if not isinstance(change, Mapping) or not change.keys() <= _CHANGE_FIELDS:
-            return _Touched(unreadable=f"a change of an unknown shape: {_shown(change)}")
-        path, kind = change.get("path"), change.get("kind")
-        if not isinstance(path, str) or not path:
-            return _Touched(unreadable=f"a change whose path is not a string: {_shown(path)}")
-        if (
-            not isinstance(kind, Mapping)
-            or not kind.keys() <= _KIND_FIELDS
-            or kind.get("type") not in _CHANGE_KINDS
-        ):
-            return _Touched(unreadable=f"a change of an unknown kind: {_shown(kind)}")
-        destination = kind.get("move_path")
-        paths[path] = None
-        if destination is None:
-            continue
-        if kind["type"] != "update" or not isinstance(destination, str) or not destination:
-            return _Touched(unreadable=f"a move of an unknown shape: {_shown(kind)}")
-        paths[destination] = None
-        moves.append((path, destination))
-    if grant_root is not None:
-        if not isinstance(grant_root, str) or not grant_root:
-            return _Touched(unreadable=f"a grantRoot that is not a path: {_shown(grant_root)}")
-        paths[grant_root] = None
-    return _Touched(tuple(paths), tuple(moves))
-
-
-def _shown(value: object) -> str:
-    """A value quoted in a reason, short."""
-    text = repr(value)
-    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _error_text(error: Any) -> str:
