@@ -15,7 +15,7 @@ import argparse
 import contextlib
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from coding_genesis._cli.approver_options import add_approver_arguments
 from coding_genesis._cli.common import positive_seconds, usage_error
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from coding_genesis._cli.asking import TerminalAsker, TerminalLines
     from coding_genesis._observers.progress import ProgressView
     from coding_genesis.agent import CodingGenesisAgent
+    from coding_genesis.request import SendOptions
     from coding_genesis.result import RunResponse
     from coding_genesis.session import Session
 
@@ -51,7 +52,10 @@ came back) is a turn of its own: its questions are asked in place of the
 prompt, its answer shown when it ends.
 Ctrl-C interrupts the running turn; a second Ctrl-C (in the turn or at the
 prompt) closes the session and exits 130; Ctrl-D or /exit closes it (exit 0).
-/help lists chat's own commands (/help, /clear, /exit), never sent to the model.
+/help lists chat's own commands (/help, /clear, /model, /permissions, /exit),
+never sent to the model: /model NAME and /permissions LEVEL switch the next turns
+(a switch the CLI cannot make is refused in words at the next turn, which does
+not run; the chat goes on).
 Each turn is recorded like a `genesis run` (see `genesis runs`).
 stdin must be a terminal (for scripts: `genesis run`, or agent.session()).
 """
@@ -64,6 +68,8 @@ EXIT_WORDS = frozenset({"/exit", "/quit"})
 CHAT_HELP = """genesis chat's own commands (any other line, /compact included, goes to the CLI):
   /help          this list
   /clear         clear the screen (the conversation goes on)
+  /model NAME    the next turns run on model NAME
+  /permissions LEVEL   the next turns' level: read-only, edit or full
   /exit, /quit   close the session (also Ctrl-D)
 Ctrl-C interrupts the running turn; Ctrl-C twice leaves."""
 #: Clear the screen and put the cursor home (what `clear` writes).
@@ -239,6 +245,9 @@ class Chat:
         self._yielded = False
         #: Set while nobody reads the prompt (a reader of the terminal waits on it).
         self._not_reading: anyio.Event | None = None
+        #: What /model and /permissions asked of the next turn (the session
+        #: holds a switch once a turn made it).
+        self.switch: SendOptions = {}
         asker.before_asking = self._give_way
 
     async def main(self) -> int:
@@ -279,9 +288,29 @@ class Chat:
             if text == "/clear":
                 _err(_CLEAR, end="")
                 continue
+            command, _, argument = text.partition(" ")
+            if command in ("/model", "/permissions"):
+                self._switching(command[1:], argument.strip())
+                continue
             if text:
                 self.armed = False
                 self._last = await self._turn(session, line)
+
+    def _switching(self, option: str, value: str) -> None:
+        """/model NAME, /permissions LEVEL: asked of the next turn, whose
+        capability check refuses a switch the CLI cannot make (in words)."""
+        from coding_genesis.options import Permissions
+
+        levels = get_args(Permissions)
+        if option == "model" and value and not value.startswith("-"):
+            self.switch["model"] = value
+        elif option == "permissions" and value in levels:
+            self.switch["permissions"] = cast("Permissions", value)
+        else:
+            what = "NAME" if option == "model" else "LEVEL (" + ", ".join(levels) + ")"
+            _err(f"genesis chat: /{option} takes a {what}; nothing switched")
+            return
+        self._note(f"genesis chat: {option} {value} asked of the next turn (it holds after)")
 
     async def _prompt(self) -> str | None:
         """The next prompt; "" when Ctrl-C cleared the line.  The read gives
@@ -366,7 +395,8 @@ class Chat:
                 async with anyio.create_task_group() as tg:
                     if view is not None:
                         tg.start_soon(_tick, view)
-                    async with session.stream(prompt) as turn:
+                    switch, self.switch = self.switch, {}
+                    async with session.stream(prompt, **switch) as turn:
                         async for event in turn:
                             tracker.on_event(event)
                     tg.cancel_scope.cancel()

@@ -22,11 +22,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coding_genesis._serve import models
-from coding_genesis._serve.actions import Problem, open_session, start_run
+from coding_genesis._serve.actions import Problem, open_session, send_turn, start_run
 from coding_genesis._serve.inbox import Refusal
 from coding_genesis._serve.runs import Entry
 from coding_genesis._serve.service import Service
-from coding_genesis._serve.sessions import Busy, Live
+from coding_genesis._serve.sessions import Live
 from coding_genesis._util.redact import Redactor
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.events import Event
@@ -270,10 +270,10 @@ async def _send_turn(service: Service, arguments: dict[str, Any], progress: Prog
     asked = _args(_TurnArgs, arguments)
     live = _live(service, asked.session)
     sessions = service.sessions
-    try:
-        turn = sessions.send(live, asked.prompt, asked.timeout)
-    except Busy as busy:
-        raise ToolError(f"busy: {busy}") from None
+    fields = asked.model_dump(exclude_none=True, exclude={"session", "wait"})
+    turn = send_turn(service, live, fields)
+    if isinstance(turn, Problem):
+        raise _refused(turn)
     done = live.turn_done
     if asked.wait and done is not None:
         first = f"session {live.id}: turn {turn['turn']} running"
@@ -378,7 +378,10 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "send_turn",
-        "Send a turn to an open session and (wait) answer it once it ends, with its result.",
+        "Send a turn to an open session and (wait) answer it once it ends, with its result. "
+        "model and permissions switch this turn and the next ones, output_schema shapes this "
+        "turn's answer (permissions and output_schema need a trusted server); a switch the "
+        "backend cannot make answers the turn 64.",
         _TurnArgs.model_json_schema(),
         models.Turn,
         _send_turn,

@@ -10,14 +10,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from coding_genesis._pipeline.run import run_redactor
-from coding_genesis._serve.requests import Refused, read_run_request, read_session_request
+from coding_genesis._serve.requests import (
+    Refused,
+    read_run_request,
+    read_session_request,
+    read_turn_request,
+)
 from coding_genesis._serve.runs import Draining, Entry, Full, prompt_head
 from coding_genesis._serve.service import Service
 from coding_genesis._serve.sessions import Busy, Live, NoRoom
 
-__all__ = ["Problem", "open_session", "start_run"]
+__all__ = ["Problem", "open_session", "send_turn", "start_run"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +110,17 @@ async def open_session(service: Service, body: bytes, live: Live | None = None) 
     if opened.state == "failed":
         return Problem(502, "open_failed", f"the session did not open: {opened.why}"[:2000])
     return opened
+
+
+def send_turn(service: Service, live: Live, fields: Mapping[str, Any]) -> dict[str, Any] | Problem:
+    """Start a turn of ``live`` with ``fields`` (its prompt and the options of
+    ``send()``, read under the one untrusted-input list): the turn's summary,
+    or why not."""
+    read = read_turn_request(fields, service.rules())
+    if isinstance(read, Refused):
+        return Problem(422, "invalid_request", read.message)
+    prompt, timeout = read.pop("prompt"), read.pop("timeout", None)
+    try:
+        return service.sessions.send(live, prompt, timeout, read)
+    except Busy as busy:
+        return Problem(409, "busy", str(busy))

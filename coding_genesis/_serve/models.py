@@ -4,11 +4,12 @@ JSON response is built through them, so what is served is what is documented."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from coding_genesis.capabilities import UNTRUSTED_APPROVAL_TIMEOUT
+from coding_genesis.options import Permissions
 
 __all__ = [
     "Answer",
@@ -376,10 +377,33 @@ class SessionList(BaseModel):
 
 
 class TurnRequest(BaseModel):
+    """A turn of a session: its prompt (text, or parts as a run's) and the
+    options of ``send()`` for this turn.  ``model`` and ``permissions`` hold
+    for the later turns too; ``output_schema`` is this turn's alone.  Unless
+    the server was started with ``--trusted-input``, only the data of the one
+    untrusted-input list may be set (``prompt``, ``timeout``, ``model``; no
+    part naming a path).  A switch the session's backend cannot make answers
+    the turn 64 in words; the session lives on."""
+
     model_config = ConfigDict(extra="forbid")
 
-    prompt: str = Field(min_length=1, max_length=1_000_000)
+    prompt: (
+        Annotated[str, Field(min_length=1, max_length=1_000_000)]
+        | Annotated[list[str | dict[str, Any]], Field(min_length=1, max_length=1000)]
+    ) = Field(
+        description="text, or text parts with images and files, as a run's prompt "
+        '({"type": "image", "data": base64}; one naming a "path" needs --trusted-input)'
+    )
     timeout: float | None = Field(None, gt=0, le=86_400, description="this turn's limit, seconds")
+    model: str | None = Field(
+        None, max_length=200, description="the model of this turn and the next ones"
+    )
+    permissions: Permissions | None = Field(
+        None, description="the level of this turn and the next ones; needs --trusted-input"
+    )
+    output_schema: dict[str, Any] | None = Field(
+        None, description="the JSON schema of this turn's answer; needs --trusted-input"
+    )
 
 
 class SteerRequest(BaseModel):

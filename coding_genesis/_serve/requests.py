@@ -42,7 +42,7 @@ from coding_genesis._util.checks import required_seconds
 from coding_genesis.agent import CodingGenesisAgent
 from coding_genesis.approval import Approver
 from coding_genesis.batch import InvalidRequest, RunSpec, coerce_request
-from coding_genesis.capabilities import UNTRUSTED
+from coding_genesis.capabilities import UNTRUSTED, untrusted_problem
 from coding_genesis.errors import AgentUsageError, ConfigError
 from coding_genesis.session import Session
 
@@ -56,6 +56,7 @@ __all__ = [
     "Rules",
     "read_run_request",
     "read_session_request",
+    "read_turn_request",
 ]
 
 #: What a served request may set that no batch line has (see the module's doc):
@@ -360,6 +361,18 @@ def read_session_request(
         keep=keep,
         data=data,
     )
+
+
+def read_turn_request(fields: Mapping[str, Any], rules: Rules) -> dict[str, Any] | Refused:
+    """A session turn's fields (its prompt and the options of ``send()``,
+    None left out) checked as a body's are, by the one untrusted-input list:
+    what ``send()`` is then given (what the session's backend cannot switch
+    is the capability check's, which answers the turn 64)."""
+    asked = {k: v for k, v in fields.items() if v is not None}
+    problem = untrusted_problem(asked, trusted=rules.trusted)
+    if problem is not None:
+        return Refused(problem)
+    return asked
 
 
 def root_path(root: str | os.PathLike[str]) -> str:

@@ -12,7 +12,7 @@ from fastapi import FastAPI, Header, Path as PathParam, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from coding_genesis._serve import models
-from coding_genesis._serve.actions import Problem, open_session
+from coding_genesis._serve.actions import Problem, open_session, send_turn as start_turn
 from coding_genesis._serve.replies import (
     SSE,
     body_schema as _body,
@@ -94,14 +94,15 @@ def _add_turn_routes(app: FastAPI, service: Service) -> None:
     async def send_turn(session: SessionId, turn: models.TurnRequest) -> Response:
         """Start a turn (202 at once; follow it on GET /sessions/{id}/events,
         or wait for it with GET /sessions/{id}/turns/{n}?wait=S); 409 while
-        another turn runs or once the session is closed."""
+        another turn runs or once the session is closed; 422 for an option
+        only --trusted-input accepts. Its model and level hold for the next
+        turns; one the backend cannot switch answers the turn 64."""
         live = service.sessions.find(session)
         if live is None:
             return _no_session(service, session)
-        try:
-            started = service.sessions.send(live, turn.prompt, turn.timeout)
-        except Busy as busy:
-            return _error(service, 409, "busy", str(busy))
+        started = start_turn(service, live, turn.model_dump(exclude_none=True))
+        if isinstance(started, Problem):
+            return _problem(service, started)
         return _json(models.Turn.model_validate(started), service, 202)
 
     @app.get(

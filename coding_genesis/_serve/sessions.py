@@ -392,8 +392,15 @@ class Sessions:
 
     # -- turns -----------------------------------------------------------------------
 
-    def send(self, live: Live, prompt: str, timeout: float | None) -> dict[str, Any]:
-        """Start a turn; its summary (``running``).  :class:`Busy` when the
+    def send(
+        self,
+        live: Live,
+        prompt: str | list[Any],
+        timeout: float | None,
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Start a turn (``options``: the turn's own of ``send()``, read by
+        the caller); its summary (``running``).  :class:`Busy` when the
         session is not open or a turn is under way."""
         if live.state != "open" or live.session is None:
             raise Busy(f"session {live.id} is {live.state}: it takes no turn")
@@ -421,7 +428,9 @@ class Sessions:
         live.turn_done = anyio.Event()
         self.journal.write(_turn_record(live.id, turn), live.redactor)
         self._changed(live)
-        self._tg.start_soon(self._turn, live, live.session, turn, prompt, timeout)
+        self._tg.start_soon(
+            self._turn, live, live.session, turn, prompt, timeout, dict(options or {})
+        )
         return turn
 
     async def _turn(
@@ -429,12 +438,13 @@ class Sessions:
         live: Live,
         session: Session,
         turn: dict[str, Any],
-        prompt: str,
+        prompt: str | list[Any],
         timeout: float | None,
+        options: dict[str, Any],
     ) -> None:
         response: dict[str, Any] | None = None
         try:
-            response = dict(await session.send(prompt, timeout=timeout))
+            response = dict(await session.send(prompt, timeout=timeout, **options))
         except AgentUsageError as exc:  # closed under it
             response = failure_result(
                 0,

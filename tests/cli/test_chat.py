@@ -39,7 +39,9 @@ def chat(terminals: list[Terminal], fake: FakeCLI, tmp_path: Path, *args: str) -
     return terminal
 
 
-def failer_chat(terminals: list[Terminal], tmp_path: Path, transcripts: str) -> Terminal:
+def failer_chat(
+    terminals: list[Terminal], tmp_path: Path, transcripts: str, *args: str
+) -> Terminal:
     """`genesis chat` with the embedded failer in ``tmp_path``, its session open."""
     env = {
         "GENESIS_TRANSCRIPTS": transcripts,
@@ -47,7 +49,7 @@ def failer_chat(terminals: list[Terminal], tmp_path: Path, transcripts: str) -> 
         "GENESIS_LEDGER": str(tmp_path / "ledger"),
         "GENESIS_FAILER_STATE_DIR": str(tmp_path / "state"),
     }
-    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1"]
+    argv = ["chat", "--backend", "failer", "--cwd", str(tmp_path), "--grace", "1", *args]
     terminal = Terminal(argv, env=env)
     terminals.append(terminal)
     assert terminal.wait_for("session open"), terminal.screen
@@ -367,3 +369,59 @@ def test_chat_streams_the_answer_as_written_and_prints_it_once(
     ]
     stdout = (own.parent / run_dirs(tmp_path)[0].name / "stdout.jsonl").read_text()
     assert '"stream_event"' in stdout  # the CLI was told --include-partial-messages
+
+
+def test_model_and_permissions_switch_the_next_turns_and_a_refusal_is_words(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """/model NAME and /permissions LEVEL are chat's own (never sent to the
+    model): the next turn asks the CLI for them (its control requests, in the
+    turn's stdin.jsonl) and they hold after; a switch the CLI cannot make is
+    that turn's refusal in the check's words, and the chat goes on."""
+    terminal = failer_chat(terminals, tmp_path, str(tmp_path / "runs"))
+    say(terminal, "/help")
+    assert terminal.wait_for("/permissions LEVEL"), terminal.screen
+    say(terminal, "/model m-b")
+    assert terminal.wait_for("model m-b asked of the next turn"), terminal.screen
+    say(terminal, "hello")
+    assert terminal.wait_for("responding normally"), terminal.screen
+    say(terminal, "/permissions maybe")
+    assert terminal.wait_for("takes a LEVEL (read-only, edit, full); nothing switched")
+    say(terminal, "/permissions read-only")
+    assert terminal.wait_for("permissions read-only asked"), terminal.screen
+    say(terminal, "second")
+    say(terminal, "third")
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    assert "Traceback" not in terminal.seen
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [r["model"] for r in runs] == ["m-b"] * 3, runs
+    asked = [
+        [
+            json.loads(line).get("request", {})
+            for line in (d / "stdin.jsonl").read_text().splitlines()
+        ]
+        for d in sorted(
+            run_dirs(tmp_path), key=lambda d: json.loads((d / "meta.json").read_text())["turn"]
+        )
+    ]
+    switches = [
+        [r.get("subtype") for r in turn if r.get("subtype", "").startswith("set_")]
+        for turn in asked
+    ]
+    assert switches == [["set_model"], ["set_permission_mode"], []], asked
+    assert any(r.get("subtype") == "set_model" and r.get("model") == "m-b" for r in asked[0])
+
+    closed = tmp_path / "read-only"
+    closed.mkdir()
+    terminal = failer_chat(terminals, closed, "off", "--permissions", "read-only")
+    say(terminal, "/permissions edit")
+    assert terminal.wait_for("permissions edit asked"), terminal.screen
+    say(terminal, "/write w.txt x")
+    assert terminal.wait_for("[status 64: invalid_request]"), terminal.screen
+    assert "opened with permissions='read-only' to 'edit'" in terminal.seen.replace("\r\n", "")
+    say(terminal, "hello")
+    assert terminal.wait_for("responding normally"), terminal.screen
+    say(terminal, "/exit")
+    assert terminal.wait() == 0
+    assert not (closed / "w.txt").exists() and "Traceback" not in terminal.seen

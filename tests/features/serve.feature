@@ -28,6 +28,26 @@ Feature: Served sessions and the approval inbox
     And the last turn says "1 earlier prompts in this conversation: hello"
 
   @slow
+  Scenario: A turn's model holds for the next turns; its level needs --trusted-input
+    Given a genesis serve
+    When a client opens a session
+    And the client sends the turn "hello" with model "m-b"
+    And the client sends the turn "hello again"
+    Then every turn of the session answered with status 0
+    And the turns of the session ran on the models "m-b, m-b"
+    And a turn that sets permissions "full" is refused: "refused field(s) permissions: a run-many file may set only"
+
+  @slow
+  Scenario: A level the session's backend cannot switch to answers the turn 64 and the session lives on
+    Given a genesis serve with --trusted-input
+    When a client opens a session with permissions "read-only"
+    And the client sends the turn "/write w.txt x" with permissions "edit"
+    Then the last turn answered with status 64
+    And the last turn says "opened with permissions='read-only' to 'edit'"
+    When the client sends the turn "hello"
+    Then the last turn answered with status 0
+
+  @slow
   Scenario: A tool call waits in the inbox until a client allows it
     Given a genesis serve
     When a client opens a session

@@ -170,6 +170,58 @@ def test_a_session_opened_a_turn_sent_and_closed(tmp_path: Path) -> None:
     anyio.run(scenario)
 
 
+SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]}
+
+
+def test_a_turn_s_own_options_through_send_turn(tmp_path: Path) -> None:
+    """send_turn lists and takes send()'s options: model is data and holds for
+    the next turns; permissions and output_schema need --trusted-input; a
+    switch the backend cannot make answers the turn 64, the session lives on."""
+
+    async def turn(client: Any, sid: str, **arguments: Any) -> dict[str, Any]:
+        return structured(await client.call_tool("send_turn", {"session": sid, **arguments}))
+
+    async def scenario() -> None:
+        async with over_stdio(tmp_path / "untrusted") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            listed = tools["send_turn"].input_schema["properties"]
+            assert {"prompt", "timeout", "model", "permissions", "output_schema"} <= set(listed)
+            opened = structured(await client.call_tool("open_session", {"approvals": "none"}))
+            sid = opened["id"]
+            first = await turn(client, sid, prompt="hello", model="m-b")
+            assert first["status"] == 0 and first["result"]["model"] == "m-b"
+            assert (await turn(client, sid, prompt="again"))["result"]["model"] == "m-b"
+            for field, value in (("permissions", "full"), ("output_schema", SCHEMA)):
+                refused = await client.call_tool(
+                    "send_turn", {"session": sid, "prompt": "x", field: value}
+                )
+                assert refused.is_error, text(refused)
+                assert text(refused).startswith(
+                    f"invalid_request: refused field(s) {field}: a run-many file may set only"
+                )
+            named = await client.call_tool(
+                "send_turn",
+                {"session": sid, "prompt": ["x", {"type": "file", "path": "/etc/hostname"}]},
+            )
+            assert named.is_error and "naming a path" in text(named)
+            await client.call_tool("close_session", {"session": sid})
+        async with over_stdio(tmp_path / "trusted", "--trusted-input") as client:
+            opened = structured(
+                await client.call_tool(
+                    "open_session", {"approvals": "none", "permissions": "read-only"}
+                )
+            )
+            sid = opened["id"]
+            widened = await turn(client, sid, prompt="/write w.txt x", permissions="edit")
+            assert widened["status"] == 64
+            assert "opened with permissions='read-only' to 'edit'" in widened["message"]
+            shaped = await turn(client, sid, prompt='/json {"verdict": "ok"}', output_schema=SCHEMA)
+            assert shaped["status"] == 0 and shaped["result"]["output"] == {"verdict": "ok"}
+            await client.call_tool("close_session", {"session": sid})
+
+    anyio.run(scenario)
+
+
 async def _pending(client: Any, **where: str) -> dict[str, Any]:
     """The first pending approval (of ``where``), once one waits."""
     deadline = time.monotonic() + 30

@@ -21,12 +21,14 @@ from coding_genesis._serve.requests import (
     Rules,
     read_run_request,
     read_session_request,
+    read_turn_request,
     root_path,
 )
 from coding_genesis.approval import allow_tools
 from coding_genesis.backends import get_backend
 from coding_genesis.capabilities import UNTRUSTED, check, untrusted_backend_problem
 from coding_genesis.config import AgentConfig
+from coding_genesis.request import SEND_OPTION_NAMES
 from tests.session.twoway import one_way_backend
 
 DATA = {name for name, trust in UNTRUSTED.items() if trust == "data"}
@@ -52,6 +54,32 @@ def test_the_models_list_what_the_one_list_lets_a_body_set() -> None:
     # isolation: data, but what the capability check refuses of any live session
     session = DATA - set(NOT_IN_A_SESSION) - {"prompt", "isolation"} | SERVED_FIELDS
     assert set(models.SessionRequest.model_fields) == session
+    # A turn: its prompt and exactly send()'s options, each classified in the one list.
+    assert set(models.TurnRequest.model_fields) == {"prompt"} | SEND_OPTION_NAMES
+    assert set(models.TurnRequest.model_fields) <= set(UNTRUSTED)
+
+
+def test_a_turn_sets_data_only_in_the_one_list_s_words(tmp_path: Path) -> None:
+    """What a turn may set without --trusted-input is what the one list says:
+    every option of send() it calls trusted is refused, in a body's words."""
+    rules, trusting = _rules(tmp_path), _rules(tmp_path, trusted=True)
+    values = {"timeout": 5.0, "model": "m-b", "permissions": "full", "output_schema": {}}
+    assert set(values) == SEND_OPTION_NAMES
+    for name, value in values.items():
+        asked = {"prompt": "hi", name: value}
+        read = read_turn_request(asked, rules)
+        if UNTRUSTED[name] == "data":
+            assert read == asked
+        else:
+            assert isinstance(read, Refused), name
+            assert read.message.startswith(f"refused field(s) {name}: a run-many file may set only")
+        assert read_turn_request(asked, trusting) == asked
+    assert UNTRUSTED["model"] == "data" and UNTRUSTED["permissions"] == "trusted"
+    assert read_turn_request({"prompt": "hi", "model": None}, rules) == {"prompt": "hi"}
+    named = read_turn_request({"prompt": ["a", {"type": "file", "path": "x"}]}, rules)
+    assert isinstance(named, Refused) and "naming a path ('x')" in named.message
+    dash = read_turn_request({"prompt": "hi", "model": "-x"}, rules)
+    assert isinstance(dash, Refused) and "would read as a command-line option" in dash.message
 
 
 def test_a_body_sets_data_only_in_the_words_of_a_batch_line(tmp_path: Path) -> None:

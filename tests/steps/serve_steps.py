@@ -76,9 +76,11 @@ def _opens_with_timeout(served_scene: Scene, seconds: float) -> None:
     _open(served_scene, {"approval_timeout": seconds})
 
 
-def _start(scene: Scene, prompt: str) -> int:
+def _start(scene: Scene, prompt: str, **options: Any) -> int:
     with scene.client() as client:
-        response = client.post(f"/sessions/{scene.session}/turns", json={"prompt": prompt})
+        response = client.post(
+            f"/sessions/{scene.session}/turns", json={"prompt": prompt, **options}
+        )
     assert response.status_code == 202, response.text
     number: int = response.json()["turn"]
     return number
@@ -94,6 +96,44 @@ def _finish(scene: Scene, number: int) -> None:
 @when(parsers.parse('the client sends the turn "{prompt}"'))
 def _sends(served_scene: Scene, prompt: str) -> None:
     _finish(served_scene, _start(served_scene, prompt))
+
+
+@given("a genesis serve with --trusted-input", target_fixture="served_scene")
+def _a_trusting_server(scene: Scene) -> Scene:
+    from tests.serve.support import serve
+
+    scene.served.stop()
+    scene.served = serve(scene.tmp_path, "--trusted-input")
+    return scene
+
+
+@when(parsers.parse('a client opens a session with permissions "{level}"'))
+def _opens_at(served_scene: Scene, level: str) -> None:
+    _open(served_scene, {"approvals": "none", "permissions": level})
+
+
+@when(parsers.parse('the client sends the turn "{prompt}" with {option} "{value}"'))
+def _sends_with(served_scene: Scene, prompt: str, option: str, value: str) -> None:
+    _finish(served_scene, _start(served_scene, prompt, **{option: value}))
+
+
+@then(parsers.parse('the turns of the session ran on the models "{names}"'))
+def _models(served_scene: Scene, names: str) -> None:
+    assert [t["result"]["model"] for t in served_scene.turns] == names.split(", ")
+
+
+@then(parsers.parse("the last turn answered with status {status:d}"))
+def _last_status(served_scene: Scene, status: int) -> None:
+    assert served_scene.turns[-1]["status"] == status, served_scene.turns[-1]
+
+
+@then(parsers.parse('a turn that sets {option} "{value}" is refused: "{words}"'))
+def _turn_refused(served_scene: Scene, option: str, value: str, words: str) -> None:
+    with served_scene.client() as client:
+        response = client.post(
+            f"/sessions/{served_scene.session}/turns", json={"prompt": "hi", option: value}
+        )
+    assert response.status_code == 422 and response.json()["message"].startswith(words)
 
 
 @when(parsers.parse('the client starts the turn "{prompt}"'))
