@@ -65,6 +65,8 @@ _COMMAND = re.compile(
 #: Commands of a live session only (a one-shot run answers them as plain text).
 _LIVE_ONLY = frozenset({"tool", "agent", "compact", "history"})
 _FAILURES = frozenset({"fail-then-succeed", "fail", "timeout", "partial", "rate-limit", "stderr"})
+#: The tools a read-only session has not (claude.py's LEVELS: --disallowedTools).
+_REMOVED_READ_ONLY = frozenset({"Bash", "Write"})
 #: Commands claude runs unasked (read-only, no shell).
 _PLAIN_COMMANDS = frozenset({"echo", "ls", "pwd", "cat", "true", "date", "whoami"})
 #: ``Stop`` hooks that block in a row before the turn ends anyway.
@@ -330,7 +332,15 @@ class FailerSide(ClaudeSide):
 
     def call(self, tool: str, tool_input: dict[str, Any], run: Callable[..., Ran]) -> Ran:
         """Ask about one tool call as claude does, run it once allowed (with the
-        input as answered), tell the hooks."""
+        input as answered), tell the hooks.  At read-only a removed tool is
+        refused first: claude's ``--disallowedTools`` takes it away, whatever a
+        hook, an approver or a rule would say (measured on claude 2.1.330)."""
+        if self.permissions == "read-only" and tool in _REMOVED_READ_ONLY:
+            why = f"No such tool available: {tool}. {tool} is disabled for this session"
+            return self._refuse(self.tool_use(tool, tool_input), tool, tool_input, why)
+        return self._asked(tool, tool_input, run)
+
+    def _asked(self, tool: str, tool_input: dict[str, Any], run: Callable[..., Ran]) -> Ran:
         call = self.tool_use(tool, tool_input)
         decided = None
         if self.live and self.hook_id is not None:
@@ -409,8 +419,6 @@ class FailerSide(ClaudeSide):
         command = tool_input.get("command") if tool == "Bash" else None
         if any(t == tool and c in (None, command) for t, c in self.rules) or tool in self.allowed:
             return True
-        if self.permissions == "read-only" and tool in ("Bash", "Write"):
-            return False
         if self.permissions == "full":
             return True
         if tool == "Write" and self.permissions == "edit":

@@ -29,6 +29,6 @@ Feature: Handing work to a CLI over MCP
   Scenario: A nested run's tool call waits in the inbox until the client allows it
     Given a genesis mcp
     When the client calls "run" with {"prompt": "/bash echo mcp-ok", "approvals": "inbox", "wait": false}
-    Then the inbox holds one pending approval for "echo mcp-ok"
+    Then the MCP server's inbox holds one pending approval for "echo mcp-ok"
     When the client allows it through the answer_approval tool
     Then the run finishes with status 0

@@ -96,10 +96,33 @@ async def test_without_an_approver_claude_s_rules_decide(tmp_path: Path) -> None
     assert not (tmp_path / "a.txt").exists() and write["approvals"][0]["kind"] == "write"
     async with agent(tmp_path, permissions="read-only").session() as s:
         refused = await s.send("/bash echo no")
-    assert "Permission to use Bash has been denied" in body(refused)["message"]
+    assert "No such tool available: Bash. Bash is disabled" in body(refused)["message"]
     async with agent(tmp_path, permissions="edit").session() as s:
         edited = await s.send("/write b.txt yes")
     assert (tmp_path / "b.txt").read_text() == "yes\n" and edited["approvals"] == []
+
+
+@pytest.mark.slow
+async def test_read_only_holds_whatever_the_approver_and_a_switch_say(tmp_path: Path) -> None:
+    """claude's read-only removes Bash and Write (``--disallowedTools``): the
+    failer, playing claude, takes them away too, so an approver that allows
+    everything is never asked and writes nothing, at the opening level or at
+    one a turn switched to."""
+    asked: list[str] = []
+
+    def approver(request: Any) -> Decision:
+        asked.append(str(request.tool))
+        return Decision.allow()
+
+    async with agent(tmp_path, permissions="read-only", approver=approver).session() as s:
+        opened = await s.send("/write a.txt no")
+        ran = await s.send("/bash python3 -c print(1)")
+    async with agent(tmp_path, permissions="edit", approver=approver).session() as s:
+        switched = await s.send("/write b.txt no", permissions="read-only")
+    for refused in (opened, ran, switched):
+        assert "is disabled for this session" in body(refused)["message"], refused
+    assert not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+    assert asked == []
 
 
 @pytest.mark.slow

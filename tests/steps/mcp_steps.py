@@ -135,7 +135,7 @@ def _no_run(mcp: Scene) -> None:
     assert structured(mcp.call("list_runs", {}))["runs"] == []
 
 
-@then(parsers.parse('the inbox holds one pending approval for "{command}"'))
+@then(parsers.parse('the MCP server\'s inbox holds one pending approval for "{command}"'))
 def _pending(mcp: Scene, command: str) -> None:
     from tests.mcp.support import structured
 
