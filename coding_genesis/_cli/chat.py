@@ -299,6 +299,7 @@ class Chat:
     def _switching(self, option: str, value: str) -> None:
         """/model NAME, /permissions LEVEL: asked of the next turn, whose
         capability check refuses a switch the CLI cannot make (in words)."""
+        # lazy: `genesis --help` imports only the parsers
         from coding_genesis.options import Permissions
 
         levels = get_args(Permissions)
