@@ -1478,7 +1478,7 @@ def fig_startup(p: Params) -> Result:
     shutil.rmtree(scratch, ignore_errors=True)
     notes = {
         "import": "public names are imported on first use",
-        "help": "loads argparse and the command modules, none of the dependencies",
+        "help": "loads argparse and one table of the commands: no command module, none of the dependencies",
         "run": "two interpreters: the CLI, then the embedded failer it supervises",
     }
     rows = [row("`python -c pass`", median(base) * 1000, "ms", baseline=True)]
