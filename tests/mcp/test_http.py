@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 pytest.importorskip("fastapi", reason="genesis serve needs the serve extra (fastapi)")
 
@@ -130,5 +131,18 @@ def test_the_mcp_route_is_behind_the_servers_door(served: Served) -> None:
         async with over_http(served, token="x" * 43):
             pass
 
-    with pytest.raises(BaseException):  # noqa: PT011,B017  (the client's own error group)
+    # The mcp client turns the server's refusal (the 401 above) into an MCPError
+    # "Server returned an error response", inside its task groups' error group.
+    with pytest.raises(BaseException) as raised:  # noqa: PT011  (its leaves are asserted below)
         anyio.run(with_a_wrong_token)
+    leaves = _leaves(raised.value)
+    assert leaves and all(
+        isinstance(leaf, MCPError) and "error response" in str(leaf) for leaf in leaves
+    ), repr(raised.value)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The errors an exception group holds, at any depth (or ``exc`` itself)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
